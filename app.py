@@ -1,0 +1,47 @@
+"""The LLM inference teaching app: watch a real model serve text, one measured step at a time.
+
+Layout and wiring only: the engine lives in inference/, the charts in visualizations/,
+each lesson's panel in lessons/. Run `make run` (or `python app.py`) and open the URL.
+"""
+from __future__ import annotations
+
+import os
+
+import gradio as gr
+
+from inference.config import Settings
+from inference.loading import load_model
+from lessons import chat_panel
+from visualizations.model_card import model_card_html
+
+SETTINGS = Settings.from_env()
+LM = load_model(SETTINGS)  # read-only, shared by every user; per-user state lives in gr.State
+ASSETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets")
+
+
+def _read(name: str) -> str:
+    with open(os.path.join(ASSETS, name), encoding="utf-8") as f:
+        return f.read()
+
+
+with gr.Blocks(title="LLM Inference, Step by Step") as demo:
+    gr.Markdown("# LLM inference, step by step\nA real language model, running on this machine, "
+                "taken apart one stage at a time. Every time and size you see is measured live.")
+    gr.HTML(model_card_html(LM.info), elem_id="model-card")
+    with gr.Tabs():
+        with gr.Tab("Try it", id="chat"):
+            chat_panel.build(LM, SETTINGS)
+
+demo.queue(max_size=64, default_concurrency_limit=2)
+
+
+def launch_options() -> dict:
+    """Bind to loopback unless told otherwise; Spaces sets GRADIO_SERVER_NAME itself."""
+    return dict(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
+                share=False, show_error=False, css=_read("style.css"),
+                theme=gr.themes.Soft(font=["system-ui", "sans-serif"],
+                                     font_mono=["ui-monospace", "monospace"]))
+
+
+if __name__ == "__main__":
+    demo.launch(**launch_options())

@@ -1,0 +1,155 @@
+"""One request, token by token: the state a learner steps through in Lesson 3.
+
+A `Generation` holds the prompt, the tokens generated so far, the KV cache and how many
+tokens the cache already holds. `next_token()` feeds whatever the cache lacks (the whole
+prompt at first: that is the prefill; one token afterwards: a decode step), then chooses
+the next token. Because choosing needs the forward pass that came before it, step 0's time
+is the time to first token (TTFT) and every later step's time is one decode step (TPOT).
+
+`branch()` rewinds to an earlier step, keeps the cache up to there, and continues with a
+token the learner picked. `stream()` is the plain loop a chat app runs.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import torch
+from transformers import DynamicCache
+
+from .engine import forward
+from .errors import EmptyPromptError, PromptTooLongError, SettingOutOfRangeError, check_range
+from .events import Candidate, StepEvent
+from .kv_cache import cache_tensor_bytes
+from .sampling import SamplingSettings, choose, make_generator
+from .timing import sync
+
+
+@dataclass
+class Generation:
+    prompt_ids: list[int]
+    sampling: SamplingSettings
+    max_new_tokens: int
+    stop_ids: frozenset[int]
+    top_k_shown: int = 10
+    generated: list[int] = field(default_factory=list)
+    events: list[StepEvent] = field(default_factory=list)
+    cache: DynamicCache | None = None
+    fed: int = 0  # tokens of prompt + generated already in the cache
+    generator: torch.Generator | None = None
+
+    @property
+    def tokens(self) -> list[int]:
+        return self.prompt_ids + self.generated
+
+    @property
+    def finished(self) -> str | None:
+        return self.events[-1].finished if self.events else None
+
+
+def start(lm, prompt_ids: list[int], sampling: SamplingSettings | None = None,
+          max_new_tokens: int = 48, top_k_shown: int = 10, max_new_limit: int = 512
+          ) -> Generation:
+    """Check the request and set up its state. Nothing runs on the model yet."""
+    sampling = sampling or SamplingSettings()
+    if not prompt_ids:
+        raise EmptyPromptError("The prompt is empty: type some text first.")
+    if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool):
+        raise SettingOutOfRangeError(f"Max new tokens must be a whole number (got {max_new_tokens!r}).")
+    check_range("Max new tokens", max_new_tokens, 1, max_new_limit)
+    window = lm.info.context_window
+    if len(prompt_ids) + max_new_tokens > window:
+        raise PromptTooLongError(
+            f"The prompt ({len(prompt_ids):,} tokens) plus {max_new_tokens} new tokens exceeds "
+            f"the model's context window of {window:,} tokens.")
+    stop = {lm.tokenizer.eos_token_id, getattr(lm.model.config, "eos_token_id", None)}
+    stop = frozenset(i for s in stop for i in (s if isinstance(s, list) else [s]) if i is not None)
+    return Generation(prompt_ids=list(prompt_ids), sampling=sampling,
+                      max_new_tokens=max_new_tokens, stop_ids=stop, top_k_shown=top_k_shown,
+                      generator=make_generator(sampling, lm.device))
+
+
+def next_token(lm, gen: Generation, force_token: int | None = None) -> StepEvent:
+    """Feed what the cache lacks, choose one token, return its event. The core of decoding."""
+    if gen.finished:
+        raise RuntimeError(f"This generation has finished ({gen.finished}); start a new one.")
+    device = lm.device
+    sync(device)
+    t0 = time.perf_counter()
+    pending = gen.tokens[gen.fed:]  # [prompt] at step 0, [last token] afterwards
+    if gen.cache is None:
+        gen.cache = DynamicCache()
+    logits = forward(lm.model, torch.tensor([pending], device=device), gen.cache)[0]  # [V]
+    gen.fed += len(pending)
+    sync(device)
+    t1 = time.perf_counter()
+    if force_token is None:
+        token, probs = choose(logits[None], gen.sampling, gen.generator)
+        token, probs, how = int(token[0]), probs[0], gen.sampling.describe()
+    else:
+        probs = choose(logits[None], gen.sampling, None)[1][0] if not gen.sampling.greedy \
+            else torch.softmax(logits.float(), -1)
+        token, how = int(force_token), "your pick"
+    candidates = _candidates(lm.tokenizer, logits, probs, gen.top_k_shown)
+    sync(device)
+    t2 = time.perf_counter()
+
+    before = lm.tokenizer.decode(gen.generated) if gen.generated else ""
+    gen.generated.append(token)
+    text = lm.tokenizer.decode(gen.generated)
+    piece = text[len(before):] if text.startswith(before) else text
+    if text.endswith("\ufffd"):  # half of a multi-byte character: wait for the rest
+        piece = ""
+    finished = ("end of turn" if token in gen.stop_ids
+                else "max tokens" if len(gen.generated) >= gen.max_new_tokens else None)
+    event = StepEvent(
+        index=len(gen.generated) - 1, token_id=token, piece=piece, text=text,
+        special=token in lm.tokenizer.all_special_ids, candidates=candidates, chosen_by=how,
+        forward_tokens=len(pending), forward_seconds=t1 - t0, seconds=t2 - t0,
+        cache_tokens=gen.fed, cache_bytes=cache_tensor_bytes(gen.cache), finished=finished)
+    gen.events.append(event)
+    return event
+
+
+def _candidates(tokenizer, logits: torch.Tensor, probs: torch.Tensor, k: int
+                ) -> tuple[Candidate, ...]:
+    raw = torch.softmax(logits.float(), -1)
+    top = torch.topk(raw, k)
+    return tuple(Candidate(token_id=int(i), piece=tokenizer.decode([int(i)]),
+                           probability=float(probs[i]), raw_probability=float(p))
+                 for p, i in zip(top.values.tolist(), top.indices.tolist()))
+
+
+def branch(gen: Generation, step: int, token_id: int) -> None:
+    """Rewind to before output token `step` and make `token_id` the next pick.
+
+    The cache is cropped, not rebuilt: it keeps every position up to that step, minus the
+    one token that must be fed again to recompute the scores for the picked position."""
+    if not 0 <= step <= len(gen.generated):
+        raise SettingOutOfRangeError(f"There is no step {step} to branch from.")
+    gen.generated = gen.generated[:step]
+    gen.events = gen.events[:step]
+    keep = len(gen.tokens) - 1
+    held = gen.cache.get_seq_length() if gen.cache is not None else 0
+    if held > keep:
+        gen.cache.crop(keep - held)  # a negative count: drop that many newest positions
+    gen.fed = min(gen.fed, keep)
+    gen.pending_force = token_id  # type: ignore[attr-defined]
+
+
+def continue_branch(lm, gen: Generation) -> StepEvent:
+    """Take the step that `branch()` prepared, with the learner's picked token."""
+    token = getattr(gen, "pending_force", None)
+    gen.pending_force = None  # type: ignore[attr-defined]
+    return next_token(lm, gen, force_token=token)
+
+
+def stream(lm, prompt_ids: list[int], sampling: SamplingSettings | None = None,
+           max_new_tokens: int = 48) -> Iterator[StepEvent]:
+    """Generate until end of turn or max tokens, yielding each token as it is chosen.
+
+    Stop early by simply not asking for more (break out of the loop)."""
+    gen = start(lm, prompt_ids, sampling, max_new_tokens)
+    while not gen.finished:
+        yield next_token(lm, gen)

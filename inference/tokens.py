@@ -1,0 +1,104 @@
+"""Lesson 1: text becomes tokens, word pieces with ids, before the model sees anything.
+
+`tokenize()` returns each piece with its id, its place in the text (character offsets) and
+whether it is a special token (like the chat template's `<|im_start|>` markers).
+`chat_prompt()` wraps a user message in the model's chat template, the exact text the model
+reads, so the cost of the role markers can be counted in tokens.
+
+Example:
+    >>> t = tokenize(tok, "Hello world")
+    >>> [(x.text, x.id) for x in t.tokens]
+    [('Hello', 19556), (' world', 905)]
+"""
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass
+
+from .errors import EmptyPromptError, PromptTooLongError
+
+
+@dataclass(frozen=True)
+class Token:
+    id: int
+    text: str  # the characters of the source text this token covers ("" for a split byte)
+    vocab_piece: str  # the vocabulary entry, e.g. "Ġworld" (Ġ marks a leading space)
+    start: int
+    end: int
+    special: bool
+
+
+@dataclass(frozen=True)
+class TokenizedText:
+    text: str
+    tokens: tuple[Token, ...]
+
+    @property
+    def ids(self) -> list[int]:
+        return [t.id for t in self.tokens]
+
+    @property
+    def words(self) -> int:
+        return len(self.text.split())
+
+    @property
+    def special_count(self) -> int:
+        return sum(t.special for t in self.tokens)
+
+
+def clean_text(text: str) -> str:
+    """Make user text safe to tokenize: drop lone surrogates and control characters
+    (keeping newlines and tabs), normalise to NFC. Emoji and right-to-left text pass through."""
+    text = text.encode("utf-8", "replace").decode("utf-8") if _has_surrogates(text) else text
+    keep = {"\n", "\t"}
+    text = "".join(c for c in text if c in keep or unicodedata.category(c) not in ("Cc", "Cs"))
+    return unicodedata.normalize("NFC", text)
+
+
+def _has_surrogates(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+        return False
+    except UnicodeEncodeError:
+        return True
+
+
+def tokenize(tokenizer, text: str) -> TokenizedText:
+    """Split `text` into tokens with ids, offsets and special flags (no tokens added)."""
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    ids, offsets = enc["input_ids"], enc["offset_mapping"]
+    vocab = tokenizer.convert_ids_to_tokens(ids)
+    special = set(tokenizer.all_special_ids) | {
+        i for i, t in tokenizer.added_tokens_decoder.items() if t.special}
+    tokens, last_end = [], 0
+    for i, (s, e), piece in zip(ids, offsets, vocab):
+        # Byte-level pieces of one character (an emoji split in two) share its offsets;
+        # show the character once, on its first piece.
+        shown = text[s:e] if s >= last_end else ""
+        tokens.append(Token(id=i, text=shown, vocab_piece=piece, start=s, end=e, special=i in special))
+        last_end = max(last_end, e)
+    return TokenizedText(text=text, tokens=tuple(tokens))
+
+
+def chat_prompt(tokenizer, user_text: str, system: str | None = None) -> str:
+    """The exact text the model reads for one user turn, with the assistant's turn opened."""
+    messages = ([{"role": "system", "content": system}] if system else []) + [
+        {"role": "user", "content": user_text}]
+    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+
+def prompt_ids(tokenizer, user_text: str, *, chat: bool = True, system: str | None = None,
+               max_chars: int = 20_000, max_tokens: int = 4_096) -> list[int]:
+    """Validate and encode a user's prompt; raise a clear error for empty or oversized input."""
+    if user_text is None or not clean_text(user_text).strip():
+        raise EmptyPromptError("The prompt is empty: type some text first.")
+    if len(user_text) > max_chars:
+        raise PromptTooLongError(
+            f"The prompt has {len(user_text):,} characters; the limit is {max_chars:,}.")
+    text = clean_text(user_text)
+    full = chat_prompt(tokenizer, text, system) if chat else text
+    ids = tokenizer(full, add_special_tokens=False)["input_ids"]
+    if len(ids) > max_tokens:
+        raise PromptTooLongError(
+            f"The prompt is {len(ids):,} tokens; this app's limit is {max_tokens:,} tokens.")
+    return ids

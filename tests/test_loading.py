@@ -1,0 +1,32 @@
+"""Model loading: the info card and the float32 weight cache."""
+import torch
+
+from inference.loading import bundled_gguf_path, load_model
+from inference.config import Settings
+
+
+def test_info_card(lm):
+    info = lm.info
+    assert info.parameters == sum(p.numel() for p in lm.model.parameters())  # tied head once
+    assert info.weight_bytes == info.parameters * 4  # float32
+    assert (info.layers, info.heads, info.kv_heads, info.head_dim) == (30, 9, 3, 64)
+    assert info.device == "cpu" and info.dtype == "float32"
+
+
+def test_weight_cache_gives_same_logits_as_gguf(tmp_path, monkeypatch, lm):
+    assert bundled_gguf_path(Settings()) is not None
+    monkeypatch.setenv("LLM_LAB_CACHE", str(tmp_path))
+    cold = load_model(use_weight_cache=True)  # dequantizes the GGUF, writes the cache
+    assert cold.info.source == "bundled GGUF (Q4_1 → float32)"
+    warm = load_model(use_weight_cache=True)
+    assert warm.info.source.startswith("bundled GGUF via weight cache")
+    x = torch.tensor([[1, 9690, 198, 2683, 359, 253, 5356]])
+    with torch.inference_mode():
+        torch.testing.assert_close(cold.model(x).logits, warm.model(x).logits, rtol=0, atol=0)
+
+
+def test_bad_override_falls_back_with_a_note(tmp_path):
+    missing = tmp_path / "no-such-model"
+    lm = load_model(Settings(model_override=str(missing)))
+    assert "Could not load" in lm.info.note and "bundled" in lm.info.note
+    assert lm.info.layers == 30
