@@ -11,17 +11,14 @@ import gradio as gr
 
 from inference.config import Settings
 from inference.loading import load_model
-from lessons import chat_panel
+from inference.shared_results import SharedResults
+from lessons import chat_panel, decode_panel, prefill_panel, tokens_panel
+from lessons.lesson_text import lesson_text
 from visualizations.model_card import model_card_html
 
 SETTINGS = Settings.from_env()
 LM = load_model(SETTINGS)  # read-only, shared by every user; per-user state lives in gr.State
-ASSETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets")
-
-
-def _read(name: str) -> str:
-    with open(os.path.join(ASSETS, name), encoding="utf-8") as f:
-        return f.read()
+SHARED = SharedResults()  # finished sweeps, shared by all visitors of this process
 
 
 with gr.Blocks(title="LLM Inference, Step by Step") as demo:
@@ -29,8 +26,16 @@ with gr.Blocks(title="LLM Inference, Step by Step") as demo:
                 "taken apart one stage at a time. Every time and size you see is measured live.")
     gr.HTML(model_card_html(LM.info), elem_id="model-card")
     with gr.Tabs():
+        with gr.Tab("Start here", id="start"):
+            gr.Markdown(lesson_text("overview.md"))
         with gr.Tab("Try it", id="chat"):
             chat_panel.build(LM, SETTINGS)
+        with gr.Tab("1 · Tokens", id="tokens"):
+            tokens_panel.build(LM, SETTINGS, SHARED)
+        with gr.Tab("2 · Prefill", id="prefill"):
+            prefill_panel.build(LM, SETTINGS, SHARED)
+        with gr.Tab("3 · Decode", id="decode"):
+            decode_panel.build(LM, SETTINGS, SHARED)
 
 demo.queue(max_size=64, default_concurrency_limit=2)
 
@@ -38,7 +43,7 @@ demo.queue(max_size=64, default_concurrency_limit=2)
 def launch_options() -> dict:
     """Bind to loopback unless told otherwise; Spaces sets GRADIO_SERVER_NAME itself."""
     return dict(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
-                share=False, show_error=False, css=_read("style.css"),
+                share=False, show_error=False, css=lesson_text("style.css"),
                 theme=gr.themes.Soft(font=["system-ui", "sans-serif"],
                                      font_mono=["ui-monospace", "monospace"]))
 

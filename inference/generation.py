@@ -22,7 +22,7 @@ from .engine import forward
 from .errors import EmptyPromptError, PromptTooLongError, SettingOutOfRangeError, check_range
 from .events import Candidate, StepEvent
 from .kv_cache import cache_tensor_bytes
-from .sampling import SamplingSettings, choose, make_generator
+from .sampling import SamplingSettings, choose, make_generator, shaped_probabilities
 from .timing import sync
 
 
@@ -38,6 +38,9 @@ class Generation:
     cache: DynamicCache | None = None
     fed: int = 0  # tokens of prompt + generated already in the cache
     generator: torch.Generator | None = None
+    last_logits: torch.Tensor | None = None  # [V] scores behind the newest event's choice
+    pending_force: int | None = None  # set by branch(): the learner's pick for the next step
+    stopped: bool = False
 
     @property
     def tokens(self) -> list[int]:
@@ -45,6 +48,8 @@ class Generation:
 
     @property
     def finished(self) -> str | None:
+        if self.stopped:
+            return "stopped by you"
         return self.events[-1].finished if self.events else None
 
 
@@ -82,14 +87,14 @@ def next_token(lm, gen: Generation, force_token: int | None = None) -> StepEvent
         gen.cache = DynamicCache()
     logits = forward(lm.model, torch.tensor([pending], device=device), gen.cache)[0]  # [V]
     gen.fed += len(pending)
+    gen.last_logits = logits
     sync(device)
     t1 = time.perf_counter()
     if force_token is None:
         token, probs = choose(logits[None], gen.sampling, gen.generator)
         token, probs, how = int(token[0]), probs[0], gen.sampling.describe()
     else:
-        probs = choose(logits[None], gen.sampling, None)[1][0] if not gen.sampling.greedy \
-            else torch.softmax(logits.float(), -1)
+        probs = shaped_probabilities(logits, gen.sampling)
         token, how = int(force_token), "your pick"
     candidates = _candidates(lm.tokenizer, logits, probs, gen.top_k_shown)
     sync(device)
@@ -135,14 +140,29 @@ def branch(gen: Generation, step: int, token_id: int) -> None:
     if held > keep:
         gen.cache.crop(keep - held)  # a negative count: drop that many newest positions
     gen.fed = min(gen.fed, keep)
-    gen.pending_force = token_id  # type: ignore[attr-defined]
+    gen.pending_force = token_id
+    gen.stopped = False
 
 
 def continue_branch(lm, gen: Generation) -> StepEvent:
     """Take the step that `branch()` prepared, with the learner's picked token."""
-    token = getattr(gen, "pending_force", None)
-    gen.pending_force = None  # type: ignore[attr-defined]
+    token, gen.pending_force = gen.pending_force, None
     return next_token(lm, gen, force_token=token)
+
+
+def reshaped(gen: Generation, sampling: SamplingSettings) -> list[float] | None:
+    """The newest step's candidates' probabilities under other sampling settings
+    (None for greedy). Lets the learner see temperature/top-k/top-p reshape the choice."""
+    if gen.last_logits is None or not gen.events or sampling.greedy:
+        return None
+    probs = shaped_probabilities(gen.last_logits, sampling)
+    return [float(probs[c.token_id]) for c in gen.events[-1].candidates]
+
+
+def set_sampling(lm, gen: Generation, sampling: SamplingSettings) -> None:
+    """Use new sampling settings from the next step on (a fresh seeded generator)."""
+    gen.sampling = sampling
+    gen.generator = make_generator(sampling, lm.device)
 
 
 def stream(lm, prompt_ids: list[int], sampling: SamplingSettings | None = None,

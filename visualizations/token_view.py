@@ -1,0 +1,42 @@
+"""Lesson 1's picture: text as coloured token pieces, with ids underneath.
+
+Whitespace is made visible (· for a space, ↵ for a newline, → for a tab) because it is part
+of the tokens: " world" with its leading space is one token, "world" without it another.
+Special tokens (the chat template's markers) get a dashed outline.
+"""
+from __future__ import annotations
+
+import html
+
+# Light tints of the Okabe–Ito colours: dark text stays readable on each.
+TINTS = ["#cfe3f1", "#f7e2b3", "#bfe6d8", "#f3cdb5", "#d5ecf9", "#efd3e3"]
+
+
+def visible_whitespace(text: str) -> str:
+    return text.replace(" ", "·").replace("\n", "↵").replace("\t", "→")
+
+
+def token_html(tokens, show_ids: bool = True) -> str:
+    """tokens: objects with .id, .text, .vocab_piece, .special (see inference.tokens.Token)."""
+    if not tokens:
+        return "<div class='lab-tokens lab-empty'>Type some text to see its tokens.</div>"
+    spans = []
+    for i, t in enumerate(tokens):
+        shown = t.text if t.text else "▯"  # ▯: a byte piece of a character split over tokens
+        label = visible_whitespace(t.vocab_piece if t.special else shown)
+        cls = "lab-tok special" if t.special else "lab-tok"
+        sub = f"<sub>{t.id}</sub>" if show_ids else ""
+        title = html.escape(f"id {t.id} · vocabulary entry {t.vocab_piece!r}", quote=True)
+        spans.append(f"<span class='{cls}' style='background:{TINTS[i % len(TINTS)]};color:#111' "
+                     f"title='{title}'>{html.escape(label)}{sub}</span>")
+    return f"<div class='lab-tokens'>{''.join(spans)}</div>"
+
+
+def token_counts_md(text: str, n_tokens: int, n_special: int = 0) -> str:
+    """Characters, words, tokens and tokens per word as a markdown line."""
+    words = len(text.split())
+    per_word = f"{n_tokens / words:.2f}" if words else "—"
+    chars_per_tok = f"{len(text) / n_tokens:.1f}" if n_tokens else "—"
+    extra = f" ({n_special} special)" if n_special else ""
+    return (f"**{len(text):,}** characters · **{words:,}** words · **{n_tokens:,}** tokens{extra} · "
+            f"**{per_word}** tokens per word · **{chars_per_tok}** characters per token")
