@@ -64,6 +64,13 @@ def step(lm, settings: Settings, gen: Generation | None, prompt: str, max_new: i
     return gen
 
 
+def play_tick(lm, settings: Settings, gen: Generation | None, prompt: str, max_new: int,
+              sampling: SamplingSettings) -> tuple[Generation, bool]:
+    """What one tick of Play does: a Step, then whether Play should stop (finished)."""
+    gen = step(lm, settings, gen, prompt, max_new, sampling)
+    return gen, gen.finished is not None
+
+
 def branch_to(lm, gen: Generation | None, at_step: int, token_id: int | None) -> Generation:
     """Rewind to `at_step`, pick `token_id` there, and take that step."""
     if gen is None or not gen.events:
@@ -121,8 +128,12 @@ def build(lm, settings: Settings, shared=None) -> None:
             raise user_error(exc) from exc
 
     def on_tick(g, p, m, t, k, tp, s):
-        out = on_step(g, p, m, t, k, tp, s)
-        done = out[0] is None or out[0].finished is not None
+        try:
+            sampling = sampling_from(t, k, tp, s)
+            g, done = play_tick(lm, settings, g, p, m, sampling)
+            out = views(lm, g, sampling)
+        except Exception as exc:
+            raise user_error(exc) from exc
         return out + ((gr.Timer(active=False),) + tuple(gr.update(interactive=True) for _ in controls)
                       if done else (gr.Timer(),) + tuple(gr.update() for _ in controls))
 
