@@ -9,7 +9,12 @@ For SmolLM2-135M in float32: 2 × 30 × 3 × 64 × 4 = 46,080 bytes per token.
 """
 from __future__ import annotations
 
+import copy
+from dataclasses import dataclass
+from typing import Iterator
+
 import torch
+from transformers import DynamicCache
 
 
 def cache_layers(cache) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -36,3 +41,88 @@ def kv_cache_bytes(layers: int, kv_heads: int, head_dim: int, bytes_per_value: i
                    tokens: int, batch: int = 1) -> int:
     """The formula: 2 × layers × kv_heads × head_dim × bytes_per_value × tokens × batch."""
     return 2 * layers * kv_heads * head_dim * bytes_per_value * tokens * batch
+
+
+def bytes_per_token(layers: int, kv_heads: int, head_dim: int, bytes_per_value: int) -> int:
+    """Cache bytes one token adds for one sequence: the formula with tokens = batch = 1."""
+    return kv_cache_bytes(layers, kv_heads, head_dim, bytes_per_value, tokens=1)
+
+
+@dataclass(frozen=True)
+class CacheSnapshot:
+    """The real cache at one moment, read from its tensors (nothing here is predicted).
+
+    `key_norms[layer][position]` is the length of that position's key vector (mean over
+    KV heads, first row of the batch): one column per token, for drawing the cache."""
+
+    layers: int
+    batch: int
+    kv_heads: int
+    tokens: int  # the sequence axis of every key/value tensor
+    head_dim: int
+    dtype: str
+    bytes_per_value: int
+    tensor_bytes: int  # bytes the key and value tensors hold, all layers
+    shapes: tuple[tuple[int, int, int, int], ...]  # per layer, keys: [B, H_kv, S, D]
+    key_norms: tuple[tuple[float, ...], ...]  # [layers][tokens]
+
+    @property
+    def formula_bytes(self) -> int:
+        return kv_cache_bytes(self.layers, self.kv_heads, self.head_dim, self.bytes_per_value,
+                              self.tokens, self.batch)
+
+    @property
+    def bytes_per_token(self) -> int:
+        """Per token of one sequence (as the formula counts it)."""
+        return bytes_per_token(self.layers, self.kv_heads, self.head_dim, self.bytes_per_value)
+
+
+@torch.inference_mode()
+def snapshot(cache) -> CacheSnapshot:
+    """Read shapes, bytes and per-position key lengths from the cache's real tensors."""
+    layers = cache_layers(cache)
+    if not layers:
+        return CacheSnapshot(0, 0, 0, 0, 0, "", 0, 0, (), ())
+    k0 = layers[0][0]  # [B, H_kv, S, D]
+    b, h, s, d = (int(x) for x in k0.shape)
+    norms = torch.stack([k[0].float().norm(dim=-1).mean(dim=0) for k, _ in layers])  # [L, S]
+    return CacheSnapshot(
+        layers=len(layers), batch=b, kv_heads=h, tokens=s, head_dim=d,
+        dtype=str(k0.dtype).replace("torch.", ""), bytes_per_value=k0.element_size(),
+        tensor_bytes=cache_tensor_bytes(cache),
+        shapes=tuple(tuple(int(x) for x in k.shape) for k, _ in layers),  # type: ignore[misc]
+        key_norms=tuple(tuple(round(float(x), 3) for x in row) for row in norms.tolist()))
+
+
+def copy_cache(cache: DynamicCache) -> DynamicCache:
+    """An independent copy: new requests extend the copy, the original stays as it was."""
+    return copy.deepcopy(cache)
+
+
+@dataclass(frozen=True)
+class GrowthStep:
+    """One output token and the cache right after the step that chose it."""
+
+    index: int
+    piece: str
+    text: str
+    prompt_tokens: int
+    seconds: float
+    cache: CacheSnapshot
+    finished: str | None
+
+
+def watch_growth(lm, prompt_ids: list[int], max_new_tokens: int = 24,
+                 max_new_limit: int = 512) -> Iterator[GrowthStep]:
+    """Generate greedily and yield the real cache after every step (step 0: the prefill).
+
+    Note the cache lags the text by one token: the newest token's keys and values are
+    written by the NEXT forward pass, the one that reads it."""
+    from .generation import next_token, start  # here: generation itself imports this module
+
+    gen = start(lm, prompt_ids, max_new_tokens=max_new_tokens, max_new_limit=max_new_limit)
+    while not gen.finished:
+        ev = next_token(lm, gen)
+        yield GrowthStep(index=ev.index, piece=ev.piece, text=ev.text,
+                         prompt_tokens=len(prompt_ids), seconds=ev.seconds,
+                         cache=snapshot(gen.cache), finished=ev.finished)

@@ -1,0 +1,82 @@
+"""Lesson 4: what the cache is read for. The newest token's attention over cached positions.
+
+At every decode step, each layer turns the newest token into a query and compares it with
+the key of every cached position; a softmax of those scores says how much of each cached
+value flows into the newest token. This file computes those weights from the REAL cached
+keys and the newest token's real query:
+
+    q = rotary(q_proj(input_layernorm(h)))        # h: the newest token entering layer l
+    weights = softmax(q · Kᵀ / √head_dim)         # K: layer l's cached keys, all positions
+
+With grouped-query attention, query head h reads KV head h // (query_heads / kv_heads).
+No hooks on the shared model and no switch of its attention implementation: we read the
+layer inputs (`output_hidden_states`) and redo the small query computation ourselves.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from transformers import DynamicCache
+from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+from .errors import EmptyPromptError
+
+
+@dataclass(frozen=True)
+class AttentionView:
+    pieces: tuple[str, ...]  # one text piece per cached position
+    weights: tuple[tuple[tuple[float, ...], ...], ...]  # [layer][query head][position]
+    kv_heads: int
+    query_heads: int
+
+    @property
+    def layers(self) -> int:
+        return len(self.weights)
+
+    def kv_head_of(self, query_head: int) -> int:
+        return query_head // (self.query_heads // self.kv_heads)
+
+
+@torch.inference_mode()
+def newest_token_query(model, hidden: torch.Tensor, layer: int, position: int) -> torch.Tensor:
+    """hidden [1, hidden_size] (the newest token entering `layer`) -> query [H_q, D], rotated."""
+    block = model.model.layers[layer]
+    attn = block.self_attn
+    x = block.input_layernorm(hidden)[:, None, :]  # [1, 1, hidden]
+    q = attn.q_proj(x).view(1, 1, -1, attn.head_dim).transpose(1, 2)  # [1, H_q, 1, D]
+    pos = torch.tensor([[position]], device=hidden.device)
+    cos, sin = model.model.rotary_emb(x, pos)
+    q, _ = apply_rotary_pos_emb(q, q, cos, sin)
+    return q[0, :, 0, :]  # [H_q, D]
+
+
+@torch.inference_mode()
+def attention_weights(model, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+    """query [H_q, D], cached keys [1, H_kv, S, D] -> weights [H_q, S] (rows sum to 1)."""
+    h_q, d = query.shape
+    group = h_q // keys.shape[1]
+    k = keys[0].repeat_interleave(group, dim=0)  # [H_q, S, D]: each KV head serves `group` queries
+    scores = torch.einsum("hd,hsd->hs", query.float(), k.float()) / d ** 0.5  # [H_q, S]
+    return torch.softmax(scores, dim=-1)
+
+
+@torch.inference_mode()
+def newest_attention(lm, ids: list[int]) -> AttentionView:
+    """Run `ids` once into a cache; return the last token's attention in every layer and head."""
+    if not ids:
+        raise EmptyPromptError("The prompt is empty: type some text first.")
+    model = lm.model
+    cache = DynamicCache()
+    out = model(input_ids=torch.tensor([ids], device=lm.device), cache=cache, use_cache=True,
+                output_hidden_states=True, logits_to_keep=1)
+    rows = []
+    for layer in range(len(model.model.layers)):
+        hidden = out.hidden_states[layer][:, -1, :]  # [1, hidden]: input to this layer
+        q = newest_token_query(model, hidden, layer, len(ids) - 1)
+        w = attention_weights(model, q, cache.layers[layer].keys)  # [H_q, S]
+        rows.append(tuple(tuple(round(float(x), 5) for x in head) for head in w.tolist()))
+    pieces = tuple(lm.tokenizer.decode([i]) for i in ids)
+    cfg = model.config
+    return AttentionView(pieces=pieces, weights=tuple(rows), kv_heads=cfg.num_key_value_heads,
+                         query_heads=cfg.num_attention_heads)

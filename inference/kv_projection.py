@@ -1,0 +1,120 @@
+"""Lesson 4: how big the KV cache gets, projected from the formula (theoretical).
+
+The cache formula checked against real tensors for this model also predicts it for other
+models, from their published configurations (layers, KV heads, head size):
+
+    bytes = 2 × layers × kv_heads × head_dim × bytes_per_value × tokens × batch
+
+It grows linearly with context length AND with batch size, while the weights stay the same
+size. So past some number of tokens × sequences the cache outweighs the model itself
+(`crossover_tokens`). Grouped-query attention (GQA) shares each key/value head among
+several query heads: SmolLM2-135M keeps 3 KV heads for 9 query heads, a 3× smaller cache
+than full multi-head attention (MHA) with 9. Llama-2-7B (MHA, 32 KV heads) vs Llama-3-8B
+(GQA, 8 KV heads) is the same step at scale.
+
+All numbers here are theoretical (formula only); the parameter counts are the published
+ones, with weights counted at the cache's bytes per value.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from .errors import check_range
+from .kv_cache import bytes_per_token
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    name: str
+    layers: int
+    query_heads: int
+    kv_heads: int
+    head_dim: int
+    parameters: int
+    source: str  # "this model (measured)" or "published config (theoretical)"
+
+    @property
+    def attention(self) -> str:
+        if self.kv_heads == self.query_heads:
+            return "MHA"
+        return "MQA" if self.kv_heads == 1 else "GQA"
+
+    def bytes_per_token(self, bytes_per_value: int) -> int:
+        return bytes_per_token(self.layers, self.kv_heads, self.head_dim, bytes_per_value)
+
+    def weight_bytes(self, bytes_per_value: int) -> int:
+        return self.parameters * bytes_per_value
+
+
+PUBLISHED = (
+    ModelShape("Llama-2-7B", 32, 32, 32, 128, 6_738_000_000, "published config (theoretical)"),
+    ModelShape("Mistral-7B", 32, 32, 8, 128, 7_242_000_000, "published config (theoretical)"),
+    ModelShape("Llama-3-8B", 32, 32, 8, 128, 8_030_000_000, "published config (theoretical)"),
+    ModelShape("Llama-3-70B", 80, 64, 8, 128, 70_554_000_000, "published config (theoretical)"),
+)
+
+
+def this_model(info) -> ModelShape:
+    """The running model's shape, from its ModelInfo."""
+    return ModelShape(info.name, info.layers, info.heads, info.kv_heads, info.head_dim,
+                      info.parameters, "this model (formula checked against its tensors)")
+
+
+def as_mha(shape: ModelShape) -> ModelShape:
+    """The same model with one KV head per query head (full multi-head attention)."""
+    return replace(shape, name=f"{shape.name} if MHA", kv_heads=shape.query_heads,
+                   source="hypothetical (theoretical)")
+
+
+def cache_bytes(shape: ModelShape, tokens: int, batch: int = 1, bytes_per_value: int = 2) -> int:
+    return shape.bytes_per_token(bytes_per_value) * tokens * batch
+
+
+def crossover_tokens(shape: ModelShape, bytes_per_value: int = 2, batch: int = 1) -> int:
+    """Total context (tokens per sequence) at which the cache for `batch` sequences
+    equals the weights in size."""
+    per_token = shape.bytes_per_token(bytes_per_value) * batch
+    return -(-shape.weight_bytes(bytes_per_value) // per_token)  # ceiling division
+
+
+@dataclass(frozen=True)
+class Projection:
+    """Cache bytes for each model at each x value (context length or batch size)."""
+
+    x_name: str  # "context length (tokens)" or "batch size (sequences)"
+    xs: tuple[int, ...]
+    series: tuple[tuple[str, tuple[int, ...]], ...]  # (model name, bytes per x)
+    weights: tuple[tuple[str, int], ...]  # (model name, weight bytes) for reference lines
+    bytes_per_value: int
+    fixed: str  # what is held fixed, e.g. "batch 1"
+
+
+def project_context(shapes: list[ModelShape], contexts: list[int], batch: int = 1,
+                    bytes_per_value: int = 2) -> Projection:
+    check_range("Batch size", batch, 1, 4096)
+    return Projection(
+        x_name="context length (tokens)", xs=tuple(contexts),
+        series=tuple((s.name, tuple(cache_bytes(s, t, batch, bytes_per_value) for t in contexts))
+                     for s in shapes),
+        weights=tuple((s.name, s.weight_bytes(bytes_per_value)) for s in shapes),
+        bytes_per_value=bytes_per_value, fixed=f"batch {batch}")
+
+
+def project_batch(shapes: list[ModelShape], batches: list[int], tokens: int = 4096,
+                  bytes_per_value: int = 2) -> Projection:
+    check_range("Context length", tokens, 1, 1_000_000)
+    return Projection(
+        x_name="batch size (sequences)", xs=tuple(batches),
+        series=tuple((s.name, tuple(cache_bytes(s, tokens, b, bytes_per_value) for b in batches))
+                     for s in shapes),
+        weights=tuple((s.name, s.weight_bytes(bytes_per_value)) for s in shapes),
+        bytes_per_value=bytes_per_value, fixed=f"{tokens:,} tokens per sequence")
+
+
+def doubling_range(start: int, stop: int) -> list[int]:
+    """start, 2·start, 4·start, ... up to stop (inclusive if it lands on it)."""
+    out, x = [], start
+    while x <= stop:
+        out.append(x)
+        x *= 2
+    return out

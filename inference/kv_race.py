@@ -1,0 +1,114 @@
+"""Lesson 4: cache on vs off, raced on the same prompt, step by step.
+
+Two lanes make the same greedy tokens:
+- **cached**: step 0 prefills the prompt into a KV cache; every later step runs ONE token
+  through the model and reads the stored keys/values for the rest. Work per step: O(1)
+  forward tokens (attention still reads the cache, but that is small next to the weights).
+- **recompute**: no cache; every step runs the WHOLE sequence so far through the model
+  again. Work per step: O(sequence) forward tokens, growing by one each step.
+
+The lanes take turns, step by step, so both see the same machine noise. Each step yields
+a `RaceStep`; `summarize()` adds them up. The recompute lane also reports how far its
+scores are from the cached lane's scores for the same position (`logit_gap`): they should
+agree to float rounding, which is what makes the cache a pure speed-up.
+
+Not covered here: the cost of attention itself, which grows with the sequence in both lanes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import torch
+from transformers import DynamicCache
+
+from .engine import decode_step, forward, recompute_logits
+from .errors import EmptyPromptError, check_range
+from .timing import stopwatch
+
+CACHED = "cached"
+RECOMPUTE = "recompute"
+
+
+@dataclass(frozen=True)
+class RaceStep:
+    index: int  # output token number, 0 = first token (after the prefill)
+    lane: str  # CACHED or RECOMPUTE
+    token_id: int
+    forward_tokens: int  # tokens this step's forward pass processed
+    sequence: int  # tokens the model has seen for this step (prompt + generated so far)
+    seconds: float  # synced forward + argmax
+    logit_gap: float | None = None  # recompute lane: max |logits - cached logits|
+
+
+@dataclass(frozen=True)
+class RaceSummary:
+    prompt_tokens: int
+    new_tokens: int
+    cached_seconds: float
+    recompute_seconds: float
+    cached_forward_tokens: int
+    recompute_forward_tokens: int
+    same_tokens: bool
+    max_logit_gap: float
+
+    @property
+    def speedup(self) -> float:
+        return self.recompute_seconds / self.cached_seconds if self.cached_seconds else 0.0
+
+    @property
+    def work_ratio(self) -> float:
+        """How many more tokens the recompute lane pushed through the model."""
+        return self.recompute_forward_tokens / max(self.cached_forward_tokens, 1)
+
+
+@torch.inference_mode()
+def race(lm, prompt_ids: list[int], new_tokens: int = 48, max_new_tokens: int = 128
+         ) -> Iterator[RaceStep]:
+    """Yield a cached step, then the matching recompute step, for `new_tokens` tokens.
+
+    Greedy, and the run does not stop at end-of-turn: both lanes do exactly N steps."""
+    if not prompt_ids:
+        raise EmptyPromptError("The prompt is empty: type some text first.")
+    check_range("New tokens", new_tokens, 1, max_new_tokens)
+    model, device = lm.model, lm.device
+    forward(model, torch.tensor([prompt_ids[:8]], device=device), DynamicCache())  # warm-up, untimed
+
+    cache = DynamicCache()
+    cached_seq, plain_seq = list(prompt_ids), list(prompt_ids)
+    for i in range(new_tokens):
+        with stopwatch(device) as t:
+            if i == 0:
+                logits = forward(model, torch.tensor([cached_seq], device=device), cache)[0]  # [V]
+            else:
+                logits = decode_step(model, torch.tensor([cached_seq[-1]], device=device), cache)[0]
+            token = int(logits.argmax())
+        yield RaceStep(index=i, lane=CACHED, token_id=token,
+                       forward_tokens=len(cached_seq) if i == 0 else 1,
+                       sequence=len(cached_seq), seconds=t[0])
+
+        with stopwatch(device) as t:
+            full = recompute_logits(model, plain_seq, device)  # [V], the whole sequence again
+            plain_token = int(full.argmax())
+        gap = float((full.float() - logits.float()).abs().max())
+        yield RaceStep(index=i, lane=RECOMPUTE, token_id=plain_token,
+                       forward_tokens=len(plain_seq), sequence=len(plain_seq), seconds=t[0],
+                       logit_gap=gap)
+        cached_seq.append(token)
+        plain_seq.append(plain_token)
+
+
+def summarize(steps: list[RaceStep], prompt_tokens: int) -> RaceSummary:
+    """Totals over the steps both lanes have finished (a stopped race is summarized fairly)."""
+    cached = [s for s in steps if s.lane == CACHED]
+    plain = [s for s in steps if s.lane == RECOMPUTE]
+    n = min(len(cached), len(plain))
+    cached, plain = cached[:n], plain[:n]
+    return RaceSummary(
+        prompt_tokens=prompt_tokens, new_tokens=n,
+        cached_seconds=sum(s.seconds for s in cached),
+        recompute_seconds=sum(s.seconds for s in plain),
+        cached_forward_tokens=sum(s.forward_tokens for s in cached),
+        recompute_forward_tokens=sum(s.forward_tokens for s in plain),
+        same_tokens=[s.token_id for s in cached] == [s.token_id for s in plain],
+        max_logit_gap=max((s.logit_gap or 0.0 for s in plain), default=0.0))

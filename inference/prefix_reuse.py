@@ -1,0 +1,141 @@
+"""Lesson 4: prefix reuse. A shared system prompt is prefilled once; its cache serves every question.
+
+Many requests start with the same tokens (a long system prompt, a document, a few-shot
+preamble). Their keys and values are the same every time, because each position only
+attends to the positions before it. So the server can prefill that prefix ONCE, keep its
+cache, and for a new question copy the cache and prefill only the question's tokens.
+Time to first token (TTFT) then pays for the question, not the whole prompt.
+
+`prefix_runs()` measures both ways for each question: a full prefill of the whole prompt,
+and a copy of the stored prefix cache plus a prefill of the rest. It then decodes a few
+greedy tokens each way to show the outputs are the same.
+
+Left out: cache eviction, sharing across processes, and paged caches (vLLM's approach).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import torch
+from transformers import DynamicCache
+
+from .engine import decode_step, forward, prefill
+from .errors import EmptyPromptError, check_range
+from .kv_cache import cache_length, copy_cache
+from .timing import stopwatch
+from .tokens import chat_prompt, clean_text
+
+
+@dataclass(frozen=True)
+class PrefixCache:
+    """The shared prefix, prefilled once."""
+
+    ids: tuple[int, ...]
+    cache: DynamicCache
+    seconds: float  # the one-time prefill, paid before any question arrives
+
+
+@dataclass(frozen=True)
+class PrefixRun:
+    question: str
+    prompt_tokens: int  # the whole prompt: prefix + question
+    reused_tokens: int  # positions taken from the stored cache
+    ttft_full: float  # full prefill + first token choice
+    ttft_reuse: float  # copy of the prefix cache + prefill of the rest + first token choice
+    tokens_full: tuple[int, ...]
+    tokens_reuse: tuple[int, ...]
+    text: str  # the answer (from the reuse path)
+
+    @property
+    def same(self) -> bool:
+        return self.tokens_full == self.tokens_reuse
+
+    @property
+    def speedup(self) -> float:
+        return self.ttft_full / self.ttft_reuse if self.ttft_reuse else 0.0
+
+
+def shared_prefix_ids(tokenizer, system: str) -> list[int]:
+    """Tokens of the chat template up to the end of the system turn (what every request shares)."""
+    if not system or not clean_text(system).strip():
+        raise EmptyPromptError("The system prompt is empty: the demo needs a shared prefix.")
+    full = chat_prompt(tokenizer, "x", clean_text(system))
+    head = full[: full.rindex("<|im_start|>user")]  # the system turn, as the template writes it
+    return tokenizer(head, add_special_tokens=False)["input_ids"]
+
+
+def full_prompt_ids(tokenizer, system: str, question: str) -> list[int]:
+    if not question or not clean_text(question).strip():
+        raise EmptyPromptError("A question is empty: type at least one question.")
+    text = chat_prompt(tokenizer, clean_text(question), clean_text(system))
+    return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def prefill_prefix(lm, ids: list[int]) -> PrefixCache:
+    """Prefill the shared prefix once and keep its cache."""
+    result = prefill(lm.model, torch.tensor([ids], device=lm.device))
+    return PrefixCache(ids=tuple(ids), cache=result.cache, seconds=result.seconds)
+
+
+def common_length(a: list[int] | tuple[int, ...], b: list[int] | tuple[int, ...]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+@torch.inference_mode()
+def answer_with_reuse(lm, prefix: PrefixCache, ids: list[int]) -> tuple[float, torch.Tensor, DynamicCache, int]:
+    """(ttft, logits [V], cache, reused positions): copy the prefix cache, prefill the rest.
+
+    At least one token is always fed, because its forward pass gives the next token's scores."""
+    reused = min(common_length(prefix.ids, ids), len(ids) - 1)
+    with stopwatch(lm.device) as t:
+        cache = copy_cache(prefix.cache)
+        extra = cache_length(cache) - reused
+        if extra > 0:
+            cache.crop(-extra)  # a negative count drops that many newest positions
+        logits = forward(lm.model, torch.tensor([ids[reused:]], device=lm.device), cache)[0]
+        logits.argmax()
+    return t[0], logits, cache, reused
+
+
+@torch.inference_mode()
+def answer_from_scratch(lm, ids: list[int]) -> tuple[float, torch.Tensor, DynamicCache]:
+    """(ttft, logits [V], cache): the whole prompt prefilled into a fresh cache."""
+    with stopwatch(lm.device) as t:
+        result = prefill(lm.model, torch.tensor([ids], device=lm.device))
+        result.logits.argmax()
+    return t[0], result.logits[0], result.cache
+
+
+@torch.inference_mode()
+def greedy_continue(lm, logits: torch.Tensor, cache: DynamicCache, new_tokens: int) -> list[int]:
+    """Greedy tokens starting from the first token's scores; the cache grows as it goes."""
+    out = [int(logits.argmax())]
+    eos = lm.tokenizer.eos_token_id
+    while len(out) < new_tokens and out[-1] != eos:
+        logits = decode_step(lm.model, torch.tensor([out[-1]], device=lm.device), cache)[0]
+        out.append(int(logits.argmax()))
+    return out
+
+
+def prefix_runs(lm, prefix: PrefixCache, system: str, questions: list[str], new_tokens: int = 12,
+                max_new_tokens: int = 64) -> Iterator[PrefixRun]:
+    """For each question: TTFT with a full prefill and with the stored prefix, and both outputs."""
+    check_range("New tokens", new_tokens, 1, max_new_tokens)
+    if not questions:
+        raise EmptyPromptError("Type at least one question.")
+    for q in questions:
+        ids = full_prompt_ids(lm.tokenizer, system, q)
+        ttft_full, logits_f, cache_f = answer_from_scratch(lm, ids)
+        ttft_reuse, logits_r, cache_r, reused = answer_with_reuse(lm, prefix, ids)
+        tokens_f = greedy_continue(lm, logits_f, cache_f, new_tokens)
+        tokens_r = greedy_continue(lm, logits_r, cache_r, new_tokens)
+        yield PrefixRun(question=q, prompt_tokens=len(ids), reused_tokens=reused,
+                        ttft_full=ttft_full, ttft_reuse=ttft_reuse, tokens_full=tuple(tokens_f),
+                        tokens_reuse=tuple(tokens_r),
+                        text=lm.tokenizer.decode(tokens_r, skip_special_tokens=True))

@@ -1,0 +1,196 @@
+"""Lesson 4 on the real model: the formula against the tensors, the race, prefix reuse,
+the attention view, and the panel's handlers."""
+import pytest
+import torch
+
+from inference.attention_view import newest_attention
+from inference.batching import batch_generate
+from inference.config import Settings
+from inference.engine import prefill
+from inference.errors import EmptyPromptError, PromptTooLongError, SettingOutOfRangeError
+from inference.generation import stream
+from inference.kv_cache import (cache_length, cache_tensor_bytes, copy_cache, kv_cache_bytes,
+                                snapshot, watch_growth)
+from inference.kv_projection import (PUBLISHED, as_mha, cache_bytes, crossover_tokens,
+                                     project_context, this_model)
+from inference.kv_race import race, summarize
+from inference.prefix_reuse import (full_prompt_ids, prefill_prefix, prefix_runs,
+                                    shared_prefix_ids)
+from inference.tokens import prompt_ids
+
+SYSTEM = "You are a museum guide. The museum closes at 17:00. Tickets cost 12 euros."
+
+
+def _formula(lm, tokens, batch):
+    i = lm.info
+    return kv_cache_bytes(i.layers, i.kv_heads, i.head_dim, 4, tokens, batch)
+
+
+@pytest.mark.parametrize("length,batch", [(1, 1), (9, 1), (23, 2), (5, 3)])
+def test_formula_equals_tensor_bytes_after_prefill(lm, chat_ids, length, batch):
+    ids = torch.tensor([chat_ids[:length]] * batch)  # [B, S]
+    snap = snapshot(prefill(lm.model, ids).cache)
+    assert snap.shapes[0] == (batch, 3, length, 64) and len(snap.shapes) == 30
+    assert snap.tensor_bytes == snap.formula_bytes == _formula(lm, length, batch)
+    assert snap.bytes_per_token == 2 * 30 * 3 * 64 * 4 == 46_080
+
+
+def test_formula_equals_tensor_bytes_while_batch_decodes(lm, tok):
+    prompts = [prompt_ids(tok, "Hi"), prompt_ids(tok, "Name three colours of the rainbow.")]
+    steps = list(batch_generate(lm, prompts, max_new_tokens=3, stop_at_eos=False))
+    lengths = [s.cache_tokens for s in steps]
+    assert lengths == list(range(len(prompts[1]), len(prompts[1]) + 3))
+    for s in steps:
+        assert s.cache_bytes == _formula(lm, s.cache_tokens, 2)
+
+
+def test_growth_adds_one_column_per_token(lm, chat_ids):
+    steps = list(watch_growth(lm, chat_ids, max_new_tokens=3))
+    assert [s.cache.tokens for s in steps] == [len(chat_ids) + i for i in range(3)]
+    for s in steps:
+        assert s.cache.tensor_bytes == s.cache.formula_bytes
+        assert len(s.cache.key_norms) == 30 and len(s.cache.key_norms[0]) == s.cache.tokens
+        assert all(x > 0 for x in s.cache.key_norms[5])
+    assert steps[-1].text == "".join(s.piece for s in steps)
+
+
+def test_copy_cache_is_independent(lm, chat_ids):
+    cache = prefill(lm.model, torch.tensor([chat_ids[:10]])).cache
+    clone = copy_cache(cache)
+    clone.crop(-4)
+    assert cache_length(cache) == 10 and cache_length(clone) == 6
+    assert cache_tensor_bytes(cache) == _formula(lm, 10, 1)
+
+
+def test_race_lanes_agree_and_do_different_work(lm, chat_ids):
+    steps = list(race(lm, chat_ids, new_tokens=4))
+    cached = [s for s in steps if s.lane == "cached"]
+    plain = [s for s in steps if s.lane == "recompute"]
+    n = len(chat_ids)
+    assert [s.forward_tokens for s in cached] == [n, 1, 1, 1]
+    assert [s.forward_tokens for s in plain] == [n, n + 1, n + 2, n + 3]
+    summary = summarize(steps, n)
+    assert summary.same_tokens and summary.new_tokens == 4
+    assert summary.max_logit_gap < 1e-2  # same scores, up to float rounding
+    reference = [e.token_id for e in stream(lm, chat_ids, max_new_tokens=4)]
+    assert [s.token_id for s in cached] == reference
+    assert summary.cached_forward_tokens == n + 3
+    assert summary.recompute_forward_tokens == 4 * n + 6
+
+
+def test_race_rejects_bad_counts(lm, chat_ids):
+    with pytest.raises(SettingOutOfRangeError):
+        next(race(lm, chat_ids, new_tokens=0))
+    with pytest.raises(EmptyPromptError):
+        next(race(lm, [], new_tokens=3))
+
+
+def test_prefix_reuse_gives_the_same_tokens_as_full_prefill(lm, tok):
+    prefix_ids = shared_prefix_ids(tok, SYSTEM)
+    prefix = prefill_prefix(lm, prefix_ids)
+    questions = ["When does it close?"]
+    runs = list(prefix_runs(lm, prefix, SYSTEM, questions, new_tokens=4))
+    for q, run in zip(questions, runs):
+        full = full_prompt_ids(tok, SYSTEM, q)
+        assert full[:len(prefix_ids)] == prefix_ids  # the prefix really is shared
+        assert run.reused_tokens == len(prefix_ids)
+        assert run.prompt_tokens == len(full)
+        assert run.same
+        reference = [e.token_id for e in stream(lm, full, max_new_tokens=4)]
+        assert list(run.tokens_reuse) == reference[:len(run.tokens_reuse)]
+        assert run.ttft_full > 0 and run.ttft_reuse > 0
+    assert cache_length(prefix.cache) == len(prefix_ids)  # the stored prefix was never extended
+
+
+def test_prefix_reuse_rejects_empty_input(lm, tok):
+    with pytest.raises(EmptyPromptError):
+        shared_prefix_ids(tok, "   ")
+    prefix = prefill_prefix(lm, shared_prefix_ids(tok, SYSTEM))
+    with pytest.raises(EmptyPromptError):
+        list(prefix_runs(lm, prefix, SYSTEM, [" "], new_tokens=2))
+
+
+def test_projection_matches_this_models_tensors(lm, chat_ids):
+    mine = this_model(lm.info)
+    cache = prefill(lm.model, torch.tensor([chat_ids[:12]] * 2)).cache
+    assert cache_bytes(mine, 12, batch=2, bytes_per_value=4) == cache_tensor_bytes(cache)
+    assert as_mha(mine).bytes_per_token(4) == 3 * mine.bytes_per_token(4)
+    llama2, mistral, llama3, llama70 = PUBLISHED
+    assert llama3.bytes_per_token(2) == 131_072  # 2 × 32 × 8 × 128 × 2
+    assert llama2.bytes_per_token(2) == 4 * llama3.bytes_per_token(2)  # MHA vs GQA
+    assert llama70.bytes_per_token(2) == 327_680
+    for s in (mine, llama3):
+        t = crossover_tokens(s, 2, batch=4)
+        assert cache_bytes(s, t, 4) >= s.weight_bytes(2) > cache_bytes(s, t - 1, 4)
+    proj = project_context([mine, llama3], [256, 512], batch=2, bytes_per_value=2)
+    assert proj.series[1][1] == (131_072 * 512, 131_072 * 1024)
+
+
+def test_newest_attention_reproduces_the_layer_output(lm, chat_ids):
+    """The weights, applied to the cached values, give back what the real layer computed."""
+    ids = chat_ids[:16]
+    view = newest_attention(lm, ids)
+    assert view.layers == 30 and len(view.weights[0]) == 9 and len(view.weights[0][0]) == 16
+    for head in view.weights[7]:
+        assert abs(sum(head) - 1) < 1e-3
+    from transformers import DynamicCache
+    model, layer = lm.model, 7
+    cache = DynamicCache()
+    with torch.inference_mode():
+        out = model(input_ids=torch.tensor([ids]), cache=cache, output_hidden_states=True)
+        v = cache.layers[layer].values[0].repeat_interleave(3, dim=0)  # [H_q, S, D]
+        w = torch.tensor(view.weights[layer])  # [H_q, S]
+        mixed = torch.einsum("hs,hsd->hd", w, v).reshape(1, -1)  # [1, H_q * D]
+        block = model.model.layers[layer]
+        h = out.hidden_states[layer][:, -1, :]
+        mid = h + block.self_attn.o_proj(mixed)
+        after = mid + block.mlp(block.post_attention_layernorm(mid))
+    torch.testing.assert_close(after, out.hidden_states[layer + 1][:, -1, :], atol=2e-3, rtol=1e-3)
+
+
+# ---- the panel's handlers, called as the UI calls them ----
+
+def test_panel_handlers_on_the_real_model(lm):
+    from lessons import kv_cache_panel as panel
+    settings = Settings()
+    frames = panel.growth_frames(lm, settings, "Hi there", 3)
+    grid, chart, formula, text = next(frames)
+    assert "✓ equal" in formula and "46,080 bytes per token" in formula
+    assert len(grid.data[0].z) == 30 and "Step 0" in text
+    assert len(list(frames)) == 2
+
+    race_frames = list(panel.race_frames(lm, settings, "Hi there", 4))
+    fig, summary, progress = race_frames[-1]
+    assert len(race_frames) == 4 and "Step 4 of 4" in progress
+    assert "Measured over 4 new tokens" in summary and "same greedy tokens" in summary
+    assert "35 vs 134 tokens" in summary  # 32-token prompt: 32 + 1 + 1 + 1 vs 32 + 33 + 34 + 35
+    assert len(fig.data) == 4
+
+    ctx, batch, gqa, table = panel.projection_view(lm, 2, 4096, 2)
+    assert "Llama-3-70B" in table and list(gqa.data[0].y) == [23_040, 69_120]
+    with pytest.raises(SettingOutOfRangeError):
+        panel.projection_view(lm, 0, 4096, 2)
+
+    shown = list(panel.prefix_frames(lm, settings, SYSTEM, "When does it close?", 3))
+    assert len(shown) == 2 and "✓ same" in shown[-1][1]
+    assert len(shown[-1][0].data) == 2
+
+    view = panel.attention_run(lm, settings, "Hi", 2)
+    fig = panel.attention_redraw(lm, view, 99, 3)  # out-of-range layer is clamped
+    assert len(fig.data[0].y) == len(view.pieces)
+
+
+def test_panel_errors_are_clear(lm):
+    from lessons import kv_cache_panel as panel
+    settings = Settings()
+    with pytest.raises(EmptyPromptError):
+        next(panel.growth_frames(lm, settings, "  ", 3))
+    with pytest.raises(PromptTooLongError):
+        next(panel.race_frames(lm, settings, "word " * 400, 4))
+
+
+def test_panel_builds(lm):
+    import gradio as gr
+    from lessons import kv_cache_panel as panel
+    with gr.Blocks():
+        panel.build(lm, Settings())

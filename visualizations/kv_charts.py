@@ -1,0 +1,165 @@
+"""Lesson 4 charts: the cache drawn from its tensors, the race, the projections, prefix reuse.
+
+Pure functions: plain data in (the frozen records from `inference/`), a plotly Figure or a
+markdown string out. No model calls, so each is tested on hand-made data.
+"""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .model_card import human_bytes
+from .style import MEASURED, PALETTE, SEQUENCE, THEORETICAL, empty_figure, styled
+
+
+def cache_grid_figure(snap, prompt_tokens: int, caption: str = "") -> go.Figure:
+    """The real cache: one row per layer, one column per cached token, colour = key length."""
+    if not snap.tokens:
+        return empty_figure("Press Generate: the cache appears here, one column per token.")
+    fig = go.Figure(go.Heatmap(
+        z=[list(row) for row in snap.key_norms], x=list(range(snap.tokens)),
+        y=list(range(snap.layers)), colorscale="Viridis", colorbar=dict(title="|key|"),
+        hovertemplate="layer %{y} · position %{x}<br>key length %{z:.2f}<extra></extra>"))
+    if 0 < prompt_tokens < snap.tokens:
+        fig.add_vline(x=prompt_tokens - 0.5, line=dict(color=PALETTE["vermillion"], width=3),
+                      annotation_text="prompt | generated", annotation_position="top left")
+    b, h, s, d = snap.shapes[0]
+    title = (f"The real KV cache: {snap.layers} layers × keys and values [{b}, {h}, {s}, {d}] "
+             f"= {human_bytes(snap.tensor_bytes)}")
+    return styled(fig, title, "position in the sequence (one column per cached token)",
+                  "layer", caption, height=420)
+
+
+def cache_bytes_figure(history: list[tuple[int, int, int]], caption: str = "") -> go.Figure:
+    """history: (tokens, bytes the tensors hold, bytes the formula predicts) after each step."""
+    if not history:
+        return empty_figure("Cache bytes appear here as tokens are generated.")
+    tokens = [h[0] for h in history]
+    fig = go.Figure([
+        go.Scatter(x=tokens, y=[h[2] for h in history], mode="lines", name=f"formula ({THEORETICAL})",
+                   line=dict(color=PALETTE["orange"], width=3)),
+        go.Scatter(x=tokens, y=[h[1] for h in history], mode="markers",
+                   name=f"real tensors ({MEASURED})", marker=dict(color=PALETTE["blue"], size=8)),
+    ])
+    return styled(fig, "Cache size grows by the same bytes with every token",
+                  "tokens in the cache", "bytes", caption)
+
+
+def formula_markdown(snap) -> str:
+    """The formula with this cache's numbers filled in, next to what the tensors hold."""
+    if not snap.tokens:
+        return "*The formula fills in once the cache holds its first tokens.*"
+    match = "✓ equal" if snap.formula_bytes == snap.tensor_bytes else "✗ different"
+    return (f"**bytes = 2 (K and V) × {snap.layers} layers × {snap.kv_heads} KV heads × "
+            f"{snap.head_dim} dims × {snap.bytes_per_value} bytes ({snap.dtype}) × "
+            f"{snap.tokens:,} tokens × {snap.batch} sequence{'s' if snap.batch > 1 else ''} "
+            f"= {snap.formula_bytes:,} bytes**  \n"
+            f"The real tensors hold **{snap.tensor_bytes:,} bytes** ({human_bytes(snap.tensor_bytes)}) "
+            f"· {match} · **{snap.bytes_per_token:,} bytes per token** "
+            f"({human_bytes(snap.bytes_per_token)})")
+
+
+def race_figure(steps, caption: str = "") -> go.Figure:
+    """Per-step latency of both lanes (left axis) and tokens each forward pass processed (right)."""
+    if not steps:
+        return empty_figure("Press Race: both lanes appear here, step by step.")
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    lanes = (("cached", PALETTE["blue"], "with KV cache"),
+             ("recompute", PALETTE["vermillion"], "no cache: recompute everything"))
+    for lane, colour, label in lanes:
+        mine = [s for s in steps if s.lane == lane]
+        fig.add_trace(go.Scatter(
+            x=[s.index for s in mine], y=[s.seconds * 1000 for s in mine], mode="lines+markers",
+            name=f"{label}: ms per step ({MEASURED})", line=dict(color=colour, width=3),
+            customdata=[s.forward_tokens for s in mine],
+            hovertemplate="token %{x}: %{y:.0f} ms, %{customdata} tokens through the model"
+                          "<extra></extra>"), secondary_y=False)
+        fig.add_trace(go.Scatter(
+            x=[s.index for s in mine], y=[s.forward_tokens for s in mine], mode="lines",
+            name=f"{label}: tokens per forward pass", line=dict(color=colour, dash="dot", width=1.5),
+            hoverinfo="skip"), secondary_y=True)
+    styled(fig, "Cache on vs off: time for each new token", "output token (0 = first, after prefill)",
+           "milliseconds per step", caption, height=420)
+    fig.update_yaxes(title_text="tokens per forward pass (dotted)", secondary_y=True, showgrid=False)
+    return fig
+
+
+def race_summary_markdown(summary) -> str:
+    if not summary.new_tokens:
+        return "*Press **Race**: the same prompt runs with and without the cache.*"
+    same = ("the same greedy tokens in both lanes" if summary.same_tokens
+            else "**different tokens** (float rounding tipped a near-tie)")
+    return (f"**Measured over {summary.new_tokens} new tokens** after a {summary.prompt_tokens}-token "
+            f"prompt: with cache **{summary.cached_seconds:.2f} s**, recomputing "
+            f"**{summary.recompute_seconds:.2f} s**: {_verdict(summary.speedup)}.  \n"
+            f"Work: {summary.cached_forward_tokens:,} vs {summary.recompute_forward_tokens:,} tokens "
+            f"through the model ({summary.work_ratio:.1f}× more without the cache) · {same} · "
+            f"largest score difference {summary.max_logit_gap:.1e}")
+
+
+def _verdict(speedup: float) -> str:
+    if speedup >= 1:
+        return f"the cache made it **{speedup:.1f}× faster**"
+    return (f"the cache lane was **slower** this time ({speedup:.2f}×): with very few tokens, "
+            "noise from other work on the machine can outweigh the saving")
+
+
+def projection_figure(proj, caption: str = "", highlight: str | None = None) -> go.Figure:
+    """Cache bytes per model against context length or batch size (log-log), weights dashed."""
+    fig = go.Figure()
+    for i, ((name, values), (_, weights)) in enumerate(zip(proj.series, proj.weights)):
+        colour = SEQUENCE[i % len(SEQUENCE)]
+        width = 5 if name == highlight else 2.5
+        fig.add_trace(go.Scatter(x=list(proj.xs), y=list(values), mode="lines+markers",
+                                 name=f"{name} KV cache", line=dict(color=colour, width=width),
+                                 hovertemplate="%{x:,}: %{y:.3s}B<extra>" + name + "</extra>"))
+        fig.add_trace(go.Scatter(x=[proj.xs[0], proj.xs[-1]], y=[weights, weights], mode="lines",
+                                 name=f"{name} weights", line=dict(color=colour, dash="dash", width=1.5),
+                                 hovertemplate=f"{name} weights: {human_bytes(weights)}<extra></extra>"))
+    styled(fig, f"KV cache vs {proj.x_name.split(' (')[0]} ({THEORETICAL}, "
+                f"{proj.bytes_per_value} bytes per value, {proj.fixed})",
+           proj.x_name, "bytes (log scale)", caption, height=460)
+    fig.update_xaxes(type="log")
+    fig.update_yaxes(type="log")
+    return fig
+
+
+def gqa_figure(rows: list[tuple[str, int]], caption: str = "") -> go.Figure:
+    """Cache bytes per token: (label, bytes) pairs, e.g. this model with GQA vs as if MHA."""
+    fig = go.Figure(go.Bar(x=[r[0] for r in rows], y=[r[1] for r in rows],
+                           marker_color=SEQUENCE[:len(rows)],
+                           text=[human_bytes(r[1]) for r in rows], textposition="outside"))
+    return styled(fig, f"Cache bytes per token: grouped-query vs multi-head attention ({THEORETICAL})",
+                  "attention layout", "bytes per token", caption)
+
+
+def prefix_figure(runs, caption: str = "") -> go.Figure:
+    """Grouped bars: TTFT with a full prefill vs with the stored prefix cache, per question."""
+    if not runs:
+        return empty_figure("Press Run: each question is answered both ways.")
+    labels = [r.question if len(r.question) <= 28 else r.question[:27] + "…" for r in runs]
+    fig = go.Figure([
+        go.Bar(x=labels, y=[r.ttft_full * 1000 for r in runs], name=f"full prefill ({MEASURED})",
+               marker_color=PALETTE["vermillion"],
+               text=[f"{r.prompt_tokens} tokens" for r in runs], textposition="outside"),
+        go.Bar(x=labels, y=[r.ttft_reuse * 1000 for r in runs], name=f"prefix reused ({MEASURED})",
+               marker_color=PALETTE["green"],
+               text=[f"{r.prompt_tokens - r.reused_tokens} tokens" for r in runs], textposition="outside"),
+    ])
+    fig.update_layout(barmode="group")
+    return styled(fig, "Time to first token, with and without the shared prefix cache",
+                  "question", "time to first token (ms)", caption)
+
+
+def attention_figure(view, layer: int, head: int, caption: str = "") -> go.Figure:
+    """The newest token's attention weights over every cached position, for one layer and head."""
+    weights = view.weights[layer][head]
+    labels = [f"{i}: {p!r}"[:24] for i, p in enumerate(view.pieces)]
+    fig = go.Figure(go.Bar(x=list(range(len(weights))), y=list(weights), customdata=labels,
+                           marker_color=PALETTE["blue"],
+                           hovertemplate="%{customdata}<br>weight %{y:.3f}<extra></extra>"))
+    fig.update_xaxes(tickmode="array", tickvals=list(range(len(weights))),
+                     ticktext=[p.replace("\n", "⏎")[:10] for p in view.pieces], tickangle=-60)
+    return styled(fig, f"Newest token {view.pieces[-1]!r} reads the cache: layer {layer}, query head "
+                       f"{head} (KV head {view.kv_head_of(head)})",
+                  "cached position (token)", "attention weight (sums to 1)", caption, height=440)
