@@ -65,5 +65,5 @@ def build(lm, settings: Settings) -> None:
         yield from generate_chat(lm, settings, p, m)
 
     ev = go_btn.click(run, [prompt, max_new], [chat, stats], concurrency_id="model",
-                      time_limit=120)
+                      time_limit=120, api_name="chat")
     stop_btn.click(None, None, None, cancels=[ev])

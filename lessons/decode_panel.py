@@ -172,16 +172,18 @@ def build(lm, settings: Settings, shared=None) -> None:
 
     ins = [state, prompt, max_new, temperature, top_k, top_p, seed]
     samp = [temperature, top_k, top_p, seed]
-    step_btn.click(on_step, ins, outs, concurrency_id="model", time_limit=60)
+    step_btn.click(on_step, ins, outs, concurrency_id="model", time_limit=60,
+                   api_name="decode_step")
     timer.tick(on_tick, ins, outs + [timer] + controls, concurrency_id="model", time_limit=60,
-               trigger_mode="once", show_progress="hidden")
-    play_btn.click(on_play, speed, [timer] + controls)
-    pause_btn.click(on_pause, None, [timer] + controls)
-    stop_btn.click(on_stop, [state] + samp, [timer] + controls + outs)
-    reset_btn.click(on_reset, samp, [timer] + controls + outs)
+               trigger_mode="once", show_progress="hidden", api_name="decode_play_tick")
+    play_btn.click(on_play, speed, [timer] + controls, api_name="decode_play")
+    pause_btn.click(on_pause, None, [timer] + controls, api_name="decode_pause")
+    stop_btn.click(on_stop, [state] + samp, [timer] + controls + outs, api_name="decode_stop")
+    reset_btn.click(on_reset, samp, [timer] + controls + outs, api_name="decode_reset")
     for s in (temperature, top_k, top_p):
-        s.release(on_sampling, [state] + samp, outs, show_progress="hidden")
+        s.release(on_sampling, [state] + samp, outs, show_progress="hidden",
+                  api_name="decode_sampling")
     at_step.release(on_look, [state, at_step] + samp, [cand_plot, timing_plot, choice],
-                    show_progress="hidden")
+                    show_progress="hidden", api_name="decode_look")
     branch_btn.click(on_branch, [state, at_step, choice] + samp, outs, concurrency_id="model",
-                     time_limit=60)
+                     time_limit=60, api_name="decode_branch")

@@ -113,9 +113,10 @@ def build(lm, settings: Settings, shared=None) -> None:
         except Exception as exc:
             raise user_error(exc) from exc
 
-    run.click(on_run, prompt, result, concurrency_id="model", time_limit=60)
+    run.click(on_run, prompt, result, concurrency_id="model", time_limit=60,
+              api_name="prefill_measure")
     ev = sweep_btn.click(lambda: gr.update(interactive=False), None, sweep_btn).then(
         on_sweep, [lengths, max_seq], [chart, progress], concurrency_id="heavy",
-        concurrency_limit=1, time_limit=300)
+        concurrency_limit=1, time_limit=300, api_name="prefill_sweep")
     ev.then(lambda: gr.update(interactive=True), None, sweep_btn)
     stop_btn.click(lambda: gr.update(interactive=True), None, sweep_btn, cancels=[ev])

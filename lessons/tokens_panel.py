@@ -90,7 +90,7 @@ def build(lm, settings: Settings, shared=None) -> None:
 
     for trigger in (text.change, template.change):
         trigger(on_text, [text, template], [view, counts, note], trigger_mode="always_last",
-                show_progress="hidden")
+                show_progress="hidden", api_name="tokenize")
     for trigger in (text.change, out_tokens.change, price_in.change, price_out.change):
         trigger(on_cost, [text, out_tokens, price_in, price_out], cost, trigger_mode="always_last",
-                show_progress="hidden")
+                show_progress="hidden", api_name="token_cost")
