@@ -1,0 +1,108 @@
+"""Lesson 4 figure builders on hand-made data: the traces carry exactly the numbers given."""
+from inference.attention_view import AttentionView
+from inference.kv_cache import CacheSnapshot
+from inference.kv_projection import ModelShape, project_batch, project_context
+from inference.kv_race import RaceStep, summarize
+from inference.prefix_reuse import PrefixRun
+from visualizations import kv_charts
+
+
+def _snap(tokens=4, layers=2, batch=1):
+    return CacheSnapshot(
+        layers=layers, batch=batch, kv_heads=3, tokens=tokens, head_dim=64, dtype="float32",
+        bytes_per_value=4, tensor_bytes=2 * layers * 3 * 64 * 4 * tokens * batch,
+        shapes=tuple((batch, 3, tokens, 64) for _ in range(layers)),
+        key_norms=tuple(tuple(float(l * 10 + p) for p in range(tokens)) for l in range(layers)))
+
+
+def test_cache_grid_draws_one_column_per_token():
+    fig = kv_charts.cache_grid_figure(_snap(tokens=4), prompt_tokens=3)
+    heat = fig.data[0]
+    assert [list(r) for r in heat.z] == [[0, 1, 2, 3], [10, 11, 12, 13]]
+    assert list(heat.x) == [0, 1, 2, 3] and list(heat.y) == [0, 1]
+    assert "[1, 3, 4, 64]" in fig.layout.title.text
+    assert fig.layout.shapes[0].x0 == 2.5  # the prompt | generated boundary
+
+
+def test_cache_grid_empty_state():
+    empty = CacheSnapshot(0, 0, 0, 0, 0, "", 0, 0, (), ())
+    fig = kv_charts.cache_grid_figure(empty, 0)
+    assert not fig.data and "Generate" in fig.layout.annotations[0].text
+
+
+def test_formula_markdown_fills_in_the_numbers():
+    text = kv_charts.formula_markdown(_snap(tokens=5, layers=30, batch=2))
+    assert "2 (K and V) × 30 layers × 3 KV heads × 64 dims × 4 bytes (float32) × 5 tokens × 2 sequences" in text
+    assert "= 460,800 bytes" in text and "✓ equal" in text and "46,080 bytes per token" in text
+    broken = CacheSnapshot(30, 1, 3, 5, 64, "float32", 4, 1, (), ())
+    assert "✗ different" in kv_charts.formula_markdown(broken)
+
+
+def test_cache_bytes_figure_plots_formula_and_tensors():
+    fig = kv_charts.cache_bytes_figure([(10, 100, 100), (11, 110, 110)])
+    formula, real = fig.data
+    assert list(formula.x) == [10, 11] and list(formula.y) == [100, 110]
+    assert list(real.y) == [100, 110]
+    assert "theoretical" in formula.name and "measured" in real.name
+
+
+def _race_steps():
+    steps = []
+    for i in range(3):
+        steps.append(RaceStep(i, "cached", 7, 10 if i == 0 else 1, 10 + i, 0.1))
+        steps.append(RaceStep(i, "recompute", 7, 10 + i, 10 + i, 0.1 * (i + 1), logit_gap=1e-5))
+    return steps
+
+
+def test_race_figure_and_summary():
+    steps = _race_steps()
+    fig = kv_charts.race_figure(steps)
+    cached_ms, cached_work, plain_ms, plain_work = fig.data
+    assert [round(y) for y in cached_ms.y] == [100, 100, 100]
+    assert [round(y) for y in plain_ms.y] == [100, 200, 300]
+    assert list(cached_work.y) == [10, 1, 1] and list(plain_work.y) == [10, 11, 12]
+    summary = summarize(steps, prompt_tokens=10)
+    assert abs(summary.speedup - 2.0) < 1e-9 and summary.same_tokens
+    text = kv_charts.race_summary_markdown(summary)
+    assert "**2.0× faster**" in text and "12 vs 33 tokens" in text and "2.8× more" in text
+
+
+def test_race_summary_counts_only_finished_pairs_and_says_when_slower():
+    steps = _race_steps()[:3]  # stopped after the cached lane's second step
+    summary = summarize(steps, 10)
+    assert summary.new_tokens == 1
+    slow = summarize([RaceStep(0, "cached", 1, 5, 5, 0.2), RaceStep(0, "recompute", 1, 5, 5, 0.1)], 5)
+    assert "slower" in kv_charts.race_summary_markdown(slow)
+
+
+def test_projection_figures_use_log_axes_and_weight_lines():
+    a = ModelShape("A", 2, 4, 2, 8, 1000, "test")
+    b = ModelShape("B", 4, 4, 4, 8, 5000, "test")
+    proj = project_context([a, b], [1, 2, 4], batch=1, bytes_per_value=2)
+    fig = kv_charts.projection_figure(proj, highlight="A")
+    assert [t.name for t in fig.data] == ["A KV cache", "A weights", "B KV cache", "B weights"]
+    assert list(fig.data[0].y) == [128, 256, 512]  # 2 × 2 layers × 2 heads × 8 × 2 bytes = 128 per token
+    assert list(fig.data[1].y) == [2000, 2000]
+    assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
+    by_batch = kv_charts.projection_figure(project_batch([b], [1, 3], tokens=10, bytes_per_value=1))
+    assert list(by_batch.data[0].y) == [2560, 7680]  # 256 bytes per token × 10 tokens × batch
+
+
+def test_gqa_and_prefix_figures():
+    fig = kv_charts.gqa_figure([("GQA", 23_040), ("MHA", 69_120)])
+    assert list(fig.data[0].y) == [23_040, 69_120] and list(fig.data[0].x) == ["GQA", "MHA"]
+    runs = [PrefixRun("Q1?", 100, 90, 0.5, 0.1, (1, 2), (1, 2), "ok")]
+    fig = kv_charts.prefix_figure(runs)
+    full, reuse = fig.data
+    assert list(full.y) == [500] and list(reuse.y) == [100]
+    assert list(reuse.text) == ["10 tokens"] and runs[0].speedup == 5.0 and runs[0].same
+    assert not kv_charts.prefix_figure([]).data
+
+
+def test_attention_figure_shows_one_head():
+    view = AttentionView(pieces=("a", "b", "c"), kv_heads=1, query_heads=2,
+                         weights=(((0.2, 0.3, 0.5), (1.0, 0.0, 0.0)),))
+    fig = kv_charts.attention_figure(view, layer=0, head=1)
+    assert list(fig.data[0].y) == [1.0, 0.0, 0.0]
+    assert list(fig.layout.xaxis.ticktext) == ["a", "b", "c"]
+    assert "KV head 0" in fig.layout.title.text
