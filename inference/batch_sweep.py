@@ -1,0 +1,127 @@
+"""Lesson 5: measure decode at batch sizes 1, 2, 4, ... and watch throughput climb.
+
+Each decode step reads every weight once, whether it serves one request or sixty-four.
+With one request, the step is mostly waiting for those 538 MB (float32) to stream in from
+memory; the arithmetic per weight is tiny. Add requests and the same weights are reused
+for every row, so the step time grows far more slowly than the batch: aggregate tokens/s
+rises almost in proportion, while each request's own speed drops only a little. That is
+why servers batch.
+
+For each batch size the sweep prefills B copies of the same prompt (no padding, so only
+the batch size changes), runs one warm-up decode step (dropped), then times `decode_steps`
+steps, device synced, and keeps the median. The theoretical floor of a step is the bytes it
+must read (weights + every row's KV cache) divided by the measured memory bandwidth.
+
+Sizes over the memory budget are skipped (see `memory_guard.py`), with the arithmetic.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from statistics import median
+from typing import Iterator
+
+import torch
+
+from .engine import decode_step, prefill
+from .errors import EmptyPromptError, check_range
+from .kv_cache import cache_tensor_bytes
+from .memory_guard import BatchMemoryPlan, largest_fitting_batch, model_shape, plan_batch
+from .timing import measure_bandwidth, stopwatch
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """Measured decode at one batch size."""
+
+    batch: int
+    prompt_tokens: int  # per request
+    prefill_seconds: float  # all B prompts in one pass
+    step_seconds: float  # median decode step (every request gets one token)
+    step_times: tuple[float, ...]
+    cache_bytes: int  # KV cache after the last step, all rows
+    weight_bytes: int
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Aggregate decode throughput: tokens for all requests per second."""
+        return self.batch / self.step_seconds
+
+    @property
+    def per_request_tokens_per_s(self) -> float:
+        """What one user sees: their own tokens per second."""
+        return 1.0 / self.step_seconds
+
+    @property
+    def prefill_tokens_per_s(self) -> float:
+        return self.batch * self.prompt_tokens / self.prefill_seconds
+
+    def floor_seconds(self, bandwidth_gbs: float) -> float:
+        """Theoretical: bytes read per step (weights + KV cache) ÷ memory bandwidth."""
+        return (self.weight_bytes + self.cache_bytes) / (bandwidth_gbs * 1e9)
+
+
+@dataclass(frozen=True)
+class SweepUpdate:
+    """Progress of a sweep; the last one (finished=True) is the result."""
+
+    points: tuple[SweepPoint, ...]
+    plans: tuple[BatchMemoryPlan, ...]  # every size asked for, fitting or not
+    batch: int  # running now (0 when finished)
+    step: int
+    steps: int
+    bandwidth_gbs: float  # measured memory copy bandwidth (read + write counted)
+    message: str
+    finished: bool = False
+
+
+def sweep_sizes(max_batch: int) -> list[int]:
+    """1, 2, 4, ... up to max_batch (max_batch itself included)."""
+    check_range("Largest batch", max_batch, 1, 64)
+    sizes, b = [], 1
+    while b < max_batch:
+        sizes.append(b)
+        b *= 2
+    return sizes + [max_batch]
+
+
+@torch.inference_mode()
+def run_sweep(lm, prompt: list[int], max_batch: int = 32, decode_steps: int = 12,
+              budget_bytes: int = 8 * 10**9) -> Iterator[SweepUpdate]:
+    """Decode B copies of `prompt` for each batch size; yields progress after every step."""
+    if not prompt:
+        raise EmptyPromptError("The sweep needs a non-empty prompt.")
+    check_range("Decode steps", decode_steps, 2, 128)
+    shape = model_shape(lm)
+    sizes = sweep_sizes(max_batch)
+    plans = tuple(plan_batch(shape, b, len(prompt), decode_steps + 1, budget_bytes) for b in sizes)
+    cap = largest_fitting_batch(shape, sizes, len(prompt), decode_steps + 1, budget_bytes)
+    device = lm.device
+    bandwidth = measure_bandwidth(device, megabytes=128, repeats=3)
+    points: list[SweepPoint] = []
+    for b in [s for s in sizes if s <= cap]:
+        ids = torch.tensor([prompt] * b, device=device)  # [B, S]
+        yield SweepUpdate(tuple(points), plans, b, 0, decode_steps, bandwidth,
+                          f"Batch {b}: prefilling {b} × {len(prompt)} prompt tokens…")
+        first = prefill(lm.model, ids)
+        token = first.logits.argmax(-1)  # [B]
+        token = decode_step(lm.model, token, first.cache).argmax(-1)  # warm-up step, not timed
+        times = []
+        for step in range(decode_steps):
+            with stopwatch(device) as t:
+                token = decode_step(lm.model, token, first.cache).argmax(-1)  # [B]
+            times.append(t[0])
+            yield SweepUpdate(tuple(points), plans, b, step + 1, decode_steps, bandwidth,
+                              f"Batch {b}: decode step {step + 1}/{decode_steps} "
+                              f"({t[0] * 1000:.0f} ms)")
+        points.append(SweepPoint(b, len(prompt), first.seconds, median(times), tuple(times),
+                                 cache_tensor_bytes(first.cache), shape.weight_bytes))
+    skipped = [p.batch for p in plans if not p.fits]
+    note = f" Skipped (over the memory budget): {', '.join(map(str, skipped))}." if skipped else ""
+    yield SweepUpdate(tuple(points), plans, 0, decode_steps, decode_steps, bandwidth,
+                      f"Done: {len(points)} batch sizes measured.{note}", finished=True)
+
+
+def speedup(points: tuple[SweepPoint, ...]) -> tuple[float, float]:
+    """(throughput gain, step-time growth) of the largest batch over batch 1."""
+    one, big = points[0], points[-1]
+    return big.tokens_per_s / one.tokens_per_s, big.step_seconds / one.step_seconds

@@ -1,0 +1,113 @@
+"""Lesson 5 (engine side): a decode batch whose rows can join and leave between steps.
+
+Continuous batching needs one KV cache for many requests that started at different times.
+Each row's keys and values sit in the same tensors, `[B, H_kv, S, D]`, LEFT-padded so every
+row's newest position is the last column. The attention mask (1 = real, 0 = padding) hides
+the padding, and each row's position is its count of real tokens, so a row computes exactly
+what it would compute alone.
+
+- `RowBatch.prefill` runs new prompts through the model (one padded forward pass).
+- `RowBatch.join` glues two batches together: the shorter cache is padded on the left along
+  the sequence axis with zeros (masked out), then the two are stacked along the batch axis.
+- `RowBatch.keep` drops finished rows by index selection, and trims columns that became
+  padding in every remaining row, so the cache does not keep growing.
+- `RowBatch.decode` is one decode step for every row (greedy).
+
+Only greedy decoding is done here: the scheduler lessons compare timing, not sampling.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from transformers import DynamicCache
+
+from .batching import left_pad
+from .engine import decode_step, prefill
+from .kv_cache import cache_layers, cache_length
+from .timing import stopwatch
+
+
+def _cache_from_layers(layers: list[tuple[torch.Tensor, torch.Tensor]]) -> DynamicCache:
+    """A DynamicCache holding these (keys, values) per layer, each [B, H_kv, S, D]."""
+    return DynamicCache(ddp_cache_data=[(k, v) for k, v in layers])
+
+
+@dataclass
+class RowBatch:
+    """Rows decoding together. `rows[i]` names the request in row i (a request id)."""
+
+    rows: list[int]
+    cache: DynamicCache  # keys/values: [B, H_kv, S, D], left-padded
+    mask: torch.Tensor  # [B, S] 1 = real position, 0 = padding
+    next_token: torch.Tensor  # [B] the token each row feeds at its next decode step
+
+    @property
+    def size(self) -> int:
+        return len(self.rows)
+
+    @property
+    def width(self) -> int:
+        """Positions held per row, padding included (the cache's sequence axis)."""
+        return cache_length(self.cache)
+
+    @staticmethod
+    def prefill(lm, rows: list[int], prompts: list[list[int]]) -> tuple["RowBatch", float]:
+        """Prompts -> a batch holding their caches and first output tokens; and the seconds.
+
+        Prompts of different lengths share one left-padded forward pass."""
+        pad = lm.tokenizer.pad_token_id
+        pad = lm.tokenizer.eos_token_id if pad is None else pad
+        ids, mask = left_pad(prompts, pad, lm.device)  # [B, S], [B, S]
+        with stopwatch(lm.device) as t:
+            first = prefill(lm.model, ids, mask)
+            token = first.logits.argmax(-1)  # [B] greedy
+        return RowBatch(list(rows), first.cache, mask, token), t[0]
+
+    def decode(self, lm) -> tuple[list[int], float]:
+        """One decode step for every row: (each row's new token, synced seconds)."""
+        with stopwatch(lm.device) as t:
+            self.mask = torch.cat([self.mask, torch.ones_like(self.mask[:, :1])], dim=1)  # [B, S+1]
+            logits = decode_step(lm.model, self.next_token, self.cache, self.mask)  # [B, V]
+            self.next_token = logits.argmax(-1)  # [B]
+        return self.next_token.tolist(), t[0]
+
+    @torch.inference_mode()
+    def join(self, other: "RowBatch") -> "RowBatch":
+        """Both batches' rows in one batch: pad the shorter cache on the left, stack rows."""
+        width = max(self.width, other.width)
+        layers = []
+        for (ka, va), (kb, vb) in zip(cache_layers(self.cache), cache_layers(other.cache)):
+            ka, va = _pad_seq_left(ka, width), _pad_seq_left(va, width)  # [Ba, H, W, D]
+            kb, vb = _pad_seq_left(kb, width), _pad_seq_left(vb, width)  # [Bb, H, W, D]
+            layers.append((torch.cat([ka, kb], dim=0), torch.cat([va, vb], dim=0)))
+        mask = torch.cat([_pad_mask_left(self.mask, width), _pad_mask_left(other.mask, width)])
+        token = torch.cat([self.next_token, other.next_token])
+        return RowBatch(self.rows + other.rows, _cache_from_layers(layers), mask, token)
+
+    @torch.inference_mode()
+    def keep(self, keep_rows: list[int]) -> "RowBatch":
+        """Only the rows at these indices, and without columns that are padding in all of them."""
+        index = torch.tensor(keep_rows, dtype=torch.long, device=self.mask.device)
+        mask = self.mask.index_select(0, index)  # [B', S]
+        real_cols = mask.any(dim=0).nonzero()
+        start = int(real_cols[0]) if len(real_cols) else mask.shape[1]
+        layers = [(k.index_select(0, index)[:, :, start:, :], v.index_select(0, index)[:, :, start:, :])
+                  for k, v in cache_layers(self.cache)]
+        return RowBatch([self.rows[i] for i in keep_rows], _cache_from_layers(layers),
+                        mask[:, start:], self.next_token.index_select(0, index))
+
+    def padding_fraction(self) -> float:
+        """Share of cached positions that are padding (work and memory spent on nothing)."""
+        return 1.0 - float(self.mask.float().mean()) if self.mask.numel() else 0.0
+
+
+def _pad_seq_left(x: torch.Tensor, width: int) -> torch.Tensor:
+    """x [B, H, S, D] -> [B, H, width, D] with zeros on the left of the sequence axis."""
+    return F.pad(x, (0, 0, width - x.shape[-2], 0))
+
+
+def _pad_mask_left(mask: torch.Tensor, width: int) -> torch.Tensor:
+    """mask [B, S] -> [B, width] with zeros (padding) on the left."""
+    return F.pad(mask, (width - mask.shape[-1], 0))

@@ -1,0 +1,237 @@
+"""Lesson 5: two ways to serve the same stream of requests with the real model.
+
+- **Static batching** waits for a batch to fill (or for the oldest request to have waited
+  `fill_wait_s`), prefills it, and decodes in lock-step until the LONGEST request is done.
+  Rows that finished early keep their slot and are computed for nothing, and requests that
+  arrive meanwhile wait for the whole batch to end.
+- **Continuous batching** decides at every step: finished requests leave the batch at once
+  and waiting requests join it (prefilled, then their KV cache rows are merged into the
+  batch's cache, see `row_batch.py`). No slot idles while someone waits.
+
+Time is a *virtual clock*: it starts at 0, moves forward by the measured, synced seconds of
+each forward pass (plus the cache bookkeeping), and jumps ahead when the server is idle until
+the next arrival. Requests "arrive" when the clock passes their arrival time. So the
+timeline is made of real measured steps, but it replays the same way on every run.
+
+Both schedulers are generators: they yield a `StepRecord` per forward pass (which requests
+were in the batch, which got a useful token) and finally a `ScheduleResult`.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterator
+
+from .errors import SettingOutOfRangeError, check_range
+from .row_batch import RowBatch
+from .timing import stopwatch
+from .workload import Request
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One forward pass of the server."""
+
+    index: int
+    kind: str  # "prefill" (new requests' prompts) or "decode" (one token per row)
+    start: float  # virtual clock when it began (s)
+    seconds: float  # measured duration
+    rows: tuple[int, ...]  # request ids in the batch for this pass
+    active: tuple[int, ...]  # request ids that got a token they needed from it
+    width: int  # positions per row held in the cache (padding included)
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """What one request experienced, on the virtual clock (seconds)."""
+
+    rid: int
+    arrival: float
+    start: float  # its prefill began
+    first_token: float
+    finish: float
+    prompt_tokens: int
+    tokens: tuple[int, ...]  # the generated tokens (the end-of-turn marker included)
+
+    @property
+    def latency(self) -> float:
+        return self.finish - self.arrival
+
+    @property
+    def ttft(self) -> float:
+        return self.first_token - self.arrival
+
+
+@dataclass(frozen=True)
+class ScheduleSummary:
+    scheduler: str
+    requests: int
+    output_tokens: int
+    makespan: float  # first arrival to last finish (s)
+    throughput: float  # output tokens / makespan
+    mean_latency: float
+    p95_latency: float
+    mean_ttft: float
+    p95_ttft: float
+    forward_passes: int
+    wasted_row_steps: int  # rows computed in a decode step although already finished
+
+
+@dataclass(frozen=True)
+class ScheduleResult:
+    summary: ScheduleSummary
+    requests: tuple[RequestRecord, ...]
+    steps: tuple[StepRecord, ...]
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile: the smallest value with at least q% of values at or below it."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+
+
+class _Server:
+    """The virtual clock and each request's progress, shared by both schedulers."""
+
+    def __init__(self, lm, requests: list[Request], max_batch: int) -> None:
+        if not requests:
+            raise SettingOutOfRangeError("The workload has no requests.")
+        check_range("Max batch", max_batch, 1, 64)
+        self.lm, self.max_batch = lm, max_batch
+        self.by_id = {r.rid: r for r in requests}
+        self.pending = sorted(requests, key=lambda r: (r.arrival, r.rid))
+        self.waiting: list[Request] = []
+        self.clock = 0.0
+        self.tokens: dict[int, list[int]] = {r.rid: [] for r in requests}
+        self.started: dict[int, float] = {}
+        self.first: dict[int, float] = {}
+        self.finish: dict[int, float] = {}
+        self.steps: list[StepRecord] = []
+        self.stop_ids = {lm.tokenizer.eos_token_id}
+
+    def busy(self) -> bool:
+        return len(self.finish) < len(self.by_id)
+
+    def admit_arrivals(self) -> None:
+        while self.pending and self.pending[0].arrival <= self.clock:
+            self.waiting.append(self.pending.pop(0))
+
+    def next_arrival(self) -> float | None:
+        return self.pending[0].arrival if self.pending else None
+
+    def take_waiting(self, n: int) -> list[Request]:
+        group, self.waiting = self.waiting[:n], self.waiting[n:]
+        for r in group:
+            self.started[r.rid] = self.clock
+        return group
+
+    def record(self, kind: str, seconds: float, rows, active, width: int) -> StepRecord:
+        step = StepRecord(len(self.steps), kind, self.clock, seconds, tuple(rows), tuple(active), width)
+        self.steps.append(step)
+        self.clock += seconds
+        return step
+
+    def add_tokens(self, rows: list[int], tokens: list[int], active) -> None:
+        for rid, tok in zip(rows, tokens):
+            if rid not in active:
+                continue
+            self.tokens[rid].append(tok)
+            self.first.setdefault(rid, self.clock)
+            if tok in self.stop_ids or len(self.tokens[rid]) >= self.by_id[rid].max_new_tokens:
+                self.finish[rid] = self.clock
+
+    def result(self, name: str) -> ScheduleResult:
+        recs = tuple(RequestRecord(r.rid, r.arrival, self.started[r.rid], self.first[r.rid],
+                                   self.finish[r.rid], len(r.prompt_ids), tuple(self.tokens[r.rid]))
+                     for r in sorted(self.by_id.values(), key=lambda r: r.rid))
+        lat, ttft = [r.latency for r in recs], [r.ttft for r in recs]
+        out = sum(len(r.tokens) for r in recs)
+        span = max(r.finish for r in recs) - min(r.arrival for r in recs)
+        wasted = sum(len(s.rows) - len(s.active) for s in self.steps if s.kind == "decode")
+        summary = ScheduleSummary(
+            scheduler=name, requests=len(recs), output_tokens=out, makespan=span,
+            throughput=out / span if span > 0 else 0.0, mean_latency=sum(lat) / len(lat),
+            p95_latency=percentile(lat, 95), mean_ttft=sum(ttft) / len(ttft),
+            p95_ttft=percentile(ttft, 95), forward_passes=len(self.steps), wasted_row_steps=wasted)
+        return ScheduleResult(summary, recs, tuple(self.steps))
+
+
+def serve_static(lm, requests: list[Request], max_batch: int = 8, fill_wait_s: float = 1.0
+                 ) -> Iterator[StepRecord | ScheduleResult]:
+    """Fill a batch, run it until its longest request ends, then take the next batch."""
+    check_range("Batch fill wait (s)", fill_wait_s, 0, 60)
+    srv = _Server(lm, requests, max_batch)
+    while srv.busy():
+        srv.admit_arrivals()
+        nxt = srv.next_arrival()
+        if not srv.waiting:
+            srv.clock = max(srv.clock, nxt)  # idle until someone arrives
+            continue
+        deadline = srv.waiting[0].arrival + fill_wait_s
+        if len(srv.waiting) < max_batch and nxt is not None and srv.clock < deadline:
+            srv.clock = min(nxt, deadline)  # wait for the batch to fill
+            continue
+        group = srv.take_waiting(max_batch)
+        rows = [r.rid for r in group]
+        batch, seconds = RowBatch.prefill(lm, rows, [list(r.prompt_ids) for r in group])
+        yield srv.record("prefill", seconds, rows, rows, batch.width)
+        srv.add_tokens(rows, batch.next_token.tolist(), rows)
+        while any(rid not in srv.finish for rid in rows):
+            active = [rid for rid in rows if rid not in srv.finish]
+            tokens, seconds = batch.decode(lm)  # finished rows are computed too
+            yield srv.record("decode", seconds, rows, active, batch.width)
+            srv.add_tokens(rows, tokens, active)
+    yield srv.result("static")
+
+
+def serve_continuous(lm, requests: list[Request], max_batch: int = 8
+                     ) -> Iterator[StepRecord | ScheduleResult]:
+    """At every step: finished requests leave, waiting requests join (up to `max_batch`)."""
+    srv = _Server(lm, requests, max_batch)
+    batch: RowBatch | None = None
+    while srv.busy():
+        srv.admit_arrivals()
+        room = srv.max_batch - (batch.size if batch else 0)
+        if srv.waiting and room > 0:
+            group = srv.take_waiting(room)
+            rows = [r.rid for r in group]
+            new, seconds = RowBatch.prefill(lm, rows, [list(r.prompt_ids) for r in group])
+            with stopwatch(lm.device) as t:  # merging caches costs real time too
+                batch = new if batch is None else batch.join(new)
+            yield srv.record("prefill", seconds + t[0], rows, rows, new.width)
+            srv.add_tokens(rows, new.next_token.tolist(), rows)
+            batch = _without_finished(srv, batch)
+        if batch is None:
+            nxt = srv.next_arrival()
+            if nxt is not None and not srv.waiting:
+                srv.clock = max(srv.clock, nxt)
+            continue
+        rows = list(batch.rows)
+        tokens, seconds = batch.decode(lm)
+        step = srv.record("decode", seconds, rows, rows, batch.width)
+        srv.add_tokens(rows, tokens, rows)
+        with stopwatch(lm.device) as t:  # finished rows leave: index selection on the cache
+            batch = _without_finished(srv, batch)
+        srv.clock += t[0]
+        yield step
+    yield srv.result("continuous")
+
+
+def _without_finished(srv: _Server, batch: RowBatch | None) -> RowBatch | None:
+    """The batch minus its finished rows (None when none are left)."""
+    if batch is None:
+        return None
+    keep = [i for i, rid in enumerate(batch.rows) if rid not in srv.finish]
+    if len(keep) == batch.size:
+        return batch
+    return batch.keep(keep) if keep else None
+
+
+def run_schedule(events: Iterator[StepRecord | ScheduleResult]) -> ScheduleResult:
+    """Drain a scheduler generator and return its final result."""
+    for ev in events:
+        if isinstance(ev, ScheduleResult):
+            return ev
+    raise RuntimeError("The scheduler stopped without a result.")

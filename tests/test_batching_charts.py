@@ -1,0 +1,102 @@
+"""Lesson 5 figure builders on hand-made data: the values drawn, not just "a Figure"."""
+import pytest
+
+from inference.batch_sweep import SweepPoint
+from inference.schedulers import RequestRecord, ScheduleResult, ScheduleSummary, StepRecord
+from inference.serving_cost import serving_costs
+from visualizations import batching_charts as charts
+
+W = 500_000_000  # weight bytes
+
+
+def _points():
+    # batch, prompt, prefill s, median step s, step times, cache bytes, weights
+    return [SweepPoint(1, 10, 0.1, 0.100, (0.1,), 0, W),
+            SweepPoint(4, 10, 0.2, 0.125, (0.125,), 1_000_000_000, W),
+            SweepPoint(16, 10, 0.5, 0.200, (0.2,), 2_000_000_000, W)]
+
+
+def test_throughput_chart_values():
+    fig = charts.throughput_chart(_points(), "cap")
+    total, per_request, perfect = fig.data
+    assert list(total.x) == [1, 4, 16]
+    assert list(total.y) == pytest.approx([10, 32, 80])
+    assert list(per_request.y) == pytest.approx([10, 8, 5])
+    assert list(perfect.y) == pytest.approx([10, 40, 160])
+    assert "measured" in total.name and "theoretical" in perfect.name
+    assert fig.layout.xaxis.type == "log" and list(fig.layout.xaxis.tickvals) == [1, 4, 16]
+
+
+def test_step_time_chart_shows_floor_from_bandwidth():
+    fig = charts.step_time_chart(_points(), bandwidth_gbs=10.0)
+    bars, floor, linear = fig.data
+    assert list(bars.y) == pytest.approx([100, 125, 200])
+    # (weights + KV cache bytes) / 10 GB/s, in ms
+    assert list(floor.y) == pytest.approx([50, 150, 250])
+    assert list(linear.y) == pytest.approx([100, 400, 1600])
+    assert "10.0 GB/s" in floor.name and "theoretical" in floor.name
+
+
+def test_tradeoff_chart():
+    fig = charts.tradeoff_chart(_points())
+    (curve,) = fig.data
+    assert list(curve.x) == pytest.approx([100, 125, 200])
+    assert list(curve.y) == pytest.approx([10, 32, 80])
+    assert list(curve.text) == ["B=1", "B=4", "B=16"]
+
+
+def test_padding_chart_marks_left_padding():
+    fig = charts.padding_chart([3, 1], ["a", "b"])
+    (heat,) = fig.data
+    assert [list(r) for r in heat.z] == [[1, 1, 1], [0, 0, 1]]
+    assert list(heat.y) == ["a (3)", "b (1)"]
+    assert "2 of 6" in fig.layout.title.text and "33%" in fig.layout.title.text
+
+
+def _result(name):
+    reqs = (RequestRecord(0, 0.0, 0.0, 1.0, 2.0, 5, (1, 2)),
+            RequestRecord(1, 0.5, 1.5, 2.5, 4.0, 7, (3, 4, 5)))
+    steps = (StepRecord(0, "prefill", 0.0, 1.0, (0,), (0,), 5),
+             StepRecord(1, "decode", 1.0, 1.0, (0,), (0,), 6),
+             StepRecord(2, "prefill", 1.5, 1.0, (1,), (1,), 7),
+             StepRecord(3, "decode", 2.5, 1.5, (0, 1), (1,), 8))  # row 0 finished, still carried
+    summary = ScheduleSummary(name, 2, 5, 4.0, 1.25, 2.75, 3.5, 1.5, 2.0, 4, 1)
+    return ScheduleResult(summary, reqs, steps)
+
+
+def test_gantt_chart_phases():
+    fig = charts.gantt_chart(_result("static"), "Static", "cap", horizon=5)
+    waiting, prefill, decoding, idle, arrivals = fig.data
+    assert list(waiting.base) == [0.0, 0.5] and list(waiting.x) == [0.0, 1.0]
+    assert list(prefill.base) == [0.0, 1.5] and list(prefill.x) == [1.0, 1.0]
+    assert list(decoding.base) == [1.0, 2.5] and list(decoding.x) == [1.0, 1.5]
+    # request 0 finished at 2.0 but its row rode along until the step ending at 4.0
+    assert list(idle.x) == [2.0, 0.0]
+    assert list(arrivals.x) == [0.0, 0.5]
+    assert list(fig.layout.xaxis.range) == [0, 5]
+
+
+def test_scheduler_summary_chart():
+    fig = charts.scheduler_summary_chart([_result("static").summary, _result("continuous").summary])
+    assert [t.name for t in fig.data] == ["static (measured)", "continuous (measured)"]
+    assert list(fig.data[0].x) == ["mean latency", "p95 latency", "mean TTFT", "p95 TTFT"]
+    assert list(fig.data[0].y) == [2.75, 3.5, 1.5, 2.0]
+
+
+def test_cost_chart():
+    costs = serving_costs(_points(), 3.6, prompt_tokens=10, output_tokens=10)
+    fig = charts.cost_chart(costs, 3.6)
+    out, inp = fig.data
+    assert list(out.x) == ["1", "4", "16"]
+    # $0.001 per second / (tokens per second) × 1e6
+    assert list(out.y) == pytest.approx([100, 31.25, 12.5])
+    assert list(inp.y) == pytest.approx([10, 5, 3.125])  # prefill 100, 200, 320 tokens/s
+    assert "$3.60" in fig.layout.title.text
+
+
+@pytest.mark.parametrize("fig", [charts.throughput_chart([]), charts.step_time_chart([], 0),
+                                 charts.tradeoff_chart([]), charts.padding_chart([]),
+                                 charts.gantt_chart(None, "x"), charts.scheduler_summary_chart([]),
+                                 charts.cost_chart([], 1.0)])
+def test_empty_states_say_what_to_do(fig):
+    assert not fig.data and fig.layout.annotations[0].text

@@ -1,0 +1,179 @@
+"""Lesson 5 on the real model: schedulers, the batch sweep, the memory guard, cost, handlers."""
+import pytest
+
+from inference.batch_sweep import SweepPoint, run_sweep, sweep_sizes
+from inference.errors import SettingOutOfRangeError
+from inference.generation import stream
+from inference.memory_guard import (ModelShape, check_batch_fits, largest_fitting_batch,
+                                    model_shape, plan_batch)
+from inference.schedulers import percentile, run_schedule, serve_continuous, serve_static
+from inference.serving_cost import serving_costs
+from inference.shared_results import SharedResults
+from inference.workload import PROMPTS, Request, preset_trace, random_trace
+from inference.tokens import prompt_ids
+
+
+@pytest.fixture(scope="module")
+def trace(tok):
+    """Four requests with different prompt lengths; 2 and 3 arrive while 0 and 1 run."""
+    texts = [PROMPTS[0], PROMPTS[6], PROMPTS[3], PROMPTS[1]]
+    plan = [(0.0, 3), (0.0, 6), (0.001, 4), (0.002, 3)]  # (arrival s, max new tokens)
+    reqs = [Request(i, a, t, tuple(prompt_ids(tok, t)), n) for i, (t, (a, n)) in enumerate(zip(texts, plan))]
+    assert len({len(r.prompt_ids) for r in reqs}) == 4  # mixed prompt lengths: padding is exercised
+    return reqs
+
+
+@pytest.fixture(scope="module")
+def alone(lm, trace):
+    return {r.rid: [e.token_id for e in stream(lm, list(r.prompt_ids), max_new_tokens=r.max_new_tokens)]
+            for r in trace}
+
+
+@pytest.fixture(scope="module")
+def static(lm, trace):
+    return run_schedule(serve_static(lm, trace, max_batch=2, fill_wait_s=0.0))
+
+
+@pytest.fixture(scope="module")
+def continuous(lm, trace):
+    return run_schedule(serve_continuous(lm, trace, max_batch=2))
+
+
+@pytest.mark.parametrize("which", ["static", "continuous"])
+def test_schedulers_give_each_request_its_tokens_alone(request, alone, trace, which):
+    result = request.getfixturevalue(which)
+    assert [r.rid for r in result.requests] == [r.rid for r in trace]
+    for rec in result.requests:
+        assert list(rec.tokens) == alone[rec.rid]
+        assert rec.arrival <= rec.start < rec.first_token <= rec.finish
+
+
+def test_continuous_never_steps_a_finished_request(continuous, alone):
+    decode = [s for s in continuous.steps if s.kind == "decode"]
+    for s in decode:
+        assert s.rows == s.active
+    finish = {r.rid: r.finish for r in continuous.requests}
+    for s in decode:  # every row in a step is still unfinished when the step starts
+        assert all(finish[rid] > s.start for rid in s.rows)
+    # each request is in exactly one prefill and (its tokens - 1) decode steps: no wasted row
+    for rid, toks in alone.items():
+        assert sum(rid in s.rows for s in decode) == len(toks) - 1
+    assert continuous.summary.wasted_row_steps == 0
+    # rows joined mid-run: some decode step mixes requests admitted at different times
+    start = {r.rid: r.start for r in continuous.requests}
+    assert any(len({start[rid] for rid in s.rows}) > 1 for s in decode)
+    assert max(len(s.rows) for s in continuous.steps) <= 2
+
+
+def test_static_keeps_finished_rows_until_the_longest_ends(static, trace):
+    # batches of mixed prompt lengths (left-padded together): checked equal to alone above
+    assert [s.rows for s in static.steps if s.kind == "prefill"] == [(0, 1), (2, 3)]
+    assert len(trace[0].prompt_ids) != len(trace[1].prompt_ids)
+    # request 0 (3 tokens) shares a batch with request 1 (6 tokens) and idles in it
+    assert static.summary.wasted_row_steps > 0
+    first_batch = [s for s in static.steps if s.rows == (0, 1)]
+    assert len(first_batch) == 6  # prefill + 5 decode steps, set by the longest request
+    later = [s for s in static.steps if 2 in s.rows]
+    assert min(s.start for s in later) >= max(s.start + s.seconds for s in first_batch)
+
+
+def test_summary_numbers(continuous):
+    s = continuous.summary
+    lat = sorted(r.latency for r in continuous.requests)
+    assert s.output_tokens == sum(len(r.tokens) for r in continuous.requests)
+    assert s.p95_latency == lat[-1]  # nearest rank of 4 values
+    assert s.mean_latency == pytest.approx(sum(lat) / 4)
+    assert s.throughput == pytest.approx(s.output_tokens / s.makespan)
+    assert percentile([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 50) == 5
+
+
+def test_traces_are_seeded(tok):
+    a, b = random_trace(tok, 5, 2.0, seed=3), random_trace(tok, 5, 2.0, seed=3)
+    assert a == b and a != random_trace(tok, 5, 2.0, seed=4)
+    assert all(x.arrival <= y.arrival for x, y in zip(a, a[1:]))
+    assert len(preset_trace(tok)) >= 6
+    with pytest.raises(SettingOutOfRangeError, match="Unknown workload"):
+        preset_trace(tok, "nope")
+
+
+SHAPE = ModelShape(weight_bytes=538_060_032, layers=30, heads=9, kv_heads=3, head_dim=64,
+                   hidden_size=576, intermediate_size=1536, vocab_size=49_152, bytes_per_value=4)
+
+
+def test_memory_guard_refuses_a_batch_over_budget(lm):
+    assert model_shape(lm) == SHAPE
+    plan = plan_batch(SHAPE, 64, 40, 24, budget_bytes=700 * 10**6)
+    assert plan.kv_bytes == 46_080 * 64 * 64  # bytes per token × tokens per row × rows
+    with pytest.raises(SettingOutOfRangeError, match=r"Batch 64 would need about .* budget is 700 MB"):
+        check_batch_fits(plan)
+    check_batch_fits(plan_batch(SHAPE, 1, 40, 24, budget_bytes=700 * 10**6))  # fits: no error
+    assert largest_fitting_batch(SHAPE, [1, 2, 4, 8, 16, 32, 64], 40, 24, 600 * 10**6) == 8
+    with pytest.raises(SettingOutOfRangeError, match="Batch 1"):
+        largest_fitting_batch(SHAPE, [1, 2], 40, 24, 100 * 10**6)
+
+
+def test_sweep_refuses_sizes_over_budget(lm, chat_ids):
+    assert sweep_sizes(64) == [1, 2, 4, 8, 16, 32, 64] and sweep_sizes(6) == [1, 2, 4, 6]
+    with pytest.raises(SettingOutOfRangeError, match="memory budget"):
+        next(run_sweep(lm, chat_ids, max_batch=2, decode_steps=2, budget_bytes=10**6))
+
+
+def _point(batch, step_s, prefill_s=1.0, prompt=100):
+    return SweepPoint(batch, prompt, prefill_s, step_s, (step_s,), 0, 538_060_032)
+
+
+def test_cost_arithmetic():
+    # 1 request at 0.001 s/step = 1,000 tokens/s; $3.60/h = $0.001/s -> $1 per million tokens
+    costs = serving_costs([_point(1, 0.001, prefill_s=0.01, prompt=100), _point(4, 0.002)], 3.6,
+                          prompt_tokens=100, output_tokens=1000)
+    one, four = costs
+    assert one.usd_per_million_output == pytest.approx(1.0)
+    assert one.usd_per_million_input == pytest.approx(0.1)  # 10,000 prefill tokens/s
+    assert one.seconds_per_conversation == pytest.approx(0.01 + 1.0)
+    assert one.usd_per_conversation == pytest.approx(0.001 * 1.01)
+    assert four.usd_per_million_output == pytest.approx(0.5)  # 2,000 tokens/s
+    with pytest.raises(SettingOutOfRangeError):
+        serving_costs([_point(1, 0.1)], -1)
+
+
+# ---- handlers, on the real model with tiny sizes ----
+
+def test_sweep_handler_streams_and_shares(lm):
+    from inference.config import Settings
+    from lessons import batching_panel as bp
+    shared = SharedResults()
+    frames = list(bp.sweep_frames(lm, Settings(), shared, 2, 2, None, None))
+    # per batch size: a prefill notice and 2 timed steps, then the result
+    assert len(frames) == 2 * 3 + 1
+    progress, thr, step, trade, table, state, closing = frames[-1]
+    assert progress.startswith("✅") and state.finished and [p.batch for p in state.points] == [1, 2]
+    prompt = len(prompt_ids(lm.tokenizer, bp.SWEEP_PROMPT))
+    for p in state.points:
+        assert len(p.step_times) == 2 and p.step_seconds > 0
+        assert p.tokens_per_s == pytest.approx(p.batch / p.step_seconds)
+        assert p.cache_bytes == 46_080 * p.batch * (prompt + 3)  # prompt + warm-up + 2 timed steps
+    assert [tr.x for tr in thr.data][0] == (1, 2)
+    assert "tokens/s at batch 1" in closing and "at batch 2" in closing
+    again = list(bp.sweep_frames(lm, Settings(), shared, 2, 2, None, None))
+    assert len(again) == 1 and "shared with every visitor" in again[0][0]
+    assert again[0][5] is state
+    chart, md = bp.cost_view(lm, state, 1.0, 10, 20)
+    assert "$ / M output" in md and len(chart.data) == 2
+    with pytest.raises(SettingOutOfRangeError, match="Largest batch"):
+        next(bp.sweep_frames(lm, Settings(), shared, 999, 2, None, None))
+
+
+def test_schedule_handler_and_padding(lm, monkeypatch):
+    from inference.config import Settings
+    from lessons import batching_panel as bp
+    monkeypatch.setattr(bp, "RANDOM_MIN_NEW", 2)
+    monkeypatch.setattr(bp, "RANDOM_MAX_NEW", 3)
+    shared = SharedResults()
+    frames = list(bp.schedule_frames(lm, Settings(), shared, bp.RANDOM, 1, 3, 8.0, 2, 0.0, None))
+    progress, g_static, g_cont, summary, table, state, closing = frames[-1]
+    assert "virtual clock" in progress and "exactly the same tokens" in table
+    assert state["static"].summary.requests == 3 and len(summary.data) == 2
+    assert "continuous" in closing and "static" in closing
+    assert len(list(bp.schedule_frames(lm, Settings(), shared, bp.RANDOM, 1, 3, 8.0, 2, 0.0, None))) == 1
+    fig, md = bp.padding_view(lm, Settings(), "Hi\nWhat is the capital of France?")
+    assert "padding" in md and fig.data[0].z[0][0] == 0  # the short prompt starts with padding

@@ -1,0 +1,168 @@
+"""Lesson 5 charts: batch sweep, the throughput/latency trade-off, padding, scheduler
+timelines and cost. Pure functions: measured records in, plotly figures out.
+
+Inputs are the frozen records of `inference.batch_sweep`, `inference.schedulers` and
+`inference.serving_cost`, read by attribute only, so tests can pass hand-made stand-ins.
+"""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from .style import PALETTE, empty_figure, styled
+
+
+def _batch_axis(fig: go.Figure, batches: list[int]) -> go.Figure:
+    """Batch sizes 1, 2, 4, ... evenly spaced (log scale), labelled by their value."""
+    fig.update_xaxes(type="log", tickvals=batches, ticktext=[str(b) for b in batches])
+    return fig
+
+
+def throughput_chart(points, caption: str = "") -> go.Figure:
+    """Aggregate and per-request tokens/s against batch size, with perfect scaling for scale."""
+    if not points:
+        return empty_figure("Press “Run sweep” to measure decode at each batch size.")
+    b = [p.batch for p in points]
+    one = points[0].tokens_per_s / points[0].batch
+    fig = go.Figure([
+        go.Scatter(x=b, y=[p.tokens_per_s for p in points], mode="lines+markers",
+                   name="all requests together, tokens/s (measured)",
+                   line=dict(color=PALETTE["blue"], width=3)),
+        go.Scatter(x=b, y=[p.per_request_tokens_per_s for p in points], mode="lines+markers",
+                   name="each request's own tokens/s (measured)",
+                   line=dict(color=PALETTE["orange"], width=3)),
+        go.Scatter(x=b, y=[one * x for x in b], mode="lines",
+                   name="perfect scaling: B × batch-1 rate (theoretical)",
+                   line=dict(color=PALETTE["grey"], dash="dash")),
+    ])
+    fig.update_yaxes(type="log")
+    return _batch_axis(styled(fig, "Decode throughput grows with batch size", "Batch size (requests)",
+                              "Tokens per second (log scale)", caption), b)
+
+
+def step_time_chart(points, bandwidth_gbs: float, caption: str = "") -> go.Figure:
+    """Measured step time against batch size, beside the memory-bandwidth floor."""
+    if not points:
+        return empty_figure("Step times appear here as the sweep runs.")
+    b = [p.batch for p in points]
+    first = points[0].step_seconds * 1000
+    fig = go.Figure([
+        go.Bar(x=b, y=[p.step_seconds * 1000 for p in points], name="decode step, median (measured)",
+               marker_color=PALETTE["blue"], text=[f"{p.step_seconds * 1000:.0f}" for p in points],
+               textposition="outside"),
+        go.Scatter(x=b, y=[p.floor_seconds(bandwidth_gbs) * 1000 for p in points], mode="lines+markers",
+                   name=f"floor: bytes read ÷ {bandwidth_gbs:.1f} GB/s (theoretical)",
+                   line=dict(color=PALETTE["green"], width=3)),
+        go.Scatter(x=b, y=[first * x / b[0] for x in b], mode="lines",
+                   name="if time grew like the batch (theoretical)",
+                   line=dict(color=PALETTE["grey"], dash="dash")),
+    ])
+    top = max(max(p.step_seconds * 1000 for p in points) * 1.3, first * 1.2)
+    fig.update_yaxes(range=[0, top])
+    return _batch_axis(styled(fig, "One step serves the whole batch: time per step",
+                              "Batch size (requests)", "Milliseconds per decode step", caption), b)
+
+
+def tradeoff_chart(points, caption: str = "") -> go.Figure:
+    """The serving trade-off: total throughput against each request's time per token."""
+    if not points:
+        return empty_figure("The trade-off curve appears after the sweep.")
+    fig = go.Figure(go.Scatter(
+        x=[p.step_seconds * 1000 for p in points], y=[p.tokens_per_s for p in points],
+        mode="lines+markers+text", text=[f"B={p.batch}" for p in points], textposition="top left",
+        name="measured", line=dict(color=PALETTE["vermillion"], width=3), marker=dict(size=10)))
+    return styled(fig, "Throughput vs latency: what batching trades",
+                  "Each request's time per output token (ms, lower is snappier)",
+                  "Total tokens/s (higher is cheaper)", caption)
+
+
+def padding_chart(lengths: list[int], labels: list[str] | None = None) -> go.Figure:
+    """Rows of a left-padded batch: real tokens vs padding positions, one cell each."""
+    if not lengths:
+        return empty_figure("Type a few prompts, one per line.")
+    width = max(lengths)
+    labels = labels or [f"request {i + 1}" for i in range(len(lengths))]
+    z = [[0] * (width - n) + [1] * n for n in lengths]
+    padded = sum(width - n for n in lengths)
+    fig = go.Figure(go.Heatmap(
+        z=z, y=[f"{lab} ({n})" for lab, n in zip(labels, lengths)], x=list(range(1, width + 1)),
+        zmin=0, zmax=1, showscale=False, xgap=1, ygap=3,
+        colorscale=[[0, PALETTE["grey"]], [0.5, PALETTE["grey"]], [0.5, PALETTE["blue"]],
+                    [1, PALETTE["blue"]]],
+        hovertemplate="position %{x}<extra></extra>"))
+    fig.update_yaxes(autorange="reversed")
+    total = width * len(lengths)
+    return styled(fig, f"Padding: {padded} of {total} positions are filler ({padded / total:.0%})",
+                  "Position in the padded batch (tokens)", "",
+                  "blue = real prompt token, grey = left padding (computed, then masked out)",
+                  height=max(220, 60 + 44 * len(lengths)))
+
+
+def gantt_chart(result, title: str, caption: str = "", horizon: float | None = None) -> go.Figure:
+    """One bar per request: waiting, prefill, decoding, and (static) holding a finished slot."""
+    if result is None:
+        return empty_figure("Press “Serve the workload” to run both schedulers.")
+    slot_end = _slot_end(result.steps)
+    names = [f"req {r.rid}" for r in result.requests]
+    parts = [
+        ("waiting in queue", PALETTE["grey"], [(r.arrival, r.start) for r in result.requests]),
+        ("prefill → first token", PALETTE["orange"], [(r.start, r.first_token) for r in result.requests]),
+        ("decoding", PALETTE["blue"], [(r.first_token, r.finish) for r in result.requests]),
+        ("done, slot still busy", PALETTE["vermillion"],
+         [(r.finish, max(r.finish, slot_end.get(r.rid, r.finish))) for r in result.requests]),
+    ]
+    fig = go.Figure()
+    for name, colour, spans in parts:
+        fig.add_bar(y=names, x=[b - a for a, b in spans], base=[a for a, _ in spans],
+                    orientation="h", name=name, marker_color=colour,
+                    hovertemplate="%{base:.2f} s → +%{x:.2f} s<extra>" + name + "</extra>")
+    fig.add_scatter(y=names, x=[r.arrival for r in result.requests], mode="markers",
+                    name="arrival", marker=dict(symbol="line-ns-open", size=14, color="black"))
+    fig.update_layout(barmode="overlay")
+    fig.update_yaxes(autorange="reversed")
+    if horizon:
+        fig.update_xaxes(range=[0, horizon])
+    return styled(fig, title, "Virtual clock (s): sum of measured step times", "", caption,
+                  height=max(300, 110 + 28 * len(names)))
+
+
+def _slot_end(steps) -> dict[int, float]:
+    """For each request, when the last forward pass that carried its row ended."""
+    end: dict[int, float] = {}
+    for s in steps:
+        for rid in s.rows:
+            end[rid] = max(end.get(rid, 0.0), s.start + s.seconds)
+    return end
+
+
+def scheduler_summary_chart(summaries, caption: str = "") -> go.Figure:
+    """Mean and p95 latency and time to first token, per scheduler (seconds, lower is better)."""
+    if not summaries:
+        return empty_figure("Latency figures appear after both schedulers have run.")
+    metrics = [("mean latency", "mean_latency"), ("p95 latency", "p95_latency"),
+               ("mean TTFT", "mean_ttft"), ("p95 TTFT", "p95_ttft")]
+    colours = [PALETTE["vermillion"], PALETTE["green"], PALETTE["blue"]]
+    fig = go.Figure([go.Bar(x=[m for m, _ in metrics], y=[getattr(s, a) for _, a in metrics],
+                            name=f"{s.scheduler} (measured)", marker_color=colours[i % 3],
+                            text=[f"{getattr(s, a):.2f}" for _, a in metrics], textposition="outside")
+                     for i, s in enumerate(summaries)])
+    return styled(fig, "Static vs continuous: how long requests wait", "",
+                  "Seconds on the virtual clock", caption)
+
+
+def cost_chart(costs, price_per_hour: float, caption: str = "") -> go.Figure:
+    """Dollars per million output tokens at each batch size, from measured throughput."""
+    if not costs:
+        return empty_figure("Run the batch sweep: costs are computed from its measured throughput.")
+    b = [str(c.batch) for c in costs]
+    fig = go.Figure([
+        go.Bar(x=b, y=[c.usd_per_million_output for c in costs],
+               name="$ per million output tokens (from measured tokens/s)",
+               marker_color=PALETTE["vermillion"],
+               text=[f"${c.usd_per_million_output:,.2f}" for c in costs], textposition="outside"),
+        go.Bar(x=b, y=[c.usd_per_million_input for c in costs],
+               name="$ per million input tokens (from measured prefill)",
+               marker_color=PALETTE["sky"]),
+    ])
+    fig.update_yaxes(type="log")
+    return styled(fig, f"What a token costs at ${price_per_hour:,.2f} per hour", "Batch size (requests)",
+                  "US dollars per million tokens (log scale)", caption)
