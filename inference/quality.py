@@ -1,0 +1,157 @@
+"""Lesson 6: what a precision mode costs in quality and buys in speed, measured against fp32.
+
+On the same prompt, for each mode:
+- speed: a greedy generation with our own prefill + decode loop (prefill seconds, decode
+  tokens/s with the first step dropped as warm-up), plus one long prefill of a fixed text;
+- agreement: both models read the same text (prompt + fp32's greedy answer, "teacher
+  forcing"); top-1 agreement is the share of positions where the mode's first choice equals
+  fp32's, and KL divergence (nats) says how far its whole next-token distribution moved;
+- perplexity on a fixed English text shipped in `assets/perplexity_text.txt`: exp(mean
+  negative log-likelihood of each next token). Lower is better; fp32 is the baseline.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+
+from .engine import decode_step, prefill
+from .timing import stopwatch
+
+TEXT_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                         "assets", "perplexity_text.txt")
+
+
+@dataclass(frozen=True)
+class GreedyRun:
+    token_ids: tuple[int, ...]  # the first comes from prefill, the rest from decode steps
+    prefill_seconds: float
+    step_seconds: tuple[float, ...]  # one per decode step
+
+    @property
+    def decode_tokens_per_s(self) -> float:
+        """Decode speed without the first step (warm-up: caches, allocator)."""
+        steps = self.step_seconds[1:] or self.step_seconds
+        return len(steps) / sum(steps) if steps and sum(steps) > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class Reference:
+    """fp32's answers that every mode is compared with."""
+
+    prompt_ids: tuple[int, ...]
+    greedy: GreedyRun
+    logprobs: torch.Tensor  # [n, V] teacher-forced next-token log-probabilities
+
+
+@dataclass(frozen=True)
+class ModeReport:
+    key: str
+    label: str
+    kernel: str
+    head_treatment: str
+    weight_bytes: int
+    bytes_per_token: int
+    ratio_to_fp32: float
+    prompt_tokens: int
+    prefill_seconds: float  # the prompt
+    decode_tokens_per_s: float
+    text_tokens: int
+    text_prefill_seconds: float  # the perplexity text, one forward pass
+    token_ids: tuple[int, ...]
+    pieces: tuple[str, ...]
+    top1_agreement: float  # 0..1
+    kl_mean: float  # nats, KL(fp32 || mode), averaged over positions
+    perplexity: float
+
+
+def load_perplexity_text(path: str = TEXT_PATH) -> str:
+    with open(path, encoding="utf-8") as f:
+        return f.read().strip()
+
+
+def greedy_run(model, prompt_ids: list[int], n: int, device: torch.device) -> GreedyRun:
+    """Greedy generation of n tokens with our prefill + decode_step loop, each step timed."""
+    pre = prefill(model, torch.tensor([list(prompt_ids)], device=device))
+    token = pre.logits.argmax(-1)  # [1]
+    ids, times = [int(token)], []
+    for _ in range(n - 1):
+        with stopwatch(device) as t:
+            logits = decode_step(model, token, pre.cache)  # [1, V]
+            token = logits.argmax(-1)
+        ids.append(int(token))
+        times.append(t[0])
+    return GreedyRun(tuple(ids), pre.seconds, tuple(times))
+
+
+@torch.inference_mode()
+def teacher_forced_logprobs(model, prompt_ids: list[int], continuation: list[int],
+                            device: torch.device) -> torch.Tensor:
+    """Log-probs [n, V] of the next token at each of the n continuation positions, with the
+    model reading prompt + continuation (its own choices play no part)."""
+    n = len(continuation)
+    x = torch.tensor([list(prompt_ids) + list(continuation[:-1])], device=device)  # [1, P+n-1]
+    logits = model(input_ids=x, use_cache=False, logits_to_keep=n).logits[0]  # [n, V]
+    return torch.log_softmax(logits.float(), dim=-1)
+
+
+def agreement_and_kl(ref_logprobs: torch.Tensor, logprobs: torch.Tensor) -> tuple[float, float]:
+    """(share of positions with the same top-1 token, mean KL(ref || mode) in nats)."""
+    top1 = (ref_logprobs.argmax(-1) == logprobs.argmax(-1)).float().mean().item()
+    kl = (ref_logprobs.exp() * (ref_logprobs - logprobs)).sum(-1).clamp(min=0).mean().item()
+    return top1, kl
+
+
+@torch.inference_mode()
+def perplexity(model, text_ids: list[int], device: torch.device) -> tuple[float, float]:
+    """(perplexity, seconds of the one forward pass) over `text_ids`: a prefill of T tokens."""
+    x = torch.tensor([list(text_ids)], device=device)  # [1, T]
+    with stopwatch(device) as t:
+        logits = model(input_ids=x, use_cache=False).logits[0, :-1]  # [T-1, V]
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    nll = -logp.gather(-1, x[0, 1:, None]).mean()
+    return float(torch.exp(nll)), t[0]
+
+
+def reference_run(model, prompt_ids: list[int], n: int, device: torch.device) -> Reference:
+    """fp32's greedy answer and its own teacher-forced log-probs."""
+    greedy = greedy_run(model, prompt_ids, n, device)
+    logprobs = teacher_forced_logprobs(model, prompt_ids, list(greedy.token_ids), device)
+    return Reference(tuple(prompt_ids), greedy, logprobs)
+
+
+def compare_mode(built, tokenizer, reference: Reference, text_ids: list[int],
+                 device: torch.device) -> ModeReport:
+    """Measure one built mode (a `BuiltMode`) against the fp32 reference."""
+    prompt = list(reference.prompt_ids)
+    n = len(reference.greedy.token_ids)
+    own = reference.greedy if built.mode.key == "fp32" else greedy_run(built.model, prompt, n, device)
+    logprobs = teacher_forced_logprobs(built.model, prompt, list(reference.greedy.token_ids), device)
+    top1, kl = agreement_and_kl(reference.logprobs, logprobs)
+    ppl, text_seconds = perplexity(built.model, text_ids, device)
+    return ModeReport(
+        key=built.mode.key, label=built.mode.label, kernel=built.kernel,
+        head_treatment=built.head_treatment, weight_bytes=built.weight_bytes,
+        bytes_per_token=built.bytes_per_token, ratio_to_fp32=built.ratio_to_fp32,
+        prompt_tokens=len(prompt), prefill_seconds=own.prefill_seconds,
+        decode_tokens_per_s=own.decode_tokens_per_s, text_tokens=len(text_ids),
+        text_prefill_seconds=text_seconds, token_ids=own.token_ids,
+        pieces=tuple(tokenizer.decode([i]) for i in own.token_ids),
+        top1_agreement=top1, kl_mean=kl, perplexity=ppl)
+
+
+def measure_read_bandwidth(device: torch.device, megabytes: int = 128, repeats: int = 5) -> float:
+    """Read-only memory bandwidth in GB/s: bytes of a large float32 tensor / seconds to sum it.
+
+    Decode reads weights and writes almost nothing, so a read-only sum is the closer model
+    than a copy. Median of `repeats` runs after one warm-up."""
+    x = torch.ones(megabytes * 1024 * 1024 // 4, dtype=torch.float32, device=device)
+    x.sum()  # warm-up: touch the pages
+    times = []
+    for _ in range(repeats):
+        with stopwatch(device) as t:
+            x.sum()
+        times.append(t[0])
+    times.sort()
+    return x.numel() * 4 / times[len(times) // 2] / 1e9

@@ -1,0 +1,177 @@
+"""Lesson 6: the precision modes, named explicitly, and building each one from the loaded model.
+
+Every mode starts from the same float32 weights (which were themselves dequantized from a
+4-bit Q4_1 GGUF file). A mode is chosen by its key from `MODES`, never guessed from a file
+name. Building a mode copies the shared model (`copy.deepcopy`) and converts the copy, so the
+model every other lesson uses is never touched. Built modes are kept once per process in the
+`SharedResults` the app passes in; only modes somebody asked for are built (an fp32 copy is
+538 MB; the quantized ones are far smaller once built).
+
+The tied embedding / output head (one [49152, 576] matrix, 21% of all weights):
+- float modes: still tied, cast to the mode's dtype.
+- int8: the output head becomes an int8 Linear with one scale per vocabulary row, and the
+  embedding lookup reads those same int8 rows and scales. Still one copy, still tied.
+- int4: the output head becomes an int4 Linear like the others. The kernel's packed layout
+  cannot be read row by row, so the embedding lookup keeps its own int8 table (one scale per
+  row): stored, but only one row of it is read per token.
+"""
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass
+from typing import Iterator
+
+import torch
+from torch import nn
+
+from .errors import InferenceInputError
+from .quantize import (SIMULATED, Int8Embedding, int4_kernel_available, int8_kernel_available,
+                       iter_swap_linears, quantize_int8_per_channel)
+
+
+@dataclass(frozen=True)
+class QuantMode:
+    key: str
+    label: str
+    kind: str  # "float", "int8" or "int4"
+    bits: int  # bits per weight of the Linear layers
+    dtype: torch.dtype | None = None  # float modes only
+    group_size: int | None = None  # int4 only
+
+
+MODES: dict[str, QuantMode] = {
+    "fp32": QuantMode("fp32", "float32 (as loaded)", "float", 32, torch.float32),
+    "fp16": QuantMode("fp16", "float16", "float", 16, torch.float16),
+    "bf16": QuantMode("bf16", "bfloat16", "float", 16, torch.bfloat16),
+    "int8": QuantMode("int8", "int8 weight-only (per-channel scales)", "int8", 8),
+    "int4-g32": QuantMode("int4-g32", "int4 weight-only (groups of 32)", "int4", 4, group_size=32),
+    "int4-g64": QuantMode("int4-g64", "int4 weight-only (groups of 64)", "int4", 4, group_size=64),
+}
+DEFAULT_MODES = ("fp32", "fp16", "bf16", "int8", "int4-g32")
+
+HEAD_TREATMENT = {
+    "float": "Tied embedding/output head: one matrix, cast to this dtype.",
+    "int8": "Tied and quantized: the output head is an int8 Linear (one scale per vocabulary "
+            "row) and the embedding lookup reads the same int8 rows and scales: one copy.",
+    "int4": "Output head quantized to int4 like every Linear; the embedding lookup keeps its "
+            "own int8 table (the int4 kernel's packed layout cannot be read by row), stored "
+            "but read only one row per token.",
+}
+
+
+@dataclass(frozen=True)
+class BuiltMode:
+    """A ready-to-run copy of the model in one mode, with its sizes measured from its tensors."""
+
+    mode: QuantMode
+    model: nn.Module
+    weight_bytes: int  # every stored weight tensor, shared ones once
+    bytes_per_token: int  # bytes a decode step reads: all weights but one embedding row
+    fp32_bytes: int  # the float32 model's weight_bytes, for the ratio
+    kernel: str
+    head_treatment: str
+    build_seconds: float
+
+    @property
+    def ratio_to_fp32(self) -> float:
+        return self.weight_bytes / self.fp32_bytes
+
+
+@dataclass(frozen=True)
+class BuildProgress:
+    done: int
+    total: int
+    message: str
+    built: BuiltMode | None = None  # set on the last item only
+
+
+def get_mode(key: str) -> QuantMode:
+    """The registered mode for `key`; a clear error for anything else."""
+    if key not in MODES:
+        raise InferenceInputError(f"Unknown precision mode {key!r}. Choose one of: {', '.join(MODES)}.")
+    return MODES[key]
+
+
+def _unique_tensors(module: nn.Module) -> dict[int, torch.Tensor]:
+    """Parameters and persistent buffers, keyed by storage address (a tied tensor counts once)."""
+    return {t.data_ptr(): t for t in module.state_dict(keep_vars=True).values()}
+
+
+def model_weight_bytes(model: nn.Module) -> int:
+    """Bytes of all stored weights (int8/int4 values, scales, zeros, norms), shared ones once."""
+    return sum(t.numel() * t.element_size() for t in _unique_tensors(model).values())
+
+
+def bytes_read_per_token(model: nn.Module) -> int:
+    """Weights a batch-1 decode step reads: everything, except that an embedding table that is
+    not also the output head contributes only the one row it looks up."""
+    total = model_weight_bytes(model)
+    head = _unique_tensors(model.get_output_embeddings())
+    for ptr, t in _unique_tensors(model.get_input_embeddings()).items():
+        if ptr not in head:
+            total -= t.numel() * t.element_size() - (t[0].numel() * t.element_size())
+    return total
+
+
+def _kernel_label(mode: QuantMode, device: torch.device) -> str:
+    if mode.kind == "float":
+        return f"dense matmul ({str(mode.dtype).replace('torch.', '')})"
+    probe = int8_kernel_available if mode.kind == "int8" else int4_kernel_available
+    return "" if probe(device) else SIMULATED
+
+
+def _convert(model: nn.Module, mode: QuantMode, use_kernel: bool) -> Iterator[tuple[int, int, str]]:
+    """Convert `model` (a private copy) in place to `mode`, yielding progress."""
+    if mode.kind == "float":
+        model.to(mode.dtype)  # .to(), not .half(): the GGUF-loaded model is flagged as quantized
+        yield 1, 1, f"cast to {mode.dtype}"
+        return
+    emb = model.get_input_embeddings()
+    dtype = emb.weight.dtype
+    if mode.kind == "int4":  # own int8 lookup table, built before the tied head is replaced
+        q, scales = quantize_int8_per_channel(emb.weight.data)
+        model.set_input_embeddings(Int8Embedding(q, scales, dtype))
+    yield from iter_swap_linears(model, mode.kind, mode.group_size or 32, use_kernel)
+    if mode.kind == "int8":  # reuse the int8 head's rows and scales: the tie is kept
+        head = model.get_output_embeddings()
+        model.set_input_embeddings(Int8Embedding(head.weight, head.scales, dtype))
+
+
+def build_steps(lm, key: str, shared) -> Iterator[BuildProgress]:
+    """Build mode `key` from `lm.model` (or take it from `shared`), yielding progress.
+
+    The last item carries `built`. fp32 is the shared model itself (no copy)."""
+    mode = get_mode(key)
+    cache_key = ("quant-model", key, str(lm.device))
+    cached = shared.get(cache_key)
+    if cached is not None:
+        yield BuildProgress(1, 1, f"{mode.label}: already built in this process", cached)
+        return
+    start = time.perf_counter()
+    fp32_bytes = model_weight_bytes(lm.model)
+    kernel = _kernel_label(mode, lm.device)
+    if key == "fp32":
+        model = lm.model
+    else:
+        yield BuildProgress(0, 1, f"{mode.label}: copying the float32 model ({fp32_bytes / 1e6:.0f} MB)")
+        model = copy.deepcopy(lm.model)
+        with torch.no_grad():
+            for done, total, name in _convert(model, mode, use_kernel=kernel != SIMULATED):
+                yield BuildProgress(done, total, f"{mode.label}: {name}")
+        if not kernel:  # int modes: read the label off the head (every Linear uses the same path)
+            kernel = model.get_output_embeddings().kernel
+    built = BuiltMode(mode=mode, model=model.eval(), weight_bytes=model_weight_bytes(model),
+                      bytes_per_token=bytes_read_per_token(model), fp32_bytes=fp32_bytes,
+                      kernel=kernel, head_treatment=HEAD_TREATMENT[mode.kind],
+                      build_seconds=time.perf_counter() - start)
+    built = shared.get_or_compute(cache_key, lambda: built)
+    yield BuildProgress(1, 1, f"{mode.label}: built in {built.build_seconds:.1f} s", built)
+
+
+def build_mode(lm, key: str, shared) -> BuiltMode:
+    """Build (or fetch) mode `key` without progress reporting."""
+    last = None
+    for last in build_steps(lm, key, shared):
+        pass
+    return last.built

@@ -1,0 +1,225 @@
+"""Lesson 6: weight-only quantization, in three layers (as in gpt-fast's `quantize.py`).
+
+1. Pure functions turn a float weight matrix into small integers plus scales, and back:
+   - int8, per output channel (symmetric): one scale per row, w ≈ q · scale, q in [-127, 127].
+   - int4, group-wise (asymmetric): every `group_size` weights along a row share a scale and a
+     zero point, w ≈ (q - 8) · scale + zero, q in [0, 15].
+   Rounding to the nearest level means each weight is off by at most half a step (scale / 2).
+2. Linear modules hold the integers and scales and do the matrix product. Where PyTorch has a
+   fast kernel for this device they call it; otherwise they rebuild the float weights on the
+   fly ("simulated": same numbers, same bytes stored, but no speed-up from reading fewer bytes).
+3. `swap_linears` walks a model and replaces every `nn.Linear` with its quantized twin.
+
+Only the *weights* are quantized; activations stay floating point ("weight-only"). On the CPU
+both fast kernels take bfloat16 activations (their float32 paths are very slow), so the
+Linear casts its input to bf16 and its output back.
+What this file leaves out: activation quantization (int8 × int8 matmuls), GPTQ/AWQ-style
+calibration, and CUDA int4 kernels (CUDA uses the simulated path here).
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterator
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+INT8_KERNEL = "fast kernel (aten._weight_int8pack_mm, bf16 activations)"
+INT4_KERNEL = "fast kernel (aten._weight_int4pack_mm_for_cpu, bf16 activations)"
+SIMULATED = "simulated (dequantize on the fly)"
+
+
+# ---------------------------------------------------------------- 1. pure functions
+def quantize_int8_per_channel(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """w [N, K] float -> (q int8 [N, K], scales float32 [N]) with w ≈ q * scales[:, None].
+
+    Example: a row [0.5, -1.0, 0.25] gets scale 1/127 and q = [64, -127, 32]."""
+    w = w.float()
+    scales = (w.abs().amax(dim=1) / 127).clamp(min=1e-8)  # [N]
+    q = torch.round(w / scales[:, None]).clamp(-127, 127).to(torch.int8)  # [N, K]
+    return q, scales
+
+
+def dequantize_int8_per_channel(q: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+    """(q int8 [N, K], scales [N]) -> w float32 [N, K]."""
+    return q.float() * scales.float()[:, None]
+
+
+def quantize_int4_groupwise(w: torch.Tensor, group_size: int = 32
+                            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """w [N, K] -> (q uint8 [N, K] in 0..15, scales [N, K/G], zeros [N, K/G]), all float32.
+
+    Each group of G weights spans [min, max] in 15 equal steps: scale = (max - min) / 15 and
+    w ≈ (q - 8) * scale + zero with zero = min + 8 * scale (the layout PyTorch's int4 kernels use)."""
+    n, k = w.shape
+    if k % group_size:
+        raise ValueError(f"in_features {k} is not a multiple of group_size {group_size}")
+    wg = w.float().reshape(n, k // group_size, group_size)  # [N, K/G, G]
+    lo, hi = wg.amin(dim=-1), wg.amax(dim=-1)  # [N, K/G]
+    scales = ((hi - lo) / 15).clamp(min=1e-8)
+    q = torch.round((wg - lo[..., None]) / scales[..., None]).clamp(0, 15)
+    zeros = lo + 8 * scales
+    return q.reshape(n, k).to(torch.uint8), scales, zeros
+
+
+def dequantize_int4_groupwise(q: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor,
+                              group_size: int = 32) -> torch.Tensor:
+    """(q [N, K] in 0..15, scales [N, K/G], zeros [N, K/G]) -> w float32 [N, K]."""
+    n, k = q.shape
+    qg = q.float().reshape(n, k // group_size, group_size)  # [N, K/G, G]
+    return ((qg - 8) * scales.float()[..., None] + zeros.float()[..., None]).reshape(n, k)
+
+
+def pack_int4(q: torch.Tensor) -> torch.Tensor:
+    """q [N, K] in 0..15 -> uint8 [N, K/2], two weights per byte (low nibble first)."""
+    q = q.to(torch.uint8)
+    return q[:, 0::2] | (q[:, 1::2] << 4)
+
+
+def unpack_int4(packed: torch.Tensor) -> torch.Tensor:
+    """uint8 [N, K/2] -> q uint8 [N, K] in 0..15 (inverse of `pack_int4`)."""
+    return torch.stack([packed & 0xF, packed >> 4], dim=-1).reshape(packed.shape[0], -1)
+
+
+# ---------------------------------------------------------------- fast-kernel probes
+def int8_kernel_available(device: torch.device) -> bool:
+    """True where `aten._weight_int8pack_mm` exists and runs on this device (CPU here)."""
+    if torch.device(device).type != "cpu" or not hasattr(torch.ops.aten, "_weight_int8pack_mm"):
+        return False
+    try:
+        x, w, s = torch.ones(1, 32, dtype=torch.bfloat16), torch.ones(8, 32, dtype=torch.int8), \
+            torch.ones(8, dtype=torch.bfloat16)
+        torch.ops.aten._weight_int8pack_mm(x, w, s)
+        return True
+    except RuntimeError:
+        return False
+
+
+def int4_kernel_available(device: torch.device) -> bool:
+    """True where the CPU int4 pack + matmul ops exist and run on this device."""
+    names = ("_convert_weight_to_int4pack_for_cpu", "_weight_int4pack_mm_for_cpu")
+    if torch.device(device).type != "cpu" or not all(hasattr(torch.ops.aten, n) for n in names):
+        return False
+    try:
+        packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(
+            torch.zeros(16, 64, dtype=torch.int32), 2)
+        torch.ops.aten._weight_int4pack_mm_for_cpu(
+            torch.ones(1, 64, dtype=torch.bfloat16), packed, 32,
+            torch.ones(2, 16, 2, dtype=torch.bfloat16))
+        return True
+    except RuntimeError:
+        return False
+
+
+# ---------------------------------------------------------------- 2. Linear modules
+class WeightOnlyInt8Linear(nn.Module):
+    """y = x @ (q * scales)ᵀ with q int8 [N, K] and one scale per output channel [N]."""
+
+    def __init__(self, q: torch.Tensor, scales: torch.Tensor, use_kernel: bool) -> None:
+        super().__init__()
+        self.out_features, self.in_features = q.shape
+        self.use_kernel = use_kernel
+        self.kernel = INT8_KERNEL if use_kernel else SIMULATED
+        self.register_buffer("weight", q.contiguous())  # int8 [N, K]
+        # The kernel wants scales in the activation dtype (bf16); the reference path keeps fp32.
+        self.register_buffer("scales", scales.to(torch.bfloat16 if use_kernel else torch.float32))
+
+    @classmethod
+    def from_linear(cls, linear: nn.Linear, use_kernel: bool) -> "WeightOnlyInt8Linear":
+        q, scales = quantize_int8_per_channel(linear.weight.data)
+        return cls(q.to(linear.weight.device), scales.to(linear.weight.device), use_kernel)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.use_kernel:  # x [..., K] -> bf16 [M, K] -> kernel -> [..., N]
+            x2 = x.reshape(-1, self.in_features).to(torch.bfloat16)
+            y = torch.ops.aten._weight_int8pack_mm(x2, self.weight, self.scales)
+            return y.reshape(*x.shape[:-1], self.out_features).to(x.dtype)
+        return self.reference_forward(x)
+
+    def reference_forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Dequantize on the fly: scale after the matmul (one multiply per output)."""
+        return F.linear(x, self.weight.to(x.dtype)) * self.scales.to(x.dtype)
+
+
+class WeightOnlyInt4Linear(nn.Module):
+    """y = x @ ((q - 8) * scale + zero)ᵀ with 4-bit q, a scale and zero per group of G weights.
+
+    Kernel path: `weight` is the kernel's own packed layout (uint8 [N, K/2]) and
+    `scales_and_zeros` is bf16 [K/G, N, 2]. Simulated path: `weight` is our nibble packing
+    (`pack_int4`), unpacked and dequantized at every call."""
+
+    def __init__(self, q: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor,
+                 group_size: int, use_kernel: bool) -> None:
+        super().__init__()
+        self.out_features, self.in_features = q.shape
+        self.group_size, self.use_kernel = group_size, use_kernel
+        self.kernel = INT4_KERNEL if use_kernel else SIMULATED
+        sz = torch.stack([scales.t(), zeros.t()], dim=-1).contiguous()  # [K/G, N, 2]
+        if use_kernel:
+            packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q.to(torch.int32), 2)
+            self.register_buffer("weight", packed)  # uint8 [N, K/2], kernel layout
+            self.register_buffer("scales_and_zeros", sz.to(torch.bfloat16))
+        else:
+            self.register_buffer("weight", pack_int4(q))  # uint8 [N, K/2]
+            self.register_buffer("scales_and_zeros", sz.float())
+
+    @classmethod
+    def from_linear(cls, linear: nn.Linear, group_size: int, use_kernel: bool
+                    ) -> "WeightOnlyInt4Linear":
+        q, scales, zeros = quantize_int4_groupwise(linear.weight.data, group_size)
+        fits = q.shape[0] % 16 == 0 and q.shape[1] % 32 == 0  # the CPU packer's tile sizes
+        return cls(q, scales, zeros, group_size, use_kernel and fits)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.use_kernel:  # x [..., K] -> bf16 [M, K] -> kernel -> [..., N]
+            x2 = x.reshape(-1, self.in_features).to(torch.bfloat16)
+            y = torch.ops.aten._weight_int4pack_mm_for_cpu(
+                x2, self.weight, self.group_size, self.scales_and_zeros)
+            return y.reshape(*x.shape[:-1], self.out_features).to(x.dtype)
+        w = dequantize_int4_groupwise(unpack_int4(self.weight), self.scales_and_zeros[..., 0].t(),
+                                      self.scales_and_zeros[..., 1].t(), self.group_size)
+        return F.linear(x, w.to(x.dtype))
+
+
+class Int8Embedding(nn.Module):
+    """Embedding lookup from an int8 table with one scale per row: row = q[id] * scale[id].
+
+    Passing the int8 output head's own `weight` and `scales` keeps the tie: one stored copy."""
+
+    def __init__(self, q: torch.Tensor, scales: torch.Tensor, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.register_buffer("weight", q)  # int8 [V, H]
+        self.register_buffer("scales", scales)  # [V]
+        self.dtype = dtype
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:  # ids [B, S] -> [B, S, H]
+        return F.embedding(ids, self.weight).to(self.dtype) * self.scales[ids][..., None].to(self.dtype)
+
+
+# ---------------------------------------------------------------- 3. module swap
+def iter_swap_linears(model: nn.Module, mode: str, group_size: int = 32,
+                      use_kernel: bool = True) -> Iterator[tuple[int, int, str]]:
+    """Replace every nn.Linear in `model` (in place) with its int8/int4 twin.
+
+    Yields (done, total, name) after each swap so a caller can show progress."""
+    if mode not in ("int8", "int4"):
+        raise ValueError(f"unknown quantization mode {mode!r}; expected 'int8' or 'int4'")
+    targets = [(n, m) for n, m in model.named_modules() if isinstance(m, nn.Linear)]
+    for i, (name, linear) in enumerate(targets):
+        if mode == "int8":
+            new = WeightOnlyInt8Linear.from_linear(linear, use_kernel)
+        else:
+            new = WeightOnlyInt4Linear.from_linear(linear, group_size, use_kernel)
+        parent_name, _, child = name.rpartition(".")
+        setattr(model.get_submodule(parent_name) if parent_name else model, child, new)
+        yield i + 1, len(targets), name
+
+
+def swap_linears(model: nn.Module, mode: str, group_size: int = 32, use_kernel: bool = True,
+                 on_progress: Callable[[int, int, str], None] | None = None) -> int:
+    """Quantize all Linears of `model` in place; returns how many were swapped."""
+    done = 0
+    for done, total, name in iter_swap_linears(model, mode, group_size, use_kernel):
+        if on_progress:
+            on_progress(done, total, name)
+    return done

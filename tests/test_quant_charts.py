@@ -1,0 +1,71 @@
+"""Lesson 6 figure builders on hand-made reports (no model)."""
+from dataclasses import replace
+
+import pytest
+
+from inference.quality import ModeReport
+from visualizations import quant_charts as charts
+
+
+def report(key, wbytes, tps, top1=1.0, ids=(1, 2, 3), pieces=("The", " sky", " is")) -> ModeReport:
+    return ModeReport(key=key, label=f"{key} label", kernel="dense matmul", head_treatment="tied",
+                      weight_bytes=wbytes, bytes_per_token=wbytes, ratio_to_fp32=wbytes / 500e6,
+                      prompt_tokens=20, prefill_seconds=0.1, decode_tokens_per_s=tps, text_tokens=400,
+                      text_prefill_seconds=0.5, token_ids=tuple(ids), pieces=tuple(pieces),
+                      top1_agreement=top1, kl_mean=0.01, perplexity=12.5)
+
+
+@pytest.fixture
+def reports():
+    return [report("fp32", 500e6, 10.0), report("int8", 125e6, 20.0, 0.97, (1, 5, 3), ("The", " air", " is"))]
+
+
+def test_ceiling_is_bandwidth_over_bytes():
+    assert charts.ceiling_tokens_per_s(20.0, 500e6) == pytest.approx(40.0)
+    assert charts.ceiling_tokens_per_s(20.0, 0) == 0.0
+
+
+def test_roofline_has_ceiling_and_one_point_per_mode(reports):
+    fig = charts.roofline_figure(reports, 20.0, ", read-only sum, measured", "caption")
+    ceiling, *points = fig.data
+    assert "theoretical" in ceiling.name and "20.0 GB/s" in ceiling.name
+    assert ceiling.y[0] == pytest.approx(20e9 / (ceiling.x[0] * 1e6))  # x in MB
+    assert [p.name for p in points] == ["fp32 (measured)", "int8 (measured)"]
+    assert points[1].x[0] == pytest.approx(125.0) and points[1].y[0] == 20.0
+    assert "12%" in points[1].hovertemplate  # 20 tok/s of a 160 tok/s ceiling
+    assert "MB" in fig.layout.xaxis.title.text and "tokens/s" in fig.layout.yaxis.title.text
+
+
+def test_empty_figures_say_what_to_do():
+    assert "Compare modes" in charts.roofline_figure([], 0.0).layout.annotations[0].text
+    assert charts.mode_bars_figure([]).layout.annotations
+
+
+def test_bars_show_size_speed_agreement_perplexity(reports):
+    fig = charts.mode_bars_figure(reports, "caption")
+    assert len(fig.data) == 4
+    assert list(fig.data[0].y) == [500.0, 125.0]
+    assert list(fig.data[1].y) == [10.0, 20.0]
+    assert list(fig.data[2].y) == pytest.approx([100.0, 97.0])
+    assert list(fig.data[3].x) == ["fp32", "int8"]
+
+
+def test_table_rows(reports):
+    headers, rows = charts.mode_table(reports)
+    assert len(rows) == 2 and len(rows[0]) == len(headers)
+    assert rows[1][:3] == ["int8", 125.0, 0.25] and rows[1][6] == 97.0
+
+
+def test_side_by_side_highlights_only_differing_tokens(reports):
+    out = charts.side_by_side_html(reports)
+    assert out.count("q6-diff") == 1 and " air" in out
+    assert "identical to fp32" in out and "first differs at token 2 of 3" in out
+    assert charts.first_difference((1, 2, 3), (1, 2, 3)) is None
+    assert charts.first_difference((1, 2, 3), (1, 2)) == 2
+
+
+def test_side_by_side_escapes_html(reports):
+    bad = replace(reports[1], pieces=("<b>", " sky", " is"), token_ids=(9, 2, 3))
+    out = charts.side_by_side_html([reports[0], bad])
+    assert "<b>" not in out.split("</small>", 1)[1].replace("<b>fp32</b>", "").replace(
+        "<b>int8</b>", "") and "&lt;b&gt;" in out

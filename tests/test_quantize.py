@@ -1,0 +1,159 @@
+"""Lesson 6: quantize/dequantize bounds, kernel vs reference paths, and modes on the real model."""
+import pytest
+import torch
+
+from inference.errors import InferenceInputError
+from inference.quality import (agreement_and_kl, greedy_run, perplexity, reference_run,
+                               teacher_forced_logprobs)
+from inference.quant_modes import (MODES, build_mode, bytes_read_per_token, get_mode,
+                                   model_weight_bytes)
+from inference.quantize import (SIMULATED, WeightOnlyInt4Linear, WeightOnlyInt8Linear,
+                                dequantize_int4_groupwise, dequantize_int8_per_channel,
+                                int4_kernel_available, int8_kernel_available, pack_int4,
+                                quantize_int4_groupwise, quantize_int8_per_channel, swap_linears,
+                                unpack_int4)
+from inference.shared_results import SharedResults
+
+
+@pytest.fixture(scope="module")
+def shared():
+    return SharedResults()
+
+
+@pytest.fixture(scope="module")
+def reference(lm, chat_ids):
+    return reference_run(lm.model, chat_ids, 64, lm.device)
+
+
+# ------------------------------------------------------------- pure functions
+def test_int8_round_trip_within_half_a_step():
+    w = torch.randn(64, 96) * torch.logspace(-2, 1, 64)[:, None]  # rows of very different size
+    q, scales = quantize_int8_per_channel(w)
+    assert q.dtype == torch.int8 and q.shape == (64, 96) and scales.shape == (64,)
+    err = (dequantize_int8_per_channel(q, scales) - w).abs()
+    assert (err <= scales[:, None] / 2 * (1 + 1e-5)).all()
+    assert (q.abs().amax(dim=1) == 127).all()  # every row uses the full range
+
+
+def test_int4_round_trip_within_half_a_step_per_group():
+    torch.manual_seed(0)
+    w = torch.randn(32, 128) + torch.linspace(-3, 3, 128)  # groups with offsets: asymmetric
+    for g in (32, 64):
+        q, scales, zeros = quantize_int4_groupwise(w, g)
+        assert q.min() >= 0 and q.max() <= 15 and scales.shape == (32, 128 // g)
+        err = (dequantize_int4_groupwise(q, scales, zeros, g) - w).abs().reshape(32, -1, g)
+        assert (err <= scales[..., None] / 2 * (1 + 1e-4) + 1e-6).all()
+    with pytest.raises(ValueError):
+        quantize_int4_groupwise(torch.randn(4, 48), 32)
+
+
+def test_int4_nibble_packing_round_trips():
+    q = torch.randint(0, 16, (6, 10), dtype=torch.uint8)
+    packed = pack_int4(q)
+    assert packed.shape == (6, 5) and packed.dtype == torch.uint8
+    assert torch.equal(unpack_int4(packed), q)
+
+
+# ------------------------------------------------------------- kernel vs reference
+@pytest.mark.skipif(not int8_kernel_available(torch.device("cpu")), reason="no int8 CPU kernel")
+def test_int8_kernel_matches_reference_path():
+    torch.manual_seed(1)
+    linear = torch.nn.Linear(576, 192, bias=False)
+    x = torch.randn(2, 5, 576)
+    fast, ref = (WeightOnlyInt8Linear.from_linear(linear, k) for k in (True, False))
+    assert fast.kernel != SIMULATED and ref.kernel == SIMULATED
+    assert torch.equal(fast.weight, ref.weight)
+    y_fast, y_ref = fast(x), ref(x)
+    assert y_fast.shape == (2, 5, 192) and y_fast.dtype == torch.float32
+    assert torch.allclose(y_fast, y_ref, atol=0.03, rtol=0.02)  # bf16 activations in the kernel
+    assert torch.allclose(y_ref, linear(x), atol=0.03)
+
+
+@pytest.mark.skipif(not int4_kernel_available(torch.device("cpu")), reason="no int4 CPU kernel")
+@pytest.mark.parametrize("group", [32, 64])
+def test_int4_kernel_matches_reference_path(group):
+    torch.manual_seed(2)
+    linear = torch.nn.Linear(576, 192, bias=False)
+    x = torch.randn(3, 576)
+    fast, ref = (WeightOnlyInt4Linear.from_linear(linear, group, k) for k in (True, False))
+    assert fast.kernel != SIMULATED and ref.kernel == SIMULATED
+    y_fast, y_ref = fast(x), ref(x)
+    assert y_fast.shape == (3, 192)
+    assert torch.allclose(y_fast, y_ref, atol=0.03, rtol=0.02)
+    w = dequantize_int4_groupwise(*quantize_int4_groupwise(linear.weight.data, group), group)
+    assert torch.allclose(y_ref, x @ w.t(), atol=1e-4)
+
+
+def test_swap_linears_replaces_every_linear():
+    net = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Linear(32, 16))
+    seen = []
+    assert swap_linears(net, "int8", on_progress=lambda d, t, n: seen.append((d, t))) == 2
+    assert seen == [(1, 2), (2, 2)]
+    assert not any(isinstance(m, torch.nn.Linear) for m in net.modules())
+    with pytest.raises(ValueError):
+        swap_linears(net, "int3")
+
+
+# ------------------------------------------------------------- the real model
+def test_unknown_mode_is_a_clear_error(lm, shared):
+    with pytest.raises(InferenceInputError, match="Unknown precision mode"):
+        build_mode(lm, "fp8", shared)
+    assert get_mode("int4-g64").group_size == 64
+
+
+def test_int8_model_close_to_fp32(lm, shared, chat_ids, reference):
+    fp32_before = model_weight_bytes(lm.model)
+    built = build_mode(lm, "int8", shared)
+    assert built.model is not lm.model and model_weight_bytes(lm.model) == fp32_before  # untouched
+    assert build_mode(lm, "int8", shared) is built  # cached per process
+    logp = teacher_forced_logprobs(built.model, chat_ids, list(reference.greedy.token_ids), lm.device)
+    top1, kl = agreement_and_kl(reference.logprobs, logp)
+    assert top1 >= 0.95 and kl < 0.05
+    x = torch.tensor([chat_ids])
+    with torch.inference_mode():
+        a = lm.model(input_ids=x, logits_to_keep=1).logits[0, -1]
+        b = built.model(input_ids=x, logits_to_keep=1).logits[0, -1]
+    assert (a - b).abs().max() < 0.05 * a.abs().max()
+    assert a.argmax() == b.argmax()
+    # the tie is kept: the embedding looks up the head's own int8 rows
+    assert built.model.get_input_embeddings().weight is built.model.get_output_embeddings().weight
+
+
+def test_reported_bytes_are_the_tensors_bytes(lm, shared):
+    for key in ("fp32", "int8", "int4-g32"):
+        built = build_mode(lm, key, shared)
+        storages = {}
+        for t in list(built.model.parameters()) + list(built.model.buffers()):
+            storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        rotary = sum(b.untyped_storage().nbytes() for n, b in built.model.named_buffers()
+                     if "rotary" in n)  # non-persistent, not weights
+        assert built.weight_bytes == sum(storages.values()) - rotary
+        assert built.bytes_per_token == bytes_read_per_token(built.model)
+    assert build_mode(lm, "fp32", shared).weight_bytes == lm.info.weight_bytes
+    int8 = build_mode(lm, "int8", shared)
+    assert int8.weight_bytes < 0.26 * int8.fp32_bytes  # one byte per weight plus scales
+
+
+def test_int4_model_runs_and_agrees(lm, shared, chat_ids, reference):
+    built = build_mode(lm, "int4-g32", shared)
+    head = built.model.get_output_embeddings()
+    assert isinstance(head, WeightOnlyInt4Linear) and built.kernel == head.kernel
+    assert built.bytes_per_token < built.weight_bytes < 0.25 * built.fp32_bytes
+    run = greedy_run(built.model, chat_ids, 8, lm.device)
+    assert len(run.token_ids) == 8 and run.decode_tokens_per_s > 0
+    logp = teacher_forced_logprobs(built.model, chat_ids, list(reference.greedy.token_ids), lm.device)
+    top1, _ = agreement_and_kl(reference.logprobs, logp)
+    assert top1 >= 0.8  # re-quantizing the Q4_1 groups of 32 lands near the original levels
+    text = lm.tokenizer("The river kept flowing past the old mill.", add_special_tokens=False)["input_ids"]
+    ppl_fp32, _ = perplexity(lm.model, text, lm.device)
+    ppl_int4, seconds = perplexity(built.model, text, lm.device)
+    assert 1 < ppl_fp32 < 1000 and seconds > 0 and abs(ppl_int4 / ppl_fp32 - 1) < 0.5
+
+
+def test_agreement_and_kl_on_hand_made_distributions():
+    ref = torch.log_softmax(torch.tensor([[3.0, 1.0, 0.0], [0.0, 2.0, 1.0]]), -1)
+    assert agreement_and_kl(ref, ref) == (1.0, 0.0)
+    other = torch.log_softmax(torch.tensor([[3.0, 1.0, 0.0], [2.0, 0.0, 1.0]]), -1)
+    top1, kl = agreement_and_kl(ref, other)
+    assert top1 == 0.5 and kl > 0
+    assert set(MODES) >= {"fp32", "fp16", "bf16", "int8", "int4-g32"}

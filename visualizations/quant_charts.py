@@ -1,0 +1,124 @@
+"""Lesson 6 charts: bytes per weight against speed and quality. Pure functions, data in,
+plotly figures / HTML out.
+
+Inputs are `inference.quality.ModeReport` records, read by attribute only (key, label, kernel,
+weight_bytes, bytes_per_token, decode_tokens_per_s, prefill_seconds, top1_agreement, kl_mean,
+perplexity, token_ids, pieces), so tests can pass hand-made stand-ins.
+"""
+from __future__ import annotations
+
+import html
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .style import PALETTE, SEQUENCE, empty_figure, styled
+
+MB = 1e6
+
+
+def ceiling_tokens_per_s(bandwidth_gbs: float, bytes_per_token: float) -> float:
+    """Theoretical decode ceiling when memory-bound: bandwidth ÷ bytes read per token."""
+    return bandwidth_gbs * 1e9 / bytes_per_token if bytes_per_token > 0 else 0.0
+
+
+def roofline_figure(reports, bandwidth_gbs: float, bandwidth_note: str = "",
+                    caption: str = "") -> go.Figure:
+    """Measured decode tokens/s per mode at its bytes per token, under the bandwidth curve."""
+    if not reports:
+        return empty_figure("Press “Compare modes” to measure each precision mode.")
+    top = max(r.bytes_per_token for r in reports) * 1.15
+    low = min(r.bytes_per_token for r in reports) * 0.7
+    xs = [low + (top - low) * i / 99 for i in range(100)]
+    fig = go.Figure([go.Scatter(
+        x=[x / MB for x in xs], y=[ceiling_tokens_per_s(bandwidth_gbs, x) for x in xs], mode="lines",
+        name=f"ceiling: {bandwidth_gbs:.1f} GB/s ÷ bytes per token (theoretical{bandwidth_note})",
+        line=dict(color=PALETTE["grey"], dash="dash", width=3))])
+    for i, r in enumerate(reports):
+        share = r.decode_tokens_per_s / ceiling_tokens_per_s(bandwidth_gbs, r.bytes_per_token)
+        fig.add_trace(go.Scatter(
+            x=[r.bytes_per_token / MB], y=[r.decode_tokens_per_s], mode="markers+text",
+            name=f"{r.key} (measured)", text=[r.key], textposition="top center",
+            marker=dict(size=14, color=SEQUENCE[i % len(SEQUENCE)]),
+            hovertemplate=(f"{html.escape(r.label)}<br>%{{x:.0f}} MB per token<br>"
+                           f"%{{y:.1f}} tokens/s ({share:.0%} of the ceiling)<br>"
+                           f"{html.escape(r.kernel)}<extra></extra>")))
+    fig.update_yaxes(rangemode="tozero")
+    return styled(fig, "Fewer bytes per token, faster decode: until the kernel is the limit",
+                  "Weight bytes read per decode token (MB)", "Decode speed (tokens/s)",
+                  caption, height=440)
+
+
+def mode_bars_figure(reports, caption: str = "") -> go.Figure:
+    """Four small bar charts side by side: size, speed, agreement, perplexity per mode."""
+    if not reports:
+        return empty_figure("Bars per mode appear as each one is measured.")
+    keys = [r.key for r in reports]
+    panels = [
+        ("Weights (MB, measured)", [r.weight_bytes / MB for r in reports], "{:.0f}"),
+        ("Decode (tokens/s, measured)", [r.decode_tokens_per_s for r in reports], "{:.1f}"),
+        ("Top-1 agreement with fp32 (%)", [100 * r.top1_agreement for r in reports], "{:.0f}"),
+        ("Perplexity (lower is better)", [r.perplexity for r in reports], "{:.2f}"),
+    ]
+    fig = make_subplots(rows=1, cols=4, subplot_titles=[p[0] for p in panels],
+                        horizontal_spacing=0.06)
+    for col, (title, values, fmt) in enumerate(panels, start=1):
+        fig.add_trace(go.Bar(x=keys, y=values, name=title, showlegend=False,
+                             marker_color=[SEQUENCE[i % len(SEQUENCE)] for i in range(len(keys))],
+                             text=[fmt.format(v) for v in values], textposition="outside",
+                             cliponaxis=False), row=1, col=col)
+    fig = styled(fig, "Each precision mode: size, speed and quality", "", "", caption, height=400)
+    fig.update_layout(margin=dict(t=90))
+    return fig
+
+
+def mode_table(reports) -> tuple[list[str], list[list]]:
+    """(headers, rows) for a table of every measured number per mode."""
+    headers = ["mode", "weights (MB)", "× fp32", "read per token (MB)", "prefill (ms)",
+               "decode (tok/s)", "top-1 agree (%)", "KL (nats)", "perplexity", "kernel"]
+    rows = [[r.key, round(r.weight_bytes / MB, 1), round(r.ratio_to_fp32, 3),
+             round(r.bytes_per_token / MB, 1), round(r.prefill_seconds * 1000),
+             round(r.decode_tokens_per_s, 1), round(100 * r.top1_agreement, 1),
+             round(r.kl_mean, 4), round(r.perplexity, 2), r.kernel] for r in reports]
+    return headers, rows
+
+
+def first_difference(reference_ids, ids) -> int | None:
+    """Index of the first token that differs from the reference (None if all the same)."""
+    for i, (a, b) in enumerate(zip(reference_ids, ids)):
+        if a != b:
+            return i
+    return None if len(reference_ids) == len(ids) else min(len(reference_ids), len(ids))
+
+
+def _token_spans(ids, pieces, reference_ids) -> str:
+    out = []
+    for i, (tid, piece) in enumerate(zip(ids, pieces)):
+        text = html.escape(piece).replace("\n", "↵")
+        same = i < len(reference_ids) and reference_ids[i] == tid
+        style = "" if same else (f"background:{PALETTE['orange']}55;"
+                                 f"border-bottom:2px solid {PALETTE['vermillion']};")
+        out.append(f"<span class='q6-tok{'' if same else ' q6-diff'}' style='{style}'>{text}</span>")
+    return "".join(out)
+
+
+def side_by_side_html(reports, reference_key: str = "fp32") -> str:
+    """Each mode's greedy text, tokens that differ from fp32's at the same position highlighted."""
+    if not reports:
+        return "<p><i>Generated texts appear here, side by side.</i></p>"
+    ref = next((r for r in reports if r.key == reference_key), reports[0])
+    cards = []
+    for r in reports:
+        first = first_difference(ref.token_ids, r.token_ids)
+        verdict = ("identical to fp32" if first is None
+                   else f"first differs at token {first + 1} of {len(r.token_ids)}")
+        cards.append(
+            f"<div class='q6-card' style='border:1px solid #ddd;border-radius:8px;padding:8px;"
+            f"margin:4px 0'><b>{html.escape(r.key)}</b> <small>({html.escape(r.label)}; "
+            f"{verdict})</small><div style='white-space:pre-wrap;margin-top:4px'>"
+            f"{_token_spans(r.token_ids, r.pieces, ref.token_ids)}</div></div>")
+    legend = ("<small>Same prompt, greedy decoding. <span style='background:"
+              f"{PALETTE['orange']}55;border-bottom:2px solid {PALETTE['vermillion']}'>Highlighted"
+              "</span> tokens differ from fp32 at the same position; after the first difference "
+              "each text follows its own path, so later highlights are expected.</small>")
+    return legend + "".join(cards)
