@@ -1,0 +1,165 @@
+"""A real, headless Chromium for end-to-end tests, and the few moves a test needs in it.
+
+Playwright drives Debian's `/usr/bin/chromium` (Playwright cannot download its own browser
+on these machines; `make browser` installs Chromium). Each `open_browser()` gets a fresh
+user-data folder, so every test run is a brand-new visitor. `ConsoleWatch` collects what
+the browser console reports, minus the one known harmless message (see KNOWN_HARMLESS).
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pytest
+
+from e2e_server import ARTIFACTS
+
+CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+SCREENSHOTS = ARTIFACTS / "screenshots"
+# Gradio's client aborts its event stream after each finished event: harmless.
+KNOWN_HARMLESS = re.compile(r"/gradio_api/queue/data")
+
+
+@contextmanager
+def open_browser() -> Iterator[object]:
+    """Yield a Playwright browser context (headless Chromium, fresh profile); close it after."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} not found: run `make browser` (installs Debian's chromium)")
+    from playwright.sync_api import sync_playwright
+
+    profile = tempfile.mkdtemp(prefix="e2e-chromium-")
+    try:
+        with sync_playwright() as pw:
+            context = pw.chromium.launch_persistent_context(
+                profile, executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True,
+                viewport={"width": 1280, "height": 900})
+            context.set_default_timeout(30_000)
+            try:
+                yield context
+            finally:
+                context.close()
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+class ConsoleWatch:
+    """Everything that went wrong in one page: console errors, page errors, failed requests."""
+
+    def __init__(self, page) -> None:
+        self.problems: list[str] = []
+        page.on("console", self._on_console)
+        page.on("pageerror", lambda exc: self.problems.append(f"page error: {exc}"))
+        page.on("requestfailed", self._on_request_failed)
+
+    def _on_console(self, msg) -> None:
+        if msg.type == "error":
+            self.problems.append(f"console error: {msg.text}")
+
+    def _on_request_failed(self, request) -> None:
+        if not KNOWN_HARMLESS.search(request.url):
+            self.problems.append(f"request failed: {request.url} ({request.failure})")
+
+
+def new_visitor(context, url: str):
+    """Open the app in a new tab as a new visitor; return (page, console watch)."""
+    page = context.new_page()
+    watch = ConsoleWatch(page)
+    page.goto(url)
+    page.wait_for_selector("#model-card", timeout=60_000)
+    return page, watch
+
+
+def open_tab(page, name: str) -> None:
+    page.get_by_role("tab", name=name, exact=True).click()
+
+
+def fill_text(page, elem_id: str, text: str) -> None:
+    """Type into the textbox with this elem_id (replacing what was there)."""
+    box = page.locator(f"#{elem_id} textarea")
+    box.fill(text)
+    box.blur()
+
+
+def set_slider(page, near_elem_id: str, label: str, value: float) -> None:
+    """Set the slider labelled `label` in the same tab as `near_elem_id`, via its number box."""
+    panel = page.locator(f"#{near_elem_id}").locator("xpath=ancestor::div[@role='tabpanel']")
+    box = panel.get_by_label(f"number input for {label}", exact=True)
+    box.fill(str(value))
+    box.press("Enter")
+    box.blur()
+
+
+def text_of(page, elem_id: str) -> str:
+    """The visible text of #elem_id, without Gradio's progress timer ("0.4s")."""
+    return page.evaluate(
+        """id => { const el = document.querySelector('#' + id); if (!el) return '';
+                   return Array.from(el.children)
+                     .filter(c => !c.matches('[data-testid=status-tracker]'))
+                     .map(c => c.innerText).join('\\n').trim(); }""", elem_id)
+
+
+def busy(page, elem_id: str) -> bool:
+    """True while Gradio shows a progress indicator on #elem_id (its event is running)."""
+    return page.locator(f"#{elem_id} [data-testid=status-tracker]:not(.hide)").count() > 0
+
+
+def wait_until(predicate: Callable[[], object], timeout_s: float = 60, what: str = "") -> object:
+    """Poll `predicate` until it returns something truthy; fail with `what` on timeout."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+        time.sleep(0.25)
+
+
+def wait_text_change(page, elem_id: str, before: str, timeout_s: float = 60) -> str:
+    """Wait until the text of #elem_id differs from `before`; return the new text."""
+    return wait_until(lambda: (t := text_of(page, elem_id)) != before and t,
+                      timeout_s, f"#{elem_id} to change from {before[:60]!r}")
+
+
+def plot_title(page, elem_id: str) -> str | None:
+    """The title of the Plotly chart inside #elem_id once drawn, else None."""
+    return page.evaluate(
+        """id => { const g = document.querySelector('#' + id + ' .js-plotly-plot');
+                   if (!g || !g.layout) return null;
+                   const t = g.layout.title; return t ? (t.text || String(t)) : ''; }""",
+        elem_id)
+
+
+def plot_points(page, elem_id: str) -> int:
+    """How many data points the chart inside #elem_id draws (all traces together)."""
+    return page.evaluate(
+        """id => { const g = document.querySelector('#' + id + ' .js-plotly-plot');
+                   if (!g || !g.data) return 0;
+                   return g.data.reduce((n, t) => n + ((t.x || t.y || []).length || 0), 0); }""",
+        elem_id)
+
+
+def toasts(page) -> list[str]:
+    """Texts of the error/warning toasts showing now."""
+    return [t.strip() for t in page.locator("[data-testid=toast-body]").all_inner_texts()]
+
+
+def close_toasts(page) -> None:
+    for button in page.locator("[data-testid=toast-close]").all():
+        if button.is_visible():
+            button.click()
+
+
+def screenshot(page, name: str) -> Path:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path

@@ -1,0 +1,230 @@
+"""Real-browser walk-throughs: each lesson used as a new visitor would, in headless Chromium.
+
+The app runs as its own process (tests/e2e_server.py); every test opens it in a fresh tab,
+presses the lesson's buttons, and checks that what a learner sees changes: numbers in the
+text, the charts drawn with their titles, no error toasts, nothing in the browser console.
+A screenshot of each lesson lands in test-artifacts/screenshots/.
+
+To cover a new lesson, add one `test_lesson_N_...(visitor)` function: open its tab, press
+its buttons, check its visible values, `screenshot(...)`, then `assert_clean(...)`.
+"""
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from e2e_browser import (fill_text, new_visitor, open_browser, open_tab, plot_points, plot_title,
+                         screenshot, set_slider, text_of, toasts, wait_text_change, wait_until)
+from e2e_server import shared_server
+
+@pytest.fixture(scope="session")
+def server(request):
+    return shared_server(request.config)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with open_browser() as context:
+        yield context
+
+
+@pytest.fixture
+def visitor(server, browser):
+    """A new tab on the app: (page, console watch). Closed after the test."""
+    page, watch = new_visitor(browser, server.url)
+    yield page, watch
+    page.close()
+
+
+def number(pattern: str, text: str) -> float:
+    """The number captured by `pattern` in `text` (thousands separators allowed)."""
+    m = re.search(pattern, text)
+    assert m, f"{pattern!r} not found in {text!r}"
+    return float(m.group(1).replace(",", ""))
+
+
+def wait_stable(page, elem_id: str, quiet_s: float, timeout_s: float, seen: list | None = None
+                ) -> str:
+    """Wait until #elem_id's text stops changing for `quiet_s`; record each version seen."""
+    seen = [] if seen is None else seen
+    deadline, last, since = time.monotonic() + timeout_s, None, time.monotonic()
+    while time.monotonic() < deadline:
+        now = text_of(page, elem_id)
+        if now != last:
+            seen.append(now)
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet_s:
+            return now
+        time.sleep(0.2)
+    raise AssertionError(f"#{elem_id} kept changing for {timeout_s} s")
+
+
+def assert_clean(page, watch) -> None:
+    """No error toast on screen and nothing wrong in the browser console."""
+    assert toasts(page) == []
+    assert watch.problems == []
+
+
+def test_start_page(visitor):
+    page, watch = visitor
+    card = text_of(page, "model-card")
+    assert "SmolLM2-135M-Instruct" in card and "30 layers" in card
+    for name in ["Start here", "Try it", "1 · Tokens", "2 · Prefill", "3 · Decode"]:
+        assert page.get_by_role("tab", name=name, exact=True).is_visible()
+    screenshot(page, "0-start-here")
+    assert_clean(page, watch)
+
+
+def test_try_it_streams_an_answer(visitor):
+    page, watch = visitor
+    open_tab(page, "Try it")
+    set_slider(page, "chat-generate", "Max new tokens", 12)
+    fill_text(page, "chat-prompt", "Name three colours.")
+    before = text_of(page, "chat-stats")
+    page.locator("#chat-generate").click()
+    stats = wait_text_change(page, "chat-stats", before, timeout_s=60)
+    assert "time to first token" in stats
+    # The answer streams: the stats line is rewritten after every token until it is done.
+    seen = [stats]
+    done = wait_stable(page, "chat-stats", quiet_s=2.0, timeout_s=90, seen=seen)
+    assert len(set(seen)) >= 2, "the stats line never changed while streaming"
+    assert number(r"time to first token ([\d,]+) ms", done) > 0
+    assert 1 <= number(r"(\d+) tokens generated", done) <= 12
+    box = text_of(page, "chat-box")
+    assert "Name three colours." in box
+    answer = box.split("Name three colours.", 1)[1].strip()
+    assert len(answer) > 0, "no assistant text appeared"
+    screenshot(page, "chat-try-it")
+    assert_clean(page, watch)
+
+
+def test_lesson_1_tokens(visitor):
+    page, watch = visitor
+    open_tab(page, "1 · Tokens")
+    counts0, cost0 = text_of(page, "tok-counts"), text_of(page, "tok-cost")
+    fill_text(page, "tok-text", "The cat sat on the mat.")
+    counts = wait_text_change(page, "tok-counts", counts0)
+    plain_tokens = number(r"([\d,]+) tokens", counts)
+    assert number(r"([\d,]+) characters", counts) == len("The cat sat on the mat.")
+    assert 5 <= plain_tokens <= 10
+    assert "cat" in text_of(page, "tok-view")
+    cost = wait_text_change(page, "tok-cost", cost0)
+    input_tokens = number(r"([\d,]+) input tokens", cost)
+    assert input_tokens > plain_tokens  # the chat template wraps the text
+
+    page.locator("#tok-template input[type=checkbox]").check()
+    wrapped = wait_text_change(page, "tok-counts", counts)
+    assert number(r"([\d,]+) tokens", wrapped) > plain_tokens
+    assert "special" in wrapped
+    assert "im_start" in text_of(page, "tok-view")
+
+    panel = page.locator("#tok-cost").locator("xpath=ancestor::div[@role='tabpanel']")
+    out_box = panel.get_by_label("Expected output tokens", exact=True)
+    out_box.fill("1000")
+    out_box.press("Enter")
+    out_box.blur()
+    new_cost = wait_text_change(page, "tok-cost", cost)
+    assert number(r"([\d,]+) output tokens", new_cost) == 1000
+    assert number(r"per request \$([\d.]+)", new_cost) > number(r"per request \$([\d.]+)", cost)
+    screenshot(page, "lesson-1-tokens")
+    assert_clean(page, watch)
+
+
+def test_lesson_2_prefill(visitor):
+    page, watch = visitor
+    open_tab(page, "2 · Prefill")
+    fill_text(page, "prefill-prompt", "Tell me a short fact about octopuses.")
+    before = text_of(page, "prefill-result")
+    page.locator("#prefill-run").click()
+    result = wait_text_change(page, "prefill-result", before, timeout_s=60)
+    assert "Measured on this machine" in result
+    assert number(r"your prompt is ([\d,]+) tokens", result) > 10
+    assert number(r"Prefill: all \d+ tokens in one forward pass: ([\d,]+) ms", result) > 0
+
+    # A small sweep: lengths 1 and 8, one-at-a-time measured up to 8 tokens.
+    for n in ["32", "128", "512"]:
+        page.locator("label").filter(has_text=re.compile(rf"^\s*{n}\s*$")).first.click()
+    set_slider(page, "prefill-sweep", "Measure one-at-a-time up to (tokens); longer is "
+               "extrapolated", 8)
+    page.locator("#prefill-sweep").click()
+    wait_until(lambda: "Done." in text_of(page, "prefill-progress"), 120, "the sweep to finish")
+    progress = text_of(page, "prefill-progress")
+    assert "At 8 tokens" in progress, progress
+    wait_until(lambda: plot_points(page, "prefill-chart") >= 4, 30, "the sweep chart")
+    assert plot_title(page, "prefill-chart").startswith("Prefill is parallel")
+    screenshot(page, "lesson-2-prefill")
+    assert_clean(page, watch)
+
+
+def decode_tokens(page) -> int:
+    stats = text_of(page, "decode-stats")
+    return 0 if "No tokens yet" in stats else int(number(r"Tokens:\s*(\d+)", stats))
+
+
+def test_lesson_3_decode(visitor):
+    page, watch = visitor
+    open_tab(page, "3 · Decode")
+    fill_text(page, "decode-prompt", "Write one sentence about rivers.")
+    assert decode_tokens(page) == 0
+
+    page.locator("#decode-step").click()
+    wait_until(lambda: decode_tokens(page) == 1, 60, "the first Step")
+    stats = text_of(page, "decode-stats")
+    assert number(r"Time to first token:\s*([\d,]+) ms", stats) > 0
+    assert number(r"KV cache:\s*(\d+) positions", stats) > 10
+    wait_until(lambda: (plot_title(page, "decode-candidates") or "").startswith("Candidates"),
+               30, "the candidates chart")
+    page.locator("#decode-step").click()
+    wait_until(lambda: decode_tokens(page) == 2, 60, "the second Step")
+    wait_until(lambda: plot_title(page, "decode-timing") == "Time per output token", 30,
+               "the timing chart")
+    assert "tokens/s" in text_of(page, "decode-stats")
+
+    # Play presses Step on a timer; Pause stops it.
+    page.locator("#decode-play").click()
+    wait_until(lambda: decode_tokens(page) >= 5, 90, "Play to add tokens")
+    page.locator("#decode-pause").click()
+    time.sleep(1.5)  # a tick already running may still land
+    paused_at = decode_tokens(page)
+    time.sleep(2.0)
+    assert decode_tokens(page) == paused_at, "tokens kept coming after Pause"
+    screenshot(page, "lesson-3-decode")
+
+    # Branch: replace the newest token with the pre-selected other candidate.
+    text_before = text_of(page, "decode-output")
+    page.locator("#decode-branch").click()
+    branched = wait_text_change(page, "decode-output", text_before, timeout_s=60)
+    assert decode_tokens(page) == paused_at
+    assert branched != text_before
+    screenshot(page, "lesson-3-decode-branch")
+
+    # Play then Stop: the run ends, marked as stopped by the learner.
+    page.locator("#decode-play").click()
+    wait_until(lambda: decode_tokens(page) > paused_at, 60, "Play to resume")
+    page.locator("#decode-stop").click()
+    wait_until(lambda: "stopped by you" in text_of(page, "decode-stats"), 30, "Stop")
+    assert decode_tokens(page) > paused_at
+
+    page.locator("#decode-reset").click()
+    wait_until(lambda: decode_tokens(page) == 0, 30, "Reset to clear the tokens")
+    assert "Press" in text_of(page, "decode-output")
+    assert_clean(page, watch)
+
+
+@pytest.mark.xfail(reason="known bug (reported): a Play tick already queued when Stop is pressed "
+                   "starts a fresh generation in decode_panel.play_tick", strict=False)
+def test_lesson_3_stop_during_play_is_final(visitor):
+    page, watch = visitor
+    open_tab(page, "3 · Decode")
+    fill_text(page, "decode-prompt", "Count slowly from one to twenty.")
+    set_slider(page, "decode-step", "Play: pause between steps (s)", 0.05)
+    page.locator("#decode-play").click()
+    wait_until(lambda: decode_tokens(page) >= 4, 60, "Play to add tokens")
+    page.locator("#decode-stop").click()
+    wait_until(lambda: "stopped by you" in text_of(page, "decode-stats"), 30, "Stop")
+    stopped_at = decode_tokens(page)
+    time.sleep(2.5)
+    assert decode_tokens(page) == stopped_at, "a queued tick ran after Stop and restarted the run"
+    assert "stopped by you" in text_of(page, "decode-stats")
