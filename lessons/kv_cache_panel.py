@@ -108,7 +108,8 @@ def projection_view(lm, batch: int, context: int, bytes_per_value: int) -> tuple
     md = ("\n".join(lines) + f"\n\n*Theoretical, {bpv} bytes per value for weights and cache.* "
           f"{mine.name} shares each KV head among {ratio} query heads, so its cache is {ratio}× "
           f"smaller than with full multi-head attention. This model's context window is "
-          f"{lm.info.context_window:,} tokens; longer contexts are shown for the larger models.")
+          f"{lm.info.context_window:,} tokens; longer contexts are shown for the larger models. "
+          "Mistral-7B and Llama-3-8B have the same cache shape, so their cache lines coincide.")
     return (kv_charts.projection_figure(by_context, cap, highlight=mine.name),
             kv_charts.projection_figure(by_batch, cap, highlight=mine.name),
             kv_charts.gqa_figure(gqa_rows, cap), md)

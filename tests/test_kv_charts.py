@@ -84,6 +84,7 @@ def test_projection_figures_use_log_axes_and_weight_lines():
     assert list(fig.data[0].y) == [128, 256, 512]  # 2 × 2 layers × 2 heads × 8 × 2 bytes = 128 per token
     assert list(fig.data[1].y) == [2000, 2000]
     assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
+    assert "1.0 KB" in fig.layout.yaxis.ticktext  # byte units on the axis, not SI "B" = billion
     by_batch = kv_charts.projection_figure(project_batch([b], [1, 3], tokens=10, bytes_per_value=1))
     assert list(by_batch.data[0].y) == [2560, 7680]  # 256 bytes per token × 10 tokens × batch
 

@@ -118,9 +118,13 @@ def projection_figure(proj, caption: str = "", highlight: str | None = None) -> 
                                  hovertemplate=f"{name} weights: {human_bytes(weights)}<extra></extra>"))
     styled(fig, f"KV cache vs {proj.x_name.split(' (')[0]} ({THEORETICAL}, "
                 f"{proj.bytes_per_value} bytes per value, {proj.fixed})",
-           proj.x_name, "bytes (log scale)", caption, height=460)
+           proj.x_name, "memory (log scale)", caption, height=480)
+    values = [v for _, vs in proj.series for v in vs] + [w for _, w in proj.weights]
+    ticks = [10 ** e for e in range(len(str(min(values))) - 1, len(str(max(values))) + 1)]
     fig.update_xaxes(type="log")
-    fig.update_yaxes(type="log")
+    fig.update_yaxes(type="log", tickvals=ticks, ticktext=[human_bytes(t) for t in ticks])
+    fig.update_layout(legend=dict(orientation="v", x=1.02, y=1, xanchor="left", yanchor="top",
+                                  font=dict(size=12)), margin=dict(r=230))
     return fig
 
 
@@ -129,8 +133,10 @@ def gqa_figure(rows: list[tuple[str, int]], caption: str = "") -> go.Figure:
     fig = go.Figure(go.Bar(x=[r[0] for r in rows], y=[r[1] for r in rows],
                            marker_color=SEQUENCE[:len(rows)],
                            text=[human_bytes(r[1]) for r in rows], textposition="outside"))
-    return styled(fig, f"Cache bytes per token: grouped-query vs multi-head attention ({THEORETICAL})",
-                  "attention layout", "bytes per token", caption)
+    styled(fig, f"Cache bytes per token: grouped-query vs multi-head attention ({THEORETICAL})",
+           "attention layout", "bytes per token", caption)
+    fig.update_yaxes(range=[0, max((r[1] for r in rows), default=1) * 1.2])
+    return fig
 
 
 def prefix_figure(runs, caption: str = "") -> go.Figure:
@@ -147,8 +153,10 @@ def prefix_figure(runs, caption: str = "") -> go.Figure:
                text=[f"{r.prompt_tokens - r.reused_tokens} tokens" for r in runs], textposition="outside"),
     ])
     fig.update_layout(barmode="group")
-    return styled(fig, "Time to first token, with and without the shared prefix cache",
-                  "question", "time to first token (ms)", caption)
+    styled(fig, "Time to first token, with and without the shared prefix cache",
+           "question", "time to first token (ms)", caption)
+    fig.update_yaxes(range=[0, max(max(r.ttft_full, r.ttft_reuse) for r in runs) * 1000 * 1.2])
+    return fig
 
 
 def attention_figure(view, layer: int, head: int, caption: str = "") -> go.Figure:
@@ -160,6 +168,10 @@ def attention_figure(view, layer: int, head: int, caption: str = "") -> go.Figur
                            hovertemplate="%{customdata}<br>weight %{y:.3f}<extra></extra>"))
     fig.update_xaxes(tickmode="array", tickvals=list(range(len(weights))),
                      ticktext=[p.replace("\n", "⏎")[:10] for p in view.pieces], tickangle=-60)
-    return styled(fig, f"Newest token {view.pieces[-1]!r} reads the cache: layer {layer}, query head "
-                       f"{head} (KV head {view.kv_head_of(head)})",
-                  "cached position (token)", "attention weight (sums to 1)", caption, height=440)
+    styled(fig, f"Newest token {view.pieces[-1]!r} reads the cache: layer {layer}, query head "
+                f"{head} (KV head {view.kv_head_of(head)})",
+           "cached position (token)", "attention weight (sums to 1)", caption, height=480)
+    fig.update_layout(margin=dict(b=190))
+    if caption:  # below the slanted token labels
+        fig.layout.annotations[-1].update(y=-0.58)
+    return fig
