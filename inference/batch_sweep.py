@@ -120,8 +120,3 @@ def run_sweep(lm, prompt: list[int], max_batch: int = 32, decode_steps: int = 12
     yield SweepUpdate(tuple(points), plans, 0, decode_steps, decode_steps, bandwidth,
                       f"Done: {len(points)} batch sizes measured.{note}", finished=True)
 
-
-def speedup(points: tuple[SweepPoint, ...]) -> tuple[float, float]:
-    """(throughput gain, step-time growth) of the largest batch over batch 1."""
-    one, big = points[0], points[-1]
-    return big.tokens_per_s / one.tokens_per_s, big.step_seconds / one.step_seconds

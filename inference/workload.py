@@ -81,7 +81,3 @@ def _request(tokenizer, rid: int, arrival: float, text: str, max_new: int) -> Re
     return Request(rid=rid, arrival=float(arrival), text=text,
                    prompt_ids=tuple(prompt_ids(tokenizer, text)), max_new_tokens=int(max_new))
 
-
-def output_token_budget(requests: list[Request]) -> int:
-    """The most output tokens this trace can produce (each request's max, summed)."""
-    return sum(r.max_new_tokens for r in requests)

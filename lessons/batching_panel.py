@@ -13,7 +13,7 @@ from typing import Iterator
 
 import gradio as gr
 
-from inference.batch_sweep import SweepUpdate, run_sweep, speedup, sweep_sizes
+from inference.batch_sweep import SweepUpdate, run_sweep, sweep_sizes
 from inference.batching import padding_waste
 from inference.config import Settings
 from inference.errors import check_range
@@ -24,7 +24,7 @@ from inference.serving_cost import serving_costs
 from inference.tokens import prompt_ids
 from inference.workload import PRESETS, preset_trace, random_trace
 from visualizations import batching_charts as charts
-from visualizations.model_card import human_bytes
+from visualizations import batching_tables as tables
 from visualizations.style import machine_caption
 
 from .feedback import user_error
@@ -48,42 +48,6 @@ def _budget(lm, budget_mb: float | None) -> int:
         return memory_budget_bytes(lm.device, 0.5)
     check_range("Memory budget (MB)", budget_mb, 50, 10_000_000)
     return int(budget_mb * 1e6)
-
-
-def plan_table(plans) -> str:
-    """Markdown: the memory each batch size needs vs the budget, computed before running."""
-    rows = [f"| {p.batch} | {human_bytes(p.weight_bytes)} | {human_bytes(p.kv_bytes)} | "
-            f"~{human_bytes(p.activation_bytes)} | {human_bytes(p.total_bytes)} | "
-            f"{'✓ runs' if p.fits else '✗ skipped'} |" for p in plans]
-    budget = human_bytes(plans[0].budget_bytes) if plans else "?"
-    return (f"**Memory plan** (computed before running; budget {budget}):\n\n"
-            "| batch | weights | KV cache (formula) | activations (estimate) | total | |\n"
-            "|---|---|---|---|---|---|\n" + "\n".join(rows))
-
-
-def sweep_table(upd: SweepUpdate) -> str:
-    """Markdown table of measured points, then the explanation with this run's numbers."""
-    pts = upd.points
-    if not pts:
-        return ""
-    rows = [f"| {p.batch} | {p.step_seconds * 1000:.0f} ms | {p.floor_seconds(upd.bandwidth_gbs) * 1000:.0f} ms "
-            f"| {p.tokens_per_s:.1f} | {p.per_request_tokens_per_s:.1f} | {p.prefill_tokens_per_s:.0f} |"
-            for p in pts]
-    text = ("| batch | step (median, measured) | floor (theoretical) | total tokens/s | "
-            "tokens/s per request | prefill tokens/s |\n|---|---|---|---|---|---|\n" + "\n".join(rows))
-    if len(pts) > 1:
-        gain, growth = speedup(pts)
-        one, big = pts[0], pts[-1]
-        text += (f"\n\n**Why.** At batch 1 a step took {one.step_seconds * 1000:.0f} ms; merely reading "
-                 f"the {human_bytes(one.weight_bytes)} of weights at the measured {upd.bandwidth_gbs:.1f} GB/s "
-                 f"takes at least {one.floor_seconds(upd.bandwidth_gbs) * 1000:.0f} ms (theoretical). At batch "
-                 f"{big.batch} the step took {big.step_seconds * 1000:.0f} ms: **{growth:.1f}× the time for "
-                 f"{big.batch}× the tokens**, so throughput went from {one.tokens_per_s:.1f} to "
-                 f"{big.tokens_per_s:.1f} tokens/s (**{gain:.1f}×**). The weights are read once "
-                 f"per step for all rows; each extra row adds only its own KV cache reads and its arithmetic. "
-                 f"The price: each request now waits {big.step_seconds * 1000:.0f} ms per token instead of "
-                 f"{one.step_seconds * 1000:.0f} ms.")
-    return text
 
 
 def closing_note(lm, sweep: SweepUpdate | None, sched: dict | None) -> str:
@@ -140,9 +104,9 @@ def sweep_frames(lm, settings: Settings, shared, max_batch: int, steps: int, bud
 def _sweep_outputs(lm, upd: SweepUpdate, message: str, sched) -> tuple:
     cap = _caption(lm) + " · median of each batch's decode steps"
     done = upd.finished
-    return ((f"✅ {message}" if done else f"⏳ {message}") + "\n\n" + plan_table(upd.plans),
+    return ((f"✅ {message}" if done else f"⏳ {message}") + "\n\n" + tables.plan_table(upd.plans),
             charts.throughput_chart(upd.points, cap), charts.step_time_chart(upd.points, upd.bandwidth_gbs, cap),
-            charts.tradeoff_chart(upd.points, cap), sweep_table(upd),
+            charts.tradeoff_chart(upd.points, cap), tables.sweep_table(upd),
             upd if done else gr.skip(), closing_note(lm, upd, sched) if done else gr.skip())
 
 
@@ -207,17 +171,7 @@ def schedule_outputs(lm, sched: dict) -> tuple:
     st, co = sched["static"], sched["continuous"]
     horizon = max(r.finish for r in st.requests + co.requests) * 1.03
     cap = _caption(lm) + " · virtual clock = sum of measured step times"
-    rows = []
-    for res in (st, co):
-        s = res.summary
-        rows.append(f"| {s.scheduler} | {s.throughput:.2f} | {s.mean_latency:.2f} s | {s.p95_latency:.2f} s | "
-                    f"{s.mean_ttft:.2f} s | {s.p95_ttft:.2f} s | {s.forward_passes} | {s.wasted_row_steps} |")
-    same = all(a.tokens == b.tokens for a, b in zip(st.requests, co.requests))
-    md = ("| scheduler | tokens/s | mean latency | p95 latency | mean TTFT | p95 TTFT | forward passes "
-          "| finished rows computed anyway |\n|---|---|---|---|---|---|---|---|\n" + "\n".join(rows)
-          + f"\n\n{st.summary.output_tokens} output tokens from {st.summary.requests} requests. "
-          + ("Every request got **exactly the same tokens** from both schedulers (greedy)."
-             if same else "⚠️ Some requests got different tokens (numerical ties between batch shapes)."))
+    md = tables.scheduler_table(st, co)
     return (charts.gantt_chart(st, f"Static batching (max batch {sched['max_batch']})", cap, horizon),
             charts.gantt_chart(co, f"Continuous batching (max batch {sched['max_batch']})", cap, horizon),
             charts.scheduler_summary_chart([st.summary, co.summary], cap), md, sched)
@@ -228,13 +182,7 @@ def cost_view(lm, sweep: SweepUpdate | None, price: float, prompt_tokens: int, o
     if sweep is None or not sweep.points:
         return charts.cost_chart([], 0), "Run the batch sweep first: costs come from its measured throughput."
     costs = serving_costs(sweep.points, float(price), int(prompt_tokens), int(output_tokens))
-    rows = [f"| {c.batch} | {c.output_tokens_per_s:.1f} | ${c.usd_per_million_output:,.2f} | "
-            f"${c.usd_per_million_input:,.2f} | ${c.usd_per_conversation:,.5f} | {c.conversations_per_hour:,.0f} |"
-            for c in costs]
-    md = ("| batch | output tokens/s (measured) | $ / M output | $ / M input | $ / conversation | "
-          "conversations / hour |\n|---|---|---|---|---|---|\n" + "\n".join(rows)
-          + f"\n\n*Arithmetic: $ per million = price per hour ÷ (tokens/s × 3,600) × 1,000,000. A conversation "
-          f"is {int(prompt_tokens)} tokens in and {int(output_tokens)} out, at 100% utilisation.*")
+    md = tables.cost_table(costs, int(prompt_tokens), int(output_tokens))
     return charts.cost_chart(costs, float(price), _caption(lm)), md
 
 
@@ -271,9 +219,8 @@ def build(lm, settings: Settings, shared=None) -> None:
                 s_btn = gr.Button("Run sweep", variant="primary", elem_id="batch-sweep-btn")
                 s_stop = gr.Button("Stop", variant="stop", elem_id="batch-sweep-stop")
             s_progress = gr.Markdown(elem_id="batch-sweep-progress")
-            with gr.Row():
-                s_thr = gr.Plot(charts.throughput_chart([]), elem_id="batch-sweep-throughput")
-                s_step = gr.Plot(charts.step_time_chart([], 0), elem_id="batch-sweep-steptime")
+            s_thr = gr.Plot(charts.throughput_chart([]), elem_id="batch-sweep-throughput")
+            s_step = gr.Plot(charts.step_time_chart([], 0), elem_id="batch-sweep-steptime")
             s_trade = gr.Plot(charts.tradeoff_chart([]), elem_id="batch-sweep-tradeoff")
             s_table = gr.Markdown(elem_id="batch-sweep-table")
         with gr.Tab("2 · Padding"):
@@ -317,14 +264,14 @@ def build(lm, settings: Settings, shared=None) -> None:
     ev = s_btn.click(_guarded(lambda m, n, b, c: sweep_frames(lm, settings, shared, m, n, b, c)),
                      [s_max, s_steps, s_budget, sched_state],
                      [s_progress, s_thr, s_step, s_trade, s_table, sweep_state, closing],
-                     concurrency_id="heavy", concurrency_limit=1, time_limit=600)
-    ev.then(cost, cost_inputs, [k_plot, k_md])
+                     concurrency_id="heavy", concurrency_limit=1, time_limit=600, api_name="batch_sweep")
+    ev.then(cost, cost_inputs, [k_plot, k_md], api_visibility="undocumented")
     s_stop.click(None, None, None, cancels=[ev])
     for control in (k_price, k_in, k_out):
-        control.change(cost, cost_inputs, [k_plot, k_md])
-    p_btn.click(_guarded(lambda t: padding_view(lm, settings, t)), [p_text], [p_plot, p_md])
+        control.change(cost, cost_inputs, [k_plot, k_md], api_visibility="undocumented")
+    p_btn.click(_guarded(lambda t: padding_view(lm, settings, t)), [p_text], [p_plot, p_md], api_name="batch_padding")
     ev = c_btn.click(_guarded(lambda *a: schedule_frames(lm, settings, shared, *a)),
                      [c_work, c_seed, c_n, c_rate, c_batch, c_wait, sweep_state],
                      [c_progress, c_static, c_cont, c_summary, c_table, sched_state, closing],
-                     concurrency_id="heavy", concurrency_limit=1, time_limit=600)
+                     concurrency_id="heavy", concurrency_limit=1, time_limit=600, api_name="batch_schedulers")
     c_stop.click(None, None, None, cancels=[ev])

@@ -30,7 +30,7 @@ def test_throughput_chart_values():
 def test_step_time_chart_shows_floor_from_bandwidth():
     fig = charts.step_time_chart(_points(), bandwidth_gbs=10.0)
     bars, floor, linear = fig.data
-    assert list(bars.y) == pytest.approx([100, 125, 200])
+    assert list(bars.x) == ["1", "4", "16"] and list(bars.y) == pytest.approx([100, 125, 200])
     # (weights + KV cache bytes) / 10 GB/s, in ms
     assert list(floor.y) == pytest.approx([50, 150, 250])
     assert list(linear.y) == pytest.approx([100, 400, 1600])
@@ -92,6 +92,13 @@ def test_cost_chart():
     assert list(out.y) == pytest.approx([100, 31.25, 12.5])
     assert list(inp.y) == pytest.approx([10, 5, 3.125])  # prefill 100, 200, 320 tokens/s
     assert "$3.60" in fig.layout.title.text
+    assert list(fig.layout.yaxis.tickvals) == [2, 5, 10, 20, 50, 100, 200]
+
+
+def test_log_ticks():
+    assert charts.log_ticks(3, 40) == [2, 5, 10, 20, 50]
+    assert charts.log_ticks(0.18, 0.5) == [0.1, 0.2, 0.5, 1]
+    assert charts.log_ticks(0, 5) == []
 
 
 @pytest.mark.parametrize("fig", [charts.throughput_chart([]), charts.step_time_chart([], 0),
@@ -100,3 +107,22 @@ def test_cost_chart():
                                  charts.cost_chart([], 1.0)])
 def test_empty_states_say_what_to_do(fig):
     assert not fig.data and fig.layout.annotations[0].text
+
+
+def test_tables_report_the_numbers():
+    from inference.batch_sweep import SweepUpdate
+    from inference.memory_guard import BatchMemoryPlan
+    from visualizations import batching_tables as tables
+    plans = (BatchMemoryPlan(1, 50, W, 1_000_000, 500_000, 600_000_000),
+             BatchMemoryPlan(64, 50, W, 150_000_000, 30_000_000, 600_000_000))
+    plan_md = tables.plan_table(plans)
+    assert "| 1 |" in plan_md and "✓ runs" in plan_md and "✗ skipped" in plan_md
+    upd = SweepUpdate(tuple(_points()), plans, 0, 4, 4, 10.0, "done", finished=True)
+    sweep_md = tables.sweep_table(upd)
+    assert "| 16 | 200 ms | 250 ms | 80.0 | 5.0 | 320 |" in sweep_md
+    assert "2.0× the time for 16× the tokens" in sweep_md and "from 10.0 to 80.0 tokens/s" in sweep_md
+    sched_md = tables.scheduler_table(_result("static"), _result("continuous"))
+    assert "| static | 1.25 | 2.75 s | 3.50 s | 1.50 s | 2.00 s | 4 | 1 |" in sched_md
+    assert "exactly the same tokens" in sched_md
+    cost_md = tables.cost_table(serving_costs(_points(), 3.6, 10, 10), 10, 10)
+    assert "| 1 | 10.0 | $100.00 | $10.00 |" in cost_md

@@ -6,6 +6,8 @@ Inputs are the frozen records of `inference.batch_sweep`, `inference.schedulers`
 """
 from __future__ import annotations
 
+import math
+
 import plotly.graph_objects as go
 
 from .style import PALETTE, empty_figure, styled
@@ -17,6 +19,27 @@ def _batch_axis(fig: go.Figure, batches: list[int]) -> go.Figure:
     return fig
 
 
+def log_ticks(low: float, high: float) -> list[float]:
+    """1-2-5 tick values covering [low, high] for a log axis (readable labels, no clutter)."""
+    if low <= 0 or high <= 0:
+        return []
+    k = math.floor(math.log10(low))
+    ticks = []
+    while 10 ** k <= high * 10:
+        ticks += [m * 10 ** k for m in (1, 2, 5) if low / 2 <= m * 10 ** k <= high * 2]
+        k += 1
+    return ticks
+
+
+def _log_y(fig: go.Figure, values: list[float], headroom: float = 0.25) -> go.Figure:
+    """Log y axis with 1-2-5 ticks and room above the tallest value for its label."""
+    lo, hi = min(values), max(values)
+    ticks = log_ticks(lo, hi)
+    fig.update_yaxes(type="log", tickvals=ticks, ticktext=[f"{t:g}" for t in ticks],
+                     range=[math.log10(lo) - 0.15, math.log10(hi) + headroom])
+    return fig
+
+
 def throughput_chart(points, caption: str = "") -> go.Figure:
     """Aggregate and per-request tokens/s against batch size, with perfect scaling for scale."""
     if not points:
@@ -25,16 +48,16 @@ def throughput_chart(points, caption: str = "") -> go.Figure:
     one = points[0].tokens_per_s / points[0].batch
     fig = go.Figure([
         go.Scatter(x=b, y=[p.tokens_per_s for p in points], mode="lines+markers",
-                   name="all requests together, tokens/s (measured)",
+                   name="all requests (measured)",
                    line=dict(color=PALETTE["blue"], width=3)),
         go.Scatter(x=b, y=[p.per_request_tokens_per_s for p in points], mode="lines+markers",
-                   name="each request's own tokens/s (measured)",
+                   name="each request (measured)",
                    line=dict(color=PALETTE["orange"], width=3)),
         go.Scatter(x=b, y=[one * x for x in b], mode="lines",
-                   name="perfect scaling: B × batch-1 rate (theoretical)",
+                   name="B × batch-1 rate (theoretical)",
                    line=dict(color=PALETTE["grey"], dash="dash")),
     ])
-    fig.update_yaxes(type="log")
+    _log_y(fig, [p.per_request_tokens_per_s for p in points] + [one * x for x in b], 0.1)
     return _batch_axis(styled(fig, "Decode throughput grows with batch size", "Batch size (requests)",
                               "Tokens per second (log scale)", caption), b)
 
@@ -43,23 +66,23 @@ def step_time_chart(points, bandwidth_gbs: float, caption: str = "") -> go.Figur
     """Measured step time against batch size, beside the memory-bandwidth floor."""
     if not points:
         return empty_figure("Step times appear here as the sweep runs.")
-    b = [p.batch for p in points]
+    b = [str(p.batch) for p in points]
     first = points[0].step_seconds * 1000
     fig = go.Figure([
-        go.Bar(x=b, y=[p.step_seconds * 1000 for p in points], name="decode step, median (measured)",
+        go.Bar(x=b, y=[p.step_seconds * 1000 for p in points], name="median step (measured)",
                marker_color=PALETTE["blue"], text=[f"{p.step_seconds * 1000:.0f}" for p in points],
                textposition="outside"),
         go.Scatter(x=b, y=[p.floor_seconds(bandwidth_gbs) * 1000 for p in points], mode="lines+markers",
-                   name=f"floor: bytes read ÷ {bandwidth_gbs:.1f} GB/s (theoretical)",
+                   name=f"bytes read ÷ {bandwidth_gbs:.1f} GB/s (theoretical)",
                    line=dict(color=PALETTE["green"], width=3)),
-        go.Scatter(x=b, y=[first * x / b[0] for x in b], mode="lines",
-                   name="if time grew like the batch (theoretical)",
+        go.Scatter(x=b, y=[first * p.batch / points[0].batch for p in points], mode="lines",
+                   name="time × batch (theoretical)",
                    line=dict(color=PALETTE["grey"], dash="dash")),
     ])
     top = max(max(p.step_seconds * 1000 for p in points) * 1.3, first * 1.2)
     fig.update_yaxes(range=[0, top])
-    return _batch_axis(styled(fig, "One step serves the whole batch: time per step",
-                              "Batch size (requests)", "Milliseconds per decode step", caption), b)
+    return styled(fig, "One step serves the whole batch: time per step",
+                  "Batch size (requests)", "Milliseconds per decode step", caption)
 
 
 def tradeoff_chart(points, caption: str = "") -> go.Figure:
@@ -70,6 +93,7 @@ def tradeoff_chart(points, caption: str = "") -> go.Figure:
         x=[p.step_seconds * 1000 for p in points], y=[p.tokens_per_s for p in points],
         mode="lines+markers+text", text=[f"B={p.batch}" for p in points], textposition="top left",
         name="measured", line=dict(color=PALETTE["vermillion"], width=3), marker=dict(size=10)))
+    fig.update_yaxes(range=[0, max(p.tokens_per_s for p in points) * 1.2])
     return styled(fig, "Throughput vs latency: what batching trades",
                   "Each request's time per output token (ms, lower is snappier)",
                   "Total tokens/s (higher is cheaper)", caption)
@@ -145,6 +169,8 @@ def scheduler_summary_chart(summaries, caption: str = "") -> go.Figure:
                             name=f"{s.scheduler} (measured)", marker_color=colours[i % 3],
                             text=[f"{getattr(s, a):.2f}" for _, a in metrics], textposition="outside")
                      for i, s in enumerate(summaries)])
+    top = max(getattr(s, a) for s in summaries for _, a in metrics)
+    fig.update_yaxes(range=[0, top * 1.2 if top > 0 else 1])
     return styled(fig, "Static vs continuous: how long requests wait", "",
                   "Seconds on the virtual clock", caption)
 
@@ -156,13 +182,13 @@ def cost_chart(costs, price_per_hour: float, caption: str = "") -> go.Figure:
     b = [str(c.batch) for c in costs]
     fig = go.Figure([
         go.Bar(x=b, y=[c.usd_per_million_output for c in costs],
-               name="$ per million output tokens (from measured tokens/s)",
+               name="output tokens (from measured decode)",
                marker_color=PALETTE["vermillion"],
                text=[f"${c.usd_per_million_output:,.2f}" for c in costs], textposition="outside"),
         go.Bar(x=b, y=[c.usd_per_million_input for c in costs],
-               name="$ per million input tokens (from measured prefill)",
+               name="input tokens (from measured prefill)",
                marker_color=PALETTE["sky"]),
     ])
-    fig.update_yaxes(type="log")
+    _log_y(fig, [c.usd_per_million_output for c in costs] + [c.usd_per_million_input for c in costs])
     return styled(fig, f"What a token costs at ${price_per_hour:,.2f} per hour", "Batch size (requests)",
                   "US dollars per million tokens (log scale)", caption)
