@@ -1,0 +1,99 @@
+"""Safe by default: loopback only, no share link, bounded queue and work, no stack traces shown,
+and nothing in the page or API lets a visitor choose a file or a model."""
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+
+import psutil
+import pytest
+
+from e2e_server import shared_server
+
+FILE_COMPONENTS = {"file", "uploadbutton", "fileexplorer", "image", "imageeditor", "audio",
+                   "video", "model3d", "gallery", "simpleimage"}
+
+
+@pytest.fixture(scope="session")
+def server(request):
+    return shared_server(request.config)
+
+
+@pytest.fixture(scope="module")
+def page_config(server) -> dict:
+    with urllib.request.urlopen(server.url + "config", timeout=30) as r:
+        return json.load(r)
+
+
+@pytest.fixture(scope="module")
+def app_module():
+    import app
+
+    return app
+
+
+def http_status(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return r.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_server_listens_on_loopback_only(server):
+    listening = [c.laddr for c in psutil.Process(server.pid).net_connections("inet")
+                 if c.status == psutil.CONN_LISTEN]
+    assert listening and all(addr.ip == "127.0.0.1" for addr in listening), listening
+
+
+def test_launch_defaults_and_the_override(app_module, monkeypatch):
+    monkeypatch.delenv("GRADIO_SERVER_NAME", raising=False)
+    opts = app_module.launch_options()
+    assert opts["server_name"] == "127.0.0.1"
+    assert opts["share"] is False and opts["show_error"] is False
+    assert "server_port" not in opts  # Spaces and GRADIO_SERVER_PORT choose the port
+    monkeypatch.setenv("GRADIO_SERVER_NAME", "0.0.0.0")  # how a Space (or a teacher) exposes it
+    assert app_module.launch_options()["server_name"] == "0.0.0.0"
+
+
+def test_no_share_link(server, page_config):
+    assert page_config["show_error"] is False
+    assert "gradio.live" not in server.log_tail(20_000)
+
+
+def test_queue_is_bounded_and_model_work_is_limited(app_module):
+    demo = app_module.demo
+    assert demo._queue.max_size is not None and 0 < demo._queue.max_size <= 256
+    fns = list(demo.fns.values())
+    model = [f for f in fns if f.concurrency_id == "model"]
+    heavy = [f for f in fns if f.concurrency_id == "heavy"]
+    assert model and heavy
+    for f in model + heavy:
+        assert f.time_limit is not None and f.time_limit <= 1800, f.api_name
+    for f in heavy:  # a sweep can never take more than one worker from the short requests
+        assert f.concurrency_limit == 1, f.api_name
+
+
+def test_nothing_lets_a_visitor_choose_a_file_or_a_model(server, page_config):
+    kinds = {c["type"] for c in page_config["components"]}
+    assert not kinds & FILE_COMPONENTS, kinds & FILE_COMPONENTS
+    for c in page_config["components"]:
+        props = c.get("props", {})
+        label = str(props.get("label") or "").lower()
+        if c["type"] in ("textbox", "dropdown"):
+            assert not any(w in label for w in ("model", "path", "file", "folder")), label
+        if c["type"] == "dropdown":
+            for choice in props.get("choices") or []:
+                assert "/" not in str(choice[0] if isinstance(choice, list) else choice)
+    for path in ["gradio_api/file=/etc/passwd", "gradio_api/file=app.py",
+                 f"gradio_api/file={server.log_path}"]:
+        assert http_status(server.url + path) in (403, 404), path
+
+
+def test_unexpected_errors_carry_no_stack_trace():
+    from lessons.feedback import user_error
+
+    err = user_error(RuntimeError("boom in /work/main/inference/engine.py line 42"))
+    assert "Something went wrong (RuntimeError)" in str(err.message)
+    assert "/work/" not in str(err.message) and "line 42" not in str(err.message)
