@@ -6,6 +6,9 @@ On the same prompt, for each mode:
 - agreement: both models read the same text (prompt + fp32's greedy answer, "teacher
   forcing"); top-1 agreement is the share of positions where the mode's first choice equals
   fp32's, and KL divergence (nats) says how far its whole next-token distribution moved;
+  Small models meet many near-ties (fp32's top two tokens a few points apart); a tiny nudge
+  flips those, so agreement is also reported over the "decided" positions only (fp32's top
+  choice leads the runner-up by at least `NEAR_TIE` probability);
 - perplexity on a fixed English text shipped in `assets/perplexity_text.txt`: exp(mean
   negative log-likelihood of each next token). Lower is better; fp32 is the baseline.
 """
@@ -19,6 +22,7 @@ import torch
 from .engine import decode_step, prefill
 from .timing import stopwatch
 
+NEAR_TIE = 0.05  # fp32 top-1 minus top-2 probability below this: a near-tie
 TEXT_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                          "assets", "perplexity_text.txt")
 
@@ -61,7 +65,9 @@ class ModeReport:
     text_prefill_seconds: float  # the perplexity text, one forward pass
     token_ids: tuple[int, ...]
     pieces: tuple[str, ...]
-    top1_agreement: float  # 0..1
+    top1_agreement: float  # 0..1, all positions
+    top1_decided: float  # 0..1, positions where fp32 was not near a tie
+    decided_positions: int
     kl_mean: float  # nats, KL(fp32 || mode), averaged over positions
     perplexity: float
 
@@ -103,6 +109,17 @@ def agreement_and_kl(ref_logprobs: torch.Tensor, logprobs: torch.Tensor) -> tupl
     return top1, kl
 
 
+def decided_agreement(ref_logprobs: torch.Tensor, logprobs: torch.Tensor,
+                      near_tie: float = NEAR_TIE) -> tuple[float, int]:
+    """(top-1 agreement over positions where fp32's top-1 leads its top-2 by >= near_tie
+    probability, how many such positions)."""
+    top2 = ref_logprobs.exp().topk(2, dim=-1).values  # [n, 2]
+    decided = (top2[:, 0] - top2[:, 1]) >= near_tie  # [n]
+    same = ref_logprobs.argmax(-1) == logprobs.argmax(-1)
+    count = int(decided.sum())
+    return (float(same[decided].float().mean()) if count else 1.0), count
+
+
 @torch.inference_mode()
 def perplexity(model, text_ids: list[int], device: torch.device) -> tuple[float, float]:
     """(perplexity, seconds of the one forward pass) over `text_ids`: a prefill of T tokens."""
@@ -129,6 +146,7 @@ def compare_mode(built, tokenizer, reference: Reference, text_ids: list[int],
     own = reference.greedy if built.mode.key == "fp32" else greedy_run(built.model, prompt, n, device)
     logprobs = teacher_forced_logprobs(built.model, prompt, list(reference.greedy.token_ids), device)
     top1, kl = agreement_and_kl(reference.logprobs, logprobs)
+    decided, n_decided = decided_agreement(reference.logprobs, logprobs)
     ppl, text_seconds = perplexity(built.model, text_ids, device)
     return ModeReport(
         key=built.mode.key, label=built.mode.label, kernel=built.kernel,
@@ -138,7 +156,7 @@ def compare_mode(built, tokenizer, reference: Reference, text_ids: list[int],
         decode_tokens_per_s=own.decode_tokens_per_s, text_tokens=len(text_ids),
         text_prefill_seconds=text_seconds, token_ids=own.token_ids,
         pieces=tuple(tokenizer.decode([i]) for i in own.token_ids),
-        top1_agreement=top1, kl_mean=kl, perplexity=ppl)
+        top1_agreement=top1, top1_decided=decided, decided_positions=n_decided, kl_mean=kl, perplexity=ppl)
 
 
 def measure_read_bandwidth(device: torch.device, megabytes: int = 128, repeats: int = 5) -> float:

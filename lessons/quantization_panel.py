@@ -50,7 +50,7 @@ def closing_note(lm, reports, bandwidth_gbs: float | None) -> str:
         lines.append(f"- **{r.key}**: {r.weight_bytes / 1e6:.0f} MB ({r.ratio_to_fp32:.2f}× fp32), "
                      f"decode **{r.decode_tokens_per_s:.1f} tokens/s**, prefill of {r.prompt_tokens} "
                      f"tokens {r.prefill_seconds * 1000:.0f} ms, top-1 agreement "
-                     f"**{100 * r.top1_agreement:.0f}%**, KL {r.kl_mean:.4f} nats, perplexity "
+                     f"**{100 * r.top1_agreement:.0f}%** ({100 * r.top1_decided:.0f}% where fp32 was decided), KL {r.kl_mean:.4f} nats, perplexity "
                      f"{r.perplexity:.2f} · {r.kernel}")
     by_key = {r.key: r for r in reports}
     base = by_key.get("fp32")
@@ -95,8 +95,11 @@ def compare_frames(lm, settings: Settings, shared, prompt: str, modes: list[str]
                 charts.side_by_side_html(reports), closing_note(lm, reports, bandwidth))
 
     yield (f"⏳ float32 reference: greedy answer of {n} tokens…",) + (gr.skip(),) * 5
-    ref = shared.get_or_compute(("quant-reference", str(device), tuple(ids), n),
-                                lambda: reference_run(lm.model, ids, n, device))
+    if prompt == DEFAULT_PROMPT:  # shared by every visitor; other prompts are not kept
+        ref = shared.get_or_compute(("quant-reference", str(device), tuple(ids), n),
+                                    lambda: reference_run(lm.model, ids, n, device))
+    else:
+        ref = reference_run(lm.model, ids, n, device)
     for i, key in enumerate(keys):
         built = None
         for step in build_steps(lm, key, shared):

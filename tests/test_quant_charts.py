@@ -12,7 +12,8 @@ def report(key, wbytes, tps, top1=1.0, ids=(1, 2, 3), pieces=("The", " sky", " i
                       weight_bytes=wbytes, bytes_per_token=wbytes, ratio_to_fp32=wbytes / 500e6,
                       prompt_tokens=20, prefill_seconds=0.1, decode_tokens_per_s=tps, text_tokens=400,
                       text_prefill_seconds=0.5, token_ids=tuple(ids), pieces=tuple(pieces),
-                      top1_agreement=top1, kl_mean=0.01, perplexity=12.5)
+                      top1_agreement=top1, top1_decided=1.0, decided_positions=50,
+                      kl_mean=0.01, perplexity=12.5)
 
 
 @pytest.fixture
@@ -54,6 +55,7 @@ def test_table_rows(reports):
     headers, rows = charts.mode_table(reports)
     assert len(rows) == 2 and len(rows[0]) == len(headers)
     assert rows[1][:3] == ["int8", 125.0, 0.25] and rows[1][6] == 97.0
+    assert rows[1][7] == "100 (50 positions)" and rows[1][-1] == "dense matmul"
 
 
 def test_side_by_side_highlights_only_differing_tokens(reports):

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from inference.errors import InferenceInputError
-from inference.quality import (agreement_and_kl, greedy_run, perplexity, reference_run,
+from inference.quality import (agreement_and_kl, decided_agreement, greedy_run, perplexity, reference_run,
                                teacher_forced_logprobs)
 from inference.quant_modes import (MODES, build_mode, bytes_read_per_token, get_mode,
                                    model_weight_bytes)
@@ -108,7 +108,10 @@ def test_int8_model_close_to_fp32(lm, shared, chat_ids, reference):
     assert build_mode(lm, "int8", shared) is built  # cached per process
     logp = teacher_forced_logprobs(built.model, chat_ids, list(reference.greedy.token_ids), lm.device)
     top1, kl = agreement_and_kl(reference.logprobs, logp)
-    assert top1 >= 0.95 and kl < 0.05
+    decided, n_decided = decided_agreement(reference.logprobs, logp)
+    # Measured here: 58 of 64 (91%); all 6 flips at near-ties (fp32's top two < 3 points apart).
+    assert top1 >= 0.85 and kl < 0.01
+    assert n_decided >= 32 and decided >= 0.95
     x = torch.tensor([chat_ids])
     with torch.inference_mode():
         a = lm.model(input_ids=x, logits_to_keep=1).logits[0, -1]
@@ -156,4 +159,9 @@ def test_agreement_and_kl_on_hand_made_distributions():
     other = torch.log_softmax(torch.tensor([[3.0, 1.0, 0.0], [2.0, 0.0, 1.0]]), -1)
     top1, kl = agreement_and_kl(ref, other)
     assert top1 == 0.5 and kl > 0
+    tie = torch.log(torch.tensor([[0.50, 0.48, 0.02], [0.9, 0.05, 0.05]]))
+    flipped = torch.log(torch.tensor([[0.48, 0.50, 0.02], [0.9, 0.05, 0.05]]))
+    assert agreement_and_kl(tie, flipped)[0] == 0.5
+    assert decided_agreement(tie, flipped) == (1.0, 1)  # the flip was a near-tie
+    assert decided_agreement(flipped, torch.log(torch.tensor([[0.48, 0.50, 0.02], [0.05, 0.9, 0.05]]))) == (0.0, 1)
     assert set(MODES) >= {"fp32", "fp16", "bf16", "int8", "int4-g32"}

@@ -2,8 +2,8 @@
 plotly figures / HTML out.
 
 Inputs are `inference.quality.ModeReport` records, read by attribute only (key, label, kernel,
-weight_bytes, bytes_per_token, decode_tokens_per_s, prefill_seconds, top1_agreement, kl_mean,
-perplexity, token_ids, pieces), so tests can pass hand-made stand-ins.
+weight_bytes, bytes_per_token, decode_tokens_per_s, prefill_seconds, top1_agreement,
+top1_decided, decided_positions, kl_mean, perplexity, token_ids, pieces), so tests can pass hand-made stand-ins.
 """
 from __future__ import annotations
 
@@ -75,10 +75,11 @@ def mode_bars_figure(reports, caption: str = "") -> go.Figure:
 def mode_table(reports) -> tuple[list[str], list[list]]:
     """(headers, rows) for a table of every measured number per mode."""
     headers = ["mode", "weights (MB)", "× fp32", "read per token (MB)", "prefill (ms)",
-               "decode (tok/s)", "top-1 agree (%)", "KL (nats)", "perplexity", "kernel"]
+               "decode (tok/s)", "top-1 agree (%)", "agree where fp32 decided (%)", "KL (nats)", "perplexity", "kernel"]
     rows = [[r.key, round(r.weight_bytes / MB, 1), round(r.ratio_to_fp32, 3),
              round(r.bytes_per_token / MB, 1), round(r.prefill_seconds * 1000),
              round(r.decode_tokens_per_s, 1), round(100 * r.top1_agreement, 1),
+             f"{100 * r.top1_decided:.0f} ({r.decided_positions} positions)",
              round(r.kl_mean, 4), round(r.perplexity, 2), r.kernel] for r in reports]
     return headers, rows
 
