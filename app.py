@@ -50,7 +50,7 @@ demo.queue(max_size=64, default_concurrency_limit=2)
 def launch_options() -> dict:
     """Bind to loopback unless told otherwise; Spaces sets GRADIO_SERVER_NAME itself."""
     return dict(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
-                share=False, show_error=False, css=lesson_text("style.css"),
+                share=False, show_error=False, max_file_size="1mb", css=lesson_text("style.css"),
                 theme=gr.themes.Soft(font=["system-ui", "sans-serif"],
                                      font_mono=["ui-monospace", "monospace"]))
 

@@ -66,7 +66,11 @@ def step(lm, settings: Settings, gen: Generation | None, prompt: str, max_new: i
 
 def play_tick(lm, settings: Settings, gen: Generation | None, prompt: str, max_new: int,
               sampling: SamplingSettings) -> tuple[Generation, bool]:
-    """What one tick of Play does: a Step, then whether Play should stop (finished)."""
+    """What one tick of Play does: a Step, then whether Play should stop (finished).
+
+    A tick that was already queued when the learner pressed Stop does nothing."""
+    if gen is not None and gen.stopped:
+        return gen, True
     gen = step(lm, settings, gen, prompt, max_new, sampling)
     return gen, gen.finished is not None
 
@@ -137,9 +141,11 @@ def build(lm, settings: Settings, shared=None) -> None:
         return out + ((gr.Timer(active=False),) + tuple(gr.update(interactive=True) for _ in controls)
                       if done else (gr.Timer(),) + tuple(gr.update() for _ in controls))
 
-    def on_play(interval):
+    def on_play(g, interval):
+        # Play after a finished or stopped run starts a new one, on purpose.
+        fresh = None if g is not None and g.finished else g
         return (gr.Timer(value=float(interval), active=True),) + tuple(
-            gr.update(interactive=False) for _ in controls)
+            gr.update(interactive=False) for _ in controls) + (fresh,)
 
     def on_pause():
         return (gr.Timer(active=False),) + tuple(gr.update(interactive=True) for _ in controls)
@@ -176,7 +182,7 @@ def build(lm, settings: Settings, shared=None) -> None:
                    api_name="decode_step")
     timer.tick(on_tick, ins, outs + [timer] + controls, concurrency_id="model", time_limit=60,
                trigger_mode="once", show_progress="hidden", api_name="decode_play_tick")
-    play_btn.click(on_play, speed, [timer] + controls, api_name="decode_play")
+    play_btn.click(on_play, [state, speed], [timer] + controls + [state], api_name="decode_play")
     pause_btn.click(on_pause, None, [timer] + controls, api_name="decode_pause")
     stop_btn.click(on_stop, [state] + samp, [timer] + controls + outs, api_name="decode_stop")
     reset_btn.click(on_reset, samp, [timer] + controls + outs, api_name="decode_reset")

@@ -42,8 +42,12 @@ def show_tokens(tokenizer, text: str, with_template: bool, max_chars: int) -> tu
                                                         wrapped.special_count), note)
 
 
-def cost_md(tokenizer, text: str, output_tokens: float, price_in: float, price_out: float) -> str:
+def cost_md(tokenizer, text: str, output_tokens: float, price_in: float, price_out: float,
+            max_chars: int = 20_000) -> str:
     """Markdown for the cost of one request with this prompt (chat template included)."""
+    if len(text or "") > max_chars:
+        raise InferenceInputError(f"That text has {len(text):,} characters; the limit here is "
+                                  f"{max_chars:,}. Try a shorter piece.")
     text = clean_text(text or "")
     n_in = len(tokenize(tokenizer, chat_prompt(tokenizer, text)).tokens)
     c = token_cost(n_in, int(output_tokens), float(price_in), float(price_out))
@@ -84,7 +88,7 @@ def build(lm, settings: Settings, shared=None) -> None:
 
     def on_cost(t, n, pi, po):
         try:
-            return cost_md(lm.tokenizer, t, n or 0, pi or 0, po or 0)
+            return cost_md(lm.tokenizer, t, n or 0, pi or 0, po or 0, settings.max_prompt_chars)
         except Exception as exc:
             raise user_error(exc) from exc
 

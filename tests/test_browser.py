@@ -213,8 +213,6 @@ def test_lesson_3_decode(visitor):
     assert_clean(page, watch)
 
 
-@pytest.mark.xfail(reason="known bug (reported): a Play tick already queued when Stop is pressed "
-                   "starts a fresh generation in decode_panel.play_tick", strict=False)
 def test_lesson_3_stop_during_play_is_final(visitor):
     page, watch = visitor
     open_tab(page, "3 · Decode")

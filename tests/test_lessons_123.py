@@ -103,3 +103,15 @@ def test_prefill_measurement_and_shared_sweep(lm):
 def test_bad_prompt_gives_clear_error(lm):
     with pytest.raises(InferenceInputError, match="empty"):
         decode_panel.step(lm, SETTINGS, None, "   ", 10, GREEDY)
+
+
+def test_stop_is_final_for_queued_play_ticks(lm):
+    gen, _ = decode_panel.play_tick(lm, SETTINGS, None, PROMPT, 10, GREEDY)
+    gen.stopped = True
+    after, done = decode_panel.play_tick(lm, SETTINGS, gen, PROMPT, 10, GREEDY)
+    assert done and after is gen and len(after.events) == 1 and after.finished == "stopped by you"
+
+
+def test_cost_estimate_refuses_huge_text(tok):
+    with pytest.raises(InferenceInputError, match="characters"):
+        tokens_panel.cost_md(tok, "x" * 30_000, 10, 1.0, 1.0, max_chars=20_000)
