@@ -177,3 +177,26 @@ def test_schedule_handler_and_padding(lm, monkeypatch):
     assert len(list(bp.schedule_frames(lm, Settings(), shared, bp.RANDOM, 1, 3, 8.0, 2, 0.0, None))) == 1
     fig, md = bp.padding_view(lm, Settings(), "Hi\nWhat is the capital of France?")
     assert "padding" in md and fig.data[0].z[0][0] == 0  # the short prompt starts with padding
+
+
+def test_row_batch_join_pads_left_and_keep_trims():
+    import torch
+    from transformers import DynamicCache
+    from inference.row_batch import RowBatch
+
+    def rows(ids, width, real):  # keys/values [B, 1, width, 1] holding 1..width; mask with `real` ones
+        k = torch.arange(1, width + 1, dtype=torch.float32).repeat(len(ids), 1)[:, None, :, None]
+        mask = torch.tensor([[0] * (width - r) + [1] * r for r in real])
+        return RowBatch(ids, DynamicCache(ddp_cache_data=[(k, k.clone())]), mask, torch.tensor(ids))
+
+    a, b = rows([0], 2, [2]), rows([1, 2], 4, [4, 3])
+    joined = a.join(b)
+    assert joined.rows == [0, 1, 2] and joined.width == 4
+    assert joined.mask.tolist() == [[0, 0, 1, 1], [1, 1, 1, 1], [0, 1, 1, 1]]
+    assert joined.cache.layers[0].keys[0, 0, :, 0].tolist() == [0, 0, 1, 2]  # zeros on the left
+    assert joined.next_token.tolist() == [0, 1, 2]
+    kept = joined.keep([0, 2])  # row 1 (the longest) leaves: one column is padding everywhere
+    assert kept.rows == [0, 2] and kept.width == 3
+    assert kept.mask.tolist() == [[0, 1, 1], [1, 1, 1]]
+    assert kept.cache.layers[0].keys[:, 0, :, 0].tolist() == [[0, 1, 2], [2, 3, 4]]
+    assert kept.padding_fraction() == pytest.approx(1 / 6)
