@@ -141,7 +141,8 @@ def _convert(model: nn.Module, mode: QuantMode, use_kernel: bool) -> Iterator[tu
 def build_steps(lm, key: str, shared) -> Iterator[BuildProgress]:
     """Build mode `key` from `lm.model` (or take it from `shared`), yielding progress.
 
-    The last item carries `built`. fp32 is the shared model itself (no copy)."""
+    The last item carries `built`. fp32 is the shared model itself where it is float32 (on a
+    GPU the app loads float16, so fp32 is then a copy like the others)."""
     mode = get_mode(key)
     cache_key = ("quant-model", key, str(lm.device))
     cached = shared.get(cache_key)
@@ -149,10 +150,10 @@ def build_steps(lm, key: str, shared) -> Iterator[BuildProgress]:
         yield BuildProgress(1, 1, f"{mode.label}: already built in this process", cached)
         return
     start = time.perf_counter()
-    fp32_bytes = model_weight_bytes(lm.model)
+    fp32_bytes = 4 * sum(t.numel() for t in _unique_tensors(lm.model).values())
     kernel = _kernel_label(mode, lm.device)
-    if key == "fp32":
-        model = lm.model
+    if key == "fp32" and next(lm.model.parameters()).dtype == torch.float32:
+        model = lm.model  # the shared model itself: no copy
     else:
         yield BuildProgress(0, 1, f"{mode.label}: copying the float32 model ({fp32_bytes / 1e6:.0f} MB)")
         model = copy.deepcopy(lm.model)

@@ -17,7 +17,8 @@ from inference.config import Settings
 from inference.errors import check_range
 from inference.quality import (compare_mode, load_perplexity_text, measure_read_bandwidth,
                                reference_run)
-from inference.quant_modes import DEFAULT_MODES, HEAD_TREATMENT, MODES, build_steps, get_mode
+from inference.quant_modes import (DEFAULT_MODES, HEAD_TREATMENT, MODES, build_mode, build_steps,
+                                   get_mode)
 from inference.tokens import prompt_ids
 from visualizations import quant_charts as charts
 from visualizations.style import machine_caption
@@ -95,16 +96,18 @@ def compare_frames(lm, settings: Settings, shared, prompt: str, modes: list[str]
                 charts.side_by_side_html(reports), closing_note(lm, reports, bandwidth))
 
     yield (f"⏳ float32 reference: greedy answer of {n} tokens…",) + (gr.skip(),) * 5
+    fp32 = build_mode(lm, "fp32", shared).model  # the baseline (lm.model itself on a CPU)
     if prompt == DEFAULT_PROMPT:  # shared by every visitor; other prompts are not kept
         ref = shared.get_or_compute(("quant-reference", str(device), tuple(ids), n),
-                                    lambda: reference_run(lm.model, ids, n, device))
+                                    lambda: reference_run(fp32, ids, n, device))
     else:
-        ref = reference_run(lm.model, ids, n, device)
+        ref = reference_run(fp32, ids, n, device)
     for i, key in enumerate(keys):
-        built = None
+        built, shown = None, 0.0
         for step in build_steps(lm, key, shared):
             built = step.built
-            if built is None:
+            if built is None and time.perf_counter() - shown > 0.5:  # at most 2 updates/s
+                shown = time.perf_counter()
                 yield (f"⏳ [{i + 1}/{len(keys)}] building {step.message} "
                        f"({step.done}/{step.total})",) + (gr.skip(),) * 5
         yield (f"⏳ [{i + 1}/{len(keys)}] measuring {built.mode.label}…",) + (gr.skip(),) * 5
