@@ -54,8 +54,9 @@ def test_bars_show_size_speed_agreement_perplexity(reports):
 def test_table_rows(reports):
     headers, rows = charts.mode_table(reports)
     assert len(rows) == 2 and len(rows[0]) == len(headers)
-    assert rows[1][:3] == ["int8", 125.0, 0.25] and rows[1][6] == 97.0
-    assert rows[1][7] == "100 (50 positions)" and rows[1][-1] == "dense matmul"
+    assert rows[1][:3] == ["int8", 125.0, 0.25] and rows[1][7] == 97.0
+    assert rows[1][5] == "0.50 (400 tok)"
+    assert rows[1][8] == "100 (50 positions)" and rows[1][-1] == "dense matmul"
 
 
 def test_side_by_side_highlights_only_differing_tokens(reports):

@@ -75,9 +75,11 @@ def mode_bars_figure(reports, caption: str = "") -> go.Figure:
 def mode_table(reports) -> tuple[list[str], list[list]]:
     """(headers, rows) for a table of every measured number per mode."""
     headers = ["mode", "weights (MB)", "× fp32", "read per token (MB)", "prefill (ms)",
+               "long prefill (s)",
                "decode (tok/s)", "top-1 agree (%)", "agree where fp32 decided (%)", "KL (nats)", "perplexity", "kernel"]
     rows = [[r.key, round(r.weight_bytes / MB, 1), round(r.ratio_to_fp32, 3),
              round(r.bytes_per_token / MB, 1), round(r.prefill_seconds * 1000),
+             f"{r.text_prefill_seconds:.2f} ({r.text_tokens} tok)",
              round(r.decode_tokens_per_s, 1), round(100 * r.top1_agreement, 1),
              f"{100 * r.top1_decided:.0f} ({r.decided_positions} positions)",
              round(r.kl_mean, 4), round(r.perplexity, 2), r.kernel] for r in reports]
