@@ -12,8 +12,8 @@ import gradio as gr
 from inference.config import Settings
 from inference.loading import load_model
 from inference.shared_results import SharedResults
-from lessons import (batching_panel, chat_panel, decode_panel, kv_cache_panel, prefill_panel,
-                     quantization_panel, tokens_panel)
+from lessons import (batching_panel, chat_panel, decode_panel, kv_cache_panel, performance_panel,
+                     prefill_panel, quantization_panel, tokens_panel)
 from lessons.lesson_text import lesson_text
 from visualizations.model_card import model_card_html
 
@@ -43,6 +43,8 @@ with gr.Blocks(title="LLM Inference, Step by Step") as demo:
             batching_panel.build(LM, SETTINGS, SHARED)
         with gr.Tab("6 · Quantization", id="quantization"):
             quantization_panel.build(LM, SETTINGS, SHARED)
+        with gr.Tab("This machine", id="machine"):
+            performance_panel.build(LM, SETTINGS, SHARED)
 
 demo.queue(max_size=64, default_concurrency_limit=2)
 

@@ -26,7 +26,8 @@ from .engine import decode_step, prefill
 from .errors import EmptyPromptError, check_range
 from .kv_cache import cache_tensor_bytes
 from .memory_guard import BatchMemoryPlan, largest_fitting_batch, model_shape, plan_batch
-from .timing import measure_bandwidth, stopwatch
+from .roofline import measure_read_bandwidth
+from .timing import stopwatch
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ class SweepUpdate:
     batch: int  # running now (0 when finished)
     step: int
     steps: int
-    bandwidth_gbs: float  # measured memory copy bandwidth (read + write counted)
+    bandwidth_gbs: float  # measured read bandwidth (sum of a large buffer)
     message: str
     finished: bool = False
 
@@ -96,7 +97,7 @@ def run_sweep(lm, prompt: list[int], max_batch: int = 32, decode_steps: int = 12
     plans = tuple(plan_batch(shape, b, len(prompt), decode_steps + 1, budget_bytes) for b in sizes)
     cap = largest_fitting_batch(shape, sizes, len(prompt), decode_steps + 1, budget_bytes)
     device = lm.device
-    bandwidth = measure_bandwidth(device, megabytes=128, repeats=3)
+    bandwidth = measure_read_bandwidth(device, megabytes=128, repeats=3)
     points: list[SweepPoint] = []
     for b in [s for s in sizes if s <= cap]:
         ids = torch.tensor([prompt] * b, device=device)  # [B, S]

@@ -158,19 +158,3 @@ def compare_mode(built, tokenizer, reference: Reference, text_ids: list[int],
         text_prefill_seconds=text_seconds, token_ids=own.token_ids,
         pieces=tuple(tokenizer.decode([i]) for i in own.token_ids),
         top1_agreement=top1, top1_decided=decided, decided_positions=n_decided, kl_mean=kl, perplexity=ppl)
-
-
-def measure_read_bandwidth(device: torch.device, megabytes: int = 128, repeats: int = 5) -> float:
-    """Read-only memory bandwidth in GB/s: bytes of a large float32 tensor / seconds to sum it.
-
-    Decode reads weights and writes almost nothing, so a read-only sum is the closer model
-    than a copy. Median of `repeats` runs after one warm-up."""
-    x = torch.ones(megabytes * 1024 * 1024 // 4, dtype=torch.float32, device=device)
-    x.sum()  # warm-up: touch the pages
-    times = []
-    for _ in range(repeats):
-        with stopwatch(device) as t:
-            x.sum()
-        times.append(t[0])
-    times.sort()
-    return x.numel() * 4 / times[len(times) // 2] / 1e9

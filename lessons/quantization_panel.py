@@ -15,7 +15,8 @@ import gradio as gr
 
 from inference.config import Settings
 from inference.errors import check_range
-from inference.quality import (compare_mode, load_perplexity_text, measure_read_bandwidth,
+from inference.roofline import measure_read_bandwidth
+from inference.quality import (compare_mode, load_perplexity_text,
                                reference_run)
 from inference.quant_modes import (DEFAULT_MODES, HEAD_TREATMENT, MODES, build_mode, build_steps,
                                    get_mode)

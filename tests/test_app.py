@@ -7,7 +7,7 @@ def test_app_builds_with_all_tabs():
 
     assert isinstance(app.demo, gr.Blocks)
     tabs = [b.label for b in app.demo.blocks.values() if isinstance(b, gr.Tab)]
-    for name in ["Start here", "Try it", "1 · Tokens", "2 · Prefill", "3 · Decode", "4 · KV cache",
+    for name in ["Start here", "Try it", "1 · Tokens", "2 · Prefill", "3 · Decode", "4 · KV cache", "This machine",
                  "5 · Batching", "6 · Quantization"]:
         assert name in tabs
     opts = app.launch_options()

@@ -115,3 +115,14 @@ def test_stop_is_final_for_queued_play_ticks(lm):
 def test_cost_estimate_refuses_huge_text(tok):
     with pytest.raises(InferenceInputError, match="characters"):
         tokens_panel.cost_md(tok, "x" * 30_000, 10, 1.0, 1.0, max_chars=20_000)
+
+
+def test_roofline_panel_measures_and_explains(lm):
+    from lessons import performance_panel
+
+    r = performance_panel.measure_roofline(lm, new_tokens=6)
+    assert r.bandwidth_gbs > 0 and r.measured_tokens_per_s > 0
+    assert r.bytes_per_token > lm.info.weight_bytes  # weights plus the cache
+    assert abs(r.ceiling_tokens_per_s - r.bandwidth_gbs * 1e9 / r.bytes_per_token) < 1e-9
+    md = performance_panel.roofline_markdown(r, lm.info)
+    assert f"{r.fraction:.0%}" in md and "theoretical" in md and "measured" in md
