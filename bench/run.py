@@ -1,0 +1,202 @@
+"""`make bench`: every lesson's headline figure, measured side by side in one run.
+
+Prints a table and writes bench/results.json. Figures are medians of repeated runs after a
+warm-up, device synced before each clock read; compared things are measured in the same run.
+Run: `.venv/bin/python -m bench.run` (or `make bench`). Takes a few minutes on 2 cores.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from bench import measure, serving  # noqa: E402
+from inference.loading import load_model  # noqa: E402
+from inference.roofline import Roofline, measure_read_bandwidth  # noqa: E402
+from inference.shared_results import SharedResults  # noqa: E402
+from inference.timing import measure_bandwidth  # noqa: E402
+from inference.tokens import prompt_ids  # noqa: E402
+
+PROMPT = "Write a long story about a lighthouse keeper who finds a message in a bottle."
+KV_PROMPT = "Explain why the sky is blue, in detail, for a curious student."
+QUANT_MODES = ("fp32", "fp16", "bf16", "int8", "int4-g32")
+TARGETS = {  # issue 7's targets for a 2-core CPU
+    "decode.engine_vs_generate": (">=", 0.95),
+    "decode.fraction_of_roofline": (">=", 0.6),
+    "kv_cache.speedup": (">=", 3),
+    "batching.throughput_ratio_max_vs_1": (">=", 8),
+    "quantization.int8.ratio_to_fp32": ("<=", 0.3),
+    "quantization.int8.top1_agreement": (">=", 0.95),
+    "startup.warm_seconds": ("<=", 10),
+    "ui.client_vs_engine": (">=", 0.8),
+}
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "cpu"
+
+
+def section(name: str):
+    print(f"\n== {name} ({time.strftime('%H:%M:%S')})", flush=True)
+
+
+def machine_and_model(lm) -> tuple[dict, dict]:
+    dev = lm.device
+    return ({"device": lm.info.device if dev.type == "cuda" else f"cpu ({cpu_name()})",
+             "dtype": lm.info.dtype, "threads": torch.get_num_threads(),
+             "torch": torch.__version__,
+             "bandwidth_read_gbs": measure_read_bandwidth(dev),
+             "bandwidth_copy_gbs": measure_bandwidth(dev),
+             "bandwidth_method": "read: sum of a 512 MB float32 buffer (bytes read / s); "
+                                 "copy: 256 MB copy, read + write bytes counted"},
+            {"name": lm.info.name, "source": lm.info.source, "parameters": lm.info.parameters,
+             "weight_bytes": lm.info.weight_bytes})
+
+
+def quantization(lm, ids: list[int], new_tokens: int = 32) -> dict:
+    from inference.quality import compare_mode, load_perplexity_text, reference_run
+    from inference.quant_modes import build_mode
+
+    shared = SharedResults()
+    fp32 = build_mode(lm, "fp32", shared)
+    ref = reference_run(fp32.model, ids, new_tokens, lm.device)
+    text_ids = lm.tokenizer(load_perplexity_text(), add_special_tokens=False)["input_ids"]
+    out = {}
+    for key in QUANT_MODES:
+        built = build_mode(lm, key, shared)
+        r = compare_mode(built, lm.tokenizer, ref, text_ids, lm.device)
+        out[key] = {"weight_bytes": r.weight_bytes, "ratio_to_fp32": r.ratio_to_fp32,
+                    "kernel": r.kernel, "decode_tokens_per_s": r.decode_tokens_per_s,
+                    "prefill_seconds": r.prefill_seconds, "top1_agreement": r.top1_agreement,
+                    "top1_agreement_decided": r.top1_decided, "kl": r.kl_mean,
+                    "perplexity": r.perplexity}
+        print(f"  {key:9s} {r.weight_bytes / 1e6:7.1f} MB  {r.decode_tokens_per_s:6.1f} tok/s  "
+              f"agree {r.top1_agreement:.0%}  KL {r.kl_mean:.4f}", flush=True)
+    return out
+
+
+def schedulers(lm) -> dict:
+    from inference.schedulers import run_schedule, serve_continuous, serve_static
+    from inference.workload import DEFAULT_PRESET, preset_trace
+
+    trace = preset_trace(lm.tokenizer, DEFAULT_PRESET)
+    res = {"trace": DEFAULT_PRESET, "max_batch": 4, "static_fill_wait_s": 1.0}
+    for name, events in (("static", serve_static(lm, trace, 4, 1.0)),
+                         ("continuous", serve_continuous(lm, trace, 4))):
+        s = run_schedule(events).summary
+        res[name] = {"throughput_tokens_per_s": s.throughput, "mean_latency_s": s.mean_latency,
+                     "p95_latency_s": s.p95_latency, "mean_ttft_s": s.mean_ttft,
+                     "forward_passes": s.forward_passes, "wasted_row_steps": s.wasted_row_steps}
+    res["continuous_vs_static_throughput"] = (res["continuous"]["throughput_tokens_per_s"]
+                                              / res["static"]["throughput_tokens_per_s"])
+    return res
+
+
+def lookup(results: dict, dotted: str):
+    cur = results
+    for part in dotted.split("."):
+        cur = cur.get(part) if isinstance(cur, dict) else None
+    return cur
+
+
+def main() -> dict:
+    t0 = time.perf_counter()
+    lm = load_model()
+    ids = prompt_ids(lm.tokenizer, PROMPT)
+    results: dict = {"when": time.strftime("%Y-%m-%d %H:%M:%S")}
+
+    section("machine")
+    results["machine"], results["model"] = machine_and_model(lm)
+    print(json.dumps(results["machine"], indent=1))
+
+    section("decode: engine vs model.generate(), batch 1")
+    dec = measure.decode_comparison(lm, ids)
+    kv_bytes = lm.info.layers * 2 * lm.info.kv_heads * lm.info.head_dim * 4 * (len(ids) + 24)
+    roof = Roofline(results["machine"]["bandwidth_read_gbs"], lm.info.weight_bytes + kv_bytes,
+                    dec["engine_tokens_per_s"])
+    dec.update(roofline_tokens_per_s=roof.ceiling_tokens_per_s, fraction_of_roofline=roof.fraction,
+               bytes_read_per_token=roof.bytes_per_token)
+    results["decode"] = dec
+    print({k: v for k, v in dec.items() if not k.endswith("runs")})
+
+    section("prefill")
+    results["prefill"] = measure.prefill_lengths(lm)
+    print(results["prefill"])
+
+    section("KV cache: with vs without")
+    results["kv_cache"] = measure.kv_cache_race(lm, prompt_ids(lm.tokenizer, KV_PROMPT))
+    print(results["kv_cache"])
+
+    section("batching: static decode sweep")
+    results["batching"] = measure.batch_sweep(lm, ids)
+    section("batching: static vs continuous on the default trace")
+    results["batching"]["schedulers"] = schedulers(lm)
+    print(results["batching"])
+
+    section("quantization")
+    results["quantization"] = quantization(lm, prompt_ids(lm.tokenizer, KV_PROMPT))
+
+    section("startup (cold: empty weight cache; warm: cache present)")
+    results["startup"] = serving.startup_seconds()
+    print(results["startup"])
+
+    section("ui: streaming client vs engine")
+    proc, url, _ = serving.start_app({})
+    try:
+        chat_prompt_text, n = PROMPT, 48
+        engine = measure.engine_decode_rate(lm, ids, n)
+        client = serving.client_stream_rate(url, chat_prompt_text, n, "/chat")
+        engine2 = measure.engine_decode_rate(lm, ids, n)
+    finally:
+        serving.stop_app(proc)
+    eng = (engine + engine2) / 2
+    results["ui"] = {"engine_tokens_per_s": eng, "client_tokens_per_s": client,
+                     "client_vs_engine": client / eng}
+    print(results["ui"])
+
+    results["targets"] = {}
+    for key, (op, goal) in TARGETS.items():
+        v = lookup(results, key)
+        ok = v is not None and (v >= goal if op == ">=" else v <= goal)
+        results["targets"][key] = {"value": v, "target": f"{op} {goal}", "met": ok}
+    results["bench_seconds"] = time.perf_counter() - t0
+    return results
+
+
+def print_table(r: dict) -> None:
+    print("\n" + "=" * 72)
+    print(f"{'figure':44s} {'value':>12s}  target")
+    for key, t in r["targets"].items():
+        v = t["value"]
+        shown = f"{v:.3f}" if isinstance(v, float) else str(v)
+        print(f"{key:44s} {shown:>12s}  {t['target']:8s} {'met' if t['met'] else 'MISSED'}")
+    print("-" * 72)
+    d = r["decode"]
+    print(f"decode: engine {d['engine_tokens_per_s']:.1f} tok/s, generate {d['generate_tokens_per_s']:.1f}, "
+          f"roofline {d['roofline_tokens_per_s']:.1f} (read bw {r['machine']['bandwidth_read_gbs']:.1f} GB/s)")
+    for b in r["batching"]["sizes"]:
+        print(f"batch {b['batch']:3d}: {b['step_seconds'] * 1000:7.1f} ms/step  {b['tokens_per_s']:7.1f} tok/s")
+    print(f"total bench time {r['bench_seconds']:.0f} s")
+
+
+if __name__ == "__main__":
+    res = main()
+    os.makedirs(os.path.join(ROOT, "bench"), exist_ok=True)
+    with open(os.path.join(ROOT, "bench", "results.json"), "w") as f:
+        json.dump(res, f, indent=2)
+    print_table(res)
+    print("\nwrote bench/results.json")
