@@ -88,13 +88,45 @@ def fill_text(page, elem_id: str, text: str) -> None:
     box.blur()
 
 
+def tab_panel(page, elem_id: str):
+    """The innermost tab panel holding #elem_id (sub-tabs inside a lesson have their own)."""
+    return page.locator(f"#{elem_id}").locator("xpath=ancestor::div[@role='tabpanel'][1]")
+
+
 def set_slider(page, near_elem_id: str, label: str, value: float) -> None:
     """Set the slider labelled `label` in the same tab as `near_elem_id`, via its number box."""
-    panel = page.locator(f"#{near_elem_id}").locator("xpath=ancestor::div[@role='tabpanel']")
-    box = panel.get_by_label(f"number input for {label}", exact=True)
+    box = tab_panel(page, near_elem_id).get_by_label(f"number input for {label}", exact=True)
     box.fill(str(value))
     box.press("Enter")
     box.blur()
+
+
+def set_number(page, elem_id: str, value: float) -> None:
+    """Type a value into the gr.Number with this elem_id and commit it (Enter, then blur)."""
+    box = page.locator(f"#{elem_id} input")
+    box.fill(str(value))
+    box.press("Enter")
+    box.blur()
+
+
+def choose_option(page, elem_id: str, option: str) -> None:
+    """Pick `option` in the gr.Dropdown with this elem_id, as a visitor would: open, click."""
+    page.locator(f"#{elem_id} input").click()
+    page.get_by_role("option", name=option, exact=True).click()
+
+
+def table_rows(page, elem_id: str) -> list[dict[str, str]]:
+    """The rows of the first table inside #elem_id (a rendered markdown table), keyed by header."""
+    return page.evaluate(
+        """id => { const t = document.querySelector('#' + id + ' table');
+                   if (!t) return [];
+                   const heads = Array.from(t.querySelectorAll('thead th'))
+                     .map(h => h.innerText.trim());
+                   return Array.from(t.querySelectorAll('tbody tr')).map(tr => {
+                     const row = {};
+                     Array.from(tr.children).forEach((td, i) => {
+                       row[heads[i] || String(i)] = td.innerText.trim(); });
+                     return row; }); }""", elem_id)
 
 
 def text_of(page, elem_id: str) -> str:
