@@ -71,7 +71,11 @@ def play_tick(lm, settings: Settings, gen: Generation | None, prompt: str, max_n
     A tick that was already queued when the learner pressed Stop does nothing."""
     if gen is not None and gen.stopped:
         return gen, True
+    before = len(gen.events) if gen is not None else 0
     gen = step(lm, settings, gen, prompt, max_new, sampling)
+    if gen.stopped:  # Stop was pressed while this step ran: the step does not count
+        del gen.events[before:], gen.generated[before:]
+        return gen, True
     return gen, gen.finished is not None
 
 

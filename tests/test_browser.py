@@ -249,9 +249,6 @@ def stop_mid_step(page) -> tuple[int, int]:
     return int(number(r"Tokens:\s*(\d+)", shown)), decode_tokens(page)
 
 
-@pytest.mark.xfail(strict=True, reason="lessons/decode_panel.py play_tick: a Play tick whose step "
-                   "is already running when Stop is pressed still appends its token after Stop "
-                   "(reported to the lead)")
 def test_lesson_3_stop_is_final_for_the_step_in_flight(visitor):
     page, watch = visitor
     open_tab(page, "3 · Decode")

@@ -126,3 +126,17 @@ def test_roofline_panel_measures_and_explains(lm):
     assert abs(r.ceiling_tokens_per_s - r.bandwidth_gbs * 1e9 / r.bytes_per_token) < 1e-9
     md = performance_panel.roofline_markdown(r, lm.info)
     assert f"{r.fraction:.0%}" in md and "theoretical" in md and "measured" in md
+
+
+def test_stop_during_a_running_step_discards_that_step(lm, monkeypatch):
+    gen, _ = decode_panel.play_tick(lm, SETTINGS, None, PROMPT, 10, GREEDY)
+    real_step = decode_panel.step
+
+    def step_while_stop_is_pressed(*args, **kwargs):
+        g = real_step(*args, **kwargs)
+        g.stopped = True  # Stop arrives while the forward pass runs
+        return g
+
+    monkeypatch.setattr(decode_panel, "step", step_while_stop_is_pressed)
+    after, done = decode_panel.play_tick(lm, SETTINGS, gen, PROMPT, 10, GREEDY)
+    assert done and len(after.events) == 1 and len(after.generated) == 1
