@@ -219,9 +219,9 @@ def build(lm, settings: Settings, shared=None) -> None:
                 s_btn = gr.Button("Run sweep", variant="primary", elem_id="batch-sweep-btn")
                 s_stop = gr.Button("Stop", variant="stop", elem_id="batch-sweep-stop")
             s_progress = gr.Markdown(elem_id="batch-sweep-progress")
-            s_thr = gr.Plot(charts.throughput_chart([]), elem_id="batch-sweep-throughput")
-            s_step = gr.Plot(charts.step_time_chart([], 0), elem_id="batch-sweep-steptime")
-            s_trade = gr.Plot(charts.tradeoff_chart([]), elem_id="batch-sweep-tradeoff")
+            s_thr = gr.Plot(charts.throughput_chart([]), elem_id="batch-sweep-throughput", label="Throughput vs batch size")
+            s_step = gr.Plot(charts.step_time_chart([], 0), elem_id="batch-sweep-steptime", label="Step time vs batch size")
+            s_trade = gr.Plot(charts.tradeoff_chart([]), elem_id="batch-sweep-tradeoff", label="Throughput vs latency")
             s_table = gr.Markdown(elem_id="batch-sweep-table")
         with gr.Tab("2 · Padding"):
             p_text = gr.Textbox(DEFAULT_PADDING, lines=4, label="Prompts in one batch (one per line, up to 8)",
@@ -229,7 +229,7 @@ def build(lm, settings: Settings, shared=None) -> None:
             p_btn = gr.Button("Show the padded batch", elem_id="batch-pad-btn")
             first_pad = padding_view(lm, settings, DEFAULT_PADDING)  # tokenizer only: cheap
             p_md = gr.Markdown(first_pad[1], elem_id="batch-pad-text")
-            p_plot = gr.Plot(first_pad[0], elem_id="batch-pad-plot")
+            p_plot = gr.Plot(first_pad[0], elem_id="batch-pad-plot", label="Padding")
         with gr.Tab("3 · Static vs continuous"):
             with gr.Row():
                 c_work = gr.Dropdown(list(PRESETS) + [RANDOM], value=list(PRESETS)[0], label="Workload",
@@ -244,9 +244,9 @@ def build(lm, settings: Settings, shared=None) -> None:
                 c_btn = gr.Button("Serve the workload both ways", variant="primary", elem_id="batch-sched-btn")
                 c_stop = gr.Button("Stop", variant="stop", elem_id="batch-sched-stop")
             c_progress = gr.Markdown(VIRTUAL_CLOCK, elem_id="batch-sched-progress")
-            c_static = gr.Plot(charts.gantt_chart(None, ""), elem_id="batch-sched-static")
-            c_cont = gr.Plot(charts.gantt_chart(None, ""), elem_id="batch-sched-continuous")
-            c_summary = gr.Plot(charts.scheduler_summary_chart([]), elem_id="batch-sched-summary")
+            c_static = gr.Plot(charts.gantt_chart(None, ""), elem_id="batch-sched-static", label="Static batching timeline")
+            c_cont = gr.Plot(charts.gantt_chart(None, ""), elem_id="batch-sched-continuous", label="Continuous batching timeline")
+            c_summary = gr.Plot(charts.scheduler_summary_chart([]), elem_id="batch-sched-summary", label="Static vs continuous")
             c_table = gr.Markdown(elem_id="batch-sched-table")
         with gr.Tab("4 · Cost per request"):
             with gr.Row():
@@ -256,7 +256,7 @@ def build(lm, settings: Settings, shared=None) -> None:
                 k_out = gr.Number(300, precision=0, label="Output tokens per conversation", minimum=1)
             k_md = gr.Markdown("Run the batch sweep first: costs come from its measured throughput.",
                                elem_id="batch-cost-table")
-            k_plot = gr.Plot(charts.cost_chart([], 0), elem_id="batch-cost-plot")
+            k_plot = gr.Plot(charts.cost_chart([], 0), elem_id="batch-cost-plot", label="Cost per million tokens")
     closing = gr.Markdown(closing_note(lm, None, None), elem_id="batch-closing")
 
     cost_inputs = [sweep_state, k_price, k_in, k_out]

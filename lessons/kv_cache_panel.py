@@ -208,9 +208,9 @@ def build(lm, settings: Settings, shared=None) -> None:
                                  value=2, label="Bytes per value")
             first = projection_view(lm, 1, 4096, 2)  # cheap formula: drawn at build time
             p_table = gr.Markdown(first[3], elem_id="kv-projection-table")
-            p_context_plot = gr.Plot(first[0], elem_id="kv-projection-context")
-            p_batch_plot = gr.Plot(first[1], elem_id="kv-projection-batch")
-            p_gqa = gr.Plot(first[2], elem_id="kv-projection-gqa")
+            p_context_plot = gr.Plot(first[0], elem_id="kv-projection-context", label="KV memory vs context length")
+            p_batch_plot = gr.Plot(first[1], elem_id="kv-projection-batch", label="KV memory vs batch size")
+            p_gqa = gr.Plot(first[2], elem_id="kv-projection-gqa", label="Grouped-query vs multi-head attention")
         with gr.Tab("4 · Prefix reuse"):
             x_system = gr.Textbox(DEFAULT_SYSTEM, label="Shared system prompt", lines=5,
                                   max_length=settings.max_prompt_chars, elem_id="kv-prefix-system")
@@ -222,7 +222,7 @@ def build(lm, settings: Settings, shared=None) -> None:
                 x_btn = gr.Button("Run both ways", variant="primary", elem_id="kv-prefix-btn")
                 x_stop = gr.Button("Stop", variant="stop", elem_id="kv-prefix-stop")
             x_text = gr.Markdown(elem_id="kv-prefix-text")
-            x_plot = gr.Plot(elem_id="kv-prefix-plot")
+            x_plot = gr.Plot(elem_id="kv-prefix-plot", label="Prefix reuse: time to first token")
         with gr.Tab("5 · What the cache is read for"):
             with gr.Row():
                 a_prompt = gr.Textbox(DEFAULT_PROMPT, label="Prompt", lines=2, scale=3,
@@ -233,15 +233,16 @@ def build(lm, settings: Settings, shared=None) -> None:
                 a_layer = gr.Slider(0, lm.info.layers - 1, value=0, step=1, label="Layer", elem_id="kv-attn-layer")
                 a_head = gr.Slider(0, lm.info.heads - 1, value=0, step=1, label="Query head",
                                    elem_id="kv-attn-head")
-            a_plot = gr.Plot(elem_id="kv-attn-plot")
+            a_plot = gr.Plot(elem_id="kv-attn-plot", label="Attention over the cache")
             a_state = gr.State(None)
 
     ev = g_btn.click(_guarded(lambda p, m: growth_frames(lm, settings, p, m)), [g_prompt, g_new],
-                     [g_grid, g_bytes, g_formula, g_text], concurrency_id="model", time_limit=180)
+                     [g_grid, g_bytes, g_formula, g_text], concurrency_id="model", time_limit=180,
+                     api_name="kv_growth")
     g_stop.click(None, None, None, cancels=[ev])
     ev = r_btn.click(_guarded(lambda p, n: race_frames(lm, settings, p, n)), [r_prompt, r_new],
                      [r_plot, r_summary, r_progress], concurrency_id="heavy", concurrency_limit=1,
-                     time_limit=300)
+                     time_limit=300, api_name="kv_race")
     r_stop.click(None, None, None, cancels=[ev])
     proj_inputs, proj_outputs = [p_batch, p_context, p_bpv], [p_context_plot, p_batch_plot, p_gqa, p_table]
     project = _guarded(lambda b, c, v: projection_view(lm, b, c, v))
@@ -249,7 +250,7 @@ def build(lm, settings: Settings, shared=None) -> None:
         control.change(project, proj_inputs, proj_outputs)
     ev = x_btn.click(_guarded(lambda s, q, n: prefix_frames(lm, settings, s, q, n)),
                      [x_system, x_questions, x_new], [x_plot, x_text], concurrency_id="heavy",
-                     concurrency_limit=1, time_limit=240)
+                     concurrency_limit=1, time_limit=240, api_name="kv_prefix")
     x_stop.click(None, None, None, cancels=[ev])
 
     def show_attention(p, n, layer, head):
@@ -257,7 +258,7 @@ def build(lm, settings: Settings, shared=None) -> None:
         return view, attention_redraw(lm, view, layer, head)
 
     a_btn.click(_guarded(show_attention), [a_prompt, a_new, a_layer, a_head], [a_state, a_plot],
-                concurrency_id="model", time_limit=120)
+                concurrency_id="model", time_limit=120, api_name="kv_attention")
     redraw = _guarded(lambda v, l, h: attention_redraw(lm, v, l, h))
     a_layer.change(redraw, [a_state, a_layer, a_head], a_plot)
     a_head.change(redraw, [a_state, a_layer, a_head], a_plot)
