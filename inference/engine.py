@@ -4,8 +4,8 @@
   positions are computed in parallel, and their keys/values fill a fresh KV cache.
 - `decode_step` runs ONE new token through the model, reading the cache for everything
   before it, and appends its own keys/values.
-Both return the scores (logits) for the next position only. `model.generate()` does the
-same work; the tests check our tokens against it.
+Both return the scores (logits) for the next position only. Hugging Face's built-in
+generation loop does the same work; the tests check our tokens against it.
 """
 from __future__ import annotations
 

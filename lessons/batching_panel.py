@@ -27,7 +27,7 @@ from visualizations import batching_charts as charts
 from visualizations import batching_tables as tables
 from visualizations.style import machine_caption
 
-from .feedback import user_error
+from .feedback import guarded
 from .lesson_text import lesson_text
 
 SWEEP_PROMPT = "Explain why the sky is blue in two sentences."
@@ -186,20 +186,6 @@ def cost_view(lm, sweep: SweepUpdate | None, price: float, prompt_tokens: int, o
     return charts.cost_chart(costs, float(price), _caption(lm)), md
 
 
-def _guarded(fn):
-    """Wrap a handler so errors reach the learner as a clear message, never a stack trace."""
-    def run(*args):
-        try:
-            result = fn(*args)
-            if hasattr(result, "__next__"):
-                yield from result
-            else:
-                yield result
-        except Exception as exc:
-            raise user_error(exc) from exc
-    return run
-
-
 def build(lm, settings: Settings, shared=None) -> None:
     """Lay out Lesson 5 inside the caller's tab. `shared`: the app's SharedResults (or None)."""
     gr.Markdown(lesson_text("lesson5_batching.md"), elem_id="batch-lesson-text")
@@ -260,8 +246,8 @@ def build(lm, settings: Settings, shared=None) -> None:
     closing = gr.Markdown(closing_note(lm, None, None), elem_id="batch-closing")
 
     cost_inputs = [sweep_state, k_price, k_in, k_out]
-    cost = _guarded(lambda s, p, i, o: cost_view(lm, s, p, i, o))
-    ev = s_btn.click(_guarded(lambda m, n, b, c: sweep_frames(lm, settings, shared, m, n, b, c)),
+    cost = guarded(lambda s, p, i, o: cost_view(lm, s, p, i, o))
+    ev = s_btn.click(guarded(lambda m, n, b, c: sweep_frames(lm, settings, shared, m, n, b, c)),
                      [s_max, s_steps, s_budget, sched_state],
                      [s_progress, s_thr, s_step, s_trade, s_table, sweep_state, closing],
                      concurrency_id="heavy", concurrency_limit=1, time_limit=600, api_name="batch_sweep")
@@ -269,8 +255,8 @@ def build(lm, settings: Settings, shared=None) -> None:
     s_stop.click(None, None, None, cancels=[ev])
     for control in (k_price, k_in, k_out):
         control.change(cost, cost_inputs, [k_plot, k_md], api_visibility="undocumented")
-    p_btn.click(_guarded(lambda t: padding_view(lm, settings, t)), [p_text], [p_plot, p_md], api_name="batch_padding")
-    ev = c_btn.click(_guarded(lambda *a: schedule_frames(lm, settings, shared, *a)),
+    p_btn.click(guarded(lambda t: padding_view(lm, settings, t)), [p_text], [p_plot, p_md], api_name="batch_padding")
+    ev = c_btn.click(guarded(lambda *a: schedule_frames(lm, settings, shared, *a)),
                      [c_work, c_seed, c_n, c_rate, c_batch, c_wait, sweep_state],
                      [c_progress, c_static, c_cont, c_summary, c_table, sched_state, closing],
                      concurrency_id="heavy", concurrency_limit=1, time_limit=600, api_name="batch_schedulers")

@@ -12,3 +12,18 @@ def user_error(exc: Exception) -> gr.Error:
         return gr.Error(str(exc), print_exception=False)
     return gr.Error(f"Something went wrong ({type(exc).__name__}). Try again, or reset the lesson.",
                     print_exception=True)
+
+
+def guarded(fn):
+    """Wrap a handler (plain or generator) so any error reaches the learner as a clear
+    message, never a stack trace. The wrapped handler is always a generator."""
+    def run(*args):
+        try:
+            result = fn(*args)
+            if hasattr(result, "__next__"):
+                yield from result
+            else:
+                yield result
+        except Exception as exc:
+            raise user_error(exc) from exc
+    return run

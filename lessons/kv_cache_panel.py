@@ -24,7 +24,7 @@ from visualizations import kv_charts
 from visualizations.model_card import human_bytes
 from visualizations.style import empty_figure, machine_caption
 
-from .feedback import user_error
+from .feedback import guarded
 
 LESSON_TEXT = os.path.join(os.path.dirname(os.path.dirname(__file__)), "assets", "lesson4_kv_cache.md")
 RACE_MAX_PROMPT = 256  # the recompute lane pushes the whole sequence through every step
@@ -98,7 +98,7 @@ def projection_view(lm, batch: int, context: int, bytes_per_value: int) -> tuple
     mha = as_mha(mine)
     gqa_rows = [(f"{mine.name}: {mine.kv_heads} KV heads (GQA)", mine.bytes_per_token(bpv)),
                 (f"as MHA: {mha.kv_heads} KV heads", mha.bytes_per_token(bpv))]
-    lines = [f"| model | attention | KV heads / query heads | cache per token | weights | cache = weights at |",
+    lines = ["| model | attention | KV heads / query heads | cache per token | weights | cache = weights at |",
              "|---|---|---|---|---|---|"]
     for s in shapes:
         lines.append(f"| {s.name} | {s.attention} | {s.kv_heads} / {s.query_heads} | "
@@ -152,20 +152,6 @@ def attention_redraw(lm, view: AttentionView | None, layer: int, head: int):
     layer = min(max(int(layer), 0), view.layers - 1)
     head = min(max(int(head), 0), view.query_heads - 1)
     return kv_charts.attention_figure(view, layer, head, _caption(lm))
-
-
-def _guarded(fn):
-    """Wrap a handler so errors reach the learner as a clear message, never a stack trace."""
-    def run(*args):
-        try:
-            result = fn(*args)
-            if hasattr(result, "__next__"):
-                yield from result
-            else:
-                yield result
-        except Exception as exc:
-            raise user_error(exc) from exc
-    return run
 
 
 def build(lm, settings: Settings, shared=None) -> None:
@@ -236,19 +222,19 @@ def build(lm, settings: Settings, shared=None) -> None:
             a_plot = gr.Plot(elem_id="kv-attn-plot", label="Attention over the cache")
             a_state = gr.State(None)
 
-    ev = g_btn.click(_guarded(lambda p, m: growth_frames(lm, settings, p, m)), [g_prompt, g_new],
+    ev = g_btn.click(guarded(lambda p, m: growth_frames(lm, settings, p, m)), [g_prompt, g_new],
                      [g_grid, g_bytes, g_formula, g_text], concurrency_id="model", time_limit=180,
                      api_name="kv_growth")
     g_stop.click(None, None, None, cancels=[ev])
-    ev = r_btn.click(_guarded(lambda p, n: race_frames(lm, settings, p, n)), [r_prompt, r_new],
+    ev = r_btn.click(guarded(lambda p, n: race_frames(lm, settings, p, n)), [r_prompt, r_new],
                      [r_plot, r_summary, r_progress], concurrency_id="heavy", concurrency_limit=1,
                      time_limit=300, api_name="kv_race")
     r_stop.click(None, None, None, cancels=[ev])
     proj_inputs, proj_outputs = [p_batch, p_context, p_bpv], [p_context_plot, p_batch_plot, p_gqa, p_table]
-    project = _guarded(lambda b, c, v: projection_view(lm, b, c, v))
+    project = guarded(lambda b, c, v: projection_view(lm, b, c, v))
     for control in proj_inputs:
         control.change(project, proj_inputs, proj_outputs)
-    ev = x_btn.click(_guarded(lambda s, q, n: prefix_frames(lm, settings, s, q, n)),
+    ev = x_btn.click(guarded(lambda s, q, n: prefix_frames(lm, settings, s, q, n)),
                      [x_system, x_questions, x_new], [x_plot, x_text], concurrency_id="heavy",
                      concurrency_limit=1, time_limit=240, api_name="kv_prefix")
     x_stop.click(None, None, None, cancels=[ev])
@@ -257,8 +243,8 @@ def build(lm, settings: Settings, shared=None) -> None:
         view = attention_run(lm, settings, p, n)
         return view, attention_redraw(lm, view, layer, head)
 
-    a_btn.click(_guarded(show_attention), [a_prompt, a_new, a_layer, a_head], [a_state, a_plot],
+    a_btn.click(guarded(show_attention), [a_prompt, a_new, a_layer, a_head], [a_state, a_plot],
                 concurrency_id="model", time_limit=120, api_name="kv_attention")
-    redraw = _guarded(lambda v, l, h: attention_redraw(lm, v, l, h))
+    redraw = guarded(lambda v, l, h: attention_redraw(lm, v, l, h))
     a_layer.change(redraw, [a_state, a_layer, a_head], a_plot)
     a_head.change(redraw, [a_state, a_layer, a_head], a_plot)

@@ -195,3 +195,37 @@ def screenshot(page, name: str) -> Path:
     path = SCREENSHOTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+def number(pattern: str, text: str) -> float:
+    """The number captured by `pattern` in `text` (thousands separators allowed)."""
+    m = re.search(pattern, text)
+    assert m, f"{pattern!r} not found in {text!r}"
+    return float(m.group(1).replace(",", ""))
+
+
+def wait_stable(page, elem_id: str, quiet_s: float, timeout_s: float, seen: list | None = None
+                ) -> str:
+    """Wait until #elem_id's text stops changing for `quiet_s`; record each version seen."""
+    seen = [] if seen is None else seen
+    deadline, last, since = time.monotonic() + timeout_s, None, time.monotonic()
+    while time.monotonic() < deadline:
+        now = text_of(page, elem_id)
+        if now != last:
+            seen.append(now)
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet_s:
+            return now
+        time.sleep(0.2)
+    raise AssertionError(f"#{elem_id} kept changing for {timeout_s} s")
+
+
+def assert_clean(page, watch) -> None:
+    """No error toast on screen and nothing wrong in the browser console."""
+    assert toasts(page) == []
+    assert watch.problems == []
+
+
+def decode_tokens(page) -> int:
+    stats = text_of(page, "decode-stats")
+    return 0 if "No tokens yet" in stats else int(number(r"Tokens:\s*(\d+)", stats))

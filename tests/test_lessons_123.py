@@ -1,6 +1,5 @@
 """Lessons 1-3: the panels' handler functions on the real model."""
 import pytest
-import torch
 
 from inference.config import Settings
 from inference.errors import InferenceInputError

@@ -1,0 +1,240 @@
+"""Real-browser walk-throughs of lessons 4-6 (KV cache, batching, quantization); see
+tests/test_browser.py for how the walks work."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from e2e_browser import (assert_clean, choose_option, fill_text, number, open_tab, plot_points,
+                         plot_title, screenshot, set_number, set_slider, tab_panel, table_rows,
+                         text_of, wait_text_change, wait_until)
+
+
+def test_lesson_4_kv_cache(visitor):
+    page, watch = visitor
+    open_tab(page, "4 · KV cache")
+
+    # 1 · Watch it grow: a few tokens; the formula and the real tensors agree at every step.
+    set_slider(page, "kv-growth-btn", "New tokens", 4)
+    formulas: list[str] = []
+
+    def four_steps_drawn() -> bool:  # and remember every formula shown on the way
+        formulas.append(text_of(page, "kv-formula"))
+        return plot_points(page, "kv-growth-bytes") >= 8  # 2 traces x 4 steps
+
+    page.locator("#kv-growth-btn").click()
+    wait_until(lambda: "cache holds" in text_of(page, "kv-growth-text"), 60, "the first cache step")
+    wait_until(four_steps_drawn, 90, "4 steps of cache bytes")
+    text, formula = text_of(page, "kv-growth-text"), text_of(page, "kv-formula")
+    prompt_tokens = int(number(r"\((\d+) prompt \+", text))
+    assert number(r"cache holds (\d+) tokens", text) == prompt_tokens + 3  # lags the text by one
+    assert number(r"(\d+) generated", text) == 3
+    tokens = number(r"× ([\d,]+) tokens", formula)
+    per_value = number(r"× (\d) bytes", formula)
+    formula_bytes = number(r"= ([\d,]+) bytes", formula)
+    real_bytes = number(r"real tensors hold ([\d,]+) bytes", formula)
+    assert tokens == prompt_tokens + 3
+    assert formula_bytes == real_bytes == 2 * 30 * 3 * 64 * per_value * tokens
+    assert "equal" in formula
+    seen_bytes = {number(r"= ([\d,]+) bytes", f) for f in formulas if "= " in f}
+    assert len(seen_bytes) >= 2, f"the formula never changed while the cache grew: {formulas}"
+    assert plot_title(page, "kv-growth-bytes") == "Cache size grows by the same bytes with every token"
+    assert plot_title(page, "kv-growth-grid").startswith("The real KV cache: 30 layers")
+    screenshot(page, "lesson-4-kv-growth")
+
+    # 2 · Race: 4 tokens with and without the cache; same tokens, far more work without.
+    open_tab(page, "2 · Race: cache on vs off")
+    set_slider(page, "kv-race-btn", "New tokens", 4)
+    before = text_of(page, "kv-race-summary")
+    page.locator("#kv-race-btn").click()
+    wait_until(lambda: "Step 4 of 4" in text_of(page, "kv-race-progress"), 90, "the race to finish")
+    summary = wait_text_change(page, "kv-race-summary", before, timeout_s=10)
+    assert number(r"Measured over (\d+) new tokens", summary) == 4
+    assert number(r"with cache ([\d.]+) s", summary) > 0
+    assert number(r"recomputing ([\d.]+) s", summary) > 0
+    assert re.search(r"made it [\d.]+× faster|was slower this time \([\d.]+×\)", summary), summary
+    cached_work, recompute_work = (number(r"Work: ([\d,]+) vs", summary),
+                                   number(r"vs ([\d,]+) tokens through", summary))
+    assert recompute_work > 3 * cached_work
+    assert "the same greedy tokens in both lanes" in summary
+    wait_until(lambda: plot_points(page, "kv-race-plot") >= 16, 10, "the race chart")
+    assert plot_title(page, "kv-race-plot") == "Cache on vs off: time for each new token"
+    screenshot(page, "lesson-4-kv-race")
+
+    # 3 · Memory projection: switching bytes per value redraws charts and table (theoretical).
+    open_tab(page, "3 · Memory projection")
+    titles = [plot_title(page, "kv-projection-context"), plot_title(page, "kv-projection-batch")]
+    assert titles[0].startswith("KV cache vs context length (theoretical, 2 bytes per value")
+    assert titles[1].startswith("KV cache vs batch size (theoretical, 2 bytes per value")
+    assert plot_title(page, "kv-projection-gqa").startswith("Cache bytes per token: grouped-query")
+    table = text_of(page, "kv-projection-table")
+    tab_panel(page, "kv-projection-table").get_by_text("fp32 (4 bytes)", exact=True).click()
+    wait_until(lambda: "4 bytes per value" in (plot_title(page, "kv-projection-context") or ""),
+               30, "the projection to redraw for 4 bytes per value")
+    assert "4 bytes per value" in plot_title(page, "kv-projection-batch")
+    assert "4 bytes per value" in wait_text_change(page, "kv-projection-table", table, 30)
+    screenshot(page, "lesson-4-kv-projection")
+
+    # 4 · Prefix reuse: one question, a few answer tokens; TTFT both ways, same tokens.
+    open_tab(page, "4 · Prefix reuse")
+    fill_text(page, "kv-prefix-questions", "When does the museum close?")
+    set_slider(page, "kv-prefix-btn", "Answer tokens", 4)
+    page.locator("#kv-prefix-btn").click()
+    rows = wait_until(lambda: table_rows(page, "kv-prefix-text"), 90, "the prefix reuse table")
+    assert len(rows) == 1, rows
+    row = rows[0]
+    assert row["question"] == "When does the museum close?"
+    assert 0 < number(r"(\d+)", row["reused"]) < number(r"(\d+)", row["prompt tokens"])
+    assert number(r"([\d,]+) ms", row["TTFT full"]) > 0
+    assert number(r"([\d,]+) ms", row["TTFT reused"]) > 0
+    assert row["tokens"] == "✓ same"
+    assert row["answer"].strip("'\"")
+    head = text_of(page, "kv-prefix-text")
+    assert number(r"Shared prefix: (\d+) tokens", head) == number(r"(\d+)", row["reused"])
+    wait_until(lambda: plot_points(page, "kv-prefix-plot") == 2, 10, "the TTFT bars")
+    assert plot_title(page, "kv-prefix-plot").startswith("Time to first token, with and without")
+    screenshot(page, "lesson-4-kv-prefix")
+
+    # 5 · Attention: the newest token's weights; moving the sliders redraws layer and head.
+    open_tab(page, "5 · What the cache is read for")
+    set_slider(page, "kv-attn-btn", "New tokens first", 2)
+    page.locator("#kv-attn-btn").click()
+    wait_until(lambda: "layer 0, query head 0 (KV head 0)" in (plot_title(page, "kv-attn-plot") or ""),
+               60, "the attention chart")
+    set_slider(page, "kv-attn-btn", "Layer", 5)
+    set_slider(page, "kv-attn-btn", "Query head", 4)
+    wait_until(lambda: "layer 5, query head 4 (KV head 1)" in (plot_title(page, "kv-attn-plot") or ""),
+               30, "the chart to show layer 5, head 4 (3 query heads share each KV head)")
+    screenshot(page, "lesson-4-kv-attention")
+    assert_clean(page, watch)
+
+
+def test_lesson_5_batching(visitor):
+    page, watch = visitor
+    open_tab(page, "5 · Batching")
+
+    # 1 · Batch sweep: batch sizes 1, 2, 4 with a few timed steps each.
+    choose_option(page, "batch-sweep-max", "4")
+    set_slider(page, "batch-sweep-btn", "Timed decode steps per batch size", 4)
+    closing0 = text_of(page, "batch-closing")
+    page.locator("#batch-sweep-btn").click()
+    wait_until(lambda: "✅" in text_of(page, "batch-sweep-progress"), 120, "the sweep to finish")
+    progress = text_of(page, "batch-sweep-progress")
+    assert "3 batch sizes measured" in progress, progress
+    sweep = table_rows(page, "batch-sweep-table")
+    assert [r["batch"] for r in sweep] == ["1", "2", "4"], sweep
+    rates = [float(r["total tokens/s"]) for r in sweep]
+    assert all(r > 0 for r in rates)
+    for r in sweep:
+        assert number(r"([\d,]+) ms", r["step (median, measured)"]) > 0
+    assert "Why." in text_of(page, "batch-sweep-table")
+    wait_until(lambda: plot_points(page, "batch-sweep-throughput") == 9, 10, "the throughput chart")
+    assert plot_title(page, "batch-sweep-throughput") == "Decode throughput grows with batch size"
+    assert plot_title(page, "batch-sweep-steptime").startswith("One step serves the whole batch")
+    closing = wait_text_change(page, "batch-closing", closing0, 10)
+    assert number(r"([\d.]+) tokens/s at batch 1", closing) == rates[0]
+    assert number(r"([\d.]+) tokens/s at batch 4", closing) == rates[-1]
+    screenshot(page, "lesson-5-batch-sweep")
+
+    # 2 · Padding: a short and a long prompt; most of the short row is filler.
+    open_tab(page, "2 · Padding")
+    pad0 = text_of(page, "batch-pad-text")
+    fill_text(page, "batch-pad-prompts", "Hi\nPlease describe, in a few careful sentences, how a "
+              "river carves a canyon over millions of years.")
+    page.locator("#batch-pad-btn").click()
+    pad = wait_text_change(page, "batch-pad-text", pad0, 30)
+    assert "these 2 prompts" in pad
+    total, padded = number(r"computes (\d+) positions", pad), number(r"of which (\d+) are padding", pad)
+    assert total % 2 == 0 and 10 < padded < total / 2
+    wait_until(lambda: plot_title(page, "batch-pad-plot") ==
+               f"Padding: {padded:.0f} of {total:.0f} positions are filler ({padded / total:.0%})",
+               10, "the padding chart to redraw")
+    screenshot(page, "lesson-5-padding")
+
+    # 3 · Static vs continuous on a tiny seeded trace: 2 short requests, max batch 2.
+    open_tab(page, "3 · Static vs continuous")
+    choose_option(page, "batch-sched-workload", "Random (seeded)")
+    seed = tab_panel(page, "batch-sched-btn").get_by_label("Seed (random trace)", exact=True)
+    seed.fill("7")
+    seed.blur()
+    set_slider(page, "batch-sched-btn", "Requests (random trace)", 2)
+    set_slider(page, "batch-sched-btn", "Arrivals per second (random trace)", 8)
+    set_slider(page, "batch-sched-btn", "Max batch", 2)
+    set_slider(page, "batch-sched-btn", "Static: wait up to (s) for a batch to fill", 0)
+    page.locator("#batch-sched-btn").click()
+    wait_until(lambda: "✅" in text_of(page, "batch-sched-progress"), 120, "both schedulers to finish")
+    sched = table_rows(page, "batch-sched-table")
+    assert [r["scheduler"] for r in sched] == ["static", "continuous"], sched
+    for r in sched:
+        assert float(r["tokens/s"]) > 0
+        assert number(r"([\d.]+) s", r["mean latency"]) > 0
+        assert int(r["forward passes"]) >= 2
+    table = text_of(page, "batch-sched-table")
+    assert "from 2 requests" in table and "exactly the same tokens" in table, table
+    assert plot_title(page, "batch-sched-static") == "Static batching (max batch 2)"
+    assert plot_title(page, "batch-sched-continuous") == "Continuous batching (max batch 2)"
+    assert plot_title(page, "batch-sched-summary").startswith("Static vs continuous")
+    assert "Random (seeded), seed 7, 2 requests" in text_of(page, "batch-closing")
+    screenshot(page, "lesson-5-schedulers")
+
+    # 4 · Cost: filled from the sweep; ten times the price, ten times the cost.
+    open_tab(page, "4 · Cost per request")
+    costs = wait_until(lambda: table_rows(page, "batch-cost-table"), 10, "the cost table")
+    assert [r["batch"] for r in costs] == ["1", "2", "4"]
+    assert [float(r["output tokens/s (measured)"]) for r in costs] == rates
+    dollars = [number(r"\$([\d,.]+)", r["$ / M output"]) for r in costs]
+    # $ per million = price per hour / (tokens/s x 3,600) x 1,000,000, at the default $0.10/h
+    assert dollars == pytest.approx([0.10 / (r * 3600) * 1e6 for r in rates], rel=0.02)
+    before = text_of(page, "batch-cost-table")
+    set_number(page, "batch-cost-price", 1.0)
+    wait_text_change(page, "batch-cost-table", before, 30)
+    tenfold = [number(r"\$([\d,.]+)", r["$ / M output"]) for r in table_rows(page, "batch-cost-table")]
+    assert tenfold == pytest.approx([10 * d for d in dollars], rel=0.01)
+    assert plot_title(page, "batch-cost-plot") == "What a token costs at $1.00 per hour"
+    screenshot(page, "lesson-5-cost")
+    assert_clean(page, watch)
+
+
+def test_lesson_6_quantization(visitor):
+    page, watch = visitor
+    open_tab(page, "6 · Quantization")
+    modes = page.locator("#quant-modes")
+    for label in ["float16", "bfloat16", "int4 weight-only (groups of 32)"]:
+        modes.get_by_label(label, exact=True).uncheck()
+    modes.get_by_label("int8 weight-only (per-channel scales)", exact=True).check()
+    set_slider(page, "quant-run", "Greedy tokens to compare", 8)
+    assert plot_points(page, "quant-bars") == 0
+    page.locator("#quant-run").click()
+    wait_until(lambda: "✅" in text_of(page, "quant-progress"), 150, "int8 to be built and measured")
+    progress = text_of(page, "quant-progress")
+    assert "measured 2 modes" in progress and "8 greedy tokens" in progress, progress
+
+    rows = {r["mode"]: r for r in table_rows(page, "quant-table")}
+    assert list(rows) == ["fp32", "int8"], rows
+    fp32, int8 = rows["fp32"], rows["int8"]
+    assert float(fp32["× fp32"]) == 1.0
+    assert 0.2 < float(int8["× fp32"]) < 0.5  # 1 byte per weight plus scales, vs 4
+    assert float(int8["weights (MB)"]) == pytest.approx(float(fp32["weights (MB)"])
+                                                        * float(int8["× fp32"]), rel=0.01)
+    for r in (fp32, int8):
+        assert float(r["decode (tok/s)"]) > 0
+        assert float(r["prefill (ms)"]) > 0
+        assert 1 < float(r["perplexity"]) < 1000
+    assert float(fp32["top-1 agree (%)"]) == 100.0 and float(fp32["KL (nats)"]) == 0.0
+    assert 50 <= float(int8["top-1 agree (%)"]) <= 100
+    assert float(int8["KL (nats)"]) >= 0
+
+    texts = text_of(page, "quant-texts")
+    assert "fp32 (float32 (as loaded); identical to fp32)" in texts, texts
+    assert re.search(r"int8 \(int8 weight-only \(per-channel scales\); (identical to fp32|first "
+                     r"differs at token \d+ of 8)\)", texts), texts
+    assert page.locator("#quant-texts .q6-card").count() == 2
+    closing = text_of(page, "quant-closing")
+    assert number(r"int8: \d+ MB \([\d.]+× fp32\), decode ([\d.]+) tokens/s", closing) == \
+        pytest.approx(float(int8["decode (tok/s)"]), abs=0.06)
+    wait_until(lambda: plot_points(page, "quant-bars") > 0, 10, "the per-mode bars")
+    assert plot_title(page, "quant-roofline").startswith("Fewer bytes per token, faster decode")
+    assert plot_title(page, "quant-bars") == "Each precision mode: size, speed and quality"
+    screenshot(page, "lesson-6-quantization")
+    assert_clean(page, watch)
