@@ -76,4 +76,4 @@ def build(lm, settings: Settings, shared=None) -> None:
             raise user_error(exc) from exc
 
     run.click(on_run, None, [text, chart], concurrency_id="heavy", concurrency_limit=1,
-              api_name="roofline")
+              time_limit=120, api_name="roofline")
