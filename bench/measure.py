@@ -43,16 +43,23 @@ def generate_decode_rate(lm, ids: list[int], new_tokens: int) -> float:
     return (new_tokens - 1) / max(full[0] - one[0], 1e-9)
 
 
-def decode_comparison(lm, ids: list[int], new_tokens: int = 48, repeats: int = 3) -> dict:
+def decode_comparison(lm, ids: list[int], new_tokens: int = 32, repeats: int = 5) -> dict:
+    """Engine vs generate, run in alternating pairs; the ratio is the median of the pairs'
+    ratios, so a slow spell on a shared machine hits both sides of a pair alike."""
     engine_decode_rate(lm, ids, 4)  # warm-up
     generate_decode_rate(lm, ids, 4)
     eng, gen = [], []
-    for _ in range(repeats):  # interleaved
-        eng.append(engine_decode_rate(lm, ids, new_tokens))
-        gen.append(generate_decode_rate(lm, ids, new_tokens))
-    e, g = median(eng), median(gen)
-    return {"new_tokens": new_tokens, "engine_tokens_per_s": e, "generate_tokens_per_s": g,
-            "engine_vs_generate": e / g, "engine_runs": eng, "generate_runs": gen}
+    for i in range(repeats):  # interleaved, alternating which goes first
+        if i % 2:
+            gen.append(generate_decode_rate(lm, ids, new_tokens))
+            eng.append(engine_decode_rate(lm, ids, new_tokens))
+        else:
+            eng.append(engine_decode_rate(lm, ids, new_tokens))
+            gen.append(generate_decode_rate(lm, ids, new_tokens))
+    ratios = [e / g for e, g in zip(eng, gen)]
+    return {"new_tokens": new_tokens, "engine_tokens_per_s": median(eng),
+            "generate_tokens_per_s": median(gen), "engine_vs_generate": median(ratios),
+            "engine_runs": eng, "generate_runs": gen}
 
 
 def prefill_lengths(lm, lengths=(16, 64, 256, 1024)) -> list[dict]:

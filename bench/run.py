@@ -25,7 +25,8 @@ from inference.timing import measure_bandwidth  # noqa: E402
 from inference.tokens import prompt_ids  # noqa: E402
 
 PROMPT = "Write a long story about a lighthouse keeper who finds a message in a bottle."
-KV_PROMPT = "Explain why the sky is blue, in detail, for a curious student."
+KV_PROMPT = "Tell me a long story about a brave little robot."  # 41 tokens with the template
+QUALITY_PROMPT = "Explain why the sky is blue, in detail, for a curious student."
 QUANT_MODES = ("fp32", "fp16", "bf16", "int8", "int4-g32")
 TARGETS = {  # issue 7's targets for a 2-core CPU
     "decode.engine_vs_generate": (">=", 0.95),
@@ -148,7 +149,7 @@ def main() -> dict:
     print(results["batching"])
 
     section("quantization")
-    results["quantization"] = quantization(lm, prompt_ids(lm.tokenizer, KV_PROMPT))
+    results["quantization"] = quantization(lm, prompt_ids(lm.tokenizer, QUALITY_PROMPT))
 
     section("startup (cold: empty weight cache; warm: cache present)")
     results["startup"] = serving.startup_seconds()
