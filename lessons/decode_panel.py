@@ -28,7 +28,7 @@ def sampling_from(temperature, top_k, top_p, seed) -> SamplingSettings:
 
 def views(lm, gen: Generation | None, sampling: SamplingSettings, at_step: int | None = None):
     """Everything the panel shows for this state: (state, html, stats, candidates, timing,
-    branch-step slider update, branch-choice dropdown update)."""
+    branch-step slider update, branch-choice dropdown update, number of tokens shown)."""
     info = lm.info
     cap = machine_caption(info.device, info.dtype, info.threads)
     events = gen.events if gen else []
@@ -42,7 +42,17 @@ def views(lm, gen: Generation | None, sampling: SamplingSettings, at_step: int |
     return (gen, output_html(events), decode_stats_md(events, gen.finished if gen else None),
             cand, timing,
             gr.update(maximum=max(len(events) - 1, 1), value=max(at, 0), interactive=bool(events)),
-            gr.update(choices=choices, value=pick))
+            gr.update(choices=choices, value=pick), len(events))
+
+
+def stop(gen: Generation | None, tokens_shown: int | None) -> None:
+    """Stop for good, keeping exactly the tokens the learner saw when pressing Stop: a token
+    computed just before (its display still on the way) is dropped with the rest."""
+    if gen is None:
+        return
+    gen.stopped = True
+    if tokens_shown is not None and 0 <= int(tokens_shown) < len(gen.events):
+        del gen.events[int(tokens_shown):], gen.generated[int(tokens_shown):]
 
 
 def step(lm, settings: Settings, gen: Generation | None, prompt: str, max_new: int,
@@ -123,7 +133,8 @@ def build(lm, settings: Settings, shared=None) -> None:
         choice = gr.Dropdown([], label="…and continue with this candidate instead",
                              elem_id="decode-branch-choice")
         branch_btn = gr.Button("Branch here ↳", elem_id="decode-branch")
-    outs = [state, text, stats, cand_plot, timing_plot, at_step, choice]
+    shown = gr.Number(0, visible=False)  # tokens on the learner's screen, sent back with Stop
+    outs = [state, text, stats, cand_plot, timing_plot, at_step, choice, shown]
     controls = [step_btn, branch_btn, play_btn]
 
     def on_step(g, p, m, t, k, tp, s):
@@ -154,9 +165,8 @@ def build(lm, settings: Settings, shared=None) -> None:
     def on_pause():
         return (gr.Timer(active=False),) + tuple(gr.update(interactive=True) for _ in controls)
 
-    def on_stop(g, t, k, tp, s):
-        if g is not None:
-            g.stopped = True
+    def on_stop(g, shown, t, k, tp, s):
+        stop(g, shown)
         return on_pause() + views(lm, g, sampling_from(t, k, tp, s))
 
     def on_reset(t, k, tp, s):
@@ -188,7 +198,7 @@ def build(lm, settings: Settings, shared=None) -> None:
                trigger_mode="once", show_progress="hidden", api_name="decode_play_tick")
     play_btn.click(on_play, [state, speed], [timer] + controls + [state], api_name="decode_play")
     pause_btn.click(on_pause, None, [timer] + controls, api_name="decode_pause")
-    stop_btn.click(on_stop, [state] + samp, [timer] + controls + outs, api_name="decode_stop")
+    stop_btn.click(on_stop, [state, shown] + samp, [timer] + controls + outs, api_name="decode_stop")
     reset_btn.click(on_reset, samp, [timer] + controls + outs, api_name="decode_reset")
     for s in (temperature, top_k, top_p):
         s.release(on_sampling, [state] + samp, outs, show_progress="hidden",

@@ -179,7 +179,7 @@ def test_one_visitors_stop_and_reset_leave_another_alone(server):
                                            api_name="/decode_step")[1]) == n
     assert decode_tokens(bob.predict("Name a colour.", 20, 0, 0, 1, 0,
                                      api_name="/decode_step")[1]) == 1
-    bob.predict(0, 0, 1, 0, api_name="/decode_stop")
+    bob.predict(0, 0, 0, 1, 0, api_name="/decode_stop")  # (tokens shown, T, top-k, top-p, seed)
     bob.predict(0, 0, 1, 0, api_name="/decode_reset")
     stats = alice.predict("Name a fruit.", 20, 0, 0, 1, 0, api_name="/decode_step")[1]
     assert decode_tokens(stats) == 4 and "stopped" not in stats

@@ -139,3 +139,13 @@ def test_stop_during_a_running_step_discards_that_step(lm, monkeypatch):
     monkeypatch.setattr(decode_panel, "step", step_while_stop_is_pressed)
     after, done = decode_panel.play_tick(lm, SETTINGS, gen, PROMPT, 10, GREEDY)
     assert done and len(after.events) == 1 and len(after.generated) == 1
+
+
+def test_stop_keeps_exactly_the_tokens_on_screen(lm):
+    gen = None
+    for _ in range(4):
+        gen = decode_panel.step(lm, SETTINGS, gen, PROMPT, 10, GREEDY)
+    decode_panel.stop(gen, 3)  # the 4th token was computed but not yet drawn
+    assert gen.finished == "stopped by you" and len(gen.events) == 3 and len(gen.generated) == 3
+    decode_panel.stop(gen, 7)  # more than exist: nothing to drop
+    assert len(gen.events) == 3
