@@ -96,11 +96,12 @@ def next_token(lm, gen: Generation, force_token: int | None = None) -> StepEvent
     else:
         probs = shaped_probabilities(logits, gen.sampling)
         token, how = int(force_token), "your pick"
-    candidates = _candidates(lm.tokenizer, logits, probs, gen.top_k_shown)
+    raw = probs if gen.sampling.greedy else torch.softmax(logits.float(), -1)  # greedy: the same
+    candidates = _candidates(lm.tokenizer, raw, probs, gen.top_k_shown)
     sync(device)
     t2 = time.perf_counter()
 
-    before = lm.tokenizer.decode(gen.generated) if gen.generated else ""
+    before = gen.events[-1].text if gen.events else ""  # events and tokens stay in step
     gen.generated.append(token)
     text = lm.tokenizer.decode(gen.generated)
     piece = text[len(before):] if text.startswith(before) else text
@@ -117,9 +118,10 @@ def next_token(lm, gen: Generation, force_token: int | None = None) -> StepEvent
     return event
 
 
-def _candidates(tokenizer, logits: torch.Tensor, probs: torch.Tensor, k: int
+def _candidates(tokenizer, raw: torch.Tensor, probs: torch.Tensor, k: int
                 ) -> tuple[Candidate, ...]:
-    raw = torch.softmax(logits.float(), -1)
+    """The k likeliest tokens under the model's plain softmax `raw` [V], with their shaped
+    probabilities `probs` [V] beside them."""
     top = torch.topk(raw, k)
     return tuple(Candidate(token_id=int(i), piece=tokenizer.decode([int(i)]),
                            probability=float(probs[i]), raw_probability=float(p))

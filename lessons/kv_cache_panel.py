@@ -5,7 +5,6 @@ only lays out controls and wires them. Long runs stream progress and have a Stop
 """
 from __future__ import annotations
 
-import os
 from typing import Iterator
 
 import gradio as gr
@@ -25,8 +24,8 @@ from visualizations.model_card import human_bytes
 from visualizations.style import empty_figure, machine_caption
 
 from .feedback import guarded
+from .lesson_text import lesson_text
 
-LESSON_TEXT = os.path.join(os.path.dirname(os.path.dirname(__file__)), "assets", "lesson4_kv_cache.md")
 RACE_MAX_PROMPT = 256  # the recompute lane pushes the whole sequence through every step
 DEFAULT_PROMPT = "Explain why the sky is blue in two sentences."
 DEFAULT_SYSTEM = (
@@ -156,8 +155,7 @@ def attention_redraw(lm, view: AttentionView | None, layer: int, head: int):
 
 def build(lm, settings: Settings, shared=None) -> None:
     """Lay out Lesson 4 inside the caller's tab. `shared` is accepted for the common signature."""
-    with open(LESSON_TEXT, encoding="utf-8") as f:
-        gr.Markdown(f.read(), elem_id="kv-lesson-text")
+    gr.Markdown(lesson_text("lesson4_kv_cache.md"), elem_id="kv-lesson-text")
     with gr.Tabs():
         with gr.Tab("1 · Watch it grow"):
             with gr.Row():
