@@ -72,9 +72,12 @@ def run_sweep(lm, shared, lengths: list[int], max_sequential: int
                + ("" if last.sequential_measured else " (extrapolated)"))
     if shared is not None:
         shared.put(key, points)
-    ratio = points[-1].sequential_seconds / points[-1].parallel_seconds
+    measured = [p for p in points if p.sequential_measured]
+    last = measured[-1] if measured else points[-1]
+    ratio = last.sequential_seconds / last.parallel_seconds
+    how = "measured both ways" if last.sequential_measured else "one-at-a-time extrapolated"
     yield (prefill_sweep_figure(points, caption),
-           f"Done. At {points[-1].tokens} tokens, one pass is **{ratio:.0f}×** faster than "
+           f"Done. At {last.tokens} tokens ({how}), one pass is **{ratio:.0f}×** faster than "
            f"feeding the tokens one at a time.")
 
 
