@@ -15,7 +15,7 @@ from inference.batching import batch_generate
 from inference.engine import recompute_logits
 from inference.generation import stream
 from inference.kv_cache import kv_cache_bytes
-from inference.prefill_sweep import sweep_tokens, time_parallel
+from inference.experiments.prefill_sweep import sweep_tokens, time_parallel
 from inference.timing import stopwatch
 
 

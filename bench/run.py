@@ -19,8 +19,8 @@ sys.path.insert(0, ROOT)
 
 from bench import measure, serving  # noqa: E402
 from inference.loading import load_model  # noqa: E402
-from inference.roofline import Roofline, measure_read_bandwidth  # noqa: E402
-from inference.shared_results import SharedResults  # noqa: E402
+from inference.experiments.roofline import Roofline, measure_read_bandwidth  # noqa: E402
+from inference.experiments.shared_results import SharedResults  # noqa: E402
 from inference.timing import measure_bandwidth  # noqa: E402
 from inference.tokens import prompt_ids  # noqa: E402
 
@@ -69,7 +69,7 @@ def machine_and_model(lm) -> tuple[dict, dict]:
 
 
 def quantization(lm, ids: list[int], new_tokens: int = 32) -> dict:
-    from inference.quality import compare_mode, load_perplexity_text, reference_run
+    from inference.experiments.quality import compare_mode, load_perplexity_text, reference_run
     from inference.quant_modes import build_mode
 
     shared = SharedResults()
@@ -91,8 +91,8 @@ def quantization(lm, ids: list[int], new_tokens: int = 32) -> dict:
 
 
 def schedulers(lm) -> dict:
-    from inference.schedulers import run_schedule, serve_continuous, serve_static
-    from inference.workload import DEFAULT_PRESET, preset_trace
+    from inference.experiments.schedulers import run_schedule, serve_continuous, serve_static
+    from inference.experiments.workload import DEFAULT_PRESET, preset_trace
 
     trace = preset_trace(lm.tokenizer, DEFAULT_PRESET)
     res = {"trace": DEFAULT_PRESET, "max_batch": 4, "static_fill_wait_s": 1.0}

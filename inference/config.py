@@ -1,11 +1,42 @@
-"""One frozen place for the defaults and limits that the UI, the engine and the tests share.
+"""One frozen place for every default and limit the UI, the engine and the tests share.
 
-Change a limit here and every lesson, the API and the bad-input checks follow it.
+Each slider and number box is built from a `Range` here, and the engine checks the same
+`Range`, so a limit changed here changes the control, the server-side check and the bad-input
+tests together. `LIMITS` is the default `Settings`; only the model choice comes from the
+environment.
 """
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
+
+from .errors import check_range
+
+
+@dataclass(frozen=True)
+class Range:
+    """Allowed values of one setting: low..high inclusive, the default, the slider's step.
+
+    >>> Range(1, 8, 4).check("Batch size", 9)
+    Traceback (most recent call last):
+    inference.errors.SettingOutOfRangeError: Batch size must be between 1 and 8 (got 9).
+    """
+
+    low: float
+    high: float
+    default: float
+    step: float = 1
+
+    def check(self, name: str, value: float) -> None:
+        """Raise SettingOutOfRangeError (a learner-facing message) unless low <= value <= high."""
+        check_range(name, value, self.low, self.high)
+
+    def clamp(self, value: float) -> float:
+        return min(max(value, self.low), self.high)
+
+
+def _r(low: float, high: float, default: float, step: float = 1) -> Range:
+    return field(default=Range(low, high, default, step))
 
 
 @dataclass(frozen=True)
@@ -18,17 +49,63 @@ class Settings:
     hub_id: str = "HuggingFaceTB/SmolLM2-135M-Instruct"  # used where the package is absent
     model_override: str | None = None  # LLM_LAB_MODEL: a Hub id or a local folder
 
-    # Limits that keep one visitor from starving the others.
+    # Text a visitor types, anywhere in the app.
     max_prompt_chars: int = 20_000
     max_prompt_tokens: int = 4_096  # well under the model's 8,192-token context window
-    max_new_tokens: int = 512
-    default_new_tokens: int = 48
-    top_k_shown: int = 10
-    max_batch: int = 64
+    max_lines: int = 8  # prompts or questions typed one per line (padding, prefix reuse)
+    top_k_shown: int = 10  # candidates listed for every decoded token
+
+    # Generation (Try it, Decode, the API) and sampling.
+    new_tokens: Range = _r(1, 512, 48)
+    temperature: Range = _r(0, 2, 0, 0.05)
+    top_k: Range = _r(0, 200, 0)
+    top_p: Range = _r(0.05, 1, 1, 0.01)
+    seed: Range = _r(0, 2**31 - 1, 0)
+    play_interval_s: Range = _r(0.05, 2, 0.3, 0.05)
+
+    # Lesson 2: prefill sweep.
+    prefill_sweep_tokens: Range = _r(8, 256, 128, 8)
+
+    # Lesson 4: KV cache.
+    growth_new_tokens: Range = _r(1, 128, 32)
+    race_new_tokens: Range = _r(4, 128, 48)
+    race_max_prompt_tokens: int = 256  # the recompute lane re-reads the whole sequence each step
+    projection_batch: Range = _r(1, 256, 1)
+    projection_context: Range = _r(256, 131_072, 4_096, 256)
+    prefix_new_tokens: Range = _r(1, 64, 12)
+    attention_new_tokens: Range = _r(1, 64, 8)
+
+    # Lesson 5: batching.
+    batch: Range = _r(1, 64, 32)  # the batch sweep's largest batch (a dropdown of powers of 2)
+    sweep_decode_steps: Range = _r(4, 32, 12)
+    memory_budget_mb: Range = _r(50, 10_000_000, 0)  # 0 = half of the free memory
+    scheduler_batch: Range = _r(1, 16, 4)
+    fill_wait_s: Range = _r(0, 5, 1, 0.25)
+    trace_requests: Range = _r(2, 24, 10)
+    trace_rate_per_s: Range = _r(0.25, 8, 2, 0.25)
+    trace_new_tokens: Range = _r(1, 256, 32)  # output lengths of a request in a trace
+    price_per_hour: Range = _r(0, 1000, 0.10, 0.01)
+    conversation_prompt_tokens: Range = _r(0, 100_000, 200)
+    conversation_output_tokens: Range = _r(1, 100_000, 300)
+
+    # Lesson 1: token cost.
+    token_price_per_m: Range = _r(0, 1000, 0.50, 0.01)
+    cost_output_tokens: Range = _r(0, 100_000, 300)
+
+    # Lesson 6: quantization.
+    quant_new_tokens: Range = _r(8, 64, 32)
 
     @staticmethod
     def from_env() -> "Settings":
         return Settings(model_override=os.environ.get("LLM_LAB_MODEL") or None)
+
+    def ranges(self) -> dict[str, Range]:
+        """Every Range by field name (the test that walks the sliders reads this)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if isinstance(getattr(self, f.name), Range)}
+
+
+LIMITS = Settings()  # the defaults; immutable, read by engine checks that take no Settings
 
 
 def weight_cache_root() -> str:

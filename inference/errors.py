@@ -1,4 +1,8 @@
-"""Clear, specific errors for bad input. The UI shows their message as it is: no stack traces."""
+"""The project's typed errors. Each carries a message written for the learner: the UI shows it
+as it is (one wrapper in `lessons/feedback.py`), never a stack trace or a class name.
+
+Engine and experiments raise these; nothing below `lessons/` knows how they are displayed.
+"""
 
 
 class InferenceInputError(ValueError):
@@ -6,18 +10,28 @@ class InferenceInputError(ValueError):
 
 
 class EmptyPromptError(InferenceInputError):
-    pass
+    """No text (or nothing left after cleaning)."""
 
 
 class PromptTooLongError(InferenceInputError):
-    pass
+    """Over a character or token limit, or beyond the model's context window."""
 
 
 class SettingOutOfRangeError(InferenceInputError):
-    pass
+    """A number outside its `Range`, not a number at all, or a choice not offered."""
+
+
+class NotReadyError(InferenceInputError):
+    """The action needs an earlier one first (e.g. Branch before any token was generated)."""
+
+
+class GenerationFinishedError(InferenceInputError):
+    """A step was asked of a generation that has already ended."""
 
 
 def check_range(name: str, value: float, low: float, high: float) -> None:
     """Raise SettingOutOfRangeError unless low <= value <= high (and value is a real number)."""
-    if value is None or value != value or not (low <= value <= high):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise SettingOutOfRangeError(f"{name} must be a number between {low:g} and {high:g}.")
+    if value != value or not (low <= value <= high):
         raise SettingOutOfRangeError(f"{name} must be between {low:g} and {high:g} (got {value!r}).")

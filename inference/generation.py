@@ -18,8 +18,10 @@ from typing import Iterator
 import torch
 from transformers import DynamicCache
 
+from .config import LIMITS
 from .engine import forward
-from .errors import EmptyPromptError, PromptTooLongError, SettingOutOfRangeError, check_range
+from .errors import (EmptyPromptError, GenerationFinishedError, NotReadyError, PromptTooLongError,
+                     SettingOutOfRangeError, check_range)
 from .events import Candidate, StepEvent
 from .kv_cache import cache_tensor_bytes
 from .sampling import SamplingSettings, choose, make_generator, shaped_probabilities
@@ -52,33 +54,67 @@ class Generation:
             return "stopped by you"
         return self.events[-1].finished if self.events else None
 
+    def stop(self, keep: int | None = None) -> None:
+        """Stop for good. With `keep`, only the first `keep` tokens stay (e.g. those the learner
+        had on screen when pressing Stop; a token computed just before is dropped)."""
+        self.stopped = True
+        if keep is not None:
+            self.truncate(keep)
+
+    def truncate(self, keep: int) -> None:
+        """Forget every token after the first `keep` (events and tokens stay in step). The cache
+        may still hold them; `branch()` crops it before it is read again."""
+        keep = max(0, int(keep))
+        del self.events[keep:], self.generated[keep:]
+
+    def set_max_new_tokens(self, max_new_tokens: int, limit: int = LIMITS.new_tokens.high) -> None:
+        """Change the length limit mid-run; never below the tokens already made plus one."""
+        self.max_new_tokens = max(len(self.generated) + 1, min(int(max_new_tokens), limit))
+
+    def branch(self, step: int, token_id: int) -> None:
+        """Rewind to before output token `step` and make `token_id` the next pick.
+
+        The cache is cropped, not rebuilt: it keeps every position up to that step, minus the
+        one token that must be fed again to recompute the scores for the picked position."""
+        if not self.events:
+            raise NotReadyError("Generate a few tokens first, then branch from one of them.")
+        if not 0 <= step <= len(self.generated):
+            raise SettingOutOfRangeError(f"There is no step {step} to branch from.")
+        self.truncate(step)
+        keep = len(self.tokens) - 1
+        held = self.cache.get_seq_length() if self.cache is not None else 0
+        if held > keep:
+            self.cache.crop(keep - held)  # a negative count: drop that many newest positions
+        self.fed = min(self.fed, keep)
+        self.pending_force = int(token_id)
+        self.stopped = False
+
 
 def start(lm, prompt_ids: list[int], sampling: SamplingSettings | None = None,
-          max_new_tokens: int = 48, top_k_shown: int = 10, max_new_limit: int = 512
-          ) -> Generation:
+          max_new_tokens: int = LIMITS.new_tokens.default, top_k_shown: int = LIMITS.top_k_shown,
+          max_new_limit: int = LIMITS.new_tokens.high) -> Generation:
     """Check the request and set up its state. Nothing runs on the model yet."""
     sampling = sampling or SamplingSettings()
     if not prompt_ids:
         raise EmptyPromptError("The prompt is empty: type some text first.")
     if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool):
         raise SettingOutOfRangeError(f"Max new tokens must be a whole number (got {max_new_tokens!r}).")
-    check_range("Max new tokens", max_new_tokens, 1, max_new_limit)
+    check_range("Max new tokens", max_new_tokens, LIMITS.new_tokens.low, max_new_limit)
     window = lm.info.context_window
     if len(prompt_ids) + max_new_tokens > window:
         raise PromptTooLongError(
             f"The prompt ({len(prompt_ids):,} tokens) plus {max_new_tokens} new tokens exceeds "
             f"the model's context window of {window:,} tokens.")
-    stop = {lm.tokenizer.eos_token_id, getattr(lm.model.config, "eos_token_id", None)}
-    stop = frozenset(i for s in stop for i in (s if isinstance(s, list) else [s]) if i is not None)
     return Generation(prompt_ids=list(prompt_ids), sampling=sampling,
-                      max_new_tokens=max_new_tokens, stop_ids=stop, top_k_shown=top_k_shown,
+                      max_new_tokens=max_new_tokens, stop_ids=lm.stop_ids, top_k_shown=top_k_shown,
                       generator=make_generator(sampling, lm.device))
 
 
 def next_token(lm, gen: Generation, force_token: int | None = None) -> StepEvent:
     """Feed what the cache lacks, choose one token, return its event. The core of decoding."""
     if gen.finished:
-        raise RuntimeError(f"This generation has finished ({gen.finished}); start a new one.")
+        raise GenerationFinishedError(
+            f"This generation has finished ({gen.finished}); start a new one.")
     device = lm.device
     sync(device)
     t0 = time.perf_counter()
@@ -129,21 +165,9 @@ def _candidates(tokenizer, raw: torch.Tensor, probs: torch.Tensor, k: int
 
 
 def branch(gen: Generation, step: int, token_id: int) -> None:
-    """Rewind to before output token `step` and make `token_id` the next pick.
-
-    The cache is cropped, not rebuilt: it keeps every position up to that step, minus the
-    one token that must be fed again to recompute the scores for the picked position."""
-    if not 0 <= step <= len(gen.generated):
-        raise SettingOutOfRangeError(f"There is no step {step} to branch from.")
-    gen.generated = gen.generated[:step]
-    gen.events = gen.events[:step]
-    keep = len(gen.tokens) - 1
-    held = gen.cache.get_seq_length() if gen.cache is not None else 0
-    if held > keep:
-        gen.cache.crop(keep - held)  # a negative count: drop that many newest positions
-    gen.fed = min(gen.fed, keep)
-    gen.pending_force = token_id
-    gen.stopped = False
+    """Rewind `gen` to before output token `step` with `token_id` as the next pick
+    (see `Generation.branch`); `continue_branch` then takes that step."""
+    gen.branch(step, token_id)
 
 
 def continue_branch(lm, gen: Generation) -> StepEvent:
@@ -168,7 +192,7 @@ def set_sampling(lm, gen: Generation, sampling: SamplingSettings) -> None:
 
 
 def stream(lm, prompt_ids: list[int], sampling: SamplingSettings | None = None,
-           max_new_tokens: int = 48) -> Iterator[StepEvent]:
+           max_new_tokens: int = LIMITS.new_tokens.default) -> Iterator[StepEvent]:
     """Generate until end of turn or max tokens, yielding each token as it is chosen.
 
     Stop early by simply not asking for more (break out of the loop)."""

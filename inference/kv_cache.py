@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Iterator
-
 import torch
 from transformers import DynamicCache
 
@@ -97,32 +95,3 @@ def snapshot(cache) -> CacheSnapshot:
 def copy_cache(cache: DynamicCache) -> DynamicCache:
     """An independent copy: new requests extend the copy, the original stays as it was."""
     return copy.deepcopy(cache)
-
-
-@dataclass(frozen=True)
-class GrowthStep:
-    """One output token and the cache right after the step that chose it."""
-
-    index: int
-    piece: str
-    text: str
-    prompt_tokens: int
-    seconds: float
-    cache: CacheSnapshot
-    finished: str | None
-
-
-def watch_growth(lm, prompt_ids: list[int], max_new_tokens: int = 24,
-                 max_new_limit: int = 512) -> Iterator[GrowthStep]:
-    """Generate greedily and yield the real cache after every step (step 0: the prefill).
-
-    Note the cache lags the text by one token: the newest token's keys and values are
-    written by the NEXT forward pass, the one that reads it."""
-    from .generation import next_token, start  # here: generation itself imports this module
-
-    gen = start(lm, prompt_ids, max_new_tokens=max_new_tokens, max_new_limit=max_new_limit)
-    while not gen.finished:
-        ev = next_token(lm, gen)
-        yield GrowthStep(index=ev.index, piece=ev.piece, text=ev.text,
-                         prompt_tokens=len(prompt_ids), seconds=ev.seconds,
-                         cache=snapshot(gen.cache), finished=ev.finished)

@@ -59,6 +59,21 @@ class LoadedModel:
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.model.parameters()).dtype
+
+    @property
+    def bytes_per_value(self) -> int:
+        """Bytes of one weight or cache value in the loaded dtype (4 for float32, 2 for float16)."""
+        return torch.empty((), dtype=self.dtype).element_size()
+
+    @property
+    def stop_ids(self) -> frozenset[int]:
+        """Token ids that end a turn: the tokenizer's end token and the model config's."""
+        ids = {self.tokenizer.eos_token_id, getattr(self.model.config, "eos_token_id", None)}
+        return frozenset(i for s in ids for i in (s if isinstance(s, list) else [s]) if i is not None)
+
 
 def default_device() -> torch.device:
     return torch.device("cuda:0" if torch.cuda.is_available() else "cpu")

@@ -13,16 +13,16 @@ from typing import Iterator
 
 import gradio as gr
 
-from inference.batch_sweep import SweepUpdate, run_sweep, sweep_sizes
+from inference.experiments.batch_sweep import SweepUpdate, run_sweep, sweep_sizes
 from inference.batching import padding_waste
 from inference.config import Settings
 from inference.errors import check_range
-from inference.memory_guard import (check_batch_fits, largest_fitting_batch, memory_budget_bytes,
+from inference.experiments.memory_guard import (check_batch_fits, largest_fitting_batch, memory_budget_bytes,
                                     model_shape, plan_batch)
-from inference.schedulers import ScheduleResult, serve_continuous, serve_static
-from inference.serving_cost import serving_costs
+from inference.experiments.schedulers import ScheduleResult, serve_continuous, serve_static
+from inference.experiments.serving_cost import serving_costs
 from inference.tokens import prompt_ids
-from inference.workload import PRESETS, preset_trace, random_trace
+from inference.experiments.workload import PRESETS, preset_trace, random_trace
 from visualizations import batching_charts as charts
 from visualizations import batching_tables as tables
 from visualizations.style import machine_caption

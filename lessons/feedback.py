@@ -1,25 +1,39 @@
-"""Turning engine errors into messages a learner can act on (never a stack trace)."""
+"""The one error path from the engine to the learner: every event handler is wrapped by
+`guarded`, which turns the project's typed errors into a `gr.Error` with their own message and
+anything unexpected into one plain sentence (logged on the server, never shown as a trace)."""
 from __future__ import annotations
+
+import functools
+import logging
 
 import gradio as gr
 
 from inference.errors import InferenceInputError
 
+log = logging.getLogger("llm_lab")
+
+UNEXPECTED = ("Something went wrong on the server while running this step. Try again, or press "
+              "Reset to start the lesson afresh.")
+
 
 def user_error(exc: Exception) -> gr.Error:
-    """A gr.Error with a plain message; unexpected errors get a generic one."""
+    """A gr.Error with a plain message; unexpected errors get a generic one (no class names)."""
+    if isinstance(exc, gr.Error):
+        return exc
     if isinstance(exc, InferenceInputError):
         return gr.Error(str(exc), print_exception=False)
-    return gr.Error(f"Something went wrong ({type(exc).__name__}). Try again, or reset the lesson.",
-                    print_exception=True)
+    log.exception("unexpected error in a lesson handler", exc_info=exc)
+    return gr.Error(UNEXPECTED, print_exception=False)
 
 
 def guarded(fn):
-    """Wrap a handler (plain or generator) so any error reaches the learner as a clear
-    message, never a stack trace. The wrapped handler is always a generator."""
-    def run(*args):
+    """Wrap a handler (plain, or returning/being a generator) so any error reaches the learner
+    as a clear message. The wrapped handler is always a generator: Gradio streams what it
+    yields, and a plain handler's result is its single yield."""
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
         try:
-            result = fn(*args)
+            result = fn(*args, **kwargs)
             if hasattr(result, "__next__"):
                 yield from result
             else:

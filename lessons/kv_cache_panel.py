@@ -9,15 +9,16 @@ from typing import Iterator
 
 import gradio as gr
 
-from inference.attention_view import AttentionView, newest_attention
+from inference.experiments.attention_view import AttentionView, newest_attention
 from inference.config import Settings
 from inference.errors import PromptTooLongError, SettingOutOfRangeError, check_range
 from inference.generation import stream
-from inference.kv_cache import cache_tensor_bytes, watch_growth
-from inference.kv_projection import (PUBLISHED, as_mha, crossover_tokens, doubling_range,
+from inference.experiments.kv_growth import watch_growth
+from inference.kv_cache import cache_tensor_bytes
+from inference.experiments.kv_projection import (PUBLISHED, as_mha, crossover_tokens, doubling_range,
                                      project_batch, project_context, this_model)
-from inference.kv_race import race, summarize
-from inference.prefix_reuse import prefill_prefix, prefix_runs, shared_prefix_ids
+from inference.experiments.kv_race import race, summarize
+from inference.experiments.prefix_reuse import prefill_prefix, prefix_runs, shared_prefix_ids
 from inference.tokens import prompt_ids
 from visualizations import kv_charts
 from visualizations.model_card import human_bytes

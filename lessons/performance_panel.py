@@ -9,7 +9,7 @@ import gradio as gr
 
 from inference.config import Settings
 from inference.generation import stream
-from inference.roofline import Roofline, measure_read_bandwidth
+from inference.experiments.roofline import Roofline, measure_read_bandwidth
 from inference.tokens import prompt_ids
 from visualizations.model_card import human_bytes
 from visualizations.quant_charts import roofline_figure

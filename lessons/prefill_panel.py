@@ -9,7 +9,7 @@ import gradio as gr
 
 from inference.config import Settings
 from inference.generation import stream
-from inference.prefill_sweep import prefill_sweep
+from inference.experiments.prefill_sweep import prefill_sweep
 from inference.tokens import prompt_ids
 from visualizations.style import machine_caption
 from visualizations.timing_charts import prefill_sweep_figure

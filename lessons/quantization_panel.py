@@ -15,8 +15,8 @@ import gradio as gr
 
 from inference.config import Settings
 from inference.errors import check_range
-from inference.roofline import measure_read_bandwidth
-from inference.quality import (compare_mode, load_perplexity_text,
+from inference.experiments.roofline import measure_read_bandwidth
+from inference.experiments.quality import (compare_mode, load_perplexity_text,
                                reference_run)
 from inference.quant_modes import (DEFAULT_MODES, HEAD_TREATMENT, MODES, build_mode, build_steps,
                                    get_mode)

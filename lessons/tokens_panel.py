@@ -5,7 +5,7 @@ import gradio as gr
 
 from inference.config import Settings
 from inference.errors import InferenceInputError
-from inference.token_cost import token_cost
+from inference.experiments.token_cost import token_cost
 from inference.tokens import chat_prompt, clean_text, tokenize
 from visualizations.token_view import token_counts_md, token_html
 

@@ -1,9 +1,9 @@
 """Lesson 5 figure builders on hand-made data: the values drawn, not just "a Figure"."""
 import pytest
 
-from inference.batch_sweep import SweepPoint
-from inference.schedulers import RequestRecord, ScheduleResult, ScheduleSummary, StepRecord
-from inference.serving_cost import serving_costs
+from inference.experiments.batch_sweep import BatchPoint
+from inference.experiments.schedulers import RequestRecord, ScheduleResult, ScheduleSummary, StepRecord
+from inference.experiments.serving_cost import serving_costs
 from visualizations import batching_charts as charts
 
 W = 500_000_000  # weight bytes
@@ -11,9 +11,9 @@ W = 500_000_000  # weight bytes
 
 def _points():
     # batch, prompt, prefill s, median step s, step times, cache bytes, weights
-    return [SweepPoint(1, 10, 0.1, 0.100, (0.1,), 0, W),
-            SweepPoint(4, 10, 0.2, 0.125, (0.125,), 1_000_000_000, W),
-            SweepPoint(16, 10, 0.5, 0.200, (0.2,), 2_000_000_000, W)]
+    return [BatchPoint(1, 10, 0.1, 0.100, (0.1,), 0, W),
+            BatchPoint(4, 10, 0.2, 0.125, (0.125,), 1_000_000_000, W),
+            BatchPoint(16, 10, 0.5, 0.200, (0.2,), 2_000_000_000, W)]
 
 
 def test_throughput_chart_values():
@@ -110,8 +110,8 @@ def test_empty_states_say_what_to_do(fig):
 
 
 def test_tables_report_the_numbers():
-    from inference.batch_sweep import SweepUpdate
-    from inference.memory_guard import BatchMemoryPlan
+    from inference.experiments.batch_sweep import SweepUpdate
+    from inference.experiments.memory_guard import BatchMemoryPlan
     from visualizations import batching_tables as tables
     plans = (BatchMemoryPlan(1, 50, W, 1_000_000, 500_000, 600_000_000),
              BatchMemoryPlan(64, 50, W, 150_000_000, 30_000_000, 600_000_000))

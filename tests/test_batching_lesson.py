@@ -1,15 +1,15 @@
 """Lesson 5 on the real model: schedulers, the batch sweep, the memory guard, cost, handlers."""
 import pytest
 
-from inference.batch_sweep import SweepPoint, run_sweep, sweep_sizes
+from inference.experiments.batch_sweep import BatchPoint, run_sweep, sweep_sizes
 from inference.errors import SettingOutOfRangeError
 from inference.generation import stream
-from inference.memory_guard import (ModelShape, check_batch_fits, largest_fitting_batch,
+from inference.experiments.memory_guard import (MemoryShape, check_batch_fits, largest_fitting_batch,
                                     model_shape, plan_batch)
-from inference.schedulers import percentile, run_schedule, serve_continuous, serve_static
-from inference.serving_cost import serving_costs
-from inference.shared_results import SharedResults
-from inference.workload import PROMPTS, Request, preset_trace, random_trace
+from inference.experiments.schedulers import percentile, run_schedule, serve_continuous, serve_static
+from inference.experiments.serving_cost import serving_costs
+from inference.experiments.shared_results import SharedResults
+from inference.experiments.workload import PROMPTS, Request, preset_trace, random_trace
 from inference.tokens import prompt_ids
 
 
@@ -96,7 +96,7 @@ def test_traces_are_seeded(tok):
         preset_trace(tok, "nope")
 
 
-SHAPE = ModelShape(weight_bytes=538_060_032, layers=30, heads=9, kv_heads=3, head_dim=64,
+SHAPE = MemoryShape(weight_bytes=538_060_032, layers=30, heads=9, kv_heads=3, head_dim=64,
                    hidden_size=576, intermediate_size=1536, vocab_size=49_152, bytes_per_value=4)
 
 
@@ -119,7 +119,7 @@ def test_sweep_refuses_sizes_over_budget(lm, chat_ids):
 
 
 def _point(batch, step_s, prefill_s=1.0, prompt=100):
-    return SweepPoint(batch, prompt, prefill_s, step_s, (step_s,), 0, 538_060_032)
+    return BatchPoint(batch, prompt, prefill_s, step_s, (step_s,), 0, 538_060_032)
 
 
 def test_cost_arithmetic():

@@ -2,7 +2,7 @@
 from dataclasses import dataclass
 
 from inference.events import Candidate
-from inference.prefill_sweep import SweepPoint
+from inference.experiments.prefill_sweep import PrefillPoint
 from inference.tokens import Token
 from visualizations.decode_view import decode_stats_md, output_html
 from visualizations.timing_charts import (candidates_figure, decode_latency_figure,
@@ -24,8 +24,8 @@ def test_token_counts():
 
 
 def test_prefill_sweep_figure_traces():
-    pts = [SweepPoint(8, 0.01, 0.08, True), SweepPoint(64, 0.03, 0.64, True),
-           SweepPoint(512, 0.2, 5.12, False)]
+    pts = [PrefillPoint(8, 0.01, 0.08, True), PrefillPoint(64, 0.03, 0.64, True),
+           PrefillPoint(512, 0.2, 5.12, False)]
     fig = prefill_sweep_figure(pts, "cap")
     assert [list(t.x) for t in fig.data] == [[8, 64, 512], [8, 64], [64, 512]]
     assert list(fig.data[0].y) == [10.0, 30.0, 200.0]

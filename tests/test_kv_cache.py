@@ -3,18 +3,19 @@ the attention view, and the panel's handlers."""
 import pytest
 import torch
 
-from inference.attention_view import newest_attention
+from inference.experiments.attention_view import newest_attention
 from inference.batching import batch_generate
 from inference.config import Settings
 from inference.engine import prefill
 from inference.errors import EmptyPromptError, PromptTooLongError, SettingOutOfRangeError
 from inference.generation import stream
+from inference.experiments.kv_growth import watch_growth
 from inference.kv_cache import (cache_length, cache_tensor_bytes, copy_cache, kv_cache_bytes,
-                                snapshot, watch_growth)
-from inference.kv_projection import (PUBLISHED, as_mha, cache_bytes, crossover_tokens,
+                                snapshot)
+from inference.experiments.kv_projection import (PUBLISHED, as_mha, cache_bytes, crossover_tokens,
                                      project_context, this_model)
-from inference.kv_race import race, summarize
-from inference.prefix_reuse import (full_prompt_ids, prefill_prefix, prefix_runs,
+from inference.experiments.kv_race import race, summarize
+from inference.experiments.prefix_reuse import (full_prompt_ids, prefill_prefix, prefix_runs,
                                     shared_prefix_ids)
 from inference.tokens import prompt_ids
 

@@ -1,9 +1,9 @@
 """Lesson 4 figure builders on hand-made data: the traces carry exactly the numbers given."""
-from inference.attention_view import AttentionView
+from inference.experiments.attention_view import AttentionView
 from inference.kv_cache import CacheSnapshot
-from inference.kv_projection import ModelShape, project_batch, project_context
-from inference.kv_race import RaceStep, summarize
-from inference.prefix_reuse import PrefixRun
+from inference.experiments.kv_projection import ModelSpec, project_batch, project_context
+from inference.experiments.kv_race import RaceStep, summarize
+from inference.experiments.prefix_reuse import PrefixRun
 from visualizations import kv_charts
 
 
@@ -76,8 +76,8 @@ def test_race_summary_counts_only_finished_pairs_and_says_when_slower():
 
 
 def test_projection_figures_use_log_axes_and_weight_lines():
-    a = ModelShape("A", 2, 4, 2, 8, 1000, "test")
-    b = ModelShape("B", 4, 4, 4, 8, 5000, "test")
+    a = ModelSpec("A", 2, 4, 2, 8, 1000, "test")
+    b = ModelSpec("B", 4, 4, 4, 8, 5000, "test")
     proj = project_context([a, b], [1, 2, 4], batch=1, bytes_per_value=2)
     fig = kv_charts.projection_figure(proj, highlight="A")
     assert [t.name for t in fig.data] == ["A KV cache", "A weights", "B KV cache", "B weights"]

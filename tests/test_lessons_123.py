@@ -5,7 +5,7 @@ from inference.config import Settings
 from inference.errors import InferenceInputError
 from inference.generation import reshaped, stream
 from inference.sampling import SamplingSettings
-from inference.shared_results import SharedResults
+from inference.experiments.shared_results import SharedResults
 from inference.tokens import prompt_ids
 from lessons import decode_panel, prefill_panel, tokens_panel
 

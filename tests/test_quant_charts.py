@@ -3,7 +3,7 @@ from dataclasses import replace
 
 import pytest
 
-from inference.quality import ModeReport
+from inference.experiments.quality import ModeReport
 from visualizations import quant_charts as charts
 
 

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from inference.errors import InferenceInputError
-from inference.quality import (agreement_and_kl, decided_agreement, greedy_run, perplexity, reference_run,
+from inference.experiments.quality import (agreement_and_kl, decided_agreement, greedy_run, perplexity, reference_run,
                                teacher_forced_logprobs)
 from inference.quant_modes import (MODES, build_mode, bytes_read_per_token, get_mode,
                                    model_weight_bytes)
@@ -12,7 +12,7 @@ from inference.quantize import (SIMULATED, WeightOnlyInt4Linear, WeightOnlyInt8L
                                 int4_kernel_available, int8_kernel_available, pack_int4,
                                 quantize_int4_groupwise, quantize_int8_per_channel, swap_linears,
                                 unpack_int4)
-from inference.shared_results import SharedResults
+from inference.experiments.shared_results import SharedResults
 
 
 @pytest.fixture(scope="module")

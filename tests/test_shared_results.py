@@ -1,7 +1,7 @@
 import threading
 import time
 
-from inference.shared_results import SharedResults
+from inference.experiments.shared_results import SharedResults
 
 
 def test_computes_once_for_concurrent_callers():

@@ -1,8 +1,8 @@
 """Lesson 5 charts: batch sweep, the throughput/latency trade-off, padding, scheduler
 timelines and cost. Pure functions: measured records in, plotly figures out.
 
-Inputs are the frozen records of `inference.batch_sweep`, `inference.schedulers` and
-`inference.serving_cost`, read by attribute only, so tests can pass hand-made stand-ins.
+Inputs are the frozen records of `inference.experiments.batch_sweep`, `inference.experiments.schedulers` and
+`inference.experiments.serving_cost`, read by attribute only, so tests can pass hand-made stand-ins.
 """
 from __future__ import annotations
 

@@ -19,6 +19,13 @@ def machine_caption(device: str, dtype: str, threads: int) -> str:
     return f"Measured live on {device} · {dtype} · {threads} threads"
 
 
+def info_caption(info, dtype: str | None = None, note: str = "") -> str:
+    """The caption for a model's `ModelInfo` (read by attribute): device, dtype, threads, and
+    an optional note such as 'ran alone' or 'median of 12 steps'."""
+    cap = machine_caption(info.device, dtype or info.dtype, info.threads)
+    return f"{cap} · {note}" if note else cap
+
+
 def styled(fig: go.Figure, title: str, x_title: str, y_title: str, caption: str = "",
            height: int = 380) -> go.Figure:
     """Apply the shared layout: title, axis titles with units, caption, readable fonts."""

@@ -22,9 +22,9 @@ import math
 from dataclasses import dataclass
 from typing import Iterator
 
-from .errors import SettingOutOfRangeError, check_range
-from .row_batch import RowBatch
-from .timing import stopwatch
+from ..errors import SettingOutOfRangeError, check_range
+from ..row_batch import RowBatch
+from ..timing import stopwatch
 from .workload import Request
 
 

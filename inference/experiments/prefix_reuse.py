@@ -20,11 +20,11 @@ from typing import Iterator
 import torch
 from transformers import DynamicCache
 
-from .engine import decode_step, forward, prefill
-from .errors import EmptyPromptError, check_range
-from .kv_cache import cache_length, copy_cache
-from .timing import stopwatch
-from .tokens import chat_prompt, clean_text
+from ..engine import decode_step, forward, prefill
+from ..errors import EmptyPromptError, check_range
+from ..kv_cache import cache_length, copy_cache
+from ..timing import stopwatch
+from ..tokens import chat_prompt, clean_text
 
 
 @dataclass(frozen=True)

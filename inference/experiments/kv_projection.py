@@ -19,12 +19,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .errors import check_range
-from .kv_cache import bytes_per_token
+from ..errors import check_range
+from ..kv_cache import bytes_per_token
 
 
 @dataclass(frozen=True)
-class ModelShape:
+class ModelSpec:
     name: str
     layers: int
     query_heads: int
@@ -47,30 +47,30 @@ class ModelShape:
 
 
 PUBLISHED = (
-    ModelShape("Llama-2-7B", 32, 32, 32, 128, 6_738_000_000, "published config (theoretical)"),
-    ModelShape("Mistral-7B", 32, 32, 8, 128, 7_242_000_000, "published config (theoretical)"),
-    ModelShape("Llama-3-8B", 32, 32, 8, 128, 8_030_000_000, "published config (theoretical)"),
-    ModelShape("Llama-3-70B", 80, 64, 8, 128, 70_554_000_000, "published config (theoretical)"),
+    ModelSpec("Llama-2-7B", 32, 32, 32, 128, 6_738_000_000, "published config (theoretical)"),
+    ModelSpec("Mistral-7B", 32, 32, 8, 128, 7_242_000_000, "published config (theoretical)"),
+    ModelSpec("Llama-3-8B", 32, 32, 8, 128, 8_030_000_000, "published config (theoretical)"),
+    ModelSpec("Llama-3-70B", 80, 64, 8, 128, 70_554_000_000, "published config (theoretical)"),
 )
 
 
-def this_model(info) -> ModelShape:
+def this_model(info) -> ModelSpec:
     """The running model's shape, from its ModelInfo."""
-    return ModelShape(info.name, info.layers, info.heads, info.kv_heads, info.head_dim,
+    return ModelSpec(info.name, info.layers, info.heads, info.kv_heads, info.head_dim,
                       info.parameters, "this model (formula checked against its tensors)")
 
 
-def as_mha(shape: ModelShape) -> ModelShape:
+def as_mha(shape: ModelSpec) -> ModelSpec:
     """The same model with one KV head per query head (full multi-head attention)."""
     return replace(shape, name=f"{shape.name} if MHA", kv_heads=shape.query_heads,
                    source="hypothetical (theoretical)")
 
 
-def cache_bytes(shape: ModelShape, tokens: int, batch: int = 1, bytes_per_value: int = 2) -> int:
+def cache_bytes(shape: ModelSpec, tokens: int, batch: int = 1, bytes_per_value: int = 2) -> int:
     return shape.bytes_per_token(bytes_per_value) * tokens * batch
 
 
-def crossover_tokens(shape: ModelShape, bytes_per_value: int = 2, batch: int = 1) -> int:
+def crossover_tokens(shape: ModelSpec, bytes_per_value: int = 2, batch: int = 1) -> int:
     """Total context (tokens per sequence) at which the cache for `batch` sequences
     equals the weights in size."""
     per_token = shape.bytes_per_token(bytes_per_value) * batch
@@ -89,7 +89,7 @@ class Projection:
     fixed: str  # what is held fixed, e.g. "batch 1"
 
 
-def project_context(shapes: list[ModelShape], contexts: list[int], batch: int = 1,
+def project_context(shapes: list[ModelSpec], contexts: list[int], batch: int = 1,
                     bytes_per_value: int = 2) -> Projection:
     check_range("Batch size", batch, 1, 4096)
     return Projection(
@@ -100,7 +100,7 @@ def project_context(shapes: list[ModelShape], contexts: list[int], batch: int = 
         bytes_per_value=bytes_per_value, fixed=f"batch {batch}")
 
 
-def project_batch(shapes: list[ModelShape], batches: list[int], tokens: int = 4096,
+def project_batch(shapes: list[ModelSpec], batches: list[int], tokens: int = 4096,
                   bytes_per_value: int = 2) -> Projection:
     check_range("Context length", tokens, 1, 1_000_000)
     return Projection(

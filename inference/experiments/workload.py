@@ -13,8 +13,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from .errors import SettingOutOfRangeError, check_range
-from .tokens import prompt_ids
+from ..errors import SettingOutOfRangeError, check_range
+from ..tokens import prompt_ids
 
 # Questions of different lengths: short prompts and long ones share the batch.
 PROMPTS = (

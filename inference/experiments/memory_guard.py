@@ -24,12 +24,12 @@ from dataclasses import dataclass
 import psutil
 import torch
 
-from .errors import SettingOutOfRangeError
-from .kv_cache import kv_cache_bytes
+from ..errors import SettingOutOfRangeError
+from ..kv_cache import kv_cache_bytes
 
 
 @dataclass(frozen=True)
-class ModelShape:
+class MemoryShape:
     """The numbers the memory formulas need."""
 
     weight_bytes: int
@@ -43,12 +43,12 @@ class ModelShape:
     bytes_per_value: int  # 4 for float32, 2 for float16
 
 
-def model_shape(lm) -> ModelShape:
+def model_shape(lm) -> MemoryShape:
     """Read the shape from a loaded model."""
     info = lm.info
     inter = int(getattr(lm.model.config, "intermediate_size", 4 * info.hidden_size))
     dtype = next(lm.model.parameters()).dtype
-    return ModelShape(info.weight_bytes, info.layers, info.heads, info.kv_heads, info.head_dim,
+    return MemoryShape(info.weight_bytes, info.layers, info.heads, info.kv_heads, info.head_dim,
                       info.hidden_size, inter, info.vocab_size,
                       torch.empty((), dtype=dtype).element_size())
 
@@ -83,14 +83,14 @@ def memory_budget_bytes(device: torch.device | str = "cpu", fraction: float = 0.
     return int(free * fraction)
 
 
-def activation_bytes(shape: ModelShape, batch: int, prompt_tokens: int) -> int:
+def activation_bytes(shape: MemoryShape, batch: int, prompt_tokens: int) -> int:
     """Estimate of one batched prefill's transient tensors (see the module docstring)."""
     per_row = (prompt_tokens * (4 * shape.hidden_size + 3 * shape.intermediate_size)
                + shape.heads * prompt_tokens ** 2 + shape.vocab_size)
     return shape.bytes_per_value * batch * per_row
 
 
-def plan_batch(shape: ModelShape, batch: int, prompt_tokens: int, new_tokens: int,
+def plan_batch(shape: MemoryShape, batch: int, prompt_tokens: int, new_tokens: int,
                budget_bytes: int) -> BatchMemoryPlan:
     """The memory a batch of `batch` requests needs at its longest, against a budget."""
     tokens = prompt_tokens + new_tokens
@@ -116,7 +116,7 @@ def check_batch_fits(plan: BatchMemoryPlan) -> None:
         f"or a larger budget.")
 
 
-def largest_fitting_batch(shape: ModelShape, sizes: list[int], prompt_tokens: int,
+def largest_fitting_batch(shape: MemoryShape, sizes: list[int], prompt_tokens: int,
                           new_tokens: int, budget_bytes: int) -> int:
     """The largest of `sizes` that fits; raises (with batch 1's arithmetic) if none does."""
     fitting = [b for b in sizes

@@ -15,12 +15,12 @@ from typing import Iterator
 import torch
 from transformers import DynamicCache
 
-from .engine import forward, prefill
-from .timing import stopwatch
+from ..engine import forward, prefill
+from ..timing import stopwatch
 
 
 @dataclass(frozen=True)
-class SweepPoint:
+class PrefillPoint:
     tokens: int
     parallel_seconds: float  # one forward pass over all tokens (measured)
     sequential_seconds: float  # one forward pass per token with a cache
@@ -31,7 +31,7 @@ class SweepPoint:
 class SweepProgress:
     done: int
     total: int
-    points: tuple[SweepPoint, ...]
+    points: tuple[PrefillPoint, ...]
 
 
 def sweep_tokens(tokenizer, n: int) -> list[int]:
@@ -63,7 +63,7 @@ def prefill_sweep(lm, lengths: list[int], max_sequential: int = 128
     """Measure each length; yield progress after each measurement."""
     device, model = lm.device, lm.model
     forward(model, torch.tensor([sweep_tokens(lm.tokenizer, 8)], device=device), DynamicCache())  # warm-up
-    points: list[SweepPoint] = []
+    points: list[PrefillPoint] = []
     per_token = None
     lengths = sorted(set(lengths))
     for done, n in enumerate(lengths, start=1):
@@ -76,5 +76,5 @@ def prefill_sweep(lm, lengths: list[int], max_sequential: int = 128
             if per_token is None:
                 per_token = time_sequential(model, ids[:16], device) / 16
             seq, measured = per_token * n, False
-        points.append(SweepPoint(n, par, seq, measured))
+        points.append(PrefillPoint(n, par, seq, measured))
         yield SweepProgress(done, len(lengths), tuple(points))

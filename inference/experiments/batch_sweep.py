@@ -22,16 +22,16 @@ from typing import Iterator
 
 import torch
 
-from .engine import decode_step, prefill
-from .errors import EmptyPromptError, check_range
-from .kv_cache import cache_tensor_bytes
+from ..engine import decode_step, prefill
+from ..errors import EmptyPromptError, check_range
+from ..kv_cache import cache_tensor_bytes
 from .memory_guard import BatchMemoryPlan, largest_fitting_batch, model_shape, plan_batch
 from .roofline import measure_read_bandwidth
-from .timing import stopwatch
+from ..timing import stopwatch
 
 
 @dataclass(frozen=True)
-class SweepPoint:
+class BatchPoint:
     """Measured decode at one batch size."""
 
     batch: int
@@ -65,7 +65,7 @@ class SweepPoint:
 class SweepUpdate:
     """Progress of a sweep; the last one (finished=True) is the result."""
 
-    points: tuple[SweepPoint, ...]
+    points: tuple[BatchPoint, ...]
     plans: tuple[BatchMemoryPlan, ...]  # every size asked for, fitting or not
     batch: int  # running now (0 when finished)
     step: int
@@ -98,7 +98,7 @@ def run_sweep(lm, prompt: list[int], max_batch: int = 32, decode_steps: int = 12
     cap = largest_fitting_batch(shape, sizes, len(prompt), decode_steps + 1, budget_bytes)
     device = lm.device
     bandwidth = measure_read_bandwidth(device, megabytes=128, repeats=3)
-    points: list[SweepPoint] = []
+    points: list[BatchPoint] = []
     for b in [s for s in sizes if s <= cap]:
         ids = torch.tensor([prompt] * b, device=device)  # [B, S]
         yield SweepUpdate(tuple(points), plans, b, 0, decode_steps, bandwidth,
@@ -114,7 +114,7 @@ def run_sweep(lm, prompt: list[int], max_batch: int = 32, decode_steps: int = 12
             yield SweepUpdate(tuple(points), plans, b, step + 1, decode_steps, bandwidth,
                               f"Batch {b}: decode step {step + 1}/{decode_steps} "
                               f"({t[0] * 1000:.0f} ms)")
-        points.append(SweepPoint(b, len(prompt), first.seconds, median(times), tuple(times),
+        points.append(BatchPoint(b, len(prompt), first.seconds, median(times), tuple(times),
                                  cache_tensor_bytes(first.cache), shape.weight_bytes))
     skipped = [p.batch for p in plans if not p.fits]
     note = f" Skipped (over the memory budget): {', '.join(map(str, skipped))}." if skipped else ""

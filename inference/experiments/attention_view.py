@@ -20,7 +20,7 @@ import torch
 from transformers import DynamicCache
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
-from .errors import EmptyPromptError
+from ..errors import EmptyPromptError
 
 
 @dataclass(frozen=True)

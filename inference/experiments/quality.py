@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .engine import decode_step, prefill
-from .timing import stopwatch
+from ..engine import decode_step, prefill
+from ..timing import stopwatch
 
 NEAR_TIE = 0.05  # fp32 top-1 minus top-2 probability below this: a near-tie
 TEXT_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),

@@ -22,9 +22,9 @@ from typing import Iterator
 import torch
 from transformers import DynamicCache
 
-from .engine import decode_step, forward, recompute_logits
-from .errors import EmptyPromptError, check_range
-from .timing import stopwatch
+from ..engine import decode_step, forward, recompute_logits
+from ..errors import EmptyPromptError, check_range
+from ..timing import stopwatch
 
 CACHED = "cached"
 RECOMPUTE = "recompute"

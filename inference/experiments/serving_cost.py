@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .batch_sweep import SweepPoint
-from .errors import check_range
+from .batch_sweep import BatchPoint
+from ..errors import check_range
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ def usd_per_million(price_per_hour: float, tokens_per_s: float) -> float:
     return price_per_hour / (tokens_per_s * 3600) * 1e6 if tokens_per_s > 0 else float("inf")
 
 
-def serving_costs(points: tuple[SweepPoint, ...] | list[SweepPoint], price_per_hour: float,
+def serving_costs(points: tuple[BatchPoint, ...] | list[BatchPoint], price_per_hour: float,
                   prompt_tokens: int = 200, output_tokens: int = 300) -> list[CostPoint]:
     """One CostPoint per measured batch size."""
     check_range("Price per hour ($)", price_per_hour, 0, 1000)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import check_range
+from ..errors import check_range
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .timing import stopwatch
+from ..timing import stopwatch
 
 
 @dataclass(frozen=True)

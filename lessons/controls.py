@@ -1,0 +1,38 @@
+"""Sliders and number boxes built from `Settings` ranges, so a control's bounds, default and
+step are the engine's own. Each control carries its range's name as an element class
+(`limit-<name>`): the test that walks every slider reads it back and compares."""
+from __future__ import annotations
+
+import gradio as gr
+
+from inference.config import Range, Settings
+
+
+def _kw(settings: Settings, name: str, kw: dict) -> tuple[Range, dict]:
+    rng = settings.ranges()[name]
+    classes = list(kw.pop("elem_classes", None) or []) + [f"limit-{name}"]
+    return rng, dict(elem_classes=classes, **kw)
+
+
+def slider(settings: Settings, name: str, label: str, **kw) -> gr.Slider:
+    """A slider over `settings.<name>` (low..high, its default and step)."""
+    rng, kw = _kw(settings, name, kw)
+    kw.setdefault("value", rng.default)
+    return gr.Slider(rng.low, rng.high, step=rng.step, label=label, **kw)
+
+
+def number(settings: Settings, name: str, label: str, **kw) -> gr.Number:
+    """A number box bounded by `settings.<name>`; whole numbers when the step is whole."""
+    rng, kw = _kw(settings, name, kw)
+    kw.setdefault("value", rng.default)
+    if float(rng.step).is_integer():
+        kw.setdefault("precision", 0)
+    return gr.Number(label=label, minimum=rng.low, maximum=rng.high, **kw)
+
+
+def limit_name(component) -> str | None:
+    """The Settings range a control was built from (None for controls not built here)."""
+    for c in getattr(component, "elem_classes", None) or []:
+        if c.startswith("limit-"):
+            return c[len("limit-"):]
+    return None
