@@ -12,7 +12,8 @@ from typing import Iterator
 import torch
 
 from .engine import decode_step, prefill
-from .errors import SettingOutOfRangeError, check_range
+from .config import LIMITS
+from .errors import SettingOutOfRangeError
 from .events import BatchStep
 from .kv_cache import cache_length, cache_tensor_bytes
 from .sampling import SamplingSettings, choose, make_generator
@@ -40,19 +41,21 @@ def padding_waste(prompts: list[list[int]]) -> tuple[int, int]:
 
 def batch_generate(lm, prompts: list[list[int]], max_new_tokens: int,
                    sampling: SamplingSettings | None = None, stop_at_eos: bool = True,
-                   max_batch: int = 64) -> Iterator[BatchStep]:
+                   max_batch: int = LIMITS.batch.high) -> Iterator[BatchStep]:
     """Static batching: prefill all prompts together, then decode all rows in lock-step.
 
     Yields one `BatchStep` per step (step 0 is the prefill). Finished rows keep their slot
     and are fed padding until the longest row ends: the waste continuous batching removes."""
     if not prompts or any(len(p) == 0 for p in prompts):
         raise SettingOutOfRangeError("Every request in a batch needs a non-empty prompt.")
-    check_range("Batch size", len(prompts), 1, max_batch)
-    check_range("Max new tokens", max_new_tokens, 1, 4096)
+    LIMITS.batch.check("Batch size", len(prompts))
+    if len(prompts) > max_batch:
+        raise SettingOutOfRangeError(f"Batch size must be at most {max_batch}.")
+    LIMITS.new_tokens.check("Max new tokens", max_new_tokens)
     sampling = sampling or SamplingSettings()
     device, tok = lm.device, lm.tokenizer
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-    stop_ids = {tok.eos_token_id}
+    stop_ids = lm.stop_ids
     generator = make_generator(sampling, device)
     ids, mask = left_pad(prompts, pad, device)  # [B, S], [B, S]
     done = torch.zeros(len(prompts), dtype=torch.bool, device=device)

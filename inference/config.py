@@ -77,7 +77,7 @@ class Settings:
 
     # Lesson 5: batching.
     batch: Range = _r(1, 64, 32)  # the batch sweep's largest batch (a dropdown of powers of 2)
-    sweep_decode_steps: Range = _r(4, 32, 12)
+    sweep_decode_steps: Range = _r(2, 32, 12)
     memory_budget_mb: Range = _r(50, 10_000_000, 0)  # 0 = half of the free memory
     scheduler_batch: Range = _r(1, 16, 4)
     fill_wait_s: Range = _r(0, 5, 1, 0.25)

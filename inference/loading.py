@@ -23,6 +23,7 @@ from safetensors.torch import save_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from .config import Settings, weight_cache_root
+from .weights import parameter_count, weight_bytes
 
 
 @dataclass(frozen=True)
@@ -82,27 +83,6 @@ def default_device() -> torch.device:
 def default_dtype(device: torch.device) -> torch.dtype:
     """fp16 on a GPU (native, fast); fp32 on a CPU (fp16 matmuls are not faster there)."""
     return torch.float16 if device.type == "cuda" else torch.float32
-
-
-def weight_bytes(model: torch.nn.Module) -> int:
-    """Bytes of all parameters and buffers that hold weights, each shared tensor counted once."""
-    seen, total = set(), 0
-    for t in list(model.parameters()) + [b for n, b in model.named_buffers() if "weight" in n]:
-        if t.data_ptr() in seen:
-            continue
-        seen.add(t.data_ptr())
-        total += t.numel() * t.element_size()
-    return total
-
-
-def parameter_count(model: torch.nn.Module) -> int:
-    """Unique parameters (the tied embedding / output head counted once)."""
-    seen, total = set(), 0
-    for p in model.parameters():
-        if p.data_ptr() not in seen:
-            seen.add(p.data_ptr())
-            total += p.numel()
-    return total
 
 
 def bundled_gguf_path(settings: Settings) -> str | None:

@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from .errors import InferenceInputError
+from .weights import bytes_read_per_token, unique_tensors, weight_bytes
 from .quantize import (SIMULATED, Int8Embedding, int4_kernel_available, int8_kernel_available,
                        iter_swap_linears, quantize_int8_per_channel)
 
@@ -93,27 +94,6 @@ def get_mode(key: str) -> QuantMode:
     return MODES[key]
 
 
-def _unique_tensors(module: nn.Module) -> dict[int, torch.Tensor]:
-    """Parameters and persistent buffers, keyed by storage address (a tied tensor counts once)."""
-    return {t.data_ptr(): t for t in module.state_dict(keep_vars=True).values()}
-
-
-def model_weight_bytes(model: nn.Module) -> int:
-    """Bytes of all stored weights (int8/int4 values, scales, zeros, norms), shared ones once."""
-    return sum(t.numel() * t.element_size() for t in _unique_tensors(model).values())
-
-
-def bytes_read_per_token(model: nn.Module) -> int:
-    """Weights a batch-1 decode step reads: everything, except that an embedding table that is
-    not also the output head contributes only the one row it looks up."""
-    total = model_weight_bytes(model)
-    head = _unique_tensors(model.get_output_embeddings())
-    for ptr, t in _unique_tensors(model.get_input_embeddings()).items():
-        if ptr not in head:
-            total -= t.numel() * t.element_size() - (t[0].numel() * t.element_size())
-    return total
-
-
 def _kernel_label(mode: QuantMode, device: torch.device) -> str:
     if mode.kind == "float":
         return f"dense matmul ({str(mode.dtype).replace('torch.', '')})"
@@ -150,7 +130,7 @@ def build_steps(lm, key: str, shared) -> Iterator[BuildProgress]:
         yield BuildProgress(1, 1, f"{mode.label}: already built in this process", cached)
         return
     start = time.perf_counter()
-    fp32_bytes = 4 * sum(t.numel() for t in _unique_tensors(lm.model).values())
+    fp32_bytes = 4 * sum(t.numel() for t in unique_tensors(lm.model).values())
     kernel = _kernel_label(mode, lm.device)
     if key == "fp32" and next(lm.model.parameters()).dtype == torch.float32:
         model = lm.model  # the shared model itself: no copy
@@ -162,7 +142,7 @@ def build_steps(lm, key: str, shared) -> Iterator[BuildProgress]:
                 yield BuildProgress(done, total, f"{mode.label}: {name}")
         if not kernel:  # int modes: read the label off the head (every Linear uses the same path)
             kernel = model.get_output_embeddings().kernel
-    built = BuiltMode(mode=mode, model=model.eval(), weight_bytes=model_weight_bytes(model),
+    built = BuiltMode(mode=mode, model=model.eval(), weight_bytes=weight_bytes(model),
                       bytes_per_token=bytes_read_per_token(model), fp32_bytes=fp32_bytes,
                       kernel=kernel, head_treatment=HEAD_TREATMENT[mode.kind],
                       build_seconds=time.perf_counter() - start)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .errors import check_range
+from .config import LIMITS
 
 
 @dataclass(frozen=True)
@@ -25,9 +25,11 @@ class SamplingSettings:
     seed: int | None = 0
 
     def __post_init__(self) -> None:
-        check_range("Temperature", self.temperature, 0.0, 5.0)
-        check_range("Top-k", self.top_k, 0, 1_000_000)
-        check_range("Top-p", self.top_p, 0.01, 1.0)
+        LIMITS.temperature.check("Temperature", self.temperature)
+        LIMITS.top_k.check("Top-k", self.top_k)
+        LIMITS.top_p.check("Top-p", self.top_p)
+        if self.seed is not None:
+            LIMITS.seed.check("Seed", self.seed)
 
     @property
     def greedy(self) -> bool:

@@ -5,8 +5,9 @@ import torch
 from inference.errors import InferenceInputError
 from inference.experiments.quality import (agreement_and_kl, decided_agreement, greedy_run, perplexity, reference_run,
                                teacher_forced_logprobs)
-from inference.quant_modes import (MODES, build_mode, bytes_read_per_token, get_mode,
-                                   model_weight_bytes)
+from inference.quant_modes import MODES, build_mode, get_mode
+from inference.weights import bytes_read_per_token
+from inference.weights import weight_bytes as model_weight_bytes
 from inference.quantize import (SIMULATED, WeightOnlyInt4Linear, WeightOnlyInt8Linear,
                                 dequantize_int4_groupwise, dequantize_int8_per_channel,
                                 int4_kernel_available, int8_kernel_available, pack_int4,

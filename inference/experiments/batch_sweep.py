@@ -23,10 +23,11 @@ from typing import Iterator
 import torch
 
 from ..engine import decode_step, prefill
-from ..errors import EmptyPromptError, check_range
+from ..config import LIMITS
+from ..errors import EmptyPromptError
 from ..kv_cache import cache_tensor_bytes
 from .memory_guard import BatchMemoryPlan, largest_fitting_batch, model_shape, plan_batch
-from .roofline import measure_read_bandwidth
+from .roofline import ceiling_tokens_per_s, measure_read_bandwidth
 from ..timing import stopwatch
 
 
@@ -58,7 +59,7 @@ class BatchPoint:
 
     def floor_seconds(self, bandwidth_gbs: float) -> float:
         """Theoretical: bytes read per step (weights + KV cache) ÷ memory bandwidth."""
-        return (self.weight_bytes + self.cache_bytes) / (bandwidth_gbs * 1e9)
+        return 1 / ceiling_tokens_per_s(bandwidth_gbs, self.weight_bytes + self.cache_bytes)
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ class SweepUpdate:
 
 def sweep_sizes(max_batch: int) -> list[int]:
     """1, 2, 4, ... up to max_batch (max_batch itself included)."""
-    check_range("Largest batch", max_batch, 1, 64)
+    LIMITS.batch.check("Largest batch", max_batch)
     sizes, b = [], 1
     while b < max_batch:
         sizes.append(b)
@@ -91,7 +92,7 @@ def run_sweep(lm, prompt: list[int], max_batch: int = 32, decode_steps: int = 12
     """Decode B copies of `prompt` for each batch size; yields progress after every step."""
     if not prompt:
         raise EmptyPromptError("The sweep needs a non-empty prompt.")
-    check_range("Decode steps", decode_steps, 2, 128)
+    LIMITS.sweep_decode_steps.check("Decode steps", decode_steps)
     shape = model_shape(lm)
     sizes = sweep_sizes(max_batch)
     plans = tuple(plan_batch(shape, b, len(prompt), decode_steps + 1, budget_bytes) for b in sizes)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ..config import LIMITS
 from ..errors import check_range
 from ..kv_cache import bytes_per_token
 
@@ -91,7 +92,7 @@ class Projection:
 
 def project_context(shapes: list[ModelSpec], contexts: list[int], batch: int = 1,
                     bytes_per_value: int = 2) -> Projection:
-    check_range("Batch size", batch, 1, 4096)
+    check_range("Batch size", batch, 1, LIMITS.projection_batch.high)
     return Projection(
         x_name="context length (tokens)", xs=tuple(contexts),
         series=tuple((s.name, tuple(cache_bytes(s, t, batch, bytes_per_value) for t in contexts))
@@ -102,7 +103,7 @@ def project_context(shapes: list[ModelSpec], contexts: list[int], batch: int = 1
 
 def project_batch(shapes: list[ModelSpec], batches: list[int], tokens: int = 4096,
                   bytes_per_value: int = 2) -> Projection:
-    check_range("Context length", tokens, 1, 1_000_000)
+    check_range("Context length", tokens, 1, LIMITS.projection_context.high)
     return Projection(
         x_name="batch size (sequences)", xs=tuple(batches),
         series=tuple((s.name, tuple(cache_bytes(s, tokens, b, bytes_per_value) for b in batches))

@@ -23,7 +23,8 @@ import torch
 from transformers import DynamicCache
 
 from ..engine import decode_step, forward, recompute_logits
-from ..errors import EmptyPromptError, check_range
+from ..config import LIMITS
+from ..errors import EmptyPromptError
 from ..timing import stopwatch
 
 CACHED = "cached"
@@ -63,14 +64,14 @@ class RaceSummary:
 
 
 @torch.inference_mode()
-def race(lm, prompt_ids: list[int], new_tokens: int = 48, max_new_tokens: int = 128
+def race(lm, prompt_ids: list[int], new_tokens: int = LIMITS.race_new_tokens.default
          ) -> Iterator[RaceStep]:
     """Yield a cached step, then the matching recompute step, for `new_tokens` tokens.
 
     Greedy, and the run does not stop at end-of-turn: both lanes do exactly N steps."""
     if not prompt_ids:
         raise EmptyPromptError("The prompt is empty: type some text first.")
-    check_range("New tokens", new_tokens, 1, max_new_tokens)
+    LIMITS.race_new_tokens.check("New tokens", new_tokens)
     model, device = lm.model, lm.device
     forward(model, torch.tensor([prompt_ids[:8]], device=device), DynamicCache())  # warm-up, untimed
 

@@ -47,10 +47,8 @@ def model_shape(lm) -> MemoryShape:
     """Read the shape from a loaded model."""
     info = lm.info
     inter = int(getattr(lm.model.config, "intermediate_size", 4 * info.hidden_size))
-    dtype = next(lm.model.parameters()).dtype
     return MemoryShape(info.weight_bytes, info.layers, info.heads, info.kv_heads, info.head_dim,
-                      info.hidden_size, inter, info.vocab_size,
-                      torch.empty((), dtype=dtype).element_size())
+                       info.hidden_size, inter, info.vocab_size, lm.bytes_per_value)
 
 
 @dataclass(frozen=True)

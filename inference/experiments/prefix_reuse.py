@@ -21,7 +21,8 @@ import torch
 from transformers import DynamicCache
 
 from ..engine import decode_step, forward, prefill
-from ..errors import EmptyPromptError, check_range
+from ..config import LIMITS
+from ..errors import EmptyPromptError
 from ..kv_cache import cache_length, copy_cache
 from ..timing import stopwatch
 from ..tokens import chat_prompt, clean_text
@@ -116,17 +117,17 @@ def answer_from_scratch(lm, ids: list[int]) -> tuple[float, torch.Tensor, Dynami
 def greedy_continue(lm, logits: torch.Tensor, cache: DynamicCache, new_tokens: int) -> list[int]:
     """Greedy tokens starting from the first token's scores; the cache grows as it goes."""
     out = [int(logits.argmax())]
-    eos = lm.tokenizer.eos_token_id
-    while len(out) < new_tokens and out[-1] != eos:
+    stop = lm.stop_ids
+    while len(out) < new_tokens and out[-1] not in stop:
         logits = decode_step(lm.model, torch.tensor([out[-1]], device=lm.device), cache)[0]
         out.append(int(logits.argmax()))
     return out
 
 
-def prefix_runs(lm, prefix: PrefixCache, system: str, questions: list[str], new_tokens: int = 12,
-                max_new_tokens: int = 64) -> Iterator[PrefixRun]:
+def prefix_runs(lm, prefix: PrefixCache, system: str, questions: list[str],
+                new_tokens: int = LIMITS.prefix_new_tokens.default) -> Iterator[PrefixRun]:
     """For each question: TTFT with a full prefill and with the stored prefix, and both outputs."""
-    check_range("New tokens", new_tokens, 1, max_new_tokens)
+    LIMITS.prefix_new_tokens.check("New tokens", new_tokens)
     if not questions:
         raise EmptyPromptError("Type at least one question.")
     for q in questions:

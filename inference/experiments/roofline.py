@@ -17,6 +17,11 @@ import torch
 from ..timing import stopwatch
 
 
+def ceiling_tokens_per_s(bandwidth_gbs: float, bytes_per_token: float) -> float:
+    """The bandwidth roof: tokens/s if a step did nothing but read `bytes_per_token`."""
+    return bandwidth_gbs * 1e9 / bytes_per_token if bytes_per_token > 0 else 0.0
+
+
 @dataclass(frozen=True)
 class Roofline:
     bandwidth_gbs: float  # measured, bytes read per second / 1e9
@@ -25,7 +30,7 @@ class Roofline:
 
     @property
     def ceiling_tokens_per_s(self) -> float:
-        return self.bandwidth_gbs * 1e9 / self.bytes_per_token
+        return ceiling_tokens_per_s(self.bandwidth_gbs, self.bytes_per_token)
 
     @property
     def fraction(self) -> float | None:

@@ -22,7 +22,8 @@ import math
 from dataclasses import dataclass
 from typing import Iterator
 
-from ..errors import SettingOutOfRangeError, check_range
+from ..config import LIMITS
+from ..errors import SettingOutOfRangeError
 from ..row_batch import RowBatch
 from ..timing import stopwatch
 from .workload import Request
@@ -98,7 +99,7 @@ class _Server:
     def __init__(self, lm, requests: list[Request], max_batch: int) -> None:
         if not requests:
             raise SettingOutOfRangeError("The workload has no requests.")
-        check_range("Max batch", max_batch, 1, 64)
+        LIMITS.scheduler_batch.check("Max batch", max_batch)
         self.lm, self.max_batch = lm, max_batch
         self.by_id = {r.rid: r for r in requests}
         self.pending = sorted(requests, key=lambda r: (r.arrival, r.rid))
@@ -109,7 +110,7 @@ class _Server:
         self.first: dict[int, float] = {}
         self.finish: dict[int, float] = {}
         self.steps: list[StepRecord] = []
-        self.stop_ids = {lm.tokenizer.eos_token_id}
+        self.stop_ids = lm.stop_ids
 
     def busy(self) -> bool:
         return len(self.finish) < len(self.by_id)
@@ -161,7 +162,7 @@ class _Server:
 def serve_static(lm, requests: list[Request], max_batch: int = 8, fill_wait_s: float = 1.0
                  ) -> Iterator[StepRecord | ScheduleResult]:
     """Fill a batch, run it until its longest request ends, then take the next batch."""
-    check_range("Batch fill wait (s)", fill_wait_s, 0, 60)
+    LIMITS.fill_wait_s.check("Batch fill wait (s)", fill_wait_s)
     srv = _Server(lm, requests, max_batch)
     while srv.busy():
         srv.admit_arrivals()

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .batch_sweep import BatchPoint
-from ..errors import check_range
+from ..config import LIMITS
 
 
 @dataclass(frozen=True)
@@ -44,9 +44,9 @@ def usd_per_million(price_per_hour: float, tokens_per_s: float) -> float:
 def serving_costs(points: tuple[BatchPoint, ...] | list[BatchPoint], price_per_hour: float,
                   prompt_tokens: int = 200, output_tokens: int = 300) -> list[CostPoint]:
     """One CostPoint per measured batch size."""
-    check_range("Price per hour ($)", price_per_hour, 0, 1000)
-    check_range("Prompt tokens per conversation", prompt_tokens, 0, 100_000)
-    check_range("Output tokens per conversation", output_tokens, 1, 100_000)
+    LIMITS.price_per_hour.check("Price per hour ($)", price_per_hour)
+    LIMITS.conversation_prompt_tokens.check("Prompt tokens per conversation", prompt_tokens)
+    LIMITS.conversation_output_tokens.check("Output tokens per conversation", output_tokens)
     costs = []
     for p in points:
         out_rate, in_rate = p.tokens_per_s, p.prefill_tokens_per_s

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import check_range
+from ..config import LIMITS
 
 
 @dataclass(frozen=True)
@@ -27,9 +27,9 @@ class TokenCost:
 def token_cost(input_tokens: int, output_tokens: int, input_price_per_m: float,
                output_price_per_m: float) -> TokenCost:
     """Dollars for one request at the given prices per million tokens."""
-    check_range("Input price", input_price_per_m, 0, 10_000)
-    check_range("Output price", output_price_per_m, 0, 10_000)
-    check_range("Output tokens", output_tokens, 0, 10_000_000)
+    LIMITS.token_price_per_m.check("Input price", input_price_per_m)
+    LIMITS.token_price_per_m.check("Output price", output_price_per_m)
+    LIMITS.cost_output_tokens.check("Output tokens", output_tokens)
     return TokenCost(input_tokens, output_tokens,
                      input_tokens * input_price_per_m / 1e6,
                      output_tokens * output_price_per_m / 1e6)

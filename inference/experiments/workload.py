@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from ..config import LIMITS
 from ..errors import SettingOutOfRangeError, check_range
 from ..tokens import prompt_ids
 
@@ -64,10 +65,10 @@ def preset_trace(tokenizer, name: str = DEFAULT_PRESET) -> list[Request]:
 def random_trace(tokenizer, requests: int = 10, rate_per_s: float = 2.0, min_new: int = 4,
                  max_new: int = 32, seed: int = 0) -> list[Request]:
     """A seeded random trace: Poisson arrivals at `rate_per_s`, random prompts and lengths."""
-    check_range("Requests", requests, 1, 64)
-    check_range("Arrival rate (requests/s)", rate_per_s, 0.05, 100)
-    check_range("Shortest output (tokens)", min_new, 1, 256)
-    check_range("Longest output (tokens)", max_new, min_new, 256)
+    LIMITS.trace_requests.check("Requests", requests)
+    LIMITS.trace_rate_per_s.check("Arrival rate (requests/s)", rate_per_s)
+    LIMITS.trace_new_tokens.check("Shortest output (tokens)", min_new)
+    check_range("Longest output (tokens)", max_new, min_new, LIMITS.trace_new_tokens.high)
     rng = random.Random(seed)
     clock, out = 0.0, []
     for rid in range(requests):
