@@ -15,6 +15,7 @@ from __future__ import annotations
 import unicodedata
 from dataclasses import dataclass
 
+from .config import LIMITS
 from .errors import EmptyPromptError, PromptTooLongError
 
 
@@ -88,8 +89,10 @@ def chat_prompt(tokenizer, user_text: str, system: str | None = None) -> str:
 
 
 def prompt_ids(tokenizer, user_text: str, *, chat: bool = True, system: str | None = None,
-               max_chars: int = 20_000, max_tokens: int = 4_096) -> list[int]:
-    """Validate and encode a user's prompt; raise a clear error for empty or oversized input."""
+               max_chars: int = LIMITS.max_prompt_chars,
+               max_tokens: int = LIMITS.max_prompt_tokens) -> list[int]:
+    """Validate and encode a user's prompt; raise a clear error for empty or oversized input.
+    The limits default to the app's (`Settings`); every lesson encodes typed text here."""
     if user_text is None or not clean_text(user_text).strip():
         raise EmptyPromptError("The prompt is empty: type some text first.")
     if len(user_text) > max_chars:
