@@ -13,9 +13,9 @@ import torch
 
 from inference.batching import batch_generate
 from inference.engine import recompute_logits
+from inference.experiments.prefill_sweep import sweep_tokens, time_parallel
 from inference.generation import stream
 from inference.kv_cache import kv_cache_bytes
-from inference.experiments.prefill_sweep import sweep_tokens, time_parallel
 from inference.timing import stopwatch
 
 
@@ -84,8 +84,7 @@ def kv_cache_race(lm, ids: list[int], new_tokens: int = 64) -> dict:
             recomputed.append(nxt)
             seq.append(nxt)
     info = lm.info
-    per_token = kv_cache_bytes(info.layers, info.kv_heads, info.head_dim,
-                               torch.finfo(next(lm.model.parameters()).dtype).bits // 8, 1)
+    per_token = kv_cache_bytes(info.layers, info.kv_heads, info.head_dim, lm.bytes_per_value, 1)
     last = events[-1]
     return {"prompt_tokens": len(ids), "new_tokens": len(tokens),
             "seconds_with_cache": cached_t[0], "seconds_without_cache": full_t[0],
@@ -104,6 +103,23 @@ def batch_sweep(lm, ids: list[int], sizes=(1, 2, 4, 8, 16, 32, 64), steps: int =
                      "per_request_tokens_per_s": 1 / step_s})
     return {"sizes": rows,
             "throughput_ratio_max_vs_1": rows[-1]["tokens_per_s"] / rows[0]["tokens_per_s"]}
+
+
+def copy_bandwidth_gbs(device: torch.device | str, megabytes: int = 256, repeats: int = 5
+                       ) -> float:
+    """GB/s of copying a large float32 buffer, read + write bytes counted (2N per copy of N),
+    the median of `repeats` copies after one that touches the pages. For comparison with the
+    read-only figure (inference.experiments.roofline.measure_read_bandwidth) that sets the roof.
+    """
+    src = torch.ones(megabytes * 1024 * 1024 // 4, dtype=torch.float32, device=device)
+    dst = torch.empty_like(src)
+    dst.copy_(src)  # warm-up
+    times = []
+    for _ in range(repeats):
+        with stopwatch(device) as t:
+            dst.copy_(src)
+        times.append(t[0])
+    return 2 * src.numel() * src.element_size() / median(times) / 1e9
 
 
 def wall(fn) -> tuple[float, object]:

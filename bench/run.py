@@ -7,22 +7,20 @@ Run: `.venv/bin/python -m bench.run` (or `make bench`). Takes a few minutes on 2
 from __future__ import annotations
 
 import json
-import os
 import platform
-import sys
 import time
 
 import torch
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-
-from bench import measure, serving  # noqa: E402
-from inference.loading import load_model  # noqa: E402
-from inference.experiments.roofline import Roofline, measure_read_bandwidth  # noqa: E402
-from inference.experiments.shared_results import SharedResults  # noqa: E402
-from inference.timing import measure_bandwidth  # noqa: E402
-from inference.tokens import prompt_ids  # noqa: E402
+from bench import measure, serving
+from bench.app_server import ROOT, start_app
+from inference.config import LIMITS
+from inference.experiments.roofline import Roofline, measure_read_bandwidth
+from inference.experiments.shared_results import SharedResults
+from inference.kv_cache import kv_cache_bytes
+from inference.loading import load_model
+from inference.tokens import prompt_ids
+from inference.weights import bytes_read_per_token
 
 PROMPT = "Write a long story about a lighthouse keeper who finds a message in a bottle."
 KV_PROMPT = "Tell me a long story about a brave little robot."  # 41 tokens with the template
@@ -61,7 +59,7 @@ def machine_and_model(lm) -> tuple[dict, dict]:
              "dtype": lm.info.dtype, "threads": torch.get_num_threads(),
              "torch": torch.__version__,
              "bandwidth_read_gbs": measure_read_bandwidth(dev),
-             "bandwidth_copy_gbs": measure_bandwidth(dev),
+             "bandwidth_copy_gbs": measure.copy_bandwidth_gbs(dev),
              "bandwidth_method": "read: sum of a 512 MB float32 buffer (bytes read / s); "
                                  "copy: 256 MB copy, read + write bytes counted"},
             {"name": lm.info.name, "source": lm.info.source, "parameters": lm.info.parameters,
@@ -95,9 +93,10 @@ def schedulers(lm) -> dict:
     from inference.experiments.workload import DEFAULT_PRESET, preset_trace
 
     trace = preset_trace(lm.tokenizer, DEFAULT_PRESET)
-    res = {"trace": DEFAULT_PRESET, "max_batch": 4, "static_fill_wait_s": 1.0}
-    for name, events in (("static", serve_static(lm, trace, 4, 1.0)),
-                         ("continuous", serve_continuous(lm, trace, 4))):
+    batch, wait = int(LIMITS.scheduler_batch.default), LIMITS.fill_wait_s.default
+    res = {"trace": DEFAULT_PRESET, "max_batch": batch, "static_fill_wait_s": wait}
+    for name, events in (("static", serve_static(lm, trace, batch, wait)),
+                         ("continuous", serve_continuous(lm, trace, batch))):
         s = run_schedule(events).summary
         res[name] = {"throughput_tokens_per_s": s.throughput, "mean_latency_s": s.mean_latency,
                      "p95_latency_s": s.p95_latency, "mean_ttft_s": s.mean_ttft,
@@ -126,9 +125,11 @@ def main() -> dict:
 
     section("decode: engine vs model.generate(), batch 1")
     dec = measure.decode_comparison(lm, ids)
-    kv_bytes = lm.info.layers * 2 * lm.info.kv_heads * lm.info.head_dim * 4 * (len(ids) + 24)
-    roof = Roofline(results["machine"]["bandwidth_read_gbs"], lm.info.weight_bytes + kv_bytes,
-                    dec["engine_tokens_per_s"])
+    info = lm.info  # the cache a decode step reads, in the loaded dtype's bytes per value
+    kv_bytes = kv_cache_bytes(info.layers, info.kv_heads, info.head_dim, lm.bytes_per_value,
+                              tokens=len(ids) + 24)
+    roof = Roofline(results["machine"]["bandwidth_read_gbs"],
+                    bytes_read_per_token(lm.model) + kv_bytes, dec["engine_tokens_per_s"])
     dec.update(roofline_tokens_per_s=roof.ceiling_tokens_per_s, fraction_of_roofline=roof.fraction,
                bytes_read_per_token=roof.bytes_per_token)
     results["decode"] = dec
@@ -156,14 +157,14 @@ def main() -> dict:
     print(results["startup"])
 
     section("ui: streaming client vs engine")
-    proc, url, _ = serving.start_app({})
+    app = start_app()
     try:
-        chat_prompt_text, n = PROMPT, 48
+        n = 48
         engine = measure.engine_decode_rate(lm, ids, n)
-        client = serving.client_stream_rate(url, chat_prompt_text, n, "/chat")
+        client = serving.client_stream_rate(app.url, PROMPT, n, "/chat")
         engine2 = measure.engine_decode_rate(lm, ids, n)
     finally:
-        serving.stop_app(proc)
+        app.stop()
     eng = (engine + engine2) / 2
     results["ui"] = {"engine_tokens_per_s": eng, "client_tokens_per_s": client,
                      "client_vs_engine": client / eng}
@@ -187,17 +188,18 @@ def print_table(r: dict) -> None:
         print(f"{key:44s} {shown:>12s}  {t['target']:8s} {'met' if t['met'] else 'MISSED'}")
     print("-" * 72)
     d = r["decode"]
-    print(f"decode: engine {d['engine_tokens_per_s']:.1f} tok/s, generate {d['generate_tokens_per_s']:.1f}, "
-          f"roofline {d['roofline_tokens_per_s']:.1f} (read bw {r['machine']['bandwidth_read_gbs']:.1f} GB/s)")
+    print(f"decode: engine {d['engine_tokens_per_s']:.1f} tok/s, "
+          f"generate {d['generate_tokens_per_s']:.1f}, "
+          f"roofline {d['roofline_tokens_per_s']:.1f} "
+          f"(read bw {r['machine']['bandwidth_read_gbs']:.1f} GB/s)")
     for b in r["batching"]["sizes"]:
-        print(f"batch {b['batch']:3d}: {b['step_seconds'] * 1000:7.1f} ms/step  {b['tokens_per_s']:7.1f} tok/s")
+        print(f"batch {b['batch']:3d}: {b['step_seconds'] * 1000:7.1f} ms/step  "
+              f"{b['tokens_per_s']:7.1f} tok/s")
     print(f"total bench time {r['bench_seconds']:.0f} s")
 
 
 if __name__ == "__main__":
     res = main()
-    os.makedirs(os.path.join(ROOT, "bench"), exist_ok=True)
-    with open(os.path.join(ROOT, "bench", "results.json"), "w") as f:
-        json.dump(res, f, indent=2)
+    (ROOT / "bench" / "results.json").write_text(json.dumps(res, indent=2))
     print_table(res)
     print("\nwrote bench/results.json")

@@ -1,14 +1,17 @@
-"""Shared fixtures: the real model, loaded once for the whole test session."""
-import os
-import sys
+"""Every shared fixture, defined once: the real model, the app, the app server, the browser.
+
+Test files ask for these by name and define no copies of their own. The repository root is on
+sys.path through pyproject.toml (`pythonpath`), and this folder through pytest's own import
+of conftest, so `import app`, `from inference...` and `from e2e_browser ...` all work.
+"""
+from __future__ import annotations
 
 import pytest
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.fixture(scope="session")
 def lm():
+    """The real model, loaded once for the whole session."""
     from inference.loading import load_model
 
     return load_model()
@@ -26,16 +29,34 @@ def chat_ids(lm):
     return prompt_ids(lm.tokenizer, "Explain why the sky is blue in two sentences.")
 
 
-# Browser tests: one app server per test session, one browser per module, a fresh tab per test.
+@pytest.fixture(scope="session")
+def app_module():
+    """`app.py` imported (builds `app.demo` and loads its own model; ~30 s), not launched."""
+    import app
+
+    return app
+
+
+# End-to-end: one app server per test session, one browser per module, a fresh tab per test.
 @pytest.fixture(scope="session")
 def server(request):
+    """The app running as its own process (tests/e2e_server.py), shared by the session."""
     from e2e_server import shared_server
 
     return shared_server(request.config)
 
 
 @pytest.fixture(scope="module")
+def client(server):
+    """A gradio_client talking to the running app's named endpoints."""
+    from gradio_client import Client
+
+    return Client(server.url, verbose=False)
+
+
+@pytest.fixture(scope="module")
 def browser():
+    """A headless Chromium context with a fresh profile (skips when Chromium is missing)."""
     from e2e_browser import open_browser
 
     with open_browser() as context:
@@ -49,4 +70,5 @@ def visitor(server, browser):
 
     page, watch = new_visitor(browser, server.url)
     yield page, watch
-    page.close()
+    if not page.is_closed():
+        page.close()

@@ -14,21 +14,15 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-import pytest
 from gradio_client import Client
 
-from e2e_server import ARTIFACTS, server_peak_rss_bytes, server_rss_bytes, shared_server
+from e2e_server import ARTIFACTS, server_peak_rss_bytes, server_rss_bytes
 
 SHORT_CLIENTS = 30
 SHORT_NEW_TOKENS = 6
 HEAVY_SWEEPS = [([8, 32, 128], 32), ([1, 8, 32], 16), ([8, 32, 128], 32)]  # last: shared result
 REQUEST_TIMEOUT_S = 150  # a request still unanswered after this counts as hung
 BUSY = re.compile(r"queue is full|busy|try again", re.IGNORECASE)
-
-
-@pytest.fixture(scope="session")
-def server(request):
-    return shared_server(request.config)
 
 
 class MemorySampler:
@@ -43,7 +37,7 @@ class MemorySampler:
         while not self._done.wait(0.2):
             self.peak = max(self.peak, server_rss_bytes(self.pid))
 
-    def __enter__(self) -> "MemorySampler":
+    def __enter__(self) -> MemorySampler:
         self._thread.start()
         return self
 

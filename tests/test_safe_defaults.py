@@ -9,28 +9,14 @@ import urllib.request
 import psutil
 import pytest
 
-from e2e_server import shared_server
-
 FILE_COMPONENTS = {"file", "uploadbutton", "fileexplorer", "image", "imageeditor", "audio",
                    "video", "model3d", "gallery", "simpleimage"}
-
-
-@pytest.fixture(scope="session")
-def server(request):
-    return shared_server(request.config)
 
 
 @pytest.fixture(scope="module")
 def page_config(server) -> dict:
     with urllib.request.urlopen(server.url + "config", timeout=30) as r:
         return json.load(r)
-
-
-@pytest.fixture(scope="module")
-def app_module():
-    import app
-
-    return app
 
 
 def http_status(url: str) -> int:
