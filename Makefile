@@ -1,11 +1,12 @@
-# One entry point: `make run` starts the app, `make test` runs every test, `make bench`
-# measures. Each creates .venv and installs everything on first use.
+# One entry point: `make run` starts the app, `make test` lints then runs every test,
+# `make bench` measures. Each creates .venv and installs everything on first use.
+# Settings for pytest and ruff live in pyproject.toml.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt | cksum | cut -d' ' -f1)
 
-.PHONY: setup run test bench browser clean
+.PHONY: setup run lint test bench browser clean
 
 setup: $(STAMP)
 
@@ -28,8 +29,11 @@ browser:
 run: $(STAMP)
 	$(PY) app.py
 
-test: $(STAMP) browser
-	$(PY) -m pytest -q tests
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+test: lint browser
+	$(PY) -m pytest -q
 
 bench: $(STAMP)
 	$(PY) -m bench.run
