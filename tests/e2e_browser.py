@@ -12,9 +12,9 @@ import re
 import shutil
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 
@@ -220,12 +220,67 @@ def wait_stable(page, elem_id: str, quiet_s: float, timeout_s: float, seen: list
     raise AssertionError(f"#{elem_id} kept changing for {timeout_s} s")
 
 
+def wait_settled(page, elem_id: str, polls: int = 8, every_s: float = 0.25,
+                 timeout_s: float = 60) -> str:
+    """Wait until #elem_id has no event running on it and shows the same text for `polls`
+    polls in a row (`every_s` apart); return that text. Fails when the text keeps changing,
+    e.g. tokens still arriving after Pause or Stop: use this, not a sleep, before asserting
+    that something stopped."""
+    deadline, last, same = time.monotonic() + timeout_s, None, 0
+    while time.monotonic() < deadline:
+        now = None if busy(page, elem_id) else text_of(page, elem_id)
+        same = same + 1 if now is not None and now == last else 0
+        if same >= polls:
+            return now
+        last = now
+        time.sleep(every_s)
+    raise AssertionError(f"#{elem_id} did not settle within {timeout_s:.0f} s "
+                         f"(last text {last!r:.120})")
+
+
+def click_reading(page, button_id: str, elem_id: str) -> str:
+    """Click #button_id and return the text #elem_id showed at that instant (one script in
+    the page, so no update can land between the read and the click)."""
+    return page.evaluate(
+        """([button, id]) => { const el = document.querySelector('#' + id);
+                               const t = Array.from(el.children)
+                                 .filter(c => !c.matches('[data-testid=status-tracker]'))
+                                 .map(c => c.innerText).join('\\n').trim();
+                               document.querySelector('#' + button).click(); return t; }""",
+        [button_id, elem_id])
+
+
+def record_changes(page, elem_id: str) -> None:
+    """Start recording every text #elem_id shows (a MutationObserver in the page, so no
+    version is missed between polls); read them with `recorded_changes`."""
+    page.evaluate(
+        """id => { const el = document.querySelector('#' + id);
+                   const seen = (window.__seen = window.__seen || {})[id] = [];
+                   const text = () => Array.from(el.children)
+                     .filter(c => !c.matches('[data-testid=status-tracker]'))
+                     .map(c => c.innerText).join('\\n').trim();
+                   new MutationObserver(() => { const t = text();
+                     if (t !== seen[seen.length - 1]) seen.push(t); })
+                     .observe(el, {subtree: true, childList: true, characterData: true}); }""",
+        elem_id)
+
+
+def recorded_changes(page, elem_id: str) -> list[str]:
+    """Every text #elem_id showed since `record_changes`, in order (repeats collapsed)."""
+    return page.evaluate("id => (window.__seen || {})[id] || []", elem_id)
+
+
 def assert_clean(page, watch) -> None:
     """No error toast on screen and nothing wrong in the browser console."""
     assert toasts(page) == []
     assert watch.problems == []
 
 
-def decode_tokens(page) -> int:
-    stats = text_of(page, "decode-stats")
+def decode_count(stats: str) -> int:
+    """The token count in the decode lesson's stats text (0 before the first Step)."""
     return 0 if "No tokens yet" in stats else int(number(r"Tokens:\s*(\d+)", stats))
+
+
+def decode_tokens(page) -> int:
+    """How many tokens the decode lesson shows now."""
+    return decode_count(text_of(page, "decode-stats"))

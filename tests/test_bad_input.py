@@ -15,22 +15,21 @@ import httpx
 import pytest
 from gradio_client import Client
 
-from e2e_browser import (fill_text, new_visitor, open_browser, open_tab, set_slider, text_of,
-                         toasts, wait_until)
-from e2e_server import shared_server
+from e2e_browser import (
+    click_reading,
+    fill_text,
+    open_tab,
+    record_changes,
+    recorded_changes,
+    set_slider,
+    text_of,
+    toasts,
+    wait_settled,
+    wait_until,
+)
 
 LEAK = re.compile(r"Traceback|File \"|\.py\b|line \d+|/work/|site-packages")
 TOO_MANY_TOKENS = "7 " * 9_000  # 18,000 characters (under the 20,000 limit), ~9,000 tokens
-
-
-@pytest.fixture(scope="session")
-def server(request):
-    return shared_server(request.config)
-
-
-@pytest.fixture(scope="module")
-def client(server):
-    return Client(server.url, verbose=False)
 
 
 def error_of(call) -> str:
@@ -76,10 +75,10 @@ def call_raw(url: str, api: str, data: list, timeout_s: float = 60) -> tuple[str
 
 def test_empty_and_whitespace_prompts(client):
     for prompt in ["", "   ", " \n\t "]:
-        assert "empty" in error_of(lambda: client.predict(prompt, 4, api_name="/chat"))
-        assert "empty" in error_of(lambda: client.predict(prompt, api_name="/prefill_measure"))
-        assert "empty" in error_of(lambda: client.predict(prompt, 4, 0, 0, 1, 0,
-                                                          api_name="/decode_step"))
+        assert "empty" in error_of(lambda p=prompt: client.predict(p, 4, api_name="/chat"))
+        assert "empty" in error_of(lambda p=prompt: client.predict(p, api_name="/prefill_measure"))
+        assert "empty" in error_of(lambda p=prompt: client.predict(p, 4, 0, 0, 1, 0,
+                                                                   api_name="/decode_step"))
     assert_serving(client)
 
 
@@ -185,16 +184,16 @@ def test_one_visitors_stop_and_reset_leave_another_alone(server):
     assert decode_tokens(stats) == 4 and "stopped" not in stats
 
 
-# ---- in the browser -------------------------------------------------------------------------
+# ---- in the browser (the `visitor` fixture: a fresh tab on the app, closed after) -------------
 
-@pytest.fixture(scope="module")
-def browser():
-    with open_browser() as context:
-        yield context
+def generated(stats: str) -> int | None:
+    """The "N tokens generated" count in the chat's stats line (None before any token)."""
+    m = re.search(r"(\d+) tokens generated", stats)
+    return int(m.group(1)) if m else None
 
 
-def test_browser_empty_prompt_shows_a_clear_message(server, browser):
-    page, watch = new_visitor(browser, server.url)
+def test_browser_empty_prompt_shows_a_clear_message(visitor):
+    page, watch = visitor
     open_tab(page, "Try it")
     fill_text(page, "chat-prompt", "   ")
     page.locator("#chat-generate").click()
@@ -202,47 +201,48 @@ def test_browser_empty_prompt_shows_a_clear_message(server, browser):
     assert any("empty" in t for t in shown), shown
     assert not any(LEAK.search(t) for t in shown), shown
     assert watch.problems == []
-    page.close()
 
 
-def test_browser_double_click_runs_once(server, browser):
-    page, watch = new_visitor(browser, server.url)
+def test_browser_double_click_runs_once(visitor):
+    page, watch = visitor
     open_tab(page, "Try it")
     set_slider(page, "chat-generate", "Max new tokens", 4)
     fill_text(page, "chat-prompt", "Say hi.")
+    record_changes(page, "chat-stats")
     page.locator("#chat-generate").dblclick()
     wait_until(lambda: "tokens generated" in text_of(page, "chat-stats"), 60, "an answer")
-    time.sleep(3)  # a second run, if any, would replace or add messages by now
+    wait_settled(page, "chat-stats")  # the answer is finished and nothing else is running
+    counts = [n for t in recorded_changes(page, "chat-stats") if (n := generated(t)) is not None]
+    # One run: its count only grows. A second run would start again from 1 (replacing the
+    # answer) or add a second "Say hi." to the chat.
+    assert counts and counts == sorted(counts) and counts[-1] <= 4, counts
     box = text_of(page, "chat-box")
     assert box.count("Say hi.") == 1, box
     assert toasts(page) == [] and watch.problems == []
-    page.close()
 
 
-def test_browser_stop_mid_stream_then_generate_again(server, browser):
-    page, watch = new_visitor(browser, server.url)
+def test_browser_stop_mid_stream_then_generate_again(visitor):
+    page, watch = visitor
     open_tab(page, "Try it")
     set_slider(page, "chat-generate", "Max new tokens", 300)
     fill_text(page, "chat-prompt", "Tell me a long story about a dragon.")
     page.locator("#chat-generate").click()
     wait_until(lambda: "tokens generated" in text_of(page, "chat-stats"), 60, "streaming")
-    page.locator("#chat-stop").click()
-    time.sleep(1.5)
-    stopped = text_of(page, "chat-stats")
-    time.sleep(2.0)
-    assert text_of(page, "chat-stats") == stopped, "tokens kept coming after Stop"
-    n = int(re.search(r"(\d+) tokens generated", stopped).group(1))
-    assert n < 300
+    at_stop = generated(click_reading(page, "chat-stop", "chat-stats"))
+    # Tokens still coming after Stop: the text never settles, or settles far past the click.
+    stopped = wait_settled(page, "chat-stats", timeout_s=30)
+    n = generated(stopped)
+    assert at_stop is not None and n is not None and n < 300, stopped
+    assert at_stop <= n <= at_stop + 3, f"{at_stop} tokens when Stop was clicked, {n} after"
     set_slider(page, "chat-generate", "Max new tokens", 3)
     page.locator("#chat-generate").click()
-    wait_until(lambda: (m := re.search(r"(\d+) tokens generated", text_of(page, "chat-stats")))
-               and int(m.group(1)) <= 3, 60, "the next answer")
+    wait_until(lambda: (m := generated(text_of(page, "chat-stats"))) is not None and m <= 3,
+               60, "the next answer")
     assert toasts(page) == [] and watch.problems == []
-    page.close()
 
 
-def test_browser_closing_the_tab_mid_stream(server, browser, client):
-    page, _watch = new_visitor(browser, server.url)
+def test_browser_closing_the_tab_mid_stream(server, visitor, client):
+    page, _watch = visitor
     open_tab(page, "Try it")
     set_slider(page, "chat-generate", "Max new tokens", 400)
     fill_text(page, "chat-prompt", "Tell me a long story about a castle.")

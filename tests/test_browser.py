@@ -13,9 +13,24 @@ from __future__ import annotations
 import re
 import time
 
-from e2e_browser import (assert_clean, decode_tokens, fill_text, number, open_tab, plot_points,
-                         plot_title, screenshot, set_slider, text_of, wait_stable,
-                         wait_text_change, wait_until)
+from e2e_browser import (
+    assert_clean,
+    click_reading,
+    decode_count,
+    decode_tokens,
+    fill_text,
+    number,
+    open_tab,
+    plot_points,
+    plot_title,
+    screenshot,
+    set_slider,
+    text_of,
+    wait_settled,
+    wait_stable,
+    wait_text_change,
+    wait_until,
+)
 
 
 def test_start_page(visitor):
@@ -131,11 +146,11 @@ def test_lesson_3_decode(visitor):
     # Play presses Step on a timer; Pause stops it.
     page.locator("#decode-play").click()
     wait_until(lambda: decode_tokens(page) >= 5, 90, "Play to add tokens")
-    page.locator("#decode-pause").click()
-    time.sleep(1.5)  # a tick already running may still land
-    paused_at = decode_tokens(page)
-    time.sleep(2.0)
-    assert decode_tokens(page) == paused_at, "tokens kept coming after Pause"
+    at_pause = decode_count(click_reading(page, "decode-pause", "decode-stats"))
+    # Tokens still coming after Pause: the stats never settle (wait_settled fails), or
+    # settle more than the one tick that was already running past the click.
+    paused_at = decode_count(wait_settled(page, "decode-stats"))
+    assert at_pause <= paused_at <= at_pause + 1, f"{at_pause} at Pause, {paused_at} after"
     screenshot(page, "lesson-3-decode")
 
     # Branch: replace the newest token with the pre-selected other candidate.
@@ -166,15 +181,14 @@ def test_lesson_3_stop_during_play_is_final(visitor):
     set_slider(page, "decode-step", "Play: pause between steps (s)", 0.05)
     page.locator("#decode-play").click()
     wait_until(lambda: decode_tokens(page) >= 4, 60, "Play to add tokens")
-    page.locator("#decode-stop").click()
+    shown = decode_count(click_reading(page, "decode-stop", "decode-stats"))
     wait_until(lambda: "stopped by you" in text_of(page, "decode-stats"), 30, "Stop")
-    # The step already running when Stop is pressed may still land (that one token is
-    # test_lesson_3_stop_is_final_for_the_step_in_flight); nothing queued may run after it.
-    time.sleep(1.5)
-    stopped_at = decode_tokens(page)
-    time.sleep(2.5)
-    assert decode_tokens(page) == stopped_at, "a queued tick ran after Stop and restarted the run"
-    assert "stopped by you" in text_of(page, "decode-stats")
+    # Stop keeps exactly the tokens on screen when it was pressed (the step in flight is
+    # test_lesson_3_stop_is_final_for_the_step_in_flight), and no queued tick may run after
+    # it: a restarted run would keep the stats changing (never settling) or change the count.
+    final = wait_settled(page, "decode-stats")
+    assert decode_count(final) == shown, f"{shown} tokens when Stop was pressed, then {final!r}"
+    assert "stopped by you" in final
 
 
 def stop_mid_step(page) -> tuple[int, int]:
@@ -186,12 +200,10 @@ def stop_mid_step(page) -> tuple[int, int]:
         """n => { const m = document.querySelector('#decode-stats').innerText
                                    .match(/Tokens:\\s*(\\d+)/);
                   return m && +m[1] > n; }""", arg=decode_tokens(page), timeout=30_000)
-    time.sleep(0.08)  # ...and its step takes 100+ ms here: Stop lands inside it
-    shown = page.evaluate("""() => { const t = document.querySelector('#decode-stats').innerText;
-                                     document.querySelector('#decode-stop').click(); return t; }""")
+    time.sleep(0.08)  # aim, not a wait: its step takes 100+ ms here, so Stop lands inside it
+    shown = decode_count(click_reading(page, "decode-stop", "decode-stats"))
     wait_until(lambda: "stopped by you" in text_of(page, "decode-stats"), 30, "Stop")
-    time.sleep(1.5)
-    return int(number(r"Tokens:\s*(\d+)", shown)), decode_tokens(page)
+    return shown, decode_count(wait_settled(page, "decode-stats"))
 
 
 def test_lesson_3_stop_is_final_for_the_step_in_flight(visitor):

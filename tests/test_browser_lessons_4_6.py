@@ -6,9 +6,23 @@ import re
 
 import pytest
 
-from e2e_browser import (assert_clean, choose_option, fill_text, number, open_tab, plot_points,
-                         plot_title, screenshot, set_number, set_slider, tab_panel, table_rows,
-                         text_of, wait_text_change, wait_until)
+from e2e_browser import (
+    assert_clean,
+    choose_option,
+    fill_text,
+    number,
+    open_tab,
+    plot_points,
+    plot_title,
+    screenshot,
+    set_number,
+    set_slider,
+    tab_panel,
+    table_rows,
+    text_of,
+    wait_text_change,
+    wait_until,
+)
 
 
 def test_lesson_4_kv_cache(visitor):
@@ -39,7 +53,8 @@ def test_lesson_4_kv_cache(visitor):
     assert "equal" in formula
     seen_bytes = {number(r"= ([\d,]+) bytes", f) for f in formulas if "= " in f}
     assert len(seen_bytes) >= 2, f"the formula never changed while the cache grew: {formulas}"
-    assert plot_title(page, "kv-growth-bytes") == "Cache size grows by the same bytes with every token"
+    assert (plot_title(page, "kv-growth-bytes")
+            == "Cache size grows by the same bytes with every token")
     assert plot_title(page, "kv-growth-grid").startswith("The real KV cache: 30 layers")
     screenshot(page, "lesson-4-kv-growth")
 
@@ -100,12 +115,13 @@ def test_lesson_4_kv_cache(visitor):
     open_tab(page, "5 · What the cache is read for")
     set_slider(page, "kv-attn-btn", "New tokens first", 2)
     page.locator("#kv-attn-btn").click()
-    wait_until(lambda: "layer 0, query head 0 (KV head 0)" in (plot_title(page, "kv-attn-plot") or ""),
-               60, "the attention chart")
+    wait_until(lambda: "layer 0, query head 0 (KV head 0)"
+               in (plot_title(page, "kv-attn-plot") or ""), 60, "the attention chart")
     set_slider(page, "kv-attn-btn", "Layer", 5)
     set_slider(page, "kv-attn-btn", "Query head", 4)
-    wait_until(lambda: "layer 5, query head 4 (KV head 1)" in (plot_title(page, "kv-attn-plot") or ""),
-               30, "the chart to show layer 5, head 4 (3 query heads share each KV head)")
+    wait_until(lambda: "layer 5, query head 4 (KV head 1)"
+               in (plot_title(page, "kv-attn-plot") or ""), 30,
+               "the chart to show layer 5, head 4 (3 query heads share each KV head)")
     screenshot(page, "lesson-4-kv-attention")
     assert_clean(page, watch)
 
@@ -145,7 +161,8 @@ def test_lesson_5_batching(visitor):
     page.locator("#batch-pad-btn").click()
     pad = wait_text_change(page, "batch-pad-text", pad0, 30)
     assert "these 2 prompts" in pad
-    total, padded = number(r"computes (\d+) positions", pad), number(r"of which (\d+) are padding", pad)
+    total = number(r"computes (\d+) positions", pad)
+    padded = number(r"of which (\d+) are padding", pad)
     assert total % 2 == 0 and 10 < padded < total / 2
     wait_until(lambda: plot_title(page, "batch-pad-plot") ==
                f"Padding: {padded:.0f} of {total:.0f} positions are filler ({padded / total:.0%})",
@@ -163,7 +180,8 @@ def test_lesson_5_batching(visitor):
     set_slider(page, "batch-sched-btn", "Max batch", 2)
     set_slider(page, "batch-sched-btn", "Static: wait up to (s) for a batch to fill", 0)
     page.locator("#batch-sched-btn").click()
-    wait_until(lambda: "✅" in text_of(page, "batch-sched-progress"), 120, "both schedulers to finish")
+    wait_until(lambda: "✅" in text_of(page, "batch-sched-progress"), 120,
+               "both schedulers to finish")
     sched = table_rows(page, "batch-sched-table")
     assert [r["scheduler"] for r in sched] == ["static", "continuous"], sched
     for r in sched:
@@ -189,7 +207,8 @@ def test_lesson_5_batching(visitor):
     before = text_of(page, "batch-cost-table")
     set_number(page, "batch-cost-price", 1.0)
     wait_text_change(page, "batch-cost-table", before, 30)
-    tenfold = [number(r"\$([\d,.]+)", r["$ / M output"]) for r in table_rows(page, "batch-cost-table")]
+    tenfold = [number(r"\$([\d,.]+)", r["$ / M output"])
+               for r in table_rows(page, "batch-cost-table")]
     assert tenfold == pytest.approx([10 * d for d in dollars], rel=0.01)
     assert plot_title(page, "batch-cost-plot") == "What a token costs at $1.00 per hour"
     screenshot(page, "lesson-5-cost")
@@ -206,7 +225,8 @@ def test_lesson_6_quantization(visitor):
     set_slider(page, "quant-run", "Greedy tokens to compare", 8)
     assert plot_points(page, "quant-bars") == 0
     page.locator("#quant-run").click()
-    wait_until(lambda: "✅" in text_of(page, "quant-progress"), 150, "int8 to be built and measured")
+    wait_until(lambda: "✅" in text_of(page, "quant-progress"), 150,
+               "int8 to be built and measured")
     progress = text_of(page, "quant-progress")
     assert "measured 2 modes" in progress and "8 greedy tokens" in progress, progress
 

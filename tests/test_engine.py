@@ -30,8 +30,9 @@ def test_cached_decode_matches_recomputation(lm, chat_ids):
 
 
 def _next_logits(lm, gen):
-    from inference.engine import forward
     import copy
+
+    from inference.engine import forward
     cache = copy.deepcopy(gen.cache)
     pending = gen.tokens[gen.fed:]
     return forward(lm.model, torch.tensor([pending]), cache)[0]

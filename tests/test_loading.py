@@ -1,8 +1,8 @@
 """Model loading: the info card and the float32 weight cache."""
 import torch
 
-from inference.loading import bundled_gguf_path, load_model
 from inference.config import Settings
+from inference.loading import bundled_gguf_path, load_model
 
 
 def test_info_card(lm):
