@@ -81,5 +81,15 @@ def test_unexpected_errors_carry_no_stack_trace():
     from lessons.feedback import user_error
 
     err = user_error(RuntimeError("boom in /work/main/inference/engine.py line 42"))
-    assert "Something went wrong (RuntimeError)" in str(err.message)
-    assert "/work/" not in str(err.message) and "line 42" not in str(err.message)
+    message = str(err.message)
+    assert message.startswith("Something went wrong") and "Try again" in message
+    assert "/work/" not in message and "line 42" not in message and "boom" not in message
+    assert "RuntimeError" not in message  # no class names either
+
+
+def test_typed_errors_reach_the_learner_as_written():
+    from inference.errors import PromptTooLongError
+    from lessons.feedback import user_error
+
+    err = user_error(PromptTooLongError("Your prompt is 9,000 tokens; the limit is 4,096."))
+    assert str(err.message) == "Your prompt is 9,000 tokens; the limit is 4,096."
