@@ -1,88 +1,87 @@
 """Lesson 2 panel: one parallel pass over the prompt, measured; and a sweep of prefill
-against one-token-at-a-time over prompt lengths."""
+against one-token-at-a-time over prompt lengths.
+
+`measure_prompt` returns a `PrefillMeasurement` and `run_sweep` yields `SweepFrame`s: plain
+functions tested on the real model. The sentences come from `visualizations.timing_text`."""
 from __future__ import annotations
 
 import statistics
-from typing import Iterator
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import gradio as gr
+import plotly.graph_objects as go
 
 from inference.config import Settings
+from inference.experiments.prefill_sweep import PrefillPoint, prefill_sweep
 from inference.generation import stream
-from inference.experiments.prefill_sweep import prefill_sweep
-from inference.tokens import prompt_ids
-from visualizations.style import machine_caption
+from visualizations.style import info_caption
 from visualizations.timing_charts import prefill_sweep_figure
+from visualizations.timing_text import prefill_report_md, sweep_progress_md, sweep_verdict_md
 
-from .feedback import user_error
+from .controls import slider
+from .feedback import guarded
 from .lesson_text import lesson_text
+from .prompt_input import encode_prompt
 
 LENGTH_CHOICES = [1, 8, 32, 128, 512, 1024]
+DEFAULT_LENGTHS = [1, 8, 32, 128, 512]
+DECODE_STEPS = 4  # decode steps timed after the prefill, for comparison
 
 
-def measure_prompt(lm, settings: Settings, prompt: str) -> str:
-    """Prefill the chat-templated prompt, then take 4 decode steps; explain with the numbers."""
-    ids = prompt_ids(lm.tokenizer, prompt, max_chars=settings.max_prompt_chars,
-                     max_tokens=settings.max_prompt_tokens)
-    events = list(stream(lm, ids, max_new_tokens=5))
-    first, rest = events[0], events[1:]
-    ttft = first.seconds
-    prefill_ms = first.forward_seconds * 1000
-    tpot = statistics.median(e.seconds for e in rest) if rest else None
-    lines = [
-        f"**Measured on this machine:** your prompt is **{len(ids)} tokens** (chat template included).",
-        f"- Prefill: all {len(ids)} tokens in **one forward pass**: **{prefill_ms:.0f} ms** "
-        f"({len(ids) / first.forward_seconds:,.0f} tokens/s). Time to first token: **{ttft * 1000:.0f} ms**.",
-    ]
-    if tpot:
-        per_tok = first.forward_seconds / len(ids)
-        lines += [
-            f"- A decode step, which processes **1 token**, took **{tpot * 1000:.0f} ms** (median of "
-            f"{len(rest)}).",
-            f"- So prefill spent **{per_tok * 1000:.1f} ms per prompt token**, "
-            f"**{tpot / per_tok:.0f}×** less than a decode step spends on its single token: "
-            f"the weights were read once for all {len(ids)} tokens instead of once per token.",
-            f"- Why the first token is slower: it waits for the whole prefill "
-            f"({ttft * 1000:.0f} ms ≈ {ttft / tpot:.1f} decode steps here). Longer prompts push "
-            f"it further; the next tokens each cost about one decode step, whatever the prompt length.",
-        ]
-    return "\n".join(lines)
+@dataclass(frozen=True)
+class PrefillMeasurement:
+    """One prefill of the learner's prompt and the decode steps after it (seconds, synced)."""
+
+    prompt_tokens: int
+    prefill_seconds: float  # the forward pass over the whole prompt
+    ttft_seconds: float  # prefill + choosing the first token
+    decode_step_seconds: float | None  # median decode step (None: the answer ended at once)
+    decode_steps: int
 
 
-def run_sweep(lm, shared, lengths: list[int], max_sequential: int
-              ) -> Iterator[tuple[object, str]]:
-    """Yield (figure, progress line) as each length is measured; share finished sweeps."""
-    info = lm.info
-    caption = machine_caption(info.device, info.dtype, info.threads)
+class SweepFrame(NamedTuple):
+    """One update of the sweep: the chart so far and a progress line."""
+
+    chart: go.Figure
+    progress: str
+
+
+def measure_prompt(lm, settings: Settings, prompt: str) -> PrefillMeasurement:
+    """Prefill the chat-templated prompt, then take a few decode steps to compare with."""
+    ids = encode_prompt(lm, settings, prompt)
+    first, *rest = stream(lm, ids, max_new_tokens=DECODE_STEPS + 1)
+    return PrefillMeasurement(
+        prompt_tokens=len(ids), prefill_seconds=first.forward_seconds, ttft_seconds=first.seconds,
+        decode_step_seconds=statistics.median(e.seconds for e in rest) if rest else None,
+        decode_steps=len(rest))
+
+
+def run_sweep(lm, settings: Settings, shared, lengths: list[int], max_sequential: int
+              ) -> Iterator[SweepFrame]:
+    """Yield a frame as each length is measured; share a finished sweep with every visitor."""
+    settings.prefill_sweep_tokens.check("Measure one-at-a-time up to", max_sequential)
+    caption = info_caption(lm.info)
     lengths = sorted({int(n) for n in lengths}) or [8, 32, 128]
     key = ("prefill_sweep", tuple(lengths), int(max_sequential))
     done = shared.get(key) if shared is not None else None
     if done is not None:
-        yield prefill_sweep_figure(done, caption), "Measured earlier on this machine (shared result)."
+        yield SweepFrame(prefill_sweep_figure(done, caption),
+                         "Measured earlier on this machine (shared result).")
         return
-    yield prefill_sweep_figure([], caption), "Warming up…"
-    points = ()
-    for progress in prefill_sweep(lm, lengths, max_sequential):
+    yield SweepFrame(prefill_sweep_figure([], caption), "Warming up…")
+    points: tuple[PrefillPoint, ...] = ()
+    for progress in prefill_sweep(lm, lengths, int(max_sequential)):
         points = progress.points
-        last = points[-1]
-        yield (prefill_sweep_figure(points, caption),
-               f"Measured {progress.done}/{progress.total}: {last.tokens} tokens → prefill "
-               f"{last.parallel_seconds * 1000:.0f} ms vs one-at-a-time "
-               f"{last.sequential_seconds * 1000:.0f} ms"
-               + ("" if last.sequential_measured else " (extrapolated)"))
+        yield SweepFrame(prefill_sweep_figure(points, caption),
+                         sweep_progress_md(progress.done, progress.total, points[-1]))
     if shared is not None:
         shared.put(key, points)
-    measured = [p for p in points if p.sequential_measured]
-    last = measured[-1] if measured else points[-1]
-    ratio = last.sequential_seconds / last.parallel_seconds
-    how = "measured both ways" if last.sequential_measured else "one-at-a-time extrapolated"
-    yield (prefill_sweep_figure(points, caption),
-           f"Done. At {last.tokens} tokens ({how}), one pass is **{ratio:.0f}×** faster than "
-           f"feeding the tokens one at a time.")
+    yield SweepFrame(prefill_sweep_figure(points, caption), sweep_verdict_md(points))
 
 
-def build(lm, settings: Settings, shared=None) -> None:
-    gr.Markdown(lesson_text("lesson2_prefill.md"))
+def _measure_section(lm, settings: Settings) -> None:
     with gr.Row():
         prompt = gr.Textbox(label="Prompt", lines=2, scale=4, max_length=settings.max_prompt_chars,
                             value="Summarise the plot of Romeo and Juliet in three sentences.",
@@ -90,36 +89,44 @@ def build(lm, settings: Settings, shared=None) -> None:
         run = gr.Button("Prefill it", variant="primary", scale=1, elem_id="prefill-run")
     result = gr.Markdown("*Press **Prefill it** to time one parallel pass over your prompt.*",
                          elem_id="prefill-result")
+
+    def on_run(p: str) -> str:
+        return prefill_report_md(measure_prompt(lm, settings, p))
+
+    run.click(guarded(on_run), prompt, result, concurrency_id="model", time_limit=60,
+              api_name="prefill_measure")
+
+
+def _sweep_section(lm, settings: Settings, shared) -> None:
     gr.Markdown("### Sweep: one pass for the whole prompt vs one pass per token")
     with gr.Row():
-        lengths = gr.CheckboxGroup(LENGTH_CHOICES, value=[1, 8, 32, 128, 512],
+        lengths = gr.CheckboxGroup(LENGTH_CHOICES, value=DEFAULT_LENGTHS,
                                    label="Prompt lengths (tokens)")
-        max_seq = gr.Slider(8, 256, value=128, step=8, elem_id="prefill-maxseq",
-                            label="Measure one-at-a-time up to (tokens); longer is extrapolated")
+        max_seq = slider(settings, "prefill_sweep_tokens",
+                         "Measure one-at-a-time up to (tokens); longer is extrapolated",
+                         elem_id="prefill-maxseq")
     with gr.Row():
         sweep_btn = gr.Button("Run the sweep", variant="primary", elem_id="prefill-sweep")
         stop_btn = gr.Button("Stop", variant="stop")
     progress = gr.Markdown(elem_id="prefill-progress")
-    info = lm.info
-    chart = gr.Plot(prefill_sweep_figure([], machine_caption(info.device, info.dtype, info.threads)),
-                    label="Prefill sweep", elem_id="prefill-chart")
+    chart = gr.Plot(prefill_sweep_figure([], info_caption(lm.info)), label="Prefill sweep",
+                    elem_id="prefill-chart")
 
-    def on_run(p):
-        try:
-            return measure_prompt(lm, settings, p)
-        except Exception as exc:
-            raise user_error(exc) from exc
+    def on_sweep(chosen: list[int], most: int) -> Iterator[dict]:
+        for frame in run_sweep(lm, settings, shared, chosen, most):
+            yield {chart: frame.chart, progress: frame.progress}
 
-    def on_sweep(ls, ms):
-        try:
-            yield from run_sweep(lm, shared, ls, ms)
-        except Exception as exc:
-            raise user_error(exc) from exc
+    def sweep_button(interactive: bool):
+        return guarded(lambda: gr.update(interactive=interactive))
 
-    run.click(on_run, prompt, result, concurrency_id="model", time_limit=60,
-              api_name="prefill_measure")
-    ev = sweep_btn.click(lambda: gr.update(interactive=False), None, sweep_btn).then(
-        on_sweep, [lengths, max_seq], [chart, progress], concurrency_id="heavy",
+    ev = sweep_btn.click(sweep_button(False), None, sweep_btn).then(
+        guarded(on_sweep), [lengths, max_seq], [chart, progress], concurrency_id="heavy",
         concurrency_limit=1, time_limit=300, api_name="prefill_sweep")
-    ev.then(lambda: gr.update(interactive=True), None, sweep_btn)
-    stop_btn.click(lambda: gr.update(interactive=True), None, sweep_btn, cancels=[ev])
+    ev.then(sweep_button(True), None, sweep_btn)
+    stop_btn.click(sweep_button(True), None, sweep_btn, cancels=[ev])
+
+
+def build(lm, settings: Settings, shared=None) -> None:
+    gr.Markdown(lesson_text("lesson2_prefill.md"))
+    _measure_section(lm, settings)
+    _sweep_section(lm, settings, shared)

@@ -1,15 +1,21 @@
-"""Lesson 1 panel: type text, see its tokens, counts, the chat template and the cost."""
+"""Lesson 1 panel: type text, see its tokens, counts, the chat template and the cost.
+
+`show_tokens` and `cost_md` are plain functions (tested on the real tokenizer); `build()` lays
+out the two sections, the token view and the cost estimator, and wires them."""
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import gradio as gr
 
-from inference.config import Settings
-from inference.errors import InferenceInputError
+from inference.config import LIMITS, Settings
+from inference.errors import PromptTooLongError
 from inference.experiments.token_cost import token_cost
 from inference.tokens import chat_prompt, clean_text, tokenize
-from visualizations.token_view import token_counts_md, token_html
+from visualizations.token_view import template_note_md, token_cost_md, token_counts_md, token_html
 
-from .feedback import user_error
+from .controls import number
+from .feedback import guarded
 from .lesson_text import lesson_text
 
 EXAMPLES = [
@@ -20,81 +26,89 @@ EXAMPLES = [
     ["I love pizza 🍕🍕 and rockets 🚀!"],
     ["Le chat dort sur le rebord de la fenêtre. 猫は窓辺で寝ています。"],
 ]
+FIRST_TEXT = EXAMPLES[1][0]
+OUTPUT_PRICE_PER_M = 1.50  # output tokens usually cost a few times more than input tokens
 
 
-def show_tokens(tokenizer, text: str, with_template: bool, max_chars: int) -> tuple[str, str, str]:
-    """(token HTML, counts line, template note) for the text as typed or as the model reads it."""
+class TokenView(NamedTuple):
+    """What the token section shows for one text."""
+
+    html: str  # the coloured token tiles
+    counts: str  # characters, words, tokens (markdown)
+    note: str  # what the chat template adds (markdown)
+
+
+def _checked_text(text: str | None, max_chars: int) -> str:
     text = text or ""
     if len(text) > max_chars:
-        raise InferenceInputError(f"That text has {len(text):,} characters; the limit here is "
-                                  f"{max_chars:,}. Try a shorter piece.")
-    text = clean_text(text)
+        raise PromptTooLongError(f"That text has {len(text):,} characters; the limit here is "
+                                 f"{max_chars:,}. Try a shorter piece.")
+    return clean_text(text)
+
+
+def show_tokens(tokenizer, text: str, with_template: bool, max_chars: int) -> TokenView:
+    """The text's tokens as typed, or as the model reads it (wrapped in the chat template)."""
+    text = _checked_text(text, max_chars)
     plain = tokenize(tokenizer, text)
     if not with_template:
-        return (token_html(plain.tokens), token_counts_md(text, len(plain.tokens)),
-                "*Tick the box to see the same text wrapped in the chat template.*")
+        return TokenView(token_html(plain.tokens), token_counts_md(text, len(plain.tokens)),
+                         "*Tick the box to see the same text wrapped in the chat template.*")
     wrapped = tokenize(tokenizer, chat_prompt(tokenizer, text))
-    overhead = len(wrapped.tokens) - len(plain.tokens)
-    note = (f"Wrapped in the chat template, your {len(plain.tokens)} tokens become "
-            f"**{len(wrapped.tokens)}**: **{overhead}** tokens of role markers and the default "
-            f"system message ({wrapped.special_count} special tokens), paid on every turn.")
-    return (token_html(wrapped.tokens), token_counts_md(wrapped.text, len(wrapped.tokens),
-                                                        wrapped.special_count), note)
+    return TokenView(token_html(wrapped.tokens),
+                     token_counts_md(wrapped.text, len(wrapped.tokens), wrapped.special_count),
+                     template_note_md(len(plain.tokens), len(wrapped.tokens),
+                                      wrapped.special_count))
 
 
 def cost_md(tokenizer, text: str, output_tokens: float, price_in: float, price_out: float,
-            max_chars: int = 20_000) -> str:
+            max_chars: int = LIMITS.max_prompt_chars) -> str:
     """Markdown for the cost of one request with this prompt (chat template included)."""
-    if len(text or "") > max_chars:
-        raise InferenceInputError(f"That text has {len(text):,} characters; the limit here is "
-                                  f"{max_chars:,}. Try a shorter piece.")
-    text = clean_text(text or "")
+    text = _checked_text(text, max_chars)
     n_in = len(tokenize(tokenizer, chat_prompt(tokenizer, text)).tokens)
-    c = token_cost(n_in, int(output_tokens), float(price_in), float(price_out))
-    per_m_requests = c.total * 1e6
-    return (f"**{c.input_tokens:,} input tokens** × ${price_in:g}/M = ${c.input_cost:.6f} · "
-            f"**{c.output_tokens:,} output tokens** × ${price_out:g}/M = ${c.output_cost:.6f} · "
-            f"**per request ${c.total:.6f}**, per million requests **${per_m_requests:,.0f}** "
-            f"*(arithmetic: tokens × price per million ÷ 1,000,000)*")
+    cost = token_cost(n_in, int(output_tokens), float(price_in), float(price_out))
+    return token_cost_md(cost, price_in, price_out)
 
 
-def build(lm, settings: Settings, shared=None) -> None:
-    gr.Markdown(lesson_text("lesson1_tokens.md"))
-    text = gr.Textbox(label="Text to tokenize", lines=3, value=EXAMPLES[1][0],
+def _token_section(lm, settings: Settings) -> tuple[gr.Textbox, gr.Checkbox]:
+    text = gr.Textbox(label="Text to tokenize", lines=3, value=FIRST_TEXT,
                       max_length=settings.max_prompt_chars, elem_id="tok-text")
     gr.Examples(EXAMPLES, inputs=[text], label="Examples with surprising splits")
     template = gr.Checkbox(label="Show it as the model reads it (chat template)", value=False,
                            elem_id="tok-template")
-    first_view, first_counts, first_note = show_tokens(lm.tokenizer, EXAMPLES[1][0], False,
-                                                       settings.max_prompt_chars)
-    counts = gr.Markdown(first_counts, elem_id="tok-counts")
-    view = gr.HTML(first_view, elem_id="tok-view")
-    note = gr.Markdown(first_note)
-    with gr.Accordion("What would this cost? (cost estimator)", open=True):
-        with gr.Row():
-            out_tokens = gr.Number(label="Expected output tokens", value=300, minimum=0,
-                                   maximum=100_000, precision=0)
-            price_in = gr.Number(label="Input price ($ per million tokens)", value=0.50,
-                                 minimum=0, maximum=1000)
-            price_out = gr.Number(label="Output price ($ per million tokens)", value=1.50,
-                                  minimum=0, maximum=1000)
-        cost = gr.Markdown(cost_md(lm.tokenizer, EXAMPLES[1][0], 300, 0.50, 1.50), elem_id="tok-cost")
+    first = show_tokens(lm.tokenizer, FIRST_TEXT, False, settings.max_prompt_chars)
+    counts = gr.Markdown(first.counts, elem_id="tok-counts")
+    view = gr.HTML(first.html, elem_id="tok-view")
+    note = gr.Markdown(first.note)
 
-    def on_text(t, tpl):
-        try:
-            return show_tokens(lm.tokenizer, t, tpl, settings.max_prompt_chars)
-        except Exception as exc:
-            raise user_error(exc) from exc
-
-    def on_cost(t, n, pi, po):
-        try:
-            return cost_md(lm.tokenizer, t, n or 0, pi or 0, po or 0, settings.max_prompt_chars)
-        except Exception as exc:
-            raise user_error(exc) from exc
+    def on_text(t: str, with_template: bool) -> dict:
+        shown = show_tokens(lm.tokenizer, t, with_template, settings.max_prompt_chars)
+        return {view: shown.html, counts: shown.counts, note: shown.note}
 
     for trigger in (text.change, template.change):
-        trigger(on_text, [text, template], [view, counts, note], trigger_mode="always_last",
-                show_progress="hidden", api_name="tokenize")
+        trigger(guarded(on_text), [text, template], [view, counts, note],
+                trigger_mode="always_last", show_progress="hidden", api_name="tokenize")
+    return text, template
+
+
+def _cost_section(lm, settings: Settings, text: gr.Textbox) -> None:
+    with gr.Accordion("What would this cost? (cost estimator)", open=True):
+        with gr.Row():
+            out_tokens = number(settings, "cost_output_tokens", "Expected output tokens")
+            price_in = number(settings, "token_price_per_m", "Input price ($ per million tokens)")
+            price_out = number(settings, "token_price_per_m",
+                               "Output price ($ per million tokens)", value=OUTPUT_PRICE_PER_M)
+        cost = gr.Markdown(cost_md(lm.tokenizer, FIRST_TEXT, out_tokens.value, price_in.value,
+                                   price_out.value), elem_id="tok-cost")
+
+    def on_cost(t: str, n: float | None, p_in: float | None, p_out: float | None) -> str:
+        return cost_md(lm.tokenizer, t, n or 0, p_in or 0, p_out or 0, settings.max_prompt_chars)
+
     for trigger in (text.change, out_tokens.change, price_in.change, price_out.change):
-        trigger(on_cost, [text, out_tokens, price_in, price_out], cost, trigger_mode="always_last",
-                show_progress="hidden", api_name="token_cost")
+        trigger(guarded(on_cost), [text, out_tokens, price_in, price_out], cost,
+                trigger_mode="always_last", show_progress="hidden", api_name="token_cost")
+
+
+def build(lm, settings: Settings, shared=None) -> None:
+    gr.Markdown(lesson_text("lesson1_tokens.md"))
+    text, _template = _token_section(lm, settings)
+    _cost_section(lm, settings, text)

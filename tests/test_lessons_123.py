@@ -1,26 +1,59 @@
-"""Lessons 1-3: the panels' handler functions on the real model."""
+"""Lessons 1-3 and 'This machine': the panels' plain functions on the real model, and the
+panels' controls built from `Settings`."""
+import gradio as gr
 import pytest
 
 from inference.config import Settings
-from inference.errors import InferenceInputError
+from inference.errors import (
+    InferenceInputError,
+    NotReadyError,
+    PromptTooLongError,
+    SettingOutOfRangeError,
+)
+from inference.experiments.shared_results import SharedResults
 from inference.generation import reshaped, stream
 from inference.sampling import SamplingSettings
-from inference.experiments.shared_results import SharedResults
 from inference.tokens import prompt_ids
-from lessons import decode_panel, prefill_panel, tokens_panel
+from lessons import (
+    chat_panel,
+    decode_panel,
+    decode_session,
+    performance_panel,
+    prefill_panel,
+    quantization_panel,
+    tokens_panel,
+)
+from lessons.controls import limit_name
+from visualizations.quant_text import roofline_md
+from visualizations.timing_text import prefill_report_md
 
 SETTINGS = Settings()
 PROMPT = "Write one sentence about the moon."
 GREEDY = SamplingSettings()
 
 
+def steps(lm, n: int, max_new: int = 10, sampling: SamplingSettings = GREEDY):
+    """A generation after `n` Steps."""
+    gen = None
+    for _ in range(n):
+        gen = decode_session.step(lm, SETTINGS, gen, PROMPT, max_new, sampling)
+    return gen
+
+
+def run_to_end(lm, max_new: int, sampling: SamplingSettings):
+    gen = decode_session.step(lm, SETTINGS, None, PROMPT, max_new, sampling)
+    while not gen.finished:
+        gen = decode_session.step(lm, SETTINGS, gen, PROMPT, max_new, sampling)
+    return gen
+
+
 def test_tokens_view_counts_and_template(tok):
     html, counts, note = tokens_panel.show_tokens(tok, "Hello world", False, 1000)
     assert "<sub>19556</sub>" in html and "**2** tokens" in counts
-    html_t, counts_t, note_t = tokens_panel.show_tokens(tok, "Hello world", True, 1000)
-    assert "&lt;|im_start|&gt;" in html_t and "special" in html_t
-    assert "your 2 tokens become" in note_t
-    with pytest.raises(InferenceInputError, match="characters"):
+    wrapped = tokens_panel.show_tokens(tok, "Hello world", True, 1000)
+    assert "&lt;|im_start|&gt;" in wrapped.html and "special" in wrapped.html
+    assert "your 2 tokens become" in wrapped.note
+    with pytest.raises(PromptTooLongError, match="characters"):
         tokens_panel.show_tokens(tok, "x" * 2000, False, 1000)
 
 
@@ -31,45 +64,78 @@ def test_cost_estimate_arithmetic(tok):
     assert f"${1000 * 10.0 / 1e6 + n_in * 2.0 / 1e6:.6f}" in md
 
 
+def test_cost_estimate_refuses_huge_text_and_prices_out_of_range(tok):
+    with pytest.raises(InferenceInputError, match="characters"):
+        tokens_panel.cost_md(tok, "x" * 30_000, 10, 1.0, 1.0, max_chars=20_000)
+    with pytest.raises(SettingOutOfRangeError, match="price"):
+        tokens_panel.cost_md(tok, "hi", 10, SETTINGS.token_price_per_m.high + 1, 1.0)
+
+
+def test_chat_streams_the_greedy_answer(lm):
+    frames = list(chat_panel.generate_chat(lm, SETTINGS, PROMPT, 6))
+    reference = list(stream(lm, prompt_ids(lm.tokenizer, PROMPT), max_new_tokens=6))
+    assert len(frames) == len(reference)
+    history, stats = frames[-1]
+    assert history[0] == {"role": "user", "content": PROMPT}
+    assert history[1]["content"] == reference[-1].text
+    assert "time to first token" in stats and f"{len(reference)} tokens generated" in stats
+
+
 def test_step_yields_one_token_each(lm):
-    gen = decode_panel.step(lm, SETTINGS, None, PROMPT, 10, GREEDY)
+    gen = steps(lm, 1)
     assert len(gen.events) == 1 and gen.events[0].forward_tokens == len(gen.prompt_ids)
-    gen = decode_panel.step(lm, SETTINGS, gen, PROMPT, 10, GREEDY)
+    gen = decode_session.step(lm, SETTINGS, gen, PROMPT, 10, GREEDY)
     assert len(gen.events) == 2 and gen.events[1].forward_tokens == 1
+    view = decode_session.views(lm, gen, GREEDY)
+    assert view.gen is gen and view.tokens == 2 and view.look_at == 1
+    assert [c for _, c in view.choices] == [c.token_id for c in gen.events[1].candidates]
+    assert view.pick is not None and view.pick != gen.events[1].token_id
+    assert "Tokens:** 2" in view.stats_md
 
 
 def test_play_gives_the_same_tokens_as_steps(lm):
     gen, done, ticks = None, False, 0
     while not done:
-        gen, done = decode_panel.play_tick(lm, SETTINGS, gen, PROMPT, 12, GREEDY)
+        gen, done = decode_session.play_tick(lm, SETTINGS, gen, PROMPT, 12, GREEDY)
         ticks += 1
-    reference = [e.token_id for e in stream(lm, prompt_ids(lm.tokenizer, PROMPT), max_new_tokens=12)]
+    ids = prompt_ids(lm.tokenizer, PROMPT)
+    reference = [e.token_id for e in stream(lm, ids, max_new_tokens=12)]
     assert gen.generated == reference and ticks == len(reference)
 
 
 def test_branch_continues_like_a_fresh_run(lm):
-    gen = None
-    for _ in range(5):
-        gen = decode_panel.step(lm, SETTINGS, gen, PROMPT, 10, GREEDY)
+    gen = steps(lm, 5)
     alt = gen.events[2].candidates[1].token_id
-    gen = decode_panel.branch_to(lm, gen, 2, alt)
+    gen = decode_session.branch_to(lm, gen, 2, alt)
     assert gen.generated[2] == alt and len(gen.events) == 3
     while not gen.finished:
-        gen = decode_panel.step(lm, SETTINGS, gen, PROMPT, 10, GREEDY)
+        gen = decode_session.step(lm, SETTINGS, gen, PROMPT, 10, GREEDY)
     fresh = [e.token_id for e in stream(lm, gen.prompt_ids + gen.generated[:3], max_new_tokens=7)]
     assert gen.generated[3:] == fresh
 
 
+def test_branch_needs_tokens_and_a_candidate_first(lm):
+    with pytest.raises(NotReadyError, match="Generate a few tokens first"):
+        decode_session.branch_to(lm, None, 0, 5)
+    gen = steps(lm, 2)
+    with pytest.raises(NotReadyError, match="Choose a candidate"):
+        decode_session.branch_to(lm, gen, 1, None)
+    with pytest.raises(SettingOutOfRangeError, match="no step 9"):
+        decode_session.branch_to(lm, gen, 9, gen.events[0].candidates[1].token_id)
+    assert len(gen.events) == 2  # a refused branch leaves the run as it was
+
+
 def test_prompt_change_starts_over_and_reset_clears(lm):
-    gen = decode_panel.step(lm, SETTINGS, None, PROMPT, 10, GREEDY)
-    gen = decode_panel.step(lm, SETTINGS, gen, "A different prompt.", 10, GREEDY)
+    gen = steps(lm, 1)
+    gen = decode_session.step(lm, SETTINGS, gen, "A different prompt.", 10, GREEDY)
     assert len(gen.events) == 1
-    out = decode_panel.views(lm, None, GREEDY)
-    assert out[0] is None and "Press <b>Step</b>" in out[1]
+    view = decode_session.views(lm, None, GREEDY)
+    assert view.gen is None and "Press <b>Step</b>" in view.text_html
+    assert view.tokens == 0 and view.choices == [] and view.pick is None
 
 
 def test_sampling_controls_reshape_the_distribution(lm):
-    gen = decode_panel.step(lm, SETTINGS, None, PROMPT, 10, GREEDY)
+    gen = steps(lm, 1)
     raw = [c.raw_probability for c in gen.events[-1].candidates]
     assert reshaped(gen, GREEDY) is None
     hot = reshaped(gen, SamplingSettings(temperature=2.0))
@@ -82,70 +148,101 @@ def test_sampling_controls_reshape_the_distribution(lm):
 
 def test_sampled_steps_differ_from_greedy_with_seed(lm):
     hot = SamplingSettings(temperature=1.5, seed=3)
-    a = decode_panel.step(lm, SETTINGS, None, PROMPT, 8, hot)
-    assert "sampled" in a.events[0].chosen_by
-
-
-def test_prefill_measurement_and_shared_sweep(lm):
-    md = prefill_panel.measure_prompt(lm, SETTINGS, PROMPT)
-    assert "one forward pass" in md and "decode step" in md
-    shared = SharedResults()
-    outs = list(prefill_panel.run_sweep(lm, shared, [4, 16, 64], 16))
-    assert "Done." in outs[-1][1]
-    fig = outs[-1][0]
-    names = [t.name for t in fig.data]
-    assert any("extrapolated" in n for n in names)  # 64 > 16: extrapolated, and labelled
-    again = list(prefill_panel.run_sweep(lm, shared, [4, 16, 64], 16))
-    assert len(again) == 1 and "shared result" in again[0][1]
+    sampled, again = run_to_end(lm, 8, hot), run_to_end(lm, 8, hot)
+    greedy = [e.token_id for e in stream(lm, prompt_ids(lm.tokenizer, PROMPT), max_new_tokens=8)]
+    assert all("sampled" in e.chosen_by for e in sampled.events)
+    assert sampled.generated != greedy  # sampling chose other tokens than greedy
+    assert again.generated == sampled.generated  # the same seed repeats the same choices
 
 
 def test_bad_prompt_gives_clear_error(lm):
     with pytest.raises(InferenceInputError, match="empty"):
-        decode_panel.step(lm, SETTINGS, None, "   ", 10, GREEDY)
+        decode_session.step(lm, SETTINGS, None, "   ", 10, GREEDY)
 
 
 def test_stop_is_final_for_queued_play_ticks(lm):
-    gen, _ = decode_panel.play_tick(lm, SETTINGS, None, PROMPT, 10, GREEDY)
-    gen.stopped = True
-    after, done = decode_panel.play_tick(lm, SETTINGS, gen, PROMPT, 10, GREEDY)
+    gen, _ = decode_session.play_tick(lm, SETTINGS, None, PROMPT, 10, GREEDY)
+    gen.stop()
+    after, done = decode_session.play_tick(lm, SETTINGS, gen, PROMPT, 10, GREEDY)
     assert done and after is gen and len(after.events) == 1 and after.finished == "stopped by you"
 
 
-def test_cost_estimate_refuses_huge_text(tok):
-    with pytest.raises(InferenceInputError, match="characters"):
-        tokens_panel.cost_md(tok, "x" * 30_000, 10, 1.0, 1.0, max_chars=20_000)
-
-
-def test_roofline_panel_measures_and_explains(lm):
-    from lessons import performance_panel
-
-    r = performance_panel.measure_roofline(lm, new_tokens=6)
-    assert r.bandwidth_gbs > 0 and r.measured_tokens_per_s > 0
-    assert r.bytes_per_token > lm.info.weight_bytes  # weights plus the cache
-    assert abs(r.ceiling_tokens_per_s - r.bandwidth_gbs * 1e9 / r.bytes_per_token) < 1e-9
-    md = performance_panel.roofline_markdown(r, lm.info)
-    assert f"{r.fraction:.0%}" in md and "theoretical" in md and "measured" in md
-
-
 def test_stop_during_a_running_step_discards_that_step(lm, monkeypatch):
-    gen, _ = decode_panel.play_tick(lm, SETTINGS, None, PROMPT, 10, GREEDY)
-    real_step = decode_panel.step
+    gen, _ = decode_session.play_tick(lm, SETTINGS, None, PROMPT, 10, GREEDY)
+    real_step = decode_session.step
 
     def step_while_stop_is_pressed(*args, **kwargs):
         g = real_step(*args, **kwargs)
-        g.stopped = True  # Stop arrives while the forward pass runs
+        g.stop()  # Stop arrives while the forward pass runs
         return g
 
-    monkeypatch.setattr(decode_panel, "step", step_while_stop_is_pressed)
-    after, done = decode_panel.play_tick(lm, SETTINGS, gen, PROMPT, 10, GREEDY)
+    monkeypatch.setattr(decode_session, "step", step_while_stop_is_pressed)
+    after, done = decode_session.play_tick(lm, SETTINGS, gen, PROMPT, 10, GREEDY)
     assert done and len(after.events) == 1 and len(after.generated) == 1
 
 
 def test_stop_keeps_exactly_the_tokens_on_screen(lm):
-    gen = None
-    for _ in range(4):
-        gen = decode_panel.step(lm, SETTINGS, gen, PROMPT, 10, GREEDY)
-    decode_panel.stop(gen, 3)  # the 4th token was computed but not yet drawn
-    assert gen.finished == "stopped by you" and len(gen.events) == 3 and len(gen.generated) == 3
-    decode_panel.stop(gen, 7)  # more than exist: nothing to drop
+    gen = steps(lm, 4)
+    first_three = gen.generated[:3]
+    decode_session.stop(gen, 3)  # the 4th token was computed but not yet drawn
+    assert gen.finished == "stopped by you" and gen.generated == first_three
     assert len(gen.events) == 3
+    decode_session.stop(gen, 7)  # more than exist: nothing to drop
+    decode_session.stop(gen, None)
+    assert len(gen.events) == 3 and gen.generated == first_three
+
+
+def test_prefill_measurement_and_shared_sweep(lm):
+    m = prefill_panel.measure_prompt(lm, SETTINGS, PROMPT)
+    assert m.prompt_tokens == len(prompt_ids(lm.tokenizer, PROMPT))
+    assert 0 < m.prefill_seconds <= m.ttft_seconds
+    assert m.decode_steps == prefill_panel.DECODE_STEPS and m.decode_step_seconds > 0
+    md = prefill_report_md(m)
+    assert "one forward pass" in md and "decode step" in md
+    assert f"**{m.prompt_tokens} tokens**" in md
+    shared = SharedResults()
+    frames = list(prefill_panel.run_sweep(lm, SETTINGS, shared, [4, 16, 64], 16))
+    assert "Done. At 16 tokens (measured both ways)" in frames[-1].progress
+    names = [t.name for t in frames[-1].chart.data]
+    assert any("extrapolated" in n for n in names)  # 64 > 16: extrapolated, and labelled
+    assert list(frames[-1].chart.data[0].x) == [4, 16, 64]
+    again = list(prefill_panel.run_sweep(lm, SETTINGS, shared, [4, 16, 64], 16))
+    assert len(again) == 1 and "shared result" in again[0].progress
+    with pytest.raises(SettingOutOfRangeError):
+        list(prefill_panel.run_sweep(lm, SETTINGS, shared, [4], SETTINGS.prefill_sweep_tokens.high
+                                     + 1))
+
+
+def test_roofline_panel_measures_and_explains(lm):
+    r = performance_panel.measure_roofline(lm, new_tokens=6)
+    assert r.bandwidth_gbs > 0 and r.measured_tokens_per_s > 0
+    assert r.bytes_per_token > lm.info.weight_bytes  # weights plus the cache
+    assert abs(r.ceiling_tokens_per_s - r.bandwidth_gbs * 1e9 / r.bytes_per_token) < 1e-9
+    md = roofline_md(r, lm.info.weight_bytes)
+    assert f"{r.fraction:.0%}" in md and "theoretical" in md and "measured" in md
+    point = performance_panel.roofline_point(lm, r)
+    assert point.decode_tokens_per_s == r.measured_tokens_per_s
+    assert point.bytes_per_token == r.bytes_per_token
+
+
+BRANCH_STEP = "decode-branch-step"  # bounded by the tokens generated so far, not by Settings
+
+
+def test_every_slider_and_bounded_number_comes_from_settings(lm):
+    with gr.Blocks() as demo:
+        chat_panel.build(lm, SETTINGS)
+        for panel in (tokens_panel, prefill_panel, decode_panel, quantization_panel,
+                      performance_panel):
+            panel.build(lm, SETTINGS, SharedResults())
+    sliders = [b for b in demo.blocks.values() if isinstance(b, gr.Slider)]
+    numbers = [b for b in demo.blocks.values() if isinstance(b, gr.Number)
+               and (b.minimum is not None or b.maximum is not None)]
+    assert len(sliders) >= 9 and len(numbers) >= 4
+    ranges = SETTINGS.ranges()
+    for control in sliders + numbers:
+        if control.elem_id == BRANCH_STEP:
+            continue
+        name = limit_name(control)
+        assert name in ranges, (control.label, name)
+        low, high = (control.minimum, control.maximum)
+        assert (low, high) == (ranges[name].low, ranges[name].high), control.label

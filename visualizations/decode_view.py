@@ -41,4 +41,5 @@ def decode_stats_md(events, finished: str | None) -> str:
     parts.append(f"**Tokens:** {len(events)}")
     if finished:
         parts.append(f"**Finished:** {finished}")
-    return " · ".join(parts) + "  \n*All measured on this machine, device synced before each clock read.*"
+    return (" · ".join(parts)
+            + "  \n*All measured on this machine, device synced before each clock read.*")

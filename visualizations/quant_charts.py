@@ -1,9 +1,10 @@
 """Lesson 6 charts: bytes per weight against speed and quality. Pure functions, data in,
 plotly figures / HTML out.
 
-Inputs are `inference.experiments.quality.ModeReport` records, read by attribute only (key, label, kernel,
-weight_bytes, bytes_per_token, decode_tokens_per_s, prefill_seconds, top1_agreement,
-top1_decided, decided_positions, kl_mean, perplexity, token_ids, pieces), so tests can pass hand-made stand-ins.
+Inputs are `inference.experiments.quality.ModeReport` records, read by attribute only (key,
+label, kernel, weight_bytes, bytes_per_token, decode_tokens_per_s, prefill_seconds,
+top1_agreement, top1_decided, decided_positions, kl_mean, perplexity, token_ids, pieces), so
+tests can pass hand-made stand-ins.
 """
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ def roofline_figure(reports, bandwidth_gbs: float, bandwidth_note: str = "",
     low = min(r.bytes_per_token for r in reports) * 0.7
     xs = [low + (top - low) * i / 99 for i in range(100)]
     fig = go.Figure([go.Scatter(
-        x=[x / MB for x in xs], y=[ceiling_tokens_per_s(bandwidth_gbs, x) for x in xs], mode="lines",
+        x=[x / MB for x in xs], y=[ceiling_tokens_per_s(bandwidth_gbs, x) for x in xs],
+        mode="lines",
         name=f"ceiling: {bandwidth_gbs:.1f} GB/s ÷ bytes per token (theoretical{bandwidth_note})",
         line=dict(color=PALETTE["grey"], dash="dash", width=3))])
     for i, r in enumerate(reports):
@@ -75,8 +77,8 @@ def mode_bars_figure(reports, caption: str = "") -> go.Figure:
 def mode_table(reports) -> tuple[list[str], list[list]]:
     """(headers, rows) for a table of every measured number per mode."""
     headers = ["mode", "weights (MB)", "× fp32", "read per token (MB)", "prefill (ms)",
-               "long prefill (s)",
-               "decode (tok/s)", "top-1 agree (%)", "agree where fp32 decided (%)", "KL (nats)", "perplexity", "kernel"]
+               "long prefill (s)", "decode (tok/s)", "top-1 agree (%)",
+               "agree where fp32 decided (%)", "KL (nats)", "perplexity", "kernel"]
     rows = [[r.key, round(r.weight_bytes / MB, 1), round(r.ratio_to_fp32, 3),
              round(r.bytes_per_token / MB, 1), round(r.prefill_seconds * 1000),
              f"{r.text_prefill_seconds:.2f} ({r.text_tokens} tok)",
@@ -101,7 +103,8 @@ def _token_spans(ids, pieces, reference_ids) -> str:
         same = i < len(reference_ids) and reference_ids[i] == tid
         style = "" if same else (f"background:{PALETTE['orange']}55;"
                                  f"border-bottom:2px solid {PALETTE['vermillion']};")
-        out.append(f"<span class='q6-tok{'' if same else ' q6-diff'}' style='{style}'>{text}</span>")
+        cls = "q6-tok" if same else "q6-tok q6-diff"
+        out.append(f"<span class='{cls}' style='{style}'>{text}</span>")
     return "".join(out)
 
 

@@ -10,17 +10,20 @@ from .style import PALETTE, empty_figure, styled
 
 
 def prefill_sweep_figure(points, caption: str) -> go.Figure:
-    """points: objects with .tokens, .parallel_seconds, .sequential_seconds, .sequential_measured."""
+    """points: objects with .tokens, .parallel_seconds, .sequential_seconds and
+    .sequential_measured (False: extrapolated from the measured time per token)."""
     if not points:
         return empty_figure("Press “Run the sweep” to measure prefill against one-at-a-time.")
     n = [p.tokens for p in points]
     fig = go.Figure()
-    fig.add_trace(go.Scatter(x=n, y=[p.parallel_seconds * 1000 for p in points], mode="lines+markers",
+    fig.add_trace(go.Scatter(x=n, y=[p.parallel_seconds * 1000 for p in points],
+                             mode="lines+markers",
                              name="prefill: all tokens in one pass (measured)",
                              line=dict(color=PALETTE["blue"], width=3)))
     meas = [p for p in points if p.sequential_measured]
     extra = [p for p in points if not p.sequential_measured]
-    fig.add_trace(go.Scatter(x=[p.tokens for p in meas], y=[p.sequential_seconds * 1000 for p in meas],
+    fig.add_trace(go.Scatter(x=[p.tokens for p in meas],
+                             y=[p.sequential_seconds * 1000 for p in meas],
                              mode="lines+markers", name="one token per pass (measured)",
                              line=dict(color=PALETTE["vermillion"], width=3)))
     if extra:
@@ -28,7 +31,8 @@ def prefill_sweep_figure(points, caption: str) -> go.Figure:
         fig.add_trace(go.Scatter(
             x=[p.tokens for p in tail], y=[p.sequential_seconds * 1000 for p in tail],
             mode="lines+markers", name="one token per pass (extrapolated: ms/token × N)",
-            line=dict(color=PALETTE["vermillion"], width=2, dash="dash"), marker=dict(symbol="circle-open")))
+            line=dict(color=PALETTE["vermillion"], width=2, dash="dash"),
+            marker=dict(symbol="circle-open")))
     fig.update_xaxes(type="log")
     fig.update_yaxes(type="log")
     return styled(fig, "Prefill is parallel: N prompt tokens in one forward pass",
@@ -42,14 +46,16 @@ def decode_latency_figure(step_seconds: list[float], caption: str) -> go.Figure:
     idx = list(range(len(step_seconds)))
     colors = [PALETTE["orange"]] + [PALETTE["blue"]] * (len(step_seconds) - 1)
     fig = go.Figure()
-    fig.add_trace(go.Bar(x=idx, y=[s * 1000 for s in step_seconds], marker_color=colors,
-                         name="latency per token (measured; orange = first token, includes prefill)"))
+    fig.add_trace(go.Bar(
+        x=idx, y=[s * 1000 for s in step_seconds], marker_color=colors,
+        name="latency per token (measured; orange = first token, includes prefill)"))
     rates, total = [], 0.0
     for i, s in enumerate(step_seconds):
         if i > 0:
             total += s
         rates.append(i / total if i and total else None)
-    fig.add_trace(go.Scatter(x=idx, y=rates, mode="lines", yaxis="y2", name="running decode tokens/s",
+    fig.add_trace(go.Scatter(x=idx, y=rates, mode="lines", yaxis="y2",
+                             name="running decode tokens/s",
                              line=dict(color=PALETTE["green"], width=3)))
     fig.update_layout(yaxis2=dict(title="decode tokens/s", overlaying="y", side="right",
                                   rangemode="tozero", showgrid=False), bargap=0.15)
@@ -66,7 +72,8 @@ def candidates_figure(candidates, chosen_id: int | None, shaped: list[float] | N
         return empty_figure("Candidates for the next token appear after the first Step.")
     labels = [f"{repr(c.piece)[1:-1] or '∅'}  #{c.token_id}" for c in candidates][::-1]
     raw = [c.raw_probability * 100 for c in candidates][::-1]
-    edge = [PALETTE["vermillion"] if c.token_id == chosen_id else "rgba(0,0,0,0)" for c in candidates][::-1]
+    edge = [PALETTE["vermillion"] if c.token_id == chosen_id else "rgba(0,0,0,0)"
+            for c in candidates][::-1]
     fig = go.Figure()
     fig.add_trace(go.Bar(y=labels, x=raw, orientation="h", name="model's probability (T = 1)",
                          marker=dict(color=PALETTE["sky"], line=dict(color=edge, width=3)),

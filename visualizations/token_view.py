@@ -38,5 +38,24 @@ def token_counts_md(text: str, n_tokens: int, n_special: int = 0) -> str:
     per_word = f"{n_tokens / words:.2f}" if words else "—"
     chars_per_tok = f"{len(text) / n_tokens:.1f}" if n_tokens else "—"
     extra = f" ({n_special} special)" if n_special else ""
-    return (f"**{len(text):,}** characters · **{words:,}** words · **{n_tokens:,}** tokens{extra} · "
-            f"**{per_word}** tokens per word · **{chars_per_tok}** characters per token")
+    return (f"**{len(text):,}** characters · **{words:,}** words · "
+            f"**{n_tokens:,}** tokens{extra} · **{per_word}** tokens per word · "
+            f"**{chars_per_tok}** characters per token")
+
+
+def template_note_md(plain_tokens: int, wrapped_tokens: int, special_tokens: int) -> str:
+    """What the chat template adds: its tokens are paid on every turn."""
+    return (f"Wrapped in the chat template, your {plain_tokens} tokens become "
+            f"**{wrapped_tokens}**: **{wrapped_tokens - plain_tokens}** tokens of role markers "
+            f"and the default system message ({special_tokens} special tokens), paid on every "
+            "turn.")
+
+
+def token_cost_md(cost, input_price_per_m: float, output_price_per_m: float) -> str:
+    """One request's cost. `cost` has .input_tokens, .output_tokens, .input_cost,
+    .output_cost and .total (dollars); prices are dollars per million tokens."""
+    return (f"**{cost.input_tokens:,} input tokens** × ${input_price_per_m:g}/M = "
+            f"${cost.input_cost:.6f} · **{cost.output_tokens:,} output tokens** × "
+            f"${output_price_per_m:g}/M = ${cost.output_cost:.6f} · **per request "
+            f"${cost.total:.6f}**, per million requests **${cost.total * 1e6:,.0f}** "
+            "*(arithmetic: tokens × price per million ÷ 1,000,000)*")

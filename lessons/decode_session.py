@@ -1,0 +1,132 @@
+"""Lesson 3's rules, as plain functions tested on the real model: what Step, a Play tick,
+Stop and Branch do to a learner's `Generation`, and what the panel shows for it.
+
+- `step`: start a generation (or restart when the prompt changed), then one token.
+- `play_tick`: a Step for Play's timer; a tick queued after Stop does nothing, and a step
+  still running when Stop is pressed does not count.
+- `stop`: keep exactly the tokens on the learner's screen.
+- `branch_to`: rewind to a step and continue with another candidate.
+- `views`: a `DecodeView` record of everything drawn (`decode_panel` maps it onto the
+  components). Nothing here knows Gradio."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import plotly.graph_objects as go
+
+from inference.config import Settings
+from inference.errors import NotReadyError
+from inference.generation import (
+    Generation,
+    continue_branch,
+    next_token,
+    reshaped,
+    set_sampling,
+    start,
+)
+from inference.sampling import SamplingSettings
+from visualizations.decode_view import decode_stats_md, output_html
+from visualizations.style import info_caption
+from visualizations.timing_charts import candidates_figure, decode_latency_figure
+
+from .prompt_input import encode_prompt
+
+
+@dataclass(frozen=True)
+class DecodeView:
+    """Everything the panel shows for one state of the generation."""
+
+    gen: Generation | None
+    text_html: str  # the answer so far, one numbered tile per token
+    stats_md: str  # TTFT, TPOT, tokens/s, cache size
+    candidates: go.Figure  # the looked-at step's candidates (and reshaped by sampling)
+    timing: go.Figure  # per-token latency
+    tokens: int  # tokens on screen (sent back with Stop)
+    look_at: int  # the step whose candidates are drawn
+    choices: list[tuple[str, int]]  # that step's candidates, for Branch: (label, token id)
+    pick: int | None  # the pre-selected candidate: the likeliest one not taken
+
+
+def sampling_from(temperature: float | None, top_k: int | None, top_p: float | None,
+                  seed: int | None) -> SamplingSettings:
+    """The sampling controls as settings (empty boxes read as their 'off' values)."""
+    return SamplingSettings(temperature=float(temperature or 0), top_k=int(top_k or 0),
+                            top_p=float(top_p if top_p is not None else 1.0),
+                            seed=int(seed) if seed is not None else 0)
+
+
+def views(lm, gen: Generation | None, sampling: SamplingSettings,
+          at_step: int | None = None) -> DecodeView:
+    """What the panel shows for this generation, looking at step `at_step` (default: the
+    newest). Reshaped probabilities are drawn for the newest step only."""
+    caption = info_caption(lm.info)
+    events = gen.events if gen else []
+    newest = len(events) - 1
+    at = newest if at_step is None else max(0, min(int(at_step), newest))
+    ev = events[at] if events else None
+    shaped = reshaped(gen, sampling) if gen is not None and at == newest else None
+    choices = [(f"{c.piece!r}  ({c.raw_probability:.1%})", c.token_id)
+               for c in ev.candidates] if ev else []
+    pick = next((c.token_id for c in ev.candidates if c.token_id != ev.token_id),
+                None) if ev else None
+    return DecodeView(
+        gen=gen, text_html=output_html(events),
+        stats_md=decode_stats_md(events, gen.finished if gen else None),
+        candidates=candidates_figure(ev.candidates if ev else [], ev.token_id if ev else None,
+                                     shaped, caption),
+        timing=decode_latency_figure([e.seconds for e in events], caption),
+        tokens=len(events), look_at=max(at, 0), choices=choices, pick=pick)
+
+
+def stop(gen: Generation | None, tokens_shown: float | None) -> None:
+    """Stop for good, keeping exactly the tokens the learner saw when pressing Stop: a token
+    computed just before (its display still on the way) is dropped with the rest."""
+    if gen is None:
+        return
+    shown = tokens_shown if isinstance(tokens_shown, (int, float)) else None
+    gen.stop(keep=int(shown) if shown is not None and 0 <= shown < len(gen.events) else None)
+
+
+def step(lm, settings: Settings, gen: Generation | None, prompt: str, max_new: int,
+         sampling: SamplingSettings) -> Generation:
+    """One Step: start a generation if there is none (or the prompt changed), then one token."""
+    ids = encode_prompt(lm, settings, prompt)
+    if gen is None or gen.prompt_ids != ids or gen.finished:
+        gen = start(lm, ids, sampling, int(max_new), top_k_shown=settings.top_k_shown,
+                    max_new_limit=settings.new_tokens.high)
+    else:
+        gen.set_max_new_tokens(int(max_new), settings.new_tokens.high)
+        if gen.sampling != sampling:
+            set_sampling(lm, gen, sampling)
+    if gen.pending_force is not None:
+        continue_branch(lm, gen)
+    else:
+        next_token(lm, gen)
+    return gen
+
+
+def play_tick(lm, settings: Settings, gen: Generation | None, prompt: str, max_new: int,
+              sampling: SamplingSettings) -> tuple[Generation | None, bool]:
+    """What one tick of Play does: a Step, then whether Play should stop (finished).
+
+    A tick that was already queued when the learner pressed Stop does nothing."""
+    if gen is not None and gen.stopped:
+        return gen, True
+    before = len(gen.events) if gen is not None else 0
+    gen = step(lm, settings, gen, prompt, max_new, sampling)
+    if gen.stopped:  # Stop was pressed while this step ran: the step does not count
+        gen.truncate(before)
+        return gen, True
+    return gen, gen.finished is not None
+
+
+def branch_to(lm, gen: Generation | None, at_step: int, token_id: int | None) -> Generation:
+    """Rewind to `at_step`, pick `token_id` there, and take that step."""
+    if gen is None or not gen.events:
+        raise NotReadyError("Generate a few tokens first, then branch from one of them.")
+    if token_id is None:
+        raise NotReadyError("Choose a candidate token to branch with.")
+    gen.branch(int(at_step), int(token_id))
+    continue_branch(lm, gen)
+    return gen
+

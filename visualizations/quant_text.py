@@ -1,0 +1,76 @@
+"""The written side of Lesson 6 and 'This machine': the table of every measured number per
+precision mode, what this run showed, and the roofline sentence (bandwidth ÷ bytes per token
+= the decode ceiling, beside the measured speed).
+
+Pure functions over records read by attribute: `ModeReport`s (key, weight_bytes,
+ratio_to_fp32, decode_tokens_per_s, prefill_seconds, prompt_tokens, top1_agreement,
+top1_decided, kl_mean, perplexity, kernel), a model info (device, threads) and a `Roofline`
+(bandwidth_gbs, bytes_per_token, ceiling_tokens_per_s, measured_tokens_per_s, fraction).
+"""
+from __future__ import annotations
+
+from .model_card import human_bytes
+from .quant_charts import mode_table
+
+
+def results_table_md(reports) -> str:
+    """Markdown table of every measured number per mode ('' before anything is measured)."""
+    if not reports:
+        return ""
+    headers, rows = mode_table(reports)
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _mode_line(r) -> str:
+    return (f"- **{r.key}**: {r.weight_bytes / 1e6:.0f} MB ({r.ratio_to_fp32:.2f}× fp32), "
+            f"decode **{r.decode_tokens_per_s:.1f} tokens/s**, prefill of {r.prompt_tokens} "
+            f"tokens {r.prefill_seconds * 1000:.0f} ms, top-1 agreement "
+            f"**{100 * r.top1_agreement:.0f}%** ({100 * r.top1_decided:.0f}% where fp32 was "
+            f"decided), KL {r.kl_mean:.4f} nats, perplexity {r.perplexity:.2f} · {r.kernel}")
+
+
+def closing_note_md(info, reports, bandwidth_gbs: float | None) -> str:
+    """What this machine showed, from this run's numbers only."""
+    bandwidth = f", read bandwidth {bandwidth_gbs:.1f} GB/s measured" if bandwidth_gbs else ""
+    head = f"### What this machine showed ({info.device}, {info.threads} threads{bandwidth})"
+    if not reports:
+        return head + "\n\nPress **Compare modes** to fill this in."
+    lines = [head] + [_mode_line(r) for r in reports]
+    by_key = {r.key: r for r in reports}
+    base = by_key.get("fp32")
+    if base and len(reports) > 1:
+        fastest = max(reports, key=lambda r: r.decode_tokens_per_s)
+        lines.append(f"\nFastest decode here: **{fastest.key}**, "
+                     f"{fastest.decode_tokens_per_s / base.decode_tokens_per_s:.1f}× float32.")
+        bf16 = by_key.get("bf16")
+        if bf16 and bf16.decode_tokens_per_s < base.decode_tokens_per_s:
+            lines.append("bfloat16 holds half the bytes yet decoded slower than float32 here: "
+                         "this CPU has no native bfloat16 arithmetic, so the kernel, not memory, "
+                         "is the limit.")
+    lines.append("\n*Timings on a shared machine are noisy; rerun to see the spread.*")
+    return "\n".join(lines)
+
+
+def head_treatment_md(treatments: dict[str, str]) -> str:
+    """One line on how each kind of mode stores the tied embedding / output head."""
+    return "**Embedding / output head:** " + " ".join(
+        f"*{kind}*: {text}" for kind, text in treatments.items())
+
+
+def roofline_md(r, weight_bytes: int) -> str:
+    """The roofline in four measured-or-theoretical lines, then what the gap means."""
+    per_token = human_bytes(r.bytes_per_token)
+    return (
+        f"- **Memory bandwidth (measured):** {r.bandwidth_gbs:.1f} GB/s, reading a 512 MB buffer.\n"
+        f"- **Bytes read per decode step:** {per_token} "
+        f"(all {human_bytes(weight_bytes)} of weights + the KV cache).\n"
+        f"- **Ceiling (theoretical):** {r.bandwidth_gbs:.1f} GB/s ÷ {per_token} "
+        f"= **{r.ceiling_tokens_per_s:.1f} tokens/s** at batch 1.\n"
+        f"- **Decode speed (measured, median step):** **{r.measured_tokens_per_s:.1f} tokens/s**, "
+        f"**{r.fraction:.0%}** of the ceiling.\n\n"
+        "Decode cannot beat the ceiling: every step must stream all the weights from memory. "
+        "The gap is time spent on other things (attention, small kernels, matrix-vector "
+        "products that do not reach full bandwidth). Other visitors' requests share these "
+        "cores, so every figure here rises and falls with the load.")
