@@ -63,6 +63,12 @@ class Settings:
     seed: Range = _r(0, 2**31 - 1, 0)
     play_interval_s: Range = _r(0.05, 2, 0.3, 0.05)
 
+    # The serving engine (one continuous batcher for every visitor's generation).
+    server_rows: int = 32  # requests decoded together in one forward pass (LLM_LAB_SERVER_ROWS)
+    server_queue: int = 64  # requests waiting for a row; the next one is refused with a message
+    server_cache_mb: int = 1_024  # KV cache of all rows together, worst case, before admitting
+    server_window_s: float = 60.0  # the "last minute" of the live server view
+
     # Lesson 2: prefill sweep.
     prefill_sweep_tokens: Range = _r(8, 256, 128, 8)
 
@@ -97,7 +103,11 @@ class Settings:
 
     @staticmethod
     def from_env() -> "Settings":
-        return Settings(model_override=os.environ.get("LLM_LAB_MODEL") or None)
+        """The defaults, with the model (LLM_LAB_MODEL) and the server's row count
+        (LLM_LAB_SERVER_ROWS, e.g. 1 to measure serving without batching) from the environment."""
+        rows = os.environ.get("LLM_LAB_SERVER_ROWS", "")
+        extra = {"server_rows": max(1, int(rows))} if rows.strip().isdigit() else {}
+        return Settings(model_override=os.environ.get("LLM_LAB_MODEL") or None, **extra)
 
     def ranges(self) -> dict[str, Range]:
         """Every Range by field name (the test that walks the sliders reads this)."""

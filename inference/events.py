@@ -30,6 +30,7 @@ class StepEvent:
     cache_tokens: int  # positions held in the KV cache when this token was chosen
     cache_bytes: int  # bytes of the real key/value tensors at that moment
     finished: str | None = None  # "end of turn", "max tokens" on the last step, else None
+    batch_rows: int = 1  # requests that shared this forward pass (the server batches visitors)
 
 
 @dataclass(frozen=True)

@@ -133,18 +133,14 @@ def next_token(lm, gen: Generation, force_token: int | None = None) -> StepEvent
         probs = shaped_probabilities(logits, gen.sampling)
         token, how = int(force_token), "your pick"
     raw = probs if gen.sampling.greedy else torch.softmax(logits.float(), -1)  # greedy: the same
-    candidates = _candidates(lm.tokenizer, raw, probs, gen.top_k_shown)
+    candidates = top_candidates(lm.tokenizer, raw, probs, gen.top_k_shown)
     sync(device)
     t2 = time.perf_counter()
 
     before = gen.events[-1].text if gen.events else ""  # events and tokens stay in step
     gen.generated.append(token)
-    text = lm.tokenizer.decode(gen.generated)
-    piece = text[len(before):] if text.startswith(before) else text
-    if text.endswith("\ufffd"):  # half of a multi-byte character: wait for the rest
-        piece = ""
-    finished = ("end of turn" if token in gen.stop_ids
-                else "max tokens" if len(gen.generated) >= gen.max_new_tokens else None)
+    text, piece = output_text(lm.tokenizer, gen.generated, before)
+    finished = finish_reason(token, len(gen.generated), gen.stop_ids, gen.max_new_tokens)
     event = StepEvent(
         index=len(gen.generated) - 1, token_id=token, piece=piece, text=text,
         special=token in lm.tokenizer.all_special_ids, candidates=candidates, chosen_by=how,
@@ -154,8 +150,21 @@ def next_token(lm, gen: Generation, force_token: int | None = None) -> StepEvent
     return event
 
 
-def _candidates(tokenizer, raw: torch.Tensor, probs: torch.Tensor, k: int
-                ) -> tuple[Candidate, ...]:
+def output_text(tokenizer, generated: list[int], before: str) -> tuple[str, str]:
+    """(the whole output so far, the piece the newest token added). The piece is "" while a
+    multi-byte character is still incomplete (its bytes arrive as separate tokens)."""
+    text = tokenizer.decode(generated)
+    piece = text[len(before):] if text.startswith(before) else text
+    return text, ("" if text.endswith("\ufffd") else piece)
+
+
+def finish_reason(token: int, made: int, stop_ids: frozenset[int], max_new: int) -> str | None:
+    """Why a generation ends after this token: "end of turn", "max tokens", or None."""
+    return "end of turn" if token in stop_ids else "max tokens" if made >= max_new else None
+
+
+def top_candidates(tokenizer, raw: torch.Tensor, probs: torch.Tensor, k: int
+                   ) -> tuple[Candidate, ...]:
     """The k likeliest tokens under the model's plain softmax `raw` [V], with their shaped
     probabilities `probs` [V] beside them."""
     top = torch.topk(raw, k)

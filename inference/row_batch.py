@@ -56,22 +56,34 @@ class RowBatch:
     def prefill(lm, rows: list[int], prompts: list[list[int]]) -> tuple["RowBatch", float]:
         """Prompts -> a batch holding their caches and first output tokens; and the seconds.
 
-        Prompts of different lengths share one left-padded forward pass."""
+        Prompts of different lengths share one left-padded forward pass; greedy first tokens."""
+        with stopwatch(lm.device) as t:
+            batch, _ = RowBatch.prefill_logits(lm, rows, prompts)  # next_token: greedy
+        return batch, t[0]
+
+    def decode(self, lm) -> tuple[list[int], float]:
+        """One greedy decode step for every row: (each row's new token, synced seconds)."""
+        with stopwatch(lm.device) as t:
+            logits = self.decode_logits(lm)  # [B, V]
+            self.next_token = logits.argmax(-1)  # [B]
+        return self.next_token.tolist(), t[0]
+
+    def decode_logits(self, lm) -> torch.Tensor:
+        """Feed every row's `next_token`; the cache grows by one column. -> logits [B, V].
+        The caller chooses the next tokens (its own sampling per row) and sets `next_token`."""
+        self.mask = torch.cat([self.mask, torch.ones_like(self.mask[:, :1])], dim=1)  # [B, S+1]
+        return decode_step(lm.model, self.next_token, self.cache, self.mask)
+
+    @staticmethod
+    def prefill_logits(lm, rows: list[int], prompts: list[list[int]]
+                       ) -> tuple["RowBatch", torch.Tensor]:
+        """Like `prefill`, but return the first logits [B, V] and leave `next_token` to the
+        caller (set it before the next decode)."""
         pad = lm.tokenizer.pad_token_id
         pad = lm.tokenizer.eos_token_id if pad is None else pad
         ids, mask = left_pad(prompts, pad, lm.device)  # [B, S], [B, S]
-        with stopwatch(lm.device) as t:
-            first = prefill(lm.model, ids, mask)
-            token = first.logits.argmax(-1)  # [B] greedy
-        return RowBatch(list(rows), first.cache, mask, token), t[0]
-
-    def decode(self, lm) -> tuple[list[int], float]:
-        """One decode step for every row: (each row's new token, synced seconds)."""
-        with stopwatch(lm.device) as t:
-            self.mask = torch.cat([self.mask, torch.ones_like(self.mask[:, :1])], dim=1)  # [B, S+1]
-            logits = decode_step(lm.model, self.next_token, self.cache, self.mask)  # [B, V]
-            self.next_token = logits.argmax(-1)  # [B]
-        return self.next_token.tolist(), t[0]
+        first = prefill(lm.model, ids, mask)
+        return RowBatch(list(rows), first.cache, mask, first.logits.argmax(-1)), first.logits
 
     @torch.inference_mode()
     def join(self, other: "RowBatch") -> "RowBatch":

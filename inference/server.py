@@ -1,0 +1,328 @@
+"""The serving engine: one continuous batcher that owns the model for every visitor.
+
+This is lesson 5's continuous batching, serving the room for real. One thread runs the loop:
+
+1. between steps, requests waiting in the queue are admitted while there is a free row and
+   the worst-case KV cache of all rows stays under the memory cap;
+2. newcomers' prompts are prefilled together (one left-padded pass, `RowBatch`) and their
+   rows are joined to the running batch (running rows wait during that pass: prefill-decode
+   interference, which chunked prefill would soften);
+3. then every active row gets its next token from ONE shared decode pass, each chosen
+   with that request's own sampling settings and seeded generator, so a request gets exactly
+   the tokens it would get alone;
+4. finished, stopped or abandoned requests leave the batch at the next step.
+
+A measurement that must run alone (a sweep, a race) wraps itself in `exclusive()`: the loop
+finishes its current step and waits until the measurement is done; in-flight requests then
+continue where they were. Handlers never run the model for generation themselves: they
+`submit()` and read their request's events.
+"""
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections import deque
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterator
+
+import torch
+
+from .config import Settings
+from .errors import InferenceInputError, PromptTooLongError, SettingOutOfRangeError
+from .events import StepEvent
+from .generation import finish_reason, output_text, top_candidates
+from .kv_cache import cache_tensor_bytes, kv_cache_bytes
+from .row_batch import RowBatch
+from .sampling import SamplingSettings, choose, make_generator, shaped_probabilities
+from .timing import stopwatch
+
+
+class ServerBusyError(InferenceInputError):
+    """The queue is full: the message says how many requests are ahead."""
+
+
+class ServerStoppedError(InferenceInputError):
+    """The request could not finish (the server stopped or a step failed)."""
+
+
+@dataclass(frozen=True)
+class ServerStats:
+    """What the live "Server" view shows, read between steps."""
+
+    active: int  # rows in the current batch
+    queued: int  # requests waiting for a row
+    paused: bool  # a measurement is running alone
+    steps: int  # forward passes since start
+    served: int  # requests finished since start
+    last_step_s: float  # duration of the newest forward pass (synced)
+    tokens_per_s: float  # tokens given to requests over the last window (or since start)
+    cache_bytes: int  # bytes of the batch's real key/value tensors now
+    history: tuple[tuple[float, int, float], ...]  # (seconds ago, rows, step seconds), oldest first
+
+
+class ServedRequest:
+    """One visitor's request: iterate it to receive its `StepEvent`s as they are made."""
+
+    def __init__(self, rid: int, prompt_ids: list[int], sampling: SamplingSettings,
+                 max_new_tokens: int, top_k_shown: int, generator, ahead: int) -> None:
+        self.rid, self.prompt_ids, self.sampling = rid, list(prompt_ids), sampling
+        self.max_new_tokens, self.top_k_shown, self.generator = max_new_tokens, top_k_shown, generator
+        self.ahead = ahead  # requests in the queue before this one when it arrived
+        self.submitted = time.perf_counter()
+        self.admitted: float | None = None
+        self.generated: list[int] = []
+        self.text = ""
+        self.rows_per_step: list[int] = []  # batch rows of every forward pass it took part in
+        self.finished: str | None = None
+        self._events: queue.Queue = queue.Queue()
+        self._cancelled = threading.Event()
+
+    @property
+    def queued_seconds(self) -> float:
+        return (self.admitted or time.perf_counter()) - self.submitted
+
+    @property
+    def mean_batch_rows(self) -> float:
+        """Average rows that shared this request's forward passes (1.0 = it ran alone)."""
+        return sum(self.rows_per_step) / len(self.rows_per_step) if self.rows_per_step else 0.0
+
+    def cancel(self) -> None:
+        """Stop: the row is freed at the next step (a closed tab or Stop calls this)."""
+        self._cancelled.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled.is_set()
+
+    def events(self, timeout_s: float = 600.0) -> Iterator[StepEvent]:
+        """Yield this request's events until it finishes. Leaving the loop early cancels it."""
+        try:
+            while True:
+                item = self._events.get(timeout=timeout_s)
+                if item is None:
+                    return
+                if isinstance(item, Exception):
+                    raise item
+                yield item
+                if item.finished:
+                    return
+        except queue.Empty:
+            raise ServerStoppedError("The server did not answer in time; try again.") from None
+        finally:
+            self.cancel()
+
+    def _put(self, item) -> None:
+        self._events.put(item)
+
+
+class Server:
+    """Continuous batching over every visitor's request. Start it once per process."""
+
+    def __init__(self, lm, settings: Settings | None = None) -> None:
+        self.lm, self.settings = lm, settings or Settings()
+        self._cond = threading.Condition()
+        self._waiting: deque[ServedRequest] = deque()
+        self._batch: RowBatch | None = None
+        self._by_row: dict[int, ServedRequest] = {}  # rid -> request in the batch
+        self._next_rid = 0
+        self._pauses = 0
+        self._in_step = False
+        self._closed = False
+        self._steps = self._served = 0
+        self._last_step = 0.0
+        self._started = time.perf_counter()
+        self._log: deque[tuple[float, int, float, int]] = deque()  # (time, rows, seconds, tokens)
+        self._kv_per_token = kv_cache_bytes(lm.info.layers, lm.info.kv_heads, lm.info.head_dim,
+                                            lm.bytes_per_value, tokens=1)
+        self._thread = threading.Thread(target=self._run, name="llm-lab-server", daemon=True)
+        self._thread.start()
+
+    # ---- what handlers call -------------------------------------------------------------
+    def submit(self, prompt_ids: list[int], sampling: SamplingSettings | None = None,
+               max_new_tokens: int | None = None) -> ServedRequest:
+        """Queue a request; raise ServerBusyError (with a plain message) when the queue is full."""
+        s = self.settings
+        n = s.new_tokens.default if max_new_tokens is None else max_new_tokens
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise SettingOutOfRangeError(f"Max new tokens must be a whole number (got {n!r}).")
+        s.new_tokens.check("Max new tokens", n)
+        if not prompt_ids:
+            raise SettingOutOfRangeError("The prompt is empty: type some text first.")
+        if len(prompt_ids) + n > self.lm.info.context_window:
+            raise PromptTooLongError(
+                f"The prompt ({len(prompt_ids):,} tokens) plus {n} new tokens exceeds the model's "
+                f"context window of {self.lm.info.context_window:,} tokens.")
+        sampling = sampling or SamplingSettings()
+        with self._cond:
+            if self._closed:
+                raise ServerStoppedError("The server is shutting down.")
+            if len(self._waiting) >= s.server_queue:
+                raise ServerBusyError(
+                    f"The model is busy: {len(self._waiting)} requests are ahead of you and "
+                    f"{len(self._by_row)} are being answered. Try again in a few seconds.")
+            req = ServedRequest(self._next_rid, prompt_ids, sampling, n, s.top_k_shown,
+                                make_generator(sampling, self.lm.device), ahead=len(self._waiting))
+            self._next_rid += 1
+            self._waiting.append(req)
+            self._cond.notify_all()
+        return req
+
+    def stats(self) -> ServerStats:
+        with self._cond:
+            now = time.perf_counter()
+            self._forget_old(now)
+            span = max(min(self.settings.server_window_s, now - self._started), 1e-9)
+            tokens = sum(t for _, _, _, t in self._log)
+            return ServerStats(
+                active=len(self._by_row), queued=len(self._waiting), paused=self._pauses > 0,
+                steps=self._steps, served=self._served, last_step_s=self._last_step,
+                tokens_per_s=tokens / span if self._log else 0.0,
+                cache_bytes=cache_tensor_bytes(self._batch.cache) if self._batch else 0,
+                history=tuple((round(now - t, 2), r, s) for t, r, s, _ in self._log))
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Run a measurement alone: the loop finishes its step, then waits until this ends.
+        Safe to enter and leave from different threads (no lock is held across yields)."""
+        with self._cond:
+            self._pauses += 1
+            self._cond.notify_all()
+            while self._in_step:
+                self._cond.wait()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._pauses -= 1
+                self._cond.notify_all()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._thread.join(timeout=30)
+
+    # ---- the loop ------------------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._closed and (self._pauses or not (self._waiting or self._by_row)):
+                    self._cond.wait()
+                if self._closed:
+                    break
+                self._in_step = True
+                newcomers = self._admit()
+            try:
+                self._step(newcomers)
+            except Exception as exc:  # a failed step fails its requests, not the server
+                self._fail_all(exc)
+            finally:
+                with self._cond:
+                    self._in_step = False
+                    self._cond.notify_all()
+        self._fail_all(ServerStoppedError("The server stopped."))
+
+    def _admit(self) -> list[ServedRequest]:
+        """Pop waiting requests while a row is free and the worst-case cache fits the cap."""
+        s, out = self.settings, []
+        for r in [r for r in self._waiting if r.cancelled]:
+            self._waiting.remove(r)
+            r._put(None)
+        rows = list(self._by_row.values())
+        while self._waiting and len(rows) + len(out) < s.server_rows:
+            cand = self._waiting[0]
+            group = rows + out + [cand]
+            width = max(len(r.prompt_ids) + r.max_new_tokens for r in group)
+            if rows + out and len(group) * width * self._kv_per_token > s.server_cache_mb * 2**20:
+                break  # wait for rows to finish; an empty batch always admits one request
+            out.append(self._waiting.popleft())
+            cand.admitted = time.perf_counter()
+        return out
+
+    def _step(self, newcomers: list[ServedRequest]) -> None:
+        self._drop_finished()
+        if newcomers:
+            with stopwatch(self.lm.device) as t:
+                new, logits = RowBatch.prefill_logits(
+                    self.lm, [r.rid for r in newcomers], [r.prompt_ids for r in newcomers])
+                self._batch = new if self._batch is None else self._batch.join(new)
+            for r in newcomers:
+                self._by_row[r.rid] = r
+            self._emit(newcomers, logits, t[0], prefill=True)
+            self._drop_finished()
+        if self._batch is not None:  # after a prefill too, so running rows never starve
+            with stopwatch(self.lm.device) as t:
+                logits = self._batch.decode_logits(self.lm)  # [B, V]
+            rows = [self._by_row[rid] for rid in self._batch.rows]
+            self._emit(rows, logits, t[0], prefill=False)
+        self._drop_finished()
+
+    @torch.inference_mode()
+    def _emit(self, reqs: list[ServedRequest], logits: torch.Tensor, seconds: float,
+              prefill: bool) -> None:
+        """Choose each row's token with its own sampling, send its event, set its next input."""
+        batch, tok = self._batch, self.lm.tokenizer
+        rows_now = batch.size
+        per_row_bytes = cache_tensor_bytes(batch.cache) // max(rows_now, 1)
+        index_of = {rid: i for i, rid in enumerate(batch.rows)}
+        offset = rows_now - len(reqs) if prefill else 0  # newcomers sit after the running rows
+        for j, r in enumerate(reqs):
+            row_logits = logits[j]  # [V]
+            token, probs = choose(row_logits[None], r.sampling, r.generator)
+            token, probs = int(token[0]), probs[0]
+            raw = probs if r.sampling.greedy else shaped_probabilities(row_logits, SamplingSettings())
+            batch.next_token[index_of[r.rid]] = token
+            before = r.text
+            r.generated.append(token)
+            r.text, piece = output_text(tok, r.generated, before)
+            r.finished = finish_reason(token, len(r.generated), self.lm.stop_ids, r.max_new_tokens)
+            r.rows_per_step.append(len(reqs) if prefill else rows_now)
+            real = int(batch.mask[offset + j if prefill else j].sum())
+            r._put(StepEvent(
+                index=len(r.generated) - 1, token_id=token, piece=piece, text=r.text,
+                special=token in tok.all_special_ids,
+                candidates=top_candidates(tok, raw, probs, r.top_k_shown),
+                chosen_by=r.sampling.describe(),
+                forward_tokens=len(r.prompt_ids) if prefill else 1, forward_seconds=seconds,
+                seconds=seconds, cache_tokens=real, cache_bytes=per_row_bytes,
+                finished=r.finished, batch_rows=r.rows_per_step[-1]))
+        with self._cond:
+            self._steps += 1
+            self._last_step = seconds
+            self._log.append((time.perf_counter(), len(reqs) if prefill else rows_now, seconds,
+                              len(reqs)))
+
+    def _drop_finished(self) -> None:
+        """Finished or cancelled rows leave the batch (index selection on the cache)."""
+        if self._batch is None:
+            return
+        keep = [i for i, rid in enumerate(self._batch.rows)
+                if not (self._by_row[rid].finished or self._by_row[rid].cancelled)]
+        for rid in self._batch.rows:
+            r = self._by_row[rid]
+            if r.finished or r.cancelled:
+                del self._by_row[rid]
+                if r.cancelled and not r.finished:
+                    r._put(None)
+                with self._cond:
+                    self._served += 1
+        if len(keep) < self._batch.size:
+            self._batch = self._batch.keep(keep) if keep else None
+
+    def _fail_all(self, exc: Exception) -> None:
+        msg = exc if isinstance(exc, InferenceInputError) else ServerStoppedError(
+            "The model stopped while answering this request; please try again.")
+        with self._cond:
+            failed = list(self._by_row.values()) + (list(self._waiting) if self._closed else [])
+            self._by_row.clear()
+            if self._closed:
+                self._waiting.clear()
+            self._batch = None
+        for r in failed:
+            r._put(msg)
+
+    def _forget_old(self, now: float) -> None:
+        while self._log and now - self._log[0][0] > self.settings.server_window_s:
+            self._log.popleft()
