@@ -2,7 +2,12 @@
 import pytest
 
 from inference.experiments.batch_sweep import BatchPoint
-from inference.experiments.schedulers import RequestRecord, ScheduleResult, ScheduleSummary, StepRecord
+from inference.experiments.schedulers import (
+    RequestRecord,
+    ScheduleResult,
+    ScheduleSummary,
+    StepRecord,
+)
 from inference.experiments.serving_cost import serving_costs
 from visualizations import batching_charts as charts
 
@@ -120,9 +125,56 @@ def test_tables_report_the_numbers():
     upd = SweepUpdate(tuple(_points()), plans, 0, 4, 4, 10.0, "done", finished=True)
     sweep_md = tables.sweep_table(upd)
     assert "| 16 | 200 ms | 250 ms | 80.0 | 5.0 | 320 |" in sweep_md
-    assert "2.0× the time for 16× the tokens" in sweep_md and "from 10.0 to 80.0 tokens/s" in sweep_md
+    assert "2.0× the time for 16× the tokens" in sweep_md
+    assert "from 10.0 to 80.0 tokens/s" in sweep_md
     sched_md = tables.scheduler_table(_result("static"), _result("continuous"))
     assert "| static | 1.25 | 2.75 s | 3.50 s | 1.50 s | 2.00 s | 4 | 1 |" in sched_md
     assert "exactly the same tokens" in sched_md
     cost_md = tables.cost_table(serving_costs(_points(), 3.6, 10, 10), 10, 10)
     assert "| 1 | 10.0 | $100.00 | $10.00 |" in cost_md
+
+
+def _info():
+    from types import SimpleNamespace
+    return SimpleNamespace(device="cpu", dtype="float32", threads=2)
+
+
+def test_closing_note_quotes_what_was_measured():
+    from types import SimpleNamespace
+
+    from inference.experiments.batch_sweep import SweepUpdate
+    from visualizations import batching_text as text
+    empty = text.closing_note(_info(), None, None)
+    assert empty.startswith("### What this machine showed (cpu, float32, 2 threads)")
+    assert "Run the batch sweep" in empty and "Serve the workload" in empty
+    upd = SweepUpdate(tuple(_points()), (), 0, 4, 4, 10.0, "done", finished=True)
+    schedules = SimpleNamespace(static=_result("static"), continuous=_result("continuous"),
+                                trace="Steady mix", max_batch=4)
+    note = text.closing_note(_info(), upd, schedules)
+    assert ("**10.0 tokens/s at batch 1**, **80.0 tokens/s at batch 16** (8.0×), measured"
+            in note)
+    assert "On the “Steady mix” workload (max batch 4): static 1.2 tokens/s" in note
+    assert "mean latency 2.8 s, p95 3.5 s, mean TTFT 1.50 s; continuous" in note
+
+
+def test_lesson_5_notes():
+    from inference.experiments.batch_sweep import SweepUpdate
+    from inference.experiments.memory_guard import BatchMemoryPlan
+    from visualizations import batching_text as text
+    plans = (BatchMemoryPlan(1, 50, W, 1_000_000, 500_000, 600_000_000),)
+    running = SweepUpdate((), plans, 1, 1, 4, 10.0, "Batch 1")
+    progress = text.sweep_progress_markdown(running, "Batch 1: step 1")
+    assert progress.startswith("⏳ Batch 1: step 1\n\n**Memory plan**") and "| 1 |" in progress
+    done = SweepUpdate((), plans, 0, 4, 4, 10.0, "done", finished=True)
+    assert text.sweep_progress_markdown(done, "done").startswith("✅ done")
+    assert "at 10:42 and shared" in text.shared_sweep_message("10:42", "3 sizes")
+    step = _result("static").steps[3]
+    assert text.scheduler_step_markdown("static", step) == (
+        "⏳ static batching: forward pass 4 (decode, 2 rows, 1500 ms) at t = 2.50 s")
+    assert text.scheduler_done_markdown().startswith("✅ Both schedulers served every request.")
+    assert "at 09:05, shared" in text.scheduler_done_markdown("09:05")
+    assert text.VIRTUAL_CLOCK in text.scheduler_done_markdown()
+    pad = text.padding_markdown(2, 4, 10)
+    assert "these 2 prompts computes **10 positions**, of which **4 are padding** (40%" in pad
+    assert text.padding_markdown(0, 0, 0) == text.NO_PROMPTS
+    assert text.prompt_labels(["short", "x" * 30]) == ["short", "x" * 23 + "…"]

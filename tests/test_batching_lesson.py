@@ -1,15 +1,25 @@
 """Lesson 5 on the real model: schedulers, the batch sweep, the memory guard, cost, handlers."""
 import pytest
 
-from inference.experiments.batch_sweep import BatchPoint, run_sweep, sweep_sizes
 from inference.errors import SettingOutOfRangeError
-from inference.generation import stream
-from inference.experiments.memory_guard import (MemoryShape, check_batch_fits, largest_fitting_batch,
-                                    model_shape, plan_batch)
-from inference.experiments.schedulers import percentile, run_schedule, serve_continuous, serve_static
+from inference.experiments.batch_sweep import BatchPoint, run_sweep, sweep_sizes
+from inference.experiments.memory_guard import (
+    MemoryShape,
+    check_batch_fits,
+    largest_fitting_batch,
+    model_shape,
+    plan_batch,
+)
+from inference.experiments.schedulers import (
+    percentile,
+    run_schedule,
+    serve_continuous,
+    serve_static,
+)
 from inference.experiments.serving_cost import serving_costs
 from inference.experiments.shared_results import SharedResults
 from inference.experiments.workload import PROMPTS, Request, preset_trace, random_trace
+from inference.generation import stream
 from inference.tokens import prompt_ids
 
 
@@ -18,14 +28,16 @@ def trace(tok):
     """Four requests with different prompt lengths; 2 and 3 arrive while 0 and 1 run."""
     texts = [PROMPTS[0], PROMPTS[6], PROMPTS[3], PROMPTS[1]]
     plan = [(0.0, 3), (0.0, 6), (0.001, 4), (0.002, 3)]  # (arrival s, max new tokens)
-    reqs = [Request(i, a, t, tuple(prompt_ids(tok, t)), n) for i, (t, (a, n)) in enumerate(zip(texts, plan))]
+    reqs = [Request(i, a, t, tuple(prompt_ids(tok, t)), n)
+            for i, (t, (a, n)) in enumerate(zip(texts, plan))]
     assert len({len(r.prompt_ids) for r in reqs}) == 4  # mixed prompt lengths: padding is exercised
     return reqs
 
 
 @pytest.fixture(scope="module")
 def alone(lm, trace):
-    return {r.rid: [e.token_id for e in stream(lm, list(r.prompt_ids), max_new_tokens=r.max_new_tokens)]
+    return {r.rid: [e.token_id for e in stream(lm, list(r.prompt_ids),
+                                               max_new_tokens=r.max_new_tokens)]
             for r in trace}
 
 
@@ -104,7 +116,8 @@ def test_memory_guard_refuses_a_batch_over_budget(lm):
     assert model_shape(lm) == SHAPE
     plan = plan_batch(SHAPE, 64, 40, 24, budget_bytes=700 * 10**6)
     assert plan.kv_bytes == 46_080 * 64 * 64  # bytes per token × tokens per row × rows
-    with pytest.raises(SettingOutOfRangeError, match=r"Batch 64 would need about .* budget is 700 MB"):
+    with pytest.raises(SettingOutOfRangeError,
+                       match=r"Batch 64 would need about .* budget is 700 MB"):
         check_batch_fits(plan)
     check_batch_fits(plan_batch(SHAPE, 1, 40, 24, budget_bytes=700 * 10**6))  # fits: no error
     assert largest_fitting_batch(SHAPE, [1, 2, 4, 8, 16, 32, 64], 40, 24, 600 * 10**6) == 8
@@ -140,51 +153,125 @@ def test_cost_arithmetic():
 
 def test_sweep_handler_streams_and_shares(lm):
     from inference.config import Settings
-    from lessons import batching_panel as bp
-    shared = SharedResults()
-    frames = list(bp.sweep_frames(lm, Settings(), shared, 2, 2, None, None))
+    from lessons import batching_handlers as run
+    shared, settings = SharedResults(), Settings()
+    frames = list(run.sweep_frames(lm, settings, shared, max_batch=2, steps=2, budget_mb=None))
     # per batch size: a prefill notice and 2 timed steps, then the result
     assert len(frames) == 2 * 3 + 1
-    progress, thr, step, trade, table, state, closing = frames[-1]
-    assert progress.startswith("✅") and state.finished and [p.batch for p in state.points] == [1, 2]
-    prompt = len(prompt_ids(lm.tokenizer, bp.SWEEP_PROMPT))
+    progress_only = [f for f in frames if f.throughput is None]
+    assert progress_only and all(f.progress.startswith("⏳") and f.sweep is None
+                                 and f.closing is None and f.table is None
+                                 for f in progress_only)  # charts left as they are
+    last = frames[-1]
+    state = last.sweep
+    assert last.progress.startswith("✅") and "Memory plan" in last.progress
+    assert state.finished and [p.batch for p in state.points] == [1, 2]
+    assert all(f.sweep is None for f in frames[:-1])  # only a finished sweep is kept
+    prompt = len(prompt_ids(lm.tokenizer, run.SWEEP_PROMPT))
     for p in state.points:
         assert len(p.step_times) == 2 and p.step_seconds > 0
         assert p.tokens_per_s == pytest.approx(p.batch / p.step_seconds)
-        assert p.cache_bytes == 46_080 * p.batch * (prompt + 3)  # prompt + warm-up + 2 timed steps
-    assert [tr.x for tr in thr.data][0] == (1, 2)
-    assert "tokens/s at batch 1" in closing and "at batch 2" in closing
-    again = list(bp.sweep_frames(lm, Settings(), shared, 2, 2, None, None))
-    assert len(again) == 1 and "shared with every visitor" in again[0][0]
-    assert again[0][5] is state
-    chart, md = bp.cost_view(lm, state, 1.0, 10, 20)
-    assert "$ / M output" in md and len(chart.data) == 2
+        assert p.cache_bytes == 46_080 * p.batch * (prompt + 3)  # prompt + warm-up + 2 timed
+    assert [tr.x for tr in last.throughput.data][0] == (1, 2)
+    assert "tokens/s at batch 1" in last.closing and "at batch 2" in last.closing
+    assert "| 2 |" in last.table
+    again = list(run.sweep_frames(lm, settings, shared, max_batch=2, steps=2, budget_mb=None))
+    assert len(again) == 1 and "shared with every visitor" in again[0].progress
+    assert again[0].sweep is state
+    view = run.cost_view(lm, settings, state, price_per_hour=1.0, prompt_tokens=10,
+                         output_tokens=20)
+    assert "$ / M output" in view.table and len(view.plot.data) == 2
+    assert run.cost_view(lm, settings, None, price_per_hour=1.0, prompt_tokens=10,
+                         output_tokens=20).table == "Run the batch sweep first: costs come " \
+        "from its measured throughput."
     with pytest.raises(SettingOutOfRangeError, match="Largest batch"):
-        next(bp.sweep_frames(lm, Settings(), shared, 999, 2, None, None))
+        next(run.sweep_frames(lm, settings, shared, max_batch=999, steps=2, budget_mb=None))
+    with pytest.raises(SettingOutOfRangeError, match="Timed decode steps"):
+        next(run.sweep_frames(lm, settings, shared, max_batch=2,
+                              steps=settings.sweep_decode_steps.high + 1, budget_mb=None))
+    with pytest.raises(SettingOutOfRangeError, match="Memory budget"):
+        next(run.sweep_frames(lm, settings, shared, max_batch=2, steps=2, budget_mb=1))
+    with pytest.raises(SettingOutOfRangeError, match="Hardware price"):
+        run.cost_view(lm, settings, state, price_per_hour=-1, prompt_tokens=10,
+                      output_tokens=20)
 
 
-def test_schedule_handler_and_padding(lm, monkeypatch):
-    from inference.config import Settings
-    from lessons import batching_panel as bp
-    monkeypatch.setattr(bp, "RANDOM_MIN_NEW", 2)
-    monkeypatch.setattr(bp, "RANDOM_MAX_NEW", 3)
+def test_schedule_handler_and_padding(lm):
+    from dataclasses import replace
+
+    from inference.config import Range, Settings
+    from lessons import batching_handlers as run
+    # random outputs of 2..3 tokens (the trace's lengths come from Settings)
+    settings = replace(Settings(), trace_new_tokens=Range(2, 256, 3))
     shared = SharedResults()
-    frames = list(bp.schedule_frames(lm, Settings(), shared, bp.RANDOM, 1, 3, 8.0, 2, 0.0, None))
-    progress, g_static, g_cont, summary, table, state, closing = frames[-1]
-    assert "virtual clock" in progress and "exactly the same tokens" in table
-    assert state["static"].summary.requests == 3 and len(summary.data) == 2
-    assert "continuous" in closing and "static" in closing
-    assert len(list(bp.schedule_frames(lm, Settings(), shared, bp.RANDOM, 1, 3, 8.0, 2, 0.0, None))) == 1
-    fig, md = bp.padding_view(lm, Settings(), "Hi\nWhat is the capital of France?")
-    assert "padding" in md and fig.data[0].z[0][0] == 0  # the short prompt starts with padding
+    ask = dict(workload=run.RANDOM, seed=1, requests=3, rate_per_s=8.0, max_batch=2,
+               fill_wait_s=0.0)
+    frames = list(run.schedule_frames(lm, settings, shared, **ask))
+    assert all(f.static is None and f.closing is None for f in frames[:-1])
+    assert "static batching: forward pass 1" in frames[0].progress
+    last = frames[-1]
+    assert "virtual clock" in last.progress and "exactly the same tokens" in last.table
+    state = last.schedules
+    assert state.static.summary.requests == 3 and len(last.summary.data) == 2
+    assert all(2 <= len(r.tokens) <= 3 for r in state.static.requests)
+    assert state.trace == "Random (seeded), seed 1, 3 requests at 8/s" and state.max_batch == 2
+    assert "continuous" in last.closing and "static" in last.closing
+    assert last.static.layout.title.text == "Static batching (max batch 2)"
+    again = list(run.schedule_frames(lm, settings, shared, **ask))
+    assert len(again) == 1 and again[0].schedules is state
+    assert "Measured earlier on this machine" in again[0].progress
+    with pytest.raises(SettingOutOfRangeError, match="Max batch"):
+        next(run.schedule_frames(lm, settings, shared, **{**ask, "max_batch": 17}))
+    with pytest.raises(SettingOutOfRangeError, match="Batch fill wait"):
+        next(run.schedule_frames(lm, settings, shared, **{**ask, "fill_wait_s": 6}))
+    with pytest.raises(SettingOutOfRangeError, match="Requests"):
+        next(run.schedule_frames(lm, settings, shared, **{**ask, "requests": 99}))
+    with pytest.raises(SettingOutOfRangeError, match="Unknown workload"):
+        next(run.schedule_frames(lm, settings, shared, **{**ask, "workload": "nope"}))
+    pad = run.padding_view(lm, settings, "Hi\nWhat is the capital of France?")
+    assert "padding" in pad.text and pad.plot.data[0].z[0][0] == 0  # short prompt: padded
+    assert "these 2 prompts" in pad.text
+    many = "\n".join(f"Prompt number {i}" for i in range(settings.max_lines + 3))
+    assert f"these {settings.max_lines} prompts" in run.padding_view(lm, settings, many).text
+    assert run.padding_view(lm, settings, " \n ").text == "Type a few prompts, one per line."
+
+
+def test_panel_builds_with_limits_and_named_endpoints(lm):
+    import gradio as gr
+
+    from inference.config import Settings
+    from lessons import batching_panel as panel
+    from lessons.controls import limit_name
+    settings = Settings()
+    with gr.Blocks() as demo:
+        panel.build(lm, settings, SharedResults())
+    bounded = [b for b in demo.blocks.values() if isinstance(b, gr.Slider)
+               or (isinstance(b, gr.Number) and (b.minimum is not None or b.maximum is not None))]
+    assert all(limit_name(b) for b in bounded), [b.label for b in bounded if not limit_name(b)]
+    assert {limit_name(b) for b in bounded} == {
+        "sweep_decode_steps", "memory_budget_mb", "scheduler_batch", "fill_wait_s", "seed",
+        "trace_requests", "trace_rate_per_s", "price_per_hour", "conversation_prompt_tokens",
+        "conversation_output_tokens"}
+    for b in bounded:
+        rng = settings.ranges()[limit_name(b)]
+        assert (b.minimum, b.maximum) == (rng.low, rng.high)
+    largest = next(b for b in demo.blocks.values() if b.elem_id == "batch-sweep-max")
+    assert max(v for _, v in largest.choices) == settings.batch.high
+    assert largest.value == settings.batch.default
+    apis = {d.api_name for d in demo.fns.values()}
+    assert {"batch_sweep", "batch_padding", "batch_schedulers"} <= apis
+    closing = next(b for b in demo.blocks.values() if b.elem_id == "batch-closing")
+    assert "Run the batch sweep" in closing.value
 
 
 def test_row_batch_join_pads_left_and_keep_trims():
     import torch
     from transformers import DynamicCache
+
     from inference.row_batch import RowBatch
 
-    def rows(ids, width, real):  # keys/values [B, 1, width, 1] holding 1..width; mask with `real` ones
+    # keys/values [B, 1, width, 1] holding 1..width; a mask with `real` ones per row
+    def rows(ids, width, real):
         k = torch.arange(1, width + 1, dtype=torch.float32).repeat(len(ids), 1)[:, None, :, None]
         mask = torch.tensor([[0] * (width - r) + [1] * r for r in real])
         return RowBatch(ids, DynamicCache(ddp_cache_data=[(k, k.clone())]), mask, torch.tensor(ids))

@@ -3,20 +3,35 @@ the attention view, and the panel's handlers."""
 import pytest
 import torch
 
-from inference.experiments.attention_view import newest_attention
 from inference.batching import batch_generate
 from inference.config import Settings
 from inference.engine import prefill
 from inference.errors import EmptyPromptError, PromptTooLongError, SettingOutOfRangeError
-from inference.generation import stream
+from inference.experiments.attention_view import newest_attention
 from inference.experiments.kv_growth import watch_growth
-from inference.kv_cache import (cache_length, cache_tensor_bytes, copy_cache, kv_cache_bytes,
-                                snapshot)
-from inference.experiments.kv_projection import (PUBLISHED, as_mha, cache_bytes, crossover_tokens,
-                                     project_context, this_model)
+from inference.experiments.kv_projection import (
+    PUBLISHED,
+    as_mha,
+    cache_bytes,
+    crossover_tokens,
+    project_context,
+    this_model,
+)
 from inference.experiments.kv_race import race, summarize
-from inference.experiments.prefix_reuse import (full_prompt_ids, prefill_prefix, prefix_runs,
-                                    shared_prefix_ids)
+from inference.experiments.prefix_reuse import (
+    full_prompt_ids,
+    prefill_prefix,
+    prefix_runs,
+    shared_prefix_ids,
+)
+from inference.generation import stream
+from inference.kv_cache import (
+    cache_length,
+    cache_tensor_bytes,
+    copy_cache,
+    kv_cache_bytes,
+    snapshot,
+)
 from inference.tokens import prompt_ids
 
 SYSTEM = "You are a museum guide. The museum closes at 17:00. Tickets cost 12 euros."
@@ -152,46 +167,105 @@ def test_newest_attention_reproduces_the_layer_output(lm, chat_ids):
 # ---- the panel's handlers, called as the UI calls them ----
 
 def test_panel_handlers_on_the_real_model(lm):
-    from lessons import kv_cache_panel as panel
+    from lessons import kv_cache_handlers as run
     settings = Settings()
-    frames = panel.growth_frames(lm, settings, "Hi there", 3)
-    grid, chart, formula, text = next(frames)
-    assert "✓ equal" in formula and "46,080 bytes per token" in formula
-    assert len(grid.data[0].z) == 30 and "Step 0" in text
+    frames = run.growth_frames(lm, settings, "Hi there", 3)
+    first = next(frames)
+    assert "✓ equal" in first.formula and "46,080 bytes per token" in first.formula
+    assert len(first.grid.data[0].z) == 30 and "Step 0" in first.text
+    assert list(first.size.data[1].y) == [46_080 * 32]  # the 32-token prompt, cached
+    assert "32 prompt + 0 generated" in first.text
     assert len(list(frames)) == 2
 
-    race_frames = list(panel.race_frames(lm, settings, "Hi there", 4))
-    fig, summary, progress = race_frames[-1]
-    assert len(race_frames) == 4 and "Step 4 of 4" in progress
-    assert "Measured over 4 new tokens" in summary and "same greedy tokens" in summary
-    assert "35 vs 134 tokens" in summary  # 32-token prompt: 32 + 1 + 1 + 1 vs 32 + 33 + 34 + 35
-    assert len(fig.data) == 4
+    race_frames = list(run.race_frames(lm, settings, "Hi there", 4))
+    last = race_frames[-1]
+    assert len(race_frames) == 4 and "Step 4 of 4" in last.progress
+    assert "Measured over 4 new tokens" in last.summary and "same greedy tokens" in last.summary
+    assert "35 vs 134 tokens" in last.summary  # 32-token prompt: 32+1+1+1 vs 32+33+34+35
+    assert len(last.plot.data) == 4
 
-    ctx, batch, gqa, table = panel.projection_view(lm, 2, 4096, 2)
-    assert "Llama-3-70B" in table and list(gqa.data[0].y) == [23_040, 69_120]
+    view = run.projection_view(lm, settings, 2, 4096, 2)
+    assert "Llama-3-70B" in view.table and list(view.gqa.data[0].y) == [23_040, 69_120]
+    assert "| 2 sequence(s) |" in view.table.replace(" tokens ×", "|")
+    assert list(view.by_context.data[0].x)[0] == settings.projection_context.low
+    assert list(view.by_context.data[0].x)[-1] == settings.projection_context.high
+    assert list(view.by_batch.data[0].x) == [1, 2, 4, 8, 16, 32, 64, 128, 256]
     with pytest.raises(SettingOutOfRangeError):
-        panel.projection_view(lm, 0, 4096, 2)
+        run.projection_view(lm, settings, 0, 4096, 2)
+    with pytest.raises(SettingOutOfRangeError):
+        run.projection_view(lm, settings, 2, settings.projection_context.high + 1, 2)
+    with pytest.raises(SettingOutOfRangeError):
+        run.projection_view(lm, settings, 2, 4096, 3)
 
-    shown = list(panel.prefix_frames(lm, settings, SYSTEM, "When does it close?", 3))
-    assert len(shown) == 2 and "✓ same" in shown[-1][1]
-    assert len(shown[-1][0].data) == 2
+    shown = list(run.prefix_frames(lm, settings, SYSTEM, "When does it close?", 3))
+    assert len(shown) == 2 and "✓ same" in shown[-1].text and "Shared prefix" in shown[0].text
+    assert len(shown[-1].plot.data) == 2
 
-    view = panel.attention_run(lm, settings, "Hi", 2)
-    fig = panel.attention_redraw(lm, view, 99, 3)  # out-of-range layer is clamped
+    view = run.attention_run(lm, settings, "Hi", 2)
+    fig = run.attention_redraw(lm, view, 99, 3)  # out-of-range layer is clamped
     assert len(fig.data[0].y) == len(view.pieces)
+    assert "layer 29, query head 3" in fig.layout.title.text
+    both = run.show_attention(lm, settings, "Hi", 2, 5, 4)
+    assert "layer 5, query head 4 (KV head 1)" in both.plot.layout.title.text
+    assert both.view.pieces == view.pieces  # greedy: the same tokens both times
+
+
+def test_panel_limits_come_from_settings(lm):
+    """A tighter Settings tightens the panel's checks: no limit is written in the panel."""
+    from dataclasses import replace
+
+    from inference.config import Range
+    from lessons import kv_cache_handlers as run
+    tight = replace(Settings(), growth_new_tokens=Range(1, 2, 1), race_new_tokens=Range(4, 5, 4),
+                    race_max_prompt_tokens=8, attention_new_tokens=Range(1, 1, 1),
+                    prefix_new_tokens=Range(1, 2, 1), projection_batch=Range(1, 4, 1))
+    with pytest.raises(SettingOutOfRangeError, match="New tokens must be between 1 and 2"):
+        next(run.growth_frames(lm, tight, "Hi", 3))
+    with pytest.raises(SettingOutOfRangeError, match="between 4 and 5"):
+        next(run.race_frames(lm, replace(tight, race_max_prompt_tokens=256), "Hi", 6))
+    with pytest.raises(PromptTooLongError, match="keep it under 8"):
+        next(run.race_frames(lm, tight, "Hi", 4))
+    with pytest.raises(SettingOutOfRangeError, match="New tokens first"):
+        run.attention_run(lm, tight, "Hi", 2)
+    with pytest.raises(SettingOutOfRangeError, match="Answer tokens"):
+        next(run.prefix_frames(lm, tight, SYSTEM, "When?", 3))
+    with pytest.raises(SettingOutOfRangeError, match="Batch size"):
+        run.projection_view(lm, tight, 5, 4096, 2)
+    assert list(run.projection_view(lm, tight, 4, 4096, 2).by_batch.data[0].x) == [1, 2, 4]
 
 
 def test_panel_errors_are_clear(lm):
-    from lessons import kv_cache_panel as panel
+    from lessons import kv_cache_handlers as run
     settings = Settings()
     with pytest.raises(EmptyPromptError):
-        next(panel.growth_frames(lm, settings, "  ", 3))
+        next(run.growth_frames(lm, settings, "  ", 3))
     with pytest.raises(PromptTooLongError):
-        next(panel.race_frames(lm, settings, "word " * 400, 4))
+        next(run.race_frames(lm, settings, "word " * 400, 4))
+    with pytest.raises(PromptTooLongError):
+        next(run.prefix_frames(lm, settings, "x" * (settings.max_prompt_chars + 1), "Q?", 3))
 
 
-def test_panel_builds(lm):
+def test_panel_builds_with_limits_and_named_endpoints(lm):
     import gradio as gr
+
     from lessons import kv_cache_panel as panel
-    with gr.Blocks():
-        panel.build(lm, Settings())
+    from lessons.controls import limit_name
+    settings = Settings()
+    with gr.Blocks() as demo:
+        panel.build(lm, settings)
+    sliders = [b for b in demo.blocks.values() if isinstance(b, gr.Slider)]
+    tagged = {limit_name(s): s for s in sliders if limit_name(s)}
+    assert set(tagged) == {"growth_new_tokens", "race_new_tokens", "projection_batch",
+                           "projection_context", "prefix_new_tokens", "attention_new_tokens"}
+    for name, s in tagged.items():
+        rng = settings.ranges()[name]
+        assert (s.minimum, s.maximum, s.value) == (rng.low, rng.high, rng.default)
+    untagged = sorted(s.elem_id for s in sliders if not limit_name(s))
+    assert untagged == ["kv-attn-head", "kv-attn-layer"]  # bounded by the model's shape
+    apis = {d.api_name for d in demo.fns.values()}
+    assert {"kv_growth", "kv_race", "kv_prefix", "kv_attention"} <= apis
+    ids = {b.elem_id for b in demo.blocks.values() if getattr(b, "elem_id", None)}
+    assert {"kv-growth-stop", "kv-race-stop", "kv-prefix-stop", "kv-projection-table",
+            "kv-projection-context", "kv-projection-batch", "kv-projection-gqa"} <= ids
+    table = next(b for b in demo.blocks.values() if b.elem_id == "kv-projection-table")
+    assert "Llama-3-70B" in table.value  # drawn at build time from the default settings

@@ -1,10 +1,10 @@
 """Lesson 4 figure builders on hand-made data: the traces carry exactly the numbers given."""
 from inference.experiments.attention_view import AttentionView
-from inference.kv_cache import CacheSnapshot
 from inference.experiments.kv_projection import ModelSpec, project_batch, project_context
 from inference.experiments.kv_race import RaceStep, summarize
 from inference.experiments.prefix_reuse import PrefixRun
-from visualizations import kv_charts
+from inference.kv_cache import CacheSnapshot
+from visualizations import kv_charts, kv_text
 
 
 def _snap(tokens=4, layers=2, batch=1):
@@ -12,7 +12,7 @@ def _snap(tokens=4, layers=2, batch=1):
         layers=layers, batch=batch, kv_heads=3, tokens=tokens, head_dim=64, dtype="float32",
         bytes_per_value=4, tensor_bytes=2 * layers * 3 * 64 * 4 * tokens * batch,
         shapes=tuple((batch, 3, tokens, 64) for _ in range(layers)),
-        key_norms=tuple(tuple(float(l * 10 + p) for p in range(tokens)) for l in range(layers)))
+        key_norms=tuple(tuple(float(n * 10 + p) for p in range(tokens)) for n in range(layers)))
 
 
 def test_cache_grid_draws_one_column_per_token():
@@ -31,11 +31,12 @@ def test_cache_grid_empty_state():
 
 
 def test_formula_markdown_fills_in_the_numbers():
-    text = kv_charts.formula_markdown(_snap(tokens=5, layers=30, batch=2))
-    assert "2 (K and V) × 30 layers × 3 KV heads × 64 dims × 4 bytes (float32) × 5 tokens × 2 sequences" in text
+    text = kv_text.formula_markdown(_snap(tokens=5, layers=30, batch=2))
+    assert ("2 (K and V) × 30 layers × 3 KV heads × 64 dims × 4 bytes (float32) × 5 tokens × "
+            "2 sequences") in text
     assert "= 460,800 bytes" in text and "✓ equal" in text and "46,080 bytes per token" in text
     broken = CacheSnapshot(30, 1, 3, 5, 64, "float32", 4, 1, (), ())
-    assert "✗ different" in kv_charts.formula_markdown(broken)
+    assert "✗ different" in kv_text.formula_markdown(broken)
 
 
 def test_cache_bytes_figure_plots_formula_and_tensors():
@@ -63,7 +64,7 @@ def test_race_figure_and_summary():
     assert list(cached_work.y) == [10, 1, 1] and list(plain_work.y) == [10, 11, 12]
     summary = summarize(steps, prompt_tokens=10)
     assert abs(summary.speedup - 2.0) < 1e-9 and summary.same_tokens
-    text = kv_charts.race_summary_markdown(summary)
+    text = kv_text.race_summary_markdown(summary)
     assert "**2.0× faster**" in text and "12 vs 33 tokens" in text and "2.8× more" in text
 
 
@@ -71,8 +72,11 @@ def test_race_summary_counts_only_finished_pairs_and_says_when_slower():
     steps = _race_steps()[:3]  # stopped after the cached lane's second step
     summary = summarize(steps, 10)
     assert summary.new_tokens == 1
-    slow = summarize([RaceStep(0, "cached", 1, 5, 5, 0.2), RaceStep(0, "recompute", 1, 5, 5, 0.1)], 5)
-    assert "slower" in kv_charts.race_summary_markdown(slow)
+    slow = summarize([RaceStep(0, "cached", 1, 5, 5, 0.2),
+                      RaceStep(0, "recompute", 1, 5, 5, 0.1)], 5)
+    assert "slower" in kv_text.race_summary_markdown(slow)
+    assert "Press **Race**" in kv_text.race_summary_markdown(summarize([], 5))
+    assert kv_text.race_progress_markdown(3, 4) == "Step 4 of 4 · both lanes ran it"
 
 
 def test_projection_figures_use_log_axes_and_weight_lines():
@@ -81,7 +85,8 @@ def test_projection_figures_use_log_axes_and_weight_lines():
     proj = project_context([a, b], [1, 2, 4], batch=1, bytes_per_value=2)
     fig = kv_charts.projection_figure(proj, highlight="A")
     assert [t.name for t in fig.data] == ["A KV cache", "A weights", "B KV cache", "B weights"]
-    assert list(fig.data[0].y) == [128, 256, 512]  # 2 × 2 layers × 2 heads × 8 × 2 bytes = 128 per token
+    # 2 × 2 layers × 2 heads × 8 dims × 2 bytes = 128 bytes per token
+    assert list(fig.data[0].y) == [128, 256, 512]
     assert list(fig.data[1].y) == [2000, 2000]
     assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
     assert "1.0 KB" in fig.layout.yaxis.ticktext  # byte units on the axis, not SI "B" = billion
@@ -107,3 +112,39 @@ def test_attention_figure_shows_one_head():
     assert list(fig.data[0].y) == [1.0, 0.0, 0.0]
     assert list(fig.layout.xaxis.ticktext) == ["a", "b", "c"]
     assert "KV head 0" in fig.layout.title.text
+
+
+def test_growth_step_text():
+    from inference.experiments.kv_growth import GrowthStep
+    step = GrowthStep(index=0, piece="A", text="A", prompt_tokens=3, seconds=0.0425,
+                      cache=_snap(tokens=3), finished=None)
+    text = kv_text.growth_step_markdown(step)
+    assert text.startswith("**Step 0** (prefill of the prompt, 42 ms): cache holds **3 tokens**")
+    assert "(3 prompt + 0 generated) · 9.2 KB" in text and "*Output so far:* 'A'" in text
+    later = GrowthStep(2, "C", "ABC", 3, 0.01, _snap(tokens=5), None)
+    assert "(one decode step, 10 ms)" in kv_text.growth_step_markdown(later)
+    assert "(3 prompt + 2 generated)" in kv_text.growth_step_markdown(later)
+
+
+def test_projection_table_rows():
+    a = ModelSpec("A", 2, 4, 2, 8, 1000, "test")
+    b = ModelSpec("B", 4, 4, 4, 8, 5000, "test")
+    text = kv_text.projection_table_markdown([a, b], {"A": 8, "B": 10}, a, 2, batch=3,
+                                             context_window=8192)
+    rows = [line for line in text.splitlines() if line.startswith("| A") or line.startswith("| B")]
+    assert rows == ["| A | GQA | 2 / 4 | 128 B | 2.0 KB | 8 tokens × 3 sequence(s) |",
+                    "| B | MHA | 4 / 4 | 512 B | 10.0 KB | 10 tokens × 3 sequence(s) |"]
+    assert "*Theoretical, 2 bytes per value" in text and "among 2 query heads" in text
+    assert "2× smaller" in text and "8,192 tokens" in text
+
+
+def test_prefix_text_table():
+    runs = [PrefixRun("Q1?", 100, 90, 0.5, 0.1, (1, 2), (1, 2), "ok"),
+            PrefixRun("Q2?", 104, 90, 0.4, 0.2, (1, 2), (1, 3), "no")]
+    head = kv_text.prefix_markdown(90, 0.25, 2048, [])
+    assert head == ("Shared prefix: **90 tokens**, prefilled once in **250 ms** (2.0 KB of cache, "
+                    "kept for every question).")
+    text = kv_text.prefix_markdown(90, 0.25, 2048, runs)
+    assert text.startswith(head)
+    assert "| Q1? | 100 | 90 | 500 ms | 100 ms | 5.0× | ✓ same | 'ok' |" in text
+    assert "| Q2? | 104 | 90 | 400 ms | 200 ms | 2.0× | ✗ differ | 'no' |" in text

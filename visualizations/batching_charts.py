@@ -1,8 +1,8 @@
 """Lesson 5 charts: batch sweep, the throughput/latency trade-off, padding, scheduler
 timelines and cost. Pure functions: measured records in, plotly figures out.
 
-Inputs are the frozen records of `inference.experiments.batch_sweep`, `inference.experiments.schedulers` and
-`inference.experiments.serving_cost`, read by attribute only, so tests can pass hand-made stand-ins.
+Inputs are the frozen records of `inference.experiments.batch_sweep`, `.schedulers` and
+`.serving_cost`, read by attribute only, so tests can pass hand-made stand-ins.
 """
 from __future__ import annotations
 
@@ -58,8 +58,8 @@ def throughput_chart(points, caption: str = "") -> go.Figure:
                    line=dict(color=PALETTE["grey"], dash="dash")),
     ])
     _log_y(fig, [p.per_request_tokens_per_s for p in points] + [one * x for x in b], 0.1)
-    return _batch_axis(styled(fig, "Decode throughput grows with batch size", "Batch size (requests)",
-                              "Tokens per second (log scale)", caption), b)
+    return _batch_axis(styled(fig, "Decode throughput grows with batch size",
+                              "Batch size (requests)", "Tokens per second (log scale)", caption), b)
 
 
 def step_time_chart(points, bandwidth_gbs: float, caption: str = "") -> go.Figure:
@@ -72,7 +72,8 @@ def step_time_chart(points, bandwidth_gbs: float, caption: str = "") -> go.Figur
         go.Bar(x=b, y=[p.step_seconds * 1000 for p in points], name="median step (measured)",
                marker_color=PALETTE["blue"], text=[f"{p.step_seconds * 1000:.0f}" for p in points],
                textposition="outside"),
-        go.Scatter(x=b, y=[p.floor_seconds(bandwidth_gbs) * 1000 for p in points], mode="lines+markers",
+        go.Scatter(x=b, y=[p.floor_seconds(bandwidth_gbs) * 1000 for p in points],
+                   mode="lines+markers",
                    name=f"bytes read ÷ {bandwidth_gbs:.1f} GB/s (theoretical)",
                    line=dict(color=PALETTE["green"], width=3)),
         go.Scatter(x=b, y=[first * p.batch / points[0].batch for p in points], mode="lines",
@@ -129,7 +130,8 @@ def gantt_chart(result, title: str, caption: str = "", horizon: float | None = N
     names = [f"req {r.rid}" for r in result.requests]
     parts = [
         ("waiting in queue", PALETTE["grey"], [(r.arrival, r.start) for r in result.requests]),
-        ("prefill → first token", PALETTE["orange"], [(r.start, r.first_token) for r in result.requests]),
+        ("prefill → first token", PALETTE["orange"],
+         [(r.start, r.first_token) for r in result.requests]),
         ("decoding", PALETTE["blue"], [(r.first_token, r.finish) for r in result.requests]),
         ("done, slot still busy", PALETTE["vermillion"],
          [(r.finish, max(r.finish, slot_end.get(r.rid, r.finish))) for r in result.requests]),
@@ -167,7 +169,8 @@ def scheduler_summary_chart(summaries, caption: str = "") -> go.Figure:
     colours = [PALETTE["vermillion"], PALETTE["green"], PALETTE["blue"]]
     fig = go.Figure([go.Bar(x=[m for m, _ in metrics], y=[getattr(s, a) for _, a in metrics],
                             name=f"{s.scheduler} (measured)", marker_color=colours[i % 3],
-                            text=[f"{getattr(s, a):.2f}" for _, a in metrics], textposition="outside")
+                            text=[f"{getattr(s, a):.2f}" for _, a in metrics],
+                            textposition="outside")
                      for i, s in enumerate(summaries)])
     top = max(getattr(s, a) for s in summaries for _, a in metrics)
     fig.update_yaxes(range=[0, top * 1.2 if top > 0 else 1])
@@ -189,6 +192,7 @@ def cost_chart(costs, price_per_hour: float, caption: str = "") -> go.Figure:
                name="input tokens (from measured prefill)",
                marker_color=PALETTE["sky"]),
     ])
-    _log_y(fig, [c.usd_per_million_output for c in costs] + [c.usd_per_million_input for c in costs])
-    return styled(fig, f"What a token costs at ${price_per_hour:,.2f} per hour", "Batch size (requests)",
-                  "US dollars per million tokens (log scale)", caption)
+    _log_y(fig, [c.usd_per_million_output for c in costs]
+           + [c.usd_per_million_input for c in costs])
+    return styled(fig, f"What a token costs at ${price_per_hour:,.2f} per hour",
+                  "Batch size (requests)", "US dollars per million tokens (log scale)", caption)

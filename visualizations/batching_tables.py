@@ -18,28 +18,32 @@ def plan_table(plans) -> str:
 
 def sweep_table(upd) -> str:
     """Markdown table of measured points, then the explanation with this run's numbers."""
-    pts = upd.points
+    pts, gbs = upd.points, upd.bandwidth_gbs
     if not pts:
         return ""
-    rows = [f"| {p.batch} | {p.step_seconds * 1000:.0f} ms | {p.floor_seconds(upd.bandwidth_gbs) * 1000:.0f} ms "
-            f"| {p.tokens_per_s:.1f} | {p.per_request_tokens_per_s:.1f} | {p.prefill_tokens_per_s:.0f} |"
-            for p in pts]
+    rows = [f"| {p.batch} | {p.step_seconds * 1000:.0f} ms | {p.floor_seconds(gbs) * 1000:.0f} ms "
+            f"| {p.tokens_per_s:.1f} | {p.per_request_tokens_per_s:.1f} "
+            f"| {p.prefill_tokens_per_s:.0f} |" for p in pts]
     text = ("| batch | step (median, measured) | floor (theoretical) | total tokens/s | "
-            "tokens/s per request | prefill tokens/s |\n|---|---|---|---|---|---|\n" + "\n".join(rows))
+            "tokens/s per request | prefill tokens/s |\n|---|---|---|---|---|---|\n"
+            + "\n".join(rows))
     if len(pts) > 1:
-        one, big = pts[0], pts[-1]
-        gain, growth = big.tokens_per_s / one.tokens_per_s, big.step_seconds / one.step_seconds
-        text += (f"\n\n**Why.** At batch 1 a step took {one.step_seconds * 1000:.0f} ms; merely reading "
-                 f"the {human_bytes(one.weight_bytes)} of weights at the measured {upd.bandwidth_gbs:.1f} GB/s "
-                 f"takes at least {one.floor_seconds(upd.bandwidth_gbs) * 1000:.0f} ms (theoretical). At batch "
-                 f"{big.batch} the step took {big.step_seconds * 1000:.0f} ms: **{growth:.1f}× the time for "
-                 f"{big.batch}× the tokens**, so throughput went from {one.tokens_per_s:.1f} to "
-                 f"{big.tokens_per_s:.1f} tokens/s (**{gain:.1f}×**). The weights are read once "
-                 f"per step for all rows; each extra row adds only its own KV cache reads and its arithmetic. "
-                 f"The price: each request now waits {big.step_seconds * 1000:.0f} ms per token instead of "
-                 f"{one.step_seconds * 1000:.0f} ms.")
+        text += "\n\n" + _why(pts[0], pts[-1], gbs)
     return text
 
+
+def _why(one, big, gbs: float) -> str:
+    gain, growth = big.tokens_per_s / one.tokens_per_s, big.step_seconds / one.step_seconds
+    return (f"**Why.** At batch 1 a step took {one.step_seconds * 1000:.0f} ms; merely reading "
+            f"the {human_bytes(one.weight_bytes)} of weights at the measured {gbs:.1f} GB/s "
+            f"takes at least {one.floor_seconds(gbs) * 1000:.0f} ms (theoretical). At batch "
+            f"{big.batch} the step took {big.step_seconds * 1000:.0f} ms: **{growth:.1f}× the "
+            f"time for {big.batch}× the tokens**, so throughput went from "
+            f"{one.tokens_per_s:.1f} to {big.tokens_per_s:.1f} tokens/s (**{gain:.1f}×**). The "
+            "weights are read once per step for all rows; each extra row adds only its own KV "
+            "cache reads and its arithmetic. The price: each request now waits "
+            f"{big.step_seconds * 1000:.0f} ms per token instead of "
+            f"{one.step_seconds * 1000:.0f} ms.")
 
 
 def scheduler_table(static, continuous) -> str:
@@ -47,22 +51,28 @@ def scheduler_table(static, continuous) -> str:
     rows = []
     for res in (static, continuous):
         s = res.summary
-        rows.append(f"| {s.scheduler} | {s.throughput:.2f} | {s.mean_latency:.2f} s | {s.p95_latency:.2f} s | "
-                    f"{s.mean_ttft:.2f} s | {s.p95_ttft:.2f} s | {s.forward_passes} | {s.wasted_row_steps} |")
+        rows.append(f"| {s.scheduler} | {s.throughput:.2f} | {s.mean_latency:.2f} s | "
+                    f"{s.p95_latency:.2f} s | {s.mean_ttft:.2f} s | {s.p95_ttft:.2f} s | "
+                    f"{s.forward_passes} | {s.wasted_row_steps} |")
     same = all(a.tokens == b.tokens for a, b in zip(static.requests, continuous.requests))
-    return ("| scheduler | tokens/s | mean latency | p95 latency | mean TTFT | p95 TTFT | forward passes "
-            "| finished rows computed anyway |\n|---|---|---|---|---|---|---|---|\n" + "\n".join(rows)
-            + f"\n\n{static.summary.output_tokens} output tokens from {static.summary.requests} requests. "
-            + ("Every request got **exactly the same tokens** from both schedulers (greedy)."
-               if same else "⚠️ Some requests got different tokens (numerical ties between batch shapes)."))
+    agree = ("Every request got **exactly the same tokens** from both schedulers (greedy)."
+             if same else
+             "⚠️ Some requests got different tokens (numerical ties between batch shapes).")
+    return ("| scheduler | tokens/s | mean latency | p95 latency | mean TTFT | p95 TTFT | "
+            "forward passes | finished rows computed anyway |\n"
+            "|---|---|---|---|---|---|---|---|\n" + "\n".join(rows)
+            + f"\n\n{static.summary.output_tokens} output tokens from "
+            f"{static.summary.requests} requests. " + agree)
 
 
 def cost_table(costs, prompt_tokens: int, output_tokens: int) -> str:
     """Markdown: cost per million tokens and per conversation at each measured batch size."""
     rows = [f"| {c.batch} | {c.output_tokens_per_s:.1f} | ${c.usd_per_million_output:,.2f} | "
-            f"${c.usd_per_million_input:,.2f} | ${c.usd_per_conversation:,.5f} | {c.conversations_per_hour:,.0f} |"
-            for c in costs]
-    return ("| batch | output tokens/s (measured) | $ / M output | $ / M input | $ / conversation | "
-            "conversations / hour |\n|---|---|---|---|---|---|\n" + "\n".join(rows)
-            + f"\n\n*Arithmetic: $ per million = price per hour ÷ (tokens/s × 3,600) × 1,000,000. A "
-            f"conversation is {prompt_tokens} tokens in and {output_tokens} out, at 100% utilisation.*")
+            f"${c.usd_per_million_input:,.2f} | ${c.usd_per_conversation:,.5f} | "
+            f"{c.conversations_per_hour:,.0f} |" for c in costs]
+    return ("| batch | output tokens/s (measured) | $ / M output | $ / M input | "
+            "$ / conversation | conversations / hour |\n|---|---|---|---|---|---|\n"
+            + "\n".join(rows)
+            + "\n\n*Arithmetic: $ per million = price per hour ÷ (tokens/s × 3,600) × "
+            f"1,000,000. A conversation is {prompt_tokens} tokens in and {output_tokens} out, "
+            "at 100% utilisation.*")

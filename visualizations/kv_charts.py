@@ -1,7 +1,7 @@
 """Lesson 4 charts: the cache drawn from its tensors, the race, the projections, prefix reuse.
 
-Pure functions: plain data in (the frozen records from `inference/`), a plotly Figure or a
-markdown string out. No model calls, so each is tested on hand-made data.
+Pure functions: plain data in (the frozen records from `inference/`), a plotly Figure out
+(the lesson's markdown is in `kv_text`). No model calls, so each is tested on hand-made data.
 """
 from __future__ import annotations
 
@@ -36,27 +36,13 @@ def cache_bytes_figure(history: list[tuple[int, int, int]], caption: str = "") -
         return empty_figure("Cache bytes appear here as tokens are generated.")
     tokens = [h[0] for h in history]
     fig = go.Figure([
-        go.Scatter(x=tokens, y=[h[2] for h in history], mode="lines", name=f"formula ({THEORETICAL})",
-                   line=dict(color=PALETTE["orange"], width=3)),
+        go.Scatter(x=tokens, y=[h[2] for h in history], mode="lines",
+                   name=f"formula ({THEORETICAL})", line=dict(color=PALETTE["orange"], width=3)),
         go.Scatter(x=tokens, y=[h[1] for h in history], mode="markers",
                    name=f"real tensors ({MEASURED})", marker=dict(color=PALETTE["blue"], size=8)),
     ])
     return styled(fig, "Cache size grows by the same bytes with every token",
                   "tokens in the cache", "bytes", caption)
-
-
-def formula_markdown(snap) -> str:
-    """The formula with this cache's numbers filled in, next to what the tensors hold."""
-    if not snap.tokens:
-        return "*The formula fills in once the cache holds its first tokens.*"
-    match = "✓ equal" if snap.formula_bytes == snap.tensor_bytes else "✗ different"
-    return (f"**bytes = 2 (K and V) × {snap.layers} layers × {snap.kv_heads} KV heads × "
-            f"{snap.head_dim} dims × {snap.bytes_per_value} bytes ({snap.dtype}) × "
-            f"{snap.tokens:,} tokens × {snap.batch} sequence{'s' if snap.batch > 1 else ''} "
-            f"= {snap.formula_bytes:,} bytes**  \n"
-            f"The real tensors hold **{snap.tensor_bytes:,} bytes** ({human_bytes(snap.tensor_bytes)}) "
-            f"· {match} · **{snap.bytes_per_token:,} bytes per token** "
-            f"({human_bytes(snap.bytes_per_token)})")
 
 
 def race_figure(steps, caption: str = "") -> go.Figure:
@@ -76,32 +62,13 @@ def race_figure(steps, caption: str = "") -> go.Figure:
                           "<extra></extra>"), secondary_y=False)
         fig.add_trace(go.Scatter(
             x=[s.index for s in mine], y=[s.forward_tokens for s in mine], mode="lines",
-            name=f"{label}: tokens per forward pass", line=dict(color=colour, dash="dot", width=1.5),
-            hoverinfo="skip"), secondary_y=True)
-    styled(fig, "Cache on vs off: time for each new token", "output token (0 = first, after prefill)",
-           "milliseconds per step", caption, height=420)
-    fig.update_yaxes(title_text="tokens per forward pass (dotted)", secondary_y=True, showgrid=False)
+            name=f"{label}: tokens per forward pass",
+            line=dict(color=colour, dash="dot", width=1.5), hoverinfo="skip"), secondary_y=True)
+    styled(fig, "Cache on vs off: time for each new token",
+           "output token (0 = first, after prefill)", "milliseconds per step", caption, height=420)
+    fig.update_yaxes(title_text="tokens per forward pass (dotted)", secondary_y=True,
+                     showgrid=False)
     return fig
-
-
-def race_summary_markdown(summary) -> str:
-    if not summary.new_tokens:
-        return "*Press **Race**: the same prompt runs with and without the cache.*"
-    same = ("the same greedy tokens in both lanes" if summary.same_tokens
-            else "**different tokens** (float rounding tipped a near-tie)")
-    return (f"**Measured over {summary.new_tokens} new tokens** after a {summary.prompt_tokens}-token "
-            f"prompt: with cache **{summary.cached_seconds:.2f} s**, recomputing "
-            f"**{summary.recompute_seconds:.2f} s**: {_verdict(summary.speedup)}.  \n"
-            f"Work: {summary.cached_forward_tokens:,} vs {summary.recompute_forward_tokens:,} tokens "
-            f"through the model ({summary.work_ratio:.1f}× more without the cache) · {same} · "
-            f"largest score difference {summary.max_logit_gap:.1e}")
-
-
-def _verdict(speedup: float) -> str:
-    if speedup >= 1:
-        return f"the cache made it **{speedup:.1f}× faster**"
-    return (f"the cache lane was **slower** this time ({speedup:.2f}×): with very few tokens, "
-            "noise from other work on the machine can outweigh the saving")
 
 
 def projection_figure(proj, caption: str = "", highlight: str | None = None) -> go.Figure:
@@ -113,9 +80,10 @@ def projection_figure(proj, caption: str = "", highlight: str | None = None) -> 
         fig.add_trace(go.Scatter(x=list(proj.xs), y=list(values), mode="lines+markers",
                                  name=f"{name} KV cache", line=dict(color=colour, width=width),
                                  hovertemplate="%{x:,}: %{y:.3s}B<extra>" + name + "</extra>"))
-        fig.add_trace(go.Scatter(x=[proj.xs[0], proj.xs[-1]], y=[weights, weights], mode="lines",
-                                 name=f"{name} weights", line=dict(color=colour, dash="dash", width=1.5),
-                                 hovertemplate=f"{name} weights: {human_bytes(weights)}<extra></extra>"))
+        fig.add_trace(go.Scatter(
+            x=[proj.xs[0], proj.xs[-1]], y=[weights, weights], mode="lines",
+            name=f"{name} weights", line=dict(color=colour, dash="dash", width=1.5),
+            hovertemplate=f"{name} weights: {human_bytes(weights)}<extra></extra>"))
     styled(fig, f"KV cache vs {proj.x_name.split(' (')[0]} ({THEORETICAL}, "
                 f"{proj.bytes_per_value} bytes per value, {proj.fixed})",
            proj.x_name, "memory (log scale)", caption, height=480)
@@ -150,7 +118,8 @@ def prefix_figure(runs, caption: str = "") -> go.Figure:
                text=[f"{r.prompt_tokens} tokens" for r in runs], textposition="outside"),
         go.Bar(x=labels, y=[r.ttft_reuse * 1000 for r in runs], name=f"prefix reused ({MEASURED})",
                marker_color=PALETTE["green"],
-               text=[f"{r.prompt_tokens - r.reused_tokens} tokens" for r in runs], textposition="outside"),
+               text=[f"{r.prompt_tokens - r.reused_tokens} tokens" for r in runs],
+               textposition="outside"),
     ])
     fig.update_layout(barmode="group")
     styled(fig, "Time to first token, with and without the shared prefix cache",

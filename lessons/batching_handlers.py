@@ -1,0 +1,228 @@
+"""Lesson 5 handlers: what each batching sub-tab does when a button is pressed.
+
+Plain functions of (model, settings, the learner's inputs), tested on the real model: each
+checks its inputs against the `Settings` ranges, runs one experiment from
+`inference.experiments` and returns, or yields step by step, a named record of what to show
+(None: leave that component as it is). Sweeps and schedules are long on a small CPU, so a
+finished one is kept in the app's `SharedResults` and shown to the next visitor who asks for
+the same settings. `batching_panel` lays out the controls and shows the records.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from plotly.graph_objects import Figure
+
+from inference.batching import padding_waste
+from inference.config import Settings
+from inference.experiments.batch_sweep import SweepUpdate, run_sweep, sweep_sizes
+from inference.experiments.memory_guard import (
+    check_batch_fits,
+    largest_fitting_batch,
+    memory_budget_bytes,
+    model_shape,
+    plan_batch,
+)
+from inference.experiments.schedulers import ScheduleResult, serve_continuous, serve_static
+from inference.experiments.serving_cost import serving_costs
+from inference.experiments.workload import preset_trace, random_trace
+from visualizations import batching_charts as charts
+from visualizations import batching_tables as tables
+from visualizations import batching_text as text
+from visualizations.style import info_caption
+
+from .prompt_input import encode_prompt
+
+SWEEP_PROMPT = "Explain why the sky is blue in two sentences."
+RANDOM = "Random (seeded)"
+
+
+@dataclass(frozen=True)
+class ScheduleComparison:
+    """Both schedulers on one trace: kept in the learner's state and shared with everyone."""
+
+    static: ScheduleResult
+    continuous: ScheduleResult
+    trace: str  # the workload's name, with its seed, size and rate when random
+    max_batch: int
+    when: str  # wall-clock HH:MM of the measurement
+
+
+class SavedSweep(NamedTuple):
+    """A finished sweep in `SharedResults`, and when it was measured (HH:MM)."""
+
+    update: SweepUpdate
+    when: str
+
+
+@dataclass(frozen=True)
+class SweepFrame:
+    progress: str
+    throughput: Figure | None = None
+    step_time: Figure | None = None
+    tradeoff: Figure | None = None
+    table: str | None = None
+    sweep: SweepUpdate | None = None  # set once the sweep has finished
+    closing: str | None = None
+
+
+@dataclass(frozen=True)
+class PaddingView:
+    plot: Figure
+    text: str
+
+
+@dataclass(frozen=True)
+class ScheduleFrame:
+    progress: str
+    static: Figure | None = None
+    continuous: Figure | None = None
+    summary: Figure | None = None
+    table: str | None = None
+    schedules: ScheduleComparison | None = None
+    closing: str | None = None
+
+
+@dataclass(frozen=True)
+class CostView:
+    plot: Figure
+    table: str
+
+
+def budget_bytes(lm, settings: Settings, budget_mb: float | None) -> int:
+    """The learner's memory budget in bytes; empty or 0 means half of the free memory."""
+    if budget_mb is None or budget_mb <= 0:
+        return memory_budget_bytes(lm.device, 0.5)
+    settings.memory_budget_mb.check("Memory budget (MB)", budget_mb)
+    return int(budget_mb * 1e6)
+
+
+def sweep_frames(lm, settings: Settings, shared, *, max_batch: int, steps: int,
+                 budget_mb: float | None,
+                 schedules: ScheduleComparison | None = None) -> Iterator[SweepFrame]:
+    """Decode batches of 1, 2, 4, ... up to `max_batch` copies of one prompt; stream progress
+    and redraw the charts whenever a batch size is done."""
+    settings.batch.check("Largest batch", max_batch)
+    settings.sweep_decode_steps.check("Timed decode steps", steps)
+    max_batch, steps = int(max_batch), int(steps)
+    prompt = encode_prompt(lm, settings, SWEEP_PROMPT)
+    budget, sizes = budget_bytes(lm, settings, budget_mb), sweep_sizes(max_batch)
+    cap = largest_fitting_batch(model_shape(lm), sizes, len(prompt), steps + 1, budget)
+    key = ("batch-sweep", lm.info.device, lm.info.dtype, tuple(s for s in sizes if s <= cap),
+           steps)
+    saved = shared.get(key) if shared is not None else None
+    if saved is not None:
+        message = text.shared_sweep_message(saved.when, saved.update.message)
+        yield _sweep_frame(lm, saved.update, message, schedules)
+        return
+    last = None
+    for update in run_sweep(lm, prompt, max_batch, steps, budget):
+        grew = last is None or len(update.points) != len(last.points) or update.finished
+        last = update
+        yield (_sweep_frame(lm, update, update.message, schedules) if grew
+               else SweepFrame(progress=f"⏳ {update.message}"))
+    if shared is not None and last is not None and last.finished:
+        shared.put(key, SavedSweep(last, time.strftime("%H:%M")))
+
+
+def _sweep_frame(lm, update: SweepUpdate, message: str,
+                 schedules: ScheduleComparison | None) -> SweepFrame:
+    cap = info_caption(lm.info, note="median of each batch's decode steps")
+    done = update.finished
+    return SweepFrame(
+        progress=text.sweep_progress_markdown(update, message),
+        throughput=charts.throughput_chart(update.points, cap),
+        step_time=charts.step_time_chart(update.points, update.bandwidth_gbs, cap),
+        tradeoff=charts.tradeoff_chart(update.points, cap), table=tables.sweep_table(update),
+        sweep=update if done else None,
+        closing=text.closing_note(lm.info, update, schedules) if done else None)
+
+
+def padding_view(lm, settings: Settings, prompts: str) -> PaddingView:
+    """The padded batch for the prompts typed one per line (chat-templated, left-padded)."""
+    lines = [t.strip() for t in (prompts or "").splitlines() if t.strip()][:settings.max_lines]
+    if not lines:
+        return PaddingView(plot=charts.padding_chart([]), text=text.NO_PROMPTS)
+    ids = [encode_prompt(lm, settings, t) for t in lines]
+    padded, total = padding_waste(ids)
+    return PaddingView(plot=charts.padding_chart([len(p) for p in ids], text.prompt_labels(lines)),
+                       text=text.padding_markdown(len(ids), padded, total))
+
+
+def _trace(lm, settings: Settings, workload: str, seed: int, requests: int, rate: float):
+    """The requests to serve and the workload's name for tables and the closing note."""
+    if workload != RANDOM:
+        return preset_trace(lm.tokenizer, workload), workload
+    settings.seed.check("Seed (random trace)", seed)
+    settings.trace_requests.check("Requests (random trace)", requests)
+    settings.trace_rate_per_s.check("Arrivals per second (random trace)", rate)
+    lengths = settings.trace_new_tokens  # output lengths drawn from low..default
+    trace = random_trace(lm.tokenizer, int(requests), float(rate), int(lengths.low),
+                         int(lengths.default), int(seed))
+    return trace, f"{RANDOM}, seed {int(seed)}, {int(requests)} requests at {float(rate):g}/s"
+
+
+def schedule_frames(lm, settings: Settings, shared, *, workload: str, seed: int, requests: int,
+                    rate_per_s: float, max_batch: int, fill_wait_s: float,
+                    sweep: SweepUpdate | None = None) -> Iterator[ScheduleFrame]:
+    """Serve the trace with static, then continuous batching; a progress line per forward
+    pass, then both timelines, the summary and the closing note."""
+    settings.scheduler_batch.check("Max batch", max_batch)
+    settings.fill_wait_s.check("Batch fill wait (s)", fill_wait_s)
+    max_batch, fill_wait_s = int(max_batch), float(fill_wait_s)
+    trace, name = _trace(lm, settings, workload, seed, requests, rate_per_s)
+    longest = max(len(r.prompt_ids) for r in trace) + max(r.max_new_tokens for r in trace)
+    check_batch_fits(plan_batch(model_shape(lm), max_batch, longest, 0,
+                                budget_bytes(lm, settings, None)))
+    key = ("schedulers", lm.info.device, lm.info.dtype, name, max_batch, fill_wait_s)
+    saved = shared.get(key) if shared is not None else None
+    progress = text.scheduler_done_markdown(saved.when if saved else None)
+    if saved is None:
+        results = {}
+        runs = {"static": serve_static(lm, trace, max_batch, fill_wait_s),
+                "continuous": serve_continuous(lm, trace, max_batch)}
+        for label, events in runs.items():
+            for ev in events:
+                if isinstance(ev, ScheduleResult):
+                    results[label] = ev
+                else:
+                    yield ScheduleFrame(progress=text.scheduler_step_markdown(label, ev))
+        saved = ScheduleComparison(results["static"], results["continuous"], name, max_batch,
+                                   time.strftime("%H:%M"))
+        if shared is not None:
+            shared.put(key, saved)
+    yield schedule_frame(lm, saved, progress, sweep)
+
+
+def schedule_frame(lm, schedules: ScheduleComparison, progress: str,
+                   sweep: SweepUpdate | None = None) -> ScheduleFrame:
+    """Both timelines on one time axis, the summary chart and table, and the closing note."""
+    st, co = schedules.static, schedules.continuous
+    horizon = max(r.finish for r in st.requests + co.requests) * 1.03
+    cap = info_caption(lm.info, note="virtual clock = sum of measured step times")
+    return ScheduleFrame(
+        progress=progress,
+        static=charts.gantt_chart(st, f"Static batching (max batch {schedules.max_batch})",
+                                  cap, horizon),
+        continuous=charts.gantt_chart(co, f"Continuous batching (max batch "
+                                          f"{schedules.max_batch})", cap, horizon),
+        summary=charts.scheduler_summary_chart([st.summary, co.summary], cap),
+        table=tables.scheduler_table(st, co), schedules=schedules,
+        closing=text.closing_note(lm.info, sweep, schedules))
+
+
+def cost_view(lm, settings: Settings, sweep: SweepUpdate | None, *, price_per_hour: float,
+              prompt_tokens: int, output_tokens: int) -> CostView:
+    """Cost per token and per conversation from the last measured sweep and an hourly price."""
+    settings.price_per_hour.check("Hardware price ($ per hour)", price_per_hour)
+    settings.conversation_prompt_tokens.check("Prompt tokens per conversation", prompt_tokens)
+    settings.conversation_output_tokens.check("Output tokens per conversation", output_tokens)
+    if sweep is None or not sweep.points:
+        return CostView(plot=charts.cost_chart([], 0), table=text.NO_SWEEP_YET)
+    price, p_in, p_out = float(price_per_hour), int(prompt_tokens), int(output_tokens)
+    costs = serving_costs(sweep.points, price, p_in, p_out)
+    return CostView(plot=charts.cost_chart(costs, price, info_caption(lm.info)),
+                    table=tables.cost_table(costs, p_in, p_out))

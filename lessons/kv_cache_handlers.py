@@ -1,0 +1,179 @@
+"""Lesson 4 handlers: what each KV cache sub-tab does when a button is pressed.
+
+Plain functions of (model, settings, the learner's inputs), tested on the real model: each
+checks its inputs against the `Settings` ranges, runs one experiment from
+`inference.experiments` and returns, or yields step by step, a small named record of what to
+show. `kv_cache_panel` lays out the controls and turns those records into component updates.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from plotly.graph_objects import Figure
+
+from inference.config import Settings
+from inference.errors import PromptTooLongError, SettingOutOfRangeError
+from inference.experiments.attention_view import AttentionView, newest_attention
+from inference.experiments.kv_growth import watch_growth
+from inference.experiments.kv_projection import (
+    PUBLISHED,
+    as_mha,
+    crossover_tokens,
+    doubling_range,
+    project_batch,
+    project_context,
+    this_model,
+)
+from inference.experiments.kv_race import RECOMPUTE, race, summarize
+from inference.experiments.prefix_reuse import prefill_prefix, prefix_runs, shared_prefix_ids
+from inference.generation import stream
+from inference.kv_cache import cache_tensor_bytes
+from visualizations import kv_charts, kv_text
+from visualizations.style import empty_figure, info_caption
+
+from .prompt_input import encode_prompt
+
+BYTES_PER_VALUE = (("fp32 (4 bytes)", 4), ("fp16/bf16 (2)", 2), ("int8/fp8 (1)", 1))
+FORMULA = ("theoretical: bytes = 2 × layers × KV heads × head dim × bytes per value × tokens "
+           "× batch")
+
+
+@dataclass(frozen=True)
+class GrowthFrame:
+    grid: Figure  # the cache tensors, one column per token
+    size: Figure  # cache bytes so far: tensors vs formula
+    formula: str
+    text: str
+
+
+@dataclass(frozen=True)
+class RaceFrame:
+    plot: Figure
+    summary: str
+    progress: str
+
+
+@dataclass(frozen=True)
+class ProjectionView:
+    by_context: Figure
+    by_batch: Figure
+    gqa: Figure
+    table: str
+
+
+@dataclass(frozen=True)
+class PrefixFrame:
+    plot: Figure
+    text: str
+
+
+@dataclass(frozen=True)
+class AttentionShown:
+    view: AttentionView  # kept in the learner's gr.State for redrawing
+    plot: Figure
+
+
+def growth_frames(lm, settings: Settings, prompt: str, new_tokens: int) -> Iterator[GrowthFrame]:
+    """Generate greedily; after every step, the real cache drawn and its bytes counted."""
+    ids = encode_prompt(lm, settings, prompt)
+    settings.growth_new_tokens.check("New tokens", new_tokens)
+    caption = info_caption(lm.info)
+    history: list[tuple[int, int, int]] = []
+    for step in watch_growth(lm, ids, int(new_tokens), settings.growth_new_tokens.high):
+        snap = step.cache
+        history.append((snap.tokens, snap.tensor_bytes, snap.formula_bytes))
+        yield GrowthFrame(grid=kv_charts.cache_grid_figure(snap, step.prompt_tokens, caption),
+                          size=kv_charts.cache_bytes_figure(history, caption),
+                          formula=kv_text.formula_markdown(snap),
+                          text=kv_text.growth_step_markdown(step))
+
+
+def race_frames(lm, settings: Settings, prompt: str, new_tokens: int) -> Iterator[RaceFrame]:
+    """Race the cached lane against recomputation; a frame after every pair of steps."""
+    ids = encode_prompt(lm, settings, prompt)
+    limit = settings.race_max_prompt_tokens
+    if len(ids) > limit:
+        raise PromptTooLongError(f"The race prompt is {len(ids)} tokens; keep it under {limit} "
+                                 "(the no-cache lane re-reads all of it every step).")
+    settings.race_new_tokens.check("New tokens", new_tokens)
+    n, caption, steps = int(new_tokens), info_caption(lm.info), []
+    for step in race(lm, ids, n):
+        steps.append(step)
+        if step.lane == RECOMPUTE:
+            yield RaceFrame(plot=kv_charts.race_figure(steps, caption),
+                            summary=kv_text.race_summary_markdown(summarize(steps, len(ids))),
+                            progress=kv_text.race_progress_markdown(step.index, n))
+
+
+def projection_view(lm, settings: Settings, batch: int, context: int,
+                    bytes_per_value: int) -> ProjectionView:
+    """Cache memory against context and batch for this model and published ones (theoretical)."""
+    settings.projection_batch.check("Batch size", batch)
+    settings.projection_context.check("Context length", context)
+    if bytes_per_value not in {v for _, v in BYTES_PER_VALUE}:
+        raise SettingOutOfRangeError("Bytes per value must be 1, 2 or 4.")
+    batch, context, bpv = int(batch), int(context), int(bytes_per_value)
+    contexts, batches = settings.projection_context, settings.projection_batch
+    mine = this_model(lm.info)
+    specs = [mine, *PUBLISHED]
+    by_context = project_context(specs, doubling_range(int(contexts.low), int(contexts.high)),
+                                 batch, bpv)
+    by_batch = project_batch(specs, doubling_range(int(batches.low), int(batches.high)),
+                             context, bpv)
+    mha = as_mha(mine)
+    gqa_rows = [(f"{mine.name}: {mine.kv_heads} KV heads (GQA)", mine.bytes_per_token(bpv)),
+                (f"as MHA: {mha.kv_heads} KV heads", mha.bytes_per_token(bpv))]
+    crossover = {s.name: crossover_tokens(s, bpv, batch) for s in specs}
+    return ProjectionView(
+        by_context=kv_charts.projection_figure(by_context, FORMULA, highlight=mine.name),
+        by_batch=kv_charts.projection_figure(by_batch, FORMULA, highlight=mine.name),
+        gqa=kv_charts.gqa_figure(gqa_rows, FORMULA),
+        table=kv_text.projection_table_markdown(specs, crossover, mine, bpv, batch,
+                                                lm.info.context_window))
+
+
+def prefix_frames(lm, settings: Settings, system: str, questions: str,
+                  new_tokens: int) -> Iterator[PrefixFrame]:
+    """Prefill the system prompt once, then answer each question both ways."""
+    lines = [q.strip() for q in (questions or "").splitlines() if q.strip()]
+    if len(system or "") > settings.max_prompt_chars:
+        raise PromptTooLongError(
+            f"The system prompt is over {settings.max_prompt_chars:,} characters.")
+    settings.prefix_new_tokens.check("Answer tokens", new_tokens)
+    ids = shared_prefix_ids(lm.tokenizer, system)
+    prefix = prefill_prefix(lm, ids)
+    caption, runs = info_caption(lm.info), []
+
+    def frame() -> PrefixFrame:
+        return PrefixFrame(plot=kv_charts.prefix_figure(runs, caption),
+                           text=kv_text.prefix_markdown(len(ids), prefix.seconds,
+                                                        cache_tensor_bytes(prefix.cache), runs))
+    yield frame()
+    for run in prefix_runs(lm, prefix, system, lines[:settings.max_lines], int(new_tokens)):
+        runs.append(run)
+        yield frame()
+
+
+def attention_run(lm, settings: Settings, prompt: str, new_tokens: int) -> AttentionView:
+    """Generate a few greedy tokens, then read the newest token's attention in every layer."""
+    ids = encode_prompt(lm, settings, prompt)
+    settings.attention_new_tokens.check("New tokens first", new_tokens)
+    generated = [ev.token_id for ev in stream(lm, ids, max_new_tokens=int(new_tokens))]
+    return newest_attention(lm, ids + generated)
+
+
+def attention_redraw(lm, view: AttentionView | None, layer: int, head: int) -> Figure:
+    """One layer's and query head's weights (clamped to the model's); empty before a run."""
+    if view is None:
+        return empty_figure("Press Show attention: the newest token's weights appear here.")
+    layer = min(max(int(layer), 0), view.layers - 1)
+    head = min(max(int(head), 0), view.query_heads - 1)
+    return kv_charts.attention_figure(view, layer, head, info_caption(lm.info))
+
+
+def show_attention(lm, settings: Settings, prompt: str, new_tokens: int, layer: int,
+                   head: int) -> AttentionShown:
+    """Run the attention view, then draw the layer and head the sliders point at."""
+    view = attention_run(lm, settings, prompt, new_tokens)
+    return AttentionShown(view=view, plot=attention_redraw(lm, view, layer, head))

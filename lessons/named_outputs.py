@@ -1,0 +1,42 @@
+"""Handlers return small named records; Gradio receives `{component: value}` dicts.
+
+A handler that fills many components returns (or yields) a frozen dataclass whose fields name
+what it shows, e.g. `RaceFrame(plot=..., summary=..., progress=...)`. The panel keeps a dict
+from the same names to its components and wraps the handler with `showing(components, fn)`.
+A field left as None is not sent, so its component keeps what it shows: this replaces
+`gr.skip()` placeholders counted by position.
+
+>>> from dataclasses import dataclass
+>>> @dataclass(frozen=True)
+... class Frame:
+...     progress: str
+...     table: str | None = None
+>>> keyed({"progress": "P", "table": "T"}, Frame("50%"))
+{'P': '50%'}
+"""
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Hashable, Iterator, Mapping
+from dataclasses import fields
+from typing import Any
+
+
+def keyed(components: Mapping[str, Hashable], record) -> dict[Hashable, Any]:
+    """`{component: value}` for every field of `record` that is not None."""
+    return {components[f.name]: getattr(record, f.name) for f in fields(record)
+            if getattr(record, f.name) is not None}
+
+
+def showing(components: Mapping[str, Hashable], fn: Callable) -> Callable[..., Iterator[dict]]:
+    """Wrap a handler returning a record, or yielding records, so that Gradio gets dicts keyed
+    by component. List `components.values()` as the event's outputs."""
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        result = fn(*args, **kwargs)
+        if hasattr(result, "__next__"):
+            for record in result:
+                yield keyed(components, record)
+        else:
+            yield keyed(components, result)
+    return run

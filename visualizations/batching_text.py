@@ -1,0 +1,89 @@
+"""Lesson 5 text: sweep and scheduler progress, the padding explanation and the closing note
+that quotes what this machine measured. Pure functions: records in (read by attribute only),
+markdown out. The tables live in `batching_tables`."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .batching_tables import plan_table
+
+VIRTUAL_CLOCK = ("*Times are on a **virtual clock**: it advances by the measured, synced "
+                 "duration of each forward pass (and jumps ahead while the server is idle), so "
+                 "arrivals replay the same way on every run. Every step in it really ran on this "
+                 "machine.*")
+NO_SWEEP_YET = "Run the batch sweep first: costs come from its measured throughput."
+NO_PROMPTS = "Type a few prompts, one per line."
+
+
+def sweep_progress_markdown(update, message: str) -> str:
+    """⏳ or ✅ and the message, then the memory plan of every batch size asked for."""
+    mark = "✅" if update.finished else "⏳"
+    return f"{mark} {message}\n\n{plan_table(update.plans)}"
+
+
+def shared_sweep_message(when: str, message: str) -> str:
+    """The progress line for a sweep another visitor already ran with the same settings."""
+    return (f"Measured earlier on this machine at {when} and shared with every visitor "
+            f"(same settings). {message}")
+
+
+def scheduler_step_markdown(scheduler: str, step) -> str:
+    """One forward pass (a `StepRecord`) of the named scheduler, while it runs."""
+    return (f"⏳ {scheduler} batching: forward pass {step.index + 1} ({step.kind}, "
+            f"{len(step.rows)} rows, {step.seconds * 1000:.0f} ms) at t = {step.start:.2f} s")
+
+
+def scheduler_done_markdown(measured_earlier_at: str | None = None) -> str:
+    """✅ once both schedulers have served the trace (here, or earlier for another visitor)."""
+    if measured_earlier_at is None:
+        note = "✅ Both schedulers served every request."
+    else:
+        note = (f"✅ Measured earlier on this machine at {measured_earlier_at}, shared with every "
+                "visitor.")
+    return f"{note} {VIRTUAL_CLOCK}"
+
+
+def prompt_labels(lines: Sequence[str], width: int = 24) -> list[str]:
+    """Prompts shortened to `width` characters for a chart's axis."""
+    return [t if len(t) <= width else t[:width - 1] + "…" for t in lines]
+
+
+def padding_markdown(prompts: int, padded: int, total: int) -> str:
+    """What left padding costs a batched prefill of `prompts` prompts: `padded` of `total`."""
+    if not prompts:
+        return NO_PROMPTS
+    return (f"A batched prefill of these {prompts} prompts computes **{total} positions**, of "
+            f"which **{padded} are padding** ({padded / total:.0%} of the work, and of the KV "
+            "cache, spent on nothing). The attention mask hides them, so answers are unchanged. "
+            "Continuous batching prefills each group of newcomers on its own and trims padding "
+            "columns once no row needs them.")
+
+
+def closing_note(info, sweep, schedules) -> str:
+    """The lesson's closing note from what this machine measured in this session.
+
+    `info`: the model's `ModelInfo`; `sweep`: the last finished `SweepUpdate` (or None);
+    `schedules`: the last static-vs-continuous comparison with `.static`, `.continuous`,
+    `.trace` and `.max_batch` (or None)."""
+    parts = [f"### What this machine showed ({info.device}, {info.dtype}, "
+             f"{info.threads} threads)"]
+    if sweep and sweep.points:
+        one, big = sweep.points[0], sweep.points[-1]
+        parts.append(f"- Decode throughput: **{one.tokens_per_s:.1f} tokens/s at batch 1**, "
+                     f"**{big.tokens_per_s:.1f} tokens/s at batch {big.batch}** "
+                     f"({big.tokens_per_s / one.tokens_per_s:.1f}×), measured.")
+    else:
+        parts.append("- Run the batch sweep to fill in throughput at batch 1 and at the "
+                     "largest batch.")
+    if schedules:
+        s, c = schedules.static.summary, schedules.continuous.summary
+        parts.append(f"- On the “{schedules.trace}” workload (max batch {schedules.max_batch}): "
+                     f"static {_served(s)}; continuous {_served(c)}.")
+    else:
+        parts.append("- Serve the workload to compare static and continuous batching here.")
+    return "\n".join(parts)
+
+
+def _served(s) -> str:
+    return (f"{s.throughput:.1f} tokens/s, mean latency {s.mean_latency:.1f} s, p95 "
+            f"{s.p95_latency:.1f} s, mean TTFT {s.mean_ttft:.2f} s")

@@ -1,0 +1,98 @@
+"""Lesson 4 text: the cache formula filled in, each growth step, the race verdict, the
+projection table and the prefix-reuse table, as markdown.
+
+Pure functions: the frozen records of `inference.experiments` in (read by attribute only, so
+tests pass hand-made stand-ins), a markdown string out. No model calls, no Gradio.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from .model_card import human_bytes
+
+
+def formula_markdown(snap) -> str:
+    """The formula with this cache's numbers filled in, next to what the tensors hold."""
+    if not snap.tokens:
+        return "*The formula fills in once the cache holds its first tokens.*"
+    match = "✓ equal" if snap.formula_bytes == snap.tensor_bytes else "✗ different"
+    return (f"**bytes = 2 (K and V) × {snap.layers} layers × {snap.kv_heads} KV heads × "
+            f"{snap.head_dim} dims × {snap.bytes_per_value} bytes ({snap.dtype}) × "
+            f"{snap.tokens:,} tokens × {snap.batch} sequence{'s' if snap.batch > 1 else ''} "
+            f"= {snap.formula_bytes:,} bytes**  \n"
+            f"The real tensors hold **{snap.tensor_bytes:,} bytes** "
+            f"({human_bytes(snap.tensor_bytes)}) · {match} · "
+            f"**{snap.bytes_per_token:,} bytes per token** ({human_bytes(snap.bytes_per_token)})")
+
+
+def growth_step_markdown(step) -> str:
+    """One `GrowthStep`: what the step was, how long it took, what the cache holds now, e.g.
+    '**Step 0** (prefill of the prompt, 120 ms): cache holds **12 tokens** (12 prompt + 0 ...'."""
+    snap = step.cache
+    what = "prefill of the prompt" if step.index == 0 else "one decode step"
+    generated = snap.tokens - step.prompt_tokens
+    return (f"**Step {step.index}** ({what}, {step.seconds * 1000:.0f} ms): cache holds "
+            f"**{snap.tokens} tokens** ({step.prompt_tokens} prompt + {generated} generated) · "
+            f"{human_bytes(snap.tensor_bytes)}  \n*Output so far:* {step.text!r}")
+
+
+def race_progress_markdown(index: int, new_tokens: int) -> str:
+    """The progress line after both lanes ran output token `index` (0-based)."""
+    return f"Step {index + 1} of {new_tokens} · both lanes ran it"
+
+
+def race_summary_markdown(summary) -> str:
+    """The race's `RaceSummary`: both lanes' time, their work, and whether their tokens agree."""
+    if not summary.new_tokens:
+        return "*Press **Race**: the same prompt runs with and without the cache.*"
+    same = ("the same greedy tokens in both lanes" if summary.same_tokens
+            else "**different tokens** (float rounding tipped a near-tie)")
+    return (f"**Measured over {summary.new_tokens} new tokens** after a "
+            f"{summary.prompt_tokens}-token prompt: with cache "
+            f"**{summary.cached_seconds:.2f} s**, recomputing "
+            f"**{summary.recompute_seconds:.2f} s**: {_verdict(summary.speedup)}.  \n"
+            f"Work: {summary.cached_forward_tokens:,} vs {summary.recompute_forward_tokens:,} "
+            f"tokens through the model ({summary.work_ratio:.1f}× more without the cache) · "
+            f"{same} · largest score difference {summary.max_logit_gap:.1e}")
+
+
+def _verdict(speedup: float) -> str:
+    if speedup >= 1:
+        return f"the cache made it **{speedup:.1f}× faster**"
+    return (f"the cache lane was **slower** this time ({speedup:.2f}×): with very few tokens, "
+            "noise from other work on the machine can outweigh the saving")
+
+
+def projection_table_markdown(specs: Sequence, crossover: Mapping[str, int], mine,
+                              bytes_per_value: int, batch: int, context_window: int) -> str:
+    """One row per `ModelSpec`: its attention layout, cache per token, weights, and the context
+    (`crossover[name]` tokens per sequence, for `batch` sequences) where cache = weights."""
+    bpv = bytes_per_value
+    lines = ["| model | attention | KV heads / query heads | cache per token | weights "
+             "| cache = weights at |", "|---|---|---|---|---|---|"]
+    for s in specs:
+        lines.append(f"| {s.name} | {s.attention} | {s.kv_heads} / {s.query_heads} | "
+                     f"{human_bytes(s.bytes_per_token(bpv))} | "
+                     f"{human_bytes(s.weight_bytes(bpv))} | "
+                     f"{crossover[s.name]:,} tokens × {batch} sequence(s) |")
+    ratio = mine.query_heads // mine.kv_heads
+    return ("\n".join(lines) + f"\n\n*Theoretical, {bpv} bytes per value for weights and cache.* "
+            f"{mine.name} shares each KV head among {ratio} query heads, so its cache is {ratio}× "
+            f"smaller than with full multi-head attention. This model's context window is "
+            f"{context_window:,} tokens; longer contexts are shown for the larger models. "
+            "Mistral-7B and Llama-3-8B have the same cache shape, so their cache lines coincide.")
+
+
+def prefix_markdown(prefix_tokens: int, prefix_seconds: float, prefix_bytes: int,
+                    runs: Sequence) -> str:
+    """The shared prefix (prefilled once), then one table row per answered `PrefixRun`."""
+    head = (f"Shared prefix: **{prefix_tokens} tokens**, prefilled once in "
+            f"**{prefix_seconds * 1000:.0f} ms** ({human_bytes(prefix_bytes)} of cache, "
+            f"kept for every question).")
+    if not runs:
+        return head
+    rows = [f"| {r.question} | {r.prompt_tokens} | {r.reused_tokens} | "
+            f"{r.ttft_full * 1000:.0f} ms | {r.ttft_reuse * 1000:.0f} ms | {r.speedup:.1f}× | "
+            f"{'✓ same' if r.same else '✗ differ'} | {r.text!r} |" for r in runs]
+    return (head + "\n\n| question | prompt tokens | reused | TTFT full | TTFT reused | speed-up "
+            "| tokens | answer |\n|---|---|---|---|---|---|---|---|\n" + "\n".join(rows))
