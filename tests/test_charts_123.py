@@ -1,17 +1,33 @@
-"""Figure and HTML builders for lessons 1-3, on hand-made data."""
+"""Figure, HTML and markdown builders for 'Try it' and lessons 1-3, on hand-made data."""
 from dataclasses import dataclass
 
 from inference.events import Candidate
 from inference.experiments.prefill_sweep import PrefillPoint
+from inference.experiments.token_cost import token_cost
 from inference.tokens import Token
 from visualizations.decode_view import decode_stats_md, output_html
-from visualizations.timing_charts import (candidates_figure, decode_latency_figure,
-                                          prefill_sweep_figure)
-from visualizations.token_view import token_counts_md, token_html
+from visualizations.timing_charts import (
+    candidates_figure,
+    decode_latency_figure,
+    prefill_sweep_figure,
+)
+from visualizations.timing_text import (
+    live_stats_md,
+    prefill_report_md,
+    sweep_progress_md,
+    sweep_verdict_md,
+)
+from visualizations.token_view import (
+    template_note_md,
+    token_cost_md,
+    token_counts_md,
+    token_html,
+)
 
 
 def test_token_html_marks_whitespace_and_specials():
-    toks = [Token(1, "", "<|im_start|>", 0, 12, True), Token(905, " world", "Ġworld", 12, 18, False)]
+    toks = [Token(1, "", "<|im_start|>", 0, 12, True),
+            Token(905, " world", "Ġworld", 12, 18, False)]
     html = token_html(toks)
     assert "·world" in html and "<sub>905</sub>" in html
     assert html.count("lab-tok special") == 1
@@ -65,9 +81,58 @@ class Ev:
 
 
 def test_output_html_and_stats():
-    evs = [Ev(0, "Hi", False, 1, "greedy", 0.5, 30, 30, 1000), Ev(1, " there", False, 2, "your pick", 0.1, 1, 31, 2000),
+    evs = [Ev(0, "Hi", False, 1, "greedy", 0.5, 30, 30, 1000),
+           Ev(1, " there", False, 2, "your pick", 0.1, 1, 31, 2000),
            Ev(2, "", True, 3, "greedy", 0.1, 1, 32, 3000)]
     html = output_html(evs)
     assert "·there" in html and "end of turn" in html and "<sub>2</sub>" in html
     md = decode_stats_md(evs, "end of turn")
     assert "500 ms" in md and "100 ms" in md and "10.0 tokens/s" in md and "end of turn" in md
+
+
+def test_template_note_and_cost_lines():
+    note = template_note_md(2, 30, 6)
+    assert "your 2 tokens become **30**" in note and "**28** tokens" in note
+    cost = token_cost(1000, 300, 0.5, 1.5)
+    md = token_cost_md(cost, 0.5, 1.5)
+    assert "**1,000 input tokens** × $0.5/M = $0.000500" in md
+    assert "**300 output tokens** × $1.5/M = $0.000450" in md
+    assert "per request $0.000950" in md and "**$950**" in md  # per million requests
+
+
+def test_live_stats_line():
+    assert "Generate" in live_stats_md(None, 0, 0, 0)
+    md = live_stats_md(0.25, 0.5, 5, 30)
+    assert "**250 ms** (prefill of 30 prompt tokens)" in md
+    assert "**100 ms**" in md and "**10.0 tokens/s**" in md and "6 tokens generated" in md
+    assert "**—**" in live_stats_md(0.25, 0, 0, 30)  # one token: no decode step yet
+
+
+@dataclass
+class Measured:
+    prompt_tokens: int
+    prefill_seconds: float
+    ttft_seconds: float
+    decode_step_seconds: float | None
+    decode_steps: int
+
+
+def test_prefill_report_quotes_the_measured_ratio():
+    md = prefill_report_md(Measured(100, 0.2, 0.25, 0.05, 4))
+    assert "**100 tokens**" in md and "**200 ms** (500 tokens/s)" in md
+    assert "**2.0 ms per prompt token**, **25×** less" in md  # 50 ms / (200 ms / 100)
+    assert "≈ 5.0 decode steps" in md
+    short = prefill_report_md(Measured(10, 0.02, 0.03, None, 0))
+    assert "decode step" not in short and "**10 tokens**" in short
+
+
+def test_sweep_lines_quote_measured_not_extrapolated():
+    pts = [PrefillPoint(8, 0.01, 0.08, True), PrefillPoint(64, 0.02, 0.64, True),
+           PrefillPoint(512, 0.1, 5.12, False)]
+    assert sweep_progress_md(3, 3, pts[2]).endswith("(extrapolated)")
+    assert "64 tokens → prefill 20 ms vs one-at-a-time 640 ms" in sweep_progress_md(2, 3, pts[1])
+    verdict = sweep_verdict_md(pts)
+    assert "At 64 tokens (measured both ways)" in verdict and "**32×**" in verdict
+    only_extrapolated = sweep_verdict_md([PrefillPoint(512, 0.1, 5.0, False)])
+    assert "extrapolated" in only_extrapolated and "**50×**" in only_extrapolated
+    assert sweep_verdict_md([]) == "No prompt lengths were measured."

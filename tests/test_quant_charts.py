@@ -1,16 +1,19 @@
-"""Lesson 6 figure builders on hand-made reports (no model)."""
-from dataclasses import replace
+"""Lesson 6 and roofline figure, table and text builders on hand-made reports (no model)."""
+from dataclasses import dataclass, replace
 
 import pytest
 
 from inference.experiments.quality import ModeReport
+from inference.experiments.roofline import Roofline
 from visualizations import quant_charts as charts
+from visualizations import quant_text
 
 
 def report(key, wbytes, tps, top1=1.0, ids=(1, 2, 3), pieces=("The", " sky", " is")) -> ModeReport:
     return ModeReport(key=key, label=f"{key} label", kernel="dense matmul", head_treatment="tied",
                       weight_bytes=wbytes, bytes_per_token=wbytes, ratio_to_fp32=wbytes / 500e6,
-                      prompt_tokens=20, prefill_seconds=0.1, decode_tokens_per_s=tps, text_tokens=400,
+                      prompt_tokens=20, prefill_seconds=0.1, decode_tokens_per_s=tps,
+                      text_tokens=400,
                       text_prefill_seconds=0.5, token_ids=tuple(ids), pieces=tuple(pieces),
                       top1_agreement=top1, top1_decided=1.0, decided_positions=50,
                       kl_mean=0.01, perplexity=12.5)
@@ -18,7 +21,8 @@ def report(key, wbytes, tps, top1=1.0, ids=(1, 2, 3), pieces=("The", " sky", " i
 
 @pytest.fixture
 def reports():
-    return [report("fp32", 500e6, 10.0), report("int8", 125e6, 20.0, 0.97, (1, 5, 3), ("The", " air", " is"))]
+    return [report("fp32", 500e6, 10.0),
+            report("int8", 125e6, 20.0, 0.97, (1, 5, 3), ("The", " air", " is"))]
 
 
 def test_ceiling_is_bandwidth_over_bytes():
@@ -72,3 +76,39 @@ def test_side_by_side_escapes_html(reports):
     out = charts.side_by_side_html([reports[0], bad])
     assert "<b>" not in out.split("</small>", 1)[1].replace("<b>fp32</b>", "").replace(
         "<b>int8</b>", "") and "&lt;b&gt;" in out
+
+
+@dataclass(frozen=True)
+class Info:
+    device: str = "cpu"
+    threads: int = 2
+
+
+def test_results_table_markdown_has_one_row_per_mode(reports):
+    assert quant_text.results_table_md([]) == ""
+    lines = quant_text.results_table_md(reports).splitlines()
+    headers, _ = charts.mode_table(reports)
+    assert len(lines) == 4 and lines[1] == "|" + "---|" * len(headers)
+    assert lines[3].startswith("| int8 | 125.0 | 0.25 |")
+
+
+def test_closing_note_reports_this_run(reports):
+    empty = quant_text.closing_note_md(Info(), [], None)
+    assert "(cpu, 2 threads)" in empty and "Compare modes" in empty
+    md = quant_text.closing_note_md(Info(), reports, 20.0)
+    assert "read bandwidth 20.0 GB/s measured" in md
+    assert "- **int8**: 125 MB (0.25× fp32), decode **20.0 tokens/s**" in md
+    assert "top-1 agreement **97%**" in md
+    assert "Fastest decode here: **int8**, 2.0× float32." in md
+    assert "bfloat16" not in md
+    slow_bf16 = replace(reports[1], key="bf16", decode_tokens_per_s=5.0)
+    assert "no native bfloat16" in quant_text.closing_note_md(Info(), [reports[0], slow_bf16], 20.0)
+
+
+def test_roofline_text_says_measured_and_theoretical():
+    r = Roofline(bandwidth_gbs=20.0, bytes_per_token=500_000_000, measured_tokens_per_s=10.0)
+    md = quant_text.roofline_md(r, 480_000_000)
+    assert "20.0 GB/s ÷ 500.0 MB = **40.0 tokens/s**" in md  # the ceiling, theoretical
+    assert "**10.0 tokens/s**, **25%** of the ceiling" in md
+    assert "(measured)" in md and "(theoretical)" in md and "480.0 MB of weights" in md
+    assert "*int8*: one byte" in quant_text.head_treatment_md({"int8": "one byte"})
