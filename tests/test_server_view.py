@@ -1,0 +1,42 @@
+"""The live server view's builders on hand-made stats: the plotted numbers are the given ones."""
+from dataclasses import dataclass
+
+from visualizations.server_view import batch_history_figure, server_stats_md, shared_steps_note
+
+
+@dataclass(frozen=True)
+class Stats:
+    active: int = 3
+    queued: int = 2
+    paused: bool = False
+    steps: int = 40
+    served: int = 7
+    last_step_s: float = 0.125
+    tokens_per_s: float = 21.5
+    cache_bytes: int = 4_000_000
+    history: tuple = ((2.0, 1, 0.1), (1.0, 3, 0.12), (0.0, 3, 0.125))
+
+
+def test_history_figure_plots_rows_and_times():
+    fig = batch_history_figure(Stats(), "cap")
+    bars, line = fig.data
+    assert list(bars.y) == [1, 3, 3] and list(bars.x) == [-2.0, -1.0, -0.0]
+    assert [round(v) for v in line.y] == [100, 120, 125]
+
+
+def test_empty_states():
+    assert "Try it" in batch_history_figure(None).layout.annotations[0].text
+    assert "fills in" in server_stats_md(None, 32, 60)
+
+
+def test_stats_markdown_numbers():
+    md = server_stats_md(Stats(), 32, 60)
+    assert "**3** of 32 rows" in md and "**2** waiting" in md and "125 ms" in md
+    assert "21.5 tokens/s" in md and "4.0 MB" in md
+    assert "paused" in server_stats_md(Stats(paused=True), 32, 60)
+
+
+def test_shared_note():
+    assert "**2.5** other" in shared_steps_note(3.5, 0.0)
+    assert "ran alone" in shared_steps_note(1.0, 0.0)
+    assert "waited 1.5 s" in shared_steps_note(2.0, 1.5)

@@ -1,0 +1,53 @@
+"""The live "Server" view: the real continuous batcher serving this room, drawn from its
+`ServerStats` (rows in the batch, queue, step time, tokens/s, batch size over time).
+
+Pure: a stats record in (read by attribute), a Plotly figure or markdown out.
+"""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from .style import PALETTE, empty_figure, styled
+
+
+def server_stats_md(stats, rows_limit: int, window_s: float) -> str:
+    """One block of headline numbers, every one read from the running server."""
+    if stats is None:
+        return "*The server view fills in once the app has served a request.*"
+    state = "⏸ paused: a measurement is running alone" if stats.paused else (
+        "▶ serving" if stats.active else "idle: waiting for requests")
+    return (f"**Server now:** {state}  \n"
+            f"**{stats.active}** of {rows_limit} rows in the batch · **{stats.queued}** waiting · "
+            f"newest step **{stats.last_step_s * 1000:.0f} ms** · "
+            f"**{stats.tokens_per_s:.1f} tokens/s** over the last {window_s:.0f} s "
+            f"(measured) · KV cache of the batch **{stats.cache_bytes / 1e6:.1f} MB** · "
+            f"{stats.steps:,} forward passes, {stats.served:,} requests served since start")
+
+
+def batch_history_figure(stats, caption: str = "") -> go.Figure:
+    """Rows per forward pass over the last window (bars) and each pass's time (line)."""
+    if stats is None or not stats.history:
+        return empty_figure("No requests in the last minute: ask something in “Try it”, "
+                            "then watch the batch here.")
+    ago = [-h[0] for h in stats.history]
+    fig = go.Figure()
+    fig.add_trace(go.Bar(x=ago, y=[h[1] for h in stats.history], name="rows in the pass",
+                         marker_color=PALETTE["blue"]))
+    fig.add_trace(go.Scatter(x=ago, y=[h[2] * 1000 for h in stats.history], yaxis="y2",
+                             mode="lines+markers", name="pass time (ms, measured)",
+                             line=dict(color=PALETTE["orange"], width=2)))
+    fig.update_layout(yaxis2=dict(title="pass time (ms)", overlaying="y", side="right",
+                                  rangemode="tozero"), bargap=0.1)
+    return styled(fig, "Continuous batching, serving this room: rows per forward pass",
+                  "seconds ago", "requests in the pass", caption)
+
+
+def shared_steps_note(mean_rows: float, queued_s: float) -> str:
+    """The line under a chat answer: how many requests shared its forward passes."""
+    if mean_rows <= 0:
+        return ""
+    others = max(mean_rows - 1, 0)
+    shared = (f"shared each forward pass with **{others:.1f}** other request(s) on average"
+              if others >= 0.05 else "ran alone in its forward passes")
+    wait = f" · waited {queued_s:.1f} s for a free row" if queued_s >= 0.05 else ""
+    return f"Served by the continuous batcher: {shared}{wait}."
