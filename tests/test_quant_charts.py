@@ -4,7 +4,7 @@ from dataclasses import dataclass, replace
 import pytest
 
 from inference.experiments.quality import ModeReport
-from inference.experiments.roofline import Roofline
+from inference.experiments.roofline import Roofline, ceiling_tokens_per_s
 from visualizations import quant_charts as charts
 from visualizations import quant_text
 
@@ -28,6 +28,9 @@ def reports():
 def test_ceiling_is_bandwidth_over_bytes():
     assert charts.ceiling_tokens_per_s(20.0, 500e6) == pytest.approx(40.0)
     assert charts.ceiling_tokens_per_s(20.0, 0) == 0.0
+    # the chart's curve and the engine's roofline use the same formula
+    assert charts.ceiling_tokens_per_s(22.5, 541e6) == pytest.approx(
+        ceiling_tokens_per_s(22.5, 541e6))
 
 
 def test_roofline_has_ceiling_and_one_point_per_mode(reports):

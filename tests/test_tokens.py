@@ -3,7 +3,8 @@ from inference.tokens import chat_prompt, clean_text, tokenize
 
 
 def test_round_trip(tok):
-    for text in ["Hello world", "The year 2024 had 366 days.", "naïve café 🙂 مرحبا", "def f(x):\n\treturn x**2"]:
+    for text in ["Hello world", "The year 2024 had 366 days.", "naïve café 🙂 مرحبا",
+                 "def f(x):\n\treturn x**2"]:
         t = tokenize(tok, text)
         assert tok.decode(t.ids) == text
         assert "".join(x.text for x in t.tokens) == text  # offsets cover the text exactly once
