@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import gradio as gr
+from gradio.events import Dependency
 
 from inference.config import Settings
 from inference.experiments.batch_sweep import sweep_sizes
@@ -45,7 +46,7 @@ def _run_and_stop(label: str, run_id: str, stop_id: str) -> tuple[gr.Button, gr.
                 gr.Button("Stop", variant="stop", elem_id=stop_id))
 
 
-def sweep_tab(lm, settings: Settings, shared, measured: Measured):
+def sweep_tab(lm, settings: Settings, shared, measured: Measured) -> Dependency:
     """1 · Batch sweep: throughput and step time against batch size. Returns the run event."""
     with gr.Row():
         largest = gr.Dropdown(sweep_sizes(int(settings.batch.high)), value=settings.batch.default,
@@ -123,7 +124,7 @@ def schedulers_tab(lm, settings: Settings, shared, measured: Measured) -> None:
     stop.click(None, None, None, cancels=[ev])
 
 
-def cost_tab(lm, settings: Settings, measured: Measured, sweep_event) -> None:
+def cost_tab(lm, settings: Settings, measured: Measured, sweep_event: Dependency) -> None:
     """4 · Cost per request: the measured sweep priced at an hourly rate."""
     with gr.Row():
         price = number(settings, "price_per_hour", "Hardware price ($ per hour)",
