@@ -27,6 +27,7 @@ def number(settings: Settings, name: str, label: str, **kw) -> gr.Number:
     kw.setdefault("value", rng.default)
     if float(rng.step).is_integer():
         kw.setdefault("precision", 0)
+    kw.setdefault("step", rng.step)
     return gr.Number(label=label, minimum=rng.low, maximum=rng.high, **kw)
 
 
