@@ -10,10 +10,18 @@ import os
 import gradio as gr
 
 from inference.config import Settings
-from inference.loading import load_model
 from inference.experiments.shared_results import SharedResults
-from lessons import (batching_panel, chat_panel, decode_panel, kv_cache_panel, performance_panel,
-                     prefill_panel, quantization_panel, tokens_panel)
+from inference.loading import load_model
+from lessons import (
+    batching_panel,
+    chat_panel,
+    decode_panel,
+    kv_cache_panel,
+    performance_panel,
+    prefill_panel,
+    quantization_panel,
+    tokens_panel,
+)
 from lessons.lesson_text import lesson_text
 from visualizations.model_card import model_card_html
 

@@ -12,8 +12,14 @@ Per-lesson measurements built on it live in `inference.experiments` (not importe
 """
 from .config import LIMITS, Range, Settings
 from .engine import decode_step, forward, prefill
-from .errors import (EmptyPromptError, GenerationFinishedError, InferenceInputError,
-                     NotReadyError, PromptTooLongError, SettingOutOfRangeError)
+from .errors import (
+                     EmptyPromptError,
+                     GenerationFinishedError,
+                     InferenceInputError,
+                     NotReadyError,
+                     PromptTooLongError,
+                     SettingOutOfRangeError,
+)
 from .events import BatchStep, Candidate, StepEvent
 from .generation import Generation, branch, continue_branch, next_token, start, stream
 from .kv_cache import cache_tensor_bytes, kv_cache_bytes, snapshot

@@ -7,12 +7,12 @@ would compute alone. Padded positions still cost work: `padding_waste()` counts 
 """
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 
-from .engine import decode_step, prefill
 from .config import LIMITS
+from .engine import decode_step, prefill
 from .errors import SettingOutOfRangeError
 from .events import BatchStep
 from .kv_cache import cache_length, cache_tensor_bytes

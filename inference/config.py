@@ -102,7 +102,7 @@ class Settings:
     quant_new_tokens: Range = _r(8, 64, 32)
 
     @staticmethod
-    def from_env() -> "Settings":
+    def from_env() -> Settings:
         """The defaults, with the model (LLM_LAB_MODEL) and the server's row count
         (LLM_LAB_SERVER_ROWS, e.g. 1 to measure serving without batching) from the environment."""
         rows = os.environ.get("LLM_LAB_SERVER_ROWS", "")

@@ -34,4 +34,5 @@ def check_range(name: str, value: float, low: float, high: float) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise SettingOutOfRangeError(f"{name} must be a number between {low:g} and {high:g}.")
     if value != value or not (low <= value <= high):
-        raise SettingOutOfRangeError(f"{name} must be between {low:g} and {high:g} (got {value!r}).")
+        raise SettingOutOfRangeError(
+            f"{name} must be between {low:g} and {high:g} (got {value!r}).")

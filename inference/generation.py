@@ -12,16 +12,22 @@ token the learner picked. `stream()` is the plain loop a chat app runs.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import torch
 from transformers import DynamicCache
 
 from .config import LIMITS
 from .engine import forward
-from .errors import (EmptyPromptError, GenerationFinishedError, NotReadyError, PromptTooLongError,
-                     SettingOutOfRangeError, check_range)
+from .errors import (
+    EmptyPromptError,
+    GenerationFinishedError,
+    NotReadyError,
+    PromptTooLongError,
+    SettingOutOfRangeError,
+    check_range,
+)
 from .events import Candidate, StepEvent
 from .kv_cache import cache_tensor_bytes
 from .sampling import SamplingSettings, choose, make_generator, shaped_probabilities
@@ -98,7 +104,8 @@ def start(lm, prompt_ids: list[int], sampling: SamplingSettings | None = None,
     if not prompt_ids:
         raise EmptyPromptError("The prompt is empty: type some text first.")
     if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool):
-        raise SettingOutOfRangeError(f"Max new tokens must be a whole number (got {max_new_tokens!r}).")
+        raise SettingOutOfRangeError(
+            f"Max new tokens must be a whole number (got {max_new_tokens!r}).")
     check_range("Max new tokens", max_new_tokens, LIMITS.new_tokens.low, max_new_limit)
     window = lm.info.context_window
     if len(prompt_ids) + max_new_tokens > window:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
+
 import torch
 from transformers import DynamicCache
 

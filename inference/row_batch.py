@@ -53,7 +53,7 @@ class RowBatch:
         return cache_length(self.cache)
 
     @staticmethod
-    def prefill(lm, rows: list[int], prompts: list[list[int]]) -> tuple["RowBatch", float]:
+    def prefill(lm, rows: list[int], prompts: list[list[int]]) -> tuple[RowBatch, float]:
         """Prompts -> a batch holding their caches and first output tokens; and the seconds.
 
         Prompts of different lengths share one left-padded forward pass; greedy first tokens."""
@@ -76,7 +76,7 @@ class RowBatch:
 
     @staticmethod
     def prefill_logits(lm, rows: list[int], prompts: list[list[int]]
-                       ) -> tuple["RowBatch", torch.Tensor]:
+                       ) -> tuple[RowBatch, torch.Tensor]:
         """Like `prefill`, but return the first logits [B, V] and leave `next_token` to the
         caller (set it before the next decode)."""
         pad = lm.tokenizer.pad_token_id
@@ -86,7 +86,7 @@ class RowBatch:
         return RowBatch(list(rows), first.cache, mask, first.logits.argmax(-1)), first.logits
 
     @torch.inference_mode()
-    def join(self, other: "RowBatch") -> "RowBatch":
+    def join(self, other: RowBatch) -> RowBatch:
         """Both batches' rows in one batch: pad the shorter cache on the left, stack rows."""
         width = max(self.width, other.width)
         layers = []
@@ -99,14 +99,14 @@ class RowBatch:
         return RowBatch(self.rows + other.rows, _cache_from_layers(layers), mask, token)
 
     @torch.inference_mode()
-    def keep(self, keep_rows: list[int]) -> "RowBatch":
+    def keep(self, keep_rows: list[int]) -> RowBatch:
         """Only the rows at these indices, and without columns that are padding in all of them."""
         index = torch.tensor(keep_rows, dtype=torch.long, device=self.mask.device)
         mask = self.mask.index_select(0, index)  # [B', S]
         real_cols = mask.any(dim=0).nonzero()
         start = int(real_cols[0]) if len(real_cols) else mask.shape[1]
-        layers = [(k.index_select(0, index)[:, :, start:, :], v.index_select(0, index)[:, :, start:, :])
-                  for k, v in cache_layers(self.cache)]
+        layers = [(k.index_select(0, index)[:, :, start:, :],
+                   v.index_select(0, index)[:, :, start:, :]) for k, v in cache_layers(self.cache)]
         return RowBatch([self.rows[i] for i in keep_rows], _cache_from_layers(layers),
                         mask[:, start:], self.next_token.index_select(0, index))
 

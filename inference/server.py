@@ -23,9 +23,9 @@ import queue
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
 
 import torch
 
@@ -68,7 +68,8 @@ class ServedRequest:
     def __init__(self, rid: int, prompt_ids: list[int], sampling: SamplingSettings,
                  max_new_tokens: int, top_k_shown: int, generator, ahead: int) -> None:
         self.rid, self.prompt_ids, self.sampling = rid, list(prompt_ids), sampling
-        self.max_new_tokens, self.top_k_shown, self.generator = max_new_tokens, top_k_shown, generator
+        self.max_new_tokens, self.top_k_shown = max_new_tokens, top_k_shown
+        self.generator = generator
         self.ahead = ahead  # requests in the queue before this one when it arrived
         self.submitted = time.perf_counter()
         self.admitted: float | None = None
@@ -272,7 +273,8 @@ class Server:
             row_logits = logits[j]  # [V]
             token, probs = choose(row_logits[None], r.sampling, r.generator)
             token, probs = int(token[0]), probs[0]
-            raw = probs if r.sampling.greedy else shaped_probabilities(row_logits, SamplingSettings())
+            raw = (probs if r.sampling.greedy
+                   else shaped_probabilities(row_logits, SamplingSettings()))  # plain softmax
             batch.next_token[index_of[r.rid]] = token
             before = r.text
             r.generated.append(token)

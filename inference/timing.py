@@ -6,8 +6,8 @@ only the launch. `synchronize()` first, then read. On a CPU the sync is a no-op.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import torch
 

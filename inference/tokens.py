@@ -76,7 +76,8 @@ def tokenize(tokenizer, text: str) -> TokenizedText:
         # Byte-level pieces of one character (an emoji split in two) share its offsets;
         # show the character once, on its first piece.
         shown = text[s:e] if s >= last_end else ""
-        tokens.append(Token(id=i, text=shown, vocab_piece=piece, start=s, end=e, special=i in special))
+        tokens.append(Token(id=i, text=shown, vocab_piece=piece, start=s, end=e,
+                            special=i in special))
         last_end = max(last_end, e)
     return TokenizedText(text=text, tokens=tuple(tokens))
 

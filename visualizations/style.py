@@ -9,7 +9,8 @@ PALETTE = {
     "blue": "#0072B2", "orange": "#E69F00", "green": "#009E73", "vermillion": "#D55E00",
     "sky": "#56B4E9", "purple": "#CC79A7", "yellow": "#F0E442", "grey": "#7F7F7F",
 }
-SEQUENCE = [PALETTE[k] for k in ("blue", "orange", "green", "vermillion", "sky", "purple", "yellow")]
+SEQUENCE = [PALETTE[k] for k in
+            ("blue", "orange", "green", "vermillion", "sky", "purple", "yellow")]
 MEASURED = "measured"
 THEORETICAL = "theoretical"
 

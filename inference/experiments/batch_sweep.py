@@ -16,19 +16,19 @@ Sizes over the memory budget are skipped (see `memory_guard.py`), with the arith
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from statistics import median
-from typing import Iterator
 
 import torch
 
-from ..engine import decode_step, prefill
 from ..config import LIMITS
+from ..engine import decode_step, prefill
 from ..errors import EmptyPromptError
 from ..kv_cache import cache_tensor_bytes
+from ..timing import stopwatch
 from .memory_guard import BatchMemoryPlan, largest_fitting_batch, model_shape, plan_batch
 from .roofline import ceiling_tokens_per_s, measure_read_bandwidth
-from ..timing import stopwatch
 
 
 @dataclass(frozen=True)

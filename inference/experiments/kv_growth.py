@@ -6,8 +6,8 @@ later step adds one position to every layer.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from ..generation import next_token, start
 from ..kv_cache import CacheSnapshot, snapshot

@@ -16,14 +16,14 @@ Not covered here: the cost of attention itself, which grows with the sequence in
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import torch
 from transformers import DynamicCache
 
-from ..engine import decode_step, forward, recompute_logits
 from ..config import LIMITS
+from ..engine import decode_step, forward, recompute_logits
 from ..errors import EmptyPromptError
 from ..timing import stopwatch
 
@@ -73,7 +73,8 @@ def race(lm, prompt_ids: list[int], new_tokens: int = LIMITS.race_new_tokens.def
         raise EmptyPromptError("The prompt is empty: type some text first.")
     LIMITS.race_new_tokens.check("New tokens", new_tokens)
     model, device = lm.model, lm.device
-    forward(model, torch.tensor([prompt_ids[:8]], device=device), DynamicCache())  # warm-up, untimed
+    warm = torch.tensor([prompt_ids[:8]], device=device)
+    forward(model, warm, DynamicCache())  # warm-up, untimed
 
     cache = DynamicCache()
     cached_seq, plain_seq = list(prompt_ids), list(prompt_ids)

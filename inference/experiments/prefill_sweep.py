@@ -9,8 +9,8 @@ the measured per-token time (and labelled so).
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import torch
 from transformers import DynamicCache
@@ -62,7 +62,8 @@ def prefill_sweep(lm, lengths: list[int], max_sequential: int = 128
                   ) -> Iterator[SweepProgress]:
     """Measure each length; yield progress after each measurement."""
     device, model = lm.device, lm.model
-    forward(model, torch.tensor([sweep_tokens(lm.tokenizer, 8)], device=device), DynamicCache())  # warm-up
+    warm = torch.tensor([sweep_tokens(lm.tokenizer, 8)], device=device)
+    forward(model, warm, DynamicCache())  # warm-up, untimed
     points: list[PrefillPoint] = []
     per_token = None
     lengths = sorted(set(lengths))

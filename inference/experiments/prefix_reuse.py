@@ -1,4 +1,5 @@
-"""Lesson 4: prefix reuse. A shared system prompt is prefilled once; its cache serves every question.
+"""Lesson 4: prefix reuse. A shared system prompt is prefilled once; its cache serves every
+question.
 
 Many requests start with the same tokens (a long system prompt, a document, a few-shot
 preamble). Their keys and values are the same every time, because each position only
@@ -14,14 +15,14 @@ Left out: cache eviction, sharing across processes, and paged caches (vLLM's app
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import torch
 from transformers import DynamicCache
 
-from ..engine import decode_step, forward, prefill
 from ..config import LIMITS
+from ..engine import decode_step, forward, prefill
 from ..errors import EmptyPromptError
 from ..kv_cache import cache_length, copy_cache
 from ..timing import stopwatch
@@ -89,7 +90,8 @@ def common_length(a: list[int] | tuple[int, ...], b: list[int] | tuple[int, ...]
 
 
 @torch.inference_mode()
-def answer_with_reuse(lm, prefix: PrefixCache, ids: list[int]) -> tuple[float, torch.Tensor, DynamicCache, int]:
+def answer_with_reuse(lm, prefix: PrefixCache, ids: list[int]
+                      ) -> tuple[float, torch.Tensor, DynamicCache, int]:
     """(ttft, logits [V], cache, reused positions): copy the prefix cache, prefill the rest.
 
     At least one token is always fed, because its forward pass gives the next token's scores."""

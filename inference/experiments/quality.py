@@ -145,7 +145,8 @@ def compare_mode(built, tokenizer, reference: Reference, text_ids: list[int],
     n = len(reference.greedy.token_ids)
     greedy_run(built.model, prompt, 2, device)  # warm-up, untimed: first calls pay for allocation
     own = greedy_run(built.model, prompt, n, device)
-    logprobs = teacher_forced_logprobs(built.model, prompt, list(reference.greedy.token_ids), device)
+    targets = list(reference.greedy.token_ids)
+    logprobs = teacher_forced_logprobs(built.model, prompt, targets, device)
     top1, kl = agreement_and_kl(reference.logprobs, logprobs)
     decided, n_decided = decided_agreement(reference.logprobs, logprobs)
     ppl, text_seconds = perplexity(built.model, text_ids, device)
@@ -157,4 +158,5 @@ def compare_mode(built, tokenizer, reference: Reference, text_ids: list[int],
         decode_tokens_per_s=own.decode_tokens_per_s, text_tokens=len(text_ids),
         text_prefill_seconds=text_seconds, token_ids=own.token_ids,
         pieces=tuple(tokenizer.decode([i]) for i in own.token_ids),
-        top1_agreement=top1, top1_decided=decided, decided_positions=n_decided, kl_mean=kl, perplexity=ppl)
+        top1_agreement=top1, top1_decided=decided, decided_positions=n_decided, kl_mean=kl,
+        perplexity=ppl)

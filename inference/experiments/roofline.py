@@ -39,7 +39,8 @@ class Roofline:
         return self.measured_tokens_per_s / self.ceiling_tokens_per_s
 
 
-def measure_read_bandwidth(device: torch.device | str, megabytes: int = 512, repeats: int = 5) -> float:
+def measure_read_bandwidth(device: torch.device | str, megabytes: int = 512,
+                           repeats: int = 5) -> float:
     """GB/s of reading a `megabytes` float32 buffer (median of `repeats` sums)."""
     x = torch.ones(megabytes * 1024 * 1024 // 4, dtype=torch.float32, device=device)
     x.sum()  # warm-up

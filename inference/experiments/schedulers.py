@@ -19,8 +19,8 @@ were in the batch, which got a useful token) and finally a `ScheduleResult`.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from ..config import LIMITS
 from ..errors import SettingOutOfRangeError
@@ -129,7 +129,8 @@ class _Server:
         return group
 
     def record(self, kind: str, seconds: float, rows, active, width: int) -> StepRecord:
-        step = StepRecord(len(self.steps), kind, self.clock, seconds, tuple(rows), tuple(active), width)
+        step = StepRecord(len(self.steps), kind, self.clock, seconds, tuple(rows),
+                          tuple(active), width)
         self.steps.append(step)
         self.clock += seconds
         return step

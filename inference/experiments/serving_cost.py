@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .batch_sweep import BatchPoint
 from ..config import LIMITS
+from .batch_sweep import BatchPoint
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ Only *finished* runs are stored: a stopped run leaves nothing behind.
 from __future__ import annotations
 
 import threading
-from typing import Callable, Hashable, TypeVar
+from collections.abc import Callable, Hashable
+from typing import TypeVar
 
 T = TypeVar("T")
 

@@ -57,7 +57,8 @@ DEFAULT_PRESET = "Steady mix"
 def preset_trace(tokenizer, name: str = DEFAULT_PRESET) -> list[Request]:
     """The named preset as requests (raises a clear error for an unknown name)."""
     if name not in PRESETS:
-        raise SettingOutOfRangeError(f"Unknown workload {name!r}; choose one of: {', '.join(PRESETS)}.")
+        raise SettingOutOfRangeError(
+            f"Unknown workload {name!r}; choose one of: {', '.join(PRESETS)}.")
     return [_request(tokenizer, rid, arrival, PROMPTS[p], n)
             for rid, (arrival, p, n) in enumerate(PRESETS[name])]
 
