@@ -89,6 +89,43 @@ def chat_prompt(tokenizer, user_text: str, system: str | None = None) -> str:
     return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
 
+_SLOT = "\x00{}\x00"  # stands in for typed text inside the template (cleaning removes NULs)
+
+
+def encode_text(tokenizer, text: str) -> list[int]:
+    """Ids of text a person typed: marker-like strings such as `<|im_start|>` stay plain text
+    (split into ordinary tokens), so nobody can forge a turn of the conversation by typing it."""
+    return tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+
+
+def encode_chat(tokenizer, user_text: str, system: str | None = None) -> list[int]:
+    """The chat template's ids around the typed texts: the template's own markers are real
+    special tokens, the typed texts are encoded with `encode_text`."""
+    slots = {"user": _SLOT.format("user"), "system": _SLOT.format("system")}
+    full = chat_prompt(tokenizer, slots["user"], slots["system"] if system else None)
+    typed = {slots["user"]: user_text, slots["system"]: system or ""}
+    ids: list[int] = []
+    for part in _split_keep(full, list(typed)):
+        if part in typed:
+            ids += encode_text(tokenizer, typed[part])
+        elif part:
+            ids += tokenizer(part, add_special_tokens=False)["input_ids"]
+    return ids
+
+
+def _split_keep(text: str, seps: list[str]) -> list[str]:
+    """'a<S>b' -> ['a', '<S>', 'b'] for every separator in `seps`."""
+    parts = [text]
+    for sep in seps:
+        out = []
+        for p in parts:
+            pieces = p.split(sep)
+            for i, piece in enumerate(pieces):
+                out += [piece] + ([sep] if i < len(pieces) - 1 else [])
+        parts = out
+    return parts
+
+
 def prompt_ids(tokenizer, user_text: str, *, chat: bool = True, system: str | None = None,
                max_chars: int = LIMITS.max_prompt_chars,
                max_tokens: int = LIMITS.max_prompt_tokens) -> list[int]:
@@ -100,8 +137,9 @@ def prompt_ids(tokenizer, user_text: str, *, chat: bool = True, system: str | No
         raise PromptTooLongError(
             f"The prompt has {len(user_text):,} characters; the limit is {max_chars:,}.")
     text = clean_text(user_text)
-    full = chat_prompt(tokenizer, text, system) if chat else text
-    ids = tokenizer(full, add_special_tokens=False)["input_ids"]
+    if system is not None:
+        system = clean_text(system)
+    ids = encode_chat(tokenizer, text, system) if chat else encode_text(tokenizer, text)
     if len(ids) > max_tokens:
         raise PromptTooLongError(
             f"The prompt is {len(ids):,} tokens; this app's limit is {max_tokens:,} tokens.")

@@ -26,7 +26,7 @@ from ..engine import decode_step, forward, prefill
 from ..errors import EmptyPromptError
 from ..kv_cache import cache_length, copy_cache
 from ..timing import stopwatch
-from ..tokens import chat_prompt, clean_text
+from ..tokens import clean_text, prompt_ids
 
 
 @dataclass(frozen=True)
@@ -59,19 +59,20 @@ class PrefixRun:
 
 
 def shared_prefix_ids(tokenizer, system: str) -> list[int]:
-    """Tokens of the chat template up to the end of the system turn (what every request shares)."""
+    """Tokens of the chat template up to the end of the system turn (what every request
+    shares). The app's character and token limits apply, as to any typed text."""
     if not system or not clean_text(system).strip():
         raise EmptyPromptError("The system prompt is empty: the demo needs a shared prefix.")
-    full = chat_prompt(tokenizer, "x", clean_text(system))
-    head = full[: full.rindex("<|im_start|>user")]  # the system turn, as the template writes it
-    return tokenizer(head, add_special_tokens=False)["input_ids"]
+    full = full_prompt_ids(tokenizer, system, "x")
+    start = tokenizer.convert_tokens_to_ids("<|im_start|>")
+    turns = [i for i, t in enumerate(full) if t == start]  # typed markers are never this id
+    return full[: turns[-2]]  # up to the user's turn (the last one opens the answer)
 
 
 def full_prompt_ids(tokenizer, system: str, question: str) -> list[int]:
     if not question or not clean_text(question).strip():
         raise EmptyPromptError("A question is empty: type at least one question.")
-    text = chat_prompt(tokenizer, clean_text(question), clean_text(system))
-    return tokenizer(text, add_special_tokens=False)["input_ids"]
+    return prompt_ids(tokenizer, question, system=system)  # the app's limits apply
 
 
 def prefill_prefix(lm, ids: list[int]) -> PrefixCache:
