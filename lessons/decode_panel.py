@@ -11,7 +11,6 @@ creation, so the state, the tokens-shown box and the sampling controls are creat
 order the named endpoints (`decode_step`, `decode_stop`, `decode_reset`) take them."""
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import gradio as gr
@@ -85,19 +84,6 @@ class DecodeUI:
                                       for b in (self.step_btn, self.branch_btn, self.play_btn)}}
 
 
-def guarded_once(handler):
-    """`guarded(handler)` as a plain function returning its one result. A Play tick must end
-    in one message: as a generator its event stays open one more round trip, and a Stop
-    pressed while its step runs then leaves the step's token on screen (the browser test
-    `test_lesson_3_stop_is_final_for_the_step_in_flight` fails)."""
-    checked = guarded(handler)
-
-    @functools.wraps(handler)
-    def run(*args):
-        return next(checked(*args))
-    return run
-
-
 def _layout(settings: Settings) -> DecodeUI:
     state = gr.State(None)
     shown = gr.Number(0, visible=False)
@@ -156,7 +142,7 @@ def _wire_steps(lm, settings: Settings, ui: DecodeUI) -> None:
     step_inputs = {ui.state, ui.prompt, ui.max_new} | ui.sampling_inputs
     ui.step_btn.click(guarded(on_step), step_inputs, ui.view_outputs, concurrency_id="model",
                       time_limit=60, api_name="decode_step")
-    ui.timer.tick(guarded_once(on_tick), step_inputs, ui.view_outputs + ui.play_outputs,
+    ui.timer.tick(guarded(on_tick, plain=True), step_inputs, ui.view_outputs + ui.play_outputs,
                   concurrency_id="model", time_limit=60, trigger_mode="once",
                   show_progress="hidden", api_name="decode_play_tick")
     ui.branch_btn.click(guarded(on_branch), {ui.state, ui.at_step, ui.choice} | ui.sampling_inputs,

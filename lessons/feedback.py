@@ -26,10 +26,20 @@ def user_error(exc: Exception) -> gr.Error:
     return gr.Error(UNEXPECTED, print_exception=False)
 
 
-def guarded(fn):
+def guarded(fn, *, plain: bool = False):
     """Wrap a handler (plain, or returning/being a generator) so any error reaches the learner
-    as a clear message. The wrapped handler is always a generator: Gradio streams what it
-    yields, and a plain handler's result is its single yield."""
+    as a clear message. The wrapped handler is a generator: Gradio streams what it yields, and
+    a plain handler's result is its single yield. With `plain=True` it is a plain function
+    returning that one result: the event then ends in one message (a Play tick needs this, or
+    a Stop pressed while its step runs would still see the step's token arrive)."""
+    if plain:
+        streamed = guarded(fn)
+
+        @functools.wraps(fn)
+        def once(*args, **kwargs):
+            return next(streamed(*args, **kwargs))
+        return once
+
     @functools.wraps(fn)
     def run(*args, **kwargs):
         try:

@@ -23,8 +23,8 @@ from ..engine import decode_step, prefill
 from ..timing import stopwatch
 
 NEAR_TIE = 0.05  # fp32 top-1 minus top-2 probability below this: a near-tie
-TEXT_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                         "assets", "perplexity_text.txt")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TEXT_PATH = os.path.join(ROOT, "assets", "perplexity_text.txt")
 
 
 @dataclass(frozen=True)
