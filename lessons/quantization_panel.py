@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 import gradio as gr
+import torch
 
 from inference.config import Settings
 from inference.experiments.quality import (
@@ -32,7 +33,12 @@ from inference.quant_modes import (
     get_mode,
 )
 from visualizations import quant_charts as charts
-from visualizations.quant_text import closing_note_md, head_treatment_md, results_table_md
+from visualizations.quant_text import (
+    closing_note_md,
+    head_treatment_md,
+    results_table_md,
+    weights_origin_md,
+)
 from visualizations.style import info_caption
 
 from .controls import slider
@@ -44,6 +50,7 @@ DEFAULT_PROMPT = "Explain why the sky is blue in two sentences."
 BANDWIDTH_NOTE = ", read-only sum, measured"
 MAX_PROMPT_TOKENS = 512  # every mode prefills the prompt: keep the whole comparison short
 BUILD_UPDATE_S = 0.5  # at most two progress lines a second while a mode is built
+BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # x86 flags for native bfloat16 arithmetic
 
 
 class QuantFrame(NamedTuple):
@@ -53,6 +60,30 @@ class QuantFrame(NamedTuple):
     message: str
     reports: tuple[ModeReport, ...] | None = None
     bandwidth_gbs: float | None = None  # measured read bandwidth, for the roofline
+
+
+def native_bf16(cpuinfo: str) -> bool | None:
+    """Whether a CPU has native bfloat16 arithmetic, from the text of /proc/cpuinfo: True or
+    False from its `flags` lines, None when there are none (not x86, or nothing to read)."""
+    flags = {f for line in cpuinfo.splitlines() if line.split(":")[0].strip() == "flags"
+             for f in line.split(":", 1)[-1].split()}
+    if not flags:
+        return None
+    return any(f in flags for f in BF16_FLAGS)
+
+
+def read_cpuinfo(path: str = "/proc/cpuinfo") -> str:
+    """The text of /proc/cpuinfo ('' where there is none)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def device_bf16(device) -> bool | None:
+    """Native bfloat16 on this device's CPU; None on a GPU (its flags say nothing there)."""
+    return native_bf16(read_cpuinfo()) if torch.device(device).type == "cpu" else None
 
 
 def chosen_modes(modes: list[str] | None) -> list[str]:
@@ -123,7 +154,9 @@ def _controls(settings: Settings) -> tuple[gr.Textbox, gr.CheckboxGroup, gr.Slid
 
 
 def build(lm, settings: Settings, shared) -> None:
-    gr.Markdown(lesson_text("lesson6_quantization.md"))
+    origin = weights_origin_md(lm.info.source, lm.info.dtype)
+    gr.Markdown(lesson_text("lesson6_quantization.md", lm.info, {"weights_origin": origin}))
+    bf16 = device_bf16(lm.device)  # checked once: said only where it was checked
     prompt, modes, new_tokens, run_btn, stop_btn = _controls(settings)
     progress = gr.Markdown("*Building a mode copies the model and converts it (seconds); it is "
                            "then kept for everyone using this app.*", elem_id="quant-progress")
@@ -132,7 +165,7 @@ def build(lm, settings: Settings, shared) -> None:
     bars = gr.Plot(charts.mode_bars_figure([]), label="Per mode", elem_id="quant-bars")
     table = gr.Markdown(elem_id="quant-table")
     texts = gr.HTML(charts.side_by_side_html([]), elem_id="quant-texts")
-    closing = gr.Markdown(closing_note_md(lm.info, [], None), elem_id="quant-closing")
+    closing = gr.Markdown(closing_note_md(lm.info, [], None, bf16), elem_id="quant-closing")
     gr.Markdown(head_treatment_md(HEAD_TREATMENT))
     caption = info_caption(lm.info, dtype="dtype per mode")
 
@@ -141,9 +174,10 @@ def build(lm, settings: Settings, shared) -> None:
             return {progress: frame.message}
         r, bw = frame.reports, frame.bandwidth_gbs
         return {progress: frame.message,
-                roofline: charts.roofline_figure(r, bw, BANDWIDTH_NOTE, caption),
+                roofline: charts.roofline_figure(r, bw, BANDWIDTH_NOTE, caption,
+                                                 charts.WEIGHT_BYTES_AXIS),
                 bars: charts.mode_bars_figure(r, caption), table: results_table_md(r),
-                texts: charts.side_by_side_html(r), closing: closing_note_md(lm.info, r, bw)}
+                texts: charts.side_by_side_html(r), closing: closing_note_md(lm.info, r, bw, bf16)}
 
     def run(p: str, m: list[str], n: int) -> Iterator[dict]:
         for frame in compare_frames(lm, settings, shared, p, m, n):

@@ -151,8 +151,9 @@ def test_closing_note_quotes_what_was_measured():
     schedules = SimpleNamespace(static=_result("static"), continuous=_result("continuous"),
                                 trace="Steady mix", max_batch=4)
     note = text.closing_note(_info(), upd, schedules)
-    assert ("**10.0 tokens/s at batch 1**, **80.0 tokens/s at batch 16** (8.0×), measured"
-            in note)
+    assert ("**10.0 tokens/s at batch 1**, **80.0 tokens/s at batch 16** (8.0×), while each "
+            "step took **2.0× as long**, measured" in note)
+    assert "batching still paid at the largest size measured" in note
     assert "On the “Steady mix” workload (max batch 4): static 1.2 tokens/s" in note
     assert "mean latency 2.8 s, p95 3.5 s, mean TTFT 1.50 s; continuous" in note
 
@@ -178,3 +179,24 @@ def test_lesson_5_notes():
     assert "these 2 prompts computes **10 positions**, of which **4 are padding** (40%" in pad
     assert text.padding_markdown(0, 0, 0) == text.NO_PROMPTS
     assert text.prompt_labels(["short", "x" * 30]) == ["short", "x" * 23 + "…"]
+
+
+def test_where_batching_stops_paying():
+    """Issue 14, item 6: the step gets slower with the batch, and past some batch it grows
+    about in proportion (compute-bound); the note finds that step from the measured points."""
+    from visualizations import batching_text as text
+    pts = [BatchPoint(1, 10, 0.1, 0.100, (0.1,), 0, W),
+           BatchPoint(8, 10, 0.1, 0.150, (0.15,), 0, W),
+           BatchPoint(16, 10, 0.1, 0.280, (0.28,), 0, W),  # 2× the rows, 1.87× the time
+           BatchPoint(32, 10, 0.1, 0.560, (0.56,), 0, W)]
+    note = text.where_batching_stops_paying(pts)
+    assert note.startswith("Batching stopped paying between batch 8 and 16")
+    assert "each step 1.9× as long" in note and "compute-bound" in note
+    assert "more than one batch size" in text.where_batching_stops_paying(pts[:1])
+
+
+def test_lesson_5_text_does_not_call_the_slowdown_small():
+    from lessons.lesson_text import lesson_text
+    md = lesson_text("lesson5_batching.md")
+    assert "only a little slower" not in md and "a little of the second" not in md
+    assert "3.6× slower" in md and "not 64×" in md and "compute-bound" in md

@@ -188,7 +188,14 @@ def test_panel_handlers_on_the_real_model(lm):
     assert "Llama-3-70B" in view.table and list(view.gqa.data[0].y) == [23_040, 69_120]
     assert "| 2 sequence(s) |" in view.table.replace(" tokens ×", "|")
     assert list(view.by_context.data[0].x)[0] == settings.projection_context.low
-    assert list(view.by_context.data[0].x)[-1] == settings.projection_context.high
+    # this model's line is solid up to its 8,192-token window, then dotted and labelled
+    assert list(view.by_context.data[0].x)[-1] == lm.info.context_window == 8192
+    beyond = view.by_context.data[1]
+    assert beyond.name.endswith("beyond its context window (8,192 tokens)")
+    assert list(beyond.x)[-1] == settings.projection_context.high
+    assert "Llama-2-7B: beyond its context window (4,096 tokens)" in [
+        t.name for t in view.by_context.data]
+    assert "4,096-token sliding window" in view.table
     assert list(view.by_batch.data[0].x) == [1, 2, 4, 8, 16, 32, 64, 128, 256]
     with pytest.raises(SettingOutOfRangeError):
         run.projection_view(lm, settings, 0, 4096, 2)

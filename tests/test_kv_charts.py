@@ -124,18 +124,48 @@ def test_growth_step_text():
     later = GrowthStep(2, "C", "ABC", 3, 0.01, _snap(tokens=5), None)
     assert "(one decode step, 10 ms)" in kv_text.growth_step_markdown(later)
     assert "(3 prompt + 2 generated)" in kv_text.growth_step_markdown(later)
+    # issue 14, item 8: the text is one token ahead of the cache, and the step says why
+    assert "one token behind the text" in text and "written by the next forward pass" in text
 
 
 def test_projection_table_rows():
-    a = ModelSpec("A", 2, 4, 2, 8, 1000, "test")
-    b = ModelSpec("B", 4, 4, 4, 8, 5000, "test")
+    a = ModelSpec("A", 2, 4, 2, 8, 1000, "test", context_window=16)
+    b = ModelSpec("B", 4, 4, 4, 8, 5000, "test", context_window=8, sliding_window=4)
     text = kv_text.projection_table_markdown([a, b], {"A": 8, "B": 10}, a, 2, batch=3,
                                              context_window=8192)
     rows = [line for line in text.splitlines() if line.startswith("| A") or line.startswith("| B")]
-    assert rows == ["| A | GQA | 2 / 4 | 128 B | 2.0 KB | 8 tokens × 3 sequence(s) |",
-                    "| B | MHA | 4 / 4 | 512 B | 10.0 KB | 10 tokens × 3 sequence(s) |"]
+    assert rows == [
+        "| A | GQA | 2 / 4 | 128 B | 2.0 KB | 16 tokens | 8 tokens × 3 sequence(s) |",
+        "| B | MHA | 4 / 4 | 512 B | 10.0 KB | 8 tokens, 4-token sliding window | "
+        "10 tokens × 3 sequence(s) (beyond its context window) |"]
     assert "*Theoretical, 2 bytes per value" in text and "among 2 query heads" in text
     assert "2× smaller" in text and "8,192 tokens" in text
+    assert "B attends over a 4-token sliding window" in text
+
+
+def test_projection_marks_points_beyond_each_context_window():
+    """Issue 14, item 7: no model's cache is drawn past its context window as if supported."""
+    short = ModelSpec("Short", 2, 4, 2, 8, 1000, "test", context_window=4)
+    free = ModelSpec("Free", 2, 4, 2, 8, 1000, "test")  # window unknown: all solid
+    proj = project_context([short, free], [1, 2, 4, 8, 16], batch=1, bytes_per_value=2)
+    assert proj.within == ((True, True, True, False, False), (True,) * 5)
+    fig = kv_charts.projection_figure(proj)
+    names = [t.name for t in fig.data]
+    assert names == ["Short KV cache", "Short: beyond its context window (4 tokens)",
+                     "Short weights", "Free KV cache", "Free weights"]
+    solid, beyond = fig.data[0], fig.data[1]
+    assert list(solid.x) == [1, 2, 4] and solid.line.dash is None
+    assert list(beyond.x) == [4, 8, 16] and beyond.line.dash == "dot"  # joined at the window
+    by_batch = kv_charts.projection_figure(project_batch([short], [1, 2], tokens=8))
+    assert [t.name for t in by_batch.data][0] == "Short: beyond its context window (4 tokens)"
+
+
+def test_published_models_carry_their_context_windows():
+    from inference.experiments.kv_projection import PUBLISHED
+    windows = {s.name: (s.context_window, s.sliding_window) for s in PUBLISHED}
+    assert windows == {"Llama-2-7B": (4096, None), "Mistral-7B": (8192, 4096),
+                       "Llama-3-8B": (8192, None), "Llama-3-70B": (8192, None)}
+    assert not any(s.supports(131_072) for s in PUBLISHED)
 
 
 def test_prefix_text_table():

@@ -2,7 +2,7 @@
 import torch
 
 from inference.config import Settings
-from inference.loading import bundled_gguf_path, load_model
+from inference.loading import GGUF_CACHE_SOURCE, GGUF_SOURCE, bundled_gguf_path, load_model
 
 
 def test_info_card(lm):
@@ -17,9 +17,9 @@ def test_weight_cache_gives_same_logits_as_gguf(tmp_path, monkeypatch, lm):
     assert bundled_gguf_path(Settings()) is not None
     monkeypatch.setenv("LLM_LAB_CACHE", str(tmp_path))
     cold = load_model(use_weight_cache=True)  # dequantizes the GGUF, writes the cache
-    assert cold.info.source == "bundled GGUF (Q4_1 → float32)"
+    assert cold.info.source == GGUF_SOURCE and "Q8_0" in GGUF_SOURCE  # the head is 8-bit
     warm = load_model(use_weight_cache=True)
-    assert warm.info.source.startswith("bundled GGUF via weight cache")
+    assert warm.info.source == GGUF_CACHE_SOURCE
     x = torch.tensor([[1, 9690, 198, 2683, 359, 253, 5356]])
     with torch.inference_mode():
         torch.testing.assert_close(cold.model(x).logits, warm.model(x).logits, rtol=0, atol=0)

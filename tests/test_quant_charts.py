@@ -42,6 +42,24 @@ def test_roofline_has_ceiling_and_one_point_per_mode(reports):
     assert points[1].x[0] == pytest.approx(125.0) and points[1].y[0] == 20.0
     assert "12%" in points[1].hovertemplate  # 20 tok/s of a 160 tok/s ceiling
     assert "MB" in fig.layout.xaxis.title.text and "tokens/s" in fig.layout.yaxis.title.text
+    # issue 14, item 8: the axis says what its bytes count; "weight bytes" only when told so
+    assert not fig.layout.xaxis.title.text.startswith("Weight")
+    weights_only = charts.roofline_figure(reports, 20.0, x_title=charts.WEIGHT_BYTES_AXIS)
+    assert "KV cache not counted" in weights_only.layout.xaxis.title.text
+
+
+def test_weights_origin_note_follows_the_source():
+    """Issue 14, item 2: GGUF quantization is named only where the GGUF was loaded, with the
+    head's Q8_0 beside the linear layers' Q4_1."""
+    from inference.loading import GGUF_CACHE_SOURCE, GGUF_SOURCE
+    for source in (GGUF_SOURCE, GGUF_CACHE_SOURCE):
+        note = quant_text.weights_origin_md(source, "float16")
+        assert "**Q4_1**" in note and "**Q8_0**" in note and "float16" in note
+        assert "from 8 to 4 bits" in note
+    for source in ("Hugging Face Hub", "local folder"):
+        note = quant_text.weights_origin_md(source)
+        assert "GGUF" in note and "not quantized" in note
+        assert "Q4_1" not in note and "Q8_0" not in note and "4-bit" not in note
 
 
 def test_empty_figures_say_what_to_do():
@@ -105,7 +123,12 @@ def test_closing_note_reports_this_run(reports):
     assert "Fastest decode here: **int8**, 2.0× float32." in md
     assert "bfloat16" not in md
     slow_bf16 = replace(reports[1], key="bf16", decode_tokens_per_s=5.0)
-    assert "no native bfloat16" in quant_text.closing_note_md(Info(), [reports[0], slow_bf16], 20.0)
+    both = [reports[0], slow_bf16]
+    # issue 14, item 4: the CPU's lack of bfloat16 is said only where its flags were checked
+    assert "no native bfloat16" in quant_text.closing_note_md(Info(), both, 20.0, False)
+    for unchecked in (None, True):  # a GPU / unreadable flags, or a CPU that has it
+        md = quant_text.closing_note_md(Info(), both, 20.0, unchecked)
+        assert "decoded slower than float32" in md and "native" not in md
 
 
 def test_roofline_text_says_measured_and_theoretical():
@@ -114,4 +137,5 @@ def test_roofline_text_says_measured_and_theoretical():
     assert "20.0 GB/s ÷ 500.0 MB = **40.0 tokens/s**" in md  # the ceiling, theoretical
     assert "**10.0 tokens/s**, **25%** of the ceiling" in md
     assert "(measured)" in md and "(theoretical)" in md and "480.0 MB of weights" in md
+    assert "512 MiB (537 MB) buffer" in md and "512 MB buffer" not in md  # issue 14, item 8
     assert "*int8*: one byte" in quant_text.head_treatment_md({"int8": "one byte"})

@@ -69,9 +69,11 @@ def closing_note(info, sweep, schedules) -> str:
              f"{info.threads} threads)"]
     if sweep and sweep.points:
         one, big = sweep.points[0], sweep.points[-1]
-        parts.append(f"- Decode throughput: **{one.tokens_per_s:.1f} tokens/s at batch 1**, "
-                     f"**{big.tokens_per_s:.1f} tokens/s at batch {big.batch}** "
-                     f"({big.tokens_per_s / one.tokens_per_s:.1f}×), measured.")
+        parts.append(f"- Decode throughput: **{one.tokens_per_s:.1f} tokens/s at batch "
+                     f"{one.batch}**, **{big.tokens_per_s:.1f} tokens/s at batch {big.batch}** "
+                     f"({big.tokens_per_s / one.tokens_per_s:.1f}×), while each step took "
+                     f"**{big.step_seconds / one.step_seconds:.1f}× as long**, measured.")
+        parts.append(f"- {where_batching_stops_paying(sweep.points)}")
     else:
         parts.append("- Run the batch sweep to fill in throughput at batch 1 and at the "
                      "largest batch.")
@@ -82,6 +84,28 @@ def closing_note(info, sweep, schedules) -> str:
     else:
         parts.append("- Serve the workload to compare static and continuous batching here.")
     return "\n".join(parts)
+
+
+NEAR_LINEAR = 0.8  # step time grew at least 80% as fast as the batch: compute-bound
+
+
+def where_batching_stops_paying(points) -> str:
+    """The first measured doubling (or other step up) of the batch where the step time grew
+    about in proportion (≥ 80% of the batch's growth): there the step is compute-bound and more
+    requests add little throughput. Points are `BatchPoint`s (batch, step_seconds)."""
+    pts = sorted(points, key=lambda p: p.batch)
+    for a, b in zip(pts, pts[1:]):
+        rows, slower = b.batch / a.batch, b.step_seconds / a.step_seconds
+        if slower >= NEAR_LINEAR * rows:
+            return (f"Batching stopped paying between batch {a.batch} and {b.batch}: "
+                    f"{rows:.0f}× the requests made each step {slower:.1f}× as long, so "
+                    f"throughput grew only {rows / slower:.2f}×. From there the step is "
+                    "compute-bound: its time grows about in proportion to the batch.")
+    if len(pts) < 2:
+        return "Measure more than one batch size to see where batching stops paying."
+    return (f"Up to batch {pts[-1].batch}, every step up in batch size made the step time grow "
+            "by less than the batch did: batching still paid at the largest size measured here "
+            "(it stops once the step turns compute-bound and its time grows in proportion).")
 
 
 def _served(s) -> str:

@@ -71,15 +71,41 @@ def race_figure(steps, caption: str = "") -> go.Figure:
     return fig
 
 
+def _cache_traces(proj, i: int, colour: str, width: float) -> list[go.Scatter]:
+    """One model's cache line: solid within its context window; past it, a dotted line named
+    "beyond its context window" (joined to the last point within, so the line is unbroken)."""
+    name, values = proj.series[i]
+    inside = proj.within[i] if proj.within else (True,) * len(proj.xs)
+    xs, ys = list(proj.xs), list(values)
+    shown = [k for k, ok in enumerate(inside) if ok]
+    past = [k for k, ok in enumerate(inside) if not ok]
+    traces = []
+    if shown:
+        traces.append(go.Scatter(x=[xs[k] for k in shown], y=[ys[k] for k in shown],
+                                 mode="lines+markers", name=f"{name} KV cache",
+                                 line=dict(color=colour, width=width),
+                                 hovertemplate="%{x:,}: %{y:.3s}B<extra>" + name + "</extra>"))
+    if past:
+        window = proj.windows[i] if proj.windows else "unknown"
+        joined = ([shown[-1]] if shown and shown[-1] < past[0] else []) + past
+        traces.append(go.Scatter(
+            x=[xs[k] for k in joined], y=[ys[k] for k in joined], mode="lines+markers",
+            name=f"{name}: beyond its context window ({window})",
+            line=dict(color=colour, width=max(width - 1, 1.5), dash="dot"),
+            marker=dict(symbol="circle-open"),
+            hovertemplate=("%{x:,}: %{y:.3s}B, beyond the model's context window<extra>"
+                           + name + "</extra>")))
+    return traces
+
+
 def projection_figure(proj, caption: str = "", highlight: str | None = None) -> go.Figure:
-    """Cache bytes per model against context length or batch size (log-log), weights dashed."""
+    """Cache bytes per model against context length or batch size (log-log), weights dashed;
+    a model's points beyond its context window are dotted and say so."""
     fig = go.Figure()
-    for i, ((name, values), (_, weights)) in enumerate(zip(proj.series, proj.weights)):
+    for i, ((name, _), (_, weights)) in enumerate(zip(proj.series, proj.weights)):
         colour = SEQUENCE[i % len(SEQUENCE)]
         width = 5 if name == highlight else 2.5
-        fig.add_trace(go.Scatter(x=list(proj.xs), y=list(values), mode="lines+markers",
-                                 name=f"{name} KV cache", line=dict(color=colour, width=width),
-                                 hovertemplate="%{x:,}: %{y:.3s}B<extra>" + name + "</extra>"))
+        fig.add_traces(_cache_traces(proj, i, colour, width))
         fig.add_trace(go.Scatter(
             x=[proj.xs[0], proj.xs[-1]], y=[weights, weights], mode="lines",
             name=f"{name} weights", line=dict(color=colour, dash="dash", width=1.5),

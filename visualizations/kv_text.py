@@ -33,7 +33,12 @@ def growth_step_markdown(step) -> str:
     generated = snap.tokens - step.prompt_tokens
     return (f"**Step {step.index}** ({what}, {step.seconds * 1000:.0f} ms): cache holds "
             f"**{snap.tokens} tokens** ({step.prompt_tokens} prompt + {generated} generated) · "
-            f"{human_bytes(snap.tensor_bytes)}  \n*Output so far:* {step.text!r}")
+            f"{human_bytes(snap.tensor_bytes)}  \n*Output so far:* {step.text!r}  \n"
+            f"{LAG_NOTE}")
+
+
+LAG_NOTE = ("*The cache is one token behind the text: the newest token, just chosen, has no keys "
+            "and values yet. They are written by the next forward pass, the one that reads it.*")
 
 
 def race_progress_markdown(index: int, new_tokens: int) -> str:
@@ -69,18 +74,26 @@ def projection_table_markdown(specs: Sequence, crossover: Mapping[str, int], min
     (`crossover[name]` tokens per sequence, for `batch` sequences) where cache = weights."""
     bpv = bytes_per_value
     lines = ["| model | attention | KV heads / query heads | cache per token | weights "
-             "| cache = weights at |", "|---|---|---|---|---|---|"]
+             "| context window | cache = weights at |", "|---|---|---|---|---|---|---|"]
     for s in specs:
+        beyond = "" if s.supports(crossover[s.name]) else " (beyond its context window)"
         lines.append(f"| {s.name} | {s.attention} | {s.kv_heads} / {s.query_heads} | "
                      f"{human_bytes(s.bytes_per_token(bpv))} | "
-                     f"{human_bytes(s.weight_bytes(bpv))} | "
-                     f"{crossover[s.name]:,} tokens × {batch} sequence(s) |")
+                     f"{human_bytes(s.weight_bytes(bpv))} | {s.window_label} | "
+                     f"{crossover[s.name]:,} tokens × {batch} sequence(s){beyond} |")
     ratio = mine.query_heads // mine.kv_heads
+    sliding = [s for s in specs if s.sliding_window]
+    slide_note = "".join(
+        f" {s.name} attends over a {s.sliding_window:,}-token sliding window, so a rolling-buffer "
+        f"cache never needs more than {s.sliding_window:,} positions per sequence; the chart "
+        "counts every position, as a plain cache would." for s in sliding)
     return ("\n".join(lines) + f"\n\n*Theoretical, {bpv} bytes per value for weights and cache.* "
             f"{mine.name} shares each KV head among {ratio} query heads, so its cache is {ratio}× "
             f"smaller than with full multi-head attention. This model's context window is "
-            f"{context_window:,} tokens; longer contexts are shown for the larger models. "
-            "Mistral-7B and Llama-3-8B have the same cache shape, so their cache lines coincide.")
+            f"{context_window:,} tokens. Past a model's own context window its line turns dotted "
+            "and is labelled *beyond its context window*: the formula still counts the bytes, but "
+            f"the model was not trained to read that far.{slide_note} Mistral-7B and Llama-3-8B "
+            "have the same cache shape, so their cache lines coincide.")
 
 
 def prefix_markdown(prefix_tokens: int, prefix_seconds: float, prefix_bytes: int,

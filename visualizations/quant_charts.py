@@ -16,6 +16,8 @@ from plotly.subplots import make_subplots
 from .style import PALETTE, SEQUENCE, empty_figure, styled
 
 MB = 1e6
+BYTES_AXIS = "Bytes read per decode token (MB)"
+WEIGHT_BYTES_AXIS = "Weight bytes read per decode token (MB; KV cache not counted)"
 
 
 def ceiling_tokens_per_s(bandwidth_gbs: float, bytes_per_token: float) -> float:
@@ -24,8 +26,9 @@ def ceiling_tokens_per_s(bandwidth_gbs: float, bytes_per_token: float) -> float:
 
 
 def roofline_figure(reports, bandwidth_gbs: float, bandwidth_note: str = "",
-                    caption: str = "") -> go.Figure:
-    """Measured decode tokens/s per mode at its bytes per token, under the bandwidth curve."""
+                    caption: str = "", x_title: str = BYTES_AXIS) -> go.Figure:
+    """Measured decode tokens/s per mode at its bytes per token, under the bandwidth curve.
+    `x_title` says what those bytes count (weights only, or weights + KV cache)."""
     if not reports:
         return empty_figure("Press “Compare modes” to measure each precision mode.")
     top = max(r.bytes_per_token for r in reports) * 1.15
@@ -47,7 +50,7 @@ def roofline_figure(reports, bandwidth_gbs: float, bandwidth_note: str = "",
                            f"{html.escape(r.kernel)}<extra></extra>")))
     fig.update_yaxes(rangemode="tozero")
     return styled(fig, "Fewer bytes per token, faster decode: until the kernel is the limit",
-                  "Weight bytes read per decode token (MB)", "Decode speed (tokens/s)",
+                  x_title, "Decode speed (tokens/s)",
                   caption, height=440)
 
 

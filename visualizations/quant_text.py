@@ -31,8 +31,41 @@ def _mode_line(r) -> str:
             f"decided), KL {r.kl_mean:.4f} nats, perplexity {r.perplexity:.2f} · {r.kernel}")
 
 
-def closing_note_md(info, reports, bandwidth_gbs: float | None) -> str:
-    """What this machine showed, from this run's numbers only."""
+def weights_origin_md(source: str, dtype: str = "float32") -> str:
+    """A lesson bullet on what precision the loaded weights had before any mode below: read
+    from `ModelInfo.source`, so it names GGUF quantization only where the GGUF was loaded."""
+    if source.startswith("bundled GGUF"):
+        return (
+            "- *Most of these weights were 4-bit before you got them.* The bundled model ships "
+            "as a GGUF file whose 210 linear layers are **Q4_1** (groups of 32 weights sharing "
+            "a scale and a minimum), while the shared embedding / output head is **Q8_0** "
+            "(groups of 32 int8 weights sharing a scale). Loading expands them to float32 (this "
+            f"run then holds them in {dtype}). int4 with groups of 32 lines its groups up with "
+            "the original Q4_1 ones and lands close to the same levels (not exactly: the kernel "
+            "keeps scales in bfloat16), so the linear layers lose little; the head, though, goes "
+            "from 8 to 4 bits, a real loss on the matrix every token reads in full. Groups of 64 "
+            "have to cover two original groups with one scale, and the perplexity shows the "
+            "price.")
+    return (f"- *These weights were not quantized before this lesson.* This run loaded them from "
+            f"the {source}, not from the bundled GGUF file, and holds them in {dtype}: every "
+            "mode below is their first rounding to fewer bits.")
+
+
+def bf16_slower_md(bf16_native: bool | None) -> str:
+    """Why bfloat16 decoded slower than float32, said only as far as it was checked:
+    `bf16_native` False means this CPU's flags lack native bfloat16; None means not checked
+    (a GPU, or flags not readable), so no cause is claimed."""
+    head = "bfloat16 holds half the bytes yet decoded slower than float32 here: "
+    if bf16_native is False:
+        return (head + "this CPU has no native bfloat16 arithmetic (no avx512_bf16 or amx_bf16 "
+                "among its flags), so the kernel, not memory, is the limit.")
+    return head + "its kernel, not memory, was the limit on this device."
+
+
+def closing_note_md(info, reports, bandwidth_gbs: float | None,
+                    bf16_native: bool | None = None) -> str:
+    """What this machine showed, from this run's numbers only. `bf16_native`: whether the
+    CPU has native bfloat16 arithmetic (None: not checked, e.g. on a GPU)."""
     bandwidth = f", read bandwidth {bandwidth_gbs:.1f} GB/s measured" if bandwidth_gbs else ""
     head = f"### What this machine showed ({info.device}, {info.threads} threads{bandwidth})"
     if not reports:
@@ -46,9 +79,7 @@ def closing_note_md(info, reports, bandwidth_gbs: float | None) -> str:
                      f"{fastest.decode_tokens_per_s / base.decode_tokens_per_s:.1f}× float32.")
         bf16 = by_key.get("bf16")
         if bf16 and bf16.decode_tokens_per_s < base.decode_tokens_per_s:
-            lines.append("bfloat16 holds half the bytes yet decoded slower than float32 here: "
-                         "this CPU has no native bfloat16 arithmetic, so the kernel, not memory, "
-                         "is the limit.")
+            lines.append(bf16_slower_md(bf16_native))
     lines.append("\n*Timings on a shared machine are noisy; rerun to see the spread.*")
     return "\n".join(lines)
 
@@ -63,7 +94,8 @@ def roofline_md(r, weight_bytes: int) -> str:
     """The roofline in four measured-or-theoretical lines, then what the gap means."""
     per_token = human_bytes(r.bytes_per_token)
     return (
-        f"- **Memory bandwidth (measured):** {r.bandwidth_gbs:.1f} GB/s, reading a 512 MB buffer.\n"
+        f"- **Memory bandwidth (measured):** {r.bandwidth_gbs:.1f} GB/s, "
+        "reading a 512 MiB (537 MB) buffer.\n"
         f"- **Bytes read per decode step:** {per_token} "
         f"(all {human_bytes(weight_bytes)} of weights + the KV cache).\n"
         f"- **Ceiling (theoretical):** {r.bandwidth_gbs:.1f} GB/s ÷ {per_token} "

@@ -13,7 +13,11 @@ than full multi-head attention (MHA) with 9. Llama-2-7B (MHA, 32 KV heads) vs Ll
 (GQA, 8 KV heads) is the same step at scale.
 
 All numbers here are theoretical (formula only); the parameter counts are the published
-ones, with weights counted at the cache's bytes per value.
+ones, with weights counted at the cache's bytes per value. Each model also has a published
+context window: the formula counts bytes past it, but the model was not trained to read that
+far, so every projected point says whether it lies within its model's window (`within`).
+Mistral-7B v0.1 takes 8,192 positions but each layer attends over a 4,096-token sliding
+window, so a rolling-buffer cache needs at most 4,096 positions per sequence.
 """
 from __future__ import annotations
 
@@ -33,6 +37,21 @@ class ModelSpec:
     head_dim: int
     parameters: int
     source: str  # "this model (measured)" or "published config (theoretical)"
+    context_window: int | None = None  # positions the model was trained for (None: unknown)
+    sliding_window: int | None = None  # tokens each layer attends over, if smaller
+
+    def supports(self, tokens: int) -> bool:
+        """Whether a sequence of `tokens` lies within the context window (True if unknown)."""
+        return self.context_window is None or tokens <= self.context_window
+
+    @property
+    def window_label(self) -> str:
+        """'4,096 tokens', or with a sliding window: '8,192 tokens, 4,096-token sliding window'."""
+        if self.context_window is None:
+            return "unknown"
+        slide = (f", {self.sliding_window:,}-token sliding window" if self.sliding_window
+                 else "")
+        return f"{self.context_window:,} tokens{slide}"
 
     @property
     def attention(self) -> str:
@@ -47,18 +66,20 @@ class ModelSpec:
         return self.parameters * bytes_per_value
 
 
+_PUB = "published config (theoretical)"
 PUBLISHED = (
-    ModelSpec("Llama-2-7B", 32, 32, 32, 128, 6_738_000_000, "published config (theoretical)"),
-    ModelSpec("Mistral-7B", 32, 32, 8, 128, 7_242_000_000, "published config (theoretical)"),
-    ModelSpec("Llama-3-8B", 32, 32, 8, 128, 8_030_000_000, "published config (theoretical)"),
-    ModelSpec("Llama-3-70B", 80, 64, 8, 128, 70_554_000_000, "published config (theoretical)"),
+    ModelSpec("Llama-2-7B", 32, 32, 32, 128, 6_738_000_000, _PUB, 4_096),
+    ModelSpec("Mistral-7B", 32, 32, 8, 128, 7_242_000_000, _PUB, 8_192, sliding_window=4_096),
+    ModelSpec("Llama-3-8B", 32, 32, 8, 128, 8_030_000_000, _PUB, 8_192),
+    ModelSpec("Llama-3-70B", 80, 64, 8, 128, 70_554_000_000, _PUB, 8_192),
 )
 
 
 def this_model(info) -> ModelSpec:
     """The running model's shape, from its ModelInfo."""
     return ModelSpec(info.name, info.layers, info.heads, info.kv_heads, info.head_dim,
-                      info.parameters, "this model (formula checked against its tensors)")
+                      info.parameters, "this model (formula checked against its tensors)",
+                      info.context_window)
 
 
 def as_mha(shape: ModelSpec) -> ModelSpec:
@@ -88,6 +109,8 @@ class Projection:
     weights: tuple[tuple[str, int], ...]  # (model name, weight bytes) for reference lines
     bytes_per_value: int
     fixed: str  # what is held fixed, e.g. "batch 1"
+    within: tuple[tuple[bool, ...], ...] = ()  # per model, per x: inside its context window?
+    windows: tuple[str, ...] = ()  # per model: its context window, e.g. "4,096 tokens"
 
 
 def project_context(shapes: list[ModelSpec], contexts: list[int], batch: int = 1,
@@ -98,7 +121,9 @@ def project_context(shapes: list[ModelSpec], contexts: list[int], batch: int = 1
         series=tuple((s.name, tuple(cache_bytes(s, t, batch, bytes_per_value) for t in contexts))
                      for s in shapes),
         weights=tuple((s.name, s.weight_bytes(bytes_per_value)) for s in shapes),
-        bytes_per_value=bytes_per_value, fixed=f"batch {batch}")
+        bytes_per_value=bytes_per_value, fixed=f"batch {batch}",
+        within=tuple(tuple(s.supports(t) for t in contexts) for s in shapes),
+        windows=tuple(s.window_label for s in shapes))
 
 
 def project_batch(shapes: list[ModelSpec], batches: list[int], tokens: int = 4096,
@@ -109,7 +134,9 @@ def project_batch(shapes: list[ModelSpec], batches: list[int], tokens: int = 409
         series=tuple((s.name, tuple(cache_bytes(s, tokens, b, bytes_per_value) for b in batches))
                      for s in shapes),
         weights=tuple((s.name, s.weight_bytes(bytes_per_value)) for s in shapes),
-        bytes_per_value=bytes_per_value, fixed=f"{tokens:,} tokens per sequence")
+        bytes_per_value=bytes_per_value, fixed=f"{tokens:,} tokens per sequence",
+        within=tuple(tuple(s.supports(tokens) for _ in batches) for s in shapes),
+        windows=tuple(s.window_label for s in shapes))
 
 
 def doubling_range(start: int, stop: int) -> list[int]:
