@@ -121,7 +121,7 @@ def _layout(settings: Settings) -> DecodeUI:
                     candidates, timing, at_step, choice, branch_btn)
 
 
-def _wire_steps(lm, settings: Settings, ui: DecodeUI) -> None:
+def _wire_steps(lm, settings: Settings, ui: DecodeUI, server) -> None:
     """Step, Play's ticks and Branch: the events that run the model."""
     def on_step(data: dict) -> dict:
         sampling = ui.sampling(data)
@@ -140,12 +140,14 @@ def _wire_steps(lm, settings: Settings, ui: DecodeUI) -> None:
         return ui.show(views(lm, gen, ui.sampling(data)))
 
     step_inputs = {ui.state, ui.prompt, ui.max_new} | ui.sampling_inputs
-    ui.step_btn.click(guarded(on_step), step_inputs, ui.view_outputs, concurrency_id="model",
-                      time_limit=60, api_name="decode_step")
-    ui.timer.tick(guarded(on_tick, plain=True), step_inputs, ui.view_outputs + ui.play_outputs,
+    ui.step_btn.click(guarded(on_step, alone=server), step_inputs, ui.view_outputs,
+                      concurrency_id="model", time_limit=60, api_name="decode_step")
+    ui.timer.tick(guarded(on_tick, plain=True, alone=server), step_inputs,
+                  ui.view_outputs + ui.play_outputs,
                   concurrency_id="model", time_limit=60, trigger_mode="once",
                   show_progress="hidden", api_name="decode_play_tick")
-    ui.branch_btn.click(guarded(on_branch), {ui.state, ui.at_step, ui.choice} | ui.sampling_inputs,
+    ui.branch_btn.click(guarded(on_branch, alone=server),
+                        {ui.state, ui.at_step, ui.choice} | ui.sampling_inputs,
                         ui.view_outputs, concurrency_id="model", time_limit=60,
                         api_name="decode_branch")
 
@@ -190,8 +192,10 @@ def _wire_controls(lm, ui: DecodeUI) -> None:
                        api_name="decode_look")
 
 
-def build(lm, settings: Settings, shared=None) -> None:
+def build(lm, settings: Settings, shared=None, server=None) -> None:
+    """Lesson 3 in the caller's tab. Each Step runs alone (`server` pauses for it), so the
+    step times shown are one request's own."""
     gr.Markdown(lesson_text("lesson3_decode.md"))
     ui = _layout(settings)
-    _wire_steps(lm, settings, ui)
+    _wire_steps(lm, settings, ui, server)
     _wire_controls(lm, ui)

@@ -51,3 +51,18 @@ def shared_steps_note(mean_rows: float, queued_s: float) -> str:
               if others >= 0.05 else "ran alone in its forward passes")
     wait = f" · waited {queued_s:.1f} s for a free row" if queued_s >= 0.05 else ""
     return f"Served by the continuous batcher: {shared}{wait}."
+
+
+def waiting_md(ahead: int) -> str:
+    """Shown while a request waits for a free row in the batch."""
+    if ahead <= 0:
+        return "*Joining the batch…*"
+    return f"*Waiting for a free row: {ahead} request(s) ahead of you.*"
+
+
+def limit_note(finished: str | None, max_new: int) -> str:
+    """A line when the answer stopped at the token limit (not at the end of its turn)."""
+    if finished == "max tokens":
+        return (f"⚠️ The answer stopped at your limit of **{max_new} new tokens**, not at its "
+                f"end: raise *Max new tokens* to read more.")
+    return ""
