@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 
 import gradio as gr
+from starlette.middleware import Middleware
 
 from inference.config import Settings
 from inference.experiments.shared_results import SharedResults
@@ -23,6 +24,7 @@ from lessons import (
     quantization_panel,
     tokens_panel,
 )
+from lessons.classroom_guard import RefuseUploads, limit_per_session
 from lessons.lesson_text import lesson_text
 from visualizations.model_card import model_card_html
 
@@ -57,7 +59,8 @@ with gr.Blocks(title="LLM Inference, Step by Step") as demo:
         with gr.Tab("This machine", id="machine"):
             performance_panel.build(LM, SETTINGS, SHARED, SERVER)
 
-demo.queue(max_size=64, default_concurrency_limit=2)
+demo.queue(max_size=SETTINGS.queue_size, default_concurrency_limit=2)
+limit_per_session(demo, SETTINGS.session_events, SETTINGS.lane_waiting)
 
 
 def launch_options() -> dict:
@@ -66,6 +69,7 @@ def launch_options() -> dict:
                 share=False, show_error=False, max_file_size="1mb", css=lesson_text("style.css"),
                 # chat handlers wait on the server's events in threads: room for all of them
                 max_threads=SETTINGS.server_rows + SETTINGS.server_queue + 40,
+                app_kwargs={"middleware": [Middleware(RefuseUploads)]},
                 theme=gr.themes.Soft(font=["system-ui", "sans-serif"],
                                      font_mono=["ui-monospace", "monospace"]))
 

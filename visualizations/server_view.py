@@ -21,6 +21,7 @@ def server_stats_md(stats, rows_limit: int, window_s: float) -> str:
             f"newest step **{stats.last_step_s * 1000:.0f} ms** · "
             f"**{stats.tokens_per_s:.1f} tokens/s** over the last {window_s:.0f} s "
             f"(measured) · KV cache of the batch **{stats.cache_bytes / 1e6:.1f} MB** · "
+            f"caches kept by learners between steps **{stats.held_bytes / 1e6:.1f} MB** · "
             f"{stats.steps:,} forward passes, {stats.served:,} requests served since start")
 
 
