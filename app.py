@@ -8,10 +8,12 @@ from __future__ import annotations
 import os
 
 import gradio as gr
+from starlette.middleware import Middleware
 
 from inference.config import Settings
 from inference.experiments.shared_results import SharedResults
 from inference.loading import load_model
+from inference.server import Server
 from lessons import (
     batching_panel,
     chat_panel,
@@ -22,45 +24,52 @@ from lessons import (
     quantization_panel,
     tokens_panel,
 )
+from lessons.classroom_guard import RefuseUploads, limit_per_session
 from lessons.lesson_text import lesson_text
 from visualizations.model_card import model_card_html
 
 SETTINGS = Settings.from_env()
 LM = load_model(SETTINGS)  # read-only, shared by every user; per-user state lives in gr.State
 SHARED = SharedResults()  # finished sweeps, shared by all visitors of this process
+SERVER = Server(LM, SETTINGS)  # one continuous batcher: every visitor's chat goes through it
 
 
 with gr.Blocks(title="LLM Inference, Step by Step") as demo:
     gr.Markdown("# LLM inference, step by step\nA real language model, running on this machine, "
-                "taken apart one stage at a time. Every time and size you see is measured live.")
+                "taken apart one stage at a time. Times and sizes are measured live on this "
+                "machine, unless a chart or line labels them theoretical.")
     gr.HTML(model_card_html(LM.info), elem_id="model-card")
     with gr.Tabs():
         with gr.Tab("Start here", id="start"):
             gr.Markdown(lesson_text("overview.md"))
         with gr.Tab("Try it", id="chat"):
-            chat_panel.build(LM, SETTINGS)
+            chat_panel.build(LM, SETTINGS, SERVER)
         with gr.Tab("1 · Tokens", id="tokens"):
             tokens_panel.build(LM, SETTINGS, SHARED)
         with gr.Tab("2 · Prefill", id="prefill"):
-            prefill_panel.build(LM, SETTINGS, SHARED)
+            prefill_panel.build(LM, SETTINGS, SHARED, SERVER)
         with gr.Tab("3 · Decode", id="decode"):
-            decode_panel.build(LM, SETTINGS, SHARED)
+            decode_panel.build(LM, SETTINGS, SHARED, SERVER)
         with gr.Tab("4 · KV cache", id="kv"):
-            kv_cache_panel.build(LM, SETTINGS, SHARED)
+            kv_cache_panel.build(LM, SETTINGS, SHARED, SERVER)
         with gr.Tab("5 · Batching", id="batching"):
-            batching_panel.build(LM, SETTINGS, SHARED)
+            batching_panel.build(LM, SETTINGS, SHARED, SERVER)
         with gr.Tab("6 · Quantization", id="quantization"):
-            quantization_panel.build(LM, SETTINGS, SHARED)
+            quantization_panel.build(LM, SETTINGS, SHARED, SERVER)
         with gr.Tab("This machine", id="machine"):
-            performance_panel.build(LM, SETTINGS, SHARED)
+            performance_panel.build(LM, SETTINGS, SHARED, SERVER)
 
-demo.queue(max_size=64, default_concurrency_limit=2)
+demo.queue(max_size=SETTINGS.queue_size, default_concurrency_limit=2)
+limit_per_session(demo, SETTINGS.session_events, SETTINGS.lane_waiting)
 
 
 def launch_options() -> dict:
     """Bind to loopback unless told otherwise; Spaces sets GRADIO_SERVER_NAME itself."""
     return dict(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
                 share=False, show_error=False, max_file_size="1mb", css=lesson_text("style.css"),
+                # chat handlers wait on the server's events in threads: room for all of them
+                max_threads=SETTINGS.server_rows + SETTINGS.server_queue + 40,
+                app_kwargs={"middleware": [Middleware(RefuseUploads)]},
                 theme=gr.themes.Soft(font=["system-ui", "sans-serif"],
                                      font_mono=["ui-monospace", "monospace"]))
 

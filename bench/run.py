@@ -35,6 +35,10 @@ TARGETS = {  # issue 7's targets for a 2-core CPU
     "quantization.int8.top1_agreement": (">=", 0.95),
     "startup.warm_seconds": ("<=", 10),
     "ui.client_vs_engine": (">=", 0.8),
+    "serving.throughput_ratio_batched_vs_serial": (">=", 5),
+    "serving.p95_latency_ratio_batched_vs_serial": ("<=", 0.33),
+    "serving.batched.errors": ("<=", 0),
+    "serving.peak_rss_vs_idle_batched": ("<=", 1.5),
 }
 
 
@@ -169,6 +173,10 @@ def main() -> dict:
     results["ui"] = {"engine_tokens_per_s": eng, "client_tokens_per_s": client,
                      "client_vs_engine": client / eng}
     print(results["ui"])
+
+    section("serving: 30 streaming chat clients, continuous batcher vs one row at a time")
+    results["serving"] = serving.serving_race()
+    print(json.dumps(results["serving"], indent=1))
 
     results["targets"] = {}
     for key, (op, goal) in TARGETS.items():

@@ -1,10 +1,18 @@
-"""Whole-app figures: start-up time (cold and warm weight cache) and the tokens/s a
-streaming client sees through the web server, compared with the engine alone.
+"""Whole-app figures: start-up time (cold and warm weight cache), the tokens/s a streaming
+client sees through the web server compared with the engine alone, and a classroom of
+streaming chat clients served with and without the continuous batcher.
 The app is started by bench/app_server.py, as the end-to-end tests start it."""
 from __future__ import annotations
 
+import math
+import re
+import statistics
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
+
+import psutil
 
 from bench.app_server import start_app
 
@@ -29,6 +37,93 @@ def client_stream_rate(url: str, prompt: str, new_tokens: int, api_name: str) ->
     stamps = []
     for _ in job:
         stamps.append(time.perf_counter())
-    if len(stamps) < 3:
+    if len(stamps) < 4:
         raise RuntimeError("the stream produced too few updates to time")
-    return (len(stamps) - 1) / (stamps[-1] - stamps[0])
+    # updates: "waiting for a row", the first token, then one per decoded token
+    return (len(stamps) - 2) / (stamps[-1] - stamps[1])
+
+
+CHAT_TOKENS = re.compile(r"(\d+) tokens generated")
+TOPICS = ["the sea", "volcanoes", "bread", "owls", "trains", "winter", "bees", "comets",
+          "rivers", "chess", "tea", "deserts", "glaciers", "bicycles", "lighthouses"]
+
+
+def _one_chat(url: str, i: int, new_tokens: int, start: threading.Barrier) -> dict:
+    """One streaming chat client: latency, TTFT (first visible text) and tokens it received."""
+    from gradio_client import Client
+
+    client = Client(url, verbose=False, httpx_kwargs={"timeout": 120})
+    prompt = f"Write about {TOPICS[i % len(TOPICS)]} in {3 + i % 4} sentences (#{i})."
+    start.wait()
+    t0 = time.perf_counter()
+    first, last = None, None
+    try:
+        for history, _ in client.submit(prompt, new_tokens, api_name="/chat"):
+            last = _
+            if first is None and history and len(history) > 1 and history[1].get("content"):
+                first = time.perf_counter() - t0
+        done = time.perf_counter() - t0
+        m = CHAT_TOKENS.search(last or "")
+        return {"ok": m is not None, "latency_s": done, "ttft_s": first,
+                "tokens": int(m.group(1)) if m else 0}
+    except Exception as exc:  # counted as an error in the report
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
+    finally:
+        client.close()
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+def serving_load(clients: int = 30, new_tokens: int = 48, rows: int | None = None) -> dict:
+    """Start the app (its server limited to `rows` active rows if given), let `clients`
+    streaming chat clients ask at once (distinct prompts), and report latency, TTFT,
+    throughput, errors and the app's peak resident memory against its idle memory."""
+    env = {"LLM_LAB_SERVER_ROWS": str(rows)} if rows else {}
+    app = start_app(env)
+    try:
+        proc = psutil.Process(app.pid)
+        idle = proc.memory_info().rss
+        peak, stop = [idle], threading.Event()
+
+        def sample() -> None:
+            while not stop.wait(0.2):
+                peak[0] = max(peak[0], proc.memory_info().rss)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        barrier = threading.Barrier(clients)
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(max_workers=clients) as pool:
+            runs = list(pool.map(lambda i: _one_chat(app.url, i, new_tokens, barrier),
+                                 range(clients)))
+        wall = time.perf_counter() - t0
+        stop.set()
+        sampler.join()
+    finally:
+        app.stop()
+    ok = [r for r in runs if r["ok"]]
+    lat = [r["latency_s"] for r in ok]
+    ttft = [r["ttft_s"] for r in ok if r["ttft_s"] is not None]
+    return {"p50_latency_s": statistics.median(lat) if lat else None,
+            "p95_latency_s": _percentile(lat, 0.95) if lat else None,
+            "p50_ttft_s": statistics.median(ttft) if ttft else None,
+            "p95_ttft_s": _percentile(ttft, 0.95) if ttft else None,
+            "tokens_per_s": sum(r["tokens"] for r in ok) / wall, "wall_s": wall,
+            "errors": len(runs) - len(ok),
+            "error_messages": [r["error"] for r in runs if "error" in r][:5],
+            "idle_rss_mb": idle / 1e6, "peak_rss_mb": peak[0] / 1e6}
+
+
+def serving_race(clients: int = 30, new_tokens: int = 48) -> dict:
+    """The same classroom served twice in one run: by the continuous batcher, and with it
+    limited to one active row (every request alone, one after another)."""
+    batched = serving_load(clients, new_tokens)
+    serial = serving_load(clients, new_tokens, rows=1)
+    return {"clients": clients, "new_tokens": new_tokens, "batched": batched, "serial": serial,
+            "throughput_ratio_batched_vs_serial": batched["tokens_per_s"] / serial["tokens_per_s"],
+            "p95_latency_ratio_batched_vs_serial": (batched["p95_latency_s"]
+                                                    / serial["p95_latency_s"]),
+            "peak_rss_vs_idle_batched": batched["peak_rss_mb"] / batched["idle_rss_mb"]}

@@ -69,6 +69,16 @@ class Settings:
     server_cache_mb: int = 1_024  # KV cache of all rows together, worst case, before admitting
     server_window_s: float = 60.0  # the "last minute" of the live server view
 
+    # The web queue: per visitor (browser tab or API client) and per lane.
+    queue_size: int = 256  # every waiting event, all lanes together
+    session_events: int = 6  # one visitor's events waiting or running at once
+    lane_waiting: int = 64  # events waiting in one lane ("model", "heavy", "chat", ...)
+
+    # Caches visitors keep between clicks (lesson 3's Step): a budget for all of them.
+    held_cache_mb: int = 768  # all held caches together; oldest-used freed first (LLM_LAB_HELD_MB)
+    held_idle_s: float = 600.0  # a cache idle this long is freed (the tokens stay)
+    state_ttl_s: float = 3_600.0  # a visitor's lesson state is dropped after this long unused
+
     # Lesson 2: prefill sweep.
     prefill_sweep_tokens: Range = _r(8, 256, 128, 8)
 
@@ -105,8 +115,12 @@ class Settings:
     def from_env() -> Settings:
         """The defaults, with the model (LLM_LAB_MODEL) and the server's row count
         (LLM_LAB_SERVER_ROWS, e.g. 1 to measure serving without batching) from the environment."""
-        rows = os.environ.get("LLM_LAB_SERVER_ROWS", "")
-        extra = {"server_rows": max(1, int(rows))} if rows.strip().isdigit() else {}
+        extra = {}
+        for env, name in (("LLM_LAB_SERVER_ROWS", "server_rows"),
+                          ("LLM_LAB_HELD_MB", "held_cache_mb")):
+            value = os.environ.get(env, "").strip()
+            if value.isdigit():
+                extra[name] = max(1, int(value))
         return Settings(model_override=os.environ.get("LLM_LAB_MODEL") or None, **extra)
 
     def ranges(self) -> dict[str, Range]:

@@ -11,6 +11,7 @@ token the learner picked. `stream()` is the plain loop a chat app runs.
 """
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -49,6 +50,9 @@ class Generation:
     last_logits: torch.Tensor | None = None  # [V] scores behind the newest event's choice
     pending_force: int | None = None  # set by branch(): the learner's pick for the next step
     stopped: bool = False
+    # One visitor's clicks arrive as separate events: steps on one generation take turns.
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    cache_freed: bool = False  # the budget freed the cache; the next step rebuilds it
 
     @property
     def tokens(self) -> list[int]:
@@ -72,6 +76,13 @@ class Generation:
         may still hold them; `branch()` crops it before it is read again."""
         keep = max(0, int(keep))
         del self.events[keep:], self.generated[keep:]
+
+    def free_cache(self) -> None:
+        """Drop the KV cache (the memory budget needs it) but keep every token: the next step
+        feeds them all again in one pass and continues exactly as before."""
+        if self.cache is not None:
+            self.cache, self.fed, self.last_logits = None, 0, None
+            self.cache_freed = True
 
     def set_max_new_tokens(self, max_new_tokens: int, limit: int = LIMITS.new_tokens.high) -> None:
         """Change the length limit mid-run; never below the tokens already made plus one."""
@@ -126,6 +137,7 @@ def next_token(lm, gen: Generation, force_token: int | None = None) -> StepEvent
     sync(device)
     t0 = time.perf_counter()
     pending = gen.tokens[gen.fed:]  # [prompt] at step 0, [last token] afterwards
+    gen.cache_freed = False  # (all tokens again after the budget freed the cache)
     if gen.cache is None:
         gen.cache = DynamicCache()
     logits = forward(lm.model, torch.tensor([pending], device=device), gen.cache)[0]  # [V]

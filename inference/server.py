@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .cache_budget import CacheBudget
 from .config import Settings
 from .errors import InferenceInputError, PromptTooLongError, SettingOutOfRangeError
 from .events import StepEvent
@@ -59,6 +60,7 @@ class ServerStats:
     last_step_s: float  # duration of the newest forward pass (synced)
     tokens_per_s: float  # tokens given to requests over the last window (or since start)
     cache_bytes: int  # bytes of the batch's real key/value tensors now
+    held_bytes: int  # caches visitors keep between clicks (lesson 3), under `budget`
     history: tuple[tuple[float, int, float], ...]  # (seconds ago, rows, step seconds), oldest first
 
 
@@ -137,6 +139,8 @@ class Server:
         self._log: deque[tuple[float, int, float, int]] = deque()  # (time, rows, seconds, tokens)
         self._kv_per_token = kv_cache_bytes(lm.info.layers, lm.info.kv_heads, lm.info.head_dim,
                                             lm.bytes_per_value, tokens=1)
+        # caches that visitors keep between clicks (lesson 3) share one memory budget
+        self.budget = CacheBudget(self.settings.held_cache_mb * 2**20, self.settings.held_idle_s)
         self._thread = threading.Thread(target=self._run, name="llm-lab-server", daemon=True)
         self._thread.start()
 
@@ -181,6 +185,7 @@ class Server:
                 steps=self._steps, served=self._served, last_step_s=self._last_step,
                 tokens_per_s=tokens / span if self._log else 0.0,
                 cache_bytes=cache_tensor_bytes(self._batch.cache) if self._batch else 0,
+                held_bytes=self.budget.held_bytes(),
                 history=tuple((round(now - t, 2), r, s) for t, r, s, _ in self._log))
 
     @contextmanager

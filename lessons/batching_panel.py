@@ -46,7 +46,7 @@ def _run_and_stop(label: str, run_id: str, stop_id: str) -> tuple[gr.Button, gr.
                 gr.Button("Stop", variant="stop", elem_id=stop_id))
 
 
-def sweep_tab(lm, settings: Settings, shared, measured: Measured) -> Dependency:
+def sweep_tab(lm, settings: Settings, shared, measured: Measured, server=None) -> Dependency:
     """1 · Batch sweep: throughput and step time against batch size. Returns the run event."""
     with gr.Row():
         largest = gr.Dropdown(sweep_sizes(int(settings.batch.high)), value=settings.batch.default,
@@ -70,7 +70,7 @@ def sweep_tab(lm, settings: Settings, shared, measured: Measured) -> Dependency:
     handler = showing(shown, lambda data: run.sweep_frames(
         lm, settings, shared, max_batch=data[largest], steps=data[steps],
         budget_mb=data[budget], schedules=data[measured.schedules]))
-    ev = start.click(guarded(handler), {largest, steps, budget, measured.schedules},
+    ev = start.click(guarded(handler, alone=server), {largest, steps, budget, measured.schedules},
                      list(shown.values()), concurrency_id="heavy", concurrency_limit=1,
                      time_limit=600, api_name="batch_sweep")
     stop.click(None, None, None, cancels=[ev])
@@ -90,7 +90,7 @@ def padding_tab(lm, settings: Settings) -> None:
     show.click(guarded(handler), [prompts], list(shown.values()), api_name="batch_padding")
 
 
-def schedulers_tab(lm, settings: Settings, shared, measured: Measured) -> None:
+def schedulers_tab(lm, settings: Settings, shared, measured: Measured, server=None) -> None:
     """3 · Static vs continuous: one workload served both ways on a virtual clock."""
     with gr.Row():
         workload = gr.Dropdown([*PRESETS, run.RANDOM], value=next(iter(PRESETS)),
@@ -117,7 +117,7 @@ def schedulers_tab(lm, settings: Settings, shared, measured: Measured) -> None:
         lm, settings, shared, workload=data[workload], seed=data[seed],
         requests=data[requests], rate_per_s=data[rate], max_batch=data[max_batch],
         fill_wait_s=data[wait], sweep=data[measured.sweep]))
-    ev = start.click(guarded(handler),
+    ev = start.click(guarded(handler, alone=server),
                      {workload, max_batch, wait, seed, requests, rate, measured.sweep},
                      list(shown.values()), concurrency_id="heavy", concurrency_limit=1,
                      time_limit=600, api_name="batch_schedulers")
@@ -145,19 +145,20 @@ def cost_tab(lm, settings: Settings, measured: Measured, sweep_event: Dependency
         control.change(cost, inputs, list(shown.values()), api_visibility="undocumented")
 
 
-def build(lm, settings: Settings, shared=None) -> None:
-    """Lay out Lesson 5 inside the caller's tab. `shared`: the app's SharedResults (or None)."""
+def build(lm, settings: Settings, shared=None, server=None) -> None:
+    """Lay out Lesson 5 inside the caller's tab. `shared`: the app's SharedResults (or None);
+    `server`: the sweep and the schedulers pause it and run alone."""
     gr.Markdown(lesson_text("lesson5_batching.md"), elem_id="batch-lesson-text")
     measured = Measured(sweep=gr.State(None), schedules=gr.State(None),
                         closing=gr.Markdown(text.closing_note(lm.info, None, None),
                                             elem_id="batch-closing", render=False))
     with gr.Tabs():
         with gr.Tab("1 · Batch sweep"):
-            sweep_event = sweep_tab(lm, settings, shared, measured)
+            sweep_event = sweep_tab(lm, settings, shared, measured, server)
         with gr.Tab("2 · Padding"):
             padding_tab(lm, settings)
         with gr.Tab("3 · Static vs continuous"):
-            schedulers_tab(lm, settings, shared, measured)
+            schedulers_tab(lm, settings, shared, measured, server)
         with gr.Tab("4 · Cost per request"):
             cost_tab(lm, settings, measured, sweep_event)
     measured.closing.render()  # below the sub-tabs; the sweep and the schedulers update it

@@ -2,16 +2,22 @@
 time to first token and tokens/s measured live. This proves the whole path, browser to
 model and back; the lessons then take it apart.
 
-`generate_chat` is a plain generator of (chat history, stats line); `build()` wires it."""
+Every answer is served by the app's one continuous batcher (`inference.server.Server`): the
+request joins whatever batch is running for the other visitors, and the line under the answer
+says how many requests shared its forward passes. `generate_chat` is a plain generator of
+`ChatFrame`s; `build()` wires it. Stop or a closed tab frees the row at the next step."""
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import gradio as gr
 
 from inference.config import Settings
-from inference.generation import stream
 from inference.sampling import SamplingSettings
+from inference.tokens import clean_text
+from visualizations.server_view import limit_note, shared_steps_note, waiting_md
 from visualizations.timing_text import live_stats_md
 
 from .controls import slider
@@ -19,23 +25,44 @@ from .feedback import guarded
 from .prompt_input import encode_prompt
 
 
-def generate_chat(lm, settings: Settings, prompt: str, max_new: int
-                  ) -> Iterator[tuple[list[dict], str]]:
-    """Stream a greedy answer: after each token, (chat messages, measured stats markdown)."""
+@dataclass(frozen=True)
+class ChatFrame:
+    history: list[dict]  # the chat as messages: the visitor's prompt, the answer so far
+    stats: str  # measured TTFT / time per token / tokens/s, then the batching line
+
+
+def generate_chat(lm, settings: Settings, server, prompt: str, max_new: int
+                  ) -> Iterator[ChatFrame]:
+    """Stream a greedy answer from the shared server. Times are what this visitor experienced:
+    TTFT from pressing Generate (queue and prefill), then the wall time between tokens."""
     ids = encode_prompt(lm, settings, prompt)
-    history = [{"role": "user", "content": prompt}, {"role": "assistant", "content": ""}]
-    ttft, decode_s, n = None, 0.0, 0
-    for ev in stream(lm, ids, SamplingSettings(), int(max_new)):
-        if ev.index == 0:
-            ttft = ev.seconds
-        else:
-            decode_s, n = decode_s + ev.seconds, n + 1
-        ended = ev.finished == "end of turn"
-        history[1]["content"] = ev.text.replace(lm.tokenizer.eos_token, "") if ended else ev.text
-        yield history, live_stats_md(ttft, decode_s, n, len(ids))
+    shown = clean_text(prompt)  # echo the cleaned text (a lone surrogate cannot be sent back)
+    history = [{"role": "user", "content": shown}, {"role": "assistant", "content": ""}]
+    if isinstance(max_new, float) and max_new.is_integer():
+        max_new = int(max_new)
+    req = server.submit(ids, SamplingSettings(), max_new)
+    yield ChatFrame([dict(m) for m in history], waiting_md(req.ahead))
+    ttft, last, decode_s, n = None, None, 0.0, 0
+    try:
+        for ev in req.events():
+            now = time.perf_counter()
+            if ev.index == 0:
+                ttft = now - req.submitted
+            else:
+                decode_s, n = decode_s + (now - last), n + 1
+            last = now
+            ended = ev.finished == "end of turn"
+            history[1]["content"] = (ev.text.replace(lm.tokenizer.eos_token, "") if ended
+                                     else ev.text)
+            lines = [live_stats_md(ttft, decode_s, n, len(ids)),
+                     shared_steps_note(req.mean_batch_rows, req.queued_seconds),
+                     limit_note(ev.finished, req.max_new_tokens)]
+            yield ChatFrame([dict(m) for m in history], "  \n".join(x for x in lines if x))
+    finally:
+        req.cancel()  # Stop, a closed tab or an error: the row is freed at the next step
 
 
-def build(lm, settings: Settings) -> None:
+def build(lm, settings: Settings, server) -> None:
     with gr.Row():
         with gr.Column(scale=3):
             prompt = gr.Textbox(label="Your prompt", lines=2, max_length=settings.max_prompt_chars,
@@ -50,9 +77,11 @@ def build(lm, settings: Settings) -> None:
     chat = gr.Chatbot(label="Streaming answer (greedy decoding)", height=320, elem_id="chat-box")
 
     def run(p: str, m: int) -> Iterator[dict]:
-        for history, line in generate_chat(lm, settings, p, m):
-            yield {chat: history, stats: line}
+        for frame in generate_chat(lm, settings, server, p, m):
+            yield {chat: frame.history, stats: frame.stats}
 
-    ev = go_btn.click(guarded(run), [prompt, max_new], [chat, stats], concurrency_id="model",
-                      time_limit=120, api_name="chat")
+    # Handlers only wait on their request's events: many may wait at once, one model runs.
+    ev = go_btn.click(guarded(run), [prompt, max_new], [chat, stats], concurrency_id="chat",
+                      concurrency_limit=settings.server_rows + settings.server_queue,
+                      time_limit=600, api_name="chat")
     stop_btn.click(None, None, None, cancels=[ev])

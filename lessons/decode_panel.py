@@ -11,13 +11,13 @@ creation, so the state, the tokens-shown box and the sampling controls are creat
 order the named endpoints (`decode_step`, `decode_stop`, `decode_reset`) take them."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import gradio as gr
 
 from inference.config import Settings
 from inference.sampling import SamplingSettings
-from visualizations.decode_view import decode_stats_md, output_html
+from visualizations.decode_view import CACHE_FREED, decode_stats_md, output_html
 
 from .controls import number, slider
 from .decode_session import DecodeView, branch_to, play_tick, sampling_from, step, stop, views
@@ -84,8 +84,11 @@ class DecodeUI:
                                       for b in (self.step_btn, self.branch_btn, self.play_btn)}}
 
 
-def _layout(settings: Settings) -> DecodeUI:
-    state = gr.State(None)
+def _layout(settings: Settings, budget=None) -> DecodeUI:
+    # The learner's Generation: dropped (its cache freed) when the tab closes or after
+    # `state_ttl_s` unused; meanwhile the server's memory budget may free its cache.
+    state = gr.State(None, time_to_live=settings.state_ttl_s,
+                     delete_callback=budget.forget if budget is not None else None)
     shown = gr.Number(0, visible=False)
     with gr.Row():
         prompt = gr.Textbox(label="Prompt", lines=2, scale=3, max_length=settings.max_prompt_chars,
@@ -121,31 +124,43 @@ def _layout(settings: Settings) -> DecodeUI:
                     candidates, timing, at_step, choice, branch_btn)
 
 
-def _wire_steps(lm, settings: Settings, ui: DecodeUI) -> None:
+def _wire_steps(lm, settings: Settings, ui: DecodeUI, server) -> None:
     """Step, Play's ticks and Branch: the events that run the model."""
+    def shown(before, gen, sampling) -> dict:
+        """The view after a step; the step's cache counts against the memory budget."""
+        if server is not None and gen is not None:
+            server.budget.touch(gen)
+        view = views(lm, gen, sampling)
+        if before is not None and before.cache_freed:
+            view = replace(view, stats_md=CACHE_FREED + "\n\n" + view.stats_md)
+        return ui.show(view)
+
     def on_step(data: dict) -> dict:
-        sampling = ui.sampling(data)
-        gen = step(lm, settings, data[ui.state], data[ui.prompt], data[ui.max_new], sampling)
-        return ui.show(views(lm, gen, sampling))
+        sampling, before = ui.sampling(data), data[ui.state]
+        gen = step(lm, settings, before, data[ui.prompt], data[ui.max_new], sampling)
+        return shown(before, gen, sampling)
 
     def on_tick(data: dict) -> dict:
-        sampling = ui.sampling(data)
-        gen, done = play_tick(lm, settings, data[ui.state], data[ui.prompt], data[ui.max_new],
+        sampling, before = ui.sampling(data), data[ui.state]
+        gen, done = play_tick(lm, settings, before, data[ui.prompt], data[ui.max_new],
                               sampling)
-        out = ui.show(views(lm, gen, sampling))
+        out = shown(before, gen, sampling)
         return {**out, **ui.playing(False)} if done else out
 
     def on_branch(data: dict) -> dict:
-        gen = branch_to(lm, data[ui.state], data[ui.at_step], data[ui.choice])
-        return ui.show(views(lm, gen, ui.sampling(data)))
+        before = data[ui.state]
+        gen = branch_to(lm, before, data[ui.at_step], data[ui.choice])
+        return shown(before, gen, ui.sampling(data))
 
     step_inputs = {ui.state, ui.prompt, ui.max_new} | ui.sampling_inputs
-    ui.step_btn.click(guarded(on_step), step_inputs, ui.view_outputs, concurrency_id="model",
-                      time_limit=60, api_name="decode_step")
-    ui.timer.tick(guarded(on_tick, plain=True), step_inputs, ui.view_outputs + ui.play_outputs,
+    ui.step_btn.click(guarded(on_step, alone=server), step_inputs, ui.view_outputs,
+                      concurrency_id="model", time_limit=60, api_name="decode_step")
+    ui.timer.tick(guarded(on_tick, plain=True, alone=server), step_inputs,
+                  ui.view_outputs + ui.play_outputs,
                   concurrency_id="model", time_limit=60, trigger_mode="once",
                   show_progress="hidden", api_name="decode_play_tick")
-    ui.branch_btn.click(guarded(on_branch), {ui.state, ui.at_step, ui.choice} | ui.sampling_inputs,
+    ui.branch_btn.click(guarded(on_branch, alone=server),
+                        {ui.state, ui.at_step, ui.choice} | ui.sampling_inputs,
                         ui.view_outputs, concurrency_id="model", time_limit=60,
                         api_name="decode_branch")
 
@@ -190,8 +205,10 @@ def _wire_controls(lm, ui: DecodeUI) -> None:
                        api_name="decode_look")
 
 
-def build(lm, settings: Settings, shared=None) -> None:
+def build(lm, settings: Settings, shared=None, server=None) -> None:
+    """Lesson 3 in the caller's tab. Each Step runs alone (`server` pauses for it), so the
+    step times shown are one request's own."""
     gr.Markdown(lesson_text("lesson3_decode.md"))
-    ui = _layout(settings)
-    _wire_steps(lm, settings, ui)
+    ui = _layout(settings, server.budget if server is not None else None)
+    _wire_steps(lm, settings, ui, server)
     _wire_controls(lm, ui)

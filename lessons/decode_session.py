@@ -94,14 +94,14 @@ def step(lm, settings: Settings, gen: Generation | None, prompt: str, max_new: i
     if gen is None or gen.prompt_ids != ids or gen.finished:
         gen = start(lm, ids, sampling, int(max_new), top_k_shown=settings.top_k_shown,
                     max_new_limit=settings.new_tokens.high)
-    else:
+    with gen.lock:  # two Steps sent at once take turns, never interleave
         gen.set_max_new_tokens(int(max_new), settings.new_tokens.high)
         if gen.sampling != sampling:
             set_sampling(lm, gen, sampling)
-    if gen.pending_force is not None:
-        continue_branch(lm, gen)
-    else:
-        next_token(lm, gen)
+        if gen.pending_force is not None:
+            continue_branch(lm, gen)
+        else:
+            next_token(lm, gen)
     return gen
 
 
@@ -126,7 +126,8 @@ def branch_to(lm, gen: Generation | None, at_step: int, token_id: int | None) ->
         raise NotReadyError("Generate a few tokens first, then branch from one of them.")
     if token_id is None:
         raise NotReadyError("Choose a candidate token to branch with.")
-    gen.branch(int(at_step), int(token_id))
-    continue_branch(lm, gen)
+    with gen.lock:
+        gen.branch(int(at_step), int(token_id))
+        continue_branch(lm, gen)
     return gen
 

@@ -3,6 +3,7 @@
 anything unexpected into one plain sentence (logged on the server, never shown as a trace)."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 
@@ -26,14 +27,17 @@ def user_error(exc: Exception) -> gr.Error:
     return gr.Error(UNEXPECTED, print_exception=False)
 
 
-def guarded(fn, *, plain: bool = False):
+def guarded(fn, *, plain: bool = False, alone=None):
     """Wrap a handler (plain, or returning/being a generator) so any error reaches the learner
     as a clear message. The wrapped handler is a generator: Gradio streams what it yields, and
     a plain handler's result is its single yield. With `plain=True` it is a plain function
     returning that one result: the event then ends in one message (a Play tick needs this, or
-    a Stop pressed while its step runs would still see the step's token arrive)."""
+    a Stop pressed while its step runs would still see the step's token arrive).
+
+    `alone`: the app's serving engine (`inference.server.Server`), for a measurement that must
+    run alone: the server finishes its current step and waits until the handler is done."""
     if plain:
-        streamed = guarded(fn)
+        streamed = guarded(fn, alone=alone)
 
         @functools.wraps(fn)
         def once(*args, **kwargs):
@@ -43,11 +47,12 @@ def guarded(fn, *, plain: bool = False):
     @functools.wraps(fn)
     def run(*args, **kwargs):
         try:
-            result = fn(*args, **kwargs)
-            if hasattr(result, "__next__"):
-                yield from result
-            else:
-                yield result
+            with alone.exclusive() if alone is not None else contextlib.nullcontext():
+                result = fn(*args, **kwargs)
+                if hasattr(result, "__next__"):
+                    yield from result
+                else:
+                    yield result
         except Exception as exc:
             raise user_error(exc) from exc
     return run

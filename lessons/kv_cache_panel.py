@@ -41,7 +41,7 @@ def _run_and_stop(label: str, run_id: str, stop_id: str) -> tuple[gr.Button, gr.
                 gr.Button("Stop", variant="stop", elem_id=stop_id))
 
 
-def growth_tab(lm, settings: Settings) -> None:
+def growth_tab(lm, settings: Settings, server=None) -> None:
     """1 · Watch it grow: one column per cached token, bytes against the formula."""
     with gr.Row():
         prompt = _prompt(settings, "kv-growth-prompt")
@@ -53,12 +53,12 @@ def growth_tab(lm, settings: Settings) -> None:
              "grid": gr.Plot(label="Cache tensors", elem_id="kv-growth-grid"),
              "size": gr.Plot(label="Cache bytes", elem_id="kv-growth-bytes")}
     handler = showing(shown, lambda p, n: run.growth_frames(lm, settings, p, n))
-    ev = start.click(guarded(handler), [prompt, new_tokens], list(shown.values()),
+    ev = start.click(guarded(handler, alone=server), [prompt, new_tokens], list(shown.values()),
                      concurrency_id="model", time_limit=180, api_name="kv_growth")
     stop.click(None, None, None, cancels=[ev])
 
 
-def race_tab(lm, settings: Settings) -> None:
+def race_tab(lm, settings: Settings, server=None) -> None:
     """2 · Race: the same greedy tokens with the cache and by recomputing everything."""
     gr.Markdown("Same prompt, same greedy tokens. With the cache each step feeds **one** token "
                 "(O(1) tokens per step); without it each step feeds the **whole sequence** "
@@ -71,7 +71,7 @@ def race_tab(lm, settings: Settings) -> None:
              "summary": gr.Markdown(elem_id="kv-race-summary"),
              "plot": gr.Plot(label="Per-step latency", elem_id="kv-race-plot")}
     handler = showing(shown, lambda p, n: run.race_frames(lm, settings, p, n))
-    ev = start.click(guarded(handler), [prompt, new_tokens], list(shown.values()),
+    ev = start.click(guarded(handler, alone=server), [prompt, new_tokens], list(shown.values()),
                      concurrency_id="heavy", concurrency_limit=1, time_limit=300,
                      api_name="kv_race")
     stop.click(None, None, None, cancels=[ev])
@@ -96,7 +96,7 @@ def projection_tab(lm, settings: Settings) -> None:
         control.change(project, [batch, context, bpv], list(shown.values()))
 
 
-def prefix_tab(lm, settings: Settings) -> None:
+def prefix_tab(lm, settings: Settings, server=None) -> None:
     """4 · Prefix reuse: a shared system prompt prefilled once, answered both ways."""
     system = gr.Textbox(DEFAULT_SYSTEM, label="Shared system prompt", lines=5,
                         max_length=settings.max_prompt_chars, elem_id="kv-prefix-system")
@@ -111,13 +111,14 @@ def prefix_tab(lm, settings: Settings) -> None:
              "plot": gr.Plot(elem_id="kv-prefix-plot",
                              label="Prefix reuse: time to first token")}
     handler = showing(shown, lambda s, q, n: run.prefix_frames(lm, settings, s, q, n))
-    ev = start.click(guarded(handler), [system, questions, new_tokens], list(shown.values()),
+    ev = start.click(guarded(handler, alone=server), [system, questions, new_tokens],
+                     list(shown.values()),
                      concurrency_id="heavy", concurrency_limit=1, time_limit=240,
                      api_name="kv_prefix")
     stop.click(None, None, None, cancels=[ev])
 
 
-def attention_tab(lm, settings: Settings) -> None:
+def attention_tab(lm, settings: Settings, server=None) -> None:
     """5 · What the cache is read for: the newest token's attention over every position."""
     with gr.Row():
         prompt = _prompt(settings, "kv-attn-prompt")
@@ -134,25 +135,26 @@ def attention_tab(lm, settings: Settings) -> None:
     inputs = {prompt, new_tokens, layer, head}
     handler = showing(shown, lambda data: run.show_attention(
         lm, settings, data[prompt], data[new_tokens], data[layer], data[head]))
-    start.click(guarded(handler), inputs, list(shown.values()), concurrency_id="model",
-                time_limit=120, api_name="kv_attention")
+    start.click(guarded(handler, alone=server), inputs, list(shown.values()),
+                concurrency_id="model", time_limit=120, api_name="kv_attention")
     redraw = guarded(lambda view, at_layer, at_head: run.attention_redraw(lm, view, at_layer,
                                                                           at_head))
     for control in (layer, head):
         control.change(redraw, [shown["view"], layer, head], shown["plot"])
 
 
-def build(lm, settings: Settings, shared=None) -> None:
-    """Lay out Lesson 4 inside the caller's tab. `shared` is accepted for the common signature."""
+def build(lm, settings: Settings, shared=None, server=None) -> None:
+    """Lay out Lesson 4 inside the caller's tab. `shared` is accepted for the common signature;
+    `server`: every measurement here pauses it and runs alone."""
     gr.Markdown(lesson_text("lesson4_kv_cache.md", lm.info), elem_id="kv-lesson-text")
     with gr.Tabs():
         with gr.Tab("1 · Watch it grow"):
-            growth_tab(lm, settings)
+            growth_tab(lm, settings, server)
         with gr.Tab("2 · Race: cache on vs off"):
-            race_tab(lm, settings)
+            race_tab(lm, settings, server)
         with gr.Tab("3 · Memory projection"):
             projection_tab(lm, settings)
         with gr.Tab("4 · Prefix reuse"):
-            prefix_tab(lm, settings)
+            prefix_tab(lm, settings, server)
         with gr.Tab("5 · What the cache is read for"):
-            attention_tab(lm, settings)
+            attention_tab(lm, settings, server)

@@ -16,6 +16,7 @@ from inference.generation import stream
 from inference.tokens import prompt_ids
 from visualizations.quant_charts import roofline_figure
 from visualizations.quant_text import roofline_md
+from visualizations.server_view import batch_history_figure, server_stats_md
 from visualizations.style import empty_figure, info_caption
 
 from .feedback import guarded
@@ -53,7 +54,38 @@ def roofline_point(lm, r: Roofline) -> RooflinePoint:
                          r.measured_tokens_per_s)
 
 
-def build(lm, settings: Settings, shared=None) -> None:
+def server_section(lm, settings: Settings, server) -> None:
+    """The live view of the real scheduler serving this room (polled while switched on)."""
+    gr.Markdown("## The server, live\nEvery answer in *Try it* (yours and everyone else's) is "
+                "served by one continuous batcher: requests join and leave between steps, and all "
+                "active ones get their next token from one shared forward pass. This is lesson "
+                "5's continuous batching, serving this room right now.")
+    with gr.Row():
+        watch = gr.Checkbox(False, label="Watch live (updates every 2 s)", elem_id="server-watch")
+        refresh = gr.Button("Refresh now", elem_id="server-refresh")
+    text = gr.Markdown(server_stats_md(None, settings.server_rows, settings.server_window_s),
+                       elem_id="server-stats")
+    chart = gr.Plot(batch_history_figure(None), label="Batch size over time",
+                    elem_id="server-chart")
+    timer = gr.Timer(2.0, active=False)
+
+    def show() -> dict:
+        st = server.stats()
+        cap = info_caption(lm.info, alone=False, note="live scheduler")
+        return {text: server_stats_md(st, settings.server_rows, settings.server_window_s),
+                chart: batch_history_figure(st, cap)}
+
+    checked = guarded(show)
+    refresh.click(checked, None, [text, chart], api_name="server_stats")
+    timer.tick(checked, None, [text, chart], show_progress="hidden",
+               api_visibility="undocumented")
+    watch.change(guarded(lambda on: gr.Timer(active=bool(on))), watch, timer,
+                 api_visibility="undocumented")
+
+
+def build(lm, settings: Settings, shared=None, server=None) -> None:
+    if server is not None:
+        server_section(lm, settings, server)
     gr.Markdown("## This machine's roofline\nHow fast *can* decode be here? Measure the memory "
                 "bandwidth, then see where this model's measured decode speed sits under it.")
     run = gr.Button("Measure this machine", variant="primary", elem_id="perf-run")
@@ -67,5 +99,5 @@ def build(lm, settings: Settings, shared=None) -> None:
                               ", read bandwidth measured", info_caption(lm.info))
         return {text: roofline_md(r, lm.info.weight_bytes), chart: fig}
 
-    run.click(guarded(on_run), None, [text, chart], concurrency_id="heavy", concurrency_limit=1,
-              time_limit=120, api_name="roofline")
+    run.click(guarded(on_run, alone=server), None, [text, chart], concurrency_id="heavy",
+              concurrency_limit=1, time_limit=120, api_name="roofline")

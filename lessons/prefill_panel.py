@@ -81,7 +81,7 @@ def run_sweep(lm, settings: Settings, shared, lengths: list[int], max_sequential
     yield SweepFrame(prefill_sweep_figure(points, caption), sweep_verdict_md(points))
 
 
-def _measure_section(lm, settings: Settings) -> None:
+def _measure_section(lm, settings: Settings, server) -> None:
     with gr.Row():
         prompt = gr.Textbox(label="Prompt", lines=2, scale=4, max_length=settings.max_prompt_chars,
                             value="Summarise the plot of Romeo and Juliet in three sentences.",
@@ -93,11 +93,11 @@ def _measure_section(lm, settings: Settings) -> None:
     def on_run(p: str) -> str:
         return prefill_report_md(measure_prompt(lm, settings, p))
 
-    run.click(guarded(on_run), prompt, result, concurrency_id="model", time_limit=60,
+    run.click(guarded(on_run, alone=server), prompt, result, concurrency_id="model", time_limit=60,
               api_name="prefill_measure")
 
 
-def _sweep_section(lm, settings: Settings, shared) -> None:
+def _sweep_section(lm, settings: Settings, shared, server) -> None:
     gr.Markdown("### Sweep: one pass for the whole prompt vs one pass per token")
     with gr.Row():
         lengths = gr.CheckboxGroup(LENGTH_CHOICES, value=DEFAULT_LENGTHS,
@@ -120,13 +120,14 @@ def _sweep_section(lm, settings: Settings, shared) -> None:
         return guarded(lambda: gr.update(interactive=interactive))
 
     ev = sweep_btn.click(sweep_button(False), None, sweep_btn).then(
-        guarded(on_sweep), [lengths, max_seq], [chart, progress], concurrency_id="heavy",
-        concurrency_limit=1, time_limit=300, api_name="prefill_sweep")
+        guarded(on_sweep, alone=server), [lengths, max_seq], [chart, progress],
+        concurrency_id="heavy", concurrency_limit=1, time_limit=300, api_name="prefill_sweep")
     ev.then(sweep_button(True), None, sweep_btn)
     stop_btn.click(sweep_button(True), None, sweep_btn, cancels=[ev])
 
 
-def build(lm, settings: Settings, shared=None) -> None:
+def build(lm, settings: Settings, shared=None, server=None) -> None:
+    """Lesson 2 in the caller's tab; `server`: measurements pause it and run alone."""
     gr.Markdown(lesson_text("lesson2_prefill.md"))
-    _measure_section(lm, settings)
-    _sweep_section(lm, settings, shared)
+    _measure_section(lm, settings, server)
+    _sweep_section(lm, settings, shared, server)

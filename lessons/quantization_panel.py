@@ -153,7 +153,7 @@ def _controls(settings: Settings) -> tuple[gr.Textbox, gr.CheckboxGroup, gr.Slid
     return prompt, modes, new_tokens, run_btn, stop_btn
 
 
-def build(lm, settings: Settings, shared) -> None:
+def build(lm, settings: Settings, shared, server=None) -> None:
     origin = weights_origin_md(lm.info.source, lm.info.dtype)
     gr.Markdown(lesson_text("lesson6_quantization.md", lm.info, {"weights_origin": origin}))
     bf16 = device_bf16(lm.device)  # checked once: said only where it was checked
@@ -183,7 +183,7 @@ def build(lm, settings: Settings, shared) -> None:
         for frame in compare_frames(lm, settings, shared, p, m, n):
             yield shown(frame)
 
-    ev = run_btn.click(guarded(run), [prompt, modes, new_tokens],
+    ev = run_btn.click(guarded(run, alone=server), [prompt, modes, new_tokens],
                        [progress, roofline, bars, table, texts, closing],
                        concurrency_id="heavy", concurrency_limit=1, time_limit=900,
                        api_name="quant_compare")

@@ -30,6 +30,16 @@ def chat_ids(lm):
 
 
 @pytest.fixture(scope="session")
+def serving(lm):
+    """The serving engine (one continuous batcher) on the shared model, default Settings."""
+    from inference.server import Server
+
+    srv = Server(lm)
+    yield srv
+    srv.close()
+
+
+@pytest.fixture(scope="session")
 def app_module():
     """`app.py` imported (builds `app.demo` and loads its own model; ~30 s), not launched."""
     import app

@@ -44,3 +44,74 @@ def test_prefix_reuse_has_the_app_token_limit(tok):
         shared_prefix_ids(tok, "word " * 9000)
     with pytest.raises(PromptTooLongError):
         full_prompt_ids(tok, "Be brief.", "word " * 9000)
+
+
+def test_memory_budget_frees_oldest_caches_and_tokens_continue(lm):
+    from inference.cache_budget import CacheBudget
+    from inference.generation import next_token, start, stream
+
+    prompts = [prompt_ids(lm.tokenizer, f"Tell me about the number {n}. " * 12) for n in range(4)]
+    gens = [start(lm, p, max_new_tokens=6) for p in prompts]
+    for g in gens:
+        next_token(lm, g)
+    one = cache_bytes_of(gens[0])
+    budget = CacheBudget(cap_bytes=int(one * 2.5), idle_s=3600)
+    for g in gens:
+        budget.touch(g)
+        assert budget.held_bytes() <= int(one * 2.5) + cache_bytes_of(g)
+    assert [g.cache is None for g in gens] == [True, True, False, False]  # oldest freed first
+    assert gens[0].cache_freed and not gens[3].cache_freed
+    for g, p in zip(gens, prompts, strict=True):  # every one carries on with its solo tokens
+        while not g.finished:
+            next_token(lm, g)
+        assert [e.token_id for e in g.events] == [e.token_id for e in stream(lm, p, None, 6)]
+    assert not gens[0].cache_freed  # rebuilt by the step after freeing
+    budget.forget(gens[3])
+    assert gens[3].cache is None
+
+
+def test_memory_budget_frees_idle_caches(lm):
+    from inference.cache_budget import CacheBudget
+    from inference.generation import next_token, start
+
+    a, b = (start(lm, prompt_ids(lm.tokenizer, t), max_new_tokens=4) for t in ("Hi", "Yo"))
+    next_token(lm, a), next_token(lm, b)
+    budget = CacheBudget(cap_bytes=10**12, idle_s=0.0)
+    budget.touch(a)
+    budget.touch(b)  # `a` has been idle longer than 0 s: freed; `b` is the one in use
+    assert a.cache is None and b.cache is not None
+
+
+def cache_bytes_of(gen):
+    from inference.kv_cache import cache_tensor_bytes
+
+    return cache_tensor_bytes(gen.cache)
+
+
+def test_concurrent_steps_on_one_session_take_turns(lm):
+    import threading
+
+    from inference.config import Settings
+    from inference.generation import stream
+    from inference.sampling import SamplingSettings
+    from lessons import decode_session
+
+    settings, greedy, prompt = Settings(), SamplingSettings(), "Write one sentence about the moon."
+    gen = decode_session.step(lm, settings, None, prompt, 12, greedy)
+    errors = []
+
+    def press(n):
+        try:
+            for _ in range(n):
+                decode_session.step(lm, settings, gen, prompt, 12, greedy)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=press, args=(3,)) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    solo = [e.token_id for e in stream(lm, prompt_ids(lm.tokenizer, prompt), greedy, 12)]
+    assert errors == [] and len(gen.events) == 7
+    assert [e.token_id for e in gen.events] == solo[:7]

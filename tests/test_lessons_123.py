@@ -71,14 +71,25 @@ def test_cost_estimate_refuses_huge_text_and_prices_out_of_range(tok):
         tokens_panel.cost_md(tok, "hi", 10, SETTINGS.token_price_per_m.high + 1, 1.0)
 
 
-def test_chat_streams_the_greedy_answer(lm):
-    frames = list(chat_panel.generate_chat(lm, SETTINGS, PROMPT, 6))
+def test_chat_streams_the_greedy_answer_through_the_server(lm, serving):
+    frames = list(chat_panel.generate_chat(lm, SETTINGS, serving, PROMPT, 6))
     reference = list(stream(lm, prompt_ids(lm.tokenizer, PROMPT), max_new_tokens=6))
-    assert len(frames) == len(reference)
-    history, stats = frames[-1]
-    assert history[0] == {"role": "user", "content": PROMPT}
-    assert history[1]["content"] == reference[-1].text
-    assert "time to first token" in stats and f"{len(reference)} tokens generated" in stats
+    assert len(frames) == len(reference) + 1  # first: waiting for a row
+    assert frames[0].history[1]["content"] == "" and "batch" in frames[0].stats
+    last = frames[-1]
+    assert last.history[0] == {"role": "user", "content": PROMPT}
+    assert last.history[1]["content"] == reference[-1].text
+    assert "time to first token" in last.stats
+    assert f"{len(reference)} tokens generated" in last.stats
+    assert "continuous batcher" in last.stats
+    if reference[-1].finished == "max tokens":
+        assert "stopped at your limit of **6 new tokens**" in last.stats
+
+
+def test_chat_echoes_a_surrogate_prompt_cleanly(lm, serving):
+    frames = list(chat_panel.generate_chat(lm, SETTINGS, serving, "Say hi \ud800", 3))
+    assert frames[-1].history[0]["content"].encode("utf-8")  # encodable: no lone surrogate
+    assert len(frames) >= 2 and frames[-1].history[1]["content"]
 
 
 def test_step_yields_one_token_each(lm):
@@ -228,12 +239,12 @@ def test_roofline_panel_measures_and_explains(lm):
 BRANCH_STEP = "decode-branch-step"  # bounded by the tokens generated so far, not by Settings
 
 
-def test_every_slider_and_bounded_number_comes_from_settings(lm):
+def test_every_slider_and_bounded_number_comes_from_settings(lm, serving):
     with gr.Blocks() as demo:
-        chat_panel.build(lm, SETTINGS)
-        for panel in (tokens_panel, prefill_panel, decode_panel, quantization_panel,
-                      performance_panel):
-            panel.build(lm, SETTINGS, SharedResults())
+        chat_panel.build(lm, SETTINGS, serving)
+        tokens_panel.build(lm, SETTINGS, SharedResults())
+        for panel in (prefill_panel, decode_panel, quantization_panel, performance_panel):
+            panel.build(lm, SETTINGS, SharedResults(), serving)
     sliders = [b for b in demo.blocks.values() if isinstance(b, gr.Slider)]
     numbers = [b for b in demo.blocks.values() if isinstance(b, gr.Number)
                and (b.minimum is not None or b.maximum is not None)]

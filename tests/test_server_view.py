@@ -14,6 +14,7 @@ class Stats:
     last_step_s: float = 0.125
     tokens_per_s: float = 21.5
     cache_bytes: int = 4_000_000
+    held_bytes: int = 2_500_000
     history: tuple = ((2.0, 1, 0.1), (1.0, 3, 0.12), (0.0, 3, 0.125))
 
 
@@ -32,7 +33,7 @@ def test_empty_states():
 def test_stats_markdown_numbers():
     md = server_stats_md(Stats(), 32, 60)
     assert "**3** of 32 rows" in md and "**2** waiting" in md and "125 ms" in md
-    assert "21.5 tokens/s" in md and "4.0 MB" in md
+    assert "21.5 tokens/s" in md and "4.0 MB" in md and "**2.5 MB**" in md
     assert "paused" in server_stats_md(Stats(paused=True), 32, 60)
 
 

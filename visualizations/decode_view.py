@@ -43,3 +43,8 @@ def decode_stats_md(events, finished: str | None) -> str:
         parts.append(f"**Finished:** {finished}")
     return (" · ".join(parts)
             + "  \n*All measured on this machine, device synced before each clock read.*")
+
+
+CACHE_FREED = ("ℹ️ *Your KV cache had been freed to keep the room's memory within its budget "
+               "(idle too long, or others needed the space). Your tokens were kept: this step "
+               "fed them all again in one pass, so its time includes that prefill.*")

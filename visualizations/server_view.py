@@ -21,6 +21,7 @@ def server_stats_md(stats, rows_limit: int, window_s: float) -> str:
             f"newest step **{stats.last_step_s * 1000:.0f} ms** · "
             f"**{stats.tokens_per_s:.1f} tokens/s** over the last {window_s:.0f} s "
             f"(measured) · KV cache of the batch **{stats.cache_bytes / 1e6:.1f} MB** · "
+            f"caches kept by learners between steps **{stats.held_bytes / 1e6:.1f} MB** · "
             f"{stats.steps:,} forward passes, {stats.served:,} requests served since start")
 
 
@@ -51,3 +52,18 @@ def shared_steps_note(mean_rows: float, queued_s: float) -> str:
               if others >= 0.05 else "ran alone in its forward passes")
     wait = f" · waited {queued_s:.1f} s for a free row" if queued_s >= 0.05 else ""
     return f"Served by the continuous batcher: {shared}{wait}."
+
+
+def waiting_md(ahead: int) -> str:
+    """Shown while a request waits for a free row in the batch."""
+    if ahead <= 0:
+        return "*Joining the batch…*"
+    return f"*Waiting for a free row: {ahead} request(s) ahead of you.*"
+
+
+def limit_note(finished: str | None, max_new: int) -> str:
+    """A line when the answer stopped at the token limit (not at the end of its turn)."""
+    if finished == "max tokens":
+        return (f"⚠️ The answer stopped at your limit of **{max_new} new tokens**, not at its "
+                f"end: raise *Max new tokens* to read more.")
+    return ""

@@ -20,11 +20,16 @@ def machine_caption(device: str, dtype: str, threads: int) -> str:
     return f"Measured live on {device} · {dtype} · {threads} threads"
 
 
-def info_caption(info, dtype: str | None = None, note: str = "") -> str:
-    """The caption for a model's `ModelInfo` (read by attribute): device, dtype, threads, and
-    an optional note such as 'ran alone' or 'median of 12 steps'."""
+ALONE = "ran alone (the chat server paused)"
+
+
+def info_caption(info, dtype: str | None = None, note: str = "", alone: bool = True) -> str:
+    """The caption for a model's `ModelInfo` (read by attribute): device, dtype, threads,
+    whether the measurement ran alone (lesson measurements pause the shared chat server), and
+    an optional note such as 'median of 12 steps'."""
     cap = machine_caption(info.device, dtype or info.dtype, info.threads)
-    return f"{cap} · {note}" if note else cap
+    parts = [cap] + ([ALONE] if alone else []) + ([note] if note else [])
+    return " · ".join(parts)
 
 
 def styled(fig: go.Figure, title: str, x_title: str, y_title: str, caption: str = "",

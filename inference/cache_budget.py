@@ -1,0 +1,71 @@
+"""A memory budget for the KV caches that visitors keep between clicks.
+
+A learner stepping through lesson 3 holds a `Generation` whose KV cache lives on between
+clicks: about 46 KB per token in float32, so a 4,000-token prompt keeps ~180 MB. A room of
+thirty such learners could fill a small machine. `CacheBudget` tracks every held generation
+and frees caches, oldest use first, when
+
+- a generation has been idle longer than `idle_s`, or
+- all held caches together exceed `cap_bytes` (the one just used is kept).
+
+Freeing drops only the cache: the tokens stay, and the next step feeds them all again (one
+prefill) and carries on with the same tokens. The learner is told it happened.
+"""
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+
+from .generation import Generation
+from .kv_cache import cache_tensor_bytes
+
+
+class CacheBudget:
+    def __init__(self, cap_bytes: int, idle_s: float) -> None:
+        self.cap_bytes, self.idle_s = cap_bytes, idle_s
+        self._lock = threading.Lock()
+        self._held: dict[int, tuple[weakref.ref, float]] = {}  # id -> (generation, last use)
+
+    def touch(self, gen: Generation) -> None:
+        """`gen` was just used: remember it and free others' caches if over the budget."""
+        with self._lock:
+            self._held[id(gen)] = (weakref.ref(gen), time.monotonic())
+            self._enforce(keep=gen)
+
+    def forget(self, gen: Generation | None) -> None:
+        """The visitor is gone (tab closed, state expired): free the cache now."""
+        if gen is None:
+            return
+        with self._lock:
+            self._held.pop(id(gen), None)
+        gen.free_cache()
+
+    def held_bytes(self) -> int:
+        """Bytes of all held caches right now."""
+        with self._lock:
+            return sum(cache_tensor_bytes(g.cache) for g in self._alive())
+
+    def _alive(self) -> list[Generation]:
+        out = []
+        for key, (ref, _) in list(self._held.items()):
+            gen = ref()
+            if gen is None:
+                del self._held[key]
+            else:
+                out.append(gen)
+        return out
+
+    def _enforce(self, keep: Generation) -> None:
+        now = time.monotonic()
+        self._alive()
+        by_age = sorted(self._held.items(), key=lambda kv: kv[1][1])  # oldest use first
+        total = sum(cache_tensor_bytes(ref().cache) for _, (ref, _) in by_age if ref())
+        for key, (ref, used) in by_age:
+            gen = ref()
+            if gen is None or gen is keep:
+                continue
+            if total > self.cap_bytes or now - used > self.idle_s:
+                total -= cache_tensor_bytes(gen.cache)
+                gen.free_cache()
+                del self._held[key]
