@@ -64,7 +64,7 @@ def machine_and_model(lm) -> tuple[dict, dict]:
              "torch": torch.__version__,
              "bandwidth_read_gbs": measure_read_bandwidth(dev),
              "bandwidth_copy_gbs": measure.copy_bandwidth_gbs(dev),
-             "bandwidth_method": "read: sum of a 512 MB float32 buffer (bytes read / s); "
+             "bandwidth_method": "read: sum of a 512 MiB float32 buffer (bytes read / s); "
                                  "copy: 256 MB copy, read + write bytes counted"},
             {"name": lm.info.name, "source": lm.info.source, "parameters": lm.info.parameters,
              "weight_bytes": lm.info.weight_bytes})

@@ -1,11 +1,11 @@
 """Lesson 6: the precision modes, named explicitly, and building each one from the loaded model.
 
-Every mode starts from the same float32 weights (which were themselves dequantized from a
-4-bit Q4_1 GGUF file). A mode is chosen by its key from `MODES`, never guessed from a file
+Every mode starts from the same float32 weights (dequantized from the bundled GGUF file, whose
+linear layers are Q4_1 and whose tied embedding/output head is Q8_0, when that is the source). A mode is chosen by its key from `MODES`, never guessed from a file
 name. Building a mode copies the shared model (`copy.deepcopy`) and converts the copy, so the
 model every other lesson uses is never touched. Built modes are kept once per process in the
-`SharedResults` the app passes in; only modes somebody asked for are built (an fp32 copy is
-538 MB; the quantized ones are far smaller once built).
+`SharedResults` the app passes in; only modes somebody asked for are built (an fp32 copy takes
+4 bytes per parameter; the quantized ones are far smaller once built).
 
 The tied embedding / output head (one [49152, 576] matrix, 21% of all weights):
 - float modes: still tied, cast to the mode's dtype.

@@ -148,7 +148,7 @@ def cost_tab(lm, settings: Settings, measured: Measured, sweep_event: Dependency
 def build(lm, settings: Settings, shared=None, server=None) -> None:
     """Lay out Lesson 5 inside the caller's tab. `shared`: the app's SharedResults (or None);
     `server`: the sweep and the schedulers pause it and run alone."""
-    gr.Markdown(lesson_text("lesson5_batching.md"), elem_id="batch-lesson-text")
+    gr.Markdown(lesson_text("lesson5_batching.md", lm.info), elem_id="batch-lesson-text")
     measured = Measured(sweep=gr.State(None), schedules=gr.State(None),
                         closing=gr.Markdown(text.closing_note(lm.info, None, None),
                                             elem_id="batch-closing", render=False))

@@ -208,7 +208,7 @@ def _wire_controls(lm, ui: DecodeUI) -> None:
 def build(lm, settings: Settings, shared=None, server=None) -> None:
     """Lesson 3 in the caller's tab. Each Step runs alone (`server` pauses for it), so the
     step times shown are one request's own."""
-    gr.Markdown(lesson_text("lesson3_decode.md"))
+    gr.Markdown(lesson_text("lesson3_decode.md", lm.info))
     ui = _layout(settings, server.budget if server is not None else None)
     _wire_steps(lm, settings, ui, server)
     _wire_controls(lm, ui)

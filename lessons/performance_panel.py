@@ -96,7 +96,8 @@ def build(lm, settings: Settings, shared=None, server=None) -> None:
     def on_run() -> dict:
         r = measure_roofline(lm)
         fig = roofline_figure([roofline_point(lm, r)], r.bandwidth_gbs,
-                              ", read bandwidth measured", info_caption(lm.info))
+                              ", read bandwidth measured", info_caption(lm.info),
+                              x_title="Bytes read per decode token (MB: weights + KV cache)")
         return {text: roofline_md(r, lm.info.weight_bytes), chart: fig}
 
     run.click(guarded(on_run, alone=server), None, [text, chart], concurrency_id="heavy",

@@ -128,6 +128,6 @@ def _sweep_section(lm, settings: Settings, shared, server) -> None:
 
 def build(lm, settings: Settings, shared=None, server=None) -> None:
     """Lesson 2 in the caller's tab; `server`: measurements pause it and run alone."""
-    gr.Markdown(lesson_text("lesson2_prefill.md"))
+    gr.Markdown(lesson_text("lesson2_prefill.md", lm.info))
     _measure_section(lm, settings, server)
     _sweep_section(lm, settings, shared, server)

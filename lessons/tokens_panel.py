@@ -109,6 +109,6 @@ def _cost_section(lm, settings: Settings, text: gr.Textbox) -> None:
 
 
 def build(lm, settings: Settings, shared=None) -> None:
-    gr.Markdown(lesson_text("lesson1_tokens.md"))
+    gr.Markdown(lesson_text("lesson1_tokens.md", lm.info))
     text, _template = _token_section(lm, settings)
     _cost_section(lm, settings, text)

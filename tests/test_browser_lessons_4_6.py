@@ -246,7 +246,7 @@ def test_lesson_6_quantization(visitor):
     assert float(int8["KL (nats)"]) >= 0
 
     texts = text_of(page, "quant-texts")
-    assert "fp32 (float32 (as loaded); identical to fp32)" in texts, texts
+    assert "fp32 (float32; identical to fp32)" in texts, texts
     assert re.search(r"int8 \(int8 weight-only \(per-channel scales\); (identical to fp32|first "
                      r"differs at token \d+ of 8)\)", texts), texts
     assert page.locator("#quant-texts .q6-card").count() == 2

@@ -34,8 +34,9 @@ def sweep_table(upd) -> str:
 
 def _why(one, big, gbs: float) -> str:
     gain, growth = big.tokens_per_s / one.tokens_per_s, big.step_seconds / one.step_seconds
-    return (f"**Why.** At batch 1 a step took {one.step_seconds * 1000:.0f} ms; merely reading "
-            f"the {human_bytes(one.weight_bytes)} of weights at the measured {gbs:.1f} GB/s "
+    return (f"**Why.** At batch 1 a step took {one.step_seconds * 1000:.0f} ms; reading the "
+            f"weights and KV cache ({human_bytes(one.weight_bytes + one.cache_bytes)}) at the "
+            f"measured {gbs:.1f} GB/s "
             f"takes at least {one.floor_seconds(gbs) * 1000:.0f} ms (theoretical). At batch "
             f"{big.batch} the step took {big.step_seconds * 1000:.0f} ms: **{growth:.1f}× the "
             f"time for {big.batch}× the tokens**, so throughput went from "

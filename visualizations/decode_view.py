@@ -37,7 +37,9 @@ def decode_stats_md(events, finished: str | None) -> str:
         parts.append(f"**Time per output token:** {tpot * 1000:.0f} ms (mean of {len(rest)})")
         parts.append(f"**Decode speed:** {1 / tpot:.1f} tokens/s")
     last = events[-1]
-    parts.append(f"**KV cache:** {last.cache_tokens} positions, {last.cache_bytes / 1e6:.2f} MB")
+    parts.append(f"**KV cache:** {last.cache_tokens} positions, {last.cache_bytes / 1e6:.2f} MB "
+                 "(one behind the text: the newest token's keys and values are written by the "
+                 "next step, which reads it)")
     parts.append(f"**Tokens:** {len(events)}")
     if finished:
         parts.append(f"**Finished:** {finished}")
