@@ -1,11 +1,12 @@
 """Lesson 6: the precision modes, named explicitly, and building each one from the loaded model.
 
 Every mode starts from the same float32 weights (dequantized from the bundled GGUF file, whose
-linear layers are Q4_1 and whose tied embedding/output head is Q8_0, when that is the source). A mode is chosen by its key from `MODES`, never guessed from a file
-name. Building a mode copies the shared model (`copy.deepcopy`) and converts the copy, so the
-model every other lesson uses is never touched. Built modes are kept once per process in the
-`SharedResults` the app passes in; only modes somebody asked for are built (an fp32 copy takes
-4 bytes per parameter; the quantized ones are far smaller once built).
+linear layers are Q4_1 and whose tied embedding/output head is Q8_0, when that is the source).
+A mode is chosen by its key from `MODES`, never guessed from a file name. Building a mode
+copies the shared model (`copy.deepcopy`) and converts the copy, so the model every other
+lesson uses is never touched. Built modes are kept once per process in the `SharedResults`
+the app passes in; only modes somebody asked for are built (an fp32 copy takes 4 bytes per
+parameter; the quantized ones are far smaller once built).
 
 The tied embedding / output head (one [49152, 576] matrix, 21% of all weights):
 - float modes: still tied, cast to the mode's dtype.
@@ -125,20 +126,21 @@ def _convert(model: nn.Module, mode: QuantMode, use_kernel: bool) -> Iterator[tu
         model.set_input_embeddings(Int8Embedding(head.weight, head.scales, dtype))
 
 
-def build_steps(lm, key: str, shared) -> Iterator[BuildProgress]:
+def build_steps(lm, key: str, shared, simulated: bool = False) -> Iterator[BuildProgress]:
     """Build mode `key` from `lm.model` (or take it from `shared`), yielding progress.
 
     The last item carries `built`. fp32 is the shared model itself where it is float32 (on a
-    GPU the app loads float16, so fp32 is then a copy like the others)."""
+    GPU the app loads float16, so fp32 is then a copy like the others). `simulated=True`
+    skips the fast kernels (the path a device without them takes: tests run it on a CPU)."""
     mode = get_mode(key)
-    cache_key = ("quant-model", key, str(lm.device))
+    cache_key = ("quant-model", key, str(lm.device)) + (("simulated",) if simulated else ())
     cached = shared.get(cache_key)
     if cached is not None:
         yield BuildProgress(1, 1, f"{mode.label}: already built in this process", cached)
         return
     start = time.perf_counter()
     fp32_bytes = 4 * sum(t.numel() for t in unique_tensors(lm.model).values())
-    kernel = _kernel_label(mode, lm.device)
+    kernel = SIMULATED if simulated and mode.kind != "float" else _kernel_label(mode, lm.device)
     if key == "fp32" and next(lm.model.parameters()).dtype == torch.float32:
         model = lm.model  # the shared model itself: no copy
     else:
@@ -158,7 +160,7 @@ def build_steps(lm, key: str, shared) -> Iterator[BuildProgress]:
     yield BuildProgress(1, 1, f"{mode.label}: built in {built.build_seconds:.1f} s", built)
 
 
-def build_mode(lm, key: str, shared) -> BuiltMode:
+def build_mode(lm, key: str, shared, simulated: bool = False) -> BuiltMode:
     """Build (or fetch) mode `key` without progress reporting."""
-    *_, last = build_steps(lm, key, shared)
+    *_, last = build_steps(lm, key, shared, simulated)
     return last.built
