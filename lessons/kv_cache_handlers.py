@@ -30,6 +30,7 @@ from inference.experiments.prefix_reuse import prefill_prefix, prefix_runs, shar
 from inference.generation import stream
 from inference.kv_cache import cache_tensor_bytes
 from visualizations import kv_charts, kv_text
+from visualizations.mechanism import race_diagram
 from visualizations.style import empty_figure, info_caption
 
 from .prompt_input import encode_prompt
@@ -52,6 +53,7 @@ class RaceFrame:
     plot: Figure
     summary: str
     progress: str
+    diagram: str | None = None  # the newest pair of steps animated, cache on and off
 
 
 @dataclass(frozen=True)
@@ -98,12 +100,17 @@ def race_frames(lm, settings: Settings, prompt: str, new_tokens: int) -> Iterato
                                  "(the no-cache lane re-reads all of it every step).")
     settings.race_new_tokens.check("New tokens", new_tokens)
     n, caption, steps = int(new_tokens), info_caption(lm.info), []
+    prompt, pieces = [lm.tokenizer.decode([i]) for i in ids], []
     for step in race(lm, ids, n):
         steps.append(step)
+        if step.lane != RECOMPUTE:
+            pieces.append(lm.tokenizer.decode([step.token_id]))
         if step.lane == RECOMPUTE:
             yield RaceFrame(plot=kv_charts.race_figure(steps, caption),
                             summary=kv_text.race_summary_markdown(summarize(steps, len(ids))),
-                            progress=kv_text.race_progress_markdown(step.index, n))
+                            progress=kv_text.race_progress_markdown(step.index, n),
+                            diagram=race_diagram(prompt, steps, lm.info.layers, output=pieces,
+                                                 capacity=len(ids) + n))
 
 
 def projection_view(lm, settings: Settings, batch: int, context: int,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gradio as gr
 
 from inference.config import Settings
+from visualizations.mechanism import race_diagram
 
 from . import kv_cache_handlers as run
 from .controls import slider
@@ -69,7 +70,9 @@ def race_tab(lm, settings: Settings, server=None) -> None:
     start, stop = _run_and_stop("Race", "kv-race-btn", "kv-race-stop")
     shown = {"progress": gr.Markdown(elem_id="kv-race-progress"),
              "summary": gr.Markdown(elem_id="kv-race-summary"),
-             "plot": gr.Plot(label="Per-step latency", elem_id="kv-race-plot")}
+             "plot": gr.Plot(label="Per-step latency", elem_id="kv-race-plot"),
+             "diagram": gr.HTML(race_diagram([], [], lm.info.layers),
+                                elem_id="kv-race-diagram")}
     handler = showing(shown, lambda p, n: run.race_frames(lm, settings, p, n))
     ev = start.click(guarded(handler, alone=server), [prompt, new_tokens], list(shown.values()),
                      concurrency_id="heavy", concurrency_limit=1, time_limit=300,

@@ -1,0 +1,251 @@
+"""The mechanism, animated: the model as a stack of layers, tokens climbing it, and the KV cache
+as one strip per group of layers that gains one cell per cached position. Every beat is one
+real, measured forward pass, read from the engine's records by attribute.
+
+- `prefill_diagram(prompt, event, layers)`: the whole prompt enters at once, a wavefront
+  climbs the stack and every strip fills with the prompt's positions in one go.
+- `decode_diagram(prompt, events, layers)`: the newest step of a generation: one token enters,
+  each layer group reads its strip (the old cells flash) and appends one cell; at the top the
+  chosen token joins the output. Step 0 (and a refill after a freed cache) is a prefill beat.
+- `race_diagram(prompt, steps, layers)`: the KV race's newest pair of steps, one lane with the
+  cache and one without, where the whole sequence enters again and nothing is kept.
+
+A beat lasts its measured seconds × one visible slow-down factor ("slowed 20×: 1 s on screen
+= 50 ms measured"), chosen so a beat takes at most ~2 s on screen; Replay, Pause and a few
+speeds are pure CSS (no script), and `prefers-reduced-motion` shows the end of the beat.
+Not drawn: heads, attention weights and the MLP inside a layer (lesson 4 charts those).
+
+Example:
+    >>> decode_diagram(["Hi"], [], 30)[:40]
+    "<div class='mech mech-empty' data-kind='"
+"""
+from __future__ import annotations
+
+import hashlib
+import html
+import statistics
+from collections.abc import Sequence
+
+from .mechanism_style import FACTORS, GENERATED_COLOUR, PROMPT_COLOUR, mechanism_css
+from .mechanism_svg import (
+    DECODE,
+    PREFILL,
+    RECOMPUTE,
+    STACK_X,
+    WIDTH,
+    Frame,
+    Lane,
+    lane_svg,
+    patterns,
+)
+
+LONGEST_BEAT_S = 2.0  # the factor is the largest that keeps a typical beat this short
+MOST_GROUPS = 10
+
+
+def layer_groups(layers: int, most: int = MOST_GROUPS) -> tuple[tuple[int, int], ...]:
+    """(first, last) layer of each drawn group, 1-based, bottom first: 30 -> 10 groups of 3."""
+    size = -(-max(layers, 1) // most)
+    return tuple((lo, min(lo + size - 1, layers)) for lo in range(1, max(layers, 1) + 1, size))
+
+
+def slow_factor(seconds: float, longest_s: float = LONGEST_BEAT_S) -> int:
+    """The largest offered slow-down that shows `seconds` in at most `longest_s` on screen."""
+    fitting = [f for f in FACTORS if seconds * f <= longest_s]
+    return fitting[-1] if fitting else FACTORS[0]
+
+
+def nice_capacity(positions: int) -> int:
+    """Strip capacity for `positions`: the next of 16, 32, 64, ... so cells keep their width."""
+    cap = 16
+    while cap < positions:
+        cap *= 2
+    return cap
+
+
+def _label(token) -> str:
+    """A prompt token's text: a `Token`-like record's .text, or the string itself."""
+    return token if isinstance(token, str) else str(getattr(token, "text", token))
+
+
+def decode_lane(prompt: Sequence, events: Sequence) -> Lane:
+    """The newest event's forward pass: what it fed, what the cache held after it."""
+    e = events[-1]
+    labels = [_label(t) for t in prompt]
+    n_prompt = len(labels) or events[0].forward_tokens
+    sequence = labels + [ev.piece for ev in events]
+    before = max(e.cache_tokens - e.forward_tokens, 0)
+    kind = DECODE if before and e.forward_tokens == 1 else PREFILL
+    title = (f"decode step {e.index}" if kind == DECODE else
+             "prefill" if not before else f"step {e.index}: refill")
+    prompt_cells = min(n_prompt, e.cache_tokens)
+    return Lane(title=title, kind=kind, fed=tuple(sequence[before:e.cache_tokens]),
+                prompt_cells=prompt_cells, generated_cells=e.cache_tokens - prompt_cells,
+                new_cells=e.forward_tokens, output=tuple(ev.piece for ev in events),
+                seconds=e.seconds)
+
+
+def race_lanes(prompt: Sequence, steps: Sequence, output: Sequence[str] = ()) -> list[Lane]:
+    """The newest step both lanes finished: the cached lane, then the recompute lane."""
+    by = {(s.lane, s.index): s for s in steps}
+    done = [s.index for s in steps if s.lane == RECOMPUTE and ("cached", s.index) in by]
+    if not done:
+        return []
+    i = max(done)
+    labels = [_label(t) for t in prompt]
+    ids = [by[("cached", k)].token_id for k in range(i + 1) if ("cached", k) in by]
+    pieces = [output[k] if k < len(output) else f"#{t}" for k, t in enumerate(ids)]
+    sequence = labels + pieces
+    c, r = by[("cached", i)], by[(RECOMPUTE, i)]
+    cached = Lane(title="with the KV cache", kind=PREFILL if i == 0 else DECODE,
+                  fed=tuple(sequence[c.sequence - c.forward_tokens:c.sequence]),
+                  prompt_cells=len(labels), generated_cells=c.sequence - len(labels),
+                  new_cells=c.forward_tokens, output=tuple(pieces), seconds=c.seconds)
+    plain = Lane(title="without a cache", kind=RECOMPUTE,
+                 fed=tuple(sequence[:r.forward_tokens]), prompt_cells=0, generated_cells=0,
+                 new_cells=0, output=tuple(pieces), seconds=r.seconds, uses_cache=False)
+    return [cached, plain]
+
+
+def _controls(uid: str, factor: int) -> str:
+    """Replay, Pause and speed: hidden inputs first (the CSS reads them), then their labels."""
+    i = FACTORS.index(factor)
+    offered = FACTORS[max(i - 1, 0):i + 3]
+    inputs = [f"<input type='checkbox' id='{uid}-replay' class='mech-toggle mech-replay' "
+              "aria-label='Replay'>",
+              f"<input type='checkbox' id='{uid}-pause' class='mech-toggle mech-pause' "
+              "aria-label='Pause'>"]
+    labels = [f"<label for='{uid}-replay' class='mech-replay-label'>↻ Replay</label>",
+              f"<label for='{uid}-pause' class='mech-pause-label'>⏸ Pause</label>",
+              "<span>slow-down:</span>"]
+    says = []
+    for f in offered:
+        checked = " checked" if f == factor else ""
+        inputs.append(f"<input type='radio' name='{uid}-speed' id='{uid}-s{f}' "
+                      f"class='mech-toggle mech-s{f}' aria-label='slowed {f} times'{checked}>")
+        labels.append(f"<label for='{uid}-s{f}' class='mech-speed-{f}'>{f}×</label>")
+        says.append(f"<span class='mech-say mech-say-{f}'>slowed {f}×: 1 s on screen = "
+                    f"{1000 / f:g} ms measured</span>")
+    return "".join(inputs) + "<div class='mech-controls'>" + "".join(labels + says) + "</div>"
+
+
+def _caption(layers: int, groups: tuple[tuple[int, int], ...]) -> str:
+    size = groups[0][1] - groups[0][0] + 1
+    grouped = (f"the model's {layers} layers drawn as {len(groups)} groups of {size}"
+               if size > 1 else f"the model's {layers} layers")
+    return (f"<div class='mech-caption'>Bottom to top: {grouped}; each group's strip is its KV "
+            f"cache, one cell per cached position:<span class='mech-key' "
+            f"style='background:{PROMPT_COLOUR}'></span>prompt<span class='mech-key' "
+            f"style='background:{GENERATED_COLOUR}'></span>generated. Each beat lasts its "
+            "measured time × the slow-down; the bar fills over it. "
+            "<span class='mech-still'>Motion is reduced: the end of the beat is shown.</span>"
+            "</div>")
+
+
+def diagram_html(lanes: Sequence[Lane], layers: int, head: str, *, name: str,
+                 capacity: int | None = None, factor: int | None = None,
+                 step: int | None = None) -> str:
+    """The whole diagram: controls, a headline, one SVG with each lane, the caption.
+
+    `factor` defaults to the one fitting the shortest lane; `capacity` (positions across a
+    strip) to the next power of two of the longest cache, so cells keep their width."""
+    groups = layer_groups(layers)
+    cap = capacity or nice_capacity(max([ln.cached for ln in lanes] + [len(ln.fed) for ln in lanes]
+                                        + [1]))
+    factor = factor if factor in FACTORS else slow_factor(min(ln.seconds for ln in lanes))
+    longest = max(ln.seconds for ln in lanes)
+    uid = "mech-" + name + "-" + hashlib.sha1(repr((lanes, cap, factor)).encode()).hexdigest()[:8]
+    row_h = 34 if len(lanes) == 1 else 26
+    scale = (WIDTH - STACK_X - 120) / longest if longest > 0 else 0.0
+    frames, y = [], 0
+    for _ in lanes:
+        frame = Frame(y=y, row_h=row_h, groups=groups, capacity=cap, uid=uid, clock_scale=scale)
+        frames.append(frame)
+        y += frame.height + 10
+    svg = (f"<svg viewBox='0 0 {WIDTH} {y}' role='img' aria-label='{html.escape(head, True)}' "
+           f"xmlns='http://www.w3.org/2000/svg'>" + patterns(uid, frames[0].cell_w, row_h)
+           + "".join(lane_svg(ln, fr) for ln, fr in zip(lanes, frames)) + "</svg>")
+    data = (f"data-kind='{lanes[0].kind}' data-step='{'' if step is None else step}' "
+            f"data-factor='{factor}' data-beat-ms='{longest * 1000:.3f}' "
+            f"data-layers='{layers}' data-groups='{len(groups)}' "
+            f"data-cached='{lanes[0].cached}' data-capacity='{cap}'")
+    return (f"<div class='mech' id='{uid}' {data}><style>{mechanism_css()}</style>"
+            + _controls(uid, factor) + f"<div class='mech-head'>{head}</div>"
+            + f"<div class='mech-stage'>{svg}</div>" + _caption(layers, groups) + "</div>")
+
+
+def empty_diagram(layers: int, message: str, name: str = "empty") -> str:
+    """The stack with empty strips and what to press to set it going."""
+    lane = Lane(title="", kind=PREFILL, fed=(), prompt_cells=0, generated_cells=0, new_cells=0,
+                output=(), seconds=0.0)
+    body = diagram_html([lane], layers, message, name=name, capacity=16)
+    return body.replace("class='mech'", "class='mech mech-empty'", 1)
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:,.1f} ms"
+
+
+def decode_diagram(prompt: Sequence, events: Sequence, layers: int, *,
+                   capacity: int | None = None, factor: int | None = None,
+                   name: str = "decode") -> str:
+    """The newest step of a generation. `prompt`: its tokens (records with .text, or strings);
+    `events`: its `StepEvent`s so far; `capacity`: prompt + max new tokens keeps cells still.
+    The factor fits the median decode step, so it stays put while the steps come."""
+    if not events:
+        return empty_diagram(layers, "The model waits: press <b>Step</b> and watch the prompt "
+                             "go through its layers.", name)
+    lane = decode_lane(prompt, events)
+    e = events[-1]
+    typical = statistics.median(ev.seconds for ev in events[1:]) if len(events) > 1 else e.seconds
+    what = (f"{e.forward_tokens} tokens in one pass" if lane.kind == PREFILL
+            else f"1 token in, {e.cache_tokens - 1} cached positions read")
+    title = "Prefill, the prompt in one pass" if lane.title == "prefill" else lane.title
+    head = (f"{html.escape(title.capitalize())}: {what} · measured <b>{_ms(e.seconds)}</b> "
+            f"(forward {_ms(e.forward_seconds)})")
+    if getattr(e, "batch_rows", 1) > 1:
+        head += f" · shared with {e.batch_rows - 1} other request(s)"
+    return diagram_html([lane], layers, head, name=name, capacity=capacity, step=e.index,
+                        factor=factor or slow_factor(typical))
+
+
+def prefill_diagram(prompt: Sequence, events: Sequence, layers: int, *,
+                    factor: int | None = None, name: str = "prefill") -> str:
+    """The prefill beat of a measured generation (`events[0]`, step 0) and, when there is one,
+    the decode step after it, both at one slow-down: the prompt's many tokens in one pass
+    against one token in the next."""
+    if not events:
+        return empty_diagram(layers, "Press <b>Prefill it</b>: the whole prompt goes through "
+                             "the layers in one pass.", name)
+    lanes = [decode_lane(prompt, events[:1])]
+    first = events[0]
+    head = (f"Prefill: {first.forward_tokens} tokens in one pass, measured "
+            f"<b>{_ms(first.seconds)}</b> (forward {_ms(first.forward_seconds)})")
+    if len(events) > 1:
+        lanes.append(decode_lane(prompt, events[:2]))
+        head += (f" · then decode step 1: 1 token in, <b>{_ms(events[1].seconds)}</b>: "
+                 f"{first.seconds / max(events[1].seconds, 1e-9):.1f}× the time for "
+                 f"{first.forward_tokens}× the tokens")
+    return diagram_html(lanes, layers, head, name=name, step=0,
+                        factor=factor or slow_factor(min(ln.seconds for ln in lanes)))
+
+
+def race_diagram(prompt: Sequence, steps: Sequence, layers: int, *,
+                 output: Sequence[str] = (), capacity: int | None = None,
+                 factor: int | None = None, name: str = "race") -> str:
+    """The race's newest finished step, both lanes at one slow-down: the no-cache lane's beat
+    lasts as much longer as it measured. `steps`: `RaceStep`s; `output`: the cached lane's
+    token texts (the race records only ids)."""
+    lanes = race_lanes(prompt, steps, output)
+    if not lanes:
+        return empty_diagram(layers, "Press <b>Race</b>: with the cache one token enters per "
+                             "step; without it, the whole sequence does.", name)
+    c, r = lanes
+    cached = [s.seconds for s in steps if s.lane == "cached" and s.index > 0]
+    typical = statistics.median(cached) if cached else c.seconds
+    step = len(c.output) - 1
+    head = (f"Step {step}: with the cache "
+            f"{len(c.fed)} token(s) in, <b>{_ms(c.seconds)}</b> · without it {len(r.fed)} "
+            f"tokens in again, <b>{_ms(r.seconds)}</b>")
+    return diagram_html(lanes, layers, head, name=name, capacity=capacity,
+                        factor=factor or slow_factor(typical), step=step)

@@ -1,0 +1,234 @@
+"""Draw one lane of the mechanism diagram as SVG: the tokens fed in, the model as a stack of
+layer groups, one KV-cache strip per group, the output row and a clock of the measured time.
+
+A `Lane` is one forward pass (a beat). The fed tokens sit in a block under the stack, as wide
+as their count on the cells' scale; the block climbs the stack while each layer group lights
+up in turn, reads its strip (decode: the old cells flash) and appends the beat's new cells to
+it; at the top the chosen token joins the output. Times are fractions of the beat
+(`--at`, `--for`), so the lane's measured seconds alone set how long all of it takes.
+"""
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+
+from .mechanism_style import GENERATED_COLOUR, PROMPT_COLOUR, READ_COLOUR, RECOMPUTE_COLOUR
+
+PREFILL, DECODE, RECOMPUTE = "prefill", "decode", "recompute"
+WIDTH = 1000  # the SVG's user units across
+STACK_X, STACK_W = 250, 190  # the layer stack
+STRIP_X, STRIP_W = 460, 520  # the KV strips
+CLIMB_START, CLIMB_END = 0.08, 0.86  # the wavefront's share of the beat
+MAX_CHIPS = 12  # input and output chips shown (the rest counted)
+
+
+@dataclass(frozen=True)
+class Lane:
+    """One forward pass to draw: what went in, what the cache held after it, how long it took."""
+
+    title: str  # e.g. "with the KV cache"
+    kind: str  # PREFILL, DECODE or RECOMPUTE
+    fed: tuple[str, ...]  # the tokens this pass processed (their text)
+    prompt_cells: int  # cached positions of the prompt after the pass
+    generated_cells: int  # cached positions of generated tokens after the pass
+    new_cells: int  # positions this pass appended to every strip (0 without a cache)
+    output: tuple[str, ...]  # output tokens after the pass, the chosen one last
+    seconds: float  # measured duration of the pass (seconds)
+    uses_cache: bool = True
+
+    @property
+    def cached(self) -> int:
+        return self.prompt_cells + self.generated_cells
+
+
+@dataclass(frozen=True)
+class Frame:
+    """Where a lane is drawn and the shared scales."""
+
+    y: int  # top of the lane
+    row_h: int  # height of one layer group
+    groups: tuple[tuple[int, int], ...]  # (first layer, last layer), 1-based, bottom first
+    capacity: int  # positions a strip holds at full width
+    uid: str  # prefix for ids, unique in the page
+    clock_scale: float  # user units per measured second, shared by lanes
+
+    @property
+    def cell_w(self) -> float:
+        return STRIP_W / max(self.capacity, 1)
+
+    @property
+    def stack_top(self) -> int:
+        return self.y + 44
+
+    @property
+    def stack_bottom(self) -> int:
+        return self.stack_top + self.row_h * len(self.groups)
+
+    @property
+    def height(self) -> int:
+        return self.stack_bottom - self.y + 78
+
+
+def _esc(text: str) -> str:
+    return html.escape(text, quote=True)
+
+
+def chip_label(text: str, most: int = 12) -> str:
+    """A token as a chip shows it: whitespace made visible, long pieces cut."""
+    shown = text.replace(" ", "·").replace("\n", "↵").replace("\t", "→") or "▯"
+    return shown if len(shown) <= most else shown[:most - 1] + "…"
+
+
+def _anim(name: str, at: float, length: float, style: str = "") -> str:
+    """class and style attributes for a shape animated from `at` for `length` of the beat."""
+    return (f"class='mech-anim mech-do-{name}' "
+            f"style='--at:{at:.4f};--for:{length:.4f}{style}'")
+
+
+def patterns(uid: str, cell_w: float, row_h: int) -> str:
+    """One pattern per kind of cell: a coloured square with a white gap, one per position."""
+    out = []
+    for kind, colour in (("p", PROMPT_COLOUR), ("g", GENERATED_COLOUR)):
+        gap = 1.5 if cell_w >= 4 else 0
+        out.append(f"<pattern id='{uid}-{kind}' x='{STRIP_X}' y='0' width='{cell_w:.3f}' "
+                   f"height='{row_h}' patternUnits='userSpaceOnUse'>"
+                   f"<rect width='{max(cell_w - gap, 0.5):.3f}' height='{row_h}' "
+                   f"fill='{colour}'/></pattern>")
+    return "<defs>" + "".join(out) + "</defs>"
+
+
+def _runs(lane: Lane) -> list[tuple[int, int, str, bool]]:
+    """(first position, count, 'p' or 'g', new this pass) runs along a strip."""
+    before = lane.cached - lane.new_cells
+    old_p = min(before, lane.prompt_cells)
+    spans = [(0, old_p, "p", False), (old_p, before - old_p, "g", False),
+             (before, lane.prompt_cells - old_p, "p", True),
+             (before + lane.prompt_cells - old_p, lane.new_cells - (lane.prompt_cells - old_p),
+              "g", True)]
+    return [s for s in spans if s[1] > 0]
+
+
+def _strip(lane: Lane, f: Frame, g: int, y: int, at: float, length: float) -> str:
+    """Group g's cache strip: its cells, the read flash and the new cells appearing."""
+    h, cw = f.row_h - 8, f.cell_w
+    before = lane.cached - lane.new_cells
+    parts = [f"<g class='mech-strip' data-group='{g}' data-prompt-cells='{lane.prompt_cells}' "
+             f"data-generated-cells='{lane.generated_cells}' data-new-cells='{lane.new_cells}'>",
+             f"<rect x='{STRIP_X}' y='{y}' width='{STRIP_W}' height='{h}' fill='#f7f7f7' "
+             "stroke='#9a9a9a' stroke-dasharray='4 3'/>"]
+    for start, count, kind, new in _runs(lane):
+        anim = _anim("appear", at + length * 0.5, length * 0.5) if new else ""
+        parts.append(f"<g {anim}><rect class='mech-cells mech-cells-{kind}' "
+                     f"data-cells='{count}' data-new='{int(new)}' "
+                     f"x='{STRIP_X + start * cw:.2f}' y='{y}' width='{count * cw:.2f}' "
+                     f"height='{h}' fill='url(#{f.uid}-{kind})'/></g>")
+    if lane.kind == DECODE and before:
+        parts.append(f"<rect x='{STRIP_X - 2}' y='{y - 2}' width='{before * cw + 4:.2f}' "
+                     f"height='{h + 4}' fill='none' stroke='{READ_COLOUR}' stroke-width='4' "
+                     f"{_anim('read', at, length * 1.5)}/>")
+    if not lane.uses_cache:
+        parts.append(f"<text x='{STRIP_X + 10}' y='{y + h / 2 + 5:.1f}' font-size='15'>"
+                     "nothing kept: no cache</text>")
+    return "".join(parts) + "</g>"
+
+
+def _stack(lane: Lane, f: Frame) -> str:
+    """The layer groups (bottom = first layers), each lighting as the wavefront passes."""
+    parts, n = [], len(f.groups)
+    length = (CLIMB_END - CLIMB_START) / n
+    for g, (lo, hi) in enumerate(f.groups):
+        y = f.stack_bottom - (g + 1) * f.row_h + 4
+        at = CLIMB_START + g * length
+        label = f"layers {lo}–{hi}" if hi > lo else f"layer {lo}"
+        parts.append(f"<rect x='{STACK_X}' y='{y}' width='{STACK_W}' height='{f.row_h - 8}' "
+                     f"rx='5' fill='#e9e9e9' stroke='#222' stroke-width='2' "
+                     f"{_anim('lit', at, length * 2)}/>"
+                     f"<text x='{STACK_X + STACK_W / 2}' y='{y + (f.row_h - 8) / 2 + 5:.1f}' "
+                     f"font-size='{min(16, f.row_h - 10)}' text-anchor='middle' "
+                     f"font-weight='600'>{label}</text>")
+        parts.append(_strip(lane, f, g, y, at, length))
+    return "".join(parts)
+
+
+def _chips(labels: tuple[str, ...], x: int, y: int, max_w: int, colour: str,
+           newest: str = "") -> str:
+    """Token chips in a row from (x, y), the rest counted; `newest` animates the last chip."""
+    shown = labels[-MAX_CHIPS:] if newest else labels[:MAX_CHIPS]
+    parts, cx = [], x
+    hidden = len(labels) - len(shown)
+    if hidden and newest:
+        parts.append(f"<text x='{cx}' y='{y + 19}' font-size='14'>+{hidden} earlier</text>")
+        cx += 86
+    for i, text in enumerate(shown):
+        label = chip_label(text)
+        w = 12 + 8.4 * len(label)
+        if cx + w > x + max_w:
+            hidden += len(shown) - i
+            break
+        anim = " " + newest if newest and i == len(shown) - 1 else ""
+        parts.append(f"<g{anim}><rect x='{cx:.1f}' y='{y}' width='{w:.1f}' "
+                     f"height='26' rx='4' fill='{colour}' stroke='#111'/>"
+                     f"<text class='mech-chip-text' x='{cx + 6:.1f}' y='{y + 18}' "
+                     f"font-size='14'>{_esc(label)}</text></g>")
+        cx += w + 4
+    if hidden and not newest:
+        parts.append(f"<text x='{cx:.1f}' y='{y + 19}' font-size='14'>+{hidden} more</text>")
+    return "".join(parts)
+
+
+def _fed_column(lane: Lane, f: Frame) -> str:
+    """Left of the stack: the tokens this pass fed, one per line (the rest counted)."""
+    lines = max(2, (f.stack_bottom - f.stack_top) // 24 - 1)
+    verb = {PREFILL: "fed together", DECODE: "fed", RECOMPUTE: "fed again"}[lane.kind]
+    parts = [f"<text x='10' y='{f.stack_top + 14}' font-size='15' font-weight='700'>"
+             f"{len(lane.fed)} token{'s' if len(lane.fed) != 1 else ''} {verb}</text>"]
+    for i, text in enumerate(lane.fed[:lines]):
+        more = len(lane.fed) - lines
+        label = f"… +{more + 1} more" if i == lines - 1 and more > 0 else chip_label(text, 18)
+        parts.append(f"<text class='mech-chip-text' x='14' y='{f.stack_top + 38 + i * 22}' "
+                     f"font-size='14'>{_esc(label)}</text>")
+    return "".join(parts)
+
+
+def _block(lane: Lane, f: Frame) -> str:
+    """The fed tokens as one block under the stack, as wide as their count, climbing it."""
+    n = len(lane.fed)
+    w = min(STACK_W, max(16.0, n * f.cell_w))
+    colour = RECOMPUTE_COLOUR if lane.kind == RECOMPUTE else (
+        PROMPT_COLOUR if lane.kind == PREFILL else GENERATED_COLOUR)
+    y = f.stack_bottom + 6
+    rise = -(f.stack_bottom - f.stack_top + 14)
+    label = f"{n} tokens in" if n != 1 else f"1 token in: {chip_label(lane.fed[0])}"
+    return (f"<g {_anim('climb', CLIMB_START, CLIMB_END - CLIMB_START, f';--rise:{rise}px')}>"
+            f"<rect x='{STACK_X + (STACK_W - w) / 2:.1f}' y='{y}' width='{w:.1f}' height='20' "
+            f"fill='{colour}' stroke='#111' stroke-width='2'/></g>"
+            f"<text x='{STACK_X + STACK_W / 2}' y='{y + 40}' font-size='15' text-anchor='middle' "
+            f"font-weight='600'>{_esc(label)}</text>")
+
+
+def _clock(lane: Lane, f: Frame) -> str:
+    """A bar filling over the beat, as long as the measured time on the shared scale."""
+    y = f.stack_bottom + 52
+    w = max(lane.seconds * f.clock_scale, 2.0)
+    return (f"<text x='10' y='{y + 15}' font-size='15' font-weight='700'>measured time</text>"
+            f"<rect x='{STACK_X}' y='{y}' width='{w:.1f}' height='20' fill='#ddd' stroke='#111'/>"
+            f"<rect class='mech-anim mech-do-clock mech-clock' style='--at:0;--for:1' "
+            f"x='{STACK_X}' y='{y}' width='{w:.1f}' height='20' fill='#111'/>"
+            f"<text x='{STACK_X + w + 8:.1f}' y='{y + 16}' font-size='16' font-weight='700'>"
+            f"{lane.seconds * 1000:,.1f} ms</text>")
+
+
+def lane_svg(lane: Lane, f: Frame) -> str:
+    """Everything of one lane, as SVG elements inside a <g> carrying its measured seconds."""
+    top = (f"<text x='10' y='{f.y + 20}' font-size='17' font-weight='700'>{_esc(lane.title)}"
+           f"</text><text x='{STACK_X}' y='{f.y + 20}' font-size='15'>output:</text>")
+    newest = _anim("appear", CLIMB_END, 1 - CLIMB_END) if lane.output else ""
+    out = _chips(lane.output, STACK_X + 60, f.y + 2, WIDTH - STACK_X - 70, "#fde9b8", newest)
+    strip_note = (f"<text x='{STRIP_X}' y='{f.stack_top - 4}' font-size='14'>KV cache: "
+                  f"{lane.cached} positions per group ({lane.prompt_cells} prompt + "
+                  f"{lane.generated_cells} generated)</text>") if lane.uses_cache else ""
+    return (f"<g class='mech-lane' data-kind='{lane.kind}' data-cached='{lane.cached}' "
+            f"data-ms='{lane.seconds * 1000:.3f}' style='--measured:{lane.seconds:.6f}s'>"
+            + top + out + strip_note + _stack(lane, f)
+            + (_fed_column(lane, f) + _block(lane, f) + _clock(lane, f) if lane.fed else "")
+            + "</g>")
