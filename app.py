@@ -39,7 +39,8 @@ with gr.Blocks(title="LLM Inference, Step by Step") as demo:
                 "taken apart one stage at a time. Times and sizes are measured live on this "
                 "machine, unless a chart or line labels them theoretical.")
     gr.HTML(model_card_html(LM.info), elem_id="model-card")
-    with gr.Tabs():
+    # Every tab visible (wrapped, not folded into a "⋯" menu) and sticky (assets/style.css).
+    with gr.Tabs(elem_id="lesson-tabs", overflow_behavior="wrap"):
         with gr.Tab("Start here", id="start"):
             gr.Markdown(lesson_text("overview.md"))
         with gr.Tab("Try it", id="chat"):

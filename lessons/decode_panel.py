@@ -18,6 +18,7 @@ import gradio as gr
 from inference.config import Settings
 from inference.sampling import SamplingSettings
 from visualizations.decode_view import CACHE_FREED, decode_stats_md, output_html
+from visualizations.mechanism import decode_diagram
 
 from .controls import number, slider
 from .decode_session import DecodeView, branch_to, play_tick, sampling_from, step, stop, views
@@ -51,6 +52,7 @@ class DecodeUI:
     at_step: gr.Slider  # bounded by the tokens generated so far, not by Settings
     choice: gr.Dropdown
     branch_btn: gr.Button
+    diagram: gr.HTML | None = None  # the mechanism, one beat per Step
 
     @property
     def sampling_inputs(self) -> set:
@@ -59,7 +61,7 @@ class DecodeUI:
     @property
     def view_outputs(self) -> list:
         return [self.state, self.text, self.stats, self.candidates, self.timing, self.at_step,
-                self.choice, self.shown]
+                self.choice, self.shown, self.diagram]
 
     @property
     def play_outputs(self) -> list:
@@ -75,7 +77,8 @@ class DecodeUI:
                 self.candidates: v.candidates, self.timing: v.timing,
                 self.at_step: gr.update(maximum=max(v.tokens - 1, 1), value=v.look_at,
                                         interactive=bool(v.tokens)),
-                self.choice: gr.update(choices=v.choices, value=v.pick), self.shown: v.tokens}
+                self.choice: gr.update(choices=v.choices, value=v.pick), self.shown: v.tokens,
+                self.diagram: v.diagram}
 
     def playing(self, on: bool, interval: float | None = None) -> dict:
         """Start or stop the Play timer; the step-taking buttons wait while it runs."""
@@ -84,7 +87,7 @@ class DecodeUI:
                                       for b in (self.step_btn, self.branch_btn, self.play_btn)}}
 
 
-def _layout(settings: Settings, budget=None) -> DecodeUI:
+def _layout(settings: Settings, budget=None, layers: int = 1) -> DecodeUI:
     # The learner's Generation: dropped (its cache freed) when the tab closes or after
     # `state_ttl_s` unused; meanwhile the server's memory budget may free its cache.
     state = gr.State(None, time_to_live=settings.state_ttl_s,
@@ -110,6 +113,7 @@ def _layout(settings: Settings, budget=None) -> DecodeUI:
     timer = gr.Timer(settings.play_interval_s.default, active=False)
     stats = gr.Markdown(decode_stats_md([], None), elem_id="decode-stats")
     text = gr.HTML(output_html([]), elem_id="decode-output")
+    diagram = gr.HTML(decode_diagram([], [], layers), elem_id="decode-diagram")
     with gr.Row():
         candidates = gr.Plot(label="Candidates", elem_id="decode-candidates")
         timing = gr.Plot(label="Timing", elem_id="decode-timing")
@@ -121,7 +125,7 @@ def _layout(settings: Settings, budget=None) -> DecodeUI:
         branch_btn = gr.Button("Branch here ↳", elem_id="decode-branch")
     return DecodeUI(state, shown, prompt, max_new, temperature, top_k, top_p, seed, step_btn,
                     play_btn, pause_btn, stop_btn, reset_btn, speed, timer, stats, text,
-                    candidates, timing, at_step, choice, branch_btn)
+                    candidates, timing, at_step, choice, branch_btn, diagram)
 
 
 def _wire_steps(lm, settings: Settings, ui: DecodeUI, server) -> None:
@@ -197,18 +201,20 @@ def _wire_controls(lm, ui: DecodeUI) -> None:
                       ui.play_outputs + ui.view_outputs, api_name="decode_stop")
     ui.reset_btn.click(guarded(on_reset), ui.sampling_inputs, ui.play_outputs + ui.view_outputs,
                        api_name="decode_reset")
-    for control in (ui.temperature, ui.top_k, ui.top_p):
-        control.release(guarded(on_sampling), {ui.state} | ui.sampling_inputs, ui.view_outputs,
-                        show_progress="hidden", api_name="decode_sampling")
-    ui.at_step.release(guarded(on_look), {ui.state, ui.at_step} | ui.sampling_inputs,
-                       [ui.candidates, ui.timing, ui.choice], show_progress="hidden",
-                       api_name="decode_look")
+    # `.input` fires for a drag and for a value typed into a slider's number box (`.release`
+    # alone missed typing: the chart kept showing another step, and Branch used its token).
+    gr.on([c.input for c in (ui.temperature, ui.top_k, ui.top_p)], guarded(on_sampling),
+          {ui.state} | ui.sampling_inputs, ui.view_outputs, show_progress="hidden",
+          trigger_mode="always_last", api_name="decode_sampling")
+    gr.on([ui.at_step.input, ui.at_step.release], guarded(on_look),
+          {ui.state, ui.at_step} | ui.sampling_inputs, [ui.candidates, ui.timing, ui.choice],
+          show_progress="hidden", trigger_mode="always_last", api_name="decode_look")
 
 
 def build(lm, settings: Settings, shared=None, server=None) -> None:
     """Lesson 3 in the caller's tab. Each Step runs alone (`server` pauses for it), so the
     step times shown are one request's own."""
     gr.Markdown(lesson_text("lesson3_decode.md", lm.info))
-    ui = _layout(settings, server.budget if server is not None else None)
+    ui = _layout(settings, server.budget if server is not None else None, lm.info.layers)
     _wire_steps(lm, settings, ui, server)
     _wire_controls(lm, ui)

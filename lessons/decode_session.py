@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 
 from inference.config import Settings
-from inference.errors import NotReadyError
+from inference.errors import NotReadyError, SettingOutOfRangeError
 from inference.generation import (
     Generation,
     continue_branch,
@@ -25,7 +25,8 @@ from inference.generation import (
     start,
 )
 from inference.sampling import SamplingSettings
-from visualizations.decode_view import decode_stats_md, output_html
+from visualizations.decode_view import decode_stats_md, output_html, timed_step
+from visualizations.mechanism import decode_diagram
 from visualizations.style import info_caption
 from visualizations.timing_charts import candidates_figure, decode_latency_figure
 
@@ -45,6 +46,7 @@ class DecodeView:
     look_at: int  # the step whose candidates are drawn
     choices: list[tuple[str, int]]  # that step's candidates, for Branch: (label, token id)
     pick: int | None  # the pre-selected candidate: the likeliest one not taken
+    diagram: str = ""  # the newest step animated: tokens through the layers, the KV cache
 
 
 def sampling_from(temperature: float | None, top_k: int | None, top_p: float | None,
@@ -73,9 +75,13 @@ def views(lm, gen: Generation | None, sampling: SamplingSettings,
         gen=gen, text_html=output_html(events),
         stats_md=decode_stats_md(events, gen.finished if gen else None),
         candidates=candidates_figure(ev.candidates if ev else [], ev.token_id if ev else None,
-                                     shaped, caption),
-        timing=decode_latency_figure([e.seconds for e in events], caption),
-        tokens=len(events), look_at=max(at, 0), choices=choices, pick=pick)
+                                     shaped, caption, step=at if ev else None),
+        timing=decode_latency_figure([e.seconds for e in events], caption,
+                                     forced=[e.index for e in events if not timed_step(e)]),
+        tokens=len(events), look_at=max(at, 0), choices=choices, pick=pick,
+        diagram=decode_diagram([lm.tokenizer.decode([i]) for i in gen.prompt_ids] if gen else [],
+                               events, lm.info.layers, capacity=len(gen.prompt_ids)
+                               + gen.max_new_tokens if gen else None))
 
 
 def stop(gen: Generation | None, tokens_shown: float | None) -> None:
@@ -120,13 +126,29 @@ def play_tick(lm, settings: Settings, gen: Generation | None, prompt: str, max_n
     return gen, gen.finished is not None
 
 
+def check_branch(gen: Generation, at_step: int, token_id: int) -> None:
+    """Branch only with a candidate of that very step: a token offered for another step (the
+    list on screen not yet redrawn for the step typed) would splice a stranger into the text."""
+    step_no = int(at_step)
+    if not 0 <= step_no < len(gen.events):
+        raise SettingOutOfRangeError(
+            f"There is no step {step_no} to branch from (steps 0 to {len(gen.events) - 1}).")
+    offered = {c.token_id for c in gen.events[step_no].candidates}
+    if int(token_id) not in offered:
+        raise SettingOutOfRangeError(
+            f"That candidate was not one of step {step_no}'s: the list was for another step. "
+            "Pick a candidate again from the list now shown, then press Branch.")
+
+
 def branch_to(lm, gen: Generation | None, at_step: int, token_id: int | None) -> Generation:
-    """Rewind to `at_step`, pick `token_id` there, and take that step."""
+    """Rewind to `at_step`, pick `token_id` there (one of that step's own candidates, else a
+    `SettingOutOfRangeError`), and take that step."""
     if gen is None or not gen.events:
         raise NotReadyError("Generate a few tokens first, then branch from one of them.")
     if token_id is None:
         raise NotReadyError("Choose a candidate token to branch with.")
     with gen.lock:
+        check_branch(gen, at_step, token_id)
         gen.branch(int(at_step), int(token_id))
         continue_branch(lm, gen)
     return gen

@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 from inference.config import Settings
 from inference.experiments.prefill_sweep import PrefillPoint, prefill_sweep
 from inference.generation import stream
+from visualizations.mechanism import prefill_diagram
 from visualizations.style import info_caption
 from visualizations.timing_charts import prefill_sweep_figure
 from visualizations.timing_text import prefill_report_md, sweep_progress_md, sweep_verdict_md
@@ -28,6 +29,7 @@ from .prompt_input import encode_prompt
 LENGTH_CHOICES = [1, 8, 32, 128, 512, 1024]
 DEFAULT_LENGTHS = [1, 8, 32, 128, 512]
 DECODE_STEPS = 4  # decode steps timed after the prefill, for comparison
+SHARED_NOTE = "*Measured earlier on this machine (shared result): the same verdict as its run.*"
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,8 @@ class PrefillMeasurement:
     ttft_seconds: float  # prefill + choosing the first token
     decode_step_seconds: float | None  # median decode step (None: the answer ended at once)
     decode_steps: int
+    events: tuple = ()  # the measured StepEvents, the prefill first (for the diagram)
+    prompt_ids: tuple[int, ...] = ()
 
 
 class SweepFrame(NamedTuple):
@@ -55,7 +59,7 @@ def measure_prompt(lm, settings: Settings, prompt: str) -> PrefillMeasurement:
     return PrefillMeasurement(
         prompt_tokens=len(ids), prefill_seconds=first.forward_seconds, ttft_seconds=first.seconds,
         decode_step_seconds=statistics.median(e.seconds for e in rest) if rest else None,
-        decode_steps=len(rest))
+        decode_steps=len(rest), events=(first, *rest), prompt_ids=tuple(ids))
 
 
 def run_sweep(lm, settings: Settings, shared, lengths: list[int], max_sequential: int
@@ -68,7 +72,7 @@ def run_sweep(lm, settings: Settings, shared, lengths: list[int], max_sequential
     done = shared.get(key) if shared is not None else None
     if done is not None:
         yield SweepFrame(prefill_sweep_figure(done, caption),
-                         "Measured earlier on this machine (shared result).")
+                         sweep_verdict_md(done) + "  \n" + SHARED_NOTE)
         return
     yield SweepFrame(prefill_sweep_figure([], caption), "Warming up…")
     points: tuple[PrefillPoint, ...] = ()
@@ -89,11 +93,15 @@ def _measure_section(lm, settings: Settings, server) -> None:
         run = gr.Button("Prefill it", variant="primary", scale=1, elem_id="prefill-run")
     result = gr.Markdown("*Press **Prefill it** to time one parallel pass over your prompt.*",
                          elem_id="prefill-result")
+    diagram = gr.HTML(prefill_diagram([], [], lm.info.layers), elem_id="prefill-diagram")
 
-    def on_run(p: str) -> str:
-        return prefill_report_md(measure_prompt(lm, settings, p))
+    def on_run(p: str) -> tuple[str, str]:
+        m = measure_prompt(lm, settings, p)
+        return prefill_report_md(m), prefill_diagram(
+            [lm.tokenizer.decode([i]) for i in m.prompt_ids], m.events, lm.info.layers)
 
-    run.click(guarded(on_run, alone=server), prompt, result, concurrency_id="model", time_limit=60,
+    run.click(guarded(on_run, alone=server), prompt, [result, diagram], concurrency_id="model",
+              time_limit=60,
               api_name="prefill_measure")
 
 

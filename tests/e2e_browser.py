@@ -166,7 +166,8 @@ def plot_title(page, elem_id: str) -> str | None:
     return page.evaluate(
         """id => { const g = document.querySelector('#' + id + ' .js-plotly-plot');
                    if (!g || !g.layout) return null;
-                   const t = g.layout.title; return t ? (t.text || String(t)) : ''; }""",
+                   const t = g.layout.title; const s = t ? (t.text || String(t)) : '';
+                   return s.replace(/<br>/g, ' '); }""",  # long titles wrap (style.py)
         elem_id)
 
 

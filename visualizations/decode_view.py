@@ -1,9 +1,7 @@
 """Lesson 3's text view: the answer so far, each token a tile numbered by its step."""
 from __future__ import annotations
 
-import html
-
-from .token_view import TINTS, visible_whitespace
+from .token_view import TINTS, chip, visible_whitespace
 
 
 def output_html(events, branched_at: int | None = None) -> str:
@@ -16,12 +14,18 @@ def output_html(events, branched_at: int | None = None) -> str:
         label = visible_whitespace(e.piece) if e.piece else "▯"
         if e.special:
             label = "⏹ end of turn"
-        style = f"background:{TINTS[e.index % len(TINTS)]};color:#111"
-        cls = "lab-tok special" if e.special or e.chosen_by == "your pick" else "lab-tok"
-        title = html.escape(f"step {e.index} · id {e.token_id} · {e.chosen_by}", quote=True)
-        spans.append(f"<span class='{cls}' style='{style}' title='{title}'>{html.escape(label)}"
-                     f"<sub>{e.index}</sub></span>")
+        spans.append(chip(label, f"step {e.index} · id {e.token_id} · {e.chosen_by}",
+                          TINTS[e.index % len(TINTS)], e.special or e.chosen_by == "your pick",
+                          f"<sub>{e.index}</sub>", ends_line=e.piece.endswith("\n")))
     return f"<div class='lab-tokens' id='decode-tokens'>{''.join(spans)}</div>"
+
+
+def timed_step(event) -> bool:
+    """Whether a step counts in 'time per output token': an ordinary decode step. Left out:
+    the first token (prefill), a step the learner forced by branching ("your pick": it re-reads
+    a token after the cache was cropped) and a step that re-fed the text after the cache was
+    freed (a prefill in disguise)."""
+    return event.index > 0 and event.chosen_by != "your pick" and event.forward_tokens <= 1
 
 
 def decode_stats_md(events, finished: str | None) -> str:
@@ -29,12 +33,16 @@ def decode_stats_md(events, finished: str | None) -> str:
     if not events:
         return "*No tokens yet.*"
     ttft = events[0].seconds
-    rest = [e.seconds for e in events[1:]]
+    rest = [e.seconds for e in events[1:] if timed_step(e)]
+    left_out = len(events) - 1 - len(rest)
     parts = [f"**Time to first token:** {ttft * 1000:.0f} ms (prefill of "
              f"{events[0].forward_tokens} tokens + choosing)"]
     if rest:
         tpot = sum(rest) / len(rest)
-        parts.append(f"**Time per output token:** {tpot * 1000:.0f} ms (mean of {len(rest)})")
+        why = (f"; {left_out} step{'s' if left_out > 1 else ''} left out: your branch pick or a "
+               "cache rebuilt, not ordinary decode steps" if left_out else "")
+        parts.append(f"**Time per output token:** {tpot * 1000:.0f} ms (mean of "
+                     f"{len(rest)}{why})")
         parts.append(f"**Decode speed:** {1 / tpot:.1f} tokens/s")
     last = events[-1]
     parts.append(f"**KV cache:** {last.cache_tokens} positions, {last.cache_bytes / 1e6:.2f} MB "

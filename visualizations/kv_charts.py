@@ -117,9 +117,7 @@ def projection_figure(proj, caption: str = "", highlight: str | None = None) -> 
     ticks = [10 ** e for e in range(len(str(min(values))) - 1, len(str(max(values))) + 1)]
     fig.update_xaxes(type="log")
     fig.update_yaxes(type="log", tickvals=ticks, ticktext=[human_bytes(t) for t in ticks])
-    fig.update_layout(legend=dict(orientation="v", x=1.02, y=1, xanchor="left", yanchor="top",
-                                  font=dict(size=12)), margin=dict(r=230))
-    return fig
+    return fig  # the legend stays below the plot (styled): a side legend squeezed phones
 
 
 def gqa_figure(rows: list[tuple[str, int]], caption: str = "") -> go.Figure:
@@ -163,10 +161,7 @@ def attention_figure(view, layer: int, head: int, caption: str = "") -> go.Figur
                            hovertemplate="%{customdata}<br>weight %{y:.3f}<extra></extra>"))
     fig.update_xaxes(tickmode="array", tickvals=list(range(len(weights))),
                      ticktext=[p.replace("\n", "⏎")[:10] for p in view.pieces], tickangle=-60)
-    styled(fig, f"Newest token {view.pieces[-1]!r} reads the cache: layer {layer}, query head "
+    styled(fig, f"Newest token {view.pieces[-1]!r} reads the cache:<br>layer {layer}, query head "
                 f"{head} (KV head {view.kv_head_of(head)})",
            "cached position (token)", "attention weight (sums to 1)", caption, height=480)
-    fig.update_layout(margin=dict(b=190))
-    if caption:  # below the slanted token labels
-        fig.layout.annotations[-1].update(y=-0.58)
-    return fig
+    return fig  # the caption sits under the title (styled), clear of the slanted labels

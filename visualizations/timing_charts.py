@@ -39,21 +39,28 @@ def prefill_sweep_figure(points, caption: str) -> go.Figure:
                   "prompt length (tokens, log scale)", "time (ms, log scale)", caption)
 
 
-def decode_latency_figure(step_seconds: list[float], caption: str) -> go.Figure:
-    """Per-token latency bars (token 0 = prefill + first pick) and running tokens/s."""
+def decode_latency_figure(step_seconds: list[float], caption: str,
+                          forced: list[int] | tuple[int, ...] = ()) -> go.Figure:
+    """Per-token latency bars (token 0 = prefill + first pick) and running tokens/s.
+
+    `forced`: steps that are not ordinary decode steps (a branch pick, a rebuilt cache): drawn
+    in purple and left out of the running tokens/s, as the stats line leaves them out."""
     if not step_seconds:
         return empty_figure("Press Step or Play: each token's time appears here.")
     idx = list(range(len(step_seconds)))
-    colors = [PALETTE["orange"]] + [PALETTE["blue"]] * (len(step_seconds) - 1)
+    skip = set(forced) | {0}
+    colors = [PALETTE["orange"] if i == 0 else PALETTE["purple"] if i in skip
+              else PALETTE["blue"] for i in idx]
     fig = go.Figure()
     fig.add_trace(go.Bar(
         x=idx, y=[s * 1000 for s in step_seconds], marker_color=colors,
-        name="latency per token (measured; orange = first token, includes prefill)"))
-    rates, total = [], 0.0
+        name="latency per token (measured; orange = first token with prefill"
+             + ("; purple = your branch pick, not averaged" if forced else "") + ")"))
+    rates, total, counted = [], 0.0, 0
     for i, s in enumerate(step_seconds):
-        if i > 0:
-            total += s
-        rates.append(i / total if i and total else None)
+        if i not in skip:
+            total, counted = total + s, counted + 1
+        rates.append(counted / total if counted and total else None)
     fig.add_trace(go.Scatter(x=idx, y=rates, mode="lines", yaxis="y2",
                              name="running decode tokens/s",
                              line=dict(color=PALETTE["green"], width=3)))
@@ -63,7 +70,7 @@ def decode_latency_figure(step_seconds: list[float], caption: str) -> go.Figure:
 
 
 def candidates_figure(candidates, chosen_id: int | None, shaped: list[float] | None,
-                      caption: str = "") -> go.Figure:
+                      caption: str = "", step: int | None = None) -> go.Figure:
     """Top-k candidates as horizontal bars: model probability, and after sampling settings.
 
     candidates: objects with .token_id, .piece, .raw_probability; shaped: per-candidate
@@ -85,5 +92,6 @@ def candidates_figure(candidates, chosen_id: int | None, shaped: list[float] | N
                              text=[f"{v:.1f}%" for v in sh], textposition="outside"))
     fig.update_layout(barmode="group")
     fig.update_xaxes(range=[0, 115])
-    return styled(fig, "Candidates for this token (red outline = picked)", "probability (%)", "",
+    which = "this token" if step is None else f"step {step}"
+    return styled(fig, f"Candidates at {which} (red outline = picked)", "probability (%)", "",
                   caption, height=420)

@@ -16,6 +16,17 @@ def visible_whitespace(text: str) -> str:
     return text.replace(" ", "·").replace("\n", "↵").replace("\t", "→")
 
 
+def chip(label: str, info: str, tint: str, special: bool, sub: str = "",
+         ends_line: bool = False) -> str:
+    """One token chip. `info` shows on tap (focus) or hover, so touch screens get it too; a
+    chip whose text ends a line is followed by a line break, as the text itself is."""
+    cls = "lab-tok special" if special else "lab-tok"
+    info = html.escape(info, quote=True)
+    out = (f"<span class='{cls}' tabindex='0' style='background:{tint};color:#111' "
+           f"title='{info}' data-info='{info}'>{html.escape(label)}{sub}</span>")
+    return out + ("<span class='lab-break'></span>" if ends_line else "")
+
+
 def token_html(tokens, show_ids: bool = True) -> str:
     """tokens: objects with .id, .text, .vocab_piece, .special (see inference.tokens.Token)."""
     if not tokens:
@@ -24,11 +35,10 @@ def token_html(tokens, show_ids: bool = True) -> str:
     for i, t in enumerate(tokens):
         shown = t.text if t.text else "▯"  # ▯: a byte piece of a character split over tokens
         label = visible_whitespace(t.vocab_piece if t.special else shown)
-        cls = "lab-tok special" if t.special else "lab-tok"
         sub = f"<sub>{t.id}</sub>" if show_ids else ""
-        title = html.escape(f"id {t.id} · vocabulary entry {t.vocab_piece!r}", quote=True)
-        spans.append(f"<span class='{cls}' style='background:{TINTS[i % len(TINTS)]};color:#111' "
-                     f"title='{title}'>{html.escape(label)}{sub}</span>")
+        spans.append(chip(label, f"id {t.id} · vocabulary entry {t.vocab_piece!r}",
+                          TINTS[i % len(TINTS)], t.special, sub,
+                          ends_line=(t.text or "").endswith("\n")))
     return f"<div class='lab-tokens'>{''.join(spans)}</div>"
 
 
