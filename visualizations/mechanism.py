@@ -245,7 +245,8 @@ def race_diagram(prompt: Sequence, steps: Sequence, layers: int, *,
     typical = statistics.median(cached) if cached else c.seconds
     step = len(c.output) - 1
     head = (f"Step {step}: with the cache "
-            f"{len(c.fed)} token(s) in, <b>{_ms(c.seconds)}</b> · without it {len(r.fed)} "
+            f"{len(c.fed)} token{'s' if len(c.fed) != 1 else ''} in, <b>{_ms(c.seconds)}</b> "
+            f"· without it {len(r.fed)} "
             f"tokens in again, <b>{_ms(r.seconds)}</b>")
     return diagram_html(lanes, layers, head, name=name, capacity=capacity,
                         factor=factor or slow_factor(typical), step=step)
