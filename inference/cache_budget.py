@@ -13,12 +13,24 @@ prefill) and carries on with the same tokens. The learner is told it happened.
 """
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import threading
 import time
 import weakref
 
 from .generation import Generation
 from .kv_cache import cache_tensor_bytes
+
+
+def trim_heap() -> None:
+    """Hand freed memory back to the operating system (glibc keeps freed blocks for reuse,
+    so a process's resident memory would otherwise stay at its highest point)."""
+    name = ctypes.util.find_library("c")
+    try:
+        ctypes.CDLL(name).malloc_trim(0)
+    except (OSError, AttributeError, TypeError):
+        pass  # not glibc: nothing to do
 
 
 class CacheBudget:
@@ -31,7 +43,9 @@ class CacheBudget:
         """`gen` was just used: remember it and free others' caches if over the budget."""
         with self._lock:
             self._held[id(gen)] = (weakref.ref(gen), time.monotonic())
-            self._enforce(keep=gen)
+            freed = self._enforce(keep=gen)
+        if freed or (gen.events and gen.events[-1].forward_tokens > 256):
+            trim_heap()  # after freeing caches, or after a long prefill's scratch memory
 
     def forget(self, gen: Generation | None) -> None:
         """The visitor is gone (tab closed, state expired): free the cache now."""
@@ -40,6 +54,7 @@ class CacheBudget:
         with self._lock:
             self._held.pop(id(gen), None)
         gen.free_cache()
+        trim_heap()
 
     def held_bytes(self) -> int:
         """Bytes of all held caches right now."""
@@ -56,8 +71,8 @@ class CacheBudget:
                 out.append(gen)
         return out
 
-    def _enforce(self, keep: Generation) -> None:
-        now = time.monotonic()
+    def _enforce(self, keep: Generation) -> int:
+        now, freed = time.monotonic(), 0
         self._alive()
         by_age = sorted(self._held.items(), key=lambda kv: kv[1][1])  # oldest use first
         total = sum(cache_tensor_bytes(ref().cache) for _, (ref, _) in by_age if ref())
@@ -69,3 +84,5 @@ class CacheBudget:
                 total -= cache_tensor_bytes(gen.cache)
                 gen.free_cache()
                 del self._held[key]
+                freed += 1
+        return freed

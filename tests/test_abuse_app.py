@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 from gradio_client import Client
@@ -33,7 +34,9 @@ def join(url: str, session: str, index: int, data: list) -> httpx.Response:
 def test_flood_from_one_session_leaves_another_served(server):
     chat = fn_index(server.url, "chat")
     flood = f"flood-{uuid.uuid4().hex[:8]}"
-    replies = [join(server.url, flood, chat, ["Say hi.", 1]) for _ in range(66)]
+    with ThreadPoolExecutor(max_workers=22) as pool:  # 66 joins at once, streams never opened
+        replies = list(pool.map(lambda i: join(server.url, flood, chat,
+                                               [f"Count to forty ({i}).", 40]), range(66)))
     accepted = [r for r in replies if r.status_code == 200]
     refused = [r for r in replies if r.status_code == 503]
     assert len(accepted) + len(refused) == 66
@@ -43,7 +46,7 @@ def test_flood_from_one_session_leaves_another_served(server):
     # Everyone else is still served, at once.
     other = Client(server.url, verbose=False)
     history, stats = other.predict("Name a colour.", 3, api_name="/chat")
-    assert history[-1]["content"].strip() and "tokens generated" in stats
+    assert content_text(history[-1]).strip() and "tokens generated" in stats
     other.close()
 
 
@@ -65,10 +68,15 @@ def test_surrogate_chat_streams_and_ends_cleanly(server):
                 last = line[6:].strip()
             elif line.startswith("data:") and last == "complete":
                 history, stats = json.loads(line[5:].strip())
-                assert history[0]["content"] == "Say hi \ufffd"  # cleaned, echoed
+                assert content_text(history[0]) == "Say hi ?"  # cleaned, then echoed
                 assert "tokens generated" in stats
                 return
     raise AssertionError(f"the chat stream ended with {last!r}, not a result")
+
+
+def content_text(message: dict) -> str:
+    content = message["content"]
+    return content if isinstance(content, str) else "".join(c.get("text", "") for c in content)
 
 
 def held_mb(url: str) -> float:
@@ -79,26 +87,30 @@ def held_mb(url: str) -> float:
 
 
 def test_memory_of_long_prompt_sessions_stays_under_the_budget():
-    """Five visitors each take one decode Step on a ~1,500-token prompt (~70 MB of KV cache
+    """Eight visitors each take one decode Step on a ~1,500-token prompt (~70 MB of KV cache
     each in float32) and leave their tabs open: with a 100 MB budget for held caches, the
     caches kept stay under it, the oldest freed first; memory stays bounded."""
     app = start_app({"LLM_LAB_HELD_MB": "100"}, log_dir=ARTIFACTS)
     try:
         before = server_rss_bytes(app.pid)
         prompt = "The quick brown fox jumps over the lazy dog. " * 150
-        sizes = []
-        for _ in range(5):
+        sizes, rss = [], []
+        for _ in range(8):
             client = Client(app.url, verbose=False)  # a new visitor: a new session
             result = client.predict(prompt, 4, 0, 0, 1, 0, api_name="/decode_step")
             assert "Tokens:** 1" in json.dumps(result)
             sizes.append(held_mb(app.url))
+            rss.append(server_rss_bytes(app.pid) / 1e6)
         after = server_rss_bytes(app.pid)
         (ARTIFACTS / "memory.json").write_text(json.dumps(
-            {"held_mb_after_each_session": sizes, "rss_before_mb": before / 1e6,
-             "rss_after_mb": after / 1e6}, indent=2))
+            {"held_mb_after_each_session": sizes, "rss_mb_after_each_session": rss,
+             "rss_before_mb": before / 1e6, "rss_after_mb": after / 1e6}, indent=2))
         assert max(sizes) <= 100 + 75, sizes  # the budget, plus the one just used
         assert sizes[0] > 30  # the first session's cache really was held
-        assert sizes[-1] < sum([sizes[0]] * 5) / 2, "older caches were freed"
-        assert (after - before) / 1e6 < 100 + 75 + 400, (before, after)
+        assert sizes[-1] < sizes[0] * 8 / 2, "older caches were freed"
+        # Memory levels off: the last four sessions add little (each would add ~70 MB of
+        # cache, 280 MB in all, without the budget), and the whole stays bounded.
+        assert rss[-1] - rss[3] < 150, rss
+        assert (after - before) / 1e6 < 1_000, (before, after)
     finally:
         app.stop()
