@@ -115,27 +115,33 @@ class Projection:
 
 def project_context(shapes: list[ModelSpec], contexts: list[int], batch: int = 1,
                     bytes_per_value: int = 2) -> Projection:
+    """Cache bytes per model as the context grows, `batch` sequences held."""
     check_range("Batch size", batch, 1, LIMITS.projection_batch.high)
-    return Projection(
-        x_name="context length (tokens)", xs=tuple(contexts),
-        series=tuple((s.name, tuple(cache_bytes(s, t, batch, bytes_per_value) for t in contexts))
-                     for s in shapes),
-        weights=tuple((s.name, s.weight_bytes(bytes_per_value)) for s in shapes),
-        bytes_per_value=bytes_per_value, fixed=f"batch {batch}",
-        within=tuple(tuple(s.supports(t) for t in contexts) for s in shapes),
-        windows=tuple(s.window_label for s in shapes))
+    return _projection(shapes, "context length (tokens)", contexts, bytes_per_value,
+                       f"batch {batch}", lambda s, t: (cache_bytes(s, t, batch, bytes_per_value),
+                                                       s.supports(t)))
 
 
 def project_batch(shapes: list[ModelSpec], batches: list[int], tokens: int = 4096,
                   bytes_per_value: int = 2) -> Projection:
+    """Cache bytes per model as the batch grows, each sequence `tokens` long."""
     check_range("Context length", tokens, 1, LIMITS.projection_context.high)
+    return _projection(shapes, "batch size (sequences)", batches, bytes_per_value,
+                       f"{tokens:,} tokens per sequence",
+                       lambda s, b: (cache_bytes(s, tokens, b, bytes_per_value),
+                                     s.supports(tokens)))
+
+
+def _projection(shapes: list[ModelSpec], x_name: str, xs: list[int], bytes_per_value: int,
+                fixed: str, point) -> Projection:
+    """`point(shape, x)` -> (cache bytes, inside that model's context window?)."""
+    points = [[point(s, x) for x in xs] for s in shapes]
     return Projection(
-        x_name="batch size (sequences)", xs=tuple(batches),
-        series=tuple((s.name, tuple(cache_bytes(s, tokens, b, bytes_per_value) for b in batches))
-                     for s in shapes),
+        x_name=x_name, xs=tuple(xs),
+        series=tuple((s.name, tuple(b for b, _ in row)) for s, row in zip(shapes, points)),
         weights=tuple((s.name, s.weight_bytes(bytes_per_value)) for s in shapes),
-        bytes_per_value=bytes_per_value, fixed=f"{tokens:,} tokens per sequence",
-        within=tuple(tuple(s.supports(tokens) for _ in batches) for s in shapes),
+        bytes_per_value=bytes_per_value, fixed=fixed,
+        within=tuple(tuple(ok for _, ok in row) for row in points),
         windows=tuple(s.window_label for s in shapes))
 
 
