@@ -26,6 +26,8 @@ from lessons import (
 )
 from lessons.classroom_guard import RefuseUploads, limit_per_session
 from lessons.lesson_text import lesson_text
+from lessons.next_lesson import lesson_footer, start_prompts, wire_start_prompts
+from visualizations.glossary import glossary_md
 from visualizations.model_card import model_card_html
 
 SETTINGS = Settings.from_env()
@@ -40,25 +42,38 @@ with gr.Blocks(title="LLM Inference, Step by Step") as demo:
                 "machine, unless a chart or line labels them theoretical.")
     gr.HTML(model_card_html(LM.info), elem_id="model-card")
     # Every tab visible (wrapped, not folded into a "⋯" menu) and sticky (assets/style.css).
-    with gr.Tabs(elem_id="lesson-tabs", overflow_behavior="wrap"):
+    with gr.Tabs(elem_id="lesson-tabs", overflow_behavior="wrap") as tabs:
         with gr.Tab("Start here", id="start"):
             gr.Markdown(lesson_text("overview.md"))
+            starters = start_prompts()
+            lesson_footer("start", tabs)
         with gr.Tab("Try it", id="chat"):
-            chat_panel.build(LM, SETTINGS, SERVER)
+            chat_prompt = chat_panel.build(LM, SETTINGS, SERVER)
+            lesson_footer("chat", tabs)
         with gr.Tab("1 · Tokens", id="tokens"):
             tokens_panel.build(LM, SETTINGS, SHARED)
+            lesson_footer("tokens", tabs)
         with gr.Tab("2 · Prefill", id="prefill"):
             prefill_panel.build(LM, SETTINGS, SHARED, SERVER)
+            lesson_footer("prefill", tabs)
         with gr.Tab("3 · Decode", id="decode"):
             decode_panel.build(LM, SETTINGS, SHARED, SERVER)
+            lesson_footer("decode", tabs)
         with gr.Tab("4 · KV cache", id="kv"):
             kv_cache_panel.build(LM, SETTINGS, SHARED, SERVER)
+            lesson_footer("kv", tabs)
         with gr.Tab("5 · Batching", id="batching"):
             batching_panel.build(LM, SETTINGS, SHARED, SERVER)
+            lesson_footer("batching", tabs)
         with gr.Tab("6 · Quantization", id="quantization"):
             quantization_panel.build(LM, SETTINGS, SHARED, SERVER)
+            lesson_footer("quantization", tabs)
         with gr.Tab("This machine", id="machine"):
             performance_panel.build(LM, SETTINGS, SHARED, SERVER)
+            lesson_footer("machine", tabs)
+        with gr.Tab("Glossary", id="glossary"):
+            gr.Markdown(glossary_md(), elem_id="glossary")
+    wire_start_prompts(starters, chat_prompt, tabs)
 
 demo.queue(max_size=SETTINGS.queue_size, default_concurrency_limit=2)
 limit_per_session(demo, SETTINGS.session_events, SETTINGS.lane_waiting)

@@ -24,6 +24,10 @@ from .controls import slider
 from .feedback import guarded
 from .prompt_input import encode_prompt
 
+EXAMPLES = [["Explain why the sky is blue in two sentences."], ["What is 1234 * 5678?"],
+            ["Translate to French: The cat sleeps on the warm windowsill."],
+            ["def fibonacci(n):"], ["Tell me a story about a robot 🤖 who loves gardening 🌱"]]
+
 
 @dataclass(frozen=True)
 class ChatFrame:
@@ -62,7 +66,8 @@ def generate_chat(lm, settings: Settings, server, prompt: str, max_new: int
         req.cancel()  # Stop, a closed tab or an error: the row is freed at the next step
 
 
-def build(lm, settings: Settings, server) -> None:
+def build(lm, settings: Settings, server) -> gr.Textbox:
+    """'Try it' in the caller's tab; returns the prompt box (Start here's prompts fill it)."""
     with gr.Row():
         with gr.Column(scale=3):
             prompt = gr.Textbox(label="Your prompt", lines=2, max_length=settings.max_prompt_chars,
@@ -70,6 +75,7 @@ def build(lm, settings: Settings, server) -> None:
                                 elem_id="chat-prompt")
         with gr.Column(scale=1):
             max_new = slider(settings, "new_tokens", "Max new tokens")
+    gr.Examples(EXAMPLES, inputs=[prompt], label="Tap a prompt to try it")
     with gr.Row():
         go_btn = gr.Button("Generate", variant="primary", elem_id="chat-generate")
         stop_btn = gr.Button("Stop", variant="stop", elem_id="chat-stop")
@@ -85,3 +91,4 @@ def build(lm, settings: Settings, server) -> None:
                       concurrency_limit=settings.server_rows + settings.server_queue,
                       time_limit=600, api_name="chat")
     stop_btn.click(None, None, None, cancels=[ev])
+    return prompt

@@ -1,0 +1,218 @@
+"""Issue 18 in a real browser: the screen a class sees at three sizes, a phone (390×844), a
+projector (1280×720) and a laptop (1440×900).
+
+Token chips wrap inside the viewport (lesson 1 with the chat template, Decode after many steps),
+every lesson tab is on screen and one tap away (also after scrolling down: the strip is
+sticky), typing a step number redraws that step's candidates before Branch and Branch continues
+with one of them, the prefill sweep's verdict reads the same when shared, and no chart's legend
+box overlaps its title. Screenshots for each size go to test-artifacts/screenshots/screen-*.
+"""
+from __future__ import annotations
+
+import re
+
+from e2e_browser import (
+    assert_clean,
+    decode_tokens,
+    fill_text,
+    new_visitor,
+    open_tab,
+    plot_title,
+    screenshot,
+    set_slider,
+    text_of,
+    wait_text_change,
+    wait_until,
+)
+
+SIZES = [(390, 844), (1280, 720), (1440, 900)]
+TABS = ["Start here", "Try it", "1 · Tokens", "2 · Prefill", "3 · Decode", "4 · KV cache",
+        "5 · Batching", "6 · Quantization", "This machine", "Glossary"]
+LONG_TEXT = ("Tokenizers split words like antidisestablishmentarianism, numbers like 1234567 "
+             "and emoji 🍕🚀 into pieces: the model reads these pieces, not letters.")
+
+
+def chips_outside(page, selector: str) -> tuple[int, list[str]]:
+    """(how many chips `selector` holds, those not wholly inside the viewport's width)."""
+    return page.evaluate(
+        """sel => { const w = document.documentElement.clientWidth;
+                    const chips = Array.from(document.querySelectorAll(sel + ' .lab-tok'));
+                    const out = chips.filter(c => { const r = c.getBoundingClientRect();
+                      return r.left < -0.5 || r.right > w + 0.5; })
+                      .map(c => c.innerText.trim());
+                    return [chips.length, out]; }""", selector)
+
+
+def overlapping_legends(page) -> list[str]:
+    """Charts on the page whose legend box intersects their title (or its caption)."""
+    return page.evaluate(
+        """() => { const hit = (a, b) => a.left < b.right && b.left < a.right
+                                         && a.top < b.bottom && b.top < a.bottom;
+                   const bad = [];
+                   document.querySelectorAll('.js-plotly-plot').forEach(g => {
+                     const legend = g.querySelector('.legend');
+                     if (!legend || !legend.getBoundingClientRect().width) return;
+                     const l = legend.getBoundingClientRect();
+                     g.querySelectorAll('.gtitle, .gtitle-subtitle').forEach(t => {
+                       const r = t.getBoundingClientRect();
+                       if (r.width && hit(l, r)) bad.push((g.closest('[id]') || g).id || '?');
+                     }); });
+                   return bad; }""")
+
+
+def drawn_legends(page) -> int:
+    return page.evaluate(
+        "() => Array.from(document.querySelectorAll('.js-plotly-plot .legend'))"
+        ".filter(l => l.getBoundingClientRect().width > 0).length")
+
+
+def test_token_chips_wrap_at_every_size(visitor):
+    page, watch = visitor
+    open_tab(page, "1 · Tokens")
+    counts = text_of(page, "tok-counts")
+    fill_text(page, "tok-text", LONG_TEXT)
+    counts = wait_text_change(page, "tok-counts", counts)
+    page.locator("#tok-template input[type=checkbox]").check()
+    wait_text_change(page, "tok-counts", counts)
+    for width, height in SIZES:
+        page.set_viewport_size({"width": width, "height": height})
+        page.wait_for_timeout(300)
+        n, outside = chips_outside(page, "#tok-view")
+        assert n > 40, f"only {n} chips drawn"
+        assert outside == [], f"{len(outside)} of {n} chips off screen at {width}px: {outside}"
+        page.locator("#tok-view").scroll_into_view_if_needed()
+        screenshot(page, f"screen-{width}x{height}-lesson-1-template")
+    assert_clean(page, watch)
+
+
+def test_every_tab_is_one_tap_away_and_stays_on_screen(visitor):
+    page, watch = visitor
+    for width, height in SIZES:
+        page.set_viewport_size({"width": width, "height": height})
+        page.wait_for_timeout(300)
+        assert page.get_by_role("button", name="More tabs").count() == 0 or not \
+            page.get_by_role("button", name="More tabs").is_visible()
+        for name in TABS:
+            tab = page.get_by_role("tab", name=name, exact=True)
+            box = tab.bounding_box()
+            assert box and box["x"] >= 0 and box["x"] + box["width"] <= width + 0.5, \
+                f"tab {name!r} not on screen at {width}px: {box}"
+            assert box["width"] >= 24 and box["height"] >= 24, f"{name!r} too small to tap"
+        # Scrolled to the bottom of a long lesson, the strip is still there (sticky).
+        open_tab(page, "3 · Decode")
+        page.evaluate("window.scrollTo(0, document.body.scrollHeight)")
+        page.wait_for_timeout(300)
+        tab = page.get_by_role("tab", name="1 · Tokens", exact=True)
+        box = tab.bounding_box()
+        assert box and 0 <= box["y"] and box["y"] + box["height"] <= height, \
+            f"the tab strip scrolled away at {width}x{height}: {box}"
+        tab.click()
+        assert tab.get_attribute("aria-selected") == "true"
+        page.evaluate("window.scrollTo(0, 0)")
+        screenshot(page, f"screen-{width}x{height}-start")
+    assert_clean(page, watch)
+
+
+def test_start_prompt_opens_try_it_filled_in(visitor):
+    page, watch = visitor
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.locator("#start-prompts button").first.click()
+    wait_until(lambda: page.get_by_role("tab", name="Try it", exact=True)
+               .get_attribute("aria-selected") == "true", 10, "Try it to open")
+    value = page.locator("#chat-prompt textarea").input_value()
+    assert value == "Explain why the sky is blue in two sentences."
+    page.locator("#next-chat").click()
+    wait_until(lambda: page.get_by_role("tab", name="1 · Tokens", exact=True)
+               .get_attribute("aria-selected") == "true", 10, "Next lesson to open lesson 1")
+    assert_clean(page, watch)
+
+
+def candidate_ids(page) -> list[int]:
+    """Token ids in the candidates chart (bar labels end in '#id')."""
+    labels = page.evaluate(
+        """() => { const g = document.querySelector('#decode-candidates .js-plotly-plot');
+                   return g && g.data && g.data[0] ? Array.from(g.data[0].y) : []; }""")
+    return [int(m.group(1)) for s in labels if (m := re.search(r"#(\d+)$", s))]
+
+
+def chip_info(page, step: int) -> str:
+    return page.evaluate(
+        """k => { const c = Array.from(document.querySelectorAll('#decode-output .lab-tok'))[k];
+                  return c ? c.getAttribute('data-info') : ''; }""", step)
+
+
+def test_typed_step_redraws_candidates_and_branch_uses_them(visitor):
+    page, watch = visitor
+    page.set_viewport_size({"width": 1280, "height": 720})
+    open_tab(page, "3 · Decode")
+    fill_text(page, "decode-prompt", "Write one sentence about the moon.")
+    for n in range(1, 7):
+        page.locator("#decode-step").click()
+        wait_until(lambda n=n: decode_tokens(page) == n, 60, f"Step {n}")
+    wait_until(lambda: "step 5" in (plot_title(page, "decode-candidates") or ""), 30,
+               "the candidates of step 5")
+    at_five = candidate_ids(page)
+
+    set_slider(page, "decode-branch", "Branch: look at step", 2)
+    wait_until(lambda: "step 2" in (plot_title(page, "decode-candidates") or ""), 30,
+               "typing 2 to redraw the candidates chart for step 2")
+    at_two = candidate_ids(page)
+    assert at_two and at_two != at_five
+    assert f"id {at_two[-1]}" in chip_info(page, 2)  # the top bar is the token taken there
+    before = text_of(page, "decode-output")
+    page.locator("#decode-branch").click()
+    wait_text_change(page, "decode-output", before, timeout_s=60)
+    wait_until(lambda: decode_tokens(page) == 3, 30, "the branch to keep steps 0-2")
+    info = chip_info(page, 2)
+    picked = int(re.search(r"id (\d+)", info).group(1))
+    assert "your pick" in info and picked in at_two, (info, at_two)
+    assert "1 step left out: your branch pick" in text_of(page, "decode-stats")
+    screenshot(page, "screen-1280x720-decode-branch")
+    assert_clean(page, watch)
+
+
+def test_decode_chips_wrap_after_many_steps(visitor):
+    page, watch = visitor
+    page.set_viewport_size({"width": 390, "height": 844})
+    open_tab(page, "3 · Decode")
+    fill_text(page, "decode-prompt", "Write a long story about a dragon who learns to bake.")
+    set_slider(page, "decode-step", "Max new tokens", 48)
+    set_slider(page, "decode-step", "Play: pause between steps (s)", 0.05)
+    page.locator("#decode-play").click()
+    wait_until(lambda: "Finished" in text_of(page, "decode-stats"), 240, "Play to finish")
+    made = decode_tokens(page)
+    assert made >= 20, f"only {made} tokens: too few to need wrapping"
+    for width, height in SIZES:
+        page.set_viewport_size({"width": width, "height": height})
+        page.wait_for_timeout(300)
+        n, outside = chips_outside(page, "#decode-output")
+        assert n == made and outside == [], f"{outside} off screen at {width}px"
+        assert overlapping_legends(page) == []
+        page.locator("#decode-output").scroll_into_view_if_needed()
+        screenshot(page, f"screen-{width}x{height}-decode")
+    assert drawn_legends(page) >= 1
+    assert_clean(page, watch)
+
+
+def test_shared_sweep_keeps_its_verdict_and_legends_clear_titles(server, browser):
+    lines = []
+    for width, height in [(390, 844), (1440, 900)]:
+        page, watch = new_visitor(browser, server.url)
+        page.set_viewport_size({"width": width, "height": height})
+        open_tab(page, "2 · Prefill")
+        for n in ["128", "512"]:  # lengths 1, 8, 32; a key no other test sweeps
+            page.locator("label").filter(has_text=re.compile(rf"^\s*{n}\s*$")).first.click()
+        set_slider(page, "prefill-sweep", "Measure one-at-a-time up to (tokens); longer is "
+                   "extrapolated", 16)
+        page.locator("#prefill-sweep").click()
+        wait_until(lambda p=page: "Done." in text_of(p, "prefill-progress"), 180, "the sweep")
+        lines.append(text_of(page, "prefill-progress"))
+        page.wait_for_timeout(500)
+        assert drawn_legends(page) >= 1 and overlapping_legends(page) == []
+        page.locator("#prefill-chart").scroll_into_view_if_needed()
+        screenshot(page, f"screen-{width}x{height}-prefill-sweep")
+        assert_clean(page, watch)
+        page.close()
+    first, again = (text.splitlines()[0].strip() for text in lines)
+    assert "shared result" in lines[1] or "shared result" in lines[0]
+    assert first == again and first.startswith("Done. At 8 tokens"), lines

@@ -1,0 +1,68 @@
+"""The words a learner meets before a lesson explains them, defined once, in plain language.
+
+`glossary_md()` renders every term (for the Glossary tab, each with an anchor `gl-<key>`);
+`lesson_words_md(keys)` renders only a lesson's own terms, for the "Words in this lesson" box
+under its text, so a definition is on the same screen as the word's first use.
+
+>>> lesson_words_md(["greedy"]).startswith("- **Greedy decoding**")
+True
+"""
+from __future__ import annotations
+
+TERMS: dict[str, tuple[str, str]] = {
+    "token": ("Token", "A word piece: the unit a model reads and writes. Prices, context limits "
+              "and speeds are counted in tokens."),
+    "forward": ("Forward pass", "One run of the whole model over some tokens: every layer, every "
+                "weight read once. Prefill is one forward pass over the prompt; each decode step "
+                "is one more, for one token."),
+    "ttft": ("TTFT (time to first token)", "How long from sending a request until the first "
+             "token appears: queueing plus the prefill."),
+    "tpot": ("TPOT (time per output token)", "The time between tokens once the answer flows: one "
+             "decode step. Tokens per second is 1 / TPOT."),
+    "greedy": ("Greedy decoding", "Always take the single likeliest next token (temperature 0). "
+               "The same prompt then always gives the same answer."),
+    "kv": ("KV cache", "The keys and values every layer computed for the tokens so far, kept so a "
+           "decode step only computes them for the one new token."),
+    "kvheads": ("KV heads / query heads", "Attention splits into heads. Query heads ask, key/value "
+                "heads are what gets stored. This model has 9 query heads sharing 3 KV heads."),
+    "gqa": ("GQA / MHA", "Grouped-query attention (several query heads share one key/value head, "
+            "a smaller cache) versus multi-head attention (one key/value head per query head)."),
+    "headdim": ("Head dim", "The length of one head's key or value vector (64 numbers here)."),
+    "dtype": ("dtype", "How each number is stored: float32 (4 bytes), float16/bfloat16 (2), int8 "
+              "(1), 4-bit (half a byte). Fewer bytes, less memory to read per token."),
+    "gguf": ("GGUF", "A single-file format for model weights used by llama.cpp; the model here "
+             "ships as one. It can hold quantized weights such as Q4_1 and Q8_0."),
+    "q4": ("Q4_1 / Q8_0", "GGUF's block quantizations: weights in blocks of 32, each block 4-bit "
+           "(Q4_1, with a scale and a minimum) or 8-bit (Q8_0, with a scale)."),
+    "o1": ("O(1), O(n)", "How cost grows with length: O(1) stays the same however long the text, "
+           "O(n) grows in proportion to it."),
+    "p95": ("p95", "The 95th percentile: 95 of 100 requests were at least this fast. It shows "
+            "the slow tail an average hides."),
+    "kl": ("KL divergence (nats)", "How far one probability distribution is from another; 0 means "
+           "identical. Used to compare a quantized model's next-token odds with the original's."),
+    "roofline": ("Roofline", "The speed limit set by hardware: tokens/s can be no higher than "
+                 "memory bandwidth ÷ bytes read per token (or compute ÷ work per token)."),
+    "batch": ("Batching", "Serving several requests with one forward pass, so the weights are "
+              "read once for all of them."),
+    "kernel": ("Kernel", "One small program the hardware runs, such as a matrix multiply; a "
+               "forward pass launches many."),
+}
+ORDER = list(TERMS)
+
+
+def term_md(key: str, anchor: bool = False) -> str:
+    name, definition = TERMS[key]
+    mark = f"<a id='gl-{key}'></a>" if anchor else ""
+    return f"- {mark}**{name}**: {definition}"
+
+
+def glossary_md() -> str:
+    """Every term, for the Glossary tab."""
+    return ("## Glossary\nThe words this app uses, in plain language. Each lesson also lists its "
+            "own under **Words in this lesson**.\n\n"
+            + "\n".join(term_md(k, anchor=True) for k in ORDER))
+
+
+def lesson_words_md(keys: list[str]) -> str:
+    """A lesson's own terms (unknown keys are a mistake: KeyError)."""
+    return "\n".join(term_md(k) for k in keys)
