@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt | cksum | cut -d' ' -f1)
 
-.PHONY: setup run lint test bench browser clean
+.PHONY: setup run lint test test-dtypes gpu-check bench browser clean
 
 setup: $(STAMP)
 
@@ -34,6 +34,23 @@ lint: $(STAMP)
 
 test: lint browser
 	$(PY) -m pytest -q
+	$(MAKE) test-dtypes
+
+# The model-level tests again in half precision on the CPU (LLM_LAB_DTYPE picks the dtype the
+# app loads), so what breaks only in float16/bfloat16 on a GPU (an int8 path that overflowed
+# float16) breaks here first. A fast subset: the engine, cache, quantization, serving engine,
+# the dtype switch and the captured-decode path; not the browser, app or load tests.
+DTYPE_TESTS ?= tests/test_engine.py tests/test_kv_cache.py tests/test_quantize.py \
+	tests/test_server.py tests/test_abuse_engine.py tests/test_dtypes.py \
+	tests/test_captured_decode.py tests/test_loading.py::test_info_card
+test-dtypes: $(STAMP)
+	LLM_LAB_DTYPE=float16 $(PY) -m pytest -q $(DTYPE_TESTS)
+	LLM_LAB_DTYPE=bfloat16 $(PY) -m pytest -q $(DTYPE_TESTS)
+
+# On a CUDA machine: the model-level tests and the GPU figures -> bench/gpu-results.json
+# (exits 2 with a message where there is no CUDA device).
+gpu-check:
+	$(PY) -m bench.gpu_check
 
 bench: $(STAMP)
 	$(PY) -m bench.run

@@ -139,6 +139,11 @@ def main() -> dict:
     results["decode"] = dec
     print({k: v for k, v in dec.items() if not k.endswith("runs")})
 
+    section("decode step profile: ops per step, share outside the big matmuls")
+    from inference.profile_step import profile_decode_step
+    results["step_profile"] = vars(profile_decode_step(lm.model, ids))
+    print(results["step_profile"])
+
     section("prefill")
     results["prefill"] = measure.prefill_lengths(lm)
     print(results["prefill"])

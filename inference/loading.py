@@ -93,6 +93,23 @@ def default_dtype(device: torch.device) -> torch.dtype:
     return torch.float16 if device.type == "cuda" else torch.float32
 
 
+DTYPE_ENV = "LLM_LAB_DTYPE"
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def dtype_from_env() -> torch.dtype | None:
+    """The dtype named by LLM_LAB_DTYPE (float32, float16 or bfloat16), or None if unset.
+
+    `make test-dtypes` sets it to run the model-level tests again in each dtype on a CPU."""
+    name = os.environ.get(DTYPE_ENV, "").strip().lower()
+    if not name:
+        return None
+    if name not in DTYPES:
+        raise ValueError(f"{DTYPE_ENV}={name!r} is not a dtype this app runs in; "
+                         f"choose one of: {', '.join(DTYPES)}.")
+    return DTYPES[name]
+
+
 def bundled_gguf_path(settings: Settings) -> str | None:
     """The GGUF file inside the installed package, without importing it (it imports `llm`)."""
     spec = importlib.util.find_spec(settings.bundled_package)
@@ -181,10 +198,12 @@ def load_model(
     dtype: torch.dtype | None = None,
     use_weight_cache: bool = True,
 ) -> LoadedModel:
-    """Load the model once: the override if given, else the bundled GGUF, else the Hub copy."""
+    """Load the model once: the override if given, else the bundled GGUF, else the Hub copy.
+
+    The dtype: the argument, else LLM_LAB_DTYPE, else `default_dtype(device)`."""
     settings = settings or Settings.from_env()
     device = torch.device(device) if device is not None else default_device()
-    dtype = dtype or default_dtype(device)
+    dtype = dtype or dtype_from_env() or default_dtype(device)
     start = time.perf_counter()
     note, model, tok, source, name = "", None, None, "", settings.hub_id
     gguf = bundled_gguf_path(settings)

@@ -10,11 +10,17 @@
    fly ("simulated": same numbers, same bytes stored, but no speed-up from reading fewer bytes).
 3. `swap_linears` walks a model and replaces every `nn.Linear` with its quantized twin.
 
-Only the *weights* are quantized; activations stay floating point ("weight-only"). On the CPU
-both fast kernels take bfloat16 activations (their float32 paths are very slow), so the
-Linear casts its input to bf16 and its output back.
+Only the *weights* are quantized; activations stay floating point ("weight-only"). The fast
+kernels take bfloat16 activations (on the CPU their float32 paths are very slow), so the
+Linear casts its input to bf16 and its output back. On CUDA the int4 Linear uses
+`aten._weight_int4pack_mm` (tensor-core tiles, its own packing) where a probe on the device
+gives the reference path's numbers; int8 likewise where the build has a CUDA int8 kernel
+(else simulated).
+The simulated int8 path dequantizes the weights *before* the matmul: x @ qᵀ with q up to 127
+sums products ~100x larger than the real ones and overflowed float16 (max 65,504) to inf, then
+NaN, on a GPU.
 What this file leaves out: activation quantization (int8 × int8 matmuls), GPTQ/AWQ-style
-calibration, and CUDA int4 kernels (CUDA uses the simulated path here).
+calibration.
 """
 from __future__ import annotations
 
@@ -26,6 +32,8 @@ from torch import nn
 
 INT8_KERNEL = "fast kernel (aten._weight_int8pack_mm, bf16 activations)"
 INT4_KERNEL = "fast kernel (aten._weight_int4pack_mm_for_cpu, bf16 activations)"
+INT4_CUDA_KERNEL = "fast kernel (aten._weight_int4pack_mm, CUDA, bf16 activations)"
+CUDA_INNER_K_TILES = 2  # the CUDA packer's tiling: in_features must be a multiple of 16 × this
 SIMULATED = "simulated (dequantize on the fly)"
 
 
@@ -84,20 +92,28 @@ def unpack_int4(packed: torch.Tensor) -> torch.Tensor:
 
 # ---------------------------------------------------------------- fast-kernel probes
 def int8_kernel_available(device: torch.device) -> bool:
-    """True where `aten._weight_int8pack_mm` exists and runs on this device (CPU here)."""
-    if torch.device(device).type != "cpu" or not hasattr(torch.ops.aten, "_weight_int8pack_mm"):
+    """True where `aten._weight_int8pack_mm` exists, runs on this device and gives the reference
+    numbers on a small random layer (CPU here; newer PyTorch builds add CUDA)."""
+    device = torch.device(device)
+    if device.type not in ("cpu", "cuda") or not hasattr(torch.ops.aten, "_weight_int8pack_mm"):
         return False
     try:
-        x, w, s = torch.ones(1, 32, dtype=torch.bfloat16), torch.ones(8, 32, dtype=torch.int8), \
-            torch.ones(8, dtype=torch.bfloat16)
-        torch.ops.aten._weight_int8pack_mm(x, w, s)
-        return True
+        gen = torch.Generator(device="cpu").manual_seed(0)
+        w, x = torch.randn(64, 128, generator=gen), torch.randn(3, 128, generator=gen)
+        q, scales = quantize_int8_per_channel(w)
+        y = torch.ops.aten._weight_int8pack_mm(
+            x.to(device, torch.bfloat16), q.to(device), scales.to(device, torch.bfloat16))
+        ref = x @ dequantize_int8_per_channel(q, scales).t()
+        return bool(torch.allclose(y.float().cpu(), ref, atol=0.1 + 0.02 * ref.abs().max().item(),
+                                   rtol=0.05))
     except RuntimeError:
         return False
 
 
 def int4_kernel_available(device: torch.device) -> bool:
-    """True where the CPU int4 pack + matmul ops exist and run on this device."""
+    """True where the int4 pack + matmul ops exist and run on this device (CPU or CUDA)."""
+    if torch.device(device).type == "cuda":
+        return _int4_cuda_kernel_agrees(torch.device(device))
     names = ("_convert_weight_to_int4pack_for_cpu", "_weight_int4pack_mm_for_cpu")
     if torch.device(device).type != "cpu" or not all(hasattr(torch.ops.aten, n) for n in names):
         return False
@@ -108,6 +124,35 @@ def int4_kernel_available(device: torch.device) -> bool:
             torch.ones(1, 64, dtype=torch.bfloat16), packed, 32,
             torch.ones(2, 16, 2, dtype=torch.bfloat16))
         return True
+    except RuntimeError:
+        return False
+
+
+def pack_int4_for_cuda(q: torch.Tensor) -> torch.Tensor:
+    """q [N, K] in 0..15 (on a CUDA device) -> the CUDA kernel's tiled int4 layout.
+
+    The packer reads uint8 [N, K/2] with the EVEN column in the high nibble (PyTorch >= 2.5)."""
+    q = q.to(torch.uint8)
+    return torch.ops.aten._convert_weight_to_int4pack(q[:, 0::2] << 4 | q[:, 1::2],
+                                                      CUDA_INNER_K_TILES)
+
+
+def _int4_cuda_kernel_agrees(device: torch.device) -> bool:
+    """The CUDA int4 kernel exists, runs here, and gives the reference path's numbers on a
+    random layer (a wrong packing convention would fail here, leaving the simulated path)."""
+    if not (torch.cuda.is_available() and hasattr(torch.ops.aten, "_weight_int4pack_mm")):
+        return False
+    try:
+        gen = torch.Generator(device="cpu").manual_seed(0)
+        w = torch.randn(64, 256, generator=gen)
+        x = torch.randn(3, 256, generator=gen)
+        q, scales, zeros = quantize_int4_groupwise(w, 32)
+        sz = torch.stack([scales.t(), zeros.t()], dim=-1).contiguous()  # [K/G, N, 2]
+        y = torch.ops.aten._weight_int4pack_mm(
+            x.to(device, torch.bfloat16), pack_int4_for_cuda(q.to(device)), 32,
+            sz.to(device, torch.bfloat16)).float().cpu()
+        ref = x @ dequantize_int4_groupwise(q, scales, zeros, 32).t()
+        return bool(torch.allclose(y, ref, atol=0.1 + 0.02 * ref.abs().max().item(), rtol=0.05))
     except RuntimeError:
         return False
 
@@ -138,25 +183,32 @@ class WeightOnlyInt8Linear(nn.Module):
         return self.reference_forward(x)
 
     def reference_forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Dequantize on the fly: scale after the matmul (one multiply per output)."""
-        return F.linear(x, self.weight.to(x.dtype)) * self.scales.to(x.dtype)
+        """Dequantize on the fly (w = q · scale, in float32, then the activation dtype), then
+        one matmul. Not `F.linear(x, q) * scale`: in float16 x @ qᵀ overflows (see top)."""
+        w = self.weight.float() * self.scales.float()[:, None]  # [N, K]
+        return F.linear(x, w.to(x.dtype))
 
 
 class WeightOnlyInt4Linear(nn.Module):
     """y = x @ ((q - 8) * scale + zero)ᵀ with 4-bit q, a scale and zero per group of G weights.
 
-    Kernel path: `weight` is the kernel's own packed layout (uint8 [N, K/2]) and
-    `scales_and_zeros` is bf16 [K/G, N, 2]. Simulated path: `weight` is our nibble packing
-    (`pack_int4`), unpacked and dequantized at every call."""
+    Kernel path: `weight` is the kernel's own packed layout (CPU: uint8 [N, K/2]; CUDA: int32
+    tiles) and `scales_and_zeros` is bf16 [K/G, N, 2]. Simulated path: `weight` is our nibble
+    packing (`pack_int4`), unpacked and dequantized at every call."""
 
     def __init__(self, q: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor,
                  group_size: int, use_kernel: bool) -> None:
         super().__init__()
         self.out_features, self.in_features = q.shape
         self.group_size, self.use_kernel = group_size, use_kernel
-        self.kernel = INT4_KERNEL if use_kernel else SIMULATED
+        self.on_cuda = q.device.type == "cuda"
+        self.kernel = (INT4_CUDA_KERNEL if self.on_cuda else INT4_KERNEL) if use_kernel \
+            else SIMULATED
         sz = torch.stack([scales.t(), zeros.t()], dim=-1).contiguous()  # [K/G, N, 2]
-        if use_kernel:
+        if use_kernel and self.on_cuda:
+            self.register_buffer("weight", pack_int4_for_cuda(q))  # int32 tiles, kernel layout
+            self.register_buffer("scales_and_zeros", sz.to(torch.bfloat16))
+        elif use_kernel:
             packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q.to(torch.int32), 2)
             self.register_buffer("weight", packed)  # uint8 [N, K/2], kernel layout
             self.register_buffer("scales_and_zeros", sz.to(torch.bfloat16))
@@ -168,14 +220,20 @@ class WeightOnlyInt4Linear(nn.Module):
     def from_linear(cls, linear: nn.Linear, group_size: int, use_kernel: bool
                     ) -> WeightOnlyInt4Linear:
         q, scales, zeros = quantize_int4_groupwise(linear.weight.data, group_size)
-        fits = q.shape[0] % 16 == 0 and q.shape[1] % 32 == 0  # the CPU packer's tile sizes
-        return cls(q, scales, zeros, group_size, use_kernel and fits)
+        q = q.to(linear.weight.device)
+        if linear.weight.device.type == "cuda":  # the CUDA packer's tile sizes
+            fits = q.shape[0] % 8 == 0 and q.shape[1] % (16 * CUDA_INNER_K_TILES) == 0
+        else:  # the CPU packer's tile sizes
+            fits = q.shape[0] % 16 == 0 and q.shape[1] % 32 == 0
+        dev = linear.weight.device
+        return cls(q, scales.to(dev), zeros.to(dev), group_size, use_kernel and fits)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.use_kernel:  # x [..., K] -> bf16 [M, K] -> kernel -> [..., N]
             x2 = x.reshape(-1, self.in_features).to(torch.bfloat16)
-            y = torch.ops.aten._weight_int4pack_mm_for_cpu(
-                x2, self.weight, self.group_size, self.scales_and_zeros)
+            mm = torch.ops.aten._weight_int4pack_mm if self.on_cuda \
+                else torch.ops.aten._weight_int4pack_mm_for_cpu
+            y = mm(x2, self.weight, self.group_size, self.scales_and_zeros)
             return y.reshape(*x.shape[:-1], self.out_features).to(x.dtype)
         w = dequantize_int4_groupwise(unpack_int4(self.weight), self.scales_and_zeros[..., 0].t(),
                                       self.scales_and_zeros[..., 1].t(), self.group_size)

@@ -34,21 +34,23 @@ from inference.kv_cache import (
 )
 from inference.tokens import prompt_ids
 
+# Same scores up to rounding in the loaded dtype (logits reach ~20; ulps grow with fewer bits).
+LOGIT_GAP = {torch.float32: 1e-2, torch.float16: 0.1, torch.bfloat16: 0.75}
 SYSTEM = "You are a museum guide. The museum closes at 17:00. Tickets cost 12 euros."
 
 
 def _formula(lm, tokens, batch):
     i = lm.info
-    return kv_cache_bytes(i.layers, i.kv_heads, i.head_dim, 4, tokens, batch)
+    return kv_cache_bytes(i.layers, i.kv_heads, i.head_dim, lm.bytes_per_value, tokens, batch)
 
 
 @pytest.mark.parametrize("length,batch", [(1, 1), (9, 1), (23, 2), (5, 3)])
 def test_formula_equals_tensor_bytes_after_prefill(lm, chat_ids, length, batch):
-    ids = torch.tensor([chat_ids[:length]] * batch)  # [B, S]
+    ids = torch.tensor([chat_ids[:length]] * batch, device=lm.device)  # [B, S]
     snap = snapshot(prefill(lm.model, ids).cache)
     assert snap.shapes[0] == (batch, 3, length, 64) and len(snap.shapes) == 30
     assert snap.tensor_bytes == snap.formula_bytes == _formula(lm, length, batch)
-    assert snap.bytes_per_token == 2 * 30 * 3 * 64 * 4 == 46_080
+    assert snap.bytes_per_token == 2 * 30 * 3 * 64 * lm.bytes_per_value  # 46,080 in float32
 
 
 def test_formula_equals_tensor_bytes_while_batch_decodes(lm, tok):
@@ -71,7 +73,7 @@ def test_growth_adds_one_column_per_token(lm, chat_ids):
 
 
 def test_copy_cache_is_independent(lm, chat_ids):
-    cache = prefill(lm.model, torch.tensor([chat_ids[:10]])).cache
+    cache = prefill(lm.model, torch.tensor([chat_ids[:10]], device=lm.device)).cache
     clone = copy_cache(cache)
     clone.crop(-4)
     assert cache_length(cache) == 10 and cache_length(clone) == 6
@@ -87,7 +89,7 @@ def test_race_lanes_agree_and_do_different_work(lm, chat_ids):
     assert [s.forward_tokens for s in plain] == [n, n + 1, n + 2, n + 3]
     summary = summarize(steps, n)
     assert summary.same_tokens and summary.new_tokens == 4
-    assert summary.max_logit_gap < 1e-2  # same scores, up to float rounding
+    assert summary.max_logit_gap < LOGIT_GAP[lm.dtype]  # same scores, up to float rounding
     reference = [e.token_id for e in stream(lm, chat_ids, max_new_tokens=4)]
     assert [s.token_id for s in cached] == reference
     assert summary.cached_forward_tokens == n + 3
@@ -128,8 +130,9 @@ def test_prefix_reuse_rejects_empty_input(lm, tok):
 
 def test_projection_matches_this_models_tensors(lm, chat_ids):
     mine = this_model(lm.info)
-    cache = prefill(lm.model, torch.tensor([chat_ids[:12]] * 2)).cache
-    assert cache_bytes(mine, 12, batch=2, bytes_per_value=4) == cache_tensor_bytes(cache)
+    cache = prefill(lm.model, torch.tensor([chat_ids[:12]] * 2, device=lm.device)).cache
+    assert cache_bytes(mine, 12, batch=2, bytes_per_value=lm.bytes_per_value) \
+        == cache_tensor_bytes(cache)
     assert as_mha(mine).bytes_per_token(4) == 3 * mine.bytes_per_token(4)
     llama2, mistral, llama3, llama70 = PUBLISHED
     assert llama3.bytes_per_token(2) == 131_072  # 2 × 32 × 8 × 128 × 2
@@ -153,15 +156,18 @@ def test_newest_attention_reproduces_the_layer_output(lm, chat_ids):
     model, layer = lm.model, 7
     cache = DynamicCache()
     with torch.inference_mode():
-        out = model(input_ids=torch.tensor([ids]), cache=cache, output_hidden_states=True)
+        out = model(input_ids=torch.tensor([ids], device=lm.device), cache=cache,
+                    output_hidden_states=True)
         v = cache.layers[layer].values[0].repeat_interleave(3, dim=0)  # [H_q, S, D]
-        w = torch.tensor(view.weights[layer])  # [H_q, S]
+        w = torch.tensor(view.weights[layer], dtype=v.dtype, device=v.device)  # [H_q, S]
         mixed = torch.einsum("hs,hsd->hd", w, v).reshape(1, -1)  # [1, H_q * D]
         block = model.model.layers[layer]
         h = out.hidden_states[layer][:, -1, :]
         mid = h + block.self_attn.o_proj(mixed)
         after = mid + block.mlp(block.post_attention_layernorm(mid))
-    torch.testing.assert_close(after, out.hidden_states[layer + 1][:, -1, :], atol=2e-3, rtol=1e-3)
+    atol = {torch.float32: 2e-3, torch.float16: 2e-2, torch.bfloat16: 0.1}[lm.dtype]
+    torch.testing.assert_close(after, out.hidden_states[layer + 1][:, -1, :], atol=atol,
+                               rtol=1e-3 if lm.dtype == torch.float32 else 2e-2)
 
 
 # ---- the panel's handlers, called as the UI calls them ----
@@ -171,9 +177,10 @@ def test_panel_handlers_on_the_real_model(lm):
     settings = Settings()
     frames = run.growth_frames(lm, settings, "Hi there", 3)
     first = next(frames)
-    assert "✓ equal" in first.formula and "46,080 bytes per token" in first.formula
+    per_token = 2 * 30 * 3 * 64 * lm.bytes_per_value  # 46,080 in float32
+    assert "✓ equal" in first.formula and f"{per_token:,} bytes per token" in first.formula
     assert len(first.grid.data[0].z) == 30 and "Step 0" in first.text
-    assert list(first.size.data[1].y) == [46_080 * 32]  # the 32-token prompt, cached
+    assert list(first.size.data[1].y) == [per_token * 32]  # the 32-token prompt, cached
     assert "32 prompt + 0 generated" in first.text
     assert len(list(frames)) == 2
 

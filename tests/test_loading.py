@@ -8,9 +8,11 @@ from inference.loading import GGUF_CACHE_SOURCE, GGUF_SOURCE, bundled_gguf_path,
 def test_info_card(lm):
     info = lm.info
     assert info.parameters == sum(p.numel() for p in lm.model.parameters())  # tied head once
-    assert info.weight_bytes == info.parameters * 4  # float32
+    assert info.weight_bytes == info.parameters * lm.bytes_per_value  # 4 bytes in float32
     assert (info.layers, info.heads, info.kv_heads, info.head_dim) == (30, 9, 3, 64)
-    assert info.device == "cpu" and info.dtype == "float32"
+    # the device and dtype the app chose (LLM_LAB_DTYPE when set; float32 on a CPU otherwise)
+    assert info.device.split(" ")[0] == str(lm.device)
+    assert info.dtype == str(lm.dtype).removeprefix("torch.")
 
 
 def test_weight_cache_gives_same_logits_as_gguf(tmp_path, monkeypatch, lm):
@@ -20,7 +22,7 @@ def test_weight_cache_gives_same_logits_as_gguf(tmp_path, monkeypatch, lm):
     assert cold.info.source == GGUF_SOURCE and "Q8_0" in GGUF_SOURCE  # the head is 8-bit
     warm = load_model(use_weight_cache=True)
     assert warm.info.source == GGUF_CACHE_SOURCE
-    x = torch.tensor([[1, 9690, 198, 2683, 359, 253, 5356]])
+    x = torch.tensor([[1, 9690, 198, 2683, 359, 253, 5356]], device=lm.device)
     with torch.inference_mode():
         torch.testing.assert_close(cold.model(x).logits, warm.model(x).logits, rtol=0, atol=0)
 

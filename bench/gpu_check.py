@@ -1,0 +1,232 @@
+"""`python -m bench.gpu_check`: is the app correct and fast on CUDA? One run, one JSON file.
+
+Runs on a machine with a CUDA GPU and without gradio or plotly (this file imports neither):
+1. the model-level tests (MODEL_TESTS) with pytest, on the device and dtype the app chooses;
+2. the figures that matter on a GPU: eager decode tokens/s at batch 1 beside the bandwidth
+   ceiling, prefill of 16 and 1,024 tokens, the KV cache race, a batch sweep, every
+   quantization mode's speed and agreement, what bounds a step (kernels launched, share of the
+   step the GPU was busy) and the captured decode (CUDA graph) against eager, same tokens.
+Each section's result (or its error) is written to bench/gpu-results.json as soon as it is
+known, so a run cut short still leaves what it measured. Without CUDA it says so and exits 2.
+Options: --skip-tests, --skip-bench, --out PATH.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+NO_CUDA_EXIT = 2
+MODEL_TESTS = ("tests/test_engine.py", "tests/test_kv_cache.py", "tests/test_quantize.py",
+               "tests/test_server.py", "tests/test_abuse_engine.py", "tests/test_dtypes.py",
+               "tests/test_loading.py::test_info_card", "tests/test_captured_decode.py")
+# Model-level tests that call a lesson's panel code (plotly/gradio), absent on the GPU machine.
+NEEDS_UI = ("tests/test_abuse_engine.py::test_concurrent_steps_on_one_session_take_turns",
+            "tests/test_kv_cache.py::test_panel_handlers_on_the_real_model",
+            "tests/test_kv_cache.py::test_panel_limits_come_from_settings",
+            "tests/test_kv_cache.py::test_panel_errors_are_clear",
+            "tests/test_kv_cache.py::test_panel_builds_with_limits_and_named_endpoints")
+PROMPT = "Write a long story about a lighthouse keeper who finds a message in a bottle."
+KV_PROMPT = "Tell me a long story about a brave little robot."
+QUALITY_PROMPT = "Explain why the sky is blue, in detail, for a curious student."
+QUANT_MODES = ("fp32", "fp16", "bf16", "int8", "int4-g32")
+TARGETS = {  # issue 13's targets on a GPU
+    "tests.failed": ("<=", 0),
+    "quantization.int8.top1_agreement_decided": (">=", 0.95),
+    "quantization.int4-g32.top1_agreement_decided": (">=", 0.95),
+    "captured.speedup_vs_eager": (">=", 5),
+    "captured.same_tokens": ("==", True),
+}
+
+
+def no_cuda_message() -> str | None:
+    """Why this machine cannot run the check, or None when it can."""
+    if not torch.cuda.is_available():
+        return (f"No CUDA device here (torch {torch.__version__}, "
+                f"CUDA build: {torch.version.cuda or 'none'}). bench.gpu_check measures the app "
+                "on a GPU: run it on a machine with one (see README, 'On a GPU').")
+    return None
+
+
+def _ui_packages_present() -> bool:
+    import importlib.util
+
+    return all(importlib.util.find_spec(m) is not None for m in ("gradio", "plotly"))
+
+
+def run_tests(timeout_s: int = 1_500) -> dict:
+    """pytest on MODEL_TESTS in a child process; counts read from its JUnit report."""
+    import xml.etree.ElementTree as ET
+
+    report = ROOT / "bench" / ".gpu-tests.xml"
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--junitxml",
+           str(report), *MODEL_TESTS]
+    if not _ui_packages_present():
+        cmd += [arg for t in NEEDS_UI for arg in ("--deselect", t)]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s)
+    out = {"command": " ".join(cmd[1:]), "returncode": proc.returncode,
+           "seconds": time.perf_counter() - t0, "tail": proc.stdout[-3000:] + proc.stderr[-1500:]}
+    if report.exists():
+        suites = ET.parse(report).getroot()
+        suite = suites if suites.tag == "testsuite" else suites[0]
+        n = {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")}
+        out.update(passed=n["tests"] - n["failures"] - n["errors"] - n["skipped"],
+                   failed=n["failures"] + n["errors"], skipped=n["skipped"],
+                   failures=[c.get("classname", "") + "::" + c.get("name", "")
+                             for c in suite.iter("testcase")
+                             if c.find("failure") is not None or c.find("error") is not None])
+        report.unlink()
+    return out
+
+
+def decode_figures(lm, ids: list[int]) -> dict:
+    from bench import measure
+    from inference.experiments.roofline import Roofline, measure_read_bandwidth
+    from inference.weights import bytes_read_per_token
+
+    measure.engine_decode_rate(lm, ids, 4)  # warm-up
+    rates = [measure.engine_decode_rate(lm, ids, 32) for _ in range(3)]
+    bw = measure_read_bandwidth(lm.device)
+    eager = measure.median(rates)
+    roof = Roofline(bw, bytes_read_per_token(lm.model), eager)
+    return {"engine_tokens_per_s": eager, "runs": rates, "bandwidth_read_gbs": bw,
+            "roofline_tokens_per_s": roof.ceiling_tokens_per_s,
+            "fraction_of_roofline": roof.fraction,
+            "generate_tokens_per_s": measure.generate_decode_rate(lm, ids, 32)}
+
+
+def quantization(lm, ids: list[int], new_tokens: int = 32) -> dict:
+    from inference.experiments.quality import compare_mode, load_perplexity_text, reference_run
+    from inference.experiments.shared_results import SharedResults
+    from inference.quant_modes import build_mode
+
+    shared = SharedResults()
+    ref = reference_run(build_mode(lm, "fp32", shared).model, ids, new_tokens, lm.device)
+    text_ids = lm.tokenizer(load_perplexity_text(), add_special_tokens=False)["input_ids"]
+    out = {}
+    for key in QUANT_MODES:
+        try:
+            r = compare_mode(build_mode(lm, key, shared), lm.tokenizer, ref, text_ids, lm.device)
+            out[key] = {"kernel": r.kernel, "weight_bytes": r.weight_bytes,
+                        "decode_tokens_per_s": r.decode_tokens_per_s,
+                        "top1_agreement": r.top1_agreement,
+                        "top1_agreement_decided": r.top1_decided, "kl": r.kl_mean,
+                        "perplexity": r.perplexity}
+        except Exception as exc:  # one broken mode must not hide the others' figures
+            out[key] = {"error": f"{type(exc).__name__}: {exc}"}
+    return out
+
+
+def captured_vs_eager(lm, ids: list[int], new_tokens: int = 128) -> dict:
+    """The engine's eager greedy loop (DynamicCache) against the captured static-cache step:
+    tokens/s at batch 1 and whether every token is the same."""
+    from inference.captured_decode import captured_greedy
+    from inference.experiments.quality import greedy_run
+
+    greedy_run(lm.model, ids, 8, lm.device)  # warm-up
+    captured_greedy(lm.model, ids, 8, capture=False)
+    eager = greedy_run(lm.model, ids, new_tokens, lm.device)
+    static = captured_greedy(lm.model, ids, new_tokens, capture=False)
+    graph = captured_greedy(lm.model, ids, new_tokens, capture=True)
+    diff = next((i for i, (a, b) in enumerate(zip(eager.token_ids, graph.token_ids)) if a != b),
+                None)
+    return {"new_tokens": new_tokens, "captured": graph.captured,
+            "eager_tokens_per_s": eager.decode_tokens_per_s,
+            "eager_static_cache_tokens_per_s": static.decode_tokens_per_s,
+            "captured_tokens_per_s": graph.decode_tokens_per_s,
+            "speedup_vs_eager": graph.decode_tokens_per_s / eager.decode_tokens_per_s,
+            "capture_seconds": graph.capture_seconds,
+            "same_tokens": graph.token_ids == eager.token_ids,
+            "static_same_tokens": static.token_ids == eager.token_ids,
+            "first_difference_at": diff}
+
+
+def bench_sections(lm) -> dict:
+    """Name -> zero-argument function, in the order they run."""
+    from bench import measure
+    from inference.profile_step import profile_decode_step
+    from inference.tokens import prompt_ids
+
+    ids = prompt_ids(lm.tokenizer, PROMPT)
+    return {
+        "decode": lambda: decode_figures(lm, ids),
+        "step_profile": lambda: vars(profile_decode_step(lm.model, ids)),
+        "prefill": lambda: measure.prefill_lengths(lm, (16, 1024)),
+        "kv_cache": lambda: measure.kv_cache_race(lm, prompt_ids(lm.tokenizer, KV_PROMPT)),
+        "batching": lambda: measure.batch_sweep(lm, ids, sizes=(1, 4, 16, 64)),
+        "captured": lambda: captured_vs_eager(lm, ids),
+        "quantization": lambda: quantization(lm, prompt_ids(lm.tokenizer, QUALITY_PROMPT)),
+    }
+
+
+def check_targets(results: dict) -> dict:
+    out = {}
+    for key, (op, goal) in TARGETS.items():
+        cur = results
+        for part in key.split("."):
+            cur = cur.get(part) if isinstance(cur, dict) else None
+        if cur is None or isinstance(cur, dict):
+            met = False
+        else:
+            met = cur >= goal if op == ">=" else cur <= goal if op == "<=" else cur == goal
+        out[key] = {"value": cur, "target": f"{op} {goal}", "met": bool(met)}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--skip-tests", action="store_true")
+    ap.add_argument("--skip-bench", action="store_true")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "gpu-results.json"))
+    args = ap.parse_args(argv)
+    why = no_cuda_message()
+    if why:
+        print(why, file=sys.stderr)
+        return NO_CUDA_EXIT
+    out = Path(args.out)
+    results: dict = {"when": time.strftime("%Y-%m-%d %H:%M:%S"),
+                     "machine": {"device": torch.cuda.get_device_name(0),
+                                 "torch": torch.__version__, "cuda": torch.version.cuda,
+                                 "dtype_env": os.environ.get("LLM_LAB_DTYPE", "")}}
+
+    def record(name: str, fn) -> None:
+        print(f"== {name} ({time.strftime('%H:%M:%S')})", flush=True)
+        t0 = time.perf_counter()
+        try:
+            results[name] = fn()
+        except Exception as exc:  # recorded, and the next section still runs
+            results[name] = {"error": f"{type(exc).__name__}: {exc}",
+                             "traceback": traceback.format_exc()[-2000:]}
+        print(json.dumps(results[name], default=str)[:1500], f"({time.perf_counter() - t0:.0f} s)",
+              flush=True)
+        results["targets"] = check_targets(results)
+        out.write_text(json.dumps(results, indent=2, default=str))
+
+    if not args.skip_tests:
+        record("tests", run_tests)
+    if not args.skip_bench:
+        from inference.loading import load_model
+
+        lm = load_model()
+        results["machine"].update(dtype=lm.info.dtype, model_source=lm.info.source,
+                                  load_seconds=lm.info.load_seconds)
+        for name, fn in bench_sections(lm).items():
+            record(name, fn)
+    for key, t in results.get("targets", {}).items():
+        print(f"{key:48s} {t['value']!s:>10.10s}  {t['target']:8s} "
+              f"{'met' if t['met'] else 'MISSED'}")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""What bounds one decode step here: the big matrix products, or everything around them?
+
+The roofline says a decode step must at least read every weight once, so its time should be
+bytes ÷ bandwidth. Measured steps sit below that ceiling on every machine, and the profiler
+says why: one step of this model dispatches thousands of small operations (norms, rotary
+embeddings, reshapes, attention over a few positions, casts), and each costs a fixed few
+microseconds of dispatch whatever its size.
+
+`profile_decode_step` runs a few real decode steps under `torch.profiler` and returns:
+- on a CPU, the operations dispatched per step and the share of the step spent outside the
+  big matrix products (the Linear layers and the output head);
+- on a GPU as well, the kernels launched per step and the share of the step the GPU was busy
+  (the rest is the GPU waiting for the next launch).
+What this file leaves out: memory traffic per operation (the roofline lesson measures that).
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from .engine import decode_step, prefill
+from .timing import sync
+
+# The big matrix products: every Linear (q/k/v/o, gate/up/down) and the output head.
+MATMUL_OPS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::_weight_int8pack_mm",
+                        "aten::_weight_int4pack_mm", "aten::_weight_int4pack_mm_for_cpu"})
+
+
+@dataclass(frozen=True)
+class StepProfile:
+    device: str  # "cpu" or "cuda:0"
+    steps: int  # decode steps profiled
+    step_seconds: float  # median wall time of one step, without the profiler
+    ops_per_step: float  # aten operations dispatched per step (nested ones counted too)
+    matmul_seconds: float  # per step, time inside the big matrix products (MATMUL_OPS)
+    overhead_share: float  # 0..1: share of the step outside the big matrix products
+    kernels_per_step: float | None = None  # GPU kernels launched per step (CUDA only)
+    device_busy_share: float | None = None  # 0..1: share of the step the GPU ran kernels
+
+    @property
+    def matmul_share(self) -> float:
+        return 1.0 - self.overhead_share
+
+
+def _timed_steps(model, token: torch.Tensor, cache, n: int) -> tuple[list[float], torch.Tensor]:
+    times = []
+    for _ in range(n):
+        sync(token.device)
+        t = time.perf_counter()
+        token = decode_step(model, token, cache).argmax(-1)  # [1]
+        sync(token.device)
+        times.append(time.perf_counter() - t)
+    return times, token
+
+
+def _device_time_us(event) -> float:
+    """A kernel event's device time in µs, across profiler versions."""
+    for name in ("device_time", "cuda_time", "device_time_total", "cuda_time_total"):
+        value = getattr(event, name, None)
+        if value:
+            return float(value)
+    return 0.0
+
+
+def profile_decode_step(model, prompt_ids: list[int], steps: int = 4) -> StepProfile:
+    """Profile `steps` greedy decode steps after a prefill of `prompt_ids` (batch 1).
+
+    Example on the 2-core CI CPU (float32): ~2,000 ops a step, ~0.4 of it outside the matmuls.
+    """
+    device = next(model.parameters()).device
+    pre = prefill(model, torch.tensor([prompt_ids], device=device))
+    token = pre.logits.argmax(-1)  # [1]
+    times, token = _timed_steps(model, token, pre.cache, steps + 1)  # first one is warm-up
+    step_s = statistics.median(times[1:])
+    cuda = device.type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as prof:
+        _timed_steps(model, token, pre.cache, steps)
+    events = prof.events()
+    on_gpu = [getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA for e in events]
+    cpu_ops = [e for e, g in zip(events, on_gpu) if e.name.startswith("aten::") and not g]
+    matmul_us = sum(e.self_cpu_time_total for e in cpu_ops if e.name in MATMUL_OPS)
+    kernels = busy = None
+    if cuda:
+        gpu = [e for e, g in zip(events, on_gpu) if g]
+        kernels = len(gpu) / steps
+        kernel_us = sum(_device_time_us(e) for e in gpu)
+        busy = min(1.0, kernel_us / 1e6 / steps / step_s)
+        matmul_us = sum(_device_time_us(e) for e in gpu
+                        if any(k in e.name.lower() for k in ("gemm", "gemv", "matmul", "int4")))
+    matmul_s = matmul_us / 1e6 / steps
+    return StepProfile(device=str(device), steps=steps, step_seconds=step_s,
+                       ops_per_step=len(cpu_ops) / steps, matmul_seconds=matmul_s,
+                       overhead_share=min(1.0, max(0.0, 1.0 - matmul_s / step_s)),
+                       kernels_per_step=kernels, device_busy_share=busy)

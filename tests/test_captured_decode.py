@@ -1,0 +1,50 @@
+"""Decode overhead: the static-cache step (captured as a CUDA graph on a GPU) gives the
+engine's tokens, and the profiler counts what one decode step dispatches."""
+import pytest
+import torch
+
+from inference.captured_decode import StaticDecoder, captured_greedy
+from inference.experiments.quality import greedy_run
+from inference.profile_step import profile_decode_step
+from inference.tokens import prompt_ids
+
+PROMPT = "Write a long story about a lighthouse keeper."
+
+
+def test_static_cache_step_gives_the_engines_tokens(lm):
+    ids = prompt_ids(lm.tokenizer, PROMPT)
+    engine = greedy_run(lm.model, ids, 12, lm.device)  # DynamicCache, one forward per token
+    run = captured_greedy(lm.model, ids, 12, capture=lm.device.type == "cuda")
+    assert run.token_ids == engine.token_ids
+    assert run.decode_steps == 12 - 1 - (2 if run.captured else 0) and run.decode_tokens_per_s > 0
+    assert run.captured == (lm.device.type == "cuda")
+
+
+def test_capture_needs_cuda_and_bad_counts_are_refused(lm):
+    with pytest.raises(ValueError):
+        captured_greedy(lm.model, [1, 2, 3], 0)
+    if lm.device.type != "cuda":
+        dec = StaticDecoder(lm.model, max_len=8)
+        dec.prefill([1, 2, 3])
+        with pytest.raises(RuntimeError, match="CUDA"):
+            dec.capture()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
+def test_captured_decode_is_faster_with_the_same_tokens(lm):
+    ids = prompt_ids(lm.tokenizer, PROMPT)
+    eager = greedy_run(lm.model, ids, 64, lm.device)
+    graph = captured_greedy(lm.model, ids, 64, capture=True)
+    assert graph.captured and graph.token_ids == eager.token_ids
+    assert graph.decode_tokens_per_s > 2 * eager.decode_tokens_per_s
+
+
+def test_profile_counts_the_ops_of_one_decode_step(lm):
+    p = profile_decode_step(lm.model, prompt_ids(lm.tokenizer, "Hi"), steps=2)
+    assert p.steps == 2 and p.step_seconds > 0 and p.matmul_seconds > 0
+    assert p.ops_per_step > 100  # 30 layers of norms, projections, rotary, attention, MLP
+    assert 0 < p.overhead_share < 1 and p.matmul_share == pytest.approx(1 - p.overhead_share)
+    if lm.device.type == "cuda":
+        assert p.kernels_per_step > 100 and 0 < p.device_busy_share <= 1
+    else:
+        assert p.kernels_per_step is None and p.device_busy_share is None
