@@ -21,11 +21,13 @@ from lessons import (
     kv_cache_panel,
     performance_panel,
     prefill_panel,
+    presenter,
     quantization_panel,
     tokens_panel,
 )
 from lessons.classroom_guard import RefuseUploads, limit_per_session
 from lessons.lesson_text import lesson_text
+from lessons.links import link_notice, wire_links
 from lessons.next_lesson import lesson_footer, start_prompts, wire_start_prompts
 from visualizations.glossary import glossary_md
 from visualizations.model_card import model_card_html
@@ -41,6 +43,7 @@ with gr.Blocks(title="LLM Inference, Step by Step") as demo:
                 "taken apart one stage at a time. Times and sizes are measured live on this "
                 "machine, unless a chart or line labels them theoretical.")
     gr.HTML(model_card_html(LM.info), elem_id="model-card")
+    notice = link_notice()  # says what a ?lesson=…&prompt=… link asked for and did not get
     # Every tab visible (wrapped, not folded into a "⋯" menu) and sticky (assets/style.css).
     with gr.Tabs(elem_id="lesson-tabs", overflow_behavior="wrap") as tabs:
         with gr.Tab("Start here", id="start"):
@@ -71,9 +74,12 @@ with gr.Blocks(title="LLM Inference, Step by Step") as demo:
         with gr.Tab("This machine", id="machine"):
             performance_panel.build(LM, SETTINGS, SHARED, SERVER)
             lesson_footer("machine", tabs)
+        with gr.Tab("Present", id="present"):
+            presenter.build(LM, SETTINGS, SHARED, SERVER, demo)
         with gr.Tab("Glossary", id="glossary"):
             gr.Markdown(glossary_md(), elem_id="glossary")
     wire_start_prompts(starters, chat_prompt, tabs)
+    wire_links(demo, tabs, notice, SETTINGS.max_prompt_chars)
 
 demo.queue(max_size=SETTINGS.queue_size, default_concurrency_limit=2)
 limit_per_session(demo, SETTINGS.session_events, SETTINGS.lane_waiting)
@@ -82,7 +88,8 @@ limit_per_session(demo, SETTINGS.session_events, SETTINGS.lane_waiting)
 def launch_options() -> dict:
     """Bind to loopback unless told otherwise; Spaces sets GRADIO_SERVER_NAME itself."""
     return dict(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
-                share=False, show_error=False, max_file_size="1mb", css=lesson_text("style.css"),
+                share=False, show_error=False, max_file_size="1mb",
+                css=lesson_text("style.css") + lesson_text("presenter.css"),
                 # chat handlers wait on the server's events in threads: room for all of them
                 max_threads=SETTINGS.server_rows + SETTINGS.server_queue + 40,
                 app_kwargs={"middleware": [Middleware(RefuseUploads)]},

@@ -25,6 +25,7 @@ from .controls import number, slider
 from .feedback import guarded
 from .lesson_text import lesson_text
 from .named_outputs import showing
+from .presenter_exports import wire_batch_csv
 
 DEFAULT_PADDING = ("Hi!\nWhat is the capital of France?\n"
                    "Write a haiku about autumn leaves falling slowly.")
@@ -74,6 +75,7 @@ def sweep_tab(lm, settings: Settings, shared, measured: Measured, server=None) -
                      list(shown.values()), concurrency_id="heavy", concurrency_limit=1,
                      time_limit=600, api_name="batch_sweep")
     stop.click(None, None, None, cancels=[ev])
+    wire_batch_csv(lm, shared, ev, measured.sweep)  # the charts' data as CSV, once finished
     return ev
 
 

@@ -20,6 +20,7 @@ from visualizations.server_view import batch_history_figure, server_stats_md
 from visualizations.style import empty_figure, info_caption
 
 from .feedback import guarded
+from .presenter_exports import figures_box, figures_md
 
 ROOFLINE_PROMPT = "Write a short story about a lighthouse keeper and a storm."
 ROOFLINE_NEW_TOKENS = 24  # enough decode steps for a steady median
@@ -92,13 +93,15 @@ def build(lm, settings: Settings, shared=None, server=None) -> None:
     text = gr.Markdown("*Press the button: it takes a few seconds.*", elem_id="perf-result")
     chart = gr.Plot(empty_figure("The roofline appears here after measuring."), label="Roofline",
                     elem_id="perf-chart")
+    figures = figures_box(lm, shared)
 
     def on_run() -> dict:
         r = measure_roofline(lm)
         fig = roofline_figure([roofline_point(lm, r)], r.bandwidth_gbs,
                               ", read bandwidth measured", info_caption(lm.info),
                               x_title="Bytes read per decode token (MB: weights + KV cache)")
-        return {text: roofline_md(r, lm.info.weight_bytes), chart: fig}
+        return {text: roofline_md(r, lm.info.weight_bytes), chart: fig,
+                figures: figures_md(lm, shared, r)}
 
-    run.click(guarded(on_run, alone=server), None, [text, chart], concurrency_id="heavy",
+    run.click(guarded(on_run, alone=server), None, [text, chart, figures], concurrency_id="heavy",
               concurrency_limit=1, time_limit=120, api_name="roofline")

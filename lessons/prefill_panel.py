@@ -24,6 +24,7 @@ from visualizations.timing_text import prefill_report_md, sweep_progress_md, swe
 from .controls import slider
 from .feedback import guarded
 from .lesson_text import lesson_text
+from .presenter_exports import wire_prefill_csv
 from .prompt_input import encode_prompt
 
 LENGTH_CHOICES = [1, 8, 32, 128, 512, 1024]
@@ -131,6 +132,7 @@ def _sweep_section(lm, settings: Settings, shared, server) -> None:
         guarded(on_sweep, alone=server), [lengths, max_seq], [chart, progress],
         concurrency_id="heavy", concurrency_limit=1, time_limit=300, api_name="prefill_sweep")
     ev.then(sweep_button(True), None, sweep_btn)
+    wire_prefill_csv(lm, shared, ev, lengths, max_seq)  # the chart's data as CSV, once finished
     stop_btn.click(sweep_button(True), None, sweep_btn, cancels=[ev])
 
 

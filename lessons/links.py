@@ -1,0 +1,118 @@
+"""Links to a prepared state: a teacher hands out `?lesson=kv&prompt=Why+is+the+sky+blue%3F`
+and the app opens on that lesson with its prompt boxes filled; `?present=1` opens the
+presenter. Anything the app cannot honour (an unknown lesson, a prompt over the character
+limit, a prompt for a lesson without a prompt box) is left out with a visible notice: a link
+never raises an error.
+
+`read_link` is pure (a mapping of query parameters in, a `LinkState` out) and tested alone;
+`wire_links` finds the prompt boxes by their elem_id and fills them on page load.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import gradio as gr
+
+LESSONS = ("start", "chat", "tokens", "prefill", "decode", "kv", "batching", "quantization",
+           "machine", "present", "glossary")
+# tab id -> elem_ids of the prompt boxes a link fills (the lesson's own main prompt first)
+PROMPT_BOXES: dict[str, tuple[str, ...]] = {
+    "chat": ("chat-prompt",),
+    "tokens": ("tok-text",),
+    "prefill": ("prefill-prompt",),
+    "decode": ("decode-prompt",),
+    "kv": ("kv-growth-prompt", "kv-race-prompt", "kv-attn-prompt"),
+    "quantization": ("quant-prompt",),
+}
+PRESENT_TAB = "present"
+TRUE_WORDS = ("1", "true", "yes", "on")
+SHOWN_CHARS = 40  # an unknown lesson name is quoted at most this long in the notice
+
+
+@dataclass(frozen=True)
+class LinkState:
+    """What a link asks for, after checking: the tab to open, the prompt to fill (and the
+    elem_ids of the boxes it goes into), and a notice for whatever was left out."""
+
+    tab: str | None = None
+    prompt: str | None = None
+    boxes: tuple[str, ...] = ()
+    notices: tuple[str, ...] = ()
+
+    @property
+    def notice_md(self) -> str:
+        return "\n".join(f"ℹ️ {n}" for n in self.notices)
+
+
+def _quoted(text: str) -> str:
+    short = text[:SHOWN_CHARS] + ("…" if len(text) > SHOWN_CHARS else "")
+    return "“" + short.replace("*", "").replace("`", "").replace("<", "‹") + "”"
+
+
+def read_link(params: Mapping[str, str], max_prompt_chars: int) -> LinkState:
+    """Check a page's query parameters: `lesson` (a tab id), `prompt` (text for that lesson's
+    prompt boxes) and `present` (1: open the presenter).
+
+    >>> read_link({"lesson": "kv", "prompt": "Hi"}, 100).boxes[0]
+    'kv-growth-prompt'
+    >>> read_link({"lesson": "nope"}, 100).tab is None
+    True
+    """
+    notices: list[str] = []
+    lesson = (params.get("lesson") or "").strip().lower()
+    prompt = params.get("prompt")
+    tab = None
+    if lesson:
+        if lesson in LESSONS:
+            tab = lesson
+        else:
+            notices.append(f"This link names a lesson {_quoted(lesson)} that does not exist, so "
+                           "the app opened as usual. Lessons: " + ", ".join(LESSONS) + ".")
+    if str(params.get("present", "")).strip().lower() in TRUE_WORDS:
+        tab = PRESENT_TAB
+    boxes: tuple[str, ...] = ()
+    if prompt:
+        if len(prompt) > max_prompt_chars:
+            notices.append(f"The link's prompt is {len(prompt):,} characters, over this app's "
+                           f"limit of {max_prompt_chars:,}, so it was left out.")
+            prompt = None
+        elif tab in PROMPT_BOXES:
+            boxes = PROMPT_BOXES[tab]
+        else:
+            where = f"the {_quoted(tab)} screen" if tab else "no lesson"
+            notices.append(f"The link gives a prompt for {where}, which has no prompt box, so "
+                           "it was left out. Prompts go with: " + ", ".join(PROMPT_BOXES) + ".")
+            prompt = None
+    return LinkState(tab, prompt if boxes else None, boxes, tuple(notices))
+
+
+def link_notice() -> gr.Markdown:
+    """The (hidden until needed) line that says what a link asked for and could not get."""
+    return gr.Markdown("", visible=False, elem_id="link-notice")
+
+
+def _by_elem_id(demo: gr.Blocks) -> dict[str, gr.components.Component]:
+    return {b.elem_id: b for b in demo.blocks.values() if getattr(b, "elem_id", None)}
+
+
+def wire_links(demo: gr.Blocks, tabs: gr.Tabs, notice: gr.Markdown, max_prompt_chars: int
+               ) -> None:
+    """On page load, open the linked tab and fill its prompt boxes (call after every tab is
+    built: the boxes are found by elem_id)."""
+    found = _by_elem_id(demo)
+    boxes = {b: found[b] for ids in PROMPT_BOXES.values() for b in ids if b in found}
+
+    def on_load(request: gr.Request) -> dict:
+        params = dict(request.query_params) if request is not None else {}
+        state = read_link(params, max_prompt_chars)
+        out: dict = {notice: gr.Markdown(state.notice_md, visible=bool(state.notices))}
+        if state.tab is not None:
+            out[tabs] = gr.Tabs(selected=state.tab)
+        for elem_id in state.boxes:
+            if elem_id in boxes:
+                out[boxes[elem_id]] = state.prompt
+        return out
+
+    demo.load(on_load, None, [notice, tabs, *boxes.values()], queue=False,
+              api_visibility="private", show_progress="hidden")

@@ -1,0 +1,47 @@
+"""Predict, then measure: the learner commits to a number before the run, and afterwards sees
+their guess beside the measurement with one sentence of why.
+
+Pure functions (tested alone); the presenter and the lessons show what they return."""
+from __future__ import annotations
+
+import math
+
+CLOSE = 1.25  # within this factor either way, a guess counts as close
+
+
+def guess_error(guess: float, measured: float) -> float:
+    """How far off a guess is, as a factor ≥ 1 (2.0: half or double the measurement)."""
+    if guess <= 0 or measured <= 0:
+        return math.inf
+    return max(guess / measured, measured / guess)
+
+
+def verdict(guess: float, measured: float) -> str:
+    """One short phrase: close, too low or too high, by how much."""
+    off = guess_error(guess, measured)
+    if off <= CLOSE:
+        return "close: well predicted"
+    if guess < measured:
+        return f"too low: the measurement is {off:.1f}× your guess"
+    return f"too high: your guess is {off:.1f}× the measurement"
+
+
+def fmt(x: float) -> str:
+    """A ratio as people say it: 3.2, 2, 14, 120."""
+    return f"{x:.1f}".rstrip("0").rstrip(".") if abs(x) < 10 else f"{x:,.0f}"
+
+
+def comparison_md(guess: float | None, measured: float, unit: str, why: str) -> str:
+    """Guess against measurement and why; without a guess, an invitation to make one next time.
+
+    >>> comparison_md(2, 10, "×", "Because.").splitlines()[0]
+    '**Your guess:** 2 × · **measured:** 10 ×, too low: the measurement is 5.0× your guess'
+    """
+    got = f"**measured:** {fmt(measured)} {unit}"
+    if guess is None or not math.isfinite(guess):
+        head = f"**No guess typed** · {got}. Next time, write a number first: it sticks better."
+    elif guess <= 0:
+        head = f"**Your guess:** {fmt(guess)} (needs to be above 0) · {got}"
+    else:
+        head = f"**Your guess:** {fmt(guess)} {unit} · {got}, {verdict(guess, measured)}"
+    return f"{head}\n\n**Why:** {why}" if why else head

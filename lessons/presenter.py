@@ -1,0 +1,139 @@
+"""Presenter mode: the whole story (tokens → prefill → decode → KV cache → batching →
+quantization → cost) as one idea per screen in large type, each screen with one button that
+runs its live measurement and shows the number big. Next/Back buttons, and the arrow keys
+(or a clicker's Page Up/Down) when no text box has the focus. `?present=1` opens it.
+
+On the screens marked `predict:` the room types a guess first; after the run the screen shows
+guess against measurement and one sentence of why. Where the visitor is, their guesses and
+their results live in their own browser (`gr.BrowserState`, localStorage): reload the page
+and the presenter picks up where it was. Nothing is kept on the server.
+
+The screens are `assets/presenter.md` (`presenter_screens`); the measurements are
+`presenter_measures`; the comparison sentence is `predictions`; the text, `presenter_view`.
+"""
+from __future__ import annotations
+
+import time
+
+import gradio as gr
+
+from inference.config import Settings
+from visualizations.presenter_view import recap_md, result_html, screen_md
+from visualizations.style import info_caption
+
+from .feedback import guarded
+from .predictions import comparison_md
+from .presenter_measures import MEASURES, RECAP
+from .presenter_screens import Screen, load_screens
+
+STORAGE_KEY = "llm-lab-presenter"
+FRESH = {"screen": 0, "guesses": {}, "results": {}}
+# Arrow keys / Page Up-Down click Back and Next while the presenter is on screen and no field
+# has the focus; `?present=1` also hides the model card for a cleaner projected page.
+KEYS_JS = """() => {
+  if (new URLSearchParams(location.search).get('present') === '1')
+    document.body.classList.add('lab-presenting');
+  if (window.__labPresenterKeys) return;
+  window.__labPresenterKeys = true;
+  const keys = {ArrowRight: 'present-next', PageDown: 'present-next',
+                ArrowLeft: 'present-back', PageUp: 'present-back'};
+  document.addEventListener('keydown', (e) => {
+    const id = keys[e.key];
+    if (!id || e.altKey || e.ctrlKey || e.metaKey || e.shiftKey) return;
+    const t = e.target;
+    if (t && t.closest && t.closest(
+        'input, textarea, select, [contenteditable=true], [role=slider], [role=tab]')) return;
+    const b = document.getElementById(id);
+    if (!b || b.offsetParent === null || b.disabled) return;
+    e.preventDefault();
+    b.click();
+  });
+}"""
+
+
+def clean(progress) -> dict:
+    """The visitor's stored progress, or a fresh one where storage held something else."""
+    if not isinstance(progress, dict):
+        return {**FRESH}
+    return {"screen": progress.get("screen", 0) if isinstance(progress.get("screen"), int)
+            else 0,
+            "guesses": dict(progress.get("guesses") or {}),
+            "results": dict(progress.get("results") or {})}
+
+
+def at(screens: tuple[Screen, ...], progress: dict) -> tuple[int, Screen]:
+    i = min(max(progress["screen"], 0), len(screens) - 1)
+    return i, screens[i]
+
+
+def compare_text(screen: Screen, progress: dict, screens: tuple[Screen, ...]) -> str:
+    """Below the result: the recap, guess vs measurement, or (before the run) nothing."""
+    if screen.measure == RECAP:
+        return recap_md(screens, progress["results"]) if RECAP in progress["results"] else ""
+    got = progress["results"].get(screen.measure)
+    if screen.predict is None or got is None:
+        return ""
+    return comparison_md(progress["guesses"].get(screen.measure), got["value"], screen.unit,
+                         screen.why)
+
+
+def build(lm, settings: Settings, shared=None, server=None, demo: gr.Blocks | None = None
+          ) -> None:
+    """The presenter inside the caller's tab; `demo`: the app, to bind the keys on load."""
+    screens = load_screens(lm.info)
+    progress = gr.BrowserState(FRESH, storage_key=STORAGE_KEY)
+    with gr.Column(elem_id="presenter"):
+        shown = gr.Markdown(screen_md(screens[0], 0, len(screens)), elem_id="present-screen")
+        guess = gr.Number(None, label="Your guess", visible=False, elem_id="present-guess")
+        run = gr.Button(screens[0].button, variant="primary", elem_id="present-run")
+        result = gr.HTML(result_html(None), elem_id="present-result")
+        compare = gr.Markdown(elem_id="present-compare")
+        gr.Markdown(info_caption(lm.info), elem_id="present-machine",
+                    elem_classes=["present-machine"])
+        with gr.Row(elem_id="present-nav"):
+            back = gr.Button("← Back", elem_id="present-back")
+            forward = gr.Button("Next →", elem_id="present-next")
+
+    def view(p: dict) -> dict:
+        i, s = at(screens, p)
+        ask = s.predict is not None
+        return {progress: p, shown: screen_md(s, i, len(screens)),
+                guess: gr.Number(value=p["guesses"].get(s.measure), visible=ask,
+                                 label=f"Your guess first: {s.predict} ({s.unit.strip()})"
+                                 if ask else "Your guess"),
+                run: gr.Button(s.button), result: result_html(p["results"].get(s.measure)),
+                compare: compare_text(s, p, screens)}
+
+    def move(step: int):
+        def go(p) -> dict:
+            p = clean(p)
+            p["screen"] = min(max(p["screen"] + step, 0), len(screens) - 1)
+            return view(p)
+        return go
+
+    def measure(p, typed: float | None) -> dict:
+        p = clean(p)
+        i, s = at(screens, p)
+        if s.predict is not None and typed is not None:
+            p["guesses"][s.measure] = float(typed)
+        if s.measure == RECAP:
+            n = sum(k in p["results"] for k in MEASURES)
+            p["results"][RECAP] = {"key": RECAP, "value": n, "shown": f"{n} of {len(MEASURES)}",
+                                   "label": "figures measured on this machine",
+                                   "detail": f"gathered at {time.strftime('%H:%M')}"}
+        else:
+            p["results"][s.measure] = MEASURES[s.measure](lm, settings, shared).as_dict()
+        return view(p)
+
+    outputs = [progress, shown, guess, run, result, compare]
+    back.click(guarded(move(-1), plain=True), progress, outputs, queue=False,
+               api_visibility="private")
+    forward.click(guarded(move(+1), plain=True), progress, outputs, queue=False,
+                  api_visibility="private")
+    run.click(guarded(measure, alone=server), [progress, guess], outputs,
+              concurrency_id="heavy", concurrency_limit=1, time_limit=300,
+              api_name="presenter_measure")
+    if demo is not None:
+        demo.load(None, None, None, js=KEYS_JS, queue=False, api_visibility="private")
+        demo.load(guarded(move(0), plain=True), progress, outputs, queue=False,
+                  api_visibility="private", show_progress="hidden")

@@ -1,0 +1,192 @@
+"""The presenter's live measurements: one plain function per screen, each a small run on a
+prepared prompt through the same engine functions the lessons use, returning one `Measured`
+headline. Run by `lessons.presenter` inside `feedback.guarded(..., alone=server)`, so the
+serving engine pauses while a measurement runs.
+
+Every function takes (lm, settings, shared) and returns a `Measured`; `MEASURES` maps the
+screen's `measure:` key to it. A `Measured` is stored in the visitor's browser as a dict
+(`as_dict`), so it holds only plain numbers and text.
+"""
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+from inference.config import Settings
+from inference.experiments.batch_sweep import run_sweep
+from inference.experiments.kv_race import race, summarize
+from inference.experiments.memory_guard import memory_budget_bytes
+from inference.experiments.prefill_sweep import prefill_sweep
+from inference.experiments.quality import greedy_run
+from inference.experiments.serving_cost import usd_per_million
+from inference.generation import stream
+from inference.quant_modes import build_mode
+from inference.tokens import encode_text, tokenize
+
+from .performance_panel import measure_roofline
+from .prefill_panel import measure_prompt
+from .prompt_input import encode_prompt
+
+QUESTION = "Name three colours of the rainbow."
+PROMPT = "Explain why the sky is blue in two sentences."
+SENTENCE = "Tokenization turns your sentence into pieces the model can count."
+MIX = {"English": "The weather is lovely today, so we are walking to the park.",
+       "French": "Il fait très beau aujourd'hui, alors nous marchons jusqu'au parc.",
+       "Python": "if temp_c > 21.5: walk(to='park', with_dog=True)"}
+RACE_TOKENS = 32  # the KV race's length
+PREFILL_TOKENS = 128  # the prefill race's length
+BATCH = 16  # the batching screen's largest batch
+BATCH_STEPS = 4  # timed decode steps per batch size
+DECODE_TOKENS = 16
+INT8_TOKENS = 16
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One screen's headline: the number, how it is shown, what it is, and the figures behind."""
+
+    key: str
+    value: float  # the headline number, compared with a guess on predict screens
+    shown: str  # e.g. "12.3×", "41 ms"
+    label: str  # e.g. "faster in one pass"
+    detail: str  # one line of the measured figures behind the headline
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def answer(lm, settings: Settings, shared) -> Measured:
+    events = list(stream(lm, encode_prompt(lm, settings, QUESTION), max_new_tokens=DECODE_TOKENS))
+    seconds = sum(e.seconds for e in events)
+    return Measured("answer", len(events) / seconds, f"{len(events) / seconds:.1f}",
+                    "tokens per second",
+                    f"“{QUESTION}” → “{events[-1].text.strip()}” ({len(events)} tokens in "
+                    f"{seconds:.2f} s)")
+
+
+def tokens(lm, settings: Settings, shared) -> Measured:
+    t = tokenize(lm.tokenizer, SENTENCE)
+    pieces = " · ".join(tok.text or "▯" for tok in t.tokens)
+    return Measured("tokens", len(t.tokens), f"{len(t.tokens)}", f"tokens for {t.words} words",
+                    f"{pieces}  ({len(SENTENCE)} characters)")
+
+
+def token_mix(lm, settings: Settings, shared) -> Measured:
+    counts = {name: len(encode_text(lm.tokenizer, text)) for name, text in MIX.items()}
+    words = {name: len(text.split()) for name, text in MIX.items()}
+    ratio = max(c / words[n] for n, c in counts.items()) / (counts["English"] / words["English"])
+    return Measured("token_mix", ratio, f"{ratio:.1f}×", "more tokens per word, worst vs English",
+                    " · ".join(f"{n}: {c} tokens / {words[n]} words" for n, c in counts.items()))
+
+
+def prefill(lm, settings: Settings, shared) -> Measured:
+    m = measure_prompt(lm, settings, PROMPT)
+    ms = m.ttft_seconds * 1000
+    step = (f", then {m.decode_step_seconds * 1000:.0f} ms per next token"
+            if m.decode_step_seconds else "")
+    return Measured("prefill", ms, f"{ms:.0f} ms", "to the first token",
+                    f"{m.prompt_tokens} prompt tokens read in one pass of "
+                    f"{m.prefill_seconds * 1000:.0f} ms{step}")
+
+
+def prefill_race(lm, settings: Settings, shared) -> Measured:
+    *_, last = prefill_sweep(lm, [PREFILL_TOKENS], PREFILL_TOKENS)
+    p = last.points[-1]
+    ratio = p.sequential_seconds / p.parallel_seconds
+    return Measured("prefill_race", ratio, f"{ratio:.1f}×", f"faster in one pass ({p.tokens} "
+                    "tokens)", f"one pass {p.parallel_seconds * 1000:.0f} ms · one token at a "
+                    f"time {p.sequential_seconds * 1000:.0f} ms")
+
+
+def decode(lm, settings: Settings, shared) -> Measured:
+    events = list(stream(lm, encode_prompt(lm, settings, PROMPT), max_new_tokens=DECODE_TOKENS))
+    steps = [e.seconds for e in events[1:]] or [events[0].seconds]
+    median = statistics.median(steps)
+    return Measured("decode", 1 / median, f"{1 / median:.1f}", "tokens per second, one by one",
+                    f"median step {median * 1000:.0f} ms over {len(steps)} steps · first token "
+                    f"{events[0].seconds * 1000:.0f} ms (the prefill)")
+
+
+def roofline(lm, settings: Settings, shared) -> Measured:
+    r = measure_roofline(lm, DECODE_TOKENS)
+    return Measured("roofline", r.bandwidth_gbs, f"{r.bandwidth_gbs:.1f} GB/s",
+                    "memory read speed", f"ceiling {r.ceiling_tokens_per_s:.1f} tokens/s for "
+                    f"{r.bytes_per_token / 1e6:,.0f} MB per step · measured "
+                    f"{r.measured_tokens_per_s:.1f} tokens/s ({r.fraction:.0%} of the ceiling)")
+
+
+def kv_bytes(lm, settings: Settings, shared) -> Measured:
+    events = list(stream(lm, encode_prompt(lm, settings, PROMPT), max_new_tokens=DECODE_TOKENS))
+    first, last = events[0], events[-1]
+    per_token = (last.cache_bytes - first.cache_bytes) / max(last.cache_tokens
+                                                            - first.cache_tokens, 1)
+    i = lm.info
+    return Measured("kv_bytes", per_token, f"{per_token / 1024:,.0f} KB", "of cache per token",
+                    f"cache {first.cache_bytes / 1e6:.1f} MB after the prompt "
+                    f"({first.cache_tokens} tokens) → {last.cache_bytes / 1e6:.1f} MB "
+                    f"({last.cache_tokens}) · formula 2 × {i.layers} layers × {i.kv_heads} KV "
+                    f"heads × {i.head_dim} × {lm.bytes_per_value} bytes")
+
+
+def kv_race(lm, settings: Settings, shared) -> Measured:
+    ids = encode_prompt(lm, settings, PROMPT, max_tokens=settings.race_max_prompt_tokens)
+    s = summarize(list(race(lm, ids, RACE_TOKENS)), len(ids))
+    same = "same tokens" if s.same_tokens else "tokens differ"
+    return Measured("kv_race", s.speedup, f"{s.speedup:.1f}×", f"faster with the cache "
+                    f"({s.new_tokens} tokens)", f"cached {s.cached_seconds:.2f} s · recomputed "
+                    f"{s.recompute_seconds:.2f} s · {s.work_ratio:.0f}× the tokens through the "
+                    f"model without it · {same}")
+
+
+def batch_points(lm, settings: Settings, shared):
+    """Decode 1, 2, 4, 8 and 16 copies of a prompt; the finished sweep's points, kept in
+    `shared` for the cost screen."""
+    ids = encode_prompt(lm, settings, PROMPT)
+    *_, last = run_sweep(lm, ids, BATCH, BATCH_STEPS, memory_budget_bytes(lm.device, 0.5))
+    if shared is not None:
+        shared.put(("presenter-batch", lm.info.device, lm.info.dtype), last.points)
+    return last.points
+
+
+def batch(lm, settings: Settings, shared) -> Measured:
+    points = batch_points(lm, settings, shared)
+    one, big = points[0], points[-1]
+    ratio = big.tokens_per_s / one.tokens_per_s
+    return Measured("batch", ratio, f"{ratio:.1f}×", f"the tokens/s at batch {big.batch}",
+                    f"batch 1: {one.tokens_per_s:.1f} tokens/s ({one.step_seconds * 1000:.0f} "
+                    f"ms a step) · batch {big.batch}: {big.tokens_per_s:.1f} tokens/s "
+                    f"({big.step_seconds * 1000:.0f} ms a step)")
+
+
+def int8(lm, settings: Settings, shared) -> Measured:
+    ids = encode_prompt(lm, settings, PROMPT)
+    runs = {key: greedy_run(build_mode(lm, key, shared).model, ids, INT8_TOKENS, lm.device)
+            for key in ("fp32", "int8")}
+    fp32, q8 = runs["fp32"], runs["int8"]
+    ratio = q8.decode_tokens_per_s / fp32.decode_tokens_per_s
+    same = sum(a == b for a, b in zip(fp32.token_ids, q8.token_ids)) / len(fp32.token_ids)
+    return Measured("int8", ratio, f"{ratio:.2f}×", "the decode speed of float32",
+                    f"float32 {fp32.decode_tokens_per_s:.1f} tokens/s · int8 "
+                    f"{q8.decode_tokens_per_s:.1f} tokens/s · {same:.0%} of the {INT8_TOKENS} "
+                    "greedy tokens the same")
+
+
+def cost(lm, settings: Settings, shared) -> Measured:
+    key = ("presenter-batch", lm.info.device, lm.info.dtype)
+    points = (shared.get(key) if shared is not None else None) or batch_points(lm, settings,
+                                                                               shared)
+    price = settings.price_per_hour.default
+    one, big = points[0], points[-1]
+    alone, shared_cost = (usd_per_million(price, p.tokens_per_s) for p in (one, big))
+    return Measured("cost", shared_cost, f"${shared_cost:,.2f}",
+                    f"per million tokens at batch {big.batch}",
+                    f"at ${price:.2f} an hour: ${alone:,.2f} per million alone (batch 1, "
+                    f"{one.tokens_per_s:.1f} tokens/s) · batch {big.batch} "
+                    f"{big.tokens_per_s:.1f} tokens/s")
+
+
+MEASURES: dict[str, Callable[[object, Settings, object], Measured]] = {
+    f.__name__: f for f in (answer, tokens, token_mix, prefill, prefill_race, decode, roofline,
+                            kv_bytes, kv_race, batch, int8, cost)}
+RECAP = "recap"  # gathers the visitor's own results: no model run

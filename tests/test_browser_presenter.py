@@ -1,0 +1,150 @@
+"""Issue 16 in a real browser: presenter mode walked with the keyboard, measurements run from
+its screens, a prediction entered and compared (and remembered across a reload), links to a
+prepared state (`?lesson=kv&prompt=…`, a bad link's notice), and a chart's CSV export equal
+to the numbers the chart draws."""
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from urllib.parse import quote
+
+from e2e_browser import (
+    assert_clean,
+    set_slider,
+    tab_panel,
+    text_of,
+    wait_until,
+)
+from lessons.presenter_screens import load_screens
+
+SCREENS = load_screens()
+TOTAL = len(SCREENS)
+
+
+def _screen(page) -> int:
+    text = text_of(page, "present-screen")
+    return int(text.split("Screen ", 1)[1].split(" of")[0]) if "Screen " in text else 0
+
+
+def _go(page, url: str) -> None:
+    page.goto(url)
+    page.wait_for_selector("#lesson-tabs", timeout=60_000)
+
+
+def _press(page, key: str, expect: int) -> None:
+    page.keyboard.press(key)
+    wait_until(lambda: _screen(page) == expect, 15, f"screen {expect} after {key}")
+
+
+def _index(key: str) -> int:
+    return next(i for i, s in enumerate(SCREENS) if s.measure == key)
+
+
+def _walk_to(page, index: int) -> None:
+    while _screen(page) - 1 < index:
+        _press(page, "ArrowRight", _screen(page) + 1)
+
+
+def test_presenter_walks_measures_and_remembers(visitor, server):
+    page, watch = visitor
+    _go(page, f"{server.url}/?present=1")
+    wait_until(lambda: _screen(page) == 1, 30, "the presenter's first screen")
+    assert page.locator("#present-screen").is_visible()
+    page.locator("#present-machine").click()  # focus on the page, not in a field
+
+    # Every screen forward with the arrow key, then every one back; the machine line on each.
+    for n in range(2, TOTAL + 1):
+        _press(page, "ArrowRight", n)
+        assert SCREENS[n - 1].title in text_of(page, "present-screen")
+        assert "Measured live on" in text_of(page, "present-machine")
+    page.keyboard.press("ArrowRight")  # past the end: stays
+    wait_until(lambda: _screen(page) == TOTAL, 5, "staying on the last screen")
+    for n in range(TOTAL - 1, 0, -1):
+        _press(page, "ArrowLeft", n)
+    assert page.locator("#present-guess").is_hidden()  # screen 1 asks for no guess
+
+    # Screen 2's measurement: the token count, big.
+    _press(page, "ArrowRight", 2)
+    page.locator("#present-run").click()
+    wait_until(lambda: "tokens for" in text_of(page, "present-result"), 60, "the token count")
+
+    # Predict, then measure: the KV race (cache on vs off).
+    _walk_to(page, _index("kv_race"))
+    guess = page.locator("#present-guess input")
+    assert guess.is_visible()
+    guess.fill("2")
+    page.locator("#present-run").click()
+    wait_until(lambda: "faster with the cache" in text_of(page, "present-result"), 240,
+               "the KV race result")
+    compare = wait_until(lambda: (t := text_of(page, "present-compare")) and "Why:" in t and t,
+                         10, "guess against measurement")
+    assert "Your guess: 2 × faster" in compare and "measured:" in compare
+
+    # Typing in the guess box does not turn the page (arrow keys move the caret there).
+    guess.press("ArrowLeft")
+    assert _screen(page) == _index("kv_race") + 1
+
+    # Remembered in this browser: reload, and the presenter is where it was, result and all.
+    _go(page, f"{server.url}/?present=1")
+    wait_until(lambda: _screen(page) == _index("kv_race") + 1, 30, "the remembered screen")
+    assert "faster with the cache" in text_of(page, "present-result")
+    assert "Your guess: 2 × faster" in text_of(page, "present-compare")
+    assert_clean(page, watch)
+
+
+def test_link_opens_kv_with_the_prompt(visitor, server):
+    page, watch = visitor
+    prompt = "Why do cats purr when they are happy?"
+    _go(page, f"{server.url}/?lesson=kv&prompt={quote(prompt)}")
+    wait_until(lambda: page.locator("#kv-growth-prompt textarea").input_value() == prompt, 30,
+               "the KV prompt filled from the link")
+    assert page.get_by_role("tab", name="4 · KV cache", exact=True).get_attribute(
+        "aria-selected") == "true"
+    assert page.locator("#kv-growth-prompt").is_visible()
+    assert page.locator("#link-notice").is_hidden()
+    assert_clean(page, watch)
+
+
+def test_bad_links_show_a_notice(visitor, server):
+    page, watch = visitor
+    _go(page, f"{server.url}/?lesson=nowhere&prompt=hello")
+    wait_until(lambda: "does not exist" in text_of(page, "link-notice"), 30, "the notice")
+    assert page.get_by_role("tab", name="Start here", exact=True).get_attribute(
+        "aria-selected") == "true"
+
+    _go(page, f"{server.url}/?lesson=prefill&prompt={'x' * 20_001}")
+    wait_until(lambda: "over this app's limit" in text_of(page, "link-notice"), 30,
+               "the oversized-prompt notice")
+    assert page.get_by_role("tab", name="2 · Prefill", exact=True).get_attribute(
+        "aria-selected") == "true"
+    assert "x" * 100 not in page.locator("#prefill-prompt textarea").input_value()
+    assert_clean(page, watch)
+
+
+def test_prefill_sweep_csv_matches_the_chart(visitor, server, tmp_path):
+    page, watch = visitor
+    page.get_by_role("tab", name="2 · Prefill", exact=True).click()
+    panel = tab_panel(page, "prefill-sweep")
+    for n in ("32", "128", "512"):
+        panel.get_by_label(n, exact=True).uncheck()
+    set_slider(page, "prefill-sweep", "Measure one-at-a-time up to (tokens); longer is "
+               "extrapolated", 8)
+    page.locator("#prefill-sweep").click()
+    wait_until(lambda: page.locator("#prefill-csv").is_visible(), 180, "the CSV button")
+    with page.expect_download() as info:
+        page.locator("#prefill-csv").click()
+    path = Path(tmp_path) / "sweep.csv"
+    info.value.save_as(path)
+    rows = list(csv.DictReader(path.open()))
+    assert [int(r["prompt_tokens"]) for r in rows] == [1, 8]
+    drawn = page.evaluate("""() => {
+        const g = document.querySelector('#prefill-chart .js-plotly-plot');
+        return g.data.map(t => ({name: t.name, x: t.x, y: t.y})); }""")
+    points = {(int(x), round(float(y), 4)) for t in drawn for x, y in zip(t["x"], t["y"])}
+    for r in rows:
+        for col in ("one_pass_ms", "one_at_a_time_ms"):
+            assert (int(r["prompt_tokens"]), round(float(r[col]), 4)) in points, (r, drawn)
+    # Plotly's own toolbar downloads the chart as a PNG.
+    page.locator("#prefill-chart .js-plotly-plot").hover()
+    assert page.locator('#prefill-chart .modebar-btn[data-title="Download plot as png"]').count()
+    assert_clean(page, watch)

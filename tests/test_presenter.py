@@ -1,0 +1,200 @@
+"""Issue 16, pure parts: links to a prepared state, the presenter's screens, predict-then-
+measure sentences, and the exports (CSV equal to the chart's numbers, the machine summary).
+No model is loaded here except in the last test (the cheap measurements, on the real model)."""
+from __future__ import annotations
+
+import csv
+import io
+from types import SimpleNamespace
+
+import pytest
+
+from lessons.links import LESSONS, PROMPT_BOXES, read_link
+from lessons.predictions import comparison_md, guess_error, verdict
+from lessons.presenter import FRESH, clean, compare_text
+from lessons.presenter_measures import MEASURES, RECAP
+from lessons.presenter_screens import load_screens, parse_screens
+from visualizations.exports import (
+    batch_sweep_csv,
+    machine_figures_md,
+    prefill_sweep_csv,
+    write_csv,
+)
+from visualizations.presenter_view import recap_md, result_html, screen_md
+
+LIMIT = 100
+
+
+# --- links ---------------------------------------------------------------------------------
+def test_link_opens_lesson_and_fills_its_prompts():
+    state = read_link({"lesson": "kv", "prompt": "Why is the sky blue?"}, LIMIT)
+    assert state.tab == "kv" and state.prompt == "Why is the sky blue?"
+    assert state.boxes == PROMPT_BOXES["kv"] and not state.notices
+
+
+@pytest.mark.parametrize("tab", LESSONS)
+def test_every_tab_id_opens(tab):
+    state = read_link({"lesson": tab.upper()}, LIMIT)
+    assert state.tab == tab and not state.notices
+
+
+def test_unknown_lesson_is_ignored_with_a_notice():
+    state = read_link({"lesson": "<script>x</script>" * 10, "prompt": "hi"}, LIMIT)
+    assert state.tab is None and state.prompt is None and state.boxes == ()
+    assert "does not exist" in state.notice_md and "<script>" not in state.notice_md
+
+
+def test_oversized_prompt_is_ignored_but_the_lesson_opens():
+    state = read_link({"lesson": "prefill", "prompt": "x" * (LIMIT + 1)}, LIMIT)
+    assert state.tab == "prefill" and state.prompt is None and state.boxes == ()
+    assert "101 characters" in state.notice_md and "limit of 100" in state.notice_md
+    assert read_link({"lesson": "prefill", "prompt": "x" * LIMIT}, LIMIT).prompt == "x" * LIMIT
+
+
+def test_prompt_for_a_lesson_without_a_prompt_box():
+    state = read_link({"lesson": "machine", "prompt": "hi"}, LIMIT)
+    assert state.tab == "machine" and state.prompt is None and "no prompt box" in state.notice_md
+    assert read_link({"prompt": "hi"}, LIMIT).notices  # a prompt and no lesson
+
+
+def test_present_opens_the_presenter_and_no_params_change_nothing():
+    assert read_link({"present": "1"}, LIMIT).tab == "present"
+    assert read_link({"present": "0"}, LIMIT).tab is None
+    assert read_link({}, LIMIT) == read_link({"lesson": ""}, LIMIT)
+    assert read_link({}, LIMIT).notice_md == ""
+
+
+# --- screens ----------------------------------------------------------------------------------
+def test_screens_tell_the_story_in_order():
+    screens = load_screens()
+    assert 12 <= len(screens) <= 16
+    keys = [s.measure for s in screens]
+    assert set(keys) - {RECAP} <= set(MEASURES) and keys[-1] == RECAP
+    story = ["tokens", "prefill", "decode", "kv_race", "batch", "int8", "cost"]
+    assert [keys.index(k) for k in story] == sorted(keys.index(k) for k in story)
+    predicted = {s.measure for s in screens if s.predict}
+    assert {"prefill_race", "kv_race", "int8"} <= predicted
+    for s in screens:
+        assert s.title and s.body and s.button
+        assert not s.predict or (s.unit and s.why)
+
+
+def test_screen_placeholders_are_filled_from_the_model():
+    info = SimpleNamespace(layers=30, parameters=134_515_008, vocab_size=49152, hidden_size=576,
+                           weight_bytes=538_000_000, dtype="float32")
+    first = load_screens(info)[0]
+    assert "135 M parameters" in first.body and "30 layers" in first.body
+    assert "$" not in "".join(s.body for s in load_screens(info))
+
+
+def test_bad_screen_file_is_refused():
+    with pytest.raises(ValueError, match="measure"):
+        parse_screens("## Only a title\nbutton: Go\n\nText")
+    with pytest.raises(ValueError, match="unknown setting"):
+        parse_screens("## T\nmeasure: tokens\nbutton: Go\ncolour: red\n\nText")
+
+
+def test_screen_views():
+    s = load_screens()[4]
+    assert screen_md(s, 4, 13).startswith("<small>Screen 5 of 13</small>")
+    assert "Press the button" in result_html(None)
+    shown = result_html({"shown": "12.5×", "label": "faster", "detail": "<b>x</b>"})
+    assert "12.5×" in shown and "&lt;b&gt;" in shown
+
+
+# --- predict, then measure --------------------------------------------------------------------
+def test_guess_against_measurement():
+    assert guess_error(5, 10) == guess_error(20, 10) == 2.0
+    assert verdict(11, 10).startswith("close")
+    assert verdict(2, 10) == "too low: the measurement is 5.0× your guess"
+    assert verdict(40, 10) == "too high: your guess is 4.0× the measurement"
+    md = comparison_md(3, 12.34, "× faster", "Because of the cache.")
+    assert "**Your guess:** 3 × faster" in md and "12 × faster" in md
+    assert md.endswith("**Why:** Because of the cache.")
+    assert "No guess typed" in comparison_md(None, 2.0, "×", "")
+    assert "above 0" in comparison_md(-1, 2.0, "×", "")
+
+
+def test_progress_from_the_browser_is_cleaned_and_compared():
+    assert clean(None) == FRESH and clean("junk") == FRESH
+    assert clean({"screen": "3"})["screen"] == 0
+    screens = load_screens()
+    race = next(s for s in screens if s.measure == "kv_race")
+    p = clean({"screen": 8, "guesses": {"kv_race": 2.0},
+               "results": {"kv_race": {"value": 3.5, "shown": "3.5×", "label": "faster"}}})
+    assert "**Your guess:** 2" in compare_text(race, p, screens)
+    assert compare_text(screens[0], p, screens) == ""  # no prediction on that screen
+    assert "3.5×" in recap_md(screens, p["results"])
+    assert "Nothing measured" in recap_md(screens, {})
+
+
+# --- exports ----------------------------------------------------------------------------------
+def _prefill_points():
+    from inference.experiments.prefill_sweep import PrefillPoint
+    return [PrefillPoint(8, 0.0213, 0.5901, True), PrefillPoint(512, 0.9, 36.5, False)]
+
+
+def _batch_points():
+    from inference.experiments.batch_sweep import BatchPoint
+    return [BatchPoint(b, 20, 0.05 * b, 0.07 + 0.002 * b, (0.07,), 1000 * b, 538_000_000)
+            for b in (1, 2, 4)]
+
+
+def test_prefill_csv_matches_the_chart():
+    from visualizations.style import info_caption
+    from visualizations.timing_charts import prefill_sweep_figure
+
+    points = _prefill_points()
+    rows = list(csv.DictReader(io.StringIO(prefill_sweep_csv(points))))
+    fig = prefill_sweep_figure(points, info_caption(SimpleNamespace(
+        device="cpu", dtype="float32", threads=2)))
+    plotted = {(int(x), round(float(y), 4)) for t in fig.data for x, y in zip(t.x, t.y)}
+    for row, p in zip(rows, points, strict=True):
+        assert int(row["prompt_tokens"]) == p.tokens
+        assert float(row["one_pass_ms"]) == pytest.approx(p.parallel_seconds * 1000)
+        assert float(row["one_at_a_time_ms"]) == pytest.approx(p.sequential_seconds * 1000)
+        for col in ("one_pass_ms", "one_at_a_time_ms"):  # every CSV value is a drawn point
+            assert (p.tokens, round(float(row[col]), 4)) in plotted, (row, plotted)
+    assert rows[1]["one_at_a_time_measured"] == "extrapolated"
+
+
+def test_batch_csv_matches_the_chart():
+    from visualizations.batching_charts import throughput_chart
+
+    points = _batch_points()
+    rows = list(csv.DictReader(io.StringIO(batch_sweep_csv(points))))
+    assert [int(r["batch"]) for r in rows] == [1, 2, 4]
+    fig = throughput_chart(points)
+    plotted = [float(y) for trace in fig.data for y in (trace.y or ())]
+    for row, p in zip(rows, points, strict=True):
+        assert float(row["tokens_per_s"]) == pytest.approx(p.tokens_per_s, rel=1e-4)
+        assert any(float(row["tokens_per_s"]) == pytest.approx(y, rel=1e-3) for y in plotted)
+
+
+def test_csv_file_and_machine_summary(tmp_path):
+    from inference.experiments.roofline import Roofline
+
+    path = write_csv("a,b\n1,2\n", "prefill sweep/../x")
+    assert path.endswith("prefill-sweep-x.csv") and open(path).read() == "a,b\n1,2\n"
+    info = SimpleNamespace(name="SmolLM2-135M-Instruct", parameters=134_515_008,
+                           weight_bytes=538_000_000, dtype="float32", device="cpu", threads=2)
+    empty = machine_figures_md(info)
+    assert "cpu, 2 threads" in empty and "Nothing measured yet" in empty
+    md = machine_figures_md(info, Roofline(22.5, 541_000_000, 13.6), _prefill_points(),
+                            _batch_points(), when="today")
+    assert "22.5 GB/s" in md and "41.6 tokens/s" in md and "13.6 tokens/s" in md
+    assert "Prefill of 512 tokens" in md and "(extrapolated)" in md
+    assert "Decode at batch 4" in md and "Nothing measured" not in md
+
+
+# --- the cheap measurements, on the real model ---------------------------------------------------
+def test_cheap_measurements_on_the_real_model(lm):
+    from inference.config import Settings
+
+    settings = Settings()
+    for key in ("tokens", "token_mix", "kv_bytes"):
+        m = MEASURES[key](lm, settings, None)
+        assert m.key == key and m.value > 0 and m.shown and m.detail
+    per_token = MEASURES["kv_bytes"](lm, settings, None).value
+    i = lm.info
+    assert per_token == 2 * i.layers * i.kv_heads * i.head_dim * lm.bytes_per_value

@@ -1,0 +1,78 @@
+"""Exports for slides and notes: a chart's data as CSV, and this machine's figures as a short
+markdown summary to paste. Pure: built from the same measured records the charts and reports
+use (read by attribute), so an export always matches what is drawn. Plotly's own toolbar (the
+camera icon on every chart) downloads the picture as PNG.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Sequence
+
+
+def csv_text(header: Sequence[str], rows: Iterable[Sequence]) -> str:
+    """A CSV table (comma-separated, one header line, Unix newlines)."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+def prefill_sweep_csv(points) -> str:
+    """The prefill sweep chart's data, in its units (ms): one row per prompt length."""
+    return csv_text(
+        ["prompt_tokens", "one_pass_ms", "one_at_a_time_ms", "one_at_a_time_measured"],
+        [[p.tokens, f"{p.parallel_seconds * 1000:.4f}", f"{p.sequential_seconds * 1000:.4f}",
+          "yes" if p.sequential_measured else "extrapolated"] for p in points])
+
+
+def batch_sweep_csv(points) -> str:
+    """The batch sweep charts' data: one row per batch size (`BatchPoint`s)."""
+    return csv_text(
+        ["batch", "prompt_tokens", "step_seconds", "tokens_per_s", "per_request_tokens_per_s",
+         "prefill_seconds", "cache_bytes", "weight_bytes"],
+        [[p.batch, p.prompt_tokens, f"{p.step_seconds:.6f}", f"{p.tokens_per_s:.3f}",
+          f"{p.per_request_tokens_per_s:.3f}", f"{p.prefill_seconds:.6f}", p.cache_bytes,
+          p.weight_bytes] for p in points])
+
+
+def write_csv(text: str, name: str) -> str:
+    """Write CSV text to a fresh temporary file named `<name>.csv`; return its path."""
+    safe = re.sub(r"[^A-Za-z0-9_-]+", "-", name).strip("-") or "data"
+    folder = tempfile.mkdtemp(prefix="llm-lab-export-")
+    path = os.path.join(folder, f"{safe}.csv")
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        f.write(text)
+    return path
+
+
+def machine_figures_md(info, roofline=None, prefill_points=(), batch_points=(),
+                       when: str = "") -> str:
+    """"This machine's figures" as markdown to paste into notes: the machine, then each
+    measured figure that exists (roofline, prefill sweep, batch sweep); nothing is invented."""
+    lines = [f"## LLM inference measured on this machine{f' ({when})' if when else ''}",
+             f"- Model: {info.name}, {info.parameters / 1e6:,.0f} M parameters, "
+             f"{info.weight_bytes / 1e6:,.0f} MB of weights in {info.dtype}",
+             f"- Machine: {info.device}, {info.threads} threads"]
+    if roofline is not None:
+        lines += [f"- Memory read bandwidth: {roofline.bandwidth_gbs:.1f} GB/s (measured)",
+                  f"- Decode ceiling at batch 1: {roofline.ceiling_tokens_per_s:.1f} tokens/s "
+                  f"(theoretical: bandwidth ÷ {roofline.bytes_per_token / 1e6:,.0f} MB per step)"]
+        if roofline.measured_tokens_per_s is not None:
+            lines.append(f"- Decode at batch 1: {roofline.measured_tokens_per_s:.1f} tokens/s "
+                         f"(measured, {roofline.fraction:.0%} of the ceiling)")
+    for p in prefill_points:
+        how = "measured" if p.sequential_measured else "extrapolated"
+        lines.append(f"- Prefill of {p.tokens} tokens: {p.parallel_seconds * 1000:,.0f} ms in "
+                     f"one pass vs {p.sequential_seconds * 1000:,.0f} ms one at a time ({how})")
+    for p in batch_points:
+        lines.append(f"- Decode at batch {p.batch}: {p.tokens_per_s:,.1f} tokens/s in all, "
+                     f"{p.per_request_tokens_per_s:.1f} per request (measured)")
+    if roofline is None and not prefill_points and not batch_points:
+        lines.append("- (Nothing measured yet: press *Measure this machine*, or run the prefill "
+                     "and batch sweeps.)")
+    return "\n".join(lines)
