@@ -133,7 +133,14 @@ def build(lm, settings: Settings, shared=None, server=None, demo: gr.Blocks | No
     run.click(guarded(measure, alone=server), [progress, guess], outputs,
               concurrency_id="heavy", concurrency_limit=1, time_limit=300,
               api_name="presenter_measure")
+    # The browser restores the stored progress after the page has loaded and reports it as a
+    # change: show that screen (not writing `progress` back, which would report again).
+    def restore(p) -> dict:
+        shown_now = move(0)(p)
+        shown_now.pop(progress)
+        return shown_now
+
+    progress.change(guarded(restore, plain=True), progress, outputs[1:], queue=False,
+                    api_visibility="private", show_progress="hidden")
     if demo is not None:
         demo.load(None, None, None, js=KEYS_JS, queue=False, api_visibility="private")
-        demo.load(guarded(move(0), plain=True), progress, outputs, queue=False,
-                  api_visibility="private", show_progress="hidden")
