@@ -155,6 +155,18 @@ def wait_until(predicate: Callable[[], object], timeout_s: float = 60, what: str
         time.sleep(0.25)
 
 
+def settled_value(read: Callable[[], object], ok: Callable[[object], bool],
+                  timeout_s: float = 10) -> object:
+    """Poll `read()` until `ok(value)` holds (e.g. a layout after a resize has settled) and
+    return the value; on timeout return the last value read, so the caller's assert says why."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = read()
+        if ok(value) or time.monotonic() > deadline:
+            return value
+        time.sleep(0.1)
+
+
 def wait_text_change(page, elem_id: str, before: str, timeout_s: float = 60) -> str:
     """Wait until the text of #elem_id differs from `before`; return the new text."""
     return wait_until(lambda: (t := text_of(page, elem_id)) != before and t,

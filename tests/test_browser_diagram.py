@@ -17,6 +17,7 @@ from e2e_browser import (
     fill_text,
     number,
     open_tab,
+    plot_title,
     set_slider,
     text_of,
     wait_until,
@@ -116,7 +117,8 @@ def test_diagram_decode_advances_one_beat_per_step(visitor):
 
     # Branch at step 1: the strips rewind to the prompt + 1 position.
     set_slider(page, "decode-branch", "Branch: look at step", 1)
-    page.wait_for_timeout(1500)  # the candidates list is redrawn for step 1
+    wait_until(lambda: "step 1" in (plot_title(page, "decode-candidates") or ""), 30,
+               "the candidates of step 1")
     page.locator("#decode-branch").click()
     d = wait_until(lambda: (x := diagram(page, "decode-diagram")) and x["step"] == "1"
                    and decode_tokens(page) == 2 and x, 60, "the diagram after Branch")

@@ -20,6 +20,7 @@ from e2e_browser import (
     plot_title,
     screenshot,
     set_slider,
+    settled_value,
     text_of,
     wait_text_change,
     wait_until,
@@ -27,7 +28,7 @@ from e2e_browser import (
 
 SIZES = [(390, 844), (1280, 720), (1440, 900)]
 TABS = ["Start here", "Try it", "1 · Tokens", "2 · Prefill", "3 · Decode", "4 · KV cache",
-        "5 · Batching", "6 · Quantization", "This machine", "Glossary"]
+        "5 · Batching", "6 · Quantization", "This machine", "Present", "Glossary"]
 LONG_TEXT = ("Tokenizers split words like antidisestablishmentarianism, numbers like 1234567 "
              "and emoji 🍕🚀 into pieces: the model reads these pieces, not letters.")
 
@@ -76,8 +77,8 @@ def test_token_chips_wrap_at_every_size(visitor):
     wait_text_change(page, "tok-counts", counts)
     for width, height in SIZES:
         page.set_viewport_size({"width": width, "height": height})
-        page.wait_for_timeout(300)
-        n, outside = chips_outside(page, "#tok-view")
+        n, outside = settled_value(lambda: chips_outside(page, "#tok-view"),
+                                   lambda r: r[0] > 40 and not r[1])
         assert n > 40, f"only {n} chips drawn"
         assert outside == [], f"{len(outside)} of {n} chips off screen at {width}px: {outside}"
         page.locator("#tok-view").scroll_into_view_if_needed()
@@ -89,7 +90,9 @@ def test_every_tab_is_one_tap_away_and_stays_on_screen(visitor):
     page, watch = visitor
     for width, height in SIZES:
         page.set_viewport_size({"width": width, "height": height})
-        page.wait_for_timeout(300)
+        last = page.get_by_role("tab", name=TABS[-1], exact=True)
+        settled_value(last.bounding_box,
+                      lambda b, w=width: b is not None and b["x"] + b["width"] <= w)
         assert page.get_by_role("button", name="More tabs").count() == 0 or not \
             page.get_by_role("button", name="More tabs").is_visible()
         for name in TABS:
@@ -101,9 +104,9 @@ def test_every_tab_is_one_tap_away_and_stays_on_screen(visitor):
         # Scrolled to the bottom of a long lesson, the strip is still there (sticky).
         open_tab(page, "3 · Decode")
         page.evaluate("window.scrollTo(0, document.body.scrollHeight)")
-        page.wait_for_timeout(300)
         tab = page.get_by_role("tab", name="1 · Tokens", exact=True)
-        box = tab.bounding_box()
+        box = settled_value(tab.bounding_box,
+                            lambda b, h=height: b is not None and 0 <= b["y"] <= h - b["height"])
         assert box and 0 <= box["y"] and box["y"] + box["height"] <= height, \
             f"the tab strip scrolled away at {width}x{height}: {box}"
         tab.click()
@@ -184,8 +187,8 @@ def test_decode_chips_wrap_after_many_steps(visitor):
     assert made >= 20, f"only {made} tokens: too few to need wrapping"
     for width, height in SIZES:
         page.set_viewport_size({"width": width, "height": height})
-        page.wait_for_timeout(300)
-        n, outside = chips_outside(page, "#decode-output")
+        n, outside = settled_value(lambda: chips_outside(page, "#decode-output"),
+                                   lambda r: r[0] == made and not r[1])
         assert n == made and outside == [], f"{outside} off screen at {width}px"
         assert overlapping_legends(page) == []
         page.locator("#decode-output").scroll_into_view_if_needed()
@@ -207,8 +210,8 @@ def test_shared_sweep_keeps_its_verdict_and_legends_clear_titles(server, browser
         page.locator("#prefill-sweep").click()
         wait_until(lambda p=page: "Done." in text_of(p, "prefill-progress"), 180, "the sweep")
         lines.append(text_of(page, "prefill-progress"))
-        page.wait_for_timeout(500)
-        assert drawn_legends(page) >= 1 and overlapping_legends(page) == []
+        wait_until(lambda p=page: drawn_legends(p) >= 1, 10, "the sweep chart's legend")
+        assert overlapping_legends(page) == []
         page.locator("#prefill-chart").scroll_into_view_if_needed()
         screenshot(page, f"screen-{width}x{height}-prefill-sweep")
         assert_clean(page, watch)
