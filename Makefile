@@ -43,9 +43,13 @@ test: lint browser
 DTYPE_TESTS ?= tests/test_engine.py tests/test_kv_cache.py tests/test_quantize.py \
 	tests/test_server.py tests/test_abuse_engine.py tests/test_dtypes.py \
 	tests/test_captured_decode.py tests/test_loading.py::test_info_card
+# Deselected in half precision: a sampled row batched with strangers equals its solo run only in
+# float32. In float16 the padded batch's logits differ from solo by rounding (0.03 at logits
+# of ~29, probabilities by 0.003), enough to move one seeded draw across a boundary.
+DTYPE_DESELECT := --deselect tests/test_server.py::test_concurrent_requests_get_their_solo_tokens
 test-dtypes: $(STAMP)
-	LLM_LAB_DTYPE=float16 $(PY) -m pytest -q $(DTYPE_TESTS)
-	LLM_LAB_DTYPE=bfloat16 $(PY) -m pytest -q $(DTYPE_TESTS)
+	LLM_LAB_DTYPE=float16 $(PY) -m pytest -q $(DTYPE_DESELECT) $(DTYPE_TESTS)
+	LLM_LAB_DTYPE=bfloat16 $(PY) -m pytest -q $(DTYPE_DESELECT) $(DTYPE_TESTS)
 
 # On a CUDA machine: the model-level tests and the GPU figures -> bench/gpu-results.json
 # (exits 2 with a message where there is no CUDA device).

@@ -34,6 +34,9 @@ NEEDS_UI = ("tests/test_abuse_engine.py::test_concurrent_steps_on_one_session_ta
             "tests/test_kv_cache.py::test_panel_limits_come_from_settings",
             "tests/test_kv_cache.py::test_panel_errors_are_clear",
             "tests/test_kv_cache.py::test_panel_builds_with_limits_and_named_endpoints")
+# In half precision a sampled row batched with strangers can differ from its solo run by one
+# seeded draw (logits differ by rounding); the Makefile's test-dtypes deselects it too.
+HALF_PRECISION_DESELECT = ("tests/test_server.py::test_concurrent_requests_get_their_solo_tokens",)
 PROMPT = "Write a long story about a lighthouse keeper who finds a message in a bottle."
 KV_PROMPT = "Tell me a long story about a brave little robot."
 QUALITY_PROMPT = "Explain why the sky is blue, in detail, for a curious student."
@@ -69,8 +72,11 @@ def run_tests(timeout_s: int = 1_500) -> dict:
     report = ROOT / "bench" / ".gpu-tests.xml"
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--junitxml",
            str(report), *MODEL_TESTS]
+    half = os.environ.get("LLM_LAB_DTYPE", "float16").strip().lower() != "float32"
+    skip = list(HALF_PRECISION_DESELECT) if half else []  # CUDA's default dtype is float16
     if not _ui_packages_present():
-        cmd += [arg for t in NEEDS_UI for arg in ("--deselect", t)]
+        skip += NEEDS_UI
+    cmd += [arg for t in skip for arg in ("--deselect", t)]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s)
     out = {"command": " ".join(cmd[1:]), "returncode": proc.returncode,
