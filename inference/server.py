@@ -146,8 +146,10 @@ class Server:
 
     # ---- what handlers call -------------------------------------------------------------
     def submit(self, prompt_ids: list[int], sampling: SamplingSettings | None = None,
-               max_new_tokens: int | None = None) -> ServedRequest:
-        """Queue a request; raise ServerBusyError (with a plain message) when the queue is full."""
+               max_new_tokens: int | None = None, candidates: int = 0) -> ServedRequest:
+        """Queue a request; raise ServerBusyError (with a plain message) when the queue is full.
+        `candidates`: how many top candidates each event lists (0 for a chat, which shows
+        none: listing them costs a softmax and ten token decodes per row and step)."""
         s = self.settings
         n = s.new_tokens.default if max_new_tokens is None else max_new_tokens
         if isinstance(n, bool) or not isinstance(n, int):
@@ -167,7 +169,8 @@ class Server:
                 raise ServerBusyError(
                     f"The model is busy: {len(self._waiting)} requests are ahead of you and "
                     f"{len(self._by_row)} are being answered. Try again in a few seconds.")
-            req = ServedRequest(self._next_rid, prompt_ids, sampling, n, s.top_k_shown,
+            req = ServedRequest(self._next_rid, prompt_ids, sampling, n,
+                                min(max(int(candidates), 0), s.top_k_shown),
                                 make_generator(sampling, self.lm.device), ahead=len(self._waiting))
             self._next_rid += 1
             self._waiting.append(req)
@@ -276,10 +279,13 @@ class Server:
         offset = rows_now - len(reqs) if prefill else 0  # newcomers sit after the running rows
         for j, r in enumerate(reqs):
             row_logits = logits[j]  # [V]
-            token, probs = choose(row_logits[None], r.sampling, r.generator)
-            token, probs = int(token[0]), probs[0]
-            raw = (probs if r.sampling.greedy
-                   else shaped_probabilities(row_logits, SamplingSettings()))  # plain softmax
+            if r.sampling.greedy and not r.top_k_shown:  # a chat: the argmax is all it needs
+                token, probs, raw = int(row_logits.argmax()), None, None
+            else:
+                token, probs = choose(row_logits[None], r.sampling, r.generator)
+                token, probs = int(token[0]), probs[0]
+                raw = (probs if r.sampling.greedy
+                       else shaped_probabilities(row_logits, SamplingSettings()))  # softmax
             batch.next_token[index_of[r.rid]] = token
             before = r.text
             r.generated.append(token)
@@ -290,7 +296,8 @@ class Server:
             r._put(StepEvent(
                 index=len(r.generated) - 1, token_id=token, piece=piece, text=r.text,
                 special=token in tok.all_special_ids,
-                candidates=top_candidates(tok, raw, probs, r.top_k_shown),
+                candidates=(top_candidates(tok, raw, probs, r.top_k_shown)
+                            if r.top_k_shown else ()),
                 chosen_by=r.sampling.describe(),
                 forward_tokens=len(r.prompt_ids) if prefill else 1, forward_seconds=seconds,
                 seconds=seconds, cache_tokens=real, cache_bytes=per_row_bytes,
