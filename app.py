@@ -25,7 +25,7 @@ from lessons import (
     quantization_panel,
     tokens_panel,
 )
-from lessons.classroom_guard import RefuseUploads, limit_per_session
+from lessons.classroom_guard import RefuseUploads, explain_bad_numbers, limit_per_session
 from lessons.lesson_text import lesson_text
 from lessons.links import link_notice, wire_links
 from lessons.next_lesson import lesson_footer, start_prompts, wire_start_prompts
@@ -83,6 +83,7 @@ with gr.Blocks(title="LLM Inference, Step by Step") as demo:
 
 demo.queue(max_size=SETTINGS.queue_size, default_concurrency_limit=2)
 limit_per_session(demo, SETTINGS.session_events, SETTINGS.lane_waiting)
+explain_bad_numbers(demo)
 
 
 def launch_options() -> dict:

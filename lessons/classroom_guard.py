@@ -1,5 +1,7 @@
-"""What keeps one visitor from spoiling the shared app for the room: fair queueing, and no
-uploads (no lesson takes a file, so the upload route answers 403).
+"""What keeps one visitor from spoiling the shared app for the room: fair queueing, no
+uploads (no lesson takes a file, so the upload route answers 403), and a sentence instead of a
+bare "Error" when an API client sends a word where a number belongs (Gradio checks slider and
+number values before any handler runs; `explain_bad_numbers` words its refusals).
 
 Fair queueing: one visitor cannot fill the queue for everyone.
 
@@ -68,3 +70,24 @@ class RefuseUploads:
             await send({"type": "http.response.body", "body": body})
             return
         await self.app(scope, receive, send)
+
+
+def explain_bad_numbers(demo: gr.Blocks) -> None:
+    """Every slider and number box refuses a non-number (or NaN) with its own label."""
+    for block in demo.blocks.values():
+        if isinstance(block, (gr.Slider, gr.Number)):
+            block.preprocess = _worded(block.preprocess, block.label or "This setting")
+
+
+def _worded(preprocess, label: str):
+    def run(value):
+        if isinstance(value, float) and value != value:
+            raise gr.Error(f"{label} must be a number (got NaN).", print_exception=False)
+        try:
+            return preprocess(value)
+        except gr.Error:
+            raise  # Gradio's own range messages already say what is allowed
+        except (TypeError, ValueError) as exc:
+            raise gr.Error(f"{label} must be a number (got {str(value)[:40]!r}).",
+                           print_exception=False) from exc
+    return run

@@ -114,3 +114,29 @@ def test_memory_of_long_prompt_sessions_stays_under_the_budget():
         assert (after - before) / 1e6 < 1_000, (before, after)
     finally:
         app.stop()
+
+
+def call_error(url: str, api: str, data: list) -> str | None:
+    """The message of the error event `api` answers `data` with (None if it succeeded)."""
+    body = json.dumps({"data": data}, ensure_ascii=True)
+    r = httpx.post(f"{url}gradio_api/call/{api}", content=body, timeout=60,
+                   headers={"content-type": "application/json"})
+    event_id, last = r.json()["event_id"], None
+    with httpx.stream("GET", f"{url}gradio_api/call/{api}/{event_id}", timeout=120) as s:
+        for line in s.iter_lines():
+            if line.startswith("event:"):
+                last = line[6:].strip()
+            elif line.startswith("data:") and last in ("complete", "error"):
+                return json.loads(line[5:].strip())["error"] if last == "error" else None
+    raise AssertionError(f"/{api}: no result")
+
+
+def test_words_and_nan_where_numbers_belong_get_a_sentence(server):
+    cases = [("token_cost", ["hi", "abc", 1, 1], "Expected output tokens"),
+             ("kv_growth", ["hi", "abc"], "must be a number"),
+             ("decode_step", ["hi", 4, "x", 0, 1, 0], "Temperature"),
+             ("decode_stop", [float("nan"), 0, 0, 1, 0], "must be a number (got NaN)")]
+    for api, data, expected in cases:
+        message = call_error(server.url, api, data)
+        assert message and expected in message and "must be a number" in message, (api, message)
+        assert not LEAK.search(message) and "Error" not in message.split()[0]
