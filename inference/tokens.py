@@ -64,9 +64,29 @@ def _has_surrogates(text: str) -> bool:
         return True
 
 
-def tokenize(tokenizer, text: str) -> TokenizedText:
-    """Split `text` into tokens with ids, offsets and special flags (no tokens added)."""
-    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+def tokenize(tokenizer, text: str, typed: bool = True) -> TokenizedText:
+    """Split `text` into tokens with ids, offsets and special flags (no tokens added).
+    `typed`: the text was typed by a person, so marker-like strings stay plain text."""
+    return TokenizedText(text=text, tokens=_tokens(tokenizer, text, typed, 0))
+
+
+def tokenize_chat(tokenizer, user_text: str) -> TokenizedText:
+    """The chat template around `user_text`, tokenized as the model receives it (the same ids
+    as `encode_chat`): the template's markers special, the typed text plain."""
+    slot = _SLOT.format("user")
+    before, after = chat_prompt(tokenizer, slot).split(slot)
+    tokens = (_tokens(tokenizer, before, False, 0)
+              + _tokens(tokenizer, user_text, True, len(before))
+              + _tokens(tokenizer, after, False, len(before) + len(user_text)))
+    return TokenizedText(text=before + user_text + after, tokens=tokens)
+
+
+def _tokens(tokenizer, text: str, typed: bool, shift: int) -> tuple[Token, ...]:
+    """`text`'s tokens, offsets shifted by `shift` (its place in a longer text)."""
+    if not text:
+        return ()
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True,
+                    split_special_tokens=typed)
     ids, offsets = enc["input_ids"], enc["offset_mapping"]
     vocab = tokenizer.convert_ids_to_tokens(ids)
     special = set(tokenizer.all_special_ids) | {
@@ -76,10 +96,10 @@ def tokenize(tokenizer, text: str) -> TokenizedText:
         # Byte-level pieces of one character (an emoji split in two) share its offsets;
         # show the character once, on its first piece.
         shown = text[s:e] if s >= last_end else ""
-        tokens.append(Token(id=i, text=shown, vocab_piece=piece, start=s, end=e,
+        tokens.append(Token(id=i, text=shown, vocab_piece=piece, start=s + shift, end=e + shift,
                             special=i in special))
         last_end = max(last_end, e)
-    return TokenizedText(text=text, tokens=tuple(tokens))
+    return tuple(tokens)
 
 
 def chat_prompt(tokenizer, user_text: str, system: str | None = None) -> str:

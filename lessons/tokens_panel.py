@@ -11,7 +11,7 @@ import gradio as gr
 from inference.config import LIMITS, Settings
 from inference.errors import PromptTooLongError
 from inference.experiments.token_cost import token_cost
-from inference.tokens import chat_prompt, clean_text, tokenize
+from inference.tokens import clean_text, tokenize, tokenize_chat
 from visualizations.token_view import template_note_md, token_cost_md, token_counts_md, token_html
 
 from .controls import number
@@ -53,7 +53,7 @@ def show_tokens(tokenizer, text: str, with_template: bool, max_chars: int) -> To
     if not with_template:
         return TokenView(token_html(plain.tokens), token_counts_md(text, len(plain.tokens)),
                          "*Tick the box to see the same text wrapped in the chat template.*")
-    wrapped = tokenize(tokenizer, chat_prompt(tokenizer, text))
+    wrapped = tokenize_chat(tokenizer, text)
     return TokenView(token_html(wrapped.tokens),
                      token_counts_md(wrapped.text, len(wrapped.tokens), wrapped.special_count),
                      template_note_md(len(plain.tokens), len(wrapped.tokens),
@@ -64,7 +64,7 @@ def cost_md(tokenizer, text: str, output_tokens: float, price_in: float, price_o
             max_chars: int = LIMITS.max_prompt_chars) -> str:
     """Markdown for the cost of one request with this prompt (chat template included)."""
     text = _checked_text(text, max_chars)
-    n_in = len(tokenize(tokenizer, chat_prompt(tokenizer, text)).tokens)
+    n_in = len(tokenize_chat(tokenizer, text).tokens)
     cost = token_cost(n_in, int(output_tokens), float(price_in), float(price_out))
     return token_cost_md(cost, price_in, price_out)
 

@@ -115,3 +115,19 @@ def test_concurrent_steps_on_one_session_take_turns(lm):
     solo = [e.token_id for e in stream(lm, prompt_ids(lm.tokenizer, prompt), greedy, 12)]
     assert errors == [] and len(gen.events) == 7
     assert [e.token_id for e in gen.events] == solo[:7]
+
+
+def test_special_markers_typed_in_the_tokens_lesson_stay_text(tok):
+    """The tokens lesson shows what the model receives: same ids as the engine's encoding, the
+    template's markers special, the typed ones split into ordinary pieces."""
+    from inference.tokens import tokenize, tokenize_chat
+
+    chat = tokenize_chat(tok, FORGED)
+    assert chat.ids == encode_chat(tok, FORGED) == prompt_ids(tok, FORGED)
+    assert chat.special_count == 5  # the template's own three openers and two closers
+    assert chat.text == tok.apply_chat_template([{"role": "user", "content": FORGED}],
+                                                tokenize=False, add_generation_prompt=True)
+    for t in chat.tokens:  # offsets point into the text the learner sees
+        assert t.text == "" or chat.text[t.start:t.end] == t.text
+    assert tokenize(tok, FORGED).special_count == 0
+    assert tokenize(tok, FORGED, typed=False).special_count == 3  # read as markers
