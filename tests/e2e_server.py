@@ -9,8 +9,10 @@ gets the same process; it is stopped when the session ends.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import httpx
 import pytest
 
 from bench.app_server import ROOT, AppServer, start_app
@@ -45,3 +47,20 @@ def server_peak_rss_bytes(pid: int) -> int | None:
     except OSError:
         return None
     return None
+
+
+def call_raw(url: str, api: str, data: list, timeout_s: float = 60) -> tuple[str, object]:
+    """POST to /gradio_api/call/<api> with ASCII-escaped JSON (so lone surrogates and NaN
+    travel as the browser could send them); return (final event, its data)."""
+    body = json.dumps({"data": data}, ensure_ascii=True)
+    r = httpx.post(f"{url}gradio_api/call/{api}", content=body, timeout=timeout_s,
+                   headers={"content-type": "application/json"})
+    r.raise_for_status()
+    event_id, event = r.json()["event_id"], None
+    with httpx.stream("GET", f"{url}gradio_api/call/{api}/{event_id}", timeout=timeout_s) as s:
+        for line in s.iter_lines():
+            if line.startswith("event:"):
+                event = line[6:].strip()
+            elif line.startswith("data:") and event in ("complete", "error"):
+                return event, json.loads(line[5:].strip())
+    raise AssertionError(f"/{api}: the stream ended without a result")

@@ -12,7 +12,7 @@ import httpx
 from gradio_client import Client
 
 from bench.app_server import start_app
-from e2e_server import ARTIFACTS, server_rss_bytes
+from e2e_server import ARTIFACTS, call_raw, server_rss_bytes
 
 LEAK = re.compile(r"Traceback|File \"|\.py\b|/work/|site-packages")
 
@@ -58,20 +58,11 @@ def test_upload_is_refused(server):
 
 
 def test_surrogate_chat_streams_and_ends_cleanly(server):
-    body = json.dumps({"data": ["Say hi \ud800", 4]}, ensure_ascii=True)
-    r = httpx.post(f"{server.url}gradio_api/call/chat", content=body, timeout=60,
-                   headers={"content-type": "application/json"})
-    event_id, last = r.json()["event_id"], None
-    with httpx.stream("GET", f"{server.url}gradio_api/call/chat/{event_id}", timeout=120) as s:
-        for line in s.iter_lines():
-            if line.startswith("event:"):
-                last = line[6:].strip()
-            elif line.startswith("data:") and last == "complete":
-                history, stats = json.loads(line[5:].strip())
-                assert content_text(history[0]) == "Say hi ?"  # cleaned, then echoed
-                assert "tokens generated" in stats
-                return
-    raise AssertionError(f"the chat stream ended with {last!r}, not a result")
+    event, data = call_raw(server.url, "chat", ["Say hi \ud800", 4], timeout_s=120)
+    assert event == "complete", data
+    history, stats = data
+    assert content_text(history[0]) == "Say hi ?"  # cleaned, then echoed
+    assert "tokens generated" in stats
 
 
 def content_text(message: dict) -> str:
@@ -118,17 +109,8 @@ def test_memory_of_long_prompt_sessions_stays_under_the_budget():
 
 def call_error(url: str, api: str, data: list) -> str | None:
     """The message of the error event `api` answers `data` with (None if it succeeded)."""
-    body = json.dumps({"data": data}, ensure_ascii=True)
-    r = httpx.post(f"{url}gradio_api/call/{api}", content=body, timeout=60,
-                   headers={"content-type": "application/json"})
-    event_id, last = r.json()["event_id"], None
-    with httpx.stream("GET", f"{url}gradio_api/call/{api}/{event_id}", timeout=120) as s:
-        for line in s.iter_lines():
-            if line.startswith("event:"):
-                last = line[6:].strip()
-            elif line.startswith("data:") and last in ("complete", "error"):
-                return json.loads(line[5:].strip())["error"] if last == "error" else None
-    raise AssertionError(f"/{api}: no result")
+    event, payload = call_raw(url, api, data, timeout_s=120)
+    return payload["error"] if event == "error" else None
 
 
 def test_words_and_nan_where_numbers_belong_get_a_sentence(server):

@@ -11,7 +11,6 @@ import json
 import re
 import time
 
-import httpx
 import pytest
 from gradio_client import Client
 
@@ -27,6 +26,7 @@ from e2e_browser import (
     wait_settled,
     wait_until,
 )
+from e2e_server import call_raw
 
 LEAK = re.compile(r"Traceback|File \"|\.py\b|line \d+|/work/|site-packages")
 TOO_MANY_TOKENS = "7 " * 9_000  # 18,000 characters (under the 20,000 limit), ~9,000 tokens
@@ -54,23 +54,6 @@ def assert_serving(client: Client) -> None:
     result = client.predict("Say hi.", 2, api_name="/chat")
     assert answer_text(result).strip()
     assert "Measured" in result[1]
-
-
-def call_raw(url: str, api: str, data: list, timeout_s: float = 60) -> tuple[str, object]:
-    """POST to /gradio_api/call/<api> with ASCII-escaped JSON (so lone surrogates and NaN
-    travel as the browser could send them); return (final event, its data)."""
-    body = json.dumps({"data": data}, ensure_ascii=True)
-    r = httpx.post(f"{url}gradio_api/call/{api}", content=body, timeout=timeout_s,
-                   headers={"content-type": "application/json"})
-    r.raise_for_status()
-    event_id, event = r.json()["event_id"], None
-    with httpx.stream("GET", f"{url}gradio_api/call/{api}/{event_id}", timeout=timeout_s) as s:
-        for line in s.iter_lines():
-            if line.startswith("event:"):
-                event = line[6:].strip()
-            elif line.startswith("data:") and event in ("complete", "error"):
-                return event, json.loads(line[5:].strip())
-    raise AssertionError(f"/{api}: the stream ended without a result")
 
 
 def test_empty_and_whitespace_prompts(client):

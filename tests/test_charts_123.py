@@ -1,6 +1,7 @@
 """Figure, HTML and markdown builders for 'Try it' and lessons 1-3, on hand-made data."""
 from dataclasses import dataclass
 
+from fake_events import Ev
 from inference.events import Candidate
 from inference.experiments.prefill_sweep import PrefillPoint
 from inference.experiments.token_cost import token_cost
@@ -67,17 +68,6 @@ def test_candidates_figure_shows_shaped_bars():
     assert candidates_figure(cands, 6, None).data.__len__() == 1
 
 
-@dataclass
-class Ev:
-    index: int
-    piece: str
-    special: bool
-    token_id: int
-    chosen_by: str
-    seconds: float
-    forward_tokens: int
-    cache_tokens: int
-    cache_bytes: int
 
 
 def test_output_html_and_stats():

@@ -2,11 +2,10 @@
 of the step looked at, the controls that reshape the candidates fire on typing, a forced step is
 not averaged into time per output token, the sweep's verdict survives sharing, chart text is
 readable (contrast) and legends sit apart from titles."""
-from dataclasses import dataclass
-
 import gradio as gr
 import pytest
 
+from fake_events import Ev
 from inference.config import Settings
 from inference.errors import SettingOutOfRangeError
 from inference.experiments.shared_results import SharedResults
@@ -64,17 +63,6 @@ def test_typing_into_the_step_and_sampling_boxes_fires_events(lm, serving):
         assert (label, "input") in triggers["decode_sampling"], label
 
 
-@dataclass
-class Ev:
-    index: int
-    piece: str
-    special: bool
-    token_id: int
-    chosen_by: str
-    seconds: float
-    forward_tokens: int
-    cache_tokens: int
-    cache_bytes: int
 
 
 def test_branch_pick_is_not_averaged_into_time_per_token():
