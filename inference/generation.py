@@ -50,8 +50,9 @@ class Generation:
     last_logits: torch.Tensor | None = None  # [V] scores behind the newest event's choice
     pending_force: int | None = None  # set by branch(): the learner's pick for the next step
     stopped: bool = False
-    # One visitor's clicks arrive as separate events: steps on one generation take turns.
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    # One visitor's clicks arrive as separate events: steps on one generation take turns, and
+    # Stop waits for the step in flight (re-entrant: a view drawn under it may step inside).
+    lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
     cache_freed: bool = False  # the budget freed the cache; the next step rebuilds it
 
     @property

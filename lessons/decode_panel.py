@@ -197,8 +197,12 @@ def _wire_controls(lm, ui: DecodeUI) -> None:
     ui.play_btn.click(guarded(on_play), [ui.state, ui.speed], ui.play_outputs + [ui.state],
                       api_name="decode_play")
     ui.pause_btn.click(guarded(on_pause), None, ui.play_outputs, api_name="decode_pause")
+    # Stop waits for a step in flight; the chained redraw then makes the stopped view the last
+    # one the screen gets, whatever order the two events' replies travel in.
     ui.stop_btn.click(guarded(on_stop), {ui.state, ui.shown} | ui.sampling_inputs,
-                      ui.play_outputs + ui.view_outputs, api_name="decode_stop")
+                      ui.play_outputs + ui.view_outputs, api_name="decode_stop").then(
+        guarded(on_sampling), {ui.state} | ui.sampling_inputs, ui.view_outputs,
+        show_progress="hidden")
     ui.reset_btn.click(guarded(on_reset), ui.sampling_inputs, ui.play_outputs + ui.view_outputs,
                        api_name="decode_reset")
     # `.input` fires for a drag and for a value typed into a slider's number box (`.release`

@@ -60,7 +60,16 @@ def sampling_from(temperature: float | None, top_k: int | None, top_p: float | N
 def views(lm, gen: Generation | None, sampling: SamplingSettings,
           at_step: int | None = None) -> DecodeView:
     """What the panel shows for this generation, looking at step `at_step` (default: the
-    newest). Reshaped probabilities are drawn for the newest step only."""
+    newest). Reshaped probabilities are drawn for the newest step only. Drawn under the
+    generation's lock: a Stop pressed meanwhile waits, so its view is the newer one."""
+    if gen is None:
+        return _views(lm, None, sampling, at_step)
+    with gen.lock:
+        return _views(lm, gen, sampling, at_step)
+
+
+def _views(lm, gen: Generation | None, sampling: SamplingSettings,
+           at_step: int | None) -> DecodeView:
     caption = info_caption(lm.info)
     events = gen.events if gen else []
     newest = len(events) - 1
@@ -86,11 +95,13 @@ def views(lm, gen: Generation | None, sampling: SamplingSettings,
 
 def stop(gen: Generation | None, tokens_shown: float | None) -> None:
     """Stop for good, keeping exactly the tokens the learner saw when pressing Stop: a token
-    computed just before (its display still on the way) is dropped with the rest."""
+    computed just before (its display still on the way) is dropped with the rest. Waits for
+    a step in flight, so that step's view is drawn before Stop's, never after it."""
     if gen is None:
         return
     shown = tokens_shown if isinstance(tokens_shown, (int, float)) else None
-    gen.stop(keep=int(shown) if shown is not None and 0 <= shown < len(gen.events) else None)
+    with gen.lock:
+        gen.stop(keep=int(shown) if shown is not None and 0 <= shown < len(gen.events) else None)
 
 
 def step(lm, settings: Settings, gen: Generation | None, prompt: str, max_new: int,

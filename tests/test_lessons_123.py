@@ -1,5 +1,7 @@
 """Lessons 1-3 and 'This machine': the panels' plain functions on the real model, and the
 panels' controls built from `Settings`."""
+import threading
+
 import gradio as gr
 import pytest
 
@@ -201,6 +203,22 @@ def test_stop_keeps_exactly_the_tokens_on_screen(lm):
     decode_session.stop(gen, 7)  # more than exist: nothing to drop
     decode_session.stop(gen, None)
     assert len(gen.events) == 3 and gen.generated == first_three
+
+
+def test_stop_waits_for_the_view_in_flight_so_its_view_is_the_newest(lm):
+    """A Play tick drawing its view when Stop arrives: Stop waits for it, so the tick's view
+    (not stopped) is never the later one on the learner's screen."""
+    gen = steps(lm, 3)
+    stopper = threading.Thread(target=decode_session.stop, args=(gen, 2))
+    with gen.lock:  # the tick's step and view hold the generation
+        stopper.start()
+        stopper.join(timeout=0.5)
+        assert stopper.is_alive(), "Stop changed the generation under a step in flight"
+        assert not gen.stopped and len(gen.events) == 3
+    stopper.join(timeout=30)
+    assert not stopper.is_alive()
+    view = decode_session.views(lm, gen, GREEDY)
+    assert view.tokens == 2 and "stopped by you" in view.stats_md
 
 
 def test_prefill_measurement_and_shared_sweep(lm):
