@@ -26,6 +26,7 @@ from inference.experiments.memory_guard import (
     model_shape,
     plan_batch,
 )
+from inference.experiments.roofline import machine_bandwidth
 from inference.experiments.schedulers import ScheduleResult, serve_continuous, serve_static
 from inference.experiments.serving_cost import serving_costs
 from inference.experiments.workload import preset_trace, random_trace
@@ -119,7 +120,8 @@ def sweep_frames(lm, settings: Settings, shared, *, max_batch: int, steps: int,
         yield _sweep_frame(lm, saved.update, message, schedules)
         return
     last = None
-    for update in run_sweep(lm, prompt, max_batch, steps, budget):
+    for update in run_sweep(lm, prompt, max_batch, steps, budget,
+                            bandwidth_gbs=machine_bandwidth(shared, lm.device)):
         grew = last is None or len(update.points) != len(last.points) or update.finished
         last = update
         yield (_sweep_frame(lm, update, update.message, schedules) if grew

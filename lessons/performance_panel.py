@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from inference.config import Settings
-from inference.experiments.roofline import Roofline, measure_read_bandwidth
+from inference.experiments.roofline import Roofline, machine_bandwidth
 from inference.generation import stream
 from inference.tokens import prompt_ids
 from visualizations.quant_charts import roofline_figure
@@ -37,9 +37,10 @@ class RooflinePoint:
     decode_tokens_per_s: float
 
 
-def measure_roofline(lm, new_tokens: int = ROOFLINE_NEW_TOKENS) -> Roofline:
-    """Measured read bandwidth and batch-1 decode speed, with the bytes one step reads."""
-    bandwidth = measure_read_bandwidth(lm.device)
+def measure_roofline(lm, new_tokens: int = ROOFLINE_NEW_TOKENS, shared=None) -> Roofline:
+    """Measured read bandwidth (the machine's one figure, kept in `shared`) and batch-1 decode
+    speed, with the bytes one step reads."""
+    bandwidth = machine_bandwidth(shared, lm.device)
     ids = prompt_ids(lm.tokenizer, ROOFLINE_PROMPT)
     events = list(stream(lm, ids, max_new_tokens=new_tokens))[1:]  # decode steps only
     rate = 1 / statistics.median(e.seconds for e in events)
@@ -96,7 +97,7 @@ def build(lm, settings: Settings, shared=None, server=None) -> None:
     figures = figures_box(lm, shared)
 
     def on_run() -> dict:
-        r = measure_roofline(lm)
+        r = measure_roofline(lm, shared=shared)
         fig = roofline_figure([roofline_point(lm, r)], r.bandwidth_gbs,
                               ", read bandwidth measured", info_caption(lm.info),
                               x_title="Bytes read per decode token (MB: weights + KV cache)")

@@ -19,6 +19,7 @@ from inference.experiments.kv_race import race, summarize
 from inference.experiments.memory_guard import memory_budget_bytes
 from inference.experiments.prefill_sweep import prefill_sweep
 from inference.experiments.quality import greedy_run
+from inference.experiments.roofline import machine_bandwidth
 from inference.experiments.serving_cost import usd_per_million
 from inference.generation import stream
 from inference.quant_modes import build_mode
@@ -109,7 +110,7 @@ def decode(lm, settings: Settings, shared) -> Measured:
 
 
 def roofline(lm, settings: Settings, shared) -> Measured:
-    r = measure_roofline(lm, DECODE_TOKENS)
+    r = measure_roofline(lm, DECODE_TOKENS, shared)
     return Measured("roofline", r.bandwidth_gbs, f"{r.bandwidth_gbs:.1f} GB/s",
                     "memory read speed", f"ceiling {r.ceiling_tokens_per_s:.1f} tokens/s for "
                     f"{r.bytes_per_token / 1e6:,.0f} MB per step · measured "
@@ -143,7 +144,8 @@ def batch_points(lm, settings: Settings, shared):
     """Decode 1, 2, 4, 8 and 16 copies of a prompt; the finished sweep's points, kept in
     `shared` for the cost screen."""
     ids = encode_prompt(lm, settings, PROMPT)
-    *_, last = run_sweep(lm, ids, BATCH, BATCH_STEPS, memory_budget_bytes(lm.device, 0.5))
+    *_, last = run_sweep(lm, ids, BATCH, BATCH_STEPS, memory_budget_bytes(lm.device, 0.5),
+                         bandwidth_gbs=machine_bandwidth(shared, lm.device))
     if shared is not None:
         shared.put(("presenter-batch", lm.info.device, lm.info.dtype), last.points)
     return last.points

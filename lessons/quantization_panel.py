@@ -23,7 +23,7 @@ from inference.experiments.quality import (
     load_perplexity_text,
     reference_run,
 )
-from inference.experiments.roofline import measure_read_bandwidth
+from inference.experiments.roofline import machine_bandwidth
 from inference.quant_modes import (
     DEFAULT_MODES,
     HEAD_TREATMENT,
@@ -111,8 +111,7 @@ def compare_frames(lm, settings: Settings, shared, prompt: str, modes: list[str]
     keys = chosen_modes(modes)
     ids = encode_prompt(lm, settings, prompt, max_tokens=MAX_PROMPT_TOKENS)
     device = lm.device
-    bandwidth = shared.get_or_compute(("read-bandwidth", str(device)),
-                                      lambda: measure_read_bandwidth(device))
+    bandwidth = machine_bandwidth(shared, device)
     text_ids = lm.tokenizer(load_perplexity_text(), add_special_tokens=False)["input_ids"]
     reports: list[ModeReport] = []
 

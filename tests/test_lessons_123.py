@@ -12,11 +12,13 @@ from inference.errors import (
     PromptTooLongError,
     SettingOutOfRangeError,
 )
+from inference.experiments.roofline import machine_bandwidth
 from inference.experiments.shared_results import SharedResults
 from inference.generation import reshaped, stream
 from inference.sampling import SamplingSettings
 from inference.tokens import prompt_ids
 from lessons import (
+    batching_handlers,
     chat_panel,
     decode_panel,
     decode_session,
@@ -255,6 +257,19 @@ def test_roofline_panel_measures_and_explains(lm):
 
 
 BRANCH_STEP = "decode-branch-step"  # bounded by the tokens generated so far, not by Settings
+
+
+def test_one_bandwidth_figure_for_the_machine(lm):
+    """The roofline, the batch sweep and the quantization lesson quote one measured bandwidth
+    (three separate measurements once showed 15.1, 18.5 and 20.3 GB/s on one screen)."""
+    shared = SharedResults()
+    r = performance_panel.measure_roofline(lm, new_tokens=2, shared=shared)
+    again = performance_panel.measure_roofline(lm, new_tokens=2, shared=shared)
+    assert again.bandwidth_gbs == r.bandwidth_gbs == machine_bandwidth(shared, lm.device)
+    done = list(batching_handlers.sweep_frames(lm, SETTINGS, shared, max_batch=1, steps=2,
+                                               budget_mb=None))[-1]
+    floor = [t.name for t in done.step_time.data if "GB/s" in (t.name or "")]
+    assert floor and f"{r.bandwidth_gbs:.1f} GB/s" in floor[0], floor
 
 
 def test_every_slider_and_bounded_number_comes_from_settings(lm, serving):

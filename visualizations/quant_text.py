@@ -95,7 +95,8 @@ def roofline_md(r, weight_bytes: int) -> str:
     per_token = human_bytes(r.bytes_per_token)
     return (
         f"- **Memory bandwidth (measured):** {r.bandwidth_gbs:.1f} GB/s, "
-        "reading a 512 MiB (537 MB) buffer.\n"
+        "reading a 512 MiB (537 MB) buffer; measured once on this machine, the same figure "
+        "every lesson uses.\n"
         f"- **Bytes read per decode step:** {per_token} "
         f"(all {human_bytes(weight_bytes)} of weights + the KV cache).\n"
         f"- **Ceiling (theoretical):** {r.bandwidth_gbs:.1f} GB/s ÷ {per_token} "

@@ -90,8 +90,10 @@ def sweep_sizes(max_batch: int) -> list[int]:
 
 @torch.inference_mode()
 def run_sweep(lm, prompt: list[int], max_batch: int = 32, decode_steps: int = 12,
-              budget_bytes: int = 8 * 10**9) -> Iterator[SweepUpdate]:
-    """Decode B copies of `prompt` for each batch size; yields progress after every step."""
+              budget_bytes: int = 8 * 10**9,
+              bandwidth_gbs: float | None = None) -> Iterator[SweepUpdate]:
+    """Decode B copies of `prompt` for each batch size; yields progress after every step.
+    `bandwidth_gbs`: the machine's measured read bandwidth (measured here when not given)."""
     if not prompt:
         raise EmptyPromptError("The sweep needs a non-empty prompt.")
     LIMITS.sweep_decode_steps.check("Decode steps", decode_steps)
@@ -100,7 +102,7 @@ def run_sweep(lm, prompt: list[int], max_batch: int = 32, decode_steps: int = 12
     plans = tuple(plan_batch(shape, b, len(prompt), decode_steps + 1, budget_bytes) for b in sizes)
     cap = largest_fitting_batch(shape, sizes, len(prompt), decode_steps + 1, budget_bytes)
     device = lm.device
-    bandwidth = measure_read_bandwidth(device, megabytes=128, repeats=3)
+    bandwidth = bandwidth_gbs or measure_read_bandwidth(device)
     points: list[BatchPoint] = []
     for b in [s for s in sizes if s <= cap]:
         ids = torch.tensor([prompt] * b, device=device)  # [B, S]

@@ -51,3 +51,13 @@ def measure_read_bandwidth(device: torch.device | str, megabytes: int = 512,
         times.append(t[0])
     times.sort()
     return x.numel() * 4 / times[len(times) // 2] / 1e9
+
+
+def machine_bandwidth(shared, device: torch.device | str) -> float:
+    """This machine's one read-bandwidth figure: measured once per process and device, then
+    shared (a `SharedResults`) by every lesson, so the screen never shows two numbers for one
+    machine. Without `shared`, a fresh measurement."""
+    if shared is None:
+        return measure_read_bandwidth(device)
+    return shared.get_or_compute(("read-bandwidth", str(device)),
+                                 lambda: measure_read_bandwidth(device))
