@@ -20,7 +20,10 @@ def test_cache_grid_draws_one_column_per_token():
     heat = fig.data[0]
     assert [list(r) for r in heat.z] == [[0, 1, 2, 3], [10, 11, 12, 13]]
     assert list(heat.x) == [0, 1, 2, 3] and list(heat.y) == [0, 1]
-    assert "[1, 3, 4, 64]" in fig.layout.title.text
+    title = fig.layout.title.text.replace("<br>", " ")
+    assert "[1, 3, 4, 64]" in title
+    # issue 18: titled "keys and values" but coloured by keys alone; the title now says so
+    assert "colour: each key's length" in title and fig.data[0].colorbar.title.text == "|key|"
     assert fig.layout.shapes[0].x0 == 2.5  # the prompt | generated boundary
 
 

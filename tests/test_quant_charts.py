@@ -48,6 +48,18 @@ def test_roofline_has_ceiling_and_one_point_per_mode(reports):
     assert "KV cache not counted" in weights_only.layout.xaxis.title.text
 
 
+def test_roofline_title_says_what_the_run_measured(reports):
+    """Issue 18: the title claimed "fewer bytes, faster decode" over modes that all decoded at
+    9-11 tokens/s; now it says what this run found."""
+    shown = charts.roofline_figure(reports, 20.0).layout.title.text.replace("<br>", " ")
+    assert shown == "Fewer bytes per token, faster decode here: int8 2.0× fp32"
+    flat = [reports[0], replace(reports[1], decode_tokens_per_s=10.5)]
+    title = charts.roofline_title(flat, 20.0)
+    assert title.startswith("Fewer bytes per token, not faster here: int8 10.5 vs fp32 10.0")
+    alone = charts.roofline_title(reports[:1], 20.0)  # fp32: 10 of a 40 tok/s ceiling
+    assert alone == "Decode here: 10.0 tokens/s, 25% of the bandwidth ceiling"
+
+
 def test_weights_origin_note_follows_the_source():
     """Issue 14, item 2: GGUF quantization is named only where the GGUF was loaded, with the
     head's Q8_0 beside the linear layers' Q4_1."""

@@ -25,7 +25,8 @@ def cache_grid_figure(snap, prompt_tokens: int, caption: str = "") -> go.Figure:
                       annotation_text="prompt | generated", annotation_position="top left")
     b, h, s, d = snap.shapes[0]
     title = (f"The real KV cache: {snap.layers} layers × keys and values [{b}, {h}, {s}, {d}] "
-             f"= {human_bytes(snap.tensor_bytes)}")
+             f"= {human_bytes(snap.tensor_bytes)}; colour: each key's length (values held, "
+             "not drawn)")
     return styled(fig, title, "position in the sequence (one column per cached token)",
                   "layer", caption, height=420)
 
