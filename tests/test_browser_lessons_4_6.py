@@ -73,6 +73,10 @@ def test_lesson_4_kv_cache(visitor):
                                    number(r"vs ([\d,]+) tokens through", summary))
     assert recompute_work > 3 * cached_work
     assert "the same greedy tokens in both lanes" in summary
+    # The headline numbers are cards a back row can read: 2em of the body text, ≥ 28 px.
+    speedup_card = page.locator("#kv-race-summary .lab-big-value").last
+    assert speedup_card.inner_text().endswith("×")
+    assert speedup_card.evaluate("e => parseFloat(getComputedStyle(e).fontSize)") >= 28
     wait_until(lambda: plot_points(page, "kv-race-plot") >= 16, 10, "the race chart")
     assert plot_title(page, "kv-race-plot") == "Cache on vs off: time for each new token"
     screenshot(page, "lesson-4-kv-race")

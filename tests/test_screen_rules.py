@@ -84,8 +84,8 @@ def test_shared_sweep_shows_the_same_verdict(lm):
     first = list(prefill_panel.run_sweep(lm, SETTINGS, shared, [4, 16], 16))[-1].progress
     again = list(prefill_panel.run_sweep(lm, SETTINGS, shared, [4, 16], 16))
     assert len(again) == 1 and "shared result" in again[0].progress
-    assert again[0].progress.splitlines()[0].strip() == first.splitlines()[0].strip()
-    assert first.startswith("Done. At 16 tokens")
+    assert again[0].progress.startswith(first)  # the same cards and verdict, then the note
+    assert first.startswith("<div class='lab-cards'>") and "Done. At 16 tokens" in first
 
 
 def test_caption_contrast_and_legend_apart_from_title():

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .batching_tables import plan_table
+from .cards import Card, cards_html, times
 
 VIRTUAL_CLOCK = ("*Times are on a **virtual clock**: it advances by the measured, synced "
                  "duration of each forward pass (and jumps ahead while the server is idle), so "
@@ -69,6 +70,12 @@ def closing_note(info, sweep, schedules) -> str:
              f"{info.threads} threads)"]
     if sweep and sweep.points:
         one, big = sweep.points[0], sweep.points[-1]
+        parts.append(cards_html([
+            Card(f"Batch {one.batch}", f"{one.tokens_per_s:.1f} tok/s", "measured"),
+            Card(f"Batch {big.batch}", f"{big.tokens_per_s:.1f} tok/s", "measured, all rows"),
+            Card("Throughput gain", times(big.tokens_per_s / one.tokens_per_s),
+                 f"each step {big.step_seconds / one.step_seconds:.1f}× as long"),
+        ]).rstrip())
         parts.append(f"- Decode throughput: **{one.tokens_per_s:.1f} tokens/s at batch "
                      f"{one.batch}**, **{big.tokens_per_s:.1f} tokens/s at batch {big.batch}** "
                      f"({big.tokens_per_s / one.tokens_per_s:.1f}×), while each step took "

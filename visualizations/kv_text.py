@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from .cards import Card, cards_html, times
 from .model_card import human_bytes
 
 
@@ -52,7 +53,14 @@ def race_summary_markdown(summary) -> str:
         return "*Press **Race**: the same prompt runs with and without the cache.*"
     same = ("the same greedy tokens in both lanes" if summary.same_tokens
             else "**different tokens** (float rounding tipped a near-tie)")
-    return (f"**Measured over {summary.new_tokens} new tokens** after a "
+    head = cards_html([
+        Card("With the KV cache", f"{summary.cached_seconds:.2f} s",
+             f"measured, {summary.new_tokens} tokens"),
+        Card("Recomputing everything", f"{summary.recompute_seconds:.2f} s", "measured"),
+        Card("The cache's speed-up", times(summary.speedup), "same tokens"
+             if summary.same_tokens else "tokens differ (near-tie)"),
+    ])
+    return head + (f"**Measured over {summary.new_tokens} new tokens** after a "
             f"{summary.prompt_tokens}-token prompt: with cache "
             f"**{summary.cached_seconds:.2f} s**, recomputing "
             f"**{summary.recompute_seconds:.2f} s**: {_verdict(summary.speedup)}.  \n"

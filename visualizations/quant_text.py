@@ -9,6 +9,7 @@ top1_decided, kl_mean, perplexity, kernel), a model info (device, threads) and a
 """
 from __future__ import annotations
 
+from .cards import Card, cards_html, times
 from .model_card import human_bytes
 from .quant_charts import mode_table
 
@@ -70,9 +71,10 @@ def closing_note_md(info, reports, bandwidth_gbs: float | None,
     head = f"### What this machine showed ({info.device}, {info.threads} threads{bandwidth})"
     if not reports:
         return head + "\n\nPress **Compare modes** to fill this in."
-    lines = [head] + [_mode_line(r) for r in reports]
     by_key = {r.key: r for r in reports}
     base = by_key.get("fp32")
+    lines = [head] + ([_mode_cards(reports, base)] if base and len(reports) > 1 else []) + [
+        _mode_line(r) for r in reports]
     if base and len(reports) > 1:
         fastest = max(reports, key=lambda r: r.decode_tokens_per_s)
         lines.append(f"\nFastest decode here: **{fastest.key}**, "
@@ -82,6 +84,19 @@ def closing_note_md(info, reports, bandwidth_gbs: float | None,
             lines.append(bf16_slower_md(bf16_native))
     lines.append("\n*Timings on a shared machine are noisy; rerun to see the spread.*")
     return "\n".join(lines)
+
+
+def _mode_cards(reports, base) -> str:
+    """The smallest mode against float32, as cards: size, decode speed, agreement."""
+    small = min(reports, key=lambda r: r.weight_bytes)
+    return cards_html([
+        Card(f"{small.key} weights", times(small.weight_bytes / base.weight_bytes) + " fp32",
+             human_bytes(small.weight_bytes)),
+        Card(f"{small.key} decode", times(small.decode_tokens_per_s / base.decode_tokens_per_s)
+             + " fp32", f"{small.decode_tokens_per_s:.1f} tok/s, measured"),
+        Card(f"{small.key} agrees with fp32", f"{small.top1_decided:.0%}",
+             f"top-1 where fp32 was decided; {small.top1_agreement:.0%} of all"),
+    ]).rstrip()
 
 
 def head_treatment_md(treatments: dict[str, str]) -> str:

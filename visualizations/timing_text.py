@@ -6,6 +6,8 @@ ratios of the numbers they are given; nothing here times or runs a model.
 """
 from __future__ import annotations
 
+from .cards import Card, cards_html, times
+
 
 def live_stats_md(ttft: float | None, decode_seconds: float, decoded: int,
                   prompt_tokens: int) -> str:
@@ -68,5 +70,11 @@ def sweep_verdict_md(points) -> str:
     last = measured[-1] if measured else points[-1]
     ratio = last.sequential_seconds / last.parallel_seconds
     how = "measured both ways" if last.sequential_measured else "one-at-a-time extrapolated"
-    return (f"Done. At {last.tokens} tokens ({how}), one pass is **{ratio:.0f}×** faster than "
+    seq_note = "measured" if last.sequential_measured else "extrapolated"
+    return cards_html([
+        Card(f"One pass, {last.tokens} tokens", f"{last.parallel_seconds * 1000:,.0f} ms",
+             "measured"),
+        Card("One token at a time", f"{last.sequential_seconds * 1000:,.0f} ms", seq_note),
+        Card("One pass is faster by", times(ratio), f"at {last.tokens} tokens"),
+    ]) + (f"Done. At {last.tokens} tokens ({how}), one pass is **{ratio:.0f}×** faster than "
             "feeding the tokens one at a time.")

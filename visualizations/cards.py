@@ -1,0 +1,32 @@
+"""Headline cards: the one number a class must read from the back row, large, with a label
+above it and a short note below (measured, theoretical, or shared). Each lesson's result text
+starts with its cards; the sentence that explains them follows in normal type.
+
+Plain HTML for a `gr.Markdown` (styled by `.lab-cards` / `.lab-big` in `assets/style.css`), so
+the lessons and the presenter draw the same card.
+"""
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Card:
+    label: str  # what the number is, e.g. "With the KV cache"
+    value: str  # the number with its unit, e.g. "2.41 s"
+    note: str = ""  # how it was obtained, e.g. "measured, 32 tokens"
+
+
+def cards_html(cards: list[Card]) -> str:
+    """A row of cards that wraps on a phone; a blank line after it so markdown follows."""
+    def one(c: Card) -> str:
+        note = f"<span class='lab-big-note'>{html.escape(c.note)}</span>" if c.note else ""
+        return (f"<div class='lab-big'><span class='lab-big-label'>{html.escape(c.label)}</span>"
+                f"<span class='lab-big-value'>{html.escape(c.value)}</span>{note}</div>")
+    return "<div class='lab-cards'>" + "".join(one(c) for c in cards) + "</div>\n\n"
+
+
+def times(x: float) -> str:
+    """A speed-up as a card shows it: 16×, 3.4×, 0.82×."""
+    return f"{x:.0f}×" if x >= 10 else f"{x:.1f}×" if x >= 1 else f"{x:.2f}×"
