@@ -35,8 +35,10 @@ from visualizations import batching_tables as tables
 from visualizations import batching_text as text
 from visualizations.style import info_caption
 
+from .guess import guess_md
 from .prompt_input import encode_prompt
 
+GUESS_KEY = "batch"  # the presenter screen whose question the sweep answers
 SWEEP_PROMPT = "Explain why the sky is blue in two sentences."
 RANDOM = "Random (seeded)"
 
@@ -102,10 +104,11 @@ def budget_bytes(lm, settings: Settings, budget_mb: float | None) -> int:
 
 
 def sweep_frames(lm, settings: Settings, shared, *, max_batch: int, steps: int,
-                 budget_mb: float | None,
-                 schedules: ScheduleComparison | None = None) -> Iterator[SweepFrame]:
+                 budget_mb: float | None, schedules: ScheduleComparison | None = None,
+                 guess: float | None = None) -> Iterator[SweepFrame]:
     """Decode batches of 1, 2, 4, ... up to `max_batch` copies of one prompt; stream progress
-    and redraw the charts whenever a batch size is done."""
+    and redraw the charts whenever a batch size is done. The finished table sets the learner's
+    `guess` (× the batch-1 tokens/s) beside the measured gain."""
     settings.batch.check("Largest batch", max_batch)
     settings.sweep_decode_steps.check("Timed decode steps", steps)
     max_batch, steps = int(max_batch), int(steps)
@@ -117,28 +120,32 @@ def sweep_frames(lm, settings: Settings, shared, *, max_batch: int, steps: int,
     saved = shared.get(key) if shared is not None else None
     if saved is not None:
         message = text.shared_sweep_message(saved.when, saved.update.message)
-        yield _sweep_frame(lm, saved.update, message, schedules)
+        yield _sweep_frame(lm, saved.update, message, schedules, guess)
         return
     last = None
     for update in run_sweep(lm, prompt, max_batch, steps, budget,
                             bandwidth_gbs=machine_bandwidth(shared, lm.device)):
         grew = last is None or len(update.points) != len(last.points) or update.finished
         last = update
-        yield (_sweep_frame(lm, update, update.message, schedules) if grew
+        yield (_sweep_frame(lm, update, update.message, schedules, guess) if grew
                else SweepFrame(progress=f"⏳ {update.message}"))
     if shared is not None and last is not None and last.finished:
         shared.put(key, SavedSweep(last, time.strftime("%H:%M")))
 
 
-def _sweep_frame(lm, update: SweepUpdate, message: str,
-                 schedules: ScheduleComparison | None) -> SweepFrame:
+def _sweep_frame(lm, update: SweepUpdate, message: str, schedules: ScheduleComparison | None,
+                 guess: float | None = None) -> SweepFrame:
     cap = info_caption(lm.info, note="median of each batch's decode steps")
     done = update.finished
+    one, big = (update.points[0], update.points[-1]) if update.points else (None, None)
+    compared = (guess_md(GUESS_KEY, guess, big.tokens_per_s / one.tokens_per_s)
+                if done and one is not None else "")
     return SweepFrame(
         progress=text.sweep_progress_markdown(update, message),
         throughput=charts.throughput_chart(update.points, cap),
         step_time=charts.step_time_chart(update.points, update.bandwidth_gbs, cap),
-        tradeoff=charts.tradeoff_chart(update.points, cap), table=tables.sweep_table(update),
+        tradeoff=charts.tradeoff_chart(update.points, cap),
+        table=tables.sweep_table(update) + compared,
         sweep=update if done else None,
         closing=text.closing_note(lm.info, update, schedules) if done else None)
 

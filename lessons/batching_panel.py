@@ -23,6 +23,7 @@ from visualizations import batching_text as text
 from . import batching_handlers as run
 from .controls import number, slider
 from .feedback import guarded
+from .guess import guess_box
 from .lesson_text import lesson_text
 from .named_outputs import showing
 from .presenter_exports import wire_batch_csv
@@ -58,6 +59,8 @@ def sweep_tab(lm, settings: Settings, shared, measured: Measured, server=None) -
                         "Memory budget (MB; default: half the free memory)",
                         value=memory_budget_bytes(lm.device, 0.5) // 10**6,
                         elem_id="batch-sweep-budget")
+    guess = guess_box(run.GUESS_KEY, "at the largest batch, how many times the batch-1 "
+                      "tokens/s in total", "batch-sweep-guess")
     start, stop = _run_and_stop("Run sweep", "batch-sweep-btn", "batch-sweep-stop")
     shown = {"progress": gr.Markdown(elem_id="batch-sweep-progress"),
              "throughput": gr.Plot(charts.throughput_chart([]), elem_id="batch-sweep-throughput",
@@ -70,8 +73,9 @@ def sweep_tab(lm, settings: Settings, shared, measured: Measured, server=None) -
              "sweep": measured.sweep, "closing": measured.closing}
     handler = showing(shown, lambda data: run.sweep_frames(
         lm, settings, shared, max_batch=data[largest], steps=data[steps],
-        budget_mb=data[budget], schedules=data[measured.schedules]))
-    ev = start.click(guarded(handler, alone=server), {largest, steps, budget, measured.schedules},
+        budget_mb=data[budget], schedules=data[measured.schedules], guess=data[guess]))
+    ev = start.click(guarded(handler, alone=server),
+                     {largest, steps, budget, measured.schedules, guess},
                      list(shown.values()), concurrency_id="heavy", concurrency_limit=1,
                      time_limit=600, api_name="batch_sweep")
     stop.click(None, None, None, cancels=[ev])

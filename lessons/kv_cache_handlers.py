@@ -33,8 +33,10 @@ from visualizations import kv_charts, kv_text
 from visualizations.mechanism import race_diagram
 from visualizations.style import empty_figure, info_caption
 
+from .guess import guess_md
 from .prompt_input import encode_prompt
 
+GUESS_KEY = "kv_race"  # the presenter screen whose question the race answers
 BYTES_PER_VALUE = (("fp32 (4 bytes)", 4), ("fp16/bf16 (2)", 2), ("int8/fp8 (1)", 1))
 FORMULA = ("theoretical: bytes = 2 × layers × KV heads × head dim × bytes per value × tokens "
            "× batch")
@@ -91,8 +93,10 @@ def growth_frames(lm, settings: Settings, prompt: str, new_tokens: int) -> Itera
                           text=kv_text.growth_step_markdown(step))
 
 
-def race_frames(lm, settings: Settings, prompt: str, new_tokens: int) -> Iterator[RaceFrame]:
-    """Race the cached lane against recomputation; a frame after every pair of steps."""
+def race_frames(lm, settings: Settings, prompt: str, new_tokens: int,
+                guess: float | None = None) -> Iterator[RaceFrame]:
+    """Race the cached lane against recomputation; a frame after every pair of steps. The last
+    sets the learner's `guess` (× faster) beside the measured speed-up."""
     ids = encode_prompt(lm, settings, prompt)
     limit = settings.race_max_prompt_tokens
     if len(ids) > limit:
@@ -106,8 +110,10 @@ def race_frames(lm, settings: Settings, prompt: str, new_tokens: int) -> Iterato
         if step.lane != RECOMPUTE:
             pieces.append(lm.tokenizer.decode([step.token_id]))
         if step.lane == RECOMPUTE:
+            summary = summarize(steps, len(ids))
+            compared = guess_md(GUESS_KEY, guess, summary.speedup) if step.index == n - 1 else ""
             yield RaceFrame(plot=kv_charts.race_figure(steps, caption),
-                            summary=kv_text.race_summary_markdown(summarize(steps, len(ids))),
+                            summary=kv_text.race_summary_markdown(summary) + compared,
                             progress=kv_text.race_progress_markdown(step.index, n),
                             diagram=race_diagram(prompt, steps, lm.info.layers, output=pieces,
                                                  capacity=len(ids) + n))

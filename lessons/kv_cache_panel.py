@@ -15,6 +15,7 @@ from visualizations.mechanism import race_diagram
 from . import kv_cache_handlers as run
 from .controls import slider
 from .feedback import guarded
+from .guess import guess_box
 from .lesson_text import lesson_text
 from .named_outputs import showing
 
@@ -67,14 +68,17 @@ def race_tab(lm, settings: Settings, server=None) -> None:
     with gr.Row():
         prompt = _prompt(settings, "kv-race-prompt")
         new_tokens = slider(settings, "race_new_tokens", "New tokens", scale=1)
+    guess = guess_box(run.GUESS_KEY, "generating with the cache against recomputing, how many "
+                      "times faster", "kv-race-guess")
     start, stop = _run_and_stop("Race", "kv-race-btn", "kv-race-stop")
     shown = {"progress": gr.Markdown(elem_id="kv-race-progress"),
              "summary": gr.Markdown(elem_id="kv-race-summary"),
              "plot": gr.Plot(label="Per-step latency", elem_id="kv-race-plot"),
              "diagram": gr.HTML(race_diagram([], [], lm.info.layers),
                                 elem_id="kv-race-diagram")}
-    handler = showing(shown, lambda p, n: run.race_frames(lm, settings, p, n))
-    ev = start.click(guarded(handler, alone=server), [prompt, new_tokens], list(shown.values()),
+    handler = showing(shown, lambda p, n, g: run.race_frames(lm, settings, p, n, g))
+    ev = start.click(guarded(handler, alone=server), [prompt, new_tokens, guess],
+                     list(shown.values()),
                      concurrency_id="heavy", concurrency_limit=1, time_limit=300,
                      api_name="kv_race")
     stop.click(None, None, None, cancels=[ev])

@@ -19,10 +19,16 @@ from inference.generation import stream
 from visualizations.mechanism import prefill_diagram
 from visualizations.style import info_caption
 from visualizations.timing_charts import prefill_sweep_figure
-from visualizations.timing_text import prefill_report_md, sweep_progress_md, sweep_verdict_md
+from visualizations.timing_text import (
+    prefill_report_md,
+    sweep_progress_md,
+    sweep_verdict_md,
+    verdict_point,
+)
 
 from .controls import slider
 from .feedback import guarded
+from .guess import guess_box, guess_md
 from .lesson_text import lesson_text
 from .presenter_exports import wire_prefill_csv
 from .prompt_input import encode_prompt
@@ -30,6 +36,7 @@ from .prompt_input import encode_prompt
 LENGTH_CHOICES = [1, 8, 32, 128, 512, 1024]
 DEFAULT_LENGTHS = [1, 8, 32, 128, 512]
 DECODE_STEPS = 4  # decode steps timed after the prefill, for comparison
+GUESS_KEY = "prefill_race"  # the presenter screen whose question the sweep answers
 SHARED_NOTE = "*Measured earlier on this machine (shared result): the same verdict as its run.*"
 
 
@@ -63,9 +70,10 @@ def measure_prompt(lm, settings: Settings, prompt: str) -> PrefillMeasurement:
         decode_steps=len(rest), events=(first, *rest), prompt_ids=tuple(ids))
 
 
-def run_sweep(lm, settings: Settings, shared, lengths: list[int], max_sequential: int
-              ) -> Iterator[SweepFrame]:
-    """Yield a frame as each length is measured; share a finished sweep with every visitor."""
+def run_sweep(lm, settings: Settings, shared, lengths: list[int], max_sequential: int,
+              guess: float | None = None) -> Iterator[SweepFrame]:
+    """Yield a frame as each length is measured; share a finished sweep with every visitor.
+    The last frame sets the learner's `guess` (× faster) beside the measured speed-up."""
     settings.prefill_sweep_tokens.check("Measure one-at-a-time up to", max_sequential)
     caption = info_caption(lm.info)
     lengths = sorted({int(n) for n in lengths}) or [8, 32, 128]
@@ -73,7 +81,7 @@ def run_sweep(lm, settings: Settings, shared, lengths: list[int], max_sequential
     done = shared.get(key) if shared is not None else None
     if done is not None:
         yield SweepFrame(prefill_sweep_figure(done, caption),
-                         sweep_verdict_md(done) + "  \n" + SHARED_NOTE)
+                         sweep_verdict_md(done) + "  \n" + SHARED_NOTE + _compared(done, guess))
         return
     yield SweepFrame(prefill_sweep_figure([], caption), "Warming up…")
     points: tuple[PrefillPoint, ...] = ()
@@ -83,7 +91,12 @@ def run_sweep(lm, settings: Settings, shared, lengths: list[int], max_sequential
                          sweep_progress_md(progress.done, progress.total, points[-1]))
     if shared is not None:
         shared.put(key, points)
-    yield SweepFrame(prefill_sweep_figure(points, caption), sweep_verdict_md(points))
+    yield SweepFrame(prefill_sweep_figure(points, caption),
+                     sweep_verdict_md(points) + _compared(points, guess))
+
+
+def _compared(points, guess: float | None) -> str:
+    return guess_md(GUESS_KEY, guess, verdict_point(points)[1]) if points else ""
 
 
 def _measure_section(lm, settings: Settings, server) -> None:
@@ -117,19 +130,21 @@ def _sweep_section(lm, settings: Settings, shared, server) -> None:
     with gr.Row():
         sweep_btn = gr.Button("Run the sweep", variant="primary", elem_id="prefill-sweep")
         stop_btn = gr.Button("Stop", variant="stop")
+    guess = guess_box(GUESS_KEY, "one pass against one token at a time, at the longest length "
+                      "measured both ways", "prefill-guess")
     progress = gr.Markdown(elem_id="prefill-progress")
     chart = gr.Plot(prefill_sweep_figure([], info_caption(lm.info)), label="Prefill sweep",
                     elem_id="prefill-chart")
 
-    def on_sweep(chosen: list[int], most: int) -> Iterator[dict]:
-        for frame in run_sweep(lm, settings, shared, chosen, most):
+    def on_sweep(chosen: list[int], most: int, guessed: float | None) -> Iterator[dict]:
+        for frame in run_sweep(lm, settings, shared, chosen, most, guessed):
             yield {chart: frame.chart, progress: frame.progress}
 
     def sweep_button(interactive: bool):
         return guarded(lambda: gr.update(interactive=interactive))
 
     ev = sweep_btn.click(sweep_button(False), None, sweep_btn).then(
-        guarded(on_sweep, alone=server), [lengths, max_seq], [chart, progress],
+        guarded(on_sweep, alone=server), [lengths, max_seq, guess], [chart, progress],
         concurrency_id="heavy", concurrency_limit=1, time_limit=300, api_name="prefill_sweep")
     ev.then(sweep_button(True), None, sweep_btn)
     wire_prefill_csv(lm, shared, ev, lengths, max_seq)  # the chart's data as CSV, once finished

@@ -43,10 +43,12 @@ from visualizations.style import info_caption
 
 from .controls import slider
 from .feedback import guarded
+from .guess import guess_box, guess_md
 from .lesson_text import lesson_text
 from .prompt_input import encode_prompt
 
 DEFAULT_PROMPT = "Explain why the sky is blue in two sentences."
+GUESS_KEY = "int8"  # the presenter screen whose question the comparison answers
 BANDWIDTH_NOTE = ", read-only sum, measured"
 MAX_PROMPT_TOKENS = 512  # every mode prefills the prompt: keep the whole comparison short
 BUILD_UPDATE_S = 0.5  # at most two progress lines a second while a mode is built
@@ -147,16 +149,27 @@ def _controls(settings: Settings) -> tuple[gr.Textbox, gr.CheckboxGroup, gr.Slid
         with gr.Column(scale=1):
             new_tokens = slider(settings, "quant_new_tokens", "Greedy tokens to compare",
                                 elem_id="quant-new-tokens")
+            guess = guess_box(GUESS_KEY, "int8 decode speed, in times float32's",
+                              "quant-guess")
             run_btn = gr.Button("Compare modes", variant="primary", elem_id="quant-run")
             stop_btn = gr.Button("Stop", variant="stop", elem_id="quant-stop")
-    return prompt, modes, new_tokens, run_btn, stop_btn
+    return prompt, modes, new_tokens, guess, run_btn, stop_btn
+
+
+def compared(reports, guess: float | None) -> str:
+    """The learner's guess beside int8's measured speed against float32 (once both ran)."""
+    by_key = {r.key: r for r in reports}
+    if "int8" not in by_key or "fp32" not in by_key:
+        return ""
+    return guess_md(GUESS_KEY, guess, by_key["int8"].decode_tokens_per_s
+                    / by_key["fp32"].decode_tokens_per_s)
 
 
 def build(lm, settings: Settings, shared, server=None) -> None:
     origin = weights_origin_md(lm.info.source, lm.info.dtype)
     gr.Markdown(lesson_text("lesson6_quantization.md", lm.info, {"weights_origin": origin}))
     bf16 = device_bf16(lm.device)  # checked once: said only where it was checked
-    prompt, modes, new_tokens, run_btn, stop_btn = _controls(settings)
+    prompt, modes, new_tokens, guess, run_btn, stop_btn = _controls(settings)
     progress = gr.Markdown("*Building a mode copies the model and converts it (seconds); it is "
                            "then kept for everyone using this app.*", elem_id="quant-progress")
     roofline = gr.Plot(charts.roofline_figure([], 0.0), label="Bytes per token vs decode speed",
@@ -168,7 +181,7 @@ def build(lm, settings: Settings, shared, server=None) -> None:
     gr.Markdown(head_treatment_md(HEAD_TREATMENT))
     caption = info_caption(lm.info, dtype="dtype per mode")
 
-    def shown(frame: QuantFrame) -> dict:
+    def shown(frame: QuantFrame, guessed: float | None) -> dict:
         if frame.reports is None:
             return {progress: frame.message}
         r, bw = frame.reports, frame.bandwidth_gbs
@@ -176,13 +189,14 @@ def build(lm, settings: Settings, shared, server=None) -> None:
                 roofline: charts.roofline_figure(r, bw, BANDWIDTH_NOTE, caption,
                                                  charts.WEIGHT_BYTES_AXIS),
                 bars: charts.mode_bars_figure(r, caption), table: results_table_md(r),
-                texts: charts.side_by_side_html(r), closing: closing_note_md(lm.info, r, bw, bf16)}
+                texts: charts.side_by_side_html(r),
+                closing: closing_note_md(lm.info, r, bw, bf16) + compared(r, guessed)}
 
-    def run(p: str, m: list[str], n: int) -> Iterator[dict]:
+    def run(p: str, m: list[str], n: int, guessed: float | None) -> Iterator[dict]:
         for frame in compare_frames(lm, settings, shared, p, m, n):
-            yield shown(frame)
+            yield shown(frame, guessed)
 
-    ev = run_btn.click(guarded(run, alone=server), [prompt, modes, new_tokens],
+    ev = run_btn.click(guarded(run, alone=server), [prompt, modes, new_tokens, guess],
                        [progress, roofline, bars, table, texts, closing],
                        concurrency_id="heavy", concurrency_limit=1, time_limit=900,
                        api_name="quant_compare")

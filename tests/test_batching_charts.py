@@ -154,6 +154,8 @@ def test_closing_note_quotes_what_was_measured():
     assert ("**10.0 tokens/s at batch 1**, **80.0 tokens/s at batch 16** (8.0×), while each "
             "step took **2.0× as long**, measured" in note)
     assert "batching still paid at the largest size measured" in note
+    assert "<span class='lab-big-value'>8.0×</span>" in note  # the throughput-gain card
+    assert note.index("</div>\n\n") < note.index("- Decode throughput")  # list stays a list
     assert "On the “Steady mix” workload (max batch 4): static 1.2 tokens/s" in note
     assert "mean latency 2.8 s, p95 3.5 s, mean TTFT 1.50 s; continuous" in note
 

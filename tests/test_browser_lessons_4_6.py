@@ -62,6 +62,7 @@ def test_lesson_4_kv_cache(visitor):
     open_tab(page, "2 · Race: cache on vs off")
     set_slider(page, "kv-race-btn", "New tokens", 4)
     before = text_of(page, "kv-race-summary")
+    set_number(page, "kv-race-guess", 3)  # predict, then measure
     page.locator("#kv-race-btn").click()
     wait_until(lambda: "Step 4 of 4" in text_of(page, "kv-race-progress"), 90, "the race to finish")
     summary = wait_text_change(page, "kv-race-summary", before, timeout_s=10)
@@ -73,6 +74,11 @@ def test_lesson_4_kv_cache(visitor):
                                    number(r"vs ([\d,]+) tokens through", summary))
     assert recompute_work > 3 * cached_work
     assert "the same greedy tokens in both lanes" in summary
+    compared = wait_until(lambda: re.search(r"Your guess: 3 × faster · measured: ([\d.]+) ×",
+                                            text_of(page, "kv-race-summary")), 10, "the guess")
+    faster = re.search(r"made it ([\d.]+)× faster", summary)  # else "slower this time"
+    assert float(compared.group(1)) == (float(faster.group(1)) if faster else
+                                        pytest.approx(float(compared.group(1))))
     # The headline numbers are cards a back row can read: 2em of the body text, ≥ 28 px.
     speedup_card = page.locator("#kv-race-summary .lab-big-value").last
     assert speedup_card.inner_text().endswith("×")

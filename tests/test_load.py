@@ -68,7 +68,7 @@ def short_request(client: Client, i: int) -> tuple[str, float, str]:
 
 def heavy_request(client: Client, lengths: list[int], max_seq: int) -> tuple[str, float, str]:
     def call():
-        chart, progress = client.submit(lengths, max_seq, api_name="/prefill_sweep"
+        chart, progress = client.submit(lengths, max_seq, None, api_name="/prefill_sweep"
                                         ).result(timeout=REQUEST_TIMEOUT_S)
         assert "Done." in progress or "shared result" in progress, progress
     return outcome(call)

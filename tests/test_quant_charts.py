@@ -133,6 +133,9 @@ def test_closing_note_reports_this_run(reports):
     assert "- **int8**: 125 MB (0.25× fp32), decode **20.0 tokens/s**" in md
     assert "top-1 agreement **97%**" in md
     assert "Fastest decode here: **int8**, 2.0× float32." in md
+    # headline cards first, then a blank line, or markdown swallows the list into the HTML
+    assert "<span class='lab-big-value'>2.0× fp32</span>" in md  # int8 decode vs fp32
+    assert "</div>\n\n" in md and md.index("</div>\n\n") < md.index("- **fp32**")
     assert "bfloat16" not in md
     slow_bf16 = replace(reports[1], key="bf16", decode_tokens_per_s=5.0)
     both = [reports[0], slow_bf16]

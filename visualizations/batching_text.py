@@ -75,7 +75,7 @@ def closing_note(info, sweep, schedules) -> str:
             Card(f"Batch {big.batch}", f"{big.tokens_per_s:.1f} tok/s", "measured, all rows"),
             Card("Throughput gain", times(big.tokens_per_s / one.tokens_per_s),
                  f"each step {big.step_seconds / one.step_seconds:.1f}× as long"),
-        ]).rstrip())
+        ]))
         parts.append(f"- Decode throughput: **{one.tokens_per_s:.1f} tokens/s at batch "
                      f"{one.batch}**, **{big.tokens_per_s:.1f} tokens/s at batch {big.batch}** "
                      f"({big.tokens_per_s / one.tokens_per_s:.1f}×), while each step took "

@@ -96,7 +96,7 @@ def _mode_cards(reports, base) -> str:
              + " fp32", f"{small.decode_tokens_per_s:.1f} tok/s, measured"),
         Card(f"{small.key} agrees with fp32", f"{small.top1_decided:.0%}",
              f"top-1 where fp32 was decided; {small.top1_agreement:.0%} of all"),
-    ]).rstrip()
+    ])
 
 
 def head_treatment_md(treatments: dict[str, str]) -> str:

@@ -61,14 +61,20 @@ def sweep_progress_md(done: int, total: int, point) -> str:
             + ("" if point.sequential_measured else " (extrapolated)"))
 
 
+def verdict_point(points):
+    """The point a sweep's verdict quotes: the longest length measured both ways (the longest
+    of all, extrapolated, only when none was), and its speed-up of one pass over one-at-a-time."""
+    measured = [p for p in points if p.sequential_measured]
+    last = measured[-1] if measured else points[-1]
+    return last, last.sequential_seconds / last.parallel_seconds
+
+
 def sweep_verdict_md(points) -> str:
     """The closing line of a sweep: the speed-up at the longest length measured both ways
     (an extrapolated ratio is only quoted when nothing was measured both ways, and says so)."""
     if not points:
         return "No prompt lengths were measured."
-    measured = [p for p in points if p.sequential_measured]
-    last = measured[-1] if measured else points[-1]
-    ratio = last.sequential_seconds / last.parallel_seconds
+    last, ratio = verdict_point(points)
     how = "measured both ways" if last.sequential_measured else "one-at-a-time extrapolated"
     seq_note = "measured" if last.sequential_measured else "extrapolated"
     return cards_html([

@@ -1,0 +1,39 @@
+"""Predict, then measure, inside the lessons: beside the buttons that run the key
+measurements (the prefill sweep, the KV race, the batch sweep, int8 against float32) a number
+box asks for a guess first; the run's final text then sets the guess beside what it measured,
+with one sentence of why.
+
+The unit and the "why" are the presenter's (`assets/presenter.md`, the screen with the same
+measurement key), so the lesson and the projected screen never explain it two ways.
+"""
+from __future__ import annotations
+
+from functools import cache
+
+import gradio as gr
+
+from .predictions import comparison_md
+from .presenter_screens import Screen, load_screens
+
+
+@cache
+def question(key: str) -> Screen:
+    """The presenter screen that asks about measurement `key` (its `predict`, `unit`, `why`)."""
+    screen = next((s for s in load_screens() if s.measure == key), None)
+    if screen is None or screen.predict is None:
+        raise KeyError(f"no presenter screen asks for a guess about {key!r}")
+    return screen
+
+
+def guess_box(key: str, ask: str, elem_id: str) -> gr.Number:
+    """'Your guess first: <ask> (<unit>)'; empty is allowed (the result invites a guess)."""
+    unit = question(key).unit.strip()
+    return gr.Number(None, label=f"Your guess first: {ask} ({unit})", minimum=0,
+                     elem_id=elem_id, elem_classes=["lab-guess"])
+
+
+def guess_md(key: str, guess: float | None, measured: float) -> str:
+    """The guess beside this run's measurement, and why it came out so."""
+    q = question(key)
+    return "\n\n---\n**Predict, then measure.** " + comparison_md(guess, measured,
+                                                                  q.unit.strip(), q.why)

@@ -1,0 +1,72 @@
+"""Predict, then measure, inside the lessons (issue 16): each key measurement takes the
+learner's guess and its final text sets the guess beside what this run measured, on the real
+model; the question's unit and "why" are the presenter's."""
+from __future__ import annotations
+
+import re
+from types import SimpleNamespace
+
+import pytest
+
+from inference.config import Settings
+from inference.experiments.shared_results import SharedResults
+from lessons import batching_handlers, kv_cache_handlers, prefill_panel, quantization_panel
+from lessons.guess import guess_md, question
+from lessons.presenter_screens import load_screens
+
+SETTINGS = Settings()
+KEYS = [prefill_panel.GUESS_KEY, kv_cache_handlers.GUESS_KEY, batching_handlers.GUESS_KEY,
+        quantization_panel.GUESS_KEY]
+
+
+def measured_in(text: str) -> float:
+    return float(re.search(r"\*\*measured:\*\* ([\d.,]+)", text).group(1).replace(",", ""))
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_each_lesson_question_is_a_presenter_screen(key):
+    screen = {s.measure: s for s in load_screens()}[key]
+    assert question(key) == screen and screen.predict and screen.unit and screen.why
+    md = guess_md(key, 2, 4)
+    assert "**Your guess:** 2" in md and "too low" in md and screen.why in md
+    assert "No guess typed" in guess_md(key, None, 4)
+
+
+def test_prefill_sweep_compares_the_guess_with_its_verdict(lm):
+    shared = SharedResults()
+    done = list(prefill_panel.run_sweep(lm, SETTINGS, shared, [4, 16], 16, guess=3))[-1]
+    _, ratio = prefill_panel.verdict_point(shared.get(("prefill_sweep", (4, 16), 16)))
+    assert "**Your guess:** 3 × faster" in done.progress
+    assert measured_in(done.progress) == pytest.approx(ratio, rel=0.05)
+    again = list(prefill_panel.run_sweep(lm, SETTINGS, shared, [4, 16], 16, guess=None))[-1]
+    assert "shared result" in again.progress and "No guess typed" in again.progress
+
+
+def test_kv_race_compares_the_guess_on_its_last_step_only(lm, chat_ids):
+    prompt = lm.tokenizer.decode(chat_ids[:20])
+    frames = list(kv_cache_handlers.race_frames(lm, SETTINGS, prompt, 4, guess=2.5))
+    assert all("Your guess" not in f.summary for f in frames[:-1])
+    speedup = float(re.search(r"made it \*\*([\d.]+)× faster|\(([\d.]+)×\)",
+                              frames[-1].summary).group(1) or 0)
+    assert "**Your guess:** 2.5 × faster" in frames[-1].summary
+    if speedup:  # the card rounds to 0.1; the sentence is the race's own speed-up
+        assert measured_in(frames[-1].summary) == pytest.approx(speedup, abs=0.06)
+
+
+def test_batch_sweep_compares_the_guess_with_the_measured_gain(lm):
+    frames = list(batching_handlers.sweep_frames(lm, SETTINGS, SharedResults(), max_batch=2,
+                                                 steps=2, budget_mb=None, guess=1.8))
+    done = frames[-1]
+    one, big = done.sweep.points[0], done.sweep.points[-1]
+    assert "**Your guess:** 1.8 × the tokens/s" in done.table
+    assert measured_in(done.table) == pytest.approx(big.tokens_per_s / one.tokens_per_s,
+                                                    abs=0.06)
+    assert all("Your guess" not in (f.table or "") for f in frames[:-1])
+
+
+def test_quantization_compares_int8_with_fp32_once_both_ran():
+    fp32 = SimpleNamespace(key="fp32", decode_tokens_per_s=10.0)
+    int8 = SimpleNamespace(key="int8", decode_tokens_per_s=14.0)
+    assert quantization_panel.compared([fp32], 1.5) == ""
+    md = quantization_panel.compared([fp32, int8], 1.5)
+    assert "**Your guess:** 1.5 × faster" in md and measured_in(md) == pytest.approx(1.4)
