@@ -77,8 +77,10 @@ def test_lesson_4_kv_cache(visitor):
     compared = wait_until(lambda: re.search(r"Your guess: 3 × faster · measured: ([\d.]+) ×",
                                             text_of(page, "kv-race-summary")), 10, "the guess")
     faster = re.search(r"made it ([\d.]+)× faster", summary)  # else "slower this time"
-    assert float(compared.group(1)) == (float(faster.group(1)) if faster else
-                                        pytest.approx(float(compared.group(1))))
+    if faster:
+        assert float(compared.group(1)) == float(faster.group(1))
+    else:
+        assert "slower" in summary and float(compared.group(1)) < 1
     # The headline numbers are cards a back row can read: 2em of the body text, ≥ 28 px.
     speedup_card = page.locator("#kv-race-summary .lab-big-value").last
     assert speedup_card.inner_text().endswith("×")
