@@ -29,6 +29,7 @@ from lessons.classroom_guard import RefuseUploads, explain_bad_numbers, limit_pe
 from lessons.lesson_text import lesson_text
 from lessons.links import link_notice, wire_links
 from lessons.next_lesson import lesson_footer, start_prompts, wire_start_prompts
+from lessons.progress import progress_box, wire_progress
 from visualizations.glossary import glossary_md
 from visualizations.model_card import model_card_html
 
@@ -49,6 +50,7 @@ with gr.Blocks(title="LLM Inference, Step by Step") as demo:
         with gr.Tab("Start here", id="start"):
             gr.Markdown(lesson_text("overview.md"))
             starters = start_prompts()
+            path_store, path_line = progress_box()
             lesson_footer("start", tabs)
         with gr.Tab("Try it", id="chat"):
             chat_prompt = chat_panel.build(LM, SETTINGS, SERVER)
@@ -80,6 +82,7 @@ with gr.Blocks(title="LLM Inference, Step by Step") as demo:
             gr.Markdown(glossary_md(), elem_id="glossary")
     wire_start_prompts(starters, chat_prompt, tabs)
     wire_links(demo, tabs, notice, SETTINGS.max_prompt_chars)
+    wire_progress(demo, path_store, path_line)
 
 demo.queue(max_size=SETTINGS.queue_size, default_concurrency_limit=2)
 limit_per_session(demo, SETTINGS.session_events, SETTINGS.lane_waiting)

@@ -10,6 +10,7 @@ from urllib.parse import quote
 
 from e2e_browser import (
     assert_clean,
+    open_tab,
     set_slider,
     tab_panel,
     text_of,
@@ -160,3 +161,24 @@ def test_prefill_sweep_csv_matches_the_chart(visitor, server, tmp_path):
     page.locator("#prefill-chart .js-plotly-plot").hover()
     assert page.locator('#prefill-chart .modebar-btn[data-title^="Download plot as"]').count()
     assert_clean(page, watch)
+
+
+def test_lesson_path_is_remembered_across_a_reload(visitor, server):
+    """Issue 16: lessons opened by a tap or by "Next lesson" are ticked on "Start here", and
+    the ticks come back after a reload (the browser's own storage, nothing on the server)."""
+    page, watch = visitor
+    _go(page, _base(server))
+    assert "✓" not in text_of(page, "start-progress")
+    open_tab(page, "1 · Tokens")
+    next_button = page.locator("#next-tokens")  # to 2 · Prefill without tapping its tab
+    next_button.scroll_into_view_if_needed()
+    next_button.click()
+    open_tab(page, "Start here")
+    wait_until(lambda: "(2 of 8," in text_of(page, "start-progress"), 15, "two lessons ticked")
+    line = text_of(page, "start-progress")
+    assert "✓ 1 · Tokens" in line and "✓ 2 · Prefill" in line and "○ 3 · Decode" in line
+
+    _go(page, _base(server))
+    wait_until(lambda: "(2 of 8," in text_of(page, "start-progress"), 30, "the remembered path")
+    assert "Next: Try it" in text_of(page, "start-progress")
+    _clean(page, watch)

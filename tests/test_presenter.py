@@ -14,6 +14,7 @@ from lessons.predictions import comparison_md, guess_error, verdict
 from lessons.presenter import FRESH, clean, compare_text
 from lessons.presenter_measures import MEASURES, RECAP
 from lessons.presenter_screens import load_screens, parse_screens
+from lessons.progress import STEPS, path_md, visit, visited
 from visualizations.exports import (
     batch_sweep_csv,
     machine_figures_md,
@@ -198,3 +199,21 @@ def test_cheap_measurements_on_the_real_model(lm):
     per_token = MEASURES["kv_bytes"](lm, settings, None).value
     i = lm.info
     assert per_token == 2 * i.layers * i.kv_heads * i.head_dim * lm.bytes_per_value
+
+
+def test_lesson_path_is_ticked_in_order_and_cleaned():
+    """Issue 16: a learner's path through the lessons, from the record their browser keeps."""
+    assert list(STEPS) == ["chat", "tokens", "prefill", "decode", "kv", "batching",
+                           "quantization", "machine"]
+    assert "in this browser only" in path_md(None) and "✓" not in path_md(None)
+    record = visit(visit(None, "kv"), "tokens")
+    assert record == {"visited": ["tokens", "kv"]}  # lesson order, not click order
+    assert visit(record, "present") == record and visit(record, "kv") == record
+    line = path_md(record)
+    assert "(2 of 8," in line and "✓ 1 · Tokens" in line and "○ Try it" in line
+    assert line.endswith("Next: **Try it**.")
+    # a record from the browser may hold anything: junk is dropped, never an error
+    for junk in ("x", [1], {"visited": "kv"}, {"visited": [None, 3, "nope", "kv"]}):
+        assert visited(junk) in ([], ["kv"])
+    everything = {"visited": list(STEPS)}
+    assert path_md(everything).endswith("**Every lesson opened.**")
