@@ -277,10 +277,14 @@ class Server:
         per_row_bytes = cache_tensor_bytes(batch.cache) // max(rows_now, 1)
         index_of = {rid: i for i, rid in enumerate(batch.rows)}
         offset = rows_now - len(reqs) if prefill else 0  # newcomers sit after the running rows
+        # One op each for every row, not one per row: a step's Python work grows with its rows.
+        argmax = logits.argmax(-1).tolist()  # [B]
+        cached = batch.mask.sum(-1).tolist()  # [rows_now] real (not padding) positions
+        special_ids = frozenset(tok.all_special_ids)  # a property that rebuilds a list per call
         for j, r in enumerate(reqs):
             row_logits = logits[j]  # [V]
             if r.sampling.greedy and not r.top_k_shown:  # a chat: the argmax is all it needs
-                token, probs, raw = int(row_logits.argmax()), None, None
+                token, probs, raw = argmax[j], None, None
             else:
                 token, probs = choose(row_logits[None], r.sampling, r.generator)
                 token, probs = int(token[0]), probs[0]
@@ -292,10 +296,10 @@ class Server:
             r.text, piece = output_text(tok, r.generated, before)
             r.finished = finish_reason(token, len(r.generated), self.lm.stop_ids, r.max_new_tokens)
             r.rows_per_step.append(len(reqs) if prefill else rows_now)
-            real = int(batch.mask[offset + j if prefill else j].sum())
+            real = int(cached[offset + j if prefill else j])
             r._put(StepEvent(
                 index=len(r.generated) - 1, token_id=token, piece=piece, text=r.text,
-                special=token in tok.all_special_ids,
+                special=token in special_ids,
                 candidates=(top_candidates(tok, raw, probs, r.top_k_shown)
                             if r.top_k_shown else ()),
                 chosen_by=r.sampling.describe(),
