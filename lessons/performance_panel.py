@@ -11,19 +11,28 @@ from dataclasses import dataclass
 import gradio as gr
 
 from inference.config import Settings
+from inference.experiments.compute_roof import (
+    ComputeRoof,
+    WorkPoint,
+    batch_work_points,
+    forward_flops,
+    machine_gflops,
+)
 from inference.experiments.roofline import Roofline, machine_bandwidth
 from inference.generation import stream
 from inference.tokens import prompt_ids
 from visualizations.quant_charts import roofline_figure
 from visualizations.quant_text import roofline_md
+from visualizations.roofline_charts import compute_roof_md, two_roof_figure
 from visualizations.server_view import batch_history_figure, server_stats_md
 from visualizations.style import empty_figure, info_caption
 
 from .feedback import guarded
-from .presenter_exports import figures_box, figures_md
+from .presenter_exports import figures_box, figures_md, latest_batch_points
 
 ROOFLINE_PROMPT = "Write a short story about a lighthouse keeper and a storm."
 ROOFLINE_NEW_TOKENS = 24  # enough decode steps for a steady median
+PREFILL_TOKENS = 256  # a long prompt: intensity ~256× decode's, right of most machines' ridge
 
 
 @dataclass(frozen=True)
@@ -47,6 +56,26 @@ def measure_roofline(lm, new_tokens: int = ROOFLINE_NEW_TOKENS, shared=None) -> 
     cache = statistics.mean(e.cache_bytes for e in events)
     return Roofline(bandwidth_gbs=bandwidth, bytes_per_token=int(lm.info.weight_bytes + cache),
                     measured_tokens_per_s=rate)
+
+
+def measure_compute_roof(lm, r: Roofline, shared=None,
+                         new_tokens: int = ROOFLINE_NEW_TOKENS) -> ComputeRoof:
+    """The second roof and the passes under it: the machine's matmul GFLOP/s (shared like the
+    bandwidth), `r`'s decode step, a prefill of `PREFILL_TOKENS` (median of 3), and the batch
+    sweep's steps when a sweep has run on this machine."""
+    info = lm.info
+    peak = machine_gflops(shared, lm.device, lm.model.dtype)
+    prompt = prompt_ids(lm.tokenizer, ROOFLINE_PROMPT)
+    decode = WorkPoint("decode, batch 1", forward_flops(info, 1, len(prompt) + new_tokens / 2),
+                       r.bytes_per_token, 1 / r.measured_tokens_per_s)
+    ids = (prompt * (PREFILL_TOKENS // len(prompt) + 1))[:PREFILL_TOKENS]
+    firsts = [next(iter(stream(lm, ids, max_new_tokens=1))) for _ in range(3)]
+    first = sorted(firsts, key=lambda e: e.forward_seconds)[1]  # the median run
+    prefill = WorkPoint(f"prefill, {len(ids)} tokens", forward_flops(info, len(ids), len(ids) / 2),
+                        info.weight_bytes + first.cache_bytes, first.forward_seconds)
+    batch = [p for p in batch_work_points(info, latest_batch_points(lm, shared))
+             if not p.label.endswith("batch 1")]
+    return ComputeRoof(peak, r.bandwidth_gbs, (decode, *batch, prefill))
 
 
 def roofline_point(lm, r: Roofline) -> RooflinePoint:
@@ -94,15 +123,26 @@ def build(lm, settings: Settings, shared=None, server=None) -> None:
     text = gr.Markdown("*Press the button: it takes a few seconds.*", elem_id="perf-result")
     chart = gr.Plot(empty_figure("The roofline appears here after measuring."), label="Roofline",
                     elem_id="perf-chart")
+    gr.Markdown("### Two roofs: memory and arithmetic\nThe same button also measures how fast "
+                "this machine multiplies, and places a decode step, a 256-token prefill and (once "
+                "lesson 5's batch sweep has run) each batch size under both roofs.")
+    compute_text = gr.Markdown(elem_id="perf-compute")
+    compute_chart = gr.Plot(two_roof_figure(None), label="Roofline with both roofs",
+                            elem_id="perf-compute-chart")
     figures = figures_box(lm, shared)
 
     def on_run() -> dict:
         r = measure_roofline(lm, shared=shared)
+        roof = measure_compute_roof(lm, r, shared)
+        caption = info_caption(lm.info)
         fig = roofline_figure([roofline_point(lm, r)], r.bandwidth_gbs,
-                              ", read bandwidth measured", info_caption(lm.info),
+                              ", read bandwidth measured", caption,
                               x_title="Bytes read per decode token (MB: weights + KV cache)")
         return {text: roofline_md(r, lm.info.weight_bytes), chart: fig,
+                compute_text: compute_roof_md(roof, lm.info.dtype),
+                compute_chart: two_roof_figure(roof, caption),
                 figures: figures_md(lm, shared, r)}
 
-    run.click(guarded(on_run, alone=server), None, [text, chart, figures], concurrency_id="heavy",
+    run.click(guarded(on_run, alone=server), None,
+              [text, chart, compute_text, compute_chart, figures], concurrency_id="heavy",
               concurrency_limit=1, time_limit=120, api_name="roofline")

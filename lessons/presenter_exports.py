@@ -71,10 +71,17 @@ def wire_batch_csv(lm, shared, event, sweep_state) -> None:
                api_visibility="private")
 
 
+def latest_batch_points(lm, shared) -> tuple:
+    """The latest batch sweep's points on this machine (the lesson's, else the presenter's)."""
+    if shared is None:
+        return ()
+    return shared.get(_key(lm, LAST_BATCH)) or shared.get(_key(lm, PRESENTER_BATCH)) or ()
+
+
 def figures_md(lm, shared, roofline=None) -> str:
     """This machine's figures: the roofline just measured, the latest shared sweeps."""
     get = shared.get if shared is not None else (lambda _key: None)
-    batch = get(_key(lm, LAST_BATCH)) or get(_key(lm, PRESENTER_BATCH)) or ()
+    batch = latest_batch_points(lm, shared)
     return machine_figures_md(lm.info, roofline, get(_key(lm, LAST_PREFILL)) or (), batch,
                               when=time.strftime("%Y-%m-%d %H:%M"))
 

@@ -117,8 +117,9 @@ def test_prompt_longer_than_the_token_limit(client):
     ("/decode_step", ("hi", 4, 0, -3, 1, 0), "minimum"),      # top-k
     ("/decode_step", ("hi", 100_000, 0, 0, 1, 0), "maximum"),  # max new tokens
     ("/decode_step", ("hi", 4, 0, 0, 1, -1), "minimum"),      # seed
-    ("/prefill_sweep", ([1, 999_999], 8), "choices"),          # prompt lengths
-    ("/prefill_sweep", ([1], 100_000), "maximum"),             # one-at-a-time limit
+    ("/prefill_sweep", ([1, 999_999], 8, None), "choices"),    # prompt lengths
+    ("/prefill_sweep", ([1], 100_000, None), "maximum"),       # one-at-a-time limit
+    ("/prefill_sweep", ([1], 8, -5), "minimum"),               # a guess below zero
     ("/token_cost", ("hi", -5, 1, 1), "minimum"),
     ("/token_cost", ("hi", 5, 1e9, 1), "maximum"),
 ])

@@ -270,3 +270,23 @@ def test_lesson_6_quantization(visitor):
     assert plot_title(page, "quant-bars") == "Each precision mode: size, speed and quality"
     screenshot(page, "lesson-6-quantization")
     assert_clean(page, watch)
+
+
+def test_this_machine_shows_both_roofs(visitor):
+    """Issue 14: the compute roof beside the bandwidth roof, decode and prefill placed under
+    them, measured on the machine the browser is talking to."""
+    page, watch = visitor
+    open_tab(page, "This machine")
+    page.locator("#perf-run").click()
+    wait_until(lambda: "Ridge point" in text_of(page, "perf-compute"), 120, "the compute roof")
+    text = text_of(page, "perf-compute")
+    assert number(r"Compute roof \(measured\): ([\d,]+) GFLOP/s", text) > 0
+    rows = table_rows(page, "perf-compute")
+    assert [r["pass"] for r in rows][0] == "decode, batch 1"
+    assert rows[0]["bound by"] == "memory" and rows[-1]["pass"] == "prefill, 256 tokens"
+    wait_until(lambda: plot_title(page, "perf-compute-chart") ==
+               "Decode waits for memory, prefill for arithmetic", 15, "the two-roof chart")
+    assert plot_points(page, "perf-compute-chart") >= 120 + 2 + 2  # roofs, 2 passes, ridge
+    page.locator("#perf-compute-chart").scroll_into_view_if_needed()
+    screenshot(page, "this-machine-two-roofs")
+    assert_clean(page, watch)

@@ -1,0 +1,76 @@
+"""The compute roof ('This machine', issue 14): the FLOP count and roofline arithmetic on
+hand-made numbers, the chart and text from a hand-made roof, and the measurement on the real
+model (decode lands left of the ridge, a 256-token prefill far right of decode)."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from inference.experiments.compute_roof import (
+    ComputeRoof,
+    WorkPoint,
+    batch_work_points,
+    forward_flops,
+    measure_matmul_gflops,
+)
+from inference.experiments.shared_results import SharedResults
+from lessons import performance_panel
+from visualizations.roofline_charts import compute_roof_md, two_roof_figure
+
+INFO = SimpleNamespace(parameters=100, layers=2, heads=3, head_dim=4)
+
+
+def test_forward_flops_two_per_weight_per_token_plus_attention():
+    assert forward_flops(INFO, tokens=1, context=0) == 200
+    assert forward_flops(INFO, tokens=5, context=0) == 1000
+    # attention: 4 × layers × heads × head_dim per token per attended position
+    assert forward_flops(INFO, tokens=2, context=10) == 400 + 4 * 2 * 3 * 4 * 2 * 10
+
+
+def test_roofs_ridge_and_bound():
+    decode = WorkPoint("decode, batch 1", flops=2e8, bytes_read=4e8, seconds=0.04)
+    prefill = WorkPoint("prefill, 256 tokens", flops=5e10, bytes_read=4e8, seconds=0.5)
+    roof = ComputeRoof(peak_gflops=200.0, bandwidth_gbs=20.0, points=(decode, prefill))
+    assert roof.ridge == 10.0
+    assert decode.intensity == 0.5 and decode.gflops == pytest.approx(5.0)
+    assert roof.attainable_gflops(0.5) == 10.0 and roof.attainable_gflops(100) == 200.0
+    assert roof.bound(decode) == "memory" and roof.bound(prefill) == "compute"
+    md = compute_roof_md(roof, "float32")
+    assert "200 GFLOP/s ÷ 20.0 GB/s = **10.0 FLOPs per byte**" in md
+    assert "| decode, batch 1 | 0.2 | 400.0 MB | 0.50 | 40 | 5.0 | 50% | memory |" in md
+    assert "near **B ≈ 20**" in md and "bound by compute here" in md
+    fig = two_roof_figure(roof, "caption")
+    names = [t.name for t in fig.data]
+    assert names[0].startswith("roofs (theoretical)") and "prefill (measured)" in names
+    roof_line = fig.data[0]
+    assert max(roof_line.y) == 200.0  # flat at the compute roof
+    assert roof_line.y[0] == pytest.approx(20.0 * roof_line.x[0])  # the bandwidth slope
+    assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
+    assert two_roof_figure(None).layout.annotations  # the empty state says what to press
+
+
+def test_batch_sweep_steps_as_points():
+    point = SimpleNamespace(batch=8, prompt_tokens=10, step_times=(0.1, 0.1, 0.1, 0.1),
+                            step_seconds=0.1, weight_bytes=400, cache_bytes=100)
+    (p,) = batch_work_points(INFO, [point])
+    assert p.label == "decode, batch 8" and p.bytes_read == 500 and p.seconds == 0.1
+    assert p.flops == forward_flops(INFO, 8, 12)
+
+
+def test_matmul_measures_a_positive_rate(lm):
+    assert measure_matmul_gflops(lm.device, lm.model.dtype, size=256, repeats=3) > 0
+
+
+def test_this_machine_places_decode_and_prefill_under_the_roofs(lm):
+    shared = SharedResults()
+    r = performance_panel.measure_roofline(lm, new_tokens=4, shared=shared)
+    roof = performance_panel.measure_compute_roof(lm, r, shared, new_tokens=4)
+    decode, prefill = roof.points[0], roof.points[-1]
+    assert decode.label == "decode, batch 1" and prefill.label == "prefill, 256 tokens"
+    assert prefill.intensity > 100 * decode.intensity  # one weight read for 256 tokens
+    assert roof.bound(decode) == "memory"
+    for p in roof.points:  # a FLOP count or a byte count off by a factor would break the roof
+        assert 0 < p.gflops <= 1.5 * roof.attainable_gflops(p.intensity), p
+    again = performance_panel.measure_compute_roof(lm, r, shared, new_tokens=4)
+    assert again.peak_gflops == roof.peak_gflops  # one compute figure per machine, shared
