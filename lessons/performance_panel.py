@@ -18,9 +18,12 @@ from inference.experiments.compute_roof import (
     forward_flops,
     machine_gflops,
 )
+from inference.experiments.memory_guard import memory_budget_bytes
+from inference.experiments.model_sizes import size_rows
 from inference.experiments.roofline import Roofline, machine_bandwidth
 from inference.generation import stream
 from inference.tokens import prompt_ids
+from visualizations.machine_text import model_sizes_md
 from visualizations.quant_charts import roofline_figure
 from visualizations.quant_text import roofline_md
 from visualizations.roofline_charts import compute_roof_md, two_roof_figure
@@ -28,6 +31,7 @@ from visualizations.server_view import batch_history_figure, server_stats_md
 from visualizations.style import empty_figure, info_caption
 
 from .feedback import guarded
+from .lesson_text import lesson_text
 from .presenter_exports import figures_box, figures_md, latest_batch_points
 
 ROOFLINE_PROMPT = "Write a short story about a lighthouse keeper and a storm."
@@ -76,6 +80,25 @@ def measure_compute_roof(lm, r: Roofline, shared=None,
     batch = [p for p in batch_work_points(info, latest_batch_points(lm, shared))
              if not p.label.endswith("batch 1")]
     return ComputeRoof(peak, r.bandwidth_gbs, (decode, *batch, prefill))
+
+
+def sizes_md(lm, r: Roofline) -> str:
+    """This model and its siblings on this machine (theoretical, from the measured bandwidth);
+    the measured speed is carried over only when the loaded model is the first row's shape."""
+    free = memory_budget_bytes(lm.device, 1.0)
+    rows = size_rows(r.bandwidth_gbs, lm.bytes_per_value, free)
+    mine = lm.info.parameters == rows[0].shape.parameters
+    return model_sizes_md(rows, r.bandwidth_gbs, lm.info.dtype, free,
+                          r.measured_tokens_per_s if mine else None)
+
+
+def gpu_note_md(lm) -> str:
+    """On a CPU: what the H200 check measured (labelled, from that machine). On a GPU: that
+    every figure here is this GPU's own."""
+    if lm.device.type == "cuda":
+        return (f"### On a GPU\nThis machine is a GPU ({lm.info.device}): every figure on this "
+                "page was measured on it, now.")
+    return lesson_text("gpu_h200.md")
 
 
 def roofline_point(lm, r: Roofline) -> RooflinePoint:
@@ -129,6 +152,9 @@ def build(lm, settings: Settings, shared=None, server=None) -> None:
     compute_text = gr.Markdown(elem_id="perf-compute")
     compute_chart = gr.Plot(two_roof_figure(None), label="Roofline with both roofs",
                             elem_id="perf-compute-chart")
+    sizes = gr.Markdown("### Choosing a model size\n*Press **Measure this machine**: the table "
+                        "uses this machine's bandwidth.*", elem_id="perf-sizes")
+    gr.Markdown(gpu_note_md(lm), elem_id="perf-gpu")
     figures = figures_box(lm, shared)
 
     def on_run() -> dict:
@@ -140,9 +166,9 @@ def build(lm, settings: Settings, shared=None, server=None) -> None:
                               x_title="Bytes read per decode token (MB: weights + KV cache)")
         return {text: roofline_md(r, lm.info.weight_bytes), chart: fig,
                 compute_text: compute_roof_md(roof, lm.info.dtype),
-                compute_chart: two_roof_figure(roof, caption),
+                compute_chart: two_roof_figure(roof, caption), sizes: sizes_md(lm, r),
                 figures: figures_md(lm, shared, r)}
 
     run.click(guarded(on_run, alone=server), None,
-              [text, chart, compute_text, compute_chart, figures], concurrency_id="heavy",
+              [text, chart, compute_text, compute_chart, sizes, figures], concurrency_id="heavy",
               concurrency_limit=1, time_limit=120, api_name="roofline")

@@ -289,4 +289,7 @@ def test_this_machine_shows_both_roofs(visitor):
     assert plot_points(page, "perf-compute-chart") >= 120 + 2 + 2  # roofs, 2 passes, ridge
     page.locator("#perf-compute-chart").scroll_into_view_if_needed()
     screenshot(page, "this-machine-two-roofs")
+    sizes = table_rows(page, "perf-sizes")  # filled by the same button, from its bandwidth
+    assert [r["model"] for r in sizes] == ["SmolLM2-135M", "SmolLM2-360M", "SmolLM2-1.7B"]
+    assert "NVIDIA H200" in text_of(page, "perf-gpu")
     assert_clean(page, watch)

@@ -1,0 +1,39 @@
+"""'This machine' text beyond the roofline: choosing a model size for this machine
+(theoretical rows from published shapes and the measured bandwidth) and what changes on a GPU
+(figures measured on an H200 elsewhere, labelled so, unless this machine is the GPU).
+
+Pure: rows and figures in, markdown out.
+"""
+from __future__ import annotations
+
+from .model_card import human_bytes
+
+
+def model_sizes_md(rows, bandwidth_gbs: float, dtype: str, free_bytes: int,
+                   measured_tokens_per_s: float | None = None) -> str:
+    """The size table and what it means here (`rows`: `SizeRow`s, the loaded model first)."""
+    lines = [
+        "### Choosing a model size",
+        f"This model beside its larger siblings, from their published shapes. **Theoretical:** "
+        f"weights at {dtype}, and the batch-1 decode ceiling = this machine's measured "
+        f"{bandwidth_gbs:.1f} GB/s ÷ the weights' bytes (the KV cache left out).",
+        "",
+        f"| model | parameters | weights ({dtype}) | weights (int8) | KV cache per token "
+        f"| decode ceiling, batch 1 | fits in the {human_bytes(free_bytes)} free now |",
+        "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(
+            f"| {r.shape.name} | {r.shape.parameters / 1e6:,.0f} M | {human_bytes(r.weight_bytes)} "
+            f"| {human_bytes(r.int8_bytes)} | {human_bytes(r.kv_bytes_per_token)} "
+            f"| {r.ceiling_tokens_per_s:,.1f} tokens/s | {'yes' if r.fits else '**no**'} |")
+    if measured_tokens_per_s and len(rows) > 1:
+        share = measured_tokens_per_s / rows[0].ceiling_tokens_per_s
+        big = rows[-1]
+        lines.append(
+            f"\nThis model measured **{measured_tokens_per_s:.1f} tokens/s**, {share:.0%} of its "
+            f"ceiling. At the same share, {big.shape.name} would give about "
+            f"**{share * big.ceiling_tokens_per_s:.1f} tokens/s** here: "
+            f"{rows[0].weight_bytes / big.weight_bytes:.0%} of this one's speed, for a model "
+            f"{big.shape.parameters / rows[0].shape.parameters:.0f}× the size. The right size is "
+            "the smallest one good enough for the task: every parameter is read for every token.")
+    return "\n".join(lines)
