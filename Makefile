@@ -21,10 +21,11 @@ $(STAMP): requirements.txt requirements-dev.txt
 	touch $@
 
 # Browser tests drive Debian's Chromium (Playwright cannot download its own browser here).
+# fonts-noto-cjk: Chinese, Japanese and Korean text showed as empty boxes without it.
 browser:
-	@command -v chromium >/dev/null 2>&1 || { \
+	@{ command -v chromium && fc-list :lang=ja | grep -q . ; } >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium chromium-driver fonts-noto-color-emoji; }
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium chromium-driver fonts-noto-color-emoji fonts-noto-cjk; }
 
 run: $(STAMP)
 	$(PY) app.py

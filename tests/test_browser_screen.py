@@ -86,6 +86,29 @@ def test_token_chips_wrap_at_every_size(visitor):
     assert_clean(page, watch)
 
 
+# Two different characters drawn the same are the missing-glyph box ("tofu") twice.
+SAME_GLYPH_JS = """([a, b]) => {
+  const draw = (ch) => { const c = document.createElement('canvas'); c.width = c.height = 48;
+    const x = c.getContext('2d'); x.font = '40px sans-serif'; x.fillText(ch, 2, 40);
+    return Array.from(x.getImageData(0, 0, 48, 48).data).join(','); };
+  return draw(a) === draw(b); }"""
+
+
+def test_japanese_tokens_are_drawn_not_boxes(visitor):
+    """Issue 14: Japanese text showed as boxes in the browser (no CJK font installed)."""
+    page, watch = visitor
+    open_tab(page, "1 · Tokens")
+    counts = text_of(page, "tok-counts")
+    fill_text(page, "tok-text", "日本語のテキストはトークンが多い。")
+    wait_text_change(page, "tok-counts", counts)
+    for a, b in [("日", "本"), ("の", "テ")]:
+        assert not page.evaluate(SAME_GLYPH_JS, [a, b]), f"{a} and {b} drawn as the same box"
+    assert page.evaluate(SAME_GLYPH_JS, ["\U0010fffd", "\U0010fffe"])  # the check sees tofu
+    page.locator("#tok-view").scroll_into_view_if_needed()
+    screenshot(page, "lesson-1-japanese")
+    assert_clean(page, watch)
+
+
 def test_every_tab_is_one_tap_away_and_stays_on_screen(visitor):
     page, watch = visitor
     for width, height in SIZES:
