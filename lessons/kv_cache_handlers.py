@@ -27,6 +27,15 @@ from inference.experiments.kv_projection import (
 )
 from inference.experiments.kv_race import RECOMPUTE, race, summarize
 from inference.experiments.prefix_reuse import prefill_prefix, prefix_runs, shared_prefix_ids
+from inference.experiments.quality import load_perplexity_text
+from inference.experiments.race_lengths import (
+    LENGTHS,
+    REPEATS,
+    LengthPoint,
+    fit,
+    generation_seconds,
+    step_costs,
+)
 from inference.generation import stream
 from inference.kv_cache import cache_tensor_bytes
 from visualizations import kv_charts, kv_text
@@ -56,6 +65,47 @@ class RaceFrame:
     summary: str
     progress: str
     diagram: str | None = None  # the newest pair of steps animated, cache on and off
+
+
+@dataclass(frozen=True)
+class LengthsFrame:
+    progress: str
+    plot: Figure
+    table: str
+
+
+PROJECT_PROMPT, PROJECT_TOKENS = 32, 1000  # the theoretical long generation the text quotes
+
+
+def race_lengths_frames(lm, shared=None) -> Iterator[LengthsFrame]:
+    """One step with and without the cache at 32, 128 and 512 tokens; a frame per length, then
+    the theory beyond. Measured once per machine and dtype, then shared with every visitor."""
+    caption = info_caption(lm.info, note=f"median of {REPEATS} steps per length and lane")
+    key = ("race-lengths", lm.info.device, lm.info.dtype)
+    done = shared.get(key) if shared is not None else None
+    if done is None:
+        text_ids = lm.tokenizer(load_perplexity_text(), add_special_tokens=False)["input_ids"]
+        points: list[LengthPoint] = []
+        yield LengthsFrame(f"⏳ Measuring one step at {LENGTHS[0]} tokens, both ways…",
+                           kv_charts.race_lengths_figure([]), "")
+        for point in step_costs(lm, text_ids):
+            points.append(point)
+            nxt = LENGTHS[len(points)] if len(points) < len(LENGTHS) else None
+            yield LengthsFrame(f"⏳ Measured {len(points)} of {len(LENGTHS)} lengths"
+                               + (f"; now {nxt} tokens…" if nxt else "."),
+                               kv_charts.race_lengths_figure(points, caption=caption),
+                               kv_text.race_lengths_markdown(points))
+        done = tuple(points)
+        if shared is not None:
+            shared.put(key, done)
+        note = "✅ Measured on this machine just now."
+    else:
+        note = "✅ Measured earlier on this machine and shared with every visitor."
+    ab = fit(list(done))
+    cached, plain = generation_seconds(list(done), PROJECT_PROMPT, PROJECT_TOKENS)
+    yield LengthsFrame(note, kv_charts.race_lengths_figure(done, ab, caption),
+                       kv_text.race_lengths_markdown(
+                           done, (PROJECT_PROMPT, PROJECT_TOKENS, cached, plain)))
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gradio as gr
 
 from inference.config import Settings
+from visualizations.kv_charts import race_lengths_figure
 from visualizations.mechanism import race_diagram
 
 from . import kv_cache_handlers as run
@@ -60,7 +61,7 @@ def growth_tab(lm, settings: Settings, server=None) -> None:
     stop.click(None, None, None, cancels=[ev])
 
 
-def race_tab(lm, settings: Settings, server=None) -> None:
+def race_tab(lm, settings: Settings, shared=None, server=None) -> None:
     """2 · Race: the same greedy tokens with the cache and by recomputing everything."""
     gr.Markdown("Same prompt, same greedy tokens. With the cache each step feeds **one** token "
                 "(O(1) tokens per step); without it each step feeds the **whole sequence** "
@@ -82,6 +83,23 @@ def race_tab(lm, settings: Settings, server=None) -> None:
                      concurrency_id="heavy", concurrency_limit=1, time_limit=300,
                      api_name="kv_race")
     stop.click(None, None, None, cancels=[ev])
+    lengths_section(lm, shared, server)
+
+
+def lengths_section(lm, shared=None, server=None) -> None:
+    """The race at several lengths: why a short race undersells the cache."""
+    gr.Markdown("### Race at several lengths\nA short race shows only a few times faster. "
+                "Time one step, with and without the cache, at 32, 128 and 512 tokens of "
+                "context, and see how the gap grows with the text.")
+    start = gr.Button("Race at several lengths", elem_id="kv-lengths-btn")
+    shown = {"progress": gr.Markdown(elem_id="kv-lengths-progress"),
+             "plot": gr.Plot(race_lengths_figure([]), elem_id="kv-lengths-plot",
+                             label="One step at each length"),
+             "table": gr.Markdown(elem_id="kv-lengths-table")}
+    handler = showing(shown, lambda: run.race_lengths_frames(lm, shared))
+    start.click(guarded(handler, alone=server), None, list(shown.values()),
+                concurrency_id="heavy", concurrency_limit=1, time_limit=300,
+                api_name="kv_race_lengths")
 
 
 def projection_tab(lm, settings: Settings) -> None:
@@ -151,14 +169,14 @@ def attention_tab(lm, settings: Settings, server=None) -> None:
 
 
 def build(lm, settings: Settings, shared=None, server=None) -> None:
-    """Lay out Lesson 4 inside the caller's tab. `shared` is accepted for the common signature;
-    `server`: every measurement here pauses it and runs alone."""
+    """Lay out Lesson 4 inside the caller's tab. `shared`: the length race, measured once per
+    machine for every visitor; `server`: every measurement here pauses it and runs alone."""
     gr.Markdown(lesson_text("lesson4_kv_cache.md", lm.info), elem_id="kv-lesson-text")
     with gr.Tabs():
         with gr.Tab("1 · Watch it grow"):
             growth_tab(lm, settings, server)
         with gr.Tab("2 · Race: cache on vs off"):
-            race_tab(lm, settings, server)
+            race_tab(lm, settings, shared, server)
         with gr.Tab("3 · Memory projection"):
             projection_tab(lm, settings)
         with gr.Tab("4 · Prefix reuse"):

@@ -31,15 +31,16 @@ def test_lesson_4_kv_cache(visitor):
 
     # 1 · Watch it grow: a few tokens; the formula and the real tensors agree at every step.
     set_slider(page, "kv-growth-btn", "New tokens", 4)
-    formulas: list[str] = []
-
-    def four_steps_drawn() -> bool:  # and remember every formula shown on the way
-        formulas.append(text_of(page, "kv-formula"))
-        return plot_points(page, "kv-growth-bytes") >= 8  # 2 traces x 4 steps
-
+    # Every text the formula shows on the way, recorded by the page itself (polling from here
+    # missed the middle steps on a fast machine: four steps came and went between two polls).
+    page.evaluate("""() => { window.__formulas = [];
+        const box = document.getElementById('kv-formula');
+        new MutationObserver(() => window.__formulas.push(box.innerText))
+            .observe(box, {childList: true, subtree: true, characterData: true}); }""")
     page.locator("#kv-growth-btn").click()
     wait_until(lambda: "cache holds" in text_of(page, "kv-growth-text"), 60, "the first cache step")
-    wait_until(four_steps_drawn, 90, "4 steps of cache bytes")
+    wait_until(lambda: plot_points(page, "kv-growth-bytes") >= 8, 90, "4 steps of cache bytes")
+    formulas: list[str] = page.evaluate("() => window.__formulas")
     text, formula = text_of(page, "kv-growth-text"), text_of(page, "kv-formula")
     prompt_tokens = int(number(r"\((\d+) prompt \+", text))
     assert number(r"cache holds (\d+) tokens", text) == prompt_tokens + 3  # lags the text by one
@@ -88,6 +89,16 @@ def test_lesson_4_kv_cache(visitor):
     wait_until(lambda: plot_points(page, "kv-race-plot") >= 16, 10, "the race chart")
     assert plot_title(page, "kv-race-plot") == "Cache on vs off: time for each new token"
     screenshot(page, "lesson-4-kv-race")
+
+    # The race at several lengths: the gap grows with the text (issue 14).
+    page.locator("#kv-lengths-btn").click()
+    wait_until(lambda: "✅" in text_of(page, "kv-lengths-progress"), 120, "the length race")
+    lengths = table_rows(page, "kv-lengths-table")
+    assert [r["context length L"] for r in lengths] == ["32", "128", "512"]
+    ratios = [float(r["no cache ÷ cache"].rstrip("×")) for r in lengths]
+    assert ratios[-1] > ratios[0], ratios
+    assert plot_title(page, "kv-lengths-plot").startswith("One step at length L")
+    assert "Theoretical, from these points" in text_of(page, "kv-lengths-table")
 
     # 3 · Memory projection: switching bytes per value redraws charts and table (theoretical).
     open_tab(page, "3 · Memory projection")

@@ -72,6 +72,42 @@ def race_figure(steps, caption: str = "") -> go.Figure:
     return fig
 
 
+THEORY_UP_TO = 4096  # tokens: where the theoretical lines of the length race stop
+
+
+def race_lengths_figure(points, fit_ab: tuple[float, float] | None = None,
+                        caption: str = "") -> go.Figure:
+    """One step's time at each context length, both lanes: measured points, then (from the
+    longest measured length to `THEORY_UP_TO`) the theory: cached flat, recompute a + b × L."""
+    if not points:
+        return empty_figure("Press “Race at several lengths”: one step at each length, both ways.")
+    xs = [p.tokens for p in points]
+    fig = go.Figure([
+        go.Scatter(x=xs, y=[p.cached_seconds * 1000 for p in points], mode="lines+markers",
+                   name=f"with KV cache: one step ({MEASURED})",
+                   line=dict(color=PALETTE["blue"], width=3), marker=dict(size=10)),
+        go.Scatter(x=xs, y=[p.recompute_seconds * 1000 for p in points], mode="lines+markers",
+                   name=f"no cache: all L + 1 tokens again ({MEASURED})",
+                   line=dict(color=PALETTE["vermillion"], width=3), marker=dict(size=10))])
+    if fit_ab is not None and len(points) > 1:
+        a, b = fit_ab
+        last = points[-1]
+        far = [last.tokens * 2**i for i in range(20) if last.tokens * 2**i <= THEORY_UP_TO]
+        fig.add_trace(go.Scatter(
+            x=far, y=[last.cached_seconds * 1000] * len(far), mode="lines",
+            name=f"with cache, beyond ({THEORETICAL}: flat)",
+            line=dict(color=PALETTE["blue"], dash="dash", width=2)))
+        fig.add_trace(go.Scatter(
+            x=far, y=[max(a + b * x, last.recompute_seconds) * 1000 for x in far], mode="lines",
+            name=f"no cache, beyond ({THEORETICAL}: a + b × L through the points)",
+            line=dict(color=PALETTE["vermillion"], dash="dash", width=2)))
+    fig.update_xaxes(type="log")
+    fig.update_yaxes(type="log")
+    return styled(fig, "One step at length L: flat with the cache, growing without",
+                  "context length L (tokens, log)", "milliseconds per step (log)", caption,
+                  height=420)
+
+
 def _cache_traces(proj, i: int, colour: str, width: float) -> list[go.Scatter]:
     """One model's cache line: solid within its context window; past it, a dotted line named
     "beyond its context window" (joined to the last point within, so the line is unbroken)."""

@@ -76,6 +76,32 @@ def _verdict(speedup: float) -> str:
             "noise from other work on the machine can outweigh the saving")
 
 
+def race_lengths_markdown(points, projection: tuple[int, int, float, float] | None = None
+                          ) -> str:
+    """The length race as a table and what it shows. `projection`: (prompt, new tokens,
+    seconds with the cache, seconds without), theoretical, from the measured points."""
+    if not points:
+        return ""
+    rows = "\n".join(f"| {p.tokens:,} | {p.cached_seconds * 1000:,.0f} | "
+                     f"{p.recompute_seconds * 1000:,.0f} | {p.ratio:.1f}× |" for p in points)
+    short, long = points[0], points[-1]
+    text = (
+        "| context length L | with cache: one step (ms) | no cache: L + 1 tokens (ms) "
+        "| no cache ÷ cache |\n|---|---|---|---|\n" + rows + "\n\n"
+        f"At {short.tokens} tokens, running all {short.tokens + 1} tokens again costs only "
+        f"**{short.ratio:.1f}×** one cached step: they go through in one parallel pass that, like "
+        "a decode step, mostly waits for the weights to be read (lesson 2's prefill). That is why "
+        f"a short race undersells the cache. At {long.tokens:,} tokens the pass is long enough to "
+        f"be limited by arithmetic, and the gap is **{long.ratio:.1f}×**: without the cache a "
+        "step costs O(L), with it O(1), so n tokens cost O(n²) against O(n).")
+    if projection is not None:
+        prompt, n, cached, plain = projection
+        text += (f"\n\n**Theoretical, from these points:** {n:,} tokens after a {prompt}-token "
+                 f"prompt would take about **{cached:,.0f} s** with the cache and "
+                 f"**{plain:,.0f} s** without it ({plain / cached:.0f}×).")
+    return text
+
+
 def projection_table_markdown(specs: Sequence, crossover: Mapping[str, int], mine,
                               bytes_per_value: int, batch: int, context_window: int) -> str:
     """One row per `ModelSpec`: its attention layout, cache per token, weights, and the context
