@@ -107,6 +107,8 @@ class Settings:
     # Lesson 1: token cost.
     token_price_per_m: Range = _r(0, 1000, 0.50, 0.01)
     cost_output_tokens: Range = _r(0, 100_000, 300)
+    conversation_turns: Range = _r(1, 50, 8)  # the multi-turn cost table's turns
+    guess: Range = _r(0, 100_000, 2, 0.1)  # predict-then-measure boxes (they start empty)
 
     # Lesson 6: quantization.
     quant_new_tokens: Range = _r(8, 64, 32)

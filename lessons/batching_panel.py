@@ -59,7 +59,7 @@ def sweep_tab(lm, settings: Settings, shared, measured: Measured, server=None) -
                         "Memory budget (MB; default: half the free memory)",
                         value=memory_budget_bytes(lm.device, 0.5) // 10**6,
                         elem_id="batch-sweep-budget")
-    guess = guess_box(run.GUESS_KEY, "at the largest batch, how many times the batch-1 "
+    guess = guess_box(settings, run.GUESS_KEY, "at the largest batch, how many times the batch-1 "
                       "tokens/s in total", "batch-sweep-guess")
     start, stop = _run_and_stop("Run sweep", "batch-sweep-btn", "batch-sweep-stop")
     shown = {"progress": gr.Markdown(elem_id="batch-sweep-progress"),

@@ -12,6 +12,9 @@ from functools import cache
 
 import gradio as gr
 
+from inference.config import Settings
+
+from .controls import number
 from .predictions import comparison_md
 from .presenter_screens import Screen, load_screens
 
@@ -25,11 +28,12 @@ def question(key: str) -> Screen:
     return screen
 
 
-def guess_box(key: str, ask: str, elem_id: str) -> gr.Number:
-    """'Your guess first: <ask> (<unit>)'; empty is allowed (the result invites a guess)."""
+def guess_box(settings: Settings, key: str, ask: str, elem_id: str) -> gr.Number:
+    """'Your guess first: <ask> (<unit>)', bounded by `Settings.guess`; it starts empty, and
+    empty is allowed (the result then invites a guess next time)."""
     unit = question(key).unit.strip()
-    return gr.Number(None, label=f"Your guess first: {ask} ({unit})", minimum=0,
-                     elem_id=elem_id, elem_classes=["lab-guess"])
+    return number(settings, "guess", f"Your guess first: {ask} ({unit})", value=None,
+                  elem_id=elem_id, elem_classes=["lab-guess"])
 
 
 def guess_md(key: str, guess: float | None, measured: float) -> str:

@@ -69,8 +69,8 @@ def race_tab(lm, settings: Settings, shared=None, server=None) -> None:
     with gr.Row():
         prompt = _prompt(settings, "kv-race-prompt")
         new_tokens = slider(settings, "race_new_tokens", "New tokens", scale=1)
-    guess = guess_box(run.GUESS_KEY, "generating with the cache against recomputing, how many "
-                      "times faster", "kv-race-guess")
+    guess = guess_box(settings, run.GUESS_KEY, "generating with the cache against "
+                      "recomputing, how many times faster", "kv-race-guess")
     start, stop = _run_and_stop("Race", "kv-race-btn", "kv-race-stop")
     shown = {"progress": gr.Markdown(elem_id="kv-race-progress"),
              "summary": gr.Markdown(elem_id="kv-race-summary"),

@@ -130,8 +130,8 @@ def _sweep_section(lm, settings: Settings, shared, server) -> None:
     with gr.Row():
         sweep_btn = gr.Button("Run the sweep", variant="primary", elem_id="prefill-sweep")
         stop_btn = gr.Button("Stop", variant="stop")
-    guess = guess_box(GUESS_KEY, "one pass against one token at a time, at the longest length "
-                      "measured both ways", "prefill-guess")
+    guess = guess_box(settings, GUESS_KEY, "one pass against one token at a time, at the "
+                      "longest length measured both ways", "prefill-guess")
     progress = gr.Markdown(elem_id="prefill-progress")
     chart = gr.Plot(prefill_sweep_figure([], info_caption(lm.info)), label="Prefill sweep",
                     elem_id="prefill-chart")

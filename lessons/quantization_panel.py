@@ -149,7 +149,7 @@ def _controls(settings: Settings) -> tuple[gr.Textbox, gr.CheckboxGroup, gr.Slid
         with gr.Column(scale=1):
             new_tokens = slider(settings, "quant_new_tokens", "Greedy tokens to compare",
                                 elem_id="quant-new-tokens")
-            guess = guess_box(GUESS_KEY, "int8 decode speed, in times float32's",
+            guess = guess_box(settings, GUESS_KEY, "int8 decode speed, in times float32's",
                               "quant-guess")
             run_btn = gr.Button("Compare modes", variant="primary", elem_id="quant-run")
             stop_btn = gr.Button("Stop", variant="stop", elem_id="quant-stop")

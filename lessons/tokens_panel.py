@@ -10,11 +10,17 @@ import gradio as gr
 
 from inference.config import LIMITS, Settings
 from inference.errors import PromptTooLongError
-from inference.experiments.token_cost import token_cost
+from inference.experiments.token_cost import conversation_costs, token_cost
 from inference.tokens import clean_text, tokenize, tokenize_chat
-from visualizations.token_view import template_note_md, token_cost_md, token_counts_md, token_html
+from visualizations.token_view import (
+    conversation_cost_md,
+    template_note_md,
+    token_cost_md,
+    token_counts_md,
+    token_html,
+)
 
-from .controls import number
+from .controls import number, slider
 from .feedback import guarded
 from .lesson_text import lesson_text
 
@@ -90,6 +96,16 @@ def _token_section(lm, settings: Settings) -> tuple[gr.Textbox, gr.Checkbox]:
     return text, template
 
 
+def conversation_md(tokenizer, text: str, output_tokens: float, price_in: float,
+                    price_out: float, turns: float,
+                    max_chars: int = LIMITS.max_prompt_chars) -> str:
+    """The multi-turn table: this text as every question (chat template included), the
+    expected output as every answer."""
+    n_in = len(tokenize_chat(tokenizer, _checked_text(text, max_chars)).tokens)
+    return conversation_cost_md(conversation_costs(n_in, int(output_tokens), int(turns),
+                                                   float(price_in), float(price_out)))
+
+
 def _cost_section(lm, settings: Settings, text: gr.Textbox) -> None:
     with gr.Accordion("What would this cost? (cost estimator)", open=True):
         with gr.Row():
@@ -99,13 +115,29 @@ def _cost_section(lm, settings: Settings, text: gr.Textbox) -> None:
                                "Output price ($ per million tokens)", value=OUTPUT_PRICE_PER_M)
         cost = gr.Markdown(cost_md(lm.tokenizer, FIRST_TEXT, out_tokens.value, price_in.value,
                                    price_out.value), elem_id="tok-cost")
+        gr.Markdown("**A conversation, turn by turn.** Every turn resends the whole chat so far: "
+                    "here each question is as long as the text above and each answer as long "
+                    "as the expected output.")
+        turns = slider(settings, "conversation_turns", "Turns in the conversation",
+                       elem_id="tok-turns")
+        convo = gr.Markdown(conversation_md(lm.tokenizer, FIRST_TEXT, out_tokens.value,
+                                            price_in.value, price_out.value, turns.value),
+                            elem_id="tok-conversation")
 
     def on_cost(t: str, n: float | None, p_in: float | None, p_out: float | None) -> str:
         return cost_md(lm.tokenizer, t, n or 0, p_in or 0, p_out or 0, settings.max_prompt_chars)
 
+    def on_convo(t: str, n: float | None, p_in: float | None, p_out: float | None,
+                 k: float) -> str:
+        return conversation_md(lm.tokenizer, t, n or 0, p_in or 0, p_out or 0, k,
+                               settings.max_prompt_chars)
+
     for trigger in (text.change, out_tokens.change, price_in.change, price_out.change):
         trigger(guarded(on_cost), [text, out_tokens, price_in, price_out], cost,
                 trigger_mode="always_last", show_progress="hidden", api_name="token_cost")
+    gr.on([text.change, out_tokens.change, price_in.change, price_out.change, turns.release,
+           turns.input], guarded(on_convo), [text, out_tokens, price_in, price_out, turns], convo,
+          trigger_mode="always_last", show_progress="hidden", api_name="conversation_cost")
 
 
 def build(lm, settings: Settings, shared=None) -> None:

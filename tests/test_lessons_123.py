@@ -14,6 +14,7 @@ from inference.errors import (
 )
 from inference.experiments.roofline import machine_bandwidth
 from inference.experiments.shared_results import SharedResults
+from inference.experiments.token_cost import conversation_costs
 from inference.generation import reshaped, stream
 from inference.sampling import SamplingSettings
 from inference.tokens import prompt_ids
@@ -66,6 +67,19 @@ def test_cost_estimate_arithmetic(tok):
     n_in = len(prompt_ids(tok, "Hello world"))
     assert f"**{n_in:,} input tokens**" in md
     assert f"${1000 * 10.0 / 1e6 + n_in * 2.0 / 1e6:.6f}" in md
+
+
+def test_a_conversation_resends_its_history_every_turn(tok):
+    """Issue 14: the input a chat sends grows every turn; the table shows it and its bill."""
+    rows = conversation_costs(10, 20, 3, 1.0, 2.0)
+    assert [r.input_tokens for r in rows] == [10, 40, 70]  # k × question + (k − 1) × answer
+    assert rows[-1].total == pytest.approx(sum((r.input_tokens * 1 + 20 * 2) / 1e6 for r in rows))
+    md = tokens_panel.conversation_md(tok, "Hello world", 50, 1.0, 2.0, 4)
+    n_in = len(prompt_ids(tok, "Hello world"))
+    assert f"| 1 | {n_in:,} | 50 |" in md and f"| 4 | {4 * n_in + 3 * 50:,} | 50 |" in md
+    assert "By turn 4 one request sends" in md
+    with pytest.raises(SettingOutOfRangeError, match="Turns"):
+        tokens_panel.conversation_md(tok, "hi", 10, 1.0, 1.0, SETTINGS.conversation_turns.high + 1)
 
 
 def test_cost_estimate_refuses_huge_text_and_prices_out_of_range(tok):

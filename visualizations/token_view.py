@@ -69,3 +69,25 @@ def token_cost_md(cost, input_price_per_m: float, output_price_per_m: float) -> 
             f"${output_price_per_m:g}/M = ${cost.output_cost:.6f} · **per request "
             f"${cost.total:.6f}**, per million requests **${cost.total * 1e6:,.0f}** "
             "*(arithmetic: tokens × price per million ÷ 1,000,000)*")
+
+
+def conversation_cost_md(rows) -> str:
+    """The multi-turn table (`TurnCost`s): the input grows every turn, and so does the bill."""
+    if not rows:
+        return ""
+    lines = ["| turn | input tokens sent | output tokens | this turn | conversation so far |",
+             "|---|---|---|---|---|"]
+    lines += [f"| {r.turn} | {r.input_tokens:,} | {r.output_tokens:,} | ${r.cost:.6f} | "
+              f"${r.total:.6f} |" for r in rows]
+    first, last = rows[0], rows[-1]
+    once = sum(first.cost for _ in rows)  # the same turns, had each been sent alone
+    if len(rows) > 1 and first.input_tokens:
+        lines.append(
+            f"\nBy turn {last.turn} one request sends **{last.input_tokens:,} tokens**, "
+            f"{last.input_tokens / first.input_tokens:.0f}× the first: the model keeps nothing "
+            "between requests, so every earlier question and answer is sent, prefilled and paid "
+            f"for again. The {last.turn} turns cost **${last.total:.6f}**, "
+            f"{last.total / once:.1f}× what {last.turn} separate first turns would "
+            "*(arithmetic, the same prices; a provider's prompt cache may discount the resent "
+            "part)*.")
+    return "\n".join(lines)

@@ -4,6 +4,13 @@
 
 Output tokens usually cost more: each one needs its own decode step, while input tokens
 share one parallel prefill.
+
+A chat resends its whole history every turn (the model keeps nothing between requests), so
+turn k's input is every earlier question and answer plus the new question:
+
+    input tokens at turn k = k × question + (k − 1) × answer
+
+and a conversation's input bill grows with the square of its turns.
 """
 from __future__ import annotations
 
@@ -33,3 +40,26 @@ def token_cost(input_tokens: int, output_tokens: int, input_price_per_m: float,
     return TokenCost(input_tokens, output_tokens,
                      input_tokens * input_price_per_m / 1e6,
                      output_tokens * output_price_per_m / 1e6)
+
+
+@dataclass(frozen=True)
+class TurnCost:
+    turn: int  # 1-based
+    input_tokens: int  # the whole history resent, plus this turn's question
+    output_tokens: int
+    cost: float  # dollars for this turn's request
+    total: float  # dollars for the conversation so far
+
+
+def conversation_costs(question_tokens: int, answer_tokens: int, turns: int,
+                       input_price_per_m: float, output_price_per_m: float) -> list[TurnCost]:
+    """Each turn of a chat whose questions are all `question_tokens` long and whose answers are
+    all `answer_tokens` long, the history resent every time."""
+    LIMITS.conversation_turns.check("Turns", turns)
+    rows, total = [], 0.0
+    for k in range(1, int(turns) + 1):
+        sent = k * question_tokens + (k - 1) * answer_tokens
+        cost = token_cost(sent, answer_tokens, input_price_per_m, output_price_per_m).total
+        total += cost
+        rows.append(TurnCost(k, sent, answer_tokens, cost, total))
+    return rows
