@@ -149,6 +149,27 @@ def test_cost_arithmetic():
         serving_costs([_point(1, 0.1)], -1)
 
 
+def test_cost_carries_the_decode_rate_to_the_conversations_context():
+    """Issue 14: the sweep decodes at a short context; a conversation's tokens read a longer
+    cache. The rate is scaled by the bytes a step reads (theoretical), batch by batch."""
+    kv, w = 46_080, 538_060_032
+    one, eight = _point(1, 0.05, prompt=100), _point(8, 0.08, prompt=100)
+    short = 100 + 0.5  # the sweep's mean context: its prompt and half of its one timed step
+    costs = serving_costs([one, eight], 3.6, prompt_tokens=200, output_tokens=600,
+                          kv_bytes_per_token=kv)
+    for c, p in zip(costs, (one, eight)):
+        scale = (w + p.batch * kv * 500) / (w + p.batch * kv * short)  # 200 + 600 / 2 = 500
+        assert c.context_tokens == 500 and c.measured_output_tokens_per_s == p.tokens_per_s
+        assert c.output_tokens_per_s == pytest.approx(p.tokens_per_s / scale)
+        assert c.usd_per_million_output == pytest.approx(3.6 / (c.output_tokens_per_s * 3600)
+                                                         * 1e6)
+    # a bigger batch reads more cache per step: the longer context costs it more
+    assert (costs[1].output_tokens_per_s / eight.tokens_per_s
+            < costs[0].output_tokens_per_s / one.tokens_per_s)
+    plain = serving_costs([one], 3.6, 200, 600)[0]
+    assert plain.output_tokens_per_s == one.tokens_per_s and plain.context_tokens == 0
+
+
 # ---- handlers, on the real model with tiny sizes ----
 
 def test_sweep_handler_streams_and_shares(lm):
@@ -251,7 +272,7 @@ def test_panel_builds_with_limits_and_named_endpoints(lm):
     assert {limit_name(b) for b in bounded} == {
         "sweep_decode_steps", "memory_budget_mb", "scheduler_batch", "fill_wait_s", "seed",
         "trace_requests", "trace_rate_per_s", "price_per_hour", "conversation_prompt_tokens",
-        "conversation_output_tokens"}
+        "conversation_output_tokens", "guess"}
     for b in bounded:
         rng = settings.ranges()[limit_name(b)]
         assert (b.minimum, b.maximum) == (rng.low, rng.high)

@@ -67,13 +67,23 @@ def scheduler_table(static, continuous) -> str:
 
 
 def cost_table(costs, prompt_tokens: int, output_tokens: int) -> str:
-    """Markdown: cost per million tokens and per conversation at each measured batch size."""
-    rows = [f"| {c.batch} | {c.output_tokens_per_s:.1f} | ${c.usd_per_million_output:,.2f} | "
-            f"${c.usd_per_million_input:,.2f} | ${c.usd_per_conversation:,.5f} | "
-            f"{c.conversations_per_hour:,.0f} |" for c in costs]
-    return ("| batch | output tokens/s (measured) | $ / M output | $ / M input | "
-            "$ / conversation | conversations / hour |\n|---|---|---|---|---|---|\n"
-            + "\n".join(rows)
+    """Markdown: cost per million tokens and per conversation at each measured batch size;
+    where the rate was carried to the conversation's context, both rates are shown."""
+    context = costs[0].context_tokens if costs else 0
+    rows = [f"| {c.batch} | {c.measured_output_tokens_per_s:.1f} | "
+            + (f"{c.output_tokens_per_s:.1f} | " if context else "")
+            + f"${c.usd_per_million_output:,.2f} | ${c.usd_per_million_input:,.2f} | "
+            f"${c.usd_per_conversation:,.5f} | {c.conversations_per_hour:,.0f} |" for c in costs]
+    at_context = (f"output tokens/s at {context:,.0f} tokens of context (theoretical) | "
+                  if context else "")
+    head = ("| batch | output tokens/s (measured, short context) | " + at_context
+            + "$ / M output | $ / M input | $ / conversation | conversations / hour |\n"
+            + "|---" * (7 if context else 6) + "|\n")
+    carried = (f" Later tokens of a conversation read a longer KV cache: the decode rate is "
+               f"carried from the sweep's short context to the conversation's mean context "
+               f"({prompt_tokens} in + half of {output_tokens} out = {context:,.0f} tokens) by "
+               "the bytes each step reads, and the dollars use that rate." if context else "")
+    return (head + "\n".join(rows)
             + "\n\n*Arithmetic: $ per million = price per hour ÷ (tokens/s × 3,600) × "
             f"1,000,000. A conversation is {prompt_tokens} tokens in and {output_tokens} out, "
-            "at 100% utilisation.*")
+            f"at 100% utilisation.{carried}*")
