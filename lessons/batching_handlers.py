@@ -225,8 +225,9 @@ def schedule_frame(lm, schedules: ScheduleComparison, progress: str,
 
 
 def cost_view(lm, settings: Settings, sweep: SweepUpdate | None, *, price_per_hour: float,
-              prompt_tokens: int, output_tokens: int) -> CostView:
-    """Cost per token and per conversation from the last measured sweep and an hourly price."""
+              prompt_tokens: int, output_tokens: int, modes=()) -> CostView:
+    """Cost per token and per conversation from the last measured sweep and an hourly price;
+    `modes`: lesson 6's measured precision modes (`ModeReport`s), priced at batch 1."""
     settings.price_per_hour.check("Hardware price ($ per hour)", price_per_hour)
     settings.conversation_prompt_tokens.check("Prompt tokens per conversation", prompt_tokens)
     settings.conversation_output_tokens.check("Output tokens per conversation", output_tokens)
@@ -237,4 +238,5 @@ def cost_view(lm, settings: Settings, sweep: SweepUpdate | None, *, price_per_ho
                         lm.bytes_per_value, tokens=1)
     costs = serving_costs(sweep.points, price, p_in, p_out, kv_bytes_per_token=kv)
     return CostView(plot=charts.cost_chart(costs, price, info_caption(lm.info)),
-                    table=tables.cost_table(costs, p_in, p_out))
+                    table=tables.cost_table(costs, p_in, p_out)
+                    + tables.mode_cost_table(modes, price))

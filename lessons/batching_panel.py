@@ -26,7 +26,7 @@ from .feedback import guarded
 from .guess import guess_box
 from .lesson_text import lesson_text
 from .named_outputs import showing
-from .presenter_exports import wire_batch_csv
+from .presenter_exports import latest_modes, wire_batch_csv
 
 DEFAULT_PADDING = ("Hi!\nWhat is the capital of France?\n"
                    "Write a haiku about autumn leaves falling slowly.")
@@ -130,8 +130,10 @@ def schedulers_tab(lm, settings: Settings, shared, measured: Measured, server=No
     stop.click(None, None, None, cancels=[ev])
 
 
-def cost_tab(lm, settings: Settings, measured: Measured, sweep_event: Dependency) -> None:
-    """4 · Cost per request: the measured sweep priced at an hourly rate."""
+def cost_tab(lm, settings: Settings, measured: Measured, sweep_event: Dependency,
+             shared=None) -> tuple:
+    """4 · Cost per request: the measured sweep priced at an hourly rate (and lesson 6's
+    precision modes, once measured). Returns (handler, inputs, outputs) to redraw it."""
     with gr.Row():
         price = number(settings, "price_per_hour", "Hardware price ($ per hour)",
                        elem_id="batch-cost-price")
@@ -145,10 +147,12 @@ def cost_tab(lm, settings: Settings, measured: Measured, sweep_event: Dependency
     inputs = {measured.sweep, price, prompt_tokens, output_tokens}
     cost = guarded(showing(shown, lambda data: run.cost_view(
         lm, settings, data[measured.sweep], price_per_hour=data[price],
-        prompt_tokens=data[prompt_tokens], output_tokens=data[output_tokens])))
+        prompt_tokens=data[prompt_tokens], output_tokens=data[output_tokens],
+        modes=latest_modes(lm, shared))))
     sweep_event.then(cost, inputs, list(shown.values()), api_visibility="undocumented")
     for control in (price, prompt_tokens, output_tokens):
         control.change(cost, inputs, list(shown.values()), api_visibility="undocumented")
+    return cost, inputs, list(shown.values())
 
 
 def build(lm, settings: Settings, shared=None, server=None) -> None:
@@ -165,6 +169,8 @@ def build(lm, settings: Settings, shared=None, server=None) -> None:
             padding_tab(lm, settings)
         with gr.Tab("3 · Static vs continuous"):
             schedulers_tab(lm, settings, shared, measured, server)
-        with gr.Tab("4 · Cost per request"):
-            cost_tab(lm, settings, measured, sweep_event)
+        with gr.Tab("4 · Cost per request") as cost_page:
+            cost, inputs, outputs = cost_tab(lm, settings, measured, sweep_event, shared)
+    # Opening the tab redraws it: lesson 6 may have measured the precision modes meanwhile.
+    cost_page.select(cost, inputs, outputs, api_visibility="undocumented")
     measured.closing.render()  # below the sub-tabs; the sweep and the schedulers update it

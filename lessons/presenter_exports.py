@@ -24,6 +24,7 @@ from .feedback import guarded
 LAST_PREFILL = "export-prefill"
 LAST_BATCH = "export-batch"
 PRESENTER_BATCH = "presenter-batch"  # lessons.presenter_measures keeps its batch points here
+LAST_MODES = "export-modes"  # lesson 6's latest finished comparison (lesson 5 prices it)
 
 
 def _key(lm, name: str) -> tuple:
@@ -69,6 +70,17 @@ def wire_batch_csv(lm, shared, event, sweep_state) -> None:
     button = csv_button("batch-csv")
     event.then(guarded(lambda s: batch_csv(lm, shared, s), plain=True), sweep_state, button,
                api_visibility="private")
+
+
+def keep_modes(lm, shared, reports) -> None:
+    """Keep lesson 6's finished comparison (its `ModeReport`s) for the other lessons."""
+    if shared is not None:
+        shared.put(_key(lm, LAST_MODES), tuple(reports))
+
+
+def latest_modes(lm, shared) -> tuple:
+    """Lesson 6's latest finished comparison on this machine, or ()."""
+    return (shared.get(_key(lm, LAST_MODES)) or ()) if shared is not None else ()
 
 
 def latest_batch_points(lm, shared) -> tuple:

@@ -45,6 +45,7 @@ from .controls import slider
 from .feedback import guarded
 from .guess import guess_box, guess_md
 from .lesson_text import lesson_text
+from .presenter_exports import keep_modes
 from .prompt_input import encode_prompt
 
 DEFAULT_PROMPT = "Explain why the sky is blue in two sentences."
@@ -131,6 +132,7 @@ def compare_frames(lm, settings: Settings, shared, prompt: str, modes: list[str]
         reports.append(compare_mode(built, lm.tokenizer, ref, text_ids, device))
         yield QuantFrame(f"⏳ measured {len(reports)} of {len(keys)} modes", tuple(reports),
                          bandwidth)
+    keep_modes(lm, shared, reports)
     yield QuantFrame(f"✅ measured {len(reports)} modes at {time.strftime('%H:%M:%S')} "
                      f"({len(ids)}-token prompt, {n} greedy tokens, {len(text_ids)}-token "
                      "perplexity text)", tuple(reports), bandwidth)

@@ -149,6 +149,18 @@ def test_cost_arithmetic():
         serving_costs([_point(1, 0.1)], -1)
 
 
+def test_cost_prices_each_precision_mode_at_batch_1():
+    from types import SimpleNamespace
+
+    from visualizations.batching_tables import mode_cost_table
+    assert "Run lesson 6" in mode_cost_table((), 3.6)
+    modes = (SimpleNamespace(key="fp32", decode_tokens_per_s=10.0),
+             SimpleNamespace(key="int8", decode_tokens_per_s=16.0))
+    md = mode_cost_table(modes, 3.6)  # $3.60/h = $0.001/s
+    assert "| fp32 | 10.0 | $100.00 | 1.00× |" in md
+    assert "| int8 | 16.0 | $62.50 | 0.62× |" in md
+
+
 def test_cost_carries_the_decode_rate_to_the_conversations_context():
     """Issue 14: the sweep decodes at a short context; a conversation's tokens read a longer
     cache. The rate is scaled by the bytes a step reads (theoretical), batch by batch."""

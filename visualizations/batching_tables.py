@@ -87,3 +87,22 @@ def cost_table(costs, prompt_tokens: int, output_tokens: int) -> str:
             + "\n\n*Arithmetic: $ per million = price per hour ÷ (tokens/s × 3,600) × "
             f"1,000,000. A conversation is {prompt_tokens} tokens in and {output_tokens} out, "
             f"at 100% utilisation.{carried}*")
+
+
+def mode_cost_table(modes, price_per_hour: float) -> str:
+    """Lesson 6's precision modes priced at batch 1 from their measured decode rates (empty
+    invitation until the comparison has run on this machine)."""
+    if not modes:
+        return ("\n\n*Run lesson 6's comparison: each precision mode's measured speed is then "
+                "priced here too.*")
+    base = next((m for m in modes if m.key == "fp32"), None)
+    rows = []
+    for m in modes:
+        usd = price_per_hour / (m.decode_tokens_per_s * 3600) * 1e6
+        ratio = (f"{base.decode_tokens_per_s / m.decode_tokens_per_s:.2f}×"
+                 if base is not None else "")
+        rows.append(f"| {m.key} | {m.decode_tokens_per_s:.1f} | ${usd:,.2f} | {ratio} |")
+    return ("\n\n**Each precision mode at batch 1** (decode measured in lesson 6, on this "
+            "machine): fewer bytes per weight change the price only through speed.\n\n"
+            "| mode | output tokens/s (batch 1, measured) | $ / M output | cost × fp32 |\n"
+            "|---|---|---|---|\n" + "\n".join(rows))
