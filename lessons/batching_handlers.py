@@ -40,6 +40,7 @@ from .guess import guess_md
 from .prompt_input import encode_prompt
 
 GUESS_KEY = "batch"  # the presenter screen whose question the sweep answers
+COST_GUESS_KEY = "cost"  # ... and the one the cost view answers
 SWEEP_PROMPT = "Explain why the sky is blue in two sentences."
 RANDOM = "Random (seeded)"
 
@@ -225,9 +226,11 @@ def schedule_frame(lm, schedules: ScheduleComparison, progress: str,
 
 
 def cost_view(lm, settings: Settings, sweep: SweepUpdate | None, *, price_per_hour: float,
-              prompt_tokens: int, output_tokens: int, modes=()) -> CostView:
+              prompt_tokens: int, output_tokens: int, modes=(),
+              guess: float | None = None) -> CostView:
     """Cost per token and per conversation from the last measured sweep and an hourly price;
-    `modes`: lesson 6's measured precision modes (`ModeReport`s), priced at batch 1."""
+    `modes`: lesson 6's measured precision modes (`ModeReport`s), priced at batch 1; `guess`:
+    the learner's $ per million output tokens at the largest batch, set beside the result."""
     settings.price_per_hour.check("Hardware price ($ per hour)", price_per_hour)
     settings.conversation_prompt_tokens.check("Prompt tokens per conversation", prompt_tokens)
     settings.conversation_output_tokens.check("Output tokens per conversation", output_tokens)
@@ -239,4 +242,5 @@ def cost_view(lm, settings: Settings, sweep: SweepUpdate | None, *, price_per_ho
     costs = serving_costs(sweep.points, price, p_in, p_out, kv_bytes_per_token=kv)
     return CostView(plot=charts.cost_chart(costs, price, info_caption(lm.info)),
                     table=tables.cost_table(costs, p_in, p_out)
+                    + guess_md(COST_GUESS_KEY, guess, costs[-1].usd_per_million_output)
                     + tables.mode_cost_table(modes, price))

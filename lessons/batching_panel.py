@@ -141,16 +141,18 @@ def cost_tab(lm, settings: Settings, measured: Measured, sweep_event: Dependency
                                "Prompt tokens per conversation")
         output_tokens = number(settings, "conversation_output_tokens",
                                "Output tokens per conversation")
+    guess = guess_box(settings, run.COST_GUESS_KEY, "a million output tokens at the largest "
+                      "batch", "batch-cost-guess")
     shown = {"table": gr.Markdown(text.NO_SWEEP_YET, elem_id="batch-cost-table"),
              "plot": gr.Plot(charts.cost_chart([], 0), elem_id="batch-cost-plot",
                              label="Cost per million tokens")}
-    inputs = {measured.sweep, price, prompt_tokens, output_tokens}
+    inputs = {measured.sweep, price, prompt_tokens, output_tokens, guess}
     cost = guarded(showing(shown, lambda data: run.cost_view(
         lm, settings, data[measured.sweep], price_per_hour=data[price],
         prompt_tokens=data[prompt_tokens], output_tokens=data[output_tokens],
-        modes=latest_modes(lm, shared))))
+        modes=latest_modes(lm, shared), guess=data[guess])))
     sweep_event.then(cost, inputs, list(shown.values()), api_visibility="undocumented")
-    for control in (price, prompt_tokens, output_tokens):
+    for control in (price, prompt_tokens, output_tokens, guess):
         control.change(cost, inputs, list(shown.values()), api_visibility="undocumented")
     return cost, inputs, list(shown.values())
 

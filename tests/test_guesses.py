@@ -16,7 +16,7 @@ from lessons.presenter_screens import load_screens
 
 SETTINGS = Settings()
 KEYS = [prefill_panel.GUESS_KEY, kv_cache_handlers.GUESS_KEY, batching_handlers.GUESS_KEY,
-        quantization_panel.GUESS_KEY]
+        quantization_panel.GUESS_KEY, batching_handlers.COST_GUESS_KEY]
 
 
 def measured_in(text: str) -> float:
@@ -62,6 +62,17 @@ def test_batch_sweep_compares_the_guess_with_the_measured_gain(lm):
     assert measured_in(done.table) == pytest.approx(big.tokens_per_s / one.tokens_per_s,
                                                     abs=0.06)
     assert all("Your guess" not in (f.table or "") for f in frames[:-1])
+
+
+def test_cost_view_compares_the_guess_with_the_largest_batch(lm):
+    done = list(batching_handlers.sweep_frames(lm, SETTINGS, SharedResults(), max_batch=2,
+                                               steps=2, budget_mb=None))[-1]
+    view = batching_handlers.cost_view(lm, SETTINGS, done.sweep, price_per_hour=1.0,
+                                       prompt_tokens=100, output_tokens=100, guess=5)
+    assert "**Your guess:** 5 $ per million tokens" in view.table
+    shown = float(re.search(r"\| 2 \|(?: [^|]+ \|){2} \$([\d,.]+) \|", view.table)
+                  .group(1).replace(",", ""))  # batch 2's $ / M output in the table
+    assert measured_in(view.table) == pytest.approx(shown, rel=0.01)
 
 
 def test_quantization_compares_int8_with_fp32_once_both_ran():

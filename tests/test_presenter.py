@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from inference.config import Settings
 from lessons.links import LESSONS, PROMPT_BOXES, read_link
 from lessons.predictions import comparison_md, guess_error, verdict
 from lessons.presenter import FRESH, clean, compare_text
@@ -74,7 +75,9 @@ def test_screens_tell_the_story_in_order():
     story = ["tokens", "prefill", "decode", "kv_race", "batch", "int8", "cost"]
     assert [keys.index(k) for k in story] == sorted(keys.index(k) for k in story)
     predicted = {s.measure for s in screens if s.predict}
-    assert {"prefill_race", "kv_race", "int8"} <= predicted
+    assert {"prefill_race", "kv_race", "batch", "int8", "cost"} <= predicted
+    cost = next(s for s in screens if s.measure == "cost")  # its question names the price used
+    assert f"${Settings().price_per_hour.default:.2f} an hour" in cost.predict
     for s in screens:
         assert s.title and s.body and s.button
         assert not s.predict or (s.unit and s.why)
