@@ -25,6 +25,7 @@ from lessons import (
     quantization_panel,
     tokens_panel,
 )
+from lessons.chart_csv import wire_chart_csv
 from lessons.classroom_guard import RefuseUploads, explain_bad_numbers, limit_per_session
 from lessons.lesson_text import lesson_text
 from lessons.links import link_notice, wire_links
@@ -83,6 +84,7 @@ with gr.Blocks(title="LLM Inference, Step by Step") as demo:
     wire_start_prompts(starters, chat_prompt, tabs)
     wire_links(demo, tabs, notice, SETTINGS.max_prompt_chars)
     wire_progress(demo, path_store, path_line)
+    wire_chart_csv(demo)
 
 demo.queue(max_size=SETTINGS.queue_size, default_concurrency_limit=2)
 limit_per_session(demo, SETTINGS.session_events, SETTINGS.lane_waiting)

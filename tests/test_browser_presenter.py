@@ -182,3 +182,31 @@ def test_lesson_path_is_remembered_across_a_reload(visitor, server):
     wait_until(lambda: "(2 of 8," in text_of(page, "start-progress"), 30, "the remembered path")
     assert "Next: Try it" in text_of(page, "start-progress")
     _clean(page, watch)
+
+
+def test_every_chart_gives_its_drawn_points_as_csv(visitor, server, tmp_path):
+    """Issue 16: every chart's data as CSV. Each drawn chart has the button; the file holds
+    exactly the points the chart draws (here lesson 4's projection, drawn without a run)."""
+    page, watch = visitor
+    open_tab(page, "4 · KV cache")
+    page.get_by_role("tab", name="3 · Memory projection", exact=True).click()
+    chart = page.locator("#kv-projection-context")
+    wait_until(lambda: chart.locator(".lab-csv").count() == 1, 30, "the chart's CSV button")
+    with page.expect_download() as info:
+        chart.locator(".lab-csv").click()
+    path = Path(tmp_path) / "chart.csv"
+    info.value.save_as(path)
+    assert info.value.suggested_filename.endswith(".csv")
+    rows = list(csv.DictReader(path.open()))
+    drawn = page.evaluate("""() => {
+        const g = document.querySelector('#kv-projection-context .js-plotly-plot');
+        return g.data.flatMap(t => (t.x || []).map((x, k) =>
+            [(t.name || '').replace(/<br>/g, ' '), String(x), String(t.y[k])])); }""")
+    assert len(rows) == len(drawn) > 0
+    assert [(r["trace"], r["x"], r["y"]) for r in rows] == [tuple(d) for d in drawn]
+    # every drawn chart on a page gets one button, and only one
+    charts = page.evaluate("""() => Array.from(document.querySelectorAll('.js-plotly-plot'))
+        .filter(g => (g.data || []).length && g.getBoundingClientRect().width > 0)
+        .map(g => g.parentElement.querySelectorAll(':scope > .lab-csv').length)""")
+    assert charts and set(charts) == {1}, charts
+    assert_clean(page, watch)
