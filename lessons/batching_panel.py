@@ -164,7 +164,7 @@ def build(lm, settings: Settings, shared=None, server=None) -> None:
     measured = Measured(sweep=gr.State(None), schedules=gr.State(None),
                         closing=gr.Markdown(text.closing_note(lm.info, None, None),
                                             elem_id="batch-closing", render=False))
-    with gr.Tabs():
+    with gr.Tabs(overflow_behavior="wrap"):  # every sub-tab one tap away on a phone
         with gr.Tab("1 · Batch sweep"):
             sweep_event = sweep_tab(lm, settings, shared, measured, server)
         with gr.Tab("2 · Padding"):

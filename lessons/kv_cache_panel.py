@@ -172,7 +172,7 @@ def build(lm, settings: Settings, shared=None, server=None) -> None:
     """Lay out Lesson 4 inside the caller's tab. `shared`: the length race, measured once per
     machine for every visitor; `server`: every measurement here pauses it and runs alone."""
     gr.Markdown(lesson_text("lesson4_kv_cache.md", lm.info), elem_id="kv-lesson-text")
-    with gr.Tabs():
+    with gr.Tabs(overflow_behavior="wrap"):  # every sub-tab one tap away on a phone
         with gr.Tab("1 · Watch it grow"):
             growth_tab(lm, settings, server)
         with gr.Tab("2 · Race: cache on vs off"):

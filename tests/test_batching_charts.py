@@ -54,7 +54,8 @@ def test_padding_chart_marks_left_padding():
     fig = charts.padding_chart([3, 1], ["a", "b"])
     (heat,) = fig.data
     assert [list(r) for r in heat.z] == [[1, 1, 1], [0, 0, 1]]
-    assert list(heat.y) == ["a (3)", "b (1)"]
+    assert list(heat.y) == ["row 1 · 3 tokens", "row 2 · 1 tokens"]
+    assert heat.customdata[1][0] == "b"  # the prompt itself, in the hover
     assert "2 of 6" in fig.layout.title.text and "33%" in fig.layout.title.text
 
 

@@ -249,3 +249,23 @@ def test_shared_sweep_keeps_its_verdict_and_legends_clear_titles(server, browser
     first, again = (verdict(text) for text in lines)
     assert "shared result" in lines[1] or "shared result" in lines[0]
     assert first == again and "Done. At 8 tokens" in first, lines
+
+
+def test_padding_chart_labels_every_row_on_a_phone(visitor):
+    """Issue 18: on a phone the padding chart drew 1 of its 3 row labels."""
+    page, watch = visitor
+    page.set_viewport_size({"width": 390, "height": 844})
+    open_tab(page, "5 · Batching")
+    page.get_by_role("tab", name="2 · Padding", exact=True).click()
+    before = text_of(page, "batch-pad-text")
+    fill_text(page, "batch-pad-prompts", "Hi\nPlease describe, in a few careful sentences, how "
+              "a bicycle gear works.\nWhat is 2 + 2?")
+    page.locator("#batch-pad-btn").click()
+    wait_text_change(page, "batch-pad-text", before, 30)
+    labels = wait_until(lambda: page.evaluate("""() => Array.from(document.querySelectorAll(
+        '#batch-pad-plot .ytick text')).map(t => t.textContent).filter(Boolean)""") or None,
+        15, "the row labels")
+    assert len(labels) == 3, labels
+    page.locator("#batch-pad-plot").scroll_into_view_if_needed()
+    screenshot(page, "screen-390x844-padding")
+    assert_clean(page, watch)

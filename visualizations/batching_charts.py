@@ -101,25 +101,30 @@ def tradeoff_chart(points, caption: str = "") -> go.Figure:
 
 
 def padding_chart(lengths: list[int], labels: list[str] | None = None) -> go.Figure:
-    """Rows of a left-padded batch: real tokens vs padding positions, one cell each."""
+    """Rows of a left-padded batch: real tokens vs padding positions, one cell each. Rows are
+    labelled short ("row 1 · 31 tokens"), the prompt itself in the hover: long labels left a
+    phone's plot a sliver wide."""
     if not lengths:
         return empty_figure("Type a few prompts, one per line.")
     width = max(lengths)
     labels = labels or [f"request {i + 1}" for i in range(len(lengths))]
     z = [[0] * (width - n) + [1] * n for n in lengths]
     padded = sum(width - n for n in lengths)
+    rows = [f"row {i + 1} · {n} tokens" for i, n in enumerate(lengths)]
     fig = go.Figure(go.Heatmap(
-        z=z, y=[f"{lab} ({n})" for lab, n in zip(labels, lengths)], x=list(range(1, width + 1)),
+        z=z, y=rows, x=list(range(1, width + 1)),
         zmin=0, zmax=1, showscale=False, xgap=1, ygap=3,
         colorscale=[[0, PALETTE["grey"]], [0.5, PALETTE["grey"]], [0.5, PALETTE["blue"]],
                     [1, PALETTE["blue"]]],
-        hovertemplate="position %{x}<extra></extra>"))
+        customdata=[[lab] * width for lab in labels],
+        hovertemplate="%{customdata}<br>position %{x}<extra></extra>"))
     fig.update_yaxes(autorange="reversed")
     total = width * len(lengths)
-    return styled(fig, f"Padding: {padded} of {total} positions are filler ({padded / total:.0%})",
-                  "Position in the padded batch (tokens)", "",
-                  "blue = real prompt token, grey = left padding (computed, then masked out)",
-                  height=max(220, 60 + 44 * len(lengths)))
+    return styled(fig, f"Padding: {padded} of {total} positions<br>are filler "
+                  f"({padded / total:.0%})",
+                  "Position (tokens)", "",
+                  "blue: prompt tokens · grey: padding (computed, masked out)",
+                  height=max(320, 180 + 44 * len(lengths)))  # room for title and caption
 
 
 def gantt_chart(result, title: str, caption: str = "", horizon: float | None = None) -> go.Figure:

@@ -79,12 +79,15 @@ def styled(fig: go.Figure, title: str, x_title: str, y_title: str, caption: str 
         if trace.name and trace.showlegend is not False:
             trace.name = wrapped_title(trace.name, 44)
             entries += 1
+    sub = wrapped_title(caption, 56)
+    # Plotly's automargin counts one subtitle line: each further line gets its room as padding
+    # (a two-line caption printed over the plot's top row on a phone).
+    extra = 16 * sub.count("<br>")
     fig.update_layout(
         title=dict(text=wrapped_title(title), x=0.01, xref="container", xanchor="left", y=1,
-                   yref="paper", yanchor="bottom", automargin=True, pad=dict(b=12),
+                   yref="paper", yanchor="bottom", automargin=True, pad=dict(b=12 + extra),
                    font=dict(size=19),
-                   subtitle=dict(text=wrapped_title(caption, 56),
-                                 font=dict(size=13, color=CAPTION_GREY))),
+                   subtitle=dict(text=sub, font=dict(size=13, color=CAPTION_GREY))),
         xaxis_title=x_title, yaxis_title=y_title,
         template="plotly_white", height=height + (24 * min(entries, 8) if entries > 1 else 0),
         colorway=SEQUENCE,
