@@ -81,7 +81,7 @@ def run_sweep(lm, settings: Settings, shared, lengths: list[int], max_sequential
     done = shared.get(key) if shared is not None else None
     if done is not None:
         yield SweepFrame(prefill_sweep_figure(done, caption),
-                         sweep_verdict_md(done) + "  \n" + SHARED_NOTE + _compared(done, guess))
+                         sweep_verdict_md(done) + _compared(done, guess) + "\n\n" + SHARED_NOTE)
         return
     yield SweepFrame(prefill_sweep_figure([], caption), "Warming up…")
     points: tuple[PrefillPoint, ...] = ()
