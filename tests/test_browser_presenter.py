@@ -168,6 +168,10 @@ def test_lesson_path_is_remembered_across_a_reload(visitor, server):
     the ticks come back after a reload (the browser's own storage, nothing on the server)."""
     page, watch = visitor
     _go(page, _base(server))
+    # Visitors of earlier tests share this browser's storage: start from an empty path.
+    page.evaluate("() => localStorage.removeItem('llm-lab-progress')")
+    _go(page, _base(server))
+    wait_until(lambda: "in this browser only" in text_of(page, "start-progress"), 15, "the line")
     assert "✓" not in text_of(page, "start-progress")
     open_tab(page, "1 · Tokens")
     next_button = page.locator("#next-tokens")  # to 2 · Prefill without tapping its tab
