@@ -103,26 +103,28 @@ def _layout(settings: Settings, budget=None, layers: int = 1) -> DecodeUI:
         top_k = slider(settings, "top_k", "Top-k (0 = off)")
         top_p = slider(settings, "top_p", "Top-p (1 = off)")
         seed = number(settings, "seed", "Seed")
-    with gr.Row():
+        speed = slider(settings, "play_interval_s", "Play: pause between steps (s)")
+    with gr.Row():  # buttons alone in their row: it stays one line high
         step_btn = gr.Button("Step ▶|", variant="primary", elem_id="decode-step")
         play_btn = gr.Button("Play ▶", elem_id="decode-play")
         pause_btn = gr.Button("Pause ⏸", elem_id="decode-pause")
         stop_btn = gr.Button("Stop ⏹", variant="stop", elem_id="decode-stop")
         reset_btn = gr.Button("Reset ↺", elem_id="decode-reset")
-        speed = slider(settings, "play_interval_s", "Play: pause between steps (s)")
     timer = gr.Timer(settings.play_interval_s.default, active=False)
     stats = gr.Markdown(decode_stats_md([], None), elem_id="decode-stats")
-    text = gr.HTML(output_html([]), elem_id="decode-output")
-    diagram = gr.HTML(decode_diagram([], [], layers), elem_id="decode-diagram")
+    # The charts right under the buttons: at 1280×720 (a projector) Step and both charts fit
+    # one screen; the text, which grows with every token, and the diagram follow.
     with gr.Row():
         candidates = gr.Plot(label="Candidates", elem_id="decode-candidates")
         timing = gr.Plot(label="Timing", elem_id="decode-timing")
+    text = gr.HTML(output_html([]), elem_id="decode-output")
     with gr.Row():
         at_step = gr.Slider(0, 1, value=0, step=1, label="Branch: look at step",
                             interactive=False, elem_id="decode-branch-step")
         choice = gr.Dropdown([], label="…and continue with this candidate instead",
                              elem_id="decode-branch-choice")
         branch_btn = gr.Button("Branch here ↳", elem_id="decode-branch")
+    diagram = gr.HTML(decode_diagram([], [], layers), elem_id="decode-diagram")
     return DecodeUI(state, shown, prompt, max_new, temperature, top_k, top_p, seed, step_btn,
                     play_btn, pause_btn, stop_btn, reset_btn, speed, timer, stats, text,
                     candidates, timing, at_step, choice, branch_btn, diagram)

@@ -269,3 +269,28 @@ def test_padding_chart_labels_every_row_on_a_phone(visitor):
     page.locator("#batch-pad-plot").scroll_into_view_if_needed()
     screenshot(page, "screen-390x844-padding")
     assert_clean(page, watch)
+
+
+def test_decode_step_and_both_charts_fit_a_projector_screen(visitor):
+    """Issue 18: at 1280×720 the Step button and both decode charts never fit one screen."""
+    page, watch = visitor
+    page.set_viewport_size({"width": 1280, "height": 720})
+    open_tab(page, "3 · Decode")
+    fill_text(page, "decode-prompt", "Write one sentence about the sea.")
+    for n in (1, 2):
+        page.locator("#decode-step").click()
+        wait_until(lambda n=n: decode_tokens(page) == n, 60, f"step {n}")
+    wait_until(lambda: plot_title(page, "decode-timing") == "Time per output token", 30,
+               "the timing chart")
+    box = page.evaluate("""() => {
+        const r = (id) => document.getElementById(id).getBoundingClientRect();
+        const tabs = document.querySelector('#lesson-tabs > .tab-wrapper').getBoundingClientRect();
+        window.scrollBy(0, r('decode-step').top - tabs.bottom - 8);
+        return {tabs: document.querySelector('#lesson-tabs > .tab-wrapper')
+                        .getBoundingClientRect().bottom,
+                step: r('decode-step').top, candidates: r('decode-candidates').bottom,
+                timing: r('decode-timing').bottom, height: window.innerHeight}; }""")
+    assert box["step"] >= box["tabs"], box  # the button is below the sticky tab strip
+    assert max(box["candidates"], box["timing"]) <= box["height"], box
+    screenshot(page, "screen-1280x720-decode")
+    assert_clean(page, watch)

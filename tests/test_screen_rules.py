@@ -96,6 +96,11 @@ def test_caption_contrast_and_legend_apart_from_title():
     assert legend.yref == "container" and legend.y == 0 and legend.yanchor == "bottom"
     assert title.automargin and title.yanchor == "bottom"  # pushes the plot down, never over it
     assert title.subtitle.text == "Measured live on cpu"
+    # a caption that wraps to two lines gets a line's room more above the plot (it printed
+    # over the top bar of the candidates chart)
+    long = styled(gr_free_figure(), "A title", "x", "y", "Measured live on cpu · float32 · 2 "
+                  "threads · ran alone (the chat server paused)").layout.title
+    assert long.subtitle.text.count("<br>") == 1 and long.pad.b >= title.pad.b + 30
 
 
 def test_candidates_title_names_the_step():

@@ -82,7 +82,7 @@ def styled(fig: go.Figure, title: str, x_title: str, y_title: str, caption: str 
     sub = wrapped_title(caption, 56)
     # Plotly's automargin counts one subtitle line: each further line gets its room as padding
     # (a two-line caption printed over the plot's top row on a phone).
-    extra = 16 * sub.count("<br>")
+    extra = 34 * sub.count("<br>")
     fig.update_layout(
         title=dict(text=wrapped_title(title), x=0.01, xref="container", xanchor="left", y=1,
                    yref="paper", yanchor="bottom", automargin=True, pad=dict(b=12 + extra),
