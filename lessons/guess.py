@@ -29,15 +29,18 @@ def question(key: str) -> Screen:
 
 
 def guess_box(settings: Settings, key: str, ask: str, elem_id: str) -> gr.Number:
-    """'Your guess first: <ask> (<unit>)', bounded by `Settings.guess`; it starts empty, and
-    empty is allowed (the result then invites a guess next time)."""
+    """'Your guess first: <ask> (<unit>; 0 = no guess)', bounded by `Settings.guess`. A number
+    box shows 0 when empty, so 0 means "no guess" (the result then invites one next time)."""
     unit = question(key).unit.strip()
-    return number(settings, "guess", f"Your guess first: {ask} ({unit})", value=None,
-                  elem_id=elem_id, elem_classes=["lab-guess"])
+    return number(settings, "guess", f"Your guess first: {ask} ({unit}; 0 = no guess)",
+                  value=0, elem_id=elem_id, elem_classes=["lab-guess"])
 
 
 def guess_md(key: str, guess: float | None, measured: float) -> str:
-    """The guess beside this run's measurement, and why it came out so."""
+    """The guess beside this run's measurement, and why it came out so. An empty box reaches
+    the server as 0 (the box's minimum): that, too, reads as "no guess typed"."""
     q = question(key)
+    if guess is not None and guess <= 0:
+        guess = None
     return "\n\n---\n**Predict, then measure.** " + comparison_md(guess, measured,
                                                                   q.unit.strip(), q.why)

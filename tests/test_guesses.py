@@ -30,6 +30,7 @@ def test_each_lesson_question_is_a_presenter_screen(key):
     md = guess_md(key, 2, 4)
     assert "**Your guess:** 2" in md and "too low" in md and screen.why in md
     assert "No guess typed" in guess_md(key, None, 4)
+    assert "No guess typed" in guess_md(key, 0, 4)  # an empty box arrives as 0
 
 
 def test_prefill_sweep_compares_the_guess_with_its_verdict(lm):

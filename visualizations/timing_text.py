@@ -82,5 +82,5 @@ def sweep_verdict_md(points) -> str:
              "measured"),
         Card("One token at a time", f"{last.sequential_seconds * 1000:,.0f} ms", seq_note),
         Card("One pass is faster by", times(ratio), f"at {last.tokens} tokens"),
-    ]) + (f"Done. At {last.tokens} tokens ({how}), one pass is **{ratio:.0f}×** faster than "
+    ]) + (f"Done. At {last.tokens} tokens ({how}), one pass is **{times(ratio)}** faster than "
             "feeding the tokens one at a time.")
