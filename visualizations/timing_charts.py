@@ -93,5 +93,6 @@ def candidates_figure(candidates, chosen_id: int | None, shaped: list[float] | N
     fig.update_layout(barmode="group")
     fig.update_xaxes(range=[0, 115])
     which = "this token" if step is None else f"step {step}"
-    return styled(fig, f"Candidates at {which} (red outline = picked)", "probability (%)", "",
+    # Two short lines: the chart is half a screen wide, and at 150% zoom one line was cut.
+    return styled(fig, f"Candidates at {which}<br>(red outline = picked)", "probability (%)", "",
                   caption, height=420)
