@@ -53,6 +53,9 @@ class DecodeUI:
     choice: gr.Dropdown
     branch_btn: gr.Button
     diagram: gr.HTML | None = None  # the mechanism, one beat per Step
+    # Whether Play is on, kept on the server: a tick the timer sent just before Pause (its
+    # reply still on the way) reads False here and takes no step.
+    play_on: gr.State | None = None
 
     @property
     def sampling_inputs(self) -> set:
@@ -65,7 +68,7 @@ class DecodeUI:
 
     @property
     def play_outputs(self) -> list:
-        return [self.timer, self.step_btn, self.branch_btn, self.play_btn]
+        return [self.timer, self.step_btn, self.branch_btn, self.play_btn, self.play_on]
 
     def sampling(self, data: dict) -> SamplingSettings:
         return sampling_from(data[self.temperature], data[self.top_k], data[self.top_p],
@@ -83,8 +86,9 @@ class DecodeUI:
     def playing(self, on: bool, interval: float | None = None) -> dict:
         """Start or stop the Play timer; the step-taking buttons wait while it runs."""
         timer = gr.Timer(value=float(interval), active=True) if on else gr.Timer(active=False)
-        return {self.timer: timer, **{b: gr.update(interactive=not on)
-                                      for b in (self.step_btn, self.branch_btn, self.play_btn)}}
+        return {self.timer: timer, self.play_on: on,
+                **{b: gr.update(interactive=not on)
+                   for b in (self.step_btn, self.branch_btn, self.play_btn)}}
 
 
 def _layout(settings: Settings, budget=None, layers: int = 1) -> DecodeUI:
@@ -127,7 +131,8 @@ def _layout(settings: Settings, budget=None, layers: int = 1) -> DecodeUI:
     diagram = gr.HTML(decode_diagram([], [], layers), elem_id="decode-diagram")
     return DecodeUI(state, shown, prompt, max_new, temperature, top_k, top_p, seed, step_btn,
                     play_btn, pause_btn, stop_btn, reset_btn, speed, timer, stats, text,
-                    candidates, timing, at_step, choice, branch_btn, diagram)
+                    candidates, timing, at_step, choice, branch_btn, diagram,
+                    play_on=gr.State(False))
 
 
 def _wire_steps(lm, settings: Settings, ui: DecodeUI, server) -> None:
@@ -147,6 +152,8 @@ def _wire_steps(lm, settings: Settings, ui: DecodeUI, server) -> None:
         return shown(before, gen, sampling)
 
     def on_tick(data: dict) -> dict:
+        if not data[ui.play_on]:  # sent just before Pause, Stop or Reset: no step
+            return ui.playing(False)
         sampling, before = ui.sampling(data), data[ui.state]
         gen, done = play_tick(lm, settings, before, data[ui.prompt], data[ui.max_new],
                               sampling)
@@ -161,7 +168,7 @@ def _wire_steps(lm, settings: Settings, ui: DecodeUI, server) -> None:
     step_inputs = {ui.state, ui.prompt, ui.max_new} | ui.sampling_inputs
     ui.step_btn.click(guarded(on_step, alone=server), step_inputs, ui.view_outputs,
                       concurrency_id="model", time_limit=60, api_name="decode_step")
-    ui.timer.tick(guarded(on_tick, plain=True, alone=server), step_inputs,
+    ui.timer.tick(guarded(on_tick, plain=True, alone=server), step_inputs | {ui.play_on},
                   ui.view_outputs + ui.play_outputs,
                   concurrency_id="model", time_limit=60, trigger_mode="once",
                   show_progress="hidden", api_name="decode_play_tick")

@@ -1,7 +1,7 @@
 """Predict, then measure, inside the lessons: beside the buttons that run the key
 measurements (the prefill sweep, the KV race, the batch sweep, int8 against float32, and the
-cost of a million tokens) a number box asks for a guess first; the run's final text then sets the guess beside what it measured,
-with one sentence of why.
+cost of a million tokens) a number box asks for a guess first; the run's final text then
+sets the guess beside what it measured, with one sentence of why.
 
 The unit and the "why" are the presenter's (`assets/presenter.md`, the screen with the same
 measurement key), so the lesson and the projected screen never explain it two ways.
