@@ -55,6 +55,18 @@ def clock(page, elem_id: str) -> dict | None:
     return page.evaluate(CLOCK, elem_id)
 
 
+def held_clock(page, elem_id: str) -> dict:
+    """The clock once Pause has taken hold: paused, and the same time on two reads a poll
+    apart (the animation's time can move one more frame after it reports paused)."""
+    last: list[dict | None] = [None]
+
+    def read() -> dict | None:
+        c, before = clock(page, elem_id), last[0]
+        last[0] = c
+        return c if before and c["state"] == "paused" and c["at"] == before["at"] else None
+    return wait_until(read, 5, "Pause to hold the beat")
+
+
 def press(page, elem_id: str, label_class: str) -> None:
     """Click one of the diagram's own controls (a label) inside #elem_id."""
     page.locator(f"#{elem_id} .{label_class}").first.click()
@@ -144,7 +156,7 @@ def test_diagram_replays_pauses_and_changes_speed(visitor):
     assert again["name"].endswith("-again") and again["at"] < again["length"]
 
     press(page, "decode-diagram", "mech-pause-label")
-    held = clock(page, "decode-diagram")
+    held = held_clock(page, "decode-diagram")
     page.wait_for_timeout(400)
     assert clock(page, "decode-diagram")["state"] == "paused"
     assert clock(page, "decode-diagram")["at"] == held["at"]
@@ -156,8 +168,10 @@ def test_diagram_replays_pauses_and_changes_speed(visitor):
     slowed = int(faster.get_attribute("class").split("-")[-1])
     assert slowed < factor
     faster.click()
-    length = clock(page, "decode-diagram")["length"]
-    assert length == pytest.approx(first["length"] * slowed / factor, rel=1e-3)
+    expected = first["length"] * slowed / factor  # the same beat, replayed at the new speed
+    wait_until(lambda: clock(page, "decode-diagram")["length"] == pytest.approx(expected,
+                                                                               rel=1e-3),
+               5, "the beat at the new speed")
     assert f"slowed {slowed}×: 1 s on screen = {1000 / slowed:g} ms measured" in text_of(
         page, "decode-diagram")
     assert_clean(page, watch)
