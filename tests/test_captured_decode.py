@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from inference.captured_decode import StaticDecoder, captured_greedy
-from inference.experiments.quality import greedy_run
+from inference.experiments.quality import NEAR_TIE, greedy_run, teacher_forced_logprobs
 from inference.profile_step import profile_decode_step
 from inference.tokens import prompt_ids
 
@@ -15,7 +15,18 @@ def test_static_cache_step_gives_the_engines_tokens(lm):
     ids = prompt_ids(lm.tokenizer, PROMPT)
     engine = greedy_run(lm.model, ids, 12, lm.device)  # DynamicCache, one forward per token
     run = captured_greedy(lm.model, ids, 12, capture=lm.device.type == "cuda")
-    assert run.token_ids == engine.token_ids
+    parted = next((i for i, (a, b) in enumerate(zip(run.token_ids, engine.token_ids)) if a != b),
+                  None)
+    if parted is not None:
+        # In float32 the two cache layouts give the same tokens. In half precision their
+        # roundings differ (on an AVX-512 Xeon, bfloat16 parted at step 7 of 12), which is
+        # allowed only where the engine's own top two were a near-tie.
+        assert lm.model.dtype != torch.float32, (run.token_ids, engine.token_ids)
+        with torch.inference_mode():
+            probs = teacher_forced_logprobs(lm.model, ids, list(engine.token_ids),
+                                            lm.device).exp()  # [n, V]
+        top2 = probs[parted].topk(2).values
+        assert top2[0] - top2[1] < NEAR_TIE, (parted, top2)
     assert run.decode_steps == 12 - 1 - (2 if run.captured else 0) and run.decode_tokens_per_s > 0
     assert run.captured == (lm.device.type == "cuda")
 

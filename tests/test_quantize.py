@@ -134,7 +134,10 @@ def test_int8_model_close_to_fp32(lm, shared, chat_ids, reference):
     with torch.inference_mode():
         a = lm.model(input_ids=x, logits_to_keep=1).logits[0, -1]
         b = built.model(input_ids=x, logits_to_keep=1).logits[0, -1]
-    assert (a - b).abs().max() < 0.05 * a.abs().max()
+    # bfloat16 keeps 8 significant bits (float16 11): the int8 path's rounding differs more
+    # (6% of the largest logit on an AVX-512 Xeon, under 5% on an AVX2 EPYC).
+    bound = 0.08 if lm.model.dtype == torch.bfloat16 else 0.05
+    assert (a - b).abs().max() < bound * a.abs().max()
     assert a.argmax() == b.argmax()
     # the tie is kept: the embedding looks up the head's own int8 rows
     assert built.model.get_input_embeddings().weight is built.model.get_output_embeddings().weight
