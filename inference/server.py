@@ -125,6 +125,8 @@ class Server:
 
     def __init__(self, lm, settings: Settings | None = None) -> None:
         self.lm, self.settings = lm, settings or Settings()
+        # read once: the tokenizer's property rebuilds its list on every call
+        self._special_ids = frozenset(lm.tokenizer.all_special_ids)
         self._cond = threading.Condition()
         self._waiting: deque[ServedRequest] = deque()
         self._batch: RowBatch | None = None
@@ -280,7 +282,6 @@ class Server:
         # One op each for every row, not one per row: a step's Python work grows with its rows.
         argmax = logits.argmax(-1).tolist()  # [B]
         cached = batch.mask.sum(-1).tolist()  # [rows_now] real (not padding) positions
-        special_ids = frozenset(tok.all_special_ids)  # a property that rebuilds a list per call
         for j, r in enumerate(reqs):
             row_logits = logits[j]  # [V]
             if r.sampling.greedy and not r.top_k_shown:  # a chat: the argmax is all it needs
@@ -299,7 +300,7 @@ class Server:
             real = int(cached[offset + j if prefill else j])
             r._put(StepEvent(
                 index=len(r.generated) - 1, token_id=token, piece=piece, text=r.text,
-                special=token in special_ids,
+                special=token in self._special_ids,
                 candidates=(top_candidates(tok, raw, probs, r.top_k_shown)
                             if r.top_k_shown else ()),
                 chosen_by=r.sampling.describe(),

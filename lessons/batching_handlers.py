@@ -30,7 +30,7 @@ from inference.experiments.roofline import machine_bandwidth
 from inference.experiments.schedulers import ScheduleResult, serve_continuous, serve_static
 from inference.experiments.serving_cost import serving_costs
 from inference.experiments.workload import preset_trace, random_trace
-from inference.kv_cache import kv_cache_bytes
+from inference.kv_cache import bytes_per_token
 from visualizations import batching_charts as charts
 from visualizations import batching_tables as tables
 from visualizations import batching_text as text
@@ -237,8 +237,7 @@ def cost_view(lm, settings: Settings, sweep: SweepUpdate | None, *, price_per_ho
     if sweep is None or not sweep.points:
         return CostView(plot=charts.cost_chart([], 0), table=text.NO_SWEEP_YET)
     price, p_in, p_out = float(price_per_hour), int(prompt_tokens), int(output_tokens)
-    kv = kv_cache_bytes(lm.info.layers, lm.info.kv_heads, lm.info.head_dim,
-                        lm.bytes_per_value, tokens=1)
+    kv = bytes_per_token(lm.info.layers, lm.info.kv_heads, lm.info.head_dim, lm.bytes_per_value)
     costs = serving_costs(sweep.points, price, p_in, p_out, kv_bytes_per_token=kv)
     return CostView(plot=charts.cost_chart(costs, price, info_caption(lm.info)),
                     table=tables.cost_table(costs, p_in, p_out)

@@ -37,10 +37,8 @@ def guess_box(settings: Settings, key: str, ask: str, elem_id: str) -> gr.Number
 
 
 def guess_md(key: str, guess: float | None, measured: float) -> str:
-    """The guess beside this run's measurement, and why it came out so. An empty box reaches
-    the server as 0 (the box's minimum): that, too, reads as "no guess typed"."""
+    """The guess beside this run's measurement, and why it came out so (0, an empty box,
+    reads as "no guess typed": `comparison_md`)."""
     q = question(key)
-    if guess is not None and guess <= 0:
-        guess = None
     return "\n\n---\n**Predict, then measure.** " + comparison_md(guess, measured,
                                                                   q.unit.strip(), q.why)

@@ -33,12 +33,13 @@ def fmt(x: float) -> str:
 
 def comparison_md(guess: float | None, measured: float, unit: str, why: str) -> str:
     """Guess against measurement and why; without a guess, an invitation to make one next time.
+    0 is no guess: a Gradio number box shows and sends 0 when nothing was typed.
 
     >>> comparison_md(2, 10, "×", "Because.").splitlines()[0]
     '**Your guess:** 2 × · **measured:** 10 ×, too low: the measurement is 5.0× your guess'
     """
     got = f"**measured:** {fmt(measured)} {unit}"
-    if guess is None or not math.isfinite(guess):
+    if guess is None or guess == 0 or not math.isfinite(guess):
         head = f"**No guess typed** · {got}. Next time, write a number first: it sticks better."
     elif guess <= 0:
         head = f"**Your guess:** {fmt(guess)} (needs to be above 0) · {got}"

@@ -52,14 +52,19 @@ def progress_box() -> tuple[gr.BrowserState, gr.Markdown]:
 def wire_progress(demo: gr.Blocks, store: gr.BrowserState, box: gr.Markdown) -> None:
     """Tick a lesson when its tab is opened (by a tap, or by a "Next lesson" button, which
     switches tabs without a tap); redraw the line when the browser restores the record."""
+    def opened(tab_id: str):
+        def tick(stored) -> tuple[dict, str]:
+            record = visit(stored, tab_id)
+            return record, path_md(record)
+        return tick
+
     for block in list(demo.blocks.values()):
         if isinstance(block, gr.Tab) and block.id in STEPS:
-            block.select(lambda s, t=block.id: (visit(s, t), path_md(visit(s, t))), store,
-                         [store, box], queue=False, api_visibility="private")
+            block.select(opened(block.id), store, [store, box], queue=False,
+                         api_visibility="private")
         if isinstance(block, gr.Button) and (block.elem_id or "").startswith("next-"):
             nxt = PATH[block.elem_id.removeprefix("next-")][1]
-            block.click(lambda s, t=nxt: (visit(s, t), path_md(visit(s, t))), store,
-                        [store, box], queue=False, api_visibility="private")
+            block.click(opened(nxt), store, [store, box], queue=False, api_visibility="private")
     # The browser restores the stored record after load and reports it as a change: redraw
     # the line only (writing the record back would report again).
     store.change(path_md, store, box, queue=False, api_visibility="private",

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from inference.experiments.batch_sweep import BatchPoint
 from inference.experiments.compute_roof import (
     ComputeRoof,
     WorkPoint,
@@ -51,8 +52,8 @@ def test_roofs_ridge_and_bound():
 
 
 def test_batch_sweep_steps_as_points():
-    point = SimpleNamespace(batch=8, prompt_tokens=10, step_times=(0.1, 0.1, 0.1, 0.1),
-                            step_seconds=0.1, weight_bytes=400, cache_bytes=100)
+    point = BatchPoint(batch=8, prompt_tokens=10, prefill_seconds=0.5, step_seconds=0.1,
+                       step_times=(0.1, 0.1, 0.1, 0.1), cache_bytes=100, weight_bytes=400)
     (p,) = batch_work_points(INFO, [point])
     assert p.label == "decode, batch 8" and p.bytes_read == 500 and p.seconds == 0.1
     assert p.flops == forward_flops(INFO, 8, 12)

@@ -46,6 +46,11 @@ class BatchPoint:
     weight_bytes: int
 
     @property
+    def mean_context(self) -> float:
+        """Positions each row attended to, on average, over the timed steps."""
+        return self.prompt_tokens + len(self.step_times) / 2
+
+    @property
     def tokens_per_s(self) -> float:
         """Aggregate decode throughput: tokens for all requests per second."""
         return self.batch / self.step_seconds

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from ..timing import stopwatch
+from .shared_results import once
 
 
 def measure_matmul_gflops(device: torch.device | str, dtype: torch.dtype = torch.float32,
@@ -44,10 +45,8 @@ def measure_matmul_gflops(device: torch.device | str, dtype: torch.dtype = torch
 def machine_gflops(shared, device: torch.device | str, dtype: torch.dtype) -> float:
     """This machine's one compute-roof figure for `dtype`: measured once, then shared (a
     `SharedResults`) like the bandwidth. Without `shared`, a fresh measurement."""
-    if shared is None:
-        return measure_matmul_gflops(device, dtype)
-    return shared.get_or_compute(("matmul-gflops", str(device), str(dtype)),
-                                 lambda: measure_matmul_gflops(device, dtype))
+    return once(shared, ("matmul-gflops", str(device), str(dtype)),
+                lambda: measure_matmul_gflops(device, dtype))
 
 
 def forward_flops(info, tokens: int, context: float) -> float:
@@ -103,9 +102,5 @@ class ComputeRoof:
 def batch_work_points(info, points) -> list[WorkPoint]:
     """The batch sweep's measured steps (`BatchPoint`s) as roofline points: B tokens a step,
     each attending to about the prompt plus half the decoded tokens."""
-    out = []
-    for p in points:
-        context = p.prompt_tokens + len(p.step_times) / 2
-        out.append(WorkPoint(f"decode, batch {p.batch}", forward_flops(info, p.batch, context),
-                             p.weight_bytes + p.cache_bytes, p.step_seconds))
-    return out
+    return [WorkPoint(f"decode, batch {p.batch}", forward_flops(info, p.batch, p.mean_context),
+                      p.weight_bytes + p.cache_bytes, p.step_seconds) for p in points]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..kv_cache import kv_cache_bytes
+from ..kv_cache import bytes_per_token
 from .roofline import ceiling_tokens_per_s
 
 
@@ -43,7 +43,7 @@ class ModelShape:
         return self.parameters * bytes_per_value
 
     def kv_bytes_per_token(self, bytes_per_value: int) -> int:
-        return kv_cache_bytes(self.layers, self.kv_heads, self.head_dim, bytes_per_value, 1)
+        return bytes_per_token(self.layers, self.kv_heads, self.head_dim, bytes_per_value)
 
 
 # Published configs (huggingface.co/HuggingFaceTB/SmolLM2-*-Instruct, config.json).
@@ -68,7 +68,9 @@ class SizeRow:
 def size_rows(bandwidth_gbs: float, bytes_per_value: int, free_bytes: int,
               shapes=SMOLLM2) -> list[SizeRow]:
     """One theoretical row per model for a machine with this bandwidth and free memory."""
-    return [SizeRow(s, s.weight_bytes(bytes_per_value), s.weight_bytes(1),
-                    s.kv_bytes_per_token(bytes_per_value),
-                    ceiling_tokens_per_s(bandwidth_gbs, s.weight_bytes(bytes_per_value)),
-                    s.weight_bytes(bytes_per_value) < free_bytes) for s in shapes]
+    rows = []
+    for s in shapes:
+        weights = s.weight_bytes(bytes_per_value)
+        rows.append(SizeRow(s, weights, s.weight_bytes(1), s.kv_bytes_per_token(bytes_per_value),
+                            ceiling_tokens_per_s(bandwidth_gbs, weights), weights < free_bytes))
+    return rows

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from ..timing import stopwatch
+from .shared_results import once
 
 
 def ceiling_tokens_per_s(bandwidth_gbs: float, bytes_per_token: float) -> float:
@@ -57,7 +58,4 @@ def machine_bandwidth(shared, device: torch.device | str) -> float:
     """This machine's one read-bandwidth figure: measured once per process and device, then
     shared (a `SharedResults`) by every lesson, so the screen never shows two numbers for one
     machine. Without `shared`, a fresh measurement."""
-    if shared is None:
-        return measure_read_bandwidth(device)
-    return shared.get_or_compute(("read-bandwidth", str(device)),
-                                 lambda: measure_read_bandwidth(device))
+    return once(shared, ("read-bandwidth", str(device)), lambda: measure_read_bandwidth(device))

@@ -54,10 +54,9 @@ def usd_per_million(price_per_hour: float, tokens_per_s: float) -> float:
 def rate_at_context(p: BatchPoint, kv_bytes_per_token: int, context: float) -> float:
     """The measured decode rate carried to `context` tokens per row (theoretical: the step's
     time scaled by the bytes it reads, weights plus every row's cache)."""
-    measured_context = p.prompt_tokens + len(p.step_times) / 2
     per_row = p.batch * kv_bytes_per_token
     scale = ((p.weight_bytes + per_row * context)
-             / (p.weight_bytes + per_row * measured_context))
+             / (p.weight_bytes + per_row * p.mean_context))
     return p.tokens_per_s / scale
 
 

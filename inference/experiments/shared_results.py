@@ -40,3 +40,9 @@ class SharedResults:
 
     def clear(self) -> None:
         self._results.clear()
+
+
+def once(shared: SharedResults | None, key: Hashable, compute: Callable[[], T]) -> T:
+    """`shared.get_or_compute(key, compute)`; without a store (a script, a test), a fresh
+    `compute()`."""
+    return compute() if shared is None else shared.get_or_compute(key, compute)
