@@ -46,13 +46,18 @@ def info_caption(info, dtype: str | None = None, note: str = "", alone: bool = T
     return " · ".join(parts)
 
 
-def wrapped_title(text: str, width: int = 46) -> str:
+TITLE_CHARS = 36  # a 19 px title line that fits a phone's chart (~325 px; 46 were cut)
+CAPTION_CHARS = 48  # the same for the 13 px caption under it
+AXIS_CHARS = 40  # and for a 15 px x-axis title
+
+
+def wrapped_title(text: str, width: int = TITLE_CHARS) -> str:
     """A chart title broken into lines of about `width` characters (Plotly never wraps one,
     so a long title ran off a phone's screen). A bracketed group such as a tensor shape
     "[1, 3, 4, 64]" or "(KV head 1)" stays on one line; a title with "<br>" is left as is.
 
     >>> wrapped_title("Prefill is parallel: N prompt tokens in one forward pass")
-    'Prefill is parallel: N prompt tokens in one<br>forward pass'
+    'Prefill is parallel: N prompt tokens<br>in one forward pass'
     """
     if "<br>" in text or len(text) <= width:
         return text
@@ -79,7 +84,7 @@ def styled(fig: go.Figure, title: str, x_title: str, y_title: str, caption: str 
         if trace.name and trace.showlegend is not False:
             trace.name = wrapped_title(trace.name, 44)
             entries += 1
-    sub = wrapped_title(caption, 56)
+    sub = wrapped_title(caption, CAPTION_CHARS)
     # Plotly's automargin counts one subtitle line: each further line gets its room as padding
     # (a two-line caption printed over the plot's top row on a phone).
     extra = 34 * sub.count("<br>")
@@ -88,7 +93,7 @@ def styled(fig: go.Figure, title: str, x_title: str, y_title: str, caption: str 
                    yref="paper", yanchor="bottom", automargin=True, pad=dict(b=12 + extra),
                    font=dict(size=19),
                    subtitle=dict(text=sub, font=dict(size=13, color=CAPTION_GREY))),
-        xaxis_title=x_title, yaxis_title=y_title,
+        xaxis_title=wrapped_title(x_title, AXIS_CHARS), yaxis_title=y_title,
         template="plotly_white", height=height + (24 * min(entries, 8) if entries > 1 else 0),
         colorway=SEQUENCE,
         font=dict(size=15), margin=dict(l=70, r=20, t=30, b=40, autoexpand=True),
