@@ -135,25 +135,11 @@ def quantization(lm, ids: list[int], new_tokens: int = 32) -> dict:
 def captured_vs_eager(lm, ids: list[int], new_tokens: int = 128) -> dict:
     """The engine's eager greedy loop (DynamicCache) against the captured static-cache step:
     tokens/s at batch 1 and whether every token is the same."""
-    from inference.captured_decode import captured_greedy
-    from inference.experiments.quality import greedy_run
+    from inference.experiments.captured_race import captured_race
 
-    greedy_run(lm.model, ids, 8, lm.device)  # warm-up
-    captured_greedy(lm.model, ids, 8, capture=False)
-    eager = greedy_run(lm.model, ids, new_tokens, lm.device)
-    static = captured_greedy(lm.model, ids, new_tokens, capture=False)
-    graph = captured_greedy(lm.model, ids, new_tokens, capture=True)
-    diff = next((i for i, (a, b) in enumerate(zip(eager.token_ids, graph.token_ids)) if a != b),
-                None)
-    return {"new_tokens": new_tokens, "captured": graph.captured,
-            "eager_tokens_per_s": eager.decode_tokens_per_s,
-            "eager_static_cache_tokens_per_s": static.decode_tokens_per_s,
-            "captured_tokens_per_s": graph.decode_tokens_per_s,
-            "speedup_vs_eager": graph.decode_tokens_per_s / eager.decode_tokens_per_s,
-            "capture_seconds": graph.capture_seconds,
-            "same_tokens": graph.token_ids == eager.token_ids,
-            "static_same_tokens": static.token_ids == eager.token_ids,
-            "first_difference_at": diff}
+    race = captured_race(lm, ids, new_tokens)
+    return vars(race) | {"speedup_vs_eager": race.speedup,
+                         "eager_static_cache_tokens_per_s": race.static_tokens_per_s}
 
 
 def bench_sections(lm) -> dict:

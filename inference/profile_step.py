@@ -7,10 +7,13 @@ embeddings, reshapes, attention over a few positions, casts), and each costs a f
 microseconds of dispatch whatever its size.
 
 `profile_decode_step` runs a few real decode steps under `torch.profiler` and returns:
-- on a CPU, the operations dispatched per step and the share of the step spent outside the
-  big matrix products (the Linear layers and the output head);
+- on a CPU, the operations dispatched per step and how the step divides: time inside the big
+  matrix products (the Linear layers and the output head), inside every other operation, and
+  what is left (Python and framework code between operations);
 - on a GPU as well, the kernels launched per step and the share of the step the GPU was busy
   (the rest is the GPU waiting for the next launch).
+`tiny_op_seconds` measures the fixed cost of one do-nothing operation here, so ops per step ×
+that cost gives the dispatch bill of a step (theoretical, from two measured figures).
 What this file leaves out: memory traffic per operation (the roofline lesson measures that).
 """
 from __future__ import annotations
@@ -38,12 +41,21 @@ class StepProfile:
     ops_per_step: float  # aten operations dispatched per step (nested ones counted too)
     matmul_seconds: float  # per step, time inside the big matrix products (MATMUL_OPS)
     overhead_share: float  # 0..1: share of the step outside the big matrix products
+    matmul_ops_per_step: float = 0.0  # how many of `ops_per_step` are big matrix products
+    other_ops_seconds: float = 0.0  # per step, self time of every other operation (CPU) or
+    # kernel (GPU), profiled; capped so that matmuls + other ops never exceed the step
     kernels_per_step: float | None = None  # GPU kernels launched per step (CUDA only)
     device_busy_share: float | None = None  # 0..1: share of the step the GPU ran kernels
 
     @property
     def matmul_share(self) -> float:
         return 1.0 - self.overhead_share
+
+    @property
+    def between_ops_seconds(self) -> float:
+        """Per step, the time inside no operation: Python and framework code between them (on
+        a GPU: the time the GPU sat idle, waiting for the next launch)."""
+        return max(0.0, self.step_seconds - self.matmul_seconds - self.other_ops_seconds)
 
 
 def _timed_steps(model, token: torch.Tensor, cache, n: int) -> tuple[list[float], torch.Tensor]:
@@ -83,7 +95,9 @@ def profile_decode_step(model, prompt_ids: list[int], steps: int = 4) -> StepPro
     events = prof.events()
     on_gpu = [getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA for e in events]
     cpu_ops = [e for e, g in zip(events, on_gpu) if e.name.startswith("aten::") and not g]
-    matmul_us = sum(e.self_cpu_time_total for e in cpu_ops if e.name in MATMUL_OPS)
+    matmuls = [e for e in cpu_ops if e.name in MATMUL_OPS]
+    matmul_us = sum(e.self_cpu_time_total for e in matmuls)
+    other_us = sum(e.self_cpu_time_total for e in cpu_ops) - matmul_us
     kernels = busy = None
     if cuda:
         gpu = [e for e, g in zip(events, on_gpu) if g]
@@ -92,8 +106,27 @@ def profile_decode_step(model, prompt_ids: list[int], steps: int = 4) -> StepPro
         busy = min(1.0, kernel_us / 1e6 / steps / step_s)
         matmul_us = sum(_device_time_us(e) for e in gpu
                         if any(k in e.name.lower() for k in ("gemm", "gemv", "matmul", "int4")))
-    matmul_s = matmul_us / 1e6 / steps
+        other_us = kernel_us - matmul_us  # on a GPU: the step's other kernels, device time
+    matmul_s = min(step_s, matmul_us / 1e6 / steps)
+    other_s = min(step_s - matmul_s, other_us / 1e6 / steps)
     return StepProfile(device=str(device), steps=steps, step_seconds=step_s,
                        ops_per_step=len(cpu_ops) / steps, matmul_seconds=matmul_s,
                        overhead_share=min(1.0, max(0.0, 1.0 - matmul_s / step_s)),
+                       matmul_ops_per_step=len(matmuls) / steps, other_ops_seconds=other_s,
                        kernels_per_step=kernels, device_busy_share=busy)
+
+
+def tiny_op_seconds(device: torch.device | str, n: int = 2000, repeats: int = 5) -> float:
+    """The fixed cost of one operation that does almost nothing (adding two one-element
+    tensors), median of `repeats` runs of `n`, synced: what every one of a step's operations
+    pays on top of its arithmetic."""
+    a = torch.ones(1, device=device)
+    times = []
+    for _ in range(repeats):
+        sync(device)
+        t = time.perf_counter()
+        for _ in range(n):
+            torch.add(a, a)
+        sync(device)
+        times.append((time.perf_counter() - t) / n)
+    return statistics.median(times)

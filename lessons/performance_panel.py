@@ -1,5 +1,7 @@
 """'This machine': the roofline. Measure the memory bandwidth here, decode a few tokens, and
-see how close decode comes to the ceiling that bandwidth sets (bandwidth ÷ bytes per token).
+see how close decode comes to the ceiling that bandwidth sets (bandwidth ÷ bytes per token),
+then what one decode step spends its time on (the profiler's split; on a GPU, the captured
+step raced against the eager loop).
 
 `measure_roofline` is a plain function (tested on the real model); the explanation is
 `visualizations.quant_text.roofline_md`, the chart `quant_charts.roofline_figure`."""
@@ -11,6 +13,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from inference.config import Settings
+from inference.experiments.captured_race import CapturedRace, captured_race
 from inference.experiments.compute_roof import (
     ComputeRoof,
     WorkPoint,
@@ -22,12 +25,14 @@ from inference.experiments.memory_guard import memory_budget_bytes
 from inference.experiments.model_sizes import size_rows
 from inference.experiments.roofline import Roofline, machine_bandwidth
 from inference.generation import stream
+from inference.profile_step import StepProfile, profile_decode_step, tiny_op_seconds
 from inference.tokens import prompt_ids
 from visualizations.machine_text import model_sizes_md
 from visualizations.quant_charts import roofline_figure
 from visualizations.quant_text import roofline_md
 from visualizations.roofline_charts import compute_roof_md, two_roof_figure
 from visualizations.server_view import batch_history_figure, server_stats_md
+from visualizations.step_charts import step_bound_md, step_split_figure
 from visualizations.style import empty_figure, info_caption
 
 from .feedback import guarded
@@ -37,6 +42,8 @@ from .presenter_exports import figures_box, figures_md, latest_batch_points
 ROOFLINE_PROMPT = "Write a short story about a lighthouse keeper and a storm."
 ROOFLINE_NEW_TOKENS = 24  # enough decode steps for a steady median
 PREFILL_TOKENS = 256  # a long prompt: intensity ~256× decode's, right of most machines' ridge
+PROFILED_STEPS = 4  # decode steps under the profiler (and as many timed without it)
+RACE_TOKENS = 128  # the captured race's length on a GPU (a fraction of a second there)
 
 
 @dataclass(frozen=True)
@@ -80,6 +87,32 @@ def measure_compute_roof(lm, r: Roofline, shared=None,
     batch = [p for p in batch_work_points(info, latest_batch_points(lm, shared))
              if not p.label.endswith("batch 1")]
     return ComputeRoof(peak, r.bandwidth_gbs, (decode, *batch, prefill))
+
+
+@dataclass(frozen=True)
+class StepBound:
+    """What bounds a decode step here: the profiler's split, the cost of one do-nothing
+    operation, and on a GPU the eager-vs-captured race (None on a CPU: nothing to capture)."""
+
+    profile: StepProfile
+    tiny_op_seconds: float
+    race: CapturedRace | None
+
+
+def measure_step_bound(lm) -> StepBound:
+    """Profile a few decode steps of the roofline's prompt; race the captured step on a GPU."""
+    ids = prompt_ids(lm.tokenizer, ROOFLINE_PROMPT)
+    profile = profile_decode_step(lm.model, ids, steps=PROFILED_STEPS)
+    race = captured_race(lm, ids, RACE_TOKENS) if lm.device.type == "cuda" else None
+    return StepBound(profile, tiny_op_seconds(lm.device), race)
+
+
+def step_bound_outputs(lm, r: Roofline, bound: StepBound, caption: str) -> tuple[str, object]:
+    """The step's split in words and as a chart, against `r`'s bandwidth floor."""
+    floor = 1 / r.ceiling_tokens_per_s
+    text = step_bound_md(bound.profile, floor, r.bytes_per_token, r.bandwidth_gbs,
+                         bound.tiny_op_seconds, bound.race, lm.info.weight_bytes, lm.info.layers)
+    return text, step_split_figure(bound.profile, floor, caption)
 
 
 def sizes_md(lm, r: Roofline) -> str:
@@ -152,6 +185,12 @@ def build(lm, settings: Settings, shared=None, server=None) -> None:
     compute_text = gr.Markdown(elem_id="perf-compute")
     compute_chart = gr.Plot(two_roof_figure(None), label="Roofline with both roofs",
                             elem_id="perf-compute-chart")
+    gr.Markdown("### What bounds a decode step\nThe same button profiles a few decode steps: "
+                "how much of a step is the matrix products that read the weights, and how much "
+                "is everything around them.")
+    step_text = gr.Markdown(step_bound_md(None, 0, 0, 0, 0), elem_id="perf-step")
+    step_chart = gr.Plot(step_split_figure(None, 0), label="One decode step, split",
+                         elem_id="perf-step-chart")
     sizes = gr.Markdown("### Choosing a model size\n*Press **Measure this machine**: the table "
                         "uses this machine's bandwidth.*", elem_id="perf-sizes")
     gr.Markdown(gpu_note_md(lm), elem_id="perf-gpu")
@@ -161,14 +200,17 @@ def build(lm, settings: Settings, shared=None, server=None) -> None:
         r = measure_roofline(lm, shared=shared)
         roof = measure_compute_roof(lm, r, shared)
         caption = info_caption(lm.info)
+        step_md, step_fig = step_bound_outputs(lm, r, measure_step_bound(lm), caption)
         fig = roofline_figure([roofline_point(lm, r)], r.bandwidth_gbs,
                               ", read bandwidth measured", caption,
                               x_title="Bytes read per decode token (MB: weights + KV cache)")
         return {text: roofline_md(r, lm.info.weight_bytes), chart: fig,
                 compute_text: compute_roof_md(roof, lm.info.dtype),
-                compute_chart: two_roof_figure(roof, caption), sizes: sizes_md(lm, r),
+                compute_chart: two_roof_figure(roof, caption), step_text: step_md,
+                step_chart: step_fig, sizes: sizes_md(lm, r),
                 figures: figures_md(lm, shared, r)}
 
     run.click(guarded(on_run, alone=server), None,
-              [text, chart, compute_text, compute_chart, sizes, figures], concurrency_id="heavy",
+              [text, chart, compute_text, compute_chart, step_text, step_chart, sizes, figures],
+              concurrency_id="heavy",
               concurrency_limit=1, time_limit=120, api_name="roofline")

@@ -20,7 +20,8 @@ TABS = {  # tab id -> (label, elem_ids that must sit inside that tab)
     "quantization": ("6 · Quantization", {"quant-modes", "quant-run", "quant-progress",
                                           "quant-bars", "quant-table"}),
     "machine": ("This machine", {"perf-run", "perf-result", "perf-chart", "perf-compute",
-                                 "perf-compute-chart", "perf-sizes", "perf-gpu"}),
+                                 "perf-compute-chart", "perf-step", "perf-step-chart",
+                                 "perf-sizes", "perf-gpu"}),
 }
 ENDPOINTS = {  # named endpoints (gradio_client, tests/test_bad_input.py, bench/serving.py)
     "chat", "tokenize", "token_cost", "prefill_measure", "prefill_sweep",

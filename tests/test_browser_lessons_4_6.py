@@ -304,6 +304,22 @@ def test_this_machine_shows_both_roofs(visitor):
     assert plot_points(page, "perf-compute-chart") >= 120 + 2 + 2  # roofs, 2 passes, ridge
     page.locator("#perf-compute-chart").scroll_into_view_if_needed()
     screenshot(page, "this-machine-two-roofs")
+    # Issue 13: the same button splits one decode step (profiler) beside the bandwidth floor.
+    wait_until(lambda: "One step" in text_of(page, "perf-step"), 15, "the step's split")
+    step = text_of(page, "perf-step")
+    step_ms = number(r"One step \(measured, median of \d+ after a warm-up step\): ([\d.]+) ms",
+                     step)
+    parts = [number(pattern, step) for pattern in (
+        r"Matrix products \(measured, profiler\): ([\d.]+) ms",
+        r"Other operations \(measured\): ([\d.]+) ms",
+        r"Between operations \(measured, what is left\): ([\d.]+) ms")]
+    assert sum(parts) == pytest.approx(step_ms, abs=0.2)  # three parts, each rounded
+    assert number(r"([\d,]+) operations a step ×", step) > 1000
+    wait_until(lambda: plot_title(page, "perf-step-chart").startswith("A decode step here: "),
+               15, "the step's split")
+    assert plot_points(page, "perf-step-chart") == 4  # three parts of the step, one floor
+    page.locator("#perf-step-chart").scroll_into_view_if_needed()
+    screenshot(page, "this-machine-step-split")
     sizes = table_rows(page, "perf-sizes")  # filled by the same button, from its bandwidth
     assert [r["model"] for r in sizes] == ["SmolLM2-135M", "SmolLM2-360M", "SmolLM2-1.7B"]
     assert "NVIDIA H200" in text_of(page, "perf-gpu")

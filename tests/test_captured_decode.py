@@ -4,8 +4,9 @@ import pytest
 import torch
 
 from inference.captured_decode import StaticDecoder, captured_greedy
+from inference.experiments.captured_race import captured_race
 from inference.experiments.quality import NEAR_TIE, greedy_run, teacher_forced_logprobs
-from inference.profile_step import profile_decode_step
+from inference.profile_step import profile_decode_step, tiny_op_seconds
 from inference.tokens import prompt_ids
 
 PROMPT = "Write a long story about a lighthouse keeper."
@@ -59,3 +60,29 @@ def test_profile_counts_the_ops_of_one_decode_step(lm):
         assert p.kernels_per_step > 100 and 0 < p.device_busy_share <= 1
     else:
         assert p.kernels_per_step is None and p.device_busy_share is None
+
+
+def test_profile_splits_the_step_into_matmuls_other_ops_and_the_time_between(lm):
+    p = profile_decode_step(lm.model, prompt_ids(lm.tokenizer, "Hi"), steps=2)
+    assert p.matmul_ops_per_step == 7 * lm.info.layers + 1  # q k v o gate up down, the head
+    assert p.ops_per_step > 10 * p.matmul_ops_per_step  # thousands of small ones around them
+    assert p.other_ops_seconds > 0 and p.between_ops_seconds >= 0
+    parts = p.matmul_seconds + p.other_ops_seconds + p.between_ops_seconds
+    assert parts == pytest.approx(p.step_seconds)
+
+
+def test_a_do_nothing_operation_costs_a_measurable_fixed_time(lm):
+    one = tiny_op_seconds(lm.device, n=200, repeats=3)
+    assert 0 < one < 1e-3  # microseconds, not milliseconds, on any machine this runs on
+
+
+def test_captured_race_gives_the_engines_tokens_and_both_speeds(lm):
+    race = captured_race(lm, prompt_ids(lm.tokenizer, PROMPT), new_tokens=12)
+    assert race.new_tokens == 12 and race.captured == (lm.device.type == "cuda")
+    assert race.eager_tokens_per_s > 0 and race.captured_tokens_per_s > 0
+    assert race.speedup == pytest.approx(race.captured_tokens_per_s / race.eager_tokens_per_s)
+    assert (race.first_difference_at is None) == race.same_tokens
+    if lm.model.dtype == torch.float32:  # half precision may part at a near-tie (see above)
+        assert race.same_tokens
+    if not race.captured:  # a CPU: the captured side is the static-cache step, run eagerly
+        assert race.capture_seconds == 0 and race.captured_tokens_per_s == race.static_tokens_per_s

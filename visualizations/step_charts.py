@@ -1,0 +1,152 @@
+"""What one decode step spends its time on ('This machine'), beside the bandwidth floor.
+
+The roofline's ceiling assumes a step is nothing but reading the weights. The profiler splits
+a real step three ways: the big matrix products (they do read the weights), every other small
+operation (norms, rotary embeddings, attention, cache appends, casts), and the time between
+operations (Python and framework code; on a GPU, the GPU idle while the next kernel is
+launched). One bar shows that split, the other the floor the bandwidth sets, so the gap the
+roofline shows becomes visible as the parts that are not weight reading.
+
+Pure: a `StepProfile` and an optional `CapturedRace` (read by attribute) in, a Plotly figure
+or markdown out.
+"""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from .model_card import human_bytes
+from .style import MEASURED, PALETTE, THEORETICAL, empty_figure, styled
+
+MEASURED_ROW = "one step<br>(measured)"
+FLOOR_ROW = "bandwidth<br>floor"
+
+
+def _on_gpu(p) -> bool:
+    return p.kernels_per_step is not None
+
+
+def segments(p) -> list[tuple[str, float, str]]:
+    """(name, seconds per step, colour) of the measured step's three parts, in order."""
+    gpu = _on_gpu(p)
+    return [
+        (f"matrix products ({'kernels, ' if gpu else ''}{MEASURED})", p.matmul_seconds,
+         PALETTE["blue"]),
+        (f"other {'kernels' if gpu else 'operations'} ({MEASURED})", p.other_ops_seconds,
+         PALETTE["orange"]),
+        ("GPU idle, waiting for the next launch" if gpu else
+         "between operations: Python, framework", p.between_ops_seconds, PALETTE["vermillion"]),
+    ]
+
+
+def step_title(p) -> str:
+    """What the run found, as the chart's title."""
+    if _on_gpu(p):
+        busy = p.device_busy_share or 0.0
+        tail = ": launching sets the pace" if busy < 0.5 else ""
+        return f"The GPU was busy {busy:.0%} of a decode step{tail}"
+    return (f"A decode step here: {p.matmul_share:.0%} matrix products, "
+            f"{p.overhead_share:.0%} everything else")
+
+
+def step_split_figure(p, floor_seconds: float, caption: str = "") -> go.Figure:
+    """Two stacked bars in ms: the measured step's parts, and the bandwidth floor."""
+    if p is None:
+        return empty_figure("Press “Measure this machine”: one decode step, split by the "
+                            "profiler, appears here.")
+    fig = go.Figure()
+    for name, seconds, colour in segments(p):
+        fig.add_trace(go.Bar(
+            y=[MEASURED_ROW], x=[seconds * 1000], orientation="h", name=name,
+            marker_color=colour, text=[f"{seconds * 1000:.1f} ms"], textposition="inside",
+            insidetextanchor="middle", hovertemplate=f"{name}: %{{x:.2f}} ms<extra></extra>"))
+    fig.add_trace(go.Bar(
+        y=[FLOOR_ROW], x=[floor_seconds * 1000], orientation="h",
+        name=f"bytes read ÷ bandwidth ({THEORETICAL})", marker_color=PALETTE["grey"],
+        text=[f"{floor_seconds * 1000:.1f} ms"], textposition="inside",
+        insidetextanchor="middle", hovertemplate="floor: %{x:.2f} ms<extra></extra>"))
+    fig.update_layout(barmode="stack", uniformtext=dict(minsize=12, mode="hide"),
+                      legend_traceorder="normal")  # stacked bars list in reverse by default
+    fig.update_yaxes(categoryorder="array", categoryarray=[FLOOR_ROW, MEASURED_ROW])
+    return styled(fig, step_title(p), "milliseconds per decode step (batch 1)", "", caption,
+                  height=340)
+
+
+def _products(count: float, layers: int) -> str:
+    """'211 products a step (7 per layer, and the output head)' when the count says so."""
+    per_layer = (count - 1) / layers if layers else 0
+    how = (f" ({per_layer:.0f} per layer, and the output head)"
+           if per_layer and per_layer == int(per_layer) else "")
+    return f"{count:,.0f} products a step{how}"
+
+
+def step_bound_md(p, floor_seconds: float, bytes_per_token: int, bandwidth_gbs: float,
+                  tiny_op_s: float, race=None, weight_bytes: int = 0, layers: int = 0) -> str:
+    """The split in words, the dispatch bill, and (on a GPU) the captured race.
+
+    `floor_seconds` = `bytes_per_token` ÷ bandwidth; `weight_bytes` (what the matrix products
+    read) and `layers` are the loaded model's."""
+    if p is None:
+        return "*Press **Measure this machine**: the profiler splits one decode step.*"
+    ms = 1000
+    gpu = _on_gpu(p)
+    other_ops = p.ops_per_step - p.matmul_ops_per_step
+    lines = [
+        f"- **One step (measured, median of {p.steps} after a warm-up step):** "
+        f"{p.step_seconds * ms:.1f} ms ({1 / p.step_seconds:.1f} tokens/s).",
+        f"- **Bandwidth floor ({THEORETICAL}):** {human_bytes(bytes_per_token)} read ÷ "
+        f"{bandwidth_gbs:,.1f} GB/s = **{floor_seconds * ms:.1f} ms**: a step can be no "
+        f"faster. This step took {p.step_seconds / floor_seconds:.1f}× that.",
+        f"- **Matrix products ({MEASURED}, profiler):** {p.matmul_seconds * ms:.1f} ms in "
+        f"{_products(p.matmul_ops_per_step, layers)}. They are the part that reads the "
+        "weights" + (f": {human_bytes(weight_bytes)} in {p.matmul_seconds * ms:.1f} ms is "
+                     f"{weight_bytes / p.matmul_seconds / 1e9:,.1f} GB/s, "
+                     f"{weight_bytes / p.matmul_seconds / 1e9 / bandwidth_gbs:.0%} of the "
+                     "measured bandwidth." if weight_bytes and p.matmul_seconds > 0 else "."),
+    ]
+    if gpu:
+        lines += [
+            f"- **Other kernels ({MEASURED}):** {p.other_ops_seconds * ms:.1f} ms; the GPU ran "
+            f"{p.kernels_per_step:,.0f} kernels a step and was busy "
+            f"**{p.device_busy_share:.0%}** of it.",
+            f"- **GPU idle ({MEASURED}, what is left):** {p.between_ops_seconds * ms:.1f} ms, "
+            "waiting for Python to launch the next kernel.",
+        ]
+    else:
+        lines += [
+            f"- **Other operations ({MEASURED}):** {p.other_ops_seconds * ms:.1f} ms inside "
+            f"{other_ops:,.0f} small operations (norms, rotary embeddings, attention, cache "
+            "appends, casts).",
+            f"- **Between operations ({MEASURED}, what is left):** "
+            f"{p.between_ops_seconds * ms:.1f} ms of Python and framework code.",
+        ]
+    bill = p.ops_per_step * tiny_op_s
+    lines += [
+        f"- **The dispatch bill ({THEORETICAL}, from two measurements):** "
+        f"{p.ops_per_step:,.0f} operations a step × {tiny_op_s * 1e6:.2f} µs (one do-nothing "
+        f"operation, measured here) ≈ **{bill * ms:.1f} ms** a step before any arithmetic.",
+        "",
+        "The roofline's ceiling counts only the weight reads. Every operation also pays a fixed "
+        "cost to be dispatched, whatever its size, and one step of this small model is thousands "
+        "of tiny operations: that is the gap between the measured point and the roof. Fewer, "
+        "larger operations (fused kernels, a compiled step, a bigger batch sharing each "
+        "operation) close it.",
+    ]
+    if race is not None and race.captured:
+        same = ("the same tokens" if race.same_tokens else
+                f"**different tokens from token {race.first_difference_at}**")
+        lines += [
+            "",
+            f"**Captured step ({MEASURED} now):** the whole step recorded once as a CUDA graph "
+            f"and replayed with one launch decoded {race.new_tokens} tokens at "
+            f"**{race.captured_tokens_per_s:,.0f} tokens/s** against "
+            f"{race.eager_tokens_per_s:,.0f} for the eager loop (**{race.speedup:.1f}×**), with "
+            f"{same}; recording it took {race.capture_seconds * ms:.0f} ms once.",
+        ]
+    elif not gpu:
+        lines += [
+            "",
+            "On a GPU each launch costs more than this model's arithmetic, so the same split is "
+            "far more lopsided there, and capturing the step as a CUDA graph (one launch per "
+            "token) is the fix: see *On a GPU* below.",
+        ]
+    return "\n".join(lines)
