@@ -1,8 +1,18 @@
 """Model loading: the info card and the float32 weight cache."""
+import os
+
 import torch
 
 from inference.config import Settings
-from inference.loading import GGUF_CACHE_SOURCE, GGUF_SOURCE, bundled_gguf_path, load_model
+from inference.loading import (
+    DTYPE_ENV,
+    GGUF_CACHE_SOURCE,
+    GGUF_SOURCE,
+    bundled_gguf_path,
+    dtype_reason,
+    load_model,
+)
+from visualizations.model_card import model_card_html
 
 
 def test_info_card(lm):
@@ -13,6 +23,17 @@ def test_info_card(lm):
     # the device and dtype the app chose (LLM_LAB_DTYPE when set; float32 on a CPU otherwise)
     assert info.device.split(" ")[0] == str(lm.device)
     assert info.dtype == str(lm.dtype).removeprefix("torch.")
+    assert info.dtype_reason.startswith(info.dtype + ": ")  # the header says which, and why
+    assert ("set by " + DTYPE_ENV in info.dtype_reason) == bool(os.environ.get(DTYPE_ENV))
+    assert f"Why {info.dtype}?" in model_card_html(info)
+
+
+def test_the_dtype_rule_says_why_for_each_device_and_override():
+    cpu, gpu = torch.device("cpu"), torch.device("cuda:0")
+    assert "the CPU default" in dtype_reason(cpu, torch.float32, from_env=False)
+    assert "the GPU default" in dtype_reason(gpu, torch.float16, from_env=False)
+    assert dtype_reason(cpu, torch.float16, from_env=True) == f"float16: set by {DTYPE_ENV}."
+    assert dtype_reason(gpu, torch.float32, from_env=False) == "float32: chosen by the caller."
 
 
 def test_weight_cache_gives_same_logits_as_gguf(tmp_path, monkeypatch, lm):

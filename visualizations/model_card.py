@@ -26,4 +26,7 @@ def model_card_html(info) -> str:
     cells = "".join(f"<div class='lab-card-item'><span>{html.escape(k)}</span>"
                     f"<b>{html.escape(v)}</b></div>" for k, v in items)
     note = f"<div class='lab-card-note'>⚠ {html.escape(info.note)}</div>" if info.note else ""
-    return f"<div class='lab-card'>{cells}</div>{note}"
+    reason = getattr(info, "dtype_reason", "")
+    why = (f"<div class='lab-card-why'><b>Why {html.escape(info.dtype)}?</b> "
+           f"{html.escape(reason.split(': ', 1)[-1])}</div>" if reason else "")
+    return f"<div class='lab-card'>{cells}</div>{why}{note}"
