@@ -22,6 +22,7 @@ from inference.experiments.quality import greedy_run
 from inference.experiments.roofline import machine_bandwidth
 from inference.experiments.serving_cost import usd_per_million
 from inference.generation import stream
+from inference.profile_step import profile_decode_step, tiny_op_seconds
 from inference.quant_modes import build_mode
 from inference.tokens import encode_text, tokenize
 
@@ -117,6 +118,20 @@ def roofline(lm, settings: Settings, shared) -> Measured:
                     f"{r.measured_tokens_per_s:.1f} tokens/s ({r.fraction:.0%} of the ceiling)")
 
 
+def step_split(lm, settings: Settings, shared) -> Measured:
+    p = profile_decode_step(lm.model, encode_prompt(lm, settings, PROMPT), steps=4)
+    share = 100 * p.matmul_share
+    bill = p.ops_per_step * tiny_op_seconds(lm.device)
+    return Measured("step_split", share, f"{share:.0f}%",
+                    "of a decode step is the matrix products",
+                    f"one step {p.step_seconds * 1000:.1f} ms: matrix products "
+                    f"{p.matmul_seconds * 1000:.1f} ms ({p.matmul_ops_per_step:.0f} of them) · "
+                    f"{p.ops_per_step - p.matmul_ops_per_step:,.0f} other operations "
+                    f"{p.other_ops_seconds * 1000:.1f} ms · between them "
+                    f"{p.between_ops_seconds * 1000:.1f} ms · dispatch alone ≈ "
+                    f"{bill * 1000:.1f} ms")
+
+
 def kv_bytes(lm, settings: Settings, shared) -> Measured:
     events = list(stream(lm, encode_prompt(lm, settings, PROMPT), max_new_tokens=DECODE_TOKENS))
     first, last = events[0], events[-1]
@@ -190,5 +205,5 @@ def cost(lm, settings: Settings, shared) -> Measured:
 
 MEASURES: dict[str, Callable[[object, Settings, object], Measured]] = {
     f.__name__: f for f in (answer, tokens, token_mix, prefill, prefill_race, decode, roofline,
-                            kv_bytes, kv_race, batch, int8, cost)}
+                            step_split, kv_bytes, kv_race, batch, int8, cost)}
 RECAP = "recap"  # gathers the visitor's own results: no model run

@@ -199,6 +199,9 @@ def test_cheap_measurements_on_the_real_model(lm):
     for key in ("tokens", "token_mix", "kv_bytes"):
         m = MEASURES[key](lm, settings, None)
         assert m.key == key and m.value > 0 and m.shown and m.detail
+    split = MEASURES["step_split"](lm, settings, None)  # issue 13: what a step is made of
+    assert 0 < split.value < 100 and split.shown == f"{split.value:.0f}%"
+    assert "matrix products" in split.detail and "dispatch alone" in split.detail
     per_token = MEASURES["kv_bytes"](lm, settings, None).value
     i = lm.info
     assert per_token == 2 * i.layers * i.kv_heads * i.head_dim * lm.bytes_per_value

@@ -125,11 +125,11 @@ def step_bound_md(p, floor_seconds: float, bytes_per_token: int, bandwidth_gbs: 
         f"{p.ops_per_step:,.0f} operations a step × {tiny_op_s * 1e6:.2f} µs (one do-nothing "
         f"operation, measured here) ≈ **{bill * ms:.1f} ms** a step before any arithmetic.",
         "",
-        "The roofline's ceiling counts only the weight reads. Every operation also pays a fixed "
-        "cost to be dispatched, whatever its size, and one step of this small model is thousands "
-        "of tiny operations: that is the gap between the measured point and the roof. Fewer, "
-        "larger operations (fused kernels, a compiled step, a bigger batch sharing each "
-        "operation) close it.",
+        "The roofline's ceiling counts only the bytes a step must read. Every operation also "
+        "pays a fixed cost to be dispatched, whatever its size, and one step of this small model "
+        "is thousands of tiny operations: that, with matrix products that fall short of the full "
+        "bandwidth, is the gap between the measured point and the roof. Fewer, larger operations "
+        "(fused kernels, a compiled step, a bigger batch sharing each operation) close it.",
     ]
     if race is not None and race.captured:
         same = ("the same tokens" if race.same_tokens else
@@ -145,8 +145,8 @@ def step_bound_md(p, floor_seconds: float, bytes_per_token: int, bandwidth_gbs: 
     elif not gpu:
         lines += [
             "",
-            "On a GPU each launch costs more than this model's arithmetic, so the same split is "
-            "far more lopsided there, and capturing the step as a CUDA graph (one launch per "
-            "token) is the fix: see *On a GPU* below.",
+            "On a GPU launching a kernel takes longer than most of this model's kernels run, so "
+            "the same split is far more lopsided there, and capturing the step as a CUDA graph "
+            "(one launch per token) is the fix: see *On a GPU* below.",
         ]
     return "\n".join(lines)
