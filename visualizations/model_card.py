@@ -27,6 +27,7 @@ def model_card_html(info) -> str:
                     f"<b>{html.escape(v)}</b></div>" for k, v in items)
     note = f"<div class='lab-card-note'>⚠ {html.escape(info.note)}</div>" if info.note else ""
     reason = getattr(info, "dtype_reason", "")
+    because = reason.split(": ", 1)[-1]
     why = (f"<div class='lab-card-why'><b>Why {html.escape(info.dtype)}?</b> "
-           f"{html.escape(reason.split(': ', 1)[-1])}</div>" if reason else "")
+           f"{html.escape(because[:1].upper() + because[1:])}</div>" if reason else "")
     return f"<div class='lab-card'>{cells}</div>{why}{note}"
