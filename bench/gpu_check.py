@@ -145,13 +145,13 @@ def captured_vs_eager(lm, ids: list[int], new_tokens: int = 128) -> dict:
 def bench_sections(lm) -> dict:
     """Name -> zero-argument function, in the order they run."""
     from bench import measure
-    from inference.profile_step import profile_decode_step
+    from inference.profile_step import step_figures
     from inference.tokens import prompt_ids
 
     ids = prompt_ids(lm.tokenizer, PROMPT)
     return {
         "decode": lambda: decode_figures(lm, ids),
-        "step_profile": lambda: vars(profile_decode_step(lm.model, ids)),
+        "step_profile": lambda: step_figures(lm.model, ids),
         "prefill": lambda: measure.prefill_lengths(lm, (16, 1024)),
         "kv_cache": lambda: measure.kv_cache_race(lm, prompt_ids(lm.tokenizer, KV_PROMPT)),
         "batching": lambda: measure.batch_sweep(lm, ids, sizes=(1, 4, 16, 64)),

@@ -140,8 +140,8 @@ def main() -> dict:
     print({k: v for k, v in dec.items() if not k.endswith("runs")})
 
     section("decode step profile: ops per step, share outside the big matmuls")
-    from inference.profile_step import profile_decode_step
-    results["step_profile"] = vars(profile_decode_step(lm.model, ids))
+    from inference.profile_step import step_figures
+    results["step_profile"] = step_figures(lm.model, ids)
     print(results["step_profile"])
 
     section("prefill")

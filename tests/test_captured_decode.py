@@ -1,12 +1,14 @@
 """Decode overhead: the static-cache step (captured as a CUDA graph on a GPU) gives the
 engine's tokens, and the profiler counts what one decode step dispatches."""
+import json
+
 import pytest
 import torch
 
 from inference.captured_decode import StaticDecoder, captured_greedy
 from inference.experiments.captured_race import captured_race
 from inference.experiments.quality import NEAR_TIE, greedy_run, teacher_forced_logprobs
-from inference.profile_step import profile_decode_step, tiny_op_seconds
+from inference.profile_step import profile_decode_step, step_figures, tiny_op_seconds
 from inference.tokens import prompt_ids
 
 PROMPT = "Write a long story about a lighthouse keeper."
@@ -74,6 +76,14 @@ def test_profile_splits_the_step_into_matmuls_other_ops_and_the_time_between(lm)
 def test_a_do_nothing_operation_costs_a_measurable_fixed_time(lm):
     one = tiny_op_seconds(lm.device, n=200, repeats=3)
     assert 0 < one < 1e-3  # microseconds, not milliseconds, on any machine this runs on
+
+
+def test_step_figures_for_the_results_files(lm):
+    figures = step_figures(lm.model, prompt_ids(lm.tokenizer, "Hi"))
+    assert figures["between_ops_seconds"] == pytest.approx(
+        figures["step_seconds"] - figures["matmul_seconds"] - figures["other_ops_seconds"])
+    assert 0 < figures["tiny_op_seconds"] < figures["step_seconds"]
+    assert json.loads(json.dumps(figures)) == figures  # plain numbers and text only
 
 
 def test_captured_race_gives_the_engines_tokens_and_both_speeds(lm):
