@@ -96,7 +96,9 @@ class StaticDecoder:
                 tokens.append(self.token.clone())
         torch.cuda.current_stream(self.device).wait_stream(side)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):  # recorded, not run: the cache does not advance here
+        # Recorded, not run: the cache does not advance here. "thread_local": in the app other
+        # visitors' threads may launch work meanwhile; only this thread's calls are captured.
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
             self._step()
         self.graph = graph
         return [int(t) for t in tokens]
