@@ -10,6 +10,7 @@ import os
 import gradio as gr
 from starlette.middleware import Middleware
 
+from inference import compute_thread
 from inference.config import Settings
 from inference.experiments.shared_results import SharedResults
 from inference.loading import load_model
@@ -35,7 +36,8 @@ from visualizations.glossary import glossary_md
 from visualizations.model_card import model_card_html
 
 SETTINGS = Settings.from_env()
-LM = load_model(SETTINGS)  # read-only, shared by every user; per-user state lives in gr.State
+# Loaded on the compute thread, where every handler runs the model (inference/compute_thread.py)
+LM = compute_thread.run(load_model, SETTINGS)  # read-only, shared by every visitor
 SHARED = SharedResults()  # finished sweeps, shared by all visitors of this process
 SERVER = Server(LM, SETTINGS)  # one continuous batcher: every visitor's chat goes through it
 

@@ -15,7 +15,8 @@ This is lesson 5's continuous batching, serving the room for real. One thread ru
 A measurement that must run alone (a sweep, a race) wraps itself in `exclusive()`: the loop
 finishes its current step and waits until the measurement is done; in-flight requests then
 continue where they were. Handlers never run the model for generation themselves: they
-`submit()` and read their request's events.
+`submit()` and read their request's events. The loop's thread only schedules: each step's
+arithmetic runs on the one compute thread (`compute_thread`), as every lesson's does.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 
 import torch
 
+from . import compute_thread
 from .cache_budget import CacheBudget
 from .config import Settings
 from .errors import InferenceInputError, PromptTooLongError, SettingOutOfRangeError
@@ -226,7 +228,7 @@ class Server:
                 self._in_step = True
                 newcomers = self._admit()
             try:
-                self._step(newcomers)
+                compute_thread.run(self._step, newcomers)
             except Exception as exc:  # a failed step fails its requests, not the server
                 self._fail_all(exc)
             finally:

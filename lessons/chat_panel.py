@@ -87,7 +87,9 @@ def build(lm, settings: Settings, server) -> gr.Textbox:
             yield {chat: frame.history, stats: frame.stats}
 
     # Handlers only wait on their request's events: many may wait at once, one model runs.
-    ev = go_btn.click(guarded(run), [prompt, max_new], [chat, stats], concurrency_id="chat",
+    # compute=False: it waits for the server's steps, which run on the compute thread.
+    ev = go_btn.click(guarded(run, compute=False), [prompt, max_new], [chat, stats],
+                      concurrency_id="chat",
                       concurrency_limit=settings.server_rows + settings.server_queue,
                       time_limit=600, api_name="chat")
     stop_btn.click(None, None, None, cancels=[ev])

@@ -1,6 +1,8 @@
 """The one error path from the engine to the learner: every event handler is wrapped by
 `guarded`, which turns the project's typed errors into a `gr.Error` with their own message and
-anything unexpected into one plain sentence (logged on the server, never shown as a trace)."""
+anything unexpected into one plain sentence (logged on the server, never shown as a trace).
+`guarded` is also where a handler's work is handed to the one compute thread
+(`inference.compute_thread`: on a CPU, two threads running the model slow both to one core)."""
 from __future__ import annotations
 
 import contextlib
@@ -9,6 +11,7 @@ import logging
 
 import gradio as gr
 
+from inference import compute_thread
 from inference.errors import InferenceInputError
 
 log = logging.getLogger("llm_lab")
@@ -27,7 +30,7 @@ def user_error(exc: Exception) -> gr.Error:
     return gr.Error(UNEXPECTED, print_exception=False)
 
 
-def guarded(fn, *, plain: bool = False, alone=None):
+def guarded(fn, *, plain: bool = False, alone=None, compute: bool = True):
     """Wrap a handler (plain, or returning/being a generator) so any error reaches the learner
     as a clear message. The wrapped handler is a generator: Gradio streams what it yields, and
     a plain handler's result is its single yield. With `plain=True` it is a plain function
@@ -35,9 +38,13 @@ def guarded(fn, *, plain: bool = False, alone=None):
     a Stop pressed while its step runs would still see the step's token arrive).
 
     `alone`: the app's serving engine (`inference.server.Server`), for a measurement that must
-    run alone: the server finishes its current step and waits until the handler is done."""
+    run alone: the server finishes its current step and waits until the handler is done.
+
+    `compute`: run the handler (each step of a generator) on the compute thread. False only for
+    a handler that runs no model and waits on work that needs that thread (a chat waiting for
+    the server's steps) or must answer at once (a live view of the server)."""
     if plain:
-        streamed = guarded(fn, alone=alone)
+        streamed = guarded(fn, alone=alone, compute=compute)
 
         @functools.wraps(fn)
         def once(*args, **kwargs):
@@ -48,9 +55,10 @@ def guarded(fn, *, plain: bool = False, alone=None):
     def run(*args, **kwargs):
         try:
             with alone.exclusive() if alone is not None else contextlib.nullcontext():
-                result = fn(*args, **kwargs)
+                result = compute_thread.run(fn, *args, **kwargs) if compute else fn(*args,
+                                                                                   **kwargs)
                 if hasattr(result, "__next__"):
-                    yield from result
+                    yield from compute_thread.iterate(result) if compute else result
                 else:
                     yield result
         except Exception as exc:

@@ -162,7 +162,7 @@ def server_section(lm, settings: Settings, server) -> None:
         return {text: server_stats_md(st, settings.server_rows, settings.server_window_s),
                 chart: batch_history_figure(st, cap)}
 
-    checked = guarded(show)
+    checked = guarded(show, compute=False)  # no model: answers even while a measurement runs
     refresh.click(checked, None, [text, chart], api_name="server_stats")
     timer.tick(checked, None, [text, chart], show_progress="hidden",
                api_visibility="undocumented")

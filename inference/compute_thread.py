@@ -1,0 +1,62 @@
+"""All of the model's arithmetic on one thread, and why that makes a CPU app faster.
+
+On a CPU PyTorch splits each operation over the cores with OpenMP, and OpenMP keeps a team of
+helper threads for every thread that calls it. A web app answers each request on a thread of
+its own, so every thread that ever ran the model keeps a team. GNU OpenMP's rule: once it
+manages more threads than there are cores, its helpers stop waiting hot between operations and
+go to sleep, and each of a decode step's ~200 matrix products must wake them again. Measured on
+a 2-core Xeon (2026-11-30): one decode stream ran at 33 tokens/s on the only thread that had
+used the model, and at 19 on any other thread once that first team existed: one core's speed,
+with two cores' overhead.
+
+So every computation is handed to one long-lived thread (`run`, or `iterate` for a generator
+whose steps the caller streams), loading included. Work queues in order of arrival; a long job
+delays the next, as it would compete for the same cores anyway. Called from the compute thread
+itself, both run inline (no deadlock on re-entry). Whatever waits for other work to finish
+(a chat handler waiting for the server's steps) must not run here: it would wait for itself.
+"""
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+T = TypeVar("T")
+NAME = "llm-lab-compute"
+
+_ident: list[int] = []  # the compute thread's id, once it has started
+_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=NAME,
+                               initializer=lambda: _ident.append(threading.get_ident()))
+
+
+def on_compute_thread() -> bool:
+    """True when the caller is the compute thread."""
+    return bool(_ident) and threading.get_ident() == _ident[0]
+
+
+def run(fn: Callable[..., T], *args, **kwargs) -> T:
+    """`fn(*args, **kwargs)` on the compute thread; its result, or its exception raised here."""
+    if on_compute_thread():
+        return fn(*args, **kwargs)
+    return _executor.submit(fn, *args, **kwargs).result()
+
+
+_DONE = object()
+
+
+def _next(gen: Iterator[T]):
+    return next(gen, _DONE)
+
+
+def iterate(gen: Iterator[T]) -> Iterator[T]:
+    """Each step of `gen` on the compute thread, its items yielded here. Closing this iterator
+    (a Stop, a closed tab) closes `gen` there too, so its `finally` blocks run."""
+    if on_compute_thread():
+        yield from gen
+        return
+    try:
+        while (item := run(_next, gen)) is not _DONE:
+            yield item
+    finally:
+        run(gen.close)
