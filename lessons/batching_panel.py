@@ -93,7 +93,8 @@ def padding_tab(lm, settings: Settings) -> None:
     shown = {"text": gr.Markdown(first.text, elem_id="batch-pad-text"),
              "plot": gr.Plot(first.plot, elem_id="batch-pad-plot", label="Padding")}
     handler = showing(shown, lambda t: run.padding_view(lm, settings, t))
-    show.click(guarded(handler), [prompts], list(shown.values()), api_name="batch_padding")
+    show.click(guarded(handler, compute=False), [prompts], list(shown.values()),  # tokenizer only
+               api_name="batch_padding")
 
 
 def schedulers_tab(lm, settings: Settings, shared, measured: Measured, server=None) -> None:
@@ -150,7 +151,7 @@ def cost_tab(lm, settings: Settings, measured: Measured, sweep_event: Dependency
     cost = guarded(showing(shown, lambda data: run.cost_view(
         lm, settings, data[measured.sweep], price_per_hour=data[price],
         prompt_tokens=data[prompt_tokens], output_tokens=data[output_tokens],
-        modes=latest_modes(lm, shared), guess=data[guess])))
+        modes=latest_modes(lm, shared), guess=data[guess])), compute=False)
     sweep_event.then(cost, inputs, list(shown.values()), api_visibility="undocumented")
     for control in (price, prompt_tokens, output_tokens, guess):
         control.change(cost, inputs, list(shown.values()), api_visibility="undocumented")

@@ -203,9 +203,11 @@ def _wire_controls(lm, ui: DecodeUI) -> None:
         return {ui.candidates: v.candidates, ui.timing: v.timing,
                 ui.choice: gr.update(choices=v.choices, value=v.pick)}
 
-    ui.play_btn.click(guarded(on_play), [ui.state, ui.speed], ui.play_outputs + [ui.state],
-                      api_name="decode_play")
-    ui.pause_btn.click(guarded(on_pause), None, ui.play_outputs, api_name="decode_pause")
+    # Play and Pause only switch the timer: they answer at once, even while a step runs.
+    ui.play_btn.click(guarded(on_play, compute=False), [ui.state, ui.speed],
+                      ui.play_outputs + [ui.state], api_name="decode_play")
+    ui.pause_btn.click(guarded(on_pause, compute=False), None, ui.play_outputs,
+                       api_name="decode_pause")
     # Stop waits for a step in flight; the chained redraw then makes the stopped view the last
     # one the screen gets, whatever order the two events' replies travel in.
     ui.stop_btn.click(guarded(on_stop), {ui.state, ui.shown} | ui.sampling_inputs,

@@ -116,7 +116,8 @@ def projection_tab(lm, settings: Settings) -> None:
                                  label="KV memory vs batch size"),
              "gqa": gr.Plot(first.gqa, elem_id="kv-projection-gqa",
                             label="Grouped-query vs multi-head attention")}
-    project = guarded(showing(shown, lambda b, c, v: run.projection_view(lm, settings, b, c, v)))
+    project = guarded(showing(shown, lambda b, c, v: run.projection_view(lm, settings, b, c, v)),
+                      compute=False)  # arithmetic only
     for control in (batch, context, bpv):
         control.change(project, [batch, context, bpv], list(shown.values()))
 

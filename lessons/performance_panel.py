@@ -166,7 +166,7 @@ def server_section(lm, settings: Settings, server) -> None:
     refresh.click(checked, None, [text, chart], api_name="server_stats")
     timer.tick(checked, None, [text, chart], show_progress="hidden",
                api_visibility="undocumented")
-    watch.change(guarded(lambda on: gr.Timer(active=bool(on))), watch, timer,
+    watch.change(guarded(lambda on: gr.Timer(active=bool(on)), compute=False), watch, timer,
                  api_visibility="undocumented")
 
 

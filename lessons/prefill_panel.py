@@ -141,7 +141,7 @@ def _sweep_section(lm, settings: Settings, shared, server) -> None:
             yield {chart: frame.chart, progress: frame.progress}
 
     def sweep_button(interactive: bool):
-        return guarded(lambda: gr.update(interactive=interactive))
+        return guarded(lambda: gr.update(interactive=interactive), compute=False)
 
     ev = sweep_btn.click(sweep_button(False), None, sweep_btn).then(
         guarded(on_sweep, alone=server), [lengths, max_seq, guess], [chart, progress],

@@ -126,9 +126,9 @@ def build(lm, settings: Settings, shared=None, server=None, demo: gr.Blocks | No
         return view(p)
 
     outputs = [progress, shown, guess, run, result, compare]
-    back.click(guarded(move(-1), plain=True), progress, outputs, queue=False,
+    back.click(guarded(move(-1), plain=True, compute=False), progress, outputs, queue=False,
                api_visibility="private")
-    forward.click(guarded(move(+1), plain=True), progress, outputs, queue=False,
+    forward.click(guarded(move(+1), plain=True, compute=False), progress, outputs, queue=False,
                   api_visibility="private")
     run.click(guarded(measure, alone=server), [progress, guess], outputs,
               concurrency_id="heavy", concurrency_limit=1, time_limit=300,
@@ -140,7 +140,7 @@ def build(lm, settings: Settings, shared=None, server=None, demo: gr.Blocks | No
         shown_now.pop(progress)
         return shown_now
 
-    progress.change(guarded(restore, plain=True), progress, outputs[1:], queue=False,
+    progress.change(guarded(restore, plain=True, compute=False), progress, outputs[1:], queue=False,
                     api_visibility="private", show_progress="hidden")
     if demo is not None:
         demo.load(None, None, None, js=KEYS_JS, queue=False, api_visibility="private")

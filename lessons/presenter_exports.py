@@ -61,15 +61,16 @@ def batch_csv(lm, shared, sweep) -> gr.DownloadButton:
 def wire_prefill_csv(lm, shared, event, lengths, most) -> None:
     """A CSV button under the prefill sweep, filled when the sweep `event` finishes."""
     button = csv_button("prefill-csv")
-    event.then(guarded(lambda n, m: prefill_csv(lm, shared, n, m), plain=True), [lengths, most],
+    event.then(guarded(lambda n, m: prefill_csv(lm, shared, n, m), plain=True,
+                       compute=False), [lengths, most],
                button, api_visibility="private")
 
 
 def wire_batch_csv(lm, shared, event, sweep_state) -> None:
     """A CSV button under the batch sweep, filled when the sweep `event` finishes."""
     button = csv_button("batch-csv")
-    event.then(guarded(lambda s: batch_csv(lm, shared, s), plain=True), sweep_state, button,
-               api_visibility="private")
+    event.then(guarded(lambda s: batch_csv(lm, shared, s), plain=True, compute=False),
+               sweep_state, button, api_visibility="private")
 
 
 def keep_modes(lm, shared, reports) -> None:

@@ -90,8 +90,8 @@ def _token_section(lm, settings: Settings) -> tuple[gr.Textbox, gr.Checkbox]:
         shown = show_tokens(lm.tokenizer, t, with_template, settings.max_prompt_chars)
         return {view: shown.html, counts: shown.counts, note: shown.note}
 
-    for trigger in (text.change, template.change):
-        trigger(guarded(on_text), [text, template], [view, counts, note],
+    for trigger in (text.change, template.change):  # the tokenizer only: off the compute thread
+        trigger(guarded(on_text, compute=False), [text, template], [view, counts, note],
                 trigger_mode="always_last", show_progress="hidden", api_name="tokenize")
     return text, template
 
@@ -133,10 +133,11 @@ def _cost_section(lm, settings: Settings, text: gr.Textbox) -> None:
                                settings.max_prompt_chars)
 
     for trigger in (text.change, out_tokens.change, price_in.change, price_out.change):
-        trigger(guarded(on_cost), [text, out_tokens, price_in, price_out], cost,
+        trigger(guarded(on_cost, compute=False), [text, out_tokens, price_in, price_out], cost,
                 trigger_mode="always_last", show_progress="hidden", api_name="token_cost")
     gr.on([text.change, out_tokens.change, price_in.change, price_out.change, turns.release,
-           turns.input], guarded(on_convo), [text, out_tokens, price_in, price_out, turns], convo,
+           turns.input], guarded(on_convo, compute=False),
+          [text, out_tokens, price_in, price_out, turns], convo,
           trigger_mode="always_last", show_progress="hidden", api_name="conversation_cost")
 
 
