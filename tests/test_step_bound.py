@@ -90,3 +90,9 @@ def test_the_panel_measures_a_real_step_against_the_roofline_floor(lm):
     assert f"**{floor_ms:.1f} ms**" in md
     assert list(_bars(fig).values())[-1][1] == pytest.approx(floor_ms)
     assert f"{p.ops_per_step:,.0f} operations a step" in md
+
+
+def test_matrix_products_faster_than_the_measured_bandwidth_are_explained():
+    md = step_bound_md(CPU, 0.018, 540_000_000, 20.0, 0.8e-6, None, 538_000_000, 30)
+    assert "26.9 GB/s, 134% of the measured bandwidth" in md and "Above 100%" in md
+    assert "Above 100%" not in step_bound_md(CPU, 0.018, 1, 30.0, 1e-6, None, 538_000_000, 30)
