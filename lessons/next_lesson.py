@@ -23,7 +23,7 @@ PATH: dict[str, tuple[list[str], str | None, str, str]] = {
                  "fewer bytes per weight"),
     "quantization": (["dtype", "gguf", "q4", "kl", "roofline", "kernel"], "machine",
                      "This machine", "this machine's own speed limit"),
-    "machine": (["roofline", "kernel", "dtype"], None, "", ""),
+    "machine": (["roofline", "kernel", "dispatch", "cudagraph", "dtype"], None, "", ""),
 }
 
 

@@ -46,6 +46,12 @@ TERMS: dict[str, tuple[str, str]] = {
               "read once for all of them."),
     "kernel": ("Kernel", "One small program the hardware runs, such as a matrix multiply; a "
                "forward pass launches many."),
+    "dispatch": ("Dispatch overhead", "The fixed cost of starting one operation (choosing its "
+                 "kernel, checking its inputs, launching it), paid whatever the operation's size. "
+                 "A decode step of a small model is thousands of tiny operations, so it adds up."),
+    "cudagraph": ("CUDA graph", "A recording of a whole sequence of GPU kernels, replayed later "
+                  "with one launch instead of one per kernel: the cure for dispatch overhead on "
+                  "a GPU."),
 }
 ORDER = list(TERMS)
 
