@@ -51,7 +51,9 @@ def _next(gen: Iterator[T]):
 
 def iterate(gen: Iterator[T]) -> Iterator[T]:
     """Each step of `gen` on the compute thread, its items yielded here. Closing this iterator
-    (a Stop, a closed tab) closes `gen` there too, so its `finally` blocks run."""
+    (a Stop, a closed tab) queues closing `gen` there, so its `finally` blocks run after the
+    work ahead of it, without waiting: Gradio closes a stopped handler on its event loop, which
+    must never wait for a long computation."""
     if on_compute_thread():
         yield from gen
         return
@@ -59,4 +61,5 @@ def iterate(gen: Iterator[T]) -> Iterator[T]:
         while (item := run(_next, gen)) is not _DONE:
             yield item
     finally:
-        run(gen.close)
+        if hasattr(gen, "close"):  # a generator (a plain iterator has nothing to clean up)
+            _executor.submit(gen.close)

@@ -1,6 +1,7 @@
 """One compute thread for all of the model's arithmetic (inference/compute_thread.py): work
 from any thread runs there in order, errors come back to the caller, re-entry does not
-deadlock, a generator's steps run there and closing it early runs its cleanup there; lesson
+deadlock, a generator's steps run there and closing it early runs its cleanup there (queued,
+so a closing event loop never waits on a long computation); lesson
 handlers and the server's steps are handed to it (a chat handler, which waits on the server,
 is not)."""
 from __future__ import annotations
@@ -42,7 +43,7 @@ def test_errors_come_back_and_re_entry_runs_inline():
     assert compute_thread.run(lambda: compute_thread.run(lambda: 7) + 1) == 8  # no deadlock
 
 
-def test_a_generators_steps_run_there_and_closing_it_cleans_up_there():
+def test_a_generators_steps_run_there_and_closing_it_cleans_up_there_later():
     cleaned = []
 
     def steps():
@@ -56,7 +57,8 @@ def test_a_generators_steps_run_there_and_closing_it_cleans_up_there():
     items = compute_thread.iterate(steps())
     first, second = next(items), next(items)
     assert [first[0], second[0]] == [0, 1] and first[1] == second[1] == home
-    items.close()  # a Stop or a closed tab, after two of five steps
+    items.close()  # a Stop or a closed tab, after two of five steps: queued, not awaited
+    compute_thread.run(lambda: None)  # the work queued before this has run
     assert cleaned == [home]
     assert [i for i, _ in compute_thread.iterate(steps())] == [0, 1, 2, 3, 4]
 
@@ -90,3 +92,29 @@ def test_the_servers_steps_run_on_the_compute_thread(lm):
     finally:
         server.close()
     assert where and all(where)
+
+
+def test_closing_does_not_wait_for_the_work_ahead_of_it():
+    started, release = threading.Event(), threading.Event()
+
+    def long_job():
+        started.set()
+        release.wait(30)
+
+    def steps():
+        yield 1
+        yield 2
+
+    items = compute_thread.iterate(steps())
+    assert next(items) == 1
+    busy = threading.Thread(target=compute_thread.run, args=(long_job,))
+    busy.start()
+    assert started.wait(10)  # the compute thread is now busy with someone's long job
+    closer = threading.Thread(target=items.close)  # what Gradio's event loop does on Stop
+    closer.start()
+    closer.join(10)
+    closed_at_once = not closer.is_alive()  # before the long job ends
+    release.set()
+    busy.join()
+    closer.join()
+    assert closed_at_once
