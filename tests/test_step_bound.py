@@ -96,3 +96,10 @@ def test_matrix_products_faster_than_the_measured_bandwidth_are_explained():
     md = step_bound_md(CPU, 0.018, 540_000_000, 20.0, 0.8e-6, None, 538_000_000, 30)
     assert "26.9 GB/s, 134% of the measured bandwidth" in md and "Above 100%" in md
     assert "Above 100%" not in step_bound_md(CPU, 0.018, 1, 30.0, 1e-6, None, 538_000_000, 30)
+
+
+def test_the_gap_blames_slow_matrix_products_only_when_they_were_slow():
+    slow = step_bound_md(CPU, 0.018, 540_000_000, 40.0, 1e-6, None, 538_000_000, 30)  # 67%
+    fast = step_bound_md(CPU, 0.018, 540_000_000, 27.0, 1e-6, None, 538_000_000, 30)  # 100%
+    assert "matrix products that fall short" in slow
+    assert "matrix products that fall short" not in fast and "is the gap" in fast

@@ -67,7 +67,7 @@ def step_split_figure(p, floor_seconds: float, caption: str = "") -> go.Figure:
     fig.update_layout(barmode="stack", uniformtext=dict(minsize=12, mode="hide"),
                       legend_traceorder="normal")  # stacked bars list in reverse by default
     fig.update_yaxes(categoryorder="array", categoryarray=[FLOOR_ROW, MEASURED_ROW])
-    return styled(fig, step_title(p), "milliseconds per decode step (batch 1)", "", caption,
+    return styled(fig, step_title(p), "ms per decode step (batch 1)", "", caption,
                   height=340)
 
 
@@ -132,6 +132,8 @@ def step_bound_md(p, floor_seconds: float, bytes_per_token: int, bandwidth_gbs: 
             f"{p.between_ops_seconds * ms:.1f} ms of Python and framework code.",
         ]
     bill = p.ops_per_step * tiny_op_s
+    slow_products = not weight_bytes or weight_bytes / max(p.matmul_seconds, 1e-12) / 1e9 < (
+        0.9 * bandwidth_gbs)  # the products read below 90% of the measured bandwidth
     lines += [
         f"- **The dispatch bill ({THEORETICAL}, from two measurements):** "
         f"{p.ops_per_step:,.0f} operations a step × {tiny_op_s * 1e6:.2f} µs (one do-nothing "
@@ -139,9 +141,11 @@ def step_bound_md(p, floor_seconds: float, bytes_per_token: int, bandwidth_gbs: 
         "",
         "The roofline's ceiling counts only the bytes a step must read. Every operation also "
         "pays a fixed cost to be dispatched, whatever its size, and one step of this small model "
-        "is thousands of tiny operations: that, with matrix products that fall short of the full "
-        "bandwidth, is the gap between the measured point and the roof. Fewer, larger operations "
-        "(fused kernels, a compiled step, a bigger batch sharing each operation) close it.",
+        "is thousands of tiny operations: that"
+        + (", with matrix products that fall short of the full bandwidth," if slow_products
+           else "") + " is the gap between the measured point and the roof. Fewer, larger "
+        "operations (fused kernels, a compiled step, a bigger batch sharing each operation) "
+        "close it.",
     ]
     if race is not None and race.captured:
         same = ("the same tokens" if race.same_tokens else
