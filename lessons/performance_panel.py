@@ -146,7 +146,10 @@ def server_section(lm, settings: Settings, server) -> None:
     gr.Markdown("## The server, live\nEvery answer in *Try it* (yours and everyone else's) is "
                 "served by one continuous batcher: requests join and leave between steps, and all "
                 "active ones get their next token from one shared forward pass. This is lesson "
-                "5's continuous batching, serving this room right now.")
+                "5's continuous batching, serving this room right now. Its steps and every "
+                "lesson's measurements take turns on one compute thread: on a CPU, a second "
+                "thread running the model drags every decode down to one core's speed (measured "
+                "on a 2-core Xeon on 2026-11-30: 33 tokens/s with one thread, 19 with two).")
     with gr.Row():
         watch = gr.Checkbox(False, label="Watch live (updates every 2 s)", elem_id="server-watch")
         refresh = gr.Button("Refresh now", elem_id="server-refresh")
