@@ -6,7 +6,9 @@ handlers and the server's steps are handed to it (a chat handler, which waits on
 is not)."""
 from __future__ import annotations
 
+import os
 import threading
+import time
 
 import pytest
 
@@ -118,3 +120,47 @@ def test_closing_does_not_wait_for_the_work_ahead_of_it():
     busy.join()
     closer.join()
     assert closed_at_once
+
+
+def _native_threads() -> int:
+    """Threads of this process that Python did not start (OpenMP's helpers among them)."""
+    return len(os.listdir("/proc/self/task")) - threading.active_count()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux /proc")
+def test_the_apps_handlers_add_no_openmp_team_from_their_own_threads(app_module):
+    """Gradio calls each handler on a thread of its own. A handler that ran the model there
+    would give that thread its own OpenMP team (one more native thread while it lives) and
+    slow every decode to one core's speed; through the compute thread it adds none."""
+    handlers = {f.api_name: f.fn for f in app_module.demo.fns.values() if f.api_name}
+    calls = [("prefill_measure", ("Summarise a storm in one line.",)),
+             ("tokenize", ("Hello, world", True))]
+    for name, args in calls:  # warm-up: the compute thread's team, the tokenizer's pool
+        list(handlers[name](*args))
+    before = _native_threads()
+    hold, done = threading.Event(), []
+
+    def visitor(name, args):
+        list(handlers[name](*args))
+        done.append(name)
+        hold.wait(60)  # stay alive: a team lives as long as its thread
+
+    visitors = [threading.Thread(target=visitor, args=call) for call in calls * 2]
+    for v in visitors:
+        v.start()
+    try:
+        assert _wait_for(lambda: len(done) == len(visitors), 120)
+        assert _native_threads() <= before  # none added (one may have ended meanwhile)
+    finally:
+        hold.set()
+        for v in visitors:
+            v.join()
+
+
+def _wait_for(condition, timeout_s: float) -> bool:
+    end = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.05)
+    return True
