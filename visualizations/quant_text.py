@@ -119,6 +119,7 @@ def roofline_md(r, weight_bytes: int) -> str:
         f"- **Decode speed (measured, median step):** **{r.measured_tokens_per_s:.1f} tokens/s**, "
         f"**{r.fraction:.0%}** of the ceiling.\n\n"
         "Decode cannot beat the ceiling: every step must stream all the weights from memory. "
-        "The gap is time spent on other things (attention, small kernels, matrix-vector "
-        "products that do not reach full bandwidth). Other visitors' requests share these "
-        "cores, so every figure here rises and falls with the load.")
+        "The gap is time spent on other things (attention, thousands of small operations, "
+        "matrix-vector products that do not reach full bandwidth): *What bounds a decode step* "
+        "below splits one step to show how much. Other visitors' requests share these cores, "
+        "so every figure here rises and falls with the load.")
