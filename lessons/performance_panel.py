@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from inference.config import Settings
-from inference.experiments.captured_race import CapturedRace, captured_race
+from inference.experiments import step_bound
 from inference.experiments.compute_roof import (
     ComputeRoof,
     WorkPoint,
@@ -24,8 +24,8 @@ from inference.experiments.compute_roof import (
 from inference.experiments.memory_guard import memory_budget_bytes
 from inference.experiments.model_sizes import size_rows
 from inference.experiments.roofline import Roofline, machine_bandwidth
+from inference.experiments.step_bound import StepBound
 from inference.generation import stream
-from inference.profile_step import StepProfile, profile_decode_step, tiny_op_seconds
 from inference.tokens import prompt_ids
 from visualizations.machine_text import model_sizes_md
 from visualizations.quant_charts import roofline_figure
@@ -42,8 +42,6 @@ from .presenter_exports import figures_box, figures_md, latest_batch_points
 ROOFLINE_PROMPT = "Write a short story about a lighthouse keeper and a storm."
 ROOFLINE_NEW_TOKENS = 24  # enough decode steps for a steady median
 PREFILL_TOKENS = 256  # a long prompt: intensity ~256× decode's, right of most machines' ridge
-PROFILED_STEPS = 4  # decode steps under the profiler (and as many timed without it)
-RACE_TOKENS = 128  # the captured race's length on a GPU (a fraction of a second there)
 
 
 @dataclass(frozen=True)
@@ -89,22 +87,9 @@ def measure_compute_roof(lm, r: Roofline, shared=None,
     return ComputeRoof(peak, r.bandwidth_gbs, (decode, *batch, prefill))
 
 
-@dataclass(frozen=True)
-class StepBound:
-    """What bounds a decode step here: the profiler's split, the cost of one do-nothing
-    operation, and on a GPU the eager-vs-captured race (None on a CPU: nothing to capture)."""
-
-    profile: StepProfile
-    tiny_op_seconds: float
-    race: CapturedRace | None
-
-
 def measure_step_bound(lm) -> StepBound:
-    """Profile a few decode steps of the roofline's prompt; race the captured step on a GPU."""
-    ids = prompt_ids(lm.tokenizer, ROOFLINE_PROMPT)
-    profile = profile_decode_step(lm.model, ids, steps=PROFILED_STEPS)
-    race = captured_race(lm, ids, RACE_TOKENS) if lm.device.type == "cuda" else None
-    return StepBound(profile, tiny_op_seconds(lm.device), race)
+    """What bounds a decode step of the roofline's prompt (the race only on a GPU)."""
+    return step_bound.measure_step_bound(lm, prompt_ids(lm.tokenizer, ROOFLINE_PROMPT))
 
 
 def step_bound_outputs(lm, r: Roofline, bound: StepBound, caption: str) -> tuple[str, object]:

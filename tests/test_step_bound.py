@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from inference.experiments.captured_race import CapturedRace
+from inference.experiments.step_bound import PROFILED_STEPS
 from inference.profile_step import StepProfile
 from lessons import performance_panel
 from visualizations.step_charts import (
@@ -80,7 +81,7 @@ def test_the_panel_measures_a_real_step_against_the_roofline_floor(lm):
     r = performance_panel.measure_roofline(lm, new_tokens=4)
     bound = performance_panel.measure_step_bound(lm)
     p = bound.profile
-    assert p.steps == performance_panel.PROFILED_STEPS and p.device == str(lm.device)
+    assert p.steps == PROFILED_STEPS and p.device == str(lm.device)
     assert p.matmul_seconds + p.other_ops_seconds + p.between_ops_seconds == pytest.approx(
         p.step_seconds)
     assert 0 < bound.tiny_op_seconds < p.step_seconds / 100  # thousands of them fit in a step
