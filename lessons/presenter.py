@@ -27,7 +27,7 @@ from .presenter_measures import MEASURES, RECAP
 from .presenter_screens import Screen, load_screens
 
 STORAGE_KEY = "llm-lab-presenter"
-FRESH = {"screen": 0, "guesses": {}, "results": {}}
+FRESH = {"screen": 0, "guesses": {}, "results": {}, "page": None}  # page: who wrote it last
 # Arrow keys / Page Up-Down click Back and Next while the presenter is on screen and no field
 # has the focus; `?present=1` also hides the model card for a cleaner projected page.
 KEYS_JS = """() => {
@@ -58,7 +58,13 @@ def clean(progress) -> dict:
     return {"screen": progress.get("screen", 0) if isinstance(progress.get("screen"), int)
             else 0,
             "guesses": dict(progress.get("guesses") or {}),
-            "results": dict(progress.get("results") or {})}
+            "results": dict(progress.get("results") or {}),
+            "page": progress.get("page") if isinstance(progress.get("page"), str) else None}
+
+
+def _page(request) -> str | None:
+    """This page load's id (Gradio's session hash): a reload or another tab gets a new one."""
+    return getattr(request, "session_hash", None) if request is not None else None
 
 
 def at(screens: tuple[Screen, ...], progress: dict) -> tuple[int, Screen]:
@@ -105,14 +111,16 @@ def build(lm, settings: Settings, shared=None, server=None, demo: gr.Blocks | No
                 compare: compare_text(s, p, screens)}
 
     def move(step: int):
-        def go(p) -> dict:
+        def go(p, request: gr.Request = None) -> dict:
             p = clean(p)
             p["screen"] = min(max(p["screen"] + step, 0), len(screens) - 1)
+            p["page"] = _page(request)
             return view(p)
         return go
 
-    def measure(p, typed: float | None) -> dict:
+    def measure(p, typed: float | None, request: gr.Request = None) -> dict:
         p = clean(p)
+        p["page"] = _page(request)
         i, s = at(screens, p)
         if s.predict is not None and typed is not None:
             p["guesses"][s.measure] = float(typed)
@@ -134,9 +142,14 @@ def build(lm, settings: Settings, shared=None, server=None, demo: gr.Blocks | No
               concurrency_id="heavy", concurrency_limit=1, time_limit=300,
               api_name="presenter_measure")
     # The browser restores the stored progress after the page has loaded and reports it as a
-    # change: show that screen (not writing `progress` back, which would report again).
-    def restore(p) -> dict:
-        shown_now = move(0)(p)
+    # change: show that screen (not writing `progress` back, which would report again). A change
+    # this page wrote itself (a move, a measurement) is already on screen: redrawing it could
+    # land after the next move's answer and put the old screen back.
+    def restore(p, request: gr.Request = None) -> dict:
+        p = clean(p)
+        if p["page"] is not None and p["page"] == _page(request):
+            return {c: gr.skip() for c in outputs[1:]}
+        shown_now = view(p)
         shown_now.pop(progress)
         return shown_now
 
