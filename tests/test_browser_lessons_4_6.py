@@ -81,7 +81,8 @@ def test_lesson_4_kv_cache(visitor):
     if faster:
         assert float(compared.group(1)) == float(faster.group(1))
     else:
-        assert "slower" in summary and float(compared.group(1)) < 1
+        # "slower this time (0.99×)" beside the guess's "measured: 1 ×" (one decimal there)
+        assert "slower" in summary and float(compared.group(1)) <= 1
     # The headline numbers are cards a back row can read: 2em of the body text, ≥ 28 px.
     speedup_card = page.locator("#kv-race-summary .lab-big-value").last
     assert speedup_card.inner_text().endswith("×")
