@@ -5,8 +5,8 @@ Runs on a machine with a CUDA GPU and without gradio or plotly (this file import
 2. the figures that matter on a GPU: eager decode tokens/s at batch 1 beside the bandwidth
    ceiling, prefill of 16 and 1,024 tokens, the KV cache race, a batch sweep, every
    quantization mode's speed and agreement, what bounds a step (kernels launched, share of the
-   step the GPU was busy) and the captured decode (CUDA graph) against eager, same tokens, and
-   "This machine"'s own step measurement (`inference.experiments.step_bound`), the same code.
+   step the GPU was busy, through "This machine"'s own `inference.experiments.step_bound`) and
+   the captured decode (CUDA graph) against eager, same tokens.
 Each section's result (or its error) is written to bench/gpu-results.json as soon as it is
 known, so a run cut short still leaves what it measured. Without CUDA it says so and exits 2.
 Options: --skip-tests, --skip-bench, --out PATH.
@@ -20,7 +20,6 @@ import subprocess
 import sys
 import time
 import traceback
-from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -147,20 +146,18 @@ def captured_vs_eager(lm, ids: list[int], new_tokens: int = 128) -> dict:
 def bench_sections(lm) -> dict:
     """Name -> zero-argument function, in the order they run."""
     from bench import measure
-    from inference.experiments.step_bound import measure_step_bound
-    from inference.profile_step import step_figures
+    from inference.experiments.step_bound import measure_step_bound, step_figures
     from inference.tokens import prompt_ids
 
     ids = prompt_ids(lm.tokenizer, PROMPT)
     return {
         "decode": lambda: decode_figures(lm, ids),
-        "step_profile": lambda: step_figures(lm.model, ids),
+        # "This machine"'s own measurement; its race is the "captured" section, run once
+        "step_profile": lambda: step_figures(measure_step_bound(lm, ids, race_tokens=0)),
         "prefill": lambda: measure.prefill_lengths(lm, (16, 1024)),
         "kv_cache": lambda: measure.kv_cache_race(lm, prompt_ids(lm.tokenizer, KV_PROMPT)),
         "batching": lambda: measure.batch_sweep(lm, ids, sizes=(1, 4, 16, 64)),
         "captured": lambda: captured_vs_eager(lm, ids),
-        # what "This machine" shows on a GPU: the same function, kernels per step and the race
-        "step_bound": lambda: asdict(measure_step_bound(lm, ids)),
         "quantization": lambda: quantization(lm, prompt_ids(lm.tokenizer, QUALITY_PROMPT)),
     }
 

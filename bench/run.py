@@ -140,8 +140,8 @@ def main() -> dict:
     print({k: v for k, v in dec.items() if not k.endswith("runs")})
 
     section("decode step profile: ops per step, share outside the big matmuls")
-    from inference.profile_step import step_figures
-    results["step_profile"] = step_figures(lm.model, ids)
+    from inference.experiments.step_bound import measure_step_bound, step_figures
+    results["step_profile"] = step_figures(measure_step_bound(lm, ids, race_tokens=0))
     print(results["step_profile"])
 
     section("prefill")

@@ -224,8 +224,9 @@ def load_model(
     The dtype: the argument, else LLM_LAB_DTYPE, else `default_dtype(device)`."""
     settings = settings or Settings.from_env()
     device = torch.device(device) if device is not None else default_device()
-    from_env = dtype is None and dtype_from_env() is not None
-    dtype = dtype or dtype_from_env() or default_dtype(device)
+    env_dtype = dtype_from_env()
+    from_env = dtype is None and env_dtype is not None
+    dtype = dtype or env_dtype or default_dtype(device)
     start = time.perf_counter()
     note, model, tok, source, name = "", None, None, "", settings.hub_id
     gguf = bundled_gguf_path(settings)

@@ -116,15 +116,6 @@ def profile_decode_step(model, prompt_ids: list[int], steps: int = 4) -> StepPro
                        kernels_per_step=kernels, device_busy_share=busy)
 
 
-def step_figures(model, prompt_ids: list[int]) -> dict:
-    """The profile as plain figures for a results file, with the time between operations and
-    the cost of one do-nothing operation (the dispatch bill's two factors)."""
-    p = profile_decode_step(model, prompt_ids)
-    device = next(model.parameters()).device
-    return vars(p) | {"between_ops_seconds": p.between_ops_seconds,
-                      "tiny_op_seconds": tiny_op_seconds(device)}
-
-
 def tiny_op_seconds(device: torch.device | str, n: int = 2000, repeats: int = 5) -> float:
     """The fixed cost of one operation that does almost nothing (adding two one-element
     tensors), median of `repeats` runs of `n`, synced: what every one of a step's operations

@@ -95,8 +95,8 @@ def measure_step_bound(lm) -> StepBound:
 def step_bound_outputs(lm, r: Roofline, bound: StepBound, caption: str) -> tuple[str, object]:
     """The step's split in words and as a chart, against `r`'s bandwidth floor."""
     floor = 1 / r.ceiling_tokens_per_s
-    text = step_bound_md(bound.profile, floor, r.bytes_per_token, r.bandwidth_gbs,
-                         bound.tiny_op_seconds, bound.race, lm.info.weight_bytes, lm.info.layers)
+    text = step_bound_md(bound, floor, r.bytes_per_token, r.bandwidth_gbs, lm.info.weight_bytes,
+                         lm.info.layers)
     return text, step_split_figure(bound.profile, floor, caption)
 
 
@@ -176,7 +176,7 @@ def build(lm, settings: Settings, shared=None, server=None) -> None:
     gr.Markdown("### What bounds a decode step\nThe same button profiles a few decode steps: "
                 "how much of a step is the matrix products that read the weights, and how much "
                 "is everything around them.")
-    step_text = gr.Markdown(step_bound_md(None, 0, 0, 0, 0), elem_id="perf-step")
+    step_text = gr.Markdown(step_bound_md(None, 0, 0, 0), elem_id="perf-step")
     step_chart = gr.Plot(step_split_figure(None, 0), label="One decode step, split",
                          elem_id="perf-step-chart")
     sizes = gr.Markdown("### Choosing a model size\n*Press **Measure this machine**: the table "

@@ -21,8 +21,8 @@ from inference.experiments.prefill_sweep import prefill_sweep
 from inference.experiments.quality import greedy_run
 from inference.experiments.roofline import machine_bandwidth
 from inference.experiments.serving_cost import usd_per_million
+from inference.experiments.step_bound import measure_step_bound
 from inference.generation import stream
-from inference.profile_step import profile_decode_step, tiny_op_seconds
 from inference.quant_modes import build_mode
 from inference.tokens import encode_text, tokenize
 
@@ -119,9 +119,8 @@ def roofline(lm, settings: Settings, shared) -> Measured:
 
 
 def step_split(lm, settings: Settings, shared) -> Measured:
-    p = profile_decode_step(lm.model, encode_prompt(lm, settings, PROMPT), steps=4)
-    share = 100 * p.matmul_share
-    bill = p.ops_per_step * tiny_op_seconds(lm.device)
+    bound = measure_step_bound(lm, encode_prompt(lm, settings, PROMPT), race_tokens=0)
+    p, share = bound.profile, 100 * bound.profile.matmul_share
     return Measured("step_split", share, f"{share:.0f}%",
                     "of a decode step is the matrix products",
                     f"one step {p.step_seconds * 1000:.1f} ms: matrix products "
@@ -129,7 +128,7 @@ def step_split(lm, settings: Settings, shared) -> Measured:
                     f"{p.ops_per_step - p.matmul_ops_per_step:,.0f} other operations "
                     f"{p.other_ops_seconds * 1000:.1f} ms · between them "
                     f"{p.between_ops_seconds * 1000:.1f} ms · dispatch alone ≈ "
-                    f"{bill * 1000:.1f} ms")
+                    f"{bound.dispatch_seconds * 1000:.1f} ms")
 
 
 def kv_bytes(lm, settings: Settings, shared) -> Measured:

@@ -8,7 +8,8 @@ import torch
 from inference.captured_decode import StaticDecoder, captured_greedy
 from inference.experiments.captured_race import captured_race
 from inference.experiments.quality import NEAR_TIE, greedy_run, teacher_forced_logprobs
-from inference.profile_step import profile_decode_step, step_figures, tiny_op_seconds
+from inference.experiments.step_bound import measure_step_bound, step_figures
+from inference.profile_step import profile_decode_step, tiny_op_seconds
 from inference.tokens import prompt_ids
 
 PROMPT = "Write a long story about a lighthouse keeper."
@@ -79,10 +80,13 @@ def test_a_do_nothing_operation_costs_a_measurable_fixed_time(lm):
 
 
 def test_step_figures_for_the_results_files(lm):
-    figures = step_figures(lm.model, prompt_ids(lm.tokenizer, "Hi"))
+    figures = step_figures(measure_step_bound(lm, prompt_ids(lm.tokenizer, "Hi"), race_tokens=0))
+    step = figures["profile"]
     assert figures["between_ops_seconds"] == pytest.approx(
-        figures["step_seconds"] - figures["matmul_seconds"] - figures["other_ops_seconds"])
-    assert 0 < figures["tiny_op_seconds"] < figures["step_seconds"]
+        step["step_seconds"] - step["matmul_seconds"] - step["other_ops_seconds"])
+    assert 0 < figures["tiny_op_seconds"] < step["step_seconds"]
+    assert figures["dispatch_seconds"] == pytest.approx(
+        step["ops_per_step"] * figures["tiny_op_seconds"]) and figures["race"] is None
     assert json.loads(json.dumps(figures)) == figures  # plain numbers and text only
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from inference.experiments.captured_race import CapturedRace
-from inference.experiments.step_bound import PROFILED_STEPS
+from inference.experiments.step_bound import PROFILED_STEPS, StepBound
 from inference.profile_step import StepProfile
 from lessons import performance_panel
 from visualizations.step_charts import (
@@ -24,6 +24,7 @@ CPU = StepProfile(device="cpu", steps=4, step_seconds=0.032, ops_per_step=5870.0
 GPU = StepProfile(device="cuda:0", steps=4, step_seconds=0.0188, ops_per_step=5870.0,
                   matmul_seconds=0.0025, overhead_share=0.867, matmul_ops_per_step=211.0,
                   other_ops_seconds=0.0018, kernels_per_step=2447.0, device_busy_share=0.229)
+CPU_1US = StepBound(CPU, 1e-6, None)  # one do-nothing operation: 1 µs
 RACE = CapturedRace(new_tokens=128, captured=True, eager_tokens_per_s=54.0,
                     static_tokens_per_s=46.0, captured_tokens_per_s=323.0, capture_seconds=0.21,
                     same_tokens=True, first_difference_at=None)
@@ -48,7 +49,7 @@ def test_cpu_step_splits_into_three_parts_beside_the_floor():
 
 
 def test_cpu_text_gives_every_figure_its_label_and_the_dispatch_bill():
-    md = step_bound_md(CPU, 0.018, 540_000_000, 30.0, 0.8e-6, None, 538_000_000, 30)
+    md = step_bound_md(StepBound(CPU, 0.8e-6, None), 0.018, 540_000_000, 30.0, 538_000_000, 30)
     assert "32.0 ms (31.2 tokens/s)" in md
     assert "**18.0 ms**" in md and "1.8× that" in md
     assert "211 products a step (7 per layer, and the output head)" in md
@@ -62,18 +63,19 @@ def test_cpu_text_gives_every_figure_its_label_and_the_dispatch_bill():
 def test_gpu_step_shows_the_idle_gpu_and_the_captured_race():
     assert "GPU idle" in segments(GPU)[2][0]
     assert step_title(GPU) == "The GPU was busy 23% of a decode step: launching sets the pace"
-    md = step_bound_md(GPU, 0.00007, 270_000_000, 3700.0, 5e-6, RACE, 269_000_000, 30)
+    md = step_bound_md(StepBound(GPU, 5e-6, RACE), 0.00007, 270_000_000, 3700.0, 269_000_000, 30)
     assert "2,447 kernels a step" in md and "**23%**" in md
     assert "**323 tokens/s** against 54" in md and "**6.0×**" in md and "the same tokens" in md
     parted = CapturedRace(**{**vars(RACE), "same_tokens": False, "first_difference_at": 17})
-    assert "different tokens from token 17" in step_bound_md(GPU, 7e-5, 1, 1.0, 1e-6, parted)
+    parted_md = step_bound_md(StepBound(GPU, 1e-6, parted), 7e-5, 1, 1.0)
+    assert "different tokens from token 17" in parted_md
 
 
 def test_odd_counts_and_the_empty_state():
-    md = step_bound_md(CPU, 0.018, 1, 30.0, 1e-6, None, 0, 7)  # (211 - 1) / 7 = 30 per layer
+    md = step_bound_md(CPU_1US, 0.018, 1, 30.0, 0, 7)  # (211 - 1) / 7 = 30 a layer
     assert "211 products a step (30 per layer" in md
-    assert "per layer" not in step_bound_md(CPU, 0.018, 1, 30.0, 1e-6, None, 0, 4)
-    assert "Press" in step_bound_md(None, 0, 0, 0, 0)
+    assert "per layer" not in step_bound_md(CPU_1US, 0.018, 1, 30.0, 0, 4)
+    assert "Press" in step_bound_md(None, 0, 0, 0)
     assert not step_split_figure(None, 0).data
 
 
@@ -94,13 +96,13 @@ def test_the_panel_measures_a_real_step_against_the_roofline_floor(lm):
 
 
 def test_matrix_products_faster_than_the_measured_bandwidth_are_explained():
-    md = step_bound_md(CPU, 0.018, 540_000_000, 20.0, 0.8e-6, None, 538_000_000, 30)
+    md = step_bound_md(StepBound(CPU, 0.8e-6, None), 0.018, 540_000_000, 20.0, 538_000_000, 30)
     assert "26.9 GB/s, 134% of the measured bandwidth" in md and "Above 100%" in md
-    assert "Above 100%" not in step_bound_md(CPU, 0.018, 1, 30.0, 1e-6, None, 538_000_000, 30)
+    assert "Above 100%" not in step_bound_md(CPU_1US, 0.018, 1, 30.0, 538_000_000, 30)
 
 
 def test_the_gap_blames_slow_matrix_products_only_when_they_were_slow():
-    slow = step_bound_md(CPU, 0.018, 540_000_000, 40.0, 1e-6, None, 538_000_000, 30)  # 67%
-    fast = step_bound_md(CPU, 0.018, 540_000_000, 27.0, 1e-6, None, 538_000_000, 30)  # 100%
+    slow = step_bound_md(CPU_1US, 0.018, 540_000_000, 40.0, 538_000_000, 30)  # 67%
+    fast = step_bound_md(CPU_1US, 0.018, 540_000_000, 27.0, 538_000_000, 30)  # 100%
     assert "matrix products that fall short" in slow
     assert "matrix products that fall short" not in fast and "is the gap" in fast

@@ -7,8 +7,8 @@ operations (Python and framework code; on a GPU, the GPU idle while the next ker
 launched). One bar shows that split, the other the floor the bandwidth sets, so the gap the
 roofline shows becomes visible as the parts that are not weight reading.
 
-Pure: a `StepProfile` and an optional `CapturedRace` (read by attribute) in, a Plotly figure
-or markdown out.
+Pure: a `StepProfile`, or a `StepBound` (profile, one operation's cost, optional race), read
+by attribute, in; a Plotly figure or markdown out.
 """
 from __future__ import annotations
 
@@ -94,15 +94,16 @@ def _matmul_rate(weight_bytes: int, seconds: float, bandwidth_gbs: float) -> str
     return text
 
 
-def step_bound_md(p, floor_seconds: float, bytes_per_token: int, bandwidth_gbs: float,
-                  tiny_op_s: float, race=None, weight_bytes: int = 0, layers: int = 0) -> str:
-    """The split in words, the dispatch bill, and (on a GPU) the captured race.
+def step_bound_md(bound, floor_seconds: float, bytes_per_token: int, bandwidth_gbs: float,
+                  weight_bytes: int = 0, layers: int = 0) -> str:
+    """The split in words, the dispatch bill, and (on a GPU) the captured race, from a
+    `StepBound` (its profile, one operation's cost, the race or None).
 
     `floor_seconds` = `bytes_per_token` ÷ bandwidth; `weight_bytes` (what the matrix products
     read) and `layers` are the loaded model's."""
-    if p is None:
+    if bound is None:
         return "*Press **Measure this machine**: the profiler splits one decode step.*"
-    ms = 1000
+    p, race, ms = bound.profile, bound.race, 1000
     gpu = _on_gpu(p)
     other_ops = p.ops_per_step - p.matmul_ops_per_step
     lines = [
@@ -131,13 +132,13 @@ def step_bound_md(p, floor_seconds: float, bytes_per_token: int, bandwidth_gbs: 
             f"- **Between operations ({MEASURED}, what is left):** "
             f"{p.between_ops_seconds * ms:.1f} ms of Python and framework code.",
         ]
-    bill = p.ops_per_step * tiny_op_s
     slow_products = not weight_bytes or weight_bytes / max(p.matmul_seconds, 1e-12) / 1e9 < (
         0.9 * bandwidth_gbs)  # the products read below 90% of the measured bandwidth
     lines += [
         f"- **The dispatch bill ({THEORETICAL}, from two measurements):** "
-        f"{p.ops_per_step:,.0f} operations a step × {tiny_op_s * 1e6:.2f} µs (one do-nothing "
-        f"operation, measured here) ≈ **{bill * ms:.1f} ms** a step before any arithmetic.",
+        f"{p.ops_per_step:,.0f} operations a step × {bound.tiny_op_seconds * 1e6:.2f} µs (one "
+        f"do-nothing operation, measured here) ≈ **{bound.dispatch_seconds * ms:.1f} ms** a step "
+        "before any arithmetic.",
         "",
         "The roofline's ceiling counts only the bytes a step must read. Every operation also "
         "pays a fixed cost to be dispatched, whatever its size, and one step of this small model "

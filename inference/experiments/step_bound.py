@@ -4,11 +4,12 @@ Three parts, each from its own module: the profiler's split of a few real decode
 (`profile_step.profile_decode_step`), the fixed cost of one do-nothing operation
 (`profile_step.tiny_op_seconds`: operations per step × this = the dispatch bill), and on a GPU
 the eager loop raced against the captured step (`captured_race`). On a CPU there is nothing to
-capture, so the race is left out (None). `bench.gpu_check` runs this same function on CUDA.
+capture, so the race is left out (None). `make bench` and `bench.gpu_check` record the same
+measurement (`step_figures`); the GPU check races the captured step in a section of its own.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from ..profile_step import StepProfile, profile_decode_step, tiny_op_seconds
 from .captured_race import CapturedRace, captured_race
@@ -21,12 +22,25 @@ RACE_TOKENS = 128  # the captured race's length on a GPU (a fraction of a second
 class StepBound:
     profile: StepProfile
     tiny_op_seconds: float  # one do-nothing operation, measured here
-    race: CapturedRace | None  # None on a CPU: nothing to capture
+    race: CapturedRace | None  # None on a CPU (nothing to capture) or when not asked for
+
+    @property
+    def dispatch_seconds(self) -> float:
+        """The dispatch bill of one step (theoretical): operations per step × one's fixed cost."""
+        return self.profile.ops_per_step * self.tiny_op_seconds
 
 
 def measure_step_bound(lm, prompt_ids: list[int], steps: int = PROFILED_STEPS,
                        race_tokens: int = RACE_TOKENS) -> StepBound:
-    """Profile `steps` decode steps after `prompt_ids`; race the captured step on a GPU."""
+    """Profile `steps` decode steps after `prompt_ids`; on a GPU, race the captured step over
+    `race_tokens` tokens (0: no race)."""
     profile = profile_decode_step(lm.model, prompt_ids, steps=steps)
-    race = captured_race(lm, prompt_ids, race_tokens) if lm.device.type == "cuda" else None
+    race = (captured_race(lm, prompt_ids, race_tokens)
+            if lm.device.type == "cuda" and race_tokens > 0 else None)
     return StepBound(profile, tiny_op_seconds(lm.device), race)
+
+
+def step_figures(bound: StepBound) -> dict:
+    """The measurement as plain figures for a results file (`make bench`, `bench.gpu_check`)."""
+    return asdict(bound) | {"between_ops_seconds": bound.profile.between_ops_seconds,
+                            "dispatch_seconds": bound.dispatch_seconds}
