@@ -39,7 +39,8 @@ class StepProfile:
     steps: int  # decode steps profiled
     step_seconds: float  # median wall time of one step, without the profiler
     ops_per_step: float  # aten operations dispatched per step (nested ones counted too)
-    matmul_seconds: float  # per step, time inside the big matrix products (MATMUL_OPS)
+    matmul_seconds: float  # per step, time inside the big matrix products (MATMUL_OPS); on a
+    # CPU their share of a profiled step, applied to `step_seconds`
     overhead_share: float  # 0..1: share of the step outside the big matrix products
     matmul_ops_per_step: float = 0.0  # how many of `ops_per_step` are big matrix products
     other_ops_seconds: float = 0.0  # per step, self time of every other operation (CPU) or
@@ -91,13 +92,17 @@ def profile_decode_step(model, prompt_ids: list[int], steps: int = 4) -> StepPro
     cuda = device.type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     with profile(activities=activities) as prof:
-        _timed_steps(model, token, pre.cache, steps)
+        profiled, _ = _timed_steps(model, token, pre.cache, steps)
     events = prof.events()
     on_gpu = [getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA for e in events]
     cpu_ops = [e for e, g in zip(events, on_gpu) if e.name.startswith("aten::") and not g]
     matmuls = [e for e in cpu_ops if e.name in MATMUL_OPS]
     matmul_us = sum(e.self_cpu_time_total for e in matmuls)
     other_us = sum(e.self_cpu_time_total for e in cpu_ops) - matmul_us
+    # On a CPU the profiler adds a little to every operation, and the profiled steps may share
+    # the cores with other work: its split is read as shares of the profiled step and applied
+    # to the step timed without it (else the parts could exceed the step and leave "0 ms").
+    scale = step_s / statistics.median(profiled)
     kernels = busy = None
     if cuda:
         gpu = [e for e, g in zip(events, on_gpu) if g]
@@ -107,8 +112,9 @@ def profile_decode_step(model, prompt_ids: list[int], steps: int = 4) -> StepPro
         matmul_us = sum(_device_time_us(e) for e in gpu
                         if any(k in e.name.lower() for k in ("gemm", "gemv", "matmul", "int4")))
         other_us = kernel_us - matmul_us  # on a GPU: the step's other kernels, device time
-    matmul_s = min(step_s, matmul_us / 1e6 / steps)
-    other_s = min(step_s - matmul_s, other_us / 1e6 / steps)
+        scale = 1.0  # kernels' device time is not slowed by the profiler's bookkeeping
+    matmul_s = min(step_s, matmul_us / 1e6 / steps * scale)
+    other_s = min(step_s - matmul_s, other_us / 1e6 / steps * scale)
     return StepProfile(device=str(device), steps=steps, step_seconds=step_s,
                        ops_per_step=len(cpu_ops) / steps, matmul_seconds=matmul_s,
                        overhead_share=min(1.0, max(0.0, 1.0 - matmul_s / step_s)),

@@ -108,7 +108,8 @@ def step_bound_md(bound, floor_seconds: float, bytes_per_token: int, bandwidth_g
     other_ops = p.ops_per_step - p.matmul_ops_per_step
     lines = [
         f"- **One step (measured, median of {p.steps} after a warm-up step):** "
-        f"{p.step_seconds * ms:.1f} ms ({1 / p.step_seconds:.1f} tokens/s).",
+        f"{p.step_seconds * ms:.1f} ms ({1 / p.step_seconds:.1f} tokens/s), split below by "
+        "the profiler's shares of its own steps.",
         f"- **Bandwidth floor ({THEORETICAL}):** {human_bytes(bytes_per_token)} read ÷ "
         f"{bandwidth_gbs:,.1f} GB/s = **{floor_seconds * ms:.1f} ms**: a step can be no "
         f"faster. This step took {p.step_seconds / floor_seconds:.1f}× that.",
