@@ -127,8 +127,9 @@ def dtype_reason(device: torch.device, dtype: torch.dtype, from_env: bool) -> st
         return (f"{name}: the GPU default (native half-precision arithmetic, half the bytes of "
                 f"float32 per token). {DTYPE_ENV}=float32 or bfloat16 to compare.")
     return (f"{name}: the CPU default, the reference every lesson compares with. float16 halves "
-            "the bytes but decodes only 1.2-1.8× faster on the small CPUs measured, and its "
-            f"greedy picks can part at near-ties; {DTYPE_ENV}=float16 to try it.")
+            "the bytes but decoded only 1.2× (2-core Xeon) to 1.8× (2-core EPYC) faster in this "
+            "project's `make bench` runs of 2026-11-30, not on this machine, and its greedy "
+            f"picks can part at near-ties; {DTYPE_ENV}=float16 to try it.")
 
 
 def bundled_gguf_path(settings: Settings) -> str | None:

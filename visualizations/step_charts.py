@@ -67,7 +67,7 @@ def step_split_figure(p, floor_seconds: float, caption: str = "") -> go.Figure:
     fig.update_layout(barmode="stack", uniformtext=dict(minsize=12, mode="hide"),
                       legend_traceorder="normal")  # stacked bars list in reverse by default
     fig.update_yaxes(categoryorder="array", categoryarray=[FLOOR_ROW, MEASURED_ROW])
-    return styled(fig, step_title(p), "ms per decode step (batch 1)", "", caption,
+    return styled(fig, step_title(p), "ms per step (batch 1)", "", caption,
                   height=340)
 
 
