@@ -128,7 +128,7 @@ def dtype_reason(device: torch.device, dtype: torch.dtype, from_env: bool) -> st
                 f"float32 per token). {DTYPE_ENV}=float32 or bfloat16 to compare.")
     return (f"{name}: the CPU default, the reference every lesson compares with. float16 halves "
             "the bytes but decoded only 1.2× (2-core Xeon) to 1.8× (2-core EPYC) faster in this "
-            "project's `make bench` runs of 2026-11-30, not on this machine, and its greedy "
+            "project's make bench runs of 2026-11-30, not on this machine, and its greedy "
             f"picks can part at near-ties; {DTYPE_ENV}=float16 to try it.")
 
 
