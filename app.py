@@ -26,12 +26,12 @@ from lessons import (
     quantization_panel,
     tokens_panel,
 )
-from lessons.chart_csv import wire_chart_csv
-from lessons.classroom_guard import RefuseUploads, explain_bad_numbers, limit_per_session
-from lessons.lesson_text import lesson_text
-from lessons.links import link_notice, wire_links
-from lessons.next_lesson import lesson_footer, start_prompts, wire_start_prompts
-from lessons.progress import progress_box, wire_progress
+from lessons.common.chart_csv import wire_chart_csv
+from lessons.common.classroom_guard import RefuseUploads, explain_bad_numbers, limit_per_session
+from lessons.common.lesson_text import lesson_text
+from lessons.common.links import link_notice, wire_links
+from lessons.common.next_lesson import lesson_footer, start_prompts, wire_start_prompts
+from lessons.common.progress import progress_box, wire_progress
 from visualizations.glossary import glossary_md
 from visualizations.model_card import model_card_html
 

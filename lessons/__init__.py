@@ -1,3 +1,66 @@
-"""The app's lesson panels: one module per lesson, each with `build(lm)` that lays out its
-controls and wires its events inside the caller's `gr.Tab`. Handlers are plain functions
-that call `inference/` and draw with `visualizations/`."""
+"""The app's tabs, in order: one `Tab` record each, the one list `app.py` builds the page from
+and `links`, `next_lesson` and `progress` (lessons/common/) read.
+
+A tab is two files: `lessons/<module>_panel.py` (Gradio layout and wiring, with
+`build(ctx: AppContext)`) and `lessons/<module>_handlers.py` (the plain functions it wires:
+records in, records out, no Gradio). Adding a lesson is one `Tab` below and those two files.
+This file imports no panel (the modules are named, and imported by `app.py`), so the common
+modules can read the list without reaching any tab.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Tab:
+    """One tab of the app."""
+
+    id: str  # the tab's id, also in links (?lesson=kv)
+    label: str  # the tab's title on the tab strip
+    module: str  # lessons/<module>_panel.py and lessons/<module>_handlers.py
+    next: str | None = None  # the id of the tab its "Next lesson" button opens
+    words: tuple[str, ...] = ()  # glossary terms its text uses first (a footer when not empty)
+    teaser: str = ""  # what it shows, on the previous tab's "Next lesson" button
+    prompt_boxes: tuple[str, ...] = ()  # elem_ids a link's prompt fills (its main prompt first)
+
+    @property
+    def panel(self) -> str:
+        return f"lessons.{self.module}_panel"
+
+    @property
+    def handlers(self) -> str:
+        return f"lessons.{self.module}_handlers"
+
+
+TABS: tuple[Tab, ...] = (
+    Tab("start", "Start here", "start", "chat", ("token", "forward", "kv")),
+    Tab("chat", "Try it", "chat", "tokens", ("ttft", "tpot", "greedy", "token"),
+        "ask the model something and watch the answer stream in", ("chat-prompt",)),
+    Tab("tokens", "1 · Tokens", "tokens", "prefill", ("token", "dtype"),
+        "what the model actually reads", ("tok-text",)),
+    Tab("prefill", "2 · Prefill", "prefill", "decode", ("forward", "ttft", "dtype", "o1"),
+        "the whole prompt in one pass", ("prefill-prompt",)),
+    Tab("decode", "3 · Decode", "decode", "kv", ("greedy", "tpot", "kv", "forward"),
+        "the answer, one token at a time", ("decode-prompt",)),
+    Tab("kv", "4 · KV cache", "kv_cache", "batching", ("kv", "kvheads", "headdim", "gqa", "o1"),
+        "why each step only needs the new token",
+        ("kv-growth-prompt", "kv-race-prompt", "kv-attn-prompt")),
+    Tab("batching", "5 · Batching", "batching", "quantization",
+        ("batch", "p95", "tpot", "roofline"), "many requests, one pass over the weights"),
+    Tab("quantization", "6 · Quantization", "quantization", "machine",
+        ("dtype", "gguf", "q4", "kl", "roofline", "kernel"), "fewer bytes per weight",
+        ("quant-prompt",)),
+    Tab("machine", "This machine", "machine", None,
+        ("roofline", "kernel", "dispatch", "cudagraph", "dtype"),
+        "this machine's own speed limit"),
+    Tab("present", "Present", "presenter"),
+    Tab("glossary", "Glossary", "glossary"),
+)
+BY_ID: dict[str, Tab] = {t.id: t for t in TABS}
+
+
+def lesson_path() -> tuple[Tab, ...]:
+    """The lessons in order along the "Next lesson" buttons: every tab some tab leads to."""
+    targets = {t.next for t in TABS if t.next}
+    return tuple(t for t in TABS if t.id in targets)

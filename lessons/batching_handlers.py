@@ -36,8 +36,8 @@ from visualizations import batching_tables as tables
 from visualizations import batching_text as text
 from visualizations.style import info_caption
 
-from .guess import guess_md
-from .prompt_input import encode_prompt
+from .common.guess import guess_md
+from .common.prompt_input import encode_prompt
 
 GUESS_KEY = "batch"  # the presenter screen whose question the sweep answers
 COST_GUESS_KEY = "cost"  # ... and the one the cost view answers

@@ -21,12 +21,12 @@ from visualizations import batching_charts as charts
 from visualizations import batching_text as text
 
 from . import batching_handlers as run
-from .controls import number, slider
-from .feedback import guarded
-from .guess import guess_box
-from .lesson_text import lesson_text
-from .named_outputs import showing
-from .presenter_exports import latest_modes, wire_batch_csv
+from .common.controls import number, slider
+from .common.feedback import guarded
+from .common.guess import guess_box
+from .common.lesson_text import lesson_text
+from .common.named_outputs import showing
+from .common.exports import latest_modes, wire_batch_csv
 
 DEFAULT_PADDING = ("Hi!\nWhat is the capital of France?\n"
                    "Write a haiku about autumn leaves falling slowly.")

@@ -20,9 +20,9 @@ from inference.tokens import clean_text
 from visualizations.server_view import limit_note, shared_steps_note, waiting_md
 from visualizations.timing_text import live_stats_md
 
-from .controls import slider
-from .feedback import guarded
-from .prompt_input import encode_prompt
+from .common.controls import slider
+from .common.feedback import guarded
+from .common.prompt_input import encode_prompt
 
 EXAMPLES = [["Explain why the sky is blue in two sentences."], ["What is 1234 * 5678?"],
             ["Translate to French: The cat sleeps on the warm windowsill."],

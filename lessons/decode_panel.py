@@ -20,10 +20,10 @@ from inference.sampling import SamplingSettings
 from visualizations.decode_view import CACHE_FREED, decode_stats_md, output_html
 from visualizations.mechanism import decode_diagram
 
-from .controls import number, slider
-from .decode_session import DecodeView, branch_to, play_tick, sampling_from, step, stop, views
-from .feedback import guarded
-from .lesson_text import lesson_text
+from .common.controls import number, slider
+from .decode_handlers import DecodeView, branch_to, play_tick, sampling_from, step, stop, views
+from .common.feedback import guarded
+from .common.lesson_text import lesson_text
 
 
 @dataclass(frozen=True)

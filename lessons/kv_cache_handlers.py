@@ -42,8 +42,8 @@ from visualizations import kv_charts, kv_text
 from visualizations.mechanism import race_diagram
 from visualizations.style import empty_figure, info_caption
 
-from .guess import guess_md
-from .prompt_input import encode_prompt
+from .common.guess import guess_md
+from .common.prompt_input import encode_prompt
 
 GUESS_KEY = "kv_race"  # the presenter screen whose question the race answers
 BYTES_PER_VALUE = (("fp32 (4 bytes)", 4), ("fp16/bf16 (2)", 2), ("int8/fp8 (1)", 1))

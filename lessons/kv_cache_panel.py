@@ -14,11 +14,11 @@ from visualizations.kv_charts import race_lengths_figure
 from visualizations.mechanism import race_diagram
 
 from . import kv_cache_handlers as run
-from .controls import slider
-from .feedback import guarded
-from .guess import guess_box
-from .lesson_text import lesson_text
-from .named_outputs import showing
+from .common.controls import slider
+from .common.feedback import guarded
+from .common.guess import guess_box
+from .common.lesson_text import lesson_text
+from .common.named_outputs import showing
 
 DEFAULT_PROMPT = "Explain why the sky is blue in two sentences."
 DEFAULT_SYSTEM = (

@@ -26,12 +26,12 @@ from visualizations.timing_text import (
     verdict_point,
 )
 
-from .controls import slider
-from .feedback import guarded
-from .guess import guess_box, guess_md
-from .lesson_text import lesson_text
-from .presenter_exports import wire_prefill_csv
-from .prompt_input import encode_prompt
+from .common.controls import slider
+from .common.feedback import guarded
+from .common.guess import guess_box, guess_md
+from .common.lesson_text import lesson_text
+from .common.exports import wire_prefill_csv
+from .common.prompt_input import encode_prompt
 
 LENGTH_CHOICES = [1, 8, 32, 128, 512, 1024]
 DEFAULT_LENGTHS = [1, 8, 32, 128, 512]

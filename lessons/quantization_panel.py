@@ -41,12 +41,12 @@ from visualizations.quant_text import (
 )
 from visualizations.style import info_caption
 
-from .controls import slider
-from .feedback import guarded
-from .guess import guess_box, guess_md
-from .lesson_text import lesson_text
-from .presenter_exports import keep_modes
-from .prompt_input import encode_prompt
+from .common.controls import slider
+from .common.feedback import guarded
+from .common.guess import guess_box, guess_md
+from .common.lesson_text import lesson_text
+from .common.exports import keep_modes
+from .common.prompt_input import encode_prompt
 
 DEFAULT_PROMPT = "Explain why the sky is blue in two sentences."
 GUESS_KEY = "int8"  # the presenter screen whose question the comparison answers

@@ -20,9 +20,9 @@ from visualizations.token_view import (
     token_html,
 )
 
-from .controls import number, slider
-from .feedback import guarded
-from .lesson_text import lesson_text
+from .common.controls import number, slider
+from .common.feedback import guarded
+from .common.lesson_text import lesson_text
 
 EXAMPLES = [
     ["The cat sat on the mat."],

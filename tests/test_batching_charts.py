@@ -199,7 +199,7 @@ def test_where_batching_stops_paying():
 
 
 def test_lesson_5_text_does_not_call_the_slowdown_small():
-    from lessons.lesson_text import lesson_text
+    from lessons.common.lesson_text import lesson_text
     md = lesson_text("lesson5_batching.md")
     assert "only a little slower" not in md and "a little of the second" not in md
     assert "3.6× slower" in md and "not 64×" in md and "compute-bound" in md

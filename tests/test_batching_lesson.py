@@ -274,7 +274,7 @@ def test_panel_builds_with_limits_and_named_endpoints(lm):
 
     from inference.config import Settings
     from lessons import batching_panel as panel
-    from lessons.controls import limit_name
+    from lessons.common.controls import limit_name
     settings = Settings()
     with gr.Blocks() as demo:
         panel.build(lm, settings, SharedResults())

@@ -15,7 +15,7 @@ import pytest
 from inference import compute_thread
 from inference.server import Server
 from inference.tokens import prompt_ids
-from lessons.feedback import guarded
+from lessons.common.feedback import guarded
 
 
 def _where() -> int:

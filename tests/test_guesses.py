@@ -11,8 +11,8 @@ import pytest
 from inference.config import Settings
 from inference.experiments.shared_results import SharedResults
 from lessons import batching_handlers, kv_cache_handlers, prefill_panel, quantization_panel
-from lessons.guess import guess_md, question
-from lessons.presenter_screens import load_screens
+from lessons.common.guess import guess_md, question
+from lessons.common.presenter_screens import load_screens
 
 SETTINGS = Settings()
 KEYS = [prefill_panel.GUESS_KEY, kv_cache_handlers.GUESS_KEY, batching_handlers.GUESS_KEY,

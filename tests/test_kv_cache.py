@@ -263,7 +263,7 @@ def test_panel_builds_with_limits_and_named_endpoints(lm):
     import gradio as gr
 
     from lessons import kv_cache_panel as panel
-    from lessons.controls import limit_name
+    from lessons.common.controls import limit_name
     settings = Settings()
     with gr.Blocks() as demo:
         panel.build(lm, settings)

@@ -28,7 +28,7 @@ from lessons import (
     quantization_panel,
     tokens_panel,
 )
-from lessons.controls import limit_name
+from lessons.common.controls import limit_name
 from visualizations.quant_text import roofline_md
 from visualizations.timing_text import prefill_report_md
 

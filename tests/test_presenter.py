@@ -11,12 +11,12 @@ import gradio as gr
 import pytest
 
 from inference.config import Settings
-from lessons.links import LESSONS, PROMPT_BOXES, read_link
-from lessons.predictions import comparison_md, guess_error, verdict
-from lessons.presenter import FRESH, clean, compare_text
-from lessons.presenter_measures import MEASURES, RECAP
-from lessons.presenter_screens import load_screens, parse_screens
-from lessons.progress import STEPS, path_md, visit, visited
+from lessons.common.links import LESSONS, PROMPT_BOXES, read_link
+from lessons.common.predictions import comparison_md, guess_error, verdict
+from lessons.presenter_panel import FRESH, clean, compare_text
+from lessons.presenter_handlers import MEASURES, RECAP
+from lessons.common.presenter_screens import load_screens, parse_screens
+from lessons.common.progress import STEPS, path_md, visit, visited
 from visualizations.exports import (
     batch_sweep_csv,
     machine_figures_md,

@@ -78,7 +78,7 @@ def test_nothing_lets_a_visitor_choose_a_file_or_a_model(server, page_config):
 
 
 def test_unexpected_errors_carry_no_stack_trace():
-    from lessons.feedback import user_error
+    from lessons.common.feedback import user_error
 
     err = user_error(RuntimeError("boom in /work/main/inference/engine.py line 42"))
     message = str(err.message)
@@ -89,7 +89,7 @@ def test_unexpected_errors_carry_no_stack_trace():
 
 def test_typed_errors_reach_the_learner_as_written():
     from inference.errors import PromptTooLongError
-    from lessons.feedback import user_error
+    from lessons.common.feedback import user_error
 
     err = user_error(PromptTooLongError("Your prompt is 9,000 tokens; the limit is 4,096."))
     assert str(err.message) == "Your prompt is 9,000 tokens; the limit is 4,096."

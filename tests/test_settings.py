@@ -13,7 +13,7 @@ import pytest
 
 from inference.config import Range, Settings
 from inference.errors import SettingOutOfRangeError, check_range
-from lessons.controls import limit_name
+from lessons.common.controls import limit_name
 
 # elem_id -> what bounds it: these three are the only controls not built from a Range.
 MODEL_BOUNDED = {

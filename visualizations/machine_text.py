@@ -1,4 +1,5 @@
-"""'This machine' text beyond the roofline: choosing a model size for this machine
+"""'This machine' in words: the roofline (bandwidth ÷ bytes per token = the decode ceiling,
+beside the measured speed, from a `Roofline` read by attribute), choosing a model size for this machine
 (theoretical rows from published shapes and the measured bandwidth) and what changes on a GPU
 (figures measured on an H200 elsewhere, labelled so, unless this machine is the GPU).
 
@@ -37,3 +38,23 @@ def model_sizes_md(rows, bandwidth_gbs: float, dtype: str, free_bytes: int,
             f"{big.shape.parameters / rows[0].shape.parameters:.0f}× the size. The right size is "
             "the smallest one good enough for the task: every parameter is read for every token.")
     return "\n".join(lines)
+
+
+def roofline_md(r, weight_bytes: int) -> str:
+    """The roofline in four measured-or-theoretical lines, then what the gap means."""
+    per_token = human_bytes(r.bytes_per_token)
+    return (
+        f"- **Memory bandwidth (measured):** {r.bandwidth_gbs:.1f} GB/s, "
+        "reading a 512 MiB (537 MB) buffer; measured once on this machine, the same figure "
+        "every lesson uses.\n"
+        f"- **Bytes read per decode step:** {per_token} "
+        f"(all {human_bytes(weight_bytes)} of weights + the KV cache).\n"
+        f"- **Ceiling (theoretical):** {r.bandwidth_gbs:.1f} GB/s ÷ {per_token} "
+        f"= **{r.ceiling_tokens_per_s:.1f} tokens/s** at batch 1.\n"
+        f"- **Decode speed (measured, median step):** **{r.measured_tokens_per_s:.1f} tokens/s**, "
+        f"**{r.fraction:.0%}** of the ceiling.\n\n"
+        "Decode cannot beat the ceiling: every step must stream all the weights from memory. "
+        "The gap is time spent on other things (attention, thousands of small operations, "
+        "matrix-vector products that do not reach full bandwidth): *What bounds a decode step* "
+        "below splits one step to show how much. Other visitors' requests share these cores, "
+        "so every figure here rises and falls with the load.")

@@ -1,11 +1,9 @@
-"""The written side of Lesson 6 and 'This machine': the table of every measured number per
-precision mode, what this run showed, and the roofline sentence (bandwidth ÷ bytes per token
-= the decode ceiling, beside the measured speed).
+"""The written side of Lesson 6: the table of every measured number per precision mode and
+what this run showed ('This machine's roofline sentence is `machine_text.roofline_md`).
 
 Pure functions over records read by attribute: `ModeReport`s (key, weight_bytes,
 ratio_to_fp32, decode_tokens_per_s, prefill_seconds, prompt_tokens, top1_agreement,
-top1_decided, kl_mean, perplexity, kernel), a model info (device, threads) and a `Roofline`
-(bandwidth_gbs, bytes_per_token, ceiling_tokens_per_s, measured_tokens_per_s, fraction).
+top1_decided, kl_mean, perplexity, kernel), a model info (device, threads).
 """
 from __future__ import annotations
 
@@ -103,23 +101,3 @@ def head_treatment_md(treatments: dict[str, str]) -> str:
     """One line on how each kind of mode stores the tied embedding / output head."""
     return "**Embedding / output head:** " + " ".join(
         f"*{kind}*: {text}" for kind, text in treatments.items())
-
-
-def roofline_md(r, weight_bytes: int) -> str:
-    """The roofline in four measured-or-theoretical lines, then what the gap means."""
-    per_token = human_bytes(r.bytes_per_token)
-    return (
-        f"- **Memory bandwidth (measured):** {r.bandwidth_gbs:.1f} GB/s, "
-        "reading a 512 MiB (537 MB) buffer; measured once on this machine, the same figure "
-        "every lesson uses.\n"
-        f"- **Bytes read per decode step:** {per_token} "
-        f"(all {human_bytes(weight_bytes)} of weights + the KV cache).\n"
-        f"- **Ceiling (theoretical):** {r.bandwidth_gbs:.1f} GB/s ÷ {per_token} "
-        f"= **{r.ceiling_tokens_per_s:.1f} tokens/s** at batch 1.\n"
-        f"- **Decode speed (measured, median step):** **{r.measured_tokens_per_s:.1f} tokens/s**, "
-        f"**{r.fraction:.0%}** of the ceiling.\n\n"
-        "Decode cannot beat the ceiling: every step must stream all the weights from memory. "
-        "The gap is time spent on other things (attention, thousands of small operations, "
-        "matrix-vector products that do not reach full bandwidth): *What bounds a decode step* "
-        "below splits one step to show how much. Other visitors' requests share these cores, "
-        "so every figure here rises and falls with the load.")

@@ -23,7 +23,7 @@ from .feedback import guarded
 
 LAST_PREFILL = "export-prefill"
 LAST_BATCH = "export-batch"
-PRESENTER_BATCH = "presenter-batch"  # lessons.presenter_measures keeps its batch points here
+PRESENTER_BATCH = "presenter-batch"  # lessons.presenter_handlers keeps its batch points here
 LAST_MODES = "export-modes"  # lesson 6's latest finished comparison (lesson 5 prices it)
 
 

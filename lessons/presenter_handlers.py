@@ -1,6 +1,6 @@
 """The presenter's live measurements: one plain function per screen, each a small run on a
 prepared prompt through the same engine functions the lessons use, returning one `Measured`
-headline. Run by `lessons.presenter` inside `feedback.guarded(..., alone=server)`, so the
+headline. Run by `lessons.presenter_panel` inside `feedback.guarded(..., alone=server)`, so the
 serving engine pauses while a measurement runs.
 
 Every function takes (lm, settings, shared) and returns a `Measured`; `MEASURES` maps the
@@ -26,9 +26,9 @@ from inference.generation import stream
 from inference.quant_modes import build_mode
 from inference.tokens import encode_text, tokenize
 
-from .performance_panel import measure_roofline
+from .machine_panel import measure_roofline
 from .prefill_panel import measure_prompt
-from .prompt_input import encode_prompt
+from .common.prompt_input import encode_prompt
 
 QUESTION = "Name three colours of the rainbow."
 PROMPT = "Explain why the sky is blue in two sentences."

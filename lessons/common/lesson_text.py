@@ -21,7 +21,8 @@ import os
 import re
 from collections.abc import Callable
 
-ASSETS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ASSETS = os.path.join(ROOT, "assets")
 
 FROM_INFO: dict[str, Callable[[object], str]] = {
     "layers": lambda i: f"{i.layers}",

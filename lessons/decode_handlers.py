@@ -30,7 +30,7 @@ from visualizations.mechanism import decode_diagram
 from visualizations.style import info_caption
 from visualizations.timing_charts import candidates_figure, decode_latency_figure
 
-from .prompt_input import encode_prompt
+from .common.prompt_input import encode_prompt
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ class Screen:
 
     title: str
     body: str  # markdown
-    measure: str  # key of the measurement its button runs (lessons.presenter_measures)
+    measure: str  # key of the measurement its button runs (lessons.presenter_handlers)
     button: str
     predict: str | None = None  # the question the room answers with a number first
     unit: str = ""  # the guess's unit, e.g. "× faster"

@@ -21,10 +21,10 @@ from inference.config import Settings
 from visualizations.presenter_view import recap_md, result_html, screen_md
 from visualizations.style import info_caption
 
-from .feedback import guarded
-from .predictions import comparison_md
-from .presenter_measures import MEASURES, RECAP
-from .presenter_screens import Screen, load_screens
+from .common.feedback import guarded
+from .common.predictions import comparison_md
+from .presenter_handlers import MEASURES, RECAP
+from .common.presenter_screens import Screen, load_screens
 
 STORAGE_KEY = "llm-lab-presenter"
 FRESH = {"screen": 0, "guesses": {}, "results": {}, "page": None}  # page: who wrote it last

@@ -35,9 +35,9 @@ from visualizations.server_view import batch_history_figure, server_stats_md
 from visualizations.step_charts import step_bound_md, step_split_figure
 from visualizations.style import empty_figure, info_caption
 
-from .feedback import guarded
-from .lesson_text import lesson_text
-from .presenter_exports import figures_box, figures_md, latest_batch_points
+from .common.feedback import guarded
+from .common.lesson_text import lesson_text
+from .common.exports import figures_box, figures_md, latest_batch_points
 
 ROOFLINE_PROMPT = "Write a short story about a lighthouse keeper and a storm."
 ROOFLINE_NEW_TOKENS = 24  # enough decode steps for a steady median

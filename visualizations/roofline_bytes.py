@@ -1,0 +1,73 @@
+"""This machine's roofline by bytes: measured decode tokens/s against the bytes one decode step
+reads, under the curve the measured bandwidth sets (bandwidth ÷ bytes per token). 'This
+machine' draws the loaded model's one point; lesson 6 draws one point per precision mode.
+
+Pure: records read by attribute (key, label, kernel, bytes_per_token, decode_tokens_per_s) in,
+a Plotly figure out, so tests pass hand-made stand-ins.
+"""
+from __future__ import annotations
+
+import html
+
+import plotly.graph_objects as go
+
+from .style import PALETTE, SEQUENCE, empty_figure, styled
+
+MB = 1e6
+BYTES_AXIS = "Bytes read per decode token (MB)"
+WEIGHT_BYTES_AXIS = "Weight bytes read per decode token (MB; KV cache not counted)"
+
+
+def ceiling_tokens_per_s(bandwidth_gbs: float, bytes_per_token: float) -> float:
+    """Theoretical decode ceiling when memory-bound: bandwidth ÷ bytes read per token."""
+    return bandwidth_gbs * 1e9 / bytes_per_token if bytes_per_token > 0 else 0.0
+
+
+def roofline_title(reports, bandwidth_gbs: float) -> str:
+    """The title says what this run measured: whether the mode with the fewest bytes per token
+    decoded faster than the one with the most, or not (on some kernels it does not)."""
+    if len(reports) == 1:
+        r = reports[0]
+        share = r.decode_tokens_per_s / ceiling_tokens_per_s(bandwidth_gbs, r.bytes_per_token)
+        return (f"Decode here: {r.decode_tokens_per_s:.1f} tokens/s, {share:.0%} of the "
+                "bandwidth ceiling")
+    small = min(reports, key=lambda r: r.bytes_per_token)
+    big = max(reports, key=lambda r: r.bytes_per_token)
+    gain = small.decode_tokens_per_s / big.decode_tokens_per_s
+    if gain >= FASTER:
+        return (f"Fewer bytes per token, faster decode here: {small.key} {gain:.1f}× "
+                f"{big.key}")
+    return (f"Fewer bytes per token, not faster here: {small.key} "
+            f"{small.decode_tokens_per_s:.1f} vs {big.key} {big.decode_tokens_per_s:.1f} "
+            "tokens/s (the kernel sets the pace)")
+
+
+FASTER = 1.2  # a speed-up the title calls "faster": well above run-to-run noise
+
+
+def roofline_figure(reports, bandwidth_gbs: float, bandwidth_note: str = "",
+                    caption: str = "", x_title: str = BYTES_AXIS) -> go.Figure:
+    """Measured decode tokens/s per mode at its bytes per token, under the bandwidth curve.
+    `x_title` says what those bytes count (weights only, or weights + KV cache)."""
+    if not reports:
+        return empty_figure("Press “Compare modes” to measure each precision mode.")
+    top = max(r.bytes_per_token for r in reports) * 1.15
+    low = min(r.bytes_per_token for r in reports) * 0.7
+    xs = [low + (top - low) * i / 99 for i in range(100)]
+    fig = go.Figure([go.Scatter(
+        x=[x / MB for x in xs], y=[ceiling_tokens_per_s(bandwidth_gbs, x) for x in xs],
+        mode="lines",
+        name=f"ceiling: {bandwidth_gbs:.1f} GB/s ÷ bytes per token (theoretical{bandwidth_note})",
+        line=dict(color=PALETTE["grey"], dash="dash", width=3))])
+    for i, r in enumerate(reports):
+        share = r.decode_tokens_per_s / ceiling_tokens_per_s(bandwidth_gbs, r.bytes_per_token)
+        fig.add_trace(go.Scatter(
+            x=[r.bytes_per_token / MB], y=[r.decode_tokens_per_s], mode="markers+text",
+            name=f"{r.key} (measured)", text=[r.key], textposition="top center",
+            marker=dict(size=14, color=SEQUENCE[i % len(SEQUENCE)]),
+            hovertemplate=(f"{html.escape(r.label)}<br>%{{x:.0f}} MB per token<br>"
+                           f"%{{y:.1f}} tokens/s ({share:.0%} of the ceiling)<br>"
+                           f"{html.escape(r.kernel)}<extra></extra>")))
+    fig.update_yaxes(rangemode="tozero")
+    return styled(fig, roofline_title(reports, bandwidth_gbs), x_title, "Decode speed (tokens/s)",
+                  caption, height=440)
