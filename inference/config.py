@@ -54,6 +54,7 @@ class Settings:
     max_prompt_tokens: int = 4_096  # well under the model's 8,192-token context window
     max_lines: int = 8  # prompts or questions typed one per line (padding, prefix reuse)
     top_k_shown: int = 10  # candidates listed for every decoded token
+    default_prompt: str = "Explain why the sky is blue in two sentences."  # every first prompt
 
     # Generation (Try it, Decode, the API) and sampling.
     new_tokens: Range = _r(1, 512, 48)
@@ -73,6 +74,10 @@ class Settings:
     queue_size: int = 256  # every waiting event, all lanes together
     session_events: int = 6  # one visitor's events waiting or running at once
     lane_waiting: int = 64  # events waiting in one lane ("model", "heavy", "chat", ...)
+    heavy_lane_limit: int = 1  # the "heavy" lane (sweeps, races, comparisons) runs one at a time
+    step_time_limit_s: int = 60  # one short model run: a prefill, a decode step, attention
+    measure_time_limit_s: int = 300  # a measurement: a race, a sweep, a presenter screen
+    long_time_limit_s: int = 900  # the longest: a chat answer, the batch sweep, lesson 6
 
     # Caches visitors keep between clicks (lesson 3's Step): a budget for all of them.
     held_cache_mb: int = 768  # all held caches together; oldest-used freed first (LLM_LAB_HELD_MB)

@@ -1,78 +1,24 @@
-"""Lesson 1 panel: type text, see its tokens, counts, the chat template and the cost.
-
-`show_tokens` and `cost_md` are plain functions (tested on the real tokenizer); `build()` lays
-out the two sections, the token view and the cost estimator, and wires them."""
+"""Lesson 1 panel: type text, see its tokens, counts, the chat template and the cost. The
+token view and the prices are `tokens_handlers`; this file lays out the two sections (the
+token view and the cost estimator) and wires them."""
 from __future__ import annotations
-
-from typing import NamedTuple
 
 import gradio as gr
 
-from inference.config import LIMITS, Settings
-from inference.errors import PromptTooLongError
-from inference.experiments.token_cost import conversation_costs, token_cost
-from inference.tokens import clean_text, tokenize, tokenize_chat
-from visualizations.token_view import (
-    conversation_cost_md,
-    template_note_md,
-    token_cost_md,
-    token_counts_md,
-    token_html,
-)
+from inference.config import Settings
 
+from .common.context import AppContext
 from .common.controls import number, slider
 from .common.feedback import guarded
 from .common.lesson_text import lesson_text
-
-EXAMPLES = [
-    ["The cat sat on the mat."],
-    ["In 2024, 1234567 × 89 = 109876463."],
-    ["Antidisestablishmentarianism is a floccinaucinihilipilification."],
-    ["def fibonacci(n):\n    return n if n < 2 else fibonacci(n - 1) + fibonacci(n - 2)"],
-    ["I love pizza 🍕🍕 and rockets 🚀!"],
-    ["Le chat dort sur le rebord de la fenêtre. 猫は窓辺で寝ています。"],
-]
-FIRST_TEXT = EXAMPLES[1][0]
-OUTPUT_PRICE_PER_M = 1.50  # output tokens usually cost a few times more than input tokens
-
-
-class TokenView(NamedTuple):
-    """What the token section shows for one text."""
-
-    html: str  # the coloured token tiles
-    counts: str  # characters, words, tokens (markdown)
-    note: str  # what the chat template adds (markdown)
-
-
-def _checked_text(text: str | None, max_chars: int) -> str:
-    text = text or ""
-    if len(text) > max_chars:
-        raise PromptTooLongError(f"That text has {len(text):,} characters; the limit here is "
-                                 f"{max_chars:,}. Try a shorter piece.")
-    return clean_text(text)
-
-
-def show_tokens(tokenizer, text: str, with_template: bool, max_chars: int) -> TokenView:
-    """The text's tokens as typed, or as the model reads it (wrapped in the chat template)."""
-    text = _checked_text(text, max_chars)
-    plain = tokenize(tokenizer, text)
-    if not with_template:
-        return TokenView(token_html(plain.tokens), token_counts_md(text, len(plain.tokens)),
-                         "*Tick the box to see the same text wrapped in the chat template.*")
-    wrapped = tokenize_chat(tokenizer, text)
-    return TokenView(token_html(wrapped.tokens),
-                     token_counts_md(wrapped.text, len(wrapped.tokens), wrapped.special_count),
-                     template_note_md(len(plain.tokens), len(wrapped.tokens),
-                                      wrapped.special_count))
-
-
-def cost_md(tokenizer, text: str, output_tokens: float, price_in: float, price_out: float,
-            max_chars: int = LIMITS.max_prompt_chars) -> str:
-    """Markdown for the cost of one request with this prompt (chat template included)."""
-    text = _checked_text(text, max_chars)
-    n_in = len(tokenize_chat(tokenizer, text).tokens)
-    cost = token_cost(n_in, int(output_tokens), float(price_in), float(price_out))
-    return token_cost_md(cost, price_in, price_out)
+from .tokens_handlers import (
+    EXAMPLES,
+    FIRST_TEXT,
+    OUTPUT_PRICE_PER_M,
+    conversation_md,
+    cost_md,
+    show_tokens,
+)
 
 
 def _token_section(lm, settings: Settings) -> tuple[gr.Textbox, gr.Checkbox]:
@@ -94,16 +40,6 @@ def _token_section(lm, settings: Settings) -> tuple[gr.Textbox, gr.Checkbox]:
         trigger(guarded(on_text, compute=False), [text, template], [view, counts, note],
                 trigger_mode="always_last", show_progress="hidden", api_name="tokenize")
     return text, template
-
-
-def conversation_md(tokenizer, text: str, output_tokens: float, price_in: float,
-                    price_out: float, turns: float,
-                    max_chars: int = LIMITS.max_prompt_chars) -> str:
-    """The multi-turn table: this text as every question (chat template included), the
-    expected output as every answer."""
-    n_in = len(tokenize_chat(tokenizer, _checked_text(text, max_chars)).tokens)
-    return conversation_cost_md(conversation_costs(n_in, int(output_tokens), int(turns),
-                                                   float(price_in), float(price_out)))
 
 
 def _cost_section(lm, settings: Settings, text: gr.Textbox) -> None:
@@ -141,7 +77,8 @@ def _cost_section(lm, settings: Settings, text: gr.Textbox) -> None:
           trigger_mode="always_last", show_progress="hidden", api_name="conversation_cost")
 
 
-def build(lm, settings: Settings, shared=None) -> None:
+def build(ctx: AppContext) -> None:
+    lm, settings = ctx.lm, ctx.settings
     gr.Markdown(lesson_text("lesson1_tokens.md", lm.info))
     text, _template = _token_section(lm, settings)
     _cost_section(lm, settings, text)

@@ -14,17 +14,11 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-LESSONS = ("start", "chat", "tokens", "prefill", "decode", "kv", "batching", "quantization",
-           "machine", "present", "glossary")
+from .. import TABS
+
+LESSONS = tuple(t.id for t in TABS)
 # tab id -> elem_ids of the prompt boxes a link fills (the lesson's own main prompt first)
-PROMPT_BOXES: dict[str, tuple[str, ...]] = {
-    "chat": ("chat-prompt",),
-    "tokens": ("tok-text",),
-    "prefill": ("prefill-prompt",),
-    "decode": ("decode-prompt",),
-    "kv": ("kv-growth-prompt", "kv-race-prompt", "kv-attn-prompt"),
-    "quantization": ("quant-prompt",),
-}
+PROMPT_BOXES: dict[str, tuple[str, ...]] = {t.id: t.prompt_boxes for t in TABS if t.prompt_boxes}
 PRESENT_TAB = "present"
 TRUE_WORDS = ("1", "true", "yes", "on")
 SHOWN_CHARS = 40  # an unknown lesson name is quoted at most this long in the notice

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import gradio as gr
 
-from .next_lesson import PATH
+from .. import BY_ID, lesson_path
 
 STORAGE_KEY = "llm-lab-progress"
-# The lessons in order, with their tab labels (each tab's label is its predecessor's "next").
-STEPS: dict[str, str] = {nxt: label for _, nxt, label, _ in PATH.values() if nxt}
+# The lessons in order, with their tab labels (every tab some "Next lesson" button opens).
+STEPS: dict[str, str] = {t.id: t.label for t in lesson_path()}
 
 
 def visited(stored) -> list[str]:
@@ -63,7 +63,7 @@ def wire_progress(demo: gr.Blocks, store: gr.BrowserState, box: gr.Markdown) -> 
             block.select(opened(block.id), store, [store, box], queue=False,
                          api_visibility="private")
         if isinstance(block, gr.Button) and (block.elem_id or "").startswith("next-"):
-            nxt = PATH[block.elem_id.removeprefix("next-")][1]
+            nxt = BY_ID[block.elem_id.removeprefix("next-")].next
             block.click(opened(nxt), store, [store, box], queue=False, api_visibility="private")
     # The browser restores the stored record after load and reports it as a change: redraw
     # the line only (writing the record back would report again).

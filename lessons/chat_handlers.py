@@ -1,0 +1,63 @@
+"""'Try it', the plain part: the answer to a prompt streaming in as a chat app shows it, with
+time to first token and tokens/s measured live. This proves the whole path, browser to
+model and back; the lessons then take it apart.
+
+Every answer is served by the app's one continuous batcher (`inference.server.Server`): the
+request joins whatever batch is running for the other visitors, and the line under the answer
+says how many requests shared its forward passes. `generate_chat` is a plain generator of
+`ChatFrame`s (`chat_panel` wires it). Stop or a closed tab frees the row at the next step."""
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from inference.config import Settings
+from inference.sampling import SamplingSettings
+from inference.tokens import clean_text
+from visualizations.server_view import limit_note, shared_steps_note, waiting_md
+from visualizations.timing_text import live_stats_md
+
+from .common.prompt_input import encode_prompt
+from .start_handlers import STARTERS
+
+EXAMPLES = [[p] for p in STARTERS]  # the same prompts as Start here's buttons
+
+
+@dataclass(frozen=True)
+class ChatFrame:
+    history: list[dict]  # the chat as messages: the visitor's prompt, the answer so far
+    stats: str  # measured TTFT / time per token / tokens/s, then the batching line
+
+
+def generate_chat(lm, settings: Settings, server, prompt: str, max_new: int
+                  ) -> Iterator[ChatFrame]:
+    """Stream a greedy answer from the shared server. Times are what this visitor experienced:
+    TTFT from pressing Generate (queue and prefill), then the wall time between tokens."""
+    ids = encode_prompt(lm, settings, prompt)
+    shown = clean_text(prompt)  # echo the cleaned text (a lone surrogate cannot be sent back)
+    history = [{"role": "user", "content": shown}, {"role": "assistant", "content": ""}]
+    if isinstance(max_new, float) and max_new.is_integer():
+        max_new = int(max_new)
+    req = server.submit(ids, SamplingSettings(), max_new)
+    yield ChatFrame([dict(m) for m in history], waiting_md(req.ahead))
+    ttft, last, decode_s, n = None, None, 0.0, 0
+    try:
+        for ev in req.events():
+            now = time.perf_counter()
+            if ev.index == 0:
+                ttft = now - req.submitted
+            else:
+                decode_s, n = decode_s + (now - last), n + 1
+            last = now
+            ended = ev.finished == "end of turn"
+            history[1]["content"] = (ev.text.replace(lm.tokenizer.eos_token, "") if ended
+                                     else ev.text)
+            lines = [live_stats_md(ttft, decode_s, n, len(ids)),
+                     shared_steps_note(req.mean_batch_rows, req.queued_seconds),
+                     limit_note(ev.finished, req.max_new_tokens)]
+            yield ChatFrame([dict(m) for m in history], "  \n".join(x for x in lines if x))
+    finally:
+        req.cancel()  # Stop, a closed tab or an error: the row is freed at the next step
+
+
