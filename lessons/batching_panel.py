@@ -26,7 +26,8 @@ from .common.feedback import guarded
 from .common.guess import guess_box
 from .common.lesson_text import lesson_text
 from .common.named_outputs import showing
-from .common.exports import latest_modes, wire_batch_csv
+from .common.exports import wire_batch_csv
+from .common.latest import latest_modes
 
 DEFAULT_PADDING = ("Hi!\nWhat is the capital of France?\n"
                    "Write a haiku about autumn leaves falling slowly.")

@@ -251,6 +251,6 @@ def test_comparison_frames_fp32_against_itself(lm, shared):
     assert fp32.key == "fp32" and len(fp32.token_ids) == 8
     assert fp32.top1_agreement == 1.0 and fp32.kl_mean == pytest.approx(0.0, abs=1e-6)
     assert fp32.weight_bytes == 4 * lm.info.parameters  # float32, whatever the app's dtype
-    from lessons.common.exports import latest_modes
+    from lessons.common.latest import latest_modes
     assert latest_modes(lm, shared) == last.reports  # kept for lesson 5's cost view
     assert chosen_modes(["int8", "fp16"]) == ["fp32", "fp16", "int8"]  # fp32 first, then registry

@@ -2,33 +2,18 @@
 sweeps, and the "copy this machine's figures" box on This machine. The text itself is built
 by the pure functions in `visualizations.exports` from the same records the charts draw.
 
-A finished sweep's points are also kept in the app's `SharedResults` under a plain key
-(`LAST_PREFILL`, `LAST_BATCH` + device and dtype), so the machine's summary can quote the
-latest sweeps whoever ran them. Each panel adds two or three lines to use these.
+A finished sweep's points are also kept in the app's `SharedResults` (`latest`), so the
+machine's summary can quote the latest sweeps whoever ran them. Each panel adds two or three
+lines to use these.
 """
 from __future__ import annotations
 
-import time
-
 import gradio as gr
 
-from visualizations.exports import (
-    batch_sweep_csv,
-    machine_figures_md,
-    prefill_sweep_csv,
-    write_csv,
-)
+from visualizations.exports import batch_sweep_csv, prefill_sweep_csv, write_csv
 
 from .feedback import guarded
-
-LAST_PREFILL = "export-prefill"
-LAST_BATCH = "export-batch"
-PRESENTER_BATCH = "presenter-batch"  # lessons.presenter_handlers keeps its batch points here
-LAST_MODES = "export-modes"  # lesson 6's latest finished comparison (lesson 5 prices it)
-
-
-def _key(lm, name: str) -> tuple:
-    return (name, lm.info.device, lm.info.dtype)
+from .latest import LAST_BATCH, LAST_PREFILL, figures_md, shared_key
 
 
 def csv_button(elem_id: str) -> gr.DownloadButton:
@@ -43,7 +28,7 @@ def prefill_csv(lm, shared, lengths: list[int], most: int) -> gr.DownloadButton:
     points = shared.get(key) if shared is not None else None
     if not points:
         return gr.DownloadButton(visible=False)
-    shared.put(_key(lm, LAST_PREFILL), tuple(points))
+    shared.put(shared_key(lm, LAST_PREFILL), tuple(points))
     return gr.DownloadButton(value=write_csv(prefill_sweep_csv(points), "prefill-sweep"),
                              visible=True)
 
@@ -53,7 +38,7 @@ def batch_csv(lm, shared, sweep) -> gr.DownloadButton:
     if sweep is None or not getattr(sweep, "finished", False) or not sweep.points:
         return gr.DownloadButton(visible=False)
     if shared is not None:
-        shared.put(_key(lm, LAST_BATCH), tuple(sweep.points))
+        shared.put(shared_key(lm, LAST_BATCH), tuple(sweep.points))
     return gr.DownloadButton(value=write_csv(batch_sweep_csv(sweep.points), "batch-sweep"),
                              visible=True)
 
@@ -71,32 +56,6 @@ def wire_batch_csv(lm, shared, event, sweep_state) -> None:
     button = csv_button("batch-csv")
     event.then(guarded(lambda s: batch_csv(lm, shared, s), plain=True, compute=False),
                sweep_state, button, api_visibility="private")
-
-
-def keep_modes(lm, shared, reports) -> None:
-    """Keep lesson 6's finished comparison (its `ModeReport`s) for the other lessons."""
-    if shared is not None:
-        shared.put(_key(lm, LAST_MODES), tuple(reports))
-
-
-def latest_modes(lm, shared) -> tuple:
-    """Lesson 6's latest finished comparison on this machine, or ()."""
-    return (shared.get(_key(lm, LAST_MODES)) or ()) if shared is not None else ()
-
-
-def latest_batch_points(lm, shared) -> tuple:
-    """The latest batch sweep's points on this machine (the lesson's, else the presenter's)."""
-    if shared is None:
-        return ()
-    return shared.get(_key(lm, LAST_BATCH)) or shared.get(_key(lm, PRESENTER_BATCH)) or ()
-
-
-def figures_md(lm, shared, roofline=None) -> str:
-    """This machine's figures: the roofline just measured, the latest shared sweeps."""
-    get = shared.get if shared is not None else (lambda _key: None)
-    batch = latest_batch_points(lm, shared)
-    return machine_figures_md(lm.info, roofline, get(_key(lm, LAST_PREFILL)) or (), batch,
-                              when=time.strftime("%Y-%m-%d %H:%M"))
 
 
 def figures_box(lm, shared) -> gr.Code:

@@ -1,0 +1,47 @@
+"""Finished results the lessons quote from one another, kept in the app's `SharedResults`
+under a plain key + device + dtype: the latest prefill and batch sweeps (the machine's summary
+quotes them, whoever ran them), lesson 6's latest comparison (lesson 5 prices it). Plain
+functions, no Gradio: handlers call them.
+"""
+from __future__ import annotations
+
+import time
+
+from visualizations.exports import machine_figures_md
+
+LAST_PREFILL = "export-prefill"
+LAST_BATCH = "export-batch"
+PRESENTER_BATCH = "presenter-batch"  # lessons.presenter_handlers keeps its batch points here
+LAST_MODES = "export-modes"  # lesson 6's latest finished comparison (lesson 5 prices it)
+
+
+def shared_key(lm, name: str) -> tuple:
+    """The key of result `name` for this model's device and dtype."""
+    return (name, lm.info.device, lm.info.dtype)
+
+
+def keep_modes(lm, shared, reports) -> None:
+    """Keep lesson 6's finished comparison (its `ModeReport`s) for the other lessons."""
+    if shared is not None:
+        shared.put(shared_key(lm, LAST_MODES), tuple(reports))
+
+
+def latest_modes(lm, shared) -> tuple:
+    """Lesson 6's latest finished comparison on this machine, or ()."""
+    return (shared.get(shared_key(lm, LAST_MODES)) or ()) if shared is not None else ()
+
+
+def latest_batch_points(lm, shared) -> tuple:
+    """The latest batch sweep's points on this machine (the lesson's, else the presenter's)."""
+    if shared is None:
+        return ()
+    return (shared.get(shared_key(lm, LAST_BATCH)) or shared.get(shared_key(lm, PRESENTER_BATCH))
+            or ())
+
+
+def figures_md(lm, shared, roofline=None) -> str:
+    """This machine's figures: the roofline just measured, the latest shared sweeps."""
+    get = shared.get if shared is not None else (lambda _key: None)
+    batch = latest_batch_points(lm, shared)
+    return machine_figures_md(lm.info, roofline, get(shared_key(lm, LAST_PREFILL)) or (), batch,
+                              when=time.strftime("%Y-%m-%d %H:%M"))

@@ -1,0 +1,103 @@
+"""'This machine', the plain part: the roofline measured here (`inference.experiments.
+machine_roofline`), turned into the texts and figures the tab shows, as one `MachineView`:
+where the loaded model's decode speed sits under the bandwidth ceiling, both roofs, what bounds
+a decode step, which model sizes fit this machine, and the figures to copy into notes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import plotly.graph_objects as go
+
+from inference.experiments.machine_roofline import (
+    measure_compute_roof,
+    measure_roofline,
+    measure_step_bound,
+)
+from inference.experiments.memory_guard import memory_budget_bytes
+from inference.experiments.model_sizes import size_rows
+from inference.experiments.roofline import Roofline
+from inference.experiments.step_bound import StepBound
+from visualizations.machine_text import model_sizes_md, roofline_md
+from visualizations.roofline_bytes import roofline_figure
+from visualizations.roofline_charts import compute_roof_md, two_roof_figure
+from visualizations.step_charts import step_bound_md, step_split_figure
+from visualizations.style import info_caption
+
+from .common.latest import figures_md, latest_batch_points
+from .common.lesson_text import lesson_text
+
+BYTES_AXIS = "Bytes read per decode token (MB: weights + KV cache)"
+
+
+@dataclass(frozen=True)
+class RooflinePoint:
+    """One measured point for `roofline_figure` (the same fields a quantization report has)."""
+
+    key: str
+    label: str
+    kernel: str
+    bytes_per_token: int
+    decode_tokens_per_s: float
+
+
+def step_bound_outputs(lm, r: Roofline, bound: StepBound, caption: str) -> tuple[str, object]:
+    """The step's split in words and as a chart, against `r`'s bandwidth floor."""
+    floor = 1 / r.ceiling_tokens_per_s
+    text = step_bound_md(bound, floor, r.bytes_per_token, r.bandwidth_gbs, lm.info.weight_bytes,
+                         lm.info.layers)
+    return text, step_split_figure(bound.profile, floor, caption)
+
+
+def sizes_md(lm, r: Roofline) -> str:
+    """This model and its siblings on this machine (theoretical, from the measured bandwidth);
+    the measured speed is carried over only when the loaded model is the first row's shape."""
+    free = memory_budget_bytes(lm.device, 1.0)
+    rows = size_rows(r.bandwidth_gbs, lm.bytes_per_value, free)
+    mine = lm.info.parameters == rows[0].shape.parameters
+    return model_sizes_md(rows, r.bandwidth_gbs, lm.info.dtype, free,
+                          r.measured_tokens_per_s if mine else None)
+
+
+def gpu_note_md(lm) -> str:
+    """On a CPU: what the H200 check measured (labelled, from that machine). On a GPU: that
+    every figure here is this GPU's own."""
+    if lm.device.type == "cuda":
+        return (f"### On a GPU\nThis machine is a GPU ({lm.info.device}): every figure on this "
+                "page was measured on it, now.")
+    return lesson_text("gpu_h200.md")
+
+
+def roofline_point(lm, r: Roofline) -> RooflinePoint:
+    """The loaded model's measured decode speed as one point on the roofline chart."""
+    info = lm.info
+    return RooflinePoint(info.dtype, f"{info.name} ({info.dtype})", "PyTorch", r.bytes_per_token,
+                         r.measured_tokens_per_s)
+
+
+@dataclass(frozen=True)
+class MachineView:
+    """Everything one press of "Measure this machine" shows (markdown and Plotly figures)."""
+
+    roofline: Roofline  # the measured bandwidth, bytes per token and decode speed
+    roofline_md: str
+    roofline_chart: go.Figure
+    compute_md: str  # both roofs
+    compute_chart: go.Figure
+    step_md: str  # what bounds a decode step
+    step_chart: go.Figure
+    sizes_md: str  # model sizes on this machine
+    figures_md: str  # this machine's figures, to copy
+
+
+def measure_machine(lm, shared=None) -> MachineView:
+    """Measure the roofline, both roofs and one decode step's split; draw and word them."""
+    r = measure_roofline(lm, shared=shared)
+    roof = measure_compute_roof(lm, r, shared, batch_points=latest_batch_points(lm, shared))
+    caption = info_caption(lm.info)
+    step_md, step_fig = step_bound_outputs(lm, r, measure_step_bound(lm), caption)
+    fig = roofline_figure([roofline_point(lm, r)], r.bandwidth_gbs, ", read bandwidth measured",
+                          caption, x_title=BYTES_AXIS)
+    return MachineView(r, roofline_md(r, lm.info.weight_bytes), fig,
+                       compute_roof_md(roof, lm.info.dtype), two_roof_figure(roof, caption),
+                       step_md, step_fig, sizes_md(lm, r), figures_md(lm, shared, r))

@@ -1,0 +1,67 @@
+"""Lesson 2, the plain part: one parallel pass over the learner's prompt, measured
+(`inference.experiments.prompt_prefill`), and a sweep of prefill against one token at a time
+over prompt lengths, streamed as `SweepFrame`s and shared with every visitor once finished.
+The sentences come from `visualizations.timing_text`, the chart from `timing_charts`."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import NamedTuple
+
+import plotly.graph_objects as go
+
+from inference.config import Settings
+from inference.experiments.prefill_sweep import PrefillPoint, prefill_sweep
+from inference.experiments.prompt_prefill import PrefillMeasurement, measure_prompt
+from visualizations.style import info_caption
+from visualizations.timing_charts import prefill_sweep_figure
+from visualizations.timing_text import sweep_progress_md, sweep_verdict_md, verdict_point
+
+from .common.guess import guess_md
+from .common.prompt_input import encode_prompt
+
+LENGTH_CHOICES = [1, 8, 32, 128, 512, 1024]
+DEFAULT_LENGTHS = [1, 8, 32, 128, 512]
+GUESS_KEY = "prefill_race"  # the presenter screen whose question the sweep answers
+SHARED_NOTE = "*Measured earlier on this machine (shared result): the same verdict as its run.*"
+PROMPT = "Summarise the plot of Romeo and Juliet in three sentences."  # the lesson's first
+
+
+class SweepFrame(NamedTuple):
+    """One update of the sweep: the chart so far and a progress line."""
+
+    chart: go.Figure
+    progress: str
+
+
+def measure_text(lm, settings: Settings, prompt: str) -> PrefillMeasurement:
+    """Prefill the learner's chat-templated prompt, then a few decode steps to compare with."""
+    return measure_prompt(lm, encode_prompt(lm, settings, prompt))
+
+
+def run_sweep(lm, settings: Settings, shared, lengths: list[int], max_sequential: int,
+              guess: float | None = None) -> Iterator[SweepFrame]:
+    """Yield a frame as each length is measured; share a finished sweep with every visitor.
+    The last frame sets the learner's `guess` (× faster) beside the measured speed-up."""
+    settings.prefill_sweep_tokens.check("Measure one-at-a-time up to", max_sequential)
+    caption = info_caption(lm.info)
+    lengths = sorted({int(n) for n in lengths}) or [8, 32, 128]
+    key = ("prefill_sweep", tuple(lengths), int(max_sequential))
+    done = shared.get(key) if shared is not None else None
+    if done is not None:
+        yield SweepFrame(prefill_sweep_figure(done, caption),
+                         sweep_verdict_md(done) + _compared(done, guess) + "\n\n" + SHARED_NOTE)
+        return
+    yield SweepFrame(prefill_sweep_figure([], caption), "Warming up…")
+    points: tuple[PrefillPoint, ...] = ()
+    for progress in prefill_sweep(lm, lengths, int(max_sequential)):
+        points = progress.points
+        yield SweepFrame(prefill_sweep_figure(points, caption),
+                         sweep_progress_md(progress.done, progress.total, points[-1]))
+    if shared is not None:
+        shared.put(key, points)
+    yield SweepFrame(prefill_sweep_figure(points, caption),
+                     sweep_verdict_md(points) + _compared(points, guess))
+
+
+def _compared(points, guess: float | None) -> str:
+    return guess_md(GUESS_KEY, guess, verdict_point(points)[1]) if points else ""

@@ -1,0 +1,98 @@
+"""Lesson 6, the plain part: build each chosen precision mode from the loaded model (with
+progress, cached per process) and compare it with float32 on one prompt: bytes, prefill, decode
+speed, agreement, KL and perplexity (`inference.experiments.quality`).
+
+`compare_frames` is a plain generator of `QuantFrame` records; the bench and the GPU check call
+it too, so their quantization figures are the lesson's own.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import NamedTuple
+
+from inference.config import LIMITS, Settings
+from inference.experiments.quality import (
+    ModeReport,
+    compare_mode,
+    load_perplexity_text,
+    reference_run,
+)
+from inference.experiments.roofline import machine_bandwidth
+from inference.quant_modes import MODES, build_mode, build_steps, get_mode
+
+from .common.latest import keep_modes
+from .common.guess import guess_md
+from .common.prompt_input import encode_prompt
+
+DEFAULT_PROMPT = LIMITS.default_prompt  # its float32 reference is shared by every visitor
+GUESS_KEY = "int8"  # the presenter screen whose question the comparison answers
+MAX_PROMPT_TOKENS = 512  # every mode prefills the prompt: keep the whole comparison short
+BUILD_UPDATE_S = 0.5  # at most two progress lines a second while a mode is built
+
+
+class QuantFrame(NamedTuple):
+    """One update of the comparison: a progress line, and the reports so far when they
+    changed (None: only the progress line is new)."""
+
+    message: str
+    reports: tuple[ModeReport, ...] | None = None
+    bandwidth_gbs: float | None = None  # measured read bandwidth, for the roofline
+
+
+def chosen_modes(modes: list[str] | None) -> list[str]:
+    """Validated mode keys in registry order, fp32 first (it is the baseline)."""
+    picked = set(modes or []) | {"fp32"}
+    for key in picked:
+        get_mode(key)  # raises a clear error for anything unknown
+    return [k for k in MODES if k in picked]
+
+
+def _reference(lm, shared, prompt: str, ids: list[int], n: int):
+    """fp32's greedy answer and log-probabilities; the default prompt's is shared by all."""
+    fp32 = build_mode(lm, "fp32", shared).model  # the baseline (lm.model itself on a CPU)
+    if prompt != DEFAULT_PROMPT:  # other prompts are not kept
+        return reference_run(fp32, ids, n, lm.device)
+    return shared.get_or_compute(("quant-reference", str(lm.device), tuple(ids), n),
+                                 lambda: reference_run(fp32, ids, n, lm.device))
+
+
+def compare_frames(lm, settings: Settings, shared, prompt: str, modes: list[str] | None,
+                   new_tokens: int) -> Iterator[QuantFrame]:
+    """Build and measure each chosen mode against float32; a frame after every step."""
+    settings.quant_new_tokens.check("New tokens", new_tokens)
+    n = int(new_tokens)
+    keys = chosen_modes(modes)
+    ids = encode_prompt(lm, settings, prompt, max_tokens=MAX_PROMPT_TOKENS)
+    device = lm.device
+    bandwidth = machine_bandwidth(shared, device)
+    text_ids = lm.tokenizer(load_perplexity_text(), add_special_tokens=False)["input_ids"]
+    reports: list[ModeReport] = []
+
+    yield QuantFrame(f"⏳ float32 reference: greedy answer of {n} tokens…")
+    ref = _reference(lm, shared, prompt, ids, n)
+    for i, key in enumerate(keys, start=1):
+        built, shown = None, 0.0
+        for step in build_steps(lm, key, shared):
+            built = step.built
+            if built is None and time.perf_counter() - shown > BUILD_UPDATE_S:
+                shown = time.perf_counter()
+                yield QuantFrame(f"⏳ [{i}/{len(keys)}] building {step.message} "
+                                 f"({step.done}/{step.total})")
+        yield QuantFrame(f"⏳ [{i}/{len(keys)}] measuring {built.mode.label}…")
+        reports.append(compare_mode(built, lm.tokenizer, ref, text_ids, device))
+        yield QuantFrame(f"⏳ measured {len(reports)} of {len(keys)} modes", tuple(reports),
+                         bandwidth)
+    keep_modes(lm, shared, reports)
+    yield QuantFrame(f"✅ measured {len(reports)} modes at {time.strftime('%H:%M:%S')} "
+                     f"({len(ids)}-token prompt, {n} greedy tokens, {len(text_ids)}-token "
+                     "perplexity text)", tuple(reports), bandwidth)
+
+
+def compared(reports, guess: float | None) -> str:
+    """The learner's guess beside int8's measured speed against float32 (once both ran)."""
+    by_key = {r.key: r for r in reports}
+    if "int8" not in by_key or "fp32" not in by_key:
+        return ""
+    return guess_md(GUESS_KEY, guess, by_key["int8"].decode_tokens_per_s
+                    / by_key["fp32"].decode_tokens_per_s)
