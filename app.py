@@ -1,10 +1,12 @@
 """The LLM inference teaching app: watch a real model serve text, one measured step at a time.
 
 Layout and wiring only: the engine lives in inference/, the charts in visualizations/,
-each lesson's panel in lessons/. Run `make run` (or `python app.py`) and open the URL.
+each tab's panel and handlers in lessons/ (one list of tabs: `lessons.TABS`). Run `make run`
+(or `python app.py`) and open the URL.
 """
 from __future__ import annotations
 
+import importlib
 import os
 
 import gradio as gr
@@ -15,24 +17,17 @@ from inference.config import Settings
 from inference.experiments.shared_results import SharedResults
 from inference.loading import load_model
 from inference.server import Server
-from lessons import (
-    batching_panel,
-    chat_panel,
-    decode_panel,
-    kv_cache_panel,
-    performance_panel,
-    prefill_panel,
-    presenter,
-    quantization_panel,
-    tokens_panel,
-)
+from lessons import TABS
 from lessons.common.chart_csv import wire_chart_csv
-from lessons.common.classroom_guard import RefuseUploads, explain_bad_numbers, limit_per_session
+from lessons.common.classroom_guard import (
+    RefuseUploads,
+    explain_bad_numbers,
+    limit_per_session,
+)
+from lessons.common.context import AppContext
 from lessons.common.lesson_text import lesson_text
 from lessons.common.links import link_notice, wire_links
-from lessons.common.next_lesson import lesson_footer, start_prompts, wire_start_prompts
-from lessons.common.progress import progress_box, wire_progress
-from visualizations.glossary import glossary_md
+from lessons.common.next_lesson import lesson_footer
 from visualizations.model_card import model_card_html
 
 SETTINGS = Settings.from_env()
@@ -50,42 +45,17 @@ with gr.Blocks(title="LLM Inference, Step by Step") as demo:
     notice = link_notice()  # says what a ?lesson=…&prompt=… link asked for and did not get
     # Every tab visible (wrapped, not folded into a "⋯" menu) and sticky (assets/style.css).
     with gr.Tabs(elem_id="lesson-tabs", overflow_behavior="wrap") as tabs:
-        with gr.Tab("Start here", id="start"):
-            gr.Markdown(lesson_text("overview.md"))
-            starters = start_prompts()
-            path_store, path_line = progress_box()
-            lesson_footer("start", tabs)
-        with gr.Tab("Try it", id="chat"):
-            chat_prompt = chat_panel.build(LM, SETTINGS, SERVER)
-            lesson_footer("chat", tabs)
-        with gr.Tab("1 · Tokens", id="tokens"):
-            tokens_panel.build(LM, SETTINGS, SHARED)
-            lesson_footer("tokens", tabs)
-        with gr.Tab("2 · Prefill", id="prefill"):
-            prefill_panel.build(LM, SETTINGS, SHARED, SERVER)
-            lesson_footer("prefill", tabs)
-        with gr.Tab("3 · Decode", id="decode"):
-            decode_panel.build(LM, SETTINGS, SHARED, SERVER)
-            lesson_footer("decode", tabs)
-        with gr.Tab("4 · KV cache", id="kv"):
-            kv_cache_panel.build(LM, SETTINGS, SHARED, SERVER)
-            lesson_footer("kv", tabs)
-        with gr.Tab("5 · Batching", id="batching"):
-            batching_panel.build(LM, SETTINGS, SHARED, SERVER)
-            lesson_footer("batching", tabs)
-        with gr.Tab("6 · Quantization", id="quantization"):
-            quantization_panel.build(LM, SETTINGS, SHARED, SERVER)
-            lesson_footer("quantization", tabs)
-        with gr.Tab("This machine", id="machine"):
-            performance_panel.build(LM, SETTINGS, SHARED, SERVER)
-            lesson_footer("machine", tabs)
-        with gr.Tab("Present", id="present"):
-            presenter.build(LM, SETTINGS, SHARED, SERVER, demo)
-        with gr.Tab("Glossary", id="glossary"):
-            gr.Markdown(glossary_md(), elem_id="glossary")
-    wire_start_prompts(starters, chat_prompt, tabs)
+        ctx = AppContext(LM, SETTINGS, SHARED, SERVER, demo, tabs)
+        later = []  # wiring that needs every tab built (Start here's prompts fill Try it's box)
+        for tab in TABS:  # one entry per tab: lessons/<module>_panel.py builds it
+            with gr.Tab(tab.label, id=tab.id):
+                later.append(importlib.import_module(tab.panel).build(ctx))
+                if tab.words:
+                    lesson_footer(tab.id, tabs)
+    for wire in later:
+        if wire is not None:
+            wire()
     wire_links(demo, tabs, notice, SETTINGS.max_prompt_chars)
-    wire_progress(demo, path_store, path_line)
     wire_chart_csv(demo)
 
 demo.queue(max_size=SETTINGS.queue_size, default_concurrency_limit=2)

@@ -17,7 +17,7 @@ from typing import NamedTuple
 from plotly.graph_objects import Figure
 
 from inference.batching import padding_waste
-from inference.config import Settings
+from inference.config import LIMITS, Settings
 from inference.experiments.batch_sweep import SweepUpdate, run_sweep, sweep_sizes
 from inference.experiments.memory_guard import (
     check_batch_fits,
@@ -41,7 +41,7 @@ from .common.prompt_input import encode_prompt
 
 GUESS_KEY = "batch"  # the presenter screen whose question the sweep answers
 COST_GUESS_KEY = "cost"  # ... and the one the cost view answers
-SWEEP_PROMPT = "Explain why the sky is blue in two sentences."
+SWEEP_PROMPT = LIMITS.default_prompt
 RANDOM = "Random (seeded)"
 
 

@@ -21,13 +21,14 @@ from visualizations import batching_charts as charts
 from visualizations import batching_text as text
 
 from . import batching_handlers as run
+from .common.context import AppContext
 from .common.controls import number, slider
+from .common.exports import wire_batch_csv
 from .common.feedback import guarded
 from .common.guess import guess_box
+from .common.latest import latest_modes
 from .common.lesson_text import lesson_text
 from .common.named_outputs import showing
-from .common.exports import wire_batch_csv
-from .common.latest import latest_modes
 
 DEFAULT_PADDING = ("Hi!\nWhat is the capital of France?\n"
                    "Write a haiku about autumn leaves falling slowly.")
@@ -77,8 +78,9 @@ def sweep_tab(lm, settings: Settings, shared, measured: Measured, server=None) -
         budget_mb=data[budget], schedules=data[measured.schedules], guess=data[guess]))
     ev = start.click(guarded(handler, alone=server),
                      {largest, steps, budget, measured.schedules, guess},
-                     list(shown.values()), concurrency_id="heavy", concurrency_limit=1,
-                     time_limit=600, api_name="batch_sweep")
+                     list(shown.values()), concurrency_id="heavy",
+                     concurrency_limit=settings.heavy_lane_limit,
+                     time_limit=settings.long_time_limit_s, api_name="batch_sweep")
     stop.click(None, None, None, cancels=[ev])
     wire_batch_csv(lm, shared, ev, measured.sweep)  # the charts' data as CSV, once finished
     return ev
@@ -127,8 +129,9 @@ def schedulers_tab(lm, settings: Settings, shared, measured: Measured, server=No
         fill_wait_s=data[wait], sweep=data[measured.sweep]))
     ev = start.click(guarded(handler, alone=server),
                      {workload, max_batch, wait, seed, requests, rate, measured.sweep},
-                     list(shown.values()), concurrency_id="heavy", concurrency_limit=1,
-                     time_limit=600, api_name="batch_schedulers")
+                     list(shown.values()), concurrency_id="heavy",
+                     concurrency_limit=settings.heavy_lane_limit,
+                     time_limit=settings.long_time_limit_s, api_name="batch_schedulers")
     stop.click(None, None, None, cancels=[ev])
 
 
@@ -159,9 +162,10 @@ def cost_tab(lm, settings: Settings, measured: Measured, sweep_event: Dependency
     return cost, inputs, list(shown.values())
 
 
-def build(lm, settings: Settings, shared=None, server=None) -> None:
+def build(ctx: AppContext) -> None:
     """Lay out Lesson 5 inside the caller's tab. `shared`: the app's SharedResults (or None);
     `server`: the sweep and the schedulers pause it and run alone."""
+    lm, settings, shared, server = ctx.lm, ctx.settings, ctx.shared, ctx.server
     gr.Markdown(lesson_text("lesson5_batching.md", lm.info), elem_id="batch-lesson-text")
     measured = Measured(sweep=gr.State(None), schedules=gr.State(None),
                         closing=gr.Markdown(text.closing_note(lm.info, None, None),

@@ -20,10 +20,11 @@ from inference.sampling import SamplingSettings
 from visualizations.decode_view import CACHE_FREED, decode_stats_md, output_html
 from visualizations.mechanism import decode_diagram
 
+from .common.context import AppContext
 from .common.controls import number, slider
-from .decode_handlers import DecodeView, branch_to, play_tick, sampling_from, step, stop, views
 from .common.feedback import guarded
 from .common.lesson_text import lesson_text
+from .decode_handlers import DecodeView, branch_to, play_tick, sampling_from, step, stop, views
 
 
 @dataclass(frozen=True)
@@ -167,14 +168,17 @@ def _wire_steps(lm, settings: Settings, ui: DecodeUI, server) -> None:
 
     step_inputs = {ui.state, ui.prompt, ui.max_new} | ui.sampling_inputs
     ui.step_btn.click(guarded(on_step, alone=server), step_inputs, ui.view_outputs,
-                      concurrency_id="model", time_limit=60, api_name="decode_step")
+                      concurrency_id="model",
+                      time_limit=settings.step_time_limit_s, api_name="decode_step")
     ui.timer.tick(guarded(on_tick, plain=True, alone=server), step_inputs | {ui.play_on},
                   ui.view_outputs + ui.play_outputs,
-                  concurrency_id="model", time_limit=60, trigger_mode="once",
+                  concurrency_id="model",
+                  time_limit=settings.step_time_limit_s, trigger_mode="once",
                   show_progress="hidden", api_name="decode_play_tick")
     ui.branch_btn.click(guarded(on_branch, alone=server),
                         {ui.state, ui.at_step, ui.choice} | ui.sampling_inputs,
-                        ui.view_outputs, concurrency_id="model", time_limit=60,
+                        ui.view_outputs, concurrency_id="model",
+                        time_limit=settings.step_time_limit_s,
                         api_name="decode_branch")
 
 
@@ -226,9 +230,10 @@ def _wire_controls(lm, ui: DecodeUI) -> None:
           show_progress="hidden", trigger_mode="always_last", api_name="decode_look")
 
 
-def build(lm, settings: Settings, shared=None, server=None) -> None:
+def build(ctx: AppContext) -> None:
     """Lesson 3 in the caller's tab. Each Step runs alone (`server` pauses for it), so the
     step times shown are one request's own."""
+    lm, settings, server = ctx.lm, ctx.settings, ctx.server
     gr.Markdown(lesson_text("lesson3_decode.md", lm.info))
     ui = _layout(settings, server.budget if server is not None else None, lm.info.layers)
     _wire_steps(lm, settings, ui, server)

@@ -9,18 +9,19 @@ from __future__ import annotations
 
 import gradio as gr
 
-from inference.config import Settings
+from inference.config import LIMITS, Settings
 from visualizations.kv_charts import race_lengths_figure
 from visualizations.mechanism import race_diagram
 
 from . import kv_cache_handlers as run
+from .common.context import AppContext
 from .common.controls import slider
 from .common.feedback import guarded
 from .common.guess import guess_box
 from .common.lesson_text import lesson_text
 from .common.named_outputs import showing
 
-DEFAULT_PROMPT = "Explain why the sky is blue in two sentences."
+DEFAULT_PROMPT = LIMITS.default_prompt
 DEFAULT_SYSTEM = (
     "You are the visitor assistant of the Riverside Science Museum. The museum opens at 9:00 "
     "and closes at 17:00 every day except Monday. Tickets cost 12 euros for adults, 6 euros "
@@ -57,7 +58,8 @@ def growth_tab(lm, settings: Settings, server=None) -> None:
              "size": gr.Plot(label="Cache bytes", elem_id="kv-growth-bytes")}
     handler = showing(shown, lambda p, n: run.growth_frames(lm, settings, p, n))
     ev = start.click(guarded(handler, alone=server), [prompt, new_tokens], list(shown.values()),
-                     concurrency_id="model", time_limit=180, api_name="kv_growth")
+                     concurrency_id="model",
+                     time_limit=settings.measure_time_limit_s, api_name="kv_growth")
     stop.click(None, None, None, cancels=[ev])
 
 
@@ -80,13 +82,14 @@ def race_tab(lm, settings: Settings, shared=None, server=None) -> None:
     handler = showing(shown, lambda p, n, g: run.race_frames(lm, settings, p, n, g))
     ev = start.click(guarded(handler, alone=server), [prompt, new_tokens, guess],
                      list(shown.values()),
-                     concurrency_id="heavy", concurrency_limit=1, time_limit=300,
+                     concurrency_id="heavy", concurrency_limit=settings.heavy_lane_limit,
+                     time_limit=settings.measure_time_limit_s,
                      api_name="kv_race")
     stop.click(None, None, None, cancels=[ev])
-    lengths_section(lm, shared, server)
+    lengths_section(lm, settings, shared, server)
 
 
-def lengths_section(lm, shared=None, server=None) -> None:
+def lengths_section(lm, settings: Settings, shared=None, server=None) -> None:
     """The race at several lengths: why a short race undersells the cache."""
     gr.Markdown("### Race at several lengths\nA short race shows only a few times faster. "
                 "Time one step, with and without the cache, at 32, 128 and 512 tokens of "
@@ -98,7 +101,8 @@ def lengths_section(lm, shared=None, server=None) -> None:
              "table": gr.Markdown(elem_id="kv-lengths-table")}
     handler = showing(shown, lambda: run.race_lengths_frames(lm, shared))
     start.click(guarded(handler, alone=server), None, list(shown.values()),
-                concurrency_id="heavy", concurrency_limit=1, time_limit=300,
+                concurrency_id="heavy", concurrency_limit=settings.heavy_lane_limit,
+                time_limit=settings.measure_time_limit_s,
                 api_name="kv_race_lengths")
 
 
@@ -139,7 +143,8 @@ def prefix_tab(lm, settings: Settings, server=None) -> None:
     handler = showing(shown, lambda s, q, n: run.prefix_frames(lm, settings, s, q, n))
     ev = start.click(guarded(handler, alone=server), [system, questions, new_tokens],
                      list(shown.values()),
-                     concurrency_id="heavy", concurrency_limit=1, time_limit=240,
+                     concurrency_id="heavy", concurrency_limit=settings.heavy_lane_limit,
+                     time_limit=settings.measure_time_limit_s,
                      api_name="kv_prefix")
     stop.click(None, None, None, cancels=[ev])
 
@@ -162,16 +167,18 @@ def attention_tab(lm, settings: Settings, server=None) -> None:
     handler = showing(shown, lambda data: run.show_attention(
         lm, settings, data[prompt], data[new_tokens], data[layer], data[head]))
     start.click(guarded(handler, alone=server), inputs, list(shown.values()),
-                concurrency_id="model", time_limit=120, api_name="kv_attention")
+                concurrency_id="model",
+                time_limit=settings.measure_time_limit_s, api_name="kv_attention")
     redraw = guarded(lambda view, at_layer, at_head: run.attention_redraw(lm, view, at_layer,
                                                                           at_head))
     for control in (layer, head):
         control.change(redraw, [shown["view"], layer, head], shown["plot"])
 
 
-def build(lm, settings: Settings, shared=None, server=None) -> None:
+def build(ctx: AppContext) -> None:
     """Lay out Lesson 4 inside the caller's tab. `shared`: the length race, measured once per
     machine for every visitor; `server`: every measurement here pauses it and runs alone."""
+    lm, settings, shared, server = ctx.lm, ctx.settings, ctx.shared, ctx.server
     gr.Markdown(lesson_text("lesson4_kv_cache.md", lm.info), elem_id="kv-lesson-text")
     with gr.Tabs(overflow_behavior="wrap"):  # every sub-tab one tap away on a phone
         with gr.Tab("1 · Watch it grow"):

@@ -10,14 +10,17 @@ screen's `measure:` key to it. A `Measured` is stored in the visitor's browser a
 from __future__ import annotations
 
 import statistics
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from inference.config import Settings
+from inference.config import LIMITS, Settings
 from inference.experiments.batch_sweep import run_sweep
 from inference.experiments.kv_race import race, summarize
+from inference.experiments.machine_roofline import measure_roofline
 from inference.experiments.memory_guard import memory_budget_bytes
 from inference.experiments.prefill_sweep import prefill_sweep
+from inference.experiments.prompt_prefill import measure_prompt
 from inference.experiments.quality import greedy_run
 from inference.experiments.roofline import machine_bandwidth
 from inference.experiments.serving_cost import usd_per_million
@@ -25,13 +28,16 @@ from inference.experiments.step_bound import measure_step_bound
 from inference.generation import stream
 from inference.quant_modes import build_mode
 from inference.tokens import encode_text, tokenize
+from visualizations.model_card import human_bytes
+from visualizations.presenter_view import recap_md
 
-from .machine_panel import measure_roofline
-from .prefill_panel import measure_prompt
+from .common.latest import PRESENTER_BATCH, shared_key
+from .common.predictions import comparison_md
+from .common.presenter_screens import Screen
 from .common.prompt_input import encode_prompt
 
 QUESTION = "Name three colours of the rainbow."
-PROMPT = "Explain why the sky is blue in two sentences."
+PROMPT = LIMITS.default_prompt
 SENTENCE = "Tokenization turns your sentence into pieces the model can count."
 MIX = {"English": "The weather is lovely today, so we are walking to the park.",
        "French": "Il fait très beau aujourd'hui, alors nous marchons jusqu'au parc.",
@@ -83,7 +89,7 @@ def token_mix(lm, settings: Settings, shared) -> Measured:
 
 
 def prefill(lm, settings: Settings, shared) -> Measured:
-    m = measure_prompt(lm, settings, PROMPT)
+    m = measure_prompt(lm, encode_prompt(lm, settings, PROMPT))
     ms = m.ttft_seconds * 1000
     step = (f", then {m.decode_step_seconds * 1000:.0f} ms per next token"
             if m.decode_step_seconds else "")
@@ -114,7 +120,7 @@ def roofline(lm, settings: Settings, shared) -> Measured:
     r = measure_roofline(lm, DECODE_TOKENS, shared)
     return Measured("roofline", r.bandwidth_gbs, f"{r.bandwidth_gbs:.1f} GB/s",
                     "memory read speed", f"ceiling {r.ceiling_tokens_per_s:.1f} tokens/s for "
-                    f"{r.bytes_per_token / 1e6:,.0f} MB per step · measured "
+                    f"{human_bytes(r.bytes_per_token)} per step · measured "
                     f"{r.measured_tokens_per_s:.1f} tokens/s ({r.fraction:.0%} of the ceiling)")
 
 
@@ -137,9 +143,9 @@ def kv_bytes(lm, settings: Settings, shared) -> Measured:
     per_token = (last.cache_bytes - first.cache_bytes) / max(last.cache_tokens
                                                             - first.cache_tokens, 1)
     i = lm.info
-    return Measured("kv_bytes", per_token, f"{per_token / 1024:,.0f} KB", "of cache per token",
-                    f"cache {first.cache_bytes / 1e6:.1f} MB after the prompt "
-                    f"({first.cache_tokens} tokens) → {last.cache_bytes / 1e6:.1f} MB "
+    return Measured("kv_bytes", per_token, human_bytes(per_token), "of cache per token",
+                    f"cache {human_bytes(first.cache_bytes)} after the prompt "
+                    f"({first.cache_tokens} tokens) → {human_bytes(last.cache_bytes)} "
                     f"({last.cache_tokens}) · formula 2 × {i.layers} layers × {i.kv_heads} KV "
                     f"heads × {i.head_dim} × {lm.bytes_per_value} bytes")
 
@@ -161,7 +167,7 @@ def batch_points(lm, settings: Settings, shared):
     *_, last = run_sweep(lm, ids, BATCH, BATCH_STEPS, memory_budget_bytes(lm.device, 0.5),
                          bandwidth_gbs=machine_bandwidth(shared, lm.device))
     if shared is not None:
-        shared.put(("presenter-batch", lm.info.device, lm.info.dtype), last.points)
+        shared.put(shared_key(lm, PRESENTER_BATCH), last.points)
     return last.points
 
 
@@ -189,7 +195,7 @@ def int8(lm, settings: Settings, shared) -> Measured:
 
 
 def cost(lm, settings: Settings, shared) -> Measured:
-    key = ("presenter-batch", lm.info.device, lm.info.dtype)
+    key = shared_key(lm, PRESENTER_BATCH)
     points = (shared.get(key) if shared is not None else None) or batch_points(lm, settings,
                                                                                shared)
     price = settings.price_per_hour.default
@@ -206,3 +212,58 @@ MEASURES: dict[str, Callable[[object, Settings, object], Measured]] = {
     f.__name__: f for f in (answer, tokens, token_mix, prefill, prefill_race, decode, roofline,
                             step_split, kv_bytes, kv_race, batch, int8, cost)}
 RECAP = "recap"  # gathers the visitor's own results: no model run
+
+
+def fresh() -> dict:
+    """A new visitor's progress: the first screen, no guesses, no results. A new dict (and new
+    inner dicts) every call: one visitor's guesses never land in another's record."""
+    return {"screen": 0, "guesses": {}, "results": {}, "page": None}  # page: who wrote it last
+
+
+def clean(progress) -> dict:
+    """The visitor's stored progress, or a fresh one where storage held something else."""
+    if not isinstance(progress, dict):
+        return fresh()
+    return {"screen": progress.get("screen", 0) if isinstance(progress.get("screen"), int)
+            else 0,
+            "guesses": dict(progress.get("guesses") or {}),
+            "results": dict(progress.get("results") or {}),
+            "page": progress.get("page") if isinstance(progress.get("page"), str) else None}
+
+
+def page_id(request) -> str | None:
+    """This page load's id (Gradio's session hash): a reload or another tab gets a new one."""
+    return getattr(request, "session_hash", None) if request is not None else None
+
+
+def at(screens: tuple[Screen, ...], progress: dict) -> tuple[int, Screen]:
+    i = min(max(progress["screen"], 0), len(screens) - 1)
+    return i, screens[i]
+
+
+def compare_text(screen: Screen, progress: dict, screens: tuple[Screen, ...]) -> str:
+    """Below the result: the recap, guess vs measurement, or (before the run) nothing."""
+    if screen.measure == RECAP:
+        return recap_md(screens, progress["results"]) if RECAP in progress["results"] else ""
+    got = progress["results"].get(screen.measure)
+    if screen.predict is None or got is None:
+        return ""
+    return comparison_md(progress["guesses"].get(screen.measure), got["value"], screen.unit,
+                         screen.why)
+
+
+def measure_screen(p: dict, screens: tuple[Screen, ...], typed: float | None, lm,
+                   settings: Settings, shared) -> dict:
+    """The progress after running the current screen's measurement (the guess typed first is
+    kept on predict screens; the recap gathers the visitor's own results, no model run)."""
+    _, s = at(screens, p)
+    if s.predict is not None and typed is not None:
+        p["guesses"][s.measure] = float(typed)
+    if s.measure == RECAP:
+        n = sum(k in p["results"] for k in MEASURES)
+        p["results"][RECAP] = {"key": RECAP, "value": n, "shown": f"{n} of {len(MEASURES)}",
+                               "label": "figures measured on this machine",
+                               "detail": f"gathered at {time.strftime('%H:%M')}"}
+    else:
+        p["results"][s.measure] = MEASURES[s.measure](lm, settings, shared).as_dict()
+    return p

@@ -8,26 +8,22 @@ guess against measurement and one sentence of why. Where the visitor is, their g
 their results live in their own browser (`gr.BrowserState`, localStorage): reload the page
 and the presenter picks up where it was. Nothing is kept on the server.
 
-The screens are `assets/presenter.md` (`presenter_screens`); the measurements are
-`presenter_measures`; the comparison sentence is `predictions`; the text, `presenter_view`.
+The screens are `assets/presenter.md` (`presenter_screens`); the measurements and the
+visitor's progress record are `presenter_handlers`; the text, `presenter_view`.
 """
 from __future__ import annotations
 
-import time
-
 import gradio as gr
 
-from inference.config import Settings
-from visualizations.presenter_view import recap_md, result_html, screen_md
+from visualizations.presenter_view import result_html, screen_md
 from visualizations.style import info_caption
 
+from .common.context import AppContext
 from .common.feedback import guarded
-from .common.predictions import comparison_md
-from .presenter_handlers import MEASURES, RECAP
-from .common.presenter_screens import Screen, load_screens
+from .common.presenter_screens import load_screens
+from .presenter_handlers import at, clean, compare_text, fresh, measure_screen, page_id
 
 STORAGE_KEY = "llm-lab-presenter"
-FRESH = {"screen": 0, "guesses": {}, "results": {}, "page": None}  # page: who wrote it last
 # Arrow keys / Page Up-Down click Back and Next while the presenter is on screen and no field
 # has the focus; `?present=1` also hides the model card for a cleaner projected page.
 KEYS_JS = """() => {
@@ -51,43 +47,11 @@ KEYS_JS = """() => {
 }"""
 
 
-def clean(progress) -> dict:
-    """The visitor's stored progress, or a fresh one where storage held something else."""
-    if not isinstance(progress, dict):
-        return {**FRESH}
-    return {"screen": progress.get("screen", 0) if isinstance(progress.get("screen"), int)
-            else 0,
-            "guesses": dict(progress.get("guesses") or {}),
-            "results": dict(progress.get("results") or {}),
-            "page": progress.get("page") if isinstance(progress.get("page"), str) else None}
-
-
-def _page(request) -> str | None:
-    """This page load's id (Gradio's session hash): a reload or another tab gets a new one."""
-    return getattr(request, "session_hash", None) if request is not None else None
-
-
-def at(screens: tuple[Screen, ...], progress: dict) -> tuple[int, Screen]:
-    i = min(max(progress["screen"], 0), len(screens) - 1)
-    return i, screens[i]
-
-
-def compare_text(screen: Screen, progress: dict, screens: tuple[Screen, ...]) -> str:
-    """Below the result: the recap, guess vs measurement, or (before the run) nothing."""
-    if screen.measure == RECAP:
-        return recap_md(screens, progress["results"]) if RECAP in progress["results"] else ""
-    got = progress["results"].get(screen.measure)
-    if screen.predict is None or got is None:
-        return ""
-    return comparison_md(progress["guesses"].get(screen.measure), got["value"], screen.unit,
-                         screen.why)
-
-
-def build(lm, settings: Settings, shared=None, server=None, demo: gr.Blocks | None = None
-          ) -> None:
-    """The presenter inside the caller's tab; `demo`: the app, to bind the keys on load."""
+def build(ctx: AppContext) -> None:
+    """The presenter inside the caller's tab; `ctx.demo`: the app, to bind the keys on load."""
+    lm, settings, shared, server, demo = ctx.lm, ctx.settings, ctx.shared, ctx.server, ctx.demo
     screens = load_screens(lm.info)
-    progress = gr.BrowserState(FRESH, storage_key=STORAGE_KEY)
+    progress = gr.BrowserState(fresh(), storage_key=STORAGE_KEY)
     with gr.Column(elem_id="presenter"):
         shown = gr.Markdown(screen_md(screens[0], 0, len(screens)), elem_id="present-screen")
         guess = gr.Number(None, label="Your guess", visible=False, elem_id="present-guess")
@@ -114,24 +78,14 @@ def build(lm, settings: Settings, shared=None, server=None, demo: gr.Blocks | No
         def go(p, request: gr.Request = None) -> dict:
             p = clean(p)
             p["screen"] = min(max(p["screen"] + step, 0), len(screens) - 1)
-            p["page"] = _page(request)
+            p["page"] = page_id(request)
             return view(p)
         return go
 
     def measure(p, typed: float | None, request: gr.Request = None) -> dict:
         p = clean(p)
-        p["page"] = _page(request)
-        i, s = at(screens, p)
-        if s.predict is not None and typed is not None:
-            p["guesses"][s.measure] = float(typed)
-        if s.measure == RECAP:
-            n = sum(k in p["results"] for k in MEASURES)
-            p["results"][RECAP] = {"key": RECAP, "value": n, "shown": f"{n} of {len(MEASURES)}",
-                                   "label": "figures measured on this machine",
-                                   "detail": f"gathered at {time.strftime('%H:%M')}"}
-        else:
-            p["results"][s.measure] = MEASURES[s.measure](lm, settings, shared).as_dict()
-        return view(p)
+        p["page"] = page_id(request)
+        return view(measure_screen(p, screens, typed, lm, settings, shared))
 
     outputs = [progress, shown, guess, run, result, compare]
     back.click(guarded(move(-1), plain=True, compute=False), progress, outputs, queue=False,
@@ -139,7 +93,8 @@ def build(lm, settings: Settings, shared=None, server=None, demo: gr.Blocks | No
     forward.click(guarded(move(+1), plain=True, compute=False), progress, outputs, queue=False,
                   api_visibility="private")
     run.click(guarded(measure, alone=server), [progress, guess], outputs,
-              concurrency_id="heavy", concurrency_limit=1, time_limit=300,
+              concurrency_id="heavy", concurrency_limit=settings.heavy_lane_limit,
+              time_limit=settings.measure_time_limit_s,
               api_name="presenter_measure")
     # The browser restores the stored progress after the page has loaded and reports it as a
     # change: show that screen (not writing `progress` back, which would report again). A change
@@ -147,7 +102,7 @@ def build(lm, settings: Settings, shared=None, server=None, demo: gr.Blocks | No
     # land after the next move's answer and put the old screen back.
     def restore(p, request: gr.Request = None) -> dict:
         p = clean(p)
-        if p["page"] is not None and p["page"] == _page(request):
+        if p["page"] is not None and p["page"] == page_id(request):
             return {c: gr.skip() for c in outputs[1:]}
         shown_now = view(p)
         shown_now.pop(progress)

@@ -21,8 +21,8 @@ from inference.experiments.quality import (
 from inference.experiments.roofline import machine_bandwidth
 from inference.quant_modes import MODES, build_mode, build_steps, get_mode
 
-from .common.latest import keep_modes
 from .common.guess import guess_md
+from .common.latest import keep_modes
 from .common.prompt_input import encode_prompt
 
 DEFAULT_PROMPT = LIMITS.default_prompt  # its float32 reference is shared by every visitor
