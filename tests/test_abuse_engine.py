@@ -94,7 +94,7 @@ def test_concurrent_steps_on_one_session_take_turns(lm):
     from inference.config import Settings
     from inference.generation import stream
     from inference.sampling import SamplingSettings
-    from lessons import decode_session
+    from lessons import decode_handlers as decode_session
 
     settings, greedy, prompt = Settings(), SamplingSettings(), "Write one sentence about the moon."
     gen = decode_session.step(lm, settings, None, prompt, 12, greedy)

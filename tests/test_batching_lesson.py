@@ -274,10 +274,11 @@ def test_panel_builds_with_limits_and_named_endpoints(lm):
 
     from inference.config import Settings
     from lessons import batching_panel as panel
+    from lessons.common.context import AppContext
     from lessons.common.controls import limit_name
     settings = Settings()
     with gr.Blocks() as demo:
-        panel.build(lm, settings, SharedResults())
+        panel.build(AppContext(lm, settings, SharedResults(), demo=demo))
     bounded = [b for b in demo.blocks.values() if isinstance(b, gr.Slider)
                or (isinstance(b, gr.Number) and (b.minimum is not None or b.maximum is not None))]
     assert all(limit_name(b) for b in bounded), [b.label for b in bounded if not limit_name(b)]

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from inference.experiments import machine_roofline
 from inference.experiments.batch_sweep import BatchPoint
 from inference.experiments.compute_roof import (
     ComputeRoof,
@@ -16,7 +17,6 @@ from inference.experiments.compute_roof import (
     measure_matmul_gflops,
 )
 from inference.experiments.shared_results import SharedResults
-from lessons import performance_panel
 from visualizations.roofline_charts import compute_roof_md, two_roof_figure
 
 INFO = SimpleNamespace(parameters=100, layers=2, heads=3, head_dim=4)
@@ -65,13 +65,13 @@ def test_matmul_measures_a_positive_rate(lm):
 
 def test_this_machine_places_decode_and_prefill_under_the_roofs(lm):
     shared = SharedResults()
-    r = performance_panel.measure_roofline(lm, new_tokens=4, shared=shared)
-    roof = performance_panel.measure_compute_roof(lm, r, shared, new_tokens=4)
+    r = machine_roofline.measure_roofline(lm, new_tokens=4, shared=shared)
+    roof = machine_roofline.measure_compute_roof(lm, r, shared, new_tokens=4)
     decode, prefill = roof.points[0], roof.points[-1]
     assert decode.label == "decode, batch 1" and prefill.label == "prefill, 256 tokens"
     assert prefill.intensity > 100 * decode.intensity  # one weight read for 256 tokens
     assert roof.bound(decode) == "memory"
     for p in roof.points:  # a FLOP count or a byte count off by a factor would break the roof
         assert 0 < p.gflops <= 1.5 * roof.attainable_gflops(p.intensity), p
-    again = performance_panel.measure_compute_roof(lm, r, shared, new_tokens=4)
+    again = machine_roofline.measure_compute_roof(lm, r, shared, new_tokens=4)
     assert again.peak_gflops == roof.peak_gflops  # one compute figure per machine, shared

@@ -10,13 +10,18 @@ import pytest
 
 from inference.config import Settings
 from inference.experiments.shared_results import SharedResults
-from lessons import batching_handlers, kv_cache_handlers, prefill_panel, quantization_panel
+from lessons import (
+    batching_handlers,
+    kv_cache_handlers,
+    prefill_handlers,
+    quantization_handlers,
+)
 from lessons.common.guess import guess_md, question
 from lessons.common.presenter_screens import load_screens
 
 SETTINGS = Settings()
-KEYS = [prefill_panel.GUESS_KEY, kv_cache_handlers.GUESS_KEY, batching_handlers.GUESS_KEY,
-        quantization_panel.GUESS_KEY, batching_handlers.COST_GUESS_KEY]
+KEYS = [prefill_handlers.GUESS_KEY, kv_cache_handlers.GUESS_KEY, batching_handlers.GUESS_KEY,
+        quantization_handlers.GUESS_KEY, batching_handlers.COST_GUESS_KEY]
 
 
 def measured_in(text: str) -> float:
@@ -35,11 +40,11 @@ def test_each_lesson_question_is_a_presenter_screen(key):
 
 def test_prefill_sweep_compares_the_guess_with_its_verdict(lm):
     shared = SharedResults()
-    done = list(prefill_panel.run_sweep(lm, SETTINGS, shared, [4, 16], 16, guess=3))[-1]
-    _, ratio = prefill_panel.verdict_point(shared.get(("prefill_sweep", (4, 16), 16)))
+    done = list(prefill_handlers.run_sweep(lm, SETTINGS, shared, [4, 16], 16, guess=3))[-1]
+    _, ratio = prefill_handlers.verdict_point(shared.get(("prefill_sweep", (4, 16), 16)))
     assert "**Your guess:** 3 × faster" in done.progress
     assert measured_in(done.progress) == pytest.approx(ratio, rel=0.05)
-    again = list(prefill_panel.run_sweep(lm, SETTINGS, shared, [4, 16], 16, guess=None))[-1]
+    again = list(prefill_handlers.run_sweep(lm, SETTINGS, shared, [4, 16], 16, guess=None))[-1]
     assert "shared result" in again.progress and "No guess typed" in again.progress
 
 
@@ -79,6 +84,6 @@ def test_cost_view_compares_the_guess_with_the_largest_batch(lm):
 def test_quantization_compares_int8_with_fp32_once_both_ran():
     fp32 = SimpleNamespace(key="fp32", decode_tokens_per_s=10.0)
     int8 = SimpleNamespace(key="int8", decode_tokens_per_s=14.0)
-    assert quantization_panel.compared([fp32], 1.5) == ""
-    md = quantization_panel.compared([fp32, int8], 1.5)
+    assert quantization_handlers.compared([fp32], 1.5) == ""
+    md = quantization_handlers.compared([fp32, int8], 1.5)
     assert "**Your guess:** 1.5 × faster" in md and measured_in(md) == pytest.approx(1.4)

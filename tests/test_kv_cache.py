@@ -263,10 +263,11 @@ def test_panel_builds_with_limits_and_named_endpoints(lm):
     import gradio as gr
 
     from lessons import kv_cache_panel as panel
+    from lessons.common.context import AppContext
     from lessons.common.controls import limit_name
     settings = Settings()
     with gr.Blocks() as demo:
-        panel.build(lm, settings)
+        panel.build(AppContext(lm, settings, demo=demo))
     sliders = [b for b in demo.blocks.values() if isinstance(b, gr.Slider)]
     tagged = {limit_name(s): s for s in sliders if limit_name(s)}
     assert set(tagged) == {"growth_new_tokens", "race_new_tokens", "projection_batch",

@@ -92,7 +92,7 @@ def test_perplexity_is_described_per_token():
 
 def test_native_bf16_is_read_from_the_cpu_flags():
     """Item 4: 'no native bfloat16' only where the flags were read and lack it."""
-    from lessons.quantization_panel import device_bf16, native_bf16
+    from inference.experiments.cpu_flags import device_bf16, native_bf16
     plain = "processor\t: 0\nflags\t\t: fpu sse2 avx2 fma avx512f\n"
     assert native_bf16(plain) is False
     assert native_bf16(plain.replace("avx512f", "avx512f avx512_bf16")) is True

@@ -12,6 +12,7 @@ from inference.errors import (
     PromptTooLongError,
     SettingOutOfRangeError,
 )
+from inference.experiments import machine_roofline, prompt_prefill
 from inference.experiments.roofline import machine_bandwidth
 from inference.experiments.shared_results import SharedResults
 from inference.experiments.token_cost import conversation_costs
@@ -20,16 +21,21 @@ from inference.sampling import SamplingSettings
 from inference.tokens import prompt_ids
 from lessons import (
     batching_handlers,
+    chat_handlers,
     chat_panel,
+    decode_handlers,
     decode_panel,
-    decode_session,
-    performance_panel,
+    machine_handlers,
+    machine_panel,
+    prefill_handlers,
     prefill_panel,
     quantization_panel,
+    tokens_handlers,
     tokens_panel,
 )
+from lessons.common.context import AppContext
 from lessons.common.controls import limit_name
-from visualizations.quant_text import roofline_md
+from visualizations.machine_text import roofline_md
 from visualizations.timing_text import prefill_report_md
 
 SETTINGS = Settings()
@@ -41,29 +47,29 @@ def steps(lm, n: int, max_new: int = 10, sampling: SamplingSettings = GREEDY):
     """A generation after `n` Steps."""
     gen = None
     for _ in range(n):
-        gen = decode_session.step(lm, SETTINGS, gen, PROMPT, max_new, sampling)
+        gen = decode_handlers.step(lm, SETTINGS, gen, PROMPT, max_new, sampling)
     return gen
 
 
 def run_to_end(lm, max_new: int, sampling: SamplingSettings):
-    gen = decode_session.step(lm, SETTINGS, None, PROMPT, max_new, sampling)
+    gen = decode_handlers.step(lm, SETTINGS, None, PROMPT, max_new, sampling)
     while not gen.finished:
-        gen = decode_session.step(lm, SETTINGS, gen, PROMPT, max_new, sampling)
+        gen = decode_handlers.step(lm, SETTINGS, gen, PROMPT, max_new, sampling)
     return gen
 
 
 def test_tokens_view_counts_and_template(tok):
-    html, counts, note = tokens_panel.show_tokens(tok, "Hello world", False, 1000)
+    html, counts, note = tokens_handlers.show_tokens(tok, "Hello world", False, 1000)
     assert "<sub>19556</sub>" in html and "**2** tokens" in counts
-    wrapped = tokens_panel.show_tokens(tok, "Hello world", True, 1000)
+    wrapped = tokens_handlers.show_tokens(tok, "Hello world", True, 1000)
     assert "&lt;|im_start|&gt;" in wrapped.html and "special" in wrapped.html
     assert "your 2 tokens become" in wrapped.note
     with pytest.raises(PromptTooLongError, match="characters"):
-        tokens_panel.show_tokens(tok, "x" * 2000, False, 1000)
+        tokens_handlers.show_tokens(tok, "x" * 2000, False, 1000)
 
 
 def test_cost_estimate_arithmetic(tok):
-    md = tokens_panel.cost_md(tok, "Hello world", 1000, 2.0, 10.0)
+    md = tokens_handlers.cost_md(tok, "Hello world", 1000, 2.0, 10.0)
     n_in = len(prompt_ids(tok, "Hello world"))
     assert f"**{n_in:,} input tokens**" in md
     assert f"${1000 * 10.0 / 1e6 + n_in * 2.0 / 1e6:.6f}" in md
@@ -74,23 +80,24 @@ def test_a_conversation_resends_its_history_every_turn(tok):
     rows = conversation_costs(10, 20, 3, 1.0, 2.0)
     assert [r.input_tokens for r in rows] == [10, 40, 70]  # k × question + (k − 1) × answer
     assert rows[-1].total == pytest.approx(sum((r.input_tokens * 1 + 20 * 2) / 1e6 for r in rows))
-    md = tokens_panel.conversation_md(tok, "Hello world", 50, 1.0, 2.0, 4)
+    md = tokens_handlers.conversation_md(tok, "Hello world", 50, 1.0, 2.0, 4)
     n_in = len(prompt_ids(tok, "Hello world"))
     assert f"| 1 | {n_in:,} | 50 |" in md and f"| 4 | {4 * n_in + 3 * 50:,} | 50 |" in md
     assert "By turn 4 one request sends" in md
     with pytest.raises(SettingOutOfRangeError, match="Turns"):
-        tokens_panel.conversation_md(tok, "hi", 10, 1.0, 1.0, SETTINGS.conversation_turns.high + 1)
+        tokens_handlers.conversation_md(tok, "hi", 10, 1.0, 1.0,
+                                        SETTINGS.conversation_turns.high + 1)
 
 
 def test_cost_estimate_refuses_huge_text_and_prices_out_of_range(tok):
     with pytest.raises(InferenceInputError, match="characters"):
-        tokens_panel.cost_md(tok, "x" * 30_000, 10, 1.0, 1.0, max_chars=20_000)
+        tokens_handlers.cost_md(tok, "x" * 30_000, 10, 1.0, 1.0, max_chars=20_000)
     with pytest.raises(SettingOutOfRangeError, match="price"):
-        tokens_panel.cost_md(tok, "hi", 10, SETTINGS.token_price_per_m.high + 1, 1.0)
+        tokens_handlers.cost_md(tok, "hi", 10, SETTINGS.token_price_per_m.high + 1, 1.0)
 
 
 def test_chat_streams_the_greedy_answer_through_the_server(lm, serving):
-    frames = list(chat_panel.generate_chat(lm, SETTINGS, serving, PROMPT, 6))
+    frames = list(chat_handlers.generate_chat(lm, SETTINGS, serving, PROMPT, 6))
     reference = list(stream(lm, prompt_ids(lm.tokenizer, PROMPT), max_new_tokens=6))
     assert len(frames) == len(reference) + 1  # first: waiting for a row
     assert frames[0].history[1]["content"] == "" and "batch" in frames[0].stats
@@ -105,7 +112,7 @@ def test_chat_streams_the_greedy_answer_through_the_server(lm, serving):
 
 
 def test_chat_echoes_a_surrogate_prompt_cleanly(lm, serving):
-    frames = list(chat_panel.generate_chat(lm, SETTINGS, serving, "Say hi \ud800", 3))
+    frames = list(chat_handlers.generate_chat(lm, SETTINGS, serving, "Say hi \ud800", 3))
     assert frames[-1].history[0]["content"].encode("utf-8")  # encodable: no lone surrogate
     assert len(frames) >= 2 and frames[-1].history[1]["content"]
 
@@ -113,9 +120,9 @@ def test_chat_echoes_a_surrogate_prompt_cleanly(lm, serving):
 def test_step_yields_one_token_each(lm):
     gen = steps(lm, 1)
     assert len(gen.events) == 1 and gen.events[0].forward_tokens == len(gen.prompt_ids)
-    gen = decode_session.step(lm, SETTINGS, gen, PROMPT, 10, GREEDY)
+    gen = decode_handlers.step(lm, SETTINGS, gen, PROMPT, 10, GREEDY)
     assert len(gen.events) == 2 and gen.events[1].forward_tokens == 1
-    view = decode_session.views(lm, gen, GREEDY)
+    view = decode_handlers.views(lm, gen, GREEDY)
     assert view.gen is gen and view.tokens == 2 and view.look_at == 1
     assert [c for _, c in view.choices] == [c.token_id for c in gen.events[1].candidates]
     assert view.pick is not None and view.pick != gen.events[1].token_id
@@ -125,7 +132,7 @@ def test_step_yields_one_token_each(lm):
 def test_play_gives_the_same_tokens_as_steps(lm):
     gen, done, ticks = None, False, 0
     while not done:
-        gen, done = decode_session.play_tick(lm, SETTINGS, gen, PROMPT, 12, GREEDY)
+        gen, done = decode_handlers.play_tick(lm, SETTINGS, gen, PROMPT, 12, GREEDY)
         ticks += 1
     ids = prompt_ids(lm.tokenizer, PROMPT)
     reference = [e.token_id for e in stream(lm, ids, max_new_tokens=12)]
@@ -135,30 +142,30 @@ def test_play_gives_the_same_tokens_as_steps(lm):
 def test_branch_continues_like_a_fresh_run(lm):
     gen = steps(lm, 5)
     alt = gen.events[2].candidates[1].token_id
-    gen = decode_session.branch_to(lm, gen, 2, alt)
+    gen = decode_handlers.branch_to(lm, gen, 2, alt)
     assert gen.generated[2] == alt and len(gen.events) == 3
     while not gen.finished:
-        gen = decode_session.step(lm, SETTINGS, gen, PROMPT, 10, GREEDY)
+        gen = decode_handlers.step(lm, SETTINGS, gen, PROMPT, 10, GREEDY)
     fresh = [e.token_id for e in stream(lm, gen.prompt_ids + gen.generated[:3], max_new_tokens=7)]
     assert gen.generated[3:] == fresh
 
 
 def test_branch_needs_tokens_and_a_candidate_first(lm):
     with pytest.raises(NotReadyError, match="Generate a few tokens first"):
-        decode_session.branch_to(lm, None, 0, 5)
+        decode_handlers.branch_to(lm, None, 0, 5)
     gen = steps(lm, 2)
     with pytest.raises(NotReadyError, match="Choose a candidate"):
-        decode_session.branch_to(lm, gen, 1, None)
+        decode_handlers.branch_to(lm, gen, 1, None)
     with pytest.raises(SettingOutOfRangeError, match="no step 9"):
-        decode_session.branch_to(lm, gen, 9, gen.events[0].candidates[1].token_id)
+        decode_handlers.branch_to(lm, gen, 9, gen.events[0].candidates[1].token_id)
     assert len(gen.events) == 2  # a refused branch leaves the run as it was
 
 
 def test_prompt_change_starts_over_and_reset_clears(lm):
     gen = steps(lm, 1)
-    gen = decode_session.step(lm, SETTINGS, gen, "A different prompt.", 10, GREEDY)
+    gen = decode_handlers.step(lm, SETTINGS, gen, "A different prompt.", 10, GREEDY)
     assert len(gen.events) == 1
-    view = decode_session.views(lm, None, GREEDY)
+    view = decode_handlers.views(lm, None, GREEDY)
     assert view.gen is None and "Press <b>Step</b>" in view.text_html
     assert view.tokens == 0 and view.choices == [] and view.pick is None
 
@@ -186,38 +193,38 @@ def test_sampled_steps_differ_from_greedy_with_seed(lm):
 
 def test_bad_prompt_gives_clear_error(lm):
     with pytest.raises(InferenceInputError, match="empty"):
-        decode_session.step(lm, SETTINGS, None, "   ", 10, GREEDY)
+        decode_handlers.step(lm, SETTINGS, None, "   ", 10, GREEDY)
 
 
 def test_stop_is_final_for_queued_play_ticks(lm):
-    gen, _ = decode_session.play_tick(lm, SETTINGS, None, PROMPT, 10, GREEDY)
+    gen, _ = decode_handlers.play_tick(lm, SETTINGS, None, PROMPT, 10, GREEDY)
     gen.stop()
-    after, done = decode_session.play_tick(lm, SETTINGS, gen, PROMPT, 10, GREEDY)
+    after, done = decode_handlers.play_tick(lm, SETTINGS, gen, PROMPT, 10, GREEDY)
     assert done and after is gen and len(after.events) == 1 and after.finished == "stopped by you"
 
 
 def test_stop_during_a_running_step_discards_that_step(lm, monkeypatch):
-    gen, _ = decode_session.play_tick(lm, SETTINGS, None, PROMPT, 10, GREEDY)
-    real_step = decode_session.step
+    gen, _ = decode_handlers.play_tick(lm, SETTINGS, None, PROMPT, 10, GREEDY)
+    real_step = decode_handlers.step
 
     def step_while_stop_is_pressed(*args, **kwargs):
         g = real_step(*args, **kwargs)
         g.stop()  # Stop arrives while the forward pass runs
         return g
 
-    monkeypatch.setattr(decode_session, "step", step_while_stop_is_pressed)
-    after, done = decode_session.play_tick(lm, SETTINGS, gen, PROMPT, 10, GREEDY)
+    monkeypatch.setattr(decode_handlers, "step", step_while_stop_is_pressed)
+    after, done = decode_handlers.play_tick(lm, SETTINGS, gen, PROMPT, 10, GREEDY)
     assert done and len(after.events) == 1 and len(after.generated) == 1
 
 
 def test_stop_keeps_exactly_the_tokens_on_screen(lm):
     gen = steps(lm, 4)
     first_three = gen.generated[:3]
-    decode_session.stop(gen, 3)  # the 4th token was computed but not yet drawn
+    decode_handlers.stop(gen, 3)  # the 4th token was computed but not yet drawn
     assert gen.finished == "stopped by you" and gen.generated == first_three
     assert len(gen.events) == 3
-    decode_session.stop(gen, 7)  # more than exist: nothing to drop
-    decode_session.stop(gen, None)
+    decode_handlers.stop(gen, 7)  # more than exist: nothing to drop
+    decode_handlers.stop(gen, None)
     assert len(gen.events) == 3 and gen.generated == first_three
 
 
@@ -225,7 +232,7 @@ def test_stop_waits_for_the_view_in_flight_so_its_view_is_the_newest(lm):
     """A Play tick drawing its view when Stop arrives: Stop waits for it, so the tick's view
     (not stopped) is never the later one on the learner's screen."""
     gen = steps(lm, 3)
-    stopper = threading.Thread(target=decode_session.stop, args=(gen, 2))
+    stopper = threading.Thread(target=decode_handlers.stop, args=(gen, 2))
     with gen.lock:  # the tick's step and view hold the generation
         stopper.start()
         stopper.join(timeout=0.5)
@@ -233,39 +240,39 @@ def test_stop_waits_for_the_view_in_flight_so_its_view_is_the_newest(lm):
         assert not gen.stopped and len(gen.events) == 3
     stopper.join(timeout=30)
     assert not stopper.is_alive()
-    view = decode_session.views(lm, gen, GREEDY)
+    view = decode_handlers.views(lm, gen, GREEDY)
     assert view.tokens == 2 and "stopped by you" in view.stats_md
 
 
 def test_prefill_measurement_and_shared_sweep(lm):
-    m = prefill_panel.measure_prompt(lm, SETTINGS, PROMPT)
+    m = prefill_handlers.measure_text(lm, SETTINGS, PROMPT)
     assert m.prompt_tokens == len(prompt_ids(lm.tokenizer, PROMPT))
     assert 0 < m.prefill_seconds <= m.ttft_seconds
-    assert m.decode_steps == prefill_panel.DECODE_STEPS and m.decode_step_seconds > 0
+    assert m.decode_steps == prompt_prefill.DECODE_STEPS and m.decode_step_seconds > 0
     md = prefill_report_md(m)
     assert "one forward pass" in md and "decode step" in md
     assert f"**{m.prompt_tokens} tokens**" in md
     shared = SharedResults()
-    frames = list(prefill_panel.run_sweep(lm, SETTINGS, shared, [4, 16, 64], 16))
+    frames = list(prefill_handlers.run_sweep(lm, SETTINGS, shared, [4, 16, 64], 16))
     assert "Done. At 16 tokens (measured both ways)" in frames[-1].progress
     names = [t.name for t in frames[-1].chart.data]
     assert any("extrapolated" in n for n in names)  # 64 > 16: extrapolated, and labelled
     assert list(frames[-1].chart.data[0].x) == [4, 16, 64]
-    again = list(prefill_panel.run_sweep(lm, SETTINGS, shared, [4, 16, 64], 16))
+    again = list(prefill_handlers.run_sweep(lm, SETTINGS, shared, [4, 16, 64], 16))
     assert len(again) == 1 and "shared result" in again[0].progress
     with pytest.raises(SettingOutOfRangeError):
-        list(prefill_panel.run_sweep(lm, SETTINGS, shared, [4], SETTINGS.prefill_sweep_tokens.high
-                                     + 1))
+        list(prefill_handlers.run_sweep(lm, SETTINGS, shared, [4],
+                                        SETTINGS.prefill_sweep_tokens.high + 1))
 
 
 def test_roofline_panel_measures_and_explains(lm):
-    r = performance_panel.measure_roofline(lm, new_tokens=6)
+    r = machine_roofline.measure_roofline(lm, new_tokens=6)
     assert r.bandwidth_gbs > 0 and r.measured_tokens_per_s > 0
     assert r.bytes_per_token > lm.info.weight_bytes  # weights plus the cache
     assert abs(r.ceiling_tokens_per_s - r.bandwidth_gbs * 1e9 / r.bytes_per_token) < 1e-9
     md = roofline_md(r, lm.info.weight_bytes)
     assert f"{r.fraction:.0%}" in md and "theoretical" in md and "measured" in md
-    point = performance_panel.roofline_point(lm, r)
+    point = machine_handlers.roofline_point(lm, r)
     assert point.decode_tokens_per_s == r.measured_tokens_per_s
     assert point.bytes_per_token == r.bytes_per_token
 
@@ -277,8 +284,8 @@ def test_one_bandwidth_figure_for_the_machine(lm):
     """The roofline, the batch sweep and the quantization lesson quote one measured bandwidth
     (three separate measurements once showed 15.1, 18.5 and 20.3 GB/s on one screen)."""
     shared = SharedResults()
-    r = performance_panel.measure_roofline(lm, new_tokens=2, shared=shared)
-    again = performance_panel.measure_roofline(lm, new_tokens=2, shared=shared)
+    r = machine_roofline.measure_roofline(lm, new_tokens=2, shared=shared)
+    again = machine_roofline.measure_roofline(lm, new_tokens=2, shared=shared)
     assert again.bandwidth_gbs == r.bandwidth_gbs == machine_bandwidth(shared, lm.device)
     done = list(batching_handlers.sweep_frames(lm, SETTINGS, shared, max_batch=1, steps=2,
                                                budget_mb=None))[-1]
@@ -288,10 +295,10 @@ def test_one_bandwidth_figure_for_the_machine(lm):
 
 def test_every_slider_and_bounded_number_comes_from_settings(lm, serving):
     with gr.Blocks() as demo:
-        chat_panel.build(lm, SETTINGS, serving)
-        tokens_panel.build(lm, SETTINGS, SharedResults())
-        for panel in (prefill_panel, decode_panel, quantization_panel, performance_panel):
-            panel.build(lm, SETTINGS, SharedResults(), serving)
+        ctx = AppContext(lm, SETTINGS, SharedResults(), serving, demo)
+        for panel in (chat_panel, tokens_panel, prefill_panel, decode_panel, quantization_panel,
+                      machine_panel):
+            panel.build(ctx)
     sliders = [b for b in demo.blocks.values() if isinstance(b, gr.Slider)]
     numbers = [b for b in demo.blocks.values() if isinstance(b, gr.Number)
                and (b.minimum is not None or b.maximum is not None)]

@@ -6,8 +6,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from inference.experiments.machine_roofline import measure_roofline
 from inference.experiments.model_sizes import SMOLLM2, size_rows
-from lessons import performance_panel
+from lessons import machine_handlers
 from visualizations.machine_text import model_sizes_md
 
 
@@ -41,17 +42,17 @@ def test_size_table_says_theoretical_and_carries_the_measured_share():
 
 
 def test_gpu_note_is_labelled_with_its_machine_and_date(lm):
-    note = performance_panel.gpu_note_md(lm) if lm.device.type == "cpu" else ""
+    note = machine_handlers.gpu_note_md(lm) if lm.device.type == "cpu" else ""
     if note:  # on a CPU: the H200's figures, said to come from there
         assert "NVIDIA H200" in note and "2026-11-30" in note and "not from this one" in note
         assert "48 tokens/s" in note and "3.7 TB/s" in note
     on_gpu = SimpleNamespace(device=SimpleNamespace(type="cuda"),
                              info=SimpleNamespace(device="cuda:0 (NVIDIA H200)"))
-    mine = performance_panel.gpu_note_md(on_gpu)
+    mine = machine_handlers.gpu_note_md(on_gpu)
     assert "This machine is a GPU (cuda:0 (NVIDIA H200))" in mine and "2026" not in mine
 
 
 def test_sizes_on_the_real_model(lm):
-    r = performance_panel.measure_roofline(lm, new_tokens=4)
-    md = performance_panel.sizes_md(lm, r)
+    r = measure_roofline(lm, new_tokens=4)
+    md = machine_handlers.sizes_md(lm, r)
     assert f"{r.bandwidth_gbs:.1f} GB/s" in md and "This model measured" in md

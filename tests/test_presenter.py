@@ -13,10 +13,9 @@ import pytest
 from inference.config import Settings
 from lessons.common.links import LESSONS, PROMPT_BOXES, read_link
 from lessons.common.predictions import comparison_md, guess_error, verdict
-from lessons.presenter_panel import FRESH, clean, compare_text
-from lessons.presenter_handlers import MEASURES, RECAP
 from lessons.common.presenter_screens import load_screens, parse_screens
 from lessons.common.progress import STEPS, path_md, visit, visited
+from lessons.presenter_handlers import MEASURES, RECAP, clean, compare_text, fresh
 from visualizations.exports import (
     batch_sweep_csv,
     machine_figures_md,
@@ -121,7 +120,7 @@ def test_guess_against_measurement():
 
 
 def test_progress_from_the_browser_is_cleaned_and_compared():
-    assert clean(None) == FRESH and clean("junk") == FRESH
+    assert clean(None) == fresh() and clean("junk") == fresh()
     assert clean({"screen": "3"})["screen"] == 0
     assert clean({"page": "abc"})["page"] == "abc" and clean({"page": 7})["page"] is None
     screens = load_screens()
@@ -233,7 +232,7 @@ def test_a_stored_screen_is_redrawn_for_a_new_page_only(app_module):
     after the next arrow key (a flake seen in CI: stuck on screen 13 after ArrowLeft)."""
     restore = next(f.fn for f in app_module.demo.fns.values()
                    if getattr(f.fn, "__name__", "") == "restore")
-    stored = {**FRESH, "screen": 4, "page": "page-A"}
+    stored = {**fresh(), "screen": 4, "page": "page-A"}
     kept = restore(stored, request=SimpleNamespace(session_hash="page-A"))
     assert kept and all(v == gr.skip() for v in kept.values())  # nothing redrawn
     redrawn = restore(stored, request=SimpleNamespace(session_hash="page-B"))

@@ -5,8 +5,8 @@ import pytest
 
 from inference.experiments.quality import ModeReport
 from inference.experiments.roofline import Roofline, ceiling_tokens_per_s
+from visualizations import machine_text, quant_text, roofline_bytes
 from visualizations import quant_charts as charts
-from visualizations import quant_text
 
 
 def report(key, wbytes, tps, top1=1.0, ids=(1, 2, 3), pieces=("The", " sky", " is")) -> ModeReport:
@@ -34,7 +34,7 @@ def test_ceiling_is_bandwidth_over_bytes():
 
 
 def test_roofline_has_ceiling_and_one_point_per_mode(reports):
-    fig = charts.roofline_figure(reports, 20.0, ", read-only sum, measured", "caption")
+    fig = roofline_bytes.roofline_figure(reports, 20.0, ", read-only sum, measured", "caption")
     ceiling, *points = fig.data
     assert "theoretical" in ceiling.name and "20.0 GB/s" in ceiling.name
     assert ceiling.y[0] == pytest.approx(20e9 / (ceiling.x[0] * 1e6))  # x in MB
@@ -44,14 +44,15 @@ def test_roofline_has_ceiling_and_one_point_per_mode(reports):
     assert "MB" in fig.layout.xaxis.title.text and "tokens/s" in fig.layout.yaxis.title.text
     # issue 14, item 8: the axis says what its bytes count; "weight bytes" only when told so
     assert not fig.layout.xaxis.title.text.startswith("Weight")
-    weights_only = charts.roofline_figure(reports, 20.0, x_title=charts.WEIGHT_BYTES_AXIS)
+    weights_only = roofline_bytes.roofline_figure(reports, 20.0,
+                                                  x_title=roofline_bytes.WEIGHT_BYTES_AXIS)
     assert "KV cache not counted" in weights_only.layout.xaxis.title.text
 
 
 def test_roofline_title_says_what_the_run_measured(reports):
     """Issue 18: the title claimed "fewer bytes, faster decode" over modes that all decoded at
     9-11 tokens/s; now it says what this run found."""
-    shown = charts.roofline_figure(reports, 20.0).layout.title.text.replace("<br>", " ")
+    shown = roofline_bytes.roofline_figure(reports, 20.0).layout.title.text.replace("<br>", " ")
     assert shown == "Fewer bytes per token, faster decode here: int8 2.0× fp32"
     flat = [reports[0], replace(reports[1], decode_tokens_per_s=10.5)]
     title = charts.roofline_title(flat, 20.0)
@@ -75,7 +76,7 @@ def test_weights_origin_note_follows_the_source():
 
 
 def test_empty_figures_say_what_to_do():
-    assert "Compare modes" in charts.roofline_figure([], 0.0).layout.annotations[0].text
+    assert "Compare modes" in roofline_bytes.roofline_figure([], 0.0).layout.annotations[0].text
     assert charts.mode_bars_figure([]).layout.annotations
 
 
@@ -148,7 +149,7 @@ def test_closing_note_reports_this_run(reports):
 
 def test_roofline_text_says_measured_and_theoretical():
     r = Roofline(bandwidth_gbs=20.0, bytes_per_token=500_000_000, measured_tokens_per_s=10.0)
-    md = quant_text.roofline_md(r, 480_000_000)
+    md = machine_text.roofline_md(r, 480_000_000)
     assert "20.0 GB/s ÷ 500.0 MB = **40.0 tokens/s**" in md  # the ceiling, theoretical
     assert "**10.0 tokens/s**, **25%** of the ceiling" in md
     assert "(measured)" in md and "(theoretical)" in md and "480.0 MB of weights" in md

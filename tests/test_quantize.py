@@ -227,8 +227,7 @@ def test_agreement_and_kl_on_hand_made_distributions():
 
 # ------------------------------------------------------------- the lesson's comparison
 def test_comparison_refuses_bad_requests_before_any_work(lm, shared):
-    pytest.importorskip("gradio")  # the lesson's panel (absent on the GPU check machine)
-    from lessons.quantization_panel import compare_frames
+    from lessons.quantization_handlers import compare_frames
     settings = Settings()
     high = settings.quant_new_tokens.high
     for prompt, modes, n, error in [("hi", ["fp32"], high + 1, SettingOutOfRangeError),
@@ -241,8 +240,7 @@ def test_comparison_refuses_bad_requests_before_any_work(lm, shared):
 
 
 def test_comparison_frames_fp32_against_itself(lm, shared):
-    pytest.importorskip("gradio")  # the lesson's panel (absent on the GPU check machine)
-    from lessons.quantization_panel import chosen_modes, compare_frames
+    from lessons.quantization_handlers import chosen_modes, compare_frames
     frames = list(compare_frames(lm, Settings(), shared, "Name a colour.", [], 8))
     assert frames[0].reports is None and "float32 reference" in frames[0].message
     last = frames[-1]

@@ -10,7 +10,8 @@ from inference.config import Settings
 from inference.errors import SettingOutOfRangeError
 from inference.experiments.shared_results import SharedResults
 from inference.sampling import SamplingSettings
-from lessons import decode_panel, decode_session, prefill_panel
+from lessons import decode_handlers, decode_panel, prefill_handlers
+from lessons.common.context import AppContext
 from visualizations.decode_view import decode_stats_md
 from visualizations.style import CAPTION_GREY, PALETTE, contrast_ratio, styled
 from visualizations.timing_charts import candidates_figure, decode_latency_figure
@@ -22,7 +23,7 @@ PROMPT = "Write one sentence about the moon."
 def steps(lm, n: int):
     gen = None
     for _ in range(n):
-        gen = decode_session.step(lm, SETTINGS, gen, PROMPT, 12, SamplingSettings())
+        gen = decode_handlers.step(lm, SETTINGS, gen, PROMPT, 12, SamplingSettings())
     return gen
 
 
@@ -32,16 +33,16 @@ def test_branch_refuses_a_candidate_of_another_step(lm):
     stranger = next(c.token_id for c in gen.events[5].candidates if c.token_id not in at_two)
     before = list(gen.generated)
     with pytest.raises(SettingOutOfRangeError, match="not one of step 2's"):
-        decode_session.branch_to(lm, gen, 2, stranger)
+        decode_handlers.branch_to(lm, gen, 2, stranger)
     assert gen.generated == before and len(gen.events) == 6  # refused: the run is unchanged
     own = gen.events[2].candidates[1].token_id
-    gen = decode_session.branch_to(lm, gen, 2, own)
+    gen = decode_handlers.branch_to(lm, gen, 2, own)
     assert gen.generated[2] == own and gen.events[2].chosen_by == "your pick"
 
 
 def test_looking_at_a_step_redraws_its_candidates_and_choices(lm):
     gen = steps(lm, 5)
-    view = decode_session.views(lm, gen, SamplingSettings(), at_step=2)
+    view = decode_handlers.views(lm, gen, SamplingSettings(), at_step=2)
     assert view.look_at == 2 and "step 2" in view.candidates.layout.title.text
     assert [v for _, v in view.choices] == [c.token_id for c in gen.events[2].candidates]
     assert view.pick in {c.token_id for c in gen.events[2].candidates}
@@ -49,7 +50,7 @@ def test_looking_at_a_step_redraws_its_candidates_and_choices(lm):
 
 def test_typing_into_the_step_and_sampling_boxes_fires_events(lm, serving):
     with gr.Blocks() as demo:
-        decode_panel.build(lm, SETTINGS, SharedResults(), serving)
+        decode_panel.build(AppContext(lm, SETTINGS, SharedResults(), serving, demo))
     by_id = {b._id: b for b in demo.blocks.values()}
     triggers = {}
     for fn in demo.fns.values():
@@ -81,8 +82,8 @@ def test_branch_pick_is_not_averaged_into_time_per_token():
 
 def test_shared_sweep_shows_the_same_verdict(lm):
     shared = SharedResults()
-    first = list(prefill_panel.run_sweep(lm, SETTINGS, shared, [4, 16], 16))[-1].progress
-    again = list(prefill_panel.run_sweep(lm, SETTINGS, shared, [4, 16], 16))
+    first = list(prefill_handlers.run_sweep(lm, SETTINGS, shared, [4, 16], 16))[-1].progress
+    again = list(prefill_handlers.run_sweep(lm, SETTINGS, shared, [4, 16], 16))
     assert len(again) == 1 and "shared result" in again[0].progress
     assert again[0].progress.startswith(first)  # the same cards and verdict, then the note
     assert first.startswith("<div class='lab-cards'>") and "Done. At 16 tokens" in first

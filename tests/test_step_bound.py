@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from inference.experiments import machine_roofline
 from inference.experiments.captured_race import CapturedRace
 from inference.experiments.step_bound import PROFILED_STEPS, StepBound
 from inference.profile_step import StepProfile
-from lessons import performance_panel
+from lessons import machine_handlers
 from visualizations.step_charts import (
     FLOOR_ROW,
     MEASURED_ROW,
@@ -80,15 +81,15 @@ def test_odd_counts_and_the_empty_state():
 
 
 def test_the_panel_measures_a_real_step_against_the_roofline_floor(lm):
-    r = performance_panel.measure_roofline(lm, new_tokens=4)
-    bound = performance_panel.measure_step_bound(lm)
+    r = machine_roofline.measure_roofline(lm, new_tokens=4)
+    bound = machine_roofline.measure_step_bound(lm)
     p = bound.profile
     assert p.steps == PROFILED_STEPS and p.device == str(lm.device)
     assert p.matmul_seconds + p.other_ops_seconds + p.between_ops_seconds == pytest.approx(
         p.step_seconds)
     assert 0 < bound.tiny_op_seconds < p.step_seconds / 100  # thousands of them fit in a step
     assert (bound.race is None) == (lm.device.type != "cuda")
-    md, fig = performance_panel.step_bound_outputs(lm, r, bound, "caption")
+    md, fig = machine_handlers.step_bound_outputs(lm, r, bound, "caption")
     floor_ms = 1000 / r.ceiling_tokens_per_s
     assert f"**{floor_ms:.1f} ms**" in md
     assert list(_bars(fig).values())[-1][1] == pytest.approx(floor_ms)

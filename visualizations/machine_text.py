@@ -1,7 +1,8 @@
 """'This machine' in words: the roofline (bandwidth ÷ bytes per token = the decode ceiling,
-beside the measured speed, from a `Roofline` read by attribute), choosing a model size for this machine
-(theoretical rows from published shapes and the measured bandwidth) and what changes on a GPU
-(figures measured on an H200 elsewhere, labelled so, unless this machine is the GPU).
+beside the measured speed, from a `Roofline` read by attribute), choosing a model size for
+this machine (theoretical rows from published shapes and the measured bandwidth) and what
+changes on a GPU (figures measured on an H200 elsewhere, labelled so, unless this machine is
+the GPU).
 
 Pure: rows and figures in, markdown out.
 """
