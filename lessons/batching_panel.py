@@ -22,10 +22,9 @@ from visualizations import batching_text as text
 
 from . import batching_handlers as run
 from .common.context import AppContext
-from .common.controls import number, slider
+from .common.controls import guess_box, number, slider
 from .common.exports import wire_batch_csv
 from .common.feedback import guarded
-from .common.guess import guess_box
 from .common.latest import latest_modes
 from .common.lesson_text import lesson_text
 from .common.named_outputs import showing

@@ -15,9 +15,8 @@ from visualizations.mechanism import race_diagram
 
 from . import kv_cache_handlers as run
 from .common.context import AppContext
-from .common.controls import slider
+from .common.controls import guess_box, slider
 from .common.feedback import guarded
-from .common.guess import guess_box
 from .common.lesson_text import lesson_text
 from .common.named_outputs import showing
 

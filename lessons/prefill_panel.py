@@ -14,10 +14,9 @@ from visualizations.timing_charts import prefill_sweep_figure
 from visualizations.timing_text import prefill_report_md
 
 from .common.context import AppContext
-from .common.controls import slider
+from .common.controls import guess_box, slider
 from .common.exports import wire_prefill_csv
 from .common.feedback import guarded
-from .common.guess import guess_box
 from .common.lesson_text import lesson_text
 from .prefill_handlers import (
     DEFAULT_LENGTHS,

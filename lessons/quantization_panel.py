@@ -23,9 +23,8 @@ from visualizations.roofline_bytes import WEIGHT_BYTES_AXIS, roofline_figure
 from visualizations.style import info_caption
 
 from .common.context import AppContext
-from .common.controls import slider
+from .common.controls import guess_box, slider
 from .common.feedback import guarded
-from .common.guess import guess_box
 from .common.lesson_text import lesson_text
 from .quantization_handlers import GUESS_KEY, QuantFrame, compare_frames, compared
 

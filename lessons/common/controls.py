@@ -1,11 +1,14 @@
 """Sliders and number boxes built from `Settings` ranges, so a control's bounds, default and
-step are the engine's own. Each control carries its range's name as an element class
-(`limit-<name>`): the test that walks every slider reads it back and compares."""
+step are the engine's own (the predict-then-measure guess box among them). Each control
+carries its range's name as an element class (`limit-<name>`): the test that walks every
+slider reads it back and compares."""
 from __future__ import annotations
 
 import gradio as gr
 
 from inference.config import Range, Settings
+
+from .guess import question
 
 
 def _kw(settings: Settings, name: str, kw: dict) -> tuple[Range, dict]:
@@ -37,3 +40,11 @@ def limit_name(component) -> str | None:
         if c.startswith("limit-"):
             return c[len("limit-"):]
     return None
+
+
+def guess_box(settings: Settings, key: str, ask: str, elem_id: str) -> gr.Number:
+    """'Your guess first: <ask> (<unit>; 0 = no guess)', bounded by `Settings.guess`. A number
+    box shows 0 when empty, so 0 means "no guess" (the result then invites one next time)."""
+    unit = question(key).unit.strip()
+    return number(settings, "guess", f"Your guess first: {ask} ({unit}; 0 = no guess)",
+                  value=0, elem_id=elem_id, elem_classes=["lab-guess"])

@@ -4,17 +4,13 @@ cost of a million tokens) a number box asks for a guess first; the run's final t
 sets the guess beside what it measured, with one sentence of why.
 
 The unit and the "why" are the presenter's (`assets/presenter.md`, the screen with the same
-measurement key), so the lesson and the projected screen never explain it two ways.
+measurement key), so the lesson and the projected screen never explain it two ways. The box
+itself is `controls.guess_box`; this file is plain (handlers call `guess_md`).
 """
 from __future__ import annotations
 
 from functools import cache
 
-import gradio as gr
-
-from inference.config import Settings
-
-from .controls import number
 from .predictions import comparison_md
 from .presenter_screens import Screen, load_screens
 
@@ -26,14 +22,6 @@ def question(key: str) -> Screen:
     if screen is None or screen.predict is None:
         raise KeyError(f"no presenter screen asks for a guess about {key!r}")
     return screen
-
-
-def guess_box(settings: Settings, key: str, ask: str, elem_id: str) -> gr.Number:
-    """'Your guess first: <ask> (<unit>; 0 = no guess)', bounded by `Settings.guess`. A number
-    box shows 0 when empty, so 0 means "no guess" (the result then invites one next time)."""
-    unit = question(key).unit.strip()
-    return number(settings, "guess", f"Your guess first: {ask} ({unit}; 0 = no guess)",
-                  value=0, elem_id=elem_id, elem_classes=["lab-guess"])
 
 
 def guess_md(key: str, guess: float | None, measured: float) -> str:
