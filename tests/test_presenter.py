@@ -15,7 +15,7 @@ from lessons.common.links import LESSONS, PROMPT_BOXES, read_link
 from lessons.common.predictions import comparison_md, guess_error, verdict
 from lessons.common.presenter_screens import load_screens, parse_screens
 from lessons.common.progress import STEPS, path_md, visit, visited
-from lessons.presenter_handlers import MEASURES, RECAP, clean, compare_text, fresh
+from lessons.presenter_handlers import MEASURES, RECAP, clean, compare_text, fresh, measure_screen
 from visualizations.exports import (
     batch_sweep_csv,
     machine_figures_md,
@@ -143,6 +143,21 @@ def _batch_points():
     from inference.experiments.batch_sweep import BatchPoint
     return [BatchPoint(b, 20, 0.05 * b, 0.07 + 0.002 * b, (0.07,), 1000 * b, 538_000_000)
             for b in (1, 2, 4)]
+
+
+def test_two_visitors_never_share_a_progress_record():
+    """Issue 22: the fresh record was one dict shared by every visitor (a shallow copy kept the
+    same inner `guesses` and `results`), so one room's guesses could show in another's."""
+    first, second = clean(None), clean("junk")
+    first["guesses"]["kv_race"] = 2.0
+    first["results"]["tokens"] = {"value": 12}
+    assert second == fresh() and clean(None) == fresh()
+    assert fresh()["guesses"] is not fresh()["guesses"]
+    screens = load_screens()
+    recap = next(i for i, s in enumerate(screens) if s.measure == RECAP)
+    a, b = {**fresh(), "screen": recap}, {**fresh(), "screen": recap}
+    measure_screen(a, screens, None, None, Settings(), None)  # the recap runs no model
+    assert RECAP in a["results"] and b["results"] == {} and fresh()["results"] == {}
 
 
 def test_prefill_csv_matches_the_chart():
