@@ -39,15 +39,11 @@ test: lint browser
 
 # The model-level tests again in half precision on the CPU (LLM_LAB_DTYPE picks the dtype the
 # app loads), so what breaks only in float16/bfloat16 on a GPU (an int8 path that overflowed
-# float16) breaks here first. A fast subset: the engine, cache, quantization, serving engine,
-# the dtype switch and the captured-decode path; not the browser, app or load tests.
-DTYPE_TESTS ?= tests/test_engine.py tests/test_kv_cache.py tests/test_quantize.py \
-	tests/test_server.py tests/test_abuse_engine.py tests/test_dtypes.py \
-	tests/test_captured_decode.py tests/test_loading.py::test_info_card
-# Deselected in half precision: a sampled row batched with strangers equals its solo run only in
-# float32. In float16 the padded batch's logits differ from solo by rounding (0.03 at logits
-# of ~29, probabilities by 0.003), enough to move one seeded draw across a boundary.
-DTYPE_DESELECT := --deselect tests/test_server.py::test_concurrent_requests_get_their_solo_tokens
+# float16) breaks here first. The list is tests/model_level.txt (bench/gpu_check.py runs the
+# same list on CUDA); tests/half_precision_deselect.txt says which are left out in half
+# precision and why.
+DTYPE_TESTS ?= $(shell grep -v '^\s*#' tests/model_level.txt)
+DTYPE_DESELECT := $(foreach t,$(shell grep -v '^\s*#' tests/half_precision_deselect.txt),--deselect $(t))
 test-dtypes: $(STAMP)
 	LLM_LAB_DTYPE=float16 $(PY) -m pytest -q $(DTYPE_DESELECT) $(DTYPE_TESTS)
 	LLM_LAB_DTYPE=bfloat16 $(PY) -m pytest -q $(DTYPE_DESELECT) $(DTYPE_TESTS)

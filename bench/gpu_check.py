@@ -2,11 +2,12 @@
 
 Runs on a machine with a CUDA GPU and without gradio or plotly (this file imports neither):
 1. the model-level tests (MODEL_TESTS) with pytest, on the device and dtype the app chooses;
-2. the figures that matter on a GPU: eager decode tokens/s at batch 1 beside the bandwidth
-   ceiling, prefill of 16 and 1,024 tokens, the KV cache race, a batch sweep, every
-   quantization mode's speed and agreement, what bounds a step (kernels launched, share of the
-   step the GPU was busy, through "This machine"'s own `inference.experiments.step_bound`) and
-   the captured decode (CUDA graph) against eager, same tokens.
+2. the figures that matter on a GPU, with the lessons' own functions where a lesson measures
+   one: eager decode tokens/s at batch 1 beside the bandwidth ceiling, prefill of 16 and 1,024
+   tokens, the KV cache race (`kv_race`), the batch sweep (`batch_sweep`), every quantization
+   mode's speed and agreement (lesson 6's `compare_frames`), what bounds a step (kernels
+   launched, share of the step the GPU was busy, through "This machine"'s own
+   `inference.experiments.step_bound`) and the captured decode (CUDA graph) against eager.
 Each section's result (or its error) is written to bench/gpu-results.json as soon as it is
 known, so a run cut short still leaves what it measured. Without CUDA it says so and exits 2.
 Options: --skip-tests, --skip-bench, --out PATH.
@@ -24,24 +25,23 @@ from pathlib import Path
 
 import torch
 
+from bench.workloads import (
+    HALF_PRECISION_DESELECT,
+    KV_PROMPT,
+    MODEL_TESTS,
+    PROMPT,
+    QUALITY_PROMPT,
+)
+
 ROOT = Path(__file__).resolve().parent.parent
 NO_CUDA_EXIT = 2
-MODEL_TESTS = ("tests/test_engine.py", "tests/test_kv_cache.py", "tests/test_quantize.py",
-               "tests/test_server.py", "tests/test_abuse_engine.py", "tests/test_dtypes.py",
-               "tests/test_loading.py::test_info_card", "tests/test_captured_decode.py")
+# The model-level tests (tests/model_level.txt) and the prompts and modes: bench/workloads.py.
 # Model-level tests that call a lesson's panel code (plotly/gradio), absent on the GPU machine.
 NEEDS_UI = ("tests/test_abuse_engine.py::test_concurrent_steps_on_one_session_take_turns",
             "tests/test_kv_cache.py::test_panel_handlers_on_the_real_model",
             "tests/test_kv_cache.py::test_panel_limits_come_from_settings",
             "tests/test_kv_cache.py::test_panel_errors_are_clear",
             "tests/test_kv_cache.py::test_panel_builds_with_limits_and_named_endpoints")
-# In half precision a sampled row batched with strangers can differ from its solo run by one
-# seeded draw (logits differ by rounding); the Makefile's test-dtypes deselects it too.
-HALF_PRECISION_DESELECT = ("tests/test_server.py::test_concurrent_requests_get_their_solo_tokens",)
-PROMPT = "Write a long story about a lighthouse keeper who finds a message in a bottle."
-KV_PROMPT = "Tell me a long story about a brave little robot."
-QUALITY_PROMPT = "Explain why the sky is blue, in detail, for a curious student."
-QUANT_MODES = ("fp32", "fp16", "bf16", "int8", "int4-g32")
 TARGETS = {  # issue 13's targets on a GPU
     "tests.failed": ("<=", 0),
     "quantization.int8.top1_agreement_decided": (">=", 0.95),
@@ -111,28 +111,6 @@ def decode_figures(lm, ids: list[int]) -> dict:
             "generate_tokens_per_s": measure.generate_decode_rate(lm, ids, 32)}
 
 
-def quantization(lm, ids: list[int], new_tokens: int = 32) -> dict:
-    from inference.experiments.quality import compare_mode, load_perplexity_text, reference_run
-    from inference.experiments.shared_results import SharedResults
-    from inference.quant_modes import build_mode
-
-    shared = SharedResults()
-    ref = reference_run(build_mode(lm, "fp32", shared).model, ids, new_tokens, lm.device)
-    text_ids = lm.tokenizer(load_perplexity_text(), add_special_tokens=False)["input_ids"]
-    out = {}
-    for key in QUANT_MODES:
-        try:
-            r = compare_mode(build_mode(lm, key, shared), lm.tokenizer, ref, text_ids, lm.device)
-            out[key] = {"kernel": r.kernel, "weight_bytes": r.weight_bytes,
-                        "decode_tokens_per_s": r.decode_tokens_per_s,
-                        "top1_agreement": r.top1_agreement,
-                        "top1_agreement_decided": r.top1_decided, "kl": r.kl_mean,
-                        "perplexity": r.perplexity}
-        except Exception as exc:  # one broken mode must not hide the others' figures
-            out[key] = {"error": f"{type(exc).__name__}: {exc}"}
-    return out
-
-
 def captured_vs_eager(lm, ids: list[int], new_tokens: int = 128) -> dict:
     """The engine's eager greedy loop (DynamicCache) against the captured static-cache step:
     tokens/s at batch 1 and whether every token is the same."""
@@ -156,9 +134,9 @@ def bench_sections(lm) -> dict:
         "step_profile": lambda: step_figures(measure_step_bound(lm, ids, race_tokens=0)),
         "prefill": lambda: measure.prefill_lengths(lm, (16, 1024)),
         "kv_cache": lambda: measure.kv_cache_race(lm, prompt_ids(lm.tokenizer, KV_PROMPT)),
-        "batching": lambda: measure.batch_sweep(lm, ids, sizes=(1, 4, 16, 64)),
+        "batching": lambda: measure.batch_sweep(lm, ids),
         "captured": lambda: captured_vs_eager(lm, ids),
-        "quantization": lambda: quantization(lm, prompt_ids(lm.tokenizer, QUALITY_PROMPT)),
+        "quantization": lambda: measure.quantization(lm, QUALITY_PROMPT),
     }
 
 

@@ -1,4 +1,6 @@
-"""The benchmark's measurements, one function per headline figure.
+"""The benchmark's measurements, one function per headline figure. Where a lesson measures the
+figure, the bench calls the lesson's own function (the KV race, the batch sweep, the
+quantization comparison), so README's figures and the lesson's come from one place.
 
 Every figure is the median of repeated runs after a warm-up, with the device synced before
 each clock read (inference.timing). Things compared are measured interleaved in one run, so
@@ -11,8 +13,11 @@ import time
 
 import torch
 
-from inference.batching import batch_generate
-from inference.engine import recompute_logits
+from bench.workloads import BATCH_STEPS, KV_RACE_TOKENS, MAX_BATCH, QUANT_MODES, QUANT_NEW_TOKENS
+from inference.experiments.batch_sweep import run_sweep
+from inference.experiments.kv_growth import watch_growth
+from inference.experiments.kv_race import race, summarize
+from inference.experiments.memory_guard import memory_budget_bytes
 from inference.experiments.prefill_sweep import sweep_tokens, time_parallel
 from inference.generation import stream
 from inference.kv_cache import kv_cache_bytes
@@ -71,38 +76,65 @@ def prefill_lengths(lm, lengths=(16, 64, 256, 1024)) -> list[dict]:
     return out
 
 
-def kv_cache_race(lm, ids: list[int], new_tokens: int = 64) -> dict:
-    """Same greedy run with the cache (engine) and by recomputing the whole sequence."""
-    with stopwatch(lm.device) as cached_t:
-        events = list(stream(lm, ids, max_new_tokens=new_tokens))
-    tokens = [e.token_id for e in events]
-    seq = list(ids)
-    with stopwatch(lm.device) as full_t:
-        recomputed = []
-        for _ in range(len(tokens)):
-            nxt = int(torch.argmax(recompute_logits(lm.model, seq, lm.device)))
-            recomputed.append(nxt)
-            seq.append(nxt)
+def kv_cache_race(lm, ids: list[int], new_tokens: int = KV_RACE_TOKENS) -> dict:
+    """Lesson 4's own race (`inference.experiments.kv_race`): the same greedy tokens with the
+    cache and by recomputing the whole sequence, the lanes taking turns step by step."""
+    steps = list(race(lm, ids, new_tokens))
+    s = summarize(steps, len(ids))
     info = lm.info
     per_token = kv_cache_bytes(info.layers, info.kv_heads, info.head_dim, lm.bytes_per_value, 1)
-    last = events[-1]
-    return {"prompt_tokens": len(ids), "new_tokens": len(tokens),
-            "seconds_with_cache": cached_t[0], "seconds_without_cache": full_t[0],
-            "speedup": full_t[0] / cached_t[0], "same_tokens": recomputed == tokens,
-            "bytes_per_token_measured": last.cache_bytes / last.cache_tokens,
-            "bytes_per_token_formula": per_token}
+    grown = list(watch_growth(lm, ids, max_new_tokens=2))[-1].cache  # the real tensors
+    return {"prompt_tokens": s.prompt_tokens, "new_tokens": s.new_tokens,
+            "seconds_with_cache": s.cached_seconds, "seconds_without_cache": s.recompute_seconds,
+            "speedup": s.speedup, "same_tokens": s.same_tokens,
+            "work_ratio": s.work_ratio, "max_logit_gap": s.max_logit_gap,
+            "bytes_per_token_measured": grown.tensor_bytes / grown.tokens,
+            "bytes_per_token_formula": per_token, "function": "inference.experiments.kv_race"}
 
 
-def batch_sweep(lm, ids: list[int], sizes=(1, 2, 4, 8, 16, 32, 64), steps: int = 8) -> dict:
-    rows = []
-    for b in sizes:
-        list(batch_generate(lm, [ids] * b, 2, stop_at_eos=False))  # warm-up at this shape
-        out = list(batch_generate(lm, [ids] * b, steps + 1, stop_at_eos=False))
-        step_s = median([s.seconds for s in out[1:]])
-        rows.append({"batch": b, "step_seconds": step_s, "tokens_per_s": b / step_s,
-                     "per_request_tokens_per_s": 1 / step_s})
-    return {"sizes": rows,
-            "throughput_ratio_max_vs_1": rows[-1]["tokens_per_s"] / rows[0]["tokens_per_s"]}
+def batch_sweep(lm, ids: list[int], max_batch: int = MAX_BATCH, steps: int = BATCH_STEPS
+                ) -> dict:
+    """Lesson 5's own sweep (`inference.experiments.batch_sweep.run_sweep`): B copies of the
+    prompt at B = 1, 2, 4, ... `max_batch`, the median of `steps` timed decode steps each."""
+    *_, done = run_sweep(lm, ids, max_batch, steps, memory_budget_bytes(lm.device, 0.5))
+    rows = [{"batch": p.batch, "step_seconds": p.step_seconds, "tokens_per_s": p.tokens_per_s,
+             "per_request_tokens_per_s": p.per_request_tokens_per_s} for p in done.points]
+    return {"sizes": rows, "bandwidth_read_gbs": done.bandwidth_gbs,
+            "skipped": [p.batch for p in done.plans if not p.fits],
+            "throughput_ratio_max_vs_1": rows[-1]["tokens_per_s"] / rows[0]["tokens_per_s"],
+            "function": "inference.experiments.batch_sweep.run_sweep"}
+
+
+def _mode_figures(r) -> dict:
+    return {"weight_bytes": r.weight_bytes, "ratio_to_fp32": r.ratio_to_fp32,
+            "kernel": r.kernel, "decode_tokens_per_s": r.decode_tokens_per_s,
+            "prefill_seconds": r.prefill_seconds, "top1_agreement": r.top1_agreement,
+            "top1_agreement_decided": r.top1_decided, "kl": r.kl_mean,
+            "perplexity": r.perplexity}
+
+
+def quantization(lm, prompt: str, modes=QUANT_MODES, new_tokens: int = QUANT_NEW_TOKENS
+                 ) -> dict:
+    """Lesson 6's own comparison (`lessons.quantization_handlers.compare_frames`, plain: no
+    Gradio): every mode against float32 on `prompt`. Where one mode fails (a kernel missing
+    on a device), each mode is compared alone so the others' figures still come back."""
+    from inference.config import LIMITS
+    from inference.experiments.shared_results import SharedResults
+    from lessons.quantization_handlers import compare_frames
+
+    shared = SharedResults()
+    try:
+        *_, last = compare_frames(lm, LIMITS, shared, prompt, list(modes), new_tokens)
+        return {r.key: _mode_figures(r) for r in last.reports}
+    except Exception as first_error:  # noqa: BLE001 - recorded per mode below
+        out = {"error_all_modes": f"{type(first_error).__name__}: {first_error}"}
+    for key in modes:
+        try:
+            *_, last = compare_frames(lm, LIMITS, shared, prompt, [key], new_tokens)
+            out[key] = _mode_figures(next(r for r in last.reports if r.key == key))
+        except Exception as exc:  # noqa: BLE001 - one broken mode must not hide the others
+            out[key] = {"error": f"{type(exc).__name__}: {exc}"}
+    return out
 
 
 def copy_bandwidth_gbs(device: torch.device | str, megabytes: int = 256, repeats: int = 5

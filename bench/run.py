@@ -14,18 +14,14 @@ import torch
 
 from bench import measure, serving
 from bench.app_server import ROOT, start_app
+from bench.workloads import KV_PROMPT, PROMPT, QUALITY_PROMPT
 from inference.config import LIMITS
 from inference.experiments.roofline import Roofline, measure_read_bandwidth
-from inference.experiments.shared_results import SharedResults
 from inference.kv_cache import kv_cache_bytes
 from inference.loading import load_model
 from inference.tokens import prompt_ids
 from inference.weights import bytes_read_per_token
 
-PROMPT = "Write a long story about a lighthouse keeper who finds a message in a bottle."
-KV_PROMPT = "Tell me a long story about a brave little robot."  # 41 tokens with the template
-QUALITY_PROMPT = "Explain why the sky is blue, in detail, for a curious student."
-QUANT_MODES = ("fp32", "fp16", "bf16", "int8", "int4-g32")
 TARGETS = {  # issue 7's targets for a 2-core CPU
     "decode.engine_vs_generate": (">=", 0.95),
     "decode.fraction_of_roofline": (">=", 0.6),
@@ -68,28 +64,6 @@ def machine_and_model(lm) -> tuple[dict, dict]:
                                  "copy: 256 MB copy, read + write bytes counted"},
             {"name": lm.info.name, "source": lm.info.source, "parameters": lm.info.parameters,
              "weight_bytes": lm.info.weight_bytes})
-
-
-def quantization(lm, ids: list[int], new_tokens: int = 32) -> dict:
-    from inference.experiments.quality import compare_mode, load_perplexity_text, reference_run
-    from inference.quant_modes import build_mode
-
-    shared = SharedResults()
-    fp32 = build_mode(lm, "fp32", shared)
-    ref = reference_run(fp32.model, ids, new_tokens, lm.device)
-    text_ids = lm.tokenizer(load_perplexity_text(), add_special_tokens=False)["input_ids"]
-    out = {}
-    for key in QUANT_MODES:
-        built = build_mode(lm, key, shared)
-        r = compare_mode(built, lm.tokenizer, ref, text_ids, lm.device)
-        out[key] = {"weight_bytes": r.weight_bytes, "ratio_to_fp32": r.ratio_to_fp32,
-                    "kernel": r.kernel, "decode_tokens_per_s": r.decode_tokens_per_s,
-                    "prefill_seconds": r.prefill_seconds, "top1_agreement": r.top1_agreement,
-                    "top1_agreement_decided": r.top1_decided, "kl": r.kl_mean,
-                    "perplexity": r.perplexity}
-        print(f"  {key:9s} {r.weight_bytes / 1e6:7.1f} MB  {r.decode_tokens_per_s:6.1f} tok/s  "
-              f"agree {r.top1_agreement:.0%}  KL {r.kl_mean:.4f}", flush=True)
-    return out
 
 
 def schedulers(lm) -> dict:
@@ -159,7 +133,12 @@ def main() -> dict:
     print(results["batching"])
 
     section("quantization")
-    results["quantization"] = quantization(lm, prompt_ids(lm.tokenizer, QUALITY_PROMPT))
+    results["quantization"] = measure.quantization(lm, QUALITY_PROMPT)
+    for key, r in results["quantization"].items():
+        if isinstance(r, dict) and "decode_tokens_per_s" in r:
+            print(f"  {key:9s} {r['weight_bytes'] / 1e6:7.1f} MB  "
+                  f"{r['decode_tokens_per_s']:6.1f} tok/s  agree {r['top1_agreement']:.0%}  "
+                  f"KL {r['kl']:.4f}", flush=True)
 
     section("startup (cold: empty weight cache; warm: cache present)")
     results["startup"] = serving.startup_seconds()

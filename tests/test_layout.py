@@ -204,3 +204,16 @@ def test_a_tab_without_its_two_files_is_caught(tmp_path):
     assert "tab 'demo': no lessons/demo_handlers.py" in found
     assert "tab 'demo': lessons.demo_panel has no build()" in found
     assert "tab 'demo': its next tab 'nowhere' is not in TABS" in found
+
+
+def test_the_model_level_lists_name_real_tests():
+    """One list of model-level tests (tests/model_level.txt), read by the Makefile and the GPU
+    check through bench/workloads.py: every entry must be a test file (or test) that exists."""
+    from bench.workloads import HALF_PRECISION_DESELECT, MODEL_TESTS
+
+    assert len(MODEL_TESTS) >= 6
+    for entry in MODEL_TESTS + HALF_PRECISION_DESELECT:
+        path, _, test = entry.partition("::")
+        assert (ROOT / path).is_file(), entry
+        assert not test or f"def {test}(" in (ROOT / path).read_text(encoding="utf-8"), entry
+    assert all(e.partition("::")[0] in MODEL_TESTS for e in HALF_PRECISION_DESELECT)

@@ -1,0 +1,31 @@
+"""What the bench and the GPU check run, written once: the prompts, the precision modes and the
+model-level test files. `bench/run.py` and `bench/gpu_check.py` import this; the Makefile reads
+the same test lists from the two text files beside the tests (`tests/model_level.txt`,
+`tests/half_precision_deselect.txt`), so a test added there runs everywhere.
+
+Plain data: no torch, no UI (the GPU check imports it without gradio or plotly).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PROMPT = "Write a long story about a lighthouse keeper who finds a message in a bottle."
+KV_PROMPT = "Tell me a long story about a brave little robot."  # 41 tokens with the template
+QUALITY_PROMPT = "Explain why the sky is blue, in detail, for a curious student."
+QUANT_MODES = ("fp32", "fp16", "bf16", "int8", "int4-g32")
+QUANT_NEW_TOKENS = 32  # greedy tokens each mode is compared on
+KV_RACE_TOKENS = 64  # the KV race's length (README's race figure)
+MAX_BATCH = 64  # the batch sweep's largest batch: 1, 2, 4, ... 64
+BATCH_STEPS = 8  # timed decode steps per batch size
+
+
+def listed(name: str) -> tuple[str, ...]:
+    """The entries of a list file under tests/ (one per line, '#' comments and blanks left out)."""
+    lines = (ROOT / "tests" / name).read_text(encoding="utf-8").splitlines()
+    return tuple(line.split("#", 1)[0].strip() for line in lines
+                 if line.split("#", 1)[0].strip())
+
+
+MODEL_TESTS = listed("model_level.txt")
+HALF_PRECISION_DESELECT = listed("half_precision_deselect.txt")
