@@ -24,9 +24,10 @@ def tok(lm):
 
 @pytest.fixture(scope="session")
 def chat_ids(lm):
+    from inference.config import LIMITS
     from inference.tokens import prompt_ids
 
-    return prompt_ids(lm.tokenizer, "Explain why the sky is blue in two sentences.")
+    return prompt_ids(lm.tokenizer, LIMITS.default_prompt)
 
 
 @pytest.fixture(scope="session")

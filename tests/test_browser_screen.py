@@ -25,6 +25,7 @@ from e2e_browser import (
     wait_text_change,
     wait_until,
 )
+from inference.config import LIMITS
 
 # A phone, a projector, a laptop, and the projector at 150% zoom (1280×720 ÷ 1.5 in CSS px).
 SIZES = [(390, 844), (1280, 720), (1440, 900), (853, 480)]
@@ -147,7 +148,7 @@ def test_start_prompt_opens_try_it_filled_in(visitor):
     wait_until(lambda: page.get_by_role("tab", name="Try it", exact=True)
                .get_attribute("aria-selected") == "true", 10, "Try it to open")
     value = page.locator("#chat-prompt textarea").input_value()
-    assert value == "Explain why the sky is blue in two sentences."
+    assert value == LIMITS.default_prompt
     page.locator("#next-chat").click()
     wait_until(lambda: page.get_by_role("tab", name="1 · Tokens", exact=True)
                .get_attribute("aria-selected") == "true", 10, "Next lesson to open lesson 1")

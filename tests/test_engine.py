@@ -3,6 +3,7 @@ import pytest
 import torch
 
 from inference.batching import batch_generate, batch_tokens, left_pad, padding_waste
+from inference.config import LIMITS
 from inference.engine import recompute_logits
 from inference.errors import EmptyPromptError, PromptTooLongError, SettingOutOfRangeError
 from inference.generation import branch, continue_branch, next_token, start, stream
@@ -70,7 +71,7 @@ def test_stops_at_end_of_turn(lm, tok):
 
 
 def test_batched_rows_equal_single_runs(lm, tok):
-    texts = ["Hi", "Explain why the sky is blue in two sentences.",
+    texts = ["Hi", LIMITS.default_prompt,
              "Write a haiku about autumn leaves falling slowly to the ground."]
     prompts = [prompt_ids(tok, t) for t in texts]
     assert len({len(p) for p in prompts}) == 3  # different lengths: padding is exercised

@@ -5,13 +5,13 @@ import threading
 
 import pytest
 
-from inference.config import Settings
+from inference.config import LIMITS, Settings
 from inference.generation import stream
 from inference.sampling import SamplingSettings
 from inference.server import Server, ServerBusyError
 from inference.tokens import prompt_ids
 
-PROMPTS = ["Explain why the sky is blue in two sentences.", "Name three planets.",
+PROMPTS = [LIMITS.default_prompt, "Name three planets.",
            "Write a haiku about tea.", "What is 2 + 2?"]
 SETTINGS = [SamplingSettings(), SamplingSettings(temperature=0.9, top_k=40, seed=3),
             SamplingSettings(temperature=1.2, top_p=0.9, seed=11), SamplingSettings()]

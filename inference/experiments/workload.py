@@ -22,7 +22,7 @@ PROMPTS = (
     "Hi!",
     "Name a colour.",
     "What is the capital of France?",
-    "Explain why the sky is blue in two sentences.",
+    LIMITS.default_prompt,
     "Give me three tips for learning to play the guitar as an adult beginner.",
     "Write a haiku about autumn leaves falling slowly to the ground.",
     "I am planning a weekend trip to the mountains with two friends. "
