@@ -3,7 +3,7 @@ with the candidates and the per-token timing drawn after every step.
 
 Play is a `gr.Timer` that presses Step for you: each tick is one short event, so a whole
 classroom playing at once shares the model fairly and Pause is instant. What each button
-does to the generation lives in `decode_session` (plain, tested functions); this file lays
+does to the generation lives in `decode_handlers` (plain, tested functions); this file lays
 out the controls, maps a `DecodeView` onto the components and wires the buttons.
 
 Handlers with many inputs take them as a set (`data[component]`); Gradio orders a set by

@@ -94,16 +94,16 @@ def test_concurrent_steps_on_one_session_take_turns(lm):
     from inference.config import Settings
     from inference.generation import stream
     from inference.sampling import SamplingSettings
-    from lessons import decode_handlers as decode_session
+    from lessons import decode_handlers
 
     settings, greedy, prompt = Settings(), SamplingSettings(), "Write one sentence about the moon."
-    gen = decode_session.step(lm, settings, None, prompt, 12, greedy)
+    gen = decode_handlers.step(lm, settings, None, prompt, 12, greedy)
     errors = []
 
     def press(n):
         try:
             for _ in range(n):
-                decode_session.step(lm, settings, gen, prompt, 12, greedy)
+                decode_handlers.step(lm, settings, gen, prompt, 12, greedy)
         except Exception as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+import lessons
 from e2e_browser import (
     assert_clean,
     decode_tokens,
@@ -29,8 +30,7 @@ from inference.config import LIMITS
 
 # A phone, a projector, a laptop, and the projector at 150% zoom (1280×720 ÷ 1.5 in CSS px).
 SIZES = [(390, 844), (1280, 720), (1440, 900), (853, 480)]
-TABS = ["Start here", "Try it", "1 · Tokens", "2 · Prefill", "3 · Decode", "4 · KV cache",
-        "5 · Batching", "6 · Quantization", "This machine", "Present", "Glossary"]
+TABS = [t.label for t in lessons.TABS]  # every tab, in order
 LONG_TEXT = ("Tokenizers split words like antidisestablishmentarianism, numbers like 1234567 "
              "and emoji 🍕🚀 into pieces: the model reads these pieces, not letters.")
 

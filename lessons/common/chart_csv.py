@@ -2,7 +2,7 @@
 Plotly chart writes the points it draws (trace, x, y; heat maps: x, y, z) to a file named after
 the chart's title. It runs in the browser, where the figure already is, so no chart needs its
 own export code and the file holds exactly what is drawn. (The sweeps' server-side CSVs in
-`presenter_exports` add what a chart does not draw, such as extrapolated flags.)"""
+`exports` add what a chart does not draw, such as extrapolated flags.)"""
 from __future__ import annotations
 
 import gradio as gr
