@@ -26,10 +26,10 @@ def reports():
 
 
 def test_ceiling_is_bandwidth_over_bytes():
-    assert charts.ceiling_tokens_per_s(20.0, 500e6) == pytest.approx(40.0)
-    assert charts.ceiling_tokens_per_s(20.0, 0) == 0.0
+    assert roofline_bytes.ceiling_tokens_per_s(20.0, 500e6) == pytest.approx(40.0)
+    assert roofline_bytes.ceiling_tokens_per_s(20.0, 0) == 0.0
     # the chart's curve and the engine's roofline use the same formula
-    assert charts.ceiling_tokens_per_s(22.5, 541e6) == pytest.approx(
+    assert roofline_bytes.ceiling_tokens_per_s(22.5, 541e6) == pytest.approx(
         ceiling_tokens_per_s(22.5, 541e6))
 
 
@@ -55,9 +55,9 @@ def test_roofline_title_says_what_the_run_measured(reports):
     shown = roofline_bytes.roofline_figure(reports, 20.0).layout.title.text.replace("<br>", " ")
     assert shown == "Fewer bytes per token, faster decode here: int8 2.0× fp32"
     flat = [reports[0], replace(reports[1], decode_tokens_per_s=10.5)]
-    title = charts.roofline_title(flat, 20.0)
+    title = roofline_bytes.roofline_title(flat, 20.0)
     assert title.startswith("Fewer bytes per token, not faster here: int8 10.5 vs fp32 10.0")
-    alone = charts.roofline_title(reports[:1], 20.0)  # fp32: 10 of a 40 tok/s ceiling
+    alone = roofline_bytes.roofline_title(reports[:1], 20.0)  # fp32: 10 of a 40 tok/s ceiling
     assert alone == "Decode here: 10.0 tokens/s, 25% of the bandwidth ceiling"
 
 
