@@ -127,7 +127,7 @@ def where_batching_stops_paying(points) -> str:
     if len(pts) < 2:
         return "Measure more than one batch size to see where batching stops paying."
     pairs = [(a, b, *_pair(a, b)) for a, b in zip(pts, pts[1:])]
-    for i, (a, b, kind, rows, slower) in enumerate(pairs):
+    for i, (a, b, _kind, rows, slower) in enumerate(pairs):
         if all(k == "stops" for _, _, k, _, _ in pairs[i:]):
             return (f"Batching stopped paying between batch {a.batch} and {b.batch}: "
                     f"{rows:.0f}× the requests made each step {slower:.1f}× as long, so "
