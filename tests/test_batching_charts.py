@@ -99,6 +99,9 @@ def test_cost_chart():
     assert list(inp.y) == pytest.approx([10, 5, 3.125])  # prefill 100, 200, 320 tokens/s
     assert "$3.60" in fig.layout.title.text
     assert list(fig.layout.yaxis.tickvals) == [2, 5, 10, 20, 50, 100, 200]
+    assert out.name == "output tokens (from measured decode)"
+    carried = serving_costs(_points(), 3.6, 10, 10, kv_bytes_per_token=46_080, bandwidth_gbs=20)
+    assert charts.cost_chart(carried, 3.6).data[0].name.startswith("output tokens (estimate:")
 
 
 def test_log_ticks():
@@ -194,8 +197,27 @@ def test_where_batching_stops_paying():
            BatchPoint(32, 10, 0.1, 0.560, (0.56,), 0, W)]
     note = text.where_batching_stops_paying(pts)
     assert note.startswith("Batching stopped paying between batch 8 and 16")
-    assert "each step 1.9× as long" in note and "compute-bound" in note
+    assert "each step 1.9× as long" in note and "every larger batch" in note
     assert "more than one batch size" in text.where_batching_stops_paying(pts[:1])
+
+
+def test_where_batching_stops_paying_gives_no_verdict_inside_the_noise():
+    """Issue 28, misleading 5: 1.59× against a line of 1.60× is not a verdict, and a crossing
+    that later batches undo is not where batching stopped paying."""
+    from visualizations import batching_text as text
+    near = [BatchPoint(1, 10, 0.1, 0.100, (0.1, 0.1), 0, W),
+            BatchPoint(2, 10, 0.1, 0.161, (0.16, 0.162), 0, W)]  # line: 0.8 × 2 = 1.60×
+    note = text.where_batching_stops_paying(near)
+    assert note.startswith("Too close to call") and "stopped paying" not in note
+    undone = [BatchPoint(1, 10, 0.1, 0.100, (0.1,), 0, W),
+              BatchPoint(2, 10, 0.1, 0.190, (0.19,), 0, W),  # 1.9× for 2× (a busy moment)
+              BatchPoint(4, 10, 0.1, 0.200, (0.2,), 0, W),  # then 1.05× for 2×
+              BatchPoint(8, 10, 0.1, 0.400, (0.4,), 0, W)]
+    note = text.where_batching_stops_paying(undone)
+    assert note.startswith("Batching stopped paying between batch 4 and 8")
+    noisy = [BatchPoint(1, 10, 0.1, 0.100, (0.05, 0.1, 0.15), 0, W),
+             BatchPoint(2, 10, 0.1, 0.190, (0.19, 0.19, 0.19), 0, W)]  # ±100% spread
+    assert text.where_batching_stops_paying(noisy).startswith("Too close to call")
 
 
 def test_lesson_5_text_does_not_call_the_slowdown_small():

@@ -161,23 +161,33 @@ def test_cost_prices_each_precision_mode_at_batch_1():
     assert "| int8 | 16.0 | $62.50 | 0.62× |" in md
 
 
-def test_cost_carries_the_decode_rate_to_the_conversations_context():
-    """Issue 14: the sweep decodes at a short context; a conversation's tokens read a longer
-    cache. The rate is scaled by the bytes a step reads (theoretical), batch by batch."""
-    kv, w = 46_080, 538_060_032
+def test_cost_carries_only_the_added_cache_reads_to_the_conversations_context():
+    """Issues 14 and 28: the sweep decodes at a short context; a conversation's tokens read a
+    longer cache. Only the extra reads are added to the measured step (at the measured
+    bandwidth), or the extra attention FLOPs at the measured peak, whichever is longer; the
+    rest of the step stays as measured (a compute-bound batch is not slowed as if it were all
+    memory time)."""
+    kv, bw = 46_080, 20.0  # bytes per token, GB/s
     one, eight = _point(1, 0.05, prompt=100), _point(8, 0.08, prompt=100)
     short = 100 + 0.5  # the sweep's mean context: its prompt and half of its one timed step
     costs = serving_costs([one, eight], 3.6, prompt_tokens=200, output_tokens=600,
-                          kv_bytes_per_token=kv)
+                          kv_bytes_per_token=kv, bandwidth_gbs=bw)
     for c, p in zip(costs, (one, eight)):
-        scale = (w + p.batch * kv * 500) / (w + p.batch * kv * short)  # 200 + 600 / 2 = 500
+        added = p.batch * kv * (500 - short) / (bw * 1e9)  # 200 + 600 / 2 = 500
         assert c.context_tokens == 500 and c.measured_output_tokens_per_s == p.tokens_per_s
-        assert c.output_tokens_per_s == pytest.approx(p.tokens_per_s / scale)
+        assert c.output_tokens_per_s == pytest.approx(p.batch / (p.step_seconds + added))
         assert c.usd_per_million_output == pytest.approx(3.6 / (c.output_tokens_per_s * 3600)
                                                          * 1e6)
-    # a bigger batch reads more cache per step: the longer context costs it more
-    assert (costs[1].output_tokens_per_s / eight.tokens_per_s
-            < costs[0].output_tokens_per_s / one.tokens_per_s)
+    # the issue's case: batch 64, a step of 0.27 s; 46 kB a token, 500 - 12 extra positions at
+    # 22.5 GB/s add ~64 ms (~1.24×), not the 2.33× of scaling the whole step by bytes read
+    big = _point(64, 0.27, prompt=12)
+    (c,) = serving_costs([big], 3.6, 200, 600, kv_bytes_per_token=kv, bandwidth_gbs=22.5)
+    slowdown = big.tokens_per_s / c.output_tokens_per_s
+    assert 1.1 < slowdown < 1.4
+    # attention FLOPs at a slow peak can be the longer of the two
+    (slow,) = serving_costs([one], 3.6, 200, 600, kv_bytes_per_token=kv, bandwidth_gbs=bw,
+                            attention_flops=1e6, peak_gflops=1.0)
+    assert slow.output_tokens_per_s == pytest.approx(1 / (0.05 + 1e6 * (500 - short) / 1e9))
     plain = serving_costs([one], 3.6, 200, 600)[0]
     assert plain.output_tokens_per_s == one.tokens_per_s and plain.context_tokens == 0
 

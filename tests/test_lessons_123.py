@@ -311,3 +311,26 @@ def test_every_slider_and_bounded_number_comes_from_settings(lm, serving):
         assert name in ranges, (control.label, name)
         low, high = (control.minimum, control.maximum)
         assert (low, high) == (ranges[name].low, ranges[name].high), control.label
+
+
+def test_conversation_turns_count_the_system_message_once(tok):
+    """Issue 28, item 6: turn k's input is what the real chat template sends for k questions
+    and k - 1 answers (the system message once), not k copies of a one-turn prompt."""
+    from inference.experiments.token_cost import templated_conversation_costs
+    from inference.tokens import encode_text, tokenize_chat
+
+    q = "Why is the sky blue?"
+    rows = templated_conversation_costs(tok, q, 300, 8, 1.0, 2.0)
+    one_turn = len(tokenize_chat(tok, q).tokens)
+    assert rows[0].input_tokens == one_turn  # turn 1 is exactly the one-turn prompt
+    # turn 8 by the template: the 8 questions, 7 answers and their markers, built for real
+    messages = []
+    for _ in range(7):
+        messages += [{"role": "user", "content": q}, {"role": "assistant", "content": "x"}]
+    messages += [{"role": "user", "content": q}]
+    real = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    real_tokens = len(tok(real, add_special_tokens=False)["input_ids"])
+    x = len(encode_text(tok, "x"))
+    assert rows[7].input_tokens == pytest.approx(real_tokens + 7 * (300 - x), abs=8)
+    assert rows[7].input_tokens < 8 * one_turn + 7 * 300  # the old table's overcount
+    assert rows[7].total == pytest.approx(sum(r.cost for r in rows))

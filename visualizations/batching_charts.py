@@ -188,9 +188,12 @@ def cost_chart(costs, price_per_hour: float, caption: str = "") -> go.Figure:
     if not costs:
         return empty_figure("Run the batch sweep: costs are computed from its measured throughput.")
     b = [str(c.batch) for c in costs]
+    context = costs[0].context_tokens
+    output_name = (f"output tokens (estimate: measured decode carried to {context:,.0f} "
+                   "tokens of context)" if context else "output tokens (from measured decode)")
     fig = go.Figure([
         go.Bar(x=b, y=[c.usd_per_million_output for c in costs],
-               name="output tokens (from measured decode)",
+               name=output_name,
                marker_color=PALETTE["vermillion"],
                text=[f"${c.usd_per_million_output:,.2f}" for c in costs], textposition="outside"),
         go.Bar(x=b, y=[c.usd_per_million_input for c in costs],

@@ -74,15 +74,17 @@ def cost_table(costs, prompt_tokens: int, output_tokens: int) -> str:
             + (f"{c.output_tokens_per_s:.1f} | " if context else "")
             + f"${c.usd_per_million_output:,.2f} | ${c.usd_per_million_input:,.2f} | "
             f"${c.usd_per_conversation:,.5f} | {c.conversations_per_hour:,.0f} |" for c in costs]
-    at_context = (f"output tokens/s at {context:,.0f} tokens of context (theoretical) | "
+    at_context = (f"output tokens/s at {context:,.0f} tokens of context (estimate) | "
                   if context else "")
     head = ("| batch | output tokens/s (measured, short context) | " + at_context
             + "$ / M output | $ / M input | $ / conversation | conversations / hour |\n"
             + "|---" * (7 if context else 6) + "|\n")
     carried = (f" Later tokens of a conversation read a longer KV cache: the decode rate is "
                f"carried from the sweep's short context to the conversation's mean context "
-               f"({prompt_tokens} in + half of {output_tokens} out = {context:,.0f} tokens) by "
-               "the bytes each step reads, and the dollars use that rate." if context else "")
+               f"({prompt_tokens} in + half of {output_tokens} out = {context:,.0f} tokens), an "
+               "estimate: the measured step plus the time its extra cache reads take at the "
+               "measured bandwidth (or its extra attention arithmetic, if longer); the dollars "
+               "use that rate." if context else "")
     return (head + "\n".join(rows)
             + "\n\n*Arithmetic: $ per million = price per hour ÷ (tokens/s × 3,600) × "
             f"1,000,000. A conversation is {prompt_tokens} tokens in and {output_tokens} out, "

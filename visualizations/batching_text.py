@@ -93,26 +93,57 @@ def closing_note(info, sweep, schedules) -> str:
     return "\n".join(parts)
 
 
-NEAR_LINEAR = 0.8  # step time grew at least 80% as fast as the batch: compute-bound
+NEAR_LINEAR = 0.8  # step time grew at least 80% as fast as the batch: batching stopped paying
+MARGIN = 0.05  # within 5% (plus the run's own spread) of that line: too close to call
+
+
+def _spread(p) -> float:
+    """Relative spread of a point's timed steps ((max - min) ÷ median): the run's own noise."""
+    times = sorted(p.step_times)
+    if len(times) < 2:
+        return 0.0
+    median = times[len(times) // 2]
+    return (times[-1] - times[0]) / median if median > 0 else 0.0
+
+
+def _pair(a, b) -> tuple[str, float, float]:
+    """("stops" | "pays" | "close", rows ratio, step-time ratio) for one step up in batch."""
+    rows, slower = b.batch / a.batch, b.step_seconds / a.step_seconds
+    edge, tol = NEAR_LINEAR * rows, MARGIN + max(_spread(a), _spread(b))
+    if slower >= edge * (1 + tol):
+        return "stops", rows, slower
+    if slower <= edge * (1 - tol):
+        return "pays", rows, slower
+    return "close", rows, slower
 
 
 def where_batching_stops_paying(points) -> str:
-    """The first measured doubling (or other step up) of the batch where the step time grew
-    about in proportion (≥ 80% of the batch's growth): there the step is compute-bound and more
-    requests add little throughput. Points are `BatchPoint`s (batch, step_seconds)."""
+    """Where the step time starts growing about in proportion to the batch (≥ 80% of the
+    batch's growth), so more requests add little throughput: the first step up in batch from
+    which every larger measured batch did so, each clearly past the line (by more than 5% plus
+    the run's own spread). A step up within that band is too close to call, and the note says
+    so instead of naming a batch. Points are `BatchPoint`s (batch, step_seconds, step_times)."""
     pts = sorted(points, key=lambda p: p.batch)
-    for a, b in zip(pts, pts[1:]):
-        rows, slower = b.batch / a.batch, b.step_seconds / a.step_seconds
-        if slower >= NEAR_LINEAR * rows:
-            return (f"Batching stopped paying between batch {a.batch} and {b.batch}: "
-                    f"{rows:.0f}× the requests made each step {slower:.1f}× as long, so "
-                    f"throughput grew only {rows / slower:.2f}×. From there the step is "
-                    "compute-bound: its time grows about in proportion to the batch.")
     if len(pts) < 2:
         return "Measure more than one batch size to see where batching stops paying."
-    return (f"Up to batch {pts[-1].batch}, every step up in batch size made the step time grow "
-            "by less than the batch did: batching still paid at the largest size measured here "
-            "(it stops once the step turns compute-bound and its time grows in proportion).")
+    pairs = [(a, b, *_pair(a, b)) for a, b in zip(pts, pts[1:])]
+    for i, (a, b, _kind, rows, slower) in enumerate(pairs):
+        if all(k == "stops" for _, _, k, _, _ in pairs[i:]):
+            return (f"Batching stopped paying between batch {a.batch} and {b.batch}: "
+                    f"{rows:.0f}× the requests made each step {slower:.1f}× as long, so "
+                    f"throughput grew only {rows / slower:.2f}×, and every larger batch measured "
+                    "did the same. From there each extra request adds about its full share of "
+                    "step time.")
+    close = next((p for p in pairs if p[2] == "close"), None)
+    if close is not None:
+        a, b, _, rows, slower = close
+        return (f"Too close to call on this run: from batch {a.batch} to {b.batch} the step "
+                f"grew {slower:.2f}× for {rows:.0f}× the requests, within this run's noise of "
+                f"the line where batching stops paying ({NEAR_LINEAR * rows:.2f}×). Run the "
+                "sweep again to see which side it falls on.")
+    return (f"Up to batch {pts[-1].batch}, the step time grew clearly less than the batch did: "
+            "batching still paid at the largest size measured here (it stops once the step "
+            "time grows about in proportion to the batch).")
 
 
 def _served(s) -> str:

@@ -50,8 +50,77 @@ TERMS: dict[str, tuple[str, str]] = {
                  "kernel, checking its inputs, launching it), paid whatever the operation's size. "
                  "A decode step of a small model is thousands of tiny operations, so it adds up."),
     "cudagraph": ("CUDA graph", "A recording of a whole sequence of GPU kernels, replayed later "
-                  "with one launch instead of one per kernel: the cure for dispatch overhead on "
-                  "a GPU."),
+                  "with one launch instead of one per kernel. It removes the gaps between "
+                  "launches on a GPU; it does not make the kernels themselves faster, so fusing "
+                  "small kernels and batching close more of the distance to the roofline."),
+    "prefill": ("Prefill", "The first forward pass of a request: the whole prompt at once, every "
+                "position in parallel. It fills the KV cache and gives the first token."),
+    "decode": ("Decode", "Every pass after the prefill: one new token per request per pass, "
+               "each reading the KV cache of everything before it."),
+    "throughput": ("Throughput", "Tokens produced per second for all requests together: what a "
+                   "server's operator pays for (latency is what each user feels)."),
+    "perplexity": ("Perplexity", "How surprised a model is by a text, on average: e to the mean "
+                   "negative log-probability of each next token. Lower is better; 1 is certain."),
+    "temperature": ("Temperature", "Divides the logits before the softmax: below 1 sharpens the "
+                    "odds toward the likeliest token, above 1 flattens them; 0 means greedy."),
+    "topkp": ("Top-k / top-p", "Sampling filters: top-k keeps only the k likeliest tokens, top-p "
+              "the smallest set whose probabilities add up to p; one is then drawn from those."),
+    "matmul": ("Matmul (matrix product)", "Multiplying two matrices: the bulk of a model's "
+               "arithmetic. Each linear layer is one matmul of the activations by its weights."),
+    "activations": ("Activations", "The vectors flowing between layers for the tokens being "
+                    "processed (not the weights, not the KV cache); small for decode, large for "
+                    "a long prefill or a big batch."),
+    "flops": ("FLOPs, GFLOP/s", "Floating-point operations (one multiply or one add each). "
+              "GFLOP/s: billions of them per second, the speed of arithmetic."),
+    "intensity": ("Arithmetic intensity (FLOPs per byte)", "FLOPs a pass does for each byte it "
+                  "reads from memory. Low intensity: the bandwidth roof is the most it can "
+                  "reach; high: the compute roof."),
+    "ridge": ("Ridge point", "The arithmetic intensity where the two roofs meet: peak FLOP/s ÷ "
+              "bandwidth. Left of it the bandwidth roof is a pass's ceiling, right of it the "
+              "compute roof."),
+    "bound": ("Memory-bound / compute-bound", "What a step spends its time waiting for: reading "
+              "memory, or arithmetic. The app decides it from the measured share of each roof a "
+              "step reached; a step near neither is bound by something else (dispatch, "
+              "launches)."),
+    "synced": ("Synced (timing)", "A GPU runs work after Python has moved on; a synced clock "
+               "waits until the device has finished before reading the time, so the time is the "
+               "work's, not the launch's."),
+    "simd": ("AVX2 / AVX-512 / AMX", "Instruction sets of x86 CPUs that do many multiplies in "
+             "one instruction (8, 16, or whole tiles of numbers). Which one a CPU has decides "
+             "how fast its matmuls and int8 kernels can be."),
+    "continuous": ("Continuous batching", "Requests join and leave the running batch between "
+                   "decode steps, instead of waiting for a whole batch to finish."),
+    "padding": ("Padding", "Filler positions that make rows of different lengths the same "
+                "length in one tensor; masked out, but still stored and often still computed."),
+    "chunked": ("Chunked prefill", "A long prompt is prefilled in pieces, one piece per step, in "
+                "the same passes that decode the running requests, so their streams keep flowing."),
+    "prefix": ("Prefix reuse / prefix caching", "Requests that start with the same tokens (a "
+               "system message, a shared document) reuse the cached keys and values of that "
+               "start instead of prefilling it again."),
+    "quant": ("Quantization", "Storing weights (or the cache) in fewer bits, such as int8 or "
+              "4-bit, with a scale to turn them back into numbers: fewer bytes to read."),
+    "block": ("Block (KV page)", "A fixed-size piece of KV cache memory, e.g. 16 tokens' keys "
+              "and values for every layer; a server's cache is a pool of them."),
+    "blocktable": ("Block table", "One request's list of the blocks that hold its tokens, in "
+                   "order: the map attention reads its keys and values through."),
+    "fragmentation": ("Fragmentation", "Memory reserved but holding nothing: inside a block "
+                      "(its unfilled slots) or between requests (a padded layout's padding, or "
+                      "room reserved for tokens not yet written)."),
+    "preemption": ("Preemption", "When the cache is full, a server pauses a running request, "
+                   "frees its blocks and later recomputes them to resume it."),
+    "draft": ("Draft", "A cheap guesser for speculative decoding: it proposes the next few "
+              "tokens (from the text so far, or from a smaller model)."),
+    "verify": ("Verification pass", "One forward pass of the real model over the draft's "
+               "tokens: it scores them all at once and keeps those it agrees with."),
+    "acceptance": ("Acceptance rate", "The share of drafted tokens the model kept. Tokens per "
+                   "pass is what it buys: more than one means faster than one-token decoding."),
+    "speculative": ("Speculative decoding", "Draft several tokens cheaply, check them in one "
+                    "pass of the real model, keep the agreeing ones plus the model's own next "
+                    "token: same output, fewer passes."),
+    "window": ("Sliding window", "Attention that looks back only over the last W tokens, so its "
+               "cache and cost stop growing past W (a model must be trained for it)."),
+    "flash": ("FlashAttention", "Computing attention in tiles that stay in fast on-chip memory, "
+              "so the L × L score matrix is never written out to slow memory."),
 }
 ORDER = list(TERMS)
 

@@ -1,8 +1,9 @@
 """The roofline with both roofs ('This machine'): achieved GFLOP/s against arithmetic
 intensity (FLOPs per byte read), log-log. The bandwidth roof rises with intensity until it
-meets the flat compute roof at the ridge point; decode sits far left, under the bandwidth roof,
-and a long prefill far right, under the compute roof. Batch-sweep steps, when a sweep has run,
-walk from one to the other.
+meets the flat compute roof at the ridge point; decode sits far left, where the bandwidth roof
+is its ceiling, and a long prefill far right, where the compute roof is. How close each measured
+pass came to its ceiling is read from the figures (`bound_rule`), not from where it sits.
+Batch-sweep steps, when a sweep has run, walk from one to the other.
 
 Pure: a `ComputeRoof` (read by attribute) in, a Plotly figure or markdown out.
 """
@@ -63,7 +64,7 @@ def two_roof_figure(roof, caption: str = "") -> go.Figure:
         line=dict(color=PALETTE["grey"], dash="dot", width=2), hoverinfo="skip"))
     fig.update_xaxes(type="log", range=[math.log10(low), math.log10(high)])
     fig.update_yaxes(type="log", range=[math.log10(bottom), math.log10(roof.peak_gflops * 2)])
-    return styled(fig, "Decode waits for memory, prefill for arithmetic",
+    return styled(fig, "Each measured pass under the two roofs",
                   "Arithmetic intensity (FLOPs per byte read, log)",
                   "Achieved GFLOP/s (log)", caption, height=460)
 
@@ -75,7 +76,7 @@ def compute_roof_md(roof, dtype: str) -> str:
     rows = "\n".join(
         f"| {p.label} | {p.flops / 1e9:,.1f} | {human_bytes(p.bytes_read)} | "
         f"{p.intensity:,.2f} | {p.seconds * 1000:,.0f} | {p.gflops:,.1f} | "
-        f"{p.gflops / roof.attainable_gflops(p.intensity):.0%} | {roof.bound(p)} |"
+        f"{p.gflops / roof.attainable_gflops(p.intensity):.0%} | {roof.verdict(p).label} |"
         for p in roof.points)
     decode = next((p for p in roof.points if p.label == "decode, batch 1"), None)
     prefill = next((p for p in roof.points if p.label.startswith("prefill")), None)
@@ -94,14 +95,27 @@ def compute_roof_md(roof, dtype: str) -> str:
         rows_to_ridge = roof.ridge / decode.intensity
         lines.append(
             f"Decode at batch 1 does **{decode.intensity:.2f} FLOPs per byte**, "
-            f"{rows_to_ridge:.0f}× left of the ridge: it is bound by memory, whatever the "
-            "arithmetic could do. A decode step at batch B reads the weights once for B rows, "
-            f"so its intensity grows about B-fold: near **B ≈ {rows_to_ridge:.0f}** it reaches "
-            "the ridge, and past it each extra row adds its own arithmetic time, which is why "
-            "the batch sweep's gain flattens instead of growing with B.")
+            f"{rows_to_ridge:.0f}× left of the ridge: the bandwidth roof is the most it could "
+            f"reach. {roof.verdict(decode).sentence} A decode step at batch B reads the weights "
+            "once for B rows, so its intensity grows about B-fold: near "
+            f"**B ≈ {rows_to_ridge:.0f}** its ceiling meets the ridge, and past it each extra "
+            "row adds its own arithmetic time (the batch sweep measures how much).")
     if prefill is not None:
+        verdict = roof.verdict(prefill)
         lines.append(
-            f"\n{prefill.label.capitalize()} does **{prefill.intensity:,.0f} FLOPs per byte**: "
-            f"bound by {roof.bound(prefill)} here. That is the explainer's contrast: prefill "
-            "is compute-bound, decode memory-bound.")
+            f"\n{prefill.label.capitalize()} does **{prefill.intensity:,.0f} FLOPs per byte**. "
+            f"{verdict.sentence}")
+        if decode is not None:
+            lines.append(contrast_sentence(roof.verdict(decode).kind, verdict.kind))
     return "\n".join(lines)
+
+
+def contrast_sentence(decode_kind: str, prefill_kind: str) -> str:
+    """The explainer's contrast (prefill bound by arithmetic, decode by memory), said as
+    measured only when this run's verdicts show it."""
+    if decode_kind == "memory" and prefill_kind == "compute":
+        return ("That is the explainer's contrast, measured here: prefill is bound by "
+                "arithmetic, decode by memory.")
+    return ("The explainer's rule of thumb (prefill bound by arithmetic, decode by memory) is "
+            "for a large model; this run's shares above say what bounded each pass of this "
+            "small one here.")

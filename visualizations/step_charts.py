@@ -163,8 +163,9 @@ def step_bound_md(bound, floor_seconds: float, bytes_per_token: int, bandwidth_g
     elif not gpu:
         lines += [
             "",
-            "On a GPU launching a kernel takes longer than most of this model's kernels run, so "
-            "the same split is far more lopsided there, and capturing the step as a CUDA graph "
-            "(one launch per token) is the fix: see *On a GPU* below.",
+            "On a GPU (measured elsewhere: an H200, 2026-11-30) launching a kernel took longer "
+            "than most of this model's kernels ran, so the same split was far more lopsided "
+            "there. Capturing the step as a CUDA graph (one launch per token) removes the gaps "
+            "between launches, not the kernels' own time: see *On a GPU* below.",
         ]
     return "\n".join(lines)

@@ -4,14 +4,17 @@ whichever runs out first, reading bytes (the bandwidth roof) or multiplying (the
     attainable FLOP/s = min(peak FLOP/s, bandwidth × arithmetic intensity)
 
 where arithmetic intensity = FLOPs done ÷ bytes read. The two roofs meet at the ridge point,
-peak FLOP/s ÷ bandwidth. Left of it a pass waits for memory, right of it for arithmetic.
+peak FLOP/s ÷ bandwidth. Left of it the best a pass can do is the bandwidth roof, right of it
+the compute roof; whether it gets there is measured, not assumed (`bound_rule.decide_bound`
+reads each pass's share of both roofs: a small model's decode step on a GPU sits left of the
+ridge yet reaches a few percent of the bandwidth roof, bound by launching kernels).
 
 Decode at batch 1 does about 2 FLOPs per weight (a multiply and an add) and reads every weight
 once: its intensity is about 2 ÷ bytes per weight (0.5 in float32), far left of the ridge. A
 prefill of n tokens reads the weights once for n tokens, and a decode step at batch B once for
-B rows: their intensity is about n (or B) times higher, so they climb the bandwidth roof until
-they reach the ridge. Past it, more rows cost proportionally more time: that is why batch 64
-does not give 64 times the tokens/s of batch 1.
+B rows: their intensity is about n (or B) times higher, so their ceiling climbs the bandwidth
+roof until it reaches the ridge. Past it, more rows cost proportionally more time: one reason
+batch 64 does not give 64 times the tokens/s of batch 1 (the measured sweep shows the rest).
 
 FLOP counts here are theoretical (the formula in `forward_flops`); times are measured.
 """
@@ -23,6 +26,7 @@ from dataclasses import dataclass
 import torch
 
 from ..timing import stopwatch
+from .bound_rule import BoundVerdict, decide_bound, step_shares
 from .shared_results import once
 
 
@@ -49,16 +53,34 @@ def machine_gflops(shared, device: torch.device | str, dtype: torch.dtype) -> fl
                 lambda: measure_matmul_gflops(device, dtype))
 
 
-def forward_flops(info, tokens: int, context: float) -> float:
+def forward_flops(info, tokens: int, context: float, logits_tokens: int | None = None) -> float:
     """Theoretical FLOPs of one forward pass: `tokens` new tokens (a prefill's prompt, or one
-    per row of a decode batch), each attending to `context` positions on average.
+    per row of a decode batch), each attending to `context` positions on average, with the
+    output head run for `logits_tokens` of them (default: all; a prefill keeps the logits of
+    its last position only, `logits_tokens=1`, as `engine.prefill` does).
 
-    Linear layers: 2 FLOPs per weight per token (the tied embedding counted once, as the output
-    head's matmul). Attention: scores and the weighted sum, 2 × 2 × hidden per position per
-    layer. Norms, activations and softmax are left out (well under 1%)."""
-    linear = 2 * info.parameters * tokens
+    Linear layers: 2 FLOPs per weight per token; the tied embedding is counted once, as the
+    output head's matmul (vocab × hidden weights), for the positions whose logits are computed.
+    Attention: scores and the weighted sum, 2 × 2 × hidden per position per layer. Norms,
+    activations and softmax are left out (well under 1%).
+
+    >>> from types import SimpleNamespace
+    >>> info = SimpleNamespace(parameters=100, vocab_size=5, hidden_size=4, layers=1, heads=1,
+    ...                        head_dim=1)
+    >>> forward_flops(info, tokens=3, context=0, logits_tokens=1)  # 2·80·3 + 2·20·1
+    520.0
+    """
+    head = info.vocab_size * info.hidden_size  # the output head's weights (tied embedding)
+    kept = tokens if logits_tokens is None else logits_tokens
+    linear = 2 * (info.parameters - head) * tokens + 2 * head * kept
     attention = 4 * info.layers * info.heads * info.head_dim * tokens * context
     return float(linear + attention)
+
+
+def prefill_flops(info, prompt_tokens: int) -> float:
+    """A prefill of `prompt_tokens`: every position through every layer, attending to half
+    the prompt on average (causal), the output head for the last position only."""
+    return forward_flops(info, prompt_tokens, prompt_tokens / 2, logits_tokens=1)
 
 
 @dataclass(frozen=True)
@@ -95,8 +117,15 @@ class ComputeRoof:
     def attainable_gflops(self, intensity: float) -> float:
         return min(self.peak_gflops, self.bandwidth_gbs * intensity)
 
+    def verdict(self, point: WorkPoint, device: str = "cpu") -> BoundVerdict:
+        """What bounded this pass, from its measured shares of both roofs (`bound_rule`)."""
+        memory, compute = step_shares(point.flops, point.bytes_read, point.seconds,
+                                      self.peak_gflops, self.bandwidth_gbs)
+        return decide_bound(memory, compute, device=device)
+
     def bound(self, point: WorkPoint) -> str:
-        return "memory" if point.intensity < self.ridge else "compute"
+        """The verdict's kind: "memory", "compute" or "neither" (no step split here)."""
+        return self.verdict(point).kind
 
 
 def batch_work_points(info, points) -> list[WorkPoint]:

@@ -14,12 +14,17 @@ so its cost is that many seconds of the hourly price. Batching raises the decode
 same hardware serves more conversations per hour and each one costs less.
 
 The sweep decodes with a short context (its prompt and a few tokens), but a conversation's
-later tokens read a longer KV cache every step. Given the cache's bytes per token, the decode
-rate is carried to the conversation's mean context (prompt + half the answer) the way a
-memory-bound step scales, by the bytes it reads (theoretical, from the measured step):
+later tokens read a longer KV cache every step. The decode rate is carried to the
+conversation's mean context C (prompt + half the answer) by adding only what a longer context
+adds to the measured step (an estimate, theoretical on top of the measurement): every row reads
+kv_per_token × (C − C_measured) more cache bytes and its attention does 4 × layers × heads ×
+head_dim FLOPs more per extra position, and the extra work takes whichever is slower, the
+bytes at the measured bandwidth or the FLOPs at the measured matmul peak:
 
-    step at context C = measured step × (weights + B × kv_per_token × C)
-                                      ÷ (weights + B × kv_per_token × C_measured)
+    step at C = measured step + max(B × kv × ΔC ÷ bandwidth,  B × attn × ΔC ÷ peak)
+
+The rest of the step (the weights, the arithmetic of B rows) is what the sweep measured, so a
+large batch whose step is bound by arithmetic is not slowed as if it were all memory time.
 
 What this leaves out: idle time between requests (a real server is not 100% busy), the
 memory that limits how large a batch can grow, and the provider's margin.
@@ -51,29 +56,49 @@ def usd_per_million(price_per_hour: float, tokens_per_s: float) -> float:
     return price_per_hour / (tokens_per_s * 3600) * 1e6 if tokens_per_s > 0 else float("inf")
 
 
-def rate_at_context(p: BatchPoint, kv_bytes_per_token: int, context: float) -> float:
-    """The measured decode rate carried to `context` tokens per row (theoretical: the step's
-    time scaled by the bytes it reads, weights plus every row's cache)."""
-    per_row = p.batch * kv_bytes_per_token
-    scale = ((p.weight_bytes + per_row * context)
-             / (p.weight_bytes + per_row * p.mean_context))
-    return p.tokens_per_s / scale
+def rate_at_context(p: BatchPoint, kv_bytes_per_token: int, context: float,
+                    bandwidth_gbs: float, attention_flops_per_position: float = 0.0,
+                    peak_gflops: float = 0.0) -> float:
+    """The measured decode rate carried to `context` tokens per row (an estimate): the
+    measured step plus the time of the extra cache reads (at `bandwidth_gbs`) or of the extra
+    attention FLOPs (at `peak_gflops`, when given), whichever is longer.
+
+    >>> p = BatchPoint(batch=2, prompt_tokens=10, prefill_seconds=1, step_seconds=0.1,
+    ...                step_times=(0.1, 0.1), cache_bytes=0, weight_bytes=10**9)
+    >>> round(rate_at_context(p, 10**6, 511, bandwidth_gbs=10), 3)  # +2 × 1 MB × 500 ÷ 10 GB/s
+    10.0
+    """
+    extra = max(context - p.mean_context, 0.0) * p.batch  # extra positions read, all rows
+    memory_s = extra * kv_bytes_per_token / (bandwidth_gbs * 1e9) if bandwidth_gbs > 0 else 0.0
+    compute_s = (extra * attention_flops_per_position / (peak_gflops * 1e9)
+                 if peak_gflops > 0 else 0.0)
+    return p.batch / (p.step_seconds + max(memory_s, compute_s))
+
+
+def attention_flops_per_position(info) -> float:
+    """FLOPs one row's attention spends per cached position in one decode step (scores and
+    the weighted sum: 2 × 2 × head_dim per head per layer)."""
+    return 4.0 * info.layers * info.heads * info.head_dim
 
 
 def serving_costs(points: tuple[BatchPoint, ...] | list[BatchPoint], price_per_hour: float,
                   prompt_tokens: int = 200, output_tokens: int = 300,
-                  kv_bytes_per_token: int | None = None) -> list[CostPoint]:
-    """One CostPoint per measured batch size; with `kv_bytes_per_token`, the decode rate at
-    the conversation's mean context (`rate_at_context`), else as measured."""
+                  kv_bytes_per_token: int | None = None, bandwidth_gbs: float = 0.0,
+                  attention_flops: float = 0.0, peak_gflops: float = 0.0) -> list[CostPoint]:
+    """One CostPoint per measured batch size; with `kv_bytes_per_token` and the measured
+    `bandwidth_gbs`, the decode rate at the conversation's mean context (`rate_at_context`),
+    else as measured. Lesson 5's table and the presenter's cost screen both call this."""
     LIMITS.price_per_hour.check("Price per hour ($)", price_per_hour)
     LIMITS.conversation_prompt_tokens.check("Prompt tokens per conversation", prompt_tokens)
     LIMITS.conversation_output_tokens.check("Output tokens per conversation", output_tokens)
     costs = []
     context = prompt_tokens + output_tokens / 2
+    carry = bool(kv_bytes_per_token) and bandwidth_gbs > 0
     for p in points:
         out_rate, in_rate = p.tokens_per_s, p.prefill_tokens_per_s
-        if kv_bytes_per_token:
-            out_rate = rate_at_context(p, kv_bytes_per_token, context)
+        if carry:
+            out_rate = rate_at_context(p, kv_bytes_per_token, context, bandwidth_gbs,
+                                       attention_flops, peak_gflops)
         seconds = prompt_tokens / in_rate + output_tokens / out_rate
         costs.append(CostPoint(
             batch=p.batch, output_tokens_per_s=out_rate, input_tokens_per_s=in_rate,
@@ -83,5 +108,5 @@ def serving_costs(points: tuple[BatchPoint, ...] | list[BatchPoint], price_per_h
             usd_per_conversation=price_per_hour * seconds / 3600,
             conversations_per_hour=3600 / seconds,
             measured_output_tokens_per_s=p.tokens_per_s,
-            context_tokens=context if kv_bytes_per_token else 0.0))
+            context_tokens=context if carry else 0.0))
     return costs

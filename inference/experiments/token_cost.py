@@ -6,17 +6,20 @@ Output tokens usually cost more: each one needs its own decode step, while input
 share one parallel prefill.
 
 A chat resends its whole history every turn (the model keeps nothing between requests), so
-turn k's input is every earlier question and answer plus the new question:
+turn k's input is every earlier question and answer plus the new question, wrapped in the chat
+template (its system message once, a few marker tokens around every message):
 
-    input tokens at turn k = k × question + (k − 1) × answer
+    input tokens at turn k = template(k) + k × question + (k − 1) × answer
 
-and a conversation's input bill grows with the square of its turns.
+and a conversation's input bill grows with the square of its turns. `templated_turn_inputs`
+counts template(k) with the model's real chat template.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from ..config import LIMITS
+from ..tokens import encode_text
 
 
 @dataclass(frozen=True)
@@ -63,3 +66,43 @@ def conversation_costs(question_tokens: int, answer_tokens: int, turns: int,
         total += cost
         rows.append(TurnCost(k, sent, answer_tokens, cost, total))
     return rows
+
+
+def templated_turn_inputs(tokenizer, question: str, answer_tokens: int, turns: int) -> list[int]:
+    """Input tokens of each turn of a chat that asks `question` every turn and gets answers of
+    `answer_tokens`, counted with the model's own chat template: the system message it adds
+    appears once per request, not once per turn, and every message gets its markers. The
+    template is rendered with empty messages (its markers only) and the typed texts are
+    counted apart (`encode_text`), so the count is exact up to a merge at a message's edge."""
+    LIMITS.conversation_turns.check("Turns", turns)
+    question_tokens = len(encode_text(tokenizer, question))
+    out, messages = [], []
+    for k in range(1, int(turns) + 1):
+        messages = messages + [{"role": "user", "content": ""}]
+        markers = tokenizer.apply_chat_template(messages, tokenize=False,
+                                                add_generation_prompt=True)
+        template = len(tokenizer(markers, add_special_tokens=False)["input_ids"])
+        out.append(template + k * question_tokens + (k - 1) * int(answer_tokens))
+        messages = messages + [{"role": "assistant", "content": ""}]
+    return out
+
+
+def conversation_costs_from_inputs(inputs: list[int], answer_tokens: int,
+                                   input_price_per_m: float,
+                                   output_price_per_m: float) -> list[TurnCost]:
+    """The turn-by-turn bill for these per-turn input counts (e.g. `templated_turn_inputs`)."""
+    rows, total = [], 0.0
+    for k, sent in enumerate(inputs, start=1):
+        cost = token_cost(sent, answer_tokens, input_price_per_m, output_price_per_m).total
+        total += cost
+        rows.append(TurnCost(k, sent, answer_tokens, cost, total))
+    return rows
+
+
+def templated_conversation_costs(tokenizer, question: str, answer_tokens: int, turns: int,
+                                 input_price_per_m: float,
+                                 output_price_per_m: float) -> list[TurnCost]:
+    """Lesson 1's multi-turn table: every turn counted with the real chat template."""
+    inputs = templated_turn_inputs(tokenizer, question, answer_tokens, turns)
+    return conversation_costs_from_inputs(inputs, int(answer_tokens), input_price_per_m,
+                                          output_price_per_m)

@@ -1,0 +1,59 @@
+"""The one rule for what bounds a step (issue 28): CPU-like, GPU-like (launch-bound) and
+compute-bound records each get their own verdict and sentence; intensity alone never decides."""
+from __future__ import annotations
+
+import pytest
+
+from inference.experiments.bound_rule import decide_bound, step_shares
+from inference.experiments.compute_roof import ComputeRoof, WorkPoint
+from visualizations.roofline_charts import compute_roof_md, contrast_sentence
+
+
+def test_cpu_like_decode_reaching_the_bandwidth_roof_is_memory_bound():
+    v = decide_bound(memory_share=0.69, compute_share=0.02, overhead_share=0.3, device="cpu")
+    assert v.kind == "memory" and v.label == "memory"
+    assert "69% of the measured bandwidth" in v.sentence
+
+
+def test_gpu_like_launch_bound_step_is_launches_not_memory():
+    # H200: the step read at ~2% of its bandwidth, the GPU idle 77% of the step
+    v = decide_bound(memory_share=0.02, compute_share=0.001, overhead_share=0.77, device="cuda")
+    assert v.kind == "launches" and "kernel launches" in v.sentence
+    assert "memory" not in v.label
+
+
+def test_cpu_dispatch_bound_step_names_dispatch():
+    v = decide_bound(0.2, 0.01, overhead_share=0.6, device="cpu")
+    assert v.kind == "dispatch" and "small operations" in v.sentence
+
+
+def test_compute_bound_prefill():
+    v = decide_bound(memory_share=0.01, compute_share=0.8)
+    assert v.kind == "compute" and v.label == "arithmetic" and "80%" in v.sentence
+
+
+def test_neither_roof_claims_no_unmeasured_cause():
+    v = decide_bound(0.3, 0.05)
+    assert v.kind == "neither" and "not measured here" in v.sentence
+    assert "Bound by" not in v.sentence
+
+
+def test_intensity_alone_does_not_decide():
+    # far left of the ridge (0.5 FLOPs per byte against a ridge of 10) but only 2% of bandwidth
+    slow = WorkPoint("decode, batch 1", flops=2e8, bytes_read=4e8, seconds=1.0)
+    roof = ComputeRoof(peak_gflops=200.0, bandwidth_gbs=20.0, points=(slow,))
+    assert slow.intensity < roof.ridge
+    assert roof.bound(slow) == "neither"
+    assert "| neither roof |" in compute_roof_md(roof, "float16")
+
+
+def test_shares_from_figures():
+    memory, compute = step_shares(flops=1e9, bytes_read=2e9, seconds=0.1, peak_gflops=100,
+                                  bandwidth_gbs=40)
+    assert memory == pytest.approx(0.5) and compute == pytest.approx(0.1)
+    assert step_shares(1, 1, 0, 1, 1) == (0.0, 0.0)
+
+
+def test_contrast_only_when_measured():
+    assert "measured here" in contrast_sentence("memory", "compute")
+    assert "measured here" not in contrast_sentence("launches", "compute")
