@@ -28,9 +28,8 @@ from inference.experiments.memory_guard import (
 )
 from inference.experiments.roofline import machine_bandwidth
 from inference.experiments.schedulers import ScheduleResult, serve_continuous, serve_static
-from inference.experiments.serving_cost import attention_flops_per_position, serving_costs
+from inference.experiments.serving_cost import model_serving_costs
 from inference.experiments.workload import preset_trace, random_trace
-from inference.kv_cache import bytes_per_token
 from visualizations import batching_charts as charts
 from visualizations import batching_tables as tables
 from visualizations import batching_text as text
@@ -237,10 +236,7 @@ def cost_view(lm, settings: Settings, sweep: SweepUpdate | None, *, price_per_ho
     if sweep is None or not sweep.points:
         return CostView(plot=charts.cost_chart([], 0), table=text.NO_SWEEP_YET)
     price, p_in, p_out = float(price_per_hour), int(prompt_tokens), int(output_tokens)
-    kv = bytes_per_token(lm.info.layers, lm.info.kv_heads, lm.info.head_dim, lm.bytes_per_value)
-    costs = serving_costs(sweep.points, price, p_in, p_out, kv_bytes_per_token=kv,
-                          bandwidth_gbs=sweep.bandwidth_gbs,
-                          attention_flops=attention_flops_per_position(lm.info))
+    costs = model_serving_costs(lm, sweep.points, price, p_in, p_out, sweep.bandwidth_gbs)
     return CostView(plot=charts.cost_chart(costs, price, info_caption(lm.info)),
                     table=tables.cost_table(costs, p_in, p_out)
                     + guess_md(COST_GUESS_KEY, guess, costs[-1].usd_per_million_output)

@@ -23,7 +23,7 @@ from inference.experiments.prefill_sweep import prefill_sweep
 from inference.experiments.prompt_prefill import measure_prompt
 from inference.experiments.quality import greedy_run
 from inference.experiments.roofline import machine_bandwidth
-from inference.experiments.serving_cost import usd_per_million
+from inference.experiments.serving_cost import model_serving_costs
 from inference.experiments.step_bound import measure_step_bound
 from inference.generation import stream
 from inference.quant_modes import build_mode
@@ -195,17 +195,23 @@ def int8(lm, settings: Settings, shared) -> Measured:
 
 
 def cost(lm, settings: Settings, shared) -> Measured:
+    """$ per million output tokens at the largest batch: lesson 5's own figure
+    (`model_serving_costs`, its default conversation), from the presenter's batch sweep."""
     key = shared_key(lm, PRESENTER_BATCH)
     points = (shared.get(key) if shared is not None else None) or batch_points(lm, settings,
                                                                                shared)
     price = settings.price_per_hour.default
-    one, big = points[0], points[-1]
-    alone, shared_cost = (usd_per_million(price, p.tokens_per_s) for p in (one, big))
-    return Measured("cost", shared_cost, f"${shared_cost:,.2f}",
-                    f"per million tokens at batch {big.batch}",
-                    f"at ${price:.2f} an hour: ${alone:,.2f} per million alone (batch 1, "
-                    f"{one.tokens_per_s:.1f} tokens/s) · batch {big.batch} "
-                    f"{big.tokens_per_s:.1f} tokens/s")
+    p_in = settings.conversation_prompt_tokens.default
+    p_out = settings.conversation_output_tokens.default
+    costs = model_serving_costs(lm, points, price, p_in, p_out,
+                                machine_bandwidth(shared, lm.device))
+    one, big = costs[0], costs[-1]
+    return Measured("cost", big.usd_per_million_output, f"${big.usd_per_million_output:,.2f}",
+                    f"per million output tokens at batch {big.batch}",
+                    f"at ${price:.2f} an hour: ${one.usd_per_million_output:,.2f} per million "
+                    f"alone (batch 1) · rates measured ({one.measured_output_tokens_per_s:.1f} "
+                    f"and {big.measured_output_tokens_per_s:.1f} tokens/s), carried to a "
+                    f"{big.context_tokens:,.0f}-token context (estimate), as in lesson 5")
 
 
 MEASURES: dict[str, Callable[[object, Settings, object], Measured]] = {

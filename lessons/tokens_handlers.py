@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 from inference.config import LIMITS
 from inference.errors import PromptTooLongError
-from inference.experiments.token_cost import conversation_costs, token_cost
+from inference.experiments.token_cost import templated_conversation_costs, token_cost
 from inference.tokens import clean_text, tokenize, tokenize_chat
 from visualizations.token_view import (
     conversation_cost_md,
@@ -73,6 +73,6 @@ def conversation_md(tokenizer, text: str, output_tokens: float, price_in: float,
                     max_chars: int = LIMITS.max_prompt_chars) -> str:
     """The multi-turn table: this text as every question (chat template included), the
     expected output as every answer."""
-    n_in = len(tokenize_chat(tokenizer, _checked_text(text, max_chars)).tokens)
-    return conversation_cost_md(conversation_costs(n_in, int(output_tokens), int(turns),
-                                                   float(price_in), float(price_out)))
+    question = clean_text(_checked_text(text, max_chars))
+    return conversation_cost_md(templated_conversation_costs(
+        tokenizer, question, int(output_tokens), int(turns), float(price_in), float(price_out)))

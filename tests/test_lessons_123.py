@@ -15,7 +15,7 @@ from inference.errors import (
 from inference.experiments import machine_roofline, prompt_prefill
 from inference.experiments.roofline import machine_bandwidth
 from inference.experiments.shared_results import SharedResults
-from inference.experiments.token_cost import conversation_costs
+from inference.experiments.token_cost import conversation_costs, templated_turn_inputs
 from inference.generation import reshaped, stream
 from inference.sampling import SamplingSettings
 from inference.tokens import prompt_ids
@@ -82,7 +82,9 @@ def test_a_conversation_resends_its_history_every_turn(tok):
     assert rows[-1].total == pytest.approx(sum((r.input_tokens * 1 + 20 * 2) / 1e6 for r in rows))
     md = tokens_handlers.conversation_md(tok, "Hello world", 50, 1.0, 2.0, 4)
     n_in = len(prompt_ids(tok, "Hello world"))
-    assert f"| 1 | {n_in:,} | 50 |" in md and f"| 4 | {4 * n_in + 3 * 50:,} | 50 |" in md
+    turn4 = templated_turn_inputs(tok, "Hello world", 50, 4)[3]  # the system message once
+    assert f"| 1 | {n_in:,} | 50 |" in md and f"| 4 | {turn4:,} | 50 |" in md
+    assert turn4 < 4 * n_in + 3 * 50  # not the old table's k copies of a one-turn prompt
     assert "By turn 4 one request sends" in md
     with pytest.raises(SettingOutOfRangeError, match="Turns"):
         tokens_handlers.conversation_md(tok, "hi", 10, 1.0, 1.0,

@@ -252,3 +252,27 @@ def test_a_stored_screen_is_redrawn_for_a_new_page_only(app_module):
     assert kept and all(v == gr.skip() for v in kept.values())  # nothing redrawn
     redrawn = restore(stored, request=SimpleNamespace(session_hash="page-B"))
     assert any("Screen 5 of" in str(v) for v in redrawn.values())
+
+
+def test_presenter_cost_is_lesson_5s_figure_for_the_same_batch(lm):
+    """Issue 28, item 1: the presenter's cost screen and lesson 5's cost table carry the same
+    measured points to the same conversation the same way: one batch, one dollar figure."""
+    from inference.experiments.batch_sweep import BatchPoint, SweepUpdate
+    from inference.experiments.roofline import machine_bandwidth
+    from inference.experiments.shared_results import SharedResults
+    from lessons import batching_handlers, presenter_handlers
+    from lessons.common.latest import PRESENTER_BATCH, shared_key
+
+    settings, shared = Settings(), SharedResults()
+    points = (BatchPoint(1, 20, 0.2, 0.08, (0.08,), 10**6, lm.info.weight_bytes),
+              BatchPoint(16, 20, 1.5, 0.20, (0.20,), 16 * 10**6, lm.info.weight_bytes))
+    shared.put(shared_key(lm, PRESENTER_BATCH), points)
+    screen = presenter_handlers.cost(lm, settings, shared)
+    sweep = SweepUpdate(points, (), 0, 0, 0, machine_bandwidth(shared, lm.device), "",
+                        finished=True)
+    view = batching_handlers.cost_view(
+        lm, settings, sweep, price_per_hour=settings.price_per_hour.default,
+        prompt_tokens=settings.conversation_prompt_tokens.default,
+        output_tokens=settings.conversation_output_tokens.default)
+    assert screen.shown in view.table  # e.g. "$0.52": the same figure in lesson 5's table
+    assert "batch 16" in screen.label and "estimate" in screen.detail

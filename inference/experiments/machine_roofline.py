@@ -13,7 +13,14 @@ import statistics
 from ..generation import stream
 from ..tokens import prompt_ids
 from . import step_bound
-from .compute_roof import ComputeRoof, WorkPoint, batch_work_points, forward_flops, machine_gflops
+from .compute_roof import (
+    ComputeRoof,
+    WorkPoint,
+    batch_work_points,
+    forward_flops,
+    machine_gflops,
+    prefill_flops,
+)
 from .roofline import Roofline, machine_bandwidth
 from .step_bound import StepBound
 
@@ -47,7 +54,7 @@ def measure_compute_roof(lm, r: Roofline, shared=None, new_tokens: int = ROOFLIN
     ids = (prompt * (PREFILL_TOKENS // len(prompt) + 1))[:PREFILL_TOKENS]
     firsts = [next(iter(stream(lm, ids, max_new_tokens=1))) for _ in range(3)]
     first = sorted(firsts, key=lambda e: e.forward_seconds)[1]  # the median run
-    prefill = WorkPoint(f"prefill, {len(ids)} tokens", forward_flops(info, len(ids), len(ids) / 2),
+    prefill = WorkPoint(f"prefill, {len(ids)} tokens", prefill_flops(info, len(ids)),
                         info.weight_bytes + first.cache_bytes, first.forward_seconds)
     batch = [p for p in batch_work_points(info, batch_points)
              if not p.label.endswith("batch 1")]

@@ -34,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import LIMITS
+from ..kv_cache import bytes_per_token
 from .batch_sweep import BatchPoint
 
 
@@ -110,3 +111,15 @@ def serving_costs(points: tuple[BatchPoint, ...] | list[BatchPoint], price_per_h
             measured_output_tokens_per_s=p.tokens_per_s,
             context_tokens=context if carry else 0.0))
     return costs
+
+
+def model_serving_costs(lm, points, price_per_hour: float, prompt_tokens: int,
+                        output_tokens: int, bandwidth_gbs: float) -> list[CostPoint]:
+    """`serving_costs` for the loaded model: its KV bytes per token and attention FLOPs per
+    position, carried at the measured bandwidth. Lesson 5's cost table and the presenter's
+    cost screen both call this, so one batch gets one figure on both."""
+    info = lm.info
+    kv = bytes_per_token(info.layers, info.kv_heads, info.head_dim, lm.bytes_per_value)
+    return serving_costs(points, price_per_hour, prompt_tokens, output_tokens,
+                         kv_bytes_per_token=kv, bandwidth_gbs=bandwidth_gbs,
+                         attention_flops=attention_flops_per_position(info))
