@@ -84,3 +84,28 @@ def attention_flops_share(tokens: int, matmul_parameters: int, layers: int, head
     matmul = 2 * matmul_parameters * tokens
     attention = 2 * layers * heads * head_dim * tokens ** 2
     return attention / (attention + matmul) if tokens > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class LengthShare:
+    """What the L² term is worth at one prompt length."""
+
+    tokens: int  # prompt length L
+    fitted_seconds: float  # a + b·L + c·L² at L
+    quadratic_share: float  # c·L² ÷ the fitted time (0 to 1), from the measured fit
+    measurable: bool  # the L² term at L stands clear of the fit's noise (twice its residual)
+    attention_flops_share: float  # theoretical: attention's share of the arithmetic at L
+
+
+def length_shares(curve: QuadraticFit, lengths: Sequence[int], matmul_parameters: int,
+                  layers: int, heads: int, head_dim: int) -> tuple[LengthShare, ...]:
+    """One `LengthShare` per length: the fitted share beside the arithmetic's own."""
+    return tuple(LengthShare(
+        n, curve.at(n), curve.quadratic_share(n), curve.quadratic_is_measurable(n),
+        attention_flops_share(n, matmul_parameters, layers, heads, head_dim)) for n in lengths)
+
+
+def matmul_parameters(parameters: int, vocab_size: int, hidden_size: int) -> int:
+    """The parameters a prefill multiplies every token by: all but the embedding table (looked
+    up, not multiplied; tied to the output head, which a prefill runs for its last token only)."""
+    return parameters - vocab_size * hidden_size

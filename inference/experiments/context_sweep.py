@@ -111,6 +111,31 @@ class DecodeLengthsProgress:
     points: tuple[DecodeLengthPoint, ...]
 
 
+@dataclass(frozen=True)
+class LengthComparison:
+    """One decode step at a long cache against one at a short cache, same batch."""
+
+    short: DecodeLengthPoint
+    long: DecodeLengthPoint
+    ratio: float  # long step ÷ short step (medians)
+    beyond_noise: bool  # the two steps' ranges (min to max over the repeats) do not overlap
+
+
+def compare_lengths(points, short: int, long: int, batch: int = 1
+                    ) -> LengthComparison | None:
+    """The measured points at `batch` nearest to `short` and `long` cache tokens, compared;
+    None if the sweep has no two distinct points at that batch."""
+    mine = [p for p in points if p.batch == batch]
+    if len(mine) < 2:
+        return None
+    near = min(mine, key=lambda p: abs(p.cache_tokens - short))
+    far = min(mine, key=lambda p: abs(p.cache_tokens - long))
+    if near is far:
+        return None
+    apart = far.seconds_min > near.seconds_max or near.seconds_min > far.seconds_max
+    return LengthComparison(near, far, far.seconds / near.seconds, apart)
+
+
 def _time_steps(model, cache: DynamicCache, tokens: int, token_id: int, batch: int,
                 repeats: int, device) -> DecodeLengthPoint:
     """Cut the cache back to `tokens` before each of `repeats` timed steps."""
