@@ -6,7 +6,12 @@ from __future__ import annotations
 import pytest
 
 from inference.experiments.attention_memory import HWM_METHOD, PeakMemory
-from inference.experiments.context_cuts import MEASURED, THEORETICAL, cost_cuts
+from inference.experiments.context_cuts import (
+    MEASURED,
+    THEORETICAL,
+    cost_cuts,
+    measured_bytes_per_token,
+)
 from inference.experiments.context_fit import (
     attention_flops_share,
     fit_quadratic,
@@ -84,7 +89,9 @@ def test_long_context_cost_cuts_count_bytes_and_say_how():
     assert int8.bytes_after * 4 == ours and int8.label == THEORETICAL
     assert window.bytes_after == 1024 * KV and window.factor == pytest.approx(8)
     assert prefix.bytes_before == 8 * ours and prefix.factor == pytest.approx(8)
-    measured = cost_cuts(30, 9, 3, 64, 4, 8192, 1024, measured_bytes_per_token=KV)[0]
+    assert measured_bytes_per_token(DECODE) == KV and measured_bytes_per_token(()) is None
+    measured = cost_cuts(30, 9, 3, 64, 4, 8192, 1024,
+                         measured_bytes_per_token=measured_bytes_per_token(DECODE))[0]
     assert measured.label == MEASURED and measured.bytes_after == ours
     md = context_text.cuts_markdown(cuts)
     assert "8,192-token context" in md and "| grouped-query attention (GQA) | theoretical |" in md
@@ -146,6 +153,8 @@ def test_long_context_decode_chart_and_text():
     assert f"took **{(40 + 24) / 40:.1f}×** one with 0" in md
     assert "**L* = 11,677 tokens** (beyond the 8,192-token window)" in md
     assert "**L* = 1,460 tokens** (within the window)" in md and "20.0 GB/s" in md
+    floor_ratios = [p.seconds / THEORY.seconds(p.cache_tokens, p.batch) for p in DECODE]
+    assert f"took {min(floor_ratios):.1f}× to {max(floor_ratios):.1f}× their floor" in md
     noisy = (_point(1, 0, 40, 5), _point(1, 8000, 42, 5))
     assert "could not be told apart" in context_text.decode_markdown(noisy)
     assert "Press" in context_text.decode_markdown(())

@@ -74,3 +74,13 @@ def cost_cuts(layers: int, heads: int, kv_heads: int, head_dim: int, bytes_per_v
                 "only helps when prompts share their beginning; lesson 4's Prefix reuse "
                 "measures the time it saves"),
     )
+
+
+def measured_bytes_per_token(points) -> int | None:
+    """Cache bytes per position and row read from a sweep's real tensors (`DecodeLengthPoint`s
+    with a non-empty cache), for the GQA row; None without such a point."""
+    held = [p for p in points if p.cache_tokens > 0]
+    if not held:
+        return None
+    p = max(held, key=lambda q: q.cache_tokens * q.batch)
+    return round(p.cache_bytes / (p.cache_tokens * p.batch))
