@@ -124,6 +124,8 @@ def test_long_context_prefill_chart_and_text():
     md = context_text.prefill_markdown(flat, flat_fit,
                                        length_shares(flat_fit, LENGTHS, 106_000_000, 30, 9, 64))
     assert "stayed within 10%" in md and "cannot separate an L² term" in md
+    falling = tuple(PrefillLengthPoint(n, 2.0 + 0.001 * n, n) for n in LENGTHS)
+    assert "fell to **" in context_text.prefill_markdown(falling)
     assert "Press" in context_text.prefill_markdown(())
 
 

@@ -32,9 +32,14 @@ def prefill_markdown(points, curve=None, shares=()) -> str:
                         else "… | … |"))
     first, last = points[0], points[-1]
     rise = last.seconds_per_token / first.seconds_per_token
-    trend = (f"rose **{rise:.1f}×** from {first.tokens:,} to {last.tokens:,} tokens"
-             if rise > MARGIN else
-             f"stayed within 10% from {first.tokens:,} to {last.tokens:,} tokens")
+    span = f"from {first.tokens:,} to {last.tokens:,} tokens"
+    if rise > MARGIN:
+        trend = f"rose **{rise:.1f}×** {span}"
+    elif rise < 1 / MARGIN:  # short passes leave the machine idle part of the time
+        trend = (f"fell to **{rise:.2f}×** {span}: a short pass does too little work to keep "
+                 "the machine busy, so its fixed costs are shared by fewer tokens")
+    else:
+        trend = f"stayed within 10% {span}"
     text = ["\n".join(lines), "",
             f"**Measured:** the time per prompt token {trend}. A pass over L tokens does the "
             "matrix products once per token, the same work per token at any length, and "
