@@ -35,9 +35,10 @@ def prefill_markdown(points, curve=None, shares=()) -> str:
     span = f"from {first.tokens:,} to {last.tokens:,} tokens"
     if rise > MARGIN:
         trend = f"rose **{rise:.1f}×** {span}"
-    elif rise < 1 / MARGIN:  # short passes leave the machine idle part of the time
-        trend = (f"fell to **{rise:.2f}×** {span}: a short pass does too little work to keep "
-                 "the machine busy, so its fixed costs are shared by fewer tokens")
+    elif rise < 1 / MARGIN:
+        trend = f"fell to **{rise:.2f}×** {span}" + (
+            " (the fit's fixed part a is shared by more tokens in a longer pass)"
+            if curve is not None and curve.a > 0 else "")
     else:
         trend = f"stayed within 10% {span}"
     text = ["\n".join(lines), "",
