@@ -50,6 +50,10 @@ def measure_context(lm, settings: Settings = LIMITS, shared=None) -> dict:
     steps = {f"b{b}": {p.cache_tokens: round(p.seconds * 1000, 2) for p in
                        sorted(dec, key=lambda p: p.cache_tokens) if p.batch == b}
              for b in sorted({p.batch for p in dec})}
+    spread = {f"b{b}": {p.cache_tokens: [round(p.seconds_min * 1000, 2),
+                                         round(p.seconds_max * 1000, 2)]
+                        for p in sorted(dec, key=lambda p: p.cache_tokens) if p.batch == b}
+              for b in sorted({p.batch for p in dec})}
     floor = {f"b{b}": {n: round(theory.seconds(n, b) * 1000, 2) for n in row}
              for b, row in ((int(k[1:]), v) for k, v in steps.items())}
     return {
@@ -60,6 +64,7 @@ def measure_context(lm, settings: Settings = LIMITS, shared=None) -> dict:
         "fit_seconds": {"a": curve.a, "b_per_token": curve.b, "c_per_token2": curve.c,
                         "rms": curve.rms_seconds},
         "decode_step_ms": steps,
+        "decode_step_range_ms": spread,  # fastest and slowest repeat: this run's noise
         "decode_floor_ms": floor,
         "kv_reads_equal_weights_tokens_b1": theory.crossover_tokens(1),
         "kv_reads_equal_weights_tokens_b8": theory.crossover_tokens(8),

@@ -52,6 +52,9 @@ def test_long_context_fit_drops_terms_it_cannot_pin_down():
     straight = fit_quadratic([100, 200, 400], [1.0, 2.02, 3.98])  # bends down a little
     assert straight.c == 0 and straight.b == pytest.approx(0.01, rel=0.02)
     assert not straight.quadratic_is_measurable(400)
+    # a loaded machine: the unconstrained fit's b came out negative and the "share" over 1
+    busy = fit_quadratic([16, 32, 64, 128], [5.0, 4.26, 2.03, 3.08])
+    assert busy.b >= 0 and busy.c >= 0 and 0 <= busy.quadratic_share(128) <= 1
     two = fit_quadratic([10, 20], [1.0, 2.0])
     assert (two.a, two.b, two.c) == pytest.approx((0.0, 0.1, 0.0), abs=1e-9)
     assert fit_quadratic([10], [3.0]).at(99) == pytest.approx(3.0)

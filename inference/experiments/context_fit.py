@@ -9,8 +9,8 @@ A forward pass over L tokens does two kinds of work:
 plus a fixed part a (reading the weights once, launching the layers). `fit_quadratic` finds
 a, b, c by least squares through measured points; `QuadraticFit.quadratic_share(L)` is the part
 of the fitted time at L that the L² term carries. The fit needs three lengths or more; with
-fewer it drops the terms it cannot pin down. A negative c (noise on nearly straight points) is
-not physical: the fit is then redone without it.
+fewer it drops the terms it cannot pin down. A negative b or c (noise) is not physical: the
+fit then keeps the best of the smaller term sets whose costs are all zero or above.
 
 >>> f = fit_quadratic([1, 2, 3, 4], [1 + 2 + 3, 1 + 4 + 12, 1 + 6 + 27, 1 + 8 + 48])
 >>> round(f.a, 6), round(f.b, 6), round(f.c, 6)
@@ -45,32 +45,43 @@ class QuadraticFit:
     def quadratic_share(self, tokens: float) -> float:
         """The L² term's share of the fitted time at `tokens` (0 to 1)."""
         total = self.at(tokens)
-        return self.quadratic_seconds(tokens) / total if total > 0 else 0.0
+        return min(1.0, self.quadratic_seconds(tokens) / total) if total > 0 else 0.0
 
     def quadratic_is_measurable(self, tokens: float) -> bool:
         """Whether the L² term at `tokens` stands clear of the fit's residual noise (twice it)."""
         return self.c > 0 and self.quadratic_seconds(tokens) > 2 * self.rms_seconds
 
 
-def _solve(xs: np.ndarray, ys: np.ndarray, degree: int) -> np.ndarray:
-    design = np.vander(xs, degree + 1, increasing=True)  # [n, degree + 1]: 1, L, L²
+def _solve(xs: np.ndarray, ys: np.ndarray, terms: tuple[int, ...]) -> np.ndarray:
+    """Least squares on the chosen powers of L (0: a, 1: b·L, 2: c·L²); the others are 0."""
+    design = np.stack([xs ** k for k in terms], axis=1)  # [n, len(terms)]
     coef, *_ = np.linalg.lstsq(design, ys, rcond=None)
-    return np.pad(coef, (0, 2 - degree))
+    full = np.zeros(3)
+    full[list(terms)] = coef
+    return full
+
+
+def _residual(xs: np.ndarray, ys: np.ndarray, coef: np.ndarray) -> np.ndarray:
+    return ys - (coef[0] + coef[1] * xs + coef[2] * xs ** 2)
 
 
 def fit_quadratic(tokens: Sequence[float], seconds: Sequence[float]) -> QuadraticFit:
-    """Least-squares a + b·L + c·L² through the points (see the module docstring)."""
+    """Least-squares a + b·L + c·L² through the points (see the module docstring), with b and
+    c kept at zero or above: of the term sets the points can pin down, the best fit whose
+    per-token and per-token² costs are not negative."""
     if len(tokens) != len(seconds) or not tokens:
         raise ValueError("fit_quadratic needs as many times as lengths, at least one.")
     xs, ys = np.asarray(tokens, dtype=float), np.asarray(seconds, dtype=float)
     distinct = len(set(tokens))
-    degree = min(2, distinct - 1)
-    coef = _solve(xs, ys, degree)
-    if coef[2] < 0:  # noise bent the curve down: keep the straight line
-        coef = _solve(xs, ys, min(1, degree))
-    residual = ys - (coef[0] + coef[1] * xs + coef[2] * xs ** 2)
-    rms = math.sqrt(float(np.mean(residual ** 2)))
-    return QuadraticFit(float(coef[0]), float(coef[1]), float(coef[2]), rms, len(tokens))
+    candidates = [t for t in ((0, 1, 2), (0, 1), (0, 2), (0,)) if len(t) <= distinct]
+    best, best_sq = np.array([float(ys.mean()), 0.0, 0.0]), float("inf")
+    for terms in candidates:
+        coef = _solve(xs, ys, terms)
+        square = float(np.sum(_residual(xs, ys, coef) ** 2))
+        if coef[1] >= 0 and coef[2] >= 0 and square < best_sq:
+            best, best_sq = coef, square
+    rms = math.sqrt(float(np.mean(_residual(xs, ys, best) ** 2)))
+    return QuadraticFit(float(best[0]), float(best[1]), float(best[2]), rms, len(tokens))
 
 
 def attention_flops_share(tokens: int, matmul_parameters: int, layers: int, heads: int,
