@@ -108,7 +108,7 @@ def race_lengths_figure(points, curve=None, caption: str = "") -> go.Figure:
             line=dict(color=PALETTE["vermillion"], dash="dash", width=2)))
     fig.update_xaxes(type="log")
     fig.update_yaxes(type="log")
-    return styled(fig, "One step at context length L, with and without the cache",
+    return styled(fig, "One step at length L, with and without the cache",
                   "context length L (tokens, log)", "milliseconds per step (log)", caption,
                   height=420)
 
