@@ -118,6 +118,17 @@ class Settings:
     # Lesson 6: quantization.
     quant_new_tokens: Range = _r(8, 64, 32)
 
+    # Long contexts (issue 27): the sweep to the model's context window. Lengths past the
+    # window are dropped and the window itself is always measured (it is read from the model).
+    context_prefill_lengths: tuple[int, ...] = (256, 512, 1_024, 2_048, 4_096, 8_192)
+    context_prefill_repeats: int = 1  # prefills timed per length (best of); 8k: ~40 s, 2 cores
+    context_decode_lengths: tuple[int, ...] = (0, 100, 1_024, 2_048, 4_096, 8_000)  # cache lengths
+    context_decode_batches: tuple[int, ...] = (1, 8)
+    context_decode_repeats: int = 3  # decode steps timed per length and batch (median, min, max)
+    context_eager_max_tokens: int = 4_096  # eager attention holds heads × L² scores per layer
+    context_guess_lengths: tuple[int, int] = (100, 8_000)  # "how much slower at 8,000 than 100?"
+    context_sliding_window: int = 1_024  # the theoretical sliding window in "what cuts the cost"
+
     @staticmethod
     def from_env() -> Settings:
         """The defaults, with the model (LLM_LAB_MODEL) and the server's row count

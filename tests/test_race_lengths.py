@@ -14,19 +14,28 @@ from inference.experiments.shared_results import SharedResults
 from lessons import kv_cache_handlers
 from visualizations import kv_charts, kv_text
 
-POINTS = [LengthPoint(32, 0.05, 0.08), LengthPoint(128, 0.05, 0.20),
-          LengthPoint(512, 0.05, 0.68)]
+W, KV = 538_060_032, 46_080  # this model's weight bytes and cache bytes per token, float32
 
 
-def test_fit_and_the_quadratic_total():
-    a, b = fit(POINTS)  # exactly 0.04 + 0.00125 × L
-    assert a == pytest.approx(0.04) and b == pytest.approx(0.00125)
+def quad(n: int) -> float:
+    return 0.04 + 0.001 * n + 1e-6 * n * n  # recompute seconds: a + b·L + c·L²
+
+
+POINTS = [LengthPoint(n, 0.05, quad(n), W, KV) for n in (32, 128, 512)]
+
+
+def test_fit_keeps_the_quadratic_term_and_the_total():
+    curve = fit(POINTS)
+    assert (curve.a, curve.b, curve.c) == pytest.approx((0.04, 0.001, 1e-6))
     cached, plain = generation_seconds(POINTS, prompt=32, new_tokens=1000)
-    assert cached == pytest.approx(50.0)
-    assert plain == pytest.approx(sum(0.04 + 0.00125 * (32 + i) for i in range(1000)))
-    # doubling the tokens: the cache's time doubles, recomputing's grows about fourfold
-    plain2 = generation_seconds(POINTS, 32, 2000)[1]
-    assert 3 < plain2 / plain < 4
+    longest = POINTS[-1]  # the cached step grows with the bytes it reads
+    assert cached == pytest.approx(sum(0.05 * (W + (32 + i) * KV) / (W + 512 * KV)
+                                       for i in range(1000)))
+    assert plain == pytest.approx(sum(quad(32 + i) for i in range(1000)))
+    assert longest.cached_theory_seconds(4096) > longest.cached_theory_seconds(512)
+    # doubling the tokens: the cache's time about doubles, recomputing's grows over fourfold
+    cached2, plain2 = generation_seconds(POINTS, 32, 2000)
+    assert 2 < cached2 / cached < 2.2 and plain2 / plain > 4
 
 
 def test_figure_and_text():
@@ -34,13 +43,21 @@ def test_figure_and_text():
     names = [t.name for t in fig.data]
     assert "measured" in names[0] and "theoretical" in names[2] and "theoretical" in names[3]
     assert list(fig.data[1].x) == [32, 128, 512]
-    assert max(fig.data[3].x) == kv_charts.THEORY_UP_TO
-    beyond = fig.data[3]
-    assert beyond.y[-1] == pytest.approx((0.04 + 0.00125 * 4096) * 1000)
+    cached, plain = fig.data[2], fig.data[3]
+    assert max(plain.x) == kv_charts.THEORY_UP_TO and list(cached.x) == [512, 1024, 2048, 4096]
+    # the cached line is not flat: (weights + L × kv) ÷ the bandwidth of the 512-token step
+    assert cached.y[-1] == pytest.approx(50 * (W + 4096 * KV) / (W + 512 * KV))
+    assert cached.y[-1] > cached.y[0] * 1.2
+    assert plain.y[-1] == pytest.approx(quad(4096) * 1000)  # the L² term kept
     assert kv_charts.race_lengths_figure([]).layout.annotations
     md = kv_text.race_lengths_markdown(POINTS, (32, 1000, 50.0, 700.0))
-    assert "| 32 | 50 | 80 | 1.6× |" in md and "**1.6×** one cached step" in md
-    assert "**13.6×**" in md and "**50 s** with the cache and **700 s** without it (14×)" in md
+    assert "| 32 | 50 | 73 | 1.5× |" in md and "**1.5×** one cached step" in md
+    assert "grows to **16.3×**" in md
+    assert "**50 s** with the cache and **700 s** without it (14×)" in md
+    assert "O(1)" not in md and "What grows with L" in md
+    # 512 × 46,080 B = 23.6 MB, 4% of the bytes read; weights = cache at 538,060,032 / 46,080
+    assert "23.6 MB at 512 tokens, 4% of the bytes read" in md
+    assert "about 11,677 tokens" in md
 
 
 def test_measured_on_the_real_model(lm, tok):

@@ -75,10 +75,11 @@ def race_figure(steps, caption: str = "") -> go.Figure:
 THEORY_UP_TO = 4096  # tokens: where the theoretical lines of the length race stop
 
 
-def race_lengths_figure(points, fit_ab: tuple[float, float] | None = None,
-                        caption: str = "") -> go.Figure:
+def race_lengths_figure(points, curve=None, caption: str = "") -> go.Figure:
     """One step's time at each context length, both lanes: measured points, then (from the
-    longest measured length to `THEORY_UP_TO`) the theory: cached flat, recompute a + b × L."""
+    longest measured length to `THEORY_UP_TO`) the theory. With the cache: (weights + L × KV
+    bytes) ÷ the bandwidth its longest measured step reached (`cached_theory_seconds`), so it
+    rises with L; without: `curve` (a + b·L + c·L² through the recompute points, `.at(L)`)."""
     if not points:
         return empty_figure("Press “Race at several lengths”: one step at each length, both ways.")
     xs = [p.tokens for p in points]
@@ -89,21 +90,25 @@ def race_lengths_figure(points, fit_ab: tuple[float, float] | None = None,
         go.Scatter(x=xs, y=[p.recompute_seconds * 1000 for p in points], mode="lines+markers",
                    name=f"no cache: all L + 1 tokens again ({MEASURED})",
                    line=dict(color=PALETTE["vermillion"], width=3), marker=dict(size=10))])
-    if fit_ab is not None and len(points) > 1:
-        a, b = fit_ab
-        last = points[-1]
+    if curve is not None and len(points) > 1:
+        last = max(points, key=lambda p: p.tokens)
         far = [last.tokens * 2**i for i in range(20) if last.tokens * 2**i <= THEORY_UP_TO]
+        if far[-1] < THEORY_UP_TO:
+            far.append(THEORY_UP_TO)
         fig.add_trace(go.Scatter(
-            x=far, y=[last.cached_seconds * 1000] * len(far), mode="lines",
-            name=f"with cache, beyond ({THEORETICAL}: flat)",
-            line=dict(color=PALETTE["blue"], dash="dash", width=2)))
+            x=far, y=[last.cached_theory_seconds(x) * 1000 for x in far], mode="lines",
+            name=f"with cache, beyond ({THEORETICAL}: (weights + L × KV bytes) ÷ the "
+                 f"bandwidth its {last.tokens:,}-token step reached)",
+            line=dict(color=PALETTE["blue"], dash="dash", width=2),
+            customdata=[f"{last.bytes_read(x) / 1e6:,.0f} MB read" for x in far],
+            hovertemplate="L = %{x:,}: %{y:.0f} ms, %{customdata}<extra></extra>"))
         fig.add_trace(go.Scatter(
-            x=far, y=[max(a + b * x, last.recompute_seconds) * 1000 for x in far], mode="lines",
-            name=f"no cache, beyond ({THEORETICAL}: a + b × L through the points)",
+            x=far, y=[curve.at(x) * 1000 for x in far], mode="lines",
+            name=f"no cache, beyond ({THEORETICAL}: a + b·L + c·L² through the points)",
             line=dict(color=PALETTE["vermillion"], dash="dash", width=2)))
     fig.update_xaxes(type="log")
     fig.update_yaxes(type="log")
-    return styled(fig, "One step at length L: flat with the cache, growing without",
+    return styled(fig, "One step at length L, with and without the cache",
                   "context length L (tokens, log)", "milliseconds per step (log)", caption,
                   height=420)
 

@@ -78,28 +78,49 @@ def _verdict(speedup: float) -> str:
 
 def race_lengths_markdown(points, projection: tuple[int, int, float, float] | None = None
                           ) -> str:
-    """The length race as a table and what it shows. `projection`: (prompt, new tokens,
-    seconds with the cache, seconds without), theoretical, from the measured points."""
+    """The length race as a table, what it shows, and what grows with L in each lane.
+    `projection`: (prompt, new tokens, seconds with the cache, seconds without), theoretical,
+    from the measured points."""
     if not points:
         return ""
     rows = "\n".join(f"| {p.tokens:,} | {p.cached_seconds * 1000:,.0f} | "
                      f"{p.recompute_seconds * 1000:,.0f} | {p.ratio:.1f}× |" for p in points)
     short, long = points[0], points[-1]
+    gap = "grows to" if long.ratio > 1.1 * short.ratio else "is"  # 10%: beyond noise
     text = (
         "| context length L | with cache: one step (ms) | no cache: L + 1 tokens (ms) "
         "| no cache ÷ cache |\n|---|---|---|---|\n" + rows + "\n\n"
         f"At {short.tokens} tokens, running all {short.tokens + 1} tokens again costs only "
         f"**{short.ratio:.1f}×** one cached step: they go through in one parallel pass that, like "
-        "a decode step, mostly waits for the weights to be read (lesson 2's prefill). That is why "
-        f"a short race undersells the cache. At {long.tokens:,} tokens the pass is long enough to "
-        f"be limited by arithmetic, and the gap is **{long.ratio:.1f}×**: without the cache a "
-        "step costs O(L), with it O(1), so n tokens cost O(n²) against O(n).")
+        "a decode step, reads every weight once (lesson 2's prefill). That is why a short race "
+        f"undersells the cache. At {long.tokens:,} tokens the gap {gap} **{long.ratio:.1f}×**: "
+        f"that pass does the matrix products for {long.tokens + 1:,} tokens, and its attention "
+        "scores every one of them against all the tokens before it.\n\n"
+        + growth_with_length_markdown(long))
     if projection is not None:
         prompt, n, cached, plain = projection
         text += (f"\n\n**Theoretical, from these points:** {n:,} tokens after a {prompt}-token "
                  f"prompt would take about **{cached:,.0f} s** with the cache and "
                  f"**{plain:,.0f} s** without it ({plain / cached:.0f}×).")
     return text
+
+
+def growth_with_length_markdown(point) -> str:
+    """What grows with the context length L in each lane, from one `LengthPoint`'s byte counts
+    (theoretical counts, the same on every device)."""
+    kv, weights = point.kv_bytes_per_token, point.weight_bytes
+    crossover = weights / kv if kv else float("inf")
+    return (
+        f"**What grows with L.** *With the cache*, each step reads the same "
+        f"{human_bytes(weights)} of weights and does the same matrix products at any L. What "
+        f"grows is the cache it reads, {human_bytes(kv)} per position "
+        f"({human_bytes(point.tokens * kv)} at {point.tokens:,} tokens, "
+        f"{point.cache_share:.0%} of the bytes read), and its attention: one score per head per "
+        "cached position. So the cached step grows in proportion to L too, slowly while the "
+        f"cache is small against the weights; the two are equal at about {crossover:,.0f} "
+        "tokens. *Without the cache*, the matrix products grow in proportion to L and "
+        "attention with L²: generating n tokens redoes about n²/2 tokens of work, against n "
+        "with the cache.")
 
 
 def projection_table_markdown(specs: Sequence, crossover: Mapping[str, int], mine,

@@ -1,0 +1,158 @@
+"""Attention's memory: the L × L score table, written out in full or computed in tiles.
+
+"eager" attention (the textbook code) multiplies the queries by all the keys and keeps the
+whole table of scores, [batch, heads, L, L], then its softmax, before multiplying by the
+values: heads × L² numbers per layer (9 × 4,096² × 4 bytes = 604 MB in float32). "sdpa"
+(PyTorch's scaled_dot_product_attention, flash-style kernels on CPU and GPU) walks the keys in
+tiles, keeping a running maximum and sum per query, so the full table never exists.
+
+`prefill_peak_memory` runs one prefill with the implementation asked for and measures the peak
+memory above the start, with the one method this device offers (`peak_method`), then puts the
+model's own implementation back. The peak includes the KV cache the prefill fills and the
+other activations, the same for both implementations: the difference is the score tables.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import psutil
+import torch
+
+from ..engine import prefill
+from .context_sweep import check_fits_window
+from .prefill_sweep import sweep_tokens
+
+CUDA_METHOD = "CUDA allocator peak (torch.cuda.max_memory_allocated) above the start"
+HWM_METHOD = "peak resident memory of this process (Linux VmHWM, reset first) above the start"
+SAMPLED_METHOD = "resident memory of this process, sampled every millisecond, above the start"
+
+
+@dataclass(frozen=True)
+class PeakMemory:
+    implementation: str  # "eager" or "sdpa"
+    tokens: int  # prompt length of the prefill
+    peak_bytes: int  # measured: the highest memory during the pass, minus the memory before it
+    method: str  # how it was measured on this device (CUDA_METHOD, HWM_METHOD, SAMPLED_METHOD)
+    scores_bytes: int  # theoretical: one layer's full score table, heads × L² × bytes per value
+    seconds: float  # the prefill's synced wall time
+
+
+def _release_free_heap() -> None:
+    """Hand freed heap pages back to the system (glibc's malloc_trim), so that the resident
+    size starts low and the pass's allocations show in it instead of reusing retained pages."""
+    name = ctypes.util.find_library("c")
+    if name:
+        try:
+            ctypes.CDLL(name).malloc_trim(0)
+        except (OSError, AttributeError):
+            pass  # not glibc: the measurement may under-count reused pages
+
+
+def _rss() -> int:
+    return psutil.Process().memory_info().rss
+
+
+def _vm_hwm(reset: bool = False) -> int | None:
+    """Peak resident bytes since the last reset (Linux), or None where it cannot be read or
+    reset. With `reset`, the peak is first set back to the current resident size."""
+    try:
+        if reset:
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")  # resets VmHWM to the current resident size
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def peak_method(device: torch.device | str) -> str:
+    """The method `measure_peak` uses on `device`."""
+    if torch.device(device).type == "cuda":
+        return CUDA_METHOD
+    return HWM_METHOD if _vm_hwm(reset=True) is not None else SAMPLED_METHOD
+
+
+@contextmanager
+def _sampled_peak(out: list[int]) -> Iterator[None]:
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(0.001):
+            out[0] = max(out[0], _rss())
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        out[0] = max(out[0], _rss())
+
+
+def measure_peak(device: torch.device | str, run: Callable[[], object]) -> tuple[int, str]:
+    """(peak bytes above the start while `run()` ran, the method used on this device)."""
+    dev = torch.device(device)
+    method = peak_method(dev)
+    if method == CUDA_METHOD:
+        torch.cuda.synchronize(dev)
+        start = torch.cuda.memory_allocated(dev)
+        torch.cuda.reset_peak_memory_stats(dev)
+        run()
+        torch.cuda.synchronize(dev)
+        return torch.cuda.max_memory_allocated(dev) - start, method
+    _release_free_heap()
+    start = _rss()
+    if method == HWM_METHOD:
+        _vm_hwm(reset=True)  # the high-water mark starts from now
+        run()
+        return max(0, (_vm_hwm() or start) - start), method
+    peak = [start]
+    with _sampled_peak(peak):
+        run()
+    return peak[0] - start, method
+
+
+@contextmanager
+def attention_implementation(model, name: str) -> Iterator[None]:
+    """Run the block with `name` attention ("eager", "sdpa"); the model's own comes back after."""
+    before = model.config._attn_implementation
+    model.set_attn_implementation(name)
+    try:
+        yield
+    finally:
+        model.set_attn_implementation(before)
+
+
+@torch.inference_mode()
+def prefill_peak_memory(lm, tokens: int, implementation: str) -> PeakMemory:
+    """One prefill of `tokens` tokens with `implementation` attention, its peak memory measured."""
+    check_fits_window(tokens, lm.info.context_window)
+    x = torch.tensor([sweep_tokens(lm.tokenizer, tokens)], device=lm.device)  # [1, L]
+    seconds = [0.0]
+
+    def run() -> None:
+        seconds[0] = prefill(lm.model, x).seconds  # the cache is dropped when it returns
+
+    with attention_implementation(lm.model, implementation):
+        peak, method = measure_peak(lm.device, run)
+    scores = lm.info.heads * tokens ** 2 * lm.bytes_per_value
+    return PeakMemory(implementation, tokens, peak, method, scores, seconds[0])
+
+
+def compare_attention_memory(lm, tokens: int, max_eager_tokens: int
+                             ) -> Iterator[PeakMemory]:
+    """The same prefill with "sdpa", then "eager" attention, at `tokens` capped to
+    `max_eager_tokens` (eager's score tables grow with L²: 2.4 GB per layer at 8,192 tokens in
+    float32, so the cap keeps the machine responsive). One record after each."""
+    n = min(tokens, max_eager_tokens)
+    for name in ("sdpa", "eager"):
+        yield prefill_peak_memory(lm, n, name)

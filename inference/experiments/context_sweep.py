@@ -1,0 +1,176 @@
+"""Long contexts, measured: what a longer prompt and a longer cache cost, up to the model's
+context window (read from the model: 8,192 tokens for SmolLM2).
+
+- `prefill_lengths_sweep` times one prefill pass at each prompt length. Its time grows faster
+  than the length: the matrix products grow with L, attention's scores with L² (`context_fit`).
+- `decode_lengths_sweep` times one decode step with the cache REALLY at each length, at batch
+  1 and batch 8. One prefill of the longest length fills a cache once; each shorter length is
+  that cache cut back (`DynamicCache.crop`), and batch 8 repeats the same rows eight times
+  (`batch_repeat_interleave`), so every step reads real key/value tensors of the length it
+  names (each point records the length read from the tensors). Hugging Face's `DynamicCache`
+  grows by concatenation, so each step also copies the cache once: bytes the floor of
+  `context_theory` does not count.
+
+Both are generators of frozen progress records, one per measured point (the house shape).
+A prompt or cache beyond the context window is refused with `PromptTooLongError`.
+"""
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import torch
+from transformers import DynamicCache
+
+from ..engine import decode_step, forward, prefill
+from ..errors import PromptTooLongError
+from ..kv_cache import cache_length, cache_tensor_bytes, copy_cache
+from ..timing import stopwatch
+from .prefill_sweep import sweep_tokens
+
+
+def check_fits_window(tokens: int, window: int, what: str = "A prompt") -> None:
+    """Refuse `tokens` positions beyond the model's context window, saying why."""
+    if tokens > window:
+        raise PromptTooLongError(
+            f"{what} of {tokens:,} tokens is beyond this model's context window of "
+            f"{window:,} tokens: it was trained on positions 0 to {window - 1:,} only, so it "
+            f"cannot read that far. Choose {window:,} tokens or fewer.")
+
+
+def prefill_lengths(settings, window: int) -> tuple[int, ...]:
+    """The prompt lengths to time: the Settings' lengths below the window, then the window."""
+    return tuple(sorted({n for n in settings.context_prefill_lengths if 0 < n < window}
+                        | {window}))
+
+
+def decode_lengths(settings, window: int) -> tuple[int, ...]:
+    """Cache lengths to time: the Settings' lengths that leave room for the step's own token,
+    and the longest that does (window - 1: the step fills the window)."""
+    return tuple(sorted({n for n in settings.context_decode_lengths if 0 <= n < window}
+                        | {window - 1}))
+
+
+@dataclass(frozen=True)
+class PrefillLengthPoint:
+    tokens: int  # prompt length L
+    seconds: float  # one prefill pass over the L tokens, device synced (best of the repeats)
+    cache_tokens: int  # positions the cache's key tensors held after it (read from them)
+
+    @property
+    def seconds_per_token(self) -> float:
+        return self.seconds / self.tokens
+
+
+@dataclass(frozen=True)
+class PrefillLengthsProgress:
+    done: int  # lengths measured so far
+    total: int  # lengths in the sweep
+    points: tuple[PrefillLengthPoint, ...]
+    next_tokens: int | None  # the length being measured next; None when finished
+
+
+@torch.inference_mode()
+def prefill_lengths_sweep(lm, lengths: Iterable[int], repeats: int = 1
+                          ) -> Iterator[PrefillLengthsProgress]:
+    """Time one prefill at each length (shortest first); yield progress after each."""
+    lengths = sorted(set(lengths))
+    window = lm.info.context_window
+    check_fits_window(max(lengths), window)
+    model, device = lm.model, lm.device
+    forward(model, torch.tensor([sweep_tokens(lm.tokenizer, 8)], device=device),
+            DynamicCache())  # warm-up, untimed
+    points: list[PrefillLengthPoint] = []
+    for i, n in enumerate(lengths):
+        x = torch.tensor([sweep_tokens(lm.tokenizer, n)], device=device)  # [1, L]
+        best, held = float("inf"), 0
+        for _ in range(max(1, repeats)):
+            run = prefill(model, x)
+            best, held = min(best, run.seconds), cache_length(run.cache)
+            del run
+        points.append(PrefillLengthPoint(n, best, held))
+        nxt = lengths[i + 1] if i + 1 < len(lengths) else None
+        yield PrefillLengthsProgress(i + 1, len(lengths), tuple(points), nxt)
+
+
+@dataclass(frozen=True)
+class DecodeLengthPoint:
+    batch: int  # rows decoded together in the step
+    cache_tokens: int  # positions each row's cache held when the step ran (read from tensors)
+    cache_bytes: int  # bytes the real key/value tensors held then, all rows
+    seconds: float  # one decode step, device synced (median of the repeats)
+    seconds_min: float  # fastest repeat (the run's own noise: min to max)
+    seconds_max: float  # slowest repeat
+
+
+@dataclass(frozen=True)
+class DecodeLengthsProgress:
+    done: int
+    total: int  # points in the sweep: lengths × batches
+    points: tuple[DecodeLengthPoint, ...]
+
+
+@dataclass(frozen=True)
+class LengthComparison:
+    """One decode step at a long cache against one at a short cache, same batch."""
+
+    short: DecodeLengthPoint
+    long: DecodeLengthPoint
+    ratio: float  # long step ÷ short step (medians)
+    beyond_noise: bool  # the two steps' ranges (min to max over the repeats) do not overlap
+
+
+def compare_lengths(points, short: int, long: int, batch: int = 1
+                    ) -> LengthComparison | None:
+    """The measured points at `batch` nearest to `short` and `long` cache tokens, compared;
+    None if the sweep has no two distinct points at that batch."""
+    mine = [p for p in points if p.batch == batch]
+    if len(mine) < 2:
+        return None
+    near = min(mine, key=lambda p: abs(p.cache_tokens - short))
+    far = min(mine, key=lambda p: abs(p.cache_tokens - long))
+    if near is far:
+        return None
+    apart = far.seconds_min > near.seconds_max or near.seconds_min > far.seconds_max
+    return LengthComparison(near, far, far.seconds / near.seconds, apart)
+
+
+def _time_steps(model, cache: DynamicCache, tokens: int, token_id: int, batch: int,
+                repeats: int, device) -> DecodeLengthPoint:
+    """Cut the cache back to `tokens` before each of `repeats` timed steps."""
+    times, held, nbytes = [], 0, 0
+    token = torch.full((batch,), token_id, device=device)  # [B]
+    for _ in range(repeats):
+        cache.crop(tokens - cache_length(cache))  # keep the first `tokens` positions
+        held, nbytes = cache_length(cache), cache_tensor_bytes(cache)
+        with stopwatch(device) as t:
+            decode_step(model, token, cache)
+        times.append(t[0])
+    return DecodeLengthPoint(batch, held, nbytes, statistics.median(times), min(times),
+                             max(times))
+
+
+@torch.inference_mode()
+def decode_lengths_sweep(lm, lengths: Iterable[int], batches: Iterable[int] = (1, 8),
+                         repeats: int = 3) -> Iterator[DecodeLengthsProgress]:
+    """Time one decode step at each cache length (longest first) and batch; progress after each.
+
+    The cache is filled once by an untimed prefill of the longest length."""
+    lengths, batches = sorted(set(lengths), reverse=True), sorted(set(batches))
+    check_fits_window(lengths[0] + 1, lm.info.context_window,
+                      "A cache plus the step's own token")
+    model, device = lm.model, lm.device
+    ids = sweep_tokens(lm.tokenizer, lengths[0] + 1)
+    base = prefill(model, torch.tensor([ids[:max(lengths[0], 1)]], device=device)).cache
+    points: list[DecodeLengthPoint] = []
+    total = len(lengths) * len(batches)
+    for batch in batches:
+        cache = copy_cache(base)
+        if batch > 1:
+            cache.batch_repeat_interleave(batch)  # keys: [B, H_kv, S, D]
+        _time_steps(model, cache, lengths[0], ids[lengths[0]], batch, 1, device)  # warm-up
+        for n in lengths:
+            points.append(_time_steps(model, cache, n, ids[n], batch, max(1, repeats), device))
+            yield DecodeLengthsProgress(len(points), total, tuple(points))
+        del cache

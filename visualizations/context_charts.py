@@ -1,0 +1,126 @@
+"""Long contexts, drawn: prefill time per prompt token with its a + b·L + c·L² fit, one decode
+step against the cache length beside the bandwidth floor, and attention's peak memory.
+
+Pure functions: the frozen records of `inference.experiments.context_*` in (read by attribute,
+so tests pass hand-made stand-ins), a plotly Figure out. Empty states name the button.
+"""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from .style import MEASURED, PALETTE, THEORETICAL, empty_figure, styled
+
+PREFILL_BUTTON = "Measure prefill lengths"  # the panel's buttons, named in the empty states
+DECODE_BUTTON = "Measure decode lengths"
+MEMORY_BUTTON = "Measure attention memory"
+BATCH_COLOURS = {1: PALETTE["blue"], 8: PALETTE["vermillion"]}
+
+
+def _colour(batch: int) -> str:
+    return BATCH_COLOURS.get(batch, PALETTE["green"])
+
+
+def prefill_lengths_figure(points, curve=None, shares=(), caption: str = "") -> go.Figure:
+    """Milliseconds per prompt token at each length (measured), the fit (a + b·L + c·L²) ÷ L
+    and the same without its L² term; each point labelled with the L² share (`shares`)."""
+    if not points:
+        return empty_figure(f"Press “{PREFILL_BUTTON}”: one prefill at each prompt length, "
+                            "up to the model's context window.")
+    xs = [p.tokens for p in points]
+    share_of = {s.tokens: s.quadratic_share for s in shares}
+    fig = go.Figure(go.Scatter(
+        x=xs, y=[p.seconds_per_token * 1000 for p in points], mode="markers+text",
+        name=f"one prefill ÷ its tokens ({MEASURED})",
+        marker=dict(color=PALETTE["blue"], size=11),
+        text=[f"L²: {share_of[x]:.0%}" if x in share_of else "" for x in xs],
+        textposition="top center",
+        customdata=[p.seconds for p in points],
+        hovertemplate="L = %{x:,}: %{y:.2f} ms per token, %{customdata:.1f} s in all"
+                      "<extra></extra>"))
+    if curve is not None:
+        line = _span(xs)
+        fig.add_trace(go.Scatter(
+            x=line, y=[curve.at(x) / x * 1000 for x in line], mode="lines",
+            name=f"fit a + b·L + c·L², per token ({THEORETICAL}, least squares)",
+            line=dict(color=PALETTE["orange"], width=3)))
+        fig.add_trace(go.Scatter(
+            x=line, y=[(curve.a + curve.b * x) / x * 1000 for x in line], mode="lines",
+            name="the same fit without its L² term (attention's scores)",
+            line=dict(color=PALETTE["grey"], dash="dash", width=2)))
+    fig.update_xaxes(type="log")
+    return styled(fig, "Prefill: time per prompt token at each prompt length",
+                  "prompt length L (tokens, log)", "ms per prompt token", caption, height=420)
+
+
+def _span(xs: list[int], steps: int = 40) -> list[float]:
+    """Points spread evenly on a log axis from the shortest to the longest length."""
+    lo, hi = min(xs), max(xs)
+    if lo == hi:
+        return [float(lo)]
+    return [lo * (hi / lo) ** (i / steps) for i in range(steps + 1)]
+
+
+def decode_lengths_figure(points, theory=None, window: int = 0, caption: str = "") -> go.Figure:
+    """One decode step against its cache length per batch (measured, min-max bars), the floor
+    (weights + B·L·kv) ÷ bandwidth per batch, and L* (cache reads = weight reads) marked."""
+    if not points:
+        return empty_figure(f"Press “{DECODE_BUTTON}”: one decode step at each cache length, "
+                            "batch 1 and batch 8.")
+    batches = sorted({p.batch for p in points})
+    right = max([window] + [p.cache_tokens for p in points])
+    if theory is not None:
+        stars = [theory.crossover_tokens(b) for b in batches]
+        right = max([right] + [s for s in stars if s <= 2 * max(window, 1)])
+    fig = go.Figure()
+    for b in batches:
+        mine = sorted((p for p in points if p.batch == b), key=lambda p: p.cache_tokens)
+        fig.add_trace(go.Scatter(
+            x=[p.cache_tokens for p in mine], y=[p.seconds * 1000 for p in mine],
+            mode="lines+markers", name=f"batch {b}: one step ({MEASURED}, median)",
+            line=dict(color=_colour(b), width=3), marker=dict(size=9),
+            error_y=dict(type="data", symmetric=False,
+                         array=[(p.seconds_max - p.seconds) * 1000 for p in mine],
+                         arrayminus=[(p.seconds - p.seconds_min) * 1000 for p in mine])))
+        if theory is None:
+            continue
+        line = [round(right * i / 32) for i in range(33)]
+        fig.add_trace(go.Scatter(
+            x=line, y=[theory.seconds(x, b) * 1000 for x in line], mode="lines",
+            name=f"batch {b}: floor ({THEORETICAL}: (weights + {b}·L·kv) ÷ "
+                 f"{theory.bandwidth_gbs:.1f} GB/s)",
+            line=dict(color=_colour(b), dash="dash", width=2)))
+        star = theory.crossover_tokens(b)
+        if star <= right:
+            fig.add_vline(x=star, line=dict(color=_colour(b), dash="dot", width=2),
+                          annotation_text=f"L* = {star:,} (batch {b})",
+                          annotation_position="top left" if b > 1 else "top right")
+    if window:
+        fig.add_vline(x=window, line=dict(color=PALETTE["grey"], width=2),
+                      annotation_text=f"context window {window:,}",
+                      annotation_position="bottom left")
+    return styled(fig, "Decode: one step against the length of the cache it reads",
+                  "cache length L (tokens)", "milliseconds per step", caption, height=440)
+
+
+def attention_memory_figure(peaks, caption: str = "") -> go.Figure:
+    """Peak memory of one prefill per attention implementation (measured), beside one layer's
+    full L × L score table (theoretical)."""
+    if not peaks:
+        return empty_figure(f"Press “{MEMORY_BUTTON}”: the same long prefill with eager and "
+                            "with tiled (sdpa) attention.")
+    labels = [f"{p.implementation} ({p.tokens:,} tokens)" for p in peaks]
+    fig = go.Figure([
+        go.Bar(x=labels, y=[p.peak_bytes / 1e6 for p in peaks],
+               name=f"peak memory above the start ({MEASURED})",
+               marker_color=[PALETTE["vermillion"] if p.implementation == "eager"
+                             else PALETTE["green"] for p in peaks],
+               text=[f"{p.peak_bytes / 1e6:,.0f} MB" for p in peaks], textposition="outside"),
+        go.Scatter(x=labels, y=[p.scores_bytes / 1e6 for p in peaks], mode="markers",
+                   name=f"one layer's L × L scores, heads × L² values ({THEORETICAL})",
+                   marker=dict(symbol="line-ew-open", size=40, color=PALETTE["grey"],
+                               line=dict(width=3)))])
+    top = max(max(p.peak_bytes, p.scores_bytes) for p in peaks) / 1e6
+    styled(fig, "Attention's memory: the score table written out, or computed in tiles",
+           "attention implementation", "MB", caption, height=420)
+    fig.update_yaxes(range=[0, top * 1.25])
+    return fig

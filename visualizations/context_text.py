@@ -1,0 +1,209 @@
+"""Long contexts, in words: the prefill table and what its L² share is, the decode table
+against the bandwidth floor, attention's memory (and FlashAttention), what cuts the cost, and
+the answer to "how much slower is one decode step at 8,000 tokens than at 100?".
+
+Pure functions: the frozen records of `inference.experiments.context_*` in (read by
+attribute), a markdown string out. Every verdict ("grows", "more memory") is decided from the
+run's own figures and withheld inside its noise, so each sentence holds on a CPU or a GPU.
+"""
+from __future__ import annotations
+
+from .context_charts import DECODE_BUTTON, MEMORY_BUTTON, PREFILL_BUTTON
+from .model_card import human_bytes
+
+MARGIN = 1.1  # a ratio of single measurements within 10% of 1 gets no verdict
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:,.1f} ms"
+
+
+def prefill_markdown(points, curve=None, shares=()) -> str:
+    """The prefill table (measured, with the fitted L² share) and what that share is."""
+    if not points:
+        return f"*Press **{PREFILL_BUTTON}**: the table and the fit appear here.*"
+    by_length = {s.tokens: s for s in shares}
+    lines = ["| prompt L (tokens) | prefill (measured) | per prompt token | L² share of the fit "
+             "| attention's share of the arithmetic (theoretical) |", "|---|---|---|---|---|"]
+    for p in points:
+        s = by_length.get(p.tokens)
+        lines.append(f"| {p.tokens:,} | {p.seconds:,.2f} s | {_ms(p.seconds_per_token)} | "
+                     + (f"{s.quadratic_share:.0%} | {s.attention_flops_share:.0%} |" if s
+                        else "… | … |"))
+    first, last = points[0], points[-1]
+    rise = last.seconds_per_token / first.seconds_per_token
+    span = f"from {first.tokens:,} to {last.tokens:,} tokens"
+    if rise > MARGIN:
+        trend = f"rose **{rise:.1f}×** {span}"
+    elif rise < 1 / MARGIN:
+        trend = f"fell to **{rise:.2f}×** {span}" + (
+            " (the fit's fixed part a is shared by more tokens in a longer pass)"
+            if curve is not None and curve.a > 0 else "")
+    else:
+        trend = f"stayed within 10% {span}"
+    text = ["\n".join(lines), "",
+            f"**Measured:** the time per prompt token {trend}. A pass over L tokens does the "
+            "matrix products once per token, the same work per token at any length, and "
+            "attention: each token's query is scored against the key of every token up to "
+            "itself, L²/2 pairs per head per layer, and the values are mixed by those scores. "
+            "That is the L² term."]
+    tail = by_length.get(last.tokens)
+    if curve is not None and tail is not None:
+        text.append("")
+        if tail.measurable:
+            text.append(
+                f"**Fit** (least squares, {curve.points} points): a = {curve.a * 1000:,.0f} ms, "
+                f"b = {curve.b * 1e6:,.1f} µs per token, c = {curve.c * 1e9:,.2f} ns per "
+                f"token². At {last.tokens:,} tokens the L² term is **{tail.quadratic_share:.0%}** "
+                f"of the fitted time; attention is {tail.attention_flops_share:.0%} of the "
+                "arithmetic (theoretical: 2 × layers × heads × head dim × L² against 2 × "
+                "parameters × L). The two differ where attention's kernels run faster or "
+                "slower per operation than the matrix products.")
+        else:
+            text.append(
+                f"**Fit** ({curve.points} points): this run cannot separate an L² term from "
+                f"its noise at {last.tokens:,} tokens (it is under twice the fit's residual of "
+                f"{_ms(curve.rms_seconds)}); attention is still "
+                f"{tail.attention_flops_share:.0%} of the arithmetic there (theoretical).")
+    return "\n".join(text)
+
+
+def _apart(a, b) -> bool:
+    """The two points' ranges (min to max over their repeats) do not overlap."""
+    return a.seconds_min > b.seconds_max or b.seconds_min > a.seconds_max
+
+
+def decode_markdown(points, theory=None, window: int = 0) -> str:
+    """The decode table per cache length and batch (measured beside the floor) and L*."""
+    if not points:
+        return f"*Press **{DECODE_BUTTON}**: the table appears here.*"
+    batches = sorted({p.batch for p in points})
+    lengths = sorted({p.cache_tokens for p in points})
+    at = {(p.batch, p.cache_tokens): p for p in points}
+    head = "| cache L |" + "".join(f" batch {b} (measured) |" for b in batches)
+    if theory is not None:
+        head += "".join(f" batch {b} floor (theoretical) |" for b in batches)
+    cols = len(batches) * (2 if theory is not None else 1)
+    lines = [head, "|---|" + "---|" * cols]
+    for n in lengths:
+        row = f"| {n:,} |" + "".join(
+            f" {_ms(at[(b, n)].seconds)} |" if (b, n) in at else " … |" for b in batches)
+        if theory is not None:
+            row += "".join(f" {_ms(theory.seconds(n, b))} |" for b in batches)
+        lines.append(row)
+    text = ["\n".join(lines), ""]
+    for b in batches:
+        mine = sorted((p for p in points if p.batch == b), key=lambda p: p.cache_tokens)
+        lo, hi = mine[0], mine[-1]
+        if len(mine) < 2:
+            continue
+        if _apart(lo, hi) and hi.seconds > lo.seconds:
+            verdict = (f"a step with {hi.cache_tokens:,} cached tokens took "
+                       f"**{hi.seconds / lo.seconds:.1f}×** one with {lo.cache_tokens:,}")
+        else:
+            verdict = (f"steps at {lo.cache_tokens:,} and {hi.cache_tokens:,} cached tokens "
+                       "could not be told apart in this run (their times overlap)")
+        line = f"**Batch {b}, measured:** {verdict}."
+        if theory is not None:
+            star = theory.crossover_tokens(b)
+            where = (f"beyond the {window:,}-token window" if window and star > window
+                     else "within the window")
+            line += (f" The floor grows from {_ms(theory.seconds(lo.cache_tokens, b))} to "
+                     f"{_ms(theory.seconds(hi.cache_tokens, b))}: at {hi.cache_tokens:,} tokens "
+                     f"the cache is {theory.kv_share(hi.cache_tokens, b):.0%} of the bytes read. "
+                     f"Cache reads equal weight reads at **L* = {star:,} tokens** ({where}).")
+        text.append(line)
+    if theory is not None:
+        text.append(
+            f"\n*Floor, theoretical:* (weights {human_bytes(theory.weight_bytes)} + batch × L × "
+            f"{human_bytes(theory.kv_bytes_per_token)} per token) ÷ this machine's measured "
+            f"{theory.bandwidth_gbs:.1f} GB/s, in {theory.dtype}. A real step also computes, "
+            "launches kernels and copies the cache as it grows (Hugging Face's cache grows by "
+            "concatenation). " + _against_floor(points, theory))
+    return "\n\n".join(t for t in text if t)
+
+
+def _against_floor(points, theory) -> str:
+    """How far the measured steps sat from their floor, from the figures."""
+    ratios = [p.seconds / theory.seconds(p.cache_tokens, p.batch) for p in points]
+    lo, hi = min(ratios), max(ratios)
+    if lo >= 1:
+        return f"Here the measured steps took {lo:.1f}× to {hi:.1f}× their floor."
+    return (f"Here the measured steps took {lo:.2f}× to {hi:.1f}× their floor: below 1, the "
+            "step read faster than the bandwidth measurement did (a cache held part of it, or "
+            "its kernels stream better than a plain sum).")
+
+
+FLASH_ATTENTION = (
+    "**FlashAttention** (Dao et al., 2022) computes the same attention in tiles: a block of "
+    "queries meets one block of keys and values at a time in fast memory (a GPU's on-chip "
+    "memory, a CPU's caches), and a running maximum and running sum per query finish the "
+    "softmax without ever holding a whole row of scores. Only the output, head dim numbers per "
+    "token and head, goes back to slow memory; the L × L table is never written there. The "
+    "arithmetic is the same or a little more; what it saves is memory and the traffic to it. "
+    "PyTorch's `sdpa` picks such a tiled kernel where one exists for the device, dtype and mask.")
+
+
+def memory_markdown(peaks) -> str:
+    """The eager-vs-sdpa table (measured peaks, theoretical score table), a verdict, and the
+    FlashAttention paragraph."""
+    if not peaks:
+        return (f"*Press **{MEMORY_BUTTON}**: the same prefill runs both ways.*\n\n"
+                + FLASH_ATTENTION)
+    lines = ["| attention | prompt tokens | peak memory (measured) | one layer's L × L scores "
+             "(theoretical) | prefill time |", "|---|---|---|---|---|"]
+    lines += [f"| {p.implementation} | {p.tokens:,} | {human_bytes(p.peak_bytes)} | "
+              f"{human_bytes(p.scores_bytes)} | {p.seconds:,.2f} s |" for p in peaks]
+    text = "\n".join(lines) + f"\n\n*Measured as the {peaks[0].method}.*"
+    by = {p.implementation: p for p in peaks}
+    if "eager" in by and "sdpa" in by:
+        eager, sdpa = by["eager"], by["sdpa"]
+        extra = eager.peak_bytes - sdpa.peak_bytes
+        if eager.peak_bytes > MARGIN * sdpa.peak_bytes and extra > 0.1 * eager.scores_bytes:
+            text += (f" Eager attention needed **{human_bytes(extra)} more** at its peak "
+                     f"({eager.peak_bytes / max(sdpa.peak_bytes, 1):.1f}×): the score table, "
+                     "and its softmax, written out whole for one layer at a time. Both peaks "
+                     "include the KV cache the prefill fills.")
+        else:
+            text += (" In this run the two peaks are within 10% of each other: the score "
+                     "table did not stand out from the rest of the pass.")
+    return text + "\n\n" + FLASH_ATTENTION
+
+
+def cuts_markdown(cuts) -> str:
+    """'What cuts the cost': one row per `CostCut`, labelled measured or theoretical."""
+    if not cuts:
+        return ""
+    tokens = cuts[0].tokens
+    lines = [f"**What cuts the cost of a {tokens:,}-token context** (KV cache of one "
+             "sequence, or of all the requests in the row)", "",
+             "| technique | figures | cache before | cache after | fewer bytes | what changes "
+             "| what it gives up |", "|---|---|---|---|---|---|---|"]
+    lines += [f"| {c.name} | {c.label} | {human_bytes(c.bytes_before)} | "
+              f"{human_bytes(c.bytes_after)} | {c.factor:.1f}× | {c.how} | {c.trade_off} |"
+              for c in cuts]
+    return "\n".join(lines)
+
+
+def guess_verdict_markdown(comparison, theory=None) -> str:
+    """The answer to "how much slower is one decode step at 8,000 tokens than at 100?" from a
+    `LengthComparison` (measured), with the floor's ratio beside it if `theory` is given."""
+    if comparison is None:
+        return f"*Press **{DECODE_BUTTON}** first: the answer is measured.*"
+    s, g = comparison.short, comparison.long
+    head = (f"One decode step with **{g.cache_tokens:,}** cached tokens took "
+            f"**{_ms(g.seconds)}** against **{_ms(s.seconds)}** with {s.cache_tokens:,} "
+            f"(batch {g.batch}, measured, median of its repeats)")
+    if comparison.beyond_noise:
+        text = head + f": **{comparison.ratio:.2f}×** as long."
+    else:
+        text = (head + f": their ranges overlap ({_ms(s.seconds_min)}–{_ms(s.seconds_max)} "
+                f"and {_ms(g.seconds_min)}–{_ms(g.seconds_max)}), so this run cannot tell them "
+                "apart.")
+    if theory is not None:
+        floor = theory.seconds(g.cache_tokens, g.batch) / theory.seconds(s.cache_tokens, s.batch)
+        kv = theory.kv_bytes_per_token
+        text += (f" The bandwidth floor predicts **{floor:.2f}×**: the weights are read once "
+                 f"either way, the cache adds {human_bytes(g.batch * g.cache_tokens * kv)} "
+                 f"against {human_bytes(s.batch * s.cache_tokens * kv)}.")
+    return text
