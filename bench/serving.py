@@ -10,6 +10,7 @@ import statistics
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import psutil
@@ -49,6 +50,11 @@ TOPICS = ["the sea", "volcanoes", "bread", "owls", "trains", "winter", "bees", "
           "rivers", "chess", "tea", "deserts", "glaciers", "bicycles", "lighthouses"]
 
 
+def class_prompt(i: int) -> str:
+    """Student i's question: the same 30 prompts for the app and for every peer."""
+    return f"Write about {TOPICS[i % len(TOPICS)]} in {3 + i % 4} sentences (#{i})."
+
+
 def _one_chat(url: str, i: int, new_tokens: int, start: threading.Barrier) -> dict:
     """One streaming chat client: latency (submit to the last update), TTFT (the app's own
     figure: from pressing Generate to the first token, queue included) and tokens received.
@@ -57,7 +63,7 @@ def _one_chat(url: str, i: int, new_tokens: int, start: threading.Barrier) -> di
     from gradio_client import Client
 
     client = Client(url, verbose=False, httpx_kwargs={"timeout": 120})
-    prompt = f"Write about {TOPICS[i % len(TOPICS)]} in {3 + i % 4} sentences (#{i})."
+    prompt = class_prompt(i)
     start.wait()
     t0 = time.perf_counter()
     last = None
@@ -80,31 +86,35 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
 
-def serving_load(clients: int = 30, new_tokens: int = 48, rows: int | None = None) -> dict:
-    """Start the app (its server limited to `rows` active rows if given), let `clients`
-    streaming chat clients ask at once (distinct prompts), and report latency, TTFT,
-    throughput, errors and the app's peak resident memory against its idle memory."""
-    env = {"LLM_LAB_SERVER_ROWS": str(rows)} if rows else {}
-    app = start_app(env)
+def class_load(one_chat: Callable[[int, threading.Barrier], dict], clients: int,
+               pid: int | None = None) -> dict:
+    """`clients` chats at once, each `one_chat(i, barrier)` (it waits on the barrier, then
+    sends student i's prompt and returns its timings): latency, TTFT, throughput and errors,
+    and, with `pid`, that server's peak resident memory against its idle memory. The same
+    driver serves the app and every peer (vLLM), so their figures compare like for like."""
+    proc = psutil.Process(pid) if pid else None
+    idle = proc.memory_info().rss if proc else 0
+    peak, stop = [idle], threading.Event()
+
+    def sample() -> None:
+        while proc and not stop.wait(0.2):
+            peak[0] = max(peak[0], proc.memory_info().rss)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    barrier = threading.Barrier(clients)
     try:
-        proc = psutil.Process(app.pid)
-        idle = proc.memory_info().rss
-        peak, stop = [idle], threading.Event()
-
-        def sample() -> None:
-            while not stop.wait(0.2):
-                peak[0] = max(peak[0], proc.memory_info().rss)
-
-        sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
-        barrier = threading.Barrier(clients)
         with ThreadPoolExecutor(max_workers=clients) as pool:
-            runs = list(pool.map(lambda i: _one_chat(app.url, i, new_tokens, barrier),
-                                 range(clients)))
+            runs = list(pool.map(lambda i: one_chat(i, barrier), range(clients)))
+    finally:
         stop.set()
         sampler.join()
-    finally:
-        app.stop()
+    return class_figures(runs) | ({"idle_rss_mb": idle / 1e6, "peak_rss_mb": peak[0] / 1e6}
+                                  if proc else {})
+
+
+def class_figures(runs: list[dict]) -> dict:
+    """Latency and TTFT percentiles, tokens/s over the class's wall time, errors."""
     ok = [r for r in runs if r["ok"]]
     # From the moment the class pressed Generate to the last answer's last token (building 30
     # clients beforehand is not serving time: it once made up a quarter of the batched wall).
@@ -116,10 +126,22 @@ def serving_load(clients: int = 30, new_tokens: int = 48, rows: int | None = Non
             "p95_latency_s": _percentile(lat, 0.95) if lat else None,
             "p50_ttft_s": statistics.median(ttft) if ttft else None,
             "p95_ttft_s": _percentile(ttft, 0.95) if ttft else None,
-            "tokens_per_s": sum(r["tokens"] for r in ok) / wall, "wall_s": wall,
+            "tokens_per_s": sum(r["tokens"] for r in ok) / wall if ok else 0.0, "wall_s": wall,
             "errors": len(runs) - len(ok),
-            "error_messages": [r["error"] for r in runs if "error" in r][:5],
-            "idle_rss_mb": idle / 1e6, "peak_rss_mb": peak[0] / 1e6}
+            "error_messages": [r["error"] for r in runs if "error" in r][:5]}
+
+
+def serving_load(clients: int = 30, new_tokens: int = 48, rows: int | None = None) -> dict:
+    """Start the app (its server limited to `rows` active rows if given), let `clients`
+    streaming chat clients ask at once (distinct prompts), and report latency, TTFT,
+    throughput, errors and the app's peak resident memory against its idle memory."""
+    env = {"LLM_LAB_SERVER_ROWS": str(rows)} if rows else {}
+    app = start_app(env)
+    try:
+        return class_load(lambda i, barrier: _one_chat(app.url, i, new_tokens, barrier),
+                          clients, app.pid)
+    finally:
+        app.stop()
 
 
 def serving_race(clients: int = 30, new_tokens: int = 48) -> dict:
