@@ -35,6 +35,10 @@ TARGETS = {  # issue 7's targets for a 2-core CPU
     "serving.p95_latency_ratio_batched_vs_serial": ("<=", 0.33),
     "serving.batched.errors": ("<=", 0),
     "serving.peak_rss_vs_idle_batched": ("<=", 1.5),
+    "serving.batched.p95_ttft_s": ("<=", 3.0),  # issue 25
+    "serving.app_vs_vllm_throughput": (">=", 1.0),
+    "serving.app_vs_vllm_p95_latency": ("<=", 1.0),
+    "context.tokens_max": (">=", 8000),  # issue 27
 }
 
 
@@ -158,9 +162,23 @@ def main() -> dict:
                      "client_vs_engine": client / eng}
     print(results["ui"])
 
+    section("long contexts: prefill and decode to the model's window, eager vs sdpa memory")
+    from bench import context
+    results["context"] = context.measure_context(lm, LIMITS)
+    print(json.dumps({k: v for k, v in results["context"].items() if not isinstance(v, dict)},
+                     indent=1))
+
     section("serving: 30 streaming chat clients, continuous batcher vs one row at a time")
     results["serving"] = serving.serving_race()
     print(json.dumps(results["serving"], indent=1))
+
+    section("serving: the same class served by vLLM (its own venv, same weights, same clients)")
+    from bench import vllm_peer
+    del lm  # vLLM needs the memory and the cores; the app's model is not used after this
+    results["serving"]["vllm"] = vllm_peer.vllm_class(log=print)
+    results["serving"].update(vllm_peer.app_vs_vllm(results["serving"]["batched"],
+                                                    results["serving"]["vllm"]))
+    print(json.dumps(results["serving"]["vllm"], indent=1))
 
     results["targets"] = {}
     for key, (op, goal) in TARGETS.items():
