@@ -16,6 +16,7 @@ from inference import compute_thread
 from inference.config import Settings
 from inference.experiments.shared_results import SharedResults
 from inference.loading import load_model
+from inference.remote_engine import RemoteEngine
 from inference.server import Server
 from lessons import TABS
 from lessons.common.chart_csv import wire_chart_csv
@@ -35,6 +36,8 @@ SETTINGS = Settings.from_env()
 LM = compute_thread.run(load_model, SETTINGS)  # read-only, shared by every visitor
 SHARED = SharedResults()  # finished sweeps, shared by all visitors of this process
 SERVER = Server(LM, SETTINGS)  # one continuous batcher: every visitor's chat goes through it
+# LLM_LAB_SERVE_URL: Try it's chats go to that OpenAI-compatible engine instead (lessons stay here)
+CHAT = RemoteEngine(SETTINGS.serve_url) if SETTINGS.serve_url else None
 
 
 with gr.Blocks(title="LLM Inference, Step by Step") as demo:
@@ -45,7 +48,7 @@ with gr.Blocks(title="LLM Inference, Step by Step") as demo:
     notice = link_notice()  # says what a ?lesson=…&prompt=… link asked for and did not get
     # Every tab visible (wrapped, not folded into a "⋯" menu) and sticky (assets/style.css).
     with gr.Tabs(elem_id="lesson-tabs", overflow_behavior="wrap") as tabs:
-        ctx = AppContext(LM, SETTINGS, SHARED, SERVER, demo, tabs)
+        ctx = AppContext(LM, SETTINGS, SHARED, SERVER, demo, tabs, chat=CHAT)
         later = []  # wiring that needs every tab built (Start here's prompts fill Try it's box)
         for tab in TABS:  # one entry per tab: lessons/<module>_panel.py builds it
             with gr.Tab(tab.label, id=tab.id):

@@ -129,6 +129,10 @@ class Settings:
     context_guess_lengths: tuple[int, int] = (100, 8_000)  # "how much slower at 8,000 than 100?"
     context_sliding_window: int = 1_024  # the theoretical sliding window in "what cuts the cost"
 
+    # Where "Try it" chats are served (issue 25): None = this process's own continuous batcher;
+    # LLM_LAB_SERVE_URL = an OpenAI-compatible engine (e.g. vLLM on a GPU box) instead.
+    serve_url: str | None = None
+
     @staticmethod
     def from_env() -> Settings:
         """The defaults, with the model (LLM_LAB_MODEL) and the server's row count
@@ -139,7 +143,9 @@ class Settings:
             value = os.environ.get(env, "").strip()
             if value.isdigit():
                 extra[name] = max(1, int(value))
-        return Settings(model_override=os.environ.get("LLM_LAB_MODEL") or None, **extra)
+        return Settings(model_override=os.environ.get("LLM_LAB_MODEL") or None,
+                        serve_url=os.environ.get("LLM_LAB_SERVE_URL", "").strip() or None,
+                        **extra)
 
     def ranges(self) -> dict[str, Range]:
         """Every Range by field name (the test that walks the sliders reads this)."""

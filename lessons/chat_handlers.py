@@ -42,6 +42,9 @@ def generate_chat(lm, settings: Settings, server, prompt: str, max_new: int
     req = server.submit(ids, SamplingSettings(), max_new)
     yield ChatFrame([dict(m) for m in history], waiting_md(req.ahead))
     ttft, last, decode_s, n = None, None, 0.0, 0
+    # LLM_LAB_SERVE_URL: another engine answers; say which (asked once, not per token)
+    remote = (f"Served by {server.describe()}, not by this machine."
+              if hasattr(server, "describe") else "")
     try:
         for ev in req.events():
             now = time.perf_counter()
@@ -53,8 +56,8 @@ def generate_chat(lm, settings: Settings, server, prompt: str, max_new: int
             ended = ev.finished == "end of turn"
             history[1]["content"] = (ev.text.replace(lm.tokenizer.eos_token, "") if ended
                                      else ev.text)
-            lines = [live_stats_md(ttft, decode_s, n, len(ids)),
-                     shared_steps_note(req.mean_batch_rows, req.queued_seconds),
+            served = remote or shared_steps_note(req.mean_batch_rows, req.queued_seconds)
+            lines = [live_stats_md(ttft, decode_s, n, len(ids)), served,
                      limit_note(ev.finished, req.max_new_tokens)]
             yield ChatFrame([dict(m) for m in history], "  \n".join(x for x in lines if x))
     finally:

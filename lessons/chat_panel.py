@@ -17,7 +17,7 @@ from .common.feedback import guarded
 
 def build(ctx: AppContext) -> None:
     """'Try it' in the caller's tab (Start here's prompts fill its prompt box, by elem_id)."""
-    lm, settings, server = ctx.lm, ctx.settings, ctx.server
+    lm, settings, server = ctx.lm, ctx.settings, ctx.chat_server
     with gr.Row():
         with gr.Column(scale=3):
             prompt = gr.Textbox(label="Your prompt", lines=2, max_length=settings.max_prompt_chars,

@@ -8,7 +8,7 @@ import gradio as gr
 
 from inference.config import Settings
 from visualizations.roofline_charts import two_roof_figure
-from visualizations.server_view import batch_history_figure, server_stats_md
+from visualizations.server_view import batch_history_figure, remote_stats_md, server_stats_md
 from visualizations.step_charts import step_bound_md, step_split_figure
 from visualizations.style import empty_figure, info_caption
 
@@ -18,7 +18,7 @@ from .common.feedback import guarded
 from .machine_handlers import gpu_note_md, measure_machine
 
 
-def server_section(lm, settings: Settings, server) -> None:
+def server_section(lm, settings: Settings, server, chat=None) -> None:
     """The live view of the real scheduler serving this room (polled while switched on)."""
     gr.Markdown("## The server, live\nEvery answer in *Try it* (yours and everyone else's) is "
                 "served by one continuous batcher: requests join and leave between steps, and all "
@@ -39,7 +39,8 @@ def server_section(lm, settings: Settings, server) -> None:
     def show() -> dict:
         st = server.stats()
         cap = info_caption(lm.info, alone=False, note="live scheduler")
-        return {text: server_stats_md(st, settings.server_rows, settings.server_window_s),
+        head = remote_stats_md(chat.stats()) + "\n\n" if chat is not None else ""
+        return {text: head + server_stats_md(st, settings.server_rows, settings.server_window_s),
                 chart: batch_history_figure(st, cap)}
 
     checked = guarded(show, compute=False)  # no model: answers even while a measurement runs
@@ -53,7 +54,7 @@ def server_section(lm, settings: Settings, server) -> None:
 def build(ctx: AppContext) -> None:
     lm, settings, shared, server = ctx.lm, ctx.settings, ctx.shared, ctx.server
     if server is not None:
-        server_section(lm, settings, server)
+        server_section(lm, settings, server, ctx.chat)
     gr.Markdown("## This machine's roofline\nHow fast *can* decode be here? Measure the memory "
                 "bandwidth, then see where this model's measured decode speed sits under it.")
     run = gr.Button("Measure this machine", variant="primary", elem_id="perf-run")

@@ -25,6 +25,22 @@ def server_stats_md(stats, rows_limit: int, window_s: float) -> str:
             f"{stats.steps:,} forward passes, {stats.served:,} requests served since start")
 
 
+def remote_stats_md(stats) -> str:
+    """When Try it's chats go to another engine (LLM_LAB_SERVE_URL): which one, and its own
+    figures from its metrics endpoint (what it does not report is said, not guessed)."""
+    def shown(value, fmt) -> str:
+        return fmt.format(value) if value is not None else "not reported"
+
+    if stats.error:
+        return (f"**Try it is served by** {stats.url}: its metrics could not be read "
+                f"({stats.error}). The server below serves this machine's lessons.")
+    return (f"**Try it is served by {stats.engine}** at {stats.url}, not by this machine: "
+            f"**{shown(stats.running, '{:.0f}')}** requests running · "
+            f"**{shown(stats.waiting, '{:.0f}')}** waiting · KV cache "
+            f"**{shown(stats.kv_cache_usage, '{:.0%}')}** in use (its own metrics). The "
+            "server below serves this machine's lessons.")
+
+
 def batch_history_figure(stats, caption: str = "") -> go.Figure:
     """Rows per forward pass over the last window (bars) and each pass's time (line)."""
     if stats is None or not stats.history:

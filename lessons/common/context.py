@@ -17,3 +17,8 @@ class AppContext:
     server: object = None  # the serving engine: chat goes through it, measurements pause it
     demo: object = None  # the gr.Blocks app (for page-load events)
     tabs: object = None  # the gr.Tabs strip (buttons that switch tabs)
+    chat: object = None  # where "Try it" chats go: `server`, or a RemoteEngine (LLM_LAB_SERVE_URL)
+
+    @property
+    def chat_server(self) -> object:
+        return self.chat if self.chat is not None else self.server

@@ -1,0 +1,213 @@
+"""When a class outgrows one machine: "Try it" chats served by another engine.
+
+Set `LLM_LAB_SERVE_URL` to an OpenAI-compatible server (for example vLLM on a GPU box, started
+with `--tensor-parallel-size N` to split the model over its N GPUs) and the chat tab sends its
+requests there instead of to this process's own continuous batcher, streaming as before. The
+lessons keep running on the local model: they measure this machine.
+
+The request is the chat's own token ids (the chat template already applied, typed markers kept
+as text) sent to `POST /v1/completions` with `"stream": true`; each streamed chunk's text
+becomes one `StepEvent`, its time the wall time since the previous chunk as this process saw it
+(the remote engine's own step times are not visible from here). The server view reads the
+engine's Prometheus metrics (`GET /metrics`): requests running and waiting, and the share of its
+KV cache in use, named as that engine reports them (vLLM's `vllm:` metrics).
+
+Standard library only: no client package is needed.
+"""
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from .errors import InferenceInputError
+from .events import StepEvent
+from .sampling import SamplingSettings
+
+TIMEOUT_S = 120.0
+
+
+class RemoteEngineError(InferenceInputError):
+    """The remote engine could not be reached or refused the request (a plain message)."""
+
+
+@dataclass(frozen=True)
+class RemoteStats:
+    """The remote engine's own figures, from its metrics endpoint (None where it has none)."""
+
+    url: str
+    engine: str  # e.g. "vLLM" (from the metric names), or "an OpenAI-compatible server"
+    running: float | None  # requests being decoded now
+    waiting: float | None  # requests queued
+    kv_cache_usage: float | None  # 0..1 share of its KV cache blocks in use
+    error: str = ""  # why the metrics could not be read, if they could not
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    """Prometheus text exposition -> {metric name: value}, labels dropped, same names summed.
+
+    >>> parse_metrics('# HELP x\\nvllm:num_requests_running{model="m"} 3.0\\nup 1')
+    {'vllm:num_requests_running': 3.0, 'up': 1.0}
+    """
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        name_part, _, value = line.rpartition(" ")
+        name = name_part.split("{", 1)[0].strip()
+        try:
+            out[name] = out.get(name, 0.0) + float(value)
+        except ValueError:
+            continue
+    return out
+
+
+def stats_from_metrics(url: str, metrics: dict[str, float]) -> RemoteStats:
+    """The figures the server view shows, from vLLM's metric names (older and newer ones)."""
+    def first(*names: str) -> float | None:
+        return next((metrics[n] for n in names if n in metrics), None)
+
+    engine = "vLLM" if any(k.startswith("vllm:") for k in metrics) else \
+        "an OpenAI-compatible server"
+    return RemoteStats(url, engine, first("vllm:num_requests_running"),
+                       first("vllm:num_requests_waiting"),
+                       first("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"))
+
+
+class RemoteRequest:
+    """One chat sent to the remote engine: iterate `events()` for its `StepEvent`s. Has the
+    attributes the chat handler reads from a local `ServedRequest`."""
+
+    def __init__(self, engine: RemoteEngine, prompt_ids: list[int], sampling: SamplingSettings,
+                 max_new_tokens: int) -> None:
+        self.engine, self.prompt_ids, self.sampling = engine, list(prompt_ids), sampling
+        self.max_new_tokens = max_new_tokens
+        self.ahead = 0  # the remote queue is not visible before the request is sent
+        self.submitted = time.perf_counter()
+        self.queued_seconds = 0.0
+        self.mean_batch_rows = 0.0  # not visible from here (the server view reads its metrics)
+        self._cancelled = threading.Event()
+
+    def cancel(self) -> None:
+        self._cancelled.set()
+
+    def body(self) -> dict:
+        s = self.sampling
+        body = {"model": self.engine.model, "prompt": self.prompt_ids,
+                "max_tokens": self.max_new_tokens, "temperature": s.temperature,
+                "top_p": s.top_p, "stream": True}
+        if s.top_k:
+            body["top_k"] = s.top_k
+        if s.seed is not None and not s.greedy:
+            body["seed"] = s.seed
+        return body
+
+    def events(self, timeout_s: float = TIMEOUT_S) -> Iterator[StepEvent]:
+        """Stream the answer: one event per chunk of text, the last one marked finished."""
+        text, last, index = "", self.submitted, 0
+        try:
+            for chunk in self.engine.stream("/v1/completions", self.body(), timeout_s):
+                if self._cancelled.is_set():
+                    return
+                choice = (chunk.get("choices") or [{}])[0]
+                piece, reason = choice.get("text") or "", choice.get("finish_reason")
+                if not piece and not reason:
+                    continue
+                now = time.perf_counter()
+                text += piece
+                finished = None if not reason else ("max tokens" if reason == "length"
+                                                    else "end of turn")
+                yield StepEvent(index=index, token_id=-1, piece=piece, text=text, special=False,
+                                candidates=(), chosen_by=self.sampling.describe(),
+                                forward_tokens=len(self.prompt_ids) if index == 0 else 1,
+                                forward_seconds=now - last, seconds=now - last,
+                                cache_tokens=len(self.prompt_ids) + index, cache_bytes=0,
+                                finished=finished, batch_rows=0)
+                index, last = index + 1, now
+                if finished:
+                    return
+        finally:
+            self.cancel()
+
+
+class RemoteEngine:
+    """An OpenAI-compatible engine at `url` serving `model` (its name there)."""
+
+    def __init__(self, url: str, model: str | None = None) -> None:
+        self.url = url.rstrip("/")
+        self.model = model or self._first_model()
+
+    def submit(self, prompt_ids: list[int], sampling: SamplingSettings | None = None,
+               max_new_tokens: int = 48, candidates: int = 0) -> RemoteRequest:
+        """Like `Server.submit`: nothing is sent until the request's events are read."""
+        return RemoteRequest(self, prompt_ids, sampling or SamplingSettings(), max_new_tokens)
+
+    def stats(self) -> RemoteStats:
+        try:
+            text = self._get("/metrics").decode("utf-8", "replace")
+        except RemoteEngineError as exc:
+            return RemoteStats(self.url, "an OpenAI-compatible server", None, None, None,
+                               str(exc))
+        return stats_from_metrics(self.url, parse_metrics(text))
+
+    def describe(self) -> str:
+        return f"{self.stats().engine} at {self.url} (model {self.model})"
+
+    # ---- HTTP -----------------------------------------------------------------------------
+    def _connection(self, timeout_s: float) -> tuple[http.client.HTTPConnection, str]:
+        u = urlsplit(self.url)
+        cls = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
+        return cls(u.hostname, u.port, timeout=timeout_s), u.path.rstrip("/")
+
+    def _get(self, path: str, timeout_s: float = 5.0) -> bytes:
+        conn, base = self._connection(timeout_s)
+        try:
+            conn.request("GET", base + path)
+            resp = conn.getresponse()
+            if resp.status != 200:
+                raise RemoteEngineError(f"The serving engine at {self.url} answered "
+                                        f"HTTP {resp.status} for {path}.")
+            return resp.read()
+        except OSError as exc:
+            raise RemoteEngineError(f"The serving engine at {self.url} cannot be reached "
+                                    f"({type(exc).__name__}).") from None
+        finally:
+            conn.close()
+
+    def _first_model(self) -> str:
+        try:
+            data = json.loads(self._get("/v1/models")).get("data") or []
+        except (RemoteEngineError, ValueError):
+            return "default"
+        return data[0]["id"] if data else "default"
+
+    def stream(self, path: str, body: dict, timeout_s: float) -> Iterator[dict]:
+        """POST `body` and yield each server-sent event's JSON payload until `[DONE]`."""
+        conn, base = self._connection(timeout_s)
+        try:
+            conn.request("POST", base + path, body=json.dumps(body),
+                         headers={"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            if resp.status != 200:
+                detail = resp.read(200).decode("utf-8", "replace")
+                raise RemoteEngineError(f"The serving engine at {self.url} refused the request "
+                                        f"(HTTP {resp.status}: {detail}).")
+            for raw in iter(resp.readline, b""):
+                line = raw.decode("utf-8", "replace").strip()
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    return
+                yield json.loads(data)
+        except OSError as exc:
+            raise RemoteEngineError(f"The serving engine at {self.url} cannot be reached "
+                                    f"({type(exc).__name__}).") from None
+        finally:
+            conn.close()
+
