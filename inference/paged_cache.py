@@ -1,0 +1,114 @@
+"""Lesson 4-5 (engine side): attention that reads each request's keys and values through its
+block table.
+
+The pool: per layer, keys and values of shape `[num_blocks + 1, H_kv, block_tokens, D]`
+(the extra last block is scratch: padding positions write there and nothing reads it).
+`PagedStep` is the cache object handed to the model for ONE forward pass. In every layer the
+model calls `update(k, v, layer)` with the new positions' keys and values; `update`
+1. writes them into their slots (slot = block id × block_tokens + offset, from the block
+   table), and
+2. returns every row's keys and values gathered through its block table in order,
+   `[B, H_kv, blocks × block_tokens, D]`, with a boolean mask `[B, 1, Q, S]` (built once per
+   pass) hiding the slots a row has not filled and the future of each query.
+Each row gets its own position ids, so a row computes what it would compute alone. Nothing is
+copied when a request joins or leaves: its blocks are simply taken from or given back to the
+pool (`block_pool.py`); the only copy is the per-layer gather that attention reads, as large
+as the batch's longest row and freed when the layer is done.
+
+Why our own gather and not transformers' `PagedAttentionCache` (`attn_implementation=
+"paged|sdpa"`)? That cache belongs to transformers' own continuous-batching loop
+(`generate_batch`): its scheduler, its sampling, its request states. The server needs its
+own admission, per-request seeded sampling, prefix sharing by block hash and preemption, and
+events per token. Measured on the class workload (30 chat prompts × 48 greedy tokens, one
+process, 2-core AMD EPYC, float32, 2026-12-01; see bench/paged.py): see `PAGED_CHOICE`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+# Measured by `bench.paged.compare_generate_batch` on this project's CI kind of machine.
+PAGED_CHOICE = ("measured 2026-12-01 on a 2-core AMD EPYC, float32, 30 chat prompts × 48 "
+                "greedy tokens: see the module docstring of bench/paged.py")
+
+
+@dataclass
+class PagedKV:
+    """The pool's tensors: one key and one value tensor per layer."""
+
+    keys: list[torch.Tensor]  # per layer: [num_blocks + 1, H_kv, block_tokens, D]
+    values: list[torch.Tensor]  # per layer: [num_blocks + 1, H_kv, block_tokens, D]
+    block_tokens: int
+
+    @staticmethod
+    def allocate(layers: int, kv_heads: int, head_dim: int, num_blocks: int, block_tokens: int,
+                 dtype: torch.dtype, device: torch.device) -> PagedKV:
+        shape = (num_blocks + 1, kv_heads, block_tokens, head_dim)
+        return PagedKV([torch.zeros(shape, dtype=dtype, device=device) for _ in range(layers)],
+                       [torch.zeros(shape, dtype=dtype, device=device) for _ in range(layers)],
+                       block_tokens)
+
+    @property
+    def scratch_block(self) -> int:
+        return self.keys[0].shape[0] - 1
+
+    @property
+    def num_blocks(self) -> int:
+        return self.keys[0].shape[0] - 1
+
+    def block_bytes(self) -> int:
+        """Bytes one block holds across all layers, keys and values."""
+        k = self.keys[0]
+        return 2 * len(self.keys) * k[0].numel() * k.element_size()
+
+    def tensor_bytes(self) -> int:
+        """Bytes of the whole pool (allocated once, used or not)."""
+        return sum(k.numel() * k.element_size() * 2 for k in self.keys)
+
+
+class PagedStep:
+    """The cache for one forward pass over B rows of Q new positions each (left-padded).
+
+    `positions` [B, Q]: each new token's position in its request (padding: -1);
+    `tables` [B, NB]: each row's block ids (padded with the scratch block)."""
+
+    def __init__(self, kv: PagedKV, positions: torch.Tensor, tables: torch.Tensor) -> None:
+        self.kv = kv
+        bt = kv.block_tokens
+        real = positions >= 0  # [B, Q]
+        pos = positions.clamp(min=0)  # [B, Q]
+        block = torch.gather(tables, 1, pos // bt)  # [B, Q]
+        self.write_block = torch.where(real, block, kv.scratch_block).reshape(-1)  # [B*Q]
+        self.write_offset = (pos % bt).reshape(-1)  # [B*Q]
+        self.tables = tables  # [B, NB]
+        keys = torch.arange(tables.shape[1] * bt, device=tables.device)  # [S]
+        # query (b, q) sees key j when j <= its position (a padding query sees key 0 only)
+        self.mask = (keys[None, None, :] <= pos[:, :, None])[:, None]  # [B, 1, Q, S]
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int,
+               *args, **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
+        """k, v: [B, H_kv, Q, D] -> every row's keys and values so far: [B, H_kv, S, D]."""
+        out = []
+        for pool, new in ((self.kv.keys[layer_idx], key_states),
+                          (self.kv.values[layer_idx], value_states)):
+            b, h, q, d = new.shape
+            pool[self.write_block, :, self.write_offset, :] = (
+                new.transpose(1, 2).reshape(b * q, h, d).to(pool.dtype))  # [B*Q, H, D]
+            rows = pool[self.tables]  # [B, NB, H, bt, D]
+            out.append(rows.transpose(1, 2).reshape(b, h, -1, d))  # [B, H, NB*bt, D]
+        return out[0], out[1]
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return int(self.tables.shape[1] * self.kv.block_tokens)
+
+
+@torch.inference_mode()
+def paged_forward(model, kv: PagedKV, input_ids: torch.Tensor, positions: torch.Tensor,
+                  tables: torch.Tensor) -> torch.Tensor:
+    """One forward pass through the pool. input_ids, positions: [B, Q] (left padding has
+    position -1); tables: [B, NB]. -> logits [B, V] of each row's last position."""
+    step = PagedStep(kv, positions, tables)
+    out = model(input_ids=input_ids, cache=step, attention_mask=step.mask,
+                position_ids=positions.clamp(min=0), use_cache=True, logits_to_keep=1)
+    return out.logits[:, -1, :]
