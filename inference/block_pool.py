@@ -129,7 +129,7 @@ class BlockPool:
                                                                              hit_blocks))]
         self.tables[rid] = table
         self.keys_of[rid] = [self.key[b] for b in hit_blocks]  # type: ignore[misc]
-        return table
+        return list(table)
 
     def grow(self, rid: int, tokens: int) -> int | None:
         """Make room for `tokens` positions in `rid`'s table: take a block when the last one

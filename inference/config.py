@@ -117,6 +117,7 @@ class Settings:
     # request, sized from `server_cache_mb`; block tables, prefix caching, preemption.
     server_kv: str = "paged"  # "paged" (block pool) or "padded" (RowBatch); LLM_LAB_SERVER_KV
     block_tokens: int = 16  # positions per KV block (vLLM's default block size)
+    server_pool_blocks: int = 0  # blocks in the pool; 0 = as many as `server_cache_mb` holds
     paged_demo_blocks: Range = _r(4, 64, 12)  # lesson 4's small private pool, in blocks
     paged_demo_block_tokens: int = 8  # positions per block in that small pool
 

@@ -35,9 +35,10 @@ class PagedRows:
     def __init__(self, lm, settings) -> None:
         per_block = kv_cache_bytes(lm.info.layers, lm.info.kv_heads, lm.info.head_dim,
                                    lm.bytes_per_value, tokens=settings.block_tokens)
-        blocks = max(1, settings.server_cache_mb * 2**20 // per_block)
+        blocks = (settings.server_pool_blocks
+                  or max(1, settings.server_cache_mb * 2**20 // per_block))
         self.batch = PagedBatch(lm, blocks, settings.block_tokens)
-        self.cache_mb = settings.server_cache_mb
+        self.cache_mb = blocks * per_block / 2**20
 
     def check_fits(self, prompt_tokens: int, max_new_tokens: int) -> None:
         """Raise RequestTooLargeError for a request the pool could never hold."""
@@ -48,7 +49,7 @@ class PagedRows:
                 f"This request could need {blocks_for(total, bt):,} blocks of {bt} tokens "
                 f"(a {prompt_tokens:,}-token prompt plus up to {max_new_tokens} new tokens), but "
                 f"the server's KV cache pool holds only {have:,} blocks ({have * bt:,} tokens, "
-                f"{self.cache_mb:,} MB): shorten the prompt or lower Max new tokens.")
+                f"{self.cache_mb:,.1f} MB): shorten the prompt or lower Max new tokens.")
 
     def admit(self, req, running: list, newcomers: list) -> bool:
         return self.batch.admit(req.rid, _tokens_of(req))
