@@ -49,6 +49,7 @@ class PoolStats:
     blocks_free: int  # hold nothing
     blocks_shared: int  # held by two or more requests (a shared prefix)
     requests: tuple[RequestBlocks, ...]  # oldest admitted first
+    idle_blocks: tuple[int, ...]  # ids of the cached-idle blocks, least recently used first
     real_bytes: int  # bytes of the positions the rows hold, each row's own (no sharing)
     filled_bytes: int  # bytes of the positions filled in the rows' blocks (shared ones once)
     padded_bytes: int  # bytes a left-padded tensor would hold: rows × longest row
@@ -200,6 +201,7 @@ class PagedBatch:
             block_tokens=self.block_tokens, block_bytes=self.kv.block_bytes(),
             blocks_total=c.total, blocks_used=c.used, blocks_cached_idle=c.cached_idle,
             blocks_free=c.free, blocks_shared=c.shared, requests=tuple(reqs),
+            idle_blocks=tuple(pool.idle),
             real_bytes=sum(row.cached for row in self.rows.values()) * self.token_bytes,
             filled_bytes=sum(filled.values()) * self.token_bytes,
             padded_bytes=len(self.rows) * longest * self.token_bytes,
