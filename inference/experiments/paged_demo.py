@@ -134,6 +134,10 @@ def step(lm, demo: DemoPool) -> DemoView:
             demo.batch.append(rid, token)
         seconds += t[0]
         notes.append(f"one decode step for {len(demo.batch.rows)} request(s)")
+    for rid in [r for r in demo.batch.rows if demo.generated[r][-1] in lm.stop_ids]:
+        demo.batch.release(rid)  # it ended its turn: its blocks go back
+        demo.finished.add(rid)
+        notes.append(f"request {rid} ended its answer and gave its blocks back")
     return view(lm, demo, "; ".join(notes).capitalize() + "." if notes else "Nothing to run.",
                 seconds)
 
