@@ -1,12 +1,15 @@
 """Lesson 4-5 (engine side): attention that reads each request's keys and values through its
 block table.
 
-The pool: per layer, keys and values of shape `[num_blocks + 1, H_kv, block_tokens, D]`
-(the extra last block is scratch: padding positions write there and nothing reads it).
+The pool: per layer, keys and values of shape `[num_blocks + 1, block_tokens, H_kv, D]`
+(the extra last block is scratch: padding positions write there and nothing reads it). Seen
+flat, `[slots, H_kv, D]`, slot = block id × block_tokens + offset: writing the new positions
+is one `index_copy_` on the slot axis, and reading a row's blocks in order is one
+`index_select` of whole blocks (`[num_blocks + 1, block_tokens × H_kv × D]`), so neither
+touches the rest of the pool.
 `PagedStep` is the cache object handed to the model for ONE forward pass. In every layer the
 model calls `update(k, v, layer)` with the new positions' keys and values; `update`
-1. writes them into their slots (slot = block id × block_tokens + offset, from the block
-   table), and
+1. writes them into their slots (from the block table), and
 2. returns every row's keys and values gathered through its block table in order,
    `[B, H_kv, blocks × block_tokens, D]`, with a boolean mask `[B, 1, Q, S]` (built once per
    pass) hiding the slots a row has not filled and the future of each query.
@@ -37,14 +40,14 @@ PAGED_CHOICE = ("measured 2026-12-01 on a 2-core AMD EPYC, float32, 30 chat prom
 class PagedKV:
     """The pool's tensors: one key and one value tensor per layer."""
 
-    keys: list[torch.Tensor]  # per layer: [num_blocks + 1, H_kv, block_tokens, D]
-    values: list[torch.Tensor]  # per layer: [num_blocks + 1, H_kv, block_tokens, D]
+    keys: list[torch.Tensor]  # per layer: [num_blocks + 1, block_tokens, H_kv, D]
+    values: list[torch.Tensor]  # per layer: [num_blocks + 1, block_tokens, H_kv, D]
     block_tokens: int
 
     @staticmethod
     def allocate(layers: int, kv_heads: int, head_dim: int, num_blocks: int, block_tokens: int,
                  dtype: torch.dtype, device: torch.device) -> PagedKV:
-        shape = (num_blocks + 1, kv_heads, block_tokens, head_dim)
+        shape = (num_blocks + 1, block_tokens, kv_heads, head_dim)
         return PagedKV([torch.zeros(shape, dtype=dtype, device=device) for _ in range(layers)],
                        [torch.zeros(shape, dtype=dtype, device=device) for _ in range(layers)],
                        block_tokens)
@@ -79,9 +82,10 @@ class PagedStep:
         real = positions >= 0  # [B, Q]
         pos = positions.clamp(min=0)  # [B, Q]
         block = torch.gather(tables, 1, pos // bt)  # [B, Q]
-        self.write_block = torch.where(real, block, kv.scratch_block).reshape(-1)  # [B*Q]
-        self.write_offset = (pos % bt).reshape(-1)  # [B*Q]
+        block = torch.where(real, block, kv.scratch_block)  # [B, Q]
+        self.write_slots = (block * bt + pos % bt).reshape(-1)  # [B*Q]
         self.tables = tables  # [B, NB]
+        self.read_blocks = tables.reshape(-1)  # [B*NB]
         keys = torch.arange(tables.shape[1] * bt, device=tables.device)  # [S]
         # query (b, q) sees key j when j <= its position (a padding query sees key 0 only)
         self.mask = (keys[None, None, :] <= pos[:, :, None])[:, None]  # [B, 1, Q, S]
@@ -93,10 +97,11 @@ class PagedStep:
         for pool, new in ((self.kv.keys[layer_idx], key_states),
                           (self.kv.values[layer_idx], value_states)):
             b, h, q, d = new.shape
-            pool[self.write_block, :, self.write_offset, :] = (
-                new.transpose(1, 2).reshape(b * q, h, d).to(pool.dtype))  # [B*Q, H, D]
-            rows = pool[self.tables]  # [B, NB, H, bt, D]
-            out.append(rows.transpose(1, 2).reshape(b, h, -1, d))  # [B, H, NB*bt, D]
+            n, bt = pool.shape[0], pool.shape[1]
+            pool.view(n * bt, h, d).index_copy_(  # pool as slots: [N*bt, H, D]
+                0, self.write_slots, new.transpose(1, 2).reshape(b * q, h, d).to(pool.dtype))
+            rows = pool.view(n, -1).index_select(0, self.read_blocks)  # [B*NB, bt*H*D]
+            out.append(rows.view(b, -1, h, d).transpose(1, 2))  # [B, H, NB*bt, D]
         return out[0], out[1]
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
