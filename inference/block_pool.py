@@ -80,6 +80,7 @@ class BlockPool:
         self.tables: dict[int, list[int]] = {}  # request id -> block table
         self.keys_of: dict[int, list[bytes]] = {}  # request id -> keys of its full blocks
         self.evictions = 0
+        self.taken: list[int] = []  # blocks handed out since the tensor side last looked
 
     # ---- reading ------------------------------------------------------------------------
     def available(self) -> int:
@@ -185,4 +186,5 @@ class BlockPool:
         else:
             raise PoolFullError("The KV cache pool is full.")
         self.ref[b] = 1
+        self.taken.append(b)
         return b

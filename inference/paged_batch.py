@@ -177,6 +177,9 @@ class PagedBatch:
 
     def _forward(self, rows: list[PagedRow], ids: torch.Tensor, pos: torch.Tensor
                  ) -> torch.Tensor:
+        fresh = sorted(set(self.pool.taken))
+        self.pool.taken.clear()
+        self.kv.zero_blocks(fresh)  # blocks handed out since the last pass
         width = max(len(self.pool.tables[row.rid]) for row in rows)
         tables = torch.full((len(rows), width), self.kv.scratch_block, dtype=torch.long)
         for b, row in enumerate(rows):

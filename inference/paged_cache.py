@@ -47,10 +47,24 @@ class PagedKV:
     @staticmethod
     def allocate(layers: int, kv_heads: int, head_dim: int, num_blocks: int, block_tokens: int,
                  dtype: torch.dtype, device: torch.device) -> PagedKV:
+        """Uninitialised memory (zeroed block by block as blocks are first handed out, so an
+        idle server's pool costs no resident memory), the scratch block zeroed now."""
         shape = (num_blocks + 1, block_tokens, kv_heads, head_dim)
-        return PagedKV([torch.zeros(shape, dtype=dtype, device=device) for _ in range(layers)],
-                       [torch.zeros(shape, dtype=dtype, device=device) for _ in range(layers)],
-                       block_tokens)
+        kv = PagedKV([torch.empty(shape, dtype=dtype, device=device) for _ in range(layers)],
+                     [torch.empty(shape, dtype=dtype, device=device) for _ in range(layers)],
+                     block_tokens)
+        kv.zero_blocks([num_blocks])
+        return kv
+
+    @torch.inference_mode()
+    def zero_blocks(self, blocks: list[int]) -> None:
+        """Zero these blocks in every layer: attention reads a partly filled block whole (the
+        mask hides the empty slots), and masked garbage could still be NaN."""
+        if not blocks:
+            return
+        index = torch.tensor(blocks, dtype=torch.long, device=self.keys[0].device)
+        for t in self.keys + self.values:
+            t.index_fill_(0, index, 0)
 
     @property
     def scratch_block(self) -> int:
