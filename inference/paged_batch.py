@@ -98,6 +98,7 @@ class PagedBatch:
         self.token_bytes = bytes_per_token(info.layers, info.kv_heads, info.head_dim,
                                            lm.bytes_per_value)
         self.rows: dict[int, PagedRow] = {}
+        self._touched: set[int] = set()  # blocks zeroed once (their memory is real now)
         self.prefix_hit_tokens = self.prefill_tokens = self.preemptions = 0
 
     @property
@@ -177,9 +178,10 @@ class PagedBatch:
 
     def _forward(self, rows: list[PagedRow], ids: torch.Tensor, pos: torch.Tensor
                  ) -> torch.Tensor:
-        fresh = sorted(set(self.pool.taken))
+        fresh = sorted(set(self.pool.taken) - self._touched)  # blocks never used before
         self.pool.taken.clear()
-        self.kv.zero_blocks(fresh)  # blocks handed out since the last pass
+        self._touched.update(fresh)
+        self.kv.zero_blocks(fresh)
         width = max(len(self.pool.tables[row.rid]) for row in rows)
         tables = torch.full((len(rows), width), self.kv.scratch_block, dtype=torch.long)
         for b, row in enumerate(rows):

@@ -52,6 +52,24 @@ TERMS: dict[str, tuple[str, str]] = {
     "cudagraph": ("CUDA graph", "A recording of a whole sequence of GPU kernels, replayed later "
                   "with one launch instead of one per kernel: the cure for dispatch overhead on "
                   "a GPU."),
+    "block": ("Block (KV page)", "A fixed-size piece of KV cache memory holding the keys and "
+              "values of a few positions (16, say). A serving engine's KV memory is one "
+              "pool of them, shared by every request."),
+    "blocktable": ("Block table", "A request's list of the blocks that hold its positions, in "
+                   "order: position p lives in block number p ÷ block size, at the remainder. "
+                   "The request's cache need not sit in one piece of memory."),
+    "fragmentation": ("Fragmentation", "Memory held but not used. Inside a block: the empty "
+                      "slots of a request's last, partly filled block. Between requests: room "
+                      "reserved or padded for tokens a request does not have (a padded batch "
+                      "is as wide as its longest row)."),
+    "prefixcache": ("Prefix caching", "Reusing the stored keys and values of a prompt's start "
+                    "that an earlier request already computed (the chat template, a shared "
+                    "system prompt): full blocks are found by a hash of their tokens and all "
+                    "tokens before them, and only the rest of the prompt is prefilled."),
+    "preemption": ("Preemption", "When the pool has no free block for a running request, the "
+                   "newest request gives its blocks back and waits at the front of the queue; "
+                   "when it resumes, its tokens so far are computed again and it continues with "
+                   "the same answer."),
 }
 ORDER = list(TERMS)
 
