@@ -116,3 +116,28 @@ def pool_bytes_md(pool) -> str:
         f"(since start; bytes read from the pool's books: blocks × "
         f"{pool.block_bytes:,} bytes each)."]
     return "\n".join(lines)
+
+
+PADDED_NOTE = ("*The server runs with its padded KV layout (LLM_LAB_SERVER_KV=padded): one "
+               "left-padded tensor per layer, no blocks to draw.*")
+
+
+def server_pool_parts(stats, caption: str = "") -> tuple[str, str, str]:
+    """For the live server view: (pool grid HTML, block tables HTML, bytes markdown) from a
+    `ServerStats` (None before the first request)."""
+    if stats is not None and getattr(stats, "kv_layout", "paged") == "padded":
+        return "", "", PADDED_NOTE
+    pool = None if stats is None else stats.pool
+    return pool_grid_html(pool, caption), block_tables_html(pool), pool_bytes_md(pool)
+
+
+def demo_md(view) -> str:
+    """Lesson 4's pages demo: what the last action did, then each request and its answer."""
+    if view is None:
+        return "*Start a pool, then add a request.*"
+    lines = [f"**{view.note}**" + (f" ({view.seconds * 1000:,.0f} ms, measured)"
+                                    if view.seconds else "")]
+    for r in view.requests:
+        lines.append(f"- request {r.rid} ({r.state}): {r.prompt_tokens} prompt tokens, "
+                     f"{r.generated_tokens} generated: {r.text!r}")
+    return "\n".join(lines)
