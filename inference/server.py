@@ -272,10 +272,10 @@ class Server:
     def _step(self, newcomers: list[ServedRequest]) -> None:
         self._drop_finished()
         if newcomers:
+            for r in newcomers:  # in the batch first: a failed prefill tells them too
+                self._by_row[r.rid] = r
             with stopwatch(self.lm.device) as t:
                 logits, fed = self._rows.prefill(newcomers)  # [N, V]
-            for r in newcomers:
-                self._by_row[r.rid] = r
             self._emit(newcomers, logits, t[0], fed)
             self._drop_finished()
         if self._by_row:  # after a prefill too, so running rows never starve

@@ -99,6 +99,7 @@ class PaddedRows:
     def __init__(self, lm, settings) -> None:
         self.lm, self.settings = lm, settings
         self.batch: RowBatch | None = None
+        self._real: dict[int, int] | None = None  # real positions per row, this step
         self.per_token = kv_cache_bytes(lm.info.layers, lm.info.kv_heads, lm.info.head_dim,
                                         lm.bytes_per_value, tokens=1)
 
@@ -116,12 +117,14 @@ class PaddedRows:
         prompts = [_tokens_of(r) for r in reqs]
         new, logits = RowBatch.prefill_logits(self.lm, [r.rid for r in reqs], prompts)
         self.batch = new if self.batch is None else self.batch.join(new)
+        self._real = None
         return logits, [len(p) for p in prompts]
 
     def make_room(self) -> list[int]:
         return []  # the worst case was reserved at admission
 
     def decode(self) -> tuple[list[int], torch.Tensor]:
+        self._real = None
         return list(self.batch.rows), self.batch.decode_logits(self.lm)  # [B, V]
 
     def set_token(self, rid: int, token: int) -> None:
@@ -130,11 +133,15 @@ class PaddedRows:
     def drop(self, rids: list[int]) -> None:
         if self.batch is None or not rids:
             return
-        keep = [i for i, rid in enumerate(self.batch.rows) if rid not in set(rids)]
+        gone = set(rids)
+        keep = [i for i, rid in enumerate(self.batch.rows) if rid not in gone]
         self.batch = self.batch.keep(keep) if keep else None
+        self._real = None
 
     def cache_tokens(self, rid: int) -> int:
-        return int(self.batch.mask[self.batch.rows.index(rid)].sum())
+        if self._real is None:  # one op for every row, once per step
+            self._real = dict(zip(self.batch.rows, self.batch.mask.sum(-1).tolist()))
+        return int(self._real[rid])
 
     def row_bytes(self, rid: int) -> int:
         return self.cache_bytes() // max(self.batch.size, 1) if self.batch else 0
@@ -146,7 +153,7 @@ class PaddedRows:
         return None
 
     def clear(self) -> None:
-        self.batch = None
+        self.batch, self._real = None, None
 
 
 def make_rows(lm, settings) -> PagedRows | PaddedRows:
