@@ -148,3 +148,20 @@ def test_paged_request_too_large_for_the_pool_gets_its_message(lm, paged):
     with pytest.raises(RequestTooLargeError, match=r"holds only 4 blocks"):
         paged.submit(ids, max_new_tokens=48)
     assert len(tokens(paged.submit(ids, max_new_tokens=8))) == 8  # a fitting one is served
+
+
+def test_paged_failed_step_is_logged_with_its_trace_and_blocks_return(lm, paged, caplog):
+    from inference.server import ServerStoppedError
+
+    def broken():
+        raise RuntimeError("simulated kernel failure")
+
+    paged._rows.decode = broken  # the next decode pass fails
+    req = paged.submit(prompt_ids(lm.tokenizer, "Name three planets."), max_new_tokens=8)
+    with caplog.at_level("ERROR", logger="inference.server"):
+        with pytest.raises(ServerStoppedError, match="please try again"):
+            tokens(req)
+        assert wait_for(lambda: any(r.exc_info for r in caplog.records))
+    record = next(r for r in caplog.records if r.exc_info)
+    assert "simulated kernel failure" in str(record.exc_info[1])
+    assert wait_for(lambda: pool_idle(paged))
