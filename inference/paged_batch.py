@@ -7,7 +7,8 @@ and values sit in one pool of fixed-size blocks (`block_pool.py` keeps the books
 - `admit` gives a request the blocks its prompt needs NOW (not prompt + max new tokens), after
   mapping the cached full blocks its prompt starts with (a prefix-cache hit: those tokens are
   not prefilled again).
-- `prefill` runs the newcomers' uncached tokens in one left-padded pass.
+- `prefill` runs the newcomers' uncached tokens packed one after another in one row (a
+  block-diagonal causal mask keeps each request to its own keys): no padding is computed.
 - `make_room` takes a block for every row whose last block is full; when the pool is out of
   blocks (after evicting idle cached ones) the NEWEST row is preempted: its blocks go back and
   the caller puts it at the front of the queue; when it is admitted again its prompt and the
@@ -23,7 +24,7 @@ import torch
 
 from .block_pool import BlockPool, PoolFullError, blocks_for
 from .kv_cache import bytes_per_token
-from .paged_cache import PagedKV, paged_forward
+from .paged_cache import PagedKV, packed_prefill, paged_forward
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,7 @@ class PagedRow:
 class PagedBatch:
     """Rows decoding together through one block pool. `rows` keeps admission order."""
 
-    def __init__(self, lm, num_blocks: int, block_tokens: int) -> None:
+    def __init__(self, lm, num_blocks: int, block_tokens: int, pack_tokens: int = 2048) -> None:
         info = lm.info
         self.lm = lm
         self.pool = BlockPool(num_blocks, block_tokens)
@@ -98,6 +99,7 @@ class PagedBatch:
         self.token_bytes = bytes_per_token(info.layers, info.kv_heads, info.head_dim,
                                            lm.bytes_per_value)
         self.rows: dict[int, PagedRow] = {}
+        self.pack_tokens = pack_tokens  # tokens per packed prefill pass (its mask: pack²)
         self._touched: set[int] = set()  # blocks zeroed once (their memory is real now)
         self.prefix_hit_tokens = self.prefill_tokens = self.preemptions = 0
 
@@ -122,20 +124,30 @@ class PagedBatch:
         return True
 
     def prefill(self, rids: list[int]) -> torch.Tensor:
-        """Every uncached token of these rows in one pass -> logits [len(rids), V]."""
+        """Every uncached token of these rows -> logits [len(rids), V]. The rows are packed
+        one after another into single-row passes of about `pack_tokens` tokens (a prompt
+        longer than that goes alone), so no padding is computed."""
         rows = [self.rows[r] for r in rids]
-        new = [row.tokens[row.cached:] for row in rows]
-        q = max(len(n) for n in new)
-        ids = torch.zeros(len(rows), q, dtype=torch.long)  # [B, Q] left-padded
-        pos = torch.full((len(rows), q), -1, dtype=torch.long)  # [B, Q] padding: -1
-        for b, (row, n) in enumerate(zip(rows, new)):
-            ids[b, q - len(n):] = torch.tensor(n)
-            pos[b, q - len(n):] = torch.arange(row.cached, row.cached + len(n))
-        logits = self._forward(rows, ids, pos)
-        for row, n in zip(rows, new):
-            row.cached += len(n)
-            self.prefill_tokens += len(n)
-            self.pool.commit_full(row.rid, row.tokens[:row.cached])
+        out, pack, size = [], [], 0
+        for row in rows:
+            n = len(row.tokens) - row.cached
+            if pack and size + n > self.pack_tokens:
+                out.append(self._prefill_pack(pack))
+                pack, size = [], 0
+            pack.append(row)
+            size += n
+        out.append(self._prefill_pack(pack))
+        return torch.cat(out)
+
+    def _prefill_pack(self, rows: list[PagedRow]) -> torch.Tensor:
+        self._zero_fresh()
+        logits = packed_prefill(self.lm.model, self.kv, [row.tokens[row.cached:] for row in rows],
+                                [self.pool.tables[row.rid] for row in rows],
+                                [row.cached for row in rows])  # [R, V]
+        for row in rows:
+            self.prefill_tokens += len(row.tokens) - row.cached
+            row.cached = len(row.tokens)
+            self.pool.commit_full(row.rid, row.tokens)
         return logits
 
     def append(self, rid: int, token: int) -> None:
@@ -176,12 +188,15 @@ class PagedBatch:
         self.rows.pop(rid, None)
         self.pool.release(rid)
 
-    def _forward(self, rows: list[PagedRow], ids: torch.Tensor, pos: torch.Tensor
-                 ) -> torch.Tensor:
+    def _zero_fresh(self) -> None:
         fresh = sorted(set(self.pool.taken) - self._touched)  # blocks never used before
         self.pool.taken.clear()
         self._touched.update(fresh)
         self.kv.zero_blocks(fresh)
+
+    def _forward(self, rows: list[PagedRow], ids: torch.Tensor, pos: torch.Tensor
+                 ) -> torch.Tensor:
+        self._zero_fresh()
         width = max(len(self.pool.tables[row.rid]) for row in rows)
         tables = torch.full((len(rows), width), self.kv.scratch_block, dtype=torch.long)
         for b, row in enumerate(rows):

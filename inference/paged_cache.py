@@ -85,24 +85,53 @@ class PagedKV:
 
 
 class PagedStep:
-    """The cache for one forward pass over B rows of Q new positions each (left-padded).
+    """The cache for one forward pass: where the new positions go, which blocks each row
+    reads, and the mask. Build it with `rows` (a decode step: B rows of Q new positions) or
+    `packed` (a prefill: every newcomer's tokens one after another in a single row)."""
 
-    `positions` [B, Q]: each new token's position in its request (padding: -1);
-    `tables` [B, NB]: each row's block ids (padded with the scratch block)."""
-
-    def __init__(self, kv: PagedKV, positions: torch.Tensor, tables: torch.Tensor) -> None:
+    def __init__(self, kv: PagedKV, write_slots: torch.Tensor, read_blocks: torch.Tensor,
+                 mask: torch.Tensor) -> None:
         self.kv = kv
+        self.write_slots = write_slots  # [B*Q] slot of each new position, in input order
+        self.read_blocks = read_blocks  # [B*NB] each row's blocks in position order
+        self.mask = mask  # [B, 1, Q, NB*bt] True = this query may read this key
+
+    @staticmethod
+    def rows(kv: PagedKV, positions: torch.Tensor, tables: torch.Tensor) -> PagedStep:
+        """positions [B, Q] (left padding: -1), tables [B, NB] (padded with the scratch
+        block). Row b's query at position p reads row b's keys 0..p."""
         bt = kv.block_tokens
         real = positions >= 0  # [B, Q]
         pos = positions.clamp(min=0)  # [B, Q]
         block = torch.gather(tables, 1, pos // bt)  # [B, Q]
         block = torch.where(real, block, kv.scratch_block)  # [B, Q]
-        self.write_slots = (block * bt + pos % bt).reshape(-1)  # [B*Q]
-        self.tables = tables  # [B, NB]
-        self.read_blocks = tables.reshape(-1)  # [B*NB]
         keys = torch.arange(tables.shape[1] * bt, device=tables.device)  # [S]
         # query (b, q) sees key j when j <= its position (a padding query sees key 0 only)
-        self.mask = (keys[None, None, :] <= pos[:, :, None])[:, None]  # [B, 1, Q, S]
+        mask = (keys[None, None, :] <= pos[:, :, None])[:, None]  # [B, 1, Q, S]
+        return PagedStep(kv, (block * bt + pos % bt).reshape(-1), tables.reshape(-1), mask)
+
+    @staticmethod
+    def packed(kv: PagedKV, tables: list[list[int]], starts: list[int], counts: list[int],
+               device: torch.device) -> PagedStep:
+        """Requests r = 0..R-1, each `counts[r]` new tokens from position `starts[r]`, packed
+        into one row (no padding computed). A query reads only its own request's keys up to
+        its position: the mask is block-diagonal, causal inside each request."""
+        bt = kv.block_tokens
+        slots, q_owner, q_pos, k_owner = [], [], [], []
+        for r, (table, start, n) in enumerate(zip(tables, starts, counts)):
+            for p in range(start, start + n):
+                slots.append(table[p // bt] * bt + p % bt)
+            q_owner += [r] * n
+            q_pos += range(start, start + n)
+            k_owner += [r] * (len(table) * bt)
+        k_pos = [j for table in tables for j in range(len(table) * bt)]
+
+        def t(values: list[int]) -> torch.Tensor:
+            return torch.tensor(values, dtype=torch.long, device=device)
+        q_owner_t, q_pos_t, k_owner_t, k_pos_t = t(q_owner), t(q_pos), t(k_owner), t(k_pos)
+        mask = ((k_owner_t[None, :] == q_owner_t[:, None])
+                & (k_pos_t[None, :] <= q_pos_t[:, None]))[None, None]  # [1, 1, Q, S]
+        return PagedStep(kv, t(slots), t([b for table in tables for b in table]), mask)
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int,
                *args, **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
@@ -119,7 +148,7 @@ class PagedStep:
         return out[0], out[1]
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
-        return int(self.tables.shape[1] * self.kv.block_tokens)
+        return int(self.mask.shape[-1])
 
 
 @torch.inference_mode()
@@ -127,7 +156,25 @@ def paged_forward(model, kv: PagedKV, input_ids: torch.Tensor, positions: torch.
                   tables: torch.Tensor) -> torch.Tensor:
     """One forward pass through the pool. input_ids, positions: [B, Q] (left padding has
     position -1); tables: [B, NB]. -> logits [B, V] of each row's last position."""
-    step = PagedStep(kv, positions, tables)
+    step = PagedStep.rows(kv, positions, tables)
     out = model(input_ids=input_ids, cache=step, attention_mask=step.mask,
                 position_ids=positions.clamp(min=0), use_cache=True, logits_to_keep=1)
     return out.logits[:, -1, :]
+
+
+@torch.inference_mode()
+def packed_prefill(model, kv: PagedKV, tokens: list[list[int]], tables: list[list[int]],
+                   starts: list[int]) -> torch.Tensor:
+    """Prefill requests packed in one row: request r feeds `tokens[r]` from position
+    `starts[r]` (its cached prefix before that is read from its blocks). -> logits [R, V],
+    each request's last position. Short prompts beside a long one cost no padding."""
+    dev = kv.keys[0].device
+    counts = [len(x) for x in tokens]
+    step = PagedStep.packed(kv, tables, starts, counts, dev)
+    ids = torch.tensor([[t for x in tokens for t in x]], device=dev)  # [1, sum(counts)]
+    pos = torch.tensor([[p for s, n in zip(starts, counts) for p in range(s, s + n)]],
+                       device=dev)  # [1, sum(counts)]
+    last = torch.tensor(counts, device=dev).cumsum(0) - 1  # [R] each request's last token
+    out = model(input_ids=ids, cache=step, attention_mask=step.mask, position_ids=pos,
+                use_cache=True, logits_to_keep=last)
+    return out.logits[0]  # [R, V]
