@@ -7,8 +7,8 @@ and values sit in one pool of fixed-size blocks (`block_pool.py` keeps the books
 - `admit` gives a request the blocks its prompt needs NOW (not prompt + max new tokens), after
   mapping the cached full blocks its prompt starts with (a prefix-cache hit: those tokens are
   not prefilled again).
-- `prefill` runs the newcomers' uncached tokens packed one after another in one row (a
-  block-diagonal causal mask keeps each request to its own keys): no padding is computed.
+- `prefill` runs the newcomers' uncached tokens in left-padded passes, rows of similar
+  length together (a 40-token chat is not padded to a 1,000-token newcomer's length).
 - `make_room` takes a block for every row whose last block is full; when the pool is out of
   blocks (after evicting idle cached ones) the NEWEST row is preempted: its blocks go back and
   the caller puts it at the front of the queue; when it is admitted again its prompt and the
@@ -24,7 +24,7 @@ import torch
 
 from .block_pool import BlockPool, PoolFullError, blocks_for
 from .kv_cache import bytes_per_token
-from .paged_cache import PagedKV, packed_prefill, paged_forward
+from .paged_cache import PagedKV, paged_forward
 
 
 @dataclass(frozen=True)
@@ -79,6 +79,26 @@ class PoolStats:
         return 100.0 * self.prefix_hit_tokens / done if done else 0.0
 
 
+def length_groups(lengths: dict[int, int], slack: float = 0.25) -> list[list[int]]:
+    """Ids grouped for padded passes, longest first: a group grows while its padded size
+    (rows × longest) stays within (1 + slack) × its real tokens.
+
+    >>> length_groups({0: 40, 1: 1000, 2: 41, 3: 990})
+    [[1, 3], [2, 0]]
+    """
+    groups: list[list[int]] = []
+    total = 0
+    for rid in sorted(lengths, key=lambda r: -lengths[r]):
+        g = groups[-1] if groups else None
+        if g and (len(g) + 1) * lengths[g[0]] <= (1 + slack) * (total + lengths[rid]):
+            g.append(rid)
+            total += lengths[rid]
+        else:
+            groups.append([rid])
+            total = lengths[rid]
+    return groups
+
+
 @dataclass
 class PagedRow:
     rid: int
@@ -90,7 +110,7 @@ class PagedRow:
 class PagedBatch:
     """Rows decoding together through one block pool. `rows` keeps admission order."""
 
-    def __init__(self, lm, num_blocks: int, block_tokens: int, pack_tokens: int = 2048) -> None:
+    def __init__(self, lm, num_blocks: int, block_tokens: int, pad_slack: float = 0.25) -> None:
         info = lm.info
         self.lm = lm
         self.pool = BlockPool(num_blocks, block_tokens)
@@ -99,7 +119,7 @@ class PagedBatch:
         self.token_bytes = bytes_per_token(info.layers, info.kv_heads, info.head_dim,
                                            lm.bytes_per_value)
         self.rows: dict[int, PagedRow] = {}
-        self.pack_tokens = pack_tokens  # tokens per packed prefill pass (its mask: pack²)
+        self.pad_slack = pad_slack  # padding a prefill pass may add, as a share of its tokens
         self._touched: set[int] = set()  # blocks zeroed once (their memory is real now)
         self.prefix_hit_tokens = self.prefill_tokens = self.preemptions = 0
 
@@ -124,30 +144,31 @@ class PagedBatch:
         return True
 
     def prefill(self, rids: list[int]) -> torch.Tensor:
-        """Every uncached token of these rows -> logits [len(rids), V]. The rows are packed
-        one after another into single-row passes of about `pack_tokens` tokens (a prompt
-        longer than that goes alone), so no padding is computed."""
-        rows = [self.rows[r] for r in rids]
-        out, pack, size = [], [], 0
-        for row in rows:
-            n = len(row.tokens) - row.cached
-            if pack and size + n > self.pack_tokens:
-                out.append(self._prefill_pack(pack))
-                pack, size = [], 0
-            pack.append(row)
-            size += n
-        out.append(self._prefill_pack(pack))
-        return torch.cat(out)
+        """Every uncached token of these rows -> logits [len(rids), V], in `rids` order.
 
-    def _prefill_pack(self, rows: list[PagedRow]) -> torch.Tensor:
-        self._zero_fresh()
-        logits = packed_prefill(self.lm.model, self.kv, [row.tokens[row.cached:] for row in rows],
-                                [self.pool.tables[row.rid] for row in rows],
-                                [row.cached for row in rows])  # [R, V]
-        for row in rows:
-            self.prefill_tokens += len(row.tokens) - row.cached
-            row.cached = len(row.tokens)
-            self.pool.commit_full(row.rid, row.tokens)
+        Rows of similar length share one left-padded pass; a row much longer or shorter than
+        the others gets a pass of its own (`length_groups`), so a short prompt beside a long
+        one computes little padding."""
+        rows = {r: self.rows[r] for r in rids}
+        out: dict[int, torch.Tensor] = {}
+        for group in length_groups({r: len(row.tokens) - row.cached for r, row in rows.items()},
+                                   self.pad_slack):
+            out.update(zip(group, self._prefill_group([rows[r] for r in group])))
+        return torch.stack([out[r] for r in rids])
+
+    def _prefill_group(self, rows: list[PagedRow]) -> torch.Tensor:
+        new = [row.tokens[row.cached:] for row in rows]
+        q = max(len(n) for n in new)
+        ids = torch.zeros(len(rows), q, dtype=torch.long)  # [B, Q] left-padded
+        pos = torch.full((len(rows), q), -1, dtype=torch.long)  # [B, Q] padding: -1
+        for b, (row, n) in enumerate(zip(rows, new)):
+            ids[b, q - len(n):] = torch.tensor(n)
+            pos[b, q - len(n):] = torch.arange(row.cached, row.cached + len(n))
+        logits = self._forward(rows, ids, pos)  # [B, V]
+        for row, n in zip(rows, new):
+            row.cached += len(n)
+            self.prefill_tokens += len(n)
+            self.pool.commit_full(row.rid, row.tokens[:row.cached])
         return logits
 
     def append(self, rid: int, token: int) -> None:

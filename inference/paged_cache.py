@@ -86,8 +86,7 @@ class PagedKV:
 
 class PagedStep:
     """The cache for one forward pass: where the new positions go, which blocks each row
-    reads, and the mask. Build it with `rows` (a decode step: B rows of Q new positions) or
-    `packed` (a prefill: every newcomer's tokens one after another in a single row)."""
+    reads, and the mask. `rows` builds it for B rows of Q new positions each."""
 
     def __init__(self, kv: PagedKV, write_slots: torch.Tensor, read_blocks: torch.Tensor,
                  mask: torch.Tensor) -> None:
@@ -109,29 +108,6 @@ class PagedStep:
         # query (b, q) sees key j when j <= its position (a padding query sees key 0 only)
         mask = (keys[None, None, :] <= pos[:, :, None])[:, None]  # [B, 1, Q, S]
         return PagedStep(kv, (block * bt + pos % bt).reshape(-1), tables.reshape(-1), mask)
-
-    @staticmethod
-    def packed(kv: PagedKV, tables: list[list[int]], starts: list[int], counts: list[int],
-               device: torch.device) -> PagedStep:
-        """Requests r = 0..R-1, each `counts[r]` new tokens from position `starts[r]`, packed
-        into one row (no padding computed). A query reads only its own request's keys up to
-        its position: the mask is block-diagonal, causal inside each request."""
-        bt = kv.block_tokens
-        slots, q_owner, q_pos, k_owner = [], [], [], []
-        for r, (table, start, n) in enumerate(zip(tables, starts, counts)):
-            for p in range(start, start + n):
-                slots.append(table[p // bt] * bt + p % bt)
-            q_owner += [r] * n
-            q_pos += range(start, start + n)
-            k_owner += [r] * (len(table) * bt)
-        k_pos = [j for table in tables for j in range(len(table) * bt)]
-
-        def t(values: list[int]) -> torch.Tensor:
-            return torch.tensor(values, dtype=torch.long, device=device)
-        q_owner_t, q_pos_t, k_owner_t, k_pos_t = t(q_owner), t(q_pos), t(k_owner), t(k_pos)
-        mask = ((k_owner_t[None, :] == q_owner_t[:, None])
-                & (k_pos_t[None, :] <= q_pos_t[:, None]))[None, None]  # [1, 1, Q, S]
-        return PagedStep(kv, t(slots), t([b for table in tables for b in table]), mask)
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int,
                *args, **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
@@ -160,21 +136,3 @@ def paged_forward(model, kv: PagedKV, input_ids: torch.Tensor, positions: torch.
     out = model(input_ids=input_ids, cache=step, attention_mask=step.mask,
                 position_ids=positions.clamp(min=0), use_cache=True, logits_to_keep=1)
     return out.logits[:, -1, :]
-
-
-@torch.inference_mode()
-def packed_prefill(model, kv: PagedKV, tokens: list[list[int]], tables: list[list[int]],
-                   starts: list[int]) -> torch.Tensor:
-    """Prefill requests packed in one row: request r feeds `tokens[r]` from position
-    `starts[r]` (its cached prefix before that is read from its blocks). -> logits [R, V],
-    each request's last position. Short prompts beside a long one cost no padding."""
-    dev = kv.keys[0].device
-    counts = [len(x) for x in tokens]
-    step = PagedStep.packed(kv, tables, starts, counts, dev)
-    ids = torch.tensor([[t for x in tokens for t in x]], device=dev)  # [1, sum(counts)]
-    pos = torch.tensor([[p for s, n in zip(starts, counts) for p in range(s, s + n)]],
-                       device=dev)  # [1, sum(counts)]
-    last = torch.tensor(counts, device=dev).cumsum(0) - 1  # [R] each request's last token
-    out = model(input_ids=ids, cache=step, attention_mask=step.mask, position_ids=pos,
-                use_cache=True, logits_to_keep=last)
-    return out.logits[0]  # [R, V]

@@ -7,9 +7,9 @@ This is lesson 5's continuous batching, serving the room for real. One thread ru
    one pool of fixed-size blocks, sized from `server_cache_mb`; a request is admitted when the
    blocks its prompt needs now are free, and the full blocks its prompt shares with earlier
    ones (the chat template, a teacher's pasted prompt) are mapped, not computed again;
-2. newcomers' uncached prompt tokens are prefilled together (packed one after another in one
-   row, so a short prompt beside a long one computes no padding) and their rows join the
-   running batch, copying no cache tensor (running rows wait during that pass:
+2. newcomers' uncached prompt tokens are prefilled together (rows of similar length share a
+   left-padded pass) and their rows join the running batch, copying no cache tensor
+   (running rows wait during that pass:
    prefill-decode interference, which chunked prefill would soften);
 3. every row whose last block is full takes a new one; when the pool is out of blocks the
    newest row is preempted: its blocks go back, it returns to the FRONT of the queue, and on

@@ -102,3 +102,12 @@ def test_paged_grow_raises_when_nothing_is_left():
     with pytest.raises(PoolFullError):
         pool.grow(1, 3)
     assert blocks_for(0, 4) == 0 and blocks_for(5, 4) == 2
+
+
+def test_paged_prefill_groups_rows_of_similar_length():
+    from inference.paged_batch import length_groups
+
+    groups = length_groups({0: 40, 1: 1050, 2: 41, 3: 1050, 4: 39, 5: 1049})
+    assert sorted(map(sorted, groups)) == [[0, 2, 4], [1, 3, 5]]
+    assert length_groups({0: 40, 1: 41, 2: 40}) == [[1, 0, 2]]  # the class: one pass
+    assert length_groups({0: 100, 1: 10}, slack=0.0) == [[0], [1]]
