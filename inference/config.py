@@ -67,7 +67,7 @@ class Settings:
     # The serving engine (one continuous batcher for every visitor's generation).
     server_rows: int = 32  # requests decoded together in one forward pass (LLM_LAB_SERVER_ROWS)
     server_queue: int = 64  # requests waiting for a row; the next one is refused with a message
-    server_cache_mb: int = 1_024  # KV cache of all rows together, worst case, before admitting
+    server_cache_mb: int = 1_024  # KV cache of all rows: the block pool (padded: worst case)
     server_window_s: float = 60.0  # the "last minute" of the live server view
 
     # The web queue: per visitor (browser tab or API client) and per lane.
@@ -133,11 +133,23 @@ class Settings:
     # LLM_LAB_SERVE_URL = an OpenAI-compatible engine (e.g. vLLM on a GPU box) instead.
     serve_url: str | None = None
 
+    # The server's KV cache in pages (issue 24): one pool of fixed-size blocks for every
+    # request, sized from `server_cache_mb`; block tables, prefix caching, preemption.
+    server_kv: str = "paged"  # "paged" (block pool) or "padded" (RowBatch); LLM_LAB_SERVER_KV
+    block_tokens: int = 16  # positions per KV block (vLLM's default block size)
+    server_pool_blocks: int = 0  # blocks in the pool; 0 = as many as `server_cache_mb` holds
+    paged_demo_blocks: Range = _r(4, 64, 12)  # lesson 4's small private pool, in blocks
+    paged_demo_block_tokens: int = 8  # positions per block in that small pool
+
     @staticmethod
     def from_env() -> Settings:
         """The defaults, with the model (LLM_LAB_MODEL) and the server's row count
-        (LLM_LAB_SERVER_ROWS, e.g. 1 to measure serving without batching) from the environment."""
-        extra = {}
+        (LLM_LAB_SERVER_ROWS, e.g. 1 to measure serving without batching) and its KV layout
+        (LLM_LAB_SERVER_KV: paged or padded) from the environment."""
+        extra: dict = {}
+        kv = os.environ.get("LLM_LAB_SERVER_KV", "").strip().lower()
+        if kv in ("paged", "padded"):
+            extra["server_kv"] = kv
         for env, name in (("LLM_LAB_SERVER_ROWS", "server_rows"),
                           ("LLM_LAB_HELD_MB", "held_cache_mb")):
             value = os.environ.get(env, "").strip()

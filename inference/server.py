@@ -3,14 +3,22 @@
 This is lesson 5's continuous batching, serving the room for real. One thread runs the loop:
 
 1. between steps, requests waiting in the queue are admitted while there is a free row and
-   the worst-case KV cache of all rows stays under the memory cap;
-2. newcomers' prompts are prefilled together (one left-padded pass, `RowBatch`) and their
-   rows are joined to the running batch (running rows wait during that pass: prefill-decode
-   interference, which chunked prefill would soften);
-3. then every active row gets its next token from ONE shared decode pass, each chosen
+   room for their KV cache. By default the cache is PAGED (PagedAttention, `server_rows.py`):
+   one pool of fixed-size blocks, sized from `server_cache_mb`; a request is admitted when the
+   blocks its prompt needs now are free, and the full blocks its prompt shares with earlier
+   ones (the chat template, a teacher's pasted prompt) are mapped, not computed again;
+2. newcomers' uncached prompt tokens are prefilled together (rows of similar length share a
+   left-padded pass) and their rows join the running batch, copying no cache tensor
+   (running rows wait during that pass:
+   prefill-decode interference, which chunked prefill would soften);
+3. every row whose last block is full takes a new one; when the pool is out of blocks the
+   newest row is preempted: its blocks go back, it returns to the FRONT of the queue, and on
+   resuming its prompt and tokens so far are prefilled again (its seeded generator kept);
+4. then every active row gets its next token from ONE shared decode pass, each chosen
    with that request's own sampling settings and seeded generator, so a request gets exactly
    the tokens it would get alone;
-4. finished, stopped or abandoned requests leave the batch at the next step.
+5. finished, stopped or abandoned requests leave the batch at the next step; their blocks go
+   back to the pool (keyed full blocks stay cached until the pool needs the room).
 
 A measurement that must run alone (a sweep, a race) wraps itself in `exclusive()`: the loop
 finishes its current step and waits until the measurement is done; in-flight requests then
@@ -20,7 +28,7 @@ arithmetic runs on the one compute thread (`compute_thread`), as every lesson's 
 """
 from __future__ import annotations
 
-import queue
+import logging
 import threading
 import time
 from collections import deque
@@ -36,18 +44,14 @@ from .config import Settings
 from .errors import InferenceInputError, PromptTooLongError, SettingOutOfRangeError
 from .events import StepEvent
 from .generation import finish_reason, output_text, top_candidates
-from .kv_cache import cache_tensor_bytes, kv_cache_bytes
-from .row_batch import RowBatch
+from .paged_batch import PoolStats
 from .sampling import SamplingSettings, choose, make_generator, shaped_probabilities
+from .served_request import ServedRequest, ServerBusyError, ServerStoppedError
+from .server_rows import make_rows
 from .timing import stopwatch
 
-
-class ServerBusyError(InferenceInputError):
-    """The queue is full: the message says how many requests are ahead."""
-
-
-class ServerStoppedError(InferenceInputError):
-    """The request could not finish (the server stopped or a step failed)."""
+__all__ = ["Server", "ServerStats", "ServedRequest", "ServerBusyError", "ServerStoppedError"]
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -61,65 +65,11 @@ class ServerStats:
     served: int  # requests finished since start
     last_step_s: float  # duration of the newest forward pass (synced)
     tokens_per_s: float  # tokens given to requests over the last window (or since start)
-    cache_bytes: int  # bytes of the batch's real key/value tensors now
+    cache_bytes: int  # bytes of the batch's key/value cache now (paged: the blocks held)
     held_bytes: int  # caches visitors keep between clicks (lesson 3), under `budget`
     history: tuple[tuple[float, int, float], ...]  # (seconds ago, rows, step seconds), oldest first
-
-
-class ServedRequest:
-    """One visitor's request: iterate it to receive its `StepEvent`s as they are made."""
-
-    def __init__(self, rid: int, prompt_ids: list[int], sampling: SamplingSettings,
-                 max_new_tokens: int, top_k_shown: int, generator, ahead: int) -> None:
-        self.rid, self.prompt_ids, self.sampling = rid, list(prompt_ids), sampling
-        self.max_new_tokens, self.top_k_shown = max_new_tokens, top_k_shown
-        self.generator = generator
-        self.ahead = ahead  # requests in the queue before this one when it arrived
-        self.submitted = time.perf_counter()
-        self.admitted: float | None = None
-        self.generated: list[int] = []
-        self.text = ""
-        self.rows_per_step: list[int] = []  # batch rows of every forward pass it took part in
-        self.finished: str | None = None
-        self._events: queue.Queue = queue.Queue()
-        self._cancelled = threading.Event()
-
-    @property
-    def queued_seconds(self) -> float:
-        return (self.admitted or time.perf_counter()) - self.submitted
-
-    @property
-    def mean_batch_rows(self) -> float:
-        """Average rows that shared this request's forward passes (1.0 = it ran alone)."""
-        return sum(self.rows_per_step) / len(self.rows_per_step) if self.rows_per_step else 0.0
-
-    def cancel(self) -> None:
-        """Stop: the row is freed at the next step (a closed tab or Stop calls this)."""
-        self._cancelled.set()
-
-    @property
-    def cancelled(self) -> bool:
-        return self._cancelled.is_set()
-
-    def events(self, timeout_s: float = 600.0) -> Iterator[StepEvent]:
-        """Yield this request's events until it finishes. Leaving the loop early cancels it."""
-        try:
-            while True:
-                item = self._events.get(timeout=timeout_s)
-                if item is None:
-                    return
-                if isinstance(item, Exception):
-                    raise item
-                yield item
-                if item.finished:
-                    return
-        except queue.Empty:
-            raise ServerStoppedError("The server did not answer in time; try again.") from None
-        finally:
-            self.cancel()
-
-    def _put(self, item) -> None:
-        self._events.put(item)
+    kv_layout: str = "paged"  # "paged" (block pool) or "padded" (one left-padded tensor)
+    pool: PoolStats | None = None  # the block pool after the newest step (None when padded)
 
 
 class Server:
@@ -131,7 +81,8 @@ class Server:
         self._special_ids = frozenset(lm.tokenizer.all_special_ids)
         self._cond = threading.Condition()
         self._waiting: deque[ServedRequest] = deque()
-        self._batch: RowBatch | None = None
+        self._rows = make_rows(lm, self.settings)  # the batch's KV cache: paged or padded
+        self._pool: PoolStats | None = self._rows.pool_stats()  # read by stats()
         self._by_row: dict[int, ServedRequest] = {}  # rid -> request in the batch
         self._next_rid = 0
         self._pauses = 0
@@ -141,8 +92,7 @@ class Server:
         self._last_step = 0.0
         self._started = time.perf_counter()
         self._log: deque[tuple[float, int, float, int]] = deque()  # (time, rows, seconds, tokens)
-        self._kv_per_token = kv_cache_bytes(lm.info.layers, lm.info.kv_heads, lm.info.head_dim,
-                                            lm.bytes_per_value, tokens=1)
+        self._cache_bytes = 0  # after the newest step (read by stats())
         # caches that visitors keep between clicks (lesson 3) share one memory budget
         self.budget = CacheBudget(self.settings.held_cache_mb * 2**20, self.settings.held_idle_s)
         self._thread = threading.Thread(target=self._run, name="llm-lab-server", daemon=True)
@@ -165,6 +115,7 @@ class Server:
             raise PromptTooLongError(
                 f"The prompt ({len(prompt_ids):,} tokens) plus {n} new tokens exceeds the model's "
                 f"context window of {self.lm.info.context_window:,} tokens.")
+        self._rows.check_fits(len(prompt_ids), n)
         sampling = sampling or SamplingSettings()
         with self._cond:
             if self._closed:
@@ -191,9 +142,9 @@ class Server:
                 active=len(self._by_row), queued=len(self._waiting), paused=self._pauses > 0,
                 steps=self._steps, served=self._served, last_step_s=self._last_step,
                 tokens_per_s=tokens / span if self._log else 0.0,
-                cache_bytes=cache_tensor_bytes(self._batch.cache) if self._batch else 0,
-                held_bytes=self.budget.held_bytes(),
-                history=tuple((round(now - t, 2), r, s) for t, r, s, _ in self._log))
+                cache_bytes=self._cache_bytes, held_bytes=self.budget.held_bytes(),
+                history=tuple((round(now - t, 2), r, s) for t, r, s, _ in self._log),
+                kv_layout=self._rows.kind, pool=self._pool)
 
     @contextmanager
     def exclusive(self) -> Iterator[None]:
@@ -235,10 +186,12 @@ class Server:
                 with self._cond:
                     self._in_step = False
                     self._cond.notify_all()
-        self._fail_all(ServerStoppedError("The server stopped."))
+        self._fail_all(ServerStoppedError("The server stopped."), failed_step=False)
 
     def _admit(self) -> list[ServedRequest]:
-        """Pop waiting requests while a row is free and the worst-case cache fits the cap."""
+        """Pop waiting requests, oldest (or preempted) first, while a row is free and the
+        cache layout has room (paged: the blocks the prompt needs now; padded: the worst case
+        of every row). An empty batch always admits one request."""
         s, out = self.settings, []
         for r in [r for r in self._waiting if r.cancelled]:
             self._waiting.remove(r)
@@ -246,44 +199,47 @@ class Server:
         rows = list(self._by_row.values())
         while self._waiting and len(rows) + len(out) < s.server_rows:
             cand = self._waiting[0]
-            group = rows + out + [cand]
-            width = max(len(r.prompt_ids) + r.max_new_tokens for r in group)
-            if rows + out and len(group) * width * self._kv_per_token > s.server_cache_mb * 2**20:
-                break  # wait for rows to finish; an empty batch always admits one request
+            if not self._rows.admit(cand, rows, out):
+                break  # wait for rows to finish and give their memory back
             out.append(self._waiting.popleft())
-            cand.admitted = time.perf_counter()
+            if cand.admitted is None:
+                cand.admitted = time.perf_counter()
         return out
 
     def _step(self, newcomers: list[ServedRequest]) -> None:
         self._drop_finished()
         if newcomers:
-            with stopwatch(self.lm.device) as t:
-                new, logits = RowBatch.prefill_logits(
-                    self.lm, [r.rid for r in newcomers], [r.prompt_ids for r in newcomers])
-                self._batch = new if self._batch is None else self._batch.join(new)
-            for r in newcomers:
+            for r in newcomers:  # in the batch first: a failed prefill tells them too
                 self._by_row[r.rid] = r
-            self._emit(newcomers, logits, t[0], prefill=True)
-            self._drop_finished()
-        if self._batch is not None:  # after a prefill too, so running rows never starve
             with stopwatch(self.lm.device) as t:
-                logits = self._batch.decode_logits(self.lm)  # [B, V]
-            rows = [self._by_row[rid] for rid in self._batch.rows]
-            self._emit(rows, logits, t[0], prefill=False)
+                logits, fed = self._rows.prefill(newcomers)  # [N, V]
+            self._emit(newcomers, logits, t[0], fed)
+            self._drop_finished()
+        if self._by_row:  # after a prefill too, so running rows never starve
+            self._preempt(self._rows.make_room())
+        if self._by_row:
+            with stopwatch(self.lm.device) as t:
+                rids, logits = self._rows.decode()  # [B, V]
+            self._emit([self._by_row[rid] for rid in rids], logits, t[0], None)
         self._drop_finished()
+
+    def _preempt(self, rids: list[int]) -> None:
+        """Preempted rows (newest first) go back to the front of the queue, oldest at the head;
+        they keep their tokens and generator, and continue with the same tokens."""
+        with self._cond:
+            for rid in rids:
+                r = self._by_row.pop(rid)
+                r.preemptions += 1
+                self._waiting.appendleft(r)
 
     @torch.inference_mode()
     def _emit(self, reqs: list[ServedRequest], logits: torch.Tensor, seconds: float,
-              prefill: bool) -> None:
-        """Choose each row's token with its own sampling, send its event, set its next input."""
-        batch, tok = self._batch, self.lm.tokenizer
-        rows_now = batch.size
-        per_row_bytes = cache_tensor_bytes(batch.cache) // max(rows_now, 1)
-        index_of = {rid: i for i, rid in enumerate(batch.rows)}
-        offset = rows_now - len(reqs) if prefill else 0  # newcomers sit after the running rows
+              fed: list[int] | None) -> None:
+        """Choose each row's token with its own sampling, send its event, set its next input.
+        `fed`: tokens each request's prefill computed (None for a decode step: one each)."""
+        rows_now, tok = len(self._by_row), self.lm.tokenizer
         # One op each for every row, not one per row: a step's Python work grows with its rows.
         argmax = logits.argmax(-1).tolist()  # [B]
-        cached = batch.mask.sum(-1).tolist()  # [rows_now] real (not padding) positions
         for j, r in enumerate(reqs):
             row_logits = logits[j]  # [V]
             if r.sampling.greedy and not r.top_k_shown:  # a chat: the argmax is all it needs
@@ -293,46 +249,51 @@ class Server:
                 token, probs = int(token[0]), probs[0]
                 raw = (probs if r.sampling.greedy
                        else shaped_probabilities(row_logits, SamplingSettings()))  # softmax
-            batch.next_token[index_of[r.rid]] = token
+            self._rows.set_token(r.rid, token)
             before = r.text
             r.generated.append(token)
             r.text, piece = output_text(tok, r.generated, before)
             r.finished = finish_reason(token, len(r.generated), self.lm.stop_ids, r.max_new_tokens)
-            r.rows_per_step.append(len(reqs) if prefill else rows_now)
-            real = int(cached[offset + j if prefill else j])
+            r.rows_per_step.append(len(reqs) if fed else rows_now)
             r._put(StepEvent(
                 index=len(r.generated) - 1, token_id=token, piece=piece, text=r.text,
                 special=token in self._special_ids,
                 candidates=(top_candidates(tok, raw, probs, r.top_k_shown)
                             if r.top_k_shown else ()),
                 chosen_by=r.sampling.describe(),
-                forward_tokens=len(r.prompt_ids) if prefill else 1, forward_seconds=seconds,
-                seconds=seconds, cache_tokens=real, cache_bytes=per_row_bytes,
+                forward_tokens=fed[j] if fed else 1, forward_seconds=seconds,
+                seconds=seconds, cache_tokens=self._rows.cache_tokens(r.rid),
+                cache_bytes=self._rows.row_bytes(r.rid),
                 finished=r.finished, batch_rows=r.rows_per_step[-1]))
+        pool, cache_bytes = self._rows.pool_stats(), self._rows.cache_bytes()
         with self._cond:
             self._steps += 1
             self._last_step = seconds
-            self._log.append((time.perf_counter(), len(reqs) if prefill else rows_now, seconds,
+            self._pool, self._cache_bytes = pool, cache_bytes
+            self._log.append((time.perf_counter(), len(reqs) if fed else rows_now, seconds,
                               len(reqs)))
 
     def _drop_finished(self) -> None:
-        """Finished or cancelled rows leave the batch (index selection on the cache)."""
-        if self._batch is None:
+        """Finished or cancelled rows leave the batch; their cache memory goes back."""
+        gone = [r for r in self._by_row.values() if r.finished or r.cancelled]
+        if not gone:
             return
-        keep = [i for i, rid in enumerate(self._batch.rows)
-                if not (self._by_row[rid].finished or self._by_row[rid].cancelled)]
-        for rid in self._batch.rows:
-            r = self._by_row[rid]
-            if r.finished or r.cancelled:
-                del self._by_row[rid]
+        self._rows.drop([r.rid for r in gone])
+        pool, cache_bytes = self._rows.pool_stats(), self._rows.cache_bytes()
+        with self._cond:
+            for r in gone:
+                del self._by_row[r.rid]
                 if r.cancelled and not r.finished:
                     r._put(None)
-                with self._cond:
-                    self._served += 1
-        if len(keep) < self._batch.size:
-            self._batch = self._batch.keep(keep) if keep else None
+                self._served += 1
+            self._pool, self._cache_bytes = pool, cache_bytes
 
-    def _fail_all(self, exc: Exception) -> None:
+    def _fail_all(self, exc: Exception, failed_step: bool = True) -> None:
+        """Every request in the batch (and the queue, when closing) gets one polite message;
+        a failed step is logged first with its trace, for whoever runs the server."""
+        if failed_step:
+            log.exception("A server step failed; its requests are told to try again",
+                          exc_info=exc)
         msg = exc if isinstance(exc, InferenceInputError) else ServerStoppedError(
             "The model stopped while answering this request; please try again.")
         with self._cond:
@@ -340,7 +301,8 @@ class Server:
             self._by_row.clear()
             if self._closed:
                 self._waiting.clear()
-            self._batch = None
+            self._rows.clear()
+            self._pool, self._cache_bytes = self._rows.pool_stats(), 0
         for r in failed:
             r._put(msg)
 

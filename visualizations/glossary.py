@@ -99,15 +99,24 @@ TERMS: dict[str, tuple[str, str]] = {
                "start instead of prefilling it again."),
     "quant": ("Quantization", "Storing weights (or the cache) in fewer bits, such as int8 or "
               "4-bit, with a scale to turn them back into numbers: fewer bytes to read."),
-    "block": ("Block (KV page)", "A fixed-size piece of KV cache memory, e.g. 16 tokens' keys "
-              "and values for every layer; a server's cache is a pool of them."),
-    "blocktable": ("Block table", "One request's list of the blocks that hold its tokens, in "
-                   "order: the map attention reads its keys and values through."),
-    "fragmentation": ("Fragmentation", "Memory reserved but holding nothing: inside a block "
-                      "(its unfilled slots) or between requests (a padded layout's padding, or "
-                      "room reserved for tokens not yet written)."),
-    "preemption": ("Preemption", "When the cache is full, a server pauses a running request, "
-                   "frees its blocks and later recomputes them to resume it."),
+    "block": ("Block (KV page)", "A fixed-size piece of KV cache memory holding the keys and "
+              "values of a few positions (16, say). A serving engine's KV memory is one "
+              "pool of them, shared by every request."),
+    "blocktable": ("Block table", "A request's list of the blocks that hold its positions, in "
+                   "order: position p lives in block number p ÷ block size, at the remainder. "
+                   "The request's cache need not sit in one piece of memory."),
+    "fragmentation": ("Fragmentation", "Memory held but not used. Inside a block: the empty "
+                      "slots of a request's last, partly filled block. Between requests: room "
+                      "reserved or padded for tokens a request does not have (a padded batch "
+                      "is as wide as its longest row)."),
+    "preemption": ("Preemption", "When the pool has no free block for a running request, the "
+                   "newest request gives its blocks back and waits at the front of the queue; "
+                   "when it resumes, its tokens so far are computed again and it continues with "
+                   "the same answer."),
+    "prefixcache": ("Prefix caching", "Reusing the stored keys and values of a prompt's start "
+                    "that an earlier request already computed (the chat template, a shared "
+                    "system prompt): full blocks are found by a hash of their tokens and all "
+                    "tokens before them, and only the rest of the prompt is prefilled."),
     "draft": ("Draft", "A cheap guesser for speculative decoding: it proposes the next few "
               "tokens (from the text so far, or from a smaller model)."),
     "verify": ("Verification pass", "One forward pass of the real model over the draft's "

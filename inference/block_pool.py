@@ -1,0 +1,190 @@
+"""Lesson 4-5 (engine side): the server's KV memory as a pool of fixed-size blocks.
+
+PagedAttention (vLLM) stores each request's keys and values not in one tensor sized for its
+longest possible answer but in BLOCKS of `block_tokens` positions, taken from one pool shared
+by every request. A request holds a BLOCK TABLE: the pool indices of its blocks, in order, so
+position p of the request lives in block `table[p // block_tokens]` at offset
+`p % block_tokens`. A new block is taken only when the last one is full, so at most one
+partly filled block per request is wasted (fragmentation inside a block), and nothing is
+reserved for tokens that were never generated (fragmentation between requests).
+
+Prefix caching: a FULL block is keyed by a hash of its tokens chained with the hash of the
+block before it (`block_hash`), so equal keys mean equal tokens at equal positions from the
+start. A new request whose prompt starts with blocks already in the pool maps them (their
+reference count goes up) instead of computing them again. When the last request using a
+cached block ends, the block keeps its contents and its key: it is "cached, idle", reusable
+by the next request with that prefix, and evicted least-recently-used only when the pool
+needs room (free blocks that hold nothing are taken first).
+
+This file is pure bookkeeping (integers and hashes, no tensors): `paged_cache.py` holds the
+tensors the block ids point into. It follows vLLM's v1 block manager
+(vllm/v1/core/block_pool.py, kv_cache_utils.py) without its speculative and hybrid parts.
+"""
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict, deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .errors import InferenceInputError
+
+
+class PoolFullError(InferenceInputError):
+    """No free block and no idle cached block to evict: someone must be preempted or wait."""
+
+
+class RequestTooLargeError(InferenceInputError):
+    """A request that needs more blocks than the whole pool holds: it can never run."""
+
+
+def block_hash(parent: bytes | None, tokens: Sequence[int]) -> bytes:
+    """The key of a full block: sha256 of the previous block's key and this block's tokens.
+
+    >>> block_hash(None, [1, 2]) == block_hash(None, [1, 2]) != block_hash(b"x", [1, 2])
+    True
+    """
+    h = hashlib.sha256(parent or b"")
+    h.update(b",".join(str(t).encode() for t in tokens))
+    return h.digest()
+
+
+def blocks_for(tokens: int, block_tokens: int) -> int:
+    """Blocks needed to hold `tokens` positions (ceil division)."""
+    return -(-tokens // block_tokens)
+
+
+@dataclass(frozen=True)
+class PoolCounts:
+    """The pool at one moment (blocks, not bytes)."""
+
+    total: int  # blocks in the pool
+    used: int  # blocks with reference count > 0 (held by a running request)
+    cached_idle: int  # refcount 0 but keyed: reusable by a prompt with that prefix
+    free: int  # refcount 0 and empty
+    shared: int  # used blocks held by two or more requests (a shared prefix)
+
+
+class BlockPool:
+    """`num_blocks` blocks of `block_tokens` positions, block tables per request id."""
+
+    def __init__(self, num_blocks: int, block_tokens: int) -> None:
+        if num_blocks < 1 or block_tokens < 1:
+            raise ValueError("a pool needs at least one block of at least one token")
+        self.num_blocks, self.block_tokens = num_blocks, block_tokens
+        self.ref = [0] * num_blocks  # reference count per block
+        self.key: list[bytes | None] = [None] * num_blocks  # prefix key of a full cached block
+        self.by_key: dict[bytes, int] = {}  # key -> block id (in use or idle)
+        self.free: deque[int] = deque(range(num_blocks))  # refcount 0, holding nothing
+        self.idle: OrderedDict[int, None] = OrderedDict()  # refcount 0, keyed; oldest first
+        self.tables: dict[int, list[int]] = {}  # request id -> block table
+        self.keys_of: dict[int, list[bytes]] = {}  # request id -> keys of its full blocks
+        self.evictions = 0
+        self.taken: list[int] = []  # blocks handed out since the tensor side last looked
+
+    # ---- reading ------------------------------------------------------------------------
+    def available(self) -> int:
+        """Blocks a request could take now: free ones plus idle cached ones (evictable)."""
+        return len(self.free) + len(self.idle)
+
+    def counts(self) -> PoolCounts:
+        used = sum(1 for r in self.ref if r > 0)
+        return PoolCounts(self.num_blocks, used, len(self.idle), len(self.free),
+                          sum(1 for r in self.ref if r > 1))
+
+    def cached_prefix(self, tokens: Sequence[int]) -> list[int]:
+        """Block ids of the longest run of cached full blocks that starts `tokens`.
+
+        At most `len(tokens) - 1` tokens are matched: the last prompt token must still go
+        through the model, because its output gives the first new token's scores."""
+        bt, out, parent = self.block_tokens, [], None
+        for i in range((len(tokens) - 1) // bt):
+            parent = block_hash(parent, tokens[i * bt:(i + 1) * bt])
+            block = self.by_key.get(parent)
+            if block is None:
+                break
+            out.append(block)
+        return out
+
+    def needed(self, tokens: int, hit_blocks: Sequence[int] = ()) -> int:
+        """Blocks a request must take for `tokens` positions, given the hits it maps."""
+        return blocks_for(tokens, self.block_tokens) - len(hit_blocks)
+
+    def can_allocate(self, tokens: int, hit_blocks: Sequence[int] = ()) -> bool:
+        # hits that sit idle leave the evictable set when mapped
+        idle_hits = sum(1 for b in hit_blocks if self.ref[b] == 0)
+        return self.needed(tokens, hit_blocks) <= self.available() - idle_hits
+
+    # ---- changing -----------------------------------------------------------------------
+    def allocate(self, rid: int, tokens: Sequence[int], hit_blocks: Sequence[int] = ()
+                 ) -> list[int]:
+        """A block table for request `rid` holding `tokens` positions, its first blocks the
+        cached `hit_blocks` (mapped, refcount + 1). Raises PoolFullError when it cannot."""
+        if rid in self.tables:
+            raise ValueError(f"request {rid} already holds blocks")
+        if not self.can_allocate(len(tokens), hit_blocks):
+            raise PoolFullError("The KV cache pool has no room for this request now.")
+        for b in hit_blocks:
+            self._map(b)
+        table = list(hit_blocks) + [self._take() for _ in range(self.needed(len(tokens),
+                                                                             hit_blocks))]
+        self.tables[rid] = table
+        self.keys_of[rid] = [self.key[b] for b in hit_blocks]  # type: ignore[misc]
+        return list(table)
+
+    def grow(self, rid: int, tokens: int) -> int | None:
+        """Make room for `tokens` positions in `rid`'s table: take a block when the last one
+        is full. -> the new block id, or None when none was needed. Raises PoolFullError."""
+        table = self.tables[rid]
+        if blocks_for(tokens, self.block_tokens) <= len(table):
+            return None
+        if not self.available():
+            raise PoolFullError("The KV cache pool is full.")
+        table.append(self._take())
+        return table[-1]
+
+    def commit_full(self, rid: int, tokens: Sequence[int]) -> None:
+        """Key every block of `rid` that `tokens` (its tokens with KV written) now fills, so
+        later prompts with the same prefix can map it."""
+        keys, table, bt = self.keys_of[rid], self.tables[rid], self.block_tokens
+        while len(keys) < len(tokens) // bt:
+            i = len(keys)
+            k = block_hash(keys[-1] if keys else None, tokens[i * bt:(i + 1) * bt])
+            keys.append(k)
+            b = table[i]
+            if k not in self.by_key and self.key[b] is None:
+                self.key[b], self.by_key[k] = k, b
+
+    def release(self, rid: int) -> list[int]:
+        """Give back every block of `rid` (finished, stopped, cancelled or preempted):
+        keyed blocks nobody else holds become cached-idle, the others free. -> its table."""
+        table = self.tables.pop(rid, [])
+        self.keys_of.pop(rid, None)
+        for b in reversed(table):  # the tail first: a prefix's head stays cached longest
+            self.ref[b] -= 1
+            if self.ref[b] == 0:
+                if self.key[b] is None:
+                    self.free.append(b)
+                else:
+                    self.idle[b] = None
+        return table
+
+    def _map(self, b: int) -> None:
+        if self.ref[b] == 0:
+            self.idle.pop(b, None)
+        self.ref[b] += 1
+
+    def _take(self) -> int:
+        """A free block, else the least recently used idle cached block (its key dropped)."""
+        if self.free:
+            b = self.free.popleft()
+        elif self.idle:
+            b, _ = self.idle.popitem(last=False)
+            del self.by_key[self.key[b]]  # type: ignore[index]
+            self.key[b] = None
+            self.evictions += 1
+        else:
+            raise PoolFullError("The KV cache pool is full.")
+        self.ref[b] = 1
+        self.taken.append(b)
+        return b

@@ -1,0 +1,251 @@
+"""Lesson 5 (engine side): a decode batch whose KV cache lives in pages (PagedAttention).
+
+`PagedBatch` is what the server batches with by default. Its rows are requests; their keys
+and values sit in one pool of fixed-size blocks (`block_pool.py` keeps the books,
+`paged_cache.py` the tensors and the attention through the block table).
+
+- `admit` gives a request the blocks its prompt needs NOW (not prompt + max new tokens), after
+  mapping the cached full blocks its prompt starts with (a prefix-cache hit: those tokens are
+  not prefilled again).
+- `prefill` runs the newcomers' uncached tokens in left-padded passes, rows of similar
+  length together (a 40-token chat is not padded to a 1,000-token newcomer's length).
+- `make_room` takes a block for every row whose last block is full; when the pool is out of
+  blocks (after evicting idle cached ones) the NEWEST row is preempted: its blocks go back and
+  the caller puts it at the front of the queue; when it is admitted again its prompt and the
+  tokens it had generated are prefilled again and it continues where it was.
+- `decode` is one step for every row; `release` gives a finished row's blocks back.
+Joining and leaving copy no cache tensor: only block ids move.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .block_pool import BlockPool, PoolFullError, blocks_for
+from .kv_cache import bytes_per_token
+from .paged_cache import PagedKV, paged_forward
+
+
+@dataclass(frozen=True)
+class RequestBlocks:
+    """One request in the pool."""
+
+    rid: int
+    tokens: int  # positions whose keys/values are in the pool
+    block_table: tuple[int, ...]  # pool block ids, in order of position
+    shared_blocks: int  # blocks of its table that another request holds too
+    prefix_hit_tokens: int  # prompt tokens mapped from cached blocks when it was admitted
+
+
+@dataclass(frozen=True)
+class PoolStats:
+    """The block pool at one moment, with the byte figures of the batch now."""
+
+    block_tokens: int  # positions per block
+    block_bytes: int  # bytes per block (keys + values, all layers)
+    blocks_total: int
+    blocks_used: int  # held by a running request
+    blocks_cached_idle: int  # nobody holds them; kept for their prefix, evicted LRU
+    blocks_free: int  # hold nothing
+    blocks_shared: int  # held by two or more requests (a shared prefix)
+    requests: tuple[RequestBlocks, ...]  # oldest admitted first
+    idle_blocks: tuple[int, ...]  # ids of the cached-idle blocks, least recently used first
+    real_bytes: int  # bytes of the positions the rows hold, each row's own (no sharing)
+    filled_bytes: int  # bytes of the positions filled in the rows' blocks (shared ones once)
+    padded_bytes: int  # bytes a left-padded tensor would hold: rows × longest row
+    paged_bytes: int  # bytes of the blocks the rows hold (shared blocks once)
+    prefix_hit_tokens: int  # prompt tokens mapped from the cache, since start
+    prefill_tokens: int  # prompt tokens computed by prefill, since start
+    preemptions: int  # rows preempted for room, since start
+    evictions: int  # idle cached blocks evicted for room, since start
+
+    @staticmethod
+    def _waste(real: int, held: int) -> float:
+        return 100.0 * (held - real) / held if held else 0.0
+
+    @property
+    def waste_padded_pct(self) -> float:
+        return self._waste(self.real_bytes, self.padded_bytes)
+
+    @property
+    def waste_paged_pct(self) -> float:
+        return self._waste(self.filled_bytes, self.paged_bytes)
+
+    @property
+    def prefill_skipped_pct(self) -> float:
+        """Share of the prompt tokens admitted that prefix caching spared the model."""
+        done = self.prefix_hit_tokens + self.prefill_tokens
+        return 100.0 * self.prefix_hit_tokens / done if done else 0.0
+
+
+def length_groups(lengths: dict[int, int], slack: float = 0.25) -> list[list[int]]:
+    """Ids grouped for padded passes, longest first: a group grows while its padded size
+    (rows × longest) stays within (1 + slack) × its real tokens.
+
+    >>> length_groups({0: 40, 1: 1000, 2: 41, 3: 990})
+    [[1, 3], [2, 0]]
+    """
+    groups: list[list[int]] = []
+    total = 0
+    for rid in sorted(lengths, key=lambda r: -lengths[r]):
+        g = groups[-1] if groups else None
+        if g and (len(g) + 1) * lengths[g[0]] <= (1 + slack) * (total + lengths[rid]):
+            g.append(rid)
+            total += lengths[rid]
+        else:
+            groups.append([rid])
+            total = lengths[rid]
+    return groups
+
+
+@dataclass
+class PagedRow:
+    rid: int
+    tokens: list[int]  # prompt (+ tokens generated before a preemption) + tokens generated
+    cached: int  # positions whose keys/values are in the pool
+    prefix_hit_tokens: int
+
+
+class PagedBatch:
+    """Rows decoding together through one block pool. `rows` keeps admission order."""
+
+    def __init__(self, lm, num_blocks: int, block_tokens: int, pad_slack: float = 0.25) -> None:
+        info = lm.info
+        self.lm = lm
+        self.pool = BlockPool(num_blocks, block_tokens)
+        self.kv = PagedKV.allocate(info.layers, info.kv_heads, info.head_dim, num_blocks,
+                                   block_tokens, lm.dtype, lm.device)
+        self.token_bytes = bytes_per_token(info.layers, info.kv_heads, info.head_dim,
+                                           lm.bytes_per_value)
+        self.rows: dict[int, PagedRow] = {}
+        self.pad_slack = pad_slack  # padding a prefill pass may add, as a share of its tokens
+        self._touched: set[int] = set()  # blocks zeroed once (their memory is real now)
+        self.prefix_hit_tokens = self.prefill_tokens = self.preemptions = 0
+
+    @property
+    def block_tokens(self) -> int:
+        return self.pool.block_tokens
+
+    def fits_ever(self, tokens: int) -> bool:
+        """Could a request of `tokens` positions (prompt + max new tokens) run in this pool?"""
+        return blocks_for(tokens, self.block_tokens) <= self.pool.num_blocks
+
+    def admit(self, rid: int, tokens: list[int]) -> bool:
+        """Map the cached prefix and take the blocks the rest of `tokens` needs now.
+        -> False (nothing taken) when the pool has no room for it yet."""
+        hits = self.pool.cached_prefix(tokens)
+        if not self.pool.can_allocate(len(tokens), hits):
+            return False
+        self.pool.allocate(rid, tokens, hits)
+        hit_tokens = len(hits) * self.block_tokens
+        self.rows[rid] = PagedRow(rid, list(tokens), hit_tokens, hit_tokens)
+        self.prefix_hit_tokens += hit_tokens
+        return True
+
+    def prefill(self, rids: list[int]) -> torch.Tensor:
+        """Every uncached token of these rows -> logits [len(rids), V], in `rids` order.
+
+        Rows of similar length share one left-padded pass; a row much longer or shorter than
+        the others gets a pass of its own (`length_groups`), so a short prompt beside a long
+        one computes little padding."""
+        rows = {r: self.rows[r] for r in rids}
+        out: dict[int, torch.Tensor] = {}
+        for group in length_groups({r: len(row.tokens) - row.cached for r, row in rows.items()},
+                                   self.pad_slack):
+            out.update(zip(group, self._prefill_group([rows[r] for r in group])))
+        return torch.stack([out[r] for r in rids])
+
+    def _prefill_group(self, rows: list[PagedRow]) -> torch.Tensor:
+        new = [row.tokens[row.cached:] for row in rows]
+        q = max(len(n) for n in new)
+        ids = torch.zeros(len(rows), q, dtype=torch.long)  # [B, Q] left-padded
+        pos = torch.full((len(rows), q), -1, dtype=torch.long)  # [B, Q] padding: -1
+        for b, (row, n) in enumerate(zip(rows, new)):
+            ids[b, q - len(n):] = torch.tensor(n)
+            pos[b, q - len(n):] = torch.arange(row.cached, row.cached + len(n))
+        logits = self._forward(rows, ids, pos)  # [B, V]
+        for row, n in zip(rows, new):
+            row.cached += len(n)
+            self.prefill_tokens += len(n)
+            self.pool.commit_full(row.rid, row.tokens[:row.cached])
+        return logits
+
+    def append(self, rid: int, token: int) -> None:
+        """The token chosen for `rid`: it is fed (and its keys/values stored) at the next step."""
+        self.rows[rid].tokens.append(token)
+
+    def make_room(self) -> list[int]:
+        """A block for every row whose next position starts one; preempt the newest rows
+        while the pool cannot give one. -> the preempted request ids, newest first."""
+        preempted: list[int] = []
+        for rid in list(self.rows):
+            while rid in self.rows:
+                try:
+                    self.pool.grow(rid, self.rows[rid].cached + 1)
+                    break
+                except PoolFullError:
+                    victim = next(reversed(self.rows))  # the newest row (maybe this one)
+                    self.release(victim)
+                    self.preemptions += 1
+                    preempted.append(victim)
+        return preempted
+
+    def decode(self) -> torch.Tensor:
+        """Feed every row's newest token -> logits [B, V], rows in `rows` order.
+        Call `make_room` first: every row must have a slot for its next position."""
+        rows = list(self.rows.values())
+        ids = torch.tensor([[row.tokens[row.cached]] for row in rows])  # [B, 1]
+        pos = torch.tensor([[row.cached] for row in rows])  # [B, 1]
+        logits = self._forward(rows, ids, pos)
+        for row in rows:
+            row.cached += 1
+            if row.cached % self.block_tokens == 0:
+                self.pool.commit_full(row.rid, row.tokens[:row.cached])
+        return logits
+
+    def release(self, rid: int) -> None:
+        """Finished, stopped, cancelled or preempted: every block goes back to the pool."""
+        self.rows.pop(rid, None)
+        self.pool.release(rid)
+
+    def _zero_fresh(self) -> None:
+        fresh = sorted(set(self.pool.taken) - self._touched)  # blocks never used before
+        self.pool.taken.clear()
+        self._touched.update(fresh)
+        self.kv.zero_blocks(fresh)
+
+    def _forward(self, rows: list[PagedRow], ids: torch.Tensor, pos: torch.Tensor
+                 ) -> torch.Tensor:
+        self._zero_fresh()
+        width = max(len(self.pool.tables[row.rid]) for row in rows)
+        tables = torch.full((len(rows), width), self.kv.scratch_block, dtype=torch.long)
+        for b, row in enumerate(rows):
+            t = self.pool.tables[row.rid]
+            tables[b, :len(t)] = torch.tensor(t)
+        dev = self.lm.device
+        return paged_forward(self.lm.model, self.kv, ids.to(dev), pos.to(dev), tables.to(dev))
+
+    def stats(self) -> PoolStats:
+        pool, c = self.pool, self.pool.counts()
+        reqs, filled = [], {}
+        for row in self.rows.values():
+            table = pool.tables[row.rid]
+            for i, b in enumerate(table):  # positions filled in each distinct block
+                filled[b] = max(filled.get(b, 0), min(max(row.cached - i * self.block_tokens, 0),
+                                                      self.block_tokens))
+            reqs.append(RequestBlocks(row.rid, row.cached, tuple(table),
+                                      sum(1 for b in table if pool.ref[b] > 1),
+                                      row.prefix_hit_tokens))
+        longest = max((row.cached for row in self.rows.values()), default=0)
+        return PoolStats(
+            block_tokens=self.block_tokens, block_bytes=self.kv.block_bytes(),
+            blocks_total=c.total, blocks_used=c.used, blocks_cached_idle=c.cached_idle,
+            blocks_free=c.free, blocks_shared=c.shared, requests=tuple(reqs),
+            idle_blocks=tuple(pool.idle),
+            real_bytes=sum(row.cached for row in self.rows.values()) * self.token_bytes,
+            filled_bytes=sum(filled.values()) * self.token_bytes,
+            padded_bytes=len(self.rows) * longest * self.token_bytes,
+            paged_bytes=len(filled) * self.kv.block_bytes(),
+            prefix_hit_tokens=self.prefix_hit_tokens, prefill_tokens=self.prefill_tokens,
+            preemptions=self.preemptions, evictions=pool.evictions)

@@ -1,0 +1,79 @@
+"""One visitor's request to the serving engine (`server.py`): its prompt, settings and
+seeded generator, the tokens it got so far, and the queue its events arrive on. Iterating
+`events()` streams them; leaving early (a closed tab, Stop) cancels the request, and the
+server frees its row and its KV blocks at the next step."""
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Iterator
+
+from .errors import InferenceInputError
+from .events import StepEvent
+from .sampling import SamplingSettings
+
+
+class ServerBusyError(InferenceInputError):
+    """The queue is full: the message says how many requests are ahead."""
+
+
+class ServerStoppedError(InferenceInputError):
+    """The request could not finish (the server stopped or a step failed)."""
+
+
+class ServedRequest:
+    """One visitor's request: iterate it to receive its `StepEvent`s as they are made."""
+
+    def __init__(self, rid: int, prompt_ids: list[int], sampling: SamplingSettings,
+                 max_new_tokens: int, top_k_shown: int, generator, ahead: int) -> None:
+        self.rid, self.prompt_ids, self.sampling = rid, list(prompt_ids), sampling
+        self.max_new_tokens, self.top_k_shown = max_new_tokens, top_k_shown
+        self.generator = generator
+        self.ahead = ahead  # requests in the queue before this one when it arrived
+        self.submitted = time.perf_counter()
+        self.admitted: float | None = None
+        self.generated: list[int] = []
+        self.text = ""
+        self.rows_per_step: list[int] = []  # batch rows of every forward pass it took part in
+        self.finished: str | None = None
+        self.preemptions = 0  # times it was preempted for room and sent back to the queue
+        self._events: queue.Queue = queue.Queue()
+        self._cancelled = threading.Event()
+
+    @property
+    def queued_seconds(self) -> float:
+        return (self.admitted or time.perf_counter()) - self.submitted
+
+    @property
+    def mean_batch_rows(self) -> float:
+        """Average rows that shared this request's forward passes (1.0 = it ran alone)."""
+        return sum(self.rows_per_step) / len(self.rows_per_step) if self.rows_per_step else 0.0
+
+    def cancel(self) -> None:
+        """Stop: the row is freed at the next step (a closed tab or Stop calls this)."""
+        self._cancelled.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled.is_set()
+
+    def events(self, timeout_s: float = 600.0) -> Iterator[StepEvent]:
+        """Yield this request's events until it finishes. Leaving the loop early cancels it."""
+        try:
+            while True:
+                item = self._events.get(timeout=timeout_s)
+                if item is None:
+                    return
+                if isinstance(item, Exception):
+                    raise item
+                yield item
+                if item.finished:
+                    return
+        except queue.Empty:
+            raise ServerStoppedError("The server did not answer in time; try again.") from None
+        finally:
+            self.cancel()
+
+    def _put(self, item) -> None:
+        self._events.put(item)
