@@ -10,6 +10,7 @@ from inference.experiments.speculative_batch import batch_interplay
 from inference.experiments.speculative_race import (
     PlainStep,
     race,
+    race_updates,
     summarize,
     sweep_k,
 )
@@ -44,6 +45,16 @@ def test_speculative_race_lanes_take_turns_and_agree(lm, edit_ids):
     assert s.spec_seconds == sum(p.seconds for p in passes[1:])
     assert s.ceiling_tokens_per_s == 10.0e9 / s.bytes_per_token
     assert s.verdict in ("faster", "slower", "within noise")
+
+
+def test_speculative_race_updates_stream_passes_then_the_summary(lm, edit_ids):
+    updates = list(race_updates(lm, edit_ids, make_draft(lm, "prompt_lookup"), 2, 6))
+    assert all(u.summary is None for u in updates[:-1]) and updates[-1].summary is not None
+    counts = [len(u.passes) for u in updates]
+    assert counts == sorted(counts) and counts[0] >= 1
+    assert all(u.plain_tokens >= u.passes[-1].tokens_so_far for u in updates[:-1])
+    last = updates[-1]
+    assert last.summary.new_tokens == last.passes[-1].tokens_so_far == last.plain_tokens == 6
 
 
 def test_speculative_sweep_reports_every_draft_and_k(lm, edit_ids):

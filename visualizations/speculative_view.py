@@ -96,8 +96,8 @@ def verdict_sentence(s) -> str:
     if s.verdict == "faster":
         return f"Speculative decoding was **faster** here: {how}."
     if s.verdict == "slower":
-        return (f"Speculative decoding was **slower** here: {how}. The draft's cost and the "
-                "rejected guesses outweighed the tokens gained.")
+        return (f"Speculative decoding was **slower** here: {how}. Its passes (the draft's "
+                "guessing and the model's checking) cost more than the extra tokens saved.")
     return f"**No difference beyond this run's noise**: {how}."
 
 

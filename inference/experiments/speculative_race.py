@@ -213,3 +213,37 @@ def sweep_k(lm, prompt_ids: list[int], drafts: Sequence[Draft],
             records = list(race(lm, prompt_ids, draft, k, new_tokens))
             points.append(summarize(lm, records, len(prompt_ids), draft.key, k, bandwidth))
     yield SweepUpdate(tuple(points), f"Done: {total} races.", finished=True)
+
+
+@dataclass(frozen=True)
+class RaceUpdate:
+    """What the lesson streams: the passes so far, the plain lane's count, and at the end the
+    summary (None until then)."""
+
+    passes: tuple[SpecPass, ...]
+    plain_tokens: int
+    message: str
+    summary: SpecRaceSummary | None = None
+
+
+def race_updates(lm, prompt_ids: list[int], draft: Draft, k: int = LIMITS.spec_k.default,
+                 new_tokens: int = LIMITS.spec_new_tokens.default, shared=None
+                 ) -> Iterator[RaceUpdate]:
+    """`race`, as one update after each speculative pass and its plain catch-up, then the
+    summary (the bandwidth is this machine's shared figure)."""
+    bandwidth = machine_bandwidth(shared, lm.device)
+    records: list[SpecPass | PlainStep] = []
+    passes: list[SpecPass] = []
+    plain = 0
+    for r in race(lm, prompt_ids, draft, k, new_tokens):
+        records.append(r)
+        if isinstance(r, SpecPass):
+            if passes:  # the previous pass and its catch-up are complete
+                yield RaceUpdate(tuple(passes), plain, f"Pass {passes[-1].index}: "
+                                 f"{passes[-1].tokens_so_far} tokens")
+            passes.append(r)
+        else:
+            plain += 1
+    summary = summarize(lm, records, len(prompt_ids), draft.key, k, bandwidth)
+    yield RaceUpdate(tuple(passes), plain, f"Done: {summary.new_tokens} tokens in "
+                     f"{summary.passes} passes.", summary)
