@@ -128,3 +128,11 @@ SAMPLING_RULE = (
     "what is left, normalised max(0, p − q). Every token then follows the model's own "
     "distribution exactly. Prompt lookup is certain of its guess (q = 1), so it is kept with "
     "probability p.")
+
+
+THREE_WAYS = (
+    "One decode stream that makes **one token per pass** cannot beat the ceiling of lesson 3: "
+    "bandwidth ÷ bytes read per token. There are three ways past it: make several tokens per "
+    "read of the weights for one stream (**speculative decoding**: guess, then check all the "
+    "guesses in one pass), make one token for each of many streams per read (**batching**, "
+    "lesson 5), or read fewer bytes per token (**quantization**, lesson 6).")
