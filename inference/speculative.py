@@ -32,7 +32,7 @@ from .acceptance import accept_greedy, accept_sampled
 from .config import LIMITS
 from .drafts import Draft
 from .engine import decode_step, forward
-from .errors import EmptyPromptError, PromptTooLongError
+from .errors import EmptyPromptError, PromptTooLongError, SettingOutOfRangeError
 from .generation import finish_reason
 from .kv_cache import cache_length
 from .sampling import SamplingSettings, choose, make_generator, shaped_probabilities
@@ -88,10 +88,14 @@ def crop_to(cache: DynamicCache, length: int) -> None:
 
 
 def check_request(lm, prompt_ids: list[int], k: int, max_new_tokens: int) -> None:
+    """Refuse, with a learner-facing message, what the lesson's controls would not offer."""
     if not prompt_ids:
         raise EmptyPromptError("The prompt is empty: type some text first.")
-    LIMITS.spec_k.check("Draft length k", k)
-    LIMITS.spec_new_tokens.check("New tokens", max_new_tokens)
+    for name, value, rng in (("Draft length k", k, LIMITS.spec_k),
+                             ("New tokens", max_new_tokens, LIMITS.spec_new_tokens)):
+        rng.check(name, value)
+        if value != int(value):
+            raise SettingOutOfRangeError(f"{name} must be a whole number (got {value!r}).")
     window = lm.info.context_window
     if len(prompt_ids) + max_new_tokens > window:
         raise PromptTooLongError(

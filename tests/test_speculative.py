@@ -133,3 +133,23 @@ def test_speculative_empty_draft_is_plain_decode(lm, references):
     assert spec_tokens(passes) == ref
     assert all(p.forward_tokens == 1 and p.gained == 1 for p in passes[1:])
     assert [p.cache_tokens for p in passes] == list(range(len(ids), len(ids) + len(ref)))
+
+
+def test_speculative_bad_input_is_refused_clearly(lm, references):
+    from inference.errors import EmptyPromptError, PromptTooLongError, SettingOutOfRangeError
+
+    ids, _ = references[0]
+    lookup_draft = make_draft(lm, "prompt_lookup")
+    with pytest.raises(EmptyPromptError):
+        next(speculate(lm, [], lookup_draft))
+    for k in (0, 9, 2.5):
+        with pytest.raises(SettingOutOfRangeError, match="Draft length k"):
+            next(speculate(lm, ids, lookup_draft, k))
+    with pytest.raises(SettingOutOfRangeError, match="New tokens"):
+        next(speculate(lm, ids, lookup_draft, 4, max_new_tokens=10_000))
+    with pytest.raises(PromptTooLongError, match="context window"):
+        next(speculate(lm, [1] * lm.info.context_window, lookup_draft, 4, max_new_tokens=8))
+    with pytest.raises(SettingOutOfRangeError, match="Unknown draft"):
+        make_draft(lm, "bigger_model")
+    with pytest.raises(SettingOutOfRangeError, match="early-exit draft keeps 1 to"):
+        make_draft(lm, f"early_exit_{lm.info.layers}")
