@@ -44,10 +44,14 @@ DRAFT_CHOICE = """Which draft model, measured on this project's 2-core AMD EPYC 
   (43 ms each), so k draft steps and a check cost more than they save unless nearly every guess
   is kept: the whole edit run took 1.88 s against 2.09 s (1.1x) with the machine nearly idle,
   and under load (1-min load 5-12) the bench measured it slower than plain decoding (0.33x).
+  A k sweep (1 thread, 32 tokens, 1-min load 6-7) kept every int4 guess on the edit prompt and
+  was still slower at every k: 0.68x (k = 1) to 0.80x (k = 6), 0.95x at k = 8 (within that
+  run's noise); open question 0.71x to 0.80x, 58-94% of guesses kept.
 So int4 is the draft model kept (`Settings.spec_draft`), and no draft built from this model beat
-plain decoding by the issue's 1.2x here; prompt lookup (no draft cost) did: 0.94 s against
-2.09 s (2.2x) on the same idle run. On a device where int4 steps are cheap the balance differs:
-the lesson shows each run's own figures."""
+plain decoding here, let alone by the issue's 1.2x; prompt lookup (no draft cost) did: 0.94 s
+against 2.09 s (2.2x) on the idle run, 1.3x (k = 1) to 3.8x (k = 8) in the sweep. On a device
+where an int4 step is much cheaper than a full one the balance differs: the lesson shows each
+run's own figures, never these."""
 
 
 @dataclass(frozen=True)
