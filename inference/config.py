@@ -141,6 +141,15 @@ class Settings:
     paged_demo_blocks: Range = _r(4, 64, 12)  # lesson 4's small private pool, in blocks
     paged_demo_block_tokens: int = 8  # positions per block in that small pool
 
+    # Speculative decoding (issue 26): a draft guesses k tokens, one model pass checks them.
+    spec_k: Range = _r(1, 8, 4)  # guesses per verification pass
+    spec_new_tokens: Range = _r(2, 256, 64)  # output tokens of one speculative run
+    spec_lookup_ngram: int = 3  # prompt lookup matches the last 3, else 2, else 1 tokens
+    spec_draft_layers: Range = _r(1, 29, 8)  # an early-exit draft keeps the first N layers
+    spec_draft: str = "int4"  # the draft model the lesson and the bench use (see drafts.py)
+    spec_batches: tuple[int, ...] = (1, 16)  # batch sizes of the verification-cost measurement
+    spec_noise: float = 0.05  # a speed ratio within 1 ± this (or the run's spread) is noise
+
     @staticmethod
     def from_env() -> Settings:
         """The defaults, with the model (LLM_LAB_MODEL) and the server's row count

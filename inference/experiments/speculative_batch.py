@@ -1,0 +1,115 @@
+"""Speculative decoding meets batching: what the extra guessed tokens cost at batch B.
+
+A verification pass runs B rows × (k + 1) tokens where a plain step runs B × 1. At batch 1 the
+weights are read once either way and the extra tokens are nearly free: the pass is bound by
+reading memory (and, on a GPU, by launching kernels). At batch 16 the plain step already
+reuses every weight 16 times; a pass of 16 × (k + 1) tokens does k + 1 times its arithmetic,
+and if that arithmetic, not the reading, sets the pace, the guesses stop being free.
+
+For each batch size: prefill B copies of the prompt, then time a plain step [B, 1] and a
+verification pass [B, k + 1] in turns (the cache cropped back after each, so every timing sees
+the same cache), median of `repeats`. Which roof bounds each pass is decided by
+`ComputeRoof.bound` (lesson 5's roofline: theoretical FLOPs ÷ bytes read against the measured
+ridge). The speed-up at batch B is **derived**, not raced: tokens per pass measured in a
+batch-1 race × plain step time ÷ verification pass time, both measured at batch B. It assumes
+every row keeps as many guesses as the batch-1 run and a draft that costs nothing (prompt
+lookup's takes microseconds; a draft model's own batched steps would come on top).
+"""
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from ..config import LIMITS
+from ..engine import decode_step, prefill
+from ..errors import EmptyPromptError
+from ..kv_cache import cache_length, cache_tensor_bytes
+from ..speculative import crop_to
+from ..timing import stopwatch
+from ..weights import bytes_read_per_token
+from .compute_roof import ComputeRoof, WorkPoint, forward_flops, machine_gflops
+from .roofline import machine_bandwidth
+
+
+@dataclass(frozen=True)
+class VerifyCost:
+    batch: int  # rows decoded together
+    k: int  # guesses per row in the verification pass
+    plain_seconds: float  # median plain step: B × 1 tokens (synced)
+    verify_seconds: float  # median verification pass: B × (k + 1) tokens (synced)
+    plain_bound: str  # "memory" or "compute" (ComputeRoof.bound, from the measured roofs)
+    verify_bound: str
+    plain_gflops: float  # achieved: theoretical FLOPs ÷ measured seconds
+    verify_gflops: float
+
+    @property
+    def cost_ratio(self) -> float:
+        """How many plain steps one verification pass costs."""
+        return self.verify_seconds / self.plain_seconds
+
+    def derived_speedup(self, tokens_per_pass: float) -> float:
+        """Derived (see the module docstring): tokens per pass × plain step ÷ pass."""
+        return tokens_per_pass * self.plain_seconds / self.verify_seconds
+
+
+@torch.inference_mode()
+def verify_cost(lm, prompt_ids: list[int], batch: int, k: int, repeats: int = 5,
+                roof: ComputeRoof | None = None) -> VerifyCost:
+    """Time a plain step and a verification pass at `batch` rows, in turns (median)."""
+    model, device = lm.model, lm.device
+    ids = torch.tensor([prompt_ids] * batch, device=device)  # [B, S]
+    first = prefill(model, ids)
+    cache, held = first.cache, cache_length(first.cache)
+    last = first.logits.argmax(-1)  # [B]
+    guesses = torch.randint(0, lm.info.vocab_size, (batch, k), device=device,
+                            generator=torch.Generator(device=device).manual_seed(0))
+    block = torch.cat([last[:, None], guesses], dim=1)  # [B, k + 1]
+    plain, verify = [], []
+    for i in range(repeats + 1):  # the first round is warm-up
+        with stopwatch(device) as tp:
+            decode_step(model, last, cache)
+        crop_to(cache, held)
+        with stopwatch(device) as tv:
+            model(input_ids=block, cache=cache, use_cache=True, logits_to_keep=k + 1)
+        crop_to(cache, held)
+        if i:
+            plain.append(tp[0])
+            verify.append(tv[0])
+    p, v = statistics.median(plain), statistics.median(verify)
+    read = bytes_read_per_token(model) + cache_tensor_bytes(cache)
+    info = lm.info
+    pp = WorkPoint(f"plain step, batch {batch}", forward_flops(info, batch, held), read, p)
+    vp = WorkPoint(f"verification, batch {batch}", forward_flops(info, batch * (k + 1), held),
+                   read, v)
+    return VerifyCost(batch, k, p, v, roof.bound(pp) if roof else "", roof.bound(vp) if roof
+                      else "", pp.gflops, vp.gflops)
+
+
+@dataclass(frozen=True)
+class BatchUpdate:
+    costs: tuple[VerifyCost, ...]
+    roof: ComputeRoof
+    message: str
+    finished: bool = False
+
+
+def batch_interplay(lm, prompt_ids: list[int], k: int = LIMITS.spec_k.default,
+                    batches: Sequence[int] = LIMITS.spec_batches, repeats: int = 5,
+                    shared=None) -> Iterator[BatchUpdate]:
+    """Measure `verify_cost` at each batch size; yield after each."""
+    if not prompt_ids:
+        raise EmptyPromptError("The measurement needs a non-empty prompt.")
+    LIMITS.spec_k.check("Draft length k", k)
+    for b in batches:
+        LIMITS.batch.check("Batch size", b)
+    roof = ComputeRoof(machine_gflops(shared, lm.device, lm.dtype),
+                       machine_bandwidth(shared, lm.device), ())
+    costs: list[VerifyCost] = []
+    for b in batches:
+        yield BatchUpdate(tuple(costs), roof, f"Batch {b}: plain step vs a pass of "
+                          f"{b} × {k + 1} tokens…")
+        costs.append(verify_cost(lm, prompt_ids, b, k, repeats, roof))
+    yield BatchUpdate(tuple(costs), roof, f"Done: {len(costs)} batch sizes.", finished=True)

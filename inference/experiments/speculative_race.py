@@ -1,0 +1,249 @@
+"""Speculative decoding raced against plain greedy decoding on the same prompt, same tokens.
+
+Two lanes make the same greedy tokens and take turns, so both see the same machine noise:
+- **speculative**: each pass, the draft guesses k tokens and ONE model pass checks them all
+  (`inference/speculative.py`); a pass gains 1 to k + 1 tokens;
+- **plain**: one model pass per token (`engine.decode_step`).
+After every speculative pass the plain lane catches up to the same token count. Both lanes'
+first token comes from the same kind of prefill, which is not counted in tokens/s (that is the
+time to first token, lesson 2): tokens/s = tokens after the first ÷ their passes' seconds.
+
+The figure next to them is the batch-1 one-token ceiling (lesson 3): bandwidth ÷ bytes read
+per token, with this machine's one measured bandwidth (`roofline.machine_bandwidth`). It bounds
+decoding that makes ONE token per read of the weights; a speculative pass makes `tokens_per_pass`.
+
+`sweep_k` runs the same race for every k and draft (the lesson's k chart); `speed_verdict` is
+the one function that calls a run faster, slower or within noise.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import torch
+from transformers import DynamicCache
+
+from ..config import LIMITS
+from ..drafts import Draft
+from ..engine import decode_step, forward
+from ..kv_cache import kv_cache_bytes
+from ..speculative import SpecPass, check_request, speculate
+from ..timing import stopwatch
+from ..weights import bytes_read_per_token
+from .roofline import ceiling_tokens_per_s, machine_bandwidth
+
+FASTER, SLOWER, NOISE = "faster", "slower", "within noise"
+
+
+@dataclass(frozen=True)
+class PlainStep:
+    index: int  # output token number (0: after the prefill)
+    token_id: int
+    seconds: float  # synced forward + argmax (index 0 includes the prefill)
+
+
+@dataclass(frozen=True)
+class SpecRaceSummary:
+    draft: str  # the draft's key
+    k: int  # guesses per pass asked for
+    prompt_tokens: int
+    new_tokens: int  # output tokens of each lane (the same count)
+    identical: bool  # both lanes made the same tokens
+    passes: int  # verification passes (the prefill not counted)
+    proposed: int  # guesses made over all passes
+    accepted: int  # guesses kept
+    spec_seconds: float  # the passes after the prefill, summed (synced)
+    draft_seconds: float  # of which proposing
+    plain_seconds: float  # plain decode steps after the first token, summed (synced)
+    plain_step_seconds: tuple[float, ...]  # each plain step: the run's own noise
+    bandwidth_gbs: float  # this machine's measured read bandwidth (shared figure)
+    bytes_per_token: int  # weights + KV cache one batch-1 decode step reads (at the end)
+    noise: float  # relative: the ratio this run cannot tell from 1 (`run_noise`)
+
+    @property
+    def decoded(self) -> int:
+        """Tokens after the first one (those the passes made)."""
+        return max(self.new_tokens - 1, 0)
+
+    @property
+    def acceptance(self) -> float:
+        """Share of guesses the model kept."""
+        return self.accepted / self.proposed if self.proposed else 0.0
+
+    @property
+    def tokens_per_pass(self) -> float:
+        """Tokens gained per read of the weights (plain decoding: exactly 1)."""
+        return self.decoded / self.passes if self.passes else 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.decoded / self.spec_seconds if self.spec_seconds else 0.0
+
+    @property
+    def plain_tokens_per_s(self) -> float:
+        return self.decoded / self.plain_seconds if self.plain_seconds else 0.0
+
+    @property
+    def speedup(self) -> float:
+        return self.tokens_per_s / self.plain_tokens_per_s if self.plain_tokens_per_s else 0.0
+
+    @property
+    def ceiling_tokens_per_s(self) -> float:
+        """Theoretical: one token per read of the weights, bandwidth ÷ bytes per token."""
+        return ceiling_tokens_per_s(self.bandwidth_gbs, self.bytes_per_token)
+
+    @property
+    def verdict(self) -> str:
+        return speed_verdict([self.speedup], self.noise)
+
+
+def run_noise(step_seconds: Sequence[float], floor: float = LIMITS.spec_noise) -> float:
+    """How far from 1 a ratio of two lanes' totals can drift by chance in this run: twice the
+    relative standard error of the plain lane's total (its steps' spread ÷ √steps), never less
+    than `floor` (Settings.spec_noise)."""
+    if len(step_seconds) < 2:
+        return max(floor, 1.0)
+    cv = statistics.stdev(step_seconds) / statistics.mean(step_seconds)
+    return max(floor, 2 * cv / math.sqrt(len(step_seconds)))
+
+
+def speed_verdict(speedups: Sequence[float], noise: float) -> str:
+    """FASTER if every measured speed-up is above 1 + noise, SLOWER if every one is below
+    1 - noise, else NOISE. Repeats (several speed-ups) must all agree.
+
+    >>> speed_verdict([1.8], 0.05), speed_verdict([0.7, 1.1], 0.05), speed_verdict([0.9], 0.05)
+    ('faster', 'within noise', 'slower')
+    """
+    if not speedups:
+        return NOISE
+    if min(speedups) > 1 + noise:
+        return FASTER
+    if max(speedups) < 1 - noise:
+        return SLOWER
+    return NOISE
+
+
+@torch.inference_mode()
+def warm_up(lm, prompt_ids: list[int], draft: Draft, k: int) -> None:
+    """Untimed: a short run of both lanes, so first-call set-up is not inside the race."""
+    list(speculate(lm, prompt_ids, draft, k, max_new_tokens=3))
+    forward(lm.model, torch.tensor([prompt_ids[:8]], device=lm.device), DynamicCache())
+
+
+@torch.inference_mode()
+def race(lm, prompt_ids: list[int], draft: Draft, k: int = LIMITS.spec_k.default,
+         new_tokens: int = LIMITS.spec_new_tokens.default) -> Iterator[SpecPass | PlainStep]:
+    """Yield each speculative pass, then the plain steps that catch up to its token count.
+    Greedy; both lanes stop at end of turn or after `new_tokens`."""
+    check_request(lm, prompt_ids, k, new_tokens)
+    model, device = lm.model, lm.device
+    warm_up(lm, prompt_ids, draft, k)
+    cache, plain = DynamicCache(), []
+    for spec in speculate(lm, prompt_ids, draft, k, max_new_tokens=new_tokens):
+        yield spec
+        while len(plain) < spec.tokens_so_far:
+            with stopwatch(device) as t:
+                if not plain:
+                    logits = forward(model, torch.tensor([prompt_ids], device=device), cache)
+                else:
+                    logits = decode_step(model, torch.tensor([plain[-1]], device=device), cache)
+                token = int(logits[0].argmax())
+            plain.append(token)
+            yield PlainStep(len(plain) - 1, token, t[0])
+            if token in lm.stop_ids:
+                break
+
+
+def summarize(lm, records: Sequence[SpecPass | PlainStep], prompt_tokens: int, draft: str,
+              k: int, bandwidth_gbs: float) -> SpecRaceSummary:
+    """Totals over the tokens both lanes have made (a stopped race is summed fairly)."""
+    passes = [r for r in records if isinstance(r, SpecPass)]
+    plain = [r for r in records if isinstance(r, PlainStep)]
+    spec_ids = [t for p in passes for t in p.new_ids]
+    n = min(len(spec_ids), len(plain))
+    counted = [p for p in passes[1:] if p.tokens_so_far <= n]
+    info = lm.info
+    kv = kv_cache_bytes(info.layers, info.kv_heads, info.head_dim, lm.bytes_per_value,
+                        prompt_tokens + n)
+    steps = tuple(s.seconds for s in plain[1:n])
+    return SpecRaceSummary(
+        draft=draft, k=k, prompt_tokens=prompt_tokens, new_tokens=n,
+        identical=n > 0 and spec_ids[:n] == [s.token_id for s in plain[:n]],
+        passes=len(counted), proposed=sum(len(p.proposed) for p in counted),
+        accepted=sum(p.accepted for p in counted),
+        spec_seconds=sum(p.seconds for p in counted),
+        draft_seconds=sum(p.draft_seconds for p in counted),
+        plain_seconds=sum(steps), plain_step_seconds=steps, bandwidth_gbs=bandwidth_gbs,
+        bytes_per_token=bytes_read_per_token(lm.model) + kv, noise=run_noise(steps))
+
+
+def run_race(lm, prompt_ids: list[int], draft: Draft, k: int = LIMITS.spec_k.default,
+             new_tokens: int = LIMITS.spec_new_tokens.default, shared=None) -> SpecRaceSummary:
+    """The whole race, summed (for the bench and the sweep)."""
+    records = list(race(lm, prompt_ids, draft, k, new_tokens))
+    return summarize(lm, records, len(prompt_ids), draft.key, k,
+                     machine_bandwidth(shared, lm.device))
+
+
+@dataclass(frozen=True)
+class SweepUpdate:
+    """Progress of a k sweep; `points` are the races finished so far (the last update: all)."""
+
+    points: tuple[SpecRaceSummary, ...]
+    message: str
+    finished: bool = False
+
+
+def sweep_k(lm, prompt_ids: list[int], drafts: Sequence[Draft],
+            ks: Sequence[int] = tuple(range(1, 9)),
+            new_tokens: int = LIMITS.spec_new_tokens.default, shared=None
+            ) -> Iterator[SweepUpdate]:
+    """Race every draft at every k on one prompt; yield after each race."""
+    for k in ks:
+        LIMITS.spec_k.check("Draft length k", k)
+    bandwidth = machine_bandwidth(shared, lm.device)
+    points: list[SpecRaceSummary] = []
+    total = len(drafts) * len(ks)
+    for draft in drafts:
+        for k in ks:
+            yield SweepUpdate(tuple(points), f"{draft.key}, k = {k}: racing "
+                              f"({len(points) + 1}/{total})…")
+            records = list(race(lm, prompt_ids, draft, k, new_tokens))
+            points.append(summarize(lm, records, len(prompt_ids), draft.key, k, bandwidth))
+    yield SweepUpdate(tuple(points), f"Done: {total} races.", finished=True)
+
+
+@dataclass(frozen=True)
+class RaceUpdate:
+    """What the lesson streams: the passes so far, the plain lane's count, and at the end the
+    summary (None until then)."""
+
+    passes: tuple[SpecPass, ...]
+    plain_tokens: int
+    message: str
+    summary: SpecRaceSummary | None = None
+
+
+def race_updates(lm, prompt_ids: list[int], draft: Draft, k: int = LIMITS.spec_k.default,
+                 new_tokens: int = LIMITS.spec_new_tokens.default, shared=None
+                 ) -> Iterator[RaceUpdate]:
+    """`race`, as one update after each speculative pass and its plain catch-up, then the
+    summary (the bandwidth is this machine's shared figure)."""
+    bandwidth = machine_bandwidth(shared, lm.device)
+    records: list[SpecPass | PlainStep] = []
+    passes: list[SpecPass] = []
+    plain = 0
+    for r in race(lm, prompt_ids, draft, k, new_tokens):
+        records.append(r)
+        if isinstance(r, SpecPass):
+            if passes:  # the previous pass and its catch-up are complete
+                yield RaceUpdate(tuple(passes), plain, f"Pass {passes[-1].index}: "
+                                 f"{passes[-1].tokens_so_far} tokens")
+            passes.append(r)
+        else:
+            plain += 1
+    summary = summarize(lm, records, len(prompt_ids), draft.key, k, bandwidth)
+    yield RaceUpdate(tuple(passes), plain, f"Done: {summary.new_tokens} tokens in "
+                     f"{summary.passes} passes.", summary)

@@ -1,0 +1,113 @@
+"""The speculative-decoding lesson's charts: the k sweep for both drafts, and the cost of a
+verification pass against a plain step at batch 1 and batch 16. Pure: records in (read by
+attribute), plotly figures and markdown out.
+
+Sweep points are `SpecRaceSummary` records (.draft, .k, .tokens_per_pass, .speedup, .verdict,
+.tokens_per_s, .plain_tokens_per_s); costs are `VerifyCost` records (.batch, .k,
+.plain_seconds, .verify_seconds, .cost_ratio, .plain_bound, .verify_bound,
+.derived_speedup(tokens_per_pass)).
+"""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .cards import times
+from .style import PALETTE, SEQUENCE, empty_figure, styled
+
+EMPTY_SWEEP = "Press “Sweep k” to race both drafts at k = 1 to 8."
+EMPTY_BATCH = "Press “Measure at batch 1 and 16” to time a verification pass against a step."
+
+
+def sweep_title(points) -> str:
+    """Names the best measured (draft, k) and whether it beat plain decoding (its verdict)."""
+    best = max(points, key=lambda p: p.speedup)
+    if best.verdict == "faster":
+        return f"Best here: {best.draft} at k = {best.k}, {times(best.speedup)} plain decoding"
+    return (f"No draft beat plain decoding beyond noise here (best {best.draft}, k = {best.k}: "
+            f"{times(best.speedup)})")
+
+
+def k_sweep_figure(points, caption: str = "") -> go.Figure:
+    """Two panels against k: tokens per pass, and speed-up over plain decoding (both measured),
+    one line per draft; a dashed line marks 1 (plain decoding) in each."""
+    if not points:
+        return empty_figure(EMPTY_SWEEP)
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12, subplot_titles=(
+        "Tokens per pass (measured)", "Speed-up over plain decode (measured)"))
+    drafts = list(dict.fromkeys(p.draft for p in points))
+    for i, d in enumerate(drafts):
+        mine = sorted((p for p in points if p.draft == d), key=lambda p: p.k)
+        colour = SEQUENCE[i % len(SEQUENCE)]
+        ks = [p.k for p in mine]
+        fig.add_trace(go.Scatter(x=ks, y=[p.tokens_per_pass for p in mine], name=d,
+                                 mode="lines+markers", line=dict(color=colour, width=3),
+                                 legendgroup=d), row=1, col=1)
+        fig.add_trace(go.Scatter(x=ks, y=[p.speedup for p in mine], name=d, showlegend=False,
+                                 mode="lines+markers", line=dict(color=colour, width=3),
+                                 legendgroup=d, customdata=[p.verdict for p in mine],
+                                 hovertemplate="k = %{x}: %{y:.2f}× (%{customdata})"
+                                               "<extra></extra>"), row=1, col=2)
+    for col in (1, 2):
+        fig.add_hline(y=1, line=dict(color=PALETTE["grey"], dash="dash"), row=1, col=col)
+    fig.update_xaxes(title_text="k (guesses per pass)", dtick=1)
+    fig.update_yaxes(rangemode="tozero")
+    return styled(fig, sweep_title(points), "", "", caption, height=420)
+
+
+def batch_figure(costs, caption: str = "") -> go.Figure:
+    """Per batch size: a plain step (B × 1 tokens) and a verification pass (B × (k + 1)),
+    measured milliseconds, the pass's cost in plain steps written on its bar."""
+    if not costs:
+        return empty_figure(EMPTY_BATCH)
+    xs = [f"batch {c.batch}" for c in costs]
+    fig = go.Figure([
+        go.Bar(x=xs, y=[c.plain_seconds * 1000 for c in costs], name="plain step: B × 1 tokens",
+               marker_color=PALETTE["blue"],
+               text=[f"{c.plain_seconds * 1000:.0f} ms" for c in costs], textposition="outside"),
+        go.Bar(x=xs, y=[c.verify_seconds * 1000 for c in costs],
+               name=f"verification pass: B × {costs[0].k + 1} tokens",
+               marker_color=PALETTE["orange"], textposition="outside",
+               text=[f"{c.verify_seconds * 1000:.0f} ms ({c.cost_ratio:.1f} steps)"
+                     for c in costs])])
+    fig.update_layout(barmode="group")
+    fig.update_yaxes(rangemode="tozero")
+    last = costs[-1]
+    title = (f"At batch {last.batch}, checking {last.k} guesses costs {last.cost_ratio:.1f} "
+             f"plain steps (batch {costs[0].batch}: {costs[0].cost_ratio:.1f})")
+    return styled(fig, title, "", "Time (ms, measured)", caption, height=420)
+
+
+def batch_md(costs, tokens_per_pass: float | None) -> str:
+    """A table of the costs, the derived speed-ups, and what bounds each pass (from
+    `ComputeRoof.bound`, recorded in the costs), one sentence per batch size."""
+    if not costs:
+        return ""
+    lines = ["| batch | plain step (ms) | verification pass (ms) | pass ÷ step | bound: step, pass "
+             "| speed-up (derived) |", "|---|---|---|---|---|---|"]
+    for c in costs:
+        derived = times(c.derived_speedup(tokens_per_pass)) if tokens_per_pass else "—"
+        lines.append(f"| {c.batch} | {c.plain_seconds * 1000:.1f} | {c.verify_seconds * 1000:.1f}"
+                     f" | {c.cost_ratio:.2f} | {c.plain_bound or '—'}, {c.verify_bound or '—'} "
+                     f"| {derived} |")
+    notes = [_bound_sentence(c) for c in costs]
+    how = ("*Speed-up derived, not raced: tokens per pass from the batch-1 race "
+           f"({tokens_per_pass:.2f}) × plain step ÷ verification pass, both measured at that "
+           "batch; it assumes every row keeps as many guesses and a draft that costs nothing "
+           "(prompt lookup).*" if tokens_per_pass else
+           "*Race first: the derived speed-up needs the race's tokens per pass.*")
+    return "\n".join(lines) + "\n\n" + "  \n".join(notes) + "\n\n" + how
+
+
+def _bound_sentence(c) -> str:
+    """What this batch size's pass costs, and the roof that bounds it (decided by the roofline
+    in the record, never by the batch size)."""
+    tokens = c.batch * (c.k + 1)
+    if c.verify_bound == "compute":
+        why = ("its arithmetic, not the reading of the weights, sets its pace (right of the "
+               "ridge): the extra tokens are paid for")
+    else:
+        why = ("it still mostly waits for the weights to be read (left of the ridge), so "
+               "the extra tokens ride along on the same read")
+    return (f"Batch {c.batch}: a pass of {tokens} tokens cost **{c.cost_ratio:.2f}×** a plain "
+            f"step of {c.batch}; by the roofline {why}.")
