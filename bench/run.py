@@ -39,6 +39,12 @@ TARGETS = {  # issue 7's targets for a 2-core CPU
     "serving.app_vs_vllm_throughput": (">=", 1.0),
     "serving.app_vs_vllm_p95_latency": ("<=", 1.0),
     "context.tokens_max": (">=", 8000),  # issue 27
+    "serving.paged.waste_paged_pct": ("<=", 5),  # issue 24, on the mixed workload
+    "serving.paged.ttft_ratio_prefix_hit": ("<=", 0.3),
+    "serving.paged.throughput_vs_padded": (">=", 1.0),
+    "speculative.prompt_lookup.speedup": (">=", 1.5),  # issue 26, the edit workload
+    "speculative.prompt_lookup.tokens_per_pass": (">=", 1.5),
+    "speculative.draft_model.speedup": (">=", 1.2),
 }
 
 
@@ -162,6 +168,16 @@ def main() -> dict:
                      "client_vs_engine": client / eng}
     print(results["ui"])
 
+    section("speculative decoding: prompt lookup and an int4 draft against plain greedy decode")
+    from bench import speculative
+    results["speculative"] = speculative.measure_speculative(lm, LIMITS)
+    print(json.dumps(results["speculative"], indent=1, default=str))
+
+    section("paged KV cache: the server's pool against the padded layout, prefix hits")
+    from bench import paged
+    paged_figures = paged.measure_paged(lm, LIMITS)
+    print(json.dumps(paged_figures, indent=1, default=str))
+
     section("long contexts: prefill and decode to the model's window, eager vs sdpa memory")
     from bench import context
     results["context"] = context.measure_context(lm, LIMITS)
@@ -170,6 +186,7 @@ def main() -> dict:
 
     section("serving: 30 streaming chat clients, continuous batcher vs one row at a time")
     results["serving"] = serving.serving_race()
+    results["serving"]["paged"] = paged_figures
     print(json.dumps(results["serving"], indent=1))
 
     section("serving: the same class served by vLLM (its own venv, same weights, same clients)")
