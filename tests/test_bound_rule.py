@@ -57,3 +57,26 @@ def test_shares_from_figures():
 def test_contrast_only_when_measured():
     assert "measured here" in contrast_sentence("memory", "compute")
     assert "measured here" not in contrast_sentence("launches", "compute")
+
+
+def test_step_split_verdict_cpu_like_and_gpu_like():
+    """The step split's sentence comes from the rule: a CPU step near the bandwidth floor is
+    memory-bound; a GPU step idle most of the time between launches is launch-bound."""
+    from inference.experiments.step_bound import StepBound
+    from inference.profile_step import StepProfile
+    from visualizations.step_charts import step_bound_md
+
+    def profile(**kw):
+        base = dict(device="cpu", steps=4, step_seconds=0.030, ops_per_step=5870,
+                    matmul_seconds=0.020, overhead_share=0.33, matmul_ops_per_step=211,
+                    other_ops_seconds=0.006)
+        return StepProfile(**(base | kw))
+
+    cpu = StepBound(profile(), 0.8e-6, None)
+    v = cpu.verdict(floor_seconds=0.024)  # 80% of the bandwidth roof
+    assert v.kind == "memory"
+    assert v.sentence in step_bound_md(cpu, 0.024, 540_000_000, 22.5)
+    gpu = StepBound(profile(device="cuda:0", step_seconds=0.0188, kernels_per_step=2447.0,
+                            device_busy_share=0.23), 5e-6, None)
+    v = gpu.verdict(floor_seconds=0.0188 / 260)  # the H200's step: ~260x its floor
+    assert v.kind == "launches" and "kernel launches" in v.sentence

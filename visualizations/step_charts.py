@@ -135,7 +135,9 @@ def step_bound_md(bound, floor_seconds: float, bytes_per_token: int, bandwidth_g
         ]
     slow_products = not weight_bytes or weight_bytes / max(p.matmul_seconds, 1e-12) / 1e9 < (
         0.9 * bandwidth_gbs)  # the products read below 90% of the measured bandwidth
+    verdict = bound.verdict(floor_seconds)  # the one rule (inference/experiments/bound_rule.py)
     lines += [
+        f"- **What bounds this step (decided from the figures above):** {verdict.sentence}",
         f"- **The dispatch bill ({THEORETICAL}, from two measurements):** "
         f"{p.ops_per_step:,.0f} operations a step × {bound.tiny_op_seconds * 1e6:.2f} µs (one "
         f"do-nothing operation, measured here) ≈ **{bound.dispatch_seconds * ms:.1f} ms** a step "

@@ -37,19 +37,22 @@ KINDS = ("memory", "compute", "dispatch", "launches", "neither")
 class BoundVerdict:
     kind: str  # one of KINDS
     memory_share: float  # achieved bytes/s ÷ measured bandwidth (0..~1)
-    compute_share: float  # achieved FLOP/s ÷ measured matmul peak (0..~1)
+    compute_share: float  # achieved FLOP/s ÷ measured matmul peak (0..~1; 0 if not measured)
     overhead_share: float | None  # share of the step outside the real work, if measured
     label: str  # the table's word: "memory", "arithmetic", "dispatch", "kernel launches", ...
     sentence: str  # the one sentence every view prints for this verdict
 
 
-def decide_bound(memory_share: float, compute_share: float,
+def decide_bound(memory_share: float, compute_share: float | None,
                  overhead_share: float | None = None, device: str = "cpu") -> BoundVerdict:
     """The bound of one measured step from its shares of each roof (and, when the step split
-    measured it, the share of its time outside the real work). `device`: "cpu" or "cuda"
-    (names the overhead: dispatch on a CPU, kernel launches on a GPU)."""
-    mem, comp = max(memory_share, 0.0), max(compute_share, 0.0)
-    shares = f"{mem:.0%} of the measured bandwidth and {comp:.0%} of the measured matmul peak"
+    measured it, the share of its time outside the real work). `compute_share` None: not
+    measured for this step (then only the bandwidth roof can be named). `device`: "cpu" or
+    "cuda" (names the overhead: dispatch on a CPU, kernel launches on a GPU)."""
+    mem = max(memory_share, 0.0)
+    comp = max(compute_share, 0.0) if compute_share is not None else 0.0
+    shares = (f"{mem:.0%} of the measured bandwidth and {comp:.0%} of the measured matmul peak"
+              if compute_share is not None else f"{mem:.0%} of the measured bandwidth")
     if max(mem, comp) >= ROOF_SHARE:
         if mem >= comp:
             return BoundVerdict("memory", mem, comp, overhead_share, "memory",

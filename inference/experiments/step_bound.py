@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from ..profile_step import StepProfile, profile_decode_step, tiny_op_seconds
+from .bound_rule import BoundVerdict, decide_bound
 from .captured_race import CapturedRace, captured_race
 
 PROFILED_STEPS = 4  # decode steps under the profiler (and as many timed without it)
@@ -23,6 +24,17 @@ class StepBound:
     profile: StepProfile
     tiny_op_seconds: float  # one do-nothing operation, measured here
     race: CapturedRace | None  # None on a CPU (nothing to capture) or when not asked for
+
+    def verdict(self, floor_seconds: float) -> BoundVerdict:
+        """What bounds this step, by the one rule: its share of the bandwidth roof (floor ÷
+        step) and the share of the step outside the weight-reading work (on a GPU the time it
+        was idle between kernels; on a CPU everything but the matrix products)."""
+        p = self.profile
+        gpu = p.kernels_per_step is not None and p.device_busy_share is not None
+        step = max(p.step_seconds, 1e-12)
+        outside = 1 - p.device_busy_share if gpu else 1 - p.matmul_seconds / step
+        return decide_bound(floor_seconds / step, None, overhead_share=max(outside, 0.0),
+                            device="cuda" if gpu else "cpu")
 
     @property
     def dispatch_seconds(self) -> float:
