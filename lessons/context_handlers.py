@@ -156,13 +156,12 @@ def _guess_text(lm, settings: Settings, points, theory, guess: float | None) -> 
     """The answer to the guess box: measured at the asked lengths, or why this run cannot."""
     short, long = settings.context_guess_lengths
     comparison = compare_lengths(points, short, long)
-    answer = "\n\n---\n" + guess_verdict_markdown(comparison, theory)
-    if comparison is None:
-        return answer
-    if comparison.long.cache_tokens < long:
-        return (answer + f"\n\n*Your guess was about {long:,} cached tokens; this run stopped at "
-                f"{comparison.long.cache_tokens:,}. Choose {lm.info.context_window:,} as the "
-                "longest length to answer it (one long prefill fills that cache first).*")
+    answer = ("\n\n---\n" + guess_verdict_markdown(comparison, theory)) if comparison else ""
+    reached = max((p.cache_tokens for p in points), default=0)
+    if comparison is None or comparison.long.cache_tokens < long:
+        return (answer + f"\n\n---\n*Your guess was about {long:,} cached tokens; this run "
+                f"stopped at {reached:,}. Choose {lm.info.context_window:,} as the longest "
+                "length to answer it (one long prefill fills that cache first).*")
     return answer + guess_md(GUESS_KEY, guess, comparison.ratio)
 
 

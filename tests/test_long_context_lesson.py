@@ -119,3 +119,24 @@ def test_long_context_presenter_screen_measures_two_cache_lengths(lm, monkeypatc
     assert m.key == "long_context" and m.value > 0 and m.shown == f"{m.value:.2f}×"
     assert "with 64 cached tokens as with 16" in m.label
     assert "floor predicts" in m.detail and "12.5 GB/s measured" in m.detail
+
+
+def _wired(app_module, api_name: str):
+    return next(f for f in app_module.demo.fns.values() if f.api_name == api_name)
+
+
+def test_long_context_panel_streams_its_sweeps_in_the_app(app_module):
+    """The tab's events, as the app wired them: the heavy lane, the long time limit, and the
+    handler's frames reaching the chart, the text and the progress line (and, after the decode
+    sweep, the cuts table)."""
+    for name in ("context_prefill", "context_decode", "context_memory"):
+        f = _wired(app_module, name)
+        assert f.concurrency_id == "heavy" and f.time_limit == Settings().long_time_limit_s
+    shown = list(_wired(app_module, "context_prefill").fn(64))
+    values = [str(v) for v in shown[-1].values()]
+    assert len(shown) == 3 and any(v in (run.FRESH_NOTE, run.SHARED_NOTE) for v in values)
+    assert any("| 64 | " in v for v in values)  # the table of the one length asked for
+    decoded = list(_wired(app_module, "context_decode").fn(16, 3))
+    last = {getattr(k, "elem_id", None): v for k, v in decoded[-1].items()}
+    assert "measured" in last["ctx-cuts"] and "**Your guess:**" not in last["ctx-decode-text"]
+    assert "this run stopped at 16" in last["ctx-decode-text"]
