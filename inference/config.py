@@ -128,6 +128,7 @@ class Settings:
     context_eager_max_tokens: int = 4_096  # eager attention holds heads × L² scores per layer
     context_guess_lengths: tuple[int, int] = (100, 8_000)  # "how much slower at 8,000 than 100?"
     context_sliding_window: int = 1_024  # the theoretical sliding window in "what cuts the cost"
+    context_default_max_tokens: int = 2_048  # the lesson's preset longest length (8,192: minutes)
 
     # Where "Try it" chats are served (issue 25): None = this process's own continuous batcher;
     # LLM_LAB_SERVE_URL = an OpenAI-compatible engine (e.g. vLLM on a GPU box) instead.

@@ -65,8 +65,10 @@ def growth_tab(lm, settings: Settings, server=None) -> None:
 def race_tab(lm, settings: Settings, shared=None, server=None) -> None:
     """2 · Race: the same greedy tokens with the cache and by recomputing everything."""
     gr.Markdown("Same prompt, same greedy tokens. With the cache each step feeds **one** token "
-                "(O(1) tokens per step); without it each step feeds the **whole sequence** "
-                "again (O(sequence)), so its steps get slower as the text grows.")
+                "through the model, but still reads every cached key and value: a read that "
+                "grows by one token's worth each step (lesson 4c measures it to the model's "
+                "window). Without the cache each step feeds the **whole sequence** again "
+                "(O(sequence) tokens), so its work grows with the text in every layer.")
     with gr.Row():
         prompt = _prompt(settings, "kv-race-prompt")
         new_tokens = slider(settings, "race_new_tokens", "New tokens", scale=1)

@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass
 
 from inference.config import LIMITS, Settings
 from inference.experiments.batch_sweep import run_sweep
+from inference.experiments.context_sweep import compare_lengths, decode_lengths_sweep
+from inference.experiments.context_theory import decode_theory
 from inference.experiments.kv_race import race, summarize
 from inference.experiments.machine_roofline import measure_roofline
 from inference.experiments.memory_guard import memory_budget_bytes
@@ -48,6 +50,7 @@ BATCH = 16  # the batching screen's largest batch
 BATCH_STEPS = 4  # timed decode steps per batch size
 DECODE_TOKENS = 16
 INT8_TOKENS = 16
+LONG_CONTEXT = (100, 4_000)  # the long-context screen's two cache lengths (its question's)
 
 
 @dataclass(frozen=True)
@@ -160,6 +163,27 @@ def kv_race(lm, settings: Settings, shared) -> Measured:
                     f"model without it · {same}")
 
 
+def long_context(lm, settings: Settings, shared) -> Measured:
+    """One decode step with 100 and with 4,000 real cached tokens (batch 1), lesson 4c's sweep."""
+    short, long = LONG_CONTEXT
+    *_, last = decode_lengths_sweep(lm, LONG_CONTEXT, batches=(1,),
+                                    repeats=settings.context_decode_repeats)
+    c = compare_lengths(last.points, short, long)
+    floor = decode_theory(lm, shared)
+    predicted = floor.seconds(long) / floor.seconds(short)
+    apart = ("beyond this run's noise" if c.beyond_noise
+             else "their ranges overlap: within this run's noise")
+    return Measured("long_context", c.ratio, f"{c.ratio:.2f}×",
+                    f"as long with {c.long.cache_tokens:,} cached tokens as with "
+                    f"{c.short.cache_tokens:,}",
+                    f"one step {c.long.seconds * 1000:.1f} ms against "
+                    f"{c.short.seconds * 1000:.1f} ms ({apart}) · the bandwidth floor "
+                    f"predicts {predicted:.2f}× (theoretical: weights "
+                    f"{human_bytes(floor.weight_bytes)} + L × "
+                    f"{human_bytes(floor.kv_bytes_per_token)} per token, "
+                    f"{floor.bandwidth_gbs:.1f} GB/s measured)")
+
+
 def batch_points(lm, settings: Settings, shared):
     """Decode 1, 2, 4, 8 and 16 copies of a prompt; the finished sweep's points, kept in
     `shared` for the cost screen."""
@@ -216,7 +240,8 @@ def cost(lm, settings: Settings, shared) -> Measured:
 
 MEASURES: dict[str, Callable[[object, Settings, object], Measured]] = {
     f.__name__: f for f in (answer, tokens, token_mix, prefill, prefill_race, decode, roofline,
-                            step_split, kv_bytes, kv_race, batch, int8, cost)}
+                            step_split, kv_bytes, kv_race, long_context, batch, int8,
+                            cost)}
 RECAP = "recap"  # gathers the visitor's own results: no model run
 
 

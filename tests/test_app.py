@@ -14,6 +14,10 @@ TABS = {  # tab id -> (label, elem_ids that must sit inside that tab)
     "kv": ("4 · KV cache", {"kv-growth-btn", "kv-growth-bytes", "kv-growth-grid", "kv-race-btn",
                             "kv-race-plot", "kv-prefix-btn", "kv-prefix-plot", "kv-attn-btn",
                             "kv-attn-plot", "kv-projection-table"}),
+    "context": ("4c · Long contexts", {"ctx-longest", "ctx-prefill-btn", "ctx-prefill-stop",
+                                       "ctx-prefill-progress", "ctx-prefill-chart",
+                                       "ctx-decode-guess", "ctx-decode-btn", "ctx-decode-chart",
+                                       "ctx-memory-btn", "ctx-memory-chart", "ctx-cuts"}),
     "batching": ("5 · Batching", {"batch-sweep-btn", "batch-sweep-table", "batch-sched-btn",
                                   "batch-sched-table", "batch-pad-btn", "batch-pad-plot",
                                   "batch-cost-table"}),
@@ -27,6 +31,7 @@ ENDPOINTS = {  # named endpoints (gradio_client, tests/test_bad_input.py, bench/
     "chat", "tokenize", "token_cost", "prefill_measure", "prefill_sweep",
     "decode_step", "decode_stop", "decode_reset", "decode_branch",
     "kv_growth", "kv_race", "kv_prefix", "kv_attention",
+    "context_prefill", "context_decode", "context_memory",
     "batch_sweep", "batch_schedulers", "batch_padding", "quant_compare", "roofline",
 }
 

@@ -12,6 +12,7 @@ from inference.config import Settings
 from inference.experiments.shared_results import SharedResults
 from lessons import (
     batching_handlers,
+    context_handlers,
     kv_cache_handlers,
     prefill_handlers,
     quantization_handlers,
@@ -21,7 +22,8 @@ from lessons.common.presenter_screens import load_screens
 
 SETTINGS = Settings()
 KEYS = [prefill_handlers.GUESS_KEY, kv_cache_handlers.GUESS_KEY, batching_handlers.GUESS_KEY,
-        quantization_handlers.GUESS_KEY, batching_handlers.COST_GUESS_KEY]
+        quantization_handlers.GUESS_KEY, batching_handlers.COST_GUESS_KEY,
+        context_handlers.GUESS_KEY]
 
 
 def measured_in(text: str) -> float:

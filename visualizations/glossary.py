@@ -130,6 +130,12 @@ TERMS: dict[str, tuple[str, str]] = {
                "cache and cost stop growing past W (a model must be trained for it)."),
     "flash": ("FlashAttention", "Computing attention in tiles that stay in fast on-chip memory, "
               "so the L × L score matrix is never written out to slow memory."),
+    "lstar": ("L* (cache reads = weight reads)", "The cache length at which one decode step reads "
+              "as many bytes of keys and values as of weights: weight bytes ÷ (batch × KV bytes "
+              "per token). Past it, the cache is most of what a step reads."),
+    "eager_sdpa": ("Eager / sdpa attention", "Two ways to run the same attention: eager writes "
+                   "each layer's whole L × L table of scores to memory; sdpa (PyTorch's scaled "
+                   "dot-product attention) picks a fused kernel, tiled where the device has one."),
 }
 ORDER = list(TERMS)
 

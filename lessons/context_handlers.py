@@ -1,0 +1,227 @@
+"""Lesson 4c handlers: what a long prompt and a long cache cost, measured up to the length the
+learner picks (at most the model's context window).
+
+Plain functions of (model, settings, shared results, the learner's inputs), tested on the real
+model. Each sweep checks the longest length against the window, runs one experiment from
+`inference.experiments.context_*` and yields a `ContextFrame` after every measured point
+("step k of N" with the running figure), then a last frame with the table and its verdicts.
+A finished sweep is shared with every visitor by (name, device, dtype, lengths), like the
+race at lengths. `context_panel` lays the frames out.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from plotly.graph_objects import Figure
+
+from inference.config import Settings
+from inference.errors import SettingOutOfRangeError
+from inference.experiments.attention_memory import compare_attention_memory
+from inference.experiments.context_cuts import cost_cuts, measured_bytes_per_token
+from inference.experiments.context_fit import fit_quadratic, length_shares, matmul_parameters
+from inference.experiments.context_sweep import (
+    check_fits_window,
+    compare_lengths,
+    decode_lengths,
+    decode_lengths_sweep,
+    prefill_lengths,
+    prefill_lengths_sweep,
+)
+from inference.experiments.context_theory import decode_theory
+from visualizations.context_charts import (
+    attention_memory_figure,
+    decode_lengths_figure,
+    prefill_lengths_figure,
+)
+from visualizations.context_text import (
+    cuts_markdown,
+    decode_markdown,
+    guess_verdict_markdown,
+    memory_markdown,
+    prefill_markdown,
+)
+from visualizations.style import info_caption
+
+from .common.guess import guess_md
+
+GUESS_KEY = "long_context"  # the presenter screen whose question the decode sweep answers
+SHARED_NOTE = "✅ Measured earlier on this machine and shared with every visitor."
+FRESH_NOTE = "✅ Measured on this machine just now."
+
+
+@dataclass(frozen=True)
+class ContextFrame:
+    chart: Figure
+    text: str  # the table and its verdicts (markdown)
+    progress: str  # "step k of N" while it runs, then where the figures came from
+    cuts: str = ""  # "what cuts the cost" with the sweep's measured bytes (last decode frame)
+
+
+def length_choices(lm, settings: Settings) -> tuple[int, ...]:
+    """The longest lengths a learner may pick: the prefill lengths up to the model's window."""
+    return prefill_lengths(settings, lm.info.context_window)
+
+
+def default_length(lm, settings: Settings) -> int:
+    """The longest choice not above `Settings.context_default_max_tokens`."""
+    choices = length_choices(lm, settings)
+    return max([n for n in choices if n <= settings.context_default_max_tokens] or choices[:1])
+
+
+def _longest(lm, max_tokens) -> int:
+    """The learner's longest length, refused beyond the window (or below one token)."""
+    try:
+        most = int(max_tokens)
+    except (TypeError, ValueError) as exc:
+        raise SettingOutOfRangeError("Choose a longest length from the list.") from exc
+    if most < 1:
+        raise SettingOutOfRangeError(f"The longest length must be 1 token or more (got {most}).")
+    check_fits_window(most, lm.info.context_window, "A longest length")
+    return most
+
+
+def sweep_prefill_lengths(lm, settings: Settings, max_tokens) -> tuple[int, ...]:
+    """The prompt lengths the prefill sweep times: the Settings' lengths up to the longest."""
+    most = _longest(lm, max_tokens)
+    return tuple(sorted({n for n in prefill_lengths(settings, lm.info.context_window)
+                         if n < most} | {most}))
+
+
+def sweep_decode_lengths(lm, settings: Settings, max_tokens) -> tuple[int, ...]:
+    """The cache lengths the decode sweep times: those below the longest, then the longest
+    (or window - 1, which leaves room for the step's own token)."""
+    most, window = _longest(lm, max_tokens), lm.info.context_window
+    return tuple(sorted({n for n in decode_lengths(settings, window) if n < most}
+                        | {min(most, window - 1)}))
+
+
+def _key(lm, name: str, *rest) -> tuple:
+    return (name, lm.info.device, lm.info.dtype, *rest)
+
+
+def _prefill_view(lm, points, caption: str) -> tuple[Figure, str]:
+    info = lm.info
+    curve = shares = None
+    if len(points) >= 3:  # a + b·L + c·L² needs three lengths to pin down
+        curve = fit_quadratic([p.tokens for p in points], [p.seconds for p in points])
+        shares = length_shares(curve, [p.tokens for p in points],
+                               matmul_parameters(info.parameters, info.vocab_size,
+                                                 info.hidden_size),
+                               info.layers, info.heads, info.head_dim)
+    return (prefill_lengths_figure(points, curve, shares or (), caption),
+            prefill_markdown(points, curve, shares or ()))
+
+
+def prefill_frames(lm, settings: Settings, shared, max_tokens) -> Iterator[ContextFrame]:
+    """One prefill at each prompt length up to `max_tokens`; a frame after each, then the fit."""
+    lengths = sweep_prefill_lengths(lm, settings, max_tokens)
+    caption = info_caption(lm.info, note=f"best of {settings.context_prefill_repeats} per length")
+    key = _key(lm, "context-prefill", lengths, settings.context_prefill_repeats)
+    done = shared.get(key) if shared is not None else None
+    if done is None:
+        yield ContextFrame(prefill_lengths_figure([], caption=caption), "",
+                           f"⏳ Step 1 of {len(lengths)}: one prefill of {lengths[0]:,} tokens…")
+        points = ()
+        for progress in prefill_lengths_sweep(lm, lengths, settings.context_prefill_repeats):
+            points, last = progress.points, progress.points[-1]
+            chart, text = _prefill_view(lm, points, caption)
+            nxt = (f" Now step {progress.done + 1} of {progress.total}: "
+                   f"{progress.next_tokens:,} tokens…" if progress.next_tokens else "")
+            yield ContextFrame(chart, text, f"⏳ Step {progress.done} of {progress.total}: "
+                               f"{last.tokens:,} tokens prefilled in {last.seconds:,.2f} s "
+                               f"({last.seconds_per_token * 1000:,.2f} ms per token).{nxt}")
+        done = points
+        if shared is not None:
+            shared.put(key, done)
+        note = FRESH_NOTE
+    else:
+        note = SHARED_NOTE
+    chart, text = _prefill_view(lm, done, caption)
+    yield ContextFrame(chart, text, note)
+
+
+def cuts_text(lm, settings: Settings, decode_points=()) -> str:
+    """'What cuts the cost' at the model's window; the GQA row measured from the decode
+    sweep's real tensors once there are any (theoretical before)."""
+    info = lm.info
+    return cuts_markdown(cost_cuts(info.layers, info.heads, info.kv_heads, info.head_dim,
+                                   lm.bytes_per_value, info.context_window,
+                                   settings.context_sliding_window,
+                                   measured_bytes_per_token=measured_bytes_per_token(
+                                       decode_points)))
+
+
+def _guess_text(lm, settings: Settings, points, theory, guess: float | None) -> str:
+    """The answer to the guess box: measured at the asked lengths, or why this run cannot."""
+    short, long = settings.context_guess_lengths
+    comparison = compare_lengths(points, short, long)
+    answer = ("\n\n---\n" + guess_verdict_markdown(comparison, theory)) if comparison else ""
+    reached = max((p.cache_tokens for p in points), default=0)
+    if comparison is None or comparison.long.cache_tokens < long:
+        return (answer + f"\n\n---\n*Your guess was about {long:,} cached tokens; this run "
+                f"stopped at {reached:,}. Choose {lm.info.context_window:,} as the longest "
+                "length to answer it (one long prefill fills that cache first).*")
+    return answer + guess_md(GUESS_KEY, guess, comparison.ratio)
+
+
+def decode_frames(lm, settings: Settings, shared, max_tokens, guess: float | None = None
+                  ) -> Iterator[ContextFrame]:
+    """One decode step at each cache length up to `max_tokens`, batch 1 and 8, beside the
+    bandwidth floor; a frame after each point. The last frame answers the learner's `guess`
+    (× slower at the long length than the short one) with the measured ratio."""
+    lengths = sweep_decode_lengths(lm, settings, max_tokens)
+    batches, repeats = settings.context_decode_batches, settings.context_decode_repeats
+    window = lm.info.context_window
+    caption = info_caption(lm.info, note=f"median of {repeats} steps per point")
+    key = _key(lm, "context-decode", lengths, batches, repeats)
+    theory = decode_theory(lm, shared)  # the machine's one bandwidth figure, measured once
+    done = shared.get(key) if shared is not None else None
+    if done is None:
+        yield ContextFrame(decode_lengths_figure([], caption=caption), "",
+                           f"⏳ Filling a cache of {lengths[-1]:,} tokens with one prefill "
+                           f"(untimed), then {len(lengths) * len(batches)} timed steps…")
+        points = ()
+        for progress in decode_lengths_sweep(lm, lengths, batches, repeats):
+            points, last = progress.points, progress.points[-1]
+            yield ContextFrame(decode_lengths_figure(points, theory, window, caption),
+                               decode_markdown(points, theory, window),
+                               f"⏳ Step {progress.done} of {progress.total}: batch "
+                               f"{last.batch}, {last.cache_tokens:,} cached tokens: one step "
+                               f"{last.seconds * 1000:,.1f} ms.")
+        done = points
+        if shared is not None:
+            shared.put(key, done)
+        note = FRESH_NOTE
+    else:
+        note = SHARED_NOTE
+    yield ContextFrame(decode_lengths_figure(done, theory, window, caption),
+                       decode_markdown(done, theory, window)
+                       + _guess_text(lm, settings, done, theory, guess), note,
+                       cuts_text(lm, settings, done))
+
+
+def memory_frames(lm, settings: Settings, shared, max_tokens) -> Iterator[ContextFrame]:
+    """The same prefill with tiled ("sdpa") and then "eager" attention, its peak memory
+    measured, at the longest length capped by `Settings.context_eager_max_tokens`."""
+    tokens = min(_longest(lm, max_tokens), settings.context_eager_max_tokens)
+    key = _key(lm, "context-memory", tokens)
+    caption = info_caption(lm.info)
+    done = shared.get(key) if shared is not None else None
+    if done is None:
+        yield ContextFrame(attention_memory_figure([], caption), memory_markdown([]),
+                           f"⏳ Step 1 of 2: one prefill of {tokens:,} tokens with sdpa…")
+        peaks = []
+        for peak in compare_attention_memory(lm, tokens, settings.context_eager_max_tokens):
+            peaks.append(peak)
+            nxt = " Now step 2 of 2: the same with eager attention…" if len(peaks) == 1 else ""
+            yield ContextFrame(attention_memory_figure(peaks, caption), memory_markdown(peaks),
+                               f"⏳ Step {len(peaks)} of 2: {peak.implementation}, peak "
+                               f"{peak.peak_bytes / 1e6:,.0f} MB above the start.{nxt}")
+        done = tuple(peaks)
+        if shared is not None:
+            shared.put(key, done)
+        note = FRESH_NOTE
+    else:
+        note = SHARED_NOTE
+    yield ContextFrame(attention_memory_figure(done, caption), memory_markdown(done), note)

@@ -1,0 +1,115 @@
+"""Lesson 4c panel: long contexts. A longest length picked once (up to the model's window),
+then four sub-tabs: prefill against prompt length, one decode step against cache length (with
+a guess first), attention's memory eager against tiled, and what cuts the cost.
+
+The measurements are `context_handlers`; this file lays them out and wires them. Every sweep
+streams "step k of N", has a Stop button and runs in the "heavy" lane, one at a time.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import gradio as gr
+
+from inference.config import Settings
+from visualizations.context_charts import (
+    DECODE_BUTTON,
+    MEMORY_BUTTON,
+    PREFILL_BUTTON,
+    attention_memory_figure,
+    decode_lengths_figure,
+    prefill_lengths_figure,
+)
+from visualizations.context_text import FLASH_ATTENTION
+from visualizations.style import info_caption
+
+from . import context_handlers as run
+from .common.context import AppContext
+from .common.controls import guess_box
+from .common.feedback import guarded
+from .common.lesson_text import lesson_text
+
+
+def _longest(lm, settings: Settings) -> gr.Dropdown:
+    choices = run.length_choices(lm, settings)
+    window = lm.info.context_window
+    return gr.Dropdown(
+        [(f"{n:,} tokens" + (" (the whole window)" if n == window else ""), n) for n in choices],
+        value=run.default_length(lm, settings), label="Longest length to measure",
+        info="Each doubling of the length at least doubles a prefill's work (attention's part "
+             f"quadruples), so the full {window:,} takes several times as long as the preset. "
+             "Measured elsewhere, on a busy 2-core AMD EPYC (float32, 2026-12-01): the prefill "
+             "sweep took 83 s to 2,048 tokens and 5 minutes to 8,192.", elem_id="ctx-longest")
+
+
+def _sweep(name: str, label: str, chart: gr.Plot, frames: Callable[..., Iterator],
+           inputs: list, settings: Settings, server, text_value: str = "",
+           cuts: gr.Markdown | None = None) -> None:
+    """A run button, a Stop button, the progress line and the text under `chart`, wired to the
+    handler `frames(*inputs)` in the heavy lane (long time limit: the window takes minutes).
+    `cuts`: the "what cuts the cost" table, refreshed by frames that carry one."""
+    with gr.Row():
+        start = gr.Button(label, variant="primary", elem_id=f"ctx-{name}-btn")
+        stop = gr.Button("Stop", variant="stop", elem_id=f"ctx-{name}-stop")
+    progress = gr.Markdown(elem_id=f"ctx-{name}-progress")
+    chart.render()
+    text = gr.Markdown(text_value, elem_id=f"ctx-{name}-text")
+
+    def on_run(*args) -> Iterator[dict]:
+        for frame in frames(*args):
+            shown = {chart: frame.chart, text: frame.text, progress: frame.progress}
+            if cuts is not None:
+                shown[cuts] = frame.cuts or gr.skip()
+            yield shown
+
+    def button(interactive: bool):
+        return guarded(lambda: gr.update(interactive=interactive), compute=False)
+
+    ev = start.click(button(False), None, start, api_visibility="private").then(
+        guarded(on_run, alone=server), inputs,
+        [chart, text, progress] + ([cuts] if cuts is not None else []),
+        concurrency_id="heavy", concurrency_limit=settings.heavy_lane_limit,
+        time_limit=settings.long_time_limit_s, api_name=f"context_{name}")
+    ev.then(button(True), None, start, api_visibility="private")
+    stop.click(button(True), None, start, cancels=[ev], api_visibility="private")
+
+
+def build(ctx: AppContext) -> None:
+    """Lesson 4c in the caller's tab. `shared`: finished sweeps, shared with every visitor;
+    `server`: every measurement here pauses it and runs alone."""
+    lm, settings, shared, server = ctx.lm, ctx.settings, ctx.shared, ctx.server
+    caption = info_caption(lm.info)
+    gr.Markdown(lesson_text("lesson4c_context.md", lm.info), elem_id="ctx-lesson-text")
+    longest = _longest(lm, settings)
+    cuts = gr.Markdown(run.cuts_text(lm, settings), render=False, elem_id="ctx-cuts")
+    with gr.Tabs(overflow_behavior="wrap"):
+        with gr.Tab("1 · Prefill vs prompt length"):
+            chart = gr.Plot(prefill_lengths_figure([], caption=caption), render=False,
+                            label="Prefill per prompt token", elem_id="ctx-prefill-chart")
+            _sweep("prefill", PREFILL_BUTTON, chart,
+                   lambda n: run.prefill_frames(lm, settings, shared, n), [longest], settings,
+                   server)
+        with gr.Tab("2 · Decode vs cache length"):
+            short, long = settings.context_guess_lengths
+            guess = guess_box(settings, run.GUESS_KEY, f"one decode step with {long:,} cached "
+                              f"tokens against {short:,}, how many times as long",
+                              "ctx-decode-guess")
+            chart = gr.Plot(decode_lengths_figure([], caption=caption), render=False,
+                            label="One decode step per cache length", elem_id="ctx-decode-chart")
+            _sweep("decode", DECODE_BUTTON, chart,
+                   lambda n, g: run.decode_frames(lm, settings, shared, n, g), [longest, guess],
+                   settings, server, cuts=cuts)
+        with gr.Tab("3 · Attention's memory"):
+            gr.Markdown(f"The same prefill twice, at the longest length above (at most "
+                        f"{settings.context_eager_max_tokens:,} tokens: eager attention's score "
+                        "tables grow with L²).")
+            chart = gr.Plot(attention_memory_figure([], caption), render=False,
+                            label="Peak memory of one prefill", elem_id="ctx-memory-chart")
+            _sweep("memory", MEMORY_BUTTON, chart,
+                   lambda n: run.memory_frames(lm, settings, shared, n), [longest], settings,
+                   server, text_value=FLASH_ATTENTION)
+        with gr.Tab("4 · What cuts the cost"):
+            gr.Markdown("Each row counts the KV cache of one context as long as the window. "
+                        "Before the decode sweep every row is theoretical; after it, the GQA row "
+                        "uses the bytes per token read from the sweep's real cache tensors.")
+            cuts.render()
