@@ -48,6 +48,7 @@ class RaceFrame(NamedTuple):
     cards_md: str
     progress: str
     summary: SpecRaceSummary | None = None
+    passes: tuple = ()  # the SpecPass records so far
 
 
 class ChartFrame(NamedTuple):
@@ -95,7 +96,7 @@ def run_race(lm, settings: Settings, shared, prompt: str, draft: str, k, new_tok
     if done is not None:
         passes, summary = done
         yield RaceFrame(passes_html(passes), race_md(summary) + _compared(summary, guess)
-                        + "\n\n" + SHARED_NOTE, "Done (shared result).", summary)
+                        + "\n\n" + SHARED_NOTE, "Done (shared result).", summary, passes)
         return
     if draft != "prompt_lookup":
         yield RaceFrame(EMPTY_PASSES, "", BUILD_NOTE.format(draft=draft))
@@ -104,12 +105,12 @@ def run_race(lm, settings: Settings, shared, prompt: str, draft: str, k, new_tok
     for u in race_updates(lm, ids, d, k, new_tokens, shared):
         if u.summary is None:
             yield RaceFrame(passes_html(u.passes), "", f"{u.message} · plain lane: "
-                            f"{u.plain_tokens} tokens")
+                            f"{u.plain_tokens} tokens", None, u.passes)
             continue
         if shared is not None:
             shared.put(key, (u.passes, u.summary))
         yield RaceFrame(passes_html(u.passes), race_md(u.summary) + _compared(u.summary, guess),
-                        u.message, u.summary)
+                        u.message, u.summary, u.passes)
 
 
 def run_sweep(lm, settings: Settings, shared, prompt: str, new_tokens) -> Iterator[ChartFrame]:
