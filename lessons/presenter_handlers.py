@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from inference.config import LIMITS, Settings
+from inference.drafts import make_draft
 from inference.experiments.batch_sweep import run_sweep
 from inference.experiments.context_sweep import compare_lengths, decode_lengths_sweep
 from inference.experiments.context_theory import decode_theory
@@ -26,6 +27,8 @@ from inference.experiments.prompt_prefill import measure_prompt
 from inference.experiments.quality import greedy_run
 from inference.experiments.roofline import machine_bandwidth
 from inference.experiments.serving_cost import model_serving_costs
+from inference.experiments.spec_workload import spec_prompt
+from inference.experiments.speculative_race import run_race as spec_race
 from inference.experiments.step_bound import measure_step_bound
 from inference.generation import stream
 from inference.quant_modes import build_mode
@@ -51,6 +54,8 @@ BATCH_STEPS = 4  # timed decode steps per batch size
 DECODE_TOKENS = 16
 INT8_TOKENS = 16
 LONG_CONTEXT = (100, 4_000)  # the long-context screen's two cache lengths (its question's)
+SPEC_TOKENS = 24  # the speculative race's length (prompt lookup on the edit prompt)
+SPEC_K = 4  # guesses per pass: the number the screen's question names
 
 
 @dataclass(frozen=True)
@@ -125,6 +130,19 @@ def roofline(lm, settings: Settings, shared) -> Measured:
                     "memory read speed", f"ceiling {r.ceiling_tokens_per_s:.1f} tokens/s for "
                     f"{human_bytes(r.bytes_per_token)} per step · measured "
                     f"{r.measured_tokens_per_s:.1f} tokens/s ({r.fraction:.0%} of the ceiling)")
+
+
+def speculative(lm, settings: Settings, shared) -> Measured:
+    """Lesson 3b's race, short: prompt lookup on the edit prompt, tokens per pass."""
+    ids = encode_prompt(lm, settings, spec_prompt())
+    s = spec_race(lm, ids, make_draft(lm, "prompt_lookup"), SPEC_K, SPEC_TOKENS, shared)
+    same = "same tokens" if s.identical else "tokens differ"
+    return Measured("speculative", s.tokens_per_pass, f"{s.tokens_per_pass:.2f}",
+                    f"tokens per pass (plain decoding: 1; k = {SPEC_K})",
+                    f"{s.new_tokens} tokens in {s.passes} verification passes after the "
+                    f"prefill · {s.accepted} of {s.proposed} guesses kept · speculative "
+                    f"{s.tokens_per_s:.1f} tokens/s against plain {s.plain_tokens_per_s:.1f} "
+                    f"({s.speedup:.2f}×, {s.verdict}) · {same}")
 
 
 def step_split(lm, settings: Settings, shared) -> Measured:
@@ -240,8 +258,8 @@ def cost(lm, settings: Settings, shared) -> Measured:
 
 MEASURES: dict[str, Callable[[object, Settings, object], Measured]] = {
     f.__name__: f for f in (answer, tokens, token_mix, prefill, prefill_race, decode, roofline,
-                            step_split, kv_bytes, kv_race, long_context, batch, int8,
-                            cost)}
+                            speculative, step_split, kv_bytes, kv_race, long_context, batch,
+                            int8, cost)}
 RECAP = "recap"  # gathers the visitor's own results: no model run
 
 

@@ -11,6 +11,10 @@ TABS = {  # tab id -> (label, elem_ids that must sit inside that tab)
     "decode": ("3 · Decode", {"decode-prompt", "decode-step", "decode-play", "decode-pause",
                               "decode-stop", "decode-reset", "decode-stats", "decode-output",
                               "decode-candidates", "decode-timing", "decode-branch"}),
+    "speculative": ("3b · Speculative", {"spec-prompt", "spec-draft", "spec-k", "spec-guess",
+                                         "spec-race", "spec-stop", "spec-cards",
+                                         "spec-passes-box", "spec-sweep", "spec-sweep-chart",
+                                         "spec-batch", "spec-batch-chart"}),
     "kv": ("4 · KV cache", {"kv-growth-btn", "kv-growth-bytes", "kv-growth-grid", "kv-race-btn",
                             "kv-race-plot", "kv-prefix-btn", "kv-prefix-plot", "kv-attn-btn",
                             "kv-attn-plot", "kv-projection-table"}),
@@ -32,6 +36,7 @@ ENDPOINTS = {  # named endpoints (gradio_client, tests/test_bad_input.py, bench/
     "decode_step", "decode_stop", "decode_reset", "decode_branch",
     "kv_growth", "kv_race", "kv_prefix", "kv_attention",
     "context_prefill", "context_decode", "context_memory",
+    "speculative_race", "speculative_sweep", "speculative_batch",
     "batch_sweep", "batch_schedulers", "batch_padding", "quant_compare", "roofline",
 }
 

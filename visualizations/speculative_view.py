@@ -19,8 +19,8 @@ from .token_view import chip, visible_whitespace
 
 KEPT, REJECTED, UNUSED, MODEL = "#bfe6d8", "#f3cdb5", "#e6e6e6", "#cfe3f1"
 EMPTY_PASSES = ("<div class='lab-tokens lab-empty'>Each verification pass appears here: the "
-                "draft's guesses, which the model kept, and its own token. Press <b>Run "
-                "speculative decoding</b>.</div>")
+                "draft's guesses, which the model kept, and its own token. Press <b>Race</b>."
+                "</div>")
 EMPTY_RACE = ("*Press **Race**: the same prompt decoded speculatively and plainly, "
               "same tokens, taking turns.*")
 

@@ -1,0 +1,150 @@
+"""Lesson 3b's rules, as plain functions tested on the real model: race speculative decoding
+against plain decoding on the learner's prompt (streamed pass by pass), sweep k for both
+drafts, and time a verification pass against a plain step at batch 1 and 16.
+
+Each is a generator of frames (what the panel shows after each piece of work). Finished
+results are shared with every visitor by (name, device, dtype, settings): a classroom that
+presses Race on the default prompt runs it once. A shared result says so. Nothing here knows
+Gradio; the numbers come from `inference.experiments.speculative_*`, the sentences from
+`visualizations.speculative_view` and `speculative_charts`.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import NamedTuple
+
+import plotly.graph_objects as go
+
+from inference.config import LIMITS, Settings
+from inference.drafts import make_draft
+from inference.errors import SettingOutOfRangeError
+from inference.experiments.spec_workload import spec_prompt
+from inference.experiments.speculative_batch import batch_interplay
+from inference.experiments.speculative_race import SpecRaceSummary, race_updates, sweep_k
+from inference.speculative import check_request
+from visualizations.speculative_charts import batch_figure, batch_md, k_sweep_figure
+from visualizations.speculative_view import EMPTY_PASSES, passes_html, race_md
+from visualizations.style import info_caption
+
+from .common.guess import guess_md
+from .common.latest import shared_key
+from .common.prompt_input import encode_prompt
+
+GUESS_KEY = "speculative"  # the presenter screen whose question the race answers
+PROMPT = spec_prompt()  # the edit workload: the answer repeats most of its input
+DRAFTS = [("prompt lookup (no second model)", "prompt_lookup"),
+          (f"draft model ({LIMITS.spec_draft}, built from this model)", LIMITS.spec_draft)]
+SHARED_NOTE = ("*Measured earlier on this machine with the same prompt and settings (shared "
+               "result): its own figures and verdict.*")
+BUILD_NOTE = ("Building the {draft} draft model from this model's weights: the first time this "
+              "takes a while (it is kept for everyone after that)…")
+
+
+class RaceFrame(NamedTuple):
+    """One update of the race: the pass rows, the cards (or empty state), a progress line and,
+    at the end, the summary (None until then)."""
+
+    passes_html: str
+    cards_md: str
+    progress: str
+    summary: SpecRaceSummary | None = None
+    passes: tuple = ()  # the SpecPass records so far
+
+
+class ChartFrame(NamedTuple):
+    """One update of the k sweep or the batch measurement."""
+
+    chart: go.Figure
+    text: str
+    progress: str
+
+
+def check_draft(key: str) -> str:
+    """The draft's key, or a sentence naming the choices."""
+    keys = [k for _, k in DRAFTS]
+    if key not in keys:
+        raise SettingOutOfRangeError(
+            f"Unknown draft {key!r}: choose one of {', '.join(keys)}.")
+    return key
+
+
+def _prepare(lm, settings: Settings, prompt: str, k, new_tokens) -> tuple[list[int], int, int]:
+    """The encoded prompt, k and new tokens, all checked before any model work."""
+    ids = encode_prompt(lm, settings, prompt)
+    for name, value in (("Draft length k", k), ("New tokens", new_tokens)):
+        if value is None or value != int(value):
+            raise SettingOutOfRangeError(f"{name} must be a whole number (got {value!r}).")
+    check_request(lm, ids, int(k), int(new_tokens))
+    return ids, int(k), int(new_tokens)
+
+
+def _draft(lm, shared, key: str):
+    return make_draft(lm, key, shared)
+
+
+def _compared(summary: SpecRaceSummary, guess: float | None) -> str:
+    return guess_md(GUESS_KEY, guess, summary.tokens_per_pass)
+
+
+def run_race(lm, settings: Settings, shared, prompt: str, draft: str, k, new_tokens,
+             guess: float | None = None) -> Iterator[RaceFrame]:
+    """Stream the race: a frame after every verification pass (and its plain catch-up), then
+    the headline cards from the summary, the learner's guess of tokens per pass beside it."""
+    ids, k, new_tokens = _prepare(lm, settings, prompt, k, new_tokens)
+    key = shared_key(lm, "spec_race") + (tuple(ids), check_draft(draft), k, new_tokens)
+    done = shared.get(key) if shared is not None else None
+    if done is not None:
+        passes, summary = done
+        yield RaceFrame(passes_html(passes), race_md(summary) + _compared(summary, guess)
+                        + "\n\n" + SHARED_NOTE, "Done (shared result).", summary, passes)
+        return
+    if draft != "prompt_lookup":
+        yield RaceFrame(EMPTY_PASSES, "", BUILD_NOTE.format(draft=draft))
+    d = _draft(lm, shared, draft)
+    yield RaceFrame(EMPTY_PASSES, "", "Warming up both lanes (untimed), then racing…")
+    for u in race_updates(lm, ids, d, k, new_tokens, shared):
+        if u.summary is None:
+            yield RaceFrame(passes_html(u.passes), "", f"{u.message} · plain lane: "
+                            f"{u.plain_tokens} tokens", None, u.passes)
+            continue
+        if shared is not None:
+            shared.put(key, (u.passes, u.summary))
+        yield RaceFrame(passes_html(u.passes), race_md(u.summary) + _compared(u.summary, guess),
+                        u.message, u.summary, u.passes)
+
+
+def run_sweep(lm, settings: Settings, shared, prompt: str, new_tokens) -> Iterator[ChartFrame]:
+    """Race both drafts at k = 1..8 on one prompt, a frame after each race (shared once done)."""
+    ids, _, new_tokens = _prepare(lm, settings, prompt, LIMITS.spec_k.low, new_tokens)
+    caption = info_caption(lm.info)
+    ks = tuple(range(settings.spec_k.low, settings.spec_k.high + 1))
+    key = shared_key(lm, "spec_sweep") + (tuple(ids), ks, new_tokens)
+    done = shared.get(key) if shared is not None else None
+    if done is not None:
+        yield ChartFrame(k_sweep_figure(done, caption), SHARED_NOTE, "Done (shared result).")
+        return
+    yield ChartFrame(k_sweep_figure((), caption), "", BUILD_NOTE.format(draft=LIMITS.spec_draft))
+    drafts = [_draft(lm, shared, k) for _, k in DRAFTS]
+    for u in sweep_k(lm, ids, drafts, ks, new_tokens, shared):
+        if u.finished and shared is not None:
+            shared.put(key, u.points)
+        yield ChartFrame(k_sweep_figure(u.points, caption), "", u.message)
+
+
+def run_batch(lm, settings: Settings, shared, prompt: str, k,
+              tokens_per_pass: float | None = None) -> Iterator[ChartFrame]:
+    """Time a plain step and a verification pass at batch 1 and 16 (shared once done); the
+    derived speed-up uses the learner's last race's tokens per pass, when there is one."""
+    ids, k, _ = _prepare(lm, settings, prompt, k, LIMITS.spec_new_tokens.low)
+    caption = info_caption(lm.info)
+    key = shared_key(lm, "spec_batch") + (tuple(ids), k, tuple(settings.spec_batches))
+    done = shared.get(key) if shared is not None else None
+    if done is not None:
+        yield ChartFrame(batch_figure(done, caption), batch_md(done, tokens_per_pass)
+                         + "\n\n" + SHARED_NOTE, "Done (shared result).")
+        return
+    for u in batch_interplay(lm, ids, k, settings.spec_batches, shared=shared):
+        if u.finished and shared is not None:
+            shared.put(key, u.costs)
+        yield ChartFrame(batch_figure(u.costs, caption),
+                         batch_md(u.costs, tokens_per_pass) if u.finished else "", u.message)

@@ -1,0 +1,119 @@
+"""Lesson 3b panel: speculative decoding raced against plain decoding, pass by pass, then a
+sweep over k for both drafts and the cost of a verification pass at batch 1 and 16.
+
+The measurements are `speculative_handlers` (plain, tested functions); this file lays out the
+controls and wires them. Every run is a long, stoppable event in the "heavy" lane that runs
+alone (the server pauses), so the pass times shown are one request's own."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import gradio as gr
+
+from inference.config import Settings
+from visualizations.speculative_charts import batch_figure, k_sweep_figure
+from visualizations.speculative_view import EMPTY_PASSES, EMPTY_RACE, SAMPLING_RULE, THREE_WAYS
+from visualizations.style import info_caption
+
+from .common.context import AppContext
+from .common.controls import guess_box, slider
+from .common.feedback import guarded
+from .common.lesson_text import lesson_text
+from .speculative_handlers import DRAFTS, GUESS_KEY, PROMPT, run_batch, run_race, run_sweep
+
+
+def _heavy(settings: Settings) -> dict:
+    return dict(concurrency_id="heavy", concurrency_limit=settings.heavy_lane_limit,
+                time_limit=settings.measure_time_limit_s)
+
+
+def _button(interactive: bool):
+    return guarded(lambda: gr.update(interactive=interactive), compute=False)
+
+
+def _wire_run(btn: gr.Button, stop: gr.Button, fn, inputs, outputs, settings: Settings,
+              server, api_name: str) -> None:
+    """Button off → run (streamed) → button on; Stop cancels the run and frees the button."""
+    ev = btn.click(_button(False), None, btn).then(
+        guarded(fn, alone=server), inputs, outputs, api_name=api_name, **_heavy(settings))
+    ev.then(_button(True), None, btn)
+    stop.click(_button(True), None, btn, cancels=[ev])
+
+
+def _race_section(lm, settings: Settings, shared, server) -> tuple:
+    with gr.Row():
+        prompt = gr.Textbox(label="Prompt", lines=4, scale=3, value=PROMPT,
+                            max_length=settings.max_prompt_chars, elem_id="spec-prompt")
+        with gr.Column(scale=1):
+            draft = gr.Radio(DRAFTS, value=DRAFTS[0][1], label="Draft", elem_id="spec-draft")
+            k = slider(settings, "spec_k", "k: guesses per pass", elem_id="spec-k")
+            new_tokens = slider(settings, "spec_new_tokens", "New tokens",
+                                elem_id="spec-new-tokens")
+    guess = guess_box(settings, GUESS_KEY, "how many tokens will each pass gain on average",
+                      "spec-guess")
+    with gr.Row():
+        race_btn = gr.Button("Race", variant="primary", elem_id="spec-race")
+        stop_btn = gr.Button("Stop", variant="stop", elem_id="spec-stop")
+    progress = gr.Markdown(elem_id="spec-progress")
+    cards = gr.Markdown(EMPTY_RACE, elem_id="spec-cards")
+    passes = gr.HTML(EMPTY_PASSES, elem_id="spec-passes-box")
+    last = gr.State(None)  # the learner's last race summary (the batch section derives from it)
+
+    def on_race(p: str, d: str, kk: float, n: float, g: float | None) -> Iterator[dict]:
+        for f in run_race(lm, settings, shared, p, d, kk, n, g):
+            out = {passes: f.passes_html, progress: f.progress, cards: f.cards_md or EMPTY_RACE}
+            if f.summary is not None:
+                out[last] = f.summary
+            yield out
+
+    _wire_run(race_btn, stop_btn, on_race, [prompt, draft, k, new_tokens, guess],
+              [passes, progress, cards, last], settings, server, "speculative_race")
+    return prompt, k, new_tokens, last
+
+
+def _sweep_section(lm, settings: Settings, shared, server, prompt, new_tokens) -> None:
+    gr.Markdown(f"### Sweep k from {settings.spec_k.low} to {settings.spec_k.high}, both drafts")
+    with gr.Row():
+        btn = gr.Button("Sweep k", variant="primary", elem_id="spec-sweep")
+        stop = gr.Button("Stop", variant="stop", elem_id="spec-sweep-stop")
+    progress = gr.Markdown(elem_id="spec-sweep-progress")
+    chart = gr.Plot(k_sweep_figure((), info_caption(lm.info)), label="k sweep",
+                    elem_id="spec-sweep-chart")
+    note = gr.Markdown()
+
+    def on_sweep(p: str, n: float) -> Iterator[dict]:
+        for f in run_sweep(lm, settings, shared, p, n):
+            yield {chart: f.chart, note: f.text, progress: f.progress}
+
+    _wire_run(btn, stop, on_sweep, [prompt, new_tokens], [chart, note, progress], settings,
+              server, "speculative_sweep")
+
+
+def _batch_section(lm, settings: Settings, shared, server, prompt, k, last) -> None:
+    sizes = " and ".join(str(b) for b in settings.spec_batches)
+    gr.Markdown(f"### With batching: a verification pass against a plain step at batch {sizes}")
+    with gr.Row():
+        btn = gr.Button(f"Measure at batch {sizes}", variant="primary", elem_id="spec-batch")
+        stop = gr.Button("Stop", variant="stop", elem_id="spec-batch-stop")
+    progress = gr.Markdown(elem_id="spec-batch-progress")
+    chart = gr.Plot(batch_figure((), info_caption(lm.info)), label="Verification cost",
+                    elem_id="spec-batch-chart")
+    table = gr.Markdown(elem_id="spec-batch-table")
+
+    def on_batch(p: str, kk: float, summary) -> Iterator[dict]:
+        per_pass = summary.tokens_per_pass if summary is not None else None
+        for f in run_batch(lm, settings, shared, p, kk, per_pass):
+            yield {chart: f.chart, table: f.text, progress: f.progress}
+
+    _wire_run(btn, stop, on_batch, [prompt, k, last], [chart, table, progress], settings,
+              server, "speculative_batch")
+
+
+def build(ctx: AppContext) -> None:
+    """Lesson 3b in the caller's tab; `ctx.server`: the runs pause it and run alone."""
+    lm, settings, shared, server = ctx.lm, ctx.settings, ctx.shared, ctx.server
+    gr.Markdown(lesson_text("lesson3b_speculative.md", lm.info,
+                            {"sampling_rule": SAMPLING_RULE, "three_ways": THREE_WAYS}))
+    prompt, k, new_tokens, last = _race_section(lm, settings, shared, server)
+    _sweep_section(lm, settings, shared, server, prompt, new_tokens)
+    _batch_section(lm, settings, shared, server, prompt, k, last)
