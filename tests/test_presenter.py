@@ -225,14 +225,14 @@ def test_cheap_measurements_on_the_real_model(lm):
 
 def test_lesson_path_is_ticked_in_order_and_cleaned():
     """Issue 16: a learner's path through the lessons, from the record their browser keeps."""
-    assert list(STEPS) == ["chat", "tokens", "prefill", "decode", "kv", "batching",
+    assert list(STEPS) == ["chat", "tokens", "prefill", "decode", "kv", "pages", "batching",
                            "quantization", "machine"]
     assert "in this browser only" in path_md(None) and "✓" not in path_md(None)
     record = visit(visit(None, "kv"), "tokens")
     assert record == {"visited": ["tokens", "kv"]}  # lesson order, not click order
     assert visit(record, "present") == record and visit(record, "kv") == record
     line = path_md(record)
-    assert "(2 of 8," in line and "✓ 1 · Tokens" in line and "○ Try it" in line
+    assert "(2 of 9," in line and "✓ 1 · Tokens" in line and "○ Try it" in line
     assert line.endswith("Next: **Try it**.")
     # a record from the browser may hold anything: junk is dropped, never an error
     for junk in ("x", [1], {"visited": "kv"}, {"visited": [None, 3, "nope", "kv"]}):
