@@ -184,12 +184,12 @@ def test_lesson_path_is_remembered_across_a_reload(visitor, server):
     next_button.scroll_into_view_if_needed()
     next_button.click()
     open_tab(page, "Start here")
-    wait_until(lambda: "(2 of 8," in text_of(page, "start-progress"), 15, "two lessons ticked")
+    wait_until(lambda: "(2 of 9," in text_of(page, "start-progress"), 15, "two lessons ticked")
     line = text_of(page, "start-progress")
     assert "✓ 1 · Tokens" in line and "✓ 2 · Prefill" in line and "○ 3 · Decode" in line
 
     _go(page, _base(server))
-    wait_until(lambda: "(2 of 8," in text_of(page, "start-progress"), 30, "the remembered path")
+    wait_until(lambda: "(2 of 9," in text_of(page, "start-progress"), 30, "the remembered path")
     assert "Next: Try it" in text_of(page, "start-progress")
     _clean(page, watch)
 
