@@ -48,7 +48,7 @@ TABS: tuple[Tab, ...] = (
         ("kv-growth-prompt", "kv-race-prompt", "kv-attn-prompt")),
     Tab("pages", "4b · KV pages", "pages", "batching",
         ("block", "blocktable", "fragmentation", "prefixcache", "preemption"),
-        "the cache in blocks: how a server shares and reuses it", ("pages-prompt",)),
+        "how a server keeps many caches in shared, reusable blocks", ("pages-prompt",)),
     Tab("batching", "5 · Batching", "batching", "quantization",
         ("batch", "p95", "tpot", "roofline"), "many requests, one pass over the weights"),
     Tab("quantization", "6 · Quantization", "quantization", "machine",
