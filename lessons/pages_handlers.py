@@ -111,7 +111,8 @@ def fill(lm, settings: Settings, demo: DemoPool | None, blocks: float) -> PagesF
 
 
 def forget(demo: DemoPool | None) -> None:
-    """The tab closed or idled: release every request's blocks, so the pool's tensors go."""
+    """The tab closed or idled: every request's blocks go back; the pool's tensors are freed
+    with the state that held them."""
     if demo is None:
         return
     for rid in list(demo.batch.rows):
