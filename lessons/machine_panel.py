@@ -7,6 +7,7 @@ from __future__ import annotations
 import gradio as gr
 
 from inference.config import Settings
+from visualizations.pool_view import server_pool_parts
 from visualizations.roofline_charts import two_roof_figure
 from visualizations.server_view import batch_history_figure, remote_stats_md, server_stats_md
 from visualizations.step_charts import step_bound_md, step_split_figure
@@ -34,18 +35,28 @@ def server_section(lm, settings: Settings, server, chat=None) -> None:
                        elem_id="server-stats")
     chart = gr.Plot(batch_history_figure(None), label="Batch size over time",
                     elem_id="server-chart")
+    gr.Markdown("### Its KV cache, in pages\nThe same server keeps every request's keys and "
+                "values in one pool of fixed-size blocks (PagedAttention; lesson 4b): one cell "
+                "per block, coloured by the request holding it.")
+    grid0, tables0, bytes0 = server_pool_parts(None)
+    with gr.Row():
+        grid = gr.HTML(grid0, elem_id="server-pool")
+        pool_bytes = gr.Markdown(bytes0, elem_id="server-pool-bytes")
+    tables = gr.HTML(tables0, elem_id="server-pool-tables")
     timer = gr.Timer(2.0, active=False)
+    outputs = [text, chart, grid, tables, pool_bytes]
 
     def show() -> dict:
         st = server.stats()
         cap = info_caption(lm.info, alone=False, note="live scheduler")
         head = remote_stats_md(chat.stats()) + "\n\n" if chat is not None else ""
+        parts = server_pool_parts(st, "The pool of the server serving this room, now.")
         return {text: head + server_stats_md(st, settings.server_rows, settings.server_window_s),
-                chart: batch_history_figure(st, cap)}
+                chart: batch_history_figure(st, cap), **dict(zip(outputs[2:], parts))}
 
     checked = guarded(show, compute=False)  # no model: answers even while a measurement runs
-    refresh.click(checked, None, [text, chart], api_name="server_stats")
-    timer.tick(checked, None, [text, chart], show_progress="hidden",
+    refresh.click(checked, None, outputs, api_name="server_stats")
+    timer.tick(checked, None, outputs, show_progress="hidden",
                api_visibility="undocumented")
     watch.change(guarded(lambda on: gr.Timer(active=bool(on)), compute=False), watch, timer,
                  api_visibility="undocumented")

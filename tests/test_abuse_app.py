@@ -72,7 +72,7 @@ def content_text(message: dict) -> str:
 
 def held_mb(url: str) -> float:
     client = Client(url, verbose=False)
-    text, _ = client.predict(api_name="/server_stats")
+    text, *_ = client.predict(api_name="/server_stats")  # then the chart and the pool
     client.close()
     return float(re.search(r"between steps \*\*([\d.]+) MB", text).group(1))
 

@@ -18,6 +18,9 @@ TABS = {  # tab id -> (label, elem_ids that must sit inside that tab)
     "kv": ("4 · KV cache", {"kv-growth-btn", "kv-growth-bytes", "kv-growth-grid", "kv-race-btn",
                             "kv-race-plot", "kv-prefix-btn", "kv-prefix-plot", "kv-attn-btn",
                             "kv-attn-plot", "kv-projection-table"}),
+    "pages": ("4b · KV pages", {"pages-prompt", "pages-blocks", "pages-add", "pages-step",
+                                "pages-finish", "pages-shared", "pages-fill", "pages-reset",
+                                "pages-story", "pages-grid", "pages-tables", "pages-bytes"}),
     "context": ("4c · Long contexts", {"ctx-longest", "ctx-prefill-btn", "ctx-prefill-stop",
                                        "ctx-prefill-progress", "ctx-prefill-chart",
                                        "ctx-decode-guess", "ctx-decode-btn", "ctx-decode-chart",
@@ -29,15 +32,18 @@ TABS = {  # tab id -> (label, elem_ids that must sit inside that tab)
                                           "quant-bars", "quant-table"}),
     "machine": ("This machine", {"perf-run", "perf-result", "perf-chart", "perf-compute",
                                  "perf-compute-chart", "perf-step", "perf-step-chart",
-                                 "perf-sizes", "perf-gpu"}),
+                                 "perf-sizes", "perf-gpu", "server-pool",
+                                 "server-pool-tables", "server-pool-bytes"}),
 }
 ENDPOINTS = {  # named endpoints (gradio_client, tests/test_bad_input.py, bench/serving.py)
     "chat", "tokenize", "token_cost", "prefill_measure", "prefill_sweep",
     "decode_step", "decode_stop", "decode_reset", "decode_branch",
     "kv_growth", "kv_race", "kv_prefix", "kv_attention",
+    "pages_add", "pages_step", "pages_finish", "pages_shared", "pages_fill", "pages_reset",
     "context_prefill", "context_decode", "context_memory",
     "speculative_race", "speculative_sweep", "speculative_batch",
     "batch_sweep", "batch_schedulers", "batch_padding", "quant_compare", "roofline",
+    "server_stats",
 }
 
 

@@ -132,8 +132,8 @@ def test_the_project_keeps_its_layout():
 def test_every_tab_id_used_in_links_is_listed():
     # Browser tests and teachers' links use these ids (?lesson=kv): renaming one breaks them.
     assert [t.id for t in TABS] == ["start", "chat", "tokens", "prefill", "decode",
-                                   "speculative", "kv", "context", "batching", "quantization",
-                                   "machine", "present", "glossary"]
+                                   "speculative", "kv", "pages", "context", "batching",
+                                   "quantization", "machine", "present", "glossary"]
     assert len({t.module for t in TABS}) == len(TABS)
 
 

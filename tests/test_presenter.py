@@ -225,8 +225,8 @@ def test_cheap_measurements_on_the_real_model(lm):
 
 def test_lesson_path_is_ticked_in_order_and_cleaned():
     """Issue 16: a learner's path through the lessons, from the record their browser keeps."""
-    assert list(STEPS) == ["chat", "tokens", "prefill", "decode", "speculative", "kv", "context",
-                           "batching", "quantization", "machine"]
+    assert list(STEPS) == ["chat", "tokens", "prefill", "decode", "speculative", "kv", "pages",
+                           "context", "batching", "quantization", "machine"]
     assert "in this browser only" in path_md(None) and "✓" not in path_md(None)
     record = visit(visit(None, "kv"), "tokens")
     assert record == {"visited": ["tokens", "kv"]}  # lesson order, not click order

@@ -1,0 +1,119 @@
+"""Lesson 4b handlers: the learner drives a small private block pool on the real model.
+
+Each button is one plain function of (model, settings, the learner's pool, inputs) that runs
+one action of `inference.experiments.paged_demo` and returns a `PagesFrame`: the pool drawn
+(one cell per block), the block tables, padded vs paged bytes, and one sentence of what
+happened, every number read from the pool's own `PoolStats`. The pool is the visitor's:
+it lives in the panel's `gr.State` and is dropped when the tab closes or idles (`forget`).
+No Gradio here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from inference.config import Settings
+from inference.errors import NotReadyError
+from inference.experiments.paged_demo import (
+    DemoPool,
+    DemoView,
+    add_request,
+    add_shared_prefix,
+    fill_pool,
+    finish,
+    start_pool,
+    step,
+)
+from visualizations.pool_view import (
+    block_tables_html,
+    demo_md,
+    is_empty,
+    pool_bytes_md,
+    pool_grid_html,
+)
+
+from .common.prompt_input import encode_prompt
+
+EMPTY_STORY = ("*No pool yet. Press **Add request** (a pool of the chosen size starts for you), "
+               "or **Fill the pool** to watch one run out of blocks.*")
+SHARED_PREFIX = "You answer questions about cooking, in one short line."
+SHARED_QUESTIONS = ("How long do eggs boil?", "How long does rice cook?")
+
+
+@dataclass(frozen=True)
+class PagesFrame:
+    pool: DemoPool | None  # the visitor's pool (kept in gr.State)
+    view: DemoView | None  # what the last action returned (its numbers are the pool's)
+    story: str  # markdown: what happened, in one sentence, then each request
+    grid: str  # HTML: one cell per block
+    tables: str  # HTML: each request's block table
+    bytes_md: str  # markdown: padded vs paged bytes (waste %), prefix-cache counts
+
+
+def frame(demo: DemoPool | None, view: DemoView | None) -> PagesFrame:
+    if view is None:
+        return PagesFrame(demo, None, EMPTY_STORY, pool_grid_html(None), block_tables_html(None),
+                          pool_bytes_md(None))
+    pool = view.pool
+    caption = (f"Your private pool: {pool.blocks_total} blocks of {pool.block_tokens} tokens, "
+               f"{pool.block_bytes:,} bytes each (keys and values of every layer).")
+    grid = (pool_grid_html(pool, caption) if not is_empty(pool) else
+            f"<div class='lab-pool lab-empty'>{pool.blocks_total} free blocks: add a request "
+            f"to see it take some.</div>")
+    return PagesFrame(demo, view, demo_md(view), grid, block_tables_html(pool),
+                      pool_bytes_md(pool))
+
+
+def empty() -> PagesFrame:
+    return frame(None, None)
+
+
+def new_pool(lm, settings: Settings, blocks: float) -> PagesFrame:
+    """A fresh empty pool of `blocks` blocks (the old one, if any, is dropped)."""
+    demo, view = start_pool(lm, int(blocks) if blocks is not None else None, settings)
+    return frame(demo, view)
+
+
+def _pool(lm, settings: Settings, demo: DemoPool | None, blocks: float) -> DemoPool:
+    return demo if demo is not None else new_pool(lm, settings, blocks).pool
+
+
+def add(lm, settings: Settings, demo: DemoPool | None, blocks: float, text: str) -> PagesFrame:
+    """Admit one prompt (checked against the app's limits) and prefill it: its first token."""
+    encode_prompt(lm, settings, text)  # an empty or too-long prompt gets its sentence here
+    demo = _pool(lm, settings, demo, blocks)
+    return frame(demo, add_request(lm, demo, text))
+
+
+def step_all(lm, settings: Settings, demo: DemoPool | None) -> PagesFrame:
+    """One decode step for every running request (new blocks taken, preemption if none)."""
+    if demo is None or not demo.prompts:
+        raise NotReadyError("Add a request first: there is nothing in the pool to step.")
+    return frame(demo, step(lm, demo))
+
+
+def finish_oldest(lm, settings: Settings, demo: DemoPool | None) -> PagesFrame:
+    """End the oldest running request: its blocks go back (full ones stay cached)."""
+    if demo is None or not demo.batch.rows:
+        raise NotReadyError("No request is running: add one first, then finish it.")
+    return frame(demo, finish(lm, demo))
+
+
+def shared_prefix(lm, settings: Settings, demo: DemoPool | None, blocks: float) -> PagesFrame:
+    """Two prompts with one system prefix: the second maps the first's full blocks."""
+    demo = _pool(lm, settings, demo, blocks)
+    return frame(demo, add_shared_prefix(lm, demo, SHARED_PREFIX, *SHARED_QUESTIONS))
+
+
+def fill(lm, settings: Settings, demo: DemoPool | None, blocks: float) -> PagesFrame:
+    """Add short requests and step until the pool runs out and the newest is preempted."""
+    demo = _pool(lm, settings, demo, blocks)
+    return frame(demo, fill_pool(lm, demo))
+
+
+def forget(demo: DemoPool | None) -> None:
+    """The tab closed or idled: every request's blocks go back; the pool's tensors are freed
+    with the state that held them."""
+    if demo is None:
+        return
+    for rid in list(demo.batch.rows):
+        demo.batch.release(rid)
