@@ -25,6 +25,7 @@ from lessons.common.classroom_guard import (
     limit_per_session,
 )
 from lessons.common.context import AppContext
+from lessons.common.input_check import check_every_input
 from lessons.common.lesson_text import lesson_text
 from lessons.common.links import link_notice, wire_links
 from lessons.common.next_lesson import lesson_footer
@@ -61,6 +62,7 @@ with gr.Blocks(title="LLM Inference, Step by Step") as demo:
 demo.queue(max_size=SETTINGS.queue_size, default_concurrency_limit=2)
 limit_per_session(demo, SETTINGS.session_events, SETTINGS.lane_waiting)
 explain_bad_numbers(demo)
+check_every_input(demo, SETTINGS.max_prompt_chars)  # arity, types, limits: every endpoint
 
 
 def launch_options() -> dict:
