@@ -276,3 +276,17 @@ def test_presenter_cost_is_lesson_5s_figure_for_the_same_batch(lm):
         output_tokens=settings.conversation_output_tokens.default)
     assert screen.shown in view.table  # e.g. "$0.52": the same figure in lesson 5's table
     assert "batch 16" in screen.label and "estimate" in screen.detail
+
+
+def test_link_markdown_and_html_show_as_plain_text():
+    """A link's own text never becomes markup inside the app's notice (issue 30)."""
+    from markdown_it import MarkdownIt
+
+    render = MarkdownIt("commonmark", {"html": True}).render
+    for lesson in ["[Log in](https://evil.example/login)", "![x](https://evil.example/i.png)",
+                   "<img src=https://evil.example/i.png>", "https://evil.example",
+                   "`[x](y)` **bold**", "<a href='https://e.example'>hi</a>"]:
+        html = render(read_link({"lesson": lesson}, LIMIT).notice_md)
+        assert "does not exist" in html
+        assert "<a " not in html and "<img" not in html and "<strong" not in html, html
+        assert "evil.example" in html or "e.example" in html or "bold" in html  # shown, as text
