@@ -29,6 +29,7 @@ from lessons.common.input_check import check_every_input
 from lessons.common.lesson_text import lesson_text
 from lessons.common.links import link_notice, wire_links
 from lessons.common.next_lesson import lesson_footer
+from lessons.common.request_limits import LimitRequestSize, WordValidationErrors
 from visualizations.model_card import model_card_html
 
 SETTINGS = Settings.from_env()
@@ -72,7 +73,9 @@ def launch_options() -> dict:
                 css=lesson_text("style.css") + lesson_text("presenter.css"),
                 # chat handlers wait on the server's events in threads: room for all of them
                 max_threads=SETTINGS.server_rows + SETTINGS.server_queue + 40,
-                app_kwargs={"middleware": [Middleware(RefuseUploads)]},
+                app_kwargs={"middleware": [
+                    Middleware(LimitRequestSize, max_bytes=SETTINGS.max_request_bytes),
+                    Middleware(RefuseUploads), Middleware(WordValidationErrors)]},
                 theme=gr.themes.Soft(font=["system-ui", "sans-serif"],
                                      font_mono=["ui-monospace", "monospace"]))
 

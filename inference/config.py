@@ -129,6 +129,10 @@ class Settings:
     context_guess_lengths: tuple[int, int] = (100, 8_000)  # "how much slower at 8,000 than 100?"
     context_sliding_window: int = 1_024  # the theoretical sliding window in "what cuts the cost"
 
+    # Classroom-safe, round 2 (issue 30): limits per request, per client, per process.
+    max_request_bytes: int = 1_000_000  # one HTTP body; a prompt box's JSON is ~80 KB at most
+    export_files_kept: int = 32  # CSV exports kept in the process's one export folder
+
     @staticmethod
     def from_env() -> Settings:
         """The defaults, with the model (LLM_LAB_MODEL) and the server's row count
