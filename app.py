@@ -39,7 +39,8 @@ SHARED = SharedResults()  # finished sweeps, shared by all visitors of this proc
 SERVER = Server(LM, SETTINGS)  # one continuous batcher: every visitor's chat goes through it
 
 
-with gr.Blocks(title="LLM Inference, Step by Step") as demo:
+with gr.Blocks(title="LLM Inference, Step by Step",  # served files' copies are swept hourly
+               delete_cache=(SETTINGS.file_cache_s, SETTINGS.file_cache_s)) as demo:
     gr.Markdown("# LLM inference, step by step\nA real language model, running on this machine, "
                 "taken apart one stage at a time. Times and sizes are measured live on this "
                 "machine, unless a chart or line labels them theoretical.")

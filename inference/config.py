@@ -132,6 +132,7 @@ class Settings:
     # Classroom-safe, round 2 (issue 30): limits per request, per client, per process.
     max_request_bytes: int = 1_000_000  # one HTTP body; a prompt box's JSON is ~80 KB at most
     export_files_kept: int = 32  # CSV exports kept in the process's one export folder
+    file_cache_s: int = 3_600  # Gradio's copies of served files: swept this often, this old
 
     @staticmethod
     def from_env() -> Settings:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from types import SimpleNamespace
 
 import gradio as gr
@@ -195,7 +196,8 @@ def test_csv_file_and_machine_summary(tmp_path):
     from inference.experiments.roofline import Roofline
 
     path = write_csv("a,b\n1,2\n", "prefill sweep/../x")
-    assert path.endswith("prefill-sweep-x.csv") and open(path).read() == "a,b\n1,2\n"
+    assert re.search(r"prefill-sweep-x-[0-9a-f]{8}\.csv$", path)
+    assert open(path).read() == "a,b\n1,2\n"
     info = SimpleNamespace(name="SmolLM2-135M-Instruct", parameters=134_515_008,
                            weight_bytes=538_000_000, dtype="float32", device="cpu", threads=2)
     empty = machine_figures_md(info)
