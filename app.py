@@ -30,6 +30,7 @@ from lessons.common.lesson_text import lesson_text
 from lessons.common.links import link_notice, wire_links
 from lessons.common.next_lesson import lesson_footer
 from lessons.common.request_limits import LimitRequestSize, WordValidationErrors
+from lessons.common.session_budget import bound_sessions
 from visualizations.model_card import model_card_html
 
 SETTINGS = Settings.from_env()
@@ -65,6 +66,7 @@ demo.queue(max_size=SETTINGS.queue_size, default_concurrency_limit=2)
 limit_per_session(demo, SETTINGS.session_events, SETTINGS.lane_waiting)
 explain_bad_numbers(demo)
 check_every_input(demo, SETTINGS.max_prompt_chars)  # arity, types, limits: every endpoint
+bound_sessions(demo, SETTINGS.sessions_held, SETTINGS.state_ttl_s, SETTINGS.session_closed_s)
 
 
 def launch_options() -> dict:

@@ -132,6 +132,8 @@ class Settings:
     # Classroom-safe, round 2 (issue 30): limits per request, per client, per process.
     max_request_bytes: int = 1_000_000  # one HTTP body; a prompt box's JSON is ~80 KB at most
     export_files_kept: int = 32  # CSV exports kept in the process's one export folder
+    sessions_held: int = 1_000  # visitor sessions (tabs, API clients) held; oldest-used dropped
+    session_closed_s: float = 120.0  # a closed tab's session is dropped this long after
     file_cache_s: int = 3_600  # Gradio's copies of served files: swept this often, this old
 
     @staticmethod
