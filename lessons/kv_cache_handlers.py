@@ -26,7 +26,12 @@ from inference.experiments.kv_projection import (
     this_model,
 )
 from inference.experiments.kv_race import RECOMPUTE, race, summarize
-from inference.experiments.prefix_reuse import prefill_prefix, prefix_runs, shared_prefix_ids
+from inference.experiments.prefix_reuse import (
+    prefill_prefix,
+    prefix_request_tokens,
+    prefix_runs,
+    shared_prefix_ids,
+)
 from inference.experiments.quality import load_perplexity_text
 from inference.experiments.race_lengths import (
     LENGTHS,
@@ -205,6 +210,9 @@ def prefix_frames(lm, settings: Settings, system: str, questions: str,
             f"The system prompt is over {settings.max_prompt_chars:,} characters.")
     settings.prefix_new_tokens.check("Answer tokens", new_tokens)
     ids = shared_prefix_ids(lm.tokenizer, system)
+    lines = lines[:settings.max_lines]
+    prefix_request_tokens(lm.tokenizer, system, lines, int(new_tokens),  # before any model run
+                          settings.prefix_request_tokens)
     prefix = prefill_prefix(lm, ids)
     caption, runs = info_caption(lm.info), []
 
@@ -213,7 +221,7 @@ def prefix_frames(lm, settings: Settings, system: str, questions: str,
                            text=kv_text.prefix_markdown(len(ids), prefix.seconds,
                                                         cache_tensor_bytes(prefix.cache), runs))
     yield frame()
-    for run in prefix_runs(lm, prefix, system, lines[:settings.max_lines], int(new_tokens)):
+    for run in prefix_runs(lm, prefix, system, lines, int(new_tokens)):
         runs.append(run)
         yield frame()
 

@@ -284,3 +284,22 @@ def test_panel_builds_with_limits_and_named_endpoints(lm):
             "kv-projection-context", "kv-projection-batch", "kv-projection-gqa"} <= ids
     table = next(b for b in demo.blocks.values() if b.elem_id == "kv-projection-table")
     assert "Llama-3-70B" in table.value  # drawn at build time from the default settings
+
+
+def test_prefix_reuse_request_over_its_token_budget_refused_in_under_a_second(lm):
+    """Issue 30: eight ~4,000-token questions (64,000 characters) are refused before any
+    model run, with a sentence, in well under a second; a one-question request fits."""
+    import time
+
+    from lessons import kv_cache_handlers as run
+    settings = Settings()
+    question = "Tell me about the museum's history. " * 480  # ~3,900 tokens
+    questions = "\n".join([question.strip()] * 8)
+    start = time.perf_counter()
+    with pytest.raises(PromptTooLongError, match="budget of 8,192 tokens per request"):
+        next(run.prefix_frames(lm, settings, SYSTEM, questions, 12))
+    assert time.perf_counter() - start < 1.0
+    from inference.experiments.prefix_reuse import prefix_request_tokens
+    one = prefix_request_tokens(lm.tokenizer, SYSTEM, ["When does it close?"], 12,
+                                settings.prefix_request_tokens)
+    assert 0 < one <= settings.prefix_request_tokens
