@@ -135,6 +135,7 @@ class Settings:
     sessions_held: int = 1_000  # visitor sessions (tabs, API clients) held; oldest-used dropped
     session_closed_s: float = 120.0  # a closed tab's session is dropped this long after
     prefix_request_tokens: int = 8_192  # lesson 4's prefix reuse: tokens × passes, all questions
+    watch_interval_s: float = 2.0  # the server view's live watch: one snapshot per interval
     file_cache_s: int = 3_600  # Gradio's copies of served files: swept this often, this old
 
     @staticmethod
