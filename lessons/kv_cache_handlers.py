@@ -14,7 +14,7 @@ from plotly.graph_objects import Figure
 
 from inference.config import Settings
 from inference.errors import PromptTooLongError, SettingOutOfRangeError
-from inference.experiments.attention_view import AttentionView, newest_attention
+from inference.experiments.attention_view import AttentionView, HeldAttention, newest_attention
 from inference.experiments.kv_growth import watch_growth
 from inference.experiments.kv_projection import (
     PUBLISHED,
@@ -129,7 +129,7 @@ class PrefixFrame:
 
 @dataclass(frozen=True)
 class AttentionShown:
-    view: AttentionView  # kept in the learner's gr.State for redrawing
+    view: AttentionView | HeldAttention  # kept in the learner's gr.State for redrawing
     plot: Figure
 
 
@@ -234,8 +234,18 @@ def attention_run(lm, settings: Settings, prompt: str, new_tokens: int) -> Atten
     return newest_attention(lm, ids + generated)
 
 
-def attention_redraw(lm, view: AttentionView | None, layer: int, head: int) -> Figure:
-    """One layer's and query head's weights (clamped to the model's); empty before a run."""
+FREED = ("This attention view was freed to make room for other visitors (the server keeps a "
+         "budget for what every visitor holds): press Show attention again.")
+
+
+def attention_redraw(lm, view: AttentionView | HeldAttention | None, layer: int,
+                     head: int) -> Figure:
+    """One layer's and query head's weights (clamped to the model's); empty before a run or
+    once the budget freed the view."""
+    if isinstance(view, HeldAttention):
+        if view.view is None:
+            return empty_figure(FREED)
+        view = view.view
     if view is None:
         return empty_figure("Press Show attention: the newest token's weights appear here.")
     layer = min(max(int(layer), 0), view.layers - 1)
@@ -244,7 +254,13 @@ def attention_redraw(lm, view: AttentionView | None, layer: int, head: int) -> F
 
 
 def show_attention(lm, settings: Settings, prompt: str, new_tokens: int, layer: int,
-                   head: int) -> AttentionShown:
-    """Run the attention view, then draw the layer and head the sliders point at."""
+                   head: int, budget=None) -> AttentionShown:
+    """Run the attention view, then draw the layer and head the sliders point at. `budget`
+    (the server's `CacheBudget`): the view is held under it, with the decode caches."""
     view = attention_run(lm, settings, prompt, new_tokens)
-    return AttentionShown(view=view, plot=attention_redraw(lm, view, layer, head))
+    plot = attention_redraw(lm, view, layer, head)
+    if budget is None:
+        return AttentionShown(view=view, plot=plot)
+    held = HeldAttention(view)
+    budget.touch(held)
+    return AttentionShown(view=held, plot=plot)

@@ -303,3 +303,24 @@ def test_prefix_reuse_request_over_its_token_budget_refused_in_under_a_second(lm
     one = prefix_request_tokens(lm.tokenizer, SYSTEM, ["When does it close?"], 12,
                                 settings.prefix_request_tokens)
     assert 0 < one <= settings.prefix_request_tokens
+
+
+def test_pileup_attention_views_held_under_the_decode_cache_budget(lm):
+    """Issue 30: lesson 4's attention view is held under the same budget as the decode
+    caches: compact (4 bytes a weight), counted, the oldest freed first, and a freed view
+    asks for a new run instead of failing."""
+    from inference.cache_budget import CacheBudget
+    from lessons import kv_cache_handlers as run
+    settings = Settings()
+    prompt = "The museum opens at nine and closes at five. " * 12
+    one = run.show_attention(lm, settings, prompt, 1, 0, 0).view
+    size = one.nbytes
+    assert size == lm.info.layers * lm.info.heads * len(one.pieces) * 4  # float32 [L, H_q, S]
+    budget = CacheBudget(cap_bytes=int(size * 2.5), idle_s=600)
+    held = [run.show_attention(lm, settings, prompt, 1, 0, 0, budget).view for _ in range(5)]
+    assert budget.held_bytes() <= size * 3  # the cap, plus the one just used
+    assert held[-1].view is not None and held[0].view is None  # oldest freed first
+    freed = run.attention_redraw(lm, held[0], 0, 0)
+    assert "press Show attention again" in freed.layout.annotations[0].text
+    fig = run.attention_redraw(lm, held[-1], 3, 2)
+    assert len(fig.data[0].y) == len(held[-1].view.pieces)
