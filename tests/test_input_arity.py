@@ -114,7 +114,8 @@ def nan_cases(fn):
 def none_cases(fn):
     good = good_inputs(fn)
     for i, block in enumerate(fn.inputs):
-        empty_ok = isinstance(block, gr.Number) and block.value is None
+        empty_ok = isinstance(block, gr.Number) and (block.value is None or "lab-guess" in (
+            block.elem_classes or []))
         if isinstance(block, CHECKED) and not isinstance(block, gr.Dataset) and not empty_ok:
             yield f"input {i} ({block.label}) = None", [*good[:i], None, *good[i + 1:]]
 

@@ -28,6 +28,7 @@ SERVER_SIDE = (gr.State,)  # held on the server: a client's value is never used
 TEXTY = (gr.Textbox, gr.Code)
 CHOICES = (gr.Dropdown, gr.Radio)
 SHOWN = 40  # a wrong value is quoted at most this long
+EMPTY_OK = "lab-guess"  # number boxes whose handler reads empty as "no answer" (controls.guess_box)
 
 
 class InputRefused(gr.Error):
@@ -84,8 +85,9 @@ def check_value(block, value: Any, max_chars: int) -> None:
     """Raise InputRefused unless `value` is something `block` itself could send."""
     name = _name(block)
     if value is None:
-        if isinstance(block, gr.Number) and block.value is None:
-            return  # a box that starts empty may be sent empty
+        if isinstance(block, gr.Number) and (block.value is None or EMPTY_OK in (
+                block.elem_classes or [])):
+            return  # a box that starts empty, or a guess box (empty = no guess), may be empty
         if isinstance(block, (gr.BrowserState, gr.Dataset, *SERVER_SIDE)):
             return
         if isinstance(block, (*CHOICES, gr.CheckboxGroup)):
