@@ -26,9 +26,12 @@ from lessons.common.classroom_guard import (
     limit_per_session,
 )
 from lessons.common.context import AppContext
+from lessons.common.input_check import check_every_input
 from lessons.common.lesson_text import lesson_text
 from lessons.common.links import link_notice, wire_links
 from lessons.common.next_lesson import lesson_footer
+from lessons.common.request_limits import LimitRequestSize, WordValidationErrors
+from lessons.common.session_budget import bound_sessions
 from visualizations.model_card import model_card_html
 
 SETTINGS = Settings.from_env()
@@ -40,7 +43,8 @@ SERVER = Server(LM, SETTINGS)  # one continuous batcher: every visitor's chat go
 CHAT = RemoteEngine(SETTINGS.serve_url) if SETTINGS.serve_url else None
 
 
-with gr.Blocks(title="LLM Inference, Step by Step") as demo:
+with gr.Blocks(title="LLM Inference, Step by Step",  # served files' copies are swept hourly
+               delete_cache=(SETTINGS.file_cache_s, SETTINGS.file_cache_s)) as demo:
     gr.Markdown("# LLM inference, step by step\nA real language model, running on this machine, "
                 "taken apart one stage at a time. Times and sizes are measured live on this "
                 "machine, unless a chart or line labels them theoretical.")
@@ -64,6 +68,8 @@ with gr.Blocks(title="LLM Inference, Step by Step") as demo:
 demo.queue(max_size=SETTINGS.queue_size, default_concurrency_limit=2)
 limit_per_session(demo, SETTINGS.session_events, SETTINGS.lane_waiting)
 explain_bad_numbers(demo)
+check_every_input(demo, SETTINGS.max_prompt_chars)  # arity, types, limits: every endpoint
+bound_sessions(demo, SETTINGS.sessions_held, SETTINGS.state_ttl_s, SETTINGS.session_closed_s)
 
 
 def launch_options() -> dict:
@@ -73,7 +79,9 @@ def launch_options() -> dict:
                 css=lesson_text("style.css") + lesson_text("presenter.css"),
                 # chat handlers wait on the server's events in threads: room for all of them
                 max_threads=SETTINGS.server_rows + SETTINGS.server_queue + 40,
-                app_kwargs={"middleware": [Middleware(RefuseUploads)]},
+                app_kwargs={"middleware": [
+                    Middleware(LimitRequestSize, max_bytes=SETTINGS.max_request_bytes),
+                    Middleware(RefuseUploads), Middleware(WordValidationErrors)]},
                 theme=gr.themes.Soft(font=["system-ui", "sans-serif"],
                                      font_mono=["ui-monospace", "monospace"]))
 

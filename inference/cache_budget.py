@@ -33,6 +33,14 @@ def trim_heap() -> None:
         pass  # not glibc: nothing to do
 
 
+def item_bytes(item) -> int:
+    """Bytes one held item keeps: a Generation's KV cache, or anything else the budget holds
+    that says its own size (lesson 4's attention view: `held_bytes()`)."""
+    if hasattr(item, "held_bytes"):
+        return int(item.held_bytes())
+    return cache_tensor_bytes(item.cache)
+
+
 class CacheBudget:
     def __init__(self, cap_bytes: int, idle_s: float) -> None:
         self.cap_bytes, self.idle_s = cap_bytes, idle_s
@@ -44,7 +52,8 @@ class CacheBudget:
         with self._lock:
             self._held[id(gen)] = (weakref.ref(gen), time.monotonic())
             freed = self._enforce(keep=gen)
-        if freed or (gen.events and gen.events[-1].forward_tokens > 256):
+        events = getattr(gen, "events", None)
+        if freed or (events and events[-1].forward_tokens > 256):
             trim_heap()  # after freeing caches, or after a long prefill's scratch memory
 
     def forget(self, gen: Generation | None) -> None:
@@ -59,7 +68,7 @@ class CacheBudget:
     def held_bytes(self) -> int:
         """Bytes of all held caches right now."""
         with self._lock:
-            return sum(cache_tensor_bytes(g.cache) for g in self._alive())
+            return sum(item_bytes(g) for g in self._alive())
 
     def _alive(self) -> list[Generation]:
         out = []
@@ -75,13 +84,13 @@ class CacheBudget:
         now, freed = time.monotonic(), 0
         self._alive()
         by_age = sorted(self._held.items(), key=lambda kv: kv[1][1])  # oldest use first
-        total = sum(cache_tensor_bytes(ref().cache) for _, (ref, _) in by_age if ref())
+        total = sum(item_bytes(ref()) for _, (ref, _) in by_age if ref())
         for key, (ref, used) in by_age:
             gen = ref()
             if gen is None or gen is keep:
                 continue
             if total > self.cap_bytes or now - used > self.idle_s:
-                total -= cache_tensor_bytes(gen.cache)
+                total -= item_bytes(gen)
                 gen.free_cache()
                 del self._held[key]
                 freed += 1

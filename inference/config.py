@@ -151,6 +151,15 @@ class Settings:
     spec_batches: tuple[int, ...] = (1, 16)  # batch sizes of the verification-cost measurement
     spec_noise: float = 0.05  # a speed ratio within 1 ± this (or the run's spread) is noise
 
+    # Classroom-safe, round 2 (issue 30): limits per request, per client, per process.
+    max_request_bytes: int = 1_000_000  # one HTTP body; a prompt box's JSON is ~80 KB at most
+    export_files_kept: int = 32  # CSV exports kept in the process's one export folder
+    sessions_held: int = 1_000  # visitor sessions (tabs, API clients) held; oldest-used dropped
+    session_closed_s: float = 120.0  # a closed tab's session is dropped this long after
+    prefix_request_tokens: int = 8_192  # lesson 4's prefix reuse: tokens × passes, all questions
+    watch_interval_s: float = 2.0  # the server view's live watch: one snapshot per interval
+    file_cache_s: int = 3_600  # Gradio's copies of served files: swept this often, this old
+
     @staticmethod
     def from_env() -> Settings:
         """The defaults, with the model (LLM_LAB_MODEL) and the server's row count

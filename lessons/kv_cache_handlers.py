@@ -14,7 +14,7 @@ from plotly.graph_objects import Figure
 
 from inference.config import Settings
 from inference.errors import PromptTooLongError, SettingOutOfRangeError
-from inference.experiments.attention_view import AttentionView, newest_attention
+from inference.experiments.attention_view import AttentionView, HeldAttention, newest_attention
 from inference.experiments.kv_growth import watch_growth
 from inference.experiments.kv_projection import (
     PUBLISHED,
@@ -26,7 +26,12 @@ from inference.experiments.kv_projection import (
     this_model,
 )
 from inference.experiments.kv_race import RECOMPUTE, race, summarize
-from inference.experiments.prefix_reuse import prefill_prefix, prefix_runs, shared_prefix_ids
+from inference.experiments.prefix_reuse import (
+    prefill_prefix,
+    prefix_request_tokens,
+    prefix_runs,
+    shared_prefix_ids,
+)
 from inference.experiments.quality import load_perplexity_text
 from inference.experiments.race_lengths import (
     LENGTHS,
@@ -124,7 +129,7 @@ class PrefixFrame:
 
 @dataclass(frozen=True)
 class AttentionShown:
-    view: AttentionView  # kept in the learner's gr.State for redrawing
+    view: AttentionView | HeldAttention  # kept in the learner's gr.State for redrawing
     plot: Figure
 
 
@@ -205,6 +210,9 @@ def prefix_frames(lm, settings: Settings, system: str, questions: str,
             f"The system prompt is over {settings.max_prompt_chars:,} characters.")
     settings.prefix_new_tokens.check("Answer tokens", new_tokens)
     ids = shared_prefix_ids(lm.tokenizer, system)
+    lines = lines[:settings.max_lines]
+    prefix_request_tokens(lm.tokenizer, system, lines, int(new_tokens),  # before any model run
+                          settings.prefix_request_tokens)
     prefix = prefill_prefix(lm, ids)
     caption, runs = info_caption(lm.info), []
 
@@ -213,7 +221,7 @@ def prefix_frames(lm, settings: Settings, system: str, questions: str,
                            text=kv_text.prefix_markdown(len(ids), prefix.seconds,
                                                         cache_tensor_bytes(prefix.cache), runs))
     yield frame()
-    for run in prefix_runs(lm, prefix, system, lines[:settings.max_lines], int(new_tokens)):
+    for run in prefix_runs(lm, prefix, system, lines, int(new_tokens)):
         runs.append(run)
         yield frame()
 
@@ -226,8 +234,18 @@ def attention_run(lm, settings: Settings, prompt: str, new_tokens: int) -> Atten
     return newest_attention(lm, ids + generated)
 
 
-def attention_redraw(lm, view: AttentionView | None, layer: int, head: int) -> Figure:
-    """One layer's and query head's weights (clamped to the model's); empty before a run."""
+FREED = ("This attention view was freed to make room for other visitors (the server keeps a "
+         "budget for what every visitor holds): press Show attention again.")
+
+
+def attention_redraw(lm, view: AttentionView | HeldAttention | None, layer: int,
+                     head: int) -> Figure:
+    """One layer's and query head's weights (clamped to the model's); empty before a run or
+    once the budget freed the view."""
+    if isinstance(view, HeldAttention):
+        if view.view is None:
+            return empty_figure(FREED)
+        view = view.view
     if view is None:
         return empty_figure("Press Show attention: the newest token's weights appear here.")
     layer = min(max(int(layer), 0), view.layers - 1)
@@ -236,7 +254,13 @@ def attention_redraw(lm, view: AttentionView | None, layer: int, head: int) -> F
 
 
 def show_attention(lm, settings: Settings, prompt: str, new_tokens: int, layer: int,
-                   head: int) -> AttentionShown:
-    """Run the attention view, then draw the layer and head the sliders point at."""
+                   head: int, budget=None) -> AttentionShown:
+    """Run the attention view, then draw the layer and head the sliders point at. `budget`
+    (the server's `CacheBudget`): the view is held under it, with the decode caches."""
     view = attention_run(lm, settings, prompt, new_tokens)
-    return AttentionShown(view=view, plot=attention_redraw(lm, view, layer, head))
+    plot = attention_redraw(lm, view, layer, head)
+    if budget is None:
+        return AttentionShown(view=view, plot=plot)
+    held = HeldAttention(view)
+    budget.touch(held)
+    return AttentionShown(view=held, plot=plot)

@@ -166,7 +166,8 @@ def attention_tab(lm, settings: Settings, server=None) -> None:
              "view": gr.State(None)}
     inputs = {prompt, new_tokens, layer, head}
     handler = showing(shown, lambda data: run.show_attention(
-        lm, settings, data[prompt], data[new_tokens], data[layer], data[head]))
+        lm, settings, data[prompt], data[new_tokens], data[layer], data[head],
+        server.budget if server is not None else None))
     start.click(guarded(handler, alone=server), inputs, list(shown.values()),
                 concurrency_id="model",
                 time_limit=settings.measure_time_limit_s, api_name="kv_attention")

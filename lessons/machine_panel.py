@@ -16,6 +16,7 @@ from visualizations.style import empty_figure, info_caption
 from .common.context import AppContext
 from .common.exports import figures_box
 from .common.feedback import guarded
+from .common.shared_snapshot import SharedSnapshot
 from .machine_handlers import gpu_note_md, measure_machine
 
 
@@ -29,7 +30,8 @@ def server_section(lm, settings: Settings, server, chat=None) -> None:
                 "thread running the model drags every decode down to one core's speed (measured "
                 "on a 2-core Xeon on 2026-11-30: 33 tokens/s with one thread, 19 with two).")
     with gr.Row():
-        watch = gr.Checkbox(False, label="Watch live (updates every 2 s)", elem_id="server-watch")
+        watch = gr.Checkbox(False, elem_id="server-watch",
+                            label=f"Watch live (updates every {settings.watch_interval_s:g} s)")
         refresh = gr.Button("Refresh now", elem_id="server-refresh")
     text = gr.Markdown(server_stats_md(None, settings.server_rows, settings.server_window_s),
                        elem_id="server-stats")
@@ -43,16 +45,21 @@ def server_section(lm, settings: Settings, server, chat=None) -> None:
         grid = gr.HTML(grid0, elem_id="server-pool")
         pool_bytes = gr.Markdown(bytes0, elem_id="server-pool-bytes")
     tables = gr.HTML(tables0, elem_id="server-pool-tables")
-    timer = gr.Timer(2.0, active=False)
+    timer = gr.Timer(settings.watch_interval_s, active=False)
     outputs = [text, chart, grid, tables, pool_bytes]
 
-    def show() -> dict:
+    def snapshot() -> dict:
         st = server.stats()
         cap = info_caption(lm.info, alone=False, note="live scheduler")
         head = remote_stats_md(chat.stats()) + "\n\n" if chat is not None else ""
         parts = server_pool_parts(st, "The pool of the server serving this room, now.")
         return {text: head + server_stats_md(st, settings.server_rows, settings.server_window_s),
                 chart: batch_history_figure(st, cap), **dict(zip(outputs[2:], parts))}
+
+    live = SharedSnapshot(snapshot, settings.watch_interval_s)  # one per interval, every tab
+
+    def show() -> dict:
+        return live.get()
 
     checked = guarded(show, compute=False)  # no model: answers even while a measurement runs
     refresh.click(checked, None, outputs, api_name="server_stats")

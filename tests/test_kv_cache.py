@@ -284,3 +284,43 @@ def test_panel_builds_with_limits_and_named_endpoints(lm):
             "kv-projection-context", "kv-projection-batch", "kv-projection-gqa"} <= ids
     table = next(b for b in demo.blocks.values() if b.elem_id == "kv-projection-table")
     assert "Llama-3-70B" in table.value  # drawn at build time from the default settings
+
+
+def test_prefix_reuse_request_over_its_token_budget_refused_in_under_a_second(lm):
+    """Issue 30: eight ~4,000-token questions (64,000 characters) are refused before any
+    model run, with a sentence, in well under a second; a one-question request fits."""
+    import time
+
+    from lessons import kv_cache_handlers as run
+    settings = Settings()
+    question = "Tell me about the museum's history. " * 480  # ~3,900 tokens
+    questions = "\n".join([question.strip()] * 8)
+    start = time.perf_counter()
+    with pytest.raises(PromptTooLongError, match="budget of 8,192 tokens per request"):
+        next(run.prefix_frames(lm, settings, SYSTEM, questions, 12))
+    assert time.perf_counter() - start < 1.0
+    from inference.experiments.prefix_reuse import prefix_request_tokens
+    one = prefix_request_tokens(lm.tokenizer, SYSTEM, ["When does it close?"], 12,
+                                settings.prefix_request_tokens)
+    assert 0 < one <= settings.prefix_request_tokens
+
+
+def test_pileup_attention_views_held_under_the_decode_cache_budget(lm):
+    """Issue 30: lesson 4's attention view is held under the same budget as the decode
+    caches: compact (4 bytes a weight), counted, the oldest freed first, and a freed view
+    asks for a new run instead of failing."""
+    from inference.cache_budget import CacheBudget
+    from lessons import kv_cache_handlers as run
+    settings = Settings()
+    prompt = "The museum opens at nine and closes at five. " * 12
+    one = run.show_attention(lm, settings, prompt, 1, 0, 0).view
+    size = one.nbytes
+    assert size == lm.info.layers * lm.info.heads * len(one.pieces) * 4  # float32 [L, H_q, S]
+    budget = CacheBudget(cap_bytes=int(size * 2.5), idle_s=600)
+    held = [run.show_attention(lm, settings, prompt, 1, 0, 0, budget).view for _ in range(5)]
+    assert budget.held_bytes() <= size * 3  # the cap, plus the one just used
+    assert held[-1].view is not None and held[0].view is None  # oldest freed first
+    freed = run.attention_redraw(lm, held[0], 0, 0)
+    assert "press Show attention again" in freed.layout.annotations[0].text
+    fig = run.attention_redraw(lm, held[-1], 3, 2)
+    assert len(fig.data[0].y) == len(held[-1].view.pieces)

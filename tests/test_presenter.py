@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from types import SimpleNamespace
 
 import gradio as gr
@@ -195,7 +196,8 @@ def test_csv_file_and_machine_summary(tmp_path):
     from inference.experiments.roofline import Roofline
 
     path = write_csv("a,b\n1,2\n", "prefill sweep/../x")
-    assert path.endswith("prefill-sweep-x.csv") and open(path).read() == "a,b\n1,2\n"
+    assert re.search(r"prefill-sweep-x-[0-9a-f]{8}\.csv$", path)
+    assert open(path).read() == "a,b\n1,2\n"
     info = SimpleNamespace(name="SmolLM2-135M-Instruct", parameters=134_515_008,
                            weight_bytes=538_000_000, dtype="float32", device="cpu", threads=2)
     empty = machine_figures_md(info)
@@ -276,3 +278,17 @@ def test_presenter_cost_is_lesson_5s_figure_for_the_same_batch(lm):
         output_tokens=settings.conversation_output_tokens.default)
     assert screen.shown in view.table  # e.g. "$0.52": the same figure in lesson 5's table
     assert "batch 16" in screen.label and "estimate" in screen.detail
+
+
+def test_link_markdown_and_html_show_as_plain_text():
+    """A link's own text never becomes markup inside the app's notice (issue 30)."""
+    from markdown_it import MarkdownIt
+
+    render = MarkdownIt("commonmark", {"html": True}).render
+    for lesson in ["[Log in](https://evil.example/login)", "![x](https://evil.example/i.png)",
+                   "<img src=https://evil.example/i.png>", "https://evil.example",
+                   "`[x](y)` **bold**", "<a href='https://e.example'>hi</a>"]:
+        html = render(read_link({"lesson": lesson}, LIMIT).notice_md)
+        assert "does not exist" in html
+        assert "<a " not in html and "<img" not in html and "<strong" not in html, html
+        assert "evil.example" in html or "e.example" in html or "bold" in html  # shown, as text

@@ -5,11 +5,15 @@ camera icon on every chart) downloads the picture as PNG.
 """
 from __future__ import annotations
 
+import atexit
 import csv
+import hashlib
 import io
 import os
 import re
+import shutil
 import tempfile
+import threading
 from collections.abc import Iterable, Sequence
 
 
@@ -40,13 +44,35 @@ def batch_sweep_csv(points) -> str:
           p.weight_bytes] for p in points])
 
 
-def write_csv(text: str, name: str) -> str:
-    """Write CSV text to a fresh temporary file named `<name>.csv`; return its path."""
+_EXPORT_DIR: list[str] = []  # this process's one export folder, made on first use
+_EXPORT_LOCK = threading.Lock()
+
+
+def export_folder() -> str:
+    """The one folder every CSV export of this process goes into (removed when it exits)."""
+    with _EXPORT_LOCK:
+        if not _EXPORT_DIR or not os.path.isdir(_EXPORT_DIR[0]):
+            _EXPORT_DIR[:] = [tempfile.mkdtemp(prefix="llm-lab-export-")]
+            atexit.register(shutil.rmtree, _EXPORT_DIR[0], True)
+        return _EXPORT_DIR[0]
+
+
+def write_csv(text: str, name: str, keep: int = 32) -> str:
+    """Write CSV text to `<name>-<hash of the text>.csv` in the process's one export folder
+    and return its path; only the `keep` newest exports stay (a click a second cannot pile
+    files up). Same text, same file: two visitors never overwrite each other's export."""
     safe = re.sub(r"[^A-Za-z0-9_-]+", "-", name).strip("-") or "data"
-    folder = tempfile.mkdtemp(prefix="llm-lab-export-")
-    path = os.path.join(folder, f"{safe}.csv")
-    with open(path, "w", encoding="utf-8", newline="") as f:
-        f.write(text)
+    digest = hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:8]
+    folder = export_folder()
+    path = os.path.join(folder, f"{safe}-{digest}.csv")
+    with _EXPORT_LOCK:
+        with open(path, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        files = sorted((os.path.join(folder, n) for n in os.listdir(folder)),
+                       key=os.path.getmtime)
+        for old in files[:-max(1, keep)]:
+            if old != path:
+                os.remove(old)
     return path
 
 

@@ -15,6 +15,7 @@ layer inputs (`output_hidden_states`) and redo the small query computation ourse
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from transformers import DynamicCache
@@ -26,9 +27,16 @@ from ..errors import EmptyPromptError
 @dataclass(frozen=True)
 class AttentionView:
     pieces: tuple[str, ...]  # one text piece per cached position
-    weights: tuple[tuple[tuple[float, ...], ...], ...]  # [layer][query head][position]
+    # weights[layer][query head][position]: a float32 array [L, H_q, S] (4 bytes a weight; as
+    # Python floats a 4,000-token view took ~40 MB a visitor), or nested tuples in tests
+    weights: Any
     kv_heads: int
     query_heads: int
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the weights hold (what a visitor's view costs the server between clicks)."""
+        return int(getattr(self.weights, "nbytes", 0))
 
     @property
     def layers(self) -> int:
@@ -75,8 +83,24 @@ def newest_attention(lm, ids: list[int]) -> AttentionView:
         hidden = out.hidden_states[layer][:, -1, :]  # [1, hidden]: input to this layer
         q = newest_token_query(model, hidden, layer, len(ids) - 1)
         w = attention_weights(model, q, cache.layers[layer].keys)  # [H_q, S]
-        rows.append(tuple(tuple(round(float(x), 5) for x in head) for head in w.tolist()))
+        rows.append(w.float().cpu())  # [H_q, S]
     pieces = tuple(lm.tokenizer.decode([i]) for i in ids)
     cfg = model.config
-    return AttentionView(pieces=pieces, weights=tuple(rows), kv_heads=cfg.num_key_value_heads,
+    weights = torch.stack(rows).numpy()  # [L, H_q, S] float32
+    return AttentionView(pieces=pieces, weights=weights, kv_heads=cfg.num_key_value_heads,
                          query_heads=cfg.num_attention_heads)
+
+
+class HeldAttention:
+    """A visitor's attention view kept between clicks (to redraw another layer or head), held
+    under the same budget as the decode caches (`inference.cache_budget.CacheBudget`): when
+    the budget frees it, `view` becomes None and the learner is asked to run it again."""
+
+    def __init__(self, view: AttentionView) -> None:
+        self.view: AttentionView | None = view
+
+    def held_bytes(self) -> int:
+        return self.view.nbytes if self.view is not None else 0
+
+    def free_cache(self) -> None:
+        self.view = None

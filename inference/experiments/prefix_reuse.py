@@ -23,7 +23,7 @@ from transformers import DynamicCache
 
 from ..config import LIMITS
 from ..engine import decode_step, forward, prefill
-from ..errors import EmptyPromptError
+from ..errors import EmptyPromptError, PromptTooLongError
 from ..kv_cache import cache_length, copy_cache
 from ..timing import stopwatch
 from ..tokens import clean_text, prompt_ids
@@ -73,6 +73,22 @@ def full_prompt_ids(tokenizer, system: str, question: str) -> list[int]:
     if not question or not clean_text(question).strip():
         raise EmptyPromptError("A question is empty: type at least one question.")
     return prompt_ids(tokenizer, question, system=system)  # the app's limits apply
+
+
+def prefix_request_tokens(tokenizer, system: str, questions: list[str], new_tokens: int,
+                          budget_tokens: int) -> int:
+    """The work of one prefix-reuse request, in tokens through the model, counted before any
+    of it runs: every question's whole prompt is prefilled twice (from scratch, then its new
+    part after the stored prefix, counted as the whole to bound it) and answered twice.
+    Raises PromptTooLongError over `budget_tokens` (all questions together, not each)."""
+    work = sum(2 * (len(full_prompt_ids(tokenizer, system, q)) + new_tokens) for q in questions)
+    if work > budget_tokens:
+        raise PromptTooLongError(
+            f"These {len(questions)} questions need about {work:,} tokens through the model "
+            f"(each prompt prefilled twice and answered twice), over this lesson's budget of "
+            f"{budget_tokens:,} tokens per request. Use fewer or shorter questions, or a "
+            "shorter system prompt.")
+    return work
 
 
 def prefill_prefix(lm, ids: list[int]) -> PrefixCache:

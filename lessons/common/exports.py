@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import gradio as gr
 
+from inference.config import LIMITS
 from visualizations.exports import batch_sweep_csv, prefill_sweep_csv, write_csv
 
 from .feedback import guarded
 from .latest import LAST_BATCH, LAST_PREFILL, figures_md, shared_key
+
+KEPT = LIMITS.export_files_kept  # CSV files kept in the process's one export folder
 
 
 def csv_button(elem_id: str) -> gr.DownloadButton:
@@ -29,7 +32,7 @@ def prefill_csv(lm, shared, lengths: list[int], most: int) -> gr.DownloadButton:
     if not points:
         return gr.DownloadButton(visible=False)
     shared.put(shared_key(lm, LAST_PREFILL), tuple(points))
-    return gr.DownloadButton(value=write_csv(prefill_sweep_csv(points), "prefill-sweep"),
+    return gr.DownloadButton(value=write_csv(prefill_sweep_csv(points), "prefill-sweep", KEPT),
                              visible=True)
 
 
@@ -39,7 +42,7 @@ def batch_csv(lm, shared, sweep) -> gr.DownloadButton:
         return gr.DownloadButton(visible=False)
     if shared is not None:
         shared.put(shared_key(lm, LAST_BATCH), tuple(sweep.points))
-    return gr.DownloadButton(value=write_csv(batch_sweep_csv(sweep.points), "batch-sweep"),
+    return gr.DownloadButton(value=write_csv(batch_sweep_csv(sweep.points), "batch-sweep", KEPT),
                              visible=True)
 
 

@@ -40,8 +40,11 @@ class LinkState:
 
 
 def _quoted(text: str) -> str:
+    """A link's own text, quoted as plain text: inside a code span, where neither markdown
+    (a `[Log in](https://…)` link, an image) nor HTML is ever rendered."""
     short = text[:SHOWN_CHARS] + ("…" if len(text) > SHOWN_CHARS else "")
-    return "“" + short.replace("*", "").replace("`", "").replace("<", "‹") + "”"
+    plain = " ".join(short.replace("`", "'").replace("<", "‹").split()) or "?"  # no ` ends it
+    return f"“` {plain} `”"
 
 
 def read_link(params: Mapping[str, str], max_prompt_chars: int) -> LinkState:
