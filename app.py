@@ -28,7 +28,6 @@ from lessons.common.context import AppContext
 from lessons.common.lesson_text import lesson_text
 from lessons.common.links import link_notice, wire_links
 from lessons.common.next_lesson import lesson_footer
-from visualizations.model_card import model_card_html
 
 SETTINGS = Settings.from_env()
 # Loaded on the compute thread, where every handler runs the model (inference/compute_thread.py)
@@ -38,10 +37,8 @@ SERVER = Server(LM, SETTINGS)  # one continuous batcher: every visitor's chat go
 
 
 with gr.Blocks(title="LLM Inference, Step by Step") as demo:
-    gr.Markdown("# LLM inference, step by step\nA real language model, running on this machine, "
-                "taken apart one stage at a time. Times and sizes are measured live on this "
-                "machine, unless a chart or line labels them theoretical.")
-    gr.HTML(model_card_html(LM.info), elem_id="model-card")
+    # No header above the lessons: the first screen is the model answering (Start here), and
+    # the model card sits in its "About this model" (lessons/start_panel.py).
     notice = link_notice()  # says what a ?lesson=…&prompt=… link asked for and did not get
     # Every tab visible (wrapped, not folded into a "⋯" menu) and sticky (assets/style.css).
     with gr.Tabs(elem_id="lesson-tabs", overflow_behavior="wrap") as tabs:
