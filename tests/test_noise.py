@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import os
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -85,3 +86,22 @@ def test_a_real_busy_process_is_reported(lm):
     assert judged.others_cpu is not None and judged.others_cpu >= 0.8 * share, judged
     if share > LIMITS.noise_others_cpu_limit:  # e.g. 2 cores: one spinner is half the machine
         assert judged.busy and "numbers are noisy" in busy_notice_html(judged)
+
+
+def test_a_split_with_a_part_at_zero_or_a_busy_run_is_not_drawn():
+    from types import SimpleNamespace
+
+    from visualizations.step_charts import split_unreliable_figure, split_unreliable_md
+
+    quiet, busy = judge(others_cpu=0.02), judge(others_cpu=0.6)
+    assert noise.split_holds(quiet, [0.060, 0.030], 0.100)
+    assert not noise.split_holds(quiet, [0.100, 0.0], 0.100)  # "other operations 0.0 ms"
+    assert not noise.split_holds(quiet, [0.090, 0.030], 0.100)  # parts beyond the step
+    assert not noise.split_holds(busy, [0.060, 0.030], 0.100)
+    p = SimpleNamespace(steps=8, step_seconds=0.1)
+    md = split_unreliable_md(p, busy)
+    assert "numbers are noisy — run again" in md and "100.0 ms" in md
+    assert "not reliable" in split_unreliable_md(p, quiet)
+    assert not re.search(r"(?<![\d.])0\.0 ms", md)  # no part shown at 0.0 ms
+    fig = split_unreliable_figure(p, "the split was not reliable on this run: run again")
+    assert not fig.data  # no bar drawn for a part that was not measured

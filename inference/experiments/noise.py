@@ -147,3 +147,16 @@ def end(device, watch: Watch, repeats: Sequence[float] = (),
         after = calibration_seconds(device)
         ratio = max(after, watch.calibration_s) / max(min(after, watch.calibration_s), 1e-12)
     return judge(repeat_spread(repeats), ratio, others_cpu_share(watch.cpu, cpu), settings)
+
+
+SPLIT_FLOOR = 0.01  # a part under 1% of the step, though it ran operations, was not measured
+
+
+def split_holds(noise: Noise, parts_seconds: Sequence[float], step_seconds: float) -> bool:
+    """Whether a split of one step into parts (each of which ran operations) can be shown: the
+    run was quiet, and no part came out at ~0 or the parts to more than the step (the
+    profiler's shares and the unprofiled step then disagree)."""
+    if noise.busy or step_seconds <= 0:
+        return False
+    small = any(s < SPLIT_FLOOR * step_seconds for s in parts_seconds)
+    return not small and sum(parts_seconds) <= step_seconds * (1 + SPLIT_FLOOR)
