@@ -167,8 +167,8 @@ def race_frames(lm, settings: Settings, prompt: str, new_tokens: int,
         if step.lane == RECOMPUTE:
             summary, last = summarize(steps, len(ids)), step.index == n - 1
             judged = noise.end(lm.device, watch, race_repeats(steps), settings) if last else None
-            compared = (guess_md(GUESS_KEY, guess, summary.speedup)
-                        if last and supports_verdict(judged) else "")
+            compared = (guess_md(GUESS_KEY, guess, summary.speedup,
+                                 noisy=not supports_verdict(judged)) if last else "")
             yield RaceFrame(plot=kv_charts.race_figure(steps, caption),
                             summary=kv_text.race_summary_markdown(summary, judged) + compared,
                             progress=kv_text.race_progress_markdown(step.index, n),
