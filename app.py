@@ -27,7 +27,7 @@ from lessons.common.classroom_guard import (
 from lessons.common.context import AppContext
 from lessons.common.lesson_text import lesson_text
 from lessons.common.links import link_notice, wire_links
-from lessons.common.next_lesson import lesson_footer
+from lessons.common.next_lesson import lesson_footer, wire_scroll
 
 SETTINGS = Settings.from_env()
 # Loaded on the compute thread, where every handler runs the model (inference/compute_thread.py)
@@ -54,6 +54,7 @@ with gr.Blocks(title="LLM Inference, Step by Step") as demo:
             wire()
     wire_links(demo, tabs, notice, SETTINGS.max_prompt_chars)
     wire_chart_csv(demo)
+    wire_scroll(demo)  # tab and Next lesson clicks land on the lesson's start
 
 demo.queue(max_size=SETTINGS.queue_size, default_concurrency_limit=2)
 limit_per_session(demo, SETTINGS.session_events, SETTINGS.lane_waiting)
