@@ -69,6 +69,9 @@ def first_screen(ctx: AppContext) -> None:
                              time_limit=settings.measure_time_limit_s, api_name="first_race",
                              cancels=[on_load, on_go])
     stop.click(None, None, None, cancels=[on_load, on_go, on_race])
+    # Leaving Start here stops the answer too: its row is freed for the lesson's own runs.
+    ctx.tabs.select(None, None, None, cancels=[on_load, on_go], queue=False,
+                    api_visibility="private")
 
 
 def build(ctx: AppContext) -> Callable[[], None]:

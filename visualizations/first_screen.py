@@ -51,6 +51,6 @@ def race_ratio_html(summary, noise=None) -> str:
                "Over so few tokens the saving was smaller than the steps' own variation.")
         quiet = quiet_note(noise)
         return cards + why + (f"  \n*{quiet}.*" if quiet else "")
-    if busy:
-        return busy_notice_html(noise) + cards
+    if busy:  # the ratio stays first, right under its button; the notice follows it
+        return cards + busy_notice_html(noise)
     return cards + f"*Racing: {summary.new_tokens} steps done in both lanes…*"
