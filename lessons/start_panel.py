@@ -62,12 +62,9 @@ def first_screen(ctx: AppContext) -> None:
                             **answering)
     on_go = go.click(guarded(live, compute=False), [prompt], [diagram, cards, answer],
                      **answering)
-    # The race stops the live answer first: paused behind the race, its "each next token"
-    # would count the race's time as its own.
     on_race = race_btn.click(guarded(racing, alone=server), [prompt], [diagram, result],
                              concurrency_id="heavy", concurrency_limit=settings.heavy_lane_limit,
-                             time_limit=settings.measure_time_limit_s, api_name="first_race",
-                             cancels=[on_load, on_go])
+                             time_limit=settings.measure_time_limit_s, api_name="first_race")
     stop.click(None, None, None, cancels=[on_load, on_go, on_race])
     # Leaving Start here stops the answer too: its row is freed for the lesson's own runs.
     ctx.tabs.select(None, None, None, cancels=[on_load, on_go], queue=False,

@@ -104,14 +104,15 @@ def test_now_without_the_cache_ends_on_its_ratio_on_the_same_screen(server, brow
         page.close()
 
 
-LESSON_START = """() => { const bar = document.querySelector('#lesson-tabs > .tab-wrapper')
-                             .getBoundingClientRect();
-    const panel = Array.from(document.querySelectorAll('#lesson-tabs > [role=tabpanel]'))
-                       .find(p => p.getBoundingClientRect().height > 0);
-    if (!panel) return null;
-    const first = panel.querySelector('.prose, h1, h2, h3');
-    const r = (first || panel).getBoundingClientRect();
-    return {top: r.top, barBottom: bar.bottom, height: window.innerHeight}; }"""
+LANDED = """() => {
+  const bar = document.querySelector('#lesson-tabs > .tab-wrapper').getBoundingClientRect();
+  const panel = Array.from(document.querySelectorAll('#lesson-tabs [role=tabpanel]'))
+    .find(p => p.getBoundingClientRect().height > 0);
+  if (!panel) return false;
+  const first = panel.querySelector('.prose') || panel;
+  const top = first.getBoundingClientRect().top;
+  return top >= bar.bottom - 2 && top < window.innerHeight / 2;
+}"""
 
 
 def test_next_lesson_lands_on_the_lessons_title(visitor):
@@ -122,7 +123,5 @@ def test_next_lesson_lands_on_the_lessons_title(visitor):
     assert page.evaluate("window.scrollY") > 300  # the footer is far below the title
     page.locator("#next-prefill").click()
     page.get_by_role("tab", name="3 · Decode", selected=True).wait_for()
-    page.wait_for_function(f"() => {{ const s = ({LESSON_START})(); "
-                           "return s && s.top >= s.barBottom - 2 && s.top < s.height / 2; }}",
-                           timeout=5_000)
+    page.wait_for_function(LANDED, timeout=5_000)
     assert_clean(page, watch)
