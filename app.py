@@ -29,10 +29,9 @@ from lessons.common.context import AppContext
 from lessons.common.input_check import check_every_input
 from lessons.common.lesson_text import lesson_text
 from lessons.common.links import link_notice, wire_links
-from lessons.common.next_lesson import lesson_footer
+from lessons.common.next_lesson import lesson_footer, wire_scroll
 from lessons.common.request_limits import LimitRequestSize, WordValidationErrors
 from lessons.common.session_budget import bound_sessions
-from visualizations.model_card import model_card_html
 
 SETTINGS = Settings.from_env()
 # Loaded on the compute thread, where every handler runs the model (inference/compute_thread.py)
@@ -45,10 +44,8 @@ CHAT = RemoteEngine(SETTINGS.serve_url) if SETTINGS.serve_url else None
 
 with gr.Blocks(title="LLM Inference, Step by Step",  # served files' copies are swept hourly
                delete_cache=(SETTINGS.file_cache_s, SETTINGS.file_cache_s)) as demo:
-    gr.Markdown("# LLM inference, step by step\nA real language model, running on this machine, "
-                "taken apart one stage at a time. Times and sizes are measured live on this "
-                "machine, unless a chart or line labels them theoretical.")
-    gr.HTML(model_card_html(LM.info), elem_id="model-card")
+    # No header above the lessons: the first screen is the model answering (Start here), and
+    # the model card sits in its "About this model" (lessons/start_panel.py).
     notice = link_notice()  # says what a ?lesson=…&prompt=… link asked for and did not get
     # Every tab visible (wrapped, not folded into a "⋯" menu) and sticky (assets/style.css).
     with gr.Tabs(elem_id="lesson-tabs", overflow_behavior="wrap") as tabs:
@@ -64,6 +61,7 @@ with gr.Blocks(title="LLM Inference, Step by Step",  # served files' copies are 
             wire()
     wire_links(demo, tabs, notice, SETTINGS.max_prompt_chars)
     wire_chart_csv(demo)
+    wire_scroll(demo)  # tab and Next lesson clicks land on the lesson's start
 
 demo.queue(max_size=SETTINGS.queue_size, default_concurrency_limit=2)
 limit_per_session(demo, SETTINGS.session_events, SETTINGS.lane_waiting)

@@ -84,6 +84,16 @@ class Settings:
     held_idle_s: float = 600.0  # a cache idle this long is freed (the tokens stay)
     state_ttl_s: float = 3_600.0  # a visitor's lesson state is dropped after this long unused
 
+    # Noise (inference/experiments/noise.py): past any limit, a run counts as taken on a busy
+    # machine: its numbers are shown with a notice and no verdict is drawn from them.
+    noise_spread_limit: float = 0.25  # repeats' interquartile range / median
+    noise_calibration_limit: float = 1.3  # slower / faster calibration op, before vs after
+    noise_others_cpu_limit: float = 0.25  # share of the machine's CPU used by other processes
+
+    # The first screen (Start here): the live answer and its race against recomputation.
+    live_new_tokens: int = 24  # tokens the first screen's answer decodes
+    live_race_new_tokens: int = 16  # steps of its "Now without the cache" race
+
     # Lesson 2: prefill sweep.
     prefill_sweep_tokens: Range = _r(8, 256, 128, 8)
 

@@ -18,6 +18,7 @@ from plotly.graph_objects import Figure
 
 from inference.batching import padding_waste
 from inference.config import LIMITS, Settings
+from inference.experiments import noise
 from inference.experiments.batch_sweep import SweepUpdate, run_sweep, sweep_sizes
 from inference.experiments.memory_guard import (
     check_batch_fits,
@@ -26,6 +27,7 @@ from inference.experiments.memory_guard import (
     model_shape,
     plan_batch,
 )
+from inference.experiments.noise import Noise
 from inference.experiments.roofline import machine_bandwidth
 from inference.experiments.schedulers import ScheduleResult, serve_continuous, serve_static
 from inference.experiments.serving_cost import model_serving_costs
@@ -60,6 +62,7 @@ class SavedSweep(NamedTuple):
 
     update: SweepUpdate
     when: str
+    noise: Noise | None = None  # judged quiet (a busy sweep is not shared)
 
 
 @dataclass(frozen=True)
@@ -121,21 +124,30 @@ def sweep_frames(lm, settings: Settings, shared, *, max_batch: int, steps: int,
     saved = shared.get(key) if shared is not None else None
     if saved is not None:
         message = text.shared_sweep_message(saved.when, saved.update.message)
-        yield _sweep_frame(lm, saved.update, message, schedules, guess)
+        yield _sweep_frame(lm, saved.update, message, schedules, guess, saved.noise)
         return
-    last = None
+    last, judged, watch = None, None, noise.begin(lm.device)
     for update in run_sweep(lm, prompt, max_batch, steps, budget,
                             bandwidth_gbs=machine_bandwidth(shared, lm.device)):
         grew = last is None or len(update.points) != len(last.points) or update.finished
         last = update
-        yield (_sweep_frame(lm, update, update.message, schedules, guess) if grew
+        judged = noise.end(lm.device, watch, sweep_repeats(update), settings) \
+            if update.finished else None
+        yield (_sweep_frame(lm, update, update.message, schedules, guess, judged) if grew
                else SweepFrame(progress=f"⏳ {update.message}"))
-    if shared is not None and last is not None and last.finished:
-        shared.put(key, SavedSweep(last, time.strftime("%H:%M")))
+    if shared is not None and last is not None and last.finished and judged and judged.quiet:
+        shared.put(key, SavedSweep(last, time.strftime("%H:%M"), judged))  # busy: not shared
+
+
+def sweep_repeats(update: SweepUpdate) -> list[float]:
+    """The noisiest batch size's timed steps (the same step repeated), for the noise rule."""
+    worst = max(update.points, key=lambda p: noise.repeat_spread(p.step_times) or 0.0,
+                default=None)
+    return list(worst.step_times) if worst is not None else []
 
 
 def _sweep_frame(lm, update: SweepUpdate, message: str, schedules: ScheduleComparison | None,
-                 guess: float | None = None) -> SweepFrame:
+                 guess: float | None = None, judged: Noise | None = None) -> SweepFrame:
     cap = info_caption(lm.info, note="median of each batch's decode steps")
     done = update.finished
     one, big = (update.points[0], update.points[-1]) if update.points else (None, None)
@@ -143,12 +155,12 @@ def _sweep_frame(lm, update: SweepUpdate, message: str, schedules: ScheduleCompa
                 if done and one is not None else "")
     return SweepFrame(
         progress=text.sweep_progress_markdown(update, message),
-        throughput=charts.throughput_chart(update.points, cap),
+        throughput=charts.throughput_chart(update.points, cap, judged),
         step_time=charts.step_time_chart(update.points, update.bandwidth_gbs, cap),
         tradeoff=charts.tradeoff_chart(update.points, cap),
         table=tables.sweep_table(update) + compared,
         sweep=update if done else None,
-        closing=text.closing_note(lm.info, update, schedules) if done else None)
+        closing=text.closing_note(lm.info, update, schedules, judged) if done else None)
 
 
 def padding_view(lm, settings: Settings, prompts: str) -> PaddingView:

@@ -14,6 +14,7 @@ from plotly.graph_objects import Figure
 
 from inference.config import Settings
 from inference.errors import PromptTooLongError, SettingOutOfRangeError
+from inference.experiments import noise
 from inference.experiments.attention_view import AttentionView, HeldAttention, newest_attention
 from inference.experiments.kv_growth import watch_growth
 from inference.experiments.kv_projection import (
@@ -26,6 +27,7 @@ from inference.experiments.kv_projection import (
     this_model,
 )
 from inference.experiments.kv_race import RECOMPUTE, race, summarize
+from inference.experiments.noise import Noise
 from inference.experiments.prefix_reuse import (
     prefill_prefix,
     prefix_request_tokens,
@@ -45,6 +47,7 @@ from inference.generation import stream
 from inference.kv_cache import cache_tensor_bytes
 from visualizations import kv_charts, kv_text
 from visualizations.mechanism import race_diagram
+from visualizations.noise_view import supports_verdict
 from visualizations.style import empty_figure, info_caption
 
 from .common.guess import guess_md
@@ -70,6 +73,7 @@ class RaceFrame:
     summary: str
     progress: str
     diagram: str | None = None  # the newest pair of steps animated, cache on and off
+    noise: Noise | None = None  # the last frame: was the machine busy while racing
 
 
 @dataclass(frozen=True)
@@ -160,18 +164,27 @@ def race_frames(lm, settings: Settings, prompt: str, new_tokens: int,
     settings.race_new_tokens.check("New tokens", new_tokens)
     n, caption, steps = int(new_tokens), info_caption(lm.info), []
     prompt, pieces = [lm.tokenizer.decode([i]) for i in ids], []
+    watch = noise.begin(lm.device)
     for step in race(lm, ids, n):
         steps.append(step)
         if step.lane != RECOMPUTE:
             pieces.append(lm.tokenizer.decode([step.token_id]))
         if step.lane == RECOMPUTE:
-            summary = summarize(steps, len(ids))
-            compared = guess_md(GUESS_KEY, guess, summary.speedup) if step.index == n - 1 else ""
+            summary, last = summarize(steps, len(ids)), step.index == n - 1
+            judged = noise.end(lm.device, watch, race_repeats(steps), settings) if last else None
+            compared = (guess_md(GUESS_KEY, guess, summary.speedup,
+                                 noisy=not supports_verdict(judged)) if last else "")
             yield RaceFrame(plot=kv_charts.race_figure(steps, caption),
-                            summary=kv_text.race_summary_markdown(summary) + compared,
+                            summary=kv_text.race_summary_markdown(summary, judged) + compared,
                             progress=kv_text.race_progress_markdown(step.index, n),
                             diagram=race_diagram(prompt, steps, lm.info.layers, output=pieces,
-                                                 capacity=len(ids) + n))
+                                                 capacity=len(ids) + n),
+                            noise=judged)
+
+
+def race_repeats(steps) -> list[float]:
+    """The cached lane's decode steps: the same work repeated (one token in), for their spread."""
+    return [s.seconds for s in steps if s.lane != RECOMPUTE and s.index > 0]
 
 
 def projection_view(lm, settings: Settings, batch: int, context: int,

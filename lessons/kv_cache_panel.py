@@ -79,7 +79,8 @@ def race_tab(lm, settings: Settings, shared=None, server=None) -> None:
              "summary": gr.Markdown(elem_id="kv-race-summary"),
              "plot": gr.Plot(label="Per-step latency", elem_id="kv-race-plot"),
              "diagram": gr.HTML(race_diagram([], [], lm.info.layers),
-                                elem_id="kv-race-diagram")}
+                                elem_id="kv-race-diagram"),
+             "noise": gr.State(None)}  # the last frame's busy-or-quiet reading
     handler = showing(shown, lambda p, n, g: run.race_frames(lm, settings, p, n, g))
     ev = start.click(guarded(handler, alone=server), [prompt, new_tokens, guess],
                      list(shown.values()),

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
+from inference.experiments import noise
 from inference.experiments.machine_roofline import (
     measure_compute_roof,
     measure_roofline,
@@ -16,12 +17,18 @@ from inference.experiments.machine_roofline import (
 )
 from inference.experiments.memory_guard import memory_budget_bytes
 from inference.experiments.model_sizes import size_rows
+from inference.experiments.noise import Noise
 from inference.experiments.roofline import Roofline
 from inference.experiments.step_bound import StepBound
 from visualizations.machine_text import model_sizes_md, roofline_md
 from visualizations.roofline_bytes import roofline_figure
 from visualizations.roofline_charts import compute_roof_md, two_roof_figure
-from visualizations.step_charts import step_bound_md, step_split_figure
+from visualizations.step_charts import (
+    split_unreliable_figure,
+    split_unreliable_md,
+    step_bound_md,
+    step_split_figure,
+)
 from visualizations.style import info_caption
 
 from .common.latest import figures_md, latest_batch_points
@@ -41,12 +48,25 @@ class RooflinePoint:
     decode_tokens_per_s: float
 
 
-def step_bound_outputs(lm, r: Roofline, bound: StepBound, caption: str) -> tuple[str, object]:
-    """The step's split in words and as a chart, against `r`'s bandwidth floor."""
-    floor = 1 / r.ceiling_tokens_per_s
+def step_bound_outputs(lm, r: Roofline, bound: StepBound, caption: str,
+                       judged: Noise | None = None) -> tuple[str, object]:
+    """The step's split in words and as a chart, against `r`'s bandwidth floor. `judged`: the
+    noise rule's reading around the profiling; a split that does not hold up is not drawn."""
+    floor, p = 1 / r.ceiling_tokens_per_s, bound.profile
+    if judged is not None and not noise.split_holds(
+            judged, [p.matmul_seconds, p.other_ops_seconds], p.step_seconds):
+        return (split_unreliable_md(p, judged),
+                split_unreliable_figure(p, "the split was not reliable on this run: run again"))
     text = step_bound_md(bound, floor, r.bytes_per_token, r.bandwidth_gbs, lm.info.weight_bytes,
                          lm.info.layers)
-    return text, step_split_figure(bound.profile, floor, caption)
+    return text, step_split_figure(p, floor, caption)
+
+
+def measured_step_bound(lm) -> tuple[StepBound, Noise]:
+    """Profile one decode step's split, with the noise rule's readings around it."""
+    watch = noise.begin(lm.device)
+    bound = measure_step_bound(lm)
+    return bound, noise.end(lm.device, watch)
 
 
 def sizes_md(lm, r: Roofline) -> str:
@@ -95,7 +115,8 @@ def measure_machine(lm, shared=None) -> MachineView:
     r = measure_roofline(lm, shared=shared)
     roof = measure_compute_roof(lm, r, shared, batch_points=latest_batch_points(lm, shared))
     caption = info_caption(lm.info)
-    step_md, step_fig = step_bound_outputs(lm, r, measure_step_bound(lm), caption)
+    bound, judged = measured_step_bound(lm)
+    step_md, step_fig = step_bound_outputs(lm, r, bound, caption, judged)
     fig = roofline_figure([roofline_point(lm, r)], r.bandwidth_gbs, ", read bandwidth measured",
                           caption, x_title=BYTES_AXIS)
     return MachineView(r, roofline_md(r, lm.info.weight_bytes), fig,

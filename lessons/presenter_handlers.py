@@ -16,10 +16,11 @@ from dataclasses import asdict, dataclass
 
 from inference.config import LIMITS, Settings
 from inference.drafts import make_draft
+from inference.experiments import noise
 from inference.experiments.batch_sweep import run_sweep
 from inference.experiments.context_sweep import compare_lengths, decode_lengths_sweep
 from inference.experiments.context_theory import decode_theory
-from inference.experiments.kv_race import race, summarize
+from inference.experiments.kv_race import RECOMPUTE, race, summarize
 from inference.experiments.machine_roofline import measure_roofline
 from inference.experiments.memory_guard import memory_budget_bytes
 from inference.experiments.prefill_sweep import prefill_sweep
@@ -37,7 +38,7 @@ from visualizations.model_card import human_bytes
 from visualizations.presenter_view import recap_md
 
 from .common.latest import PRESENTER_BATCH, shared_key
-from .common.predictions import comparison_md
+from .common.predictions import comparison_md, fmt
 from .common.presenter_screens import Screen
 from .common.prompt_input import encode_prompt
 
@@ -67,6 +68,7 @@ class Measured:
     shown: str  # e.g. "12.3×", "41 ms"
     label: str  # e.g. "faster in one pass"
     detail: str  # one line of the measured figures behind the headline
+    noisy: bool = False  # the machine was busy while measuring (noise.py): no verdict drawn
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -146,8 +148,16 @@ def speculative(lm, settings: Settings, shared) -> Measured:
 
 
 def step_split(lm, settings: Settings, shared) -> Measured:
+    watch = noise.begin(lm.device)
     bound = measure_step_bound(lm, encode_prompt(lm, settings, PROMPT), race_tokens=0)
+    judged = noise.end(lm.device, watch, settings=settings)
     p, share = bound.profile, 100 * bound.profile.matmul_share
+    if not noise.split_holds(judged, [p.matmul_seconds, p.other_ops_seconds], p.step_seconds):
+        why = "; ".join(judged.reasons) or ("a part came out at about 0 ms, or the parts at "
+                                            "more than the step")
+        return Measured("step_split", share, "—", "the split of a decode step was not "
+                        "reliable on this run: run again",
+                        f"one step {p.step_seconds * 1000:.1f} ms (measured) · {why}", True)
     return Measured("step_split", share, f"{share:.0f}%",
                     "of a decode step is the matrix products",
                     f"one step {p.step_seconds * 1000:.1f} ms: matrix products "
@@ -173,12 +183,19 @@ def kv_bytes(lm, settings: Settings, shared) -> Measured:
 
 def kv_race(lm, settings: Settings, shared) -> Measured:
     ids = encode_prompt(lm, settings, PROMPT, max_tokens=settings.race_max_prompt_tokens)
-    s = summarize(list(race(lm, ids, RACE_TOKENS)), len(ids))
+    watch = noise.begin(lm.device)
+    steps = list(race(lm, ids, RACE_TOKENS))
+    judged = noise.end(lm.device, watch, [t.seconds for t in steps
+                                          if t.lane != RECOMPUTE and t.index > 0], settings)
+    s = summarize(steps, len(ids))
     same = "same tokens" if s.same_tokens else "tokens differ"
-    return Measured("kv_race", s.speedup, f"{s.speedup:.1f}×", f"faster with the cache "
-                    f"({s.new_tokens} tokens)", f"cached {s.cached_seconds:.2f} s · recomputed "
+    label = (f"recomputing ÷ cached time ({s.new_tokens} tokens): this machine was busy "
+             "while measuring, numbers are noisy — run again" if judged.busy else
+             f"faster with the cache ({s.new_tokens} tokens)")
+    return Measured("kv_race", s.speedup, f"{s.speedup:.1f}×", label,
+                    f"cached {s.cached_seconds:.2f} s · recomputed "
                     f"{s.recompute_seconds:.2f} s · {s.work_ratio:.0f}× the tokens through the "
-                    f"model without it · {same}")
+                    f"model without it · {same}", judged.busy)
 
 
 def long_context(lm, settings: Settings, shared) -> Measured:
@@ -297,8 +314,15 @@ def compare_text(screen: Screen, progress: dict, screens: tuple[Screen, ...]) ->
     got = progress["results"].get(screen.measure)
     if screen.predict is None or got is None:
         return ""
+    if got.get("noisy"):  # measured on a busy machine: beside the guess, no verdict
+        return guess_beside_noisy(progress["guesses"].get(screen.measure), got["shown"])
     return comparison_md(progress["guesses"].get(screen.measure), got["value"], screen.unit,
                          screen.why)
+
+
+def guess_beside_noisy(guess: float | None, shown: str) -> str:
+    typed = f"**Your guess:** {fmt(guess)} · " if guess else ""
+    return f"{typed}**measured:** {shown} on a busy machine: run again to compare."
 
 
 def measure_screen(p: dict, screens: tuple[Screen, ...], typed: float | None, lm,

@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from inference.config import LIMITS, Settings
+from inference.experiments import noise
+from inference.experiments.noise import Noise
 from inference.experiments.quality import (
     ModeReport,
     compare_mode,
@@ -38,6 +40,7 @@ class QuantFrame(NamedTuple):
     message: str
     reports: tuple[ModeReport, ...] | None = None
     bandwidth_gbs: float | None = None  # measured read bandwidth, for the roofline
+    noise: Noise | None = None  # the last frame: was the machine busy while measuring
 
 
 def chosen_modes(modes: list[str] | None) -> list[str]:
@@ -70,6 +73,7 @@ def compare_frames(lm, settings: Settings, shared, prompt: str, modes: list[str]
     reports: list[ModeReport] = []
 
     yield QuantFrame(f"⏳ float32 reference: greedy answer of {n} tokens…")
+    watch = noise.begin(device)
     ref = _reference(lm, shared, prompt, ids, n)
     for i, key in enumerate(keys, start=1):
         built, shown = None, 0.0
@@ -86,13 +90,16 @@ def compare_frames(lm, settings: Settings, shared, prompt: str, modes: list[str]
     keep_modes(lm, shared, reports)
     yield QuantFrame(f"✅ measured {len(reports)} modes at {time.strftime('%H:%M:%S')} "
                      f"({len(ids)}-token prompt, {n} greedy tokens, {len(text_ids)}-token "
-                     "perplexity text)", tuple(reports), bandwidth)
+                     "perplexity text)", tuple(reports), bandwidth,
+                     noise.end(device, watch, settings=settings))
 
 
-def compared(reports, guess: float | None) -> str:
-    """The learner's guess beside int8's measured speed against float32 (once both ran)."""
+def compared(reports, guess: float | None, judged: Noise | None = None) -> str:
+    """The learner's guess beside int8's measured speed against float32 (once both ran);
+    on a busy run (`judged`), beside the number with no verdict."""
     by_key = {r.key: r for r in reports}
     if "int8" not in by_key or "fp32" not in by_key:
         return ""
     return guess_md(GUESS_KEY, guess, by_key["int8"].decode_tokens_per_s
-                    / by_key["fp32"].decode_tokens_per_s)
+                    / by_key["fp32"].decode_tokens_per_s,
+                    noisy=judged is not None and judged.busy)

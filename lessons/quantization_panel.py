@@ -77,7 +77,8 @@ def build(ctx: AppContext) -> None:
                                                  WEIGHT_BYTES_AXIS),
                 bars: charts.mode_bars_figure(r, caption), table: results_table_md(r),
                 texts: charts.side_by_side_html(r),
-                closing: closing_note_md(lm.info, r, bw, bf16) + compared(r, guessed)}
+                closing: closing_note_md(lm.info, r, bw, bf16, frame.noise)
+                + compared(r, guessed, frame.noise)}
 
     def run(p: str, m: list[str], n: int, guessed: float | None) -> Iterator[dict]:
         for frame in compare_frames(lm, settings, shared, p, m, n):

@@ -1,10 +1,23 @@
-"""'Start here', the plain part: the example prompts a newcomer taps first (each opens 'Try it'
-with the prompt filled in), and the text of the overview."""
+"""'Start here', the plain part: the first screen's live answer (the real model answering a
+prompt on page load, every forward pass drawn on the mechanism diagram with its measured
+time), its race against recomputation, the example prompts a newcomer taps next (each opens
+'Try it' with the prompt filled in), and the text of the overview."""
 from __future__ import annotations
 
-from inference.config import LIMITS
+import html
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from inference.config import LIMITS, Settings
+from inference.experiments import noise
+from inference.experiments.kv_race import RECOMPUTE, race, summarize
+from inference.sampling import SamplingSettings
+from visualizations.first_screen import live_cards_html, race_ratio_html
+from visualizations.mechanism import decode_diagram, empty_diagram, race_diagram
 
 from .common.lesson_text import lesson_text
+from .common.prompt_input import encode_prompt
 
 STARTERS: tuple[str, ...] = (
     LIMITS.default_prompt,
@@ -20,3 +33,84 @@ FIRST_STEP_MD = ("**Your first step:** tap a prompt. It opens **Try it** with th
 def overview_md() -> str:
     """The overview that opens the app (assets/overview.md)."""
     return lesson_text("overview.md")
+
+
+@dataclass(frozen=True)
+class LiveFrame:
+    """One moment of the first screen's live answer."""
+
+    diagram: str  # the mechanism diagram: the newest forward pass animated
+    cards: str  # "first token: N ms", "each next token: N ms" (measured)
+    answer: str  # the answer so far, or what is happening
+
+
+def live_frames(lm, settings: Settings, server, prompt: str) -> Iterator[LiveFrame]:
+    """The first screen's answer, served by the app's one server as Try it's is: a frame per
+    token. Step 0 is the prompt's one wide prefill pass; each later step one token in."""
+    ids = encode_prompt(lm, settings, prompt)
+    n = settings.live_new_tokens
+    labels = [lm.tokenizer.decode([i]) for i in ids]  # the prompt as the model reads it
+    req = server.submit(ids, SamplingSettings(), n)
+    waiting = (f"Waiting for a free row: {req.ahead} request(s) ahead." if req.ahead else
+               "Sending the prompt…")
+    yield LiveFrame(empty_diagram(lm.info.layers, waiting, "live"),
+                    live_cards_html(None, None, len(ids), 0), f"*{waiting}*")
+    events, ttft, last, between = [], None, None, 0.0
+    try:
+        for ev in req.events():
+            now = time.perf_counter()
+            if ev.index == 0:
+                ttft = now - req.submitted
+            else:
+                between += now - last
+            last = now
+            events.append(ev)
+            decoded = len(events) - 1
+            text = ev.text.replace(lm.tokenizer.eos_token, "")
+            yield LiveFrame(
+                decode_diagram(labels, events, lm.info.layers, capacity=len(ids) + n,
+                               name="live"),
+                live_cards_html(ttft, between / decoded if decoded else None, len(ids), decoded,
+                                ev.batch_rows),
+                f"**The model's answer:** {html.escape(text)}" + ("" if ev.finished else " ▍"))
+    finally:
+        req.cancel()  # Stop or a closed tab: the row is freed at the next step
+
+
+@dataclass(frozen=True)
+class LiveRaceFrame:
+    diagram: str  # both lanes' newest step, side by side: with the cache, without it
+    result: str  # the measured ratio (or what will appear), the busy notice when there was one
+
+
+def live_race_frames(lm, settings: Settings, prompt: str) -> Iterator[LiveRaceFrame]:
+    """Lesson 4's race (the same greedy tokens, cached vs recomputed) on the first screen's
+    prompt, ending on its measured ratio, judged quiet or busy (`inference.experiments.noise`)."""
+    ids = encode_prompt(lm, settings, prompt, settings.race_max_prompt_tokens)
+    n = settings.live_race_new_tokens
+    labels, pieces, steps = [lm.tokenizer.decode([i]) for i in ids], [], []
+    yield LiveRaceFrame(empty_diagram(lm.info.layers, "Racing: the first step runs with the "
+                                      "cache, then without it…", "live-race"),
+                        "*Racing: the first step is running in both lanes…*")
+    watch = noise.begin(lm.device)
+    for step in race(lm, ids, n):
+        steps.append(step)
+        if step.lane != RECOMPUTE:
+            pieces.append(lm.tokenizer.decode([step.token_id]))
+            continue
+        judged = (noise.end(lm.device, watch, [s.seconds for s in steps
+                                               if s.lane != RECOMPUTE and s.index > 0], settings)
+                  if step.index == n - 1 else None)
+        yield LiveRaceFrame(race_diagram(labels, steps, lm.info.layers, output=pieces,
+                                         capacity=len(ids) + n, name="live-race"),
+                            race_ratio_html(summarize(steps, len(ids)), judged))
+
+
+def about_model_md(info) -> str:
+    """'About this model' in plain words (the details card follows it)."""
+    return (f"**LLM inference, step by step.** Every number in this app is measured live on the "
+            f"machine serving this page ({info.device}), unless it is labelled theoretical. "
+            f"The model is **{info.name}**: a small chat model with "
+            f"{info.parameters / 1e6:.0f} million numbers (its weights) arranged in "
+            f"{info.layers} layers. Big chat models work the same way, with many more of both. "
+            "It runs on this machine, offline, with no service behind it.")

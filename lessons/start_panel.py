@@ -1,26 +1,89 @@
-"""'Start here' panel: the overview, the example prompts (tap one: 'Try it' opens with it
-filled in) and the learner's path through the lessons, kept in their own browser."""
+"""'Start here' panel: the first screen. The real model answers a prompt the moment the page
+loads, every forward pass drawn on the mechanism diagram with its measured time ("first token",
+"each next token" as big cards), and one button races the cache against recomputing. Below:
+the example prompts (tap one: 'Try it' opens with it filled in), the learner's path through
+the lessons (kept in their own browser), and "About this model"."""
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import gradio as gr
 
+from visualizations.first_screen import live_cards_html, race_ratio_html
+from visualizations.mechanism import empty_diagram
+from visualizations.model_card import model_card_html
+
 from .common.context import AppContext
+from .common.feedback import guarded
 from .common.progress import progress_box, wire_progress
-from .start_handlers import FIRST_STEP_MD, STARTERS, overview_md
+from .start_handlers import (
+    FIRST_STEP_MD,
+    STARTERS,
+    about_model_md,
+    live_frames,
+    live_race_frames,
+    overview_md,
+)
 
 CHAT_TAB, CHAT_PROMPT = "chat", "chat-prompt"  # where a starter prompt goes
+FIRST_WAIT = ("The model answers the prompt above as soon as the page has loaded: the prompt "
+              "goes through its layers in one pass, then one token per step.")
+
+
+def first_screen(ctx: AppContext) -> None:
+    """The prompt, the live cards and diagram, the answer, and the race with its ratio."""
+    lm, settings, server = ctx.lm, ctx.settings, ctx.server
+    with gr.Row(equal_height=True):
+        prompt = gr.Textbox(settings.default_prompt, label="The model is answering this prompt "
+                            "(change it, then press Answer)", lines=1, scale=4,
+                            max_length=settings.max_prompt_chars, elem_id="start-prompt")
+        go = gr.Button("Answer", variant="primary", scale=1, min_width=90, elem_id="start-go")
+        stop = gr.Button("Stop", variant="stop", scale=1, min_width=70, elem_id="start-stop")
+    cards = gr.HTML(live_cards_html(None, None, 0, 0), elem_id="start-cards")
+    diagram = gr.HTML(empty_diagram(lm.info.layers, FIRST_WAIT, "live"), elem_id="start-diagram")
+    answer = gr.Markdown("*The answer appears here, token by token.*", elem_id="start-answer")
+    race_btn = gr.Button("Now without the cache", variant="primary", elem_id="start-race")
+    result = gr.Markdown(race_ratio_html(None), elem_id="start-race-result")
+
+    def live(p: str) -> Iterator[dict]:
+        for frame in live_frames(lm, settings, server, p):
+            yield {diagram: frame.diagram, cards: frame.cards, answer: frame.answer}
+
+    def racing(p: str) -> Iterator[dict]:
+        for frame in live_race_frames(lm, settings, p):
+            yield {diagram: frame.diagram, result: frame.result}
+
+    # The answer waits on the server's steps (compute=False: they run on the compute thread);
+    # the race pauses the server and runs alone, on the compute thread.
+    answering = dict(concurrency_id="chat",
+                     concurrency_limit=settings.server_rows + settings.server_queue,
+                     time_limit=settings.long_time_limit_s, api_visibility="private")
+    on_load = ctx.demo.load(guarded(live, compute=False), [prompt], [diagram, cards, answer],
+                            **answering)
+    on_go = go.click(guarded(live, compute=False), [prompt], [diagram, cards, answer],
+                     **answering)
+    on_race = race_btn.click(guarded(racing, alone=server), [prompt], [diagram, result],
+                             concurrency_id="heavy", concurrency_limit=settings.heavy_lane_limit,
+                             time_limit=settings.measure_time_limit_s, api_name="first_race")
+    stop.click(None, None, None, cancels=[on_load, on_go, on_race])
+    # Leaving Start here stops the answer too: its row is freed for the lesson's own runs.
+    ctx.tabs.select(None, None, None, cancels=[on_load, on_go], queue=False,
+                    api_visibility="private")
 
 
 def build(ctx: AppContext) -> Callable[[], None]:
     """'Start here' in the caller's tab. Returns the wiring to run once every tab is built
     (the starters fill 'Try it's prompt box; the path ticks every lesson tab)."""
+    with gr.Column(elem_id="first-screen"):
+        first_screen(ctx)
     gr.Markdown(overview_md())
     gr.Markdown(FIRST_STEP_MD)
     with gr.Row(elem_id="start-prompts"):
         buttons = [gr.Button(p, size="sm", elem_classes=["lab-starter"]) for p in STARTERS]
     store, line = progress_box()
+    with gr.Accordion("About this model", open=False, elem_id="about-model"):
+        gr.Markdown(about_model_md(ctx.lm.info))
+        gr.HTML(model_card_html(ctx.lm.info), elem_id="model-card")
 
     def wire() -> None:
         prompt = next(b for b in ctx.demo.blocks.values()

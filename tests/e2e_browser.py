@@ -73,7 +73,7 @@ def new_visitor(context, url: str):
     page = context.new_page()
     watch = ConsoleWatch(page)
     page.goto(url)
-    page.wait_for_selector("#model-card", timeout=60_000)
+    page.wait_for_selector("#lesson-tabs", timeout=60_000)  # the model card is in "About"
     return page, watch
 
 

@@ -1,4 +1,6 @@
 """Lesson 5 figure builders on hand-made data: the values drawn, not just "a Figure"."""
+from types import SimpleNamespace
+
 import pytest
 
 from inference.experiments.batch_sweep import BatchPoint
@@ -30,6 +32,27 @@ def test_throughput_chart_values():
     assert list(perfect.y) == pytest.approx([10, 40, 160])
     assert "measured" in total.name and "theoretical" in perfect.name
     assert fig.layout.xaxis.type == "log" and list(fig.layout.xaxis.tickvals) == [1, 4, 16]
+
+
+def test_throughput_title_comes_from_the_data_and_the_noise():
+    from dataclasses import replace
+
+    from inference.experiments.noise import judge
+
+    quiet, busy = judge(spread=0.03, others_cpu=0.02), judge(others_cpu=0.6)
+    rising = _points()
+    falling = [replace(p, step_seconds=p.batch * 0.05 * (1 + i)) for i, p in enumerate(rising)]
+    assert charts.throughput_chart(rising, "cap", quiet).layout.title.text.replace(
+        "<br>", " ") == "Decode throughput grows with batch size"
+    assert "fell" in charts.throughput_title(falling, quiet)  # 20 -> 10 -> 5.3 tokens/s
+    assert "grows" not in charts.throughput_title(rising, busy)
+    assert "busy" in charts.throughput_title(rising, busy)
+    assert charts.throughput_title(rising) == "Decode throughput against batch size"  # running
+    from visualizations import batching_text as text
+
+    note = text.closing_note(_info(), SimpleNamespace(points=rising), None, busy)
+    assert "numbers are noisy — run again" in note and "No verdict" in note
+    assert "stops paying" not in note.replace("where batching stops paying from", "")
 
 
 def test_step_time_chart_shows_floor_from_bandwidth():

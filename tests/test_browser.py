@@ -35,6 +35,8 @@ from e2e_browser import (
 
 def test_start_page(visitor):
     page, watch = visitor
+    page.get_by_text("About this model", exact=True).click()  # one tap away, not a header
+    page.locator("#model-card").wait_for()
     card = text_of(page, "model-card")
     assert "SmolLM2-135M-Instruct" in card and "30 layers" in card
     for name in ["Start here", "Try it", "1 · Tokens", "2 · Prefill", "3 · Decode"]:

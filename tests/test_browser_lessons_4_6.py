@@ -170,7 +170,10 @@ def test_lesson_5_batching(visitor):
         assert number(r"([\d,]+) ms", r["step (median, measured)"]) > 0
     assert "Why." in text_of(page, "batch-sweep-table")
     wait_until(lambda: plot_points(page, "batch-sweep-throughput") == 9, 10, "the throughput chart")
-    assert plot_title(page, "batch-sweep-throughput") == "Decode throughput grows with batch size"
+    title = plot_title(page, "batch-sweep-throughput")  # from the data: never "grows" over a fall
+    busy = "numbers are noisy" in text_of(page, "batch-closing")
+    grew = all(b > a for a, b in zip(rates, rates[1:]))
+    assert title.startswith("Decode throughput") and ("grows" in title) == (grew and not busy)
     assert plot_title(page, "batch-sweep-steptime").startswith("One step serves the whole batch")
     closing = wait_text_change(page, "batch-closing", closing0, 10)
     assert number(r"([\d.]+) tokens/s at batch 1", closing) == rates[0]

@@ -54,9 +54,12 @@ def test_kv_race_compares_the_guess_on_its_last_step_only(lm, chat_ids):
     prompt = lm.tokenizer.decode(chat_ids[:20])
     frames = list(kv_cache_handlers.race_frames(lm, SETTINGS, prompt, 4, guess=2.5))
     assert all("Your guess" not in f.summary for f in frames[:-1])
+    assert "**Your guess:** 2.5 × faster" in frames[-1].summary
+    if frames[-1].noise.busy:  # set beside the number, no verdict drawn (noise.py)
+        assert "on a busy machine: run again to compare" in frames[-1].summary
+        return
     speedup = float(re.search(r"made it \*\*([\d.]+)× faster|\(([\d.]+)×\)",
                               frames[-1].summary).group(1) or 0)
-    assert "**Your guess:** 2.5 × faster" in frames[-1].summary
     if speedup:  # the card rounds to 0.1; the sentence is the race's own speed-up
         assert measured_in(frames[-1].summary) == pytest.approx(speedup, abs=0.06)
 

@@ -2,9 +2,13 @@
 from inference.experiments.attention_view import AttentionView
 from inference.experiments.kv_projection import ModelSpec, project_batch, project_context
 from inference.experiments.kv_race import RaceStep, summarize
+from inference.experiments.noise import judge
 from inference.experiments.prefix_reuse import PrefixRun
 from inference.kv_cache import CacheSnapshot
 from visualizations import kv_charts, kv_text
+
+QUIET = judge(spread=0.04, calibration_ratio=1.05, others_cpu=0.02)  # hand-made readings
+BUSY = judge(spread=0.04, calibration_ratio=1.05, others_cpu=0.6)
 
 
 def _snap(tokens=4, layers=2, batch=1):
@@ -67,8 +71,15 @@ def test_race_figure_and_summary():
     assert list(cached_work.y) == [10, 1, 1] and list(plain_work.y) == [10, 11, 12]
     summary = summarize(steps, prompt_tokens=10)
     assert abs(summary.speedup - 2.0) < 1e-9 and summary.same_tokens
-    text = kv_text.race_summary_markdown(summary)
+    text = kv_text.race_summary_markdown(summary, QUIET)
     assert "**2.0× faster**" in text and "12 vs 33 tokens" in text and "2.8× more" in text
+    assert "busy" not in text
+    # while running (no noise judged yet) and on a busy machine: the numbers, no verdict
+    running = kv_text.race_summary_markdown(summary)
+    assert "faster" not in running and "after the last step" in running and "2.0×" in running
+    busy = kv_text.race_summary_markdown(summary, BUSY)
+    assert "faster" not in busy and "numbers are noisy — run again" in busy
+    assert "other programs used 60%" in busy and "2.0×" in busy
 
 
 def test_race_summary_counts_only_finished_pairs_and_says_when_slower():
@@ -77,7 +88,8 @@ def test_race_summary_counts_only_finished_pairs_and_says_when_slower():
     assert summary.new_tokens == 1
     slow = summarize([RaceStep(0, "cached", 1, 5, 5, 0.2),
                       RaceStep(0, "recompute", 1, 5, 5, 0.1)], 5)
-    assert "slower" in kv_text.race_summary_markdown(slow)
+    assert "slower" in kv_text.race_summary_markdown(slow, QUIET)
+    assert "slower" not in kv_text.race_summary_markdown(slow, BUSY)
     assert "Press **Race**" in kv_text.race_summary_markdown(summarize([], 5))
     assert kv_text.race_progress_markdown(3, 4) == "Step 4 of 4 · both lanes ran it"
 

@@ -155,3 +155,15 @@ def test_roofline_text_says_measured_and_theoretical():
     assert "(measured)" in md and "(theoretical)" in md and "480.0 MB of weights" in md
     assert "512 MiB (537 MB) buffer" in md and "512 MB buffer" not in md  # issue 14, item 8
     assert "*int8*: one byte" in quant_text.head_treatment_md({"int8": "one byte"})
+
+
+def test_closing_note_on_a_busy_run_draws_no_verdict(reports):
+    from inference.experiments.noise import judge
+
+    busy = judge(calibration_ratio=1.9)
+    slow_bf16 = replace(reports[1], key="bf16", decode_tokens_per_s=5.0)
+    md = quant_text.closing_note_md(Info(), [reports[0], slow_bf16], 20.0, False, busy)
+    assert "numbers are noisy — run again" in md and "decode **5.0 tokens/s**" in md
+    assert "Fastest" not in md and "slower than float32" not in md and "No verdict" in md
+    quiet = quant_text.closing_note_md(Info(), reports, 20.0, None, judge(others_cpu=0.01))
+    assert "Fastest decode here" in quiet and "Machine quiet while measuring" in quiet

@@ -10,6 +10,7 @@ import math
 
 import plotly.graph_objects as go
 
+from .noise_view import supports_verdict
 from .style import PALETTE, empty_figure, styled
 
 
@@ -40,8 +41,23 @@ def _log_y(fig: go.Figure, values: list[float], headroom: float = 0.25) -> go.Fi
     return fig
 
 
-def throughput_chart(points, caption: str = "") -> go.Figure:
-    """Aggregate and per-request tokens/s against batch size, with perfect scaling for scale."""
+def throughput_title(points, noise=None) -> str:
+    """The throughput chart's title, from the data: "grows" only over a line that rose at
+    every step up in batch, on a run the noise rule judged quiet (`noise`, by attribute)."""
+    neutral = "Decode throughput against batch size"
+    if not supports_verdict(noise) or len(points) < 2:
+        return neutral + (" (machine busy: noisy)" if noise is not None and noise.busy else "")
+    rates = [p.tokens_per_s for p in sorted(points, key=lambda p: p.batch)]
+    if all(b > a for a, b in zip(rates, rates[1:])):
+        return "Decode throughput grows with batch size"
+    if rates[-1] < rates[0]:
+        return "Decode throughput fell with batch size on this run"
+    return "Decode throughput rose, then levelled off, with batch size"
+
+
+def throughput_chart(points, caption: str = "", noise=None) -> go.Figure:
+    """Aggregate and per-request tokens/s against batch size, with perfect scaling for scale.
+    `noise`: the finished sweep's `Noise` (None while it runs: a neutral title)."""
     if not points:
         return empty_figure("Press “Run sweep” to measure decode at each batch size.")
     b = [p.batch for p in points]
@@ -58,7 +74,7 @@ def throughput_chart(points, caption: str = "") -> go.Figure:
                    line=dict(color=PALETTE["grey"], dash="dash")),
     ])
     _log_y(fig, [p.per_request_tokens_per_s for p in points] + [one * x for x in b], 0.1)
-    return _batch_axis(styled(fig, "Decode throughput grows with batch size",
+    return _batch_axis(styled(fig, throughput_title(points, noise),
                               "Batch size (requests)", "Tokens per second (log scale)", caption), b)
 
 

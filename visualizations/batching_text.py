@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from .batching_tables import plan_table
 from .cards import Card, cards_html, times
+from .noise_view import busy_notice_html
 
 VIRTUAL_CLOCK = ("*Times are on a **virtual clock**: it advances by the measured, synced "
                  "duration of each forward pass (and jumps ahead while the server is idle), so "
@@ -60,12 +61,13 @@ def padding_markdown(prompts: int, padded: int, total: int) -> str:
             "columns once no row needs them.")
 
 
-def closing_note(info, sweep, schedules) -> str:
+def closing_note(info, sweep, schedules, noise=None) -> str:
     """The lesson's closing note from what this machine measured in this session.
 
     `info`: the model's `ModelInfo`; `sweep`: the last finished `SweepUpdate` (or None);
     `schedules`: the last static-vs-continuous comparison with `.static`, `.continuous`,
-    `.trace` and `.max_batch` (or None)."""
+    `.trace` and `.max_batch` (or None); `noise`: the sweep's `Noise` (busy: the notice, and
+    no verdict on where batching stops paying)."""
     parts = [f"### What this machine showed ({info.device}, {info.dtype}, "
              f"{info.threads} threads)"]
     if sweep and sweep.points:
@@ -80,7 +82,11 @@ def closing_note(info, sweep, schedules) -> str:
                      f"{one.batch}**, **{big.tokens_per_s:.1f} tokens/s at batch {big.batch}** "
                      f"({big.tokens_per_s / one.tokens_per_s:.1f}×), while each step took "
                      f"**{big.step_seconds / one.step_seconds:.1f}× as long**, measured.")
-        parts.append(f"- {where_batching_stops_paying(sweep.points)}")
+        if noise is not None and noise.busy:  # the numbers stand; no verdict drawn from them
+            parts.insert(1, busy_notice_html(noise))
+            parts.append("- No verdict on where batching stops paying from this run.")
+        else:
+            parts.append(f"- {where_batching_stops_paying(sweep.points)}")
     else:
         parts.append("- Run the batch sweep to fill in throughput at batch 1 and at the "
                      "largest batch.")

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 
 from .cards import Card, cards_html, times
 from .model_card import human_bytes
+from .noise_view import busy_notice_html, quiet_note, supports_verdict
 
 
 def formula_markdown(snap) -> str:
@@ -47,33 +48,42 @@ def race_progress_markdown(index: int, new_tokens: int) -> str:
     return f"Step {index + 1} of {new_tokens} · both lanes ran it"
 
 
-def race_summary_markdown(summary) -> str:
-    """The race's `RaceSummary`: both lanes' time, their work, and whether their tokens agree."""
+def race_summary_markdown(summary, noise=None) -> str:
+    """The race's `RaceSummary`: both lanes' time, their work, and whether their tokens agree.
+    `noise` (a `Noise` record, read by attribute): None while the race runs (no verdict yet),
+    busy (the notice, no verdict), quiet (the verdict)."""
     if not summary.new_tokens:
         return "*Press **Race**: the same prompt runs with and without the cache.*"
     same = ("the same greedy tokens in both lanes" if summary.same_tokens
             else "**different tokens** (float rounding tipped a near-tie)")
-    head = cards_html([
+    busy = noise is not None and noise.busy
+    head = busy_notice_html(noise) + cards_html([
         Card("With the KV cache", f"{summary.cached_seconds:.2f} s",
              f"measured, {summary.new_tokens} tokens"),
         Card("Recomputing everything", f"{summary.recompute_seconds:.2f} s", "measured"),
-        Card("The cache's speed-up", times(summary.speedup), "same tokens"
-             if summary.same_tokens else "tokens differ (near-tie)"),
+        Card("The cache's speed-up", times(summary.speedup),
+             "noisy: run again" if busy else "so far" if noise is None
+             else "same tokens" if summary.same_tokens else "tokens differ (near-tie)"),
     ])
+    verdict = (_verdict(summary.speedup) if supports_verdict(noise) else
+               "no verdict from a busy machine" if busy else
+               "the verdict comes after the last step")
+    quiet = quiet_note(noise)
     return head + (f"**Measured over {summary.new_tokens} new tokens** after a "
             f"{summary.prompt_tokens}-token prompt: with cache "
             f"**{summary.cached_seconds:.2f} s**, recomputing "
-            f"**{summary.recompute_seconds:.2f} s**: {_verdict(summary.speedup)}.  \n"
+            f"**{summary.recompute_seconds:.2f} s**: {verdict}.  \n"
             f"Work: {summary.cached_forward_tokens:,} vs {summary.recompute_forward_tokens:,} "
             f"tokens through the model ({summary.work_ratio:.1f}× more without the cache) · "
-            f"{same} · largest score difference {summary.max_logit_gap:.1e}")
+            f"{same} · largest score difference {summary.max_logit_gap:.1e}"
+            + (f"  \n*{quiet}*" if quiet else ""))
 
 
 def _verdict(speedup: float) -> str:
     if speedup >= 1:
         return f"the cache made it **{speedup:.1f}× faster**"
     return (f"the cache lane was **slower** this time ({speedup:.2f}×): with very few tokens, "
-            "noise from other work on the machine can outweigh the saving")
+            "the saving is smaller than the step-to-step variation")
 
 
 def race_lengths_markdown(points, projection: tuple[int, int, float, float] | None = None

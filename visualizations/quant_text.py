@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from .cards import Card, cards_html, times
 from .model_card import human_bytes
+from .noise_view import busy_notice_html, quiet_note
 from .quant_charts import mode_table
 
 
@@ -62,9 +63,10 @@ def bf16_slower_md(bf16_native: bool | None) -> str:
 
 
 def closing_note_md(info, reports, bandwidth_gbs: float | None,
-                    bf16_native: bool | None = None) -> str:
+                    bf16_native: bool | None = None, noise=None) -> str:
     """What this machine showed, from this run's numbers only. `bf16_native`: whether the
-    CPU has native bfloat16 arithmetic (None: not checked, e.g. on a GPU)."""
+    CPU has native bfloat16 arithmetic (None: not checked, e.g. on a GPU). `noise`: the
+    run's `Noise` (busy: the notice, and no "fastest" or "why slower" from its timings)."""
     bandwidth = f", read bandwidth {bandwidth_gbs:.1f} GB/s measured" if bandwidth_gbs else ""
     head = f"### What this machine showed ({info.device}, {info.threads} threads{bandwidth})"
     if not reports:
@@ -73,6 +75,10 @@ def closing_note_md(info, reports, bandwidth_gbs: float | None,
     base = by_key.get("fp32")
     lines = [head] + ([_mode_cards(reports, base)] if base and len(reports) > 1 else []) + [
         _mode_line(r) for r in reports]
+    if noise is not None and noise.busy:
+        lines.insert(1, busy_notice_html(noise))
+        lines.append("\nNo verdict on which mode decodes fastest from this run.")
+        return "\n".join(lines)
     if base and len(reports) > 1:
         fastest = max(reports, key=lambda r: r.decode_tokens_per_s)
         lines.append(f"\nFastest decode here: **{fastest.key}**, "
@@ -80,7 +86,9 @@ def closing_note_md(info, reports, bandwidth_gbs: float | None,
         bf16 = by_key.get("bf16")
         if bf16 and bf16.decode_tokens_per_s < base.decode_tokens_per_s:
             lines.append(bf16_slower_md(bf16_native))
-    lines.append("\n*Timings on a shared machine are noisy; rerun to see the spread.*")
+    quiet = quiet_note(noise)
+    lines.append(f"\n*{quiet[:1].upper() + quiet[1:]}.*" if quiet else
+                 "\n*Timings on a shared machine are noisy; rerun to see the spread.*")
     return "\n".join(lines)
 
 

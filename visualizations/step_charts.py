@@ -15,6 +15,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from .model_card import human_bytes
+from .noise_view import busy_notice_html
 from .style import MEASURED, PALETTE, THEORETICAL, empty_figure, styled
 
 MEASURED_ROW = "one step<br>(measured)"
@@ -69,6 +70,22 @@ def step_split_figure(p, floor_seconds: float, caption: str = "") -> go.Figure:
     fig.update_yaxes(categoryorder="array", categoryarray=[FLOOR_ROW, MEASURED_ROW])
     return styled(fig, step_title(p), "ms per step (batch 1)", "", caption,
                   height=340)
+
+
+def split_unreliable_md(p, noise) -> str:
+    """What replaces the split when it did not hold up: the measured step, no parts."""
+    why = (busy_notice_html(noise) if noise.busy else
+           "*The profiler's split did not add up this run (a part came out at about 0 ms, or "
+           "the parts at more than the step), so no part is shown: run again.*\n\n")
+    return (why + f"- **One step (measured, median of {p.steps}):** "
+            f"{p.step_seconds * 1000:.1f} ms ({1 / p.step_seconds:.1f} tokens/s). "
+            "The split of it into matrix products and other operations was not reliable on "
+            "this run, so none is drawn and nothing is concluded about what bounds the step.")
+
+
+def split_unreliable_figure(p, message: str) -> go.Figure:
+    """The chart's place when the split did not hold up: says so, draws no part."""
+    return empty_figure(f"One step took {p.step_seconds * 1000:.1f} ms (measured); {message}.")
 
 
 def _products(count: float, layers: int) -> str:

@@ -34,7 +34,7 @@ def machine_caption(device: str, dtype: str, threads: int) -> str:
     return f"Measured live on {device} · {dtype} · {threads} threads"
 
 
-ALONE = "ran alone (the chat server paused)"
+ALONE = "the app's own server paused (other programs may not have)"
 
 
 def info_caption(info, dtype: str | None = None, note: str = "", alone: bool = True) -> str:

@@ -21,7 +21,10 @@ def live_stats_md(ttft: float | None, decode_seconds: float, decoded: int,
     tpot = decode_seconds / decoded if decoded else None
     rate = f"{1 / tpot:.1f} tokens/s" if tpot else "—"
     tpot_s = f"{tpot * 1000:.0f} ms" if tpot else "—"
-    return (f"**Measured:** time to first token **{ttft * 1000:.0f} ms** (prefill of "
+    cards = cards_html([Card("Time to first token", f"{ttft * 1000:,.0f} ms", "measured"),
+                        Card("Time per output token", tpot_s, "measured, mean"),
+                        Card("Decode speed", rate, "measured")])
+    return cards + (f"**Measured:** time to first token **{ttft * 1000:.0f} ms** (prefill of "
             f"{prompt_tokens} prompt tokens) · time per output token **{tpot_s}** · "
             f"decode speed **{rate}** · {decoded + 1} tokens generated")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from .predictions import comparison_md
+from .predictions import comparison_md, fmt
 from .presenter_screens import Screen, load_screens
 
 
@@ -24,9 +24,14 @@ def question(key: str) -> Screen:
     return screen
 
 
-def guess_md(key: str, guess: float | None, measured: float) -> str:
+def guess_md(key: str, guess: float | None, measured: float, noisy: bool = False) -> str:
     """The guess beside this run's measurement, and why it came out so (0, an empty box,
-    reads as "no guess typed": `comparison_md`)."""
+    reads as "no guess typed": `comparison_md`). `noisy`: the machine was busy while measuring
+    (inference/experiments/noise.py): the guess is set beside the number, with no verdict."""
     q = question(key)
+    if noisy:
+        typed = f"**Your guess:** {fmt(guess)} {q.unit.strip()} · " if guess else ""
+        return ("\n\n---\n**Predict, then measure.** " + typed + f"**measured:** "
+                f"{fmt(measured)} {q.unit.strip()} on a busy machine: run again to compare.")
     return "\n\n---\n**Predict, then measure.** " + comparison_md(guess, measured,
                                                                   q.unit.strip(), q.why)

@@ -1,0 +1,162 @@
+"""Was the machine busy while we measured? One function decides, from the measurement itself.
+
+A timing is only as good as the quiet it was taken in. Thirty students pressing buttons on
+one free Space, or any other program on the same cores, can double a step's time, and then a
+"2× faster" or "grows with batch size" drawn from it is noise dressed as a finding. Three
+signals, each measured during the run:
+
+- **repeat spread**: the same step timed several times (decode steps of one generation,
+  repeats of one point); their interquartile range ÷ median. Quiet runs vary a few percent.
+- **calibration drift**: a small fixed matrix product timed before and after the run; if the
+  slower of the two takes much longer than the faster, the machine changed under us.
+- **other programs' CPU**: on Linux, the share of the machine's CPU time that processes other
+  than this one used while we measured (from `/proc/stat` and this process's own times).
+
+`judge()` is the one rule: any signal past its limit in `Settings` marks the run busy, and a
+busy run shows its numbers with a notice and draws no verdict from them. `begin()` / `end()`
+take the readings around a measurement. Not covered: noise inside the GPU (other kernels on a
+shared GPU show up only through the spread).
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from ..config import LIMITS, Settings
+from ..timing import stopwatch
+
+CALIBRATION_SIZE = 192  # the calibration op: a [192, 192] @ [192, 192] product ...
+CALIBRATION_REPEATS = 8  # ... this many times, timed as one; the fastest of 3 such runs
+MIN_CPU_WINDOW_S = 0.3  # /proc/stat counts in 10 ms ticks: shorter windows say nothing
+
+
+@dataclass(frozen=True)
+class CpuReading:
+    """Counters at one moment (Linux); `None` fields where the system does not expose them."""
+
+    wall_s: float  # time.perf_counter() (seconds)
+    machine_busy_s: float | None  # CPU-seconds every core has been busy since boot (all processes)
+    own_s: float  # CPU-seconds this process has used, all threads (user + system)
+
+
+@dataclass(frozen=True)
+class Watch:
+    """The readings taken before a measurement."""
+
+    cpu: CpuReading
+    calibration_s: float | None  # the calibration op before the run (seconds), None if skipped
+
+
+@dataclass(frozen=True)
+class Noise:
+    """How noisy one measurement was, and the decision."""
+
+    spread: float | None  # repeats' interquartile range ÷ median (unitless); None: < 4 repeats
+    calibration_ratio: float | None  # slower ÷ faster calibration, before vs after (≥ 1)
+    others_cpu: float | None  # share of the machine's CPU other processes used (0..1)
+    busy: bool  # any signal past its limit: show the notice, draw no verdict
+    reasons: tuple[str, ...] = ()  # one plain phrase per signal past its limit
+
+    @property
+    def quiet(self) -> bool:
+        return not self.busy
+
+
+def repeat_spread(seconds: Sequence[float]) -> float | None:
+    """Interquartile range ÷ median of repeated timings of the same work; None under 4.
+
+    >>> round(repeat_spread([1.0, 1.0, 1.1, 1.0, 1.0, 3.0]), 3)  # one outlier barely counts
+    0.075
+    """
+    xs = sorted(float(s) for s in seconds)
+    if len(xs) < 4:
+        return None
+    q1, _, q3 = statistics.quantiles(xs, n=4, method="inclusive")
+    med = statistics.median(xs)
+    return (q3 - q1) / med if med > 0 else None
+
+
+def judge(spread: float | None = None, calibration_ratio: float | None = None,
+          others_cpu: float | None = None, settings: Settings = LIMITS) -> Noise:
+    """The one rule: busy if any signal measured is past its limit (`settings.noise_*`)."""
+    reasons = []
+    if spread is not None and spread > settings.noise_spread_limit:
+        reasons.append(f"repeats of the same step varied by {spread:.0%}")
+    if calibration_ratio is not None and calibration_ratio > settings.noise_calibration_limit:
+        reasons.append(f"a fixed test product ran {calibration_ratio:.1f}× slower at one end "
+                       "of the run than at the other")
+    if others_cpu is not None and others_cpu > settings.noise_others_cpu_limit:
+        reasons.append(f"other programs used {others_cpu:.0%} of this machine's CPU")
+    return Noise(spread, calibration_ratio, others_cpu, bool(reasons), tuple(reasons))
+
+
+def cpu_reading() -> CpuReading:
+    """Wall clock, the machine's busy CPU time (Linux `/proc/stat`) and this process's own."""
+    busy = None
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+        busy = (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")  # up to steal, no guests
+    except (OSError, ValueError, IndexError):
+        pass
+    t = os.times()
+    return CpuReading(time.perf_counter(), busy, t.user + t.system)
+
+
+def others_cpu_share(start: CpuReading, end: CpuReading) -> float | None:
+    """Share of all cores' time, between two readings, that went to other processes."""
+    wall = end.wall_s - start.wall_s
+    if start.machine_busy_s is None or end.machine_busy_s is None or wall < MIN_CPU_WINDOW_S:
+        return None
+    others = (end.machine_busy_s - start.machine_busy_s) - (end.own_s - start.own_s)
+    return min(max(others / (wall * (os.cpu_count() or 1)), 0.0), 1.0)
+
+
+@torch.inference_mode()
+def calibration_seconds(device) -> float:
+    """The fixed calibration op on `device`: the fastest of 3 timed runs (seconds)."""
+    a = torch.ones(CALIBRATION_SIZE, CALIBRATION_SIZE, device=device)  # a: [N, N], float32
+    best = float("inf")
+    for _ in range(3):
+        with stopwatch(device) as t:
+            for _ in range(CALIBRATION_REPEATS):
+                a @ a
+        best = min(best, t[0])
+    return best
+
+
+def begin(device, calibrate: bool = True) -> Watch:
+    """Readings before a measurement (the calibration op takes a few milliseconds)."""
+    calib = calibration_seconds(device) if calibrate else None
+    return Watch(cpu_reading(), calib)
+
+
+def end(device, watch: Watch, repeats: Sequence[float] = (),
+        settings: Settings = LIMITS) -> Noise:
+    """Readings after the measurement, and the decision. `repeats`: timings of the same work
+    (e.g. every decode step of one length), for their spread."""
+    cpu = cpu_reading()
+    ratio = None
+    if watch.calibration_s is not None:
+        after = calibration_seconds(device)
+        ratio = max(after, watch.calibration_s) / max(min(after, watch.calibration_s), 1e-12)
+    return judge(repeat_spread(repeats), ratio, others_cpu_share(watch.cpu, cpu), settings)
+
+
+SPLIT_FLOOR = 0.01  # a part under 1% of the step, though it ran operations, was not measured
+
+
+def split_holds(noise: Noise, parts_seconds: Sequence[float], step_seconds: float) -> bool:
+    """Whether a split of one step into parts (each of which ran operations) can be shown: the
+    run was quiet, and no part came out at ~0 or the parts to more than the step (the
+    profiler's shares and the unprofiled step then disagree)."""
+    if noise.busy or step_seconds <= 0:
+        return False
+    small = any(s < SPLIT_FLOOR * step_seconds for s in parts_seconds)
+    return not small and sum(parts_seconds) <= step_seconds * (1 + SPLIT_FLOOR)

@@ -1,0 +1,127 @@
+"""Issue 23 in a real browser: the first screen at a phone (390×844), a projector at 150% zoom
+(853×480) and a projector (1280×720). The app opens on Start here with the real model already
+answering (within 3 s of page load, the model loaded), the "first token" and "each next token"
+cards at least 28 px and on screen without scrolling; no block label covers the tab bar (what
+a tap on each tab reaches, by element boxes); "Now without the cache" ends on its measured
+ratio on the same screen as its button. Conditions are polled (Playwright's waits), never slept.
+"""
+from __future__ import annotations
+
+import time
+
+from e2e_browser import ConsoleWatch, assert_clean, number, screenshot, text_of
+
+SIZES = [(390, 844), (853, 480), (1280, 720)]
+ANSWERING = """() => { const v = document.querySelector('#start-cards .lab-big-value');
+                       return v && /\\d+ ms/.test(v.innerText); }"""
+
+
+def card_boxes(page) -> list[dict]:
+    """Each live card's value: its text, font size (px) and whether it lies inside the viewport."""
+    return page.evaluate(
+        """() => Array.from(document.querySelectorAll('#start-cards .lab-big-value')).map(v => {
+             const r = v.getBoundingClientRect();
+             return {text: v.innerText, px: parseFloat(getComputedStyle(v).fontSize),
+                     inside: r.top >= 0 && r.bottom <= window.innerHeight && r.width > 0}; })""")
+
+
+def tabs_covered(page) -> list[str]:
+    """Tab buttons whose centre is covered by something outside the tab bar (a block label)."""
+    return page.evaluate(
+        """() => { const bar = document.querySelector('#lesson-tabs > .tab-wrapper');
+                   return Array.from(bar.querySelectorAll('button[role=tab]')).filter(b => {
+                     const r = b.getBoundingClientRect();
+                     if (!r.width) return false;
+                     const hit = document.elementFromPoint(r.left + r.width / 2,
+                                                           r.top + r.height / 2);
+                     return hit && !bar.contains(hit); }).map(b => b.innerText.trim()); }""")
+
+
+def in_view(page, selector: str) -> bool:
+    return page.evaluate(
+        """sel => { const r = document.querySelector(sel).getBoundingClientRect();
+                    return r.height > 0 && r.top >= 0 && r.bottom <= window.innerHeight; }""",
+        selector)
+
+
+def test_first_screen_answers_at_once_at_every_size(server, browser):
+    for width, height in SIZES:
+        page = browser.new_page()
+        page.set_viewport_size({"width": width, "height": height})
+        watch = ConsoleWatch(page)
+        try:
+            page.goto(server.url, wait_until="load")
+            page.locator("#lesson-tabs").wait_for(timeout=60_000)  # the page is on screen
+            shown = time.monotonic()
+            # within 3 s of that: the prefill beat has been measured and drawn
+            page.wait_for_function(ANSWERING, timeout=60_000)
+            answered = time.monotonic() - shown
+            # The page's own part (load event, queue, stream back) is what must stay under 3 s;
+            # the model's measured time to first token is on the card: on a quiet 2-core CI
+            # machine a few hundred ms, on a machine busy with other work seconds (the card
+            # says which, measured).
+            ttft = number(r"first token\s*([\d,]+) ms", text_of(page, "start-cards")) / 1000
+            assert answered - ttft <= 3.0, (f"first token shown {answered:.1f} s after the page "
+                                            f"at {width}×{height}, the model's TTFT {ttft:.1f} s")
+            assert "Start here" in page.get_by_role("tab", selected=True).inner_text()
+            assert page.locator("#start-diagram .mech").count() == 1
+            page.wait_for_function(
+                """() => Array.from(document.querySelectorAll('#start-cards .lab-big-value'))
+                     .every(v => /\\d+ ms/.test(v.innerText))""", timeout=60_000)
+            cards = card_boxes(page)
+            assert len(cards) == 2 and all(c["px"] >= 28 for c in cards), cards
+            assert all(c["inside"] for c in cards), (width, height, cards)
+            assert "decode" in page.locator("#start-diagram .mech").get_attribute("data-kind")
+            screenshot(page, f"first-screen-{width}x{height}")
+            page.evaluate("window.scrollBy(0, 600)")  # labels now pass under the sticky bar
+            assert page.evaluate("window.scrollY") > 0
+            assert tabs_covered(page) == [], (width, height)
+            assert_clean(page, watch)
+        finally:
+            page.close()
+
+
+def test_now_without_the_cache_ends_on_its_ratio_on_the_same_screen(server, browser):
+    page = browser.new_page()
+    page.set_viewport_size({"width": 390, "height": 844})
+    watch = ConsoleWatch(page)
+    try:
+        page.goto(server.url, wait_until="load")
+        page.wait_for_function(ANSWERING, timeout=60_000)
+        page.locator("#start-race").evaluate("b => b.scrollIntoView({block: 'center'})")
+        page.locator("#start-race").click()
+        page.wait_for_function(
+            """() => /machine quiet|numbers are noisy/.test(
+                 document.querySelector('#start-race-result').innerText)""", timeout=180_000)
+        result = text_of(page, "start-race-result")
+        assert "time without ÷ with the cache" in result and "×" in result
+        assert ("saved" in result or "variation" in result) != ("numbers are noisy" in result)
+        assert in_view(page, "#start-race") and in_view(page, "#start-race-result .lab-big")
+        assert "without a cache" in page.locator("#start-diagram").inner_text()
+        screenshot(page, "first-screen-race-390x844")
+        assert_clean(page, watch)
+    finally:
+        page.close()
+
+
+LANDED = """() => {
+  const bar = document.querySelector('#lesson-tabs > .tab-wrapper').getBoundingClientRect();
+  const panel = Array.from(document.querySelectorAll('#lesson-tabs [role=tabpanel]'))
+    .find(p => p.getBoundingClientRect().height > 0);
+  if (!panel) return false;
+  const first = panel.querySelector('.prose') || panel;
+  const top = first.getBoundingClientRect().top;
+  return top >= bar.bottom - 2 && top < window.innerHeight / 2;
+}"""
+
+
+def test_next_lesson_lands_on_the_lessons_title(visitor):
+    page, watch = visitor
+    page.set_viewport_size({"width": 1280, "height": 720})
+    page.get_by_role("tab", name="2 · Prefill", exact=True).click()
+    page.locator("#next-prefill").scroll_into_view_if_needed()
+    assert page.evaluate("window.scrollY") > 300  # the footer is far below the title
+    page.locator("#next-prefill").click()
+    page.get_by_role("tab", name="3 · Decode", selected=True).wait_for()
+    page.wait_for_function(LANDED, timeout=5_000)
+    assert_clean(page, watch)

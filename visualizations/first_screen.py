@@ -1,0 +1,56 @@
+"""The first screen's big numbers: "first token: N ms" and "each next token: N ms" while the
+model answers, then the cache's measured speed-up when "Now without the cache" has raced.
+
+Pure: measured seconds in, card HTML out (the `.lab-big` cards of `cards.py`, 2 em ≈ 32 px).
+Before a number exists its card says what will appear there and what fills it.
+"""
+from __future__ import annotations
+
+from .cards import Card, cards_html, times
+from .noise_view import busy_notice_html, quiet_note, supports_verdict
+
+WAITING = "—"
+
+
+def live_cards_html(ttft_s: float | None, per_token_s: float | None, prompt_tokens: int,
+                    decoded: int, batch_rows: int = 1) -> str:
+    """The two live cards. `ttft_s`: from sending the prompt to its first token (the prefill
+    pass, and any wait for a row); `per_token_s`: mean wall time between later tokens."""
+    first = Card("first token", WAITING if ttft_s is None else f"{ttft_s * 1000:,.0f} ms",
+                 "appears when the prompt's one pass ends" if ttft_s is None else
+                 f"measured: {prompt_tokens} prompt tokens in one pass")
+    shared = f", shared with {batch_rows - 1} other request(s)" if batch_rows > 1 else ""
+    nxt = Card("each next token",
+               WAITING if per_token_s is None else f"{per_token_s * 1000:,.0f} ms",
+               "appears after the second token" if per_token_s is None else
+               f"measured: mean of {decoded} one-token steps{shared}")
+    return cards_html([first, nxt])
+
+
+def race_ratio_html(summary, noise=None) -> str:
+    """The race's ending: the measured ratio big, both totals beside it, and either the busy
+    notice or the one sentence the numbers support. `summary`: a `RaceSummary`, by attribute."""
+    if summary is None or not summary.new_tokens:
+        return ("*Press **Now without the cache**: the same answer is made twice side by side, "
+                "once reading the stored keys and values and once recomputing the whole text "
+                "at every step. The measured ratio appears here.*")
+    busy = noise is not None and noise.busy
+    note = ("noisy: run again" if busy else "so far" if noise is None else
+            "measured, same tokens" if summary.same_tokens else "measured, tokens differ")
+    cards = cards_html([
+        Card("time without ÷ with the cache", times(summary.speedup), note),
+        Card("with the cache", f"{summary.cached_seconds:.2f} s",
+             f"{summary.cached_forward_tokens:,} tokens through the model"),
+        Card("recomputing everything", f"{summary.recompute_seconds:.2f} s",
+             f"{summary.recompute_forward_tokens:,} tokens through the model"),
+    ])
+    if supports_verdict(noise):
+        why = (f"Over {summary.new_tokens} tokens the cache saved "
+               f"{1 - 1 / summary.speedup:.0%} of the time: each step fed one token instead of "
+               "the whole text again." if summary.speedup > 1 else
+               "Over so few tokens the saving was smaller than the steps' own variation.")
+        quiet = quiet_note(noise)
+        return cards + why + (f"  \n*{quiet}.*" if quiet else "")
+    if busy:  # the ratio stays first, right under its button; the notice follows it
+        return cards + busy_notice_html(noise)
+    return cards + f"*Racing: {summary.new_tokens} steps done in both lanes…*"
