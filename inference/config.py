@@ -150,6 +150,17 @@ class Settings:
     spec_batches: tuple[int, ...] = (1, 16)  # batch sizes of the verification-cost measurement
     spec_noise: float = 0.05  # a speed ratio within 1 ± this (or the run's spread) is noise
 
+    # Chunked prefill and step records (issue 25). Each step decodes every running row (one
+    # token each) and spends the rest of `step_token_budget` on newcomers' prompt chunks, so a
+    # long prompt no longer freezes the running streams. 256, measured on a 2-core AMD EPYC
+    # (2026-12-01, bench/chunked.py): a 256-token chunk costs about one 30-row decode step
+    # (~0.5 s here), so a running stream's gap at most doubles while a prompt is chunked, and a
+    # 2,000-token prompt still takes only 8 steps; 512 triples the gap, 128 doubles the steps.
+    # 0 = unchunked (whole prompts in one pass, running rows wait): kept for the comparison.
+    # Must exceed `server_rows`, or a full batch would leave newcomers no budget at all.
+    step_token_budget: int = 256  # tokens per step: decode rows + prompt chunks (0 = off)
+    server_steps_kept: int = 120  # step records the live view keeps (ServerStats.steps_detail)
+
     @staticmethod
     def from_env() -> Settings:
         """The defaults, with the model (LLM_LAB_MODEL) and the server's row count
