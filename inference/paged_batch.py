@@ -110,6 +110,7 @@ class PagedRow:
     tokens: list[int]  # prompt (+ tokens generated before a preemption) + tokens generated
     cached: int  # positions whose keys/values are in the pool
     prefix_hit_tokens: int
+    decoding: bool = False  # its whole prompt is in the pool: it takes a token per step
 
 
 class PagedBatch:
@@ -183,6 +184,7 @@ class PagedBatch:
         logits = self._forward(rows, ids, pos)  # [B, V]
         for row, n in zip(rows, new):
             row.cached += len(n)
+            row.decoding = row.cached == len(row.tokens)
             self.prefill_tokens += len(n)
             self.pool.commit_full(row.rid, row.tokens[:row.cached])
         return logits
@@ -207,11 +209,15 @@ class PagedBatch:
                     preempted.append(victim)
         return preempted
 
-    def decode(self, rids: list[int] | None = None) -> torch.Tensor:
-        """Feed each row's newest token -> logits [B, V], rows in `rids` order (default: every
-        row, in `rows` order). Call `make_room` first: every row must have a slot for its next
-        position."""
-        rows = list(self.rows.values()) if rids is None else [self.rows[r] for r in rids]
+    def decoding(self) -> list[int]:
+        """Ids of the rows whose prompt is all in the pool (not mid-prefill), in `rows` order."""
+        return [rid for rid, row in self.rows.items() if row.decoding]
+
+    def decode(self) -> torch.Tensor:
+        """Feed every decoding row's newest token -> logits [B, V], rows in `decoding()`
+        order (a row mid-prefill waits for its next chunk). Call `make_room` first: every row
+        must have a slot for its next position."""
+        rows = [row for row in self.rows.values() if row.decoding]
         ids = torch.tensor([[row.tokens[row.cached]] for row in rows])  # [B, 1]
         pos = torch.tensor([[row.cached] for row in rows])  # [B, 1]
         logits = self._forward(rows, ids, pos)

@@ -272,9 +272,9 @@ class Server:
         with clock.part("cache_s"):
             self._preempt(self._rows.make_room())
         decoding = [rid for rid in self._by_row if rid not in self._prefilling]
-        if decoding:
-            (rids, logits), seconds = self._forward(clock, self._rows.decode, decoding)
-            self._emit([self._by_row[rid] for rid in rids], logits, seconds, None, clock)
+        if decoding:  # the layout decodes exactly the rows not mid-prefill
+            (decoding, logits), seconds = self._forward(clock, self._rows.decode)  # [B, V]
+            self._emit([self._by_row[rid] for rid in decoding], logits, seconds, None, clock)
         left, chunks = self._budget - len(decoding), {}
         for rid in self._prefilling:  # oldest first, as vLLM's waiting queue
             if left <= 0:
@@ -290,7 +290,7 @@ class Server:
             reqs = [self._by_row[list(chunks)[j]] for j in done]
             fed = [self._prefilling.pop(r.rid) for r in reqs]
             if reqs:  # their last chunk: the first token comes from its last position
-                self._emit(reqs, logits[done], seconds, fed, clock)
+                self._emit(reqs, logits[done], seconds, fed, clock, rows=len(chunks))
             else:
                 self._note_pass(len(chunks), seconds, 0)
         return dict(decode_tokens=len(decoding), prefill_tokens=sum(chunks.values()),
@@ -322,11 +322,12 @@ class Server:
 
     @torch.inference_mode()
     def _emit(self, reqs: list[ServedRequest], logits: torch.Tensor, seconds: float,
-              fed: list[int] | None, clock: StepClock) -> None:
+              fed: list[int] | None, clock: StepClock, rows: int | None = None) -> None:
         """Choose each row's token with its own sampling, send its event, set its next input.
         `fed`: tokens each request's prefill computed (None for a decode step: one each).
-        Handing the events over is timed apart from choosing and detokenizing."""
-        rows_now, tok = len(self._by_row), self.lm.tokenizer
+        `rows`: rows in the forward pass (default: these requests). Handing the events over
+        is timed apart from choosing and detokenizing."""
+        rows, tok = rows or len(reqs), self.lm.tokenizer
         t0, handoff = time.perf_counter(), 0.0
         # One op each for every row, not one per row: a step's Python work grows with its rows.
         argmax = logits.argmax(-1).tolist()  # [B] (a sync: the logits are ready)
@@ -344,7 +345,7 @@ class Server:
             r.generated.append(token)
             r.text, piece = output_text(tok, r.generated, before)
             r.finished = finish_reason(token, len(r.generated), self.lm.stop_ids, r.max_new_tokens)
-            r.rows_per_step.append(len(reqs) if fed else rows_now)
+            r.rows_per_step.append(rows)
             event = StepEvent(
                 index=len(r.generated) - 1, token_id=token, piece=piece, text=r.text,
                 special=token in self._special_ids,
@@ -361,7 +362,7 @@ class Server:
         clock.add("sample_s", time.perf_counter() - t0 - handoff)
         clock.add("handoff_s", handoff)
         with clock.part("cache_s"):
-            self._note_pass(len(reqs) if fed else rows_now, seconds, len(reqs))
+            self._note_pass(rows, seconds, len(reqs))
 
     def _note_pass(self, rows: int, seconds: float, tokens: int) -> None:
         """A forward pass for the live view: its rows, its seconds, the tokens it gave."""

@@ -78,9 +78,9 @@ class PagedRows:
     def make_room(self) -> list[int]:
         return self.batch.make_room()
 
-    def decode(self, rids: list[int] | None = None) -> tuple[list[int], torch.Tensor]:
-        rids = list(self.batch.rows) if rids is None else rids
-        return rids, self.batch.decode(rids)
+    def decode(self) -> tuple[list[int], torch.Tensor]:
+        """Every row not mid-prefill -> (their ids, logits [B, V])."""
+        return self.batch.decoding(), self.batch.decode()
 
     def set_token(self, rid: int, token: int) -> None:
         self.batch.append(rid, token)
@@ -144,7 +144,7 @@ class PaddedRows:
     def make_room(self) -> list[int]:
         return []  # the worst case was reserved at admission
 
-    def decode(self, rids: list[int] | None = None) -> tuple[list[int], torch.Tensor]:
+    def decode(self) -> tuple[list[int], torch.Tensor]:
         self._real = None
         return list(self.batch.rows), self.batch.decode_logits(self.lm)  # [B, V]
 
