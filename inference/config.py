@@ -152,10 +152,13 @@ class Settings:
 
     # Chunked prefill and step records (issue 25). Each step decodes every running row (one
     # token each) and spends the rest of `step_token_budget` on newcomers' prompt chunks, so a
-    # long prompt no longer freezes the running streams. 256, measured on a 2-core AMD EPYC
-    # (2026-12-01, bench/chunked.py): a 256-token chunk costs about one 30-row decode step
-    # (~0.5 s here), so a running stream's gap at most doubles while a prompt is chunked, and a
-    # 2,000-token prompt still takes only 8 steps; 512 triples the gap, 128 doubles the steps.
+    # long prompt no longer freezes the running streams. 256: vLLM's budget is larger, but a
+    # CPU prefills ~400-800 tokens/s, so 256 keeps a chunk step near a second here while a
+    # 2,000-token prompt still needs only 8-9 steps. Measured with it (bench/chunked.py, a
+    # 2-core AMD EPYC shared with other jobs, load ~14, 2026-12-01): while a 2,058-token prompt
+    # arrived, 6 running streams' p95 gap between tokens was 17.0 s chunked (9 steps) against
+    # 85.8 s unchunked (0.20x), its first token 111 s against 82 s. Other budgets: compare them
+    # with `python -m bench.chunked 128 256 512` on a quiet machine.
     # 0 = unchunked (whole prompts in one pass, running rows wait): kept for the comparison.
     # Must exceed `server_rows`, or a full batch would leave newcomers no budget at all.
     step_token_budget: int = 256  # tokens per step: decode rows + prompt chunks (0 = off)
