@@ -170,6 +170,20 @@ class Settings:
     watch_interval_s: float = 2.0  # the server view's live watch: one snapshot per interval
     file_cache_s: int = 3_600  # Gradio's copies of served files: swept this often, this old
 
+    # Chunked prefill and step records (issue 25). Each step decodes every running row (one
+    # token each) and spends the rest of `step_token_budget` on newcomers' prompt chunks, so a
+    # long prompt no longer freezes the running streams. 256: vLLM's budget is larger, but a
+    # CPU prefills ~400-800 tokens/s, so 256 keeps a chunk step near a second here while a
+    # 2,000-token prompt still needs only 8-9 steps. Measured with it (bench/chunked.py, a
+    # 2-core AMD EPYC shared with other jobs, load ~14, 2026-12-01): while a 2,058-token prompt
+    # arrived, 6 running streams' p95 gap between tokens was 17.0 s chunked (9 steps) against
+    # 85.8 s unchunked (0.20x), its first token 111 s against 82 s. Other budgets: compare them
+    # with `python -m bench.chunked 128 256 512` on a quiet machine.
+    # 0 = unchunked (whole prompts in one pass, running rows wait): kept for the comparison.
+    # Must exceed `server_rows`, or a full batch would leave newcomers no budget at all.
+    step_token_budget: int = 256  # tokens per step: decode rows + prompt chunks (0 = off)
+    server_steps_kept: int = 120  # step records the live view keeps (ServerStats.steps_detail)
+
     @staticmethod
     def from_env() -> Settings:
         """The defaults, with the model (LLM_LAB_MODEL) and the server's row count

@@ -13,7 +13,11 @@ and values sit in one pool of fixed-size blocks (`block_pool.py` keeps the books
   blocks (after evicting idle cached ones) the NEWEST row is preempted: its blocks go back and
   the caller puts it at the front of the queue; when it is admitted again its prompt and the
   tokens it had generated are prefilled again and it continues where it was.
-- `decode` is one step for every row; `release` gives a finished row's blocks back.
+- `prefill_chunks` computes the next N uncached tokens of some rows (chunked prefill: the
+  server spends a per-step token budget on them, a chunk per step, `server.py`).
+- `decode` is one step for every row (or the rows named, while others are mid-prefill);
+  `release` gives a finished row's blocks back. `forward_s` adds up the synced seconds spent
+  in the model, so the server can tell the forward pass from the cache work around it.
 Joining and leaving copy no cache tensor: only block ids move.
 """
 from __future__ import annotations
@@ -25,6 +29,7 @@ import torch
 from .block_pool import BlockPool, PoolFullError, blocks_for
 from .kv_cache import bytes_per_token
 from .paged_cache import PagedKV, paged_forward
+from .timing import stopwatch
 
 
 @dataclass(frozen=True)
@@ -105,6 +110,7 @@ class PagedRow:
     tokens: list[int]  # prompt (+ tokens generated before a preemption) + tokens generated
     cached: int  # positions whose keys/values are in the pool
     prefix_hit_tokens: int
+    decoding: bool = False  # its whole prompt is in the pool: it takes a token per step
 
 
 class PagedBatch:
@@ -122,6 +128,7 @@ class PagedBatch:
         self.pad_slack = pad_slack  # padding a prefill pass may add, as a share of its tokens
         self._touched: set[int] = set()  # blocks zeroed once (their memory is real now)
         self.prefix_hit_tokens = self.prefill_tokens = self.preemptions = 0
+        self.forward_s = 0.0  # synced seconds in the model since start (callers read deltas)
 
     @property
     def block_tokens(self) -> int:
@@ -144,20 +151,30 @@ class PagedBatch:
         return True
 
     def prefill(self, rids: list[int]) -> torch.Tensor:
-        """Every uncached token of these rows -> logits [len(rids), V], in `rids` order.
+        """Every uncached token of these rows -> logits [len(rids), V], in `rids` order."""
+        return self.prefill_chunks({r: self.pending(r) for r in rids})
 
-        Rows of similar length share one left-padded pass; a row much longer or shorter than
-        the others gets a pass of its own (`length_groups`), so a short prompt beside a long
-        one computes little padding."""
-        rows = {r: self.rows[r] for r in rids}
+    def pending(self, rid: int) -> int:
+        """Tokens of `rid` not yet in the pool (its prompt's rest; 1 for a decoding row)."""
+        row = self.rows[rid]
+        return len(row.tokens) - row.cached
+
+    def prefill_chunks(self, chunks: dict[int, int]) -> torch.Tensor:
+        """The next `n` uncached tokens of each row {rid: n} -> logits [len(chunks), V] of each
+        chunk's last position, in `chunks` order (a row's first token comes from the logits
+        of its LAST chunk).
+
+        Rows of similar chunk length share one left-padded pass; a row much longer or shorter
+        than the others gets a pass of its own (`length_groups`), so a short prompt beside a
+        long one computes little padding."""
         out: dict[int, torch.Tensor] = {}
-        for group in length_groups({r: len(row.tokens) - row.cached for r, row in rows.items()},
-                                   self.pad_slack):
-            out.update(zip(group, self._prefill_group([rows[r] for r in group])))
-        return torch.stack([out[r] for r in rids])
+        for group in length_groups(chunks, self.pad_slack):
+            logits = self._prefill_group([self.rows[r] for r in group], [chunks[r] for r in group])
+            out.update(zip(group, logits))
+        return torch.stack([out[r] for r in chunks])
 
-    def _prefill_group(self, rows: list[PagedRow]) -> torch.Tensor:
-        new = [row.tokens[row.cached:] for row in rows]
+    def _prefill_group(self, rows: list[PagedRow], counts: list[int]) -> torch.Tensor:
+        new = [row.tokens[row.cached:row.cached + n] for row, n in zip(rows, counts)]
         q = max(len(n) for n in new)
         ids = torch.zeros(len(rows), q, dtype=torch.long)  # [B, Q] left-padded
         pos = torch.full((len(rows), q), -1, dtype=torch.long)  # [B, Q] padding: -1
@@ -167,6 +184,7 @@ class PagedBatch:
         logits = self._forward(rows, ids, pos)  # [B, V]
         for row, n in zip(rows, new):
             row.cached += len(n)
+            row.decoding = row.cached == len(row.tokens)
             self.prefill_tokens += len(n)
             self.pool.commit_full(row.rid, row.tokens[:row.cached])
         return logits
@@ -191,10 +209,15 @@ class PagedBatch:
                     preempted.append(victim)
         return preempted
 
+    def decoding(self) -> list[int]:
+        """Ids of the rows whose prompt is all in the pool (not mid-prefill), in `rows` order."""
+        return [rid for rid, row in self.rows.items() if row.decoding]
+
     def decode(self) -> torch.Tensor:
-        """Feed every row's newest token -> logits [B, V], rows in `rows` order.
-        Call `make_room` first: every row must have a slot for its next position."""
-        rows = list(self.rows.values())
+        """Feed every decoding row's newest token -> logits [B, V], rows in `decoding()`
+        order (a row mid-prefill waits for its next chunk). Call `make_room` first: every row
+        must have a slot for its next position."""
+        rows = [row for row in self.rows.values() if row.decoding]
         ids = torch.tensor([[row.tokens[row.cached]] for row in rows])  # [B, 1]
         pos = torch.tensor([[row.cached] for row in rows])  # [B, 1]
         logits = self._forward(rows, ids, pos)
@@ -224,7 +247,11 @@ class PagedBatch:
             t = self.pool.tables[row.rid]
             tables[b, :len(t)] = torch.tensor(t)
         dev = self.lm.device
-        return paged_forward(self.lm.model, self.kv, ids.to(dev), pos.to(dev), tables.to(dev))
+        with stopwatch(dev) as t:
+            logits = paged_forward(self.lm.model, self.kv, ids.to(dev), pos.to(dev),
+                                   tables.to(dev))
+        self.forward_s += t[0]
+        return logits
 
     def stats(self) -> PoolStats:
         pool, c = self.pool, self.pool.counts()

@@ -7,10 +7,17 @@ This is lesson 5's continuous batching, serving the room for real. One thread ru
    one pool of fixed-size blocks, sized from `server_cache_mb`; a request is admitted when the
    blocks its prompt needs now are free, and the full blocks its prompt shares with earlier
    ones (the chat template, a teacher's pasted prompt) are mapped, not computed again;
-2. newcomers' uncached prompt tokens are prefilled together (rows of similar length share a
-   left-padded pass) and their rows join the running batch, copying no cache tensor
-   (running rows wait during that pass:
-   prefill-decode interference, which chunked prefill would soften);
+2. CHUNKED PREFILL (vLLM's scheduler; `Settings.step_token_budget`, paged layout): each step
+   first decodes every running row (one token each), then spends the rest of the budget on
+   newcomers' uncached prompt tokens, oldest first, a chunk each; a request's first token is
+   chosen from the logits of its LAST chunk. The chunks run as a second forward pass within
+   the step, not inside the decode pass: our paged forward takes rows of equal query length
+   (left-padded), so 30 one-token decode rows beside a 256-token chunk would be padded to
+   256 queries each. A running stream therefore waits at most one chunk's pass per token,
+   never a whole long prompt. With budget 0 (or the padded layout) newcomers are prefilled
+   whole before the decode pass (rows of similar length share a left-padded pass) and the
+   running rows wait for it: prefill-decode interference, kept for the comparison.
+   Newcomers join the batch copying no cache tensor;
 3. every row whose last block is full takes a new one; when the pool is out of blocks the
    newest row is preempted: its blocks go back, it returns to the FRONT of the queue, and on
    resuming its prompt and tokens so far are prefilled again (its seeded generator kept);
@@ -19,6 +26,10 @@ This is lesson 5's continuous batching, serving the room for real. One thread ru
    the tokens it would get alone;
 5. finished, stopped or abandoned requests leave the batch at the next step; their blocks go
    back to the pool (keyed full blocks stay cached until the pool needs the room).
+
+Every step leaves a `StepRecord` (`step_record.py`): its budget split (decode tokens,
+prefill-chunk tokens, rows) and its parts' synced times (forward pass, cache work, sampling +
+detokenizing, handing events to handlers); `ServerStats.steps_detail` keeps the newest.
 
 A measurement that must run alone (a sweep, a race) wraps itself in `exclusive()`: the loop
 finishes its current step and waits until the measurement is done; in-flight requests then
@@ -48,6 +59,7 @@ from .paged_batch import PoolStats
 from .sampling import SamplingSettings, choose, make_generator, shaped_probabilities
 from .served_request import ServedRequest, ServerBusyError, ServerStoppedError
 from .server_rows import make_rows
+from .step_record import StepClock, StepRecord
 from .timing import stopwatch
 
 __all__ = ["Server", "ServerStats", "ServedRequest", "ServerBusyError", "ServerStoppedError"]
@@ -70,6 +82,8 @@ class ServerStats:
     history: tuple[tuple[float, int, float], ...]  # (seconds ago, rows, step seconds), oldest first
     kv_layout: str = "paged"  # "paged" (block pool) or "padded" (one left-padded tensor)
     pool: PoolStats | None = None  # the block pool after the newest step (None when padded)
+    steps_detail: tuple[StepRecord, ...] = ()  # the newest steps' budget split and parts
+    step_token_budget: int = 0  # tokens per step the server spends (0 = unchunked)
 
 
 class Server:
@@ -82,6 +96,15 @@ class Server:
         self._cond = threading.Condition()
         self._waiting: deque[ServedRequest] = deque()
         self._rows = make_rows(lm, self.settings)  # the batch's KV cache: paged or padded
+        budget = self.settings.step_token_budget
+        if budget and budget <= self.settings.server_rows:
+            raise SettingOutOfRangeError(
+                f"The step token budget ({budget}) must exceed the server's rows "
+                f"({self.settings.server_rows}), or a full batch leaves newcomers no tokens.")
+        self._budget = budget if self._rows.chunks else 0  # padded rows join whole
+        self._prefilling: dict[int, int] = {}  # rid -> prompt tokens computed so far, oldest first
+        self._details: deque[StepRecord] = deque(maxlen=self.settings.server_steps_kept)
+        self._step_no = 0  # steps since start (a step may run two forward passes)
         self._pool: PoolStats | None = self._rows.pool_stats()  # read by stats()
         self._by_row: dict[int, ServedRequest] = {}  # rid -> request in the batch
         self._next_rid = 0
@@ -144,7 +167,8 @@ class Server:
                 tokens_per_s=tokens / span if self._log else 0.0,
                 cache_bytes=self._cache_bytes, held_bytes=self.budget.held_bytes(),
                 history=tuple((round(now - t, 2), r, s) for t, r, s, _ in self._log),
-                kv_layout=self._rows.kind, pool=self._pool)
+                kv_layout=self._rows.kind, pool=self._pool,
+                steps_detail=tuple(self._details), step_token_budget=self._budget)
 
     @contextmanager
     def exclusive(self) -> Iterator[None]:
@@ -207,21 +231,84 @@ class Server:
         return out
 
     def _step(self, newcomers: list[ServedRequest]) -> None:
-        self._drop_finished()
-        if newcomers:
-            for r in newcomers:  # in the batch first: a failed prefill tells them too
-                self._by_row[r.rid] = r
-            with stopwatch(self.lm.device) as t:
-                logits, fed = self._rows.prefill(newcomers)  # [N, V]
-            self._emit(newcomers, logits, t[0], fed)
+        clock = StepClock(self.lm.device)
+        with clock.part("cache_s"):
             self._drop_finished()
+        for r in newcomers:  # in the batch first: a failed prefill tells them too
+            self._by_row[r.rid] = r
+        split = (self._chunked_step(newcomers, clock) if self._budget
+                 else self._whole_step(newcomers, clock))
+        with clock.part("cache_s"):
+            self._drop_finished()
+        with self._cond:
+            self._details.append(clock.record(index=self._step_no, budget_tokens=self._budget,
+                                              **split))
+            self._step_no += 1
+
+    def _whole_step(self, newcomers: list[ServedRequest], clock: StepClock) -> dict:
+        """Unchunked: prefill the newcomers whole, then decode every row (newcomers too)."""
+        fed: list[int] = []
+        if newcomers:
+            (logits, fed), seconds = self._forward(clock, self._rows.prefill, newcomers)
+            self._emit(newcomers, logits, seconds, fed, clock)  # logits: [N, V]
+            with clock.part("cache_s"):
+                self._drop_finished()
+        rids: list[int] = []
         if self._by_row:  # after a prefill too, so running rows never starve
-            self._preempt(self._rows.make_room())
+            with clock.part("cache_s"):
+                self._preempt(self._rows.make_room())
         if self._by_row:
-            with stopwatch(self.lm.device) as t:
-                rids, logits = self._rows.decode()  # [B, V]
-            self._emit([self._by_row[rid] for rid in rids], logits, t[0], None)
-        self._drop_finished()
+            (rids, logits), seconds = self._forward(clock, self._rows.decode)  # [B, V]
+            self._emit([self._by_row[rid] for rid in rids], logits, seconds, None, clock)
+        chunk = tuple(r.rid for r in newcomers)
+        return dict(decode_tokens=len(rids), prefill_tokens=sum(fed),
+                    rows=len(set(rids) | set(chunk)), prefill_rows=len(chunk),
+                    first_tokens=len(chunk), decoded_rids=tuple(rids), chunk_rids=chunk)
+
+    def _chunked_step(self, newcomers: list[ServedRequest], clock: StepClock) -> dict:
+        """Decode every running row first, then the budget's rest goes to prompt chunks."""
+        for r in newcomers:
+            self._prefilling[r.rid] = 0
+        with clock.part("cache_s"):
+            self._preempt(self._rows.make_room())
+        decoding = [rid for rid in self._by_row if rid not in self._prefilling]
+        if decoding:  # the layout decodes exactly the rows not mid-prefill
+            (decoding, logits), seconds = self._forward(clock, self._rows.decode)  # [B, V]
+            self._emit([self._by_row[rid] for rid in decoding], logits, seconds, None, clock)
+        left, chunks = self._budget - len(decoding), {}
+        for rid in self._prefilling:  # oldest first, as vLLM's waiting queue
+            if left <= 0:
+                break
+            chunks[rid] = min(self._rows.pending(rid), left)
+            left -= chunks[rid]
+        done: list[int] = []
+        if chunks:
+            logits, seconds = self._forward(clock, self._rows.prefill_chunks, chunks)  # [C, V]
+            for rid, n in chunks.items():
+                self._prefilling[rid] += n
+            done = [j for j, rid in enumerate(chunks) if self._rows.pending(rid) == 0]
+            reqs = [self._by_row[list(chunks)[j]] for j in done]
+            fed = [self._prefilling.pop(r.rid) for r in reqs]
+            if reqs:  # their last chunk: the first token comes from its last position
+                self._emit(reqs, logits[done], seconds, fed, clock, rows=len(chunks))
+            else:
+                self._note_pass(len(chunks), seconds, 0)
+        return dict(decode_tokens=len(decoding), prefill_tokens=sum(chunks.values()),
+                    rows=len(decoding) + len(chunks), prefill_rows=len(chunks),
+                    first_tokens=len(done), decoded_rids=tuple(decoding),
+                    chunk_rids=tuple(chunks))
+
+    def _forward(self, clock: StepClock, call, *args):
+        """Run one of the layout's model calls -> (its result, its synced seconds); the time
+        inside the model counts as the forward pass, the rest of the call as cache work."""
+        before = self._rows.forward_seconds()
+        with stopwatch(self.lm.device) as t:
+            out = call(*args)
+        after = self._rows.forward_seconds()
+        inside = t[0] if before is None else after - before
+        clock.add("forward_s", inside)
+        clock.add("cache_s", t[0] - inside)
+        return out, t[0]
 
     def _preempt(self, rids: list[int]) -> None:
         """Preempted rows (newest first) go back to the front of the queue, oldest at the head;
@@ -229,17 +316,21 @@ class Server:
         with self._cond:
             for rid in rids:
                 r = self._by_row.pop(rid)
+                self._prefilling.pop(rid, None)  # its chunks so far are prefilled again
                 r.preemptions += 1
                 self._waiting.appendleft(r)
 
     @torch.inference_mode()
     def _emit(self, reqs: list[ServedRequest], logits: torch.Tensor, seconds: float,
-              fed: list[int] | None) -> None:
+              fed: list[int] | None, clock: StepClock, rows: int | None = None) -> None:
         """Choose each row's token with its own sampling, send its event, set its next input.
-        `fed`: tokens each request's prefill computed (None for a decode step: one each)."""
-        rows_now, tok = len(self._by_row), self.lm.tokenizer
+        `fed`: tokens each request's prefill computed (None for a decode step: one each).
+        `rows`: rows in the forward pass (default: these requests). Handing the events over
+        is timed apart from choosing and detokenizing."""
+        rows, tok = rows or len(reqs), self.lm.tokenizer
+        t0, handoff = time.perf_counter(), 0.0
         # One op each for every row, not one per row: a step's Python work grows with its rows.
-        argmax = logits.argmax(-1).tolist()  # [B]
+        argmax = logits.argmax(-1).tolist()  # [B] (a sync: the logits are ready)
         for j, r in enumerate(reqs):
             row_logits = logits[j]  # [V]
             if r.sampling.greedy and not r.top_k_shown:  # a chat: the argmax is all it needs
@@ -254,8 +345,8 @@ class Server:
             r.generated.append(token)
             r.text, piece = output_text(tok, r.generated, before)
             r.finished = finish_reason(token, len(r.generated), self.lm.stop_ids, r.max_new_tokens)
-            r.rows_per_step.append(len(reqs) if fed else rows_now)
-            r._put(StepEvent(
+            r.rows_per_step.append(rows)
+            event = StepEvent(
                 index=len(r.generated) - 1, token_id=token, piece=piece, text=r.text,
                 special=token in self._special_ids,
                 candidates=(top_candidates(tok, raw, probs, r.top_k_shown)
@@ -264,14 +355,23 @@ class Server:
                 forward_tokens=fed[j] if fed else 1, forward_seconds=seconds,
                 seconds=seconds, cache_tokens=self._rows.cache_tokens(r.rid),
                 cache_bytes=self._rows.row_bytes(r.rid),
-                finished=r.finished, batch_rows=r.rows_per_step[-1]))
+                finished=r.finished, batch_rows=r.rows_per_step[-1])
+            h0 = time.perf_counter()
+            r._put(event)
+            handoff += time.perf_counter() - h0
+        clock.add("sample_s", time.perf_counter() - t0 - handoff)
+        clock.add("handoff_s", handoff)
+        with clock.part("cache_s"):
+            self._note_pass(rows, seconds, len(reqs))
+
+    def _note_pass(self, rows: int, seconds: float, tokens: int) -> None:
+        """A forward pass for the live view: its rows, its seconds, the tokens it gave."""
         pool, cache_bytes = self._rows.pool_stats(), self._rows.cache_bytes()
         with self._cond:
             self._steps += 1
             self._last_step = seconds
             self._pool, self._cache_bytes = pool, cache_bytes
-            self._log.append((time.perf_counter(), len(reqs) if fed else rows_now, seconds,
-                              len(reqs)))
+            self._log.append((time.perf_counter(), rows, seconds, tokens))
 
     def _drop_finished(self) -> None:
         """Finished or cancelled rows leave the batch; their cache memory goes back."""
@@ -283,6 +383,7 @@ class Server:
         with self._cond:
             for r in gone:
                 del self._by_row[r.rid]
+                self._prefilling.pop(r.rid, None)
                 if r.cancelled and not r.finished:
                     r._put(None)
                 self._served += 1
@@ -299,6 +400,7 @@ class Server:
         with self._cond:
             failed = list(self._by_row.values()) + (list(self._waiting) if self._closed else [])
             self._by_row.clear()
+            self._prefilling.clear()
             if self._closed:
                 self._waiting.clear()
             self._rows.clear()

@@ -1,6 +1,8 @@
 """How the server holds its rows' KV cache: in pages (the default) or in one padded tensor.
 
 The server's loop (`server.py`) is the same for both; only these few operations differ.
+Only the paged layout prefills in chunks (`chunks = True`): a padded row must be whole before
+it can join the tensor, so `PaddedRows` always prefills whole prompts.
 
 - `PagedRows` (PagedAttention, vLLM's design): one pool of fixed-size blocks for every request
   (`paged_batch.py`). A request is admitted when the blocks its prompt needs NOW are free
@@ -31,6 +33,7 @@ class PagedRows:
     """The server's rows in a block pool sized from `server_cache_mb`."""
 
     kind = "paged"
+    chunks = True  # can prefill a prompt in chunks, a chunk per step
 
     def __init__(self, lm, settings) -> None:
         per_block = kv_cache_bytes(lm.info.layers, lm.info.kv_heads, lm.info.head_dim,
@@ -60,11 +63,24 @@ class PagedRows:
         fed = [len(row.tokens) - row.cached for row in rows]
         return self.batch.prefill([r.rid for r in reqs]), fed
 
+    def pending(self, rid: int) -> int:
+        """Tokens of `rid` still to prefill (its prompt's rest)."""
+        return self.batch.pending(rid)
+
+    def prefill_chunks(self, chunks: dict[int, int]) -> torch.Tensor:
+        """The next n tokens of each row {rid: n} -> logits [len(chunks), V]."""
+        return self.batch.prefill_chunks(chunks)
+
+    def forward_seconds(self) -> float:
+        """Synced seconds spent in the model since start (cache work is the rest)."""
+        return self.batch.forward_s
+
     def make_room(self) -> list[int]:
         return self.batch.make_room()
 
     def decode(self) -> tuple[list[int], torch.Tensor]:
-        return list(self.batch.rows), self.batch.decode()
+        """Every row not mid-prefill -> (their ids, logits [B, V])."""
+        return self.batch.decoding(), self.batch.decode()
 
     def set_token(self, rid: int, token: int) -> None:
         self.batch.append(rid, token)
@@ -95,6 +111,7 @@ class PaddedRows:
     """The server's rows in one left-padded tensor per layer (`RowBatch`)."""
 
     kind = "padded"
+    chunks = False  # a row joins the padded tensor whole: no chunked prefill
 
     def __init__(self, lm, settings) -> None:
         self.lm, self.settings = lm, settings
@@ -119,6 +136,10 @@ class PaddedRows:
         self.batch = new if self.batch is None else self.batch.join(new)
         self._real = None
         return logits, [len(p) for p in prompts]
+
+    def forward_seconds(self) -> None:
+        """Not split: a padded pass's cache copies count as its forward pass."""
+        return None
 
     def make_room(self) -> list[int]:
         return []  # the worst case was reserved at admission

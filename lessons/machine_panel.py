@@ -7,6 +7,7 @@ from __future__ import annotations
 import gradio as gr
 
 from inference.config import Settings
+from visualizations.budget_charts import budget_split_figure, step_parts_figure
 from visualizations.pool_view import server_pool_parts
 from visualizations.roofline_charts import two_roof_figure
 from visualizations.server_view import batch_history_figure, remote_stats_md, server_stats_md
@@ -67,6 +68,30 @@ def server_section(lm, settings: Settings, server, chat=None) -> None:
                api_visibility="undocumented")
     watch.change(guarded(lambda on: gr.Timer(active=bool(on)), compute=False), watch, timer,
                  api_visibility="undocumented")
+    steps_section(lm, settings, server, refresh, timer)
+
+
+def steps_section(lm, settings: Settings, server, refresh, timer) -> None:
+    """Each step's token budget split (chunked prefill) and its measured parts."""
+    gr.Markdown("### Each step's budget\nA step decodes every running row first (one token "
+                "each), then spends the rest of its token budget on newcomers' prompts, a chunk "
+                "per step: with a budget above 0, a long prompt no longer freezes everyone's "
+                f"stream (`step_token_budget` = {settings.step_token_budget}; 0 = whole prompts "
+                "in one step, the running rows waiting).")
+    budget = gr.Plot(budget_split_figure((), 0), label="Tokens per step", elem_id="server-budget")
+    parts = gr.Plot(step_parts_figure(()), label="Time per step", elem_id="server-parts")
+
+    def snapshot() -> dict:
+        st = server.stats()
+        cap = info_caption(lm.info, alone=False, note="live scheduler")
+        return {budget: budget_split_figure(st.steps_detail, st.step_token_budget, cap),
+                parts: step_parts_figure(st.steps_detail, cap)}
+
+    live = SharedSnapshot(snapshot, settings.watch_interval_s)  # one per interval, every tab
+    checked = guarded(live.get, compute=False)
+    for event in (refresh.click, timer.tick):
+        event(checked, None, [budget, parts], show_progress="hidden",
+              api_visibility="undocumented")
 
 
 def build(ctx: AppContext) -> None:

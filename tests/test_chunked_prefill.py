@@ -1,0 +1,101 @@
+"""Chunked prefill in the paged server, on the real model: a long prompt (~600 tokens, budget
+128, so several chunks) among short ones gives every request its solo tokens, greedy and
+seeded; the running stream gets a token in every step while the long prompt is chunked (read
+from the step records, not the clock); no step computes more than its budget; a prefix-cache
+hit still skips its blocks; the pool is empty after all end."""
+import pytest
+
+from inference.config import Settings
+from inference.errors import SettingOutOfRangeError
+from inference.sampling import SamplingSettings
+from inference.server import Server
+from inference.tokens import prompt_ids
+from test_paged_server import SEEDED, pool_idle, solo, tokens, wait_for
+
+BUDGET = 128
+
+
+def long_ask(lm, n=600):
+    """A real prompt of about `n` tokens (numbered sentences, then a question)."""
+    body = " ".join(f"Fact {i}: the {i}th lamp in the hall is lit." for i in range(n // 12))
+    ids = prompt_ids(lm.tokenizer, body + " Which lamp is lit first?")
+    assert len(ids) >= n - 60
+    return ids
+
+
+@pytest.fixture
+def chunked(lm):
+    srv = Server(lm, Settings(server_kv="paged", server_rows=8, block_tokens=16,
+                              step_token_budget=BUDGET))
+    yield srv
+    srv.close()
+
+
+def test_chunked_solo_tokens_greedy_and_seeded_long_among_short(lm, chunked):
+    short = [prompt_ids(lm.tokenizer, a) for a in ("Name three planets.", "What is 2 + 2?")]
+    long_ids = long_ask(lm)
+    plan = [(short[0], SamplingSettings(), 24), (long_ids, SamplingSettings(), 6),
+            (short[1], SEEDED, 10), (long_ids, SEEDED, 5)]
+    expected = [solo(lm, ids, s, n) for ids, s, n in plan]
+    first = chunked.submit(*plan[0])
+    got0 = []
+    events = first.events()
+    got0.append(next(events).token_id)  # the short stream is running before the rest arrive
+    rest = [chunked.submit(*p) for p in plan[1:]]
+    got0 += [e.token_id for e in events]
+    got = [got0] + [tokens(r) for r in rest]
+    assert got == expected
+    assert wait_for(lambda: pool_idle(chunked))
+    steps = chunked.stats().steps_detail
+    assert all(s.step_tokens <= BUDGET for s in steps)
+    assert max(s.prefill_tokens for s in steps) > 0
+    # the long prompts took several chunks each: more chunk steps than requests
+    assert sum(1 for s in steps if s.chunk_rids) >= 2 * (len(long_ids) // BUDGET)
+
+
+def test_chunked_long_newcomer_never_stalls_a_running_stream(lm, chunked):
+    ask = prompt_ids(lm.tokenizer, "Count from one to forty.")
+    runner = chunked.submit(ask, SamplingSettings(), 40)
+    events = runner.events()
+    got = [next(events).token_id]
+    newcomer = chunked.submit(long_ask(lm), SamplingSettings(), 4)
+    got += [e.token_id for e in events]
+    assert got == solo(lm, ask, SamplingSettings(), 40)
+    tokens(newcomer)
+    steps = chunked.stats().steps_detail
+    long_steps = [s for s in steps if newcomer.rid in s.chunk_rids]
+    assert len(long_steps) >= 4  # ~600 tokens in 128-token steps
+    for s in long_steps:  # every step that chunked the long prompt also decoded the runner
+        assert runner.rid in s.decoded_rids
+        assert s.step_tokens <= BUDGET
+        assert s.decode_tokens == len(s.decoded_rids)
+    assert long_steps[-1].first_tokens == 1  # its first token came with its last chunk
+    assert all(s.forward_s > 0 and s.total_s >= s.forward_s for s in long_steps)
+    assert wait_for(lambda: pool_idle(chunked))
+
+
+def test_chunked_prefix_hit_still_skips_blocks(lm, chunked):
+    ids = long_ask(lm, 300)
+    first = tokens(chunked.submit(ids, SamplingSettings(), 3))
+    before = chunked.stats().pool.prefix_hit_tokens
+    again = chunked.submit(ids, SamplingSettings(), 3)
+    assert tokens(again) == first
+    hit = chunked.stats().pool.prefix_hit_tokens - before
+    assert hit >= len(ids) - 2 * 16  # all but the last (partial) blocks were mapped
+    chunk = [s.prefill_tokens for s in chunked.stats().steps_detail if again.rid in s.chunk_rids]
+    assert sum(chunk) == len(ids) - hit
+    assert wait_for(lambda: pool_idle(chunked))
+
+
+def test_chunked_budget_zero_is_the_unchunked_path(lm):
+    srv = Server(lm, Settings(server_kv="paged", server_rows=4, step_token_budget=0))
+    try:
+        ids = long_ask(lm, 300)
+        assert tokens(srv.submit(ids, SamplingSettings(), 3)) == solo(lm, ids,
+                                                                       SamplingSettings(), 3)
+        first = srv.stats().steps_detail[0]
+        assert first.prefill_tokens == len(ids) and first.budget_tokens == 0
+    finally:
+        srv.close()
+    with pytest.raises(SettingOutOfRangeError):
+        Server(lm, Settings(server_rows=8, step_token_budget=8))
