@@ -173,6 +173,11 @@ def main() -> dict:
     results["speculative"] = speculative.measure_speculative(lm, LIMITS)
     print(json.dumps(results["speculative"], indent=1, default=str))
 
+    section("chunked prefill: running streams' gaps while a long prompt arrives; step parts")
+    from bench import chunked
+    chunked_figures = chunked.measure_chunked(lm, LIMITS)
+    print(json.dumps(chunked_figures, indent=1, default=str))
+
     section("paged KV cache: the server's pool against the padded layout, prefix hits")
     from bench import paged
     paged_figures = paged.measure_paged(lm, LIMITS)
@@ -187,6 +192,8 @@ def main() -> dict:
     section("serving: 30 streaming chat clients, continuous batcher vs one row at a time")
     results["serving"] = serving.serving_race()
     results["serving"]["paged"] = paged_figures
+    results["serving"]["chunked"] = chunked_figures["chunked"]
+    results["serving"]["step_parts"] = chunked_figures["step_parts"]
     print(json.dumps(results["serving"], indent=1))
 
     section("serving: the same class served by vLLM (its own venv, same weights, same clients)")
