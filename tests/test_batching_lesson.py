@@ -219,8 +219,10 @@ def test_sweep_handler_streams_and_shares(lm):
     assert "tokens/s at batch 1" in last.closing and "at batch 2" in last.closing
     assert "| 2 |" in last.table
     again = list(run.sweep_frames(lm, settings, shared, max_batch=2, steps=2, budget_mb=None))
-    assert len(again) == 1 and "shared with every visitor" in again[0].progress
-    assert again[0].sweep is state
+    if len(again) == 1:  # a quiet sweep is shared with the next visitor
+        assert "shared with every visitor" in again[0].progress and again[0].sweep is state
+    else:  # judged busy (noise.py): not shared, measured again, and the notice said so
+        assert "busy while measuring" in last.closing and again[-1].sweep is not state
     view = run.cost_view(lm, settings, state, price_per_hour=1.0, prompt_tokens=10,
                          output_tokens=20)
     assert "$ / M output" in view.table and len(view.plot.data) == 2

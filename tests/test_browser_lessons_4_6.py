@@ -70,7 +70,9 @@ def test_lesson_4_kv_cache(visitor):
     assert number(r"Measured over (\d+) new tokens", summary) == 4
     assert number(r"with cache ([\d.]+) s", summary) > 0
     assert number(r"recomputing ([\d.]+) s", summary) > 0
-    assert re.search(r"made it [\d.]+× faster|was slower this time \([\d.]+×\)", summary), summary
+    busy = "no verdict from a busy machine" in summary  # noise.py judged the run busy
+    assert busy or re.search(r"made it [\d.]+× faster|was slower this time \([\d.]+×\)",
+                             summary), summary
     cached_work, recompute_work = (number(r"Work: ([\d,]+) vs", summary),
                                    number(r"vs ([\d,]+) tokens through", summary))
     assert recompute_work > 3 * cached_work
@@ -78,7 +80,9 @@ def test_lesson_4_kv_cache(visitor):
     compared = wait_until(lambda: re.search(r"Your guess: 3 × faster · measured: ([\d.]+) ×",
                                             text_of(page, "kv-race-summary")), 10, "the guess")
     faster = re.search(r"made it ([\d.]+)× faster", summary)  # else "slower this time"
-    if faster:
+    if busy:  # the guess is set beside the number, with no verdict
+        assert "on a busy machine" in text_of(page, "kv-race-summary")
+    elif faster:
         assert float(compared.group(1)) == float(faster.group(1))
     else:
         # "slower this time (0.99×)" beside the guess's "measured: 1 ×" (one decimal there)
@@ -302,9 +306,11 @@ def test_this_machine_shows_both_roofs(visitor):
     assert number(r"Compute roof \(measured\): ([\d,]+) GFLOP/s", text) > 0
     rows = table_rows(page, "perf-compute")
     assert [r["pass"] for r in rows][0] == "decode, batch 1"
-    assert rows[0]["bound by"] == "memory" and rows[-1]["pass"] == "prefill, 256 tokens"
+    # left of the ridge: never arithmetic; memory or neither roof, decided by the measured share
+    assert rows[0]["bound by"] in ("memory", "neither roof")
+    assert rows[-1]["pass"] == "prefill, 256 tokens"
     wait_until(lambda: plot_title(page, "perf-compute-chart") ==
-               "Decode waits for memory, prefill for arithmetic", 15, "the two-roof chart")
+               "Each measured pass under the two roofs", 15, "the two-roof chart")
     assert plot_points(page, "perf-compute-chart") >= 120 + 2 + 2  # roofs, 2 passes, ridge
     page.locator("#perf-compute-chart").scroll_into_view_if_needed()
     screenshot(page, "this-machine-two-roofs")
