@@ -58,6 +58,12 @@ class ConsoleWatch:
         page.on("console", self._on_console)
         page.on("pageerror", lambda exc: self.problems.append(f"page error: {exc}"))
         page.on("requestfailed", self._on_request_failed)
+        page.on("response", self._on_response)
+
+    def _on_response(self, response) -> None:
+        if response.status == 422:  # a refused request: say which, with what it sent
+            body = (response.request.post_data or "")[:300]
+            self.problems.append(f"refused request: {response.url} {body}")
 
     def _on_console(self, msg) -> None:
         if msg.type == "error":
