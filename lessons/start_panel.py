@@ -34,7 +34,7 @@ def first_screen(ctx: AppContext) -> None:
     """The prompt, the live cards and diagram, the answer, and the race with its ratio."""
     lm, settings, server = ctx.lm, ctx.settings, ctx.server
     with gr.Row(equal_height=True):
-        prompt = gr.Textbox(settings.default_prompt, label="The model is answering this prompt "
+        prompt = gr.Textbox(settings.default_prompt, label="Being answered live: this prompt "
                             "(change it, then press Answer)", lines=1, scale=4,
                             max_length=settings.max_prompt_chars, elem_id="start-prompt")
         go = gr.Button("Answer", variant="primary", scale=1, min_width=90, elem_id="start-go")
