@@ -19,22 +19,13 @@ import time
 from collections.abc import Iterable, Iterator
 from urllib.parse import urlsplit
 
+from inference.remote_engine import sse_payloads as _payloads
+
 
 def sse_payloads(lines: Iterable[bytes]) -> list[dict]:
     """The JSON payloads of server-sent event lines, up to `[DONE]` (comments and blanks
-    skipped)."""
+    skipped): the engine's own parser (`inference.remote_engine.sse_payloads`)."""
     return list(_payloads(lines))
-
-
-def _payloads(lines: Iterable[bytes]) -> Iterator[dict]:
-    for raw in lines:
-        line = raw.decode("utf-8", "replace").strip()
-        if not line.startswith("data:"):
-            continue
-        data = line[5:].strip()
-        if data == "[DONE]":
-            return
-        yield json.loads(data)
 
 
 def chat_body(model: str, prompt: str, new_tokens: int) -> dict:

@@ -20,7 +20,7 @@ import http.client
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -45,6 +45,23 @@ class RemoteStats:
     waiting: float | None  # requests queued
     kv_cache_usage: float | None  # 0..1 share of its KV cache blocks in use
     error: str = ""  # why the metrics could not be read, if they could not
+
+
+def sse_payloads(lines: Iterable[bytes]) -> Iterator[dict]:
+    """The JSON payloads of server-sent event lines (`data: {...}`), up to `data: [DONE]`;
+    comments and blank lines skipped.
+
+    >>> list(sse_payloads([b'data: {"a": 1}', b'', b': keep-alive', b'data: [DONE]']))
+    [{'a': 1}]
+    """
+    for raw in lines:
+        line = raw.decode("utf-8", "replace").strip()
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if data == "[DONE]":
+            return
+        yield json.loads(data)
 
 
 def parse_metrics(text: str) -> dict[str, float]:
@@ -197,14 +214,7 @@ class RemoteEngine:
                 detail = resp.read(200).decode("utf-8", "replace")
                 raise RemoteEngineError(f"The serving engine at {self.url} refused the request "
                                         f"(HTTP {resp.status}: {detail}).")
-            for raw in iter(resp.readline, b""):
-                line = raw.decode("utf-8", "replace").strip()
-                if not line.startswith("data:"):
-                    continue
-                data = line[5:].strip()
-                if data == "[DONE]":
-                    return
-                yield json.loads(data)
+            yield from sse_payloads(iter(resp.readline, b""))
         except OSError as exc:
             raise RemoteEngineError(f"The serving engine at {self.url} cannot be reached "
                                     f"({type(exc).__name__}).") from None
