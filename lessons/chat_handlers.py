@@ -8,7 +8,6 @@ says how many requests shared its forward passes. `generate_chat` is a plain gen
 `ChatFrame`s (`chat_panel` wires it). Stop or a closed tab frees the row at the next step."""
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -18,6 +17,7 @@ from inference.tokens import clean_text
 from visualizations.server_view import limit_note, shared_steps_note, waiting_md
 from visualizations.timing_text import live_stats_md
 
+from .common.client_timing import timed_events
 from .common.prompt_input import encode_prompt
 from .start_handlers import STARTERS
 
@@ -41,18 +41,11 @@ def generate_chat(lm, settings: Settings, server, prompt: str, max_new: int
         max_new = int(max_new)
     req = server.submit(ids, SamplingSettings(), max_new)
     yield ChatFrame([dict(m) for m in history], waiting_md(req.ahead))
-    ttft, last, decode_s, n = None, None, 0.0, 0
     # LLM_LAB_SERVE_URL: another engine answers; say which (asked once, not per token)
     remote = (f"Served by {server.describe()}, not by this machine."
               if hasattr(server, "describe") else "")
     try:
-        for ev in req.events():
-            now = time.perf_counter()
-            if ev.index == 0:
-                ttft = now - req.submitted
-            else:
-                decode_s, n = decode_s + (now - last), n + 1
-            last = now
+        for ev, ttft, decode_s, n in timed_events(req):
             ended = ev.finished == "end of turn"
             history[1]["content"] = (ev.text.replace(lm.tokenizer.eos_token, "") if ended
                                      else ev.text)

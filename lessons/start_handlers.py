@@ -5,7 +5,6 @@ time), its race against recomputation, the example prompts a newcomer taps next 
 from __future__ import annotations
 
 import html
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -16,6 +15,7 @@ from inference.sampling import SamplingSettings
 from visualizations.first_screen import live_cards_html, race_ratio_html
 from visualizations.mechanism import decode_diagram, empty_diagram, race_diagram
 
+from .common.client_timing import timed_events
 from .common.lesson_text import lesson_text
 from .common.prompt_input import encode_prompt
 
@@ -55,15 +55,9 @@ def live_frames(lm, settings: Settings, server, prompt: str) -> Iterator[LiveFra
                "Sending the prompt…")
     yield LiveFrame(empty_diagram(lm.info.layers, waiting, "live"),
                     live_cards_html(None, None, len(ids), 0), f"*{waiting}*")
-    events, ttft, last, between = [], None, None, 0.0
+    events = []
     try:
-        for ev in req.events():
-            now = time.perf_counter()
-            if ev.index == 0:
-                ttft = now - req.submitted
-            else:
-                between += now - last
-            last = now
+        for ev, ttft, between, _ in timed_events(req):
             events.append(ev)
             decoded = len(events) - 1
             text = ev.text.replace(lm.tokenizer.eos_token, "")
