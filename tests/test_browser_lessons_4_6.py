@@ -235,7 +235,7 @@ def test_lesson_5_batching(visitor):
     # The dollars use the rate carried to the conversation's longer context (theoretical).
     column = next(k for k in costs[0] if k.startswith("output tokens/s at "))
     carried = [float(r[column]) for r in costs]
-    assert all(0 < c < r for c, r in zip(carried, rates))  # a longer cache: slower steps
+    assert all(0 < c <= r for c, r in zip(carried, rates))  # a longer cache: never faster
     dollars = [number(r"\$([\d,.]+)", r["$ / M output"]) for r in costs]
     # $ per million = price per hour / (tokens/s x 3,600) x 1,000,000, at the default $0.10/h
     assert dollars == pytest.approx([0.10 / (r * 3600) * 1e6 for r in carried], rel=0.02)

@@ -108,3 +108,7 @@ def test_speculative_batch_cost_chart_and_table():
     assert re.search(r"Batch 16: a pass of 80 tokens .*arithmetic", md)
     assert re.search(r"Batch 1: a pass of 5 tokens .*ride along", md)
     assert batch_figure([]).layout.annotations[0].text == EMPTY_BATCH
+    # Neither roof reached (a busy or launch-bound run): no claim about the weights' read.
+    neither = batch_md([VerifyCost(4, 4, 0.05, 0.07, "neither", "neither", 2.0, 9.0)], 3.0)
+    assert re.search(r"Batch 4: .*under half of both measured roofs", neither)
+    assert "ride along" not in neither and "arithmetic, not" not in neither

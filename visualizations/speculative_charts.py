@@ -106,8 +106,12 @@ def _bound_sentence(c) -> str:
     if c.verify_bound == "compute":
         why = ("its arithmetic, not the reading of the weights, sets its pace (right of the "
                "ridge): the extra tokens are paid for")
-    else:
+    elif c.verify_bound == "memory":
         why = ("it still mostly waits for the weights to be read (left of the ridge), so "
                "the extra tokens ride along on the same read")
+    else:
+        why = ("it reached under half of both measured roofs, so neither the reading of the "
+               "weights nor the arithmetic sets its pace; the ratio is what the extra tokens "
+               "cost here")
     return (f"Batch {c.batch}: a pass of {tokens} tokens cost **{c.cost_ratio:.2f}×** a plain "
             f"step of {c.batch}; by the roofline {why}.")

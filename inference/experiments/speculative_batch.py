@@ -40,7 +40,7 @@ class VerifyCost:
     k: int  # guesses per row in the verification pass
     plain_seconds: float  # median plain step: B × 1 tokens (synced)
     verify_seconds: float  # median verification pass: B × (k + 1) tokens (synced)
-    plain_bound: str  # "memory" or "compute" (ComputeRoof.bound, from the measured roofs)
+    plain_bound: str  # "memory", "compute" or "neither" (ComputeRoof.bound, measured roofs)
     verify_bound: str
     plain_gflops: float  # achieved: theoretical FLOPs ÷ measured seconds
     verify_gflops: float
