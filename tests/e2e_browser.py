@@ -291,8 +291,9 @@ def recorded_changes(page, elem_id: str) -> list[str]:
 
 def assert_clean(page, watch) -> None:
     """No error toast on screen and nothing wrong in the browser console."""
-    assert toasts(page) == []
-    assert watch.problems == []
+    shown = toasts(page)
+    assert shown == [], f"error toasts on screen: {shown}"
+    assert watch.problems == [], f"problems in the page: {watch.problems}"
 
 
 def decode_count(stats: str) -> int:
