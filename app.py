@@ -30,7 +30,11 @@ from lessons.common.input_check import check_every_input
 from lessons.common.lesson_text import lesson_text
 from lessons.common.links import link_notice, wire_links
 from lessons.common.next_lesson import lesson_footer, wire_scroll
-from lessons.common.request_limits import LimitRequestSize, WordValidationErrors
+from lessons.common.request_limits import (
+    LimitRequestSize,
+    NothingToCancel,
+    WordValidationErrors,
+)
 from lessons.common.session_budget import bound_sessions
 
 SETTINGS = Settings.from_env()
@@ -79,7 +83,8 @@ def launch_options() -> dict:
                 max_threads=SETTINGS.server_rows + SETTINGS.server_queue + 40,
                 app_kwargs={"middleware": [
                     Middleware(LimitRequestSize, max_bytes=SETTINGS.max_request_bytes),
-                    Middleware(RefuseUploads), Middleware(WordValidationErrors)]},
+                    Middleware(RefuseUploads), Middleware(NothingToCancel),
+                    Middleware(WordValidationErrors)]},
                 theme=gr.themes.Soft(font=["system-ui", "sans-serif"],
                                      font_mono=["ui-monospace", "monospace"]))
 

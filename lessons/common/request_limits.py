@@ -114,3 +114,48 @@ class WordValidationErrors:
             await send(message)
 
         await self.app(scope, receive, worded_send)
+
+
+NOTHING_TO_CANCEL = {"success": False, "detail": "That request had not started: nothing to cancel."}
+_CANCEL_ROUTES = ("/cancel", "/reset")
+
+
+class NothingToCancel:
+    """ASGI middleware: a Stop (or a superseded event) the browser sends before the server
+    gave its event an id posts `{"event_id": null}` to `/cancel` and `/reset`; Gradio's own
+    routes answer that with a validation error (422), which every visitor's console shows as a
+    failure on a busy server. There is nothing to cancel yet, so the answer is a plain 200 that
+    says so; every other cancel passes through untouched."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        path = scope.get("path", "").rstrip("/")
+        if (scope.get("type") != "http" or scope.get("method") != "POST"
+                or not path.endswith(_CANCEL_ROUTES)):
+            await self.app(scope, receive, send)
+            return
+        messages, body = [], b""
+        while True:  # a cancel body is a few dozen bytes (and LimitRequestSize caps it)
+            message = await receive()
+            messages.append(message)
+            body += message.get("body", b"")
+            if message.get("type") != "http.request" or not message.get("more_body"):
+                break
+        try:
+            event_id = json.loads(body or b"{}").get("event_id", ...)
+        except (ValueError, AttributeError):
+            event_id = ...
+        if event_id is None:
+            data = json.dumps(NOTHING_TO_CANCEL).encode()
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [(b"content-type", b"application/json"),
+                                    (b"content-length", str(len(data)).encode())]})
+            await send({"type": "http.response.body", "body": data})
+            return
+
+        async def replay():
+            return messages.pop(0) if messages else await receive()
+
+        await self.app(scope, replay, send)
