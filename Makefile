@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt | cksum | cut -d' ' -f1)
 
-.PHONY: setup run lint test test-dtypes gpu-check bench browser clean
+.PHONY: setup run lint test test-dtypes gpu-check bench bench-serving browser clean
 
 setup: $(STAMP)
 
@@ -55,6 +55,10 @@ gpu-check:
 
 bench: $(STAMP)
 	$(PY) -m bench.run
+
+# Only the class-serving comparison (the app against one row at a time and against vLLM).
+bench-serving: $(STAMP)
+	$(PY) -m bench.serving_vs_vllm
 
 clean:
 	rm -rf $(VENV) test-artifacts .pytest_cache

@@ -1,0 +1,42 @@
+"""`make bench-serving`: only the class-serving comparison of `make bench`, the app's
+continuous batcher against one row at a time and against vLLM, same clients, same prompts,
+same machine, one run (the full bench takes much longer; this is the part issue 25 is judged
+on). Writes bench/serving-results.json with the same keys as `make bench`'s `serving`.
+Run it with nothing else busy on the machine: both servers share its cores."""
+from __future__ import annotations
+
+import json
+import time
+
+from bench import serving, vllm_peer
+from bench.app_server import ROOT
+from bench.run import TARGETS, cpu_name, lookup
+
+
+def main() -> dict:
+    t0 = time.perf_counter()
+    results: dict = {"when": time.strftime("%Y-%m-%d %H:%M:%S"), "machine": cpu_name()}
+    print("== serving: the app's continuous batcher vs one row at a time", flush=True)
+    results["serving"] = serving.serving_race()
+    print(json.dumps(results["serving"], indent=1), flush=True)
+    print("== serving: the same class served by vLLM", flush=True)
+    results["serving"]["vllm"] = vllm_peer.vllm_class(log=print)
+    results["serving"].update(vllm_peer.app_vs_vllm(results["serving"]["batched"],
+                                                    results["serving"]["vllm"]))
+    results["targets"] = {}
+    for key, (op, goal) in TARGETS.items():
+        if key.startswith("serving.") and not key.startswith(("serving.paged",)):
+            v = lookup(results, key)
+            ok = v is not None and (v >= goal if op == ">=" else v <= goal)
+            results["targets"][key] = {"value": v, "target": f"{op} {goal}", "met": ok}
+    results["bench_seconds"] = time.perf_counter() - t0
+    return results
+
+
+if __name__ == "__main__":
+    res = main()
+    (ROOT / "bench" / "serving-results.json").write_text(json.dumps(res, indent=2))
+    for key, t in res["targets"].items():
+        print(f"{key:44s} {t['value']!s:>12s}  {t['target']:8s} "
+              f"{'met' if t['met'] else 'MISSED'}")
+    print("wrote bench/serving-results.json")
