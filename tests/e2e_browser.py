@@ -61,9 +61,9 @@ class ConsoleWatch:
         page.on("response", self._on_response)
 
     def _on_response(self, response) -> None:
-        if response.status == 422:  # a refused request: say which, with what it sent
+        if response.status == 422 or response.status >= 500:  # say which, with what it sent
             body = (response.request.post_data or "")[:300]
-            self.problems.append(f"refused request: {response.url} {body}")
+            self.problems.append(f"refused request ({response.status}): {response.url} {body}")
 
     def _on_console(self, msg) -> None:
         if msg.type == "error":

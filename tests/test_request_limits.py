@@ -33,8 +33,13 @@ async def invalid(request):
                         status_code=422)
 
 
+async def cancel_gone(request):  # Gradio's cancel route losing a race with another cancel
+    raise KeyError((await request.json())["event_id"])
+
+
 def small_app() -> TestClient:
     app = Starlette(routes=[Route("/echo", echo, methods=["POST"]),
+                            Route("/gradio_api/cancel", cancel_gone, methods=["POST"]),
                             Route("/invalid", invalid, methods=["POST"])],
                     middleware=[Middleware(LimitRequestSize, max_bytes=LIMIT),
                                 Middleware(NothingToCancel), Middleware(WordValidationErrors)])
@@ -51,6 +56,10 @@ def test_request_cancel_before_the_event_had_an_id_is_not_an_error(server):
     body = b'{"event_id":null}'
     assert client.post("/echo", content=body).json() == {"got": len(body)}  # other routes
     assert client.post("/cancel", json={"event_id": "e1"}).status_code == 404  # passed on
+    # A second cancel of one event, whose iterator the first already removed: done, not a 500.
+    raced = client.post("/gradio_api/cancel", json={"event_id": "e1", "session_hash": "s",
+                                                    "fn_index": 0})
+    assert raced.status_code == 200 and raced.json() == {"success": True}
     for route, body in (("gradio_api/cancel", {"event_id": None, "session_hash": "s",
                                                "fn_index": 0}),
                         ("gradio_api/reset", {"event_id": None})):

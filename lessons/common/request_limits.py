@@ -21,6 +21,14 @@ MALFORMED = ("This request is not one the app understands: send a JSON object wi
              "list (one value per input) and the endpoint's name or index.")
 
 
+async def _json(send, status: int, payload: dict) -> None:
+    body = json.dumps(payload).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
 async def _answer(send, status: int, message: str) -> None:
     body = json.dumps({"detail": message}).encode()
     await send({"type": "http.response.start", "status": status,
@@ -125,7 +133,8 @@ class NothingToCancel:
     gave its event an id posts `{"event_id": null}` to `/cancel` and `/reset`; Gradio's own
     routes answer that with a validation error (422), which every visitor's console shows as a
     failure on a busy server. There is nothing to cancel yet, so the answer is a plain 200 that
-    says so; every other cancel passes through untouched."""
+    says so. Every other cancel passes through; one that loses Gradio's race with another
+    cancel of the same event (its KeyError, a 500) is answered as done."""
 
     def __init__(self, app) -> None:
         self.app = app
@@ -148,14 +157,25 @@ class NothingToCancel:
         except (ValueError, AttributeError):
             event_id = ...
         if event_id is None:
-            data = json.dumps(NOTHING_TO_CANCEL).encode()
-            await send({"type": "http.response.start", "status": 200,
-                        "headers": [(b"content-type", b"application/json"),
-                                    (b"content-length", str(len(data)).encode())]})
-            await send({"type": "http.response.body", "body": data})
+            await _json(send, 200, NOTHING_TO_CANCEL)
             return
 
         async def replay():
             return messages.pop(0) if messages else await receive()
 
-        await self.app(scope, replay, send)
+        started = False
+
+        async def watched_send(message):
+            nonlocal started
+            started = started or message.get("type") == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, replay, watched_send)
+        except KeyError:
+            # Two cancels of one event (a Stop pressed twice, a tab closing) race inside
+            # Gradio's route: the second deletes an iterator the first already removed and
+            # raises KeyError (a 500). The event is cancelled either way.
+            if started:
+                raise
+            await _json(send, 200, {"success": True})
