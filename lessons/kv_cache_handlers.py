@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from plotly.graph_objects import Figure
 
+from inference import served_alongside
 from inference.config import Settings
 from inference.errors import PromptTooLongError, SettingOutOfRangeError
 from inference.experiments import noise
@@ -162,7 +163,7 @@ def race_frames(lm, settings: Settings, prompt: str, new_tokens: int,
         raise PromptTooLongError(f"The race prompt is {len(ids)} tokens; keep it under {limit} "
                                  "(the no-cache lane re-reads all of it every step).")
     settings.race_new_tokens.check("New tokens", new_tokens)
-    n, caption, steps = int(new_tokens), info_caption(lm.info), []
+    n, steps = int(new_tokens), []
     prompt, pieces = [lm.tokenizer.decode([i]) for i in ids], []
     watch = noise.begin(lm.device)
     for step in race(lm, ids, n):
@@ -174,6 +175,7 @@ def race_frames(lm, settings: Settings, prompt: str, new_tokens: int,
             judged = noise.end(lm.device, watch, race_repeats(steps), settings) if last else None
             compared = (guess_md(GUESS_KEY, guess, summary.speedup,
                                  noisy=not supports_verdict(judged)) if last else "")
+            caption = info_caption(lm.info, chats=served_alongside.chats_so_far())  # so far
             yield RaceFrame(plot=kv_charts.race_figure(steps, caption),
                             summary=kv_text.race_summary_markdown(summary, judged) + compared,
                             progress=kv_text.race_progress_markdown(step.index, n),
