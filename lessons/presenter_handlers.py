@@ -1,7 +1,7 @@
 """The presenter's live measurements: one plain function per screen, each a small run on a
 prepared prompt through the same engine functions the lessons use, returning one `Measured`
-headline. Run by `lessons.presenter_panel` inside `feedback.guarded(..., alone=server)`, so the
-serving engine pauses while a measurement runs.
+headline. Run by `lessons.presenter_panel` inside `feedback.guarded(..., alone=server)`: each runs
+alone on the compute thread, taking turns there with the serving engine's steps.
 
 Every function takes (lm, settings, shared) and returns a `Measured`; `MEASURES` maps the
 screen's `measure:` key to it. A `Measured` is stored in the visitor's browser as a dict
