@@ -55,6 +55,11 @@ def run_sweep(lm, settings: Settings, shared, lengths: list[int], max_sequential
     points: tuple[PrefillPoint, ...] = ()
     for progress in prefill_sweep(lm, lengths, int(max_sequential)):
         points = progress.points
+        if progress.feeding:  # a length in progress, fed one token at a time
+            n = lengths[progress.done]
+            yield SweepFrame(prefill_sweep_figure(points, caption),
+                             f"⏳ {n} tokens: fed {progress.feeding} of {n} one at a time…")
+            continue
         yield SweepFrame(prefill_sweep_figure(points, caption),
                          sweep_progress_md(progress.done, progress.total, points[-1]))
     if shared is not None:
