@@ -138,3 +138,25 @@ def test_freeze_sharing_sentence_for_no_chat_and_for_some():
     assert "chat" not in sharing_sentence(None)  # not counted: nothing said about chats
     for n in (None, 0, 5):
         assert sharing_sentence(n).startswith("each timed pass ran alone on the compute thread")
+
+
+def test_freeze_long_loops_yield_between_timed_stretches(lm, monkeypatch):
+    """The prefill sweep's one-token-at-a-time side and the presenter's KV race end a job
+    (yield) between timed stretches, never inside one: a chat waits one stretch, not a run."""
+    from inference.experiments import prefill_sweep as sweep_module
+    from lessons import presenter_handlers
+
+    log: list[str] = []
+    for module in (sweep_module, kv_race):
+        monkeypatch.setattr(module, "stopwatch", logged_stopwatch(module.stopwatch, log))
+    monkeypatch.setattr(presenter_handlers, "RACE_TOKENS", 4)
+    n = 2 * sweep_module.SEQUENTIAL_STRETCH + 8  # three stretches
+    feeding = [p.feeding for p in jobs(sweep_module.prefill_sweep(lm, [n], n), log)]
+    stretch = sweep_module.SEQUENTIAL_STRETCH
+    assert feeding == [stretch, 2 * stretch, 0]  # two stretches in progress, then the point
+    race_parts = list(jobs(presenter_handlers.measure_steps("kv_race", lm, LIMITS, None), log))
+    assert race_parts.count(None) == 2 * 4 and race_parts[-1].key == "kv_race"
+    inside = False
+    for event in log:
+        assert not (inside and event == "job"), "a yield inside a timed stretch"
+        inside = {"t+": True, "t-": False}.get(event, inside)
