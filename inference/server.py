@@ -119,6 +119,7 @@ class Server:
         self._in_step = False
         self._steps_queued = 0  # steps handed to the compute thread since start
         self._turn_mark = -1  # _steps_queued when the newest measurement job was queued
+        self._owed_s = 0.0  # compute seconds measurement jobs took that steps have not repaid
         self.measurement_jobs = 0  # measurement jobs queued through turn() (read by tests)
         self._alongside: list[Alongside] = []  # measurements running now, told who was served
         self._closed = False
@@ -200,18 +201,34 @@ class Server:
     def turn(self, fn: Callable[..., T], *args) -> T:
         """`fn(*args)`: one job of a lesson measurement on the compute thread, taking turns
         with the server. While the server has work, the job is queued only once a server step
-        has been queued after the previous measurement job, so a chat waits for at most one
-        measurement job per step, however many measurements run. Paused, idle or closed, the
-        server takes no turn and the job is queued at once."""
+        has been queued after the previous measurement job (so a chat waits for at most one
+        job per step, however many measurements run) and the steps since have taken as much
+        compute time as the measurement jobs before (so chats keep at least about half the
+        thread: a job longer than a step is repaid with several steps). Paused, idle or
+        closed, the server takes no turn and the job is queued at once."""
         if compute_thread.on_compute_thread():
             return fn(*args)
         with self._cond:
-            while self._turn_mark >= self._steps_queued and self._serving():
+            while self._serving() and (self._turn_mark >= self._steps_queued
+                                       or self._owed_s > 0):
                 self._cond.wait()
+            if not self._serving():
+                self._owed_s = 0.0  # nobody is waiting to be repaid
             self._turn_mark = self._steps_queued
             self.measurement_jobs += 1
-            job = compute_thread.submit(fn, *args)  # queued in this order, under the lock
+            job = compute_thread.submit(self._timed, fn, args, +1)  # queued in this order
         return job.result()
+
+    def _timed(self, fn: Callable[..., T], args: tuple, sign: int) -> T:
+        """`fn(*args)` on the compute thread, its seconds added to (a measurement job, +1) or
+        taken from (a server step, -1) what the server is owed, never below 0."""
+        start = time.perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            with self._cond:
+                self._owed_s = max(self._owed_s + sign * (time.perf_counter() - start), 0.0)
+                self._cond.notify_all()
 
     def _serving(self) -> bool:
         """The loop will queue another step (call with `_cond` held)."""
@@ -246,7 +263,7 @@ class Server:
                 self._in_step = True
                 newcomers = self._admit()
                 # queued under the lock, so turn() sees it counted only once it is queued
-                job = compute_thread.submit(self._step, newcomers)
+                job = compute_thread.submit(self._timed, self._step, (newcomers,), -1)
                 self._steps_queued += 1
                 self._cond.notify_all()
             try:
