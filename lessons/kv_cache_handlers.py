@@ -70,8 +70,8 @@ class GrowthFrame:
 
 @dataclass(frozen=True)
 class RaceFrame:
-    plot: Figure
-    summary: str
+    plot: Figure | None  # None: a frame between the two lanes of a step (progress only)
+    summary: str | None
     progress: str
     diagram: str | None = None  # the newest pair of steps animated, cache on and off
     noise: Noise | None = None  # the last frame: was the machine busy while racing
@@ -170,6 +170,9 @@ def race_frames(lm, settings: Settings, prompt: str, new_tokens: int,
         steps.append(step)
         if step.lane != RECOMPUTE:
             pieces.append(lm.tokenizer.decode([step.token_id]))
+            # a frame between the lanes: the lesson's job ends here and the server may step
+            yield RaceFrame(plot=None, summary=None,
+                            progress=kv_text.race_cached_progress_markdown(step.index, n))
         if step.lane == RECOMPUTE:
             summary, last = summarize(steps, len(ids)), step.index == n - 1
             judged = noise.end(lm.device, watch, race_repeats(steps), settings) if last else None

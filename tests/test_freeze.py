@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 
 import pytest
 
@@ -67,6 +68,16 @@ def freeze_run(lm):
         return real_step(newcomers)
 
     srv._step = step  # the loop looks it up on every step
+    real_timed = srv._timed
+
+    def timed(fn, args, sign):  # every job's compute seconds: (+1 measurement | -1 step, s)
+        start = time.perf_counter()
+        try:
+            return real_timed(fn, args, sign)
+        finally:
+            log.append((sign, time.perf_counter() - start))
+
+    srv._timed = timed
     patch = pytest.MonkeyPatch()
     for module in (kv_race, batch_sweep):
         patch.setattr(module, "stopwatch", logged_stopwatch(module.stopwatch, log))
@@ -103,15 +114,27 @@ def test_freeze_every_chat_gets_tokens_while_lessons_measure(freeze_run):
 
 
 def test_freeze_no_two_measurement_jobs_run_back_to_back_while_chats_wait(freeze_run):
-    order = [e for e in freeze_run["log"] if e in ("step", "job")]
+    order = [e for e in freeze_run["log"] if isinstance(e, str) and e in ("step", "job")]
     last_step = max(i for i, e in enumerate(order) if e == "step")
     for i in range(last_step):  # while the server still had rows (it stepped again later)
         assert not (order[i] == "job" and order[i + 1] == "job"), \
             f"two measurement jobs ran between server steps at {i}: {order[max(0, i - 4):i + 4]}"
 
 
+def test_freeze_the_server_keeps_about_half_the_compute_thread(freeze_run):
+    """While chats wait, the server's steps repay each measurement job's compute time before
+    the next job is queued: summed, the steps took at least the jobs' time but the last's."""
+    timed = [e for e in freeze_run["log"] if isinstance(e, tuple)]
+    last_step = max(i for i, (sign, _) in enumerate(timed) if sign < 0)
+    first_job = min(i for i, (sign, _) in enumerate(timed) if sign > 0)
+    window = timed[first_job:last_step + 1]  # from the first job to the server's last step
+    jobs_s = [s for sign, s in window if sign > 0]
+    steps_s = sum(s for sign, s in window if sign < 0)
+    assert len(jobs_s) > 5 and steps_s >= sum(jobs_s) - max(jobs_s)
+
+
 def test_freeze_no_timed_pass_straddles_a_server_step_or_a_job(freeze_run):
-    log, inside = freeze_run["log"], False
+    log, inside = [e for e in freeze_run["log"] if isinstance(e, str)], False
     assert log.count("t+") == log.count("t-") > 0
     for event in log:
         if event == "t+":
