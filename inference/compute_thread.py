@@ -14,12 +14,17 @@ whose steps the caller streams), loading included. Work queues in order of arriv
 delays the next, as it would compete for the same cores anyway. Called from the compute thread
 itself, both run inline (no deadlock on re-entry). Whatever waits for other work to finish
 (a chat handler waiting for the server's steps) must not run here: it would wait for itself.
+
+Because the thread runs one job at a time, a job is a unit of honest timing: a stopwatch started
+and stopped inside one job times that job's arithmetic and nothing else of the app's. A lesson
+measurement is a generator whose steps are jobs, so the server's steps can run between them
+(`iterate(gen, call=server.turn)` takes turns with the server) and never inside one.
 """
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -42,6 +47,13 @@ def run(fn: Callable[..., T], *args, **kwargs) -> T:
     return _executor.submit(fn, *args, **kwargs).result()
 
 
+def submit(fn: Callable[..., T], *args, **kwargs) -> Future:
+    """Queue `fn(*args, **kwargs)` behind the work already queued and return at once (its
+    Future). For a caller that must queue a job while holding a lock of its own (the server's
+    turn-taking); not from the compute thread itself, which would wait for itself."""
+    return _executor.submit(fn, *args, **kwargs)
+
+
 _DONE = object()
 
 
@@ -49,8 +61,10 @@ def _next(gen: Iterator[T]):
     return next(gen, _DONE)
 
 
-def iterate(gen: Iterator[T]) -> Iterator[T]:
-    """Each step of `gen` on the compute thread, its items yielded here. Closing this iterator
+def iterate(gen: Iterator[T], call: Callable[..., object] = run) -> Iterator[T]:
+    """Each step of `gen` on the compute thread, its items yielded here; `call(fn, gen)` runs
+    one step there (default `run`; a lesson measurement passes the server's `turn`, so the
+    server's steps and its steps take turns). Closing this iterator
     (a Stop, a closed tab) queues closing `gen` there, so its `finally` blocks run after the
     work ahead of it, without waiting: Gradio closes a stopped handler on its event loop, which
     must never wait for a long computation."""
@@ -58,7 +72,7 @@ def iterate(gen: Iterator[T]) -> Iterator[T]:
         yield from gen
         return
     try:
-        while (item := run(_next, gen)) is not _DONE:
+        while (item := call(_next, gen)) is not _DONE:
             yield item
     finally:
         if hasattr(gen, "close"):  # a generator (a plain iterator has nothing to clean up)

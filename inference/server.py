@@ -31,11 +31,15 @@ Every step leaves a `StepRecord` (`step_record.py`): its budget split (decode to
 prefill-chunk tokens, rows) and its parts' synced times (forward pass, cache work, sampling +
 detokenizing, handing events to handlers); `ServerStats.steps_detail` keeps the newest.
 
-A measurement that must run alone (a sweep, a race) wraps itself in `exclusive()`: the loop
-finishes its current step and waits until the measurement is done; in-flight requests then
-continue where they were. Handlers never run the model for generation themselves: they
-`submit()` and read their request's events. The loop's thread only schedules: each step's
-arithmetic runs on the one compute thread (`compute_thread`), as every lesson's does.
+A lesson measurement (a sweep, a race) does not stop the server: it runs as a series of jobs
+on the one compute thread, each job through `turn()`, which queues it only after a server step
+queued since the previous measurement job (of any measurement). The compute thread runs jobs
+in order, so while anyone chats, at most one measurement job runs between two server steps,
+and each timed pass (inside one job) still has the cores to itself. `alongside()` counts the
+chats served meanwhile, for the measurement's caption. `exclusive()` still stops the loop
+(tests and benchmarks use it to fill the queue before a step). Handlers never run the model
+for generation themselves: they `submit()` and read their request's events. The loop's thread
+only schedules: each step's arithmetic runs on the compute thread, as every lesson's does.
 """
 from __future__ import annotations
 
@@ -43,9 +47,10 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 
@@ -57,6 +62,7 @@ from .events import StepEvent
 from .generation import finish_reason, output_text, top_candidates
 from .paged_batch import PoolStats
 from .sampling import SamplingSettings, choose, make_generator, shaped_probabilities
+from .served_alongside import Alongside
 from .served_request import ServedRequest, ServerBusyError, ServerStoppedError
 from .server_rows import make_rows
 from .step_record import StepClock, StepRecord
@@ -64,6 +70,7 @@ from .timing import stopwatch
 
 __all__ = ["Server", "ServerStats", "ServedRequest", "ServerBusyError", "ServerStoppedError"]
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -72,7 +79,7 @@ class ServerStats:
 
     active: int  # rows in the current batch
     queued: int  # requests waiting for a row
-    paused: bool  # a measurement is running alone
+    paused: bool  # the loop is held by `exclusive()` (a test or benchmark filling the queue)
     steps: int  # forward passes since start
     served: int  # requests finished since start
     last_step_s: float  # duration of the newest forward pass (synced)
@@ -110,6 +117,11 @@ class Server:
         self._next_rid = 0
         self._pauses = 0
         self._in_step = False
+        self._steps_queued = 0  # steps handed to the compute thread since start
+        self._turn_mark = -1  # _steps_queued when the newest measurement job was queued
+        self._owed_s = 0.0  # compute seconds measurement jobs took that steps have not repaid
+        self.measurement_jobs = 0  # measurement jobs queued through turn() (read by tests)
+        self._alongside: list[Alongside] = []  # measurements running now, told who was served
         self._closed = False
         self._steps = self._served = 0
         self._last_step = 0.0
@@ -186,6 +198,54 @@ class Server:
                 self._pauses -= 1
                 self._cond.notify_all()
 
+    def turn(self, fn: Callable[..., T], *args) -> T:
+        """`fn(*args)`: one job of a lesson measurement on the compute thread, taking turns
+        with the server. While the server has work, the job is queued only once a server step
+        has been queued after the previous measurement job (so a chat waits for at most one
+        job per step, however many measurements run) and the steps since have taken as much
+        compute time as the measurement jobs before (so chats keep at least about half the
+        thread: a job longer than a step is repaid with several steps). Paused, idle or
+        closed, the server takes no turn and the job is queued at once."""
+        if compute_thread.on_compute_thread():
+            return fn(*args)
+        with self._cond:
+            while self._serving() and (self._turn_mark >= self._steps_queued
+                                       or self._owed_s > 0):
+                self._cond.wait()
+            if not self._serving():
+                self._owed_s = 0.0  # nobody is waiting to be repaid
+            self._turn_mark = self._steps_queued
+            self.measurement_jobs += 1
+            job = compute_thread.submit(self._timed, fn, args, +1)  # queued in this order
+        return job.result()
+
+    def _timed(self, fn: Callable[..., T], args: tuple, sign: int) -> T:
+        """`fn(*args)` on the compute thread, its seconds added to (a measurement job, +1) or
+        taken from (a server step, -1) what the server is owed, never below 0."""
+        start = time.perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            with self._cond:
+                self._owed_s = max(self._owed_s + sign * (time.perf_counter() - start), 0.0)
+                self._cond.notify_all()
+
+    def _serving(self) -> bool:
+        """The loop will queue another step (call with `_cond` held)."""
+        return not self._closed and not self._pauses and bool(self._waiting or self._by_row)
+
+    @contextmanager
+    def alongside(self) -> Iterator[Alongside]:
+        """Count the requests this server answers while a measurement runs."""
+        seen = Alongside()
+        with self._cond:
+            self._alongside.append(seen)
+        try:
+            yield seen
+        finally:
+            with self._cond:
+                self._alongside.remove(seen)
+
     def close(self) -> None:
         with self._cond:
             self._closed = True
@@ -202,8 +262,12 @@ class Server:
                     break
                 self._in_step = True
                 newcomers = self._admit()
+                # queued under the lock, so turn() sees it counted only once it is queued
+                job = compute_thread.submit(self._timed, self._step, (newcomers,), -1)
+                self._steps_queued += 1
+                self._cond.notify_all()
             try:
-                compute_thread.run(self._step, newcomers)
+                job.result()
             except Exception as exc:  # a failed step fails its requests, not the server
                 self._fail_all(exc)
             finally:
@@ -362,12 +426,16 @@ class Server:
         clock.add("sample_s", time.perf_counter() - t0 - handoff)
         clock.add("handoff_s", handoff)
         with clock.part("cache_s"):
-            self._note_pass(rows, seconds, len(reqs))
+            self._note_pass(rows, seconds, len(reqs), tuple(r.rid for r in reqs))
 
-    def _note_pass(self, rows: int, seconds: float, tokens: int) -> None:
-        """A forward pass for the live view: its rows, its seconds, the tokens it gave."""
+    def _note_pass(self, rows: int, seconds: float, tokens: int,
+                   served: tuple[int, ...] = ()) -> None:
+        """A forward pass for the live view: its rows, its seconds, the tokens it gave (to the
+        requests `served`, told to any measurement running meanwhile)."""
         pool, cache_bytes = self._rows.pool_stats(), self._rows.cache_bytes()
         with self._cond:
+            for seen in self._alongside if served else ():
+                seen.saw(list(served))
             self._steps += 1
             self._last_step = seconds
             self._pool, self._cache_bytes = pool, cache_bytes

@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 from plotly.graph_objects import Figure
 
+from inference import served_alongside
 from inference.batching import padding_waste
 from inference.config import LIMITS, Settings
 from inference.experiments import noise
@@ -133,7 +134,8 @@ def sweep_frames(lm, settings: Settings, shared, *, max_batch: int, steps: int,
         last = update
         judged = noise.end(lm.device, watch, sweep_repeats(update), settings) \
             if update.finished else None
-        yield (_sweep_frame(lm, update, update.message, schedules, guess, judged) if grew
+        yield (_sweep_frame(lm, update, update.message, schedules, guess, judged,
+                            served_alongside.chats_so_far()) if grew
                else SweepFrame(progress=f"⏳ {update.message}"))
     if shared is not None and last is not None and last.finished and judged and judged.quiet:
         shared.put(key, SavedSweep(last, time.strftime("%H:%M"), judged))  # busy: not shared
@@ -147,8 +149,10 @@ def sweep_repeats(update: SweepUpdate) -> list[float]:
 
 
 def _sweep_frame(lm, update: SweepUpdate, message: str, schedules: ScheduleComparison | None,
-                 guess: float | None = None, judged: Noise | None = None) -> SweepFrame:
-    cap = info_caption(lm.info, note="median of each batch's decode steps")
+                 guess: float | None = None, judged: Noise | None = None,
+                 chats: int | None = None) -> SweepFrame:
+    """`chats`: answered by the server during this run so far (None: a shared earlier run)."""
+    cap = info_caption(lm.info, note="median of each batch's decode steps", chats=chats)
     done = update.finished
     one, big = (update.points[0], update.points[-1]) if update.points else (None, None)
     compared = (guess_md(GUESS_KEY, guess, big.tokens_per_s / one.tokens_per_s)

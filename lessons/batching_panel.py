@@ -163,7 +163,7 @@ def cost_tab(lm, settings: Settings, measured: Measured, sweep_event: Dependency
 
 def build(ctx: AppContext) -> None:
     """Lay out Lesson 5 inside the caller's tab. `shared`: the app's SharedResults (or None);
-    `server`: the sweep and the schedulers pause it and run alone."""
+    `server`: the sweep and the schedulers take turns with it (`guarded(alone=...)`)."""
     lm, settings, shared, server = ctx.lm, ctx.settings, ctx.shared, ctx.server
     gr.Markdown(lesson_text("lesson5_batching.md", lm.info), elem_id="batch-lesson-text")
     measured = Measured(sweep=gr.State(None), schedules=gr.State(None),

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from plotly.graph_objects import Figure
 
+from inference import served_alongside
 from inference.config import Settings
 from inference.errors import SettingOutOfRangeError
 from inference.experiments.attention_memory import compare_attention_memory
@@ -125,6 +126,8 @@ def prefill_frames(lm, settings: Settings, shared, max_tokens) -> Iterator[Conte
         points = ()
         for progress in prefill_lengths_sweep(lm, lengths, settings.context_prefill_repeats):
             points, last = progress.points, progress.points[-1]
+            caption = info_caption(lm.info, note=f"best of {settings.context_prefill_repeats} "
+                                   "per length", chats=served_alongside.chats_so_far())
             chart, text = _prefill_view(lm, points, caption)
             nxt = (f" Now step {progress.done + 1} of {progress.total}: "
                    f"{progress.next_tokens:,} tokens…" if progress.next_tokens else "")
@@ -184,6 +187,8 @@ def decode_frames(lm, settings: Settings, shared, max_tokens, guess: float | Non
         points = ()
         for progress in decode_lengths_sweep(lm, lengths, batches, repeats):
             points, last = progress.points, progress.points[-1]
+            caption = info_caption(lm.info, note=f"median of {repeats} steps per point",
+                                   chats=served_alongside.chats_so_far())
             yield ContextFrame(decode_lengths_figure(points, theory, window, caption),
                                decode_markdown(points, theory, window),
                                f"⏳ Step {progress.done} of {progress.total}: batch "

@@ -76,7 +76,7 @@ def _sweep(name: str, label: str, chart: gr.Plot, frames: Callable[..., Iterator
 
 def build(ctx: AppContext) -> None:
     """Lesson 4c in the caller's tab. `shared`: finished sweeps, shared with every visitor;
-    `server`: every measurement here pauses it and runs alone."""
+    `server`: every measurement here takes turns with it."""
     lm, settings, shared, server = ctx.lm, ctx.settings, ctx.shared, ctx.server
     caption = info_caption(lm.info)
     gr.Markdown(lesson_text("lesson4c_context.md", lm.info), elem_id="ctx-lesson-text")

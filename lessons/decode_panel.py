@@ -231,8 +231,8 @@ def _wire_controls(lm, ui: DecodeUI) -> None:
 
 
 def build(ctx: AppContext) -> None:
-    """Lesson 3 in the caller's tab. Each Step runs alone (`server` pauses for it), so the
-    step times shown are one request's own."""
+    """Lesson 3 in the caller's tab. Each Step runs alone on the compute thread (the `server`'s
+    steps take turns with it there), so the step times shown are one request's own."""
     lm, settings, server = ctx.lm, ctx.settings, ctx.server
     gr.Markdown(lesson_text("lesson3_decode.md", lm.info))
     ui = _layout(settings, server.budget if server is not None else None, lm.info.layers)

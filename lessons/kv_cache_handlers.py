@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from plotly.graph_objects import Figure
 
+from inference import served_alongside
 from inference.config import Settings
 from inference.errors import PromptTooLongError, SettingOutOfRangeError
 from inference.experiments import noise
@@ -69,8 +70,8 @@ class GrowthFrame:
 
 @dataclass(frozen=True)
 class RaceFrame:
-    plot: Figure
-    summary: str
+    plot: Figure | None  # None: a frame between the two lanes of a step (progress only)
+    summary: str | None
     progress: str
     diagram: str | None = None  # the newest pair of steps animated, cache on and off
     noise: Noise | None = None  # the last frame: was the machine busy while racing
@@ -162,18 +163,22 @@ def race_frames(lm, settings: Settings, prompt: str, new_tokens: int,
         raise PromptTooLongError(f"The race prompt is {len(ids)} tokens; keep it under {limit} "
                                  "(the no-cache lane re-reads all of it every step).")
     settings.race_new_tokens.check("New tokens", new_tokens)
-    n, caption, steps = int(new_tokens), info_caption(lm.info), []
+    n, steps = int(new_tokens), []
     prompt, pieces = [lm.tokenizer.decode([i]) for i in ids], []
     watch = noise.begin(lm.device)
     for step in race(lm, ids, n):
         steps.append(step)
         if step.lane != RECOMPUTE:
             pieces.append(lm.tokenizer.decode([step.token_id]))
+            # a frame between the lanes: the lesson's job ends here and the server may step
+            yield RaceFrame(plot=None, summary=None,
+                            progress=kv_text.race_cached_progress_markdown(step.index, n))
         if step.lane == RECOMPUTE:
             summary, last = summarize(steps, len(ids)), step.index == n - 1
             judged = noise.end(lm.device, watch, race_repeats(steps), settings) if last else None
             compared = (guess_md(GUESS_KEY, guess, summary.speedup,
                                  noisy=not supports_verdict(judged)) if last else "")
+            caption = info_caption(lm.info, chats=served_alongside.chats_so_far())  # so far
             yield RaceFrame(plot=kv_charts.race_figure(steps, caption),
                             summary=kv_text.race_summary_markdown(summary, judged) + compared,
                             progress=kv_text.race_progress_markdown(step.index, n),

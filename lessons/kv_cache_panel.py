@@ -180,7 +180,7 @@ def attention_tab(lm, settings: Settings, server=None) -> None:
 
 def build(ctx: AppContext) -> None:
     """Lay out Lesson 4 inside the caller's tab. `shared`: the length race, measured once per
-    machine for every visitor; `server`: every measurement here pauses it and runs alone."""
+    machine for every visitor; `server`: every measurement here takes turns with it."""
     lm, settings, shared, server = ctx.lm, ctx.settings, ctx.shared, ctx.server
     gr.Markdown(lesson_text("lesson4_kv_cache.md", lm.info), elem_id="kv-lesson-text")
     with gr.Tabs(overflow_behavior="wrap"):  # every sub-tab one tap away on a phone

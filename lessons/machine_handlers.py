@@ -5,6 +5,7 @@ a decode step, which model sizes fit this machine, and the figures to copy into 
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
@@ -110,10 +111,24 @@ class MachineView:
     figures_md: str  # this machine's figures, to copy
 
 
+def measure_machine_steps(lm, shared=None) -> Iterator[str | MachineView]:
+    """`measure_machine` in three parts, a progress line after each of the first two (a
+    lesson job ends at each yield, so the server's steps run between the parts), then the
+    view."""
+    r = measure_roofline(lm, shared=shared)
+    yield "⏳ Read bandwidth and decode speed measured; now the arithmetic roof…"
+    roof = measure_compute_roof(lm, r, shared, batch_points=latest_batch_points(lm, shared))
+    yield "⏳ Both roofs measured; now profiling one decode step…"
+    yield _machine_view(lm, shared, r, roof)
+
+
 def measure_machine(lm, shared=None) -> MachineView:
     """Measure the roofline, both roofs and one decode step's split; draw and word them."""
-    r = measure_roofline(lm, shared=shared)
-    roof = measure_compute_roof(lm, r, shared, batch_points=latest_batch_points(lm, shared))
+    *_, view = measure_machine_steps(lm, shared)
+    return view
+
+
+def _machine_view(lm, shared, r: Roofline, roof) -> MachineView:
     caption = info_caption(lm.info)
     bound, judged = measured_step_bound(lm)
     step_md, step_fig = step_bound_outputs(lm, r, bound, caption, judged)

@@ -1,8 +1,10 @@
 """'This machine' panel: the live server view, then one button that measures this machine's
 roofline, both roofs, what bounds a decode step and the model sizes that fit. The measuring is
-`machine_handlers.measure_machine` (on `inference.experiments.machine_roofline`); this file
+`machine_handlers.measure_machine_steps` (on `inference.experiments.machine_roofline`); this file
 lays it out and wires it."""
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 import gradio as gr
 
@@ -18,7 +20,7 @@ from .common.context import AppContext
 from .common.exports import figures_box
 from .common.feedback import guarded
 from .common.shared_snapshot import SharedSnapshot
-from .machine_handlers import gpu_note_md, measure_machine
+from .machine_handlers import gpu_note_md, measure_machine_steps
 
 
 def server_section(lm, settings: Settings, server, chat=None) -> None:
@@ -121,11 +123,14 @@ def build(ctx: AppContext) -> None:
     gr.Markdown(gpu_note_md(lm), elem_id="perf-gpu")
     figures = figures_box(lm, shared)
 
-    def on_run() -> dict:
-        v = measure_machine(lm, shared)
-        return {text: v.roofline_md, chart: v.roofline_chart, compute_text: v.compute_md,
-                compute_chart: v.compute_chart, step_text: v.step_md, step_chart: v.step_chart,
-                sizes: v.sizes_md, figures: v.figures_md}
+    def on_run() -> Iterator[dict]:
+        for v in measure_machine_steps(lm, shared):  # three parts, the server between them
+            if isinstance(v, str):
+                yield {text: v}
+                continue
+            yield {text: v.roofline_md, chart: v.roofline_chart, compute_text: v.compute_md,
+                   compute_chart: v.compute_chart, step_text: v.step_md,
+                   step_chart: v.step_chart, sizes: v.sizes_md, figures: v.figures_md}
 
     run.click(guarded(on_run, alone=server), None,
               [text, chart, compute_text, compute_chart, step_text, step_chart, sizes, figures],

@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 import plotly.graph_objects as go
 
+from inference import served_alongside
 from inference.config import Settings
 from inference.experiments.prefill_sweep import PrefillPoint, prefill_sweep
 from inference.experiments.prompt_prefill import PrefillMeasurement, measure_prompt
@@ -55,6 +56,12 @@ def run_sweep(lm, settings: Settings, shared, lengths: list[int], max_sequential
     points: tuple[PrefillPoint, ...] = ()
     for progress in prefill_sweep(lm, lengths, int(max_sequential)):
         points = progress.points
+        caption = info_caption(lm.info, chats=served_alongside.chats_so_far())  # so far
+        if progress.feeding:  # a length in progress, fed one token at a time
+            n = lengths[progress.done]
+            yield SweepFrame(prefill_sweep_figure(points, caption),
+                             f"⏳ {n} tokens: fed {progress.feeding} of {n} one at a time…")
+            continue
         yield SweepFrame(prefill_sweep_figure(points, caption),
                          sweep_progress_md(progress.done, progress.total, points[-1]))
     if shared is not None:

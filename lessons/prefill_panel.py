@@ -81,7 +81,7 @@ def _sweep_section(lm, settings: Settings, shared, server) -> None:
 
 
 def build(ctx: AppContext) -> None:
-    """Lesson 2 in the caller's tab; `ctx.server`: measurements pause it and run alone."""
+    """Lesson 2 in the caller's tab; `ctx.server`: measurements take turns with it."""
     lm, settings, shared, server = ctx.lm, ctx.settings, ctx.shared, ctx.server
     gr.Markdown(lesson_text("lesson2_prefill.md", lm.info))
     _measure_section(lm, settings, server)

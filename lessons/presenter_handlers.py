@@ -1,18 +1,22 @@
-"""The presenter's live measurements: one plain function per screen, each a small run on a
-prepared prompt through the same engine functions the lessons use, returning one `Measured`
-headline. Run by `lessons.presenter_panel` inside `feedback.guarded(..., alone=server)`, so the
-serving engine pauses while a measurement runs.
+"""The presenter's live measurements: one function per screen, each a small run on a prepared
+prompt through the same engine functions the lessons use, ending in one `Measured` headline.
+Run by `lessons.presenter_panel` inside `feedback.guarded(..., alone=server)`: each part runs
+alone on the compute thread, taking turns there with the serving engine's steps.
 
-Every function takes (lm, settings, shared) and returns a `Measured`; `MEASURES` maps the
-screen's `measure:` key to it. A `Measured` is stored in the visitor's browser as a dict
-(`as_dict`), so it holds only plain numbers and text.
+Every function takes (lm, settings, shared) and returns a `Measured`, or, for the long ones,
+is a generator that yields None between its parts and the `Measured` last: each part is one
+job on the compute thread, so the server answers the class's chats between them
+(`measure_steps` runs either kind). `MEASURES` maps the screen's `measure:` key to it. A
+`Measured` is stored in the visitor's browser as a dict (`as_dict`), so it holds only plain
+numbers and text.
 """
 from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import asdict, dataclass
+from typing import TypeVar
 
 from inference.config import LIMITS, Settings
 from inference.drafts import make_draft
@@ -25,14 +29,14 @@ from inference.experiments.machine_roofline import measure_roofline
 from inference.experiments.memory_guard import memory_budget_bytes
 from inference.experiments.prefill_sweep import prefill_sweep
 from inference.experiments.prompt_prefill import measure_prompt
-from inference.experiments.quality import greedy_run
+from inference.experiments.quality import greedy_steps
 from inference.experiments.roofline import machine_bandwidth
 from inference.experiments.serving_cost import model_serving_costs
 from inference.experiments.spec_workload import spec_prompt
 from inference.experiments.speculative_race import run_race as spec_race
 from inference.experiments.step_bound import measure_step_bound
 from inference.generation import stream
-from inference.quant_modes import build_mode
+from inference.quant_modes import build_steps
 from inference.tokens import encode_text, tokenize
 from visualizations.model_card import human_bytes
 from visualizations.presenter_view import recap_md
@@ -42,6 +46,7 @@ from .common.predictions import comparison_md, fmt
 from .common.presenter_screens import Screen
 from .common.prompt_input import encode_prompt
 
+T = TypeVar("T")
 QUESTION = "Name three colours of the rainbow."
 PROMPT = LIMITS.default_prompt
 SENTENCE = "Tokenization turns your sentence into pieces the model can count."
@@ -57,6 +62,16 @@ INT8_TOKENS = 16
 LONG_CONTEXT = (100, 4_000)  # the long-context screen's two cache lengths (its question's)
 SPEC_TOKENS = 24  # the speculative race's length (prompt lookup on the edit prompt)
 SPEC_K = 4  # guesses per pass: the number the screen's question names
+
+
+def parts(items: Iterator[T]) -> Generator[None, None, T]:
+    """None after each item of `items` (a long measurement's parts, one compute-thread job
+    each, the server's steps between them); returns the last item."""
+    last = None
+    for item in items:
+        last = item
+        yield None
+    return last
 
 
 @dataclass(frozen=True)
@@ -108,11 +123,11 @@ def prefill(lm, settings: Settings, shared) -> Measured:
                     f"{m.prefill_seconds * 1000:.0f} ms{step}")
 
 
-def prefill_race(lm, settings: Settings, shared) -> Measured:
-    *_, last = prefill_sweep(lm, [PREFILL_TOKENS], PREFILL_TOKENS)
+def prefill_race(lm, settings: Settings, shared) -> Iterator[Measured | None]:
+    last = yield from parts(prefill_sweep(lm, [PREFILL_TOKENS], PREFILL_TOKENS))  # per stretch
     p = last.points[-1]
     ratio = p.sequential_seconds / p.parallel_seconds
-    return Measured("prefill_race", ratio, f"{ratio:.1f}×", f"faster in one pass ({p.tokens} "
+    yield Measured("prefill_race", ratio, f"{ratio:.1f}×", f"faster in one pass ({p.tokens} "
                     "tokens)", f"one pass {p.parallel_seconds * 1000:.0f} ms · one token at a "
                     f"time {p.sequential_seconds * 1000:.0f} ms")
 
@@ -181,10 +196,13 @@ def kv_bytes(lm, settings: Settings, shared) -> Measured:
                     f"heads × {i.head_dim} × {lm.bytes_per_value} bytes")
 
 
-def kv_race(lm, settings: Settings, shared) -> Measured:
+def kv_race(lm, settings: Settings, shared) -> Iterator[Measured | None]:
     ids = encode_prompt(lm, settings, PROMPT, max_tokens=settings.race_max_prompt_tokens)
     watch = noise.begin(lm.device)
-    steps = list(race(lm, ids, RACE_TOKENS))
+    steps = []
+    for step in race(lm, ids, RACE_TOKENS):  # each step timed inside one part
+        steps.append(step)
+        yield None
     judged = noise.end(lm.device, watch, [t.seconds for t in steps
                                           if t.lane != RECOMPUTE and t.index > 0], settings)
     s = summarize(steps, len(ids))
@@ -192,23 +210,23 @@ def kv_race(lm, settings: Settings, shared) -> Measured:
     label = (f"recomputing ÷ cached time ({s.new_tokens} tokens): this machine was busy "
              "while measuring, numbers are noisy — run again" if judged.busy else
              f"faster with the cache ({s.new_tokens} tokens)")
-    return Measured("kv_race", s.speedup, f"{s.speedup:.1f}×", label,
+    yield Measured("kv_race", s.speedup, f"{s.speedup:.1f}×", label,
                     f"cached {s.cached_seconds:.2f} s · recomputed "
                     f"{s.recompute_seconds:.2f} s · {s.work_ratio:.0f}× the tokens through the "
                     f"model without it · {same}", judged.busy)
 
 
-def long_context(lm, settings: Settings, shared) -> Measured:
+def long_context(lm, settings: Settings, shared) -> Iterator[Measured | None]:
     """One decode step with 100 and with 4,000 real cached tokens (batch 1), lesson 4c's sweep."""
     short, long = LONG_CONTEXT
-    *_, last = decode_lengths_sweep(lm, LONG_CONTEXT, batches=(1,),
-                                    repeats=settings.context_decode_repeats)
+    last = yield from parts(decode_lengths_sweep(lm, LONG_CONTEXT, batches=(1,),
+                                                 repeats=settings.context_decode_repeats))
     c = compare_lengths(last.points, short, long)
     floor = decode_theory(lm, shared)
     predicted = floor.seconds(long) / floor.seconds(short)
     apart = ("beyond this run's noise" if c.beyond_noise
              else "their ranges overlap: within this run's noise")
-    return Measured("long_context", c.ratio, f"{c.ratio:.2f}×",
+    yield Measured("long_context", c.ratio, f"{c.ratio:.2f}×",
                     f"as long with {c.long.cache_tokens:,} cached tokens as with "
                     f"{c.short.cache_tokens:,}",
                     f"one step {c.long.seconds * 1000:.1f} ms against "
@@ -219,35 +237,43 @@ def long_context(lm, settings: Settings, shared) -> Measured:
                     f"{floor.bandwidth_gbs:.1f} GB/s measured)")
 
 
-def batch_points(lm, settings: Settings, shared):
-    """Decode 1, 2, 4, 8 and 16 copies of a prompt; the finished sweep's points, kept in
-    `shared` for the cost screen."""
+def batch_sweep_steps(lm, settings: Settings, shared) -> Generator[None, None, tuple]:
+    """Decode 1, 2, 4, 8 and 16 copies of a prompt, yielding None after each step; returns
+    the finished sweep's points, kept in `shared` for the cost screen."""
     ids = encode_prompt(lm, settings, PROMPT)
-    *_, last = run_sweep(lm, ids, BATCH, BATCH_STEPS, memory_budget_bytes(lm.device, 0.5),
-                         bandwidth_gbs=machine_bandwidth(shared, lm.device))
+    last = yield from parts(run_sweep(lm, ids, BATCH, BATCH_STEPS,
+                                      memory_budget_bytes(lm.device, 0.5),
+                                      bandwidth_gbs=machine_bandwidth(shared, lm.device)))
     if shared is not None:
         shared.put(shared_key(lm, PRESENTER_BATCH), last.points)
     return last.points
 
 
-def batch(lm, settings: Settings, shared) -> Measured:
-    points = batch_points(lm, settings, shared)
+def batch_points(lm, settings: Settings, shared):
+    """`batch_sweep_steps` run to the end: the finished sweep's points."""
+    return finish(batch_sweep_steps(lm, settings, shared))
+
+
+def batch(lm, settings: Settings, shared) -> Iterator[Measured | None]:
+    points = yield from batch_sweep_steps(lm, settings, shared)
     one, big = points[0], points[-1]
     ratio = big.tokens_per_s / one.tokens_per_s
-    return Measured("batch", ratio, f"{ratio:.1f}×", f"the tokens/s at batch {big.batch}",
+    yield Measured("batch", ratio, f"{ratio:.1f}×", f"the tokens/s at batch {big.batch}",
                     f"batch 1: {one.tokens_per_s:.1f} tokens/s ({one.step_seconds * 1000:.0f} "
                     f"ms a step) · batch {big.batch}: {big.tokens_per_s:.1f} tokens/s "
                     f"({big.step_seconds * 1000:.0f} ms a step)")
 
 
-def int8(lm, settings: Settings, shared) -> Measured:
+def int8(lm, settings: Settings, shared) -> Iterator[Measured | None]:
     ids = encode_prompt(lm, settings, PROMPT)
-    runs = {key: greedy_run(build_mode(lm, key, shared).model, ids, INT8_TOKENS, lm.device)
-            for key in ("fp32", "int8")}
+    runs = {}
+    for key in ("fp32", "int8"):
+        built = (yield from parts(build_steps(lm, key, shared))).built  # a part per layer
+        runs[key] = yield from parts(greedy_steps(built.model, ids, INT8_TOKENS, lm.device))
     fp32, q8 = runs["fp32"], runs["int8"]
     ratio = q8.decode_tokens_per_s / fp32.decode_tokens_per_s
     same = sum(a == b for a, b in zip(fp32.token_ids, q8.token_ids)) / len(fp32.token_ids)
-    return Measured("int8", ratio, f"{ratio:.2f}×", "the decode speed of float32",
+    yield Measured("int8", ratio, f"{ratio:.2f}×", "the decode speed of float32",
                     f"float32 {fp32.decode_tokens_per_s:.1f} tokens/s · int8 "
                     f"{q8.decode_tokens_per_s:.1f} tokens/s · {same:.0%} of the {INT8_TOKENS} "
                     "greedy tokens the same")
@@ -273,11 +299,36 @@ def cost(lm, settings: Settings, shared) -> Measured:
                     f"{big.context_tokens:,.0f}-token context (estimate), as in lesson 5")
 
 
-MEASURES: dict[str, Callable[[object, Settings, object], Measured]] = {
+MEASURES: dict[str, Callable[[object, Settings, object],
+                             Measured | Iterator[Measured | None]]] = {
     f.__name__: f for f in (answer, tokens, token_mix, prefill, prefill_race, decode, roofline,
                             speculative, step_split, kv_bytes, kv_race, long_context, batch,
                             int8, cost)}
 RECAP = "recap"  # gathers the visitor's own results: no model run
+
+
+def finish(gen: Generator):
+    """Run a generator to its end; its return value."""
+    while True:
+        try:
+            next(gen)
+        except StopIteration as stop:
+            return stop.value
+
+
+def measure_steps(key: str, lm, settings: Settings, shared) -> Iterator[Measured | None]:
+    """Screen `key`'s measurement: None between its parts (a long one's), its `Measured` last."""
+    result = MEASURES[key](lm, settings, shared)
+    if isinstance(result, Measured):
+        yield result
+    else:
+        yield from result
+
+
+def measured(key: str, lm, settings: Settings, shared) -> Measured:
+    """Screen `key`'s measurement run to the end."""
+    *_, last = measure_steps(key, lm, settings, shared)
+    return last
 
 
 def fresh() -> dict:
@@ -329,6 +380,14 @@ def measure_screen(p: dict, screens: tuple[Screen, ...], typed: float | None, lm
                    settings: Settings, shared) -> dict:
     """The progress after running the current screen's measurement (the guess typed first is
     kept on predict screens; the recap gathers the visitor's own results, no model run)."""
+    *_, done = measure_screen_steps(p, screens, typed, lm, settings, shared)
+    return done
+
+
+def measure_screen_steps(p: dict, screens: tuple[Screen, ...], typed: float | None, lm,
+                         settings: Settings, shared) -> Iterator[dict | None]:
+    """`measure_screen`, yielding None between the measurement's parts (the server's steps run
+    there), then the progress."""
     _, s = at(screens, p)
     if s.predict is not None and typed is not None:
         p["guesses"][s.measure] = float(typed)
@@ -338,5 +397,9 @@ def measure_screen(p: dict, screens: tuple[Screen, ...], typed: float | None, lm
                                "label": "figures measured on this machine",
                                "detail": f"gathered at {time.strftime('%H:%M')}"}
     else:
-        p["results"][s.measure] = MEASURES[s.measure](lm, settings, shared).as_dict()
-    return p
+        for m in measure_steps(s.measure, lm, settings, shared):
+            if m is None:
+                yield None
+            else:
+                p["results"][s.measure] = m.as_dict()
+    yield p

@@ -13,6 +13,8 @@ visitor's progress record are `presenter_handlers`; the text, `presenter_view`.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import gradio as gr
 
 from visualizations.presenter_view import result_html, screen_md
@@ -21,7 +23,7 @@ from visualizations.style import info_caption
 from .common.context import AppContext
 from .common.feedback import guarded
 from .common.presenter_screens import load_screens
-from .presenter_handlers import at, clean, compare_text, fresh, measure_screen, page_id
+from .presenter_handlers import at, clean, compare_text, fresh, measure_screen_steps, page_id
 
 STORAGE_KEY = "llm-lab-presenter"
 # Arrow keys / Page Up-Down click Back and Next while the presenter is on screen and no field
@@ -82,10 +84,12 @@ def build(ctx: AppContext) -> None:
             return view(p)
         return go
 
-    def measure(p, typed: float | None, request: gr.Request = None) -> dict:
+    def measure(p, typed: float | None, request: gr.Request = None) -> Iterator[dict]:
         p = clean(p)
         p["page"] = page_id(request)
-        return view(measure_screen(p, screens, typed, lm, settings, shared))
+        for done in measure_screen_steps(p, screens, typed, lm, settings, shared):
+            # None: between two parts of the measurement (the server's steps run there)
+            yield {result: gr.skip()} if done is None else view(done)
 
     outputs = [progress, shown, guess, run, result, compare]
     back.click(guarded(move(-1), plain=True, compute=False), progress, outputs, queue=False,

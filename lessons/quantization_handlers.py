@@ -16,7 +16,7 @@ from inference.experiments import noise
 from inference.experiments.noise import Noise
 from inference.experiments.quality import (
     ModeReport,
-    compare_mode,
+    compare_steps,
     load_perplexity_text,
     reference_run,
 )
@@ -84,7 +84,12 @@ def compare_frames(lm, settings: Settings, shared, prompt: str, modes: list[str]
                 yield QuantFrame(f"⏳ [{i}/{len(keys)}] building {step.message} "
                                  f"({step.done}/{step.total})")
         yield QuantFrame(f"⏳ [{i}/{len(keys)}] measuring {built.mode.label}…")
-        reports.append(compare_mode(built, lm.tokenizer, ref, text_ids, device))
+        for step in compare_steps(built, lm.tokenizer, ref, text_ids, device):
+            if step.report is not None:
+                reports.append(step.report)
+            else:  # a frame per timed step: the server's steps run between, never inside
+                yield QuantFrame(f"⏳ [{i}/{len(keys)}] measuring {built.mode.label}: decode "
+                                 f"step {step.done} of {step.total}…")
         yield QuantFrame(f"⏳ measured {len(reports)} of {len(keys)} modes", tuple(reports),
                          bandwidth)
     keep_modes(lm, shared, reports)

@@ -3,7 +3,8 @@ sweep over k for both drafts and the cost of a verification pass at batch 1 and 
 
 The measurements are `speculative_handlers` (plain, tested functions); this file lays out the
 controls and wires them. Every run is a long, stoppable event in the "heavy" lane that runs
-alone (the server pauses), so the pass times shown are one request's own."""
+alone on the compute thread (the server's steps run between passes, never inside one), so the
+pass times shown are one request's own."""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -110,7 +111,7 @@ def _batch_section(lm, settings: Settings, shared, server, prompt, k, last) -> N
 
 
 def build(ctx: AppContext) -> None:
-    """Lesson 3b in the caller's tab; `ctx.server`: the runs pause it and run alone."""
+    """Lesson 3b in the caller's tab; `ctx.server`: the runs take turns with it."""
     lm, settings, shared, server = ctx.lm, ctx.settings, ctx.shared, ctx.server
     gr.Markdown(lesson_text("lesson3b_speculative.md", lm.info,
                             {"sampling_rule": SAMPLING_RULE, "three_ways": THREE_WAYS}))

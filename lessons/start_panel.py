@@ -54,7 +54,7 @@ def first_screen(ctx: AppContext) -> None:
             yield {diagram: frame.diagram, result: frame.result}
 
     # The answer waits on the server's steps (compute=False: they run on the compute thread);
-    # the race pauses the server and runs alone, on the compute thread.
+    # the race takes turns with the server on the compute thread: each timed pass runs alone.
     answering = dict(concurrency_id="chat",
                      concurrency_limit=settings.server_rows + settings.server_queue,
                      time_limit=settings.long_time_limit_s, api_visibility="private")

@@ -199,8 +199,9 @@ def test_sweep_handler_streams_and_shares(lm):
     from lessons import batching_handlers as run
     shared, settings = SharedResults(), Settings()
     frames = list(run.sweep_frames(lm, settings, shared, max_batch=2, steps=2, budget_mb=None))
-    # per batch size: a prefill notice and 2 timed steps, then the result
-    assert len(frames) == 2 * 3 + 1
+    # per batch size: a prefill notice, a prefilled one (each ends a job: the server's steps
+    # run between) and 2 timed steps, then the result
+    assert len(frames) == 2 * 4 + 1
     progress_only = [f for f in frames if f.throughput is None]
     assert progress_only and all(f.progress.startswith("⏳") and f.sweep is None
                                  and f.closing is None and f.table is None

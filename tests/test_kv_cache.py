@@ -186,7 +186,9 @@ def test_panel_handlers_on_the_real_model(lm):
 
     race_frames = list(run.race_frames(lm, settings, "Hi there", 4))
     last = race_frames[-1]
-    assert len(race_frames) == 4 and "Step 4 of 4" in last.progress
+    assert len(race_frames) == 8 and "Step 4 of 4" in last.progress  # a frame per lane step
+    between = race_frames[::2]  # after each cached step: progress only (the server may step)
+    assert all(f.plot is None and "cached lane done" in f.progress for f in between)
     assert "Measured over 4 new tokens" in last.summary and "same greedy tokens" in last.summary
     assert "35 vs 134 tokens" in last.summary  # 32-token prompt: 32+1+1+1 vs 32+33+34+35
     assert len(last.plot.data) == 4

@@ -100,7 +100,7 @@ def test_caption_contrast_and_legend_apart_from_title():
     # a caption that wraps to two lines gets a line's room more above the plot (it printed
     # over the top bar of the candidates chart)
     long = styled(gr_free_figure(), "A title", "x", "y", "Measured live on cpu · float32 · 2 "
-                  "threads · ran alone (the chat server paused)").layout.title
+                  "threads · each timed pass ran alone on the compute thread").layout.title
     assert long.subtitle.text.count("<br>") == 1 and long.pad.b >= title.pad.b + 30
 
 

@@ -1,6 +1,7 @@
 """The serving engine on the real model: every request, batched with strangers, gets exactly
-the tokens it would get alone; cancel frees its row; a full queue says so; a measurement
-that runs alone pauses the batcher and in-flight requests finish correctly afterwards."""
+the tokens it would get alone; cancel frees its row; a full queue says so; `exclusive()`
+(tests and benchmarks filling the queue) pauses the batcher and in-flight requests finish
+correctly afterwards."""
 import threading
 
 import pytest

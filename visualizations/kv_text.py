@@ -48,6 +48,11 @@ def race_progress_markdown(index: int, new_tokens: int) -> str:
     return f"Step {index + 1} of {new_tokens} · both lanes ran it"
 
 
+def race_cached_progress_markdown(index: int, new_tokens: int) -> str:
+    """The progress line after the cached lane ran output token `index`, before the other."""
+    return f"Step {index + 1} of {new_tokens} · cached lane done, now recomputing everything…"
+
+
 def race_summary_markdown(summary, noise=None) -> str:
     """The race's `RaceSummary`: both lanes' time, their work, and whether their tokens agree.
     `noise` (a `Noise` record, read by attribute): None while the race runs (no verdict yet),

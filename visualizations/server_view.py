@@ -14,7 +14,7 @@ def server_stats_md(stats, rows_limit: int, window_s: float) -> str:
     """One block of headline numbers, every one read from the running server."""
     if stats is None:
         return "*The server view fills in once the app has served a request.*"
-    state = "⏸ paused: a measurement is running alone" if stats.paused else (
+    state = "⏸ paused: held between steps (a test or benchmark)" if stats.paused else (
         "▶ serving" if stats.active else "idle: waiting for requests")
     return (f"**Server now:** {state}  \n"
             f"**{stats.active}** of {rows_limit} rows in the batch · **{stats.queued}** waiting · "

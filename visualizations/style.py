@@ -34,15 +34,35 @@ def machine_caption(device: str, dtype: str, threads: int) -> str:
     return f"Measured live on {device} · {dtype} · {threads} threads"
 
 
-ALONE = "the app's own server paused (other programs may not have)"
+ALONE = "each timed pass ran alone on the compute thread"
 
 
-def info_caption(info, dtype: str | None = None, note: str = "", alone: bool = True) -> str:
+def sharing_sentence(chats: int | None) -> str:
+    """What else the app did while a lesson measured: each timed pass had the compute thread
+    to itself, and the server answered `chats` visitors' chats between passes (counted during
+    the run; None: not counted, so nothing is said about them). Other programs on the machine
+    are judged apart (the busy notice).
+
+    >>> sharing_sentence(0)
+    'each timed pass ran alone on the compute thread; no chat was being served'
+    >>> sharing_sentence(3)
+    'each timed pass ran alone on the compute thread; the server answered 3 chats between passes'
+    """
+    if chats is None:
+        return ALONE
+    if chats == 0:
+        return f"{ALONE}; no chat was being served"
+    return f"{ALONE}; the server answered {chats} chat{'s' if chats != 1 else ''} between passes"
+
+
+def info_caption(info, dtype: str | None = None, note: str = "", alone: bool = True,
+                 chats: int | None = None) -> str:
     """The caption for a model's `ModelInfo` (read by attribute): device, dtype, threads,
-    whether the measurement ran alone (lesson measurements pause the shared chat server), and
-    an optional note such as 'median of 12 steps'."""
+    how the measurement shared the machine with the app's chat server (`sharing_sentence`:
+    `chats` answered between its passes so far, None when not counted; `alone=False` for a
+    view that times nothing of its own), and an optional note such as 'median of 12 steps'."""
     cap = machine_caption(info.device, dtype or info.dtype, info.threads)
-    parts = [cap] + ([ALONE] if alone else []) + ([note] if note else [])
+    parts = [cap] + ([sharing_sentence(chats)] if alone else []) + ([note] if note else [])
     return " · ".join(parts)
 
 

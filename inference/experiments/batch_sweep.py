@@ -115,6 +115,9 @@ def run_sweep(lm, prompt: list[int], max_batch: int = 32, decode_steps: int = 12
                           f"Batch {b}: prefilling {b} × {len(prompt)} prompt tokens…")
         first = prefill(lm.model, ids)
         token = first.logits.argmax(-1)  # [B]
+        yield SweepUpdate(tuple(points), plans, b, 0, decode_steps, bandwidth,
+                          f"Batch {b}: prefilled in {first.seconds:.2f} s; one warm-up step "
+                          "(not timed)…")  # each yield ends a lesson's job: the server steps
         token = decode_step(lm.model, token, first.cache).argmax(-1)  # warm-up step, not timed
         times = []
         for step in range(decode_steps):

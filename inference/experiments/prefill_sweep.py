@@ -32,6 +32,7 @@ class SweepProgress:
     done: int
     total: int
     points: tuple[PrefillPoint, ...]
+    feeding: int = 0  # tokens of the next length fed one at a time so far (0: none yet)
 
 
 def sweep_tokens(tokenizer, n: int) -> list[int]:
@@ -49,18 +50,34 @@ def time_parallel(model, ids: list[int], device, repeats: int = 2) -> float:
     return min(prefill(model, x).seconds for _ in range(repeats))
 
 
+SEQUENTIAL_STRETCH = 16  # tokens fed one at a time per timed stretch (~1 s on 2 CPU cores)
+
+
+def sequential_steps(model, ids: list[int], device,
+                     stretch: int = SEQUENTIAL_STRETCH) -> Iterator[tuple[int, float]]:
+    """Feed the tokens one forward pass at a time, with a KV cache; after each stretch of
+    `stretch` tokens, yield (tokens fed, seconds so far). Each stretch is timed on its own and
+    the times add up, so whatever runs between two stretches (a lesson yields there, and the
+    server takes a step) is never counted."""
+    cache, seconds = DynamicCache(), 0.0
+    for start in range(0, len(ids), stretch):
+        with stopwatch(device) as t:
+            for i in ids[start:start + stretch]:
+                forward(model, torch.tensor([[i]], device=device), cache)
+        seconds += t[0]
+        yield min(start + stretch, len(ids)), seconds
+
+
 def time_sequential(model, ids: list[int], device) -> float:
     """Seconds to feed the tokens one forward pass at a time, with a KV cache."""
-    cache = DynamicCache()
-    with stopwatch(device) as t:
-        for i in ids:
-            forward(model, torch.tensor([[i]], device=device), cache)
-    return t[0]
+    *_, (_, seconds) = sequential_steps(model, ids, device, stretch=max(len(ids), 1))
+    return seconds
 
 
 def prefill_sweep(lm, lengths: list[int], max_sequential: int = 128
                   ) -> Iterator[SweepProgress]:
-    """Measure each length; yield progress after each measurement."""
+    """Measure each length; yield progress after each measurement, and while a length is fed
+    one token at a time, after each timed stretch (`feeding` > 0, no new point yet)."""
     device, model = lm.device, lm.model
     warm = torch.tensor([sweep_tokens(lm.tokenizer, 8)], device=device)
     forward(model, warm, DynamicCache())  # warm-up, untimed
@@ -71,8 +88,11 @@ def prefill_sweep(lm, lengths: list[int], max_sequential: int = 128
         ids = sweep_tokens(lm.tokenizer, n)
         par = time_parallel(model, ids, device)
         if n <= max_sequential:
-            seq, measured = time_sequential(model, ids, device), True
-            per_token = seq / n
+            for fed, seq_so_far in sequential_steps(model, ids, device):
+                seq = seq_so_far
+                if fed < n:  # a job ends here: the server may take a step
+                    yield SweepProgress(done - 1, len(lengths), tuple(points), fed)
+            measured, per_token = True, seq / n
         else:
             if per_token is None:
                 per_token = time_sequential(model, ids[:16], device) / 16

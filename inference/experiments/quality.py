@@ -15,6 +15,7 @@ On the same prompt, for each mode:
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -77,18 +78,28 @@ def load_perplexity_text(path: str = TEXT_PATH) -> str:
         return f.read().strip()
 
 
-def greedy_run(model, prompt_ids: list[int], n: int, device: torch.device) -> GreedyRun:
-    """Greedy generation of n tokens with our prefill + decode_step loop, each step timed."""
+def greedy_steps(model, prompt_ids: list[int], n: int, device: torch.device
+                 ) -> Iterator[GreedyRun]:
+    """`greedy_run` a step at a time: the run so far after the prefill and after each decode
+    step (the last is the whole run). Each timed step lies between two yields, so a lesson that
+    yields here lets the server take its steps between them, never inside one."""
     pre = prefill(model, torch.tensor([list(prompt_ids)], device=device))
     token = pre.logits.argmax(-1)  # [1]
     ids, times = [int(token)], []
+    yield GreedyRun(tuple(ids), pre.seconds, ())
     for _ in range(n - 1):
         with stopwatch(device) as t:
             logits = decode_step(model, token, pre.cache)  # [1, V]
             token = logits.argmax(-1)
         ids.append(int(token))
         times.append(t[0])
-    return GreedyRun(tuple(ids), pre.seconds, tuple(times))
+        yield GreedyRun(tuple(ids), pre.seconds, tuple(times))
+
+
+def greedy_run(model, prompt_ids: list[int], n: int, device: torch.device) -> GreedyRun:
+    """Greedy generation of n tokens with our prefill + decode_step loop, each step timed."""
+    *_, run = greedy_steps(model, prompt_ids, n, device)
+    return run
 
 
 @torch.inference_mode()
@@ -138,13 +149,40 @@ def reference_run(model, prompt_ids: list[int], n: int, device: torch.device) ->
     return Reference(tuple(prompt_ids), greedy, logprobs)
 
 
-def compare_mode(built, tokenizer, reference: Reference, text_ids: list[int],
-                 device: torch.device) -> ModeReport:
-    """Measure one built mode (a `BuiltMode`) against the fp32 reference."""
+@dataclass(frozen=True)
+class CompareProgress:
+    """How far `compare_steps` has got with one mode; the last carries the report."""
+
+    done: int  # decode steps timed so far
+    total: int  # decode steps to time
+    report: ModeReport | None = None
+
+
+def compare_steps(built, tokenizer, reference: Reference, text_ids: list[int],
+                  device: torch.device) -> Iterator[CompareProgress]:
+    """`compare_mode`, yielding after the warm-up and after every timed decode step (a lesson
+    yields there, so the server's steps run between them); the last item has the report."""
     prompt = list(reference.prompt_ids)
     n = len(reference.greedy.token_ids)
     greedy_run(built.model, prompt, 2, device)  # warm-up, untimed: first calls pay for allocation
-    own = greedy_run(built.model, prompt, n, device)
+    yield CompareProgress(0, n - 1)
+    for own in greedy_steps(built.model, prompt, n, device):
+        yield CompareProgress(len(own.step_seconds), n - 1)
+    yield CompareProgress(n - 1, n - 1, _report(built, tokenizer, reference, text_ids, device,
+                                                own))
+
+
+def compare_mode(built, tokenizer, reference: Reference, text_ids: list[int],
+                 device: torch.device) -> ModeReport:
+    """Measure one built mode (a `BuiltMode`) against the fp32 reference."""
+    *_, last = compare_steps(built, tokenizer, reference, text_ids, device)
+    return last.report
+
+
+def _report(built, tokenizer, reference: Reference, text_ids: list[int], device: torch.device,
+            own: GreedyRun) -> ModeReport:
+    """The agreement, KL and perplexity of a mode whose greedy run `own` is timed."""
+    prompt = list(reference.prompt_ids)
     targets = list(reference.greedy.token_ids)
     logprobs = teacher_forced_logprobs(built.model, prompt, targets, device)
     top1, kl = agreement_and_kl(reference.logprobs, logprobs)

@@ -14,7 +14,7 @@ class AppContext:
     lm: object  # the loaded model (inference.loading.LoadedModel)
     settings: Settings  # every default and limit
     shared: object = None  # SharedResults: finished sweeps, shared by the visitors of a process
-    server: object = None  # the serving engine: chat goes through it, measurements pause it
+    server: object = None  # the serving engine: chat goes through it, measurements take turns
     demo: object = None  # the gr.Blocks app (for page-load events)
     tabs: object = None  # the gr.Tabs strip (buttons that switch tabs)
     chat: object = None  # where "Try it" chats go: `server`, or a RemoteEngine (LLM_LAB_SERVE_URL)

@@ -2,7 +2,9 @@
 `guarded`, which turns the project's typed errors into a `gr.Error` with their own message and
 anything unexpected into one plain sentence (logged on the server, never shown as a trace).
 `guarded` is also where a handler's work is handed to the one compute thread
-(`inference.compute_thread`: on a CPU, two threads running the model slow both to one core)."""
+(`inference.compute_thread`: on a CPU, two threads running the model slow both to one core),
+and where a lesson measurement takes turns there with the server that answers the class's
+chats (`Server.turn`), instead of stopping it."""
 from __future__ import annotations
 
 import contextlib
@@ -11,7 +13,7 @@ import logging
 
 import gradio as gr
 
-from inference import compute_thread
+from inference import compute_thread, served_alongside
 from inference.errors import InferenceInputError
 
 log = logging.getLogger("llm_lab")
@@ -37,8 +39,11 @@ def guarded(fn, *, plain: bool = False, alone=None, compute: bool = True):
     returning that one result: the event then ends in one message (a Play tick needs this, or
     a Stop pressed while its step runs would still see the step's token arrive).
 
-    `alone`: the app's serving engine (`inference.server.Server`), for a measurement that must
-    run alone: the server finishes its current step and waits until the handler is done.
+    `alone`: the app's serving engine (`inference.server.Server`), for a measurement whose
+    timed passes must run alone: each job of the handler (the call, then each step of its
+    generator) runs alone on the compute thread, taking turns with the server's steps
+    (`Server.turn`), so chats keep streaming; the chats served meanwhile are counted for its
+    caption (`inference.served_alongside`). The server is never stopped for the whole run.
 
     `compute`: run the handler (each step of a generator) on the compute thread. False only for
     a handler that runs no model and waits on work that needs that thread (a chat waiting for
@@ -54,11 +59,13 @@ def guarded(fn, *, plain: bool = False, alone=None, compute: bool = True):
     @functools.wraps(fn)
     def run(*args, **kwargs):
         try:
-            with alone.exclusive() if alone is not None else contextlib.nullcontext():
-                result = compute_thread.run(fn, *args, **kwargs) if compute else fn(*args,
-                                                                                   **kwargs)
+            with alone.alongside() if alone is not None else contextlib.nullcontext() as seen:
+                call = compute_thread.run if alone is None else (
+                    lambda job, *a: alone.turn(served_alongside.within(seen, job), *a))
+                result = call(functools.partial(fn, *args, **kwargs)) if compute else fn(
+                    *args, **kwargs)
                 if hasattr(result, "__next__"):
-                    yield from compute_thread.iterate(result) if compute else result
+                    yield from compute_thread.iterate(result, call) if compute else result
                 else:
                     yield result
         except Exception as exc:
