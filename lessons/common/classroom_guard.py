@@ -28,6 +28,7 @@ A refused event gets HTTP 503 with a sentence saying why; everyone else is serve
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 from dataclasses import dataclass
 
@@ -79,7 +80,8 @@ def limit_per_session(demo: gr.Blocks, per_session: int, per_lane: int,
                 return False, SESSION_FULL.format(n=mine), "queue_full"
             key = join = None
             if fair is not None and fn is not None:
-                refusal, key, join = _by_client(fair, fn, body, request, waiting, running)
+                refusal, key, join = _by_client(demo, fair, fn, body, request, waiting,
+                                                running)
                 if refusal:
                     return False, refusal, "queue_full"
             lane = queue.event_queue_per_concurrency_id.get(getattr(fn, "concurrency_id", None))
@@ -95,7 +97,7 @@ def limit_per_session(demo: gr.Blocks, per_session: int, per_lane: int,
     queue.push = push
 
 
-def _by_client(fair: Fairness, fn, body, request, waiting: list, running: list) -> tuple:
+def _by_client(demo, fair: Fairness, fn, body, request, waiting: list, running: list) -> tuple:
     """(refusal or None, the run key of a measurement or None, whether it follows a run)."""
     address, s = request_address(request), fair.settings
     if counted(address):
@@ -104,10 +106,10 @@ def _by_client(fair: Fairness, fn, body, request, waiting: list, running: list) 
             return CLIENT_FULL.format(n=len(theirs)), None, False
     if fn.concurrency_id != HEAVY:
         return None, None, False
-    key = run_key(body.fn_index, body.data)
+    key = settings_key(demo, fn, body)
     join = fair.runs.live(key) or any(  # running, its handler perhaps not yet started
         e.concurrency_id == HEAVY and e.data is not None
-        and run_key(e.data.fn_index, e.data.data) == key for e in running)
+        and settings_key(demo, e.fn, e.data) == key for e in running)
     if join:
         return None, key, True
     if counted(address):
@@ -116,6 +118,19 @@ def _by_client(fair: Fairness, fn, body, request, waiting: list, running: list) 
         if len(heavy) >= s.client_heavy_jobs:
             return HEAVY_FULL.format(n=len(heavy)), None, False
     return over_budget(fn, body.data, fair.lm, s, fair.work or {}), key, False
+
+
+def settings_key(demo, fn, body) -> tuple:
+    """The run key of a measurement: its event and the settings it was sent, where a gr.State
+    input (kept on the server, sent as null) counts by a digest of this session's value."""
+    data = list(body.data or [])
+    holder = getattr(demo, "state_holder", None)
+    session = getattr(holder, "session_data", {}).get(body.session_hash)
+    for i, component in enumerate(fn.inputs[:len(data)]):
+        if isinstance(component, gr.State):
+            value = session.state_data.get(component._id) if session is not None else None
+            data[i] = None if value is None else hashlib.sha256(repr(value).encode()).hexdigest()
+    return run_key(body.fn_index, data)
 
 
 def _move_to_joined(queue, event) -> None:
