@@ -106,32 +106,51 @@ def _fn(app, api_name: str) -> int:
 
 
 class Visitor:
-    """One session hash from one address, its queue/data stream read on a thread."""
+    """One session hash from one address; its queue/data stream read on a thread while it has
+    events pending (opened after a join: Gradio answers 404 for a session with none)."""
 
     def __init__(self, url: str, address: str) -> None:
         self.url, self.address = url, address
         self.session = f"fair-{uuid.uuid4().hex[:10]}"
         self.messages: list[dict] = []
-        self._open = threading.Event()
-        threading.Thread(target=self._listen, daemon=True).start()
+        self._pending: set[str] = set()
+        self._lock = threading.Lock()
+        self._reader: threading.Thread | None = None
 
     def join(self, fn_index: int, data: list) -> httpx.Response:
         body = {"data": data, "fn_index": fn_index, "session_hash": self.session,
                 "event_data": None, "trigger_id": None}
-        return httpx.post(self.url + "gradio_api/queue/join", json=body, timeout=30,
-                          headers={"x-forwarded-for": self.address})
+        reply = httpx.post(self.url + "gradio_api/queue/join", json=body, timeout=30,
+                           headers={"x-forwarded-for": self.address})
+        if reply.status_code == 200:
+            with self._lock:
+                self._pending.add(reply.json()["event_id"])
+                if self._reader is None or not self._reader.is_alive():
+                    self._reader = threading.Thread(target=self._listen, daemon=True)
+                    self._reader.start()
+        return reply
 
     def _listen(self) -> None:
         url = f"{self.url}gradio_api/queue/data?session_hash={self.session}"
-        while not self._open.is_set():
+        while True:
+            with self._lock:
+                if not self._pending:
+                    return
             try:
                 with httpx.stream("GET", url, timeout=None,
                                   headers={"x-forwarded-for": self.address}) as s:
                     for line in s.iter_lines():
                         if line.startswith("data:"):
-                            self.messages.append(json.loads(line[5:]))
+                            self._seen(json.loads(line[5:]))
             except httpx.HTTPError:
-                time.sleep(POLL_S)
+                pass
+            time.sleep(0.5)  # the stream ended with events still pending: read on
+
+    def _seen(self, message: dict) -> None:
+        self.messages.append(message)
+        if message.get("msg") == "process_completed":
+            with self._lock:
+                self._pending.discard(message.get("event_id"))
 
     def completed(self, event_id: str, timeout_s: float = 300) -> dict:
         deadline = time.monotonic() + timeout_s
@@ -144,7 +163,8 @@ class Visitor:
         raise AssertionError(f"{event_id} did not complete in {timeout_s} s; last seen: {seen}")
 
     def close(self) -> None:
-        self._open.set()
+        with self._lock:
+            self._pending.clear()
 
 
 def _texts(message: dict) -> str:
