@@ -21,6 +21,7 @@ from inference.server import Server
 from lessons import TABS
 from lessons.common.chart_csv import wire_chart_csv
 from lessons.common.classroom_guard import (
+    Fairness,
     RefuseUploads,
     explain_bad_numbers,
     limit_per_session,
@@ -29,6 +30,7 @@ from lessons.common.context import AppContext
 from lessons.common.input_check import check_every_input
 from lessons.common.lesson_text import lesson_text
 from lessons.common.links import link_notice, wire_links
+from lessons.common.measure_limits import limit_measurements
 from lessons.common.next_lesson import lesson_footer, wire_scroll
 from lessons.common.request_limits import (
     LimitRequestSize,
@@ -36,6 +38,8 @@ from lessons.common.request_limits import (
     WordValidationErrors,
 )
 from lessons.common.session_budget import bound_sessions
+from lessons.common.shared_runs import SharedRuns
+from lessons.measurement_work import WORK
 
 SETTINGS = Settings.from_env()
 # Loaded on the compute thread, where every handler runs the model (inference/compute_thread.py)
@@ -44,6 +48,7 @@ SHARED = SharedResults()  # finished sweeps, shared by all visitors of this proc
 SERVER = Server(LM, SETTINGS)  # one continuous batcher: every visitor's chat goes through it
 # LLM_LAB_SERVE_URL: Try it's chats go to that OpenAI-compatible engine instead (lessons stay here)
 CHAT = RemoteEngine(SETTINGS.serve_url) if SETTINGS.serve_url else None
+RUNS = SharedRuns(SETTINGS.shared_run_reuse_s)  # identical measurements share one run
 
 
 with gr.Blocks(title="LLM Inference, Step by Step",  # served files' copies are swept hourly
@@ -68,7 +73,9 @@ with gr.Blocks(title="LLM Inference, Step by Step",  # served files' copies are 
     wire_scroll(demo)  # tab and Next lesson clicks land on the lesson's start
 
 demo.queue(max_size=SETTINGS.queue_size, default_concurrency_limit=2)
-limit_per_session(demo, SETTINGS.session_events, SETTINGS.lane_waiting)
+limit_per_session(demo, SETTINGS.session_events, SETTINGS.lane_waiting,
+                  fair=Fairness(SETTINGS, RUNS, LM, WORK))  # per session and per address
+limit_measurements(demo, SETTINGS, RUNS)  # every measurement: shared runs, its time limit
 explain_bad_numbers(demo)
 check_every_input(demo, SETTINGS.max_prompt_chars)  # arity, types, limits: every endpoint
 bound_sessions(demo, SETTINGS.sessions_held, SETTINGS.state_ttl_s, SETTINGS.session_closed_s)

@@ -169,6 +169,16 @@ class Settings:
     prefix_request_tokens: int = 8_192  # lesson 4's prefix reuse: tokens × passes, all questions
     watch_interval_s: float = 2.0  # the server view's live watch: one snapshot per interval
     file_cache_s: int = 3_600  # Gradio's copies of served files: swept this often, this old
+    # Fairness by client address, not session hash (lessons/common/classroom_guard.py): an
+    # address is X-Forwarded-For's first hop behind a proxy (a Space), else the TCP peer.
+    client_events: int = 16  # one address's events waiting or running, all lanes together
+    client_heavy_jobs: int = 1  # one address's measurements in the heavy lane (waiting+running)
+    # One measurement (lessons/common/measure_limits.py, shared_runs.py): its work budget,
+    # checked from its settings before it starts, its time limit, and how long a finished
+    # quiet run is shown again to a visitor asking for the same measurement.
+    measure_work_tokens: int = 32_768  # tokens fed through the model, all passes together
+    measure_limit_s: float = 240.0  # a run still going stops at its next frame (< Gradio's)
+    shared_run_reuse_s: float = 60.0  # a finished run's result, reused for identical requests
 
     # Chunked prefill and step records (issue 25). Each step decodes every running row (one
     # token each) and spends the rest of `step_token_budget` on newcomers' prompt chunks, so a

@@ -13,22 +13,57 @@ checks in front of Gradio's own, at the moment an event asks to join:
 - a session may have at most `per_session` events waiting or running at once;
 - a lane may have at most `per_lane` events waiting.
 
+With `fair` (`Fairness`: issue 30), by client address too (`client_address`: twelve session
+hashes from one address are one visitor):
+
+- an address may have at most `client_events` events waiting or running, all lanes together;
+- an address may have at most `client_heavy_jobs` measurements in the heavy lane, so another
+  visitor's measurement waits behind at most that many of theirs;
+- a measurement identical to one running or just finished (`shared_runs`) does not wait in the
+  heavy lane at all: it moves to a lane of its own and follows that run;
+- a measurement over the work budget (`measure_limits.over_budget`) is refused at once.
+
 A refused event gets HTTP 503 with a sentence saying why; everyone else is served.
 """
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
+from dataclasses import dataclass
 
 import gradio as gr
+from gradio.queueing import EventQueue
+
+from inference.config import Settings
+
+from .client_address import counted, request_address
+from .measure_limits import HEAVY, over_budget
+from .shared_runs import SharedRuns, run_key
 
 SESSION_FULL = ("You already have {n} requests waiting or running in this tab. Wait for them "
                 "to finish (or press Stop), then try again.")
 LANE_FULL = ("{n} requests are already waiting for this part of the app. Please try again in "
              "a few seconds.")
+CLIENT_FULL = ("Your address already has {n} requests waiting or running (from all its tabs). "
+               "Wait for some to finish, then try again.")
+HEAVY_FULL = ("Your address already has {n} measurement(s) running or waiting. One at a time: "
+              "the room shares one lane for measurements. Try again when yours has finished.")
+JOINED = "joined"  # the lane of measurements that follow an identical run (no limit: no work)
 
 
-def limit_per_session(demo: gr.Blocks, per_session: int, per_lane: int) -> None:
+@dataclass(frozen=True)
+class Fairness:
+    """What the per-address checks need: the limits, the shared runs, the work estimates."""
+
+    settings: Settings
+    runs: SharedRuns
+    lm: object = None  # the loaded model (its tokenizer counts a prompt's tokens)
+    work: dict | None = None  # api_name -> work estimate (lessons.measurement_work.WORK)
+
+
+def limit_per_session(demo: gr.Blocks, per_session: int, per_lane: int,
+                      fair: Fairness | None = None) -> None:
     """Wrap `demo`'s queue so each join is checked first (call after `demo.queue()`)."""
     queue = demo._queue
     admit = queue.push
@@ -43,12 +78,70 @@ def limit_per_session(demo: gr.Blocks, per_session: int, per_lane: int) -> None:
             mine = sum(e.session_hash == body.session_hash for e in waiting + running)
             if body.session_hash and mine >= per_session:
                 return False, SESSION_FULL.format(n=mine), "queue_full"
+            key = join = None
+            if fair is not None and fn is not None:
+                refusal, key, join = _by_client(demo, fair, fn, body, request, waiting,
+                                                running)
+                if refusal:
+                    return False, refusal, "queue_full"
             lane = queue.event_queue_per_concurrency_id.get(getattr(fn, "concurrency_id", None))
-            if lane is not None and len(lane.queue) >= per_lane:
+            if not join and lane is not None and len(lane.queue) >= per_lane:
                 return False, LANE_FULL.format(n=len(lane.queue)), "queue_full"
-            return await admit(body, request, username)
+            admitted = await admit(body, request, username)
+            if key is not None and admitted[0]:
+                fair.runs.tag(admitted[1], key)
+                if join:
+                    _move_to_joined(queue, queue.event_ids_to_events.get(admitted[1]))
+            return admitted
 
     queue.push = push
+
+
+def _by_client(demo, fair: Fairness, fn, body, request, waiting: list, running: list) -> tuple:
+    """(refusal or None, the run key of a measurement or None, whether it follows a run)."""
+    address, s = request_address(request), fair.settings
+    if counted(address):
+        theirs = [e for e in waiting + running if request_address(e.request) == address]
+        if len(theirs) >= s.client_events:
+            return CLIENT_FULL.format(n=len(theirs)), None, False
+    if fn.concurrency_id != HEAVY:
+        return None, None, False
+    key = settings_key(demo, fn, body)
+    join = fair.runs.live(key) or any(  # running, its handler perhaps not yet started
+        e.concurrency_id == HEAVY and e.data is not None
+        and settings_key(demo, e.fn, e.data) == key for e in running)
+    if join:
+        return None, key, True
+    if counted(address):
+        heavy = [e for e in waiting + running if e.concurrency_id == HEAVY
+                 and request_address(e.request) == address]
+        if len(heavy) >= s.client_heavy_jobs:
+            return HEAVY_FULL.format(n=len(heavy)), None, False
+    return over_budget(fn, body.data, fair.lm, s, fair.work or {}), key, False
+
+
+def settings_key(demo, fn, body) -> tuple:
+    """The run key of a measurement: its event and the settings it was sent, where a gr.State
+    input (kept on the server, sent as null) counts by a digest of this session's value."""
+    data = list(body.data or [])
+    holder = getattr(demo, "state_holder", None)
+    session = getattr(holder, "session_data", {}).get(body.session_hash)
+    for i, component in enumerate(fn.inputs[:len(data)]):
+        if isinstance(component, gr.State):
+            value = session.state_data.get(component._id) if session is not None else None
+            data[i] = None if value is None else hashlib.sha256(repr(value).encode()).hexdigest()
+    return run_key(body.fn_index, data)
+
+
+def _move_to_joined(queue, event) -> None:
+    """Take a following event out of the heavy lane: it waits for no one and runs nothing."""
+    if event is None:
+        return
+    lanes = queue.event_queue_per_concurrency_id
+    if event in lanes[event.concurrency_id].queue:
+        lanes[event.concurrency_id].queue.remove(event)
+        event.concurrency_id = JOINED
+        lanes.setdefault(JOINED, EventQueue(JOINED, None)).queue.append(event)
 
 
 UPLOADS_OFF = "This app takes no files: uploads are switched off."

@@ -1,0 +1,195 @@
+"""Identical heavy measurements run once: the rule for every lesson's sweep, race and comparison.
+
+A class pressing the same button at once should not queue thirty copies of one 30-second race.
+A heavy measurement is named by its key: the event (which lesson's button) and the settings the
+visitor sent. While one run of a key is measuring, a second visitor asking for the same key
+*follows* it: they see "this is already being measured for another visitor" and then the same
+frames as they come, instead of waiting in line to repeat it. A run that finished a moment ago
+(`reuse_s`) is shown again to whoever asks for it, labelled as measured for another visitor.
+
+What is never reused: a run measured while the machine was busy (its `Noise` says busy, or its
+text carries the busy notice), a run cut short (stopped, over its time limit), a failed run.
+Those are shown to the visitors who followed them while they ran, and to no one after.
+
+The key is given to an event when it joins the queue (`tag`, from the visitor's raw settings,
+see `lessons.common.classroom_guard`) and read back by its handler (`take`), so the decision to
+follow, made before the event waits anywhere, and the run it follows are the same.
+
+>>> runs = SharedRuns(reuse_s=60)
+>>> key = run_key(7, ["Why?", 48])
+>>> list(runs.share(key, lambda: iter([{"a": 1}, {"b": 2}]), lambda f, s: f))
+[{'a': 1}, {'b': 2}]
+>>> list(runs.share(key, lambda: iter([{"a": 9}]), lambda f, s: f))  # reused: merged, no run
+[{'a': 1, 'b': 2}]
+>>> runs.leads
+1
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterator
+from dataclasses import dataclass, field, fields, is_dataclass
+
+from inference.experiments.noise import Noise
+from visualizations.noise_view import BUSY
+
+FOLLOWING = ("⏳ **This is already being measured for another visitor: its result will appear "
+             "here.** (Same lesson, same settings: one run for both of you.)")
+SHARED_NOW = "*Measured just now for another visitor with the same settings (one shared run).*"
+SHARED_EARLIER = ("*Measured {s:.0f} s ago on this machine for another visitor with the same "
+                  "settings (one shared run); change a setting to measure afresh.*")
+LEFT = ("The run you were following ended before its result (the visitor who started it "
+        "stopped it): press the button again to measure it yourself.")
+NOT_REUSED = ("⏱",)  # text marks of a run cut short (measure_limits.TIME_UP starts with it)
+
+Annotate = Callable[[object, str], object]  # (frame, sentence) -> the frame showing it
+
+
+def run_key(fn_id: Hashable, data: object) -> tuple:
+    """The key of a heavy run: the event and the settings exactly as the visitor sent them."""
+    return fn_id, json.dumps(data, sort_keys=True, default=str, ensure_ascii=True)
+
+
+@dataclass
+class Run:
+    """One measurement in progress or just finished, as its followers see it."""
+
+    merged: object = None  # every output's latest value ({component: value}), or the last tuple
+    version: int = 0  # frames seen so far
+    done: bool = False
+    error: BaseException | None = None
+    left: bool = False  # the leader stopped (Stop, closed tab) before the end
+    finished_at: float = 0.0  # time.monotonic() when it ended, s
+    reusable: bool = False  # finished, whole, quiet: may be shown to later visitors
+    cond: threading.Condition = field(default_factory=threading.Condition)
+
+    def add(self, frame: object) -> None:
+        with self.cond:
+            if isinstance(frame, dict) and isinstance(self.merged, dict):
+                self.merged = {**self.merged, **frame}
+            else:
+                self.merged = dict(frame) if isinstance(frame, dict) else frame
+            self.version += 1
+            self.cond.notify_all()
+
+    def end(self, *, error: BaseException | None = None, left: bool = False) -> None:
+        with self.cond:
+            self.done, self.error, self.left = True, error, left
+            self.finished_at = time.monotonic()
+            self.reusable = error is None and not left and self.version > 0 and not cut(
+                self.merged)
+            self.cond.notify_all()
+
+
+class SharedRuns:
+    """Heavy runs by key: lead one, follow one in progress, or reuse one just finished."""
+
+    def __init__(self, reuse_s: float, kept: int = 64) -> None:
+        self.reuse_s, self.kept = reuse_s, kept
+        self._lock = threading.Lock()
+        self._runs: OrderedDict[tuple, Run] = OrderedDict()  # newest last, at most `kept`
+        self._tags: OrderedDict[str, tuple] = OrderedDict()  # event id -> key, until it runs
+        self.leads = 0  # measurements actually started (the tests count them)
+
+    def tag(self, event_id: str, key: tuple) -> None:
+        with self._lock:
+            self._tags[event_id] = key
+            while len(self._tags) > 4 * self.kept:  # events that never ran (left the queue)
+                self._tags.popitem(last=False)
+
+    def take(self, event_id: str | None) -> tuple | None:
+        with self._lock:
+            return self._tags.pop(event_id, None) if event_id else None
+
+    def live(self, key: tuple) -> bool:
+        """True when a visitor asking for `key` now would follow or reuse, not run."""
+        with self._lock:
+            run = self._runs.get(key)
+            return run is not None and (not run.done or self._fresh(run))
+
+    def _fresh(self, run: Run) -> bool:
+        return run.reusable and time.monotonic() - run.finished_at <= self.reuse_s
+
+    def share(self, key: tuple, start: Callable[[], Iterator], annotate: Annotate) -> Iterator:
+        """Lead a run of `start()`, follow the one in progress, or replay the fresh result."""
+        with self._lock:
+            run = self._runs.get(key)
+            lead = run is None or (run.done and not self._fresh(run))
+            if lead:
+                run = self._runs[key] = Run()
+                self._runs.move_to_end(key)
+                while len(self._runs) > self.kept:
+                    self._runs.popitem(last=False)
+                self.leads += 1
+        if lead:
+            yield from _lead(run, start)
+        else:
+            yield from _follow(run, annotate)
+
+
+def _lead(run: Run, start: Callable[[], Iterator]) -> Iterator:
+    frames = start()
+    try:
+        for frame in frames:
+            run.add(frame)
+            yield frame
+    except GeneratorExit:
+        run.end(left=True)
+        raise
+    except BaseException as exc:
+        run.end(error=exc)
+        raise
+    else:
+        run.end()
+    finally:
+        getattr(frames, "close", lambda: None)()
+
+
+def _follow(run: Run, annotate: Annotate) -> Iterator:
+    seen = -1
+    while True:
+        with run.cond:
+            while run.version == seen and not run.done:
+                run.cond.wait(timeout=1.0)  # woken by each frame; the timeout only re-checks
+            seen, merged, done, ended = run.version, run.merged, run.done, run.finished_at
+        if done:
+            break
+        if merged is not None:
+            yield annotate(merged, FOLLOWING)
+    if run.error is not None:
+        raise run.error
+    if run.left or merged is None:
+        yield annotate(merged, LEFT) if merged is not None else annotate({}, LEFT)
+        return
+    ago = time.monotonic() - ended
+    yield annotate(merged, SHARED_NOW if ago < 2.0 else SHARED_EARLIER.format(s=ago))
+
+
+def cut(merged: object) -> bool:
+    """True when a run's outputs say it was measured on a busy machine or cut short."""
+    return any(_busy(v) for v in _values(merged))
+
+
+def _values(merged: object) -> list:
+    if isinstance(merged, dict):
+        return list(merged.values())
+    return list(merged) if isinstance(merged, (tuple, list)) else [merged]
+
+
+def _busy(value: object, depth: int = 0) -> bool:
+    if isinstance(value, Noise):
+        return value.busy
+    if isinstance(value, str):
+        return BUSY in value or value.lstrip().startswith(NOT_REUSED)
+    if depth >= 2:
+        return False
+    if isinstance(value, dict):
+        return any(_busy(v, depth + 1) for v in value.values())
+    if isinstance(value, (tuple, list)):
+        return any(_busy(v, depth + 1) for v in value[:64])
+    if is_dataclass(value) and not isinstance(value, type):
+        return any(_busy(getattr(value, f.name), depth + 1) for f in fields(value))
+    return False
