@@ -171,7 +171,9 @@ class Settings:
     file_cache_s: int = 3_600  # Gradio's copies of served files: swept this often, this old
     # Fairness by client address, not session hash (lessons/common/classroom_guard.py): an
     # address is X-Forwarded-For's first hop behind a proxy (a Space), else the TCP peer.
-    client_events: int = 16  # one address's events waiting or running, all lanes together
+    # A class behind one school address is one address: room for 30 students' chats and
+    # progress events; a single script floods past it.
+    client_events: int = 64  # one address's events waiting or running, all lanes together
     client_heavy_jobs: int = 1  # one address's measurements in the heavy lane (waiting+running)
     # One measurement (lessons/common/measure_limits.py, shared_runs.py): its work budget,
     # checked from its settings before it starts, its time limit, and how long a finished

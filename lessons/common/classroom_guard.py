@@ -45,10 +45,13 @@ SESSION_FULL = ("You already have {n} requests waiting or running in this tab. W
                 "to finish (or press Stop), then try again.")
 LANE_FULL = ("{n} requests are already waiting for this part of the app. Please try again in "
              "a few seconds.")
-CLIENT_FULL = ("Your address already has {n} requests waiting or running (from all its tabs). "
+CLIENT_FULL = ("Your network address already has {n} requests waiting or running (every tab "
+               "on it, and everyone sharing it: a school or office network is one address). "
                "Wait for some to finish, then try again.")
-HEAVY_FULL = ("Your address already has {n} measurement(s) running or waiting. One at a time: "
-              "the room shares one lane for measurements. Try again when yours has finished.")
+HEAVY_FULL = ("Your network address already has {n} measurement(s) running or waiting (everyone "
+              "sharing it counts: a school network is one address). The room shares one lane "
+              "for measurements, one at a time per address; the same measurement with the same "
+              "settings joins the run already going. Try again when that one has finished.")
 JOINED = "joined"  # the lane of measurements that follow an identical run (no limit: no work)
 
 
