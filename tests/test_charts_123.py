@@ -1,4 +1,5 @@
 """Figure, HTML and markdown builders for 'Try it' and lessons 1-3, on hand-made data."""
+import re
 from dataclasses import dataclass
 
 from fake_events import Ev
@@ -126,3 +127,31 @@ def test_sweep_lines_quote_measured_not_extrapolated():
     only_extrapolated = sweep_verdict_md([PrefillPoint(512, 0.1, 5.0, False)])
     assert "extrapolated" in only_extrapolated and "**50×**" in only_extrapolated
     assert sweep_verdict_md([]) == "No prompt lengths were measured."
+
+
+def card_values(md: str) -> list[str]:
+    return re.findall(r"<span class='lab-big-value'>([^<]*)</span>", md)
+
+
+def test_decode_and_prefill_headline_numbers_are_cards():
+    """Issue 23: Decode's TTFT/TPOT and Prefill it's speed-up were 14-px prose; they are cards
+    (visualizations/cards.py, the first screen's), with the prose line kept below them."""
+    evs = [Ev(0, "Hi", False, 1, "greedy", 0.5, 30, 30, 1000),
+           Ev(1, " there", False, 2, "greedy", 0.1, 1, 31, 2000),
+           Ev(2, "!", False, 3, "greedy", 0.1, 1, 32, 3000)]
+    assert card_values(decode_stats_md(evs, None)) == ["500 ms", "100 ms", "10.0 tokens/s"]
+    assert card_values(decode_stats_md(evs[:1], None)) == ["500 ms", "—", "—"]
+    assert "lab-big" not in decode_stats_md([], None)
+    assert card_values(prefill_report_md(Measured(100, 0.2, 0.25, 0.05, 4))) == [
+        "200 ms", "250 ms", "25×"]
+    assert "cheaper by" in prefill_report_md(Measured(100, 0.2, 0.25, 0.05, 4))
+    slow = prefill_report_md(Measured(10, 0.2, 0.25, 0.01, 4))  # 20 ms a token vs 10 ms a step
+    assert card_values(slow)[-1] == "2.0×" and "costs more by" in slow
+    assert card_values(prefill_report_md(Measured(10, 0.02, 0.03, None, 0))) == ["20 ms", "30 ms"]
+    assert card_values(live_stats_md(0.25, 0.5, 5, 30)) == ["250 ms", "100 ms", "10.0 tokens/s"]
+
+
+def test_empty_decode_charts_name_their_buttons():
+    for fig in (candidates_figure([], None, None), decode_latency_figure([], "")):
+        (note,) = fig.layout.annotations
+        assert "Step" in note.text and "appear" in note.text

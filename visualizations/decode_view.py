@@ -1,6 +1,7 @@
 """Lesson 3's text view: the answer so far, each token a tile numbered by its step."""
 from __future__ import annotations
 
+from .cards import Card, cards_html
 from .token_view import TINTS, chip, visible_whitespace
 
 
@@ -29,12 +30,19 @@ def timed_step(event) -> bool:
 
 
 def decode_stats_md(events, finished: str | None) -> str:
-    """TTFT, TPOT, tokens/s and cache size from the measured step events."""
+    """TTFT, TPOT and tokens/s as cards (the numbers a class reads), then the line with how
+    each was taken, the cache size and the token count, from the measured step events."""
     if not events:
         return "*No tokens yet.*"
     ttft = events[0].seconds
     rest = [e.seconds for e in events[1:] if timed_step(e)]
     left_out = len(events) - 1 - len(rest)
+    mean = sum(rest) / len(rest) if rest else None
+    cards = cards_html([
+        Card("Time to first token", f"{ttft * 1000:,.0f} ms", "measured, prefill + choosing"),
+        Card("Time per output token", f"{mean * 1000:,.0f} ms" if mean else "—",
+             f"measured, mean of {len(rest)}" if mean else "after the second token"),
+        Card("Decode speed", f"{1 / mean:.1f} tokens/s" if mean else "—", "measured")])
     parts = [f"**Time to first token:** {ttft * 1000:.0f} ms (prefill of "
              f"{events[0].forward_tokens} tokens + choosing)"]
     if rest:
@@ -51,7 +59,7 @@ def decode_stats_md(events, finished: str | None) -> str:
     parts.append(f"**Tokens:** {len(events)}")
     if finished:
         parts.append(f"**Finished:** {finished}")
-    return (" · ".join(parts)
+    return (cards + " · ".join(parts)
             + "  \n*All measured on this machine, device synced before each clock read.*")
 
 
