@@ -135,12 +135,14 @@ def card_values(md: str) -> list[str]:
 
 def test_decode_and_prefill_headline_numbers_are_cards():
     """Issue 23: Decode's TTFT/TPOT and Prefill it's speed-up were 14-px prose; they are cards
-    (visualizations/cards.py, the first screen's), with the prose line kept below them."""
+    (visualizations/cards.py, the first screen's), each saying how it was measured."""
     evs = [Ev(0, "Hi", False, 1, "greedy", 0.5, 30, 30, 1000),
            Ev(1, " there", False, 2, "greedy", 0.1, 1, 31, 2000),
-           Ev(2, "!", False, 3, "greedy", 0.1, 1, 32, 3000)]
-    assert card_values(decode_stats_md(evs, None)) == ["500 ms", "100 ms", "10.0 tokens/s"]
-    assert card_values(decode_stats_md(evs[:1], None)) == ["500 ms", "—", "—"]
+           Ev(2, "!", False, 3, "greedy", 0.1, 1, 32, 1_500_000)]
+    md = decode_stats_md(evs, None)
+    assert card_values(md) == ["500 ms", "100 ms", "10.0 tokens/s", "1.50 MB"]
+    assert "prefill of 30 tokens" in md and "32 positions" in md and "**Tokens:** 3" in md
+    assert card_values(decode_stats_md(evs[:1], None)) == ["500 ms", "—", "—", "0.00 MB"]
     assert "lab-big" not in decode_stats_md([], None)
     assert card_values(prefill_report_md(Measured(100, 0.2, 0.25, 0.05, 4))) == [
         "200 ms", "250 ms", "25×"]
