@@ -48,15 +48,14 @@ def decode_stats_md(events, finished: str | None) -> str:
         Card("Decode speed", f"{1 / tpot:.1f} tokens/s" if tpot else "—", "1 ÷ time per token"),
         Card("KV cache", f"{last.cache_bytes / 1e6:.2f} MB",
              f"{last.cache_tokens} positions, one behind the text")])
-    parts = [f"**Tokens:** {len(events)}"]
+    parts = [f"**Tokens:** {len(events)}",
+             "the newest token's keys and values are written by the next step, which reads them"]
     if left_out:
         parts.append(f"{left_out} step{'s' if left_out > 1 else ''} left out: your branch pick "
                      "or a cache rebuilt, not ordinary decode steps")
     if finished:
         parts.append(f"**Finished:** {finished}")
-    parts.append("*all measured on this machine, device synced before each clock read; the "
-                 "newest token's keys and values are written by the next step, which reads "
-                 "them*")
+    parts.append("*all measured here, device synced before each clock read*")
     return cards + " · ".join(parts)
 
 
