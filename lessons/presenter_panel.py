@@ -27,7 +27,8 @@ STORAGE_KEY = "llm-lab-presenter"
 # Arrow keys / Page Up-Down click Back and Next while the presenter is on screen and no field
 # has the focus. Presenting (`?present=1`, or a tap on the Present tab) hides the page's chrome,
 # the tab strip included (assets/presenter.css: `body.lab-presenting`), so a projector at 150%
-# zoom (853×480) shows a screen's title, button and number at once; Esc brings it back.
+# zoom (853×480) shows a screen's title, button and number at once; Esc (or, on a phone, the
+# "Show the tabs" button under the screen) brings it back.
 KEYS_JS = """() => {
   const present = (on) => {
     document.body.classList.toggle('lab-presenting', on);
@@ -39,6 +40,7 @@ KEYS_JS = """() => {
   document.addEventListener('click', (e) => {
     const tab = e.target.closest && e.target.closest('#lesson-tabs > .tab-wrapper [role=tab]');
     if (tab) present(tab.dataset.tabId === 'present');
+    if (e.target.closest && e.target.closest('#present-hint .lab-present-exit')) present(false);
   });
   const keys = {ArrowRight: 'present-next', PageDown: 'present-next',
                 ArrowLeft: 'present-back', PageUp: 'present-back'};
@@ -78,8 +80,8 @@ def build(ctx: AppContext) -> None:
         with gr.Row(elem_id="present-nav"):
             back = gr.Button("← Back", elem_id="present-back")
             forward = gr.Button("Next →", elem_id="present-next")
-        gr.HTML("<span class='lab-present-hint'>← → turn the page · Esc shows the tabs "
-                "again</span>", elem_id="present-hint")
+        gr.HTML("← → turn the page · <button class='lab-present-exit'>Show the tabs "
+                "(Esc)</button>", elem_id="present-hint")
 
     def view(p: dict) -> dict:
         i, s = at(screens, p)

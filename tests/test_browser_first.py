@@ -174,6 +174,25 @@ LABELS_UNDER_BAR = """() => {
   return {met, bad}; }"""
 
 
+# WCAG contrast of each visible block label, label text and slider end against the first
+# opaque background behind it; those under 4.5:1.
+LOW_CONTRAST = """() => {
+  const rgb = c => (c.match(/[\\d.]+/g) || []).map(Number);
+  const lum = ([r, g, b]) => [r, g, b].map(v => { v /= 255;
+    return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; })
+    .reduce((s, v, i) => s + v * [0.2126, 0.7152, 0.0722][i], 0);
+  const behind = e => { for (; e; e = e.parentElement) { const c = rgb(getComputedStyle(e)
+      .backgroundColor); if (c.length === 3 || (c.length === 4 && c[3] > 0.9)) return c; }
+    return [255, 255, 255]; };
+  return Array.from(document.querySelectorAll(
+      '[data-testid=block-label], [data-testid=block-info], [data-testid=min-value], ' +
+      '[data-testid=max-value]')).filter(e => e.getBoundingClientRect().height > 0)
+    .map(e => { const a = lum(rgb(getComputedStyle(e).color)), b = lum(behind(e));
+      return [e.innerText.trim().slice(0, 30),
+              (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05)]; })
+    .filter(([, ratio]) => ratio < 4.5); }"""
+
+
 def walk(page):
     """Open every lesson tab and every sub-tab in it, in order; yield each screen's name."""
     for top in page.locator(TOP_TABS).all_inner_texts():
@@ -182,6 +201,8 @@ def walk(page):
         page.locator("#lesson-tabs > .tab-wrapper").get_by_role("tab", name=top,
                                                                 exact=True).click()
         yield top
+        if top == "Present":  # presenting hides the tab strip; Esc brings it back
+            page.keyboard.press("Escape")
         for sub in page.evaluate(SUB_TABS):
             page.evaluate("window.scrollTo(0, 0)")
             page.get_by_role("tab", name=sub, exact=True).click()
@@ -190,8 +211,9 @@ def walk(page):
 
 def test_every_chart_says_what_fills_it_and_no_label_covers_the_tabs(visitor):
     """Issue 23, at load: walking every tab and sub-tab at a phone and a projector, no chart is
-    a bare icon (each has a title or an annotation saying which button fills it), and with a
-    block label scrolled under the sticky tab bar, the bar is what is painted there."""
+    a bare icon (each has a title or an annotation saying which button fills it); with a
+    block label scrolled under the sticky tab bar, the bar is what is painted there; and block
+    labels and slider ends are at least 4.5:1 against their background."""
     page, watch = visitor
     # Let the first screen's live answer end first: a tab click cancels it, and Gradio answers
     # a cancel that races the answer's own end with an error (its event id already gone).
@@ -209,6 +231,7 @@ def test_every_chart_says_what_fills_it_and_no_label_covers_the_tabs(visitor):
             assert under["bad"] == [], (width, screen, under)
             met += under["met"]
             assert tabs_covered(page) == [], (width, screen)
+            assert page.evaluate(LOW_CONTRAST) == [], (width, screen)
         # the walk saw the lessons' charts (every one of these started as a bare icon), and
         # labels did pass under the bar, so the two checks above had something to check
         assert {"decode-candidates", "decode-timing", "kv-growth-grid", "kv-growth-bytes",

@@ -276,4 +276,6 @@ def test_presenter_fits_a_projector_at_150_percent(visitor, server):
     wait_until(lambda: page.evaluate(PARTS_JS)["tabs"], 5, "Esc to bring the tabs back")
     page.get_by_role("tab", name="Present", exact=True).click()
     wait_until(lambda: page.evaluate(PARTS_JS)["tabs"] is None, 5, "Present to hide them again")
+    page.locator("#present-hint .lab-present-exit").click()  # a phone has no Esc key
+    wait_until(lambda: page.evaluate(PARTS_JS)["tabs"], 5, "the button to bring the tabs back")
     _clean(page, watch)
