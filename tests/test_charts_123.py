@@ -157,3 +157,18 @@ def test_empty_decode_charts_name_their_buttons():
     for fig in (candidates_figure([], None, None), decode_latency_figure([], "")):
         (note,) = fig.layout.annotations
         assert "Step" in note.text and "appear" in note.text
+
+
+def test_issue_23_words_are_defined_and_listed_where_used():
+    """GFLOP/s, FLOPs per byte, AVX-512/AMX, matmul, activations, sliding window and "synced"
+    have glossary entries, and each is in the word list of a lesson whose text uses it."""
+    import lessons
+    from visualizations.glossary import TERMS
+
+    where = {"flops": "machine", "intensity": "machine", "simd": "quantization",
+             "matmul": "machine", "activations": "quantization", "window": "context",
+             "synced": "decode"}
+    for key, tab in where.items():
+        name, meaning = TERMS[key]
+        assert len(meaning) > 40, (key, meaning)
+        assert key in lessons.BY_ID[tab].words, (key, tab)
