@@ -19,6 +19,7 @@ from inference.config import Settings
 from inference.sampling import SamplingSettings
 from visualizations.decode_view import CACHE_FREED, decode_stats_md, output_html
 from visualizations.mechanism import decode_diagram
+from visualizations.timing_charts import candidates_figure, decode_latency_figure
 
 from .common.context import AppContext
 from .common.controls import number, slider
@@ -120,8 +121,9 @@ def _layout(settings: Settings, budget=None, layers: int = 1) -> DecodeUI:
     # The charts right under the buttons: at 1280×720 (a projector) Step and both charts fit
     # one screen; the text, which grows with every token, and the diagram follow.
     with gr.Row():
-        candidates = gr.Plot(label="Candidates", elem_id="decode-candidates")
-        timing = gr.Plot(label="Timing", elem_id="decode-timing")
+        candidates = gr.Plot(candidates_figure([], None, None), label="Candidates",
+                             elem_id="decode-candidates")
+        timing = gr.Plot(decode_latency_figure([], ""), label="Timing", elem_id="decode-timing")
     text = gr.HTML(output_html([]), elem_id="decode-output")
     with gr.Row():
         at_step = gr.Slider(0, 1, value=0, step=1, label="Branch: look at step",

@@ -265,7 +265,8 @@ def attention_redraw(lm, view: AttentionView | HeldAttention | None, layer: int,
             return empty_figure(FREED)
         view = view.view
     if view is None:
-        return empty_figure("Press Show attention: the newest token's weights appear here.")
+        return empty_figure("Press “Show attention of the newest token”: its weights over "
+                            "every cached position appear here.")
     layer = min(max(int(layer), 0), view.layers - 1)
     head = min(max(int(head), 0), view.query_heads - 1)
     return kv_charts.attention_figure(view, layer, head, info_caption(lm.info))

@@ -10,7 +10,13 @@ from __future__ import annotations
 import gradio as gr
 
 from inference.config import LIMITS, Settings
-from visualizations.kv_charts import race_lengths_figure
+from visualizations.kv_charts import (
+    cache_bytes_figure,
+    cache_grid_figure,
+    prefix_figure,
+    race_figure,
+    race_lengths_figure,
+)
 from visualizations.mechanism import race_diagram
 
 from . import kv_cache_handlers as run
@@ -53,8 +59,10 @@ def growth_tab(lm, settings: Settings, server=None) -> None:
                                  "kv-growth-stop")
     shown = {"text": gr.Markdown(elem_id="kv-growth-text"),
              "formula": gr.Markdown(elem_id="kv-formula"),
-             "grid": gr.Plot(label="Cache tensors", elem_id="kv-growth-grid"),
-             "size": gr.Plot(label="Cache bytes", elem_id="kv-growth-bytes")}
+             "grid": gr.Plot(cache_grid_figure(None, 0), label="Cache tensors",
+                             elem_id="kv-growth-grid"),
+             "size": gr.Plot(cache_bytes_figure([]), label="Cache bytes",
+                             elem_id="kv-growth-bytes")}
     handler = showing(shown, lambda p, n: run.growth_frames(lm, settings, p, n))
     ev = start.click(guarded(handler, alone=server), [prompt, new_tokens], list(shown.values()),
                      concurrency_id="model",
@@ -77,7 +85,7 @@ def race_tab(lm, settings: Settings, shared=None, server=None) -> None:
     start, stop = _run_and_stop("Race", "kv-race-btn", "kv-race-stop")
     shown = {"progress": gr.Markdown(elem_id="kv-race-progress"),
              "summary": gr.Markdown(elem_id="kv-race-summary"),
-             "plot": gr.Plot(label="Per-step latency", elem_id="kv-race-plot"),
+             "plot": gr.Plot(race_figure([]), label="Per-step latency", elem_id="kv-race-plot"),
              "diagram": gr.HTML(race_diagram([], [], lm.info.layers),
                                 elem_id="kv-race-diagram"),
              "noise": gr.State(None)}  # the last frame's busy-or-quiet reading
@@ -140,7 +148,7 @@ def prefix_tab(lm, settings: Settings, server=None) -> None:
         new_tokens = slider(settings, "prefix_new_tokens", "Answer tokens", scale=1)
     start, stop = _run_and_stop("Run both ways", "kv-prefix-btn", "kv-prefix-stop")
     shown = {"text": gr.Markdown(elem_id="kv-prefix-text"),
-             "plot": gr.Plot(elem_id="kv-prefix-plot",
+             "plot": gr.Plot(prefix_figure([]), elem_id="kv-prefix-plot",
                              label="Prefix reuse: time to first token")}
     handler = showing(shown, lambda s, q, n: run.prefix_frames(lm, settings, s, q, n))
     ev = start.click(guarded(handler, alone=server), [system, questions, new_tokens],
@@ -163,7 +171,8 @@ def attention_tab(lm, settings: Settings, server=None) -> None:
                           elem_id="kv-attn-layer")
         head = gr.Slider(0, lm.info.heads - 1, value=0, step=1, label="Query head",
                          elem_id="kv-attn-head")
-    shown = {"plot": gr.Plot(elem_id="kv-attn-plot", label="Attention over the cache"),
+    shown = {"plot": gr.Plot(run.attention_redraw(lm, None, 0, 0), elem_id="kv-attn-plot",
+                             label="Attention over the cache"),
              "view": gr.State(None)}
     inputs = {prompt, new_tokens, layer, head}
     handler = showing(shown, lambda data: run.show_attention(

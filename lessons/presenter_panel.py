@@ -27,15 +27,30 @@ from .presenter_handlers import at, clean, compare_text, fresh, measure_screen_s
 
 STORAGE_KEY = "llm-lab-presenter"
 # Arrow keys / Page Up-Down click Back and Next while the presenter is on screen and no field
-# has the focus; `?present=1` also hides the model card for a cleaner projected page.
+# has the focus. Presenting (`?present=1`, or a tap on the Present tab) hides the page's chrome,
+# the tab strip included (assets/presenter.css: `body.lab-presenting`), so a projector at 150%
+# zoom (853×480) shows a screen's title, button and number at once; Esc (or, on a phone, the
+# "Show the tabs" button under the screen) brings it back.
 KEYS_JS = """() => {
-  if (new URLSearchParams(location.search).get('present') === '1')
-    document.body.classList.add('lab-presenting');
+  const present = (on) => {
+    document.body.classList.toggle('lab-presenting', on);
+    if (on) window.scrollTo({top: 0, behavior: 'instant'});
+  };
+  if (new URLSearchParams(location.search).get('present') === '1') present(true);
   if (window.__labPresenterKeys) return;
   window.__labPresenterKeys = true;
+  document.addEventListener('click', (e) => {
+    const tab = e.target.closest && e.target.closest('#lesson-tabs > .tab-wrapper [role=tab]');
+    if (tab) present(tab.dataset.tabId === 'present');
+    if (e.target.closest && e.target.closest('#present-hint .lab-present-exit')) present(false);
+  });
   const keys = {ArrowRight: 'present-next', PageDown: 'present-next',
                 ArrowLeft: 'present-back', PageUp: 'present-back'};
   document.addEventListener('keydown', (e) => {
+    if (e.key === 'Escape' && document.body.classList.contains('lab-presenting')) {
+      present(false);
+      return;
+    }
     const id = keys[e.key];
     if (!id || e.altKey || e.ctrlKey || e.metaKey || e.shiftKey) return;
     const t = e.target;
@@ -56,8 +71,10 @@ def build(ctx: AppContext) -> None:
     progress = gr.BrowserState(fresh(), storage_key=STORAGE_KEY)
     with gr.Column(elem_id="presenter"):
         shown = gr.Markdown(screen_md(screens[0], 0, len(screens)), elem_id="present-screen")
-        guess = gr.Number(None, label="Your guess", visible=False, elem_id="present-guess")
-        run = gr.Button(screens[0].button, variant="primary", elem_id="present-run")
+        with gr.Row(elem_id="present-act", equal_height=True):  # one row: fits 853×480
+            guess = gr.Number(None, label="Your guess", visible=False, scale=3,
+                              elem_id="present-guess")
+            run = gr.Button(screens[0].button, variant="primary", scale=2, elem_id="present-run")
         result = gr.HTML(result_html(None), elem_id="present-result")
         compare = gr.Markdown(elem_id="present-compare")
         gr.Markdown(info_caption(lm.info), elem_id="present-machine",
@@ -65,6 +82,8 @@ def build(ctx: AppContext) -> None:
         with gr.Row(elem_id="present-nav"):
             back = gr.Button("← Back", elem_id="present-back")
             forward = gr.Button("Next →", elem_id="present-next")
+        gr.HTML("← → turn the page · <button class='lab-present-exit'>Show the tabs "
+                "(Esc)</button>", elem_id="present-hint")
 
     def view(p: dict) -> dict:
         i, s = at(screens, p)

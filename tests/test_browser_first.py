@@ -9,7 +9,16 @@ from __future__ import annotations
 
 import time
 
-from e2e_browser import ConsoleWatch, assert_clean, number, screenshot, text_of
+from e2e_browser import (
+    ConsoleWatch,
+    assert_clean,
+    busy,
+    number,
+    screenshot,
+    settled_value,
+    text_of,
+    wait_until,
+)
 
 SIZES = [(390, 844), (853, 480), (1280, 720)]
 ANSWERING = """() => { const v = document.querySelector('#start-cards .lab-big-value');
@@ -124,4 +133,108 @@ def test_next_lesson_lands_on_the_lessons_title(visitor):
     page.locator("#next-prefill").click()
     page.get_by_role("tab", name="3 · Decode", selected=True).wait_for()
     page.wait_for_function(LANDED, timeout=5_000)
+    assert_clean(page, watch)
+
+
+TOP_TABS = "#lesson-tabs > .tab-wrapper button[role=tab]"
+SUB_TABS = """() => {
+  const top = Array.from(document.querySelectorAll('#lesson-tabs > [role=tabpanel]'))
+    .find(p => p.getBoundingClientRect().height > 0);
+  return top ? Array.from(top.querySelectorAll('button[role=tab]'))
+    .map(b => b.innerText.trim()) : []; }"""
+# Charts on screen now: those still a bare icon (Gradio's "Empty value" box), and those drawn
+# with neither a title nor an annotation (nothing says what they are or what fills them).
+CHARTS = """() => { const shown = e => e.getBoundingClientRect().height > 0;
+  const where = e => (e.closest('.block[id]') || {}).id || '?';
+  const drawn = Array.from(document.querySelectorAll('.js-plotly-plot')).filter(shown);
+  return {drawn: drawn.map(where),
+          bare: Array.from(document.querySelectorAll('[aria-label="Empty value"]'))
+                  .filter(shown).map(where),
+          untitled: drawn.filter(g => { const l = g.layout || {};
+                      const t = l.title ? (l.title.text || String(l.title)) : '';
+                      return !t && !(l.annotations && l.annotations.length); }).map(where)}; }"""
+# Scroll the first block label below the tab bar up under it, then report (by element boxes)
+# each label whose box meets the bar's box where the bar is not the thing painted on top.
+LABELS_UNDER_BAR = """() => {
+  const bar = document.querySelector('#lesson-tabs > .tab-wrapper');
+  const labels = () => Array.from(document.querySelectorAll('[data-testid=block-label]'))
+    .filter(l => l.getBoundingClientRect().height > 0);
+  let b = bar.getBoundingClientRect();
+  const below = labels().find(l => l.getBoundingClientRect().top > b.bottom);
+  if (below) window.scrollBy(0, below.getBoundingClientRect().top - b.top - 1);
+  b = bar.getBoundingClientRect();
+  let met = 0; const bad = [];
+  labels().forEach(l => { const r = l.getBoundingClientRect();
+    const top = Math.max(r.top, b.top), bottom = Math.min(r.bottom, b.bottom);
+    const left = Math.max(r.left, b.left), right = Math.min(r.right, b.right);
+    if (top >= bottom || left >= right) return;
+    met += 1;
+    const hit = document.elementFromPoint((left + right) / 2, (top + bottom) / 2);
+    if (!hit || !bar.contains(hit)) bad.push(l.innerText.trim()); });
+  return {met, bad}; }"""
+
+
+# WCAG contrast of each visible block label, label text and slider end against the first
+# opaque background behind it; those under 4.5:1.
+LOW_CONTRAST = """() => {
+  const rgb = c => (c.match(/[\\d.]+/g) || []).map(Number);
+  const lum = ([r, g, b]) => [r, g, b].map(v => { v /= 255;
+    return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; })
+    .reduce((s, v, i) => s + v * [0.2126, 0.7152, 0.0722][i], 0);
+  const behind = e => { for (; e; e = e.parentElement) { const c = rgb(getComputedStyle(e)
+      .backgroundColor); if (c.length === 3 || (c.length === 4 && c[3] > 0.9)) return c; }
+    return [255, 255, 255]; };
+  return Array.from(document.querySelectorAll(
+      '[data-testid=block-label], [data-testid=block-info], [data-testid=min-value], ' +
+      '[data-testid=max-value]')).filter(e => e.getBoundingClientRect().height > 0)
+    .map(e => { const a = lum(rgb(getComputedStyle(e).color)), b = lum(behind(e));
+      return [e.innerText.trim().slice(0, 30),
+              (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05)]; })
+    .filter(([, ratio]) => ratio < 4.5); }"""
+
+
+def walk(page):
+    """Open every lesson tab and every sub-tab in it, in order; yield each screen's name."""
+    for top in page.locator(TOP_TABS).all_inner_texts():
+        top = top.strip()
+        page.evaluate("window.scrollTo(0, 0)")
+        page.locator("#lesson-tabs > .tab-wrapper").get_by_role("tab", name=top,
+                                                                exact=True).click()
+        yield top
+        if top == "Present":  # presenting hides the tab strip; Esc brings it back
+            page.keyboard.press("Escape")
+        for sub in page.evaluate(SUB_TABS):
+            page.evaluate("window.scrollTo(0, 0)")
+            page.get_by_role("tab", name=sub, exact=True).click()
+            yield f"{top} › {sub}"
+
+
+def test_every_chart_says_what_fills_it_and_no_label_covers_the_tabs(visitor):
+    """Issue 23, at load: walking every tab and sub-tab at a phone and a projector, no chart is
+    a bare icon (each has a title or an annotation saying which button fills it); with a
+    block label scrolled under the sticky tab bar, the bar is what is painted there; and block
+    labels and slider ends are at least 4.5:1 against their background."""
+    page, watch = visitor
+    # Let the first screen's live answer end first: a tab click cancels it, and Gradio answers
+    # a cancel that races the answer's own end with an error (its event id already gone).
+    wait_until(lambda: page.evaluate(ANSWERING) and not busy(page, "start-cards"), 120,
+               "the first screen's live answer to end")
+    for width, height in [(390, 844), (1280, 720)]:
+        page.set_viewport_size({"width": width, "height": height})
+        drawn, met = set(), 0
+        for screen in walk(page):
+            charts = settled_value(lambda: page.evaluate(CHARTS),
+                                   lambda c: not c["bare"] and not c["untitled"], timeout_s=5)
+            assert charts["bare"] == [] and charts["untitled"] == [], (width, screen, charts)
+            drawn |= set(charts["drawn"])
+            under = page.evaluate(LABELS_UNDER_BAR)
+            assert under["bad"] == [], (width, screen, under)
+            met += under["met"]
+            assert tabs_covered(page) == [], (width, screen)
+            assert page.evaluate(LOW_CONTRAST) == [], (width, screen)
+        # the walk saw the lessons' charts (every one of these started as a bare icon), and
+        # labels did pass under the bar, so the two checks above had something to check
+        assert {"decode-candidates", "decode-timing", "kv-growth-grid", "kv-growth-bytes",
+                "kv-race-plot", "kv-prefix-plot", "kv-attn-plot"} <= drawn, drawn
+        assert len(drawn) >= 25 and met >= 10, (len(drawn), met)
     assert_clean(page, watch)

@@ -9,9 +9,11 @@ from pathlib import Path
 from urllib.parse import quote
 
 from e2e_browser import (
+    SCREENSHOTS,
     assert_clean,
     open_tab,
     set_slider,
+    settled_value,
     tab_panel,
     text_of,
     wait_until,
@@ -228,3 +230,52 @@ def test_every_chart_gives_its_drawn_points_as_csv(visitor, server, tmp_path):
         .map(g => g.parentElement.querySelectorAll(':scope > .lab-csv').length)""")
     assert charts and set(charts) == {1}, charts
     assert_clean(page, watch)
+
+
+# Where a presenter screen's parts are (viewport px), and whether the tab strip is shown.
+PARTS_JS = """() => { const box = s => { const e = document.querySelector(s);
+    const r = e && e.getBoundingClientRect(); return r && r.height ? [r.top, r.bottom] : null; };
+  return {title: box('#present-screen h2'), run: box('#present-run'),
+          result: box('#present-result'), big: box('#present-result .present-big'),
+          tabs: box('#lesson-tabs > .tab-wrapper'), height: window.innerHeight}; }"""
+
+
+def test_presenter_fits_a_projector_at_150_percent(visitor, server):
+    """Issue 23: at 853×480 (1280×720 at 150%) every screen shows its title, its button and
+    where its number appears without scrolling, the page's chrome hidden; after a run the
+    number itself is on screen. Esc brings the tab strip back; the Present tab hides it again."""
+    page, watch = visitor
+    page.set_viewport_size({"width": 853, "height": 480})
+    _go(page, f"{_base(server)}?present=1")
+    wait_until(lambda: _screen(page) >= 1, 30, "the presenter")
+    page.locator("#present-machine").click()  # focus on the page, not in a field
+    while _screen(page) > 1:  # earlier tests' visitors left it further on (remembered)
+        _press(page, "ArrowLeft", _screen(page) - 1)
+    _press(page, "ArrowRight", 2)
+    page.locator("#present-run").click()  # screen 2: the token count, quick
+    wait_until(lambda: page.evaluate(PARTS_JS)["big"], 60, "screen 2's number")
+    parts = page.evaluate(PARTS_JS)
+    big = parts["big"][1] - parts["result"][0]  # how far below the result's top it ends
+    assert big > 30, parts
+    _press(page, "ArrowLeft", 1)
+    for n in range(1, TOTAL + 1):
+        if n > 1:
+            _press(page, "ArrowRight", n)
+        parts = settled_value(lambda: page.evaluate(PARTS_JS),
+                              lambda p, n=n: p["title"] and SCREENS[n - 1].title in text_of(
+                                  page, "present-screen"))
+        assert parts["tabs"] is None, f"screen {n}: the tab strip is showing"
+        for part in ("title", "run", "result"):
+            top, bottom = parts[part]
+            assert 0 <= top and bottom <= parts["height"], (n, part, parts)
+        assert parts["result"][0] + big <= parts["height"], (n, "the number", big, parts)
+        if n == 2:
+            assert parts["big"] and parts["big"][1] <= parts["height"], parts
+    page.screenshot(path=str(SCREENSHOTS / "presenter-853x480-last.png"))
+    page.keyboard.press("Escape")
+    wait_until(lambda: page.evaluate(PARTS_JS)["tabs"], 5, "Esc to bring the tabs back")
+    page.get_by_role("tab", name="Present", exact=True).click()
+    wait_until(lambda: page.evaluate(PARTS_JS)["tabs"] is None, 5, "Present to hide them again")
+    page.locator("#present-hint .lab-present-exit").click()  # a phone has no Esc key
+    wait_until(lambda: page.evaluate(PARTS_JS)["tabs"], 5, "the button to bring the tabs back")
+    _clean(page, watch)

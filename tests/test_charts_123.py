@@ -1,4 +1,5 @@
 """Figure, HTML and markdown builders for 'Try it' and lessons 1-3, on hand-made data."""
+import re
 from dataclasses import dataclass
 
 from fake_events import Ev
@@ -126,3 +127,48 @@ def test_sweep_lines_quote_measured_not_extrapolated():
     only_extrapolated = sweep_verdict_md([PrefillPoint(512, 0.1, 5.0, False)])
     assert "extrapolated" in only_extrapolated and "**50×**" in only_extrapolated
     assert sweep_verdict_md([]) == "No prompt lengths were measured."
+
+
+def card_values(md: str) -> list[str]:
+    return re.findall(r"<span class='lab-big-value'>([^<]*)</span>", md)
+
+
+def test_decode_and_prefill_headline_numbers_are_cards():
+    """Issue 23: Decode's TTFT/TPOT and Prefill it's speed-up were 14-px prose; they are cards
+    (visualizations/cards.py, the first screen's), each saying how it was measured."""
+    evs = [Ev(0, "Hi", False, 1, "greedy", 0.5, 30, 30, 1000),
+           Ev(1, " there", False, 2, "greedy", 0.1, 1, 31, 2000),
+           Ev(2, "!", False, 3, "greedy", 0.1, 1, 32, 1_500_000)]
+    md = decode_stats_md(evs, None)
+    assert card_values(md) == ["500 ms", "100 ms", "10.0 tokens/s", "1.50 MB"]
+    assert "prefill of 30 tokens" in md and "32 positions" in md and "**Tokens:** 3" in md
+    assert card_values(decode_stats_md(evs[:1], None)) == ["500 ms", "—", "—", "0.00 MB"]
+    assert "lab-big" not in decode_stats_md([], None)
+    assert card_values(prefill_report_md(Measured(100, 0.2, 0.25, 0.05, 4))) == [
+        "200 ms", "250 ms", "25×"]
+    assert "cheaper by" in prefill_report_md(Measured(100, 0.2, 0.25, 0.05, 4))
+    slow = prefill_report_md(Measured(10, 0.2, 0.25, 0.01, 4))  # 20 ms a token vs 10 ms a step
+    assert card_values(slow)[-1] == "2.0×" and "costs more by" in slow
+    assert card_values(prefill_report_md(Measured(10, 0.02, 0.03, None, 0))) == ["20 ms", "30 ms"]
+    assert card_values(live_stats_md(0.25, 0.5, 5, 30)) == ["250 ms", "100 ms", "10.0 tokens/s"]
+
+
+def test_empty_decode_charts_name_their_buttons():
+    for fig in (candidates_figure([], None, None), decode_latency_figure([], "")):
+        (note,) = fig.layout.annotations
+        assert "Step" in note.text and "appear" in note.text
+
+
+def test_issue_23_words_are_defined_and_listed_where_used():
+    """GFLOP/s, FLOPs per byte, AVX-512/AMX, matmul, activations, sliding window and "synced"
+    have glossary entries, and each is in the word list of a lesson whose text uses it."""
+    import lessons
+    from visualizations.glossary import TERMS
+
+    where = {"flops": "machine", "intensity": "machine", "simd": "quantization",
+             "matmul": "machine", "activations": "quantization", "window": "context",
+             "synced": "decode"}
+    for key, tab in where.items():
+        name, meaning = TERMS[key]
+        assert len(meaning) > 40, (key, meaning)
+        assert key in lessons.BY_ID[tab].words, (key, tab)

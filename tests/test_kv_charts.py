@@ -193,3 +193,14 @@ def test_prefix_text_table():
     assert text.startswith(head)
     assert "| Q1? | 100 | 90 | 500 ms | 100 ms | 5.0× | ✓ same | 'ok' |" in text
     assert "| Q2? | 104 | 90 | 400 ms | 200 ms | 2.0× | ✗ differ | 'no' |" in text
+
+
+def test_every_empty_chart_names_the_button_that_fills_it():
+    """Issue 23: lesson 4's charts started as a bare icon; each empty one now says what will
+    appear and which button draws it (the button's own label)."""
+    for fig, button in [(kv_charts.cache_grid_figure(None, 0), "Generate and watch the cache"),
+                        (kv_charts.cache_bytes_figure([]), "Generate and watch the cache"),
+                        (kv_charts.race_figure([]), "Race"),
+                        (kv_charts.prefix_figure([]), "Run both ways")]:
+        (note,) = fig.layout.annotations
+        assert button in note.text and "appear" in note.text, note.text

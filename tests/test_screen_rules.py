@@ -72,7 +72,8 @@ def test_branch_pick_is_not_averaged_into_time_per_token():
            Ev(2, "c", False, 3, "your pick", 0.9, 1, 32, 3),
            Ev(3, "d", False, 4, "greedy", 0.1, 1, 33, 4)]
     md = decode_stats_md(evs, None)
-    assert "**Time per output token:** 100 ms (mean of 2" in md and "10.0 tokens/s" in md
+    assert "100 ms</span><span class='lab-big-note'>mean of 2 steps<" in md
+    assert "10.0 tokens/s" in md
     assert "1 step left out: your branch pick" in md
     fig = decode_latency_figure([e.seconds for e in evs], "cap", forced=[2])
     bars, rate = fig.data

@@ -1,6 +1,7 @@
 """Lesson 3's text view: the answer so far, each token a tile numbered by its step."""
 from __future__ import annotations
 
+from .cards import Card, cards_html
 from .token_view import TINTS, chip, visible_whitespace
 
 
@@ -29,30 +30,33 @@ def timed_step(event) -> bool:
 
 
 def decode_stats_md(events, finished: str | None) -> str:
-    """TTFT, TPOT, tokens/s and cache size from the measured step events."""
+    """TTFT, TPOT, tokens/s and the cache's size as cards (the numbers a class reads, each
+    with how it was taken), then one line: the token count, any step left out, how it ended."""
     if not events:
         return "*No tokens yet.*"
     ttft = events[0].seconds
     rest = [e.seconds for e in events[1:] if timed_step(e)]
     left_out = len(events) - 1 - len(rest)
-    parts = [f"**Time to first token:** {ttft * 1000:.0f} ms (prefill of "
-             f"{events[0].forward_tokens} tokens + choosing)"]
-    if rest:
-        tpot = sum(rest) / len(rest)
-        why = (f"; {left_out} step{'s' if left_out > 1 else ''} left out: your branch pick or a "
-               "cache rebuilt, not ordinary decode steps" if left_out else "")
-        parts.append(f"**Time per output token:** {tpot * 1000:.0f} ms (mean of "
-                     f"{len(rest)}{why})")
-        parts.append(f"**Decode speed:** {1 / tpot:.1f} tokens/s")
+    tpot = sum(rest) / len(rest) if rest else None
     last = events[-1]
-    parts.append(f"**KV cache:** {last.cache_tokens} positions, {last.cache_bytes / 1e6:.2f} MB "
-                 "(one behind the text: the newest token's keys and values are written by the "
-                 "next step, which reads it)")
-    parts.append(f"**Tokens:** {len(events)}")
+    cards = cards_html([
+        Card("Time to first token", f"{ttft * 1000:,.0f} ms",
+             f"prefill of {events[0].forward_tokens} tokens + choosing"),
+        Card("Time per output token", f"{tpot * 1000:,.0f} ms" if tpot else "—",
+             f"mean of {len(rest)} step{'s' if len(rest) > 1 else ''}" if tpot
+             else "from the second token on"),
+        Card("Decode speed", f"{1 / tpot:.1f} tokens/s" if tpot else "—", "1 ÷ time per token"),
+        Card("KV cache", f"{last.cache_bytes / 1e6:.2f} MB",
+             f"{last.cache_tokens} positions, one behind the text")])
+    parts = [f"**Tokens:** {len(events)}",
+             "the newest token's keys and values are written by the next step, which reads them"]
+    if left_out:
+        parts.append(f"{left_out} step{'s' if left_out > 1 else ''} left out: your branch pick "
+                     "or a cache rebuilt, not ordinary decode steps")
     if finished:
         parts.append(f"**Finished:** {finished}")
-    return (" · ".join(parts)
-            + "  \n*All measured on this machine, device synced before each clock read.*")
+    parts.append("*all measured here, device synced before each clock read*")
+    return cards + " · ".join(parts)
 
 
 CACHE_FREED = ("ℹ️ *Your KV cache had been freed to keep the room's memory within its budget "

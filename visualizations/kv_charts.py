@@ -14,8 +14,9 @@ from .style import MEASURED, PALETTE, SEQUENCE, THEORETICAL, empty_figure, style
 
 def cache_grid_figure(snap, prompt_tokens: int, caption: str = "") -> go.Figure:
     """The real cache: one row per layer, one column per cached token, colour = key length."""
-    if not snap.tokens:
-        return empty_figure("Press Generate: the cache appears here, one column per token.")
+    if snap is None or not snap.tokens:
+        return empty_figure("Press “Generate and watch the cache”: the real cache tensors "
+                            "appear here, one column per token.")
     fig = go.Figure(go.Heatmap(
         z=[list(row) for row in snap.key_norms], x=list(range(snap.tokens)),
         y=list(range(snap.layers)), colorscale="Viridis", colorbar=dict(title="|key|"),
@@ -34,7 +35,8 @@ def cache_grid_figure(snap, prompt_tokens: int, caption: str = "") -> go.Figure:
 def cache_bytes_figure(history: list[tuple[int, int, int]], caption: str = "") -> go.Figure:
     """history: (tokens, bytes the tensors hold, bytes the formula predicts) after each step."""
     if not history:
-        return empty_figure("Cache bytes appear here as tokens are generated.")
+        return empty_figure("Press “Generate and watch the cache”: its bytes appear here, "
+                            "token by token, beside the formula.")
     tokens = [h[0] for h in history]
     fig = go.Figure([
         go.Scatter(x=tokens, y=[h[2] for h in history], mode="lines",
@@ -49,7 +51,8 @@ def cache_bytes_figure(history: list[tuple[int, int, int]], caption: str = "") -
 def race_figure(steps, caption: str = "") -> go.Figure:
     """Per-step latency of both lanes (left axis) and tokens each forward pass processed (right)."""
     if not steps:
-        return empty_figure("Press Race: both lanes appear here, step by step.")
+        return empty_figure("Press Race: each step's time, with and without the cache, "
+                            "appears here.")
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     lanes = (("cached", PALETTE["blue"], "with KV cache"),
              ("recompute", PALETTE["vermillion"], "no cache: recompute everything"))
@@ -176,7 +179,8 @@ def gqa_figure(rows: list[tuple[str, int]], caption: str = "") -> go.Figure:
 def prefix_figure(runs, caption: str = "") -> go.Figure:
     """Grouped bars: TTFT with a full prefill vs with the stored prefix cache, per question."""
     if not runs:
-        return empty_figure("Press Run: each question is answered both ways.")
+        return empty_figure("Press “Run both ways”: each question's time to first token, "
+                            "with and without the stored prefix, appears here.")
     labels = [r.question if len(r.question) <= 28 else r.question[:27] + "…" for r in runs]
     fig = go.Figure([
         go.Bar(x=labels, y=[r.ttft_full * 1000 for r in runs], name=f"full prefill ({MEASURED})",

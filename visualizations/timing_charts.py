@@ -76,7 +76,7 @@ def candidates_figure(candidates, chosen_id: int | None, shaped: list[float] | N
     candidates: objects with .token_id, .piece, .raw_probability; shaped: per-candidate
     probabilities after temperature/top-k/top-p (None for greedy)."""
     if not candidates:
-        return empty_figure("Candidates for the next token appear after the first Step.")
+        return empty_figure("Press Step or Play: the likeliest next tokens appear here.")
     labels = [f"{repr(c.piece)[1:-1] or '∅'}  #{c.token_id}" for c in candidates][::-1]
     raw = [c.raw_probability * 100 for c in candidates][::-1]
     edge = [PALETTE["vermillion"] if c.token_id == chosen_id else "rgba(0,0,0,0)"

@@ -33,12 +33,19 @@ def prefill_report_md(m) -> str:
     """Explain one measured prefill. `m` has .prompt_tokens, .prefill_seconds, .ttft_seconds,
     .decode_step_seconds (median, or None when no decode step ran) and .decode_steps."""
     n, prefill = m.prompt_tokens, m.prefill_seconds
-    lines = [
+    tpot = m.decode_step_seconds
+    heads = [Card(f"Prefill, {n} tokens", f"{prefill * 1000:,.0f} ms", "measured, one pass"),
+             Card("Time to first token", f"{m.ttft_seconds * 1000:,.0f} ms", "measured")]
+    if tpot:  # prefill's time per prompt token against a decode step's one token
+        ratio = tpot / (prefill / n)
+        heads.append(Card("Per token, prefill is cheaper by" if ratio >= 1 else
+                          "Per token, prefill costs more by", times(max(ratio, 1 / ratio)),
+                          "than a decode step, measured"))
+    lines = [cards_html(heads).rstrip("\n"), ""] + [
         f"**Measured on this machine:** your prompt is **{n} tokens** (chat template included).",
         f"- Prefill: all {n} tokens in **one forward pass**: **{prefill * 1000:.0f} ms** "
         f"({n / prefill:,.0f} tokens/s). Time to first token: **{m.ttft_seconds * 1000:.0f} ms**.",
     ]
-    tpot = m.decode_step_seconds
     if tpot:
         per_tok = prefill / n
         lines += [
