@@ -112,13 +112,15 @@ class MachineView:
 
 
 def measure_machine_steps(lm, shared=None) -> Iterator[str | MachineView]:
-    """`measure_machine` in three parts, a progress line after each of the first two (a
+    """`measure_machine` in three parts, a progress line before each (a
     lesson job ends at each yield, so the server's steps run between the parts), then the
     view."""
+    yield "⏳ Part 1 of 3: reading memory bandwidth and timing decode…"
     r = measure_roofline(lm, shared=shared)
-    yield "⏳ Read bandwidth and decode speed measured; now the arithmetic roof…"
+    yield ("⏳ Part 1 of 3 done: read bandwidth and decode speed measured. Part 2 of 3: the "
+           "arithmetic roof…")
     roof = measure_compute_roof(lm, r, shared, batch_points=latest_batch_points(lm, shared))
-    yield "⏳ Both roofs measured; now profiling one decode step…"
+    yield "⏳ Part 2 of 3 done: both roofs measured. Part 3 of 3: profiling one decode step…"
     yield _machine_view(lm, shared, r, roof)
 
 

@@ -103,7 +103,8 @@ def build(ctx: AppContext) -> None:
     gr.Markdown("## This machine's roofline\nHow fast *can* decode be here? Measure the memory "
                 "bandwidth, then see where this model's measured decode speed sits under it.")
     run = gr.Button("Measure this machine", variant="primary", elem_id="perf-run")
-    text = gr.Markdown("*Press the button: it takes a few seconds.*", elem_id="perf-result")
+    text = gr.Markdown("*Press the button: it measures in three parts and says here which one "
+                       "it is on.*", elem_id="perf-result")
     chart = gr.Plot(empty_figure("The roofline appears here after measuring."), label="Roofline",
                     elem_id="perf-chart")
     gr.Markdown("### Two roofs: memory and arithmetic\nThe same button also measures how fast "

@@ -14,6 +14,8 @@ from e2e_browser import (
     open_tab,
     plot_points,
     plot_title,
+    record_changes,
+    recorded_changes,
     screenshot,
     set_number,
     set_slider,
@@ -300,8 +302,11 @@ def test_this_machine_shows_both_roofs(visitor):
     them, measured on the machine the browser is talking to."""
     page, watch = visitor
     open_tab(page, "This machine")
+    record_changes(page, "perf-result")
     page.locator("#perf-run").click()
     wait_until(lambda: "Ridge point" in text_of(page, "perf-compute"), 120, "the compute roof")
+    shown = recorded_changes(page, "perf-result")  # never dead air: each part says so
+    assert any("Part 1 of 3" in t for t in shown) and any("Part 3 of 3" in t for t in shown), shown
     text = text_of(page, "perf-compute")
     assert number(r"Compute roof \(measured\): ([\d,]+) GFLOP/s", text) > 0
     rows = table_rows(page, "perf-compute")
