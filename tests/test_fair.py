@@ -287,17 +287,22 @@ def test_budget_over_budget_race_refused_at_once_before_any_pass(app_module, app
         visitor.close()
 
 
-def test_budget_time_limit_stops_the_race_with_a_sentence_and_what_it_measured(app_module):
-    """The app's own KV race handler under a time limit of 0 s: it stops after its first
-    frame, says so above that frame's progress, and keeps the frame's chart."""
+def test_budget_time_limit_stops_the_race_with_a_sentence_and_what_it_measured(app_module,
+                                                                              monkeypatch):
+    """The app's own KV race handler under a time limit of 1.5 s on a clock that moves 1 s per
+    reading: it stops after its second frame (a progress line, then the first timed chunk's
+    chart), says so above that frame's progress, and keeps the chart."""
+    from lessons.common import measure_limits
+    ticks = iter(range(10**6))
+    monkeypatch.setattr(measure_limits, "clock", lambda: float(next(ticks)))
     block_fn = app_module.demo.fns[_fn(app_module, "kv_race")]
     handler = block_fn.fn.__wrapped__  # the guarded handler, before the app's limits
-    tight = replace(app_module.SETTINGS, measure_limit_s=0.0)
+    tight = replace(app_module.SETTINGS, measure_limit_s=1.5)
     frames = list(_measured(handler, _first_markdown(block_fn), tight,
                             SharedRuns(60))(RACE_PROMPT, 32, None))
-    assert len(frames) == 2  # one chunk measured, then the stop
+    assert len(frames) == 3  # a progress line, one chunk measured, then the stop
     _, progress = _first_markdown(block_fn)
     stopped = frames[-1][progress]
-    assert stopped.startswith(TIME_UP.format(s=0.0)[:40])
-    assert set(frames[0]) <= set(frames[-1])  # what it measured so far is still shown
+    assert stopped.startswith(TIME_UP.format(s=1.5)[:40])
+    assert set(frames[0]) | set(frames[1]) <= set(frames[-1])  # what it measured so far
     assert any(v is not None and k is not progress for k, v in frames[-1].items())

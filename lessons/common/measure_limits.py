@@ -26,9 +26,12 @@ from gradio.context import LocalContext
 
 from inference.config import Settings
 
+from .input_check import InputRefused, check_inputs
 from .shared_runs import SharedRuns
 
 HEAVY = "heavy"  # the concurrency lane of every measurement
+clock = time.monotonic  # the time limit's clock (seconds; a test may step it)
+
 TIME_UP = ("⏱ **Stopped at this measurement's time limit ({s:.0f} s)**, so the others waiting "
            "could have their turn. What it measured so far is below; fewer tokens or fewer "
            "sizes fit in the limit.")
@@ -49,6 +52,10 @@ def over_budget(block_fn, data: list, lm, settings: Settings, work: dict[str, Wo
     """The refusal sentence when the event's settings exceed the work budget, else None."""
     estimate = work.get(block_fn.api_name or "")
     if estimate is None:
+        return None
+    try:  # values the input check refuses get its sentence (a length not offered is not work)
+        check_inputs(block_fn, list(data or []), {}, settings.max_prompt_chars)
+    except InputRefused:
         return None
     try:
         tokens = int(estimate(lm, settings, named_values(block_fn, data), list(data or [])))
@@ -89,13 +96,13 @@ def _measured(fn, markdown, settings: Settings, runs: SharedRuns):
 def timed(frames: Iterator, limit_s: float, annotate) -> Iterator:
     """`frames` until `limit_s` has passed, checked after each one; then stop the run (it
     frees the lane and the compute thread) and show its last outputs under TIME_UP."""
-    begun, merged = time.monotonic(), None
+    begun, merged = clock(), None
     try:
         for frame in frames:
             merged = {**merged, **frame} if isinstance(frame, dict) and isinstance(
                 merged, dict) else frame
             yield frame
-            if time.monotonic() - begun > limit_s:
+            if clock() - begun > limit_s:
                 frames.close()
                 yield annotate(merged, TIME_UP.format(s=limit_s))
                 return
