@@ -204,7 +204,7 @@ def test_diagram_race_lesson(visitor):
     page.locator("#kv-race-btn").click()
     wait_until(lambda: "Step 4 of 4" in text_of(page, "kv-race-progress"), 90, "the race")
     d = wait_until(lambda: (x := diagram(page, "kv-race-diagram")) and x["step"] == "3" and x,
-                   10, "the race diagram's last step")
+                   60, "the race diagram's last step")  # step 4's chunk follows its line
     cached, plain = d["lanes"]
     prompt = cached["cached"] - 3
     assert strips_hold(d, 0, prompt=prompt, generated=3, fresh=1)
