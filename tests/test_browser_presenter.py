@@ -60,7 +60,7 @@ def _go(page, url: str) -> None:
 
 def _press(page, key: str, expect: int) -> None:
     page.keyboard.press(key)
-    wait_until(lambda: _screen(page) == expect, 15, f"screen {expect} after {key}")
+    wait_until(lambda: _screen(page) == expect, 30, f"screen {expect} after {key}")
 
 
 def _index(key: str) -> int:

@@ -249,7 +249,10 @@ def test_shared_sweep_keeps_its_verdict_and_legends_clear_titles(server, browser
         page.close()
     # The cards and the verdict, up to the line after "Done.", are the same for a shared result.
     first, again, *_ = (verdict(text) for text in lines)
-    assert "shared result" in lines[1] or "shared result" in lines[0]
+    # the second visitor sees it was measured for someone else: the sweep's own shared
+    # result, or the app's rule for identical measurements (lessons/common/shared_runs.py)
+    assert any("shared result" in t or "for another visitor with the same settings" in t
+               for t in lines[:2]), lines
     assert first == again and "Done. At 8 tokens" in first, lines
 
 
