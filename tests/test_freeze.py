@@ -10,7 +10,6 @@ server step (or the end of a job) inside it. And the caption says how many chats
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 
 import pytest
@@ -21,6 +20,7 @@ from inference.server import Server
 from inference.tokens import prompt_ids
 from lessons import batching_handlers, kv_cache_handlers
 from lessons.common.feedback import guarded
+from polling import wait_for
 from visualizations.style import sharing_sentence
 
 CHATS = ["Write a long story about a lighthouse keeper and the sea.",
@@ -29,14 +29,6 @@ CHATS = ["Write a long story about a lighthouse keeper and the sea.",
          "Write a long letter to a friend about your summer."]
 
 
-def wait_for(cond, timeout: float = 120.0) -> bool:
-    """Poll `cond` until true (no fixed sleeps)."""
-    tick = threading.Event()
-    for _ in range(int(timeout / 0.05)):
-        if cond():
-            return True
-        tick.wait(0.05)
-    return False
 
 
 def logged_stopwatch(real, log: list):

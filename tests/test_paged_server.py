@@ -3,7 +3,6 @@ and seeded) while others join and leave; a prefix-cache hit gives the same token
 a preempted request resumes with the same tokens; shared blocks are reference counted, idle
 cached blocks are evicted when the pool needs room, no block leaks, and a request too large
 for the pool is told so."""
-import threading
 
 import pytest
 
@@ -13,6 +12,7 @@ from inference.generation import stream
 from inference.sampling import SamplingSettings
 from inference.server import Server
 from inference.tokens import prompt_ids
+from polling import wait_for
 
 TEACHER = ("You are the teaching assistant of a class on how language models are served. "
            "Answer in one short sentence, plainly, for a beginner.")
@@ -23,14 +23,6 @@ def solo(lm, ids, sampling, n):
     return [e.token_id for e in stream(lm, ids, sampling, n)]
 
 
-def wait_for(cond, timeout=120.0):
-    """Poll `cond` until true (no fixed sleeps)."""
-    done = threading.Event()
-    for _ in range(int(timeout / 0.02)):
-        if cond():
-            return True
-        done.wait(0.02)
-    return False
 
 
 def tokens(req):

@@ -2,7 +2,6 @@
 the tokens it would get alone; cancel frees its row; a full queue says so; `exclusive()`
 (tests and benchmarks filling the queue) pauses the batcher and in-flight requests finish
 correctly afterwards."""
-import threading
 
 import pytest
 
@@ -11,6 +10,7 @@ from inference.generation import stream
 from inference.sampling import SamplingSettings
 from inference.server import Server, ServerBusyError
 from inference.tokens import prompt_ids
+from polling import wait_for
 
 PROMPTS = [LIMITS.default_prompt, "Name three planets.",
            "Write a haiku about tea.", "What is 2 + 2?"]
@@ -22,14 +22,6 @@ def solo(lm, ids, sampling, n):
     return [e.token_id for e in stream(lm, ids, sampling, n)]
 
 
-def wait_for(cond, timeout=120.0):
-    """Poll `cond` until true (no fixed sleeps)."""
-    done = threading.Event()
-    for _ in range(int(timeout / 0.05)):
-        if cond():
-            return True
-        done.wait(0.05)
-    return False
 
 
 @pytest.fixture
