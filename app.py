@@ -19,6 +19,7 @@ from inference.loading import load_model
 from inference.remote_engine import RemoteEngine
 from inference.server import Server
 from lessons import TABS
+from lessons.common.cancels import CleanCancels
 from lessons.common.chart_csv import wire_chart_csv
 from lessons.common.classroom_guard import (
     Fairness,
@@ -32,11 +33,7 @@ from lessons.common.lesson_text import lesson_text
 from lessons.common.links import link_notice, wire_links
 from lessons.common.measure_limits import limit_measurements
 from lessons.common.next_lesson import lesson_footer, wire_scroll
-from lessons.common.request_limits import (
-    LimitRequestSize,
-    NothingToCancel,
-    WordValidationErrors,
-)
+from lessons.common.request_limits import LimitRequestSize, WordValidationErrors
 from lessons.common.session_budget import bound_sessions
 from lessons.common.shared_runs import SharedRuns
 from lessons.measurement_work import WORK
@@ -90,7 +87,7 @@ def launch_options() -> dict:
                 max_threads=SETTINGS.server_rows + SETTINGS.server_queue + 40,
                 app_kwargs={"middleware": [
                     Middleware(LimitRequestSize, max_bytes=SETTINGS.max_request_bytes),
-                    Middleware(RefuseUploads), Middleware(NothingToCancel),
+                    Middleware(RefuseUploads), Middleware(CleanCancels),
                     Middleware(WordValidationErrors)]},
                 theme=gr.themes.Soft(font=["system-ui", "sans-serif"],
                                      font_mono=["ui-monospace", "monospace"]))

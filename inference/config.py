@@ -69,6 +69,7 @@ class Settings:
     server_queue: int = 64  # requests waiting for a row; the next one is refused with a message
     server_cache_mb: int = 1_024  # KV cache of all rows: the block pool (padded: worst case)
     server_window_s: float = 60.0  # the "last minute" of the live server view
+    stop_check_s: float = 0.5  # an answer waiting on the server re-yields this often, so Stop lands
 
     # The web queue: per visitor (browser tab or API client) and per lane.
     queue_size: int = 256  # every waiting event, all lanes together

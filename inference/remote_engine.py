@@ -124,8 +124,11 @@ class RemoteRequest:
             body["seed"] = s.seed
         return body
 
-    def events(self, timeout_s: float = TIMEOUT_S) -> Iterator[StepEvent]:
-        """Stream the answer: one event per chunk of text, the last one marked finished."""
+    def events(self, timeout_s: float = TIMEOUT_S, idle_s: float | None = None
+               ) -> Iterator[StepEvent]:
+        """Stream the answer: one event per chunk of text, the last one marked finished.
+        `idle_s` is accepted for the local request's signature; the HTTP stream has no idle
+        ticks (a Stop lands at the next chunk, or when the stream is closed)."""
         text, last, index = "", self.submitted, 0
         try:
             for chunk in self.engine.stream("/v1/completions", self.body(), timeout_s):

@@ -58,11 +58,27 @@ class ServedRequest:
     def cancelled(self) -> bool:
         return self._cancelled.is_set()
 
-    def events(self, timeout_s: float = 600.0) -> Iterator[StepEvent]:
-        """Yield this request's events until it finishes. Leaving the loop early cancels it."""
+    def events(self, timeout_s: float = 600.0, idle_s: float | None = None
+               ) -> Iterator[StepEvent | None]:
+        """Yield this request's events until it finishes. Leaving the loop early cancels it.
+
+        With `idle_s`, a `None` comes whenever `idle_s` seconds pass with no event (the request
+        waits in the queue, was preempted, or a long step runs): a consumer streaming to a
+        browser yields then, so a Stop pressed meanwhile lands within `idle_s`, not at the
+        next token. `timeout_s` with no event at all ends the request with a message."""
+        deadline = time.monotonic() + timeout_s
         try:
             while True:
-                item = self._events.get(timeout=timeout_s)
+                left = deadline - time.monotonic()
+                try:
+                    item = self._events.get(timeout=max(0.0, left if idle_s is None
+                                                        else min(idle_s, left)))
+                except queue.Empty:
+                    if time.monotonic() >= deadline:
+                        raise ServerStoppedError(
+                            "The server did not answer in time; try again.") from None
+                    yield None
+                    continue
                 if item is None:
                     return
                 if isinstance(item, Exception):
@@ -70,8 +86,7 @@ class ServedRequest:
                 yield item
                 if item.finished:
                     return
-        except queue.Empty:
-            raise ServerStoppedError("The server did not answer in time; try again.") from None
+                deadline = time.monotonic() + timeout_s
         finally:
             self.cancel()
 

@@ -40,19 +40,25 @@ def generate_chat(lm, settings: Settings, server, prompt: str, max_new: int
     if isinstance(max_new, float) and max_new.is_integer():
         max_new = int(max_new)
     req = server.submit(ids, SamplingSettings(), max_new)
-    yield ChatFrame([dict(m) for m in history], waiting_md(req.ahead))
+    frame = ChatFrame([dict(m) for m in history], waiting_md(req.ahead))
+    yield frame
     # LLM_LAB_SERVE_URL: another engine answers; say which (asked once, not per token)
     remote = (f"Served by {server.describe()}, not by this machine."
               if hasattr(server, "describe") else "")
     try:
-        for ev, ttft, decode_s, n in timed_events(req):
+        for timed in timed_events(req, settings.stop_check_s):
+            if timed is None:  # nothing new yet: the same frame, where a Stop can land
+                yield frame
+                continue
+            ev, ttft, decode_s, n = timed
             ended = ev.finished == "end of turn"
             history[1]["content"] = (ev.text.replace(lm.tokenizer.eos_token, "") if ended
                                      else ev.text)
             served = remote or shared_steps_note(req.mean_batch_rows, req.queued_seconds)
             lines = [live_stats_md(ttft, decode_s, n, len(ids)), served,
                      limit_note(ev.finished, req.max_new_tokens)]
-            yield ChatFrame([dict(m) for m in history], "  \n".join(x for x in lines if x))
+            frame = ChatFrame([dict(m) for m in history], "  \n".join(x for x in lines if x))
+            yield frame
     finally:
         req.cancel()  # Stop, a closed tab or an error: the row is freed at the next step
 

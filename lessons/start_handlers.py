@@ -53,20 +53,26 @@ def live_frames(lm, settings: Settings, server, prompt: str) -> Iterator[LiveFra
     req = server.submit(ids, SamplingSettings(), n)
     waiting = (f"Waiting for a free row: {req.ahead} request(s) ahead." if req.ahead else
                "Sending the prompt…")
-    yield LiveFrame(empty_diagram(lm.info.layers, waiting, "live"),
-                    live_cards_html(None, None, len(ids), 0), f"*{waiting}*")
+    frame = LiveFrame(empty_diagram(lm.info.layers, waiting, "live"),
+                      live_cards_html(None, None, len(ids), 0), f"*{waiting}*")
+    yield frame
     events = []
     try:
-        for ev, ttft, between, _ in timed_events(req):
+        for timed in timed_events(req, settings.stop_check_s):
+            if timed is None:  # nothing new yet: the same frame, where a tab click can end it
+                yield frame
+                continue
+            ev, ttft, between, _ = timed
             events.append(ev)
             decoded = len(events) - 1
             text = ev.text.replace(lm.tokenizer.eos_token, "")
-            yield LiveFrame(
+            frame = LiveFrame(
                 decode_diagram(labels, events, lm.info.layers, capacity=len(ids) + n,
                                name="live"),
                 live_cards_html(ttft, between / decoded if decoded else None, len(ids), decoded,
                                 ev.batch_rows),
                 f"**The model's answer:** {html.escape(text)}" + ("" if ev.finished else " ▍"))
+            yield frame
     finally:
         req.cancel()  # Stop or a closed tab: the row is freed at the next step
 

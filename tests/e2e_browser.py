@@ -253,8 +253,11 @@ def wait_settled(page, elem_id: str, polls: int = 8, every_s: float = 0.25,
             return now
         last = now
         time.sleep(every_s)
+    tracker = page.locator(f"#{elem_id} [data-testid=status-tracker]")
+    state = tracker.first.inner_text() if tracker.count() else "no tracker"
     raise AssertionError(f"#{elem_id} did not settle within {timeout_s:.0f} s "
-                         f"(last text {last!r:.120})")
+                         f"(last text {last!r:.120}; its progress shows {state!r:.80}; "
+                         f"it reads {text_of(page, elem_id)!r:.120})")
 
 
 def click_reading(page, button_id: str, elem_id: str) -> str:

@@ -13,3 +13,10 @@ def wait_for(cond: Callable[[], object], timeout: float = 120.0, every: float = 
             return True
         tick.wait(every)
     return False
+
+
+def without_ticks(frames: list) -> list:
+    """A handler's frames less its idle ticks: a streaming handler yields its last frame again
+    (the same object) while the server has nothing new (`ServedRequest.events(idle_s=...)`), so
+    on a slow machine a first prefill can show up more than once."""
+    return [f for i, f in enumerate(frames) if i == 0 or f is not frames[i - 1]]

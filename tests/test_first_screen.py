@@ -10,6 +10,7 @@ from inference.config import LIMITS
 from inference.generation import stream
 from lessons.common.prompt_input import encode_prompt
 from lessons.start_handlers import about_model_md, live_frames, live_race_frames
+from polling import without_ticks
 from visualizations.first_screen import live_cards_html, race_ratio_html
 
 SETTINGS = replace(LIMITS, live_new_tokens=6, live_race_new_tokens=4)
@@ -20,7 +21,7 @@ def _attr(html: str, name: str) -> str:
 
 
 def test_live_answer_streams_prefill_then_one_token_beats(lm, serving):
-    frames = list(live_frames(lm, SETTINGS, serving, LIMITS.default_prompt))
+    frames = without_ticks(list(live_frames(lm, SETTINGS, serving, LIMITS.default_prompt)))
     ids = encode_prompt(lm, SETTINGS, LIMITS.default_prompt)
     assert "mech-empty" in frames[0].diagram and "—" in frames[0].cards  # says what will come
     beats = frames[1:]

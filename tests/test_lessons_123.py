@@ -35,6 +35,7 @@ from lessons import (
 )
 from lessons.common.context import AppContext
 from lessons.common.controls import limit_name
+from polling import wait_for, without_ticks
 from visualizations.machine_text import roofline_md
 from visualizations.timing_text import prefill_report_md
 
@@ -99,7 +100,7 @@ def test_cost_estimate_refuses_huge_text_and_prices_out_of_range(tok):
 
 
 def test_chat_streams_the_greedy_answer_through_the_server(lm, serving):
-    frames = list(chat_handlers.generate_chat(lm, SETTINGS, serving, PROMPT, 6))
+    frames = without_ticks(list(chat_handlers.generate_chat(lm, SETTINGS, serving, PROMPT, 6)))
     reference = list(stream(lm, prompt_ids(lm.tokenizer, PROMPT), max_new_tokens=6))
     assert len(frames) == len(reference) + 1  # first: waiting for a row
     assert frames[0].history[1]["content"] == "" and "batch" in frames[0].stats
@@ -111,6 +112,33 @@ def test_chat_streams_the_greedy_answer_through_the_server(lm, serving):
     assert "continuous batcher" in last.stats
     if reference[-1].finished == "max tokens":
         assert "stopped at your limit of **6 new tokens**" in last.stats
+
+
+def next_within(frames, seconds: float):
+    """next(frames), failing (not hanging) when it takes longer than `seconds`."""
+    got: list = []
+    worker = threading.Thread(target=lambda: got.append(next(frames)), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert got, f"no frame within {seconds} s: the handler blocked on the server"
+    return got[0]
+
+
+def test_stop_lands_while_the_server_is_held(lm, serving):
+    """A Stop must not wait for the next token: while the server runs no step (here held; in
+    class a long step or a full batch), the chat re-yields its frame every `stop_check_s`, and
+    closing it there (what Gradio does on Stop) cancels the request before it is ever run."""
+    with serving.exclusive():
+        steps = serving.stats().steps
+        chat = chat_handlers.generate_chat(lm, SETTINGS, serving, PROMPT, 200)
+        waiting = next(chat)
+        assert waiting.history[1]["content"] == ""
+        for _ in range(2):  # ticks, no token in between (a blocked handler fails here)
+            assert next_within(chat, 30 * SETTINGS.stop_check_s) is waiting
+        assert serving.stats().queued == 1
+        chat.close()  # Stop
+    assert wait_for(lambda: serving.stats().queued == 0)
+    assert serving.stats().steps == steps and serving.stats().active == 0  # never ran
 
 
 def test_chat_echoes_a_surrogate_prompt_cleanly(lm, serving):

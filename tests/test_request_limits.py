@@ -13,12 +13,7 @@ from starlette.routing import Route
 from starlette.testclient import TestClient
 
 from inference.config import LIMITS
-from lessons.common.request_limits import (
-    NOTHING_TO_CANCEL,
-    LimitRequestSize,
-    NothingToCancel,
-    WordValidationErrors,
-)
+from lessons.common.request_limits import LimitRequestSize, WordValidationErrors
 
 LIMIT = 1_000
 
@@ -33,41 +28,12 @@ async def invalid(request):
                         status_code=422)
 
 
-async def cancel_gone(request):  # Gradio's cancel route losing a race with another cancel
-    raise KeyError((await request.json())["event_id"])
-
-
 def small_app() -> TestClient:
     app = Starlette(routes=[Route("/echo", echo, methods=["POST"]),
-                            Route("/gradio_api/cancel", cancel_gone, methods=["POST"]),
                             Route("/invalid", invalid, methods=["POST"])],
                     middleware=[Middleware(LimitRequestSize, max_bytes=LIMIT),
-                                Middleware(NothingToCancel), Middleware(WordValidationErrors)])
+                                Middleware(WordValidationErrors)])
     return TestClient(app)
-
-
-def test_request_cancel_before_the_event_had_an_id_is_not_an_error(server):
-    """A Stop sent before the server gave the event its id: 200 'nothing to cancel', on the
-    small app and on the running app (whose own route said 422, a console error on every
-    busy visitor's page); a cancel with an id still reaches the route."""
-    client = small_app()
-    reply = client.post("/cancel", json={"event_id": None, "session_hash": "s", "fn_index": 0})
-    assert reply.status_code == 200 and reply.json() == NOTHING_TO_CANCEL
-    body = b'{"event_id":null}'
-    assert client.post("/echo", content=body).json() == {"got": len(body)}  # other routes
-    assert client.post("/cancel", json={"event_id": "e1"}).status_code == 404  # passed on
-    # A second cancel of one event, whose iterator the first already removed: done, not a 500.
-    raced = client.post("/gradio_api/cancel", json={"event_id": "e1", "session_hash": "s",
-                                                    "fn_index": 0})
-    assert raced.status_code == 200 and raced.json() == {"success": True}
-    for route, body in (("gradio_api/cancel", {"event_id": None, "session_hash": "s",
-                                               "fn_index": 0}),
-                        ("gradio_api/reset", {"event_id": None})):
-        reply = httpx.post(server.url + route, json=body, timeout=30)
-        assert reply.status_code == 200 and reply.json() == NOTHING_TO_CANCEL, reply.text
-    real = httpx.post(server.url + "gradio_api/reset", json={"event_id": "no-such-event"},
-                      timeout=30)
-    assert real.status_code == 200 and real.json() != NOTHING_TO_CANCEL, real.text
 
 
 def test_request_size_limit_by_content_length_and_by_stream():

@@ -8,6 +8,7 @@ import pytest
 from inference.config import LIMITS, Settings
 from inference.generation import stream
 from inference.sampling import SamplingSettings
+from inference.served_request import ServerStoppedError
 from inference.server import Server, ServerBusyError
 from inference.tokens import prompt_ids
 from polling import wait_for
@@ -88,6 +89,24 @@ def test_exclusive_pauses_and_in_flight_requests_finish_correctly(lm, batcher):
         assert batcher.stats().paused
     assert len(alone) == 4
     assert head + [e.token_id for e in events] == expected
+
+
+def test_a_waiting_request_ticks_and_leaving_at_a_tick_cancels_it(lm, batcher):
+    ids = prompt_ids(lm.tokenizer, PROMPTS[3])
+    with batcher.exclusive():  # no step runs: the request waits in the queue
+        req = batcher.submit(ids, max_new_tokens=40)
+        events = req.events(idle_s=0.05)
+        assert next(events) is None and next(events) is None  # ticks instead of blocking
+        events.close()  # a Stop at a tick
+        assert req.cancelled
+    assert wait_for(lambda: batcher.stats().queued == 0)
+    assert req.generated == []  # it never took a row
+    with pytest.raises(ServerStoppedError, match="did not answer in time"):
+        with batcher.exclusive():
+            list(batcher.submit(ids, max_new_tokens=2).events(timeout_s=0.3, idle_s=0.1))
+    later = batcher.submit(ids, max_new_tokens=3)
+    tokens = [e for e in later.events(idle_s=0.05) if e is not None]
+    assert [e.token_id for e in tokens] == solo(lm, ids, SamplingSettings(), 3)
 
 
 def test_stats_report_rows_and_throughput(lm, batcher):

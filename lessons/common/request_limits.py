@@ -21,14 +21,6 @@ MALFORMED = ("This request is not one the app understands: send a JSON object wi
              "list (one value per input) and the endpoint's name or index.")
 
 
-async def _json(send, status: int, payload: dict) -> None:
-    body = json.dumps(payload).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body})
-
-
 async def _answer(send, status: int, message: str) -> None:
     body = json.dumps({"detail": message}).encode()
     await send({"type": "http.response.start", "status": status,
@@ -122,60 +114,3 @@ class WordValidationErrors:
             await send(message)
 
         await self.app(scope, receive, worded_send)
-
-
-NOTHING_TO_CANCEL = {"success": False, "detail": "That request had not started: nothing to cancel."}
-_CANCEL_ROUTES = ("/cancel", "/reset")
-
-
-class NothingToCancel:
-    """ASGI middleware: a Stop (or a superseded event) the browser sends before the server
-    gave its event an id posts `{"event_id": null}` to `/cancel` and `/reset`; Gradio's own
-    routes answer that with a validation error (422), which every visitor's console shows as a
-    failure on a busy server. There is nothing to cancel yet, so the answer is a plain 200 that
-    says so. Every other cancel passes through; one that loses Gradio's race with another
-    cancel of the same event (its KeyError, a 500) is answered as done."""
-
-    def __init__(self, app) -> None:
-        self.app = app
-
-    async def __call__(self, scope, receive, send) -> None:
-        path = scope.get("path", "").rstrip("/")
-        if (scope.get("type") != "http" or scope.get("method") != "POST"
-                or not path.endswith(_CANCEL_ROUTES)):
-            await self.app(scope, receive, send)
-            return
-        messages, body = [], b""
-        while True:  # a cancel body is a few dozen bytes (and LimitRequestSize caps it)
-            message = await receive()
-            messages.append(message)
-            body += message.get("body", b"")
-            if message.get("type") != "http.request" or not message.get("more_body"):
-                break
-        try:
-            event_id = json.loads(body or b"{}").get("event_id", ...)
-        except (ValueError, AttributeError):
-            event_id = ...
-        if event_id is None:
-            await _json(send, 200, NOTHING_TO_CANCEL)
-            return
-
-        async def replay():
-            return messages.pop(0) if messages else await receive()
-
-        started = False
-
-        async def watched_send(message):
-            nonlocal started
-            started = started or message.get("type") == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, replay, watched_send)
-        except KeyError:
-            # Two cancels of one event (a Stop pressed twice, a tab closing) race inside
-            # Gradio's route: the second deletes an iterator the first already removed and
-            # raises KeyError (a 500). The event is cancelled either way.
-            if started:
-                raise
-            await _json(send, 200, {"success": True})
