@@ -37,7 +37,8 @@ queued since the previous measurement job (of any measurement). The compute thre
 in order, so while anyone chats, at most one measurement job runs between two server steps,
 and each timed pass (inside one job) still has the cores to itself. `alongside()` counts the
 chats served meanwhile, for the measurement's caption. `exclusive()` still stops the loop
-(tests and benchmarks use it to fill the queue before a step). Handlers never run the model
+(tests and benchmarks use it to fill the queue before a step). That turn-taking lives in
+`server_turns.py`; this file is the batcher's steps. Handlers never run the model
 for generation themselves: they `submit()` and read their request's events. The loop's thread
 only schedules: each step's arithmetic runs on the compute thread, as every lesson's does.
 """
@@ -47,10 +48,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TypeVar
 
 import torch
 
@@ -62,15 +60,14 @@ from .events import StepEvent
 from .generation import finish_reason, output_text, top_candidates
 from .paged_batch import PoolStats
 from .sampling import SamplingSettings, choose, make_generator, shaped_probabilities
-from .served_alongside import Alongside
 from .served_request import ServedRequest, ServerBusyError, ServerStoppedError
 from .server_rows import make_rows
+from .server_turns import TakingTurns
 from .step_record import StepClock, StepRecord
 from .timing import stopwatch
 
 __all__ = ["Server", "ServerStats", "ServedRequest", "ServerBusyError", "ServerStoppedError"]
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -93,7 +90,7 @@ class ServerStats:
     step_token_budget: int = 0  # tokens per step the server spends (0 = unchunked)
 
 
-class Server:
+class Server(TakingTurns):
     """Continuous batching over every visitor's request. Start it once per process."""
 
     def __init__(self, lm, settings: Settings | None = None) -> None:
@@ -115,13 +112,7 @@ class Server:
         self._pool: PoolStats | None = self._rows.pool_stats()  # read by stats()
         self._by_row: dict[int, ServedRequest] = {}  # rid -> request in the batch
         self._next_rid = 0
-        self._pauses = 0
-        self._in_step = False
-        self._steps_queued = 0  # steps handed to the compute thread since start
-        self._turn_mark = -1  # _steps_queued when the newest measurement job was queued
-        self._owed_s = 0.0  # compute seconds measurement jobs took that steps have not repaid
-        self.measurement_jobs = 0  # measurement jobs queued through turn() (read by tests)
-        self._alongside: list[Alongside] = []  # measurements running now, told who was served
+        self._init_turns()
         self._closed = False
         self._steps = self._served = 0
         self._last_step = 0.0
@@ -182,69 +173,9 @@ class Server:
                 kv_layout=self._rows.kind, pool=self._pool,
                 steps_detail=tuple(self._details), step_token_budget=self._budget)
 
-    @contextmanager
-    def exclusive(self) -> Iterator[None]:
-        """Run a measurement alone: the loop finishes its step, then waits until this ends.
-        Safe to enter and leave from different threads (no lock is held across yields)."""
-        with self._cond:
-            self._pauses += 1
-            self._cond.notify_all()
-            while self._in_step:
-                self._cond.wait()
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._pauses -= 1
-                self._cond.notify_all()
-
-    def turn(self, fn: Callable[..., T], *args) -> T:
-        """`fn(*args)`: one job of a lesson measurement on the compute thread, taking turns
-        with the server. While the server has work, the job is queued only once a server step
-        has been queued after the previous measurement job (so a chat waits for at most one
-        job per step, however many measurements run) and the steps since have taken as much
-        compute time as the measurement jobs before (so chats keep at least about half the
-        thread: a job longer than a step is repaid with several steps). Paused, idle or
-        closed, the server takes no turn and the job is queued at once."""
-        if compute_thread.on_compute_thread():
-            return fn(*args)
-        with self._cond:
-            while self._serving() and (self._turn_mark >= self._steps_queued
-                                       or self._owed_s > 0):
-                self._cond.wait()
-            if not self._serving():
-                self._owed_s = 0.0  # nobody is waiting to be repaid
-            self._turn_mark = self._steps_queued
-            self.measurement_jobs += 1
-            job = compute_thread.submit(self._timed, fn, args, +1)  # queued in this order
-        return job.result()
-
-    def _timed(self, fn: Callable[..., T], args: tuple, sign: int) -> T:
-        """`fn(*args)` on the compute thread, its seconds added to (a measurement job, +1) or
-        taken from (a server step, -1) what the server is owed, never below 0."""
-        start = time.perf_counter()
-        try:
-            return fn(*args)
-        finally:
-            with self._cond:
-                self._owed_s = max(self._owed_s + sign * (time.perf_counter() - start), 0.0)
-                self._cond.notify_all()
-
     def _serving(self) -> bool:
         """The loop will queue another step (call with `_cond` held)."""
         return not self._closed and not self._pauses and bool(self._waiting or self._by_row)
-
-    @contextmanager
-    def alongside(self) -> Iterator[Alongside]:
-        """Count the requests this server answers while a measurement runs."""
-        seen = Alongside()
-        with self._cond:
-            self._alongside.append(seen)
-        try:
-            yield seen
-        finally:
-            with self._cond:
-                self._alongside.remove(seen)
 
     def close(self) -> None:
         with self._cond:

@@ -22,6 +22,7 @@ from visualizations.style import info_caption
 
 from .common.context import AppContext
 from .common.feedback import guarded
+from .common.page_screens import PageScreens
 from .common.presenter_screens import load_screens
 from .presenter_handlers import at, clean, compare_text, fresh, measure_screen_steps, page_id
 
@@ -98,8 +99,12 @@ def build(ctx: AppContext) -> None:
     def move(step: int):
         def go(p, request: gr.Request = None) -> dict:
             p = clean(p)
-            p["screen"] = min(max(p["screen"] + step, 0), len(screens) - 1)
             p["page"] = page_id(request)
+            # from the screen this page's own moves reached: the stored progress can be a
+            # step behind when a measurement's last frame landed after a move
+            here = turned.now(p["page"], p["screen"])
+            p["screen"] = min(max(here + step, 0), len(screens) - 1)
+            turned.moved(p["page"], p["screen"])
             return view(p)
         return go
 
@@ -107,14 +112,24 @@ def build(ctx: AppContext) -> None:
         p = clean(p)
         p["page"] = page_id(request)
         for done in measure_screen_steps(p, screens, typed, lm, settings, shared):
-            # None: between two parts of the measurement (the server's steps run there)
-            yield {result: gr.skip()} if done is None else view(done)
+            if done is None:  # between two parts of the measurement (the server's steps run)
+                yield {result: gr.skip()}
+                continue
+            here = turned.now(done["page"], done["screen"])
+            if here != done["screen"]:  # turned on meanwhile: keep the figure, not the page
+                done["screen"] = here
+                yield {progress: done}
+            else:
+                yield view(done)
 
     outputs = [progress, shown, guess, run, result, compare]
+    turned = PageScreens()  # each page's newest screen, by its own moves
+    # always_last: a press while the previous move is still on its way runs after it (Gradio's
+    # default drops it: a presenter pressing twice quickly on a busy machine moved once)
     back.click(guarded(move(-1), plain=True, compute=False), progress, outputs, queue=False,
-               api_visibility="private")
+               api_visibility="private", trigger_mode="always_last")
     forward.click(guarded(move(+1), plain=True, compute=False), progress, outputs, queue=False,
-                  api_visibility="private")
+                  api_visibility="private", trigger_mode="always_last")
     run.click(guarded(measure, alone=server), [progress, guess], outputs,
               concurrency_id="heavy", concurrency_limit=settings.heavy_lane_limit,
               time_limit=settings.measure_time_limit_s,

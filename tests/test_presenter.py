@@ -13,6 +13,7 @@ import pytest
 
 from inference.config import Settings
 from lessons.common.links import LESSONS, PROMPT_BOXES, read_link
+from lessons.common.page_screens import PageScreens
 from lessons.common.predictions import comparison_md, guess_error, verdict
 from lessons.common.presenter_screens import load_screens, parse_screens
 from lessons.common.progress import STEPS, path_md, visit, visited
@@ -299,3 +300,16 @@ def test_link_markdown_and_html_show_as_plain_text():
         assert "does not exist" in html
         assert "<a " not in html and "<img" not in html and "<strong" not in html, html
         assert "evil.example" in html or "e.example" in html or "bold" in html  # shown, as text
+
+
+def test_a_measurement_that_ends_late_does_not_turn_the_page_back():
+    """The presenter moved on while a measurement ran: its final frame shows the screen the
+    page shows now (its own moves say which), not the one it was started on."""
+    pages = PageScreens(limit=2)
+    assert pages.now("a", 3) == 3 and pages.now(None, 5) == 5  # never moved: as measured
+    pages.moved("a", 7)
+    pages.moved(None, 9)  # a page without an id is not remembered
+    assert pages.now("a", 3) == 7 and pages.now(None, 3) == 3
+    pages.moved("b", 1)
+    pages.moved("c", 2)  # past the limit: the oldest-moved page is forgotten
+    assert pages.now("a", 3) == 3 and pages.now("b", 0) == 1 and pages.now("c", 0) == 2
