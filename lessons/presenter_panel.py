@@ -123,7 +123,7 @@ def build(ctx: AppContext) -> None:
                 yield view(done)
 
     outputs = [progress, shown, guess, run, result, compare]
-    turned = PageScreens()  # each page's newest screen, by its own moves
+    turned = PageScreens(settings.sessions_held)  # each page's newest screen, by its moves
     # always_last: a press while the previous move is still on its way runs after it (Gradio's
     # default drops it: a presenter pressing twice quickly on a busy machine moved once)
     back.click(guarded(move(-1), plain=True, compute=False), progress, outputs, queue=False,

@@ -11,7 +11,7 @@ from collections import OrderedDict
 class PageScreens:
     """The newest screen of at most `limit` pages (the oldest-moved forgotten first)."""
 
-    def __init__(self, limit: int = 4096) -> None:
+    def __init__(self, limit: int) -> None:  # Settings.sessions_held: as many as visitors held
         self._limit = limit
         self._at: OrderedDict[str, int] = OrderedDict()
         self._lock = threading.Lock()
