@@ -20,16 +20,10 @@ from __future__ import annotations
 
 import json
 
+from .request_limits import send_json
+
 NOTHING_TO_CANCEL = {"success": False, "detail": "That request had not started: nothing to cancel."}
 _ROUTES = ("/cancel", "/reset")
-
-
-async def _json(send, status: int, payload: dict) -> None:
-    body = json.dumps(payload).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body})
 
 
 def _is_gradio(app) -> bool:
@@ -88,14 +82,14 @@ class CleanCancels:
         except (ValueError, AttributeError):
             fields, event_id = {}, ...
         if event_id is None:
-            await _json(send, 200, NOTHING_TO_CANCEL)
+            await send_json(send, 200, NOTHING_TO_CANCEL)
             return
         session_hash, fn_index = fields.get("session_hash"), fields.get("fn_index")
         if (path.endswith("/cancel") and _is_gradio(scope.get("app"))
                 and isinstance(event_id, str) and isinstance(session_hash, str)
                 and isinstance(fn_index, int) and not isinstance(fn_index, bool)):
             await cancel_event(scope["app"], session_hash, fn_index, event_id)
-            await _json(send, 200, {"success": True})
+            await send_json(send, 200, {"success": True})
             return
 
         async def replay():

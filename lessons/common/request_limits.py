@@ -21,13 +21,19 @@ MALFORMED = ("This request is not one the app understands: send a JSON object wi
              "list (one value per input) and the endpoint's name or index.")
 
 
-async def _answer(send, status: int, message: str) -> None:
-    body = json.dumps({"detail": message}).encode()
+async def send_json(send, status: int, payload: dict, close: bool = False) -> None:
+    """Answer an ASGI request with `payload` as JSON (`close`: and drop the connection, for a
+    body left unread)."""
+    body = json.dumps(payload).encode()
+    headers = [(b"content-type", b"application/json"),
+               (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode()),
-                            (b"connection", b"close")]})
+                "headers": headers + ([(b"connection", b"close")] if close else [])})
     await send({"type": "http.response.body", "body": body})
+
+
+async def _answer(send, status: int, message: str) -> None:
+    await send_json(send, status, {"detail": message}, close=True)
 
 
 def _declared_length(scope) -> int | None:
