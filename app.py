@@ -36,9 +36,11 @@ from lessons.common.next_lesson import lesson_footer, wire_scroll
 from lessons.common.request_limits import LimitRequestSize, WordValidationErrors
 from lessons.common.session_budget import bound_sessions
 from lessons.common.shared_runs import SharedRuns
+from lessons.common.web_costs import trim_web_costs
 from lessons.measurement_work import WORK
 
 SETTINGS = Settings.from_env()
+trim_web_costs()  # two per-visitor costs of the web stack, found by profiling a class
 # Loaded on the compute thread, where every handler runs the model (inference/compute_thread.py)
 LM = compute_thread.run(load_model, SETTINGS)  # read-only, shared by every visitor
 SHARED = SharedResults()  # finished sweeps, shared by all visitors of this process

@@ -5,7 +5,6 @@ The app is started by bench/app_server.py, as the end-to-end tests start it."""
 from __future__ import annotations
 
 import math
-import re
 import statistics
 import tempfile
 import threading
@@ -16,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 import psutil
 
 from bench.app_server import start_app
+from bench.gradio_stream import chat_fn_index, timed_app_chat
 
 
 def startup_seconds() -> dict:
@@ -44,8 +44,6 @@ def client_stream_rate(url: str, prompt: str, new_tokens: int, api_name: str) ->
     return (len(stamps) - 2) / (stamps[-1] - stamps[1])
 
 
-CHAT_TOKENS = re.compile(r"(\d+) tokens generated")
-CHAT_TTFT = re.compile(r"time to first token \*\*([\d,]+) ms")
 TOPICS = ["the sea", "volcanoes", "bread", "owls", "trains", "winter", "bees", "comets",
           "rivers", "chess", "tea", "deserts", "glaciers", "bicycles", "lighthouses"]
 
@@ -55,30 +53,15 @@ def class_prompt(i: int) -> str:
     return f"Write about {TOPICS[i % len(TOPICS)]} in {3 + i % 4} sentences (#{i})."
 
 
-def _one_chat(url: str, i: int, new_tokens: int, start: threading.Barrier) -> dict:
-    """One streaming chat client: latency (submit to the last update), TTFT (the app's own
-    figure: from pressing Generate to the first token, queue included) and tokens received.
-    `start` and `end` (perf_counter) bound the class's wall time: the client is connected
-    (its `Client` built, the app's config read) before everyone presses Generate at once."""
-    from gradio_client import Client
-
-    client = Client(url, verbose=False, httpx_kwargs={"timeout": 120})
-    prompt = class_prompt(i)
-    start.wait()
-    t0 = time.perf_counter()
-    last = None
-    try:
-        for _, stats in client.submit(prompt, new_tokens, api_name="/chat"):
-            last = stats
-        end = time.perf_counter()
-        m, ttft = CHAT_TOKENS.search(last or ""), CHAT_TTFT.search(last or "")
-        return {"ok": m is not None, "latency_s": end - t0, "start": t0, "end": end,
-                "ttft_s": float(ttft.group(1).replace(",", "")) / 1000 if ttft else None,
-                "tokens": int(m.group(1)) if m else 0}
-    except Exception as exc:  # counted as an error in the report
-        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
-    finally:
-        client.close()
+def app_chat(url: str, fn_index: int, new_tokens: int) -> Callable[[int, threading.Barrier], dict]:
+    """Student i's streaming chat with the app, for `class_load`: connected (the endpoint's
+    number read from the app's config) before everyone presses Generate at once, then timed
+    by the same light client as vLLM's (`bench.gradio_stream`): latency, TTFT as the client
+    sees it (from pressing Generate to the first answer text, queue included), tokens."""
+    def one_chat(i: int, start: threading.Barrier) -> dict:
+        start.wait()
+        return timed_app_chat(url, fn_index, class_prompt(i), new_tokens)
+    return one_chat
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -138,8 +121,8 @@ def serving_load(clients: int = 30, new_tokens: int = 48, rows: int | None = Non
     env = {"LLM_LAB_SERVER_ROWS": str(rows)} if rows else {}
     app = start_app(env)
     try:
-        return class_load(lambda i, barrier: _one_chat(app.url, i, new_tokens, barrier),
-                          clients, app.pid)
+        return class_load(app_chat(app.url, chat_fn_index(app.url), new_tokens), clients,
+                          app.pid)
     finally:
         app.stop()
 

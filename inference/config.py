@@ -195,19 +195,25 @@ class Settings:
     # 0 = unchunked (whole prompts in one pass, running rows wait): kept for the comparison.
     # Must exceed `server_rows`, or a full batch would leave newcomers no budget at all.
     step_token_budget: int = 256  # tokens per step: decode rows + prompt chunks (0 = off)
+    # CPU threads per server pass (inference/thread_choice.py): 0 = chosen by timing the
+    # passes (the default count, its half or 1: on 2 busy cores one thread can be 5-15x faster
+    # than two); N = always N. LLM_LAB_SERVER_THREADS.
+    server_threads: int = 0
     server_steps_kept: int = 120  # step records the live view keeps (ServerStats.steps_detail)
 
     @staticmethod
     def from_env() -> Settings:
         """The defaults, with the model (LLM_LAB_MODEL) and the server's row count
         (LLM_LAB_SERVER_ROWS, e.g. 1 to measure serving without batching) and its KV layout
-        (LLM_LAB_SERVER_KV: paged or padded) from the environment."""
+        (LLM_LAB_SERVER_KV: paged or padded) and its threads per pass (LLM_LAB_SERVER_THREADS)
+        from the environment."""
         extra: dict = {}
         kv = os.environ.get("LLM_LAB_SERVER_KV", "").strip().lower()
         if kv in ("paged", "padded"):
             extra["server_kv"] = kv
         for env, name in (("LLM_LAB_SERVER_ROWS", "server_rows"),
-                          ("LLM_LAB_HELD_MB", "held_cache_mb")):
+                          ("LLM_LAB_HELD_MB", "held_cache_mb"),
+                          ("LLM_LAB_SERVER_THREADS", "server_threads")):
             value = os.environ.get(env, "").strip()
             if value.isdigit():
                 extra[name] = max(1, int(value))

@@ -48,6 +48,7 @@ import logging
 import threading
 import time
 from collections import deque
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -64,6 +65,7 @@ from .served_request import ServedRequest, ServerBusyError, ServerStoppedError
 from .server_rows import make_rows
 from .server_turns import TakingTurns
 from .step_record import StepClock, StepRecord
+from .thread_choice import ThreadChoice, ThreadFigure
 from .timing import stopwatch
 
 __all__ = ["Server", "ServerStats", "ServedRequest", "ServerBusyError", "ServerStoppedError"]
@@ -88,6 +90,7 @@ class ServerStats:
     pool: PoolStats | None = None  # the block pool after the newest step (None when padded)
     steps_detail: tuple[StepRecord, ...] = ()  # the newest steps' budget split and parts
     step_token_budget: int = 0  # tokens per step the server spends (0 = unchunked)
+    threads: tuple[ThreadFigure, ...] = ()  # CPU threads per pass: the timed figures (CPU)
 
 
 class Server(TakingTurns):
@@ -110,6 +113,9 @@ class Server(TakingTurns):
         self._details: deque[StepRecord] = deque(maxlen=self.settings.server_steps_kept)
         self._step_no = 0  # steps since start (a step may run two forward passes)
         self._pool: PoolStats | None = self._rows.pool_stats()  # read by stats()
+        # CPU threads per pass, chosen by timing the passes (None on a GPU)
+        self._threads = ThreadChoice.for_device(lm.device, self.settings.server_threads)
+        self._thread_figures: tuple[ThreadFigure, ...] = ()  # read by stats()
         self._by_row: dict[int, ServedRequest] = {}  # rid -> request in the batch
         self._next_rid = 0
         self._init_turns()
@@ -171,7 +177,8 @@ class Server(TakingTurns):
                 cache_bytes=self._cache_bytes, held_bytes=self.budget.held_bytes(),
                 history=tuple((round(now - t, 2), r, s) for t, r, s, _ in self._log),
                 kv_layout=self._rows.kind, pool=self._pool,
-                steps_detail=tuple(self._details), step_token_budget=self._budget)
+                steps_detail=tuple(self._details), step_token_budget=self._budget,
+                threads=self._thread_figures)
 
     def _serving(self) -> bool:
         """The loop will queue another step (call with `_cond` held)."""
@@ -235,16 +242,20 @@ class Server(TakingTurns):
                  else self._whole_step(newcomers, clock))
         with clock.part("cache_s"):
             self._drop_finished()
+        figures = self._threads.figures() if self._threads else ()
         with self._cond:
             self._details.append(clock.record(index=self._step_no, budget_tokens=self._budget,
                                               **split))
             self._step_no += 1
+            self._thread_figures = figures
 
     def _whole_step(self, newcomers: list[ServedRequest], clock: StepClock) -> dict:
         """Unchunked: prefill the newcomers whole, then decode every row (newcomers too)."""
         fed: list[int] = []
         if newcomers:
-            (logits, fed), seconds = self._forward(clock, self._rows.prefill, newcomers)
+            tokens = sum(len(r.prompt_ids) + len(r.generated) for r in newcomers)
+            (logits, fed), seconds = self._forward(clock, "prefill", tokens,
+                                                   self._rows.prefill, newcomers)
             self._emit(newcomers, logits, seconds, fed, clock)  # logits: [N, V]
             with clock.part("cache_s"):
                 self._drop_finished()
@@ -253,7 +264,8 @@ class Server(TakingTurns):
             with clock.part("cache_s"):
                 self._preempt(self._rows.make_room())
         if self._by_row:
-            (rids, logits), seconds = self._forward(clock, self._rows.decode)  # [B, V]
+            (rids, logits), seconds = self._forward(clock, "decode", len(self._by_row),
+                                                    self._rows.decode)  # [B, V]
             self._emit([self._by_row[rid] for rid in rids], logits, seconds, None, clock)
         chunk = tuple(r.rid for r in newcomers)
         return dict(decode_tokens=len(rids), prefill_tokens=sum(fed),
@@ -268,7 +280,8 @@ class Server(TakingTurns):
             self._preempt(self._rows.make_room())
         decoding = [rid for rid in self._by_row if rid not in self._prefilling]
         if decoding:  # the layout decodes exactly the rows not mid-prefill
-            (decoding, logits), seconds = self._forward(clock, self._rows.decode)  # [B, V]
+            (decoding, logits), seconds = self._forward(clock, "decode", len(decoding),
+                                                        self._rows.decode)  # [B, V]
             self._emit([self._by_row[rid] for rid in decoding], logits, seconds, None, clock)
         left, chunks = self._budget - len(decoding), {}
         for rid in self._prefilling:  # oldest first, as vLLM's waiting queue
@@ -278,7 +291,8 @@ class Server(TakingTurns):
             left -= chunks[rid]
         done: list[int] = []
         if chunks:
-            logits, seconds = self._forward(clock, self._rows.prefill_chunks, chunks)  # [C, V]
+            logits, seconds = self._forward(clock, "prefill", sum(chunks.values()),
+                                            self._rows.prefill_chunks, chunks)  # [C, V]
             for rid, n in chunks.items():
                 self._prefilling[rid] += n
             done = [j for j, rid in enumerate(chunks) if self._rows.pending(rid) == 0]
@@ -293,12 +307,18 @@ class Server(TakingTurns):
                     first_tokens=len(done), decoded_rids=tuple(decoding),
                     chunk_rids=tuple(chunks))
 
-    def _forward(self, clock: StepClock, call, *args):
+    def _forward(self, clock: StepClock, kind: str, tokens: int, call, *args):
         """Run one of the layout's model calls -> (its result, its synced seconds); the time
-        inside the model counts as the forward pass, the rest of the call as cache work."""
+        inside the model counts as the forward pass, the rest of the call as cache work. On
+        a CPU the pass runs at the thread count its shape (`kind`, `tokens`) was fastest at
+        (`thread_choice.py`), and its time is recorded for the next choice."""
         before = self._rows.forward_seconds()
-        with stopwatch(self.lm.device) as t:
-            out = call(*args)
+        with (self._threads.run(kind, tokens) if self._threads else nullcontext(0)) as threads:
+            with stopwatch(self.lm.device) as t:
+                out = call(*args)
+        if self._threads:
+            self._threads.record(kind, tokens, threads, t[0])
+            clock.threads = threads
         after = self._rows.forward_seconds()
         inside = t[0] if before is None else after - before
         clock.add("forward_s", inside)

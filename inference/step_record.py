@@ -38,6 +38,7 @@ class StepRecord:
     sample_s: float  # seconds choosing tokens, detokenizing them, building their events
     handoff_s: float  # seconds handing events to the requests' handlers
     total_s: float  # seconds of the whole step (the parts plus the loop's own Python)
+    threads: int = 0  # CPU threads of the step's newest pass (thread_choice.py; 0: not chosen)
 
     @property
     def step_tokens(self) -> int:
@@ -59,6 +60,7 @@ class StepClock:
     def __init__(self, device) -> None:
         self.device = device
         self.seconds = dict.fromkeys(self.PARTS, 0.0)
+        self.threads = 0  # set by the server's passes on a CPU (thread_choice.py)
         self.started = time.perf_counter()
 
     @contextmanager
@@ -84,7 +86,8 @@ class StepClock:
     def record(self, **split) -> StepRecord:
         sync(self.device)
         now = time.perf_counter()
-        return StepRecord(ended=now, total_s=now - self.started, **self.seconds, **split)
+        return StepRecord(ended=now, total_s=now - self.started, threads=self.threads,
+                          **self.seconds, **split)
 
 
 def mean_parts(records: list[StepRecord] | tuple[StepRecord, ...]) -> dict[str, float]:

@@ -41,3 +41,19 @@ def test_shared_note():
     assert "**2.5** other" in shared_steps_note(3.5, 0.0)
     assert "ran alone" in shared_steps_note(1.0, 0.0)
     assert "waited 1.5 s" in shared_steps_note(2.0, 1.5)
+
+
+def test_the_threads_line_names_the_fastest_count_with_its_timings():
+    from inference.thread_choice import ThreadFigure
+    from visualizations.server_view import threads_md
+
+    figures = (ThreadFigure("decode", 16, 2, 0.0041, False),
+               ThreadFigure("decode", 16, 1, 0.0010, True),
+               ThreadFigure("decode", 4, 2, 0.002, True),
+               ThreadFigure("prefill", 256, 1, 0.003, True))
+    md = threads_md(figures)
+    assert "CPU threads per pass: 1**" in md and "16-31 tokens" in md
+    assert "1.00 ms per token with 1 thread" in md and "4.10 ms per token with 2 threads" in md
+    assert threads_md(()) == ""
+    only_prefill = threads_md((ThreadFigure("prefill", 256, 2, 0.003, True),))
+    assert "prompt passes of 256-511 tokens" in only_prefill and "per pass: 2**" in only_prefill

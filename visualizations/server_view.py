@@ -22,7 +22,26 @@ def server_stats_md(stats, rows_limit: int, window_s: float) -> str:
             f"**{stats.tokens_per_s:.1f} tokens/s** over the last {window_s:.0f} s "
             f"(measured) · KV cache of the batch **{stats.cache_bytes / 1e6:.1f} MB** · "
             f"caches kept by learners between steps **{stats.held_bytes / 1e6:.1f} MB** · "
-            f"{stats.steps:,} forward passes, {stats.served:,} requests served since start")
+            f"{stats.steps:,} forward passes, {stats.served:,} requests served since start"
+            + (f"  \n{threads_md(stats.threads)}" if getattr(stats, "threads", ()) else ""))
+
+
+def threads_md(figures) -> str:
+    """The CPU threads the server's passes use now, and the timings that chose them: for the
+    busiest shape timed so far (most tokens per pass, decode first), each count's newest
+    milliseconds per token. The count shown is the one with the lowest figure."""
+    if not figures:
+        return ""
+    kinds = [f for f in figures if f.kind == "decode"] or list(figures)
+    top = max(f.tokens for f in kinds)
+    shape = [f for f in kinds if f.tokens == top]
+    chosen = next(f for f in shape if f.chosen)
+    timed = "; ".join(f"{f.seconds_per_token * 1000:.2f} ms per token with {f.threads} "
+                      f"thread{'s' if f.threads > 1 else ''}" for f in shape)
+    what = "decode passes" if chosen.kind == "decode" else "prompt passes"
+    return (f"**CPU threads per pass: {chosen.threads}**, the count that timed fastest "
+            f"({what} of {top}-{2 * top - 1} tokens, newest: {timed}). The other counts are "
+            "tried again now and then, as other programs come and go.")
 
 
 def remote_stats_md(stats) -> str:

@@ -1,0 +1,118 @@
+"""One streaming chat against the running app, through Gradio's own queue protocol, timed as
+`bench.openai_client.timed_chat` times one against vLLM: submit to the last update (latency),
+submit to the first update carrying answer text (TTFT, seen by the client), tokens received.
+
+Standard library only (`http.client`), as the vLLM client is: the bench's 30 clients share the
+machine with the server they measure, and `gradio_client` spent ~0.65 of a core on a class's
+streams (its threads and diffs, measured with `psutil` on a 2-core EPYC, 2026-12-01), which the
+app then lacked while vLLM's clients cost almost nothing. The wire is what a browser speaks:
+
+1. `POST /gradio_api/queue/join` `{"data": [prompt, new_tokens], "fn_index": …,
+   "session_hash": …}` -> `{"event_id": …}`;
+2. `GET /gradio_api/queue/data?session_hash=…`: server-sent events, one `data: {json}` line
+   each; `process_generating` carries the outputs (the first in full, then diffs such as
+   `["append", [1, "content", 0, "text"], " there"]`), `process_completed` the final outputs
+   in full (the chat, then the stats line with "N tokens generated").
+
+    >>> answer_text([["append", [1, "content", 0, "text"], "Hi"]])
+    'Hi'
+    >>> answer_text([{"role": "user", "content": [{"text": "Q", "type": "text"}]},
+    ...              {"role": "assistant", "content": [{"text": "", "type": "text"}]}])
+    ''
+"""
+from __future__ import annotations
+
+import http.client
+import json
+import re
+import time
+import uuid
+from urllib.parse import urlsplit
+
+CHAT_TOKENS = re.compile(r"(\d+) tokens generated")
+
+
+def chat_fn_index(base_url: str, api_name: str = "chat") -> int:
+    """The queue's number for the app's `api_name` endpoint, from the app's config."""
+    url = urlsplit(base_url)
+    conn = http.client.HTTPConnection(url.hostname, url.port or 80, timeout=60)
+    try:
+        conn.request("GET", url.path.rstrip("/") + "/config")
+        deps = json.loads(conn.getresponse().read())["dependencies"]
+    finally:
+        conn.close()
+    return next(d["id"] for d in deps if d.get("api_name") == api_name)
+
+
+def answer_text(chat_output) -> str:
+    """The answer text an update of the chat output carries: the assistant message's text
+    (a full value: a list of messages) or the text its diffs append or replace."""
+    if not chat_output:
+        return ""
+    if isinstance(chat_output[0], dict):  # full value: [user message, assistant message]
+        last = chat_output[-1]
+        return "".join(c.get("text", "") for c in last.get("content") or []
+                       if isinstance(c, dict)) if last.get("role") == "assistant" else ""
+    return "".join(v for op, _path, v in chat_output  # diffs: [op, path, value]
+                   if op in ("append", "replace") and isinstance(v, str))
+
+
+def _post_json(url, path: str, body: dict) -> dict:
+    conn = http.client.HTTPConnection(url.hostname, url.port or 80, timeout=60)
+    try:
+        conn.request("POST", path, body=json.dumps(body),
+                     headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        text = resp.read()
+        if resp.status != 200:
+            raise RuntimeError(f"HTTP {resp.status}: {text[:300].decode('utf-8', 'replace')}")
+        return json.loads(text)
+    finally:
+        conn.close()
+
+
+def timed_app_chat(base_url: str, fn_index: int, prompt: str, new_tokens: int,
+                   timeout_s: float = 300.0) -> dict:
+    """One chat, as the serving bench records it: ok, latency_s, ttft_s, tokens, start, end
+    (perf_counter), update_times (perf_counter of every update), or ok=False with the error."""
+    url, session = urlsplit(base_url), uuid.uuid4().hex[:12]
+    root = url.path.rstrip("/")
+    t0 = time.perf_counter()
+    first, updates, final = None, [], None
+    try:
+        event = _post_json(url, root + "/gradio_api/queue/join", {
+            "data": [prompt, new_tokens], "fn_index": fn_index, "session_hash": session,
+            "event_data": None, "trigger_id": None})["event_id"]
+        conn = http.client.HTTPConnection(url.hostname, url.port or 80, timeout=timeout_s)
+        try:
+            conn.request("GET", f"{root}/gradio_api/queue/data?session_hash={session}")
+            resp = conn.getresponse()
+            if resp.status != 200:
+                raise RuntimeError(f"HTTP {resp.status} on the event stream")
+            for line in iter(resp.readline, b""):
+                if not line.startswith(b"data:"):
+                    continue
+                msg = json.loads(line[5:])
+                if msg.get("event_id") != event:
+                    continue
+                kind = msg.get("msg")
+                if kind == "process_generating":
+                    updates.append(time.perf_counter())
+                    data = (msg.get("output") or {}).get("data") or [None]
+                    if first is None and answer_text(data[0]):
+                        first = updates[-1]
+                elif kind == "process_completed":
+                    final = msg
+                    break
+        finally:
+            conn.close()
+        end = time.perf_counter()
+        output = (final or {}).get("output") or {}
+        if not (final or {}).get("success") or len(output.get("data") or []) < 2:
+            raise RuntimeError(f"the chat ended without an answer: {str(output)[:200]}")
+        m = CHAT_TOKENS.search(str(output["data"][1]))
+        return {"ok": m is not None and first is not None, "latency_s": end - t0,
+                "start": t0, "end": end, "ttft_s": first - t0 if first is not None else None,
+                "tokens": int(m.group(1)) if m else 0, "update_times": updates}
+    except Exception as exc:  # counted as an error in the report, like vLLM's clients
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]}

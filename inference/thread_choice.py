@@ -1,0 +1,124 @@
+"""How many CPU threads a server pass should use: decided by timing the passes, not assumed.
+
+On a CPU, PyTorch splits each matrix product across threads, one per core by default. That
+pays on a quiet machine, and collapses when another program holds a core: every product
+waits for its slowest thread, and a thread the system has set aside waits out a whole time
+slice. Measured on a 2-core AMD EPYC (2026-12-01, one 30-row decode pass of this model):
+quiet, 180-260 ms with 2 threads and 260-330 ms with 1; with one other busy program,
+1.6-4.6 s with 2 threads and 0.30-0.35 s with 1 (a 252-token prompt chunk: 0.65 s / 0.9 s
+quiet, 3.8-5.3 s / 1.0 s busy). A class on a free Space is rarely quiet, so the server asks
+the machine instead of trusting the default.
+
+`ThreadChoice` keeps, for each kind of pass ("decode", "prefill") and size (its tokens, by
+powers of two), the newest seconds per token at each thread count it tried. A pass runs at
+the count that was fastest; each other count is tried again after `probe_every` passes of
+that shape, the wait doubling (up to `probe_max`) each time the try loses, so the choice
+follows the machine as other programs come and go while a losing try stays rare. A try
+replaces that count's figure (old figures are stale); a count in use blends its new passes
+in. Only the server's own passes use it, and each pass restores the thread count after it,
+so a lesson's measurement on the same compute thread runs at the default. Results do not
+depend on it (the tokens are the same at any thread count; tests check the server's rows
+against solo runs).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass(frozen=True)
+class ThreadFigure:
+    """What the server view shows: one shape's newest seconds per token at one count."""
+
+    kind: str  # "decode" or "prefill"
+    tokens: int  # the shape: passes of `tokens` up to 2 × tokens - 1 tokens
+    threads: int
+    seconds_per_token: float
+    chosen: bool  # the count this shape's passes use now
+
+
+@dataclass
+class _Shape:
+    per_token: dict[int, float] = field(default_factory=dict)  # threads -> newest s/token
+    since: dict[int, int] = field(default_factory=dict)  # threads -> passes since last used
+    wait: dict[int, int] = field(default_factory=dict)  # threads -> passes before a new try
+
+
+class ThreadChoice:
+    """Chooses each server pass's thread count from the passes timed so far."""
+
+    def __init__(self, counts: tuple[int, ...], probe_every: int = 8, probe_max: int = 256,
+                 blend: float = 0.3) -> None:
+        self.counts = tuple(dict.fromkeys(c for c in counts if c >= 1))  # the default first
+        self.probe_every, self.probe_max, self.blend = probe_every, probe_max, blend
+        self._shapes: dict[tuple[str, int], _Shape] = {}
+        self.last = self.counts[0]  # the newest pass's count
+
+    @staticmethod
+    def for_device(device: torch.device | str, fixed: int = 0) -> ThreadChoice | None:
+        """On a CPU: the default count, its half and 1 (or only `fixed` when set). On a GPU
+        the host threads hardly matter to the kernels: None (passes keep the default)."""
+        if torch.device(device).type != "cpu":
+            return None
+        n = torch.get_num_threads()
+        return ThreadChoice((fixed,) if fixed else (n, max(1, n // 2), 1))
+
+    @staticmethod
+    def _key(kind: str, tokens: int) -> tuple[str, int]:
+        return kind, 1 << (max(tokens, 1).bit_length() - 1)
+
+    def choose(self, kind: str, tokens: int) -> int:
+        """The count for the next pass of this shape: one never tried, else a try that is
+        due, else the fastest so far."""
+        shape = self._shapes.setdefault(self._key(kind, tokens), _Shape())
+        for c in self.counts:
+            if c not in shape.per_token:
+                return c
+        best = min(shape.per_token, key=shape.per_token.__getitem__)
+        for c in self.counts:
+            if c != best and shape.since.get(c, 0) >= shape.wait.get(c, self.probe_every):
+                return c
+        return best
+
+    def record(self, kind: str, tokens: int, threads: int, seconds: float) -> None:
+        """A pass of this shape took `seconds` at `threads`."""
+        shape = self._shapes.setdefault(self._key(kind, tokens), _Shape())
+        per_token = seconds / max(tokens, 1)
+        best_before = (min(shape.per_token, key=shape.per_token.__getitem__)
+                       if shape.per_token else threads)
+        if threads in shape.per_token and shape.since.get(threads, 0) == 0:  # in use: blend
+            per_token = (1 - self.blend) * shape.per_token[threads] + self.blend * per_token
+        shape.per_token[threads] = per_token
+        for c in shape.per_token:
+            shape.since[c] = 0 if c == threads else shape.since.get(c, 0) + 1
+        if threads != best_before:  # a try: wait longer before the next if it lost
+            won = min(shape.per_token, key=shape.per_token.__getitem__) == threads
+            shape.wait[threads] = (self.probe_every if won else
+                                   min(2 * shape.wait.get(threads, self.probe_every),
+                                       self.probe_max))
+        self.last = threads
+
+    @contextmanager
+    def run(self, kind: str, tokens: int) -> Iterator[int]:
+        """`with choice.run("decode", rows) as threads:` one pass at the chosen count (the
+        caller times it and calls `record`); the thread count is restored afterwards."""
+        threads, before = self.choose(kind, tokens), torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            yield threads
+        finally:
+            torch.set_num_threads(before)
+
+    def figures(self) -> tuple[ThreadFigure, ...]:
+        """Every shape's newest figures, for the server view (largest shapes first)."""
+        out = []
+        for (kind, tokens), shape in sorted(self._shapes.items(), key=lambda kv: -kv[0][1]):
+            if not shape.per_token:
+                continue
+            best = min(shape.per_token, key=shape.per_token.__getitem__)
+            out += [ThreadFigure(kind, tokens, c, s, c == best)
+                    for c, s in sorted(shape.per_token.items(), reverse=True)]
+        return tuple(out)
