@@ -14,6 +14,7 @@ import torch
 
 from bench import measure, serving
 from bench.app_server import ROOT, start_app
+from bench.targets import check
 from bench.workloads import KV_PROMPT, PROMPT, QUALITY_PROMPT
 from inference.config import LIMITS
 from inference.experiments.roofline import Roofline, measure_read_bandwidth
@@ -92,13 +93,6 @@ def schedulers(lm) -> dict:
     res["continuous_vs_static_throughput"] = (res["continuous"]["throughput_tokens_per_s"]
                                               / res["static"]["throughput_tokens_per_s"])
     return res
-
-
-def lookup(results: dict, dotted: str):
-    cur = results
-    for part in dotted.split("."):
-        cur = cur.get(part) if isinstance(cur, dict) else None
-    return cur
 
 
 def main() -> dict:
@@ -204,11 +198,7 @@ def main() -> dict:
                                                     results["serving"]["vllm"]))
     print(json.dumps(results["serving"]["vllm"], indent=1))
 
-    results["targets"] = {}
-    for key, (op, goal) in TARGETS.items():
-        v = lookup(results, key)
-        ok = v is not None and (v >= goal if op == ">=" else v <= goal)
-        results["targets"][key] = {"value": v, "target": f"{op} {goal}", "met": ok}
+    results["targets"] = check(results, TARGETS)
     results["bench_seconds"] = time.perf_counter() - t0
     return results
 
