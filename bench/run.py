@@ -12,7 +12,7 @@ import time
 
 import torch
 
-from bench import measure, serving
+from bench import classroom, measure, serving
 from bench.app_server import ROOT, start_app
 from bench.targets import check
 from bench.workloads import KV_PROMPT, PROMPT, QUALITY_PROMPT
@@ -46,6 +46,7 @@ TARGETS = {  # issue 7's targets for a 2-core CPU
     "speculative.prompt_lookup.speedup": (">=", 1.5),  # issue 26, the edit workload
     "speculative.prompt_lookup.tokens_per_pass": (">=", 1.5),
     "speculative.draft_model.speedup": (">=", 1.2),
+    **classroom.TARGETS,  # issue 30: a class pressing Run at once; chats while measuring
 }
 
 
@@ -189,6 +190,10 @@ def main() -> dict:
     results["serving"]["chunked"] = chunked_figures["chunked"]
     results["serving"]["step_parts"] = chunked_figures["step_parts"]
     print(json.dumps(results["serving"], indent=1))
+
+    section("serving: a class pressing every lesson's Run at once; chats beside a measurement")
+    results["serving"].update(classroom.measure_classroom())
+    print(json.dumps({k: results["serving"][k] for k in classroom.FIGURES}, indent=1))
 
     section("serving: the same class served by vLLM (its own venv, same weights, same clients)")
     from bench import vllm_peer
