@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt | cksum | cut -d' ' -f1)
 
-.PHONY: setup run lint test test-dtypes gpu-check bench bench-serving browser clean
+.PHONY: setup run lint test test-dtypes gpu-check bench bench-serving bench-classroom browser clean
 
 setup: $(STAMP)
 
@@ -59,6 +59,12 @@ bench: $(STAMP)
 # Only the class-serving comparison (the app against one row at a time and against vLLM).
 bench-serving: $(STAMP)
 	$(PY) -m bench.serving_vs_vllm
+
+# Only issue 30's classroom figures (bench/classroom.py): 30 visitors pressing the four lessons'
+# Run at once while chats stream, and ten chats alone and beside a measuring visitor.
+# Writes bench/classroom-results.json with the same keys as `make bench`'s `serving`.
+bench-classroom: $(STAMP)
+	$(PY) -m bench.classroom
 
 clean:
 	rm -rf $(VENV) test-artifacts .pytest_cache
