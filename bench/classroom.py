@@ -10,7 +10,7 @@ the presses that got no result (refused, an error, stopped at a time limit), and
 between consecutive updates a chat client saw during it (from its submit to its first update,
 then update to update; gradio_client reads its stream every 50 ms, so gaps are ±0.05 s).
 
-`chats_while_measuring`: ten chat clients (`class_load`, `_one_chat`: the same clients as the
+`chats_while_measuring`: ten chat clients (`class_load`, `app_chat`: the same clients as the
 serving figures) stream alone, then again while one other visitor runs the KV race and the
 batch sweep back to back (default settings; the chats start once the race is running). Tokens/s
 over the chats' wall time both ways, their ratio, and the share of the chats' wall time that a
@@ -47,7 +47,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from bench.app_server import ROOT, start_app
-from bench.serving import _one_chat, _percentile, class_load, class_prompt
+from bench.gradio_stream import chat_fn_index
+from bench.serving import _percentile, app_chat, class_load, class_prompt
 from bench.targets import check
 
 LESSONS = ("/prefill_sweep", "/kv_race", "/batch_sweep", "/quant_compare")
@@ -217,9 +218,10 @@ def chats_while_measuring(chats: int = 10, new_tokens: int = 48) -> dict:
     app = start_app()
     try:
         timed: list[dict] = []
+        chat = app_chat(app.url, chat_fn_index(app.url), new_tokens)
 
         def one(i: int, barrier: threading.Barrier) -> dict:
-            run = _one_chat(app.url, i, new_tokens, barrier)
+            run = chat(i, barrier)
             timed.append(run)
             return run
 
