@@ -36,7 +36,7 @@ from lessons.common.next_lesson import lesson_footer, wire_scroll
 from lessons.common.request_limits import LimitRequestSize, WordValidationErrors
 from lessons.common.session_budget import bound_sessions
 from lessons.common.shared_runs import SharedRuns
-from lessons.common.web_costs import trim_web_costs
+from lessons.common.web_costs import calm_queue, trim_web_costs
 from lessons.measurement_work import WORK
 
 SETTINGS = Settings.from_env()
@@ -72,6 +72,7 @@ with gr.Blocks(title="LLM Inference, Step by Step",  # served files' copies are 
     wire_scroll(demo)  # tab and Next lesson clicks land on the lesson's start
 
 demo.queue(max_size=SETTINGS.queue_size, default_concurrency_limit=2)
+calm_queue(demo, SETTINGS.queue_poll_s)  # it looked for work every 1 ms, idle or not
 limit_per_session(demo, SETTINGS.session_events, SETTINGS.lane_waiting,
                   fair=Fairness(SETTINGS, RUNS, LM, WORK))  # per session and per address
 limit_measurements(demo, SETTINGS, RUNS)  # every measurement: shared runs, its time limit

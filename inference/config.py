@@ -199,6 +199,9 @@ class Settings:
     # passes (the default count, its half or 1: on 2 busy cores one thread can be 5-15x faster
     # than two); N = always N. LLM_LAB_SERVER_THREADS.
     server_threads: int = 0
+    # How often Gradio's queue looks for a new event to start (lessons/common/web_costs.py):
+    # its own 1 ms kept an idle app ~9% of a core busy, beside the compute thread.
+    queue_poll_s: float = 0.02
     server_steps_kept: int = 120  # step records the live view keeps (ServerStats.steps_detail)
 
     @staticmethod

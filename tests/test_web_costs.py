@@ -70,3 +70,21 @@ def test_gradios_per_call_matplotlib_import_fails_at_once_when_absent(monkeypatc
         import matplotlib  # noqa: F401
     with utils.MatplotlibBackendMananger():  # Gradio's own wrapper around each call
         pass
+
+
+def test_the_queue_looks_for_work_every_poll_s_not_every_millisecond():
+    demo = small_blocks()
+    demo.queue()
+    assert demo._queue.sleep_when_free <= 0.001  # Gradio's own (the attribute still exists)
+    web_costs.calm_queue(demo, 0.02)
+    assert demo._queue.sleep_when_free == 0.02
+    assert demo._queue.progress_update_sleep_when_free == web_costs.PROGRESS_POLL_S
+
+
+def test_the_app_runs_with_all_three(app_module):
+    from lessons.common.web_costs import _lazy_init
+
+    assert state_holder.SessionState.__init__ is _lazy_init
+    assert app_module.demo._queue.sleep_when_free == app_module.SETTINGS.queue_poll_s
+    if importlib.util.find_spec("matplotlib") is None:
+        assert sys.modules.get("matplotlib", "absent") is None

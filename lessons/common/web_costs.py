@@ -1,4 +1,4 @@
-"""Two costs the web stack (Gradio 6.31) adds to every visitor, removed where they are paid.
+"""Three costs the web stack (Gradio 6.31) adds to serving, removed where they are paid.
 
 Found by profiling the running app under the class workload (30 chats at once, py-spy on the
 app's process, issue 25), where they held the event loop (and Python's lock, which the server's
@@ -15,7 +15,17 @@ compute thread needs between its kernels) for seconds while the class waited:
   not remembered). `no_matplotlib_search()` records it as absent (`sys.modules[...] = None`,
   Python's own way to say "not importable"), so the import fails at once, as it did before.
 
-Both are checked against the real Gradio in tests/test_web_costs.py, so an upgrade that
+- **The queue looks for work 1,000 times a second**: Gradio's queue loop sleeps 1 ms between
+  looks when it has nothing to start (and its progress loop 10 ms), so even an idle app kept
+  ~9% of a core busy and took Python's lock from the compute thread ~1,000 times a second;
+  on 2 cores that also pushes one of PyTorch's threads off its core mid-product. Measured on
+  a 2-core EPYC (2026-12-01): a 30-row decode step took 288 ms in a process without the web
+  server and 335-352 ms beside an idle one; beside a busy machine, 447-574 ms with the 1 ms
+  look and 398-512 ms with 20 ms (pairs run alternately in one process). `calm_queue(demo,
+  poll_s)` sets the look to `poll_s` (`Settings.queue_poll_s`): a new event starts at most
+  that much later, far below a token's time; progress lines are sent every 0.1 s.
+
+All three are checked against the real Gradio in tests/test_web_costs.py, so an upgrade that
 changes what they rely on fails there.
 """
 from __future__ import annotations
@@ -110,7 +120,19 @@ def no_matplotlib_search() -> None:
         sys.modules["matplotlib"] = None  # type: ignore[assignment]
 
 
+PROGRESS_POLL_S = 0.1  # how often Gradio's progress loop sends pending progress updates
+
+
+def calm_queue(demo, poll_s: float) -> None:
+    """Gradio's queue (after `demo.queue()`) looks for new work every `poll_s` seconds."""
+    queue = demo._queue
+    queue.sleep_when_free = max(poll_s, queue.sleep_when_free)
+    queue.progress_update_sleep_when_free = max(PROGRESS_POLL_S,
+                                                queue.progress_update_sleep_when_free)
+
+
 def trim_web_costs() -> None:
-    """Both, once, before the app serves its first visitor."""
+    """The per-visitor two, once, before the app builds its blocks (`calm_queue` comes
+    after `demo.queue()`)."""
     lazy_session_configs()
     no_matplotlib_search()
