@@ -19,6 +19,7 @@ from inference.experiments.memory_guard import memory_budget_bytes
 from inference.experiments.workload import PRESETS
 from visualizations import batching_charts as charts
 from visualizations import batching_text as text
+from visualizations.mechanism_weights import batch_diagram
 
 from . import batching_handlers as run
 from .common.context import AppContext
@@ -66,6 +67,7 @@ def sweep_tab(lm, settings: Settings, shared, measured: Measured, server=None) -
     shown = {"progress": gr.Markdown(elem_id="batch-sweep-progress"),
              "throughput": gr.Plot(charts.throughput_chart([]), elem_id="batch-sweep-throughput",
                                    label="Throughput vs batch size"),
+             "diagram": gr.HTML(batch_diagram([], lm.info.layers), elem_id="batch-sweep-diagram"),
              "step_time": gr.Plot(charts.step_time_chart([], 0), elem_id="batch-sweep-steptime",
                                   label="Step time vs batch size"),
              "tradeoff": gr.Plot(charts.tradeoff_chart([]), elem_id="batch-sweep-tradeoff",
