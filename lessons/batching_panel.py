@@ -27,7 +27,7 @@ from .common.controls import guess_box, number, slider
 from .common.exports import wire_batch_csv
 from .common.feedback import guarded
 from .common.latest import latest_modes
-from .common.lesson_text import lesson_text
+from .common.lesson_text import lesson_page
 from .common.named_outputs import showing
 
 DEFAULT_PADDING = ("Hi!\nWhat is the capital of France?\n"
@@ -167,7 +167,7 @@ def build(ctx: AppContext) -> None:
     """Lay out Lesson 5 inside the caller's tab. `shared`: the app's SharedResults (or None);
     `server`: the sweep and the schedulers take turns with it (`guarded(alone=...)`)."""
     lm, settings, shared, server = ctx.lm, ctx.settings, ctx.shared, ctx.server
-    gr.Markdown(lesson_text("lesson5_batching.md", lm.info), elem_id="batch-lesson-text")
+    gr.Markdown(lesson_page("lesson5_batching.md", lm.info), elem_id="batch-lesson-text")
     measured = Measured(sweep=gr.State(None), schedules=gr.State(None),
                         closing=gr.Markdown(text.closing_note(lm.info, None, None),
                                             elem_id="batch-closing", render=False))

@@ -26,7 +26,7 @@ from visualizations.style import info_caption
 from .common.context import AppContext
 from .common.controls import guess_box, slider
 from .common.feedback import guarded
-from .common.lesson_text import lesson_text
+from .common.lesson_text import lesson_page
 from .quantization_handlers import GUESS_KEY, QuantFrame, compare_frames, compared
 
 BANDWIDTH_NOTE = ", read-only sum, measured"
@@ -55,7 +55,7 @@ def _controls(settings: Settings) -> tuple[gr.Textbox, gr.CheckboxGroup, gr.Slid
 def build(ctx: AppContext) -> None:
     lm, settings, shared, server = ctx.lm, ctx.settings, ctx.shared, ctx.server
     origin = weights_origin_md(lm.info.source, lm.info.dtype)
-    gr.Markdown(lesson_text("lesson6_quantization.md", lm.info, {"weights_origin": origin}))
+    gr.Markdown(lesson_page("lesson6_quantization.md", lm.info, {"weights_origin": origin}))
     bf16 = device_bf16(lm.device)  # checked once: said only where it was checked
     prompt, modes, new_tokens, guess, run_btn, stop_btn = _controls(settings)
     progress = gr.Markdown("*Building a mode copies the model and converts it (seconds); it is "

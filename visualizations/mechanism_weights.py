@@ -17,8 +17,8 @@ the measured read bandwidth), says its formula. A comparison is the two numbers 
 ratio, never a word like "faster"; a busy run (`noise.busy`) carries the busy notice.
 
 Example:
-    >>> batch_diagram([], 30)[:40]
-    "<div class='mech mech-empty' data-kind='"
+    >>> "Press <b>Run sweep</b>" in batch_diagram([], 30)
+    True
 """
 from __future__ import annotations
 
