@@ -90,3 +90,5 @@ def test_every_lesson_tab_shows_its_text_linked():
                      for m in ("tokens", "prefill", "decode", "speculative", "kv_cache", "pages",
                                "context", "batching", "quantization"))
     assert all(f'lesson_page("{name}"' in shown for name in LESSONS)
+    from lessons.start_handlers import overview_md  # the first screen's overview too
+    assert links(overview_md()) and unlinked(overview_md()) == lesson_text("overview.md")
