@@ -7,7 +7,7 @@ up in turn, reads its strip (decode: the old cells flash) and appends the beat's
 it; at the top the chosen token joins the output. Times are fractions of the beat
 (`--at`, `--for`), so the lane's measured seconds alone set how long all of it takes.
 A batched pass (`rows` > 0, lesson 5) feeds one token per row, drawn as rows stacked in one
-block; `weights` (lessons 5 and 6) says above the stack what the pass read of the weights.
+block; `weights` (lessons 5 and 6), under the lane's title, says what it read of the weights.
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ class Lane:
     seconds: float  # measured duration of the pass (seconds)
     uses_cache: bool = True
     rows: int = 0  # a batch's requests (lesson 5), one token each; 0: one request's pass
-    weights: str = ""  # what the pass read of the weights, e.g. "538 MB read once for 8 rows"
+    weights: str = ""  # what the pass read of the weights, e.g. "weights read once: 538 MB"
 
     @property
     def cached(self) -> int:
