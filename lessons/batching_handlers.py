@@ -36,6 +36,7 @@ from inference.experiments.workload import preset_trace, random_trace
 from visualizations import batching_charts as charts
 from visualizations import batching_tables as tables
 from visualizations import batching_text as text
+from visualizations.mechanism_weights import batch_diagram
 from visualizations.style import info_caption
 
 from .common.guess import guess_md
@@ -75,6 +76,7 @@ class SweepFrame:
     table: str | None = None
     sweep: SweepUpdate | None = None  # set once the sweep has finished
     closing: str | None = None
+    diagram: str | None = None  # the newest batch size's step beside batch 1, on the mechanism
 
 
 @dataclass(frozen=True)
@@ -162,6 +164,8 @@ def _sweep_frame(lm, update: SweepUpdate, message: str, schedules: ScheduleCompa
         throughput=charts.throughput_chart(update.points, cap, judged),
         step_time=charts.step_time_chart(update.points, update.bandwidth_gbs, cap),
         tradeoff=charts.tradeoff_chart(update.points, cap),
+        diagram=batch_diagram(update.points, lm.info.layers, bandwidth_gbs=update.bandwidth_gbs,
+                              noise=judged),
         table=tables.sweep_table(update) + compared,
         sweep=update if done else None,
         closing=text.closing_note(lm.info, update, schedules, judged) if done else None)

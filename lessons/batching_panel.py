@@ -19,6 +19,7 @@ from inference.experiments.memory_guard import memory_budget_bytes
 from inference.experiments.workload import PRESETS
 from visualizations import batching_charts as charts
 from visualizations import batching_text as text
+from visualizations.mechanism_weights import batch_diagram
 
 from . import batching_handlers as run
 from .common.context import AppContext
@@ -26,7 +27,7 @@ from .common.controls import guess_box, number, slider
 from .common.exports import wire_batch_csv
 from .common.feedback import guarded
 from .common.latest import latest_modes
-from .common.lesson_text import lesson_text
+from .common.lesson_text import lesson_page
 from .common.named_outputs import showing
 
 DEFAULT_PADDING = ("Hi!\nWhat is the capital of France?\n"
@@ -66,6 +67,7 @@ def sweep_tab(lm, settings: Settings, shared, measured: Measured, server=None) -
     shown = {"progress": gr.Markdown(elem_id="batch-sweep-progress"),
              "throughput": gr.Plot(charts.throughput_chart([]), elem_id="batch-sweep-throughput",
                                    label="Throughput vs batch size"),
+             "diagram": gr.HTML(batch_diagram([], lm.info.layers), elem_id="batch-sweep-diagram"),
              "step_time": gr.Plot(charts.step_time_chart([], 0), elem_id="batch-sweep-steptime",
                                   label="Step time vs batch size"),
              "tradeoff": gr.Plot(charts.tradeoff_chart([]), elem_id="batch-sweep-tradeoff",
@@ -165,7 +167,7 @@ def build(ctx: AppContext) -> None:
     """Lay out Lesson 5 inside the caller's tab. `shared`: the app's SharedResults (or None);
     `server`: the sweep and the schedulers take turns with it (`guarded(alone=...)`)."""
     lm, settings, shared, server = ctx.lm, ctx.settings, ctx.shared, ctx.server
-    gr.Markdown(lesson_text("lesson5_batching.md", lm.info), elem_id="batch-lesson-text")
+    gr.Markdown(lesson_page("lesson5_batching.md", lm.info), elem_id="batch-lesson-text")
     measured = Measured(sweep=gr.State(None), schedules=gr.State(None),
                         closing=gr.Markdown(text.closing_note(lm.info, None, None),
                                             elem_id="batch-closing", render=False))

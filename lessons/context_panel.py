@@ -27,7 +27,7 @@ from . import context_handlers as run
 from .common.context import AppContext
 from .common.controls import guess_box
 from .common.feedback import guarded
-from .common.lesson_text import lesson_text
+from .common.lesson_text import lesson_page
 
 
 def _longest(lm, settings: Settings) -> gr.Dropdown:
@@ -79,7 +79,7 @@ def build(ctx: AppContext) -> None:
     `server`: every measurement here takes turns with it."""
     lm, settings, shared, server = ctx.lm, ctx.settings, ctx.shared, ctx.server
     caption = info_caption(lm.info)
-    gr.Markdown(lesson_text("lesson4c_context.md", lm.info), elem_id="ctx-lesson-text")
+    gr.Markdown(lesson_page("lesson4c_context.md", lm.info), elem_id="ctx-lesson-text")
     longest = _longest(lm, settings)
     cuts = gr.Markdown(run.cuts_text(lm, settings), render=False, elem_id="ctx-cuts")
     with gr.Tabs(overflow_behavior="wrap"):

@@ -23,7 +23,7 @@ from . import kv_cache_handlers as run
 from .common.context import AppContext
 from .common.controls import guess_box, slider
 from .common.feedback import guarded
-from .common.lesson_text import lesson_text
+from .common.lesson_text import lesson_page
 from .common.named_outputs import showing
 
 DEFAULT_PROMPT = LIMITS.default_prompt
@@ -191,7 +191,7 @@ def build(ctx: AppContext) -> None:
     """Lay out Lesson 4 inside the caller's tab. `shared`: the length race, measured once per
     machine for every visitor; `server`: every measurement here takes turns with it."""
     lm, settings, shared, server = ctx.lm, ctx.settings, ctx.shared, ctx.server
-    gr.Markdown(lesson_text("lesson4_kv_cache.md", lm.info), elem_id="kv-lesson-text")
+    gr.Markdown(lesson_page("lesson4_kv_cache.md", lm.info), elem_id="kv-lesson-text")
     with gr.Tabs(overflow_behavior="wrap"):  # every sub-tab one tap away on a phone
         with gr.Tab("1 · Watch it grow"):
             growth_tab(lm, settings, server)

@@ -13,14 +13,14 @@ from . import pages_handlers as run
 from .common.context import AppContext
 from .common.controls import slider
 from .common.feedback import guarded
-from .common.lesson_text import lesson_text
+from .common.lesson_text import lesson_page
 from .common.named_outputs import showing
 
 
 def build(ctx: AppContext) -> None:
     """Lay out lesson 4b inside the caller's tab."""
     lm, settings = ctx.lm, ctx.settings
-    gr.Markdown(lesson_text("lesson4b_pages.md", lm.info), elem_id="pages-lesson-text")
+    gr.Markdown(lesson_page("lesson4b_pages.md", lm.info), elem_id="pages-lesson-text")
     first = run.empty()
     state = gr.State(None, time_to_live=settings.state_ttl_s, delete_callback=run.forget)
     with gr.Row():

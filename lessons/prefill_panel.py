@@ -17,7 +17,7 @@ from .common.context import AppContext
 from .common.controls import guess_box, slider
 from .common.exports import wire_prefill_csv
 from .common.feedback import guarded
-from .common.lesson_text import lesson_text
+from .common.lesson_text import lesson_page
 from .prefill_handlers import (
     DEFAULT_LENGTHS,
     GUESS_KEY,
@@ -83,6 +83,6 @@ def _sweep_section(lm, settings: Settings, shared, server) -> None:
 def build(ctx: AppContext) -> None:
     """Lesson 2 in the caller's tab; `ctx.server`: measurements take turns with it."""
     lm, settings, shared, server = ctx.lm, ctx.settings, ctx.shared, ctx.server
-    gr.Markdown(lesson_text("lesson2_prefill.md", lm.info))
+    gr.Markdown(lesson_page("lesson2_prefill.md", lm.info))
     _measure_section(lm, settings, server)
     _sweep_section(lm, settings, shared, server)

@@ -6,9 +6,10 @@ alone on the compute thread, taking turns there with the serving engine's steps.
 Every function takes (lm, settings, shared) and returns a `Measured`, or, for the long ones,
 is a generator that yields None between its parts and the `Measured` last: each part is one
 job on the compute thread, so the server answers the class's chats between them
-(`measure_steps` runs either kind). `MEASURES` maps the screen's `measure:` key to it. A
-`Measured` is stored in the visitor's browser as a dict (`as_dict`), so it holds only plain
-numbers and text.
+(`measure_steps` runs either kind). A part may yield a `Step` instead of None: "decode step k
+of N" and the number so far, which the screen shows while it runs. `MEASURES` maps the
+screen's `measure:` key to it. A `Measured` is stored in the visitor's browser as a dict
+(`as_dict`), so it holds only plain numbers and text.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from inference.experiments.batch_sweep import run_sweep
 from inference.experiments.context_sweep import compare_lengths, decode_lengths_sweep
 from inference.experiments.context_theory import decode_theory
 from inference.experiments.kv_race import RECOMPUTE, race, summarize
-from inference.experiments.machine_roofline import measure_roofline
+from inference.experiments.machine_roofline import roofline_steps
 from inference.experiments.memory_guard import memory_budget_bytes
 from inference.experiments.prefill_sweep import prefill_sweep
 from inference.experiments.prompt_prefill import measure_prompt
@@ -33,7 +34,7 @@ from inference.experiments.quality import greedy_steps
 from inference.experiments.roofline import machine_bandwidth
 from inference.experiments.serving_cost import model_serving_costs
 from inference.experiments.spec_workload import spec_prompt
-from inference.experiments.speculative_race import run_race as spec_race
+from inference.experiments.speculative_race import race_updates
 from inference.experiments.step_bound import measure_step_bound
 from inference.generation import stream
 from inference.quant_modes import build_steps
@@ -89,6 +90,17 @@ class Measured:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class Step:
+    """A long measurement between two parts: `counted` `done` of `total` and the number so far
+    (shown as "⏳ decode step 5 of 23 · 13.4 tokens/s so far")."""
+
+    counted: str  # what is counted, e.g. "decode step", "token"
+    done: int
+    total: int
+    running: str  # the running figure, measured so far, e.g. "13.4 tokens/s so far (median)"
+
+
 def answer(lm, settings: Settings, shared) -> Measured:
     events = list(stream(lm, encode_prompt(lm, settings, QUESTION), max_new_tokens=DECODE_TOKENS))
     seconds = sum(e.seconds for e in events)
@@ -141,25 +153,46 @@ def decode(lm, settings: Settings, shared) -> Measured:
                     f"{events[0].seconds * 1000:.0f} ms (the prefill)")
 
 
-def roofline(lm, settings: Settings, shared) -> Measured:
-    r = measure_roofline(lm, DECODE_TOKENS, shared)
-    return Measured("roofline", r.bandwidth_gbs, f"{r.bandwidth_gbs:.1f} GB/s",
+def roofline(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
+    """The read bandwidth and the batch-1 decode speed under it, a `Step` per decode step."""
+    for p in roofline_steps(lm, DECODE_TOKENS, shared):
+        if p.roofline is None:
+            speed = (f" · {p.tokens_per_s:.1f} tokens/s so far (median step)"
+                     if p.tokens_per_s else "")
+            yield Step("decode step", p.steps, p.total,
+                       f"read bandwidth {p.bandwidth_gbs:.1f} GB/s (measured){speed}")
+    r = p.roofline
+    yield Measured("roofline", r.bandwidth_gbs, f"{r.bandwidth_gbs:.1f} GB/s",
                     "memory read speed", f"ceiling {r.ceiling_tokens_per_s:.1f} tokens/s for "
                     f"{human_bytes(r.bytes_per_token)} per step · measured "
                     f"{r.measured_tokens_per_s:.1f} tokens/s ({r.fraction:.0%} of the ceiling)")
 
 
-def speculative(lm, settings: Settings, shared) -> Measured:
-    """Lesson 3b's race, short: prompt lookup on the edit prompt, tokens per pass."""
+def speculative(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
+    """Lesson 3b's race, short: prompt lookup on the edit prompt, tokens per pass; a `Step`
+    after each verification pass and its plain catch-up."""
     ids = encode_prompt(lm, settings, spec_prompt())
-    s = spec_race(lm, ids, make_draft(lm, "prompt_lookup"), SPEC_K, SPEC_TOKENS, shared)
+    for u in race_updates(lm, ids, make_draft(lm, "prompt_lookup"), SPEC_K, SPEC_TOKENS, shared):
+        if u.summary is None:
+            yield Step("token", u.passes[-1].tokens_so_far, SPEC_TOKENS, spec_running(u.passes))
+    s = u.summary
     same = "same tokens" if s.identical else "tokens differ"
-    return Measured("speculative", s.tokens_per_pass, f"{s.tokens_per_pass:.2f}",
+    yield Measured("speculative", s.tokens_per_pass, f"{s.tokens_per_pass:.2f}",
                     f"tokens per pass (plain decoding: 1; k = {SPEC_K})",
                     f"{s.new_tokens} tokens in {s.passes} verification passes after the "
                     f"prefill · {s.accepted} of {s.proposed} guesses kept · speculative "
                     f"{s.tokens_per_s:.1f} tokens/s against plain {s.plain_tokens_per_s:.1f} "
                     f"({s.speedup:.2f}×, {s.verdict}) · {same}")
+
+
+def spec_running(passes) -> str:
+    """Tokens per verification pass so far (the prefill, pass 0, makes the first token)."""
+    verified = len(passes) - 1
+    if verified < 1:
+        return "the prefill made the first token"
+    made = passes[-1].tokens_so_far - passes[0].tokens_so_far
+    return (f"{made / verified:.2f} tokens per pass so far ({made} tokens in {verified} "
+            f"pass{'es' if verified != 1 else ''})")
 
 
 def step_split(lm, settings: Settings, shared) -> Measured:
@@ -300,7 +333,7 @@ def cost(lm, settings: Settings, shared) -> Measured:
 
 
 MEASURES: dict[str, Callable[[object, Settings, object],
-                             Measured | Iterator[Measured | None]]] = {
+                             Measured | Iterator[Measured | Step | None]]] = {
     f.__name__: f for f in (answer, tokens, token_mix, prefill, prefill_race, decode, roofline,
                             speculative, step_split, kv_bytes, kv_race, long_context, batch,
                             int8, cost)}
@@ -316,8 +349,10 @@ def finish(gen: Generator):
             return stop.value
 
 
-def measure_steps(key: str, lm, settings: Settings, shared) -> Iterator[Measured | None]:
-    """Screen `key`'s measurement: None between its parts (a long one's), its `Measured` last."""
+def measure_steps(key: str, lm, settings: Settings, shared
+                  ) -> Iterator[Measured | Step | None]:
+    """Screen `key`'s measurement: None or a `Step` between its parts (a long one's), its
+    `Measured` last."""
     result = MEASURES[key](lm, settings, shared)
     if isinstance(result, Measured):
         yield result
@@ -385,9 +420,9 @@ def measure_screen(p: dict, screens: tuple[Screen, ...], typed: float | None, lm
 
 
 def measure_screen_steps(p: dict, screens: tuple[Screen, ...], typed: float | None, lm,
-                         settings: Settings, shared) -> Iterator[dict | None]:
-    """`measure_screen`, yielding None between the measurement's parts (the server's steps run
-    there), then the progress."""
+                         settings: Settings, shared) -> Iterator[dict | Step | None]:
+    """`measure_screen`, yielding None or the measurement's `Step` between its parts (the
+    server's steps run there), then the progress."""
     _, s = at(screens, p)
     if s.predict is not None and typed is not None:
         p["guesses"][s.measure] = float(typed)
@@ -398,8 +433,8 @@ def measure_screen_steps(p: dict, screens: tuple[Screen, ...], typed: float | No
                                "detail": f"gathered at {time.strftime('%H:%M')}"}
     else:
         for m in measure_steps(s.measure, lm, settings, shared):
-            if m is None:
-                yield None
+            if m is None or isinstance(m, Step):
+                yield m
             else:
                 p["results"][s.measure] = m.as_dict()
     yield p

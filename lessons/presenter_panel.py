@@ -17,14 +17,22 @@ from collections.abc import Iterator
 
 import gradio as gr
 
-from visualizations.presenter_view import result_html, screen_md
+from visualizations.presenter_view import result_html, screen_md, step_html
 from visualizations.style import info_caption
 
 from .common.context import AppContext
 from .common.feedback import guarded
 from .common.page_screens import PageScreens
 from .common.presenter_screens import load_screens
-from .presenter_handlers import at, clean, compare_text, fresh, measure_screen_steps, page_id
+from .presenter_handlers import (
+    Step,
+    at,
+    clean,
+    compare_text,
+    fresh,
+    measure_screen_steps,
+    page_id,
+)
 
 STORAGE_KEY = "llm-lab-presenter"
 # Arrow keys / Page Up-Down click Back and Next while the presenter is on screen and no field
@@ -111,9 +119,11 @@ def build(ctx: AppContext) -> None:
     def measure(p, typed: float | None, request: gr.Request = None) -> Iterator[dict]:
         p = clean(p)
         p["page"] = page_id(request)
+        measuring, _ = at(screens, p)  # the screen measured (its progress line shows there)
         for done in measure_screen_steps(p, screens, typed, lm, settings, shared):
-            if done is None:  # between two parts of the measurement (the server's steps run)
-                yield {result: gr.skip()}
+            if done is None or isinstance(done, Step):  # between two parts (the server steps)
+                still = isinstance(done, Step) and turned.now(p["page"], measuring) == measuring
+                yield {result: step_html(done) if still else gr.skip()}  # on its own screen only
                 continue
             here = turned.now(done["page"], done["screen"])
             if here != done["screen"]:  # turned on meanwhile: keep the figure, not the page

@@ -22,6 +22,7 @@ from inference.experiments.quality import (
 )
 from inference.experiments.roofline import machine_bandwidth
 from inference.quant_modes import MODES, build_mode, build_steps, get_mode
+from visualizations.mechanism_weights import quant_diagram
 
 from .common.guess import guess_md
 from .common.latest import keep_modes
@@ -41,6 +42,7 @@ class QuantFrame(NamedTuple):
     reports: tuple[ModeReport, ...] | None = None
     bandwidth_gbs: float | None = None  # measured read bandwidth, for the roofline
     noise: Noise | None = None  # the last frame: was the machine busy while measuring
+    diagram: str | None = None  # float32's step beside the newest mode's, on the mechanism
 
 
 def chosen_modes(modes: list[str] | None) -> list[str]:
@@ -91,12 +93,19 @@ def compare_frames(lm, settings: Settings, shared, prompt: str, modes: list[str]
                 yield QuantFrame(f"⏳ [{i}/{len(keys)}] measuring {built.mode.label}: decode "
                                  f"step {step.done} of {step.total}…")
         yield QuantFrame(f"⏳ measured {len(reports)} of {len(keys)} modes", tuple(reports),
-                         bandwidth)
+                         bandwidth, diagram=_diagram(lm, reports, bandwidth))
     keep_modes(lm, shared, reports)
+    judged = noise.end(device, watch, settings=settings)
     yield QuantFrame(f"✅ measured {len(reports)} modes at {time.strftime('%H:%M:%S')} "
                      f"({len(ids)}-token prompt, {n} greedy tokens, {len(text_ids)}-token "
-                     "perplexity text)", tuple(reports), bandwidth,
-                     noise.end(device, watch, settings=settings))
+                     "perplexity text)", tuple(reports), bandwidth, judged,
+                     _diagram(lm, reports, bandwidth, judged))
+
+
+def _diagram(lm, reports, bandwidth: float, judged: Noise | None = None) -> str:
+    """The mechanism with float32's decode step beside the newest measured mode's."""
+    return quant_diagram(reports, lm.info.layers, lm.info.parameters, bandwidth_gbs=bandwidth,
+                         noise=judged)
 
 
 def compared(reports, guess: float | None, judged: Noise | None = None) -> str:

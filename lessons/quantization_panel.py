@@ -13,6 +13,7 @@ from inference.config import Settings
 from inference.experiments.cpu_flags import device_bf16
 from inference.quant_modes import DEFAULT_MODES, HEAD_TREATMENT, MODES
 from visualizations import quant_charts as charts
+from visualizations.mechanism_weights import quant_diagram
 from visualizations.quant_text import (
     closing_note_md,
     head_treatment_md,
@@ -25,7 +26,7 @@ from visualizations.style import info_caption
 from .common.context import AppContext
 from .common.controls import guess_box, slider
 from .common.feedback import guarded
-from .common.lesson_text import lesson_text
+from .common.lesson_text import lesson_page
 from .quantization_handlers import GUESS_KEY, QuantFrame, compare_frames, compared
 
 BANDWIDTH_NOTE = ", read-only sum, measured"
@@ -54,13 +55,15 @@ def _controls(settings: Settings) -> tuple[gr.Textbox, gr.CheckboxGroup, gr.Slid
 def build(ctx: AppContext) -> None:
     lm, settings, shared, server = ctx.lm, ctx.settings, ctx.shared, ctx.server
     origin = weights_origin_md(lm.info.source, lm.info.dtype)
-    gr.Markdown(lesson_text("lesson6_quantization.md", lm.info, {"weights_origin": origin}))
+    gr.Markdown(lesson_page("lesson6_quantization.md", lm.info, {"weights_origin": origin}))
     bf16 = device_bf16(lm.device)  # checked once: said only where it was checked
     prompt, modes, new_tokens, guess, run_btn, stop_btn = _controls(settings)
     progress = gr.Markdown("*Building a mode copies the model and converts it (seconds); it is "
                            "then kept for everyone using this app.*", elem_id="quant-progress")
     roofline = gr.Plot(roofline_figure([], 0.0), label="Bytes per token vs decode speed",
                        elem_id="quant-roofline")
+    diagram = gr.HTML(quant_diagram([], lm.info.layers, lm.info.parameters),
+                      elem_id="quant-diagram")
     bars = gr.Plot(charts.mode_bars_figure([]), label="Per mode", elem_id="quant-bars")
     table = gr.Markdown(elem_id="quant-table")
     texts = gr.HTML(charts.side_by_side_html([]), elem_id="quant-texts")
@@ -75,6 +78,7 @@ def build(ctx: AppContext) -> None:
         return {progress: frame.message,
                 roofline: roofline_figure(r, bw, BANDWIDTH_NOTE, caption,
                                                  WEIGHT_BYTES_AXIS),
+                diagram: frame.diagram,
                 bars: charts.mode_bars_figure(r, caption), table: results_table_md(r),
                 texts: charts.side_by_side_html(r),
                 closing: closing_note_md(lm.info, r, bw, bf16, frame.noise)
@@ -85,7 +89,7 @@ def build(ctx: AppContext) -> None:
             yield shown(frame, guessed)
 
     ev = run_btn.click(guarded(run, alone=server), [prompt, modes, new_tokens, guess],
-                       [progress, roofline, bars, table, texts, closing],
+                       [progress, roofline, diagram, bars, table, texts, closing],
                        concurrency_id="heavy", concurrency_limit=settings.heavy_lane_limit,
                        time_limit=settings.long_time_limit_s,
                        api_name="quant_compare")

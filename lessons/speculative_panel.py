@@ -19,7 +19,7 @@ from visualizations.style import info_caption
 from .common.context import AppContext
 from .common.controls import guess_box, slider
 from .common.feedback import guarded
-from .common.lesson_text import lesson_text
+from .common.lesson_text import lesson_page
 from .speculative_handlers import DRAFTS, GUESS_KEY, PROMPT, run_batch, run_race, run_sweep
 
 
@@ -113,7 +113,7 @@ def _batch_section(lm, settings: Settings, shared, server, prompt, k, last) -> N
 def build(ctx: AppContext) -> None:
     """Lesson 3b in the caller's tab; `ctx.server`: the runs take turns with it."""
     lm, settings, shared, server = ctx.lm, ctx.settings, ctx.shared, ctx.server
-    gr.Markdown(lesson_text("lesson3b_speculative.md", lm.info,
+    gr.Markdown(lesson_page("lesson3b_speculative.md", lm.info,
                             {"sampling_rule": SAMPLING_RULE, "three_ways": THREE_WAYS}))
     prompt, k, new_tokens, last = _race_section(lm, settings, shared, server)
     _sweep_section(lm, settings, shared, server, prompt, new_tokens)

@@ -16,7 +16,7 @@ from visualizations.first_screen import live_cards_html, race_ratio_html
 from visualizations.mechanism import decode_diagram, empty_diagram, race_diagram
 
 from .common.client_timing import timed_events
-from .common.lesson_text import lesson_text
+from .common.lesson_text import lesson_page
 from .common.prompt_input import encode_prompt
 
 STARTERS: tuple[str, ...] = (
@@ -31,8 +31,8 @@ FIRST_STEP_MD = ("**Your first step:** tap a prompt. It opens **Try it** with th
 
 
 def overview_md() -> str:
-    """The overview that opens the app (assets/overview.md)."""
-    return lesson_text("overview.md")
+    """The overview that opens the app (assets/overview.md), its glossary terms linked."""
+    return lesson_page("overview.md")
 
 
 @dataclass(frozen=True)

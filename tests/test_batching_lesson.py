@@ -219,6 +219,16 @@ def test_sweep_handler_streams_and_shares(lm):
     assert [tr.x for tr in last.throughput.data][0] == (1, 2)
     assert "tokens/s at batch 1" in last.closing and "at batch 2" in last.closing
     assert "| 2 |" in last.table
+    # the mechanism: batch 2's measured step beside batch 1's, both rows through one pass
+    one, two = state.points
+    assert (f"Batch 2: 2 rows in one pass share one read of the weights "
+            f"({two.weight_bytes / 1e6:,.0f} MB) · measured step "
+            f"<b>{two.step_seconds * 1000:,.1f} ms</b>") in last.diagram
+    assert f"batch 1: <b>{one.step_seconds * 1000:,.1f} ms</b>" in last.diagram
+    assert (f"2× the rows took {two.step_seconds / one.step_seconds:.2f}× the step time"
+            in last.diagram)
+    assert "data-rows='2'" in last.diagram and "data-rows='1'" in last.diagram
+    assert all(f.diagram is None for f in progress_only)  # the diagram left as it is
     again = list(run.sweep_frames(lm, settings, shared, max_batch=2, steps=2, budget_mb=None))
     if len(again) == 1:  # a quiet sweep is shared with the next visitor
         assert "shared with every visitor" in again[0].progress and again[0].sweep is state

@@ -22,6 +22,7 @@ from visualizations.mechanism import (
     slow_factor,
 )
 from visualizations.mechanism_style import FACTORS, mechanism_css
+from visualizations.mechanism_weights import batch_diagram, quant_diagram
 
 PROMPT = ["<|im_start|>", "user", "\n", "Write", " one", " sentence", "<|im_end|>", "\n"]
 P = len(PROMPT)
@@ -203,3 +204,77 @@ def test_token_text_is_escaped():
                                       cache_bytes=0)]
     page = decode_diagram(["<img src=x>"] + PROMPT[1:], events, 30)
     assert "<img" not in page and "<b>&" not in page
+
+
+# ---- lessons 5 and 6: rows sharing one pass, fewer bytes per weight (mechanism_weights) ----
+
+def batch_point(batch: int, step_s: float, prompt: int = 14, steps: int = 4) -> SimpleNamespace:
+    return SimpleNamespace(batch=batch, prompt_tokens=prompt, step_seconds=step_s,
+                           step_times=(step_s,) * steps, weight_bytes=538_000_000,
+                           cache_bytes=46_080 * batch * (prompt + 1 + steps))
+
+
+def test_batch_beat_feeds_b_rows_through_one_weight_read():
+    points = [batch_point(1, 0.080), batch_point(2, 0.085), batch_point(8, 0.120)]
+    page = batch_diagram(points, 30, bandwidth_gbs=20.0)
+    one, big = Drawn(page).lanes
+    assert (one["data-rows"], big["data-rows"]) == ("1", "8")
+    assert measured_s(big) == pytest.approx(0.120) and measured_s(one) == pytest.approx(0.080)
+    for strip in big["strips"]:  # per row: the prompt, the warm-up token and 4 timed tokens
+        assert cells(strip, "prompt") == 14 and cells(strip, "generated") == 5
+        assert cells(strip, new=True) == 1
+    assert page.count("class='mech-row'") == 8 + 1  # a bar per row in each block that climbs
+    assert "8 rows, 1 token each" in page and "× 8 rows" in page and "1 row, 1 token" in page
+    assert "weights read once: 538 MB" in page
+    assert "measured step <b>120.0 ms</b> = 66.7 tokens/s in total" in page
+    assert "batch 1: <b>80.0 ms</b> = 12.5 tokens/s" in page
+    assert "8× the rows took 1.50× the step time" in page
+    floor = (538_000_000 + 46_080 * 8 * 19) / 20e9
+    assert f"(weights + KV cache bytes) ÷ 20.0 GB/s measured = {floor * 1000:,.1f} ms" in page
+    assert "faster" not in page and "busy" not in page
+
+
+def test_batch_beat_alone_busy_and_empty():
+    page = batch_diagram([batch_point(1, 0.05)], 30)
+    (lane,) = Drawn(page).lanes
+    assert lane["data-rows"] == "1" and "theoretical" not in page  # no bandwidth: no floor
+    assert Drawn(decode_diagram(PROMPT, steps(2), 30)).lanes[0]["data-rows"] == "0"
+    busy = batch_diagram([batch_point(1, 0.05), batch_point(4, 0.04)], 30,
+                         noise=SimpleNamespace(busy=True))
+    assert "This machine was busy while measuring" in busy
+    assert "4× the rows took 0.80× the step time" in busy  # the numbers, not a verdict
+    empty = batch_diagram([], 30)
+    assert "mech-empty" in Drawn(empty).root["class"] and "Run sweep" in empty
+
+
+def mode_report(key: str, label: str, weight_bytes: int, tokens_per_s: float,
+                n: int = 8) -> SimpleNamespace:
+    return SimpleNamespace(key=key, label=label, weight_bytes=weight_bytes,
+                           bytes_per_token=weight_bytes - 2_000, decode_tokens_per_s=tokens_per_s,
+                           prompt_tokens=P, pieces=tuple(f" t{i}" for i in range(n)))
+
+
+def test_quant_beat_reads_fewer_bytes_per_weight():
+    params = 100_000_000
+    reports = [mode_report("fp32", "float32", 4 * params, 12.5),
+               mode_report("fp16", "float16", 2 * params, 20.0),
+               mode_report("int8", "int8 weight-only", 106_000_000, 25.0)]
+    page = quant_diagram(reports, 30, params, bandwidth_gbs=20.0)
+    fp32, int8 = Drawn(page).lanes  # float32 beside the newest mode measured
+    assert measured_s(fp32) == pytest.approx(0.080) and measured_s(int8) == pytest.approx(0.040)
+    assert "4.00 B/weight · 400 MB read" in page and "1.06 B/weight · 106 MB read" in page
+    assert "float32: 4.00 B per weight, 400 MB read per step, measured <b>80.0 ms</b>" in page
+    assert "int8: 0.26× the bytes, 0.50× the step time" in page
+    assert "bytes read ÷ 20.0 GB/s measured: fp32 20.0 ms, int8 5.3 ms" in page
+    for strip in int8["strips"]:  # the last decode step: prompt + 7 generated, 1 new
+        assert cells(strip) == P + 7 and cells(strip, new=True) == 1
+    assert "fp16" not in page and "faster" not in page
+
+
+def test_quant_beat_fp32_alone_busy_and_empty():
+    page = quant_diagram([mode_report("fp32", "float32", 400, 10.0)], 30, 100,
+                         noise=SimpleNamespace(busy=True))
+    assert len(Drawn(page).lanes) == 1 and "4.00 B per weight" in page
+    assert "This machine was busy while measuring" in page and "theoretical" not in page
+    empty = quant_diagram([], 30, 100)
+    assert "mech-empty" in Drawn(empty).root["class"] and "Compare modes" in empty

@@ -313,3 +313,72 @@ def test_a_measurement_that_ends_late_does_not_turn_the_page_back():
     pages.moved("b", 1)
     pages.moved("c", 2)  # past the limit: the oldest-moved page is forgotten
     assert pages.now("a", 3) == 3 and pages.now("b", 0) == 1 and pages.now("c", 0) == 2
+
+
+# --- "step k of N" while a long screen measures (issue 23) ----------------------------------------
+def test_step_line_says_k_of_n_and_the_running_number():
+    from lessons.presenter_handlers import Step, spec_running
+    from visualizations.presenter_view import step_html
+
+    page = step_html(Step("decode step", 5, 23, "13.4 tokens/s so far <b>"))
+    assert "⏳ decode step 5 of 23" in page and "13.4 tokens/s so far &lt;b&gt;" in page
+    assert 'role="status"' in page
+    passes = [SimpleNamespace(tokens_so_far=n) for n in (1, 4, 5, 9)]  # prefill, then 3 passes
+    assert spec_running(passes) == "2.67 tokens per pass so far (8 tokens in 3 passes)"
+    assert spec_running(passes[:1]) == "the prefill made the first token"
+
+
+@pytest.mark.parametrize("key, counted, running", [
+    ("roofline", "decode step", "tokens/s so far (median step)"),
+    ("speculative", "token", "tokens per pass so far")])
+def test_long_screens_stream_step_k_of_n(lm, monkeypatch, key, counted, running):
+    from inference.experiments.shared_results import SharedResults
+    from lessons import presenter_handlers as ph
+
+    monkeypatch.setattr(ph, "DECODE_TOKENS", 5)
+    monkeypatch.setattr(ph, "SPEC_TOKENS", 8)
+    *steps, last = ph.measure_steps(key, lm, Settings(), SharedResults())
+    assert steps and all(isinstance(s, ph.Step) and s.counted == counted for s in steps)
+    done = [s.done for s in steps]
+    assert done == sorted(done) and done[-1] <= steps[0].total
+    assert steps[0].total == (4 if key == "roofline" else 8)
+    assert any(running in s.running for s in steps)
+    assert isinstance(last, ph.Measured) and last.key == key and last.value > 0
+    if key == "roofline":  # one line per timed decode step, the speed so far measured
+        assert done == [0, 1, 2, 3, 4] and "GB/s (measured)" in steps[0].running
+        assert f"{last.value:.1f} GB/s" == last.shown
+    if key != "roofline":
+        return
+    # the screen's own run passes the lines on, then the visitor's progress with the result
+    screens = load_screens(lm.info)
+    p = {**fresh(), "screen": next(i for i, s in enumerate(screens) if s.measure == key)}
+    *lines, progress = ph.measure_screen_steps(p, screens, None, lm, Settings(), SharedResults())
+    assert any(isinstance(x, ph.Step) for x in lines) and progress["results"][key]["shown"]
+
+
+def test_the_step_line_shows_on_its_own_screen_only(app_module, monkeypatch):
+    """While a long screen measures, its result area shows "step k of N"; once the presenter
+    has turned the page, the lines stop (they would paint over the next screen's number)."""
+    from lessons import presenter_handlers as ph
+
+    def fake(lm, settings, shared):
+        yield ph.Step("decode step", 1, 3, "10.0 tokens/s so far")
+        yield ph.Step("decode step", 2, 3, "11.0 tokens/s so far")
+        yield ph.Measured("roofline", 20.0, "20.0 GB/s", "memory read speed", "measured")
+
+    monkeypatch.setitem(ph.MEASURES, "roofline", fake)
+    demo = app_module.demo
+    fns = [f.fn for f in demo.fns.values()]
+    measure = next(f for f in fns if getattr(f, "__name__", "") == "measure")
+    move = next(f for f in fns if getattr(f, "__name__", "") == "go")
+    result = next(b for b in demo.blocks.values() if getattr(b, "elem_id", "") == "present-result")
+    page = SimpleNamespace(session_hash="page-steps")
+    screens = load_screens(app_module.LM.info)  # the panel's own screens
+    at = next(i for i, s in enumerate(screens) if s.measure == "roofline")
+    run = measure({**fresh(), "screen": at}, None, request=page)
+    first = next(run)
+    assert "⏳ decode step 1 of 3" in first[result] and "10.0 tokens/s so far" in first[result]
+    move({**fresh(), "screen": at, "page": "page-steps"}, request=page)  # the presenter turns
+    assert next(run)[result] == gr.skip()  # not drawn over the screen now shown
+    (done,) = next(run).values()  # the figure kept, the page not turned back
+    assert done["results"]["roofline"]["shown"] == "20.0 GB/s" and done["screen"] != at

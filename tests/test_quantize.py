@@ -249,6 +249,26 @@ def test_comparison_frames_fp32_against_itself(lm, shared):
     assert fp32.key == "fp32" and len(fp32.token_ids) == 8
     assert fp32.top1_agreement == 1.0 and fp32.kl_mean == pytest.approx(0.0, abs=1e-6)
     assert fp32.weight_bytes == 4 * lm.info.parameters  # float32, whatever the app's dtype
+    # the mechanism: one decode step, every weight read at 4 bytes, the measured step time
+    assert "4.00 B/weight" in last.diagram and "data-kind='decode'" in last.diagram
+    assert (f"float32: 4.00 B per weight, {fp32.bytes_per_token / 1e6:,.0f} MB read per step, "
+            f"measured <b>{1000 / fp32.decode_tokens_per_s:,.1f} ms</b>") in last.diagram
+    assert all(f.diagram is None for f in frames if f.reports is None)
     from lessons.common.latest import latest_modes
     assert latest_modes(lm, shared) == last.reports  # kept for lesson 5's cost view
     assert chosen_modes(["int8", "fp16"]) == ["fp32", "fp16", "int8"]  # fp32 first, then registry
+
+
+def test_comparison_diagram_sets_int8_beside_fp32(lm, shared):
+    from lessons.quantization_handlers import compare_frames
+    last = list(compare_frames(lm, Settings(), shared, "Name a colour.", ["int8"], 8))[-1]
+    fp32, int8 = last.reports
+    page = last.diagram
+    assert page.count("class='mech-lane'") == 2
+    per_weight = int8.weight_bytes / lm.info.parameters
+    assert 1.0 < per_weight < 1.5  # int8: one byte a weight, plus scales and what stays float
+    assert f"{per_weight:.2f} B/weight" in page and "4.00 B/weight" in page
+    assert (f"int8: {int8.bytes_per_token / fp32.bytes_per_token:.2f}× the bytes, "
+            f"{fp32.decode_tokens_per_s / int8.decode_tokens_per_s:.2f}× the step time") in page
+    assert f"measured <b>{1000 / int8.decode_tokens_per_s:,.1f} ms</b>" in page
+    assert f"÷ {last.bandwidth_gbs:,.1f} GB/s measured" in page  # the floor, labelled theoretical

@@ -3,11 +3,19 @@
 `glossary_md()` renders every term (for the Glossary tab, each with an anchor `gl-<key>`);
 `lesson_words_md(keys)` renders only a lesson's own terms, for the "Words in this lesson" box
 under its text, so a definition is on the same screen as the word's first use.
+`link_terms(markdown)` links the first use of each term in a lesson's text to its entry
+(`term_href`), with the definition as the link's title; code, links, HTML and headings are
+left as written. The forms a term is found by are its name's parts (`term_forms`).
 
 >>> lesson_words_md(["greedy"]).startswith("- **Greedy decoding**")
 True
+>>> link_terms("The KV cache, and the KV cache again.").count("](?lesson=glossary#gl-kv")
+1
 """
 from __future__ import annotations
+
+import re
+from collections.abc import Iterable
 
 TERMS: dict[str, tuple[str, str]] = {
     "token": ("Token", "A word piece: the unit a model reads and writes. Prices, context limits "
@@ -156,3 +164,85 @@ def glossary_md() -> str:
 def lesson_words_md(keys: list[str]) -> str:
     """A lesson's own terms (unknown keys are a mistake: KeyError)."""
     return "\n".join(term_md(k) for k in keys)
+
+
+# How a term is found in text, where its name's parts ("KV heads / query heads" -> both) are
+# not how lessons write it, or are too common a word to link ("Block", "Eager").
+FORMS: dict[str, tuple[str, ...]] = {
+    "greedy": ("greedy decoding", "greedy"),
+    "kl": ("KL divergence", "KL"),
+    "headdim": ("head dim", "head_dim", "head dimension"),
+    "gqa": ("grouped-query attention", "GQA", "MHA"),
+    "matmul": ("matmul", "matrix product", "matrix multiply"),
+    "intensity": ("arithmetic intensity", "FLOPs per byte"),
+    "dispatch": ("dispatch overhead", "dispatch"),
+    "block": ("KV page", "KV block"),
+    "quant": ("quantization", "quantized"),
+    "batch": ("batching", "batched"),
+    "bound": ("memory-bound", "compute-bound", "memory bound", "compute bound"),
+    "prefix": ("prefix reuse",),
+    "prefixcache": ("prefix caching", "prefix cache"),
+    "eager_sdpa": ("sdpa", "eager attention"),
+    "lstar": ("L*",),
+}
+
+
+def term_forms(key: str) -> tuple[str, ...]:
+    """How term `key` is written in lesson text: `FORMS`, or its name without the bracket,
+    split at "/" and "," ("TTFT (time to first token)" -> "TTFT"; "O(1), O(n)" -> both)."""
+    if key in FORMS:
+        return FORMS[key]
+    name = TERMS[key][0]
+    base = name if name.startswith("O(") else re.sub(r"\s*\([^)]*\)", "", name)
+    return tuple(p for p in re.split(r"\s+/\s+|,\s*", base) if p)
+
+
+def term_href(key: str) -> str:
+    """Where a term's link goes: the Glossary tab, at the term's entry (`gl-<key>`)."""
+    return f"?lesson=glossary#gl-{key}"
+
+
+# Left as written: fenced and inline code, links and images, HTML (an element with its text,
+# a lone tag), headings, bare addresses.
+_KEEP = re.compile(r"```.*?```|`[^`\n]*`|!?\[[^\]]*\]\([^)]*\)|<(\w+)\b[^>]*>.*?</\1\s*>|<[^>]+>"
+                   r"|^#{1,6} [^\n]*|https?://\S+", re.DOTALL | re.MULTILINE)
+
+
+def _form_pattern(written: str) -> str:
+    """A form as a pattern: a plural s allowed; an acronym ("KL", "TTFT") in its case only."""
+    body = re.escape(written) + ("(?:e?s)?" if written[-1].isalpha() else "")
+    return f"(?-i:{body})" if written.isupper() else body
+
+
+def _forms(keys: Iterable[str]) -> list[tuple[str, str]]:
+    """(pattern, key) for every form of `keys`, longest first: "KV cache" wins over a shorter
+    form starting at the same place."""
+    found = [(f, k) for k in keys for f in term_forms(k)]
+    return [(_form_pattern(f), k) for f, k in sorted(found, key=lambda fk: -len(fk[0]))]
+
+
+def link_terms(markdown: str, keys: Iterable[str] | None = None) -> str:
+    """`markdown` with the first use of each term (`keys`: all of them by default) made a link
+    to its glossary entry, titled with its definition. Later uses, and any use inside code,
+    a link, HTML or a heading, stay as they are."""
+    forms = _forms(keys if keys is not None else ORDER)
+    pattern = re.compile(r"(?<![\w/-])(?:" + "|".join(p for p, _ in forms) + r")(?![\w/-])",
+                         re.IGNORECASE)
+    linked: set[str] = set()
+
+    def link(m: re.Match) -> str:
+        key = next(k for p, k in forms if re.fullmatch(p, m.group(0), re.IGNORECASE))
+        if key in linked:
+            return m.group(0)
+        linked.add(key)
+        name, definition = TERMS[key]
+        title = f"{name}: {definition}".replace('"', "'")
+        return f'[{m.group(0)}]({term_href(key)} "{title}")'
+
+    out, at = [], 0
+    for kept in _KEEP.finditer(markdown):
+        out.append(pattern.sub(link, markdown[at:kept.start()]))
+        out.append(kept.group(0))
+        at = kept.end()
+    out.append(pattern.sub(link, markdown[at:]))
+    return "".join(out)

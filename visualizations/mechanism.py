@@ -9,6 +9,8 @@ real, measured forward pass, read from the engine's records by attribute.
   chosen token joins the output. Step 0 (and a refill after a freed cache) is a prefill beat.
 - `race_diagram(prompt, steps, layers)`: the KV race's newest pair of steps, one lane with the
   cache and one without, where the whole sequence enters again and nothing is kept.
+- Lessons 5 and 6 (batch rows sharing one weight read, fewer bytes per weight) draw their
+  beats with `diagram_html` in `mechanism_weights.py`.
 
 A beat lasts its measured seconds × one visible slow-down factor ("slowed 20×: 1 s on screen
 = 50 ms measured"), chosen so a beat takes at most ~2 s on screen; Replay, Pause and a few

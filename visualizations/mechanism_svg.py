@@ -6,6 +6,8 @@ as their count on the cells' scale; the block climbs the stack while each layer 
 up in turn, reads its strip (decode: the old cells flash) and appends the beat's new cells to
 it; at the top the chosen token joins the output. Times are fractions of the beat
 (`--at`, `--for`), so the lane's measured seconds alone set how long all of it takes.
+A batched pass (`rows` > 0, lesson 5) feeds one token per row, drawn as rows stacked in one
+block; `weights` (lessons 5 and 6), under the lane's title, says what it read of the weights.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ STACK_X, STACK_W = 250, 190  # the layer stack
 STRIP_X, STRIP_W = 460, 520  # the KV strips
 CLIMB_START, CLIMB_END = 0.08, 0.86  # the wavefront's share of the beat
 MAX_CHIPS = 12  # input and output chips shown (the rest counted)
+MAX_ROWS_DRAWN = 8  # a batched pass's rows drawn as bars in its block (the rest in its label)
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,8 @@ class Lane:
     output: tuple[str, ...]  # output tokens after the pass, the chosen one last
     seconds: float  # measured duration of the pass (seconds)
     uses_cache: bool = True
+    rows: int = 0  # a batch's requests (lesson 5), one token each; 0: one request's pass
+    weights: str = ""  # what the pass read of the weights, e.g. "weights read once: 538 MB"
 
     @property
     def cached(self) -> int:
@@ -180,11 +185,15 @@ def _fed_column(lane: Lane, f: Frame) -> str:
     """Left of the stack: the tokens this pass fed, one per line (the rest counted)."""
     lines = max(2, (f.stack_bottom - f.stack_top) // 24 - 1)
     verb = {PREFILL: "fed together", DECODE: "fed", RECOMPUTE: "fed again"}[lane.kind]
+    head = (f"{lane.rows} row{'s' if lane.rows != 1 else ''}, 1 token each" if lane.rows else
+            f"{len(lane.fed)} token{'s' if len(lane.fed) != 1 else ''} {verb}")
     parts = [f"<text x='10' y='{f.stack_top + 14}' font-size='15' font-weight='700'>"
-             f"{len(lane.fed)} token{'s' if len(lane.fed) != 1 else ''} {verb}</text>"]
+             f"{head}</text>"]
     for i, text in enumerate(lane.fed[:lines]):
         more = len(lane.fed) - lines
-        label = f"… +{more + 1} more" if i == lines - 1 and more > 0 else chip_label(text, 18)
+        row = f"row {i + 1}" + (f": {chip_label(text, 10)}" if text else "")
+        label = (f"… +{more + 1} more" if i == lines - 1 and more > 0 else
+                 row if lane.rows else chip_label(text, 18))
         parts.append(f"<text class='mech-chip-text' x='14' y='{f.stack_top + 38 + i * 22}' "
                      f"font-size='14'>{_esc(label)}</text>")
     return "".join(parts)
@@ -198,10 +207,18 @@ def _block(lane: Lane, f: Frame) -> str:
         PROMPT_COLOUR if lane.kind == PREFILL else GENERATED_COLOUR)
     y = f.stack_bottom + 6
     rise = -(f.stack_bottom - f.stack_top + 14)
-    label = f"{n} tokens in" if n != 1 else f"1 token in: {chip_label(lane.fed[0])}"
+    label = (f"{lane.rows} row{'s' if lane.rows != 1 else ''} × 1 token in, together"
+             if lane.rows else
+             f"{n} tokens in" if n != 1 else f"1 token in: {chip_label(lane.fed[0])}")
+    x = STACK_X + (STACK_W - w) / 2
+    shown = min(lane.rows, MAX_ROWS_DRAWN)  # one thin bar per row, stacked
+    bars = "".join(f"<rect class='mech-row' x='{x:.1f}' y='{y + 20 * r / shown:.2f}' "
+                   f"width='{w:.1f}' height='{20 / shown:.2f}' fill='{colour}' stroke='#111' "
+                   f"stroke-width='1'/>" for r in range(shown)) if lane.rows else (
+        f"<rect x='{x:.1f}' y='{y}' width='{w:.1f}' height='20' fill='{colour}' stroke='#111' "
+        "stroke-width='2'/>")
     return (f"<g {_anim('climb', CLIMB_START, CLIMB_END - CLIMB_START, f';--rise:{rise}px')}>"
-            f"<rect x='{STACK_X + (STACK_W - w) / 2:.1f}' y='{y}' width='{w:.1f}' height='20' "
-            f"fill='{colour}' stroke='#111' stroke-width='2'/></g>"
+            f"{bars}</g>"
             f"<text x='{STACK_X + STACK_W / 2}' y='{y + 40}' font-size='15' text-anchor='middle' "
             f"font-weight='600'>{_esc(label)}</text>")
 
@@ -224,11 +241,15 @@ def lane_svg(lane: Lane, f: Frame) -> str:
            f"</text><text x='{STACK_X}' y='{f.y + 20}' font-size='15'>output:</text>")
     newest = _anim("appear", CLIMB_END, 1 - CLIMB_END) if lane.output else ""
     out = _chips(lane.output, STACK_X + 60, f.y + 2, WIDTH - STACK_X - 70, "#fde9b8", newest)
+    per = f"per group, × {lane.rows} rows" if lane.rows > 1 else "per group"
     strip_note = (f"<text x='{STRIP_X}' y='{f.stack_top - 4}' font-size='14'>KV cache: "
-                  f"{lane.cached} positions per group ({lane.prompt_cells} prompt + "
+                  f"{lane.cached} positions {per} ({lane.prompt_cells} prompt + "
                   f"{lane.generated_cells} generated)</text>") if lane.uses_cache else ""
+    weights = (f"<text class='mech-weights' x='10' y='{f.stack_top - 4}' font-size='13' "
+               f"font-weight='700'>{_esc(lane.weights)}</text>") if lane.weights else ""
     return (f"<g class='mech-lane' data-kind='{lane.kind}' data-cached='{lane.cached}' "
-            f"data-ms='{lane.seconds * 1000:.3f}' style='--measured:{lane.seconds:.6f}s'>"
-            + top + out + strip_note + _stack(lane, f)
+            f"data-rows='{lane.rows}' data-ms='{lane.seconds * 1000:.3f}' "
+            f"style='--measured:{lane.seconds:.6f}s'>"
+            + top + out + strip_note + weights + _stack(lane, f)
             + (_fed_column(lane, f) + _block(lane, f) + _clock(lane, f) if lane.fed else "")
             + "</g>")

@@ -22,6 +22,15 @@ def result_html(measured: dict | None, waiting: str = "Press the button: measure
             f'<div class="present-detail">{esc["detail"]}</div></div>')
 
 
+def step_html(step) -> str:
+    """A long measurement while it runs: "⏳ decode step 5 of 23" big enough to read from the
+    back, and the figure measured so far under it (`step`: a `presenter_handlers.Step`)."""
+    return ('<div class="present-result present-running" role="status">'
+            f'<div class="present-label">⏳ {html.escape(step.counted)} {step.done} of '
+            f'{step.total}</div>'
+            f'<div class="present-detail">{html.escape(step.running)}</div></div>')
+
+
 def recap_md(screens, results: dict[str, dict]) -> str:
     """A table of every headline measured so far, in the order of the screens."""
     rows = [f"| {s.title} | **{results[s.measure]['shown']}** {results[s.measure]['label']} |"

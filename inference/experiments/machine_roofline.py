@@ -4,11 +4,14 @@ decode step. Every figure is measured here, on the loaded model, with device-syn
 
 `measure_roofline`, `measure_compute_roof` and `measure_step_bound` are what the lesson, the
 presenter and the bench call; the shared `shared` results keep the machine's one bandwidth and
-GFLOP/s figure per process.
+GFLOP/s figure per process. `roofline_steps` is `measure_roofline` one decode step at a time,
+for a screen that shows "decode step k of N" and the speed so far while it runs.
 """
 from __future__ import annotations
 
 import statistics
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 from ..generation import stream
 from ..tokens import prompt_ids
@@ -29,16 +32,45 @@ ROOFLINE_NEW_TOKENS = 24  # enough decode steps for a steady median
 PREFILL_TOKENS = 256  # a long prompt: intensity ~256× decode's, right of most machines' ridge
 
 
+@dataclass(frozen=True)
+class RooflineProgress:
+    """`roofline_steps` so far: decode steps timed, and the roofline once they are all done."""
+
+    steps: int  # decode steps timed so far (the prefill is not one)
+    total: int  # decode steps asked for (fewer if the answer ends first)
+    bandwidth_gbs: float  # measured read bandwidth (the machine's one figure)
+    tokens_per_s: float | None  # 1 ÷ median step so far (None before the first step)
+    roofline: Roofline | None = None  # set on the last update only
+
+
+def roofline_steps(lm, new_tokens: int = ROOFLINE_NEW_TOKENS, shared=None
+                   ) -> Iterator[RooflineProgress]:
+    """Measured read bandwidth (the machine's one figure, kept in `shared`), then an update
+    after each timed decode step (each timed alone, yielded after), then the roofline."""
+    bandwidth = machine_bandwidth(shared, lm.device)
+    ids = prompt_ids(lm.tokenizer, ROOFLINE_PROMPT)
+    total = max(new_tokens - 1, 1)
+    yield RooflineProgress(0, total, bandwidth, None)
+    events = []
+    for e in stream(lm, ids, max_new_tokens=new_tokens):
+        if e.index == 0:  # the prefill: not a decode step
+            continue
+        events.append(e)
+        yield RooflineProgress(len(events), total, bandwidth,
+                               1 / statistics.median(ev.seconds for ev in events))
+    rate = 1 / statistics.median(e.seconds for e in events)
+    cache = statistics.mean(e.cache_bytes for e in events)
+    yield RooflineProgress(len(events), total, bandwidth, rate,
+                           Roofline(bandwidth_gbs=bandwidth,
+                                    bytes_per_token=int(lm.info.weight_bytes + cache),
+                                    measured_tokens_per_s=rate))
+
+
 def measure_roofline(lm, new_tokens: int = ROOFLINE_NEW_TOKENS, shared=None) -> Roofline:
     """Measured read bandwidth (the machine's one figure, kept in `shared`) and batch-1 decode
     speed, with the bytes one step reads."""
-    bandwidth = machine_bandwidth(shared, lm.device)
-    ids = prompt_ids(lm.tokenizer, ROOFLINE_PROMPT)
-    events = list(stream(lm, ids, max_new_tokens=new_tokens))[1:]  # decode steps only
-    rate = 1 / statistics.median(e.seconds for e in events)
-    cache = statistics.mean(e.cache_bytes for e in events)
-    return Roofline(bandwidth_gbs=bandwidth, bytes_per_token=int(lm.info.weight_bytes + cache),
-                    measured_tokens_per_s=rate)
+    *_, last = roofline_steps(lm, new_tokens, shared)
+    return last.roofline
 
 
 def measure_compute_roof(lm, r: Roofline, shared=None, new_tokens: int = ROOFLINE_NEW_TOKENS,

@@ -14,12 +14,17 @@ read from the model.
 
     >>> fill("all layers ($layers here) at once", None)
     'all layers at once'
+
+A lesson's tab shows `lesson_page(...)`: the same text with the first use of each glossary term
+linked to its entry (`visualizations.glossary.link_terms`).
 """
 from __future__ import annotations
 
 import os
 import re
 from collections.abc import Callable
+
+from visualizations.glossary import link_terms
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ASSETS = os.path.join(ROOT, "assets")
@@ -58,3 +63,9 @@ def lesson_text(name: str, info=None, extra: dict[str, str] | None = None) -> st
     `extra` (more named blocks, e.g. a note that depends on where the weights came from)."""
     with open(os.path.join(ASSETS, name), encoding="utf-8") as f:
         return fill(f.read(), info, extra)
+
+
+def lesson_page(name: str, info=None, extra: dict[str, str] | None = None) -> str:
+    """`lesson_text` as a lesson's tab shows it: each glossary term's first use a link to its
+    entry in the Glossary, with the definition as the link's title."""
+    return link_terms(lesson_text(name, info, extra))

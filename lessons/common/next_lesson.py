@@ -1,6 +1,8 @@
 """The path through the app: under each lesson, the words it uses (defined on the same screen)
 and a button to the next lesson, which switches the tab; it and every tab click scroll the
 page back to the lesson's start, its title just under the sticky tab strip (`wire_scroll`).
+A glossary term linked in a lesson's text (`lesson_text.lesson_page`) opens the Glossary tab
+at its entry, in the same page (the lesson keeps its results; its tab brings them back).
 The order, labels and words are `lessons.TABS`."""
 from __future__ import annotations
 
@@ -31,6 +33,9 @@ def lesson_footer(tab_id: str, tabs: gr.Tabs) -> None:
 # Gradio's scroll_to_output aims at the sticky tab strip, which always counts as in view, so
 # the new lesson opened wherever the page was (452-1,438 px below its title). One listener:
 # after a tab or a "Next lesson" click, scroll up to the top of the tabs when below it.
+# A term's link (`?lesson=glossary#gl-<key>`) is followed in the page: the Glossary tab is
+# opened and its entry scrolled into view once shown (a link opened in a new browser tab, or
+# a page loaded with such an address, scrolls there too once the glossary is on screen).
 SCROLL_JS = """() => {
   const toStart = () => { const t = document.querySelector('#lesson-tabs'); if (!t) return;
     const y = t.getBoundingClientRect().top + window.scrollY;
@@ -38,6 +43,19 @@ SCROLL_JS = """() => {
   document.addEventListener('click', e => {
     if (e.target.closest('#lesson-tabs > .tab-wrapper button[role=tab], button.lab-next'))
       requestAnimationFrame(() => requestAnimationFrame(toStart)); }, true);
+  const showTerm = (id, tries) => { const t = document.getElementById(id);
+    if (t && t.offsetParent !== null) { t.scrollIntoView({block: 'center', behavior: 'instant'});
+      return; }
+    if (tries > 0) setTimeout(() => showTerm(id, tries - 1), 100); };
+  document.addEventListener('click', e => {
+    const a = e.target.closest && e.target.closest('a[href^="?lesson=glossary#gl-"]');
+    if (!a || e.button !== 0 || e.ctrlKey || e.metaKey || e.shiftKey) return;
+    e.preventDefault();
+    const tab = document.querySelector(
+      '#lesson-tabs > .tab-wrapper [role=tab][data-tab-id="glossary"]');
+    if (tab) tab.click();
+    showTerm(a.getAttribute('href').split('#')[1], 30); }, true);
+  if (location.hash.startsWith('#gl-')) showTerm(location.hash.slice(1), 100);
 }"""
 
 

@@ -1,0 +1,132 @@
+"""The weight read, on the mechanism diagram: what lessons 5 and 6 change about one forward pass.
+
+Every decode step reads every weight of the model once. Lesson 5 shares that read: B requests
+enter the layer stack together as B rows, one token each, so one read of the weights serves
+all of them. Lesson 6 shrinks it: the same pass with fewer bytes per weight. Each beat is one
+measured step, drawn with the other lessons' diagram (`mechanism.diagram_html`), beside the
+smallest or the plainest case it is compared with, at one slow-down, so the beats' lengths keep
+their measured ratio.
+
+- `batch_diagram(points, layers, ...)`: the sweep's newest batch size beside batch 1, from
+  `BatchPoint`s (batch, prompt_tokens, step_seconds, step_times, weight_bytes, cache_bytes).
+- `quant_diagram(reports, layers, parameters, ...)`: the newest measured precision mode beside
+  float32, from `ModeReport`s (key, weight_bytes, bytes_per_token, decode_tokens_per_s, ...).
+
+Every number is the run's own; the one theoretical figure, the floor of a step (bytes read ÷
+the measured read bandwidth), says its formula. A comparison is the two numbers and their
+ratio, never a word like "faster"; a busy run (`noise.busy`) carries the busy notice.
+
+Example:
+    >>> "Press <b>Run sweep</b>" in batch_diagram([], 30)
+    True
+"""
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+from .mechanism import diagram_html, empty_diagram
+from .mechanism_svg import DECODE, Lane
+from .noise_view import BUSY
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:,.1f} ms"
+
+
+def _mb(n_bytes: float) -> str:
+    return f"{n_bytes / 1e6:,.0f} MB"
+
+
+def _busy(noise) -> str:
+    return f"⚠️ {html.escape(BUSY.capitalize())}. " if noise is not None and noise.busy else ""
+
+
+def _floor(n_bytes: float, bandwidth_gbs: float | None) -> float | None:
+    """Theoretical: seconds to read `n_bytes` at the measured bandwidth (None: not measured)."""
+    return n_bytes / (bandwidth_gbs * 1e9) if bandwidth_gbs else None
+
+
+def batch_lane(point) -> Lane:
+    """One timed decode step of a batch: B rows, one token each; every row's cache holds the
+    prompt, the warm-up step's token and the timed steps' tokens."""
+    generated = 1 + len(point.step_times)
+    return Lane(title=f"batch of {point.batch}", kind=DECODE, fed=("",) * point.batch,
+                prompt_cells=point.prompt_tokens, generated_cells=generated, new_cells=1,
+                output=(), seconds=point.step_seconds, rows=point.batch,
+                weights=f"weights read once: {_mb(point.weight_bytes)}")
+
+
+def batch_diagram(points: Sequence, layers: int, *, bandwidth_gbs: float | None = None,
+                  noise=None, name: str = "batch") -> str:
+    """The newest batch size measured beside batch 1: the same weights read once per step,
+    for B rows or for one. `bandwidth_gbs`: the measured read bandwidth (for the floor)."""
+    if not points:
+        return empty_diagram(layers, "Press <b>Run sweep</b>: B requests go through the layers "
+                             "together, as B rows of one pass that reads the weights once.",
+                             name)
+    one, big = points[0], points[-1]
+    shown = [big] if big is one else [one, big]
+    head = (f"{_busy(noise)}Batch {big.batch}: {big.batch} row{'s' if big.batch != 1 else ''} "
+            f"in one pass share one read of the weights ({_mb(big.weight_bytes)}) · measured "
+            f"step <b>{_ms(big.step_seconds)}</b> = {big.batch / big.step_seconds:,.1f} "
+            "tokens/s in total")
+    if big is not one:
+        head += (f" · batch {one.batch}: <b>{_ms(one.step_seconds)}</b> = "
+                 f"{one.batch / one.step_seconds:,.1f} tokens/s · {big.batch / one.batch:g}× the "
+                 f"rows took {big.step_seconds / one.step_seconds:.2f}× the step time")
+    floor = _floor(big.weight_bytes + big.cache_bytes, bandwidth_gbs)
+    if floor is not None:
+        head += (f" · theoretical floor of batch {big.batch}'s step = (weights + KV cache "
+                 f"bytes) ÷ {bandwidth_gbs:,.1f} GB/s measured = {_ms(floor)}")
+    return diagram_html([batch_lane(p) for p in shown], layers, head, name=name,
+                        step=big.batch)
+
+
+def bytes_per_weight(report, parameters: int) -> float:
+    """Stored weight bytes ÷ parameters: 4 for float32, about 1 for int8 (its scales too)."""
+    return report.weight_bytes / max(parameters, 1)
+
+
+def quant_lane(report, parameters: int) -> Lane:
+    """The mode's last decode step: one token in, every weight read at the mode's bytes; its
+    time is the measured mean step (1 ÷ decode tokens/s)."""
+    pieces = tuple(report.pieces)
+    return Lane(title=report.key, kind=DECODE, fed=pieces[-2:-1] or ("…",),
+                prompt_cells=report.prompt_tokens, generated_cells=max(len(pieces) - 1, 0),
+                new_cells=1, output=pieces, seconds=1 / report.decode_tokens_per_s,
+                weights=f"{bytes_per_weight(report, parameters):.2f} B/weight · "
+                        f"{_mb(report.bytes_per_token)} read")
+
+
+def _mode_says(report, parameters: int) -> str:
+    return (f"{html.escape(report.label)}: {bytes_per_weight(report, parameters):.2f} B per "
+            f"weight, {_mb(report.bytes_per_token)} read per step, measured "
+            f"<b>{_ms(1 / report.decode_tokens_per_s)}</b>")
+
+
+def quant_diagram(reports: Sequence, layers: int, parameters: int, *,
+                  bandwidth_gbs: float | None = None, noise=None, name: str = "quant") -> str:
+    """The newest measured mode beside float32 (the baseline, measured first): one decode
+    step each, every weight read, at each mode's bytes per weight (stored bytes ÷
+    `parameters`)."""
+    if not reports:
+        return empty_diagram(layers, "Press <b>Compare modes</b>: every decode step reads every "
+                             "weight; a mode with fewer bytes per weight has less to read.",
+                             name)
+    base = next((r for r in reports if r.key == "fp32"), reports[0])
+    newest = reports[-1]
+    shown = [base] if newest is base else [base, newest]
+    head = _busy(noise) + "Every decode step reads every weight · " + " · ".join(
+        _mode_says(r, parameters) for r in shown)
+    if newest is not base:
+        head += (f" · {newest.key}: {newest.bytes_per_token / base.bytes_per_token:.2f}× the "
+                 f"bytes, {base.decode_tokens_per_s / newest.decode_tokens_per_s:.2f}× the "
+                 "step time")
+    if bandwidth_gbs:
+        floors = ", ".join(f"{r.key} {_ms(_floor(r.bytes_per_token, bandwidth_gbs))}"
+                           for r in shown)
+        head += (f" · theoretical floor = bytes read ÷ {bandwidth_gbs:,.1f} GB/s measured: "
+                 f"{floors}")
+    return diagram_html([quant_lane(r, parameters) for r in shown], layers, head, name=name,
+                        step=len(newest.pieces) - 1)
