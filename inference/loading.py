@@ -28,6 +28,7 @@ from safetensors.torch import save_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from .config import Settings, weight_cache_root
+from .packed_head import pack_output_head
 from .weights import parameter_count, weight_bytes
 
 log = logging.getLogger(__name__)
@@ -268,6 +269,7 @@ def load_model(
 
     # .to(), not .half(): models loaded from GGUF are flagged as quantized
     model = model.to(device=device, dtype=dtype).eval()
+    pack_output_head(model)  # CPU float32: the head's product through packed weights
     warm_up(model, device)
     cfg = model.config
     info = ModelInfo(

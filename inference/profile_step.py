@@ -29,7 +29,8 @@ from .engine import decode_step, prefill
 from .timing import sync
 
 # The big matrix products: every Linear (q/k/v/o, gate/up/down) and the output head.
-MATMUL_OPS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::_weight_int8pack_mm",
+MATMUL_OPS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::mkldnn_linear",
+                        "aten::_weight_int8pack_mm",
                         "aten::_weight_int4pack_mm", "aten::_weight_int4pack_mm_for_cpu"})
 
 
