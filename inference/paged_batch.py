@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .block_pool import BlockPool, PoolFullError, blocks_for
+from .block_pool import BlockPool, PoolFullError, block_hash, blocks_for
 from .kv_cache import bytes_per_token
 from .paged_cache import PagedKV, paged_forward
 from .timing import stopwatch
@@ -137,6 +137,28 @@ class PagedBatch:
     def fits_ever(self, tokens: int) -> bool:
         """Could a request of `tokens` positions (prompt + max new tokens) run in this pool?"""
         return blocks_for(tokens, self.block_tokens) <= self.pool.num_blocks
+
+    def computing_now(self, tokens: list[int]) -> bool:
+        """True when the first full block of `tokens` that is not cached yet is one another
+        row is computing right now (the same tokens at the same positions, mid-prefill): a
+        class pressing Generate at once shares the chat template's system prompt, and a
+        request that waits one step for that block maps it instead of computing it again."""
+        bt, hits = self.block_tokens, self.pool.cached_prefix(tokens)
+        i = len(hits)
+        if (i + 1) * bt > len(tokens) - 1:  # no full block left to share (as cached_prefix)
+            return False
+        key = None
+        for j in range(i + 1):  # the chain of keys up to block i
+            key = block_hash(key, tokens[j * bt:(j + 1) * bt])
+        for row in self.rows.values():
+            if row.decoding or (i + 1) * bt > len(row.tokens) or row.cached >= (i + 1) * bt:
+                continue  # done prefilling, too short, or block i already written
+            theirs = None
+            for j in range(i + 1):
+                theirs = block_hash(theirs, row.tokens[j * bt:(j + 1) * bt])
+            if theirs == key:
+                return True
+        return False
 
     def admit(self, rid: int, tokens: list[int]) -> bool:
         """Map the cached prefix and take the blocks the rest of `tokens` needs now.

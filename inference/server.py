@@ -217,17 +217,24 @@ class Server(TakingTurns):
     def _admit(self) -> list[ServedRequest]:
         """Pop waiting requests, oldest (or preempted) first, while a row is free and the
         cache layout has room (paged: the blocks the prompt needs now; padded: the worst case
-        of every row). An empty batch always admits one request."""
+        of every row). An empty batch always admits one request. A request whose prompt's
+        next block another row is computing this very step stays in its place (paged: it
+        maps that block once written instead of computing it again) and those behind it
+        go ahead."""
         s, out = self.settings, []
         for r in [r for r in self._waiting if r.cancelled]:
             self._waiting.remove(r)
             r._put(None)
         rows = list(self._by_row.values())
-        while self._waiting and len(rows) + len(out) < s.server_rows:
-            cand = self._waiting[0]
+        for cand in list(self._waiting):
+            if len(rows) + len(out) >= s.server_rows:
+                break
+            if self._rows.waits_for_shared(cand):
+                continue  # its next block is being computed: it maps it at a later step
             if not self._rows.admit(cand, rows, out):
                 break  # wait for rows to finish and give their memory back
-            out.append(self._waiting.popleft())
+            self._waiting.remove(cand)
+            out.append(cand)
             if cand.admitted is None:
                 cand.admitted = time.perf_counter()
         return out

@@ -54,6 +54,10 @@ class PagedRows:
                 f"the server's KV cache pool holds only {have:,} blocks ({have * bt:,} tokens, "
                 f"{self.cache_mb:,.1f} MB): shorten the prompt or lower Max new tokens.")
 
+    def waits_for_shared(self, req) -> bool:
+        """Its prompt's next block is being computed by another row: wait and map it."""
+        return self.batch.computing_now(_tokens_of(req))
+
     def admit(self, req, running: list, newcomers: list) -> bool:
         return self.batch.admit(req.rid, _tokens_of(req))
 
@@ -112,6 +116,9 @@ class PaddedRows:
 
     kind = "padded"
     chunks = False  # a row joins the padded tensor whole: no chunked prefill
+
+    def waits_for_shared(self, req) -> bool:
+        return False  # no prefix caching: nothing to wait for
 
     def __init__(self, lm, settings) -> None:
         self.lm, self.settings = lm, settings

@@ -100,16 +100,17 @@ def test_prefix_cache_refcounts_shared_blocks_while_both_run(lm, paged):
     assert paged.stats().pool.blocks_cached_idle >= common
 
 
-@pytest.mark.parametrize("paged", [9], indirect=True)
+@pytest.mark.parametrize("paged", [8], indirect=True)
 def test_preempt_then_resume_gives_the_solo_tokens(lm, paged):
-    # two ~35-token prompts (3 blocks each) growing to ~75 tokens (5 blocks each): 10 > 9
+    # two ~35-token prompts (3 blocks each) growing to ~75 tokens (5 blocks each), sharing
+    # their first block (the chat template's system prompt): 5 + 4 > 8
     ids_a = prompt_ids(lm.tokenizer, "Tell me a long story about a lighthouse keeper.")
     ids_b = prompt_ids(lm.tokenizer, "Describe the water cycle step by step.")
     exp_a = solo(lm, ids_a, SamplingSettings(), 40)
     exp_b = solo(lm, ids_b, SEEDED, 40)
     if exp_a[-1] in lm.stop_ids or exp_b[-1] in lm.stop_ids:
         pytest.skip("an answer ended early: the pool would not fill")
-    with paged.exclusive():  # both start in the same step
+    with paged.exclusive():  # b starts a step later, mapping the block a computed
         a = paged.submit(ids_a, max_new_tokens=40)
         b = paged.submit(ids_b, SEEDED, 40)
     got_a, got_b = tokens(a), tokens(b)
@@ -157,3 +158,29 @@ def test_paged_failed_step_is_logged_with_its_trace_and_blocks_return(lm, paged,
     record = next(r for r in caplog.records if r.exc_info)
     assert "simulated kernel failure" in str(record.exc_info[1])
     assert wait_for(lambda: pool_idle(paged))
+
+
+def test_a_class_at_once_computes_the_shared_system_prompt_once(lm):
+    """Everyone presses Generate together: the chats share the chat template's first blocks.
+    The first request computes them; the others wait one step and map them (prefix hits)
+    instead of computing the same block side by side, a request with another system prompt
+    behind them goes ahead at once, and every one gets its solo tokens."""
+    from bench.paged import class_prompts
+
+    prompts = class_prompts(lm.tokenizer, 5) + [prompt_ids(lm.tokenizer, "Hi.", system=TEACHER)]
+    srv = Server(lm, Settings(server_kv="paged", server_steps_kept=1_000))
+    try:
+        with srv.exclusive():
+            reqs = [srv.submit(p, SamplingSettings(), 6) for p in prompts]
+        got = [[e.token_id for e in r.events()] for r in reqs]
+        steps = srv.stats().steps_detail
+        hits = srv._rows.batch.prefix_hit_tokens
+    finally:
+        srv.close()
+    bt = Settings().block_tokens
+    common = next(i for i in range(len(prompts[0])) if len({p[i] for p in prompts[:5]}) > 1)
+    assert common >= bt  # the chat template's system prompt fills at least one block
+    assert hits >= 4 * (common // bt * bt)  # computed once, mapped by the other four
+    assert set(steps[0].chunk_rids) == {reqs[0].rid, reqs[5].rid}  # the other prompt: at once
+    for p, tokens in zip(prompts, got):
+        assert tokens == solo(lm, p, SamplingSettings(), 6)
