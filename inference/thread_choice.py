@@ -11,14 +11,15 @@ the machine instead of trusting the default.
 
 `ThreadChoice` keeps, for each kind of pass ("decode", "prefill") and size (its tokens, by
 powers of two), the newest seconds per token at each thread count it tried. A pass runs at
-the count that was fastest; each other count is tried again after `probe_every` passes of
-that shape, the wait doubling (up to `probe_max`) each time the try loses, so the choice
-follows the machine as other programs come and go while a losing try stays rare. A try
-replaces that count's figure (old figures are stale); a count in use blends its new passes
-in. Only the server's own passes use it, and each pass restores the thread count after it,
-so a lesson's measurement on the same compute thread runs at the default. Results do not
-depend on it (the tokens are the same at any thread count; tests check the server's rows
-against solo runs).
+the count that was fastest (another than the default only when 1.25x faster than it, so one
+noisy pass does not move a quiet machine off its default); each other count is tried again
+after `probe_every` passes of that shape, the wait doubling (up to `probe_max`) each time the
+try loses, so the choice follows the machine as other programs come and go while a losing
+try stays rare. A try replaces that count's figure (old figures are stale); a count in use
+blends its new passes in. Only the server's own passes use it, and each pass restores the
+thread count after it, so a lesson's measurement on the same compute thread runs at the
+default. Results do not depend on it (the tokens are the same at any thread count; tests
+check the server's rows against solo runs).
 """
 from __future__ import annotations
 
@@ -51,9 +52,10 @@ class ThreadChoice:
     """Chooses each server pass's thread count from the passes timed so far."""
 
     def __init__(self, counts: tuple[int, ...], probe_every: int = 8, probe_max: int = 256,
-                 blend: float = 0.3) -> None:
+                 blend: float = 0.3, margin: float = 1.25) -> None:
         self.counts = tuple(dict.fromkeys(c for c in counts if c >= 1))  # the default first
         self.probe_every, self.probe_max, self.blend = probe_every, probe_max, blend
+        self.margin = margin  # how much faster than the default another count must be
         self._shapes: dict[tuple[str, int], _Shape] = {}
         self.last = self.counts[0]  # the newest pass's count
 
@@ -77,25 +79,35 @@ class ThreadChoice:
         for c in self.counts:
             if c not in shape.per_token:
                 return c
-        best = min(shape.per_token, key=shape.per_token.__getitem__)
+        best = self._best(shape)
         for c in self.counts:
             if c != best and shape.since.get(c, 0) >= shape.wait.get(c, self.probe_every):
                 return c
         return best
 
+    def _best(self, shape: _Shape) -> int:
+        """The fastest count; another count than the default must beat the default by
+        `margin` (one noisy pass, e.g. while the web server answered 30 newcomers, does not
+        move a quiet machine off its faster default; a busy one differs by 5-15x)."""
+        default = self.counts[0]
+        fastest = min(shape.per_token, key=shape.per_token.__getitem__)
+        if default in shape.per_token and fastest != default and (
+                shape.per_token[fastest] * self.margin > shape.per_token[default]):
+            return default
+        return fastest
+
     def record(self, kind: str, tokens: int, threads: int, seconds: float) -> None:
         """A pass of this shape took `seconds` at `threads`."""
         shape = self._shapes.setdefault(self._key(kind, tokens), _Shape())
         per_token = seconds / max(tokens, 1)
-        best_before = (min(shape.per_token, key=shape.per_token.__getitem__)
-                       if shape.per_token else threads)
+        best_before = self._best(shape) if shape.per_token else threads
         if threads in shape.per_token and shape.since.get(threads, 0) == 0:  # in use: blend
             per_token = (1 - self.blend) * shape.per_token[threads] + self.blend * per_token
         shape.per_token[threads] = per_token
         for c in shape.per_token:
             shape.since[c] = 0 if c == threads else shape.since.get(c, 0) + 1
         if threads != best_before:  # a try: wait longer before the next if it lost
-            won = min(shape.per_token, key=shape.per_token.__getitem__) == threads
+            won = self._best(shape) == threads
             shape.wait[threads] = (self.probe_every if won else
                                    min(2 * shape.wait.get(threads, self.probe_every),
                                        self.probe_max))
@@ -118,7 +130,7 @@ class ThreadChoice:
         for (kind, tokens), shape in sorted(self._shapes.items(), key=lambda kv: -kv[0][1]):
             if not shape.per_token:
                 continue
-            best = min(shape.per_token, key=shape.per_token.__getitem__)
+            best = self._best(shape)
             out += [ThreadFigure(kind, tokens, c, s, c == best)
                     for c, s in sorted(shape.per_token.items(), reverse=True)]
         return tuple(out)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from e2e_browser import (
     ConsoleWatch,
     assert_clean,
@@ -124,15 +126,32 @@ LANDED = """() => {
 }"""
 
 
-def test_next_lesson_lands_on_the_lessons_title(visitor):
+@pytest.mark.parametrize("size", [(1280, 720), (390, 844)], ids=["projector", "phone"])
+def test_next_lesson_lands_on_the_lessons_title(visitor, size):
+    """Every lesson's "Next lesson" button, pressed at the bottom of its lesson, opens the
+    next one with its start in view (just under the tab bar), on a projector and a phone."""
+    from lessons import BY_ID, TABS
+
     page, watch = visitor
-    page.set_viewport_size({"width": 1280, "height": 720})
-    page.get_by_role("tab", name="2 · Prefill", exact=True).click()
-    page.locator("#next-prefill").scroll_into_view_if_needed()
-    assert page.evaluate("window.scrollY") > 300  # the footer is far below the title
-    page.locator("#next-prefill").click()
-    page.get_by_role("tab", name="3 · Decode", selected=True).wait_for()
-    page.wait_for_function(LANDED, timeout=5_000)
+    page.set_viewport_size({"width": size[0], "height": size[1]})
+    walked = []
+    for tab in TABS:
+        if not tab.words or tab.next is None:
+            continue  # no footer, or the last lesson
+        page.get_by_role("tab", name=tab.label, exact=True).click()
+        page.get_by_role("tab", name=tab.label, selected=True).wait_for()
+        button = page.locator(f"#next-{tab.id}")
+        button.scroll_into_view_if_needed()
+        assert page.evaluate("window.scrollY") > 200, tab.id  # the footer is below the title
+        button.click()
+        page.get_by_role("tab", name=BY_ID[tab.next].label, selected=True).wait_for()
+        try:
+            page.wait_for_function(LANDED, timeout=5_000)
+        except Exception as exc:
+            raise AssertionError(f"Next from {tab.id} did not land on {tab.next}'s start "
+                                 f"at {size}; landed before: {walked}") from exc
+        walked.append(tab.next)
+    assert len(walked) >= 8, walked
     assert_clean(page, watch)
 
 

@@ -100,3 +100,12 @@ def test_the_server_records_its_threads_and_its_rows_equal_solo_runs(lm, chat_id
         assert compute_thread.run(torch.get_num_threads) == counts[0]
     else:
         assert stats.threads == () and {s.threads for s in stats.steps_detail} == {0}
+
+
+def test_a_little_faster_is_not_enough_to_leave_the_default():
+    choice = ThreadChoice((2, 1), probe_every=4, margin=1.25)
+    used = feed(choice, "decode", 30, {2: 0.010, 1: 0.009}, 12)  # 1 thread only 1.1x faster
+    assert used[2:].count(2) >= 8
+    assert next(f for f in choice.figures() if f.threads == 2).chosen
+    used = feed(choice, "decode", 30, {2: 0.010, 1: 0.005}, 30)  # 2x faster: it moves
+    assert used[-8:].count(1) >= 6
