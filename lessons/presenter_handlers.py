@@ -229,13 +229,14 @@ def kv_bytes(lm, settings: Settings, shared) -> Measured:
                     f"heads × {i.head_dim} × {lm.bytes_per_value} bytes")
 
 
-def kv_race(lm, settings: Settings, shared) -> Iterator[Measured | None]:
+def kv_race(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
+    """Lesson 4's race, short: a `Step` after each timed step, the two lanes' time so far."""
     ids = encode_prompt(lm, settings, PROMPT, max_tokens=settings.race_max_prompt_tokens)
     watch = noise.begin(lm.device)
     steps = []
     for step in race(lm, ids, RACE_TOKENS):  # each step timed inside one part
         steps.append(step)
-        yield None
+        yield Step("race step", len(steps), 2 * RACE_TOKENS, race_running(steps))
     judged = noise.end(lm.device, watch, [t.seconds for t in steps
                                           if t.lane != RECOMPUTE and t.index > 0], settings)
     s = summarize(steps, len(ids))
@@ -247,6 +248,14 @@ def kv_race(lm, settings: Settings, shared) -> Iterator[Measured | None]:
                     f"cached {s.cached_seconds:.2f} s · recomputed "
                     f"{s.recompute_seconds:.2f} s · {s.work_ratio:.0f}× the tokens through the "
                     f"model without it · {same}", judged.busy)
+
+
+def race_running(steps) -> str:
+    """Both lanes' measured seconds so far (the cached lane, then recomputing everything)."""
+    cached = sum(t.seconds for t in steps if t.lane != RECOMPUTE)
+    again = sum(t.seconds for t in steps if t.lane == RECOMPUTE)
+    return (f"with the cache {cached:.2f} s · recomputing everything {again:.2f} s so far "
+            "(measured)")
 
 
 def long_context(lm, settings: Settings, shared) -> Iterator[Measured | None]:

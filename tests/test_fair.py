@@ -46,6 +46,35 @@ def test_fair_busy_or_cut_runs_are_followed_but_not_reused():
     assert quiet and not runs.live(("x", "1"))  # cut short: not shown to anyone else
 
 
+def test_fair_a_visitor_who_asked_while_a_busy_run_measured_gets_its_result():
+    """30 visitors press within 3 s: all are queued before the first run starts, so none can
+    follow it. Those who asked before it ended get its result (busy notice and all); a
+    visitor asking after it ended measures afresh; a time-cut run is replayed to no one."""
+    import time
+
+    from inference.experiments.noise import Noise
+
+    runs = SharedRuns(reuse_s=60)
+    busy = Noise(spread=0.9, calibration_ratio=1.0, others_cpu=0.0, busy=True)
+    key = ("race", "[]")
+    asked = time.monotonic()  # queued behind another measurement, before the run started
+    first = list(runs.share(key, lambda: iter([{"n": busy}]), lambda f, s: {**f, "s": s},
+                            asked_at=asked))
+    waited = list(runs.share(key, lambda: iter([{"n": "again"}]), lambda f, s: {**f, "s": s},
+                             asked_at=asked))
+    assert first == [{"n": busy}] and runs.leads == 1
+    assert waited[-1]["n"] is busy and "another visitor" in waited[-1]["s"]
+    later = list(runs.share(key, lambda: iter([{"n": "later"}]), lambda f, s: f,
+                            asked_at=time.monotonic()))
+    assert later == [{"n": "later"}] and runs.leads == 2
+    cut_key = ("cut", "[]")
+    list(runs.share(cut_key, lambda: iter([{"t": "⏱ stopped"}]), lambda f, s: f,
+                    asked_at=asked))
+    again = list(runs.share(cut_key, lambda: iter([{"t": "fresh"}]), lambda f, s: f,
+                            asked_at=asked))
+    assert again == [{"t": "fresh"}] and runs.leads == 4  # the cut run is not replayed
+
+
 def test_fair_settings_key_counts_a_sessions_state_not_only_what_it_sent():
     """Two visitors sending the same values share a key unless a gr.State input (server-side,
     sent as null) differs between their sessions."""

@@ -330,20 +330,24 @@ def test_step_line_says_k_of_n_and_the_running_number():
 
 @pytest.mark.parametrize("key, counted, running", [
     ("roofline", "decode step", "tokens/s so far (median step)"),
-    ("speculative", "token", "tokens per pass so far")])
+    ("speculative", "token", "tokens per pass so far"),
+    ("kv_race", "race step", "recomputing everything")])
 def test_long_screens_stream_step_k_of_n(lm, monkeypatch, key, counted, running):
     from inference.experiments.shared_results import SharedResults
     from lessons import presenter_handlers as ph
 
     monkeypatch.setattr(ph, "DECODE_TOKENS", 5)
     monkeypatch.setattr(ph, "SPEC_TOKENS", 8)
+    monkeypatch.setattr(ph, "RACE_TOKENS", 4)
     *steps, last = ph.measure_steps(key, lm, Settings(), SharedResults())
     assert steps and all(isinstance(s, ph.Step) and s.counted == counted for s in steps)
     done = [s.done for s in steps]
     assert done == sorted(done) and done[-1] <= steps[0].total
-    assert steps[0].total == (4 if key == "roofline" else 8)
+    assert steps[0].total == 8 if key != "roofline" else steps[0].total == 4
     assert any(running in s.running for s in steps)
     assert isinstance(last, ph.Measured) and last.key == key and last.value > 0
+    if key == "kv_race":  # both lanes' steps, counted to the end
+        assert done == list(range(1, 9))
     if key == "roofline":  # one line per timed decode step, the speed so far measured
         assert done == [0, 1, 2, 3, 4] and "GB/s (measured)" in steps[0].running
         assert f"{last.value:.1f} GB/s" == last.shown

@@ -88,8 +88,9 @@ def _measured(fn, markdown, settings: Settings, runs: SharedRuns):
     def run(*args, **kwargs):
         def start() -> Iterator:
             return timed(fn(*args, **kwargs), settings.measure_limit_s, annotate)
-        key = runs.take(LocalContext.event_id.get(None))
-        yield from start() if key is None else runs.share(key, start, annotate)
+        tagged = runs.take(LocalContext.event_id.get(None))
+        yield from start() if tagged is None else runs.share(tagged[0], start, annotate,
+                                                               asked_at=tagged[1])
     return run
 
 

@@ -9,7 +9,13 @@ frames as they come, instead of waiting in line to repeat it. A run that finishe
 
 What is never reused: a run measured while the machine was busy (its `Noise` says busy, or its
 text carries the busy notice), a run cut short (stopped, over its time limit), a failed run.
-Those are shown to the visitors who followed them while they ran, and to no one after.
+Those are shown to the visitors who followed them while they ran, and to no one after, with
+one exception for a busy run: a visitor who ASKED while it was waiting in line or measuring
+(their event joined the queue before it ended) gets its result, busy notice and all, instead
+of measuring the same thing again in a busy room (30 visitors pressing within 3 s queue
+before the first run starts, so none can follow it yet: measured with `make bench-classroom`,
+2026-12-01, the KV race, batch sweep and quantization comparison each ran 7-8 times over,
+p95 890-974 s, 11 of 30 timed out).
 
 The key is given to an event when it joins the queue (`tag`, from the visitor's raw settings,
 see `lessons.common.classroom_guard`) and read back by its handler (`take`), so the decision to
@@ -63,7 +69,8 @@ class Run:
     error: BaseException | None = None
     left: bool = False  # the leader stopped (Stop, closed tab) before the end
     finished_at: float = 0.0  # time.monotonic() when it ended, s
-    reusable: bool = False  # finished, whole, quiet: may be shown to later visitors
+    whole: bool = False  # finished with a result, neither failed, stopped nor time-cut
+    reusable: bool = False  # whole and quiet: may be shown to later visitors
     cond: threading.Condition = field(default_factory=threading.Condition)
 
     def add(self, frame: object) -> None:
@@ -79,8 +86,10 @@ class Run:
         with self.cond:
             self.done, self.error, self.left = True, error, left
             self.finished_at = time.monotonic()
-            self.reusable = error is None and not left and self.version > 0 and not cut(
-                self.merged)
+            self.whole = error is None and not left and self.version > 0 and not any(
+                isinstance(v, str) and v.lstrip().startswith(NOT_REUSED)
+                for v in _values(self.merged))
+            self.reusable = self.whole and not cut(self.merged)
             self.cond.notify_all()
 
 
@@ -91,16 +100,18 @@ class SharedRuns:
         self.reuse_s, self.kept = reuse_s, kept
         self._lock = threading.Lock()
         self._runs: OrderedDict[tuple, Run] = OrderedDict()  # newest last, at most `kept`
-        self._tags: OrderedDict[str, tuple] = OrderedDict()  # event id -> key, until it runs
+        # event id -> (key, time.monotonic() when it joined the queue), until it runs
+        self._tags: OrderedDict[str, tuple[tuple, float]] = OrderedDict()
         self.leads = 0  # measurements actually started (the tests count them)
 
     def tag(self, event_id: str, key: tuple) -> None:
         with self._lock:
-            self._tags[event_id] = key
+            self._tags[event_id] = key, time.monotonic()
             while len(self._tags) > 4 * self.kept:  # events that never ran (left the queue)
                 self._tags.popitem(last=False)
 
-    def take(self, event_id: str | None) -> tuple | None:
+    def take(self, event_id: str | None) -> tuple[tuple, float] | None:
+        """(the event's run key, when it joined the queue), once, or None when untagged."""
         with self._lock:
             return self._tags.pop(event_id, None) if event_id else None
 
@@ -113,11 +124,15 @@ class SharedRuns:
     def _fresh(self, run: Run) -> bool:
         return run.reusable and time.monotonic() - run.finished_at <= self.reuse_s
 
-    def share(self, key: tuple, start: Callable[[], Iterator], annotate: Annotate) -> Iterator:
-        """Lead a run of `start()`, follow the one in progress, or replay the fresh result."""
+    def share(self, key: tuple, start: Callable[[], Iterator], annotate: Annotate,
+              asked_at: float | None = None) -> Iterator:
+        """Lead a run of `start()`, follow the one in progress, or replay the fresh result
+        (or a busy one that ended after this visitor asked, `asked_at`: time.monotonic())."""
         with self._lock:
             run = self._runs.get(key)
-            lead = run is None or (run.done and not self._fresh(run))
+            asked_during = (run is not None and run.done and run.whole and asked_at is not None
+                            and asked_at <= run.finished_at)
+            lead = run is None or (run.done and not self._fresh(run) and not asked_during)
             if lead:
                 run = self._runs[key] = Run()
                 self._runs.move_to_end(key)
