@@ -55,9 +55,10 @@ class PackedHead(nn.Linear):
 
 def pack_output_head(model: nn.Module) -> bool:
     """Give `model`'s output head the packed CPU product (in place); False when it has no
-    plain `nn.Linear` head or oneDNN is not available."""
+    plain `nn.Linear` head, is not float32 on a CPU, or oneDNN is not available."""
     head = getattr(model, "lm_head", None)
-    if type(head) is not nn.Linear or not torch.backends.mkldnn.is_available():
-        return False
+    if (type(head) is not nn.Linear or not torch.backends.mkldnn.is_available()
+            or head.weight.device.type != "cpu" or head.weight.dtype != torch.float32):
+        return False  # a GPU or a half dtype: the plain product (forward checks again)
     head.__class__ = PackedHead  # same parameters, same tying, a different product
     return True
