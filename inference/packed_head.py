@@ -14,9 +14,9 @@ it runs on a CPU in float32 without gradients; elsewhere (a GPU, float16 or bflo
 quantized twin, a copy made in inference mode) it is the plain product. The weight itself
 stays the model's parameter (tied to the embedding; parameter counts and the quantization
 lesson read it), the packed copy is rebuilt if the weight changes, and every caller (the
-engine, `generate()`, the server, the lessons) uses the same head, so greedy decoding still
-equals `model.generate()`. The packed logits differ from MKL's in the last bits (~3e-6), as
-any change of product kernel does.
+engine's own step loop, the server, the lessons, and the tests' reference decoding) uses the
+same head, so the tokens still match that reference. The packed logits differ from MKL's
+in the last bits (~3e-6), as any change of product kernel does.
 """
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .block_pool import BlockPool, PoolFullError, block_hash, blocks_for
+from .block_pool import BlockPool, PoolFullError, blocks_for
 from .kv_cache import bytes_per_token
 from .paged_cache import PagedKV, paged_forward
 from .timing import stopwatch
@@ -144,21 +144,12 @@ class PagedBatch:
         class pressing Generate at once shares the chat template's system prompt, and a
         request that waits one step for that block maps it instead of computing it again."""
         bt, hits = self.block_tokens, self.pool.cached_prefix(tokens)
-        i = len(hits)
-        if (i + 1) * bt > len(tokens) - 1:  # no full block left to share (as cached_prefix)
+        end = (len(hits) + 1) * bt  # the end of the first block not cached yet
+        if end > len(tokens) - 1:  # no full block left to share (as cached_prefix)
             return False
-        key = None
-        for j in range(i + 1):  # the chain of keys up to block i
-            key = block_hash(key, tokens[j * bt:(j + 1) * bt])
-        for row in self.rows.values():
-            if row.decoding or (i + 1) * bt > len(row.tokens) or row.cached >= (i + 1) * bt:
-                continue  # done prefilling, too short, or block i already written
-            theirs = None
-            for j in range(i + 1):
-                theirs = block_hash(theirs, row.tokens[j * bt:(j + 1) * bt])
-            if theirs == key:
-                return True
-        return False
+        # equal keys mean equal tokens from position 0 (chained hashes): compare the tokens
+        return any(not row.decoding and row.cached < end <= len(row.tokens)
+                   and row.tokens[:end] == tokens[:end] for row in self.rows.values())
 
     def admit(self, rid: int, tokens: list[int]) -> bool:
         """Map the cached prefix and take the blocks the rest of `tokens` needs now.
