@@ -57,3 +57,11 @@ def test_the_threads_line_names_the_fastest_count_with_its_timings():
     assert threads_md(()) == ""
     only_prefill = threads_md((ThreadFigure("prefill", 256, 2, 0.003, True),))
     assert "prompt passes of 256-511 tokens" in only_prefill and "per pass: 2**" in only_prefill
+
+
+def test_the_threads_line_of_one_token_passes_says_one_token():
+    from inference.thread_choice import ThreadFigure
+    from visualizations.server_view import threads_md
+
+    md = threads_md((ThreadFigure("decode", 1, 2, 0.09, True),))
+    assert "decode passes of 1 token," in md and "1-1" not in md

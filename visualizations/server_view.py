@@ -39,8 +39,9 @@ def threads_md(figures) -> str:
     timed = "; ".join(f"{f.seconds_per_token * 1000:.2f} ms per token with {f.threads} "
                       f"thread{'s' if f.threads > 1 else ''}" for f in shape)
     what = "decode passes" if chosen.kind == "decode" else "prompt passes"
+    size = "1 token" if top == 1 else f"{top}-{2 * top - 1} tokens"
     return (f"**CPU threads per pass: {chosen.threads}**, the count that timed fastest "
-            f"({what} of {top}-{2 * top - 1} tokens, newest: {timed}). The other counts are "
+            f"({what} of {size}, newest: {timed}). The other counts are "
             "tried again now and then, as other programs come and go.")
 
 
