@@ -95,12 +95,17 @@ class Settings:
     live_new_tokens: int = 24  # tokens the first screen's answer decodes
     live_race_new_tokens: int = 16  # steps of its "Now without the cache" race
 
+    # Measurement defaults are sized for a class (issue 30): 30 visitors pressing the four
+    # lessons' buttons at once share one run of each, and the four runs take turns with the
+    # chats, so each default run is a few seconds of compute on a 2-core CPU (the sliders go
+    # higher for a learner alone).
+
     # Lesson 2: prefill sweep.
-    prefill_sweep_tokens: Range = _r(8, 256, 128, 8)
+    prefill_sweep_tokens: Range = _r(8, 256, 32, 8)
 
     # Lesson 4: KV cache.
     growth_new_tokens: Range = _r(1, 128, 32)
-    race_new_tokens: Range = _r(4, 128, 48)
+    race_new_tokens: Range = _r(4, 128, 24)
     race_max_prompt_tokens: int = 256  # the recompute lane re-reads the whole sequence each step
     projection_batch: Range = _r(1, 256, 1)
     projection_context: Range = _r(256, 131_072, 4_096, 256)
@@ -108,8 +113,8 @@ class Settings:
     attention_new_tokens: Range = _r(1, 64, 8)
 
     # Lesson 5: batching.
-    batch: Range = _r(1, 64, 32)  # the batch sweep's largest batch (a dropdown of powers of 2)
-    sweep_decode_steps: Range = _r(2, 32, 12)
+    batch: Range = _r(1, 64, 16)  # the batch sweep's largest batch (a dropdown of powers of 2)
+    sweep_decode_steps: Range = _r(2, 32, 6)
     memory_budget_mb: Range = _r(50, 10_000_000, 0)  # 0 = half of the free memory
     scheduler_batch: Range = _r(1, 16, 4)
     fill_wait_s: Range = _r(0, 5, 1, 0.25)
@@ -127,7 +132,7 @@ class Settings:
     guess: Range = _r(0, 100_000, 2, 0.1)  # predict-then-measure boxes (they start empty)
 
     # Lesson 6: quantization.
-    quant_new_tokens: Range = _r(8, 64, 32)
+    quant_new_tokens: Range = _r(8, 64, 16)
 
     # Long contexts (issue 27): the sweep to the model's context window. Lengths past the
     # window are dropped and the window itself is always measured (it is read from the model).

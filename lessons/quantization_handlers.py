@@ -21,7 +21,7 @@ from inference.experiments.quality import (
     reference_run,
 )
 from inference.experiments.roofline import machine_bandwidth
-from inference.quant_modes import MODES, build_mode, build_steps, get_mode
+from inference.quant_modes import DEFAULT_MODES, MODES, build_mode, build_steps, get_mode
 from visualizations.mechanism_weights import quant_diagram
 
 from .common.guess import guess_md
@@ -43,6 +43,19 @@ class QuantFrame(NamedTuple):
     bandwidth_gbs: float | None = None  # measured read bandwidth, for the roofline
     noise: Noise | None = None  # the last frame: was the machine busy while measuring
     diagram: str | None = None  # float32's step beside the newest mode's, on the mechanism
+
+
+def default_modes(native_bf16: bool | None) -> list[str]:
+    """The modes ticked when the lesson opens: every mode on a GPU (`native_bf16` None: it
+    computes all of them natively); on a CPU float32, int8 and int4, plus bfloat16 where this
+    CPU's own flags say it computes bfloat16 natively. The half-precision modes stay one tick
+    away elsewhere: a default run is a few seconds for a class (Settings), and a CPU without
+    native half precision converts every weight it reads (here, 2026-12-01, a 2-core AMD EPYC:
+    float16 and bfloat16 were the two slowest of the five)."""
+    if native_bf16 is None:
+        return list(DEFAULT_MODES)
+    half = {"fp16", "bf16"} - ({"bf16"} if native_bf16 else set())
+    return [k for k in DEFAULT_MODES if k not in half]
 
 
 def chosen_modes(modes: list[str] | None) -> list[str]:

@@ -11,7 +11,7 @@ import gradio as gr
 
 from inference.config import Settings
 from inference.experiments.cpu_flags import device_bf16
-from inference.quant_modes import DEFAULT_MODES, HEAD_TREATMENT, MODES
+from inference.quant_modes import HEAD_TREATMENT, MODES
 from visualizations import quant_charts as charts
 from visualizations.mechanism_weights import quant_diagram
 from visualizations.quant_text import (
@@ -27,19 +27,19 @@ from .common.context import AppContext
 from .common.controls import guess_box, slider
 from .common.feedback import guarded
 from .common.lesson_text import lesson_page
-from .quantization_handlers import GUESS_KEY, QuantFrame, compare_frames, compared
+from .quantization_handlers import GUESS_KEY, QuantFrame, compare_frames, compared, default_modes
 
 BANDWIDTH_NOTE = ", read-only sum, measured"
 
 
-def _controls(settings: Settings) -> tuple[gr.Textbox, gr.CheckboxGroup, gr.Slider, gr.Button,
-                                           gr.Button]:
+def _controls(settings: Settings, ticked: list[str]
+              ) -> tuple[gr.Textbox, gr.CheckboxGroup, gr.Slider, gr.Button, gr.Button]:
     with gr.Row():
         with gr.Column(scale=3):
             prompt = gr.Textbox(label="Prompt", value=settings.default_prompt, lines=2,
                                 max_length=settings.max_prompt_chars, elem_id="quant-prompt")
             modes = gr.CheckboxGroup(
-                choices=[(m.label, m.key) for m in MODES.values()], value=list(DEFAULT_MODES),
+                choices=[(m.label, m.key) for m in MODES.values()], value=ticked,
                 label="Precision modes (float32 always runs: it is the baseline)",
                 elem_id="quant-modes")
         with gr.Column(scale=1):
@@ -57,7 +57,7 @@ def build(ctx: AppContext) -> None:
     origin = weights_origin_md(lm.info.source, lm.info.dtype)
     gr.Markdown(lesson_page("lesson6_quantization.md", lm.info, {"weights_origin": origin}))
     bf16 = device_bf16(lm.device)  # checked once: said only where it was checked
-    prompt, modes, new_tokens, guess, run_btn, stop_btn = _controls(settings)
+    prompt, modes, new_tokens, guess, run_btn, stop_btn = _controls(settings, default_modes(bf16))
     progress = gr.Markdown("*Building a mode copies the model and converts it (seconds); it is "
                            "then kept for everyone using this app.*", elem_id="quant-progress")
     roofline = gr.Plot(roofline_figure([], 0.0), label="Bytes per token vs decode speed",

@@ -272,3 +272,10 @@ def test_comparison_diagram_sets_int8_beside_fp32(lm, shared):
             f"{fp32.decode_tokens_per_s / int8.decode_tokens_per_s:.2f}× the step time") in page
     assert f"measured <b>{1000 / int8.decode_tokens_per_s:,.1f} ms</b>" in page
     assert f"÷ {last.bandwidth_gbs:,.1f} GB/s measured" in page  # the floor, labelled theoretical
+
+
+def test_default_modes_keep_a_class_run_short_and_half_precision_where_native():
+    from lessons.quantization_handlers import default_modes
+    assert default_modes(None) == ["fp32", "fp16", "bf16", "int8", "int4-g32"]  # a GPU: all
+    assert default_modes(False) == ["fp32", "int8", "int4-g32"]  # a CPU converting halves
+    assert default_modes(True) == ["fp32", "bf16", "int8", "int4-g32"]  # native bfloat16
