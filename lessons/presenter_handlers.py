@@ -4,20 +4,20 @@ Run by `lessons.presenter_panel` inside `feedback.guarded(..., alone=server)`: e
 alone on the compute thread, taking turns there with the serving engine's steps.
 
 Every function takes (lm, settings, shared) and returns a `Measured`, or, for the long ones,
-is a generator that yields None between its parts and the `Measured` last: each part is one
+is a generator that yields a `Step` between its parts and the `Measured` last: each part is one
 job on the compute thread, so the server answers the class's chats between them
-(`measure_steps` runs either kind). A part may yield a `Step` instead of None: "decode step k
-of N" and the number so far, which the screen shows while it runs. `MEASURES` maps the
-screen's `measure:` key to it. A `Measured` is stored in the visitor's browser as a dict
-(`as_dict`), so it holds only plain numbers and text.
+(`measure_steps` runs either kind). A `Step` is "decode step k of N" and the figure measured so
+far, which the screen shows while it runs (a part may yield None instead: the screen keeps its
+line). `MEASURES` maps the screen's `measure:` key to it. A `Measured` is stored in the
+visitor's browser as a dict (`as_dict`), so it holds only plain numbers and text.
 """
 from __future__ import annotations
 
+import re
 import statistics
 import time
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import asdict, dataclass
-from typing import TypeVar
 
 from inference.config import LIMITS, Settings
 from inference.drafts import make_draft
@@ -47,7 +47,6 @@ from .common.predictions import comparison_md, fmt
 from .common.presenter_screens import Screen
 from .common.prompt_input import encode_prompt
 
-T = TypeVar("T")
 QUESTION = "Name three colours of the rainbow."
 PROMPT = LIMITS.default_prompt
 SENTENCE = "Tokenization turns your sentence into pieces the model can count."
@@ -63,16 +62,6 @@ INT8_TOKENS = 16
 LONG_CONTEXT = (100, 4_000)  # the long-context screen's two cache lengths (its question's)
 SPEC_TOKENS = 24  # the speculative race's length (prompt lookup on the edit prompt)
 SPEC_K = 4  # guesses per pass: the number the screen's question names
-
-
-def parts(items: Iterator[T]) -> Generator[None, None, T]:
-    """None after each item of `items` (a long measurement's parts, one compute-thread job
-    each, the server's steps between them); returns the last item."""
-    last = None
-    for item in items:
-        last = item
-        yield None
-    return last
 
 
 @dataclass(frozen=True)
@@ -135,13 +124,28 @@ def prefill(lm, settings: Settings, shared) -> Measured:
                     f"{m.prefill_seconds * 1000:.0f} ms{step}")
 
 
-def prefill_race(lm, settings: Settings, shared) -> Iterator[Measured | None]:
-    last = yield from parts(prefill_sweep(lm, [PREFILL_TOKENS], PREFILL_TOKENS))  # per stretch
+def prefill_race(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
+    """Lesson 2's race at one length: a `Step` after each stretch fed one token at a time
+    (a part each) and after the finished point."""
+    for last in prefill_sweep(lm, [PREFILL_TOKENS], PREFILL_TOKENS):
+        yield Step("token", last.feeding or last.points[-1].tokens, PREFILL_TOKENS,
+                   prefill_running(last))
     p = last.points[-1]
     ratio = p.sequential_seconds / p.parallel_seconds
     yield Measured("prefill_race", ratio, f"{ratio:.1f}×", f"faster in one pass ({p.tokens} "
                     "tokens)", f"one pass {p.parallel_seconds * 1000:.0f} ms · one token at a "
                     f"time {p.sequential_seconds * 1000:.0f} ms")
+
+
+def prefill_running(progress) -> str:
+    """The one pass and the tokens fed one at a time so far, both measured (ms)."""
+    if progress.feeding:
+        one, fed, so_far = progress.one_pass_seconds, progress.fed_seconds, " so far"
+    else:
+        p = progress.points[-1]
+        one, fed, so_far = p.parallel_seconds, p.sequential_seconds, ""
+    return (f"one pass {one * 1000:.0f} ms · one token at a time {fed * 1000:.0f} ms{so_far} "
+            "(measured)")
 
 
 def decode(lm, settings: Settings, shared) -> Measured:
@@ -258,11 +262,15 @@ def race_running(steps) -> str:
             "(measured)")
 
 
-def long_context(lm, settings: Settings, shared) -> Iterator[Measured | None]:
-    """One decode step with 100 and with 4,000 real cached tokens (batch 1), lesson 4c's sweep."""
+def long_context(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
+    """One decode step with 100 and with 4,000 real cached tokens (batch 1), lesson 4c's sweep:
+    a `Step` before the long prefill that fills the cache and after each cache length."""
     short, long = LONG_CONTEXT
-    last = yield from parts(decode_lengths_sweep(lm, LONG_CONTEXT, batches=(1,),
-                                                 repeats=settings.context_decode_repeats))
+    repeats = max(1, settings.context_decode_repeats)
+    yield Step("cache length", 0, len(LONG_CONTEXT), f"one prefill fills a cache of {long:,} "
+               "tokens (not timed), then a decode step is timed at each length")
+    for last in decode_lengths_sweep(lm, LONG_CONTEXT, batches=(1,), repeats=repeats):
+        yield Step("cache length", last.done, last.total, long_running(last.points, repeats))
     c = compare_lengths(last.points, short, long)
     floor = decode_theory(lm, shared)
     predicted = floor.seconds(long) / floor.seconds(short)
@@ -279,16 +287,34 @@ def long_context(lm, settings: Settings, shared) -> Iterator[Measured | None]:
                     f"{floor.bandwidth_gbs:.1f} GB/s measured)")
 
 
-def batch_sweep_steps(lm, settings: Settings, shared) -> Generator[None, None, tuple]:
-    """Decode 1, 2, 4, 8 and 16 copies of a prompt, yielding None after each step; returns
-    the finished sweep's points, kept in `shared` for the cost screen."""
+def long_running(points, repeats: int) -> str:
+    """Each cache length measured so far, longest first: its one decode step (median)."""
+    steps = " · ".join(f"{p.cache_tokens:,} cached tokens: {p.seconds * 1000:.1f} ms a step"
+                       for p in points)
+    return f"{steps} (measured, " + (f"median of {repeats} runs)" if repeats > 1 else "one run)")
+
+
+def batch_sweep_steps(lm, settings: Settings, shared) -> Generator[Step, None, tuple]:
+    """Decode 1, 2, 4, 8 and 16 copies of a prompt, a `Step` after each step (its batch sizes
+    finished of those that fit the memory budget); returns the finished sweep's points, kept
+    in `shared` for the cost screen."""
     ids = encode_prompt(lm, settings, PROMPT)
-    last = yield from parts(run_sweep(lm, ids, BATCH, BATCH_STEPS,
-                                      memory_budget_bytes(lm.device, 0.5),
-                                      bandwidth_gbs=machine_bandwidth(shared, lm.device)))
+    for last in run_sweep(lm, ids, BATCH, BATCH_STEPS, memory_budget_bytes(lm.device, 0.5),
+                          bandwidth_gbs=machine_bandwidth(shared, lm.device)):
+        # the sizes run are those that fit (a larger batch never needs less memory)
+        yield Step("batch size", len(last.points), sum(p.fits for p in last.plans),
+                   batch_running(last))
     if shared is not None:
         shared.put(shared_key(lm, PRESENTER_BATCH), last.points)
     return last.points
+
+
+def batch_running(update) -> str:
+    """The newest finished batch size's tokens/s (measured), then what the sweep does now."""
+    if not update.points:
+        return update.message  # e.g. "Batch 1: prefilling 1 × 20 prompt tokens…"
+    p = update.points[-1]
+    return f"batch {p.batch}: {p.tokens_per_s:.1f} tokens/s (measured) · {update.message}"
 
 
 def batch_points(lm, settings: Settings, shared):
@@ -296,7 +322,7 @@ def batch_points(lm, settings: Settings, shared):
     return finish(batch_sweep_steps(lm, settings, shared))
 
 
-def batch(lm, settings: Settings, shared) -> Iterator[Measured | None]:
+def batch(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     points = yield from batch_sweep_steps(lm, settings, shared)
     one, big = points[0], points[-1]
     ratio = big.tokens_per_s / one.tokens_per_s
@@ -306,12 +332,18 @@ def batch(lm, settings: Settings, shared) -> Iterator[Measured | None]:
                     f"({big.step_seconds * 1000:.0f} ms a step)")
 
 
-def int8(lm, settings: Settings, shared) -> Iterator[Measured | None]:
+def int8(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
+    """Build float32 and int8 and decode the same greedy tokens with each: a `Step` after each
+    weight matrix converted and after each token (a part each)."""
     ids = encode_prompt(lm, settings, PROMPT)
     runs = {}
-    for key in ("fp32", "int8"):
-        built = (yield from parts(build_steps(lm, key, shared))).built  # a part per layer
-        runs[key] = yield from parts(greedy_steps(built.model, ids, INT8_TOKENS, lm.device))
+    for key, name in (("fp32", "float32"), ("int8", "int8")):
+        for progress in build_steps(lm, key, shared):
+            yield build_step(name, progress, lm.info.layers)
+        for run in greedy_steps(progress.built.model, ids, INT8_TOKENS, lm.device):
+            yield Step(f"{name} decode: token", len(run.token_ids), INT8_TOKENS,
+                       int8_running(run, runs.get("fp32")))
+        runs[key] = run
     fp32, q8 = runs["fp32"], runs["int8"]
     ratio = q8.decode_tokens_per_s / fp32.decode_tokens_per_s
     same = sum(a == b for a, b in zip(fp32.token_ids, q8.token_ids)) / len(fp32.token_ids)
@@ -319,6 +351,25 @@ def int8(lm, settings: Settings, shared) -> Iterator[Measured | None]:
                     f"float32 {fp32.decode_tokens_per_s:.1f} tokens/s · int8 "
                     f"{q8.decode_tokens_per_s:.1f} tokens/s · {same:.0%} of the {INT8_TOKENS} "
                     "greedy tokens the same")
+
+
+LAYER = re.compile(r"\blayers\.(\d+)\.")  # a decoder layer's matrix: "model.layers.12.mlp.up_proj"
+
+
+def build_step(name: str, progress, layers: int) -> Step:
+    """A mode's build as "building int8: layers converted 12 of 30": the layers before the one
+    whose matrices are being converted (0 while the model is copied; all of them for the
+    output head, a float cast and the built model); the build's own message beside it."""
+    now = LAYER.search(progress.message)
+    done = int(now.group(1)) if now else (layers if progress.done else 0)
+    return Step(f"building {name}: layers converted", done, layers, progress.message)
+
+
+def int8_running(run, fp32=None) -> str:
+    """A greedy run's decode speed so far (measured), with float32's finished one beside it."""
+    now = (f"{run.decode_tokens_per_s:.1f} tokens/s so far (measured)" if run.step_seconds
+           else f"prefill {run.prefill_seconds * 1000:.0f} ms, the first token (measured)")
+    return now if fp32 is None else f"{now} · float32 {fp32.decode_tokens_per_s:.1f} tokens/s"
 
 
 def cost(lm, settings: Settings, shared) -> Measured:

@@ -156,8 +156,9 @@ def test_freeze_sharing_sentence_for_no_chat_and_for_some():
 
 
 def test_freeze_long_loops_yield_between_timed_stretches(lm, monkeypatch):
-    """The prefill sweep's one-token-at-a-time side and the presenter's KV race end a job
-    (yield) between timed stretches, never inside one: a chat waits one stretch, not a run."""
+    """The prefill sweep's one-token-at-a-time side and the presenter's KV race and prefill
+    race end a job (yield) between timed stretches, never inside one: a chat waits one
+    stretch, not a run. Each presenter part is a step line ("k of N"), one per stretch."""
     from inference.experiments import prefill_sweep as sweep_module
     from lessons import presenter_handlers
 
@@ -172,6 +173,11 @@ def test_freeze_long_loops_yield_between_timed_stretches(lm, monkeypatch):
     race_parts = list(jobs(presenter_handlers.measure_steps("kv_race", lm, LIMITS, None), log))
     steps = [p for p in race_parts if isinstance(p, presenter_handlers.Step)]
     assert len(steps) == 2 * 4 and race_parts[-1].key == "kv_race"  # "step k of N" each
+    monkeypatch.setattr(presenter_handlers, "PREFILL_TOKENS", n)
+    prefill_parts = list(jobs(presenter_handlers.measure_steps("prefill_race", lm, LIMITS,
+                                                               None), log))
+    assert [p.done for p in prefill_parts[:-1]] == [stretch, 2 * stretch, n]  # a part each
+    assert {p.total for p in prefill_parts[:-1]} == {n} and prefill_parts[-1].key == "prefill_race"
     inside = False
     for event in log:
         assert not (inside and event == "job"), "a yield inside a timed stretch"

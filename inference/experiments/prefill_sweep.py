@@ -33,6 +33,8 @@ class SweepProgress:
     total: int
     points: tuple[PrefillPoint, ...]
     feeding: int = 0  # tokens of the next length fed one at a time so far (0: none yet)
+    one_pass_seconds: float = 0.0  # while feeding: that length's one forward pass (measured)
+    fed_seconds: float = 0.0  # while feeding: the `feeding` tokens' one-at-a-time time so far
 
 
 def sweep_tokens(tokenizer, n: int) -> list[int]:
@@ -91,7 +93,8 @@ def prefill_sweep(lm, lengths: list[int], max_sequential: int = 128
             for fed, seq_so_far in sequential_steps(model, ids, device):
                 seq = seq_so_far
                 if fed < n:  # a job ends here: the server may take a step
-                    yield SweepProgress(done - 1, len(lengths), tuple(points), fed)
+                    yield SweepProgress(done - 1, len(lengths), tuple(points), fed, par,
+                                        seq_so_far)
             measured, per_token = True, seq / n
         else:
             if per_token is None:
