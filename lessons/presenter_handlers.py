@@ -132,9 +132,11 @@ def prefill_race(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
                    prefill_running(last))
     p = last.points[-1]
     ratio = p.sequential_seconds / p.parallel_seconds
-    yield Measured("prefill_race", ratio, f"{ratio:.1f}×", f"faster in one pass ({p.tokens} "
-                    "tokens)", f"one pass {p.parallel_seconds * 1000:.0f} ms · one token at a "
-                    f"time {p.sequential_seconds * 1000:.0f} ms")
+    yield Measured("prefill_race", ratio, f"{ratio:.1f}×",
+                   ratio_label(ratio, "faster in one pass", "one token at a time ÷ one pass",
+                               f"{p.tokens} tokens"),
+                   f"one pass {p.parallel_seconds * 1000:.0f} ms · one token at a time "
+                   f"{p.sequential_seconds * 1000:.0f} ms")
 
 
 def prefill_running(progress) -> str:
@@ -247,11 +249,24 @@ def kv_race(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     same = "same tokens" if s.same_tokens else "tokens differ"
     label = (f"recomputing ÷ cached time ({s.new_tokens} tokens): this machine was busy "
              "while measuring, numbers are noisy — run again" if judged.busy else
-             f"faster with the cache ({s.new_tokens} tokens)")
+             ratio_label(s.speedup, "faster with the cache", "recomputing ÷ cached time",
+                         f"{s.new_tokens} tokens"))
     yield Measured("kv_race", s.speedup, f"{s.speedup:.1f}×", label,
                     f"cached {s.cached_seconds:.2f} s · recomputed "
                     f"{s.recompute_seconds:.2f} s · {s.work_ratio:.0f}× the tokens through the "
                     f"model without it · {same}", judged.busy)
+
+
+def ratio_label(ratio: float, faster: str, plain: str, what: str) -> str:
+    """A measured time ratio's label, decided from the number: "faster …" only when it is above
+    1, else the ratio named plainly and said to be not faster on this run.
+
+    >>> ratio_label(8.0, "faster in one pass", "one at a time ÷ one pass", "128 tokens")
+    'faster in one pass (128 tokens)'
+    >>> ratio_label(0.9, "faster with the cache", "recomputing ÷ cached", "24 tokens")
+    'recomputing ÷ cached (24 tokens): not faster on this run'
+    """
+    return f"{faster} ({what})" if ratio > 1 else f"{plain} ({what}): not faster on this run"
 
 
 def race_running(steps) -> str:

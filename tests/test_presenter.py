@@ -460,3 +460,16 @@ def test_a_builds_step_line_counts_decoder_layers():
     assert line(85, "int8: model.layers.12.mlp.up_proj").done == 12  # 12 done, the 13th now
     assert line(211, "int8: lm_head").done == 30 and line(1, "int8: built in 1.1 s").done == 30
     assert line(85, "int8: model.layers.12.mlp.up_proj").running.endswith("layers.12.mlp.up_proj")
+
+
+def test_a_headline_says_faster_only_when_its_measured_ratio_is_above_one():
+    import doctest
+
+    from lessons import presenter_handlers as ph
+    assert ph.ratio_label(3.0, "faster with the cache", "recomputing ÷ cached time",
+                          "24 tokens") == "faster with the cache (24 tokens)"
+    slow = ph.ratio_label(0.8, "faster with the cache", "recomputing ÷ cached time", "24 tokens")
+    assert "faster with" not in slow and slow.endswith("not faster on this run")
+    finder = doctest.DocTestFinder()
+    results = [doctest.DocTestRunner().run(t) for t in finder.find(ph.ratio_label)]
+    assert results and all(r.failed == 0 and r.attempted > 0 for r in results)
