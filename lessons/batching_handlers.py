@@ -182,7 +182,8 @@ def padding_view(lm, settings: Settings, prompts: str) -> PaddingView:
                        text=text.padding_markdown(len(ids), padded, total))
 
 
-def _trace(lm, settings: Settings, workload: str, seed: int, requests: int, rate: float):
+def workload_trace(lm, settings: Settings, workload: str, seed: int, requests: int,
+                   rate: float):
     """The requests to serve and the workload's name for tables and the closing note."""
     if workload != RANDOM:
         return preset_trace(lm.tokenizer, workload), workload
@@ -203,7 +204,7 @@ def schedule_frames(lm, settings: Settings, shared, *, workload: str, seed: int,
     settings.scheduler_batch.check("Max batch", max_batch)
     settings.fill_wait_s.check("Batch fill wait (s)", fill_wait_s)
     max_batch, fill_wait_s = int(max_batch), float(fill_wait_s)
-    trace, name = _trace(lm, settings, workload, seed, requests, rate_per_s)
+    trace, name = workload_trace(lm, settings, workload, seed, requests, rate_per_s)
     longest = max(len(r.prompt_ids) for r in trace) + max(r.max_new_tokens for r in trace)
     check_batch_fits(plan_batch(model_shape(lm), max_batch, longest, 0,
                                 budget_bytes(lm, settings, None)))

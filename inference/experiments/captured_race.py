@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from ..captured_decode import captured_greedy
 from .quality import greedy_run
 
+WARM_UP_TOKENS = 8  # each path's untimed warm-up run (first calls pay for allocation)
+
 
 @dataclass(frozen=True)
 class CapturedRace:
@@ -33,8 +35,8 @@ class CapturedRace:
 
 def captured_race(lm, ids: list[int], new_tokens: int = 128) -> CapturedRace:
     """Warm both paths up, then decode `new_tokens` greedy tokens each way (batch 1)."""
-    greedy_run(lm.model, ids, 8, lm.device)  # warm-up
-    captured_greedy(lm.model, ids, 8, capture=False)
+    greedy_run(lm.model, ids, WARM_UP_TOKENS, lm.device)  # warm-up
+    captured_greedy(lm.model, ids, WARM_UP_TOKENS, capture=False)
     eager = greedy_run(lm.model, ids, new_tokens, lm.device)
     static = captured_greedy(lm.model, ids, new_tokens, capture=False)
     on_gpu = lm.device.type == "cuda"

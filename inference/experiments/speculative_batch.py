@@ -33,6 +33,8 @@ from ..weights import bytes_read_per_token
 from .compute_roof import ComputeRoof, WorkPoint, forward_flops, machine_gflops
 from .roofline import machine_bandwidth
 
+REPEATS = 5  # timed rounds per batch size (median), after one warm-up round
+
 
 @dataclass(frozen=True)
 class VerifyCost:
@@ -56,7 +58,7 @@ class VerifyCost:
 
 
 @torch.inference_mode()
-def verify_cost(lm, prompt_ids: list[int], batch: int, k: int, repeats: int = 5,
+def verify_cost(lm, prompt_ids: list[int], batch: int, k: int, repeats: int = REPEATS,
                 roof: ComputeRoof | None = None) -> VerifyCost:
     """Time a plain step and a verification pass at `batch` rows, in turns (median)."""
     model, device = lm.model, lm.device
@@ -97,7 +99,7 @@ class BatchUpdate:
 
 
 def batch_interplay(lm, prompt_ids: list[int], k: int = LIMITS.spec_k.default,
-                    batches: Sequence[int] = LIMITS.spec_batches, repeats: int = 5,
+                    batches: Sequence[int] = LIMITS.spec_batches, repeats: int = REPEATS,
                     shared=None) -> Iterator[BatchUpdate]:
     """Measure `verify_cost` at each batch size; yield after each."""
     if not prompt_ids:
