@@ -37,7 +37,7 @@ from lessons.common.request_limits import LimitRequestSize, WordValidationErrors
 from lessons.common.session_budget import bound_sessions
 from lessons.common.shared_runs import SharedRuns
 from lessons.common.web_costs import calm_queue, trim_web_costs
-from lessons.measurement_work import WORK
+from lessons.measurement_work import BUDGETS, WORK
 
 SETTINGS = Settings.from_env()
 trim_web_costs()  # two per-visitor costs of the web stack, found by profiling a class
@@ -74,7 +74,7 @@ with gr.Blocks(title="LLM Inference, Step by Step",  # served files' copies are 
 demo.queue(max_size=SETTINGS.queue_size, default_concurrency_limit=2)
 calm_queue(demo, SETTINGS.queue_poll_s)  # it looked for work every 1 ms, idle or not
 limit_per_session(demo, SETTINGS.session_events, SETTINGS.lane_waiting,
-                  fair=Fairness(SETTINGS, RUNS, LM, WORK))  # per session and per address
+                  fair=Fairness(SETTINGS, RUNS, LM, WORK, BUDGETS))  # per session, per address
 limit_measurements(demo, SETTINGS, RUNS)  # every measurement: shared runs, its time limit
 explain_bad_numbers(demo)
 check_every_input(demo, SETTINGS.max_prompt_chars)  # arity, types, limits: every endpoint

@@ -287,3 +287,15 @@ WORK = {f.__name__: f for f in (
     first_race, prefill_sweep, speculative_race, speculative_sweep, speculative_batch, kv_race,
     kv_race_lengths, kv_prefix, context_prefill, context_decode, context_memory, batch_sweep,
     batch_schedulers, quant_compare, roofline, presenter_measure)}
+# Events whose lesson itself offers more work than `Settings.measure_work_tokens` (32,768),
+# with their own budget (api_name -> tokens) and why. Every other page's largest offer fits
+# the app's budget; tests/test_measure_budget.py checks each page's defaults and largest
+# offer against these and names any that does not fit.
+BUDGETS: dict[str, int] = {
+    # The k sweep races both drafts at every k (16 races). At the slider's 256 new tokens on
+    # the lesson's own edit prompt it counts 44,788 tokens at most (every guess rejected; the
+    # edit prompt's guesses are mostly kept, so a real run feeds far less). 49,152 lets a
+    # prompt ~100 tokens longer than the edit prompt sweep to 256 tokens too; a long typed
+    # prompt (each of its tokens is fed about 40 times over the sweep) is refused.
+    "speculative_sweep": 49_152,
+}

@@ -63,6 +63,7 @@ class Fairness:
     runs: SharedRuns
     lm: object = None  # the loaded model (its tokenizer counts a prompt's tokens)
     work: dict | None = None  # api_name -> work estimate (lessons.measurement_work.WORK)
+    budgets: dict | None = None  # api_name -> its own work budget (measurement_work.BUDGETS)
 
 
 def limit_per_session(demo: gr.Blocks, per_session: int, per_lane: int,
@@ -120,7 +121,7 @@ def _by_client(demo, fair: Fairness, fn, body, request, waiting: list, running: 
                  and request_address(e.request) == address]
         if len(heavy) >= s.client_heavy_jobs:
             return HEAVY_FULL.format(n=len(heavy)), None, False
-    return over_budget(fn, body.data, fair.lm, s, fair.work or {}), key, False
+    return over_budget(fn, body.data, fair.lm, s, fair.work or {}, fair.budgets), key, False
 
 
 def settings_key(demo, fn, body) -> tuple:

@@ -9,7 +9,8 @@ from one place (`limit_measurements`, called once by app.py after the Blocks are
   the whole sequence every step). Over the budget, the request is refused at once with a
   sentence naming the budget, before it waits anywhere or runs a pass (checked when the event
   joins the queue, `over_budget`). Each lesson says how its settings turn into tokens
-  (`lessons.measurement_work.WORK`); an event not listed there has no work estimate.
+  (`lessons.measurement_work.WORK`: every heavy event has an entry); an event whose lesson
+  offers more than the budget has its own (`lessons.measurement_work.BUDGETS`).
 - **Time limit** (`measure_limit_s`): a run still going after it stops at its next chunk (the
   next frame it shows), frees the lane and shows what it measured so far under a sentence.
 
@@ -48,8 +49,16 @@ def named_values(block_fn, data: list) -> dict:
             for c, v in zip(block_fn.inputs, data or [])}
 
 
-def over_budget(block_fn, data: list, lm, settings: Settings, work: dict[str, Work]) -> str | None:
-    """The refusal sentence when the event's settings exceed the work budget, else None."""
+def work_budget(api_name: str | None, settings: Settings,
+                budgets: dict[str, int] | None = None) -> int:
+    """The most tokens one run of the event may feed: its own budget where its lesson offers
+    more (`budgets`: `lessons.measurement_work.BUDGETS`), else `Settings.measure_work_tokens`."""
+    return (budgets or {}).get(api_name or "", settings.measure_work_tokens)
+
+
+def over_budget(block_fn, data: list, lm, settings: Settings, work: dict[str, Work],
+                budgets: dict[str, int] | None = None) -> str | None:
+    """The refusal sentence when the event's settings exceed its work budget, else None."""
     estimate = work.get(block_fn.api_name or "")
     if estimate is None:
         return None
@@ -61,9 +70,10 @@ def over_budget(block_fn, data: list, lm, settings: Settings, work: dict[str, Wo
         tokens = int(estimate(lm, settings, named_values(block_fn, data), list(data or [])))
     except Exception:  # malformed settings: the input check or the handler words the refusal
         return None
-    if tokens <= settings.measure_work_tokens:
+    budget = work_budget(block_fn.api_name, settings, budgets)
+    if tokens <= budget:
         return None
-    return OVER_BUDGET.format(work=tokens, budget=settings.measure_work_tokens)
+    return OVER_BUDGET.format(work=tokens, budget=budget)
 
 
 def limit_measurements(demo: gr.Blocks, settings: Settings, runs: SharedRuns) -> None:
