@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt | cksum | cut -d' ' -f1)
 
-.PHONY: setup run lint test test-dtypes gpu-check bench bench-serving bench-classroom browser clean
+.PHONY: setup run lint test test-dtypes gpu-check bench bench-serving bench-classroom bench-memory browser clean
 
 setup: $(STAMP)
 
@@ -65,6 +65,12 @@ bench-serving: $(STAMP)
 # Writes bench/classroom-results.json with the same keys as `make bench`'s `serving`.
 bench-classroom: $(STAMP)
 	$(PY) -m bench.classroom
+
+# Only issue 30's memory figures (bench/visitor_memory.py): the app's RSS before, at peak and
+# after 2,000 fresh API sessions and 10 long attention views expire. Writes
+# bench/visitor-memory-results.json with the same keys as `make bench`'s `serving`.
+bench-memory: $(STAMP)
+	$(PY) -m bench.visitor_memory
 
 clean:
 	rm -rf $(VENV) test-artifacts .pytest_cache

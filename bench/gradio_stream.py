@@ -14,6 +14,9 @@ app then lacked while vLLM's clients cost almost nothing. The wire is what a bro
    `["append", [1, "content", 0, "text"], " there"]`), `process_completed` the final outputs
    in full (the chat, then the stats line with "N tokens generated").
 
+`call()` is the same wire for any endpoint, read to its end (the memory bench's visitors), with
+`endpoint_data()` to fill an endpoint's inputs from the app's config by elem_id.
+
     >>> answer_text([["append", [1, "content", 0, "text"], "Hi"]])
     'Hi'
     >>> answer_text([{"role": "user", "content": [{"text": "Q", "type": "text"}]},
@@ -27,21 +30,43 @@ import json
 import re
 import time
 import uuid
+from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 CHAT_TOKENS = re.compile(r"(\d+) tokens generated")
 
 
-def chat_fn_index(base_url: str, api_name: str = "chat") -> int:
-    """The queue's number for the app's `api_name` endpoint, from the app's config."""
+def app_config(base_url: str) -> dict:
+    """The app's config (its components and their events), as a page reads it first."""
     url = urlsplit(base_url)
     conn = http.client.HTTPConnection(url.hostname, url.port or 80, timeout=60)
     try:
         conn.request("GET", url.path.rstrip("/") + "/config")
-        deps = json.loads(conn.getresponse().read())["dependencies"]
+        return json.loads(conn.getresponse().read())
     finally:
         conn.close()
+
+
+def chat_fn_index(base_url: str, api_name: str = "chat") -> int:
+    """The queue's number for the app's `api_name` endpoint, from the app's config."""
+    deps = app_config(base_url)["dependencies"]
     return next(d["id"] for d in deps if d.get("api_name") == api_name)
+
+
+def endpoint_data(config: dict, api_name: str, values: dict[str, object]) -> tuple[int, list]:
+    """The queue's number for `api_name` and its inputs in order: each input's value from
+    `values` by its elem_id, else the value the page starts with.
+
+    >>> config = {"components": [{"id": 1, "props": {"elem_id": "text", "value": ""}},
+    ...                          {"id": 2, "props": {"value": 8}}],
+    ...           "dependencies": [{"id": 7, "api_name": "run", "inputs": [1, 2]}]}
+    >>> endpoint_data(config, "run", {"text": "hi"})
+    (7, ['hi', 8])
+    """
+    props = {c["id"]: c.get("props", {}) for c in config["components"]}
+    dep = next(d for d in config["dependencies"] if d.get("api_name") == api_name)
+    data = [values.get(props[i].get("elem_id"), props[i].get("value")) for i in dep["inputs"]]
+    return dep["id"], data
 
 
 def answer_text(chat_output) -> str:
@@ -71,41 +96,68 @@ def _post_json(url, path: str, body: dict) -> dict:
         conn.close()
 
 
+def join_queue(url, fn_index: int, data: list, session: str) -> str:
+    """Put one event in the app's queue for `session`; return its event id."""
+    return _post_json(url, url.path.rstrip("/") + "/gradio_api/queue/join", {
+        "data": data, "fn_index": fn_index, "session_hash": session,
+        "event_data": None, "trigger_id": None})["event_id"]
+
+
+def event_messages(url, session: str, event: str, timeout_s: float) -> Iterator[dict]:
+    """The session's stream messages for `event`, up to and including `process_completed`."""
+    conn = http.client.HTTPConnection(url.hostname, url.port or 80, timeout=timeout_s)
+    try:
+        conn.request("GET", f"{url.path.rstrip('/')}/gradio_api/queue/data?session_hash={session}")
+        resp = conn.getresponse()
+        if resp.status != 200:
+            raise RuntimeError(f"HTTP {resp.status} on the event stream")
+        for line in iter(resp.readline, b""):
+            if not line.startswith(b"data:"):
+                continue
+            msg = json.loads(line[5:])
+            if msg.get("event_id") != event:
+                continue
+            yield msg
+            if msg.get("msg") == "process_completed":
+                return
+    finally:
+        conn.close()
+
+
+def call(base_url: str, fn_index: int, data: list, session: str | None = None,
+         timeout_s: float = 300.0) -> list:
+    """One event of any endpoint, start to end, as a visitor with `session` (a new one when
+    None): its final outputs, or RuntimeError with the app's own message when it failed."""
+    url, session = urlsplit(base_url), session or uuid.uuid4().hex[:12]
+    event = join_queue(url, fn_index, data, session)
+    final = {}
+    for msg in event_messages(url, session, event, timeout_s):
+        final = msg
+    output = final.get("output") or {}
+    if not final.get("success"):
+        raise RuntimeError(f"the event ended without a result: {output.get('error') or output}"
+                           [:300])
+    return output.get("data") or []
+
+
 def timed_app_chat(base_url: str, fn_index: int, prompt: str, new_tokens: int,
                    timeout_s: float = 300.0) -> dict:
     """One chat, as the serving bench records it: ok, latency_s, ttft_s, tokens, start, end
     (perf_counter), update_times (perf_counter of every update), or ok=False with the error."""
     url, session = urlsplit(base_url), uuid.uuid4().hex[:12]
-    root = url.path.rstrip("/")
     t0 = time.perf_counter()
     first, updates, final = None, [], None
     try:
-        event = _post_json(url, root + "/gradio_api/queue/join", {
-            "data": [prompt, new_tokens], "fn_index": fn_index, "session_hash": session,
-            "event_data": None, "trigger_id": None})["event_id"]
-        conn = http.client.HTTPConnection(url.hostname, url.port or 80, timeout=timeout_s)
-        try:
-            conn.request("GET", f"{root}/gradio_api/queue/data?session_hash={session}")
-            resp = conn.getresponse()
-            if resp.status != 200:
-                raise RuntimeError(f"HTTP {resp.status} on the event stream")
-            for line in iter(resp.readline, b""):
-                if not line.startswith(b"data:"):
-                    continue
-                msg = json.loads(line[5:])
-                if msg.get("event_id") != event:
-                    continue
-                kind = msg.get("msg")
-                if kind == "process_generating":
-                    updates.append(time.perf_counter())
-                    data = (msg.get("output") or {}).get("data") or [None]
-                    if first is None and answer_text(data[0]):
-                        first = updates[-1]
-                elif kind == "process_completed":
-                    final = msg
-                    break
-        finally:
-            conn.close()
+        event = join_queue(url, fn_index, [prompt, new_tokens], session)
+        for msg in event_messages(url, session, event, timeout_s):
+            kind = msg.get("msg")
+            if kind == "process_generating":
+                updates.append(time.perf_counter())
+                data = (msg.get("output") or {}).get("data") or [None]
+                if first is None and answer_text(data[0]):
+                    first = updates[-1]
+            elif kind == "process_completed":
+                final = msg
         end = time.perf_counter()
         output = (final or {}).get("output") or {}
         if not (final or {}).get("success") or len(output.get("data") or []) < 2:

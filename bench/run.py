@@ -12,7 +12,7 @@ import time
 
 import torch
 
-from bench import classroom, measure, serving
+from bench import classroom, measure, serving, visitor_memory
 from bench.app_server import ROOT, start_app
 from bench.targets import check
 from bench.workloads import KV_PROMPT, PROMPT, QUALITY_PROMPT
@@ -47,6 +47,7 @@ TARGETS = {  # issue 7's targets for a 2-core CPU
     "speculative.prompt_lookup.tokens_per_pass": (">=", 1.5),
     "speculative.draft_model.speedup": (">=", 1.2),
     **classroom.TARGETS,  # issue 30: a class pressing Run at once; chats while measuring
+    **visitor_memory.TARGETS,  # issue 30: visitors' memory comes back once they are gone
 }
 
 
@@ -194,6 +195,10 @@ def main() -> dict:
     section("serving: a class pressing every lesson's Run at once; chats beside a measurement")
     results["serving"].update(classroom.measure_classroom())
     print(json.dumps({k: results["serving"][k] for k in classroom.FIGURES}, indent=1))
+
+    section("serving: what visitors leave in memory (2,000 fresh sessions, long attention views)")
+    results["serving"].update(visitor_memory.measure_visitor_memory())
+    print(json.dumps({k: results["serving"][k] for k in visitor_memory.FIGURES}, indent=1))
 
     section("serving: the same class served by vLLM (its own venv, same weights, same clients)")
     from bench import vllm_peer

