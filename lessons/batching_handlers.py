@@ -157,7 +157,8 @@ def _sweep_frame(lm, update: SweepUpdate, message: str, schedules: ScheduleCompa
     cap = info_caption(lm.info, note="median of each batch's decode steps", chats=chats)
     done = update.finished
     one, big = (update.points[0], update.points[-1]) if update.points else (None, None)
-    compared = (guess_md(GUESS_KEY, guess, big.tokens_per_s / one.tokens_per_s)
+    compared = (guess_md(GUESS_KEY, guess, big.tokens_per_s / one.tokens_per_s,
+                         noisy=judged is not None and judged.busy)
                 if done and one is not None else "")
     return SweepFrame(
         progress=text.sweep_progress_markdown(update, message),
@@ -166,7 +167,7 @@ def _sweep_frame(lm, update: SweepUpdate, message: str, schedules: ScheduleCompa
         tradeoff=charts.tradeoff_chart(update.points, cap),
         diagram=batch_diagram(update.points, lm.info.layers, bandwidth_gbs=update.bandwidth_gbs,
                               noise=judged),
-        table=tables.sweep_table(update) + compared,
+        table=tables.sweep_table(update, judged) + compared,
         sweep=update if done else None,
         closing=text.closing_note(lm.info, update, schedules, judged) if done else None)
 
