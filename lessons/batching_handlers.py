@@ -79,6 +79,7 @@ class SweepFrame:
     sweep: SweepUpdate | None = None  # set once the sweep has finished
     closing: str | None = None
     diagram: str | None = None  # the newest batch size's step beside batch 1, on the mechanism
+    plan: str | None = None  # the memory plan of every batch size asked for (markdown)
 
 
 @dataclass(frozen=True)
@@ -170,6 +171,7 @@ def _sweep_frame(lm, update: SweepUpdate, message: str, schedules: ScheduleCompa
         diagram=batch_diagram(update.points, lm.info.layers, bandwidth_gbs=update.bandwidth_gbs,
                               noise=judged),
         table=tables.sweep_table(update, judged) + compared,
+        plan=tables.plan_table(update.plans),
         sweep=update if done else None,
         closing=text.closing_note(lm.info, update, schedules, judged) if done else None)
 

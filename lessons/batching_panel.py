@@ -45,7 +45,7 @@ class Measured:
 
 
 def _run_and_stop(label: str, run_id: str, stop_id: str) -> tuple[gr.Button, gr.Button]:
-    with gr.Row():
+    with gr.Row(elem_classes=["lab-run-row"]):  # one line on a phone too (style.css)
         return (gr.Button(label, variant="primary", elem_id=run_id),
                 gr.Button("Stop", variant="stop", elem_id=stop_id))
 
@@ -73,6 +73,9 @@ def sweep_tab(lm, settings: Settings, shared, measured: Measured, server=None) -
              "tradeoff": gr.Plot(charts.tradeoff_chart([]), elem_id="batch-sweep-tradeoff",
                                  label="Throughput vs latency"),
              "table": gr.Markdown(elem_id="batch-sweep-table"),
+             # under the charts, so Run sweep, its progress line and the throughput chart
+             # share one screen (issue 23: the plan sat between them, ~200 px)
+             "plan": gr.Markdown(elem_id="batch-sweep-plan"),
              "sweep": measured.sweep, "closing": measured.closing}
     handler = showing(shown, lambda data: run.sweep_frames(
         lm, settings, shared, max_batch=data[largest], steps=data[steps],

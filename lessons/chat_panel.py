@@ -26,7 +26,7 @@ def build(ctx: AppContext) -> None:
         with gr.Column(scale=1):
             max_new = slider(settings, "new_tokens", "Max new tokens")
     gr.Examples(EXAMPLES, inputs=[prompt], label="Tap a prompt to try it")
-    with gr.Row():
+    with gr.Row(elem_classes=["lab-run-row"]):  # one line on a phone too (style.css)
         go_btn = gr.Button("Generate", variant="primary", elem_id="chat-generate")
         stop_btn = gr.Button("Stop", variant="stop", elem_id="chat-stop")
     stats = gr.Markdown(live_stats_md(None, 0, 0, 0), elem_id="chat-stats")

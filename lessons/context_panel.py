@@ -48,7 +48,7 @@ def _sweep(name: str, label: str, chart: gr.Plot, frames: Callable[..., Iterator
     """A run button, a Stop button, the progress line and the text under `chart`, wired to the
     handler `frames(*inputs)` in the heavy lane (long time limit: the window takes minutes).
     `cuts`: the "what cuts the cost" table, refreshed by frames that carry one."""
-    with gr.Row():
+    with gr.Row(elem_classes=["lab-run-row"]):  # one line on a phone too (style.css)
         start = gr.Button(label, variant="primary", elem_id=f"ctx-{name}-btn")
         stop = gr.Button("Stop", variant="stop", elem_id=f"ctx-{name}-stop")
     progress = gr.Markdown(elem_id=f"ctx-{name}-progress")

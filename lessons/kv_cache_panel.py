@@ -17,6 +17,7 @@ from visualizations.kv_charts import (
     race_figure,
     race_lengths_figure,
 )
+from visualizations.kv_text import LAG_NOTE
 from visualizations.mechanism import race_diagram
 
 from . import kv_cache_handlers as run
@@ -45,7 +46,7 @@ def _prompt(settings: Settings, elem_id: str, value: str = DEFAULT_PROMPT) -> gr
 
 
 def _run_and_stop(label: str, run_id: str, stop_id: str) -> tuple[gr.Button, gr.Button]:
-    with gr.Row():
+    with gr.Row(elem_classes=["lab-run-row"]):  # one line on a phone too (style.css)
         return (gr.Button(label, variant="primary", elem_id=run_id),
                 gr.Button("Stop", variant="stop", elem_id=stop_id))
 
@@ -57,10 +58,12 @@ def growth_tab(lm, settings: Settings, server=None) -> None:
         new_tokens = slider(settings, "growth_new_tokens", "New tokens", scale=1)
     start, stop = _run_and_stop("Generate and watch the cache", "kv-growth-btn",
                                  "kv-growth-stop")
-    shown = {"text": gr.Markdown(elem_id="kv-growth-text"),
-             "formula": gr.Markdown(elem_id="kv-formula"),
-             "grid": gr.Plot(cache_grid_figure(None, 0), label="Cache tensors",
-                             elem_id="kv-growth-grid"),
+    # The step's line, then the cache grid; why the cache lags the text, and the formula, under
+    # the grid (above it they pushed the grid off a phone's screen: issue 23).
+    text = gr.Markdown(elem_id="kv-growth-text")
+    grid = gr.Plot(cache_grid_figure(None, 0), label="Cache tensors", elem_id="kv-growth-grid")
+    gr.Markdown(LAG_NOTE, elem_id="kv-growth-lag")
+    shown = {"text": text, "formula": gr.Markdown(elem_id="kv-formula"), "grid": grid,
              "size": gr.Plot(cache_bytes_figure([]), label="Cache bytes",
                              elem_id="kv-growth-bytes")}
     handler = showing(shown, lambda p, n: run.growth_frames(lm, settings, p, n))

@@ -55,11 +55,13 @@ def _sweep_section(lm, settings: Settings, shared, server) -> None:
         max_seq = slider(settings, "prefill_sweep_tokens",
                          "Measure one-at-a-time up to (tokens); longer is extrapolated",
                          elem_id="prefill-maxseq")
-    with gr.Row():
-        sweep_btn = gr.Button("Run the sweep", variant="primary", elem_id="prefill-sweep")
-        stop_btn = gr.Button("Stop", variant="stop")
+    # the guess before the button (as in every lesson), so the sweep's button, its cards
+    # (in `progress`) and its chart follow one another
     guess = guess_box(settings, GUESS_KEY, "one pass against one token at a time, at the "
                       "longest length measured both ways", "prefill-guess")
+    with gr.Row(elem_classes=["lab-run-row"]):  # one line on a phone too (style.css)
+        sweep_btn = gr.Button("Run the sweep", variant="primary", elem_id="prefill-sweep")
+        stop_btn = gr.Button("Stop", variant="stop")
     progress = gr.Markdown(elem_id="prefill-progress")
     chart = gr.Plot(prefill_sweep_figure([], info_caption(lm.info)), label="Prefill sweep",
                     elem_id="prefill-chart")

@@ -47,8 +47,11 @@ def _controls(settings: Settings, ticked: list[str]
                                 elem_id="quant-new-tokens")
             guess = guess_box(settings, GUESS_KEY, "int8 decode speed, in times float32's",
                               "quant-guess")
-            run_btn = gr.Button("Compare modes", variant="primary", elem_id="quant-run")
-            stop_btn = gr.Button("Stop", variant="stop", elem_id="quant-stop")
+    # Under the controls, across the page, one line: the button, its progress line and the
+    # roofline then share one screen (issue 23; under the guess, Stop added a line).
+    with gr.Row(elem_classes=["lab-run-row"]):
+        run_btn = gr.Button("Compare modes", variant="primary", elem_id="quant-run")
+        stop_btn = gr.Button("Stop", variant="stop", elem_id="quant-stop")
     return prompt, modes, new_tokens, guess, run_btn, stop_btn
 
 

@@ -52,7 +52,7 @@ def _race_section(lm, settings: Settings, shared, server) -> tuple:
                                 elem_id="spec-new-tokens")
     guess = guess_box(settings, GUESS_KEY, "how many tokens will each pass gain on average",
                       "spec-guess")
-    with gr.Row():
+    with gr.Row(elem_classes=["lab-run-row"]):  # one line on a phone too (style.css)
         race_btn = gr.Button("Race", variant="primary", elem_id="spec-race")
         stop_btn = gr.Button("Stop", variant="stop", elem_id="spec-stop")
     progress = gr.Markdown(elem_id="spec-progress")
@@ -74,7 +74,7 @@ def _race_section(lm, settings: Settings, shared, server) -> tuple:
 
 def _sweep_section(lm, settings: Settings, shared, server, prompt, new_tokens) -> None:
     gr.Markdown(f"### Sweep k from {settings.spec_k.low} to {settings.spec_k.high}, both drafts")
-    with gr.Row():
+    with gr.Row(elem_classes=["lab-run-row"]):
         btn = gr.Button("Sweep k", variant="primary", elem_id="spec-sweep")
         stop = gr.Button("Stop", variant="stop", elem_id="spec-sweep-stop")
     progress = gr.Markdown(elem_id="spec-sweep-progress")
@@ -93,7 +93,7 @@ def _sweep_section(lm, settings: Settings, shared, server, prompt, new_tokens) -
 def _batch_section(lm, settings: Settings, shared, server, prompt, k, last) -> None:
     sizes = " and ".join(str(b) for b in settings.spec_batches)
     gr.Markdown(f"### With batching: a verification pass against a plain step at batch {sizes}")
-    with gr.Row():
+    with gr.Row(elem_classes=["lab-run-row"]):
         btn = gr.Button(f"Measure at batch {sizes}", variant="primary", elem_id="spec-batch")
         stop = gr.Button("Stop", variant="stop", elem_id="spec-batch-stop")
     progress = gr.Markdown(elem_id="spec-batch-progress")

@@ -22,15 +22,17 @@ from .tokens_handlers import (
 
 
 def _token_section(lm, settings: Settings) -> tuple[gr.Textbox, gr.Checkbox]:
+    # The text, its counts and its tokens first, one screen on a phone (issue 23); the
+    # template switch, its note and the examples (~400 px on a phone) under them.
     text = gr.Textbox(label="Text to tokenize", lines=3, value=FIRST_TEXT,
                       max_length=settings.max_prompt_chars, elem_id="tok-text")
-    gr.Examples(EXAMPLES, inputs=[text], label="Examples with surprising splits")
-    template = gr.Checkbox(label="Show it as the model reads it (chat template)", value=False,
-                           elem_id="tok-template")
     first = show_tokens(lm.tokenizer, FIRST_TEXT, False, settings.max_prompt_chars)
     counts = gr.Markdown(first.counts, elem_id="tok-counts")
     view = gr.HTML(first.html, elem_id="tok-view")
+    template = gr.Checkbox(label="Show it as the model reads it (chat template)", value=False,
+                           elem_id="tok-template")
     note = gr.Markdown(first.note)
+    gr.Examples(EXAMPLES, inputs=[text], label="Examples with surprising splits")
 
     def on_text(t: str, with_template: bool) -> dict:
         shown = show_tokens(lm.tokenizer, t, with_template, settings.max_prompt_chars)

@@ -208,7 +208,9 @@ def test_sweep_handler_streams_and_shares(lm):
                                  for f in progress_only)  # charts left as they are
     last = frames[-1]
     state = last.sweep
-    assert last.progress.startswith("✅") and "Memory plan" in last.progress
+    assert last.progress.startswith("✅") and "\n" not in last.progress  # one line
+    assert "Memory plan" in last.plan and "| 2 |" in last.plan  # shown under the charts
+    assert all(f.plan is None for f in progress_only)  # the plan left as it is
     assert state.finished and [p.batch for p in state.points] == [1, 2]
     assert all(f.sweep is None for f in frames[:-1])  # only a finished sweep is kept
     prompt = len(prompt_ids(lm.tokenizer, run.SWEEP_PROMPT))

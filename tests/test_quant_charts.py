@@ -39,6 +39,12 @@ def test_roofline_has_ceiling_and_one_point_per_mode(reports):
     assert "theoretical" in ceiling.name and "20.0 GB/s" in ceiling.name
     assert ceiling.y[0] == pytest.approx(20e9 / (ceiling.x[0] * 1e6))  # x in MB
     assert [p.name for p in points] == ["fp32 (measured)", "int8 (measured)"]
+    # each point labelled where it is drawn; the legend the ceiling's alone, one height for
+    # any number of modes (issue 23)
+    assert [p.text for p in points] == [("fp32",), ("int8",)]
+    assert not any(p.showlegend for p in points) and fig.layout.showlegend
+    more = roofline_bytes.roofline_figure(reports * 3, 20.0)
+    assert more.layout.height == fig.layout.height
     assert points[1].x[0] == pytest.approx(125.0) and points[1].y[0] == 20.0
     assert "12%" in points[1].hovertemplate  # 20 tok/s of a 160 tok/s ceiling
     assert "MB" in fig.layout.xaxis.title.text and "tokens/s" in fig.layout.yaxis.title.text

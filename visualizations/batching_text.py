@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .batching_tables import plan_table
 from .cards import Card, cards_html, times
 from .noise_view import busy_notice_html
 
@@ -18,9 +17,10 @@ NO_PROMPTS = "Type a few prompts, one per line."
 
 
 def sweep_progress_markdown(update, message: str) -> str:
-    """⏳ or ✅ and the message, then the memory plan of every batch size asked for."""
+    """⏳ or ✅ and the message: one line, right under Run sweep (the memory plan of every
+    batch size asked for is `batching_tables.plan_table`, shown under the charts)."""
     mark = "✅" if update.finished else "⏳"
-    return f"{mark} {message}\n\n{plan_table(update.plans)}"
+    return f"{mark} {message}"
 
 
 def shared_sweep_message(when: str, message: str) -> str:

@@ -35,10 +35,10 @@ def growth_step_markdown(step) -> str:
     generated = snap.tokens - step.prompt_tokens
     return (f"**Step {step.index}** ({what}, {step.seconds * 1000:.0f} ms): cache holds "
             f"**{snap.tokens} tokens** ({step.prompt_tokens} prompt + {generated} generated) · "
-            f"{human_bytes(snap.tensor_bytes)}  \n*Output so far:* {step.text!r}  \n"
-            f"{LAG_NOTE}")
+            f"{human_bytes(snap.tensor_bytes)}  \n*Output so far:* {step.text!r}")
 
 
+# Why the cache holds one token fewer than the text: shown under the cache grid it explains.
 LAG_NOTE = ("*The cache is one token behind the text: the newest token, just chosen, has no keys "
             "and values yet. They are written by the next forward pass, the one that reads it.*")
 

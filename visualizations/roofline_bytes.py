@@ -48,7 +48,10 @@ FASTER = 1.2  # a speed-up the title calls "faster": well above run-to-run noise
 def roofline_figure(reports, bandwidth_gbs: float, bandwidth_note: str = "",
                     caption: str = "", x_title: str = BYTES_AXIS) -> go.Figure:
     """Measured decode tokens/s per mode at its bytes per token, under the bandwidth curve.
-    `x_title` says what those bytes count (weights only, or weights + KV cache)."""
+    `x_title` says what those bytes count (weights only, or weights + KV cache). Each point is
+    labelled with its mode where it is drawn, so the legend holds the ceiling alone: the chart
+    keeps one height however many modes ran (a legend row each pushed lesson 6's chart off a
+    1280×720 screen, issue 23)."""
     if not reports:
         return empty_figure("Press “Compare modes” to measure each precision mode.")
     top = max(r.bytes_per_token for r in reports) * 1.15
@@ -64,10 +67,15 @@ def roofline_figure(reports, bandwidth_gbs: float, bandwidth_note: str = "",
         fig.add_trace(go.Scatter(
             x=[r.bytes_per_token / MB], y=[r.decode_tokens_per_s], mode="markers+text",
             name=f"{r.key} (measured)", text=[r.key], textposition="top center",
-            marker=dict(size=14, color=SEQUENCE[i % len(SEQUENCE)]),
+            marker=dict(size=14, color=SEQUENCE[i % len(SEQUENCE)]), showlegend=False,
             hovertemplate=(f"{html.escape(r.label)}<br>%{{x:.0f}} MB per token<br>"
                            f"%{{y:.1f}} tokens/s ({share:.0%} of the ceiling)<br>"
                            f"{html.escape(r.kernel)}<extra></extra>")))
     fig.update_yaxes(rangemode="tozero")
-    return styled(fig, roofline_title(reports, bandwidth_gbs), x_title, "Decode speed (tokens/s)",
-                  caption, height=440)
+    fig = styled(fig, roofline_title(reports, bandwidth_gbs), x_title, "Decode speed (tokens/s)",
+                 caption, height=440 + CEILING_LEGEND)
+    return fig.update_layout(showlegend=True)  # the ceiling's entry, alone in the legend
+
+
+CEILING_LEGEND = 48  # px: the ceiling's legend entry, two lines on a phone (`styled` adds
+#                      room only for legends of two entries or more)
