@@ -100,9 +100,10 @@ class Settings:
     # Measurement defaults are sized for a class (issue 30): 30 visitors pressing the four
     # lessons' buttons at once share one run of each, and the four runs take turns with the
     # chats one after another, so each default is small: 1,300-1,900 tokens x passes each
-    # (lessons/measurement_work.py), a quarter to a half of the defaults before (the sliders
-    # go higher for a learner alone). Measured with `make bench-classroom` (2-core AMD EPYC,
-    # 2026-12-02): the four runs beside 3 streaming chats took 23, 36, 36 and 64 s.
+    # (lessons/measurement_work.py), and the prefill sweep feeds 41 tokens one at a time, not
+    # 169 (the sliders go higher for a learner alone). Measured with bench.classroom's
+    # lessons_at_once (2-core AMD EPYC, 2026-12-02): the four runs, taking turns with 3
+    # streaming chats, took 23, 36, 36 and 64 s.
 
     # Lesson 2: prefill sweep.
     prefill_sweep_tokens: Range = _r(8, 256, 32, 8)
