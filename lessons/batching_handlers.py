@@ -37,9 +37,11 @@ from visualizations import batching_charts as charts
 from visualizations import batching_tables as tables
 from visualizations import batching_text as text
 from visualizations.mechanism_weights import batch_diagram
+from visualizations.noise_view import busy_notice_html
 from visualizations.style import info_caption
 
 from .common.guess import guess_md
+from .common.judged_results import keep, reuse
 from .common.prompt_input import encode_prompt
 
 GUESS_KEY = "batch"  # the presenter screen whose question the sweep answers
@@ -158,7 +160,8 @@ def _sweep_frame(lm, update: SweepUpdate, message: str, schedules: ScheduleCompa
     cap = info_caption(lm.info, note="median of each batch's decode steps", chats=chats)
     done = update.finished
     one, big = (update.points[0], update.points[-1]) if update.points else (None, None)
-    compared = (guess_md(GUESS_KEY, guess, big.tokens_per_s / one.tokens_per_s)
+    compared = (guess_md(GUESS_KEY, guess, big.tokens_per_s / one.tokens_per_s,
+                         noisy=judged is not None and judged.busy)
                 if done and one is not None else "")
     return SweepFrame(
         progress=text.sweep_progress_markdown(update, message),
@@ -167,7 +170,7 @@ def _sweep_frame(lm, update: SweepUpdate, message: str, schedules: ScheduleCompa
         tradeoff=charts.tradeoff_chart(update.points, cap),
         diagram=batch_diagram(update.points, lm.info.layers, bandwidth_gbs=update.bandwidth_gbs,
                               noise=judged),
-        table=tables.sweep_table(update) + compared,
+        table=tables.sweep_table(update, judged) + compared,
         plan=tables.plan_table(update.plans),
         sweep=update if done else None,
         closing=text.closing_note(lm.info, update, schedules, judged) if done else None)
@@ -211,10 +214,11 @@ def schedule_frames(lm, settings: Settings, shared, *, workload: str, seed: int,
     check_batch_fits(plan_batch(model_shape(lm), max_batch, longest, 0,
                                 budget_bytes(lm, settings, None)))
     key = ("schedulers", lm.info.device, lm.info.dtype, name, max_batch, fill_wait_s)
-    saved = shared.get(key) if shared is not None else None
+    kept = reuse(shared, key)
+    saved, judged = kept if kept is not None else (None, None)
     progress = text.scheduler_done_markdown(saved.when if saved else None)
     if saved is None:
-        results = {}
+        results, watch = {}, noise.begin(lm.device)
         runs = {"static": serve_static(lm, trace, max_batch, fill_wait_s),
                 "continuous": serve_continuous(lm, trace, max_batch)}
         for label, events in runs.items():
@@ -225,9 +229,9 @@ def schedule_frames(lm, settings: Settings, shared, *, workload: str, seed: int,
                     yield ScheduleFrame(progress=text.scheduler_step_markdown(label, ev))
         saved = ScheduleComparison(results["static"], results["continuous"], name, max_batch,
                                    time.strftime("%H:%M"))
-        if shared is not None:
-            shared.put(key, saved)
-    yield schedule_frame(lm, saved, progress, sweep)
+        judged = noise.end(lm.device, watch, settings=settings)
+        keep(shared, key, saved, judged)  # a busy comparison is not shown to the next visitor
+    yield schedule_frame(lm, saved, busy_notice_html(judged) + progress, sweep)
 
 
 def schedule_frame(lm, schedules: ScheduleComparison, progress: str,

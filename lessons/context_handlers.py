@@ -5,8 +5,10 @@ Plain functions of (model, settings, shared results, the learner's inputs), test
 model. Each sweep checks the longest length against the window, runs one experiment from
 `inference.experiments.context_*` and yields a `ContextFrame` after every measured point
 ("step k of N" with the running figure), then a last frame with the table and its verdicts.
-A finished sweep is shared with every visitor by (name, device, dtype, lengths), like the
-race at lengths. `context_panel` lays the frames out.
+Each sweep is watched by the noise rule (`inference.experiments.noise`): on a busy machine the
+last frame shows the busy notice over its numbers and draws no verdict its figures do not
+support. A finished quiet sweep is shared with every visitor by (name, device, dtype,
+lengths), like the race at lengths. `context_panel` lays the frames out.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from plotly.graph_objects import Figure
 from inference import served_alongside
 from inference.config import Settings
 from inference.errors import SettingOutOfRangeError
+from inference.experiments import noise
 from inference.experiments.attention_memory import compare_attention_memory
 from inference.experiments.context_cuts import cost_cuts, measured_bytes_per_token
 from inference.experiments.context_fit import fit_quadratic, length_shares, matmul_parameters
@@ -30,6 +33,7 @@ from inference.experiments.context_sweep import (
     prefill_lengths_sweep,
 )
 from inference.experiments.context_theory import decode_theory
+from inference.experiments.noise import Noise
 from visualizations.context_charts import (
     attention_memory_figure,
     decode_lengths_figure,
@@ -45,6 +49,7 @@ from visualizations.context_text import (
 from visualizations.style import info_caption
 
 from .common.guess import guess_md
+from .common.judged_results import keep, reuse
 
 GUESS_KEY = "long_context"  # the presenter screen whose question the decode sweep answers
 SHARED_NOTE = "✅ Measured earlier on this machine and shared with every visitor."
@@ -101,7 +106,8 @@ def _key(lm, name: str, *rest) -> tuple:
     return (name, lm.info.device, lm.info.dtype, *rest)
 
 
-def _prefill_view(lm, points, caption: str) -> tuple[Figure, str]:
+def _prefill_view(lm, points, caption: str, judged: Noise | None = None
+                  ) -> tuple[Figure, str]:
     info = lm.info
     curve = shares = None
     if len(points) >= 3:  # a + b·L + c·L² needs three lengths to pin down
@@ -111,7 +117,7 @@ def _prefill_view(lm, points, caption: str) -> tuple[Figure, str]:
                                                  info.hidden_size),
                                info.layers, info.heads, info.head_dim)
     return (prefill_lengths_figure(points, curve, shares or (), caption),
-            prefill_markdown(points, curve, shares or ()))
+            prefill_markdown(points, curve, shares or (), judged))
 
 
 def prefill_frames(lm, settings: Settings, shared, max_tokens) -> Iterator[ContextFrame]:
@@ -119,11 +125,11 @@ def prefill_frames(lm, settings: Settings, shared, max_tokens) -> Iterator[Conte
     lengths = sweep_prefill_lengths(lm, settings, max_tokens)
     caption = info_caption(lm.info, note=f"best of {settings.context_prefill_repeats} per length")
     key = _key(lm, "context-prefill", lengths, settings.context_prefill_repeats)
-    done = shared.get(key) if shared is not None else None
+    done = reuse(shared, key)
     if done is None:
         yield ContextFrame(prefill_lengths_figure([], caption=caption), "",
                            f"⏳ Step 1 of {len(lengths)}: one prefill of {lengths[0]:,} tokens…")
-        points = ()
+        points, watch = (), noise.begin(lm.device)
         for progress in prefill_lengths_sweep(lm, lengths, settings.context_prefill_repeats):
             points, last = progress.points, progress.points[-1]
             caption = info_caption(lm.info, note=f"best of {settings.context_prefill_repeats} "
@@ -134,13 +140,13 @@ def prefill_frames(lm, settings: Settings, shared, max_tokens) -> Iterator[Conte
             yield ContextFrame(chart, text, f"⏳ Step {progress.done} of {progress.total}: "
                                f"{last.tokens:,} tokens prefilled in {last.seconds:,.2f} s "
                                f"({last.seconds_per_token * 1000:,.2f} ms per token).{nxt}")
-        done = points
-        if shared is not None:
-            shared.put(key, done)
+        done = points, noise.end(lm.device, watch, settings=settings)
+        keep(shared, key, *done)
         note = FRESH_NOTE
     else:
         note = SHARED_NOTE
-    chart, text = _prefill_view(lm, done, caption)
+    points, judged = done
+    chart, text = _prefill_view(lm, points, caption, judged)
     yield ContextFrame(chart, text, note)
 
 
@@ -155,17 +161,21 @@ def cuts_text(lm, settings: Settings, decode_points=()) -> str:
                                        decode_points)))
 
 
-def _guess_text(lm, settings: Settings, points, theory, guess: float | None) -> str:
-    """The answer to the guess box: measured at the asked lengths, or why this run cannot."""
+def _guess_text(lm, settings: Settings, points, theory, guess: float | None,
+                judged: Noise | None = None) -> str:
+    """The answer to the guess box: measured at the asked lengths, or why this run cannot;
+    beside the number alone when the machine was busy (`judged`)."""
     short, long = settings.context_guess_lengths
     comparison = compare_lengths(points, short, long)
-    answer = ("\n\n---\n" + guess_verdict_markdown(comparison, theory)) if comparison else ""
+    answer = (("\n\n---\n" + guess_verdict_markdown(comparison, theory, judged))
+              if comparison else "")
     reached = max((p.cache_tokens for p in points), default=0)
     if comparison is None or comparison.long.cache_tokens < long:
         return (answer + f"\n\n---\n*Your guess was about {long:,} cached tokens; this run "
                 f"stopped at {reached:,}. Choose {lm.info.context_window:,} as the longest "
                 "length to answer it (one long prefill fills that cache first).*")
-    return answer + guess_md(GUESS_KEY, guess, comparison.ratio)
+    return answer + guess_md(GUESS_KEY, guess, comparison.ratio,
+                             noisy=judged is not None and judged.busy)
 
 
 def decode_frames(lm, settings: Settings, shared, max_tokens, guess: float | None = None
@@ -179,12 +189,12 @@ def decode_frames(lm, settings: Settings, shared, max_tokens, guess: float | Non
     caption = info_caption(lm.info, note=f"median of {repeats} steps per point")
     key = _key(lm, "context-decode", lengths, batches, repeats)
     theory = decode_theory(lm, shared)  # the machine's one bandwidth figure, measured once
-    done = shared.get(key) if shared is not None else None
+    done = reuse(shared, key)
     if done is None:
         yield ContextFrame(decode_lengths_figure([], caption=caption), "",
                            f"⏳ Filling a cache of {lengths[-1]:,} tokens with one prefill "
                            f"(untimed), then {len(lengths) * len(batches)} timed steps…")
-        points = ()
+        points, watch = (), noise.begin(lm.device)
         for progress in decode_lengths_sweep(lm, lengths, batches, repeats):
             points, last = progress.points, progress.points[-1]
             caption = info_caption(lm.info, note=f"median of {repeats} steps per point",
@@ -194,16 +204,16 @@ def decode_frames(lm, settings: Settings, shared, max_tokens, guess: float | Non
                                f"⏳ Step {progress.done} of {progress.total}: batch "
                                f"{last.batch}, {last.cache_tokens:,} cached tokens: one step "
                                f"{last.seconds * 1000:,.1f} ms.")
-        done = points
-        if shared is not None:
-            shared.put(key, done)
+        done = points, noise.end(lm.device, watch, settings=settings)
+        keep(shared, key, *done)
         note = FRESH_NOTE
     else:
         note = SHARED_NOTE
-    yield ContextFrame(decode_lengths_figure(done, theory, window, caption),
-                       decode_markdown(done, theory, window)
-                       + _guess_text(lm, settings, done, theory, guess), note,
-                       cuts_text(lm, settings, done))
+    points, judged = done
+    yield ContextFrame(decode_lengths_figure(points, theory, window, caption),
+                       decode_markdown(points, theory, window, judged)
+                       + _guess_text(lm, settings, points, theory, guess, judged), note,
+                       cuts_text(lm, settings, points))
 
 
 def memory_frames(lm, settings: Settings, shared, max_tokens) -> Iterator[ContextFrame]:
@@ -212,21 +222,22 @@ def memory_frames(lm, settings: Settings, shared, max_tokens) -> Iterator[Contex
     tokens = min(_longest(lm, max_tokens), settings.context_eager_max_tokens)
     key = _key(lm, "context-memory", tokens)
     caption = info_caption(lm.info)
-    done = shared.get(key) if shared is not None else None
+    done = reuse(shared, key)
     if done is None:
         yield ContextFrame(attention_memory_figure([], caption), memory_markdown([]),
                            f"⏳ Step 1 of 2: one prefill of {tokens:,} tokens with sdpa…")
-        peaks = []
+        peaks, watch = [], noise.begin(lm.device)
         for peak in compare_attention_memory(lm, tokens, settings.context_eager_max_tokens):
             peaks.append(peak)
             nxt = " Now step 2 of 2: the same with eager attention…" if len(peaks) == 1 else ""
             yield ContextFrame(attention_memory_figure(peaks, caption), memory_markdown(peaks),
                                f"⏳ Step {len(peaks)} of 2: {peak.implementation}, peak "
                                f"{peak.peak_bytes / 1e6:,.0f} MB above the start.{nxt}")
-        done = tuple(peaks)
-        if shared is not None:
-            shared.put(key, done)
+        done = tuple(peaks), noise.end(lm.device, watch, settings=settings)
+        keep(shared, key, *done)
         note = FRESH_NOTE
     else:
         note = SHARED_NOTE
-    yield ContextFrame(attention_memory_figure(done, caption), memory_markdown(done), note)
+    peaks, judged = done
+    yield ContextFrame(attention_memory_figure(peaks, caption), memory_markdown(peaks, judged),
+                       note)

@@ -48,10 +48,11 @@ from inference.generation import stream
 from inference.kv_cache import cache_tensor_bytes
 from visualizations import kv_charts, kv_text
 from visualizations.mechanism import race_diagram
-from visualizations.noise_view import supports_verdict
+from visualizations.noise_view import busy_notice_html, supports_verdict
 from visualizations.style import empty_figure, info_caption
 
 from .common.guess import guess_md
+from .common.judged_results import keep, reuse
 from .common.prompt_input import encode_prompt
 
 GUESS_KEY = "kv_race"  # the presenter screen whose question the race answers
@@ -89,15 +90,17 @@ PROJECT_PROMPT, PROJECT_TOKENS = 32, 1000  # the theoretical long generation the
 
 def race_lengths_frames(lm, shared=None) -> Iterator[LengthsFrame]:
     """One step with and without the cache at 32, 128 and 512 tokens; a frame per length, then
-    the theory beyond. Measured once per machine and dtype, then shared with every visitor."""
+    the theory beyond. Measured once per machine and dtype, then shared with every visitor
+    (when the noise rule judged the run quiet; a busy one shows the notice, no verdict)."""
     caption = info_caption(lm.info, note=f"median of {REPEATS} steps per length and lane")
     key = ("race-lengths", lm.info.device, lm.info.dtype)
-    done = shared.get(key) if shared is not None else None
+    done = reuse(shared, key)
     if done is None:
         text_ids = lm.tokenizer(load_perplexity_text(), add_special_tokens=False)["input_ids"]
         points: list[LengthPoint] = []
         yield LengthsFrame(f"⏳ Measuring one step at {LENGTHS[0]} tokens, both ways…",
                            kv_charts.race_lengths_figure([]), "")
+        watch = noise.begin(lm.device)
         for point in step_costs(lm, text_ids):
             points.append(point)
             nxt = LENGTHS[len(points)] if len(points) < len(LENGTHS) else None
@@ -105,17 +108,17 @@ def race_lengths_frames(lm, shared=None) -> Iterator[LengthsFrame]:
                                + (f"; now {nxt} tokens…" if nxt else "."),
                                kv_charts.race_lengths_figure(points, caption=caption),
                                kv_text.race_lengths_markdown(points))
-        done = tuple(points)
-        if shared is not None:
-            shared.put(key, done)
+        done = tuple(points), noise.end(lm.device, watch)
+        keep(shared, key, *done)
         note = "✅ Measured on this machine just now."
     else:
         note = "✅ Measured earlier on this machine and shared with every visitor."
-    ab = fit(list(done))
-    cached, plain = generation_seconds(list(done), PROJECT_PROMPT, PROJECT_TOKENS)
-    yield LengthsFrame(note, kv_charts.race_lengths_figure(done, ab, caption),
+    points, judged = done
+    ab = fit(list(points))
+    cached, plain = generation_seconds(list(points), PROJECT_PROMPT, PROJECT_TOKENS)
+    yield LengthsFrame(note, kv_charts.race_lengths_figure(points, ab, caption),
                        kv_text.race_lengths_markdown(
-                           done, (PROJECT_PROMPT, PROJECT_TOKENS, cached, plain)))
+                           points, (PROJECT_PROMPT, PROJECT_TOKENS, cached, plain), judged))
 
 
 @dataclass(frozen=True)
@@ -139,18 +142,23 @@ class AttentionShown:
 
 
 def growth_frames(lm, settings: Settings, prompt: str, new_tokens: int) -> Iterator[GrowthFrame]:
-    """Generate greedily; after every step, the real cache drawn and its bytes counted."""
+    """Generate greedily; after every step, the real cache drawn and its bytes counted. The
+    bytes are exact on any machine; the step times are watched by the noise rule, and the last
+    frame carries the busy notice when the machine was busy (no verdict is drawn from them)."""
     ids = encode_prompt(lm, settings, prompt)
     settings.growth_new_tokens.check("New tokens", new_tokens)
     caption = info_caption(lm.info)
     history: list[tuple[int, int, int]] = []
+    steps, watch = [], noise.begin(lm.device)
     for step in watch_growth(lm, ids, int(new_tokens), settings.growth_new_tokens.high):
         snap = step.cache
         history.append((snap.tokens, snap.tensor_bytes, snap.formula_bytes))
+        steps.append(step.seconds)
+        judged = noise.end(lm.device, watch, steps[1:], settings) if step.finished else None
         yield GrowthFrame(grid=kv_charts.cache_grid_figure(snap, step.prompt_tokens, caption),
                           size=kv_charts.cache_bytes_figure(history, caption),
                           formula=kv_text.formula_markdown(snap),
-                          text=kv_text.growth_step_markdown(step))
+                          text=busy_notice_html(judged) + kv_text.growth_step_markdown(step))
 
 
 def race_frames(lm, settings: Settings, prompt: str, new_tokens: int,
@@ -221,7 +229,8 @@ def projection_view(lm, settings: Settings, batch: int, context: int,
 
 def prefix_frames(lm, settings: Settings, system: str, questions: str,
                   new_tokens: int) -> Iterator[PrefixFrame]:
-    """Prefill the system prompt once, then answer each question both ways."""
+    """Prefill the system prompt once, then answer each question both ways; the last frame
+    carries the busy notice when the noise rule judged the machine busy."""
     lines = [q.strip() for q in (questions or "").splitlines() if q.strip()]
     if len(system or "") > settings.max_prompt_chars:
         raise PromptTooLongError(
@@ -231,17 +240,20 @@ def prefix_frames(lm, settings: Settings, system: str, questions: str,
     lines = lines[:settings.max_lines]
     prefix_request_tokens(lm.tokenizer, system, lines, int(new_tokens),  # before any model run
                           settings.prefix_request_tokens)
+    watch = noise.begin(lm.device)
     prefix = prefill_prefix(lm, ids)
     caption, runs = info_caption(lm.info), []
 
-    def frame() -> PrefixFrame:
+    def frame(judged: Noise | None = None) -> PrefixFrame:
         return PrefixFrame(plot=kv_charts.prefix_figure(runs, caption),
-                           text=kv_text.prefix_markdown(len(ids), prefix.seconds,
-                                                        cache_tensor_bytes(prefix.cache), runs))
+                           text=busy_notice_html(judged)
+                           + kv_text.prefix_markdown(len(ids), prefix.seconds,
+                                                     cache_tensor_bytes(prefix.cache), runs))
     yield frame()
     for run in prefix_runs(lm, prefix, system, lines, int(new_tokens)):
         runs.append(run)
-        yield frame()
+        yield frame(noise.end(lm.device, watch, settings=settings)
+                    if len(runs) == len(lines) else None)
 
 
 def attention_run(lm, settings: Settings, prompt: str, new_tokens: int) -> AttentionView:

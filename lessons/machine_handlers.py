@@ -114,14 +114,17 @@ class MachineView:
 def measure_machine_steps(lm, shared=None) -> Iterator[str | MachineView]:
     """`measure_machine` in three parts, a progress line before each (a
     lesson job ends at each yield, so the server's steps run between the parts), then the
-    view."""
+    view. The roofs' parts are watched by the noise rule (no "bound by" from a busy machine),
+    the step's profile by its own watch."""
     yield "⏳ Part 1 of 3: reading memory bandwidth and timing decode…"
+    watch = noise.begin(lm.device)
     r = measure_roofline(lm, shared=shared)
     yield ("⏳ Part 1 of 3 done: read bandwidth and decode speed measured. Part 2 of 3: the "
            "arithmetic roof…")
     roof = measure_compute_roof(lm, r, shared, batch_points=latest_batch_points(lm, shared))
+    judged = noise.end(lm.device, watch)
     yield "⏳ Part 2 of 3 done: both roofs measured. Part 3 of 3: profiling one decode step…"
-    yield _machine_view(lm, shared, r, roof)
+    yield _machine_view(lm, shared, r, roof, judged)
 
 
 def measure_machine(lm, shared=None) -> MachineView:
@@ -130,12 +133,14 @@ def measure_machine(lm, shared=None) -> MachineView:
     return view
 
 
-def _machine_view(lm, shared, r: Roofline, roof) -> MachineView:
+def _machine_view(lm, shared, r: Roofline, roof, roofs_noise: Noise | None = None
+                  ) -> MachineView:
     caption = info_caption(lm.info)
     bound, judged = measured_step_bound(lm)
     step_md, step_fig = step_bound_outputs(lm, r, bound, caption, judged)
     fig = roofline_figure([roofline_point(lm, r)], r.bandwidth_gbs, ", read bandwidth measured",
                           caption, x_title=BYTES_AXIS)
     return MachineView(r, roofline_md(r, lm.info.weight_bytes), fig,
-                       compute_roof_md(roof, lm.info.dtype), two_roof_figure(roof, caption),
+                       compute_roof_md(roof, lm.info.dtype, roofs_noise),
+                       two_roof_figure(roof, caption),
                        step_md, step_fig, sizes_md(lm, r), figures_md(lm, shared, r))

@@ -1,16 +1,21 @@
 """Lesson 2, the plain part: one parallel pass over the learner's prompt, measured
 (`inference.experiments.prompt_prefill`), and a sweep of prefill against one token at a time
 over prompt lengths, streamed as `SweepFrame`s and shared with every visitor once finished.
-The sentences come from `visualizations.timing_text`, the chart from `timing_charts`."""
+The sentences come from `visualizations.timing_text`, the chart from `timing_charts`. Both
+are watched by the noise rule (`inference.experiments.noise`): a run on a busy machine shows
+its numbers under the busy notice, draws no verdict, and is not shown to the next visitor."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import NamedTuple
 
 import plotly.graph_objects as go
 
 from inference import served_alongside
 from inference.config import Settings
+from inference.experiments import noise
+from inference.experiments.noise import Noise
 from inference.experiments.prefill_sweep import PrefillPoint, prefill_sweep
 from inference.experiments.prompt_prefill import PrefillMeasurement, measure_prompt
 from visualizations.style import info_caption
@@ -18,6 +23,7 @@ from visualizations.timing_charts import prefill_sweep_figure
 from visualizations.timing_text import sweep_progress_md, sweep_verdict_md, verdict_point
 
 from .common.guess import guess_md
+from .common.judged_results import keep, reuse
 from .common.prompt_input import encode_prompt
 
 LENGTH_CHOICES = [1, 8, 32, 128, 512, 1024]
@@ -35,25 +41,34 @@ class SweepFrame(NamedTuple):
 
 
 def measure_text(lm, settings: Settings, prompt: str) -> PrefillMeasurement:
-    """Prefill the learner's chat-templated prompt, then a few decode steps to compare with."""
-    return measure_prompt(lm, encode_prompt(lm, settings, prompt))
+    """Prefill the learner's chat-templated prompt, then a few decode steps to compare with;
+    the noise rule's reading around it rides along (`.noise`)."""
+    ids = encode_prompt(lm, settings, prompt)
+    watch = noise.begin(lm.device)
+    m = measure_prompt(lm, ids)
+    judged = noise.end(lm.device, watch, [e.seconds for e in m.events[1:]], settings)
+    return replace(m, noise=judged)
 
 
 def run_sweep(lm, settings: Settings, shared, lengths: list[int], max_sequential: int,
               guess: float | None = None) -> Iterator[SweepFrame]:
-    """Yield a frame as each length is measured; share a finished sweep with every visitor.
-    The last frame sets the learner's `guess` (× faster) beside the measured speed-up."""
+    """Yield a frame as each length is measured; share a finished quiet sweep with every
+    visitor. The last frame sets the learner's `guess` (× faster) beside the measured
+    speed-up (beside the number alone when the machine was busy)."""
     settings.prefill_sweep_tokens.check("Measure one-at-a-time up to", max_sequential)
     caption = info_caption(lm.info)
     lengths = sorted({int(n) for n in lengths}) or [8, 32, 128]
     key = ("prefill_sweep", tuple(lengths), int(max_sequential))
-    done = shared.get(key) if shared is not None else None
+    done = reuse(shared, key)
     if done is not None:
-        yield SweepFrame(prefill_sweep_figure(done, caption),
-                         sweep_verdict_md(done) + _compared(done, guess) + "\n\n" + SHARED_NOTE)
+        points, judged = done
+        yield SweepFrame(prefill_sweep_figure(points, caption),
+                         sweep_verdict_md(points, judged) + _compared(points, guess, judged)
+                         + "\n\n" + SHARED_NOTE)
         return
     yield SweepFrame(prefill_sweep_figure([], caption), "Warming up…")
     points: tuple[PrefillPoint, ...] = ()
+    watch = noise.begin(lm.device)
     for progress in prefill_sweep(lm, lengths, int(max_sequential)):
         points = progress.points
         caption = info_caption(lm.info, chats=served_alongside.chats_so_far())  # so far
@@ -64,11 +79,12 @@ def run_sweep(lm, settings: Settings, shared, lengths: list[int], max_sequential
             continue
         yield SweepFrame(prefill_sweep_figure(points, caption),
                          sweep_progress_md(progress.done, progress.total, points[-1]))
-    if shared is not None:
-        shared.put(key, points)
+    judged = noise.end(lm.device, watch, settings=settings)
+    keep(shared, key, points, judged)
     yield SweepFrame(prefill_sweep_figure(points, caption),
-                     sweep_verdict_md(points) + _compared(points, guess))
+                     sweep_verdict_md(points, judged) + _compared(points, guess, judged))
 
 
-def _compared(points, guess: float | None) -> str:
-    return guess_md(GUESS_KEY, guess, verdict_point(points)[1]) if points else ""
+def _compared(points, guess: float | None, judged: Noise | None) -> str:
+    return (guess_md(GUESS_KEY, guess, verdict_point(points)[1],
+                     noisy=judged is not None and judged.busy) if points else "")

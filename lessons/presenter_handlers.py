@@ -10,6 +10,10 @@ job on the compute thread, so the server answers the class's chats between them
 far, which the screen shows while it runs (a part may yield None instead: the screen keeps its
 line). `MEASURES` maps the screen's `measure:` key to it. A `Measured` is stored in the
 visitor's browser as a dict (`as_dict`), so it holds only plain numbers and text.
+
+Every timed screen is watched by the noise rule (`inference.experiments.noise`): on a busy
+machine its label carries the busy notice, `noisy` is set (the guess is set beside the number
+with no "why"), and no "faster" or "beyond noise" is said of its figures.
 """
 from __future__ import annotations
 
@@ -27,6 +31,7 @@ from inference.experiments.context_theory import decode_theory
 from inference.experiments.kv_race import RECOMPUTE, race, summarize
 from inference.experiments.machine_roofline import roofline_steps
 from inference.experiments.memory_guard import memory_budget_bytes
+from inference.experiments.noise import Noise
 from inference.experiments.prefill_sweep import prefill_sweep
 from inference.experiments.prompt_prefill import measure_prompt
 from inference.experiments.quality import greedy_steps
@@ -39,8 +44,10 @@ from inference.generation import stream
 from inference.quant_modes import build_steps
 from inference.tokens import encode_text, tokenize
 from visualizations.model_card import human_bytes
+from visualizations.noise_view import BUSY, supports_verdict
 from visualizations.presenter_view import recap_md
 
+from .common.judged_results import keep, reuse
 from .common.latest import PRESENTER_BATCH, shared_key
 from .common.predictions import comparison_md, fmt
 from .common.presenter_screens import Screen
@@ -89,13 +96,26 @@ class Measured:
         return asdict(self)
 
 
+def busy_label(label: str, judged: Noise) -> str:
+    """A headline's label, with the busy notice after it when the machine was busy."""
+    return f"{label} · {BUSY}" if judged.busy else label
+
+
+def watched_stream(lm, settings: Settings, ids: list[int], n: int):
+    """A greedy answer of `n` tokens (its `StepEvent`s) and the noise rule's reading of it."""
+    watch = noise.begin(lm.device)
+    events = list(stream(lm, ids, max_new_tokens=n))
+    return events, noise.end(lm.device, watch, [e.seconds for e in events[1:]], settings)
+
+
 def answer(lm, settings: Settings, shared) -> Measured:
-    events = list(stream(lm, encode_prompt(lm, settings, QUESTION), max_new_tokens=DECODE_TOKENS))
+    events, judged = watched_stream(lm, settings, encode_prompt(lm, settings, QUESTION),
+                                    DECODE_TOKENS)
     seconds = sum(e.seconds for e in events)
     return Measured("answer", len(events) / seconds, f"{len(events) / seconds:.1f}",
-                    "tokens per second",
+                    busy_label("tokens per second", judged),
                     f"“{QUESTION}” → “{events[-1].text.strip()}” ({len(events)} tokens in "
-                    f"{seconds:.2f} s)")
+                    f"{seconds:.2f} s)", judged.busy)
 
 
 def tokens(lm, settings: Settings, shared) -> Measured:
@@ -114,69 +134,85 @@ def token_mix(lm, settings: Settings, shared) -> Measured:
 
 
 def prefill(lm, settings: Settings, shared) -> Measured:
-    m = measure_prompt(lm, encode_prompt(lm, settings, PROMPT))
+    ids = encode_prompt(lm, settings, PROMPT)
+    watch = noise.begin(lm.device)
+    m = measure_prompt(lm, ids)
+    judged = noise.end(lm.device, watch, [e.seconds for e in m.events[1:]], settings)
     ms = m.ttft_seconds * 1000
     step = (f", then {m.decode_step_seconds * 1000:.0f} ms per next token"
             if m.decode_step_seconds else "")
-    return Measured("prefill", ms, f"{ms:.0f} ms", "to the first token",
+    return Measured("prefill", ms, f"{ms:.0f} ms", busy_label("to the first token", judged),
                     f"{m.prompt_tokens} prompt tokens read in one pass of "
-                    f"{m.prefill_seconds * 1000:.0f} ms{step}")
+                    f"{m.prefill_seconds * 1000:.0f} ms{step}", judged.busy)
 
 
 def prefill_race(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     """Lesson 2's race at one length: a `Step` after each stretch fed one token at a time
     (a part each) and after the finished point."""
+    watch = noise.begin(lm.device)
     for last in prefill_sweep(lm, [PREFILL_TOKENS], PREFILL_TOKENS):
         yield Step("token", last.feeding or last.points[-1].tokens, PREFILL_TOKENS,
                    prefill_running(last))
+    judged = noise.end(lm.device, watch, settings=settings)
     p = last.points[-1]
     ratio = p.sequential_seconds / p.parallel_seconds
     yield Measured("prefill_race", ratio, f"{ratio:.1f}×",
                    ratio_label(ratio, "faster in one pass", "one token at a time ÷ one pass",
-                               f"{p.tokens} tokens"),
+                               f"{p.tokens} tokens", judged),
                    f"one pass {p.parallel_seconds * 1000:.0f} ms · one token at a time "
-                   f"{p.sequential_seconds * 1000:.0f} ms")
+                   f"{p.sequential_seconds * 1000:.0f} ms", judged.busy)
 
 
 def decode(lm, settings: Settings, shared) -> Measured:
-    events = list(stream(lm, encode_prompt(lm, settings, PROMPT), max_new_tokens=DECODE_TOKENS))
+    events, judged = watched_stream(lm, settings, encode_prompt(lm, settings, PROMPT),
+                                    DECODE_TOKENS)
     steps = [e.seconds for e in events[1:]] or [events[0].seconds]
     median = statistics.median(steps)
-    return Measured("decode", 1 / median, f"{1 / median:.1f}", "tokens per second, one by one",
+    return Measured("decode", 1 / median, f"{1 / median:.1f}",
+                    busy_label("tokens per second, one by one", judged),
                     f"median step {median * 1000:.0f} ms over {len(steps)} steps · first token "
-                    f"{events[0].seconds * 1000:.0f} ms (the prefill)")
+                    f"{events[0].seconds * 1000:.0f} ms (the prefill)", judged.busy)
 
 
 def roofline(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     """The read bandwidth and the batch-1 decode speed under it, a `Step` per decode step."""
+    watch = noise.begin(lm.device)
     for p in roofline_steps(lm, DECODE_TOKENS, shared):
         if p.roofline is None:
             speed = (f" · {p.tokens_per_s:.1f} tokens/s so far (median step)"
                      if p.tokens_per_s else "")
             yield Step("decode step", p.steps, p.total,
                        f"read bandwidth {p.bandwidth_gbs:.1f} GB/s (measured){speed}")
+    judged = noise.end(lm.device, watch, settings=settings)
     r = p.roofline
     yield Measured("roofline", r.bandwidth_gbs, f"{r.bandwidth_gbs:.1f} GB/s",
-                    "memory read speed", f"ceiling {r.ceiling_tokens_per_s:.1f} tokens/s for "
+                    busy_label("memory read speed", judged),
+                    f"ceiling {r.ceiling_tokens_per_s:.1f} tokens/s for "
                     f"{human_bytes(r.bytes_per_token)} per step · measured "
-                    f"{r.measured_tokens_per_s:.1f} tokens/s ({r.fraction:.0%} of the ceiling)")
+                    f"{r.measured_tokens_per_s:.1f} tokens/s ({r.fraction:.0%} of the ceiling)",
+                    judged.busy)
 
 
 def speculative(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     """Lesson 3b's race, short: prompt lookup on the edit prompt, tokens per pass; a `Step`
     after each verification pass and its plain catch-up."""
     ids = encode_prompt(lm, settings, spec_prompt())
+    watch = noise.begin(lm.device)
     for u in race_updates(lm, ids, make_draft(lm, "prompt_lookup"), SPEC_K, SPEC_TOKENS, shared):
         if u.summary is None:
             yield Step("token", u.passes[-1].tokens_so_far, SPEC_TOKENS, spec_running(u.passes))
     s = u.summary
+    judged = noise.end(lm.device, watch, s.plain_step_seconds, settings)
     same = "same tokens" if s.identical else "tokens differ"
+    verdict = s.verdict if supports_verdict(judged) else "no verdict from a busy machine"
+    # tokens per pass is a count of tokens, which a busy machine does not change: the guess
+    # is compared with it either way; only the speeds carry the notice
     yield Measured("speculative", s.tokens_per_pass, f"{s.tokens_per_pass:.2f}",
-                    f"tokens per pass (plain decoding: 1; k = {SPEC_K})",
+                    busy_label(f"tokens per pass (plain decoding: 1; k = {SPEC_K})", judged),
                     f"{s.new_tokens} tokens in {s.passes} verification passes after the "
                     f"prefill · {s.accepted} of {s.proposed} guesses kept · speculative "
                     f"{s.tokens_per_s:.1f} tokens/s against plain {s.plain_tokens_per_s:.1f} "
-                    f"({s.speedup:.2f}×, {s.verdict}) · {same}")
+                    f"({s.speedup:.2f}×, {verdict}) · {same}")
 
 
 def step_split(lm, settings: Settings, shared) -> Measured:
@@ -188,7 +224,7 @@ def step_split(lm, settings: Settings, shared) -> Measured:
         why = "; ".join(judged.reasons) or ("a part came out at about 0 ms, or the parts at "
                                             "more than the step")
         return Measured("step_split", share, "—", "the split of a decode step was not "
-                        "reliable on this run: run again",
+                        "reliable on this run: " + (BUSY if judged.busy else "run again"),
                         f"one step {p.step_seconds * 1000:.1f} ms (measured) · {why}", True)
     return Measured("step_split", share, f"{share:.0f}%",
                     "of a decode step is the matrix products",
@@ -225,10 +261,8 @@ def kv_race(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
                                           if t.lane != RECOMPUTE and t.index > 0], settings)
     s = summarize(steps, len(ids))
     same = "same tokens" if s.same_tokens else "tokens differ"
-    label = (f"recomputing ÷ cached time ({s.new_tokens} tokens): this machine was busy "
-             "while measuring, numbers are noisy — run again" if judged.busy else
-             ratio_label(s.speedup, "faster with the cache", "recomputing ÷ cached time",
-                         f"{s.new_tokens} tokens"))
+    label = ratio_label(s.speedup, "faster with the cache", "recomputing ÷ cached time",
+                        f"{s.new_tokens} tokens", judged)
     yield Measured("kv_race", s.speedup, f"{s.speedup:.1f}×", label,
                     f"cached {s.cached_seconds:.2f} s · recomputed "
                     f"{s.recompute_seconds:.2f} s · {s.work_ratio:.0f}× the tokens through the "
@@ -242,81 +276,89 @@ def long_context(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     repeats = max(1, settings.context_decode_repeats)
     yield Step("cache length", 0, len(LONG_CONTEXT), f"one prefill fills a cache of {long:,} "
                "tokens (not timed), then a decode step is timed at each length")
+    watch = noise.begin(lm.device)
     for last in decode_lengths_sweep(lm, LONG_CONTEXT, batches=(1,), repeats=repeats):
         yield Step("cache length", last.done, last.total, long_running(last.points, repeats))
+    judged = noise.end(lm.device, watch, settings=settings)
     c = compare_lengths(last.points, short, long)
     floor = decode_theory(lm, shared)
     predicted = floor.seconds(long) / floor.seconds(short)
-    apart = ("beyond this run's noise" if c.beyond_noise
+    apart = ("no verdict from a busy machine" if not supports_verdict(judged) else
+             "beyond this run's noise" if c.beyond_noise
              else "their ranges overlap: within this run's noise")
     yield Measured("long_context", c.ratio, f"{c.ratio:.2f}×",
-                    f"as long with {c.long.cache_tokens:,} cached tokens as with "
-                    f"{c.short.cache_tokens:,}",
+                    busy_label(f"as long with {c.long.cache_tokens:,} cached tokens as with "
+                               f"{c.short.cache_tokens:,}", judged),
                     f"one step {c.long.seconds * 1000:.1f} ms against "
                     f"{c.short.seconds * 1000:.1f} ms ({apart}) · the bandwidth floor "
                     f"predicts {predicted:.2f}× (theoretical: weights "
                     f"{human_bytes(floor.weight_bytes)} + L × "
                     f"{human_bytes(floor.kv_bytes_per_token)} per token, "
-                    f"{floor.bandwidth_gbs:.1f} GB/s measured)")
+                    f"{floor.bandwidth_gbs:.1f} GB/s measured)", judged.busy)
 
 
-def batch_sweep_steps(lm, settings: Settings, shared) -> Generator[Step, None, tuple]:
+def batch_sweep_steps(lm, settings: Settings, shared
+                      ) -> Generator[Step, None, tuple[tuple, Noise]]:
     """Decode 1, 2, 4, 8 and 16 copies of a prompt, a `Step` after each step (its batch sizes
-    finished of those that fit the memory budget); returns the finished sweep's points, kept
-    in `shared` for the cost screen."""
+    finished of those that fit the memory budget); returns the finished sweep's points and the
+    noise rule's reading, kept in `shared` for the cost screen (which reuses a quiet one)."""
     ids = encode_prompt(lm, settings, PROMPT)
+    watch = noise.begin(lm.device)
     for last in run_sweep(lm, ids, BATCH, BATCH_STEPS, memory_budget_bytes(lm.device, 0.5),
                           bandwidth_gbs=machine_bandwidth(shared, lm.device)):
         # the sizes run are those that fit (a larger batch never needs less memory)
         yield Step("batch size", len(last.points), sum(p.fits for p in last.plans),
                    batch_running(last))
-    if shared is not None:
-        shared.put(shared_key(lm, PRESENTER_BATCH), last.points)
-    return last.points
+    judged = noise.end(lm.device, watch, settings=settings)
+    keep(shared, shared_key(lm, PRESENTER_BATCH), last.points, judged)
+    return last.points, judged
 
 
-def batch_points(lm, settings: Settings, shared):
-    """`batch_sweep_steps` run to the end: the finished sweep's points."""
+def batch_points(lm, settings: Settings, shared) -> tuple[tuple, Noise]:
+    """`batch_sweep_steps` run to the end: the finished sweep's points and its reading."""
     return finish(batch_sweep_steps(lm, settings, shared))
 
 
 def batch(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
-    points = yield from batch_sweep_steps(lm, settings, shared)
+    points, judged = yield from batch_sweep_steps(lm, settings, shared)
     one, big = points[0], points[-1]
     ratio = big.tokens_per_s / one.tokens_per_s
-    yield Measured("batch", ratio, f"{ratio:.1f}×", f"the tokens/s at batch {big.batch}",
+    yield Measured("batch", ratio, f"{ratio:.1f}×",
+                    busy_label(f"the tokens/s at batch {big.batch}", judged),
                     f"batch 1: {one.tokens_per_s:.1f} tokens/s ({one.step_seconds * 1000:.0f} "
                     f"ms a step) · batch {big.batch}: {big.tokens_per_s:.1f} tokens/s "
-                    f"({big.step_seconds * 1000:.0f} ms a step)")
+                    f"({big.step_seconds * 1000:.0f} ms a step)", judged.busy)
 
 
 def int8(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     """Build float32 and int8 and decode the same greedy tokens with each: a `Step` after each
     weight matrix converted and after each token (a part each)."""
     ids = encode_prompt(lm, settings, PROMPT)
-    runs = {}
+    runs, watch = {}, None
     for key, name in (("fp32", "float32"), ("int8", "int8")):
         for progress in build_steps(lm, key, shared):
             yield build_step(name, progress, lm.info.layers)
+        watch = watch or noise.begin(lm.device)  # from float32's first decode on
         for run in greedy_steps(progress.built.model, ids, INT8_TOKENS, lm.device):
             yield Step(f"{name} decode: token", len(run.token_ids), INT8_TOKENS,
                        int8_running(run, runs.get("fp32")))
         runs[key] = run
+    judged = noise.end(lm.device, watch, settings=settings)
     fp32, q8 = runs["fp32"], runs["int8"]
     ratio = q8.decode_tokens_per_s / fp32.decode_tokens_per_s
     same = sum(a == b for a, b in zip(fp32.token_ids, q8.token_ids)) / len(fp32.token_ids)
-    yield Measured("int8", ratio, f"{ratio:.2f}×", "the decode speed of float32",
+    yield Measured("int8", ratio, f"{ratio:.2f}×",
+                    busy_label("the decode speed of float32", judged),
                     f"float32 {fp32.decode_tokens_per_s:.1f} tokens/s · int8 "
                     f"{q8.decode_tokens_per_s:.1f} tokens/s · {same:.0%} of the {INT8_TOKENS} "
-                    "greedy tokens the same")
+                    "greedy tokens the same", judged.busy)
 
 
 def cost(lm, settings: Settings, shared) -> Measured:
     """$ per million output tokens at the largest batch: lesson 5's own figure
     (`model_serving_costs`, its default conversation), from the presenter's batch sweep."""
-    key = shared_key(lm, PRESENTER_BATCH)
-    points = (shared.get(key) if shared is not None else None) or batch_points(lm, settings,
-                                                                               shared)
+    points, judged = (reuse(shared, shared_key(lm, PRESENTER_BATCH))
+                      or batch_points(lm, settings, shared))  # a busy sweep is measured again
     price = settings.price_per_hour.default
     p_in = settings.conversation_prompt_tokens.default
     p_out = settings.conversation_output_tokens.default
@@ -324,11 +366,12 @@ def cost(lm, settings: Settings, shared) -> Measured:
                                 machine_bandwidth(shared, lm.device))
     one, big = costs[0], costs[-1]
     return Measured("cost", big.usd_per_million_output, f"${big.usd_per_million_output:,.2f}",
-                    f"per million output tokens at batch {big.batch}",
+                    busy_label(f"per million output tokens at batch {big.batch}", judged),
                     f"at ${price:.2f} an hour: ${one.usd_per_million_output:,.2f} per million "
                     f"alone (batch 1) · rates measured ({one.measured_output_tokens_per_s:.1f} "
                     f"and {big.measured_output_tokens_per_s:.1f} tokens/s), carried to a "
-                    f"{big.context_tokens:,.0f}-token context (estimate), as in lesson 5")
+                    f"{big.context_tokens:,.0f}-token context (estimate), as in lesson 5",
+                    judged.busy)
 
 
 MEASURES: dict[str, Callable[[object, Settings, object],

@@ -8,6 +8,8 @@ import re
 from dataclasses import dataclass
 
 from inference.experiments.kv_race import RECOMPUTE
+from inference.experiments.noise import Noise
+from visualizations.noise_view import BUSY
 
 
 @dataclass(frozen=True)
@@ -42,15 +44,19 @@ def spec_running(passes) -> str:
             f"pass{'es' if verified != 1 else ''})")
 
 
-def ratio_label(ratio: float, faster: str, plain: str, what: str) -> str:
+def ratio_label(ratio: float, faster: str, plain: str, what: str,
+                judged: Noise | None = None) -> str:
     """A measured time ratio's label, decided from the number: "faster …" only when it is above
-    1, else the ratio named plainly and said to be not faster on this run.
+    1, else the ratio named plainly and said to be not faster on this run; on a run the noise
+    rule judged busy (`judged`), the ratio named plainly with the busy notice.
 
     >>> ratio_label(8.0, "faster in one pass", "one at a time ÷ one pass", "128 tokens")
     'faster in one pass (128 tokens)'
     >>> ratio_label(0.9, "faster with the cache", "recomputing ÷ cached", "24 tokens")
     'recomputing ÷ cached (24 tokens): not faster on this run'
     """
+    if judged is not None and judged.busy:
+        return f"{plain} ({what}): {BUSY}"
     return f"{faster} ({what})" if ratio > 1 else f"{plain} ({what}): not faster on this run"
 
 

@@ -2,9 +2,11 @@
 against plain decoding on the learner's prompt (streamed pass by pass), sweep k for both
 drafts, and time a verification pass against a plain step at batch 1 and 16.
 
-Each is a generator of frames (what the panel shows after each piece of work). Finished
-results are shared with every visitor by (name, device, dtype, settings): a classroom that
-presses Race on the default prompt runs it once. A shared result says so. Nothing here knows
+Each is a generator of frames (what the panel shows after each piece of work), watched by the
+noise rule (`inference.experiments.noise`): on a busy machine the last frame shows the busy
+notice over its numbers and draws no verdict. Finished quiet results are shared with every
+visitor by (name, device, dtype, settings): a classroom that presses Race on the default prompt
+runs it once. A shared result says so. Nothing here knows
 Gradio; the numbers come from `inference.experiments.speculative_*`, the sentences from
 `visualizations.speculative_view` and `speculative_charts`.
 """
@@ -18,15 +20,18 @@ import plotly.graph_objects as go
 from inference.config import LIMITS, Settings
 from inference.drafts import make_draft
 from inference.errors import SettingOutOfRangeError
+from inference.experiments import noise
 from inference.experiments.spec_workload import spec_prompt
 from inference.experiments.speculative_batch import batch_interplay
 from inference.experiments.speculative_race import SpecRaceSummary, race_updates, sweep_k
 from inference.speculative import check_request
+from visualizations.noise_view import busy_notice_html
 from visualizations.speculative_charts import batch_figure, batch_md, k_sweep_figure
 from visualizations.speculative_view import EMPTY_PASSES, passes_html, race_md
 from visualizations.style import info_caption
 
 from .common.guess import guess_md
+from .common.judged_results import keep, reuse
 from .common.latest import shared_key
 from .common.prompt_input import encode_prompt
 
@@ -83,6 +88,8 @@ def _draft(lm, shared, key: str):
 
 
 def _compared(summary: SpecRaceSummary, guess: float | None) -> str:
+    """Tokens per pass is a count of tokens, not a timing: a busy machine does not change it,
+    so the guess is compared with it either way."""
     return guess_md(GUESS_KEY, guess, summary.tokens_per_pass)
 
 
@@ -92,25 +99,27 @@ def run_race(lm, settings: Settings, shared, prompt: str, draft: str, k, new_tok
     the headline cards from the summary, the learner's guess of tokens per pass beside it."""
     ids, k, new_tokens = _prepare(lm, settings, prompt, k, new_tokens)
     key = shared_key(lm, "spec_race") + (tuple(ids), check_draft(draft), k, new_tokens)
-    done = shared.get(key) if shared is not None else None
+    done = reuse(shared, key)
     if done is not None:
-        passes, summary = done
-        yield RaceFrame(passes_html(passes), race_md(summary) + _compared(summary, guess)
-                        + "\n\n" + SHARED_NOTE, "Done (shared result).", summary, passes)
+        (passes, summary), judged = done
+        yield RaceFrame(passes_html(passes), race_md(summary, judged)
+                        + _compared(summary, guess) + "\n\n" + SHARED_NOTE,
+                        "Done (shared result).", summary, passes)
         return
     if draft != "prompt_lookup":
         yield RaceFrame(EMPTY_PASSES, "", BUILD_NOTE.format(draft=draft))
     d = _draft(lm, shared, draft)
     yield RaceFrame(EMPTY_PASSES, "", "Warming up both lanes (untimed), then racing…")
+    watch = noise.begin(lm.device)
     for u in race_updates(lm, ids, d, k, new_tokens, shared):
         if u.summary is None:
             yield RaceFrame(passes_html(u.passes), "", f"{u.message} · plain lane: "
                             f"{u.plain_tokens} tokens", None, u.passes)
             continue
-        if shared is not None:
-            shared.put(key, (u.passes, u.summary))
-        yield RaceFrame(passes_html(u.passes), race_md(u.summary) + _compared(u.summary, guess),
-                        u.message, u.summary, u.passes)
+        judged = noise.end(lm.device, watch, u.summary.plain_step_seconds, settings)
+        keep(shared, key, (u.passes, u.summary), judged)
+        yield RaceFrame(passes_html(u.passes), race_md(u.summary, judged)
+                        + _compared(u.summary, guess), u.message, u.summary, u.passes)
 
 
 def run_sweep(lm, settings: Settings, shared, prompt: str, new_tokens) -> Iterator[ChartFrame]:
@@ -119,16 +128,23 @@ def run_sweep(lm, settings: Settings, shared, prompt: str, new_tokens) -> Iterat
     caption = info_caption(lm.info)
     ks = tuple(range(settings.spec_k.low, settings.spec_k.high + 1))
     key = shared_key(lm, "spec_sweep") + (tuple(ids), ks, new_tokens)
-    done = shared.get(key) if shared is not None else None
+    done = reuse(shared, key)
     if done is not None:
-        yield ChartFrame(k_sweep_figure(done, caption), SHARED_NOTE, "Done (shared result).")
+        points, judged = done
+        yield ChartFrame(k_sweep_figure(points, caption, judged), SHARED_NOTE,
+                         "Done (shared result).")
         return
     yield ChartFrame(k_sweep_figure((), caption), "", BUILD_NOTE.format(draft=LIMITS.spec_draft))
     drafts = [_draft(lm, shared, k) for _, k in DRAFTS]
+    watch = noise.begin(lm.device)  # after the draft's build: only the races are watched
     for u in sweep_k(lm, ids, drafts, ks, new_tokens, shared):
-        if u.finished and shared is not None:
-            shared.put(key, u.points)
-        yield ChartFrame(k_sweep_figure(u.points, caption), "", u.message)
+        if not u.finished:
+            yield ChartFrame(k_sweep_figure(u.points, caption), "", u.message)
+            continue
+        judged = noise.end(lm.device, watch, settings=settings)
+        keep(shared, key, u.points, judged)
+        yield ChartFrame(k_sweep_figure(u.points, caption, judged), busy_notice_html(judged),
+                         u.message)
 
 
 def run_batch(lm, settings: Settings, shared, prompt: str, k,
@@ -138,13 +154,18 @@ def run_batch(lm, settings: Settings, shared, prompt: str, k,
     ids, k, _ = _prepare(lm, settings, prompt, k, LIMITS.spec_new_tokens.low)
     caption = info_caption(lm.info)
     key = shared_key(lm, "spec_batch") + (tuple(ids), k, tuple(settings.spec_batches))
-    done = shared.get(key) if shared is not None else None
+    done = reuse(shared, key)
     if done is not None:
-        yield ChartFrame(batch_figure(done, caption), batch_md(done, tokens_per_pass)
+        costs, judged = done
+        yield ChartFrame(batch_figure(costs, caption), batch_md(costs, tokens_per_pass, judged)
                          + "\n\n" + SHARED_NOTE, "Done (shared result).")
         return
+    watch = noise.begin(lm.device)
     for u in batch_interplay(lm, ids, k, settings.spec_batches, shared=shared):
-        if u.finished and shared is not None:
-            shared.put(key, u.costs)
-        yield ChartFrame(batch_figure(u.costs, caption),
-                         batch_md(u.costs, tokens_per_pass) if u.finished else "", u.message)
+        if not u.finished:
+            yield ChartFrame(batch_figure(u.costs, caption), "", u.message)
+            continue
+        judged = noise.end(lm.device, watch, settings=settings)
+        keep(shared, key, u.costs, judged)
+        yield ChartFrame(batch_figure(u.costs, caption), batch_md(u.costs, tokens_per_pass,
+                                                                  judged), u.message)

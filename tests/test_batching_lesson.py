@@ -276,8 +276,11 @@ def test_schedule_handler_and_padding(lm):
     assert "continuous" in last.closing and "static" in last.closing
     assert last.static.layout.title.text == "Static batching (max batch 2)"
     again = list(run.schedule_frames(lm, settings, shared, **ask))
-    assert len(again) == 1 and again[0].schedules is state
-    assert "Measured earlier on this machine" in again[0].progress
+    if "busy while measuring" in last.progress:  # judged busy (noise.py): measured again
+        assert len(again) > 1 and again[-1].schedules is not state
+    else:
+        assert len(again) == 1 and again[0].schedules is state
+        assert "Measured earlier on this machine" in again[0].progress
     with pytest.raises(SettingOutOfRangeError, match="Max batch"):
         next(run.schedule_frames(lm, settings, shared, **{**ask, "max_batch": 17}))
     with pytest.raises(SettingOutOfRangeError, match="Batch fill wait"):

@@ -4,6 +4,7 @@ from dataclasses import dataclass
 
 from fake_events import Ev
 from inference.events import Candidate
+from inference.experiments.noise import judge
 from inference.experiments.prefill_sweep import PrefillPoint
 from inference.experiments.token_cost import token_cost
 from inference.tokens import Token
@@ -99,6 +100,9 @@ def test_live_stats_line():
     assert "**—**" in live_stats_md(0.25, 0, 0, 30)  # one token: no decode step yet
 
 
+QUIET = judge(others_cpu=0.02)  # a run the noise rule judged quiet: its verdict is drawn
+
+
 @dataclass
 class Measured:
     prompt_tokens: int
@@ -106,6 +110,7 @@ class Measured:
     ttft_seconds: float
     decode_step_seconds: float | None
     decode_steps: int
+    noise: object = QUIET
 
 
 def test_prefill_report_quotes_the_measured_ratio():
@@ -122,9 +127,9 @@ def test_sweep_lines_quote_measured_not_extrapolated():
            PrefillPoint(512, 0.1, 5.12, False)]
     assert sweep_progress_md(3, 3, pts[2]).endswith("(extrapolated)")
     assert "64 tokens → prefill 20 ms vs one-at-a-time 640 ms" in sweep_progress_md(2, 3, pts[1])
-    verdict = sweep_verdict_md(pts)
+    verdict = sweep_verdict_md(pts, QUIET)
     assert "At 64 tokens (measured both ways)" in verdict and "**32×**" in verdict
-    only_extrapolated = sweep_verdict_md([PrefillPoint(512, 0.1, 5.0, False)])
+    only_extrapolated = sweep_verdict_md([PrefillPoint(512, 0.1, 5.0, False)], QUIET)
     assert "extrapolated" in only_extrapolated and "**50×**" in only_extrapolated
     assert sweep_verdict_md([]) == "No prompt lengths were measured."
 

@@ -17,6 +17,7 @@ from inference.experiments.compute_roof import (
     measure_matmul_gflops,
     prefill_flops,
 )
+from inference.experiments.noise import judge
 from inference.experiments.shared_results import SharedResults
 from visualizations.roofline_charts import compute_roof_md, two_roof_figure
 
@@ -49,7 +50,7 @@ def test_roofs_ridge_and_bound():
     assert decode.intensity == 0.5 and decode.gflops == pytest.approx(5.0)
     assert roof.attainable_gflops(0.5) == 10.0 and roof.attainable_gflops(100) == 200.0
     assert roof.bound(decode) == "memory" and roof.bound(prefill) == "compute"
-    md = compute_roof_md(roof, "float32")
+    md = compute_roof_md(roof, "float32", judge(others_cpu=0.02))  # judged quiet
     assert "200 GFLOP/s ÷ 20.0 GB/s = **10.0 FLOPs per byte**" in md
     assert "| decode, batch 1 | 0.2 | 400.0 MB | 0.50 | 40 | 5.0 | 50% | memory |" in md
     assert "| 100.0 | 50% | arithmetic |" in md

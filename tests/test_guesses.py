@@ -19,6 +19,7 @@ from lessons import (
 )
 from lessons.common.guess import guess_md, question
 from lessons.common.presenter_screens import load_screens
+from visualizations.noise_view import BUSY
 
 SETTINGS = Settings()
 KEYS = [prefill_handlers.GUESS_KEY, kv_cache_handlers.GUESS_KEY, batching_handlers.GUESS_KEY,
@@ -47,6 +48,9 @@ def test_prefill_sweep_compares_the_guess_with_its_verdict(lm):
     assert "**Your guess:** 3 × faster" in done.progress
     assert measured_in(done.progress) == pytest.approx(ratio, rel=0.05)
     again = list(prefill_handlers.run_sweep(lm, SETTINGS, shared, [4, 16], 16, guess=None))[-1]
+    if BUSY.capitalize() in done.progress:  # judged busy (noise.py): measured again, no verdict
+        assert "shared result" not in again.progress and "on a busy machine" in done.progress
+        return
     assert "shared result" in again.progress and "No guess typed" in again.progress
 
 

@@ -37,6 +37,7 @@ from lessons.common.context import AppContext
 from lessons.common.controls import limit_name
 from polling import wait_for, without_ticks
 from visualizations.machine_text import roofline_md
+from visualizations.noise_view import BUSY
 from visualizations.timing_text import prefill_report_md
 
 SETTINGS = Settings()
@@ -289,7 +290,10 @@ def test_prefill_measurement_and_shared_sweep(lm):
     assert any("extrapolated" in n for n in names)  # 64 > 16: extrapolated, and labelled
     assert list(frames[-1].chart.data[0].x) == [4, 16, 64]
     again = list(prefill_handlers.run_sweep(lm, SETTINGS, shared, [4, 16, 64], 16))
-    assert len(again) == 1 and "shared result" in again[0].progress
+    if BUSY.capitalize() in frames[-1].progress:  # judged busy (noise.py): measured again
+        assert len(again) > 1 and "shared result" not in again[-1].progress
+    else:
+        assert len(again) == 1 and "shared result" in again[0].progress
     with pytest.raises(SettingOutOfRangeError):
         list(prefill_handlers.run_sweep(lm, SETTINGS, shared, [4],
                                         SETTINGS.prefill_sweep_tokens.high + 1))

@@ -24,12 +24,14 @@ from inference.experiments.context_sweep import (
     compare_lengths,
 )
 from inference.experiments.context_theory import DecodeTheory
+from inference.experiments.noise import judge
 from visualizations import context_charts, context_text
 
 A, B, C = 0.05, 2e-3, 3e-7  # seconds, s per token, s per token²
 LENGTHS = (256, 512, 1024, 2048, 4096, 8192)
 W, KV = 538_060_032, 46_080
 THEORY = DecodeTheory(W, KV, 20.0, "float32")
+QUIET = judge(others_cpu=0.02)  # a run the noise rule judged quiet: its verdicts are drawn
 
 
 def quad(n: float) -> float:
@@ -117,7 +119,7 @@ def test_long_context_prefill_chart_and_text():
     assert linear.y[-1] == pytest.approx((A + B * 8192) / 8192 * 1000)
     empty = context_charts.prefill_lengths_figure(())
     assert context_charts.PREFILL_BUTTON in empty.layout.annotations[0].text
-    md = context_text.prefill_markdown(PREFILL, FIT, SHARES)
+    md = context_text.prefill_markdown(PREFILL, FIT, SHARES, QUIET)
     rise = quad(8192) / 8192 / (quad(256) / 256)
     assert f"rose **{rise:.1f}×** from 256 to 8,192 tokens" in md
     assert f"the L² term is **{C * 8192**2 / quad(8192):.0%}**" in md
@@ -125,10 +127,11 @@ def test_long_context_prefill_chart_and_text():
     flat = tuple(PrefillLengthPoint(n, 0.001 * n, n) for n in LENGTHS)  # no L² at all
     flat_fit = fit_quadratic(LENGTHS, [p.seconds for p in flat])
     md = context_text.prefill_markdown(flat, flat_fit,
-                                       length_shares(flat_fit, LENGTHS, 106_000_000, 30, 9, 64))
+                                       length_shares(flat_fit, LENGTHS, 106_000_000, 30, 9, 64),
+                                       QUIET)
     assert "stayed within 10%" in md and "cannot separate an L² term" in md
     falling = tuple(PrefillLengthPoint(n, 2.0 + 0.001 * n, n) for n in LENGTHS)
-    assert "fell to **" in context_text.prefill_markdown(falling)
+    assert "fell to **" in context_text.prefill_markdown(falling, noise=QUIET)
     assert "Press" in context_text.prefill_markdown(())
 
 
@@ -154,14 +157,14 @@ def test_long_context_decode_chart_and_text():
     assert max(floor1.x) >= 11_677  # batch 1's L* lies past the window: the line reaches it
     empty = context_charts.decode_lengths_figure(())
     assert context_charts.DECODE_BUTTON in empty.layout.annotations[0].text
-    md = context_text.decode_markdown(DECODE, THEORY, 8192)
+    md = context_text.decode_markdown(DECODE, THEORY, 8192, QUIET)
     assert f"took **{(40 + 24) / 40:.1f}×** one with 0" in md
     assert "**L* = 11,677 tokens** (beyond the 8,192-token window)" in md
     assert "**L* = 1,460 tokens** (within the window)" in md and "20.0 GB/s" in md
     floor_ratios = [p.seconds / THEORY.seconds(p.cache_tokens, p.batch) for p in DECODE]
     assert f"took {min(floor_ratios):.1f}× to {max(floor_ratios):.1f}× their floor" in md
     noisy = (_point(1, 0, 40, 5), _point(1, 8000, 42, 5))
-    assert "could not be told apart" in context_text.decode_markdown(noisy)
+    assert "could not be told apart" in context_text.decode_markdown(noisy, noise=QUIET)
     assert "Press" in context_text.decode_markdown(())
 
 
@@ -169,13 +172,13 @@ def test_long_context_guess_verdict():
     cmp = compare_lengths(DECODE, 100, 8000, batch=1)
     assert (cmp.short.cache_tokens, cmp.long.cache_tokens) == (100, 8000) and cmp.beyond_noise
     assert cmp.ratio == pytest.approx(64 / 40.3)
-    md = context_text.guess_verdict_markdown(cmp, THEORY)
+    md = context_text.guess_verdict_markdown(cmp, THEORY, QUIET)
     assert f"**{64 / 40.3:.2f}×** as long" in md
     floor = THEORY.seconds(8000) / THEORY.seconds(100)
     assert f"floor predicts **{floor:.2f}×**" in md
     same = compare_lengths((_point(1, 100, 40, 5), _point(1, 8000, 41, 5)), 100, 8000)
     assert not same.beyond_noise
-    assert "cannot tell them apart" in context_text.guess_verdict_markdown(same)
+    assert "cannot tell them apart" in context_text.guess_verdict_markdown(same, noise=QUIET)
     assert compare_lengths((_point(1, 100, 40),), 100, 8000) is None
     assert "Press" in context_text.guess_verdict_markdown(None)
 

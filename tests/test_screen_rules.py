@@ -13,6 +13,7 @@ from inference.sampling import SamplingSettings
 from lessons import decode_handlers, decode_panel, prefill_handlers
 from lessons.common.context import AppContext
 from visualizations.decode_view import decode_stats_md
+from visualizations.noise_view import BUSY
 from visualizations.style import CAPTION_GREY, PALETTE, contrast_ratio, styled
 from visualizations.timing_charts import candidates_figure, decode_latency_figure
 
@@ -85,9 +86,13 @@ def test_shared_sweep_shows_the_same_verdict(lm):
     shared = SharedResults()
     first = list(prefill_handlers.run_sweep(lm, SETTINGS, shared, [4, 16], 16))[-1].progress
     again = list(prefill_handlers.run_sweep(lm, SETTINGS, shared, [4, 16], 16))
+    assert "Done. At 16 tokens" in first
+    if BUSY.capitalize() in first:  # judged busy (noise.py): the notice first, measured again
+        assert first.startswith("<div class='lab-busy'") and len(again) > 1
+        return
     assert len(again) == 1 and "shared result" in again[0].progress
     assert again[0].progress.startswith(first)  # the same cards and verdict, then the note
-    assert first.startswith("<div class='lab-cards'>") and "Done. At 16 tokens" in first
+    assert first.startswith("<div class='lab-cards'>")
 
 
 def test_caption_contrast_and_legend_apart_from_title():

@@ -2,6 +2,7 @@
 import re
 from dataclasses import replace
 
+from inference.experiments.noise import judge
 from inference.experiments.speculative_batch import VerifyCost
 from inference.experiments.speculative_race import SpecRaceSummary
 from inference.speculative import SpecPass
@@ -22,6 +23,8 @@ from visualizations.speculative_view import (
     passes_html,
     race_md,
 )
+
+QUIET = judge(others_cpu=0.02)  # a run the noise rule judged quiet: its verdict is drawn
 
 
 def _pass(index=1, pieces=(" the", " cat", " sat"), accepted=1, model=" dog", seconds=0.125):
@@ -62,7 +65,7 @@ def test_speculative_pass_rows_empty_draft_and_end_of_turn():
 
 def test_speculative_race_cards_show_the_measured_figures():
     s = _summary()
-    md = race_md(s)
+    md = race_md(s, QUIET)
     # 32 decoded tokens over 10 passes; 32 / 1.0 s against 32 / 2.0 s
     assert "3.20" in md and "32.0 tok/s" in md and "16.0 tok/s" in md and "2.0×" in md
     assert "55%" in md and "22 of 40" in md and "**faster**" in md
@@ -72,24 +75,25 @@ def test_speculative_race_cards_show_the_measured_figures():
 
 
 def test_speculative_verdict_sentences_follow_the_figures():
-    assert "**slower**" in race_md(_summary(spec_seconds=3.0))
-    assert "No difference beyond this run's noise" in race_md(_summary(spec_seconds=1.98))
-    above = race_md(_summary(spec_seconds=0.5))  # 64 tok/s over a 40 tok/s ceiling
+    assert "**slower**" in race_md(_summary(spec_seconds=3.0), QUIET)
+    assert "No difference beyond this run's noise" in race_md(_summary(spec_seconds=1.98),
+                                                              QUIET)
+    above = race_md(_summary(spec_seconds=0.5), QUIET)  # 64 tok/s over a 40 tok/s ceiling
     assert "**above** the one-token ceiling of 40.0" in above
-    assert "tokens differ" in race_md(_summary(identical=False))
+    assert "tokens differ" in race_md(_summary(identical=False), QUIET)
 
 
 def test_speculative_k_sweep_plots_both_drafts():
     pts = [_summary(k=k, passes=32 // (1 + k // 2), spec_seconds=1.0 + k / 10) for k in (1, 2, 3)]
     pts += [replace(p, draft="int4", spec_seconds=2.5) for p in pts]
-    fig = k_sweep_figure(pts, "cap")
+    fig = k_sweep_figure(pts, "cap", QUIET)
     lines = {(t.name, t.xaxis): t for t in fig.data}
     tpp = lines[("prompt_lookup", "x")]
     assert list(tpp.x) == [1, 2, 3] and list(tpp.y) == [p.tokens_per_pass for p in pts[:3]]
     speed = lines[("int4", "x2")]
     assert [round(y, 2) for y in speed.y] == [0.8, 0.8, 0.8]
     assert "prompt_lookup at k = 1" in fig.layout.title.text.replace("<br>", " ")
-    slow = k_sweep_figure(pts[3:])
+    slow = k_sweep_figure(pts[3:], noise=QUIET)
     assert "No draft beat plain decoding" in slow.layout.title.text.replace("<br>", " ")
     assert k_sweep_figure([]).layout.annotations[0].text == EMPTY_SWEEP
 
@@ -102,13 +106,14 @@ def test_speculative_batch_cost_chart_and_table():
     assert list(plain.y) == [50.0, 100.0] and [round(y) for y in verify.y] == [60, 400]
     assert verify.text[1] == "400 ms (4.0 steps)"
     assert "costs 4.0 plain steps (batch 1: 1.2)" in fig.layout.title.text.replace("<br>", " ")
-    md = batch_md(costs, tokens_per_pass=3.0)
+    md = batch_md(costs, tokens_per_pass=3.0, noise=QUIET)
     assert "| 16 | 100.0 | 400.0 | 4.00 | memory, compute | 0.75× |" in md
     assert "| 1 | 50.0 | 60.0 | 1.20 | memory, memory | 2.5× |" in md
     assert re.search(r"Batch 16: a pass of 80 tokens .*arithmetic", md)
     assert re.search(r"Batch 1: a pass of 5 tokens .*ride along", md)
     assert batch_figure([]).layout.annotations[0].text == EMPTY_BATCH
     # Neither roof reached (a busy or launch-bound run): no claim about the weights' read.
-    neither = batch_md([VerifyCost(4, 4, 0.05, 0.07, "neither", "neither", 2.0, 9.0)], 3.0)
+    neither = batch_md([VerifyCost(4, 4, 0.05, 0.07, "neither", "neither", 2.0, 9.0)], 3.0,
+                       QUIET)
     assert re.search(r"Batch 4: .*under half of both measured roofs", neither)
     assert "ride along" not in neither and "arithmetic, not" not in neither

@@ -3,6 +3,7 @@ scheduler summary and the cost arithmetic, as markdown. Pure functions: records 
 from __future__ import annotations
 
 from .model_card import human_bytes
+from .noise_view import supports_verdict, withheld
 
 
 def plan_table(plans) -> str:
@@ -16,8 +17,9 @@ def plan_table(plans) -> str:
             "|---|---|---|---|---|---|\n" + "\n".join(rows))
 
 
-def sweep_table(upd) -> str:
-    """Markdown table of measured points, then the explanation with this run's numbers."""
+def sweep_table(upd, noise=None) -> str:
+    """Markdown table of measured points, then the explanation with this run's numbers (on a
+    finished sweep the noise rule judged quiet, `noise`; otherwise the numbers alone)."""
     pts, gbs = upd.points, upd.bandwidth_gbs
     if not pts:
         return ""
@@ -28,12 +30,20 @@ def sweep_table(upd) -> str:
             "tokens/s per request | prefill tokens/s |\n|---|---|---|---|---|---|\n"
             + "\n".join(rows))
     if len(pts) > 1:
-        text += "\n\n" + _why(pts[0], pts[-1], gbs)
+        text += "\n\n" + _why(pts[0], pts[-1], gbs, noise)
     return text
 
 
-def _why(one, big, gbs: float) -> str:
+def _why(one, big, gbs: float, noise=None) -> str:
+    """Why throughput moved as it did: the weights read once for every row. Drawn only from a
+    quiet run; a busy or unfinished one gets its two measured steps and no explanation."""
     gain, growth = big.tokens_per_s / one.tokens_per_s, big.step_seconds / one.step_seconds
+    if not supports_verdict(noise):
+        return (f"**Measured:** at batch {one.batch} a step took "
+                f"{one.step_seconds * 1000:.0f} ms, at batch {big.batch} "
+                f"{big.step_seconds * 1000:.0f} ms: **{growth:.1f}× the time for {big.batch}× "
+                f"the tokens**, throughput from {one.tokens_per_s:.1f} to "
+                f"{big.tokens_per_s:.1f} tokens/s (**{gain:.1f}×**; {withheld(noise)}).")
     return (f"**Why.** At batch 1 a step took {one.step_seconds * 1000:.0f} ms; reading the "
             f"weights and KV cache ({human_bytes(one.weight_bytes + one.cache_bytes)}) at the "
             f"measured {gbs:.1f} GB/s "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from .context_charts import DECODE_BUTTON, MEMORY_BUTTON, PREFILL_BUTTON
 from .model_card import human_bytes
+from .noise_view import busy_notice_html, supports_verdict, withheld
 
 MARGIN = 1.1  # a ratio of single measurements within 10% of 1 gets no verdict
 
@@ -18,8 +19,10 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1000:,.1f} ms"
 
 
-def prefill_markdown(points, curve=None, shares=()) -> str:
-    """The prefill table (measured, with the fitted L² share) and what that share is."""
+def prefill_markdown(points, curve=None, shares=(), noise=None) -> str:
+    """The prefill table (measured, with the fitted L² share) and what that share is. `noise`:
+    the finished sweep's reading (None while it runs; busy: the notice, and no trend or fit
+    read from its figures)."""
     if not points:
         return f"*Press **{PREFILL_BUTTON}**: the table and the fit appear here.*"
     by_length = {s.tokens: s for s in shares}
@@ -30,42 +33,54 @@ def prefill_markdown(points, curve=None, shares=()) -> str:
         lines.append(f"| {p.tokens:,} | {p.seconds:,.2f} s | {_ms(p.seconds_per_token)} | "
                      + (f"{s.quadratic_share:.0%} | {s.attention_flops_share:.0%} |" if s
                         else "… | … |"))
-    first, last = points[0], points[-1]
-    rise = last.seconds_per_token / first.seconds_per_token
-    span = f"from {first.tokens:,} to {last.tokens:,} tokens"
-    if rise > MARGIN:
-        trend = f"rose **{rise:.1f}×** {span}"
-    elif rise < 1 / MARGIN:
-        trend = f"fell to **{rise:.2f}×** {span}" + (
-            " (the fit's fixed part a is shared by more tokens in a longer pass)"
-            if curve is not None and curve.a > 0 else "")
-    else:
-        trend = f"stayed within 10% {span}"
-    text = ["\n".join(lines), "",
-            f"**Measured:** the time per prompt token {trend}. A pass over L tokens does the "
+    text = [busy_notice_html(noise) + "\n".join(lines), "",
+            f"**Measured:** {prefill_trend(points, curve, noise)}. A pass over L tokens does the "
             "matrix products once per token, the same work per token at any length, and "
             "attention: each token's query is scored against the key of every token up to "
             "itself, L²/2 pairs per head per layer, and the values are mixed by those scores. "
             "That is the L² term."]
-    tail = by_length.get(last.tokens)
+    tail = by_length.get(points[-1].tokens)
     if curve is not None and tail is not None:
-        text.append("")
-        if tail.measurable:
-            text.append(
-                f"**Fit** (least squares, {curve.points} points): a = {curve.a * 1000:,.0f} ms, "
+        text += ["", fit_reading(curve, tail, points[-1].tokens, noise)]
+    return "\n".join(text)
+
+
+def prefill_trend(points, curve, noise) -> str:
+    """How the time per prompt token moved from the shortest length to the longest: "rose",
+    "fell" or "stayed within 10%", only on a finished run the noise rule judged quiet."""
+    first, last = points[0], points[-1]
+    span = f"from {first.tokens:,} to {last.tokens:,} tokens"
+    if not supports_verdict(noise):
+        return f"the time per prompt token {span} is in the table ({withheld(noise)})"
+    rise = last.seconds_per_token / first.seconds_per_token
+    if rise > MARGIN:
+        return f"the time per prompt token rose **{rise:.1f}×** {span}"
+    if rise < 1 / MARGIN:
+        return f"the time per prompt token fell to **{rise:.2f}×** {span}" + (
+            " (the fit's fixed part a is shared by more tokens in a longer pass)"
+            if curve is not None and curve.a > 0 else "")
+    return f"the time per prompt token stayed within 10% {span}"
+
+
+def fit_reading(curve, tail, tokens: int, noise) -> str:
+    """What the fit says of the L² term at the longest length (or that it cannot separate it
+    from the run's noise), only on a finished run the noise rule judged quiet."""
+    if not supports_verdict(noise):
+        return (f"**Fit** ({curve.points} points): the L² share is in the table; no reading of "
+                f"it here ({withheld(noise)}). Attention is {tail.attention_flops_share:.0%} of "
+                f"the arithmetic at {tokens:,} tokens (theoretical).")
+    if tail.measurable:
+        return (f"**Fit** (least squares, {curve.points} points): a = {curve.a * 1000:,.0f} ms, "
                 f"b = {curve.b * 1e6:,.1f} µs per token, c = {curve.c * 1e9:,.2f} ns per "
-                f"token². At {last.tokens:,} tokens the L² term is **{tail.quadratic_share:.0%}** "
+                f"token². At {tokens:,} tokens the L² term is **{tail.quadratic_share:.0%}** "
                 f"of the fitted time; attention is {tail.attention_flops_share:.0%} of the "
                 "arithmetic (theoretical: 2 × layers × heads × head dim × L² against 2 × "
                 "parameters × L). The two differ where attention's kernels run faster or "
                 "slower per operation than the matrix products.")
-        else:
-            text.append(
-                f"**Fit** ({curve.points} points): this run cannot separate an L² term from "
-                f"its noise at {last.tokens:,} tokens (it is under twice the fit's residual of "
-                f"{_ms(curve.rms_seconds)}); attention is still "
-                f"{tail.attention_flops_share:.0%} of the arithmetic there (theoretical).")
-    return "\n".join(text)
+    return (f"**Fit** ({curve.points} points): this run cannot separate an L² term from "
+            f"its noise at {tokens:,} tokens (it is under twice the fit's residual of "
+            f"{_ms(curve.rms_seconds)}); attention is still "
+            f"{tail.attention_flops_share:.0%} of the arithmetic there (theoretical).")
 
 
 def _apart(a, b) -> bool:
@@ -73,8 +88,10 @@ def _apart(a, b) -> bool:
     return a.seconds_min > b.seconds_max or b.seconds_min > a.seconds_max
 
 
-def decode_markdown(points, theory=None, window: int = 0) -> str:
-    """The decode table per cache length and batch (measured beside the floor) and L*."""
+def decode_markdown(points, theory=None, window: int = 0, noise=None) -> str:
+    """The decode table per cache length and batch (measured beside the floor) and L*.
+    `noise`: the finished sweep's reading (None while it runs; busy: the notice, and no
+    verdict or "why" read from its figures; the floor, theoretical, stays)."""
     if not points:
         return f"*Press **{DECODE_BUTTON}**: the table appears here.*"
     batches = sorted({p.batch for p in points})
@@ -91,19 +108,13 @@ def decode_markdown(points, theory=None, window: int = 0) -> str:
         if theory is not None:
             row += "".join(f" {_ms(theory.seconds(n, b))} |" for b in batches)
         lines.append(row)
-    text = ["\n".join(lines), ""]
+    text = [busy_notice_html(noise) + "\n".join(lines), ""]
     for b in batches:
         mine = sorted((p for p in points if p.batch == b), key=lambda p: p.cache_tokens)
         lo, hi = mine[0], mine[-1]
         if len(mine) < 2:
             continue
-        if _apart(lo, hi) and hi.seconds > lo.seconds:
-            verdict = (f"a step with {hi.cache_tokens:,} cached tokens took "
-                       f"**{hi.seconds / lo.seconds:.1f}×** one with {lo.cache_tokens:,}")
-        else:
-            verdict = (f"steps at {lo.cache_tokens:,} and {hi.cache_tokens:,} cached tokens "
-                       "could not be told apart in this run (their times overlap)")
-        line = f"**Batch {b}, measured:** {verdict}."
+        line = f"**Batch {b}, measured:** {decode_verdict(lo, hi, noise)}."
         if theory is not None:
             star = theory.crossover_tokens(b)
             where = (f"beyond the {window:,}-token window" if window and star > window
@@ -119,16 +130,32 @@ def decode_markdown(points, theory=None, window: int = 0) -> str:
             f"{human_bytes(theory.kv_bytes_per_token)} per token) ÷ this machine's measured "
             f"{theory.bandwidth_gbs:.1f} GB/s, in {theory.dtype}. A real step also computes, "
             "launches kernels and copies the cache as it grows (Hugging Face's cache grows by "
-            "concatenation). " + _against_floor(points, theory))
+            "concatenation). " + _against_floor(points, theory, noise))
     return "\n\n".join(t for t in text if t)
 
 
-def _against_floor(points, theory) -> str:
-    """How far the measured steps sat from their floor, from the figures."""
+def decode_verdict(lo, hi, noise) -> str:
+    """The shortest and longest cache's steps of one batch: how many times as long, or that
+    their repeats overlap, only on a finished run the noise rule judged quiet."""
+    if not supports_verdict(noise):
+        return (f"steps at {lo.cache_tokens:,} and {hi.cache_tokens:,} cached tokens are in the "
+                f"table ({withheld(noise)})")
+    if _apart(lo, hi) and hi.seconds > lo.seconds:
+        return (f"a step with {hi.cache_tokens:,} cached tokens took "
+                f"**{hi.seconds / lo.seconds:.1f}×** one with {lo.cache_tokens:,}")
+    return (f"steps at {lo.cache_tokens:,} and {hi.cache_tokens:,} cached tokens could not be "
+            "told apart in this run (their times overlap)")
+
+
+def _against_floor(points, theory, noise=None) -> str:
+    """How far the measured steps sat from their floor, from the figures; why below 1 only on
+    a run the noise rule judged quiet."""
     ratios = [p.seconds / theory.seconds(p.cache_tokens, p.batch) for p in points]
     lo, hi = min(ratios), max(ratios)
     if lo >= 1:
         return f"Here the measured steps took {lo:.1f}× to {hi:.1f}× their floor."
+    if not supports_verdict(noise):
+        return f"Here the measured steps took {lo:.2f}× to {hi:.1f}× their floor."
     return (f"Here the measured steps took {lo:.2f}× to {hi:.1f}× their floor: below 1, the "
             "step read faster than the bandwidth measurement did (a cache held part of it, or "
             "its kernels stream better than a plain sum).")
@@ -144,9 +171,10 @@ FLASH_ATTENTION = (
     "PyTorch's `sdpa` picks such a tiled kernel where one exists for the device, dtype and mask.")
 
 
-def memory_markdown(peaks) -> str:
+def memory_markdown(peaks, noise=None) -> str:
     """The eager-vs-sdpa table (measured peaks, theoretical score table), a verdict, and the
-    FlashAttention paragraph."""
+    FlashAttention paragraph. `noise`: the run's reading (busy: the notice; see
+    `memory_verdict` for what a busy machine leaves standing)."""
     if not peaks:
         return (f"*Press **{MEMORY_BUTTON}**: the same prefill runs both ways.*\n\n"
                 + FLASH_ATTENTION)
@@ -154,20 +182,30 @@ def memory_markdown(peaks) -> str:
              "(theoretical) | prefill time |", "|---|---|---|---|---|"]
     lines += [f"| {p.implementation} | {p.tokens:,} | {human_bytes(p.peak_bytes)} | "
               f"{human_bytes(p.scores_bytes)} | {p.seconds:,.2f} s |" for p in peaks]
-    text = "\n".join(lines) + f"\n\n*Measured as the {peaks[0].method}.*"
+    text = (busy_notice_html(noise) + "\n".join(lines)
+            + f"\n\n*Measured as the {peaks[0].method}.*")
     by = {p.implementation: p for p in peaks}
     if "eager" in by and "sdpa" in by:
-        eager, sdpa = by["eager"], by["sdpa"]
-        extra = eager.peak_bytes - sdpa.peak_bytes
-        if eager.peak_bytes > MARGIN * sdpa.peak_bytes and extra > 0.1 * eager.scores_bytes:
-            text += (f" Eager attention needed **{human_bytes(extra)} more** at its peak "
-                     f"({eager.peak_bytes / max(sdpa.peak_bytes, 1):.1f}×): the score table, "
-                     "and its softmax, written out whole for one layer at a time. Both peaks "
-                     "include the KV cache the prefill fills.")
-        else:
-            text += (" In this run the two peaks are within 10% of each other: the score "
-                     "table did not stand out from the rest of the pass.")
+        text += " " + memory_verdict(by["eager"], by["sdpa"], noise)
     return text + "\n\n" + FLASH_ATTENTION
+
+
+def memory_verdict(eager, sdpa, noise=None) -> str:
+    """Eager's peak against sdpa's. Other programs' CPU use does not change this process's
+    peak memory (the CUDA allocator's peak, or Linux's VmHWM), so those verdicts stand on a
+    busy machine; a peak *sampled* every millisecond can miss the top when a busy CPU delays
+    the sampler, so that one draws no verdict from a busy run (the times are noisy either way)."""
+    if noise is not None and noise.busy and (eager.sampled or sdpa.sampled):
+        return (f"The peaks are in the table; {withheld(noise)} (a sampled peak can miss its "
+                "top while the CPU is busy).")
+    extra = eager.peak_bytes - sdpa.peak_bytes
+    if eager.peak_bytes > MARGIN * sdpa.peak_bytes and extra > 0.1 * eager.scores_bytes:
+        return (f"Eager attention needed **{human_bytes(extra)} more** at its peak "
+                f"({eager.peak_bytes / max(sdpa.peak_bytes, 1):.1f}×): the score table, "
+                "and its softmax, written out whole for one layer at a time. Both peaks "
+                "include the KV cache the prefill fills.")
+    return ("In this run the two peaks are within 10% of each other: the score "
+            "table did not stand out from the rest of the pass.")
 
 
 def cuts_markdown(cuts) -> str:
@@ -185,16 +223,19 @@ def cuts_markdown(cuts) -> str:
     return "\n".join(lines)
 
 
-def guess_verdict_markdown(comparison, theory=None) -> str:
+def guess_verdict_markdown(comparison, theory=None, noise=None) -> str:
     """The answer to "how much slower is one decode step at 8,000 tokens than at 100?" from a
-    `LengthComparison` (measured), with the floor's ratio beside it if `theory` is given."""
+    `LengthComparison` (measured), with the floor's ratio beside it if `theory` is given.
+    `noise`: the sweep's reading (busy or None: both times, and no "as long" or "cannot tell")."""
     if comparison is None:
         return f"*Press **{DECODE_BUTTON}** first: the answer is measured.*"
     s, g = comparison.short, comparison.long
     head = (f"One decode step with **{g.cache_tokens:,}** cached tokens took "
             f"**{_ms(g.seconds)}** against **{_ms(s.seconds)}** with {s.cache_tokens:,} "
             f"(batch {g.batch}, measured, median of its repeats)")
-    if comparison.beyond_noise:
+    if not supports_verdict(noise):
+        text = head + f" ({withheld(noise)})."
+    elif comparison.beyond_noise:
         text = head + f": **{comparison.ratio:.2f}×** as long."
     else:
         text = (head + f": their ranges overlap ({_ms(s.seconds_min)}–{_ms(s.seconds_max)} "

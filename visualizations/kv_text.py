@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 
 from .cards import Card, cards_html, times
 from .model_card import human_bytes
-from .noise_view import busy_notice_html, quiet_note, supports_verdict
+from .noise_view import busy_notice_html, quiet_note, supports_verdict, withheld
 
 
 def formula_markdown(snap) -> str:
@@ -91,26 +91,22 @@ def _verdict(speedup: float) -> str:
             "the saving is smaller than the step-to-step variation")
 
 
-def race_lengths_markdown(points, projection: tuple[int, int, float, float] | None = None
-                          ) -> str:
+def race_lengths_markdown(points, projection: tuple[int, int, float, float] | None = None,
+                          noise=None) -> str:
     """The length race as a table, what it shows, and what grows with L in each lane.
     `projection`: (prompt, new tokens, seconds with the cache, seconds without), theoretical,
-    from the measured points."""
+    from the measured points. `noise`: the finished run's reading (None while it runs; busy:
+    the notice, and no reading of the gap; the byte counts, theoretical, stay)."""
     if not points:
         return ""
     rows = "\n".join(f"| {p.tokens:,} | {p.cached_seconds * 1000:,.0f} | "
                      f"{p.recompute_seconds * 1000:,.0f} | {p.ratio:.1f}× |" for p in points)
     short, long = points[0], points[-1]
-    gap = "grows to" if long.ratio > 1.1 * short.ratio else "is"  # 10%: beyond noise
     text = (
-        "| context length L | with cache: one step (ms) | no cache: L + 1 tokens (ms) "
+        busy_notice_html(noise)
+        + "| context length L | with cache: one step (ms) | no cache: L + 1 tokens (ms) "
         "| no cache ÷ cache |\n|---|---|---|---|\n" + rows + "\n\n"
-        f"At {short.tokens} tokens, running all {short.tokens + 1} tokens again costs only "
-        f"**{short.ratio:.1f}×** one cached step: they go through in one parallel pass that, like "
-        "a decode step, reads every weight once (lesson 2's prefill). That is why a short race "
-        f"undersells the cache. At {long.tokens:,} tokens the gap {gap} **{long.ratio:.1f}×**: "
-        f"that pass does the matrix products for {long.tokens + 1:,} tokens, and its attention "
-        "scores every one of them against all the tokens before it.\n\n"
+        + length_gap_markdown(short, long, noise) + "\n\n"
         + growth_with_length_markdown(long))
     if projection is not None:
         prompt, n, cached, plain = projection
@@ -118,6 +114,23 @@ def race_lengths_markdown(points, projection: tuple[int, int, float, float] | No
                  f"prompt would take about **{cached:,.0f} s** with the cache and "
                  f"**{plain:,.0f} s** without it ({plain / cached:.0f}×).")
     return text
+
+
+def length_gap_markdown(short, long, noise=None) -> str:
+    """What the shortest and longest lengths' ratios show: why a short race undersells the
+    cache and whether the gap grew, only on a finished run the noise rule judged quiet."""
+    if not supports_verdict(noise):
+        return (f"At {short.tokens} tokens, running all {short.tokens + 1} tokens again took "
+                f"**{short.ratio:.1f}×** one cached step; at {long.tokens:,} tokens, "
+                f"**{long.ratio:.1f}×** ({withheld(noise)}).")
+    gap = "grows to" if long.ratio > 1.1 * short.ratio else "is"  # 10%: beyond noise
+    return (
+        f"At {short.tokens} tokens, running all {short.tokens + 1} tokens again costs only "
+        f"**{short.ratio:.1f}×** one cached step: they go through in one parallel pass that, like "
+        "a decode step, reads every weight once (lesson 2's prefill). That is why a short race "
+        f"undersells the cache. At {long.tokens:,} tokens the gap {gap} **{long.ratio:.1f}×**: "
+        f"that pass does the matrix products for {long.tokens + 1:,} tokens, and its attention "
+        "scores every one of them against all the tokens before it.")
 
 
 def growth_with_length_markdown(point) -> str:

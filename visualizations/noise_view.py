@@ -17,6 +17,13 @@ def supports_verdict(noise) -> bool:
     return noise is not None and not noise.busy
 
 
+def withheld(noise) -> str:
+    """What stands where a verdict would: the run was busy, or it has not been judged yet."""
+    if noise is not None and noise.busy:
+        return "no verdict from a busy machine"
+    return "the verdict comes when the run has finished"
+
+
 def busy_notice_html(noise) -> str:
     """The notice for a busy run (empty for a quiet one), with the signals that tripped it."""
     if noise is None or not noise.busy:

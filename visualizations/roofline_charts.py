@@ -14,6 +14,7 @@ import math
 import plotly.graph_objects as go
 
 from .model_card import human_bytes
+from .noise_view import busy_notice_html, supports_verdict, withheld
 from .style import PALETTE, THEORETICAL, empty_figure, styled
 
 POINT_COLOURS = {"decode": PALETTE["vermillion"], "prefill": PALETTE["blue"],
@@ -69,20 +70,24 @@ def two_roof_figure(roof, caption: str = "") -> go.Figure:
                   "Achieved GFLOP/s (log)", caption, height=460)
 
 
-def compute_roof_md(roof, dtype: str) -> str:
-    """Both roofs, the ridge, a row per measured pass, and what the picture says."""
+def compute_roof_md(roof, dtype: str, noise=None) -> str:
+    """Both roofs, the ridge, a row per measured pass, and what the picture says. `noise`: the
+    noise rule's reading of the roofs' measurement (busy: the notice, and no "bound by" read
+    from its timings; the theoretical ridge and B stay)."""
     if roof is None or not roof.points:
         return ""
+    judged = supports_verdict(noise)
     rows = "\n".join(
         f"| {p.label} | {p.flops / 1e9:,.1f} | {human_bytes(p.bytes_read)} | "
         f"{p.intensity:,.2f} | {p.seconds * 1000:,.0f} | {p.gflops:,.1f} | "
-        f"{p.gflops / roof.attainable_gflops(p.intensity):.0%} | {roof.verdict(p).label} |"
+        f"{p.gflops / roof.attainable_gflops(p.intensity):.0%} | "
+        f"{roof.verdict(p).label if judged else '— (' + withheld(noise) + ')'} |"
         for p in roof.points)
     decode = next((p for p in roof.points if p.label == "decode, batch 1"), None)
     prefill = next((p for p in roof.points if p.label.startswith("prefill")), None)
     lines = [
-        f"- **Compute roof (measured):** {roof.peak_gflops:,.0f} GFLOP/s, one 1024 × 1024 "
-        f"matrix product in {dtype}.",
+        busy_notice_html(noise) + f"- **Compute roof (measured):** {roof.peak_gflops:,.0f} "
+        f"GFLOP/s, one 1024 × 1024 matrix product in {dtype}.",
         f"- **Ridge point (theoretical):** {roof.peak_gflops:,.0f} GFLOP/s ÷ "
         f"{roof.bandwidth_gbs:.1f} GB/s = **{roof.ridge:.1f} FLOPs per byte**. A pass doing "
         "fewer FLOPs per byte it reads waits for memory; one doing more waits for arithmetic.",
@@ -96,16 +101,16 @@ def compute_roof_md(roof, dtype: str) -> str:
         lines.append(
             f"Decode at batch 1 does **{decode.intensity:.2f} FLOPs per byte**, "
             f"{rows_to_ridge:.0f}× left of the ridge: the bandwidth roof is the most it could "
-            f"reach. {roof.verdict(decode).sentence} A decode step at batch B reads the weights "
-            "once for B rows, so its intensity grows about B-fold: near "
+            f"reach.{' ' + roof.verdict(decode).sentence if judged else ''} A decode step at "
+            "batch B reads the weights once for B rows, so its intensity grows about B-fold: near "
             f"**B ≈ {rows_to_ridge:.0f}** its ceiling meets the ridge, and past it each extra "
             "row adds its own arithmetic time (the batch sweep measures how much).")
     if prefill is not None:
         verdict = roof.verdict(prefill)
         lines.append(
             f"\n{prefill.label.capitalize()} does **{prefill.intensity:,.0f} FLOPs per byte**. "
-            f"{verdict.sentence}")
-        if decode is not None:
+            + (verdict.sentence if judged else f"What bounded it: {withheld(noise)}."))
+        if decode is not None and judged:
             lines.append(contrast_sentence(roof.verdict(decode).kind, verdict.kind))
     return "\n".join(lines)
 

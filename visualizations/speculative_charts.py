@@ -13,14 +13,20 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .cards import times
+from .noise_view import busy_notice_html, supports_verdict, withheld
 from .style import PALETTE, SEQUENCE, empty_figure, styled
 
 EMPTY_SWEEP = "Press “Sweep k” to race both drafts at k = 1 to 8."
 EMPTY_BATCH = "Press “Measure at batch 1 and 16” to time a verification pass against a step."
 
 
-def sweep_title(points) -> str:
-    """Names the best measured (draft, k) and whether it beat plain decoding (its verdict)."""
+def sweep_title(points, noise=None) -> str:
+    """Names the best measured (draft, k) and whether it beat plain decoding (its verdict), on
+    a finished sweep the noise rule judged quiet (`noise`); otherwise a neutral title."""
+    if not supports_verdict(noise):
+        busy = noise is not None and noise.busy
+        return "Speed-up over plain decoding at each k" + (" (machine busy: noisy)" if busy
+                                                           else "")
     best = max(points, key=lambda p: p.speedup)
     if best.verdict == "faster":
         return f"Best here: {best.draft} at k = {best.k}, {times(best.speedup)} plain decoding"
@@ -28,11 +34,13 @@ def sweep_title(points) -> str:
             f"{times(best.speedup)})")
 
 
-def k_sweep_figure(points, caption: str = "") -> go.Figure:
+def k_sweep_figure(points, caption: str = "", noise=None) -> go.Figure:
     """Two panels against k: tokens per pass, and speed-up over plain decoding (both measured),
-    one line per draft; a dashed line marks 1 (plain decoding) in each."""
+    one line per draft; a dashed line marks 1 (plain decoding) in each. `noise`: the finished
+    sweep's reading (None while it runs, busy: no verdict in the title or the hover)."""
     if not points:
         return empty_figure(EMPTY_SWEEP)
+    judged = supports_verdict(noise)
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12, subplot_titles=(
         "Tokens per pass (measured)", "Speed-up over plain decode (measured)"))
     drafts = list(dict.fromkeys(p.draft for p in points))
@@ -45,14 +53,15 @@ def k_sweep_figure(points, caption: str = "") -> go.Figure:
                                  legendgroup=d), row=1, col=1)
         fig.add_trace(go.Scatter(x=ks, y=[p.speedup for p in mine], name=d, showlegend=False,
                                  mode="lines+markers", line=dict(color=colour, width=3),
-                                 legendgroup=d, customdata=[p.verdict for p in mine],
+                                 legendgroup=d,
+                                 customdata=[p.verdict if judged else "measured" for p in mine],
                                  hovertemplate="k = %{x}: %{y:.2f}× (%{customdata})"
                                                "<extra></extra>"), row=1, col=2)
     for col in (1, 2):
         fig.add_hline(y=1, line=dict(color=PALETTE["grey"], dash="dash"), row=1, col=col)
     fig.update_xaxes(title_text="k (guesses per pass)", dtick=1)
     fig.update_yaxes(rangemode="tozero")
-    return styled(fig, sweep_title(points), "", "", caption, height=420)
+    return styled(fig, sweep_title(points, noise), "", "", caption, height=420)
 
 
 def batch_figure(costs, caption: str = "") -> go.Figure:
@@ -78,31 +87,41 @@ def batch_figure(costs, caption: str = "") -> go.Figure:
     return styled(fig, title, "", "Time (ms, measured)", caption, height=420)
 
 
-def batch_md(costs, tokens_per_pass: float | None) -> str:
+def batch_md(costs, tokens_per_pass: float | None, noise=None) -> str:
     """A table of the costs, the derived speed-ups, and what bounds each pass (from
-    `ComputeRoof.bound`, recorded in the costs), one sentence per batch size."""
+    `ComputeRoof.bound`, recorded in the costs), one sentence per batch size. `noise`: the
+    run's reading (busy: the notice, and no bound named from its timings)."""
     if not costs:
         return ""
+    judged = supports_verdict(noise)
     lines = ["| batch | plain step (ms) | verification pass (ms) | pass ÷ step | bound: step, pass "
              "| speed-up (derived) |", "|---|---|---|---|---|---|"]
     for c in costs:
         derived = times(c.derived_speedup(tokens_per_pass)) if tokens_per_pass else "—"
         lines.append(f"| {c.batch} | {c.plain_seconds * 1000:.1f} | {c.verify_seconds * 1000:.1f}"
-                     f" | {c.cost_ratio:.2f} | {c.plain_bound or '—'}, {c.verify_bound or '—'} "
+                     f" | {c.cost_ratio:.2f} | {_bounds(c) if judged else '— (noisy)'} "
                      f"| {derived} |")
-    notes = [_bound_sentence(c) for c in costs]
+    notes = [_bound_sentence(c, noise) for c in costs]
     how = ("*Speed-up derived, not raced: tokens per pass from the batch-1 race "
            f"({tokens_per_pass:.2f}) × plain step ÷ verification pass, both measured at that "
            "batch; it assumes every row keeps as many guesses and a draft that costs nothing "
            "(prompt lookup).*" if tokens_per_pass else
            "*Race first: the derived speed-up needs the race's tokens per pass.*")
-    return "\n".join(lines) + "\n\n" + "  \n".join(notes) + "\n\n" + how
+    return (busy_notice_html(noise) + "\n".join(lines) + "\n\n" + "  \n".join(notes) + "\n\n"
+            + how)
 
 
-def _bound_sentence(c) -> str:
+def _bounds(c) -> str:
+    return f"{c.plain_bound or '—'}, {c.verify_bound or '—'}"
+
+
+def _bound_sentence(c, noise=None) -> str:
     """What this batch size's pass costs, and the roof that bounds it (decided by the roofline
-    in the record, never by the batch size)."""
+    in the record, never by the batch size), on a run the noise rule judged quiet."""
     tokens = c.batch * (c.k + 1)
+    if not supports_verdict(noise):
+        return (f"Batch {c.batch}: a pass of {tokens} tokens cost **{c.cost_ratio:.2f}×** a "
+                f"plain step of {c.batch}, measured ({withheld(noise)} on what bounds it).")
     if c.verify_bound == "compute":
         why = ("its arithmetic, not the reading of the weights, sets its pace (right of the "
                "ridge): the extra tokens are paid for")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import html
 
 from .cards import Card, cards_html, times
+from .noise_view import busy_notice_html, supports_verdict, withheld
 from .token_view import chip, visible_whitespace
 
 KEPT, REJECTED, UNUSED, MODEL = "#bfe6d8", "#f3cdb5", "#e6e6e6", "#cfe3f1"
@@ -73,11 +74,15 @@ def passes_html(passes, last: int = 12) -> str:
         + "</div>"
 
 
-def ceiling_sentence(s) -> str:
-    """Where the run sits against the batch-1 one-token ceiling, decided from its figures."""
+def ceiling_sentence(s, noise=None) -> str:
+    """Where the run sits against the batch-1 one-token ceiling, decided from its figures on a
+    run the noise rule judged quiet (`noise`); otherwise both figures, no place named."""
     ceiling, rate = s.ceiling_tokens_per_s, s.tokens_per_s
     per_read = f"**{s.tokens_per_pass:.2f} tokens per read of the weights**"
-    if rate > ceiling:
+    if not supports_verdict(noise):
+        where = (f"this run {rate:.1f} tokens/s, the one-token ceiling {ceiling:.1f} tokens/s "
+                 f"(theoretical: bandwidth ÷ bytes per token; {withheld(noise)})")
+    elif rate > ceiling:
         where = (f"**above** the one-token ceiling of {ceiling:.1f} tokens/s (theoretical: "
                  "bandwidth ÷ bytes per token), which binds only decoding that makes one token "
                  "per pass")
@@ -89,10 +94,13 @@ def ceiling_sentence(s) -> str:
     return f"{per_read}: {where}."
 
 
-def verdict_sentence(s) -> str:
-    """Faster, slower or within noise: `s.verdict` (speed_verdict on this run's figures)."""
+def verdict_sentence(s, noise=None) -> str:
+    """Faster, slower or within noise: `s.verdict` (speed_verdict on this run's figures), on a
+    run the noise rule judged quiet (`noise`); otherwise the two speeds alone."""
     how = (f"speculative {s.tokens_per_s:.1f} tokens/s against plain "
            f"{s.plain_tokens_per_s:.1f} ({times(s.speedup)}; this run's noise ±{s.noise:.0%})")
+    if not supports_verdict(noise):
+        return f"Measured: {how}; {withheld(noise)}."
     if s.verdict == "faster":
         return f"Speculative decoding was **faster** here: {how}."
     if s.verdict == "slower":
@@ -101,8 +109,9 @@ def verdict_sentence(s) -> str:
     return f"**No difference beyond this run's noise**: {how}."
 
 
-def race_md(s) -> str:
-    """Headline cards and the sentences under them, for one finished race."""
+def race_md(s, noise=None) -> str:
+    """Headline cards and the sentences under them, for one finished race; `noise`: its
+    reading (busy: the notice first, and no verdict on the speed-up or the ceiling)."""
     if s is None or not s.new_tokens:
         return EMPTY_RACE
     same = "same tokens" if s.identical else "tokens differ"
@@ -111,12 +120,14 @@ def race_md(s) -> str:
              f"measured, {s.passes} passes (plain: 1)"),
         Card("Speculative", f"{s.tokens_per_s:.1f} tok/s", f"measured, draft: {s.draft}, k={s.k}"),
         Card("Plain decode", f"{s.plain_tokens_per_s:.1f} tok/s", f"measured, {same}"),
-        Card("Speed-up", times(s.speedup), s.verdict),
+        Card("Speed-up", times(s.speedup), s.verdict if supports_verdict(noise) else
+             "noisy: run again" if noise is not None else "measured"),
         Card("Guesses kept", f"{s.acceptance:.0%}", f"{s.accepted} of {s.proposed}"),
     ])
     tokens = ("Both lanes made **the same tokens**" if s.identical else
               "**The lanes' tokens differ** (rounding tipped a near-tie)")
-    return head + (f"{verdict_sentence(s)}  \n{ceiling_sentence(s)}  \n{tokens} "
+    return busy_notice_html(noise) + head + (
+        f"{verdict_sentence(s, noise)}  \n{ceiling_sentence(s, noise)}  \n{tokens} "
                    f"({s.new_tokens} tokens after a {s.prompt_tokens}-token prompt; the first "
                    "token, from the prefill, is not counted in tokens/s). The draft spent "
                    f"{s.draft_seconds:.2f} s of the {s.spec_seconds:.2f} s.")

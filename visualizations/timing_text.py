@@ -7,6 +7,7 @@ ratios of the numbers they are given; nothing here times or runs a model.
 from __future__ import annotations
 
 from .cards import Card, cards_html, times
+from .noise_view import busy_notice_html, supports_verdict
 
 
 def live_stats_md(ttft: float | None, decode_seconds: float, decoded: int,
@@ -31,35 +32,49 @@ def live_stats_md(ttft: float | None, decode_seconds: float, decoded: int,
 
 def prefill_report_md(m) -> str:
     """Explain one measured prefill. `m` has .prompt_tokens, .prefill_seconds, .ttft_seconds,
-    .decode_step_seconds (median, or None when no decode step ran) and .decode_steps."""
+    .decode_step_seconds (median, or None when no decode step ran), .decode_steps and .noise
+    (the noise rule's reading: busy, the notice and the numbers with no "cheaper" or "why")."""
     n, prefill = m.prompt_tokens, m.prefill_seconds
+    noise = getattr(m, "noise", None)
     tpot = m.decode_step_seconds
     heads = [Card(f"Prefill, {n} tokens", f"{prefill * 1000:,.0f} ms", "measured, one pass"),
              Card("Time to first token", f"{m.ttft_seconds * 1000:,.0f} ms", "measured")]
-    if tpot:  # prefill's time per prompt token against a decode step's one token
-        ratio = tpot / (prefill / n)
-        heads.append(Card("Per token, prefill is cheaper by" if ratio >= 1 else
-                          "Per token, prefill costs more by", times(max(ratio, 1 / ratio)),
-                          "than a decode step, measured"))
-    lines = [cards_html(heads).rstrip("\n"), ""] + [
+    lines = [
         f"**Measured on this machine:** your prompt is **{n} tokens** (chat template included).",
         f"- Prefill: all {n} tokens in **one forward pass**: **{prefill * 1000:.0f} ms** "
         f"({n / prefill:,.0f} tokens/s). Time to first token: **{m.ttft_seconds * 1000:.0f} ms**.",
     ]
-    if tpot:
-        per_tok = prefill / n
-        lines += [
-            f"- A decode step, which processes **1 token**, took **{tpot * 1000:.0f} ms** "
-            f"(median of {m.decode_steps}).",
-            f"- So prefill spent **{per_tok * 1000:.1f} ms per prompt token**, "
-            f"**{tpot / per_tok:.0f}×** less than a decode step spends on its single token: "
-            f"the weights were read once for all {n} tokens instead of once per token.",
-            f"- Why the first token is slower: it waits for the whole prefill "
-            f"({m.ttft_seconds * 1000:.0f} ms ≈ {m.ttft_seconds / tpot:.1f} decode steps here). "
-            "Longer prompts push it further; the next tokens each cost about one decode step, "
-            "whatever the prompt length.",
-        ]
-    return "\n".join(lines)
+    if tpot:  # prefill's time per prompt token against a decode step's one token
+        card, said = per_token_verdict(m, noise)
+        heads.append(card)
+        lines += [f"- A decode step, which processes **1 token**, took **{tpot * 1000:.0f} ms** "
+                  f"(median of {m.decode_steps}).", *said]
+    return busy_notice_html(noise) + cards_html(heads) + "\n".join(lines)
+
+
+def per_token_verdict(m, noise) -> tuple[Card, list[str]]:
+    """Prefill's time per prompt token against a decode step's one token: the card and the
+    sentences. The verdict ("cheaper by", "less than a decode step") and the why lines only on
+    a run the noise rule judged quiet; otherwise the two measured times, named plainly."""
+    n, prefill, tpot = m.prompt_tokens, m.prefill_seconds, m.decode_step_seconds
+    per_tok, ratio = prefill / n, tpot / (prefill / n)
+    if not supports_verdict(noise):
+        note = "noisy: run again" if noise is not None and noise.busy else "measured"
+        return (Card("Per token, a decode step ÷ prefill", times(ratio), note),
+                [f"- Prefill spent **{per_tok * 1000:.1f} ms per prompt token**; the decode "
+                 f"step **{tpot * 1000:.0f} ms** on its one token (no verdict from this run)."])
+    card = Card("Per token, prefill is cheaper by" if ratio >= 1 else
+                "Per token, prefill costs more by", times(max(ratio, 1 / ratio)),
+                "than a decode step, measured")
+    return card, [
+        f"- So prefill spent **{per_tok * 1000:.1f} ms per prompt token**, "
+        f"**{tpot / per_tok:.0f}×** less than a decode step spends on its single token: "
+        f"the weights were read once for all {n} tokens instead of once per token.",
+        f"- Why the first token is slower: it waits for the whole prefill "
+        f"({m.ttft_seconds * 1000:.0f} ms ≈ {m.ttft_seconds / tpot:.1f} decode steps here). "
+        "Longer prompts push it further; the next tokens each cost about one decode step, "
+        "whatever the prompt length.",
+    ]
 
 
 def sweep_progress_md(done: int, total: int, point) -> str:
@@ -79,18 +94,34 @@ def verdict_point(points):
     return last, last.sequential_seconds / last.parallel_seconds
 
 
-def sweep_verdict_md(points) -> str:
+def sweep_verdict_md(points, noise=None) -> str:
     """The closing line of a sweep: the speed-up at the longest length measured both ways
-    (an extrapolated ratio is only quoted when nothing was measured both ways, and says so)."""
+    (an extrapolated ratio is only quoted when nothing was measured both ways, and says so).
+    `noise`: the sweep's reading (busy: the notice and both times, no "faster")."""
     if not points:
         return "No prompt lengths were measured."
     last, ratio = verdict_point(points)
     how = "measured both ways" if last.sequential_measured else "one-at-a-time extrapolated"
     seq_note = "measured" if last.sequential_measured else "extrapolated"
-    return cards_html([
+    head, said = sweep_verdict(last, ratio, how, noise)
+    return busy_notice_html(noise) + cards_html([
         Card(f"One pass, {last.tokens} tokens", f"{last.parallel_seconds * 1000:,.0f} ms",
              "measured"),
         Card("One token at a time", f"{last.sequential_seconds * 1000:,.0f} ms", seq_note),
-        Card("One pass is faster by", times(ratio), f"at {last.tokens} tokens"),
-    ]) + (f"Done. At {last.tokens} tokens ({how}), one pass is **{times(ratio)}** faster than "
-            "feeding the tokens one at a time.")
+        head,
+    ]) + said
+
+
+def sweep_verdict(last, ratio: float, how: str, noise) -> tuple[Card, str]:
+    """The sweep's ratio card and sentence: "one pass is N× faster" only on a run the noise
+    rule judged quiet (and only above 1); otherwise the ratio named plainly."""
+    if supports_verdict(noise) and ratio > 1:
+        return (Card("One pass is faster by", times(ratio), f"at {last.tokens} tokens"),
+                f"Done. At {last.tokens} tokens ({how}), one pass is **{times(ratio)}** faster "
+                "than feeding the tokens one at a time.")
+    note = ("noisy: run again" if noise is not None and noise.busy else
+            "not faster on this run" if noise is not None else f"at {last.tokens} tokens")
+    return (Card("One token at a time ÷ one pass", times(ratio), note),
+            f"Done. At {last.tokens} tokens ({how}): one pass "
+            f"**{last.parallel_seconds * 1000:,.0f} ms**, one token at a time "
+            f"**{last.sequential_seconds * 1000:,.0f} ms** (no verdict from this run).")

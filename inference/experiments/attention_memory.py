@@ -41,6 +41,11 @@ class PeakMemory:
     scores_bytes: int  # theoretical: one layer's full score table, heads × L² × bytes per value
     seconds: float  # the prefill's synced wall time
 
+    @property
+    def sampled(self) -> bool:
+        """True where the peak was sampled (it can miss the top while the CPU is busy)."""
+        return self.method == SAMPLED_METHOD
+
 
 def _release_free_heap() -> None:
     """Hand freed heap pages back to the system (glibc's malloc_trim), so that the resident

@@ -140,12 +140,18 @@ def begin(device, calibrate: bool = True) -> Watch:
 def end(device, watch: Watch, repeats: Sequence[float] = (),
         settings: Settings = LIMITS) -> Noise:
     """Readings after the measurement, and the decision. `repeats`: timings of the same work
-    (e.g. every decode step of one length), for their spread."""
-    cpu = cpu_reading()
+    (e.g. every decode step of one length), for their spread. A measurement shorter than the
+    CPU counters can see (`MIN_CPU_WINDOW_S`) waits out the rest of that window before the
+    last reading, so a short run on a busy machine is still seen as busy (other programs
+    keep the cores busy while this one waits)."""
     ratio = None
     if watch.calibration_s is not None:
         after = calibration_seconds(device)
         ratio = max(after, watch.calibration_s) / max(min(after, watch.calibration_s), 1e-12)
+    short = MIN_CPU_WINDOW_S - (time.perf_counter() - watch.cpu.wall_s)
+    if short > 0:  # the counters tick every 10 ms: wait until they can say who used the CPU
+        time.sleep(short)
+    cpu = cpu_reading()
     return judge(repeat_spread(repeats), ratio, others_cpu_share(watch.cpu, cpu), settings)
 
 

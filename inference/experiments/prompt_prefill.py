@@ -9,6 +9,7 @@ import statistics
 from dataclasses import dataclass
 
 from ..generation import stream
+from .noise import Noise
 
 DECODE_STEPS = 4  # decode steps timed after the prefill, for comparison
 
@@ -24,6 +25,7 @@ class PrefillMeasurement:
     decode_steps: int
     events: tuple = ()  # the measured StepEvents, the prefill first (for the diagram)
     prompt_ids: tuple[int, ...] = ()
+    noise: Noise | None = None  # the noise rule's reading around it, where the caller took one
 
 
 def measure_prompt(lm, ids: list[int], decode_steps: int = DECODE_STEPS) -> PrefillMeasurement:

@@ -49,6 +49,7 @@ SHARED_EARLIER = ("*Measured {s:.0f} s ago on this machine for another visitor w
                   "settings (one shared run); change a setting to measure afresh.*")
 LEFT = ("The run you were following ended before its result (the visitor who started it "
         "stopped it): press the button again to measure it yourself.")
+BUSY_MARKS = (BUSY, BUSY.capitalize())  # the notice as a sentence, or as busy_notice_html's head
 NOT_REUSED = ("⏱",)  # text marks of a run cut short (measure_limits.TIME_UP starts with it)
 
 Annotate = Callable[[object, str], object]  # (frame, sentence) -> the frame showing it
@@ -198,7 +199,7 @@ def _busy(value: object, depth: int = 0) -> bool:
     if isinstance(value, Noise):
         return value.busy
     if isinstance(value, str):
-        return BUSY in value or value.lstrip().startswith(NOT_REUSED)
+        return any(m in value for m in BUSY_MARKS) or value.lstrip().startswith(NOT_REUSED)
     if depth >= 2:
         return False
     if isinstance(value, dict):
