@@ -49,7 +49,7 @@ from visualizations.presenter_view import recap_md
 
 from .common.judged_results import keep, reuse
 from .common.latest import PRESENTER_BATCH, shared_key
-from .common.predictions import comparison_md, fmt
+from .common.predictions import beside_noisy_md, comparison_md
 from .common.presenter_screens import Screen
 from .common.prompt_input import encode_prompt
 from .presenter_steps import (  # noqa: F401
@@ -443,14 +443,10 @@ def compare_text(screen: Screen, progress: dict, screens: tuple[Screen, ...]) ->
     if screen.predict is None or got is None:
         return ""
     if got.get("noisy"):  # measured on a busy machine: beside the guess, no verdict
-        return guess_beside_noisy(progress["guesses"].get(screen.measure), got["shown"])
+        return beside_noisy_md(progress["guesses"].get(screen.measure), screen.unit,
+                               got["shown"])
     return comparison_md(progress["guesses"].get(screen.measure), got["value"], screen.unit,
                          screen.why)
-
-
-def guess_beside_noisy(guess: float | None, shown: str) -> str:
-    typed = f"**Your guess:** {fmt(guess)} · " if guess else ""
-    return f"{typed}**measured:** {shown} on a busy machine: run again to compare."
 
 
 def measure_screen(p: dict, screens: tuple[Screen, ...], typed: float | None, lm,

@@ -144,6 +144,12 @@ def text_of(page, elem_id: str) -> str:
                      .map(c => c.innerText).join('\\n').trim(); }""", elem_id)
 
 
+def judged_busy(text: str) -> bool:
+    """True when a shown result says the noise rule judged its run busy (the browser shares
+    this machine's cores with the app, so a test's run may be busy): no verdict is drawn then."""
+    return "busy while measuring" in text.lower() or "on a busy machine" in text.lower()
+
+
 def busy(page, elem_id: str) -> bool:
     """True while Gradio shows a progress indicator on #elem_id (its event is running)."""
     return page.locator(f"#{elem_id} [data-testid=status-tracker]:not(.hide)").count() > 0

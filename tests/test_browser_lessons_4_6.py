@@ -10,6 +10,7 @@ from e2e_browser import (
     assert_clean,
     choose_option,
     fill_text,
+    judged_busy,
     number,
     open_tab,
     plot_points,
@@ -105,7 +106,11 @@ def test_lesson_4_kv_cache(visitor):
     lengths = table_rows(page, "kv-lengths-table")
     assert [r["context length L"] for r in lengths] == ["32", "128", "512"]
     ratios = [float(r["no cache ÷ cache"].rstrip("×")) for r in lengths]
-    assert ratios[-1] > ratios[0], ratios
+    said = text_of(page, "kv-lengths-progress") + text_of(page, "kv-lengths-table")
+    if judged_busy(said):  # the browser shares the cores: the notice, and no "grows" verdict
+        assert "grows to" not in said, said
+    else:
+        assert ratios[-1] > ratios[0], ratios
     assert plot_title(page, "kv-lengths-plot").startswith("One step at length L")
     assert "Theoretical, from these points" in text_of(page, "kv-lengths-table")
 
@@ -176,10 +181,11 @@ def test_lesson_5_batching(visitor):
     assert all(r > 0 for r in rates)
     for r in sweep:
         assert number(r"([\d,]+) ms", r["step (median, measured)"]) > 0
-    assert "Why." in text_of(page, "batch-sweep-table")
+    table = text_of(page, "batch-sweep-table")
+    busy = judged_busy(table + progress)  # the browser shares the cores: a run may be busy
+    assert ("Why." in table) != busy, table  # a busy run says no why
     wait_until(lambda: plot_points(page, "batch-sweep-throughput") == 9, 10, "the throughput chart")
     title = plot_title(page, "batch-sweep-throughput")  # from the data: never "grows" over a fall
-    busy = "numbers are noisy" in text_of(page, "batch-closing")
     grew = all(b > a for a, b in zip(rates, rates[1:]))
     assert title.startswith("Decode throughput") and ("grows" in title) == (grew and not busy)
     assert plot_title(page, "batch-sweep-steptime").startswith("One step serves the whole batch")
@@ -314,7 +320,10 @@ def test_this_machine_shows_both_roofs(visitor):
     rows = table_rows(page, "perf-compute")
     assert [r["pass"] for r in rows][0] == "decode, batch 1"
     # left of the ridge: never arithmetic; memory or neither roof, decided by the measured share
-    assert rows[0]["bound by"] in ("memory", "neither roof")
+    busy_roof = "no verdict from a busy machine" in rows[0]["bound by"]
+    assert rows[0]["bound by"] in ("memory", "neither roof") or busy_roof, rows[0]
+    if busy_roof:  # the browser shares the cores: a busy run names no bound, and says so
+        assert all("busy" in r["bound by"] for r in rows) and judged_busy(text), text
     assert rows[-1]["pass"] == "prefill, 256 tokens"
     wait_until(lambda: plot_title(page, "perf-compute-chart") ==
                "Each measured pass under the two roofs", 15, "the two-roof chart")

@@ -29,7 +29,7 @@ def cache_grid_figure(snap, prompt_tokens: int, caption: str = "") -> go.Figure:
              f"= {human_bytes(snap.tensor_bytes)}; colour: each key's length (values held, "
              "not drawn)")
     return styled(fig, title, "position in the sequence (one column per cached token)",
-                  "layer", caption, height=420)
+                  "layer", caption, height=360)
 
 
 def cache_bytes_figure(history: list[tuple[int, int, int]], caption: str = "") -> go.Figure:

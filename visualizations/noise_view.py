@@ -25,12 +25,14 @@ def withheld(noise) -> str:
 
 
 def busy_notice_html(noise) -> str:
-    """The notice for a busy run (empty for a quiet one), with the signals that tripped it."""
+    """The notice for a busy run (empty for a quiet one): one line, the signals that tripped it
+    folded under "why?" (a phone keeps the run's button and its chart on one screen)."""
     if noise is None or not noise.busy:
         return ""
     why = "; ".join(noise.reasons)
-    return (f"<div class='lab-busy' role='status'>⚠️ <b>{html.escape(BUSY.capitalize())}</b>"
-            f"<br><span class='lab-busy-why'>({html.escape(why)})</span></div>\n\n")
+    return (f"<div class='lab-busy' role='status'><details><summary>⚠️ "
+            f"<b>{html.escape(BUSY.capitalize())}</b> <span class='lab-busy-more'>why?</span>"
+            f"</summary><span class='lab-busy-why'>{html.escape(why)}</span></details></div>\n\n")
 
 
 def quiet_note(noise) -> str:

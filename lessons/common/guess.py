@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from .predictions import comparison_md, fmt
+from .predictions import beside_noisy_md, comparison_md, fmt, plain_unit
 from .presenter_screens import Screen, load_screens
 
 
@@ -30,8 +30,7 @@ def guess_md(key: str, guess: float | None, measured: float, noisy: bool = False
     (inference/experiments/noise.py): the guess is set beside the number, with no verdict."""
     q = question(key)
     if noisy:
-        typed = f"**Your guess:** {fmt(guess)} {q.unit.strip()} · " if guess else ""
-        return ("\n\n---\n**Predict, then measure.** " + typed + f"**measured:** "
-                f"{fmt(measured)} {q.unit.strip()} on a busy machine: run again to compare.")
+        return "\n\n---\n**Predict, then measure.** " + beside_noisy_md(
+            guess, q.unit, f"{fmt(measured)} {plain_unit(q.unit)}")
     return "\n\n---\n**Predict, then measure.** " + comparison_md(guess, measured,
                                                                   q.unit.strip(), q.why)

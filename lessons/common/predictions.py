@@ -38,7 +38,7 @@ def comparison_md(guess: float | None, measured: float, unit: str, why: str) -> 
     >>> comparison_md(2, 10, "×", "Because.").splitlines()[0]
     '**Your guess:** 2 × · **measured:** 10 ×, too low: the measurement is 5.0× your guess'
     """
-    got = f"**measured:** {fmt(measured)} {unit}"
+    got = f"**measured:** {measured_with_unit(measured, unit)}"
     if guess is None or guess == 0 or not math.isfinite(guess):
         head = f"**No guess typed** · {got}. Next time, write a number first: it sticks better."
     elif guess <= 0:
@@ -46,3 +46,30 @@ def comparison_md(guess: float | None, measured: float, unit: str, why: str) -> 
     else:
         head = f"**Your guess:** {fmt(guess)} {unit} · {got}, {verdict(guess, measured)}"
     return f"{head}\n\n**Why:** {why}" if why else head
+
+
+def plain_unit(unit: str) -> str:
+    """A unit without its verdict word: "× faster" -> "×" (a ratio is not "faster" by itself)."""
+    return unit.removesuffix("faster").strip() if unit.endswith("faster") else unit.strip()
+
+
+def measured_with_unit(measured: float, unit: str) -> str:
+    """A measurement and its unit; "faster" only when the ratio is above 1.
+
+    >>> measured_with_unit(3.24, "× faster"), measured_with_unit(0.7, "× faster")
+    ('3.2 × faster', '0.7 × (not faster on this run)')
+    """
+    if unit.endswith("faster") and measured <= 1:
+        return f"{fmt(measured)} {plain_unit(unit)} (not faster on this run)"
+    return f"{fmt(measured)} {unit}".strip()
+
+
+def beside_noisy_md(guess: float | None, unit: str, measured: str) -> str:
+    """The guess beside a number measured on a busy machine: no verdict, no "faster", no why.
+    `measured`: the number as shown, e.g. "0.7 ×" or "1.8×".
+
+    >>> beside_noisy_md(2, "× faster", "0.7 ×")
+    '**Your guess:** 2 × faster · **measured:** 0.7 × on a busy machine: run again to compare.'
+    """
+    typed = f"**Your guess:** {fmt(guess)} {unit.strip()} · " if guess else ""
+    return f"{typed}**measured:** {measured} on a busy machine: run again to compare."
