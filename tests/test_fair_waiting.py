@@ -281,3 +281,35 @@ def test_fair_followers_of_a_measurement_that_left_the_line_are_told_to_press_ag
         release.set()
         for v in (a, b, c, f):
             v.close()
+
+
+def test_fair_followers_hold_at_most_their_share_of_the_worker_slots(line, monkeypatch):
+    """Each follower holds a worker slot while it waits, so past their share an identical
+    press takes the heavy lane like any other; it still gets the run it asked during, and
+    nothing is measured twice."""
+    from lessons.common import classroom_guard
+    from test_fair import Visitor, _texts
+
+    demo, url, release, calls, runs = line
+    monkeypatch.setattr(classroom_guard, "JOINED_SHARE", 1 / demo._queue.max_thread_count)
+    release.clear()
+    calls.clear()
+    a, b, c, d = (Visitor(url, f"198.51.100.{60 + i}") for i in range(4))
+    try:
+        held = a.join(_fn(demo, "hold"), [3]).json()["event_id"]
+        assert wait_for(lambda: any(ev._id == held for job in demo._queue.active_jobs if job
+                                    for ev in job), timeout=30)
+        measure = _fn(demo, "measure")
+        first = b.join(measure, [11]).json()["event_id"]
+        c_id = c.join(measure, [11]).json()["event_id"]  # the one follower allowed
+        d_id = d.join(measure, [11]).json()["event_id"]
+        assert _heavy_waiting(demo) == [first, d_id]
+        release.set()
+        done_c, done_d = c.completed(c_id), d.completed(d_id)
+        assert SHARED_NOW in _texts(done_c) and "measured 11" in _texts(done_d)
+        assert "for another visitor" in _texts(done_d) and calls == [11]
+        assert b.completed(first)["success"]
+    finally:
+        release.set()
+        for v in (a, b, c, d):
+            v.close()
