@@ -129,7 +129,8 @@ def _by_client(demo, fair: Fairness, fn, body, request, waiting: list, running: 
     key = settings_key(demo, fn, body)
     followers = sum(e.concurrency_id == JOINED for e in waiting + running)
     room = followers < JOINED_SHARE * demo._queue.max_thread_count
-    join = room and (fair.runs.live(key) or any(  # reserved, running or just finished
+    # reserved (waiting in line), measuring or just finished; or running, not reserved
+    join = room and (fair.runs.live(key) or any(
         e.concurrency_id == HEAVY and e.data is not None
         and settings_key(demo, e.fn, e.data) == key for e in running))
     if join:
