@@ -47,9 +47,10 @@ def test_fair_busy_or_cut_runs_are_followed_but_not_reused():
 
 
 def test_fair_a_visitor_who_asked_while_a_busy_run_measured_gets_its_result():
-    """30 visitors press within 3 s: all are queued before the first run starts, so none can
-    follow it. Those who asked before it ended get its result (busy notice and all); a
-    visitor asking after it ended measures afresh; a time-cut run is replayed to no one."""
+    """A visitor who asked before a busy run ended, but whose handler began only after it (the
+    worker slots were taken, or followers already held their share of them), gets its result
+    (busy notice and all); a visitor asking after it ended measures afresh; a time-cut run is
+    replayed to no one."""
     import time
 
     from inference.experiments.noise import Noise

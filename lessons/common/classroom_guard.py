@@ -19,8 +19,17 @@ hashes from one address are one visitor):
 - an address may have at most `client_events` events waiting or running, all lanes together;
 - an address may have at most `client_heavy_jobs` measurements in the heavy lane, so another
   visitor's measurement waits behind at most that many of theirs;
-- a measurement identical to one running or just finished (`shared_runs`) does not wait in the
-  heavy lane at all: it moves to a lane of its own and follows that run;
+- a measurement identical to one waiting in the heavy lane, running or just finished
+  (`shared_runs`) does not wait in the heavy lane at all: it moves to a lane of its own and
+  follows that run. The first of a kind reserves its run as it joins the heavy lane, so a class
+  pressing the same button within a few seconds, while that run still waits behind other
+  lessons' measurements, is served by it as soon as it is measured, not after every other
+  measurement in line (`make bench-classroom`, before this: the KV race's and batch sweep's
+  followers got their results at 159 s, their leaders' runs having ended at 60 s and 96 s).
+  A follower holds one of Gradio's worker slots while it waits, so followers together may
+  hold at most half of them (`JOINED_SHARE`); past that, an identical measurement takes the
+  heavy lane like any other. Followers ask the queue (`in_queue`) whether the run's leader is
+  still waiting or running, and end with a sentence when it left;
 - a measurement over the work budget (`measure_limits.over_budget`) is refused at once.
 
 A refused event gets HTTP 503 with a sentence saying why; everyone else is served.
@@ -28,6 +37,7 @@ A refused event gets HTTP 503 with a sentence saying why; everyone else is serve
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 from dataclasses import dataclass
@@ -53,6 +63,7 @@ HEAVY_FULL = ("Your network address already has {n} measurement(s) running or wa
               "for measurements, one at a time per address; the same measurement with the same "
               "settings joins the run already going. Try again when that one has finished.")
 JOINED = "joined"  # the lane of measurements that follow an identical run (no limit: no work)
+JOINED_SHARE = 0.5  # of Gradio's worker slots, the most that followers may hold at once
 
 
 @dataclass(frozen=True)
@@ -72,6 +83,8 @@ def limit_per_session(demo: gr.Blocks, per_session: int, per_lane: int,
     queue = demo._queue
     admit = queue.push
     lock = asyncio.Lock()
+    if fair is not None:
+        fair.runs.in_queue = functools.partial(in_queue, queue)
 
     async def push(body, request, username):
         async with lock:  # the check and Gradio's append happen together
@@ -95,7 +108,10 @@ def limit_per_session(demo: gr.Blocks, per_session: int, per_lane: int,
             if key is not None and admitted[0]:
                 fair.runs.tag(admitted[1], key)
                 if join:
+                    fair.runs.join(admitted[1], key)
                     _move_to_joined(queue, queue.event_ids_to_events.get(admitted[1]))
+                else:  # it will lead: identical presses from now on follow it
+                    fair.runs.reserve(admitted[1], key)
             return admitted
 
     queue.push = push
@@ -111,9 +127,12 @@ def _by_client(demo, fair: Fairness, fn, body, request, waiting: list, running: 
     if fn.concurrency_id != HEAVY:
         return None, None, False
     key = settings_key(demo, fn, body)
-    join = fair.runs.live(key) or any(  # running, its handler perhaps not yet started
+    followers = sum(e.concurrency_id == JOINED for e in waiting + running)
+    room = followers < JOINED_SHARE * demo._queue.max_thread_count
+    # reserved (waiting in line), measuring or just finished; or running, not reserved
+    join = room and (fair.runs.live(key) or any(
         e.concurrency_id == HEAVY and e.data is not None
-        and settings_key(demo, e.fn, e.data) == key for e in running)
+        and settings_key(demo, e.fn, e.data) == key for e in running))
     if join:
         return None, key, True
     if counted(address):
@@ -135,6 +154,14 @@ def settings_key(demo, fn, body) -> tuple:
             value = session.state_data.get(component._id) if session is not None else None
             data[i] = None if value is None else hashlib.sha256(repr(value).encode()).hexdigest()
     return run_key(body.fn_index, data)
+
+
+def in_queue(queue, event_id: str) -> bool:
+    """True while the event waits in a lane or runs: Gradio drops it from `event_ids_to_events`
+    when it ends or leaves the line (Stop, a closed tab), and marks a running one not alive when
+    its tab closes."""
+    event = queue.event_ids_to_events.get(event_id)
+    return event is not None and event.alive
 
 
 def _move_to_joined(queue, event) -> None:

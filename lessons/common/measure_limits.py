@@ -98,9 +98,10 @@ def _measured(fn, markdown, settings: Settings, runs: SharedRuns):
     def run(*args, **kwargs):
         def start() -> Iterator:
             return timed(fn(*args, **kwargs), settings.measure_limit_s, annotate)
-        tagged = runs.take(LocalContext.event_id.get(None))
-        yield from start() if tagged is None else runs.share(tagged[0], start, annotate,
-                                                               asked_at=tagged[1])
+        event_id = LocalContext.event_id.get(None)
+        tagged = runs.take(event_id)
+        yield from start() if tagged is None else runs.share(
+            tagged[0], start, annotate, asked_at=tagged[1], event_id=event_id)
     return run
 
 

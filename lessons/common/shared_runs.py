@@ -2,24 +2,31 @@
 
 A class pressing the same button at once should not queue thirty copies of one 30-second race.
 A heavy measurement is named by its key: the event (which lesson's button) and the settings the
-visitor sent. While one run of a key is measuring, a second visitor asking for the same key
-*follows* it: they see "this is already being measured for another visitor" and then the same
-frames as they come, instead of waiting in line to repeat it. A run that finished a moment ago
-(`reuse_s`) is shown again to whoever asks for it, labelled as measured for another visitor.
+visitor sent. The first visitor to ask for a key *reserves* its run the moment their event joins
+the queue (`reserve`), even while it waits in the measurement line behind other lessons' runs.
+A second visitor asking for the same key while that run is reserved or measuring *follows* it:
+they are told it is waiting for its turn (`WAITING`), then see "this is already being measured
+for another visitor" and the same frames as they come, instead of waiting in line to repeat it.
+A run that finished a moment ago (`reuse_s`) is shown again to whoever asks for it, labelled as
+measured for another visitor.
+
+A reserved run whose leader never starts (its event left the queue: the tab closed, Stop, a
+refusal) ends for its followers with `LEFT` (press again to measure yourself); they check at
+each 1 s wake-up with `in_queue`, which `lessons.common.classroom_guard` points at Gradio's
+queue. The next visitor asking for that key reserves a run of their own.
 
 What is never reused: a run measured while the machine was busy (its `Noise` says busy, or its
 text carries the busy notice), a run cut short (stopped, over its time limit), a failed run.
-Those are shown to the visitors who followed them while they ran, and to no one after, with
-one exception for a busy run: a visitor who ASKED while it was waiting in line or measuring
-(their event joined the queue before it ended) gets its result, busy notice and all, instead
-of measuring the same thing again in a busy room (30 visitors pressing within 3 s queue
-before the first run starts, so none can follow it yet: measured with `make bench-classroom`,
-2026-12-01, the KV race, batch sweep and quantization comparison each ran 7-8 times over,
-p95 890-974 s, 11 of 30 timed out).
+Those are shown to the visitors who followed them while they waited or ran, and to no one
+after, with one exception for a busy run: a visitor who ASKED while it was waiting in line or
+measuring (their event joined the queue before it ended, but their handler started only after:
+the worker threads were all taken) gets its result, busy notice and all, instead of measuring
+the same thing again in a busy room.
 
 The key is given to an event when it joins the queue (`tag`, from the visitor's raw settings,
 see `lessons.common.classroom_guard`) and read back by its handler (`take`), so the decision to
-follow, made before the event waits anywhere, and the run it follows are the same.
+lead or follow, made before the event waits anywhere, and the run it leads or follows are the
+same: the leader's handler starts the run it reserved (`share(..., event_id=...)`).
 
 >>> runs = SharedRuns(reuse_s=60)
 >>> key = run_key(7, ["Why?", 48])
@@ -42,6 +49,9 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from inference.experiments.noise import Noise
 from visualizations.noise_view import BUSY
 
+WAITING = ("⏳ **Another visitor asked for this same measurement a moment ago: it is waiting for "
+           "its turn in the measurement line, and its result will appear here.** (Same lesson, "
+           "same settings: one run for both of you.)")
 FOLLOWING = ("⏳ **This is already being measured for another visitor: its result will appear "
              "here.** (Same lesson, same settings: one run for both of you.)")
 SHARED_NOW = "*Measured just now for another visitor with the same settings (one shared run).*"
@@ -72,7 +82,14 @@ class Run:
     finished_at: float = 0.0  # time.monotonic() when it ended, s
     whole: bool = False  # finished with a result, neither failed, stopped nor time-cut
     reusable: bool = False  # whole and quiet: may be shown to later visitors
-    cond: threading.Condition = field(default_factory=threading.Condition)
+    leader: str | None = None  # the leading event's id while it waits in line, not yet started
+    cond: threading.Condition = field(default_factory=threading.Condition)  # an RLock inside
+
+    def start(self) -> None:
+        """The leader's handler has begun: no longer a reservation."""
+        with self.cond:
+            self.leader = None
+            self.cond.notify_all()
 
     def add(self, frame: object) -> None:
         with self.cond:
@@ -95,7 +112,8 @@ class Run:
 
 
 class SharedRuns:
-    """Heavy runs by key: lead one, follow one in progress, or reuse one just finished."""
+    """Heavy runs by key: reserve one, lead it, follow one reserved or in progress, or reuse
+    one just finished."""
 
     def __init__(self, reuse_s: float, kept: int = 64) -> None:
         self.reuse_s, self.kept = reuse_s, kept
@@ -103,7 +121,13 @@ class SharedRuns:
         self._runs: OrderedDict[tuple, Run] = OrderedDict()  # newest last, at most `kept`
         # event id -> (key, time.monotonic() when it joined the queue), until it runs
         self._tags: OrderedDict[str, tuple[tuple, float]] = OrderedDict()
+        # event id -> the run it joined (a follower never leads: it waits in no line), until
+        # its handler starts
+        self._joined: OrderedDict[str, Run] = OrderedDict()
         self.leads = 0  # measurements actually started (the tests count them)
+        # whether an event id is still waiting or running in the queue (classroom_guard sets it
+        # to read Gradio's queue; without a queue, a reservation stands until its leader starts)
+        self.in_queue: Callable[[str], bool] = lambda event_id: True
 
     def tag(self, event_id: str, key: tuple) -> None:
         with self._lock:
@@ -116,34 +140,86 @@ class SharedRuns:
         with self._lock:
             return self._tags.pop(event_id, None) if event_id else None
 
+    def join(self, event_id: str, key: tuple) -> None:
+        """Remember the reserved, running or fresh run of `key` that event `event_id` follows."""
+        with self._lock:
+            run = self._runs.get(key)
+            if run is not None and (not run.done or self._fresh(run)):
+                self._joined[event_id] = run
+                while len(self._joined) > 4 * self.kept:
+                    self._joined.popitem(last=False)
+
+    def reserve(self, event_id: str, key: tuple) -> None:
+        """Hold `key`'s run for the event `event_id`, just admitted to the measurement line: it
+        will lead when its turn comes, and identical presses meanwhile follow it."""
+        with self._lock:
+            run = self._runs.get(key)
+            if run is not None:
+                self._check_leader(run)
+            if run is None or (run.done and not self._fresh(run)):
+                self._put(key, Run(leader=event_id))
+
     def live(self, key: tuple) -> bool:
         """True when a visitor asking for `key` now would follow or reuse, not run."""
         with self._lock:
             run = self._runs.get(key)
+            if run is not None:
+                self._check_leader(run)  # a stale reservation ends here: the asker leads
             return run is not None and (not run.done or self._fresh(run))
+
+    def _put(self, key: tuple, run: Run) -> Run:
+        self._runs[key] = run
+        self._runs.move_to_end(key)
+        while len(self._runs) > self.kept:
+            self._runs.popitem(last=False)
+        return run
+
+    def _check_leader(self, run: Run) -> None:
+        """End a reserved run whose leader left the queue before its handler began."""
+        leader = run.leader
+        if leader is None or run.done or self.in_queue(leader):
+            return
+        with run.cond:
+            if run.leader == leader and not run.done:  # not started meanwhile
+                run.end(left=True)
 
     def _fresh(self, run: Run) -> bool:
         return run.reusable and time.monotonic() - run.finished_at <= self.reuse_s
 
     def share(self, key: tuple, start: Callable[[], Iterator], annotate: Annotate,
-              asked_at: float | None = None) -> Iterator:
-        """Lead a run of `start()`, follow the one in progress, or replay the fresh result
+              asked_at: float | None = None, event_id: str | None = None) -> Iterator:
+        """Lead a run of `start()` (the one event `event_id` reserved, or a new one), follow
+        the one it joined (`join`) or one reserved or in progress, or replay the fresh result
         (or a busy one that ended after this visitor asked, `asked_at`: time.monotonic())."""
         with self._lock:
-            run = self._runs.get(key)
-            asked_during = (run is not None and run.done and run.whole and asked_at is not None
-                            and asked_at <= run.finished_at)
-            lead = run is None or (run.done and not self._fresh(run) and not asked_during)
-            if lead:
-                run = self._runs[key] = Run()
-                self._runs.move_to_end(key)
-                while len(self._runs) > self.kept:
-                    self._runs.popitem(last=False)
-                self.leads += 1
+            joined = self._joined.pop(event_id, None) if event_id else None
+            if joined is not None:  # follows the run it joined, whatever became of it
+                run, lead = joined, False
+            else:
+                run, lead = self._lead_or_follow(key, asked_at, event_id)
         if lead:
             yield from _lead(run, start)
         else:
-            yield from _follow(run, annotate)
+            yield from _follow(run, annotate, self._check_leader)
+
+    def _lead_or_follow(self, key: tuple, asked_at: float | None,
+                        event_id: str | None) -> tuple[Run, bool]:
+        """(the run to lead or follow, whether to lead it); under `_lock`."""
+        run = self._runs.get(key)
+        if run is not None:
+            self._check_leader(run)
+        mine = (run is not None and not run.done and event_id is not None
+                and run.leader == event_id)  # the run this event reserved: start it
+        asked_during = (run is not None and run.done and run.whole and asked_at is not None
+                        and asked_at <= run.finished_at)
+        lead = mine or run is None or (run.done and not self._fresh(run) and not asked_during)
+        if mine:
+            run.start()
+        elif lead:
+            run = self._put(key, Run())
+        if lead:
+            self.leads += 1
+        return run, lead
 
 
 def _lead(run: Run, start: Callable[[], Iterator]) -> Iterator:
@@ -164,17 +240,22 @@ def _lead(run: Run, start: Callable[[], Iterator]) -> Iterator:
         getattr(frames, "close", lambda: None)()
 
 
-def _follow(run: Run, annotate: Annotate) -> Iterator:
-    seen = -1
+def _follow(run: Run, annotate: Annotate, check_leader: Callable[[Run], None]) -> Iterator:
+    seen, told = -1, False
     while True:
         with run.cond:
             while run.version == seen and not run.done:
                 run.cond.wait(timeout=1.0)  # woken by each frame; the timeout only re-checks
+                check_leader(run)  # a reservation whose leader left the queue ends here
             seen, merged, done, ended = run.version, run.merged, run.done, run.finished_at
+            waiting = run.leader is not None
         if done:
             break
         if merged is not None:
             yield annotate(merged, FOLLOWING)
+        elif waiting and not told:
+            told = True
+            yield annotate({}, WAITING)
     if run.error is not None:
         raise run.error
     if run.left or merged is None:
