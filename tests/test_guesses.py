@@ -97,3 +97,17 @@ def test_quantization_compares_int8_with_fp32_once_both_ran():
     assert quantization_handlers.compared([fp32], 1.5) == ""
     md = quantization_handlers.compared([fp32, int8], 1.5)
     assert "**Your guess:** 1.5 × faster" in md and measured_in(md) == pytest.approx(1.4)
+
+
+def test_a_ratio_at_or_below_one_is_never_called_faster():
+    """A "× faster" unit over a measured ratio ≤ 1 (a busy machine, a GPU's tiny prompt): the
+    ratio is named plainly, quiet or busy; above 1 the unit stands."""
+    from lessons.common.predictions import comparison_md
+
+    quiet_slow = comparison_md(2, 0.7, "× faster", "Because.")
+    assert "0.7 × faster" not in quiet_slow and "not faster on this run" in quiet_slow
+    assert "3.2 × faster" in comparison_md(2, 3.2, "× faster", "Because.")
+    busy_slow = guess_md("prefill_race", 2, 0.7, noisy=True)
+    assert question("prefill_race").unit.strip().endswith("faster")  # the case this test is about
+    measured = busy_slow.split("**measured:**")[1]
+    assert "faster" not in measured and "0.7" in measured and "Why" not in busy_slow

@@ -133,8 +133,9 @@ def test_progress_from_the_browser_is_cleaned_and_compared():
     assert compare_text(screens[0], p, screens) == ""  # no prediction on that screen
     p["results"]["kv_race"]["noisy"] = True  # measured on a busy machine: no verdict
     noisy = compare_text(race, p, screens)
-    assert "**Your guess:** 2 · **measured:** 3.5× on a busy machine: run again" in noisy
-    assert "too" not in noisy and "Why" not in noisy
+    assert (f"**Your guess:** 2 {race.unit} · **measured:** 3.5× on a busy machine: run again"
+            in noisy)
+    assert "too" not in noisy and "Why" not in noisy and "faster ·" not in noisy.split("·")[-1]
     assert "3.5×" in recap_md(screens, p["results"])
     assert "Nothing measured" in recap_md(screens, {})
 
