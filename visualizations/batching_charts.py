@@ -47,12 +47,20 @@ def throughput_title(points, noise=None) -> str:
     neutral = "Decode throughput against batch size"
     if not supports_verdict(noise) or len(points) < 2:
         return neutral + (" (machine busy: noisy)" if noise is not None and noise.busy else "")
+    return {"grows": "Decode throughput grows with batch size",
+            "fell": "Decode throughput fell with batch size on this run",
+            "levelled": "Decode throughput rose, then levelled off, with batch size",
+            }[throughput_trend(points)]
+
+
+def throughput_trend(points) -> str:
+    """What the measured tokens/s did from batch to batch (two or more points): "grows" (rose
+    at every step up in batch), "fell" (the largest batch below the smallest) or "levelled"
+    (rose, then levelled off). The chart's title and lesson 5's ratio card both word it."""
     rates = [p.tokens_per_s for p in sorted(points, key=lambda p: p.batch)]
     if all(b > a for a, b in zip(rates, rates[1:])):
-        return "Decode throughput grows with batch size"
-    if rates[-1] < rates[0]:
-        return "Decode throughput fell with batch size on this run"
-    return "Decode throughput rose, then levelled off, with batch size"
+        return "grows"
+    return "fell" if rates[-1] < rates[0] else "levelled"
 
 
 def throughput_chart(points, caption: str = "", noise=None) -> go.Figure:

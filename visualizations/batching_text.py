@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .cards import Card, cards_html, times
-from .noise_view import busy_notice_html
+from .batching_charts import throughput_trend
+from .cards import WAITING, Card, cards_html, times
+from .noise_view import busy_notice_html, supports_verdict
 
 VIRTUAL_CLOCK = ("*Times are on a **virtual clock**: it advances by the measured, synced "
                  "duration of each forward pass (and jumps ahead while the server is idle), so "
@@ -14,6 +15,8 @@ VIRTUAL_CLOCK = ("*Times are on a **virtual clock**: it advances by the measured
                  "machine.*")
 NO_SWEEP_YET = "Run the batch sweep first: costs come from its measured throughput."
 NO_PROMPTS = "Type a few prompts, one per line."
+NO_SWEEP_CARDS = ("*Batch 1's tokens/s, the largest batch's and their ratio appear here, "
+                  "measured, as **Run sweep** measures them.*")
 
 
 def sweep_progress_markdown(update, message: str) -> str:
@@ -21,6 +24,36 @@ def sweep_progress_markdown(update, message: str) -> str:
     batch size asked for is `batching_tables.plan_table`, shown under the charts)."""
     mark = "✅" if update.finished else "⏳"
     return f"{mark} {message}"
+
+
+def sweep_cards(sweep, noise=None) -> str:
+    """The sweep's headline cards, under Run sweep: batch 1's tokens/s, the largest measured
+    batch's, and their ratio. `sweep`: a `SweepUpdate` (points, finished), or None; `noise`: the
+    finished sweep's `Noise`. The ratio card's word comes from the numbers (`throughput_trend`)
+    on a quiet finished run only; busy: the notice and the numbers, no word; running: so far."""
+    points = sorted(sweep.points, key=lambda p: p.batch) if sweep is not None else []
+    if not points:
+        return NO_SWEEP_CARDS
+    one = points[0]
+    first = Card(f"Batch {one.batch}", f"{one.tokens_per_s:.1f} tok/s", "measured")
+    if len(points) < 2:
+        return busy_notice_html(noise) + cards_html([
+            first, Card("Largest batch", WAITING, "appears when the next batch size is measured")])
+    big = points[-1]
+    if supports_verdict(noise) and sweep.finished:
+        said = {"grows": "grows with the batch", "fell": "fell on this run",
+                "levelled": "rose, then levelled off"}[throughput_trend(points)]
+        note = f"{said}, measured"
+    else:
+        note = ("measured; noisy: run again" if noise is not None and noise.busy
+                else "measured so far" if not sweep.finished else "measured")
+    return busy_notice_html(noise) + cards_html([
+        first,
+        Card(f"Batch {big.batch}", f"{big.tokens_per_s:.1f} tok/s",
+             f"measured, all {big.batch} rows together"),
+        Card(f"Tokens/s, batch {big.batch} ÷ batch {one.batch}",
+             times(big.tokens_per_s / one.tokens_per_s), note),
+    ])
 
 
 def shared_sweep_message(when: str, message: str) -> str:

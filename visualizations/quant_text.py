@@ -7,10 +7,45 @@ top1_decided, kl_mean, perplexity, kernel), a model info (device, threads).
 """
 from __future__ import annotations
 
-from .cards import Card, cards_html, times
+from .cards import WAITING, Card, cards_html, times
 from .model_card import human_bytes
-from .noise_view import busy_notice_html, quiet_note
+from .noise_view import busy_notice_html, quiet_note, supports_verdict
 from .quant_charts import mode_table
+
+NO_MODES_CARDS = ("*float32's decode speed, the smallest mode's and its bytes per weight appear "
+                  "here, measured, as **Compare modes** measures them.*")
+
+
+def mode_cards_html(reports, noise=None) -> str:
+    """The comparison's headline cards, under Compare modes: the lesson's point in four
+    numbers, all measured: the smallest mode's weight bytes against float32's, both modes'
+    decode tokens/s, and their ratio. "faster" only on a quiet finished run (`noise`) whose
+    ratio is above 1; busy: the notice and the numbers, no word. The smallest mode is picked
+    by its bytes, never by a timing, so a busy run chooses the same cards."""
+    base = next((r for r in reports or () if r.key == "fp32"), None)
+    if base is None:
+        return NO_MODES_CARDS
+    fp32 = Card("float32 decode", f"{base.decode_tokens_per_s:.1f} tok/s",
+                f"measured, {human_bytes(base.weight_bytes)} of weights")
+    others = [r for r in reports if r is not base]
+    if not others:
+        return busy_notice_html(noise) + cards_html([
+            Card("Fewer bytes per weight", WAITING, "appears when the next mode is measured"),
+            fp32])
+    small = min(others, key=lambda r: r.weight_bytes)
+    speed = small.decode_tokens_per_s / base.decode_tokens_per_s
+    if supports_verdict(noise):
+        said = "faster, measured" if speed > 1 else "not faster on this run, measured"
+    else:
+        said = ("measured; noisy: run again" if noise is not None and noise.busy
+                else "measured; the verdict comes at the end")
+    return busy_notice_html(noise) + cards_html([
+        Card(f"{small.key} weights", times(small.ratio_to_fp32) + " fp32",
+             f"measured: {human_bytes(small.weight_bytes)} in its tensors"),
+        fp32,
+        Card(f"{small.key} decode", f"{small.decode_tokens_per_s:.1f} tok/s", "measured"),
+        Card(f"Decode, {small.key} ÷ float32", times(speed), said),
+    ])
 
 
 def results_table_md(reports) -> str:
