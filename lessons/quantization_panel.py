@@ -32,6 +32,9 @@ from .common.lesson_text import lesson_page
 from .quantization_handlers import GUESS_KEY, QuantFrame, compare_frames, compared, default_modes
 
 BANDWIDTH_NOTE = ", read-only sum, measured"
+# px: the roofline shorter than elsewhere, so Compare modes, its progress line, its headline
+# cards and the roofline share one 1280×720 or 390×844 screen (issue 23)
+ROOFLINE_HEIGHT = 360
 
 
 def _controls(settings: Settings, ticked: list[str]
@@ -83,7 +86,7 @@ def build(ctx: AppContext) -> None:
         r, bw = frame.reports, frame.bandwidth_gbs
         return {progress: frame.message, cards: mode_cards_html(r, frame.noise),
                 roofline: roofline_figure(r, bw, BANDWIDTH_NOTE, caption,
-                                                 WEIGHT_BYTES_AXIS),
+                                          WEIGHT_BYTES_AXIS, ROOFLINE_HEIGHT),
                 diagram: frame.diagram,
                 bars: charts.mode_bars_figure(r, caption), table: results_table_md(r),
                 texts: charts.side_by_side_html(r),

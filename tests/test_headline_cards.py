@@ -12,7 +12,6 @@ from inference.experiments.batch_sweep import BatchPoint
 from inference.experiments.noise import judge
 from inference.experiments.quality import ModeReport
 from visualizations import batching_text, quant_text
-from visualizations.noise_view import BUSY
 
 W = 500_000_000  # weight bytes
 QUIET, BUSY_RUN = judge(spread=0.03, others_cpu=0.02), judge(others_cpu=0.6)
@@ -43,35 +42,35 @@ def test_sweep_cards_before_a_run_name_the_button():
 
 def test_sweep_cards_quote_batch_one_the_largest_and_their_ratio():
     md = batching_text.sweep_cards(sweep(0.1, 0.125, 0.2), QUIET)  # 10, 16, 20 tokens/s
-    assert values(md) == ["10.0 tok/s", "20.0 tok/s", "2.0×"]
-    assert "Batch 1<" in md and "Batch 4<" in md and "batch 4 ÷ batch 1" in md
-    assert all(n.endswith("measured") or n.startswith("measured") for n in notes(md))
-    assert notes(md)[-1] == "grows with the batch, measured"
-    assert BUSY not in md
+    assert values(md) == ["10.0", "20.0", "2.0×"]
+    assert "batch 1 tok/s<" in md and "batch 4 tok/s<" in md and "batch 4 ÷ 1<" in md
+    assert all("measured" in n for n in notes(md))
+    assert notes(md)[-1] == "grows, measured"
+    assert "busy" not in md
 
 
 def test_sweep_ratio_card_words_only_what_the_numbers_show():
     fell = batching_text.sweep_cards(sweep(0.1, 0.25, 0.5), QUIET)  # 10, 8, 8 tokens/s
-    assert values(fell)[-1] == "0.80×" and notes(fell)[-1] == "fell on this run, measured"
+    assert values(fell)[-1] == "0.80×" and notes(fell)[-1] == "fell here, measured"
     levelled = batching_text.sweep_cards(sweep(0.1, 0.1, 0.3), QUIET)  # 10, 20, 13.3
-    assert notes(levelled)[-1] == "rose, then levelled off, measured"
+    assert notes(levelled)[-1] == "levelled off, measured"
     assert "grows" not in fell + levelled
 
 
 def test_a_busy_sweep_keeps_its_numbers_and_draws_no_word():
-    md = batching_text.sweep_cards(sweep(0.1, 0.125, 0.2), BUSY_RUN)
-    assert values(md) == ["10.0 tok/s", "20.0 tok/s", "2.0×"]  # measured: they stand
-    assert md.index(BUSY.capitalize()) < md.index("lab-cards")  # the notice first
-    assert notes(md)[-1] == "measured; noisy: run again"
-    assert "grows" not in md and "fell" not in md and "levelled" not in md
+    for numbers in [(0.1, 0.125, 0.2), (0.1, 0.25, 0.5)]:  # rising, falling
+        md = batching_text.sweep_cards(sweep(*numbers), BUSY_RUN)
+        assert values(md)[0] == "10.0" and len(values(md)) == 3  # measured: they stand
+        assert notes(md)[-1] == "busy machine: noisy"
+        assert "grows" not in md and "fell" not in md and "levelled" not in md
 
 
 def test_a_running_sweep_shows_what_is_measured_so_far():
     one = batching_text.sweep_cards(sweep(0.1, finished=False))
-    assert values(one) == ["10.0 tok/s", "—"] and "next batch size" in one
-    two = batching_text.sweep_cards(sweep(0.1, 0.125, finished=False))
-    assert values(two) == ["10.0 tok/s", "16.0 tok/s", "1.6×"]
-    assert notes(two)[-1] == "measured so far" and "grows" not in two
+    assert values(one) == ["10.0", "—"] and "next batch size" in one
+    two = batching_text.sweep_cards(sweep(0.1, 0.125, finished=False), QUIET)
+    assert values(two) == ["10.0", "16.0", "1.6×"]
+    assert notes(two)[-1] == "so far, measured" and "grows" not in two
 
 
 # --- lesson 6: the precision modes -----------------------------------------------------------
@@ -99,29 +98,28 @@ def test_mode_cards_before_a_run_name_the_button():
 
 def test_mode_cards_set_the_smallest_mode_against_float32(modes):
     md = quant_text.mode_cards_html(modes, QUIET)
-    # picked by bytes (int8), its bytes × fp32 as the table shows them, both speeds, the ratio
-    assert values(md) == ["0.27× fp32", "10.0 tok/s", "18.0 tok/s", "1.8×"]
-    assert "int8 weights" in md and "Decode, int8 ÷ float32" in md
-    assert notes(md)[-1] == "faster, measured"
-    assert all("measured" in n for n in notes(md))
+    # picked by bytes (int8): its bytes × fp32 as the table shows them, its decode speed's
+    assert values(md) == ["0.27×", "1.8×"]
+    assert "int8 bytes ÷ fp32<" in md and "int8 decode ÷ fp32<" in md
+    assert notes(md) == ["measured: 135.0 MB", "measured 18.0 vs 10.0 tok/s: faster"]
 
 
 def test_mode_cards_say_faster_only_above_one(modes):
     slow = [modes[0], replace(modes[2], decode_tokens_per_s=9.0)]
     md = quant_text.mode_cards_html(slow, QUIET)
-    assert values(md)[-1] == "0.90×" and notes(md)[-1] == "not faster on this run, measured"
-    assert "faster," not in md
+    assert values(md)[-1] == "0.90×" and notes(md)[-1].endswith("tok/s: not faster")
+    assert ": faster" not in md
 
 
 def test_a_busy_comparison_keeps_its_numbers_and_draws_no_word(modes):
     md = quant_text.mode_cards_html(modes, BUSY_RUN)
-    assert values(md) == ["0.27× fp32", "10.0 tok/s", "18.0 tok/s", "1.8×"]
-    assert BUSY.capitalize() in md and notes(md)[-1] == "measured; noisy: run again"
+    assert values(md) == ["0.27×", "1.8×"]  # measured: they stand
+    assert notes(md)[-1] == "measured 18.0 vs 10.0 tok/s: noisy, busy machine"
     assert "faster" not in md
     running = quant_text.mode_cards_html(modes)  # not judged yet: no word either
-    assert "faster" not in running and notes(running)[-1].startswith("measured; the verdict")
+    assert "faster" not in running and notes(running)[-1].endswith("tok/s: so far")
 
 
 def test_mode_cards_while_only_float32_is_measured(modes):
     md = quant_text.mode_cards_html(modes[:1])
-    assert values(md) == ["—", "10.0 tok/s"] and "next mode" in md
+    assert values(md) == ["10.0", "—"] and "fp32 decode tok/s" in md and "next mode" in md

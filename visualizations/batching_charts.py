@@ -63,6 +63,11 @@ def throughput_trend(points) -> str:
     return "fell" if rates[-1] < rates[0] else "levelled"
 
 
+# px before the legend: Run sweep, its progress line and headline cards above it on one
+# 1280×720 or 390×844 screen (issue 23; 380 left no room for the cards)
+THROUGHPUT_HEIGHT = 350
+
+
 def throughput_chart(points, caption: str = "", noise=None) -> go.Figure:
     """Aggregate and per-request tokens/s against batch size, with perfect scaling for scale.
     `noise`: the finished sweep's `Noise` (None while it runs: a neutral title)."""
@@ -82,8 +87,9 @@ def throughput_chart(points, caption: str = "", noise=None) -> go.Figure:
                    line=dict(color=PALETTE["grey"], dash="dash")),
     ])
     _log_y(fig, [p.per_request_tokens_per_s for p in points] + [one * x for x in b], 0.1)
-    return _batch_axis(styled(fig, throughput_title(points, noise),
-                              "Batch size (requests)", "Tokens per second (log scale)", caption), b)
+    return _batch_axis(styled(fig, throughput_title(points, noise), "Batch size (requests)",
+                              "Tokens per second (log scale)", caption, height=THROUGHPUT_HEIGHT),
+                       b)
 
 
 def step_time_chart(points, bandwidth_gbs: float, caption: str = "") -> go.Figure:

@@ -30,29 +30,28 @@ def sweep_cards(sweep, noise=None) -> str:
     """The sweep's headline cards, under Run sweep: batch 1's tokens/s, the largest measured
     batch's, and their ratio. `sweep`: a `SweepUpdate` (points, finished), or None; `noise`: the
     finished sweep's `Noise`. The ratio card's word comes from the numbers (`throughput_trend`)
-    on a quiet finished run only; busy: the notice and the numbers, no word; running: so far."""
+    on a quiet finished run only; busy: the numbers and "busy machine", no word (the notice
+    stands in the table and the closing note); running: so far. Short values, the unit in the
+    label: three cards share one row on a phone (issue 23)."""
     points = sorted(sweep.points, key=lambda p: p.batch) if sweep is not None else []
     if not points:
         return NO_SWEEP_CARDS
     one = points[0]
-    first = Card(f"Batch {one.batch}", f"{one.tokens_per_s:.1f} tok/s", "measured")
+    first = Card(f"batch {one.batch} tok/s", f"{one.tokens_per_s:.1f}", "measured")
     if len(points) < 2:
-        return busy_notice_html(noise) + cards_html([
-            first, Card("Largest batch", WAITING, "appears when the next batch size is measured")])
+        return cards_html([first, Card("largest batch tok/s", WAITING, "next batch size")])
     big = points[-1]
-    if supports_verdict(noise) and sweep.finished:
-        said = {"grows": "grows with the batch", "fell": "fell on this run",
-                "levelled": "rose, then levelled off"}[throughput_trend(points)]
-        note = f"{said}, measured"
+    if noise is not None and noise.busy:
+        note = "busy machine: noisy"
+    elif supports_verdict(noise) and sweep.finished:
+        note = {"grows": "grows, measured", "fell": "fell here, measured",
+                "levelled": "levelled off, measured"}[throughput_trend(points)]
     else:
-        note = ("measured; noisy: run again" if noise is not None and noise.busy
-                else "measured so far" if not sweep.finished else "measured")
-    return busy_notice_html(noise) + cards_html([
+        note = "so far, measured" if not sweep.finished else "measured"
+    return cards_html([
         first,
-        Card(f"Batch {big.batch}", f"{big.tokens_per_s:.1f} tok/s",
-             f"measured, all {big.batch} rows together"),
-        Card(f"Tokens/s, batch {big.batch} ÷ batch {one.batch}",
-             times(big.tokens_per_s / one.tokens_per_s), note),
+        Card(f"batch {big.batch} tok/s", f"{big.tokens_per_s:.1f}", "measured"),
+        Card(f"batch {big.batch} ÷ {one.batch}", times(big.tokens_per_s / one.tokens_per_s), note),
     ])
 
 
