@@ -204,6 +204,7 @@ def test_lesson_5_batching(visitor):
     else:
         assert ("grows" in said) == grew, said
     screenshot(page, "lesson-5-batch-sweep")
+    phone_screenshot(page, "lesson-5-cards-phone")
 
     # 2 · Padding: a short and a long prompt; most of the short row is filler.
     open_tab(page, "2 · Padding")
@@ -332,12 +333,24 @@ def test_lesson_6_quantization(visitor):
     assert plot_title(page, "quant-roofline").startswith("Fewer bytes per token, ")
     assert plot_title(page, "quant-bars") == "Each precision mode: size, speed and quality"
     screenshot(page, "lesson-6-quantization")
+    phone_screenshot(page, "lesson-6-cards-phone")
     assert_clean(page, watch)
 
 
 def card_values(page, elem_id: str) -> list[str]:
     """The big numbers of the headline cards inside #elem_id, in order."""
     return page.locator(f"#{elem_id} .lab-big-value").all_inner_texts()
+
+
+def phone_screenshot(page, name: str) -> None:
+    """The page as a 390×844 phone shows it (issue 23's cards), then back to the walk's size."""
+    size = page.viewport_size
+    page.set_viewport_size({"width": 390, "height": 844})
+    wait_until(lambda: page.evaluate(  # every chart on screen redrawn at the phone's width
+        "() => Array.from(document.querySelectorAll('.js-plotly-plot .main-svg'))"
+        ".every(e => e.getBoundingClientRect().width <= 390)"), 10, "the charts to redraw")
+    screenshot(page, name)
+    page.set_viewport_size(size)
 
 
 def card_sizes(page, elem_id: str) -> list[float]:
