@@ -80,6 +80,7 @@ class SweepFrame:
     closing: str | None = None
     diagram: str | None = None  # the newest batch size's step beside batch 1, on the mechanism
     plan: str | None = None  # the memory plan of every batch size asked for (markdown)
+    cards: str | None = None  # the headline cards under Run sweep: batch 1, the largest, ratio
 
 
 @dataclass(frozen=True)
@@ -165,6 +166,7 @@ def _sweep_frame(lm, update: SweepUpdate, message: str, schedules: ScheduleCompa
                 if done and one is not None else "")
     return SweepFrame(
         progress=text.sweep_progress_markdown(update, message),
+        cards=text.sweep_cards(update, judged),
         throughput=charts.throughput_chart(update.points, cap, judged),
         step_time=charts.step_time_chart(update.points, update.bandwidth_gbs, cap),
         tradeoff=charts.tradeoff_chart(update.points, cap),

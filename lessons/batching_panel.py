@@ -65,6 +65,8 @@ def sweep_tab(lm, settings: Settings, shared, measured: Measured, server=None) -
                       "tokens/s in total", "batch-sweep-guess")
     start, stop = _run_and_stop("Run sweep", "batch-sweep-btn", "batch-sweep-stop")
     shown = {"progress": gr.Markdown(elem_id="batch-sweep-progress"),
+             # the headline numbers, big, right under the button (issue 23)
+             "cards": gr.Markdown(text.NO_SWEEP_CARDS, elem_id="batch-cards"),
              "throughput": gr.Plot(charts.throughput_chart([]), elem_id="batch-sweep-throughput",
                                    label="Throughput vs batch size"),
              "diagram": gr.HTML(batch_diagram([], lm.info.layers), elem_id="batch-sweep-diagram"),

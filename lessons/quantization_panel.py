@@ -15,8 +15,10 @@ from inference.quant_modes import HEAD_TREATMENT, MODES
 from visualizations import quant_charts as charts
 from visualizations.mechanism_weights import quant_diagram
 from visualizations.quant_text import (
+    NO_MODES_CARDS,
     closing_note_md,
     head_treatment_md,
+    mode_cards_html,
     results_table_md,
     weights_origin_md,
 )
@@ -30,6 +32,9 @@ from .common.lesson_text import lesson_page
 from .quantization_handlers import GUESS_KEY, QuantFrame, compare_frames, compared, default_modes
 
 BANDWIDTH_NOTE = ", read-only sum, measured"
+# px: the roofline shorter than elsewhere, so Compare modes, its progress line, its headline
+# cards and the roofline share one 1280×720 or 390×844 screen (issue 23)
+ROOFLINE_HEIGHT = 360
 
 
 def _controls(settings: Settings, ticked: list[str]
@@ -63,6 +68,7 @@ def build(ctx: AppContext) -> None:
     prompt, modes, new_tokens, guess, run_btn, stop_btn = _controls(settings, default_modes(bf16))
     progress = gr.Markdown("*Building a mode copies the model and converts it (seconds); it is "
                            "then kept for everyone using this app.*", elem_id="quant-progress")
+    cards = gr.Markdown(NO_MODES_CARDS, elem_id="quant-cards")  # the headline, by the button
     roofline = gr.Plot(roofline_figure([], 0.0), label="Bytes per token vs decode speed",
                        elem_id="quant-roofline")
     diagram = gr.HTML(quant_diagram([], lm.info.layers, lm.info.parameters),
@@ -78,9 +84,9 @@ def build(ctx: AppContext) -> None:
         if frame.reports is None:
             return {progress: frame.message}
         r, bw = frame.reports, frame.bandwidth_gbs
-        return {progress: frame.message,
+        return {progress: frame.message, cards: mode_cards_html(r, frame.noise),
                 roofline: roofline_figure(r, bw, BANDWIDTH_NOTE, caption,
-                                                 WEIGHT_BYTES_AXIS),
+                                          WEIGHT_BYTES_AXIS, ROOFLINE_HEIGHT),
                 diagram: frame.diagram,
                 bars: charts.mode_bars_figure(r, caption), table: results_table_md(r),
                 texts: charts.side_by_side_html(r),
@@ -92,7 +98,7 @@ def build(ctx: AppContext) -> None:
             yield shown(frame, guessed)
 
     ev = run_btn.click(guarded(run, alone=server), [prompt, modes, new_tokens, guess],
-                       [progress, roofline, diagram, bars, table, texts, closing],
+                       [progress, cards, roofline, diagram, bars, table, texts, closing],
                        concurrency_id="heavy", concurrency_limit=settings.heavy_lane_limit,
                        time_limit=settings.long_time_limit_s,
                        api_name="quant_compare")

@@ -1,4 +1,6 @@
 """Lesson 5 on the real model: schedulers, the batch sweep, the memory guard, cost, handlers."""
+import re
+
 import pytest
 
 from inference.errors import SettingOutOfRangeError
@@ -220,6 +222,14 @@ def test_sweep_handler_streams_and_shares(lm):
         assert p.cache_bytes == 46_080 * p.batch * (prompt + 3)  # prompt + warm-up + 2 timed
     assert [tr.x for tr in last.throughput.data][0] == (1, 2)
     assert "tokens/s at batch 1" in last.closing and "at batch 2" in last.closing
+    # issue 23: the same numbers as big cards under Run sweep, from the same finished record
+    one, two = state.points
+    shown = re.findall(r"<span class='lab-big-value'>([^<]*)</span>", last.cards)
+    assert shown[:2] == [f"{one.tokens_per_s:.1f}", f"{two.tokens_per_s:.1f}"]
+    assert f"**{one.tokens_per_s:.1f} tokens/s at batch 1**" in last.closing
+    assert all(f.cards is None for f in progress_only)  # the cards left as they are
+    if "busy while measuring" in last.closing:  # the numbers stand, no word drawn from them
+        assert "busy machine: noisy" in last.cards and "grows" not in last.cards
     assert "| 2 |" in last.table
     # the mechanism: batch 2's measured step beside batch 1's, both rows through one pass
     one, two = state.points
@@ -324,6 +334,8 @@ def test_panel_builds_with_limits_and_named_endpoints(lm):
     assert {"batch_sweep", "batch_padding", "batch_schedulers"} <= apis
     closing = next(b for b in demo.blocks.values() if b.elem_id == "batch-closing")
     assert "Run the batch sweep" in closing.value
+    cards = next(b for b in demo.blocks.values() if b.elem_id == "batch-cards")
+    assert "Run sweep" in cards.value and "lab-big" not in cards.value  # the empty state
 
 
 def test_row_batch_join_pads_left_and_keep_trims():

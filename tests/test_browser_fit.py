@@ -33,9 +33,8 @@ MAX_GAP = 72  # px between two items in the chain: Gradio's 16-px gaps and an em
 # as CSS selectors, in the order they must appear. Lesson 1 has no button: its text box is the
 # control, answered as you type. Lesson 2's "Prefill it" draws the mechanism diagram, ~720 px
 # tall at 1280 px wide (an SVG as wide as the page), so its head, the measured sentence, is the
-# part asked to share the screen; its sweep has a chart of its own. Lessons 5 and 6 keep their
-# cards in the closing note at the lesson's end ("What this machine showed"); their progress
-# line is what sits between the button and the chart.
+# part asked to share the screen; its sweep has a chart of its own. Lessons 5 and 6 show a
+# progress line, then their headline cards (an empty state naming the button before a run).
 LESSONS = [
     ("Try it", None, "#chat-generate", ("#chat-stats",), "#chat-box"),
     ("1 · Tokens", None, "#tok-text", ("#tok-counts",), "#tok-view"),
@@ -50,9 +49,10 @@ LESSONS = [
     ("4b · KV pages", None, "#pages-add", ("#pages-story",), "#pages-grid"),
     ("4c · Long contexts", None, "#ctx-prefill-btn", ("#ctx-prefill-progress",),
      "#ctx-prefill-chart"),
-    ("5 · Batching", None, "#batch-sweep-btn", ("#batch-sweep-progress",),
+    ("5 · Batching", None, "#batch-sweep-btn", ("#batch-sweep-progress", "#batch-cards"),
      "#batch-sweep-throughput"),
-    ("6 · Quantization", None, "#quant-run", ("#quant-progress",), "#quant-roofline"),
+    ("6 · Quantization", None, "#quant-run", ("#quant-progress", "#quant-cards"),
+     "#quant-roofline"),
     ("This machine", None, "#perf-run", ("#perf-result",), "#perf-chart"),
 ]
 
@@ -178,7 +178,8 @@ def check_both_sizes(page, lesson: str, selectors: list[str], when: str,
 
 def test_lesson_5_plan_stays_under_the_chart_after_a_sweep(visitor):
     """The walk's failure: after a sweep the memory plan (~200 px) sat between Run sweep and
-    its throughput chart at 1280×720. The smallest sweep (batch 1 and 2) plans two rows."""
+    its throughput chart at 1280×720. The smallest sweep (batch 1 and 2) plans two rows; its
+    headline cards (three, and the busy notice on a busy run) sit between them."""
     page, watch = visitor
     page.set_viewport_size({"width": 1280, "height": 720})
     open_tab(page, "5 · Batching")
@@ -188,15 +189,18 @@ def test_lesson_5_plan_stays_under_the_chart_after_a_sweep(visitor):
     page.locator("#batch-sweep-btn").click()
     wait_until(lambda: "✅" in text_of(page, "batch-sweep-progress"), 180, "the sweep to finish")
     wait_until(lambda: "Memory plan" in text_of(page, "batch-sweep-plan"), 10, "the plan")
+    wait_until(lambda: "tok/s" in text_of(page, "batch-cards"), 10, "the headline cards")
     check_both_sizes(page, "5 · Batching", ["#batch-sweep-btn", "#batch-sweep-progress",
-                                            "#batch-sweep-throughput"], "after a sweep",
+                                            "#batch-cards", "#batch-sweep-throughput"],
+                     "after a sweep",
                      below="#batch-sweep-plan")
     assert_clean(page, watch)
 
 
 def test_lesson_6_roofline_fits_with_its_legend_after_a_comparison(visitor):
     """The walk's failure: after a comparison the roofline (a legend row per mode) ended past
-    720 px. Float32 and int8, the fewest greedy tokens."""
+    720 px. Float32 and int8, the fewest greedy tokens; the headline cards (four, and the busy
+    notice on a busy run) between the progress line and the roofline."""
     page, watch = visitor
     page.set_viewport_size({"width": 1280, "height": 720})
     open_tab(page, "6 · Quantization")
@@ -208,8 +212,10 @@ def test_lesson_6_roofline_fits_with_its_legend_after_a_comparison(visitor):
     page.locator("#quant-run").click()
     wait_until(lambda: "✅" in text_of(page, "quant-progress"), 300,
                "float32 and int8 to be built and measured")
+    wait_until(lambda: "decode ÷ fp32" in text_of(page, "quant-cards"), 10, "the headline cards")
     check_both_sizes(page, "6 · Quantization", ["#quant-run", "#quant-progress",
-                                                "#quant-roofline"], "after a comparison")
+                                                "#quant-cards", "#quant-roofline"],
+                     "after a comparison")
     assert_clean(page, watch)
 
 

@@ -192,7 +192,19 @@ def test_lesson_5_batching(visitor):
     closing = wait_text_change(page, "batch-closing", closing0, 10)
     assert number(r"([\d.]+) tokens/s at batch 1", closing) == rates[0]
     assert number(r"([\d.]+) tokens/s at batch 4", closing) == rates[-1]
+    # Issue 23: the same numbers as big cards right under Run sweep (≥ 28 px: a back row
+    # reads them), the ratio's word only from a quiet run whose numbers support it.
+    cards = card_values(page, "batch-cards")
+    assert [float(v) for v in cards[:2]] == [rates[0], rates[-1]], cards
+    assert ratio_shown(cards[2], rates[-1], rates[0]), cards
+    assert min(card_sizes(page, "batch-cards")) >= 28
+    said = text_of(page, "batch-cards")
+    if busy:  # the numbers stand; no word drawn from them
+        assert "busy machine" in said and not re.search(r"grows|fell|levelled", said), said
+    else:
+        assert ("grows" in said) == grew, said
     screenshot(page, "lesson-5-batch-sweep")
+    phone_screenshot(page, "lesson-5-cards-phone")
 
     # 2 · Padding: a short and a long prompt; most of the short row is filler.
     open_tab(page, "2 · Padding")
@@ -301,11 +313,59 @@ def test_lesson_6_quantization(visitor):
     closing = text_of(page, "quant-closing")
     assert number(r"int8: \d+ MB \([\d.]+× fp32\), decode ([\d.]+) tokens/s", closing) == \
         pytest.approx(float(int8["decode (tok/s)"]), abs=0.06)
+    # Issue 23: the headline as big cards right under Compare modes, the table's numbers:
+    # int8's bytes and decode speed, each ÷ float32's, the speeds themselves beside them.
+    bytes_x, speed_x = (float(v.rstrip("×")) for v in card_values(page, "quant-cards"))
+    assert bytes_x == pytest.approx(float(int8["× fp32"]), abs=0.006)
+    tps = [float(r["decode (tok/s)"]) for r in (int8, fp32)]
+    assert ratio_shown(f"{speed_x}×", *tps), (speed_x, tps)
+    said = text_of(page, "quant-cards")
+    assert number(r"measured ([\d.]+) vs", said) == tps[0]
+    assert number(r"vs ([\d.]+) tok/s", said) == tps[1]
+    assert min(card_sizes(page, "quant-cards")) >= 28
+    if judged_busy(closing):  # the browser shares the cores: the numbers, and no verdict
+        assert "busy machine" in said and "faster" not in said, said
+    elif said.endswith("tok/s: faster"):  # "faster" only above 1 (shown rounded: 1.0× at 1.02)
+        assert speed_x >= 1, said
+    else:
+        assert said.endswith("tok/s: not faster") and speed_x <= 1, said
     wait_until(lambda: plot_points(page, "quant-bars") > 0, 10, "the per-mode bars")
     assert plot_title(page, "quant-roofline").startswith("Fewer bytes per token, ")
     assert plot_title(page, "quant-bars") == "Each precision mode: size, speed and quality"
     screenshot(page, "lesson-6-quantization")
+    phone_screenshot(page, "lesson-6-cards-phone")
     assert_clean(page, watch)
+
+
+def card_values(page, elem_id: str) -> list[str]:
+    """The big numbers of the headline cards inside #elem_id, in order."""
+    return page.locator(f"#{elem_id} .lab-big-value").all_inner_texts()
+
+
+def phone_screenshot(page, name: str) -> None:
+    """The page as a 390×844 phone shows it (issue 23's cards), then back to the walk's size."""
+    size = page.viewport_size
+    page.set_viewport_size({"width": 390, "height": 844})
+    wait_until(lambda: page.evaluate(  # every chart on screen redrawn at the phone's width
+        "() => Array.from(document.querySelectorAll('.js-plotly-plot .main-svg'))"
+        ".every(e => e.getBoundingClientRect().width <= 390)"), 10, "the charts to redraw")
+    screenshot(page, name)
+    page.set_viewport_size(size)
+
+
+def card_sizes(page, elem_id: str) -> list[float]:
+    """The font size (px) of each big number inside #elem_id."""
+    return page.locator(f"#{elem_id} .lab-big-value").evaluate_all(
+        "es => es.map(e => parseFloat(getComputedStyle(e).fontSize))")
+
+
+def ratio_shown(shown: str, top: float, bottom: float) -> bool:
+    """A card's "2.4×" is top ÷ bottom, both shown to one decimal (±0.05), the ratio itself
+    to the digits `cards.times` keeps (none from 10×, two below 1×)."""
+    value = float(shown.rstrip("×"))
+    digits = 0.5 if value >= 10 else 0.05 if value >= 1 else 0.005
+    low, high = (top - 0.05) / (bottom + 0.05), (top + 0.05) / max(bottom - 0.05, 1e-9)
+    return low - digits <= value <= high + digits
 
 
 def test_this_machine_shows_both_roofs(visitor):

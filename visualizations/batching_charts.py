@@ -47,12 +47,25 @@ def throughput_title(points, noise=None) -> str:
     neutral = "Decode throughput against batch size"
     if not supports_verdict(noise) or len(points) < 2:
         return neutral + (" (machine busy: noisy)" if noise is not None and noise.busy else "")
+    return {"grows": "Decode throughput grows with batch size",
+            "fell": "Decode throughput fell with batch size on this run",
+            "levelled": "Decode throughput rose, then levelled off, with batch size",
+            }[throughput_trend(points)]
+
+
+def throughput_trend(points) -> str:
+    """What the measured tokens/s did from batch to batch (two or more points): "grows" (rose
+    at every step up in batch), "fell" (the largest batch below the smallest) or "levelled"
+    (rose, then levelled off). The chart's title and lesson 5's ratio card both word it."""
     rates = [p.tokens_per_s for p in sorted(points, key=lambda p: p.batch)]
     if all(b > a for a, b in zip(rates, rates[1:])):
-        return "Decode throughput grows with batch size"
-    if rates[-1] < rates[0]:
-        return "Decode throughput fell with batch size on this run"
-    return "Decode throughput rose, then levelled off, with batch size"
+        return "grows"
+    return "fell" if rates[-1] < rates[0] else "levelled"
+
+
+# px before the legend: Run sweep, its progress line and headline cards above it on one
+# 1280×720 or 390×844 screen (issue 23; 380 left no room for the cards)
+THROUGHPUT_HEIGHT = 350
 
 
 def throughput_chart(points, caption: str = "", noise=None) -> go.Figure:
@@ -74,8 +87,9 @@ def throughput_chart(points, caption: str = "", noise=None) -> go.Figure:
                    line=dict(color=PALETTE["grey"], dash="dash")),
     ])
     _log_y(fig, [p.per_request_tokens_per_s for p in points] + [one * x for x in b], 0.1)
-    return _batch_axis(styled(fig, throughput_title(points, noise),
-                              "Batch size (requests)", "Tokens per second (log scale)", caption), b)
+    return _batch_axis(styled(fig, throughput_title(points, noise), "Batch size (requests)",
+                              "Tokens per second (log scale)", caption, height=THROUGHPUT_HEIGHT),
+                       b)
 
 
 def step_time_chart(points, bandwidth_gbs: float, caption: str = "") -> go.Figure:

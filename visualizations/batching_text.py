@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .cards import Card, cards_html, times
-from .noise_view import busy_notice_html
+from .batching_charts import throughput_trend
+from .cards import WAITING, Card, cards_html, times
+from .noise_view import busy_notice_html, supports_verdict
 
 VIRTUAL_CLOCK = ("*Times are on a **virtual clock**: it advances by the measured, synced "
                  "duration of each forward pass (and jumps ahead while the server is idle), so "
@@ -14,6 +15,8 @@ VIRTUAL_CLOCK = ("*Times are on a **virtual clock**: it advances by the measured
                  "machine.*")
 NO_SWEEP_YET = "Run the batch sweep first: costs come from its measured throughput."
 NO_PROMPTS = "Type a few prompts, one per line."
+NO_SWEEP_CARDS = ("*Batch 1's tokens/s, the largest batch's and their ratio appear here, "
+                  "measured, as **Run sweep** measures them.*")
 
 
 def sweep_progress_markdown(update, message: str) -> str:
@@ -21,6 +24,35 @@ def sweep_progress_markdown(update, message: str) -> str:
     batch size asked for is `batching_tables.plan_table`, shown under the charts)."""
     mark = "✅" if update.finished else "⏳"
     return f"{mark} {message}"
+
+
+def sweep_cards(sweep, noise=None) -> str:
+    """The sweep's headline cards, under Run sweep: batch 1's tokens/s, the largest measured
+    batch's, and their ratio. `sweep`: a `SweepUpdate` (points, finished), or None; `noise`: the
+    finished sweep's `Noise`. The ratio card's word comes from the numbers (`throughput_trend`)
+    on a quiet finished run only; busy: the numbers and "busy machine", no word (the notice
+    stands in the table and the closing note); running: so far. Short values, the unit in the
+    label: three cards share one row on a phone (issue 23)."""
+    points = sorted(sweep.points, key=lambda p: p.batch) if sweep is not None else []
+    if not points:
+        return NO_SWEEP_CARDS
+    one = points[0]
+    first = Card(f"batch {one.batch} tok/s", f"{one.tokens_per_s:.1f}", "measured")
+    if len(points) < 2:
+        return cards_html([first, Card("largest batch tok/s", WAITING, "next batch size")])
+    big = points[-1]
+    if noise is not None and noise.busy:
+        note = "busy machine: noisy"
+    elif supports_verdict(noise) and sweep.finished:
+        note = {"grows": "grows, measured", "fell": "fell here, measured",
+                "levelled": "levelled off, measured"}[throughput_trend(points)]
+    else:
+        note = "so far, measured" if not sweep.finished else "measured"
+    return cards_html([
+        first,
+        Card(f"batch {big.batch} tok/s", f"{big.tokens_per_s:.1f}", "measured"),
+        Card(f"batch {big.batch} ÷ {one.batch}", times(big.tokens_per_s / one.tokens_per_s), note),
+    ])
 
 
 def shared_sweep_message(when: str, message: str) -> str:

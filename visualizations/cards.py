@@ -10,6 +10,8 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass
 
+WAITING = "—"  # the value of a card whose number is not measured yet
+
 
 @dataclass(frozen=True)
 class Card:

@@ -6,10 +6,8 @@ Before a number exists its card says what will appear there and what fills it.
 """
 from __future__ import annotations
 
-from .cards import Card, cards_html, times
+from .cards import WAITING, Card, cards_html, times
 from .noise_view import busy_notice_html, quiet_note, supports_verdict
-
-WAITING = "—"
 
 
 def live_cards_html(ttft_s: float | None, per_token_s: float | None, prompt_tokens: int,

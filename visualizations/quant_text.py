@@ -7,10 +7,45 @@ top1_decided, kl_mean, perplexity, kernel), a model info (device, threads).
 """
 from __future__ import annotations
 
-from .cards import Card, cards_html, times
+from .cards import WAITING, Card, cards_html, times
 from .model_card import human_bytes
-from .noise_view import busy_notice_html, quiet_note
+from .noise_view import busy_notice_html, quiet_note, supports_verdict
 from .quant_charts import mode_table
+
+NO_MODES_CARDS = ("*float32's decode speed, the smallest mode's and its bytes per weight appear "
+                  "here, measured, as **Compare modes** measures them.*")
+
+
+def mode_cards_html(reports, noise=None) -> str:
+    """The comparison's headline cards, under Compare modes: the lesson's point in two measured
+    ratios, the smallest mode's weight bytes and its decode tokens/s, each ÷ float32's (the
+    speeds themselves in the note). "faster" only on a quiet finished run (`noise`) whose ratio
+    is above 1; busy: the numbers and "busy machine", no word (the notice stands in the closing
+    note). The smallest mode is picked by its bytes, never by a timing. Two cards, short words:
+    one row on a phone (issue 23)."""
+    base = next((r for r in reports or () if r.key == "fp32"), None)
+    if base is None:
+        return NO_MODES_CARDS
+    others = [r for r in reports if r is not base]
+    if not others:
+        return cards_html([
+            Card("fp32 decode tok/s", f"{base.decode_tokens_per_s:.1f}", "measured"),
+            Card("fewer bytes", WAITING, "next mode")])
+    small = min(others, key=lambda r: r.weight_bytes)
+    speed = small.decode_tokens_per_s / base.decode_tokens_per_s
+    if noise is not None and noise.busy:
+        said = "noisy, busy machine"
+    elif supports_verdict(noise):
+        said = "faster" if speed > 1 else "not faster"
+    else:
+        said = "so far"
+    return cards_html([
+        Card(f"{small.key} bytes ÷ fp32", times(small.ratio_to_fp32),
+             f"measured: {human_bytes(small.weight_bytes)}"),
+        Card(f"{small.key} decode ÷ fp32", times(speed),
+             f"measured {small.decode_tokens_per_s:.1f} vs {base.decode_tokens_per_s:.1f} "
+             f"tok/s: {said}"),
+    ])
 
 
 def results_table_md(reports) -> str:

@@ -46,9 +46,11 @@ FASTER = 1.2  # a speed-up the title calls "faster": well above run-to-run noise
 
 
 def roofline_figure(reports, bandwidth_gbs: float, bandwidth_note: str = "",
-                    caption: str = "", x_title: str = BYTES_AXIS) -> go.Figure:
+                    caption: str = "", x_title: str = BYTES_AXIS,
+                    height: int = 440) -> go.Figure:
     """Measured decode tokens/s per mode at its bytes per token, under the bandwidth curve.
-    `x_title` says what those bytes count (weights only, or weights + KV cache). Each point is
+    `x_title` says what those bytes count (weights only, or weights + KV cache); `height`: px
+    before the ceiling's legend (lesson 6 asks for less: its cards sit above it). Each point is
     labelled with its mode where it is drawn, so the legend holds the ceiling alone: the chart
     keeps one height however many modes ran (a legend row each pushed lesson 6's chart off a
     1280×720 screen, issue 23)."""
@@ -73,7 +75,7 @@ def roofline_figure(reports, bandwidth_gbs: float, bandwidth_note: str = "",
                            f"{html.escape(r.kernel)}<extra></extra>")))
     fig.update_yaxes(rangemode="tozero")
     fig = styled(fig, roofline_title(reports, bandwidth_gbs), x_title, "Decode speed (tokens/s)",
-                 caption, height=440 + CEILING_LEGEND)
+                 caption, height=height + CEILING_LEGEND)
     return fig.update_layout(showlegend=True)  # the ceiling's entry, alone in the legend
 
 
