@@ -86,7 +86,7 @@ def build(ctx: AppContext) -> None:
         r, bw = frame.reports, frame.bandwidth_gbs
         return {progress: frame.message, cards: mode_cards_html(r, frame.noise),
                 roofline: roofline_figure(r, bw, BANDWIDTH_NOTE, caption,
-                                          WEIGHT_BYTES_AXIS, ROOFLINE_HEIGHT),
+                                          WEIGHT_BYTES_AXIS, ROOFLINE_HEIGHT, frame.noise),
                 diagram: frame.diagram,
                 bars: charts.mode_bars_figure(r, caption), table: results_table_md(r),
                 texts: charts.side_by_side_html(r),

@@ -330,7 +330,11 @@ def test_lesson_6_quantization(visitor):
     else:
         assert said.endswith("tok/s: not faster") and speed_x <= 1, said
     wait_until(lambda: plot_points(page, "quant-bars") > 0, 10, "the per-mode bars")
-    assert plot_title(page, "quant-roofline").startswith("Fewer bytes per token, ")
+    roof_title = plot_title(page, "quant-roofline")  # its verdict only from a quiet run
+    if judged_busy(closing):
+        assert "busy machine" in roof_title and "faster" not in roof_title, roof_title
+    else:
+        assert roof_title.startswith("Fewer bytes per token, "), roof_title
     assert plot_title(page, "quant-bars") == "Each precision mode: size, speed and quality"
     screenshot(page, "lesson-6-quantization")
     phone_screenshot(page, "lesson-6-cards-phone")

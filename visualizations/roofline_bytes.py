@@ -11,6 +11,7 @@ import html
 
 import plotly.graph_objects as go
 
+from .noise_view import supports_verdict, withheld
 from .style import PALETTE, SEQUENCE, empty_figure, styled
 
 MB = 1e6
@@ -23,9 +24,11 @@ def ceiling_tokens_per_s(bandwidth_gbs: float, bytes_per_token: float) -> float:
     return bandwidth_gbs * 1e9 / bytes_per_token if bytes_per_token > 0 else 0.0
 
 
-def roofline_title(reports, bandwidth_gbs: float) -> str:
+def roofline_title(reports, bandwidth_gbs: float, noise=None) -> str:
     """The title says what this run measured: whether the mode with the fewest bytes per token
-    decoded faster than the one with the most, or not (on some kernels it does not)."""
+    decoded faster than the one with the most, or not (on some kernels it does not). That
+    verdict needs the finished run's quiet `noise` reading (`noise_view.supports_verdict`): a
+    run still going, or judged busy, names both speeds and draws none."""
     if len(reports) == 1:
         r = reports[0]
         share = r.decode_tokens_per_s / ceiling_tokens_per_s(bandwidth_gbs, r.bytes_per_token)
@@ -33,13 +36,15 @@ def roofline_title(reports, bandwidth_gbs: float) -> str:
                 "bandwidth ceiling")
     small = min(reports, key=lambda r: r.bytes_per_token)
     big = max(reports, key=lambda r: r.bytes_per_token)
+    speeds = (f"{small.key} {small.decode_tokens_per_s:.1f} vs {big.key} "
+              f"{big.decode_tokens_per_s:.1f} tokens/s")
+    if not supports_verdict(noise):
+        return f"Decode speed against bytes per token: {speeds} ({withheld(noise)})"
     gain = small.decode_tokens_per_s / big.decode_tokens_per_s
     if gain >= FASTER:
         return (f"Fewer bytes per token, faster decode here: {small.key} {gain:.1f}× "
                 f"{big.key}")
-    return (f"Fewer bytes per token, not faster here: {small.key} "
-            f"{small.decode_tokens_per_s:.1f} vs {big.key} {big.decode_tokens_per_s:.1f} "
-            "tokens/s (the kernel sets the pace)")
+    return f"Fewer bytes per token, not faster here: {speeds} (the kernel sets the pace)"
 
 
 FASTER = 1.2  # a speed-up the title calls "faster": well above run-to-run noise
@@ -47,7 +52,7 @@ FASTER = 1.2  # a speed-up the title calls "faster": well above run-to-run noise
 
 def roofline_figure(reports, bandwidth_gbs: float, bandwidth_note: str = "",
                     caption: str = "", x_title: str = BYTES_AXIS,
-                    height: int = 440) -> go.Figure:
+                    height: int = 440, noise=None) -> go.Figure:
     """Measured decode tokens/s per mode at its bytes per token, under the bandwidth curve.
     `x_title` says what those bytes count (weights only, or weights + KV cache); `height`: px
     before the ceiling's legend (lesson 6 asks for less: its cards sit above it). Each point is
@@ -74,8 +79,8 @@ def roofline_figure(reports, bandwidth_gbs: float, bandwidth_note: str = "",
                            f"%{{y:.1f}} tokens/s ({share:.0%} of the ceiling)<br>"
                            f"{html.escape(r.kernel)}<extra></extra>")))
     fig.update_yaxes(rangemode="tozero")
-    fig = styled(fig, roofline_title(reports, bandwidth_gbs), x_title, "Decode speed (tokens/s)",
-                 caption, height=height + CEILING_LEGEND)
+    fig = styled(fig, roofline_title(reports, bandwidth_gbs, noise), x_title,
+                 "Decode speed (tokens/s)", caption, height=height + CEILING_LEGEND)
     return fig.update_layout(showlegend=True)  # the ceiling's entry, alone in the legend
 
 
