@@ -53,7 +53,9 @@ def test_try_it_streams_an_answer(visitor):
     before = text_of(page, "chat-stats")
     page.locator("#chat-generate").click()
     first = wait_text_change(page, "chat-stats", before, timeout_s=60)
-    assert "time to first token" in first or "batch" in first  # answering, or joining the batch
+    # answering, joining the batch, or waiting its turn for a row (the server admits between
+    # steps; on a loaded machine the first screen's own live answer may still hold one)
+    assert "time to first token" in first or "batch" in first or "free row" in first, first
 
     def answering():
         text = text_of(page, "chat-stats")
