@@ -260,16 +260,20 @@ def test_lesson_5_batching(visitor):
     assert all(0 < c <= r for c, r in zip(carried, rates))  # a longer cache: never faster
     dollars = [number(r"\$([\d,.]+)", r["$ / M output"]) for r in costs]
     # $ per million = price per hour / (tokens/s x 3,600) x 1,000,000, at the default $0.10/h
-    # the rate is shown to one decimal: the dollars come from the unrounded rate, within ±0.05
-    for d, c in zip(dollars, carried):
+    # the rate is shown to one decimal and the dollars to their own last digit: the dollars
+    # come from the unrounded rate (within ±0.05), then rounded (within half their last digit)
+    for d, c, r in zip(dollars, carried, costs):
+        shown = re.search(r"\$([\d,.]+)", r["$ / M output"]).group(1)
+        half = 0.5 * 10 ** -len(shown.partition(".")[2])
         low, high = (0.10 / ((c + h) * 3600) * 1e6 for h in (0.05, -0.05))
-        assert low * 0.995 <= d <= (high if c > 0.05 else float("inf")) * 1.005, (d, c)
+        assert low - half <= d <= (high if c > 0.05 else float("inf")) + half, (d, c)
     before = text_of(page, "batch-cost-table")
     set_number(page, "batch-cost-price", 1.0)
     wait_text_change(page, "batch-cost-table", before, 30)
     tenfold = [number(r"\$([\d,.]+)", r["$ / M output"])
                for r in table_rows(page, "batch-cost-table")]
-    assert tenfold == pytest.approx([10 * d for d in dollars], rel=0.01)
+    for ten, d in zip(tenfold, dollars):  # ten times the price: ten times the (rounded) cost
+        assert ten == pytest.approx(10 * d, rel=0.01, abs=0.056), (ten, d)
     assert plot_title(page, "batch-cost-plot") == "What a token costs at $1.00 per hour"
     screenshot(page, "lesson-5-cost")
     assert_clean(page, watch)
