@@ -4,7 +4,9 @@ Every mode starts from the same float32 weights (dequantized from the bundled GG
 linear layers are Q4_1 and whose tied embedding/output head is Q8_0, when that is the source).
 A mode is chosen by its key from `MODES`, never guessed from a file name. Building a mode
 copies the shared model (`copy.deepcopy`) and converts the copy, so the model every other
-lesson uses is never touched. Built modes are kept once per process in the `SharedResults`
+lesson uses is never touched (`_private_copy` skips copying the float weights a conversion
+replaces anyway, and the built copy is checked to share none of its storage with the loaded
+model). Built modes are kept once per process in the `SharedResults`
 the app passes in; only modes somebody asked for are built (an fp32 copy takes 4 bytes per
 parameter; the quantized ones are far smaller once built).
 
@@ -109,6 +111,31 @@ def _kernel_label(mode: QuantMode, device: torch.device) -> str:
     return "" if probe(device) else SIMULATED
 
 
+def _private_copy(model: nn.Module, mode: QuantMode) -> nn.Module:
+    """A copy of `model` for `mode` that never shares a tensor with it once converted, without
+    first copying the float weights the conversion replaces anyway (a whole float32 model, 4
+    bytes a parameter, for nothing):
+    - float modes: each parameter is cast into the copy directly (no float32 copy first);
+    - int modes: the Linears' and the input embedding's weights are left shared for the
+      moment; `_convert` swaps every one of those modules for a quantized one, built from
+      those weights without writing to them. The rest (norms, buffers) is copied."""
+    if mode.kind == "float":
+        memo = {id(p): nn.Parameter(p.detach().to(mode.dtype, copy=True),
+                                    requires_grad=p.requires_grad) for p in model.parameters()}
+    else:
+        replaced = [m for m in model.modules() if isinstance(m, nn.Linear)]
+        replaced.append(model.get_input_embeddings())
+        memo = {id(p): p for m in replaced for p in m.parameters(recurse=False)}
+    return copy.deepcopy(model, memo)
+
+
+def _shares_storage(model: nn.Module, other: nn.Module) -> bool:
+    """True when any tensor of `model` lives in a storage of `other`."""
+    theirs = {t.untyped_storage().data_ptr() for t in [*other.parameters(), *other.buffers()]}
+    return any(t.untyped_storage().data_ptr() in theirs
+               for t in [*model.parameters(), *model.buffers()])
+
+
 def _convert(model: nn.Module, mode: QuantMode, use_kernel: bool) -> Iterator[tuple[int, int, str]]:
     """Convert `model` (a private copy) in place to `mode`, yielding progress."""
     if mode.kind == "float":
@@ -150,12 +177,15 @@ def build_steps(lm, key: str, shared, simulated: bool = False) -> Iterator[Build
         yield BuildProgress(
             0, 1, f"{mode.label}: copying the float32 model ({fp32_bytes / 1e6:.0f} MB)")
         start = time.perf_counter()
-        model = copy.deepcopy(lm.model)
+        model = _private_copy(lm.model, mode)
         with torch.no_grad():
             for done, total, name in _convert(model, mode, use_kernel=kernel != SIMULATED):
                 spent += time.perf_counter() - start
                 yield BuildProgress(done, total, f"{mode.label}: {name}")
                 start = time.perf_counter()
+        if _shares_storage(model, lm.model):  # a conversion that kept a weight it should replace
+            raise RuntimeError(f"{mode.label}: the built copy still shares weights with the "
+                               "loaded model")
         if not kernel:  # int modes: read the label off the head (every Linear uses the same path)
             kernel = model.get_output_embeddings().kernel
     built = BuiltMode(mode=mode, model=model.eval(), weight_bytes=weight_bytes(model),

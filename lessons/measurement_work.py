@@ -38,9 +38,9 @@ once per process) and building a quantized copy run none.
   The k sweep is that race for both drafts at every k; the batch measurement prefills b copies
   of the prompt, then times `REPEATS` + 1 rounds of a plain step and a k + 1 token pass:
   Σ_b b·(P + (REPEATS + 1)(k + 2)).
-- Quantization: a float32 reference (a greedy run and a teacher-forced pass of P + n − 1), then
-  per mode (float32 always among them) a warm-up run of 2, its greedy run, its teacher-forced
-  pass and the perplexity text's T tokens: 2(P + n − 1) + modes·(3P + 2n − 1 + T).
+- Quantization: per mode (float32 always among them, first) a warm-up run of 2, its greedy run,
+  its teacher-forced pass and the perplexity text's T tokens: modes·(3P + 2n − 1 + T). float32's
+  own greedy run and teacher-forced pass are the reference the others are compared with.
 - This machine (`roofline`, fixed): 24 greedy tokens of its prompt, three 256-token prefills,
   a profiled decode (a prefill, 5 steps and 4 profiled); on a GPU the captured race adds five
   greedy runs (two of 8 tokens, three of 128).
@@ -135,7 +135,7 @@ def context_decode_tokens(lengths: Sequence[int], batches: Sequence[int], repeat
 
 
 def quant_tokens(prompt: int, new: int, modes: int, text: int) -> int:
-    return 2 * greedy_tokens(prompt, new) + modes * (3 * prompt + 2 * new - 1 + text)
+    return modes * (3 * prompt + 2 * new - 1 + text)
 
 
 def step_profile_tokens(prompt: int, steps: int = step_bound.PROFILED_STEPS) -> int:

@@ -279,3 +279,66 @@ def test_default_modes_keep_a_class_run_short_and_half_precision_where_native():
     assert default_modes(None) == ["fp32", "fp16", "bf16", "int8", "int4-g32"]  # a GPU: all
     assert default_modes(False) == ["fp32", "int8", "int4-g32"]  # a CPU converting halves
     assert default_modes(True) == ["fp32", "bf16", "int8", "int4-g32"]  # native bfloat16
+
+
+def test_second_comparison_builds_nothing_and_reuses_the_reference(lm, monkeypatch):
+    """A class pressing Compare twice: the second run builds no mode and runs float32's answer
+    once (as a mode, not again as a reference), and gets the same greedy tokens and quality
+    figures; the bytes shown are the kept copies' real tensor bytes, and no copy shares a
+    weight with (or has changed) the loaded model."""
+    import inference.quant_modes as quant_modes
+    from inference.experiments.quality import load_perplexity_text
+    from lessons.common.prompt_input import encode_prompt
+    from lessons.measurement_work import quant_tokens
+    from lessons.quantization_handlers import DEFAULT_PROMPT, compare_frames
+
+    settings, shared = Settings(), SharedResults()
+    shared.put(("read-bandwidth", str(lm.device)), 12.5)  # measured once per machine: preset
+    copies = []
+    copy_for = quant_modes._private_copy
+    monkeypatch.setattr(quant_modes, "_private_copy",
+                        lambda model, mode: copies.append(mode.key) or copy_for(model, mode))
+    fed = [0]
+
+    def count(module, args, kwargs):  # a built copy inherits the hook: count the model only
+        if module is lm.model:
+            fed[0] += int(kwargs.get("input_ids", args[0] if args else None).numel())
+    hook = lm.model.register_forward_pre_hook(count, with_kwargs=True)
+    head = lm.model.get_output_embeddings().weight.detach().clone()
+    runs = []
+    try:
+        for _ in range(2):
+            fed[0] = 0
+            frames = list(compare_frames(lm, settings, shared, DEFAULT_PROMPT, ["int8"], 8))
+            runs.append((frames, fed[0], list(copies)))
+            copies.clear()
+    finally:
+        hook.remove()
+    (first, fed1, built1), (second, fed2, built2) = runs
+    assert built1 == ["int8"] and built2 == []  # built once, kept (fp32 on a CPU: no copy)
+    assert "measured as float32" in first[0].message
+    assert "kept from an earlier run" in second[0].message
+    assert not any("building" in f.message for f in second)
+    # float32's passes on the loaded model: one warm-up, one greedy answer, one teacher-forced
+    # pass, the perplexity text, in both runs (the reference is float32's own measured run)
+    prompt = len(encode_prompt(lm, settings, DEFAULT_PROMPT, max_tokens=512))
+    text = len(lm.tokenizer(load_perplexity_text(), add_special_tokens=False)["input_ids"])
+    if lm.model.dtype == torch.float32:
+        assert fed1 == fed2 == quant_tokens(prompt, 8, 1, text)
+    for a, b in zip(first[-1].reports, second[-1].reports, strict=True):
+        assert a.key == b.key and a.token_ids == b.token_ids  # the same greedy answers
+        assert a.top1_agreement == b.top1_agreement
+        assert a.kl_mean == pytest.approx(b.kl_mean, abs=1e-6)
+        assert a.perplexity == pytest.approx(b.perplexity, rel=1e-6)
+    fp32, int8 = second[-1].reports
+    assert fp32.top1_agreement == 1.0 and fp32.kl_mean == pytest.approx(0.0, abs=1e-6)
+    kept = build_mode(lm, "int8", shared)
+    assert kept is build_mode(lm, "int8", shared)  # one copy per mode, however many runs
+    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
+                for n, t in [*kept.model.named_parameters(), *kept.model.named_buffers()]
+                if "rotary" not in n}  # rotary: non-persistent, not weights
+    assert int8.weight_bytes == kept.weight_bytes == sum(storages.values())
+    theirs = {t.untyped_storage().data_ptr() for t in lm.model.parameters()}
+    assert not any(t.untyped_storage().data_ptr() in theirs
+                   for t in [*kept.model.parameters(), *kept.model.buffers()])
+    assert torch.equal(lm.model.get_output_embeddings().weight, head)  # the shared model intact
