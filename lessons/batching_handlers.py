@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from plotly.graph_objects import Figure
@@ -37,7 +37,7 @@ from visualizations import batching_charts as charts
 from visualizations import batching_tables as tables
 from visualizations import batching_text as text
 from visualizations.mechanism_weights import batch_diagram
-from visualizations.noise_view import busy_notice_html
+from visualizations.noise_view import busy_notice_html, supports_verdict
 from visualizations.style import info_caption
 
 from .common.guess import guess_md
@@ -174,7 +174,7 @@ def _sweep_frame(lm, update: SweepUpdate, message: str, schedules: ScheduleCompa
                               noise=judged),
         table=tables.sweep_table(update, judged) + compared,
         plan=tables.plan_table(update.plans),
-        sweep=update if done else None,
+        sweep=replace(update, noise=judged) if done else None,  # kept: later views judge by it
         closing=text.closing_note(lm.info, update, schedules, judged) if done else None)
 
 
@@ -268,5 +268,6 @@ def cost_view(lm, settings: Settings, sweep: SweepUpdate | None, *, price_per_ho
     costs = model_serving_costs(lm, sweep.points, price, p_in, p_out, sweep.bandwidth_gbs)
     return CostView(plot=charts.cost_chart(costs, price, info_caption(lm.info)),
                     table=tables.cost_table(costs, p_in, p_out)
-                    + guess_md(COST_GUESS_KEY, guess, costs[-1].usd_per_million_output)
+                    + guess_md(COST_GUESS_KEY, guess, costs[-1].usd_per_million_output,
+                               noisy=not supports_verdict(sweep.noise))
                     + tables.mode_cost_table(modes, price))

@@ -43,6 +43,7 @@ from lessons.common.shared_runs import cut
 from polling import wait_for
 from visualizations import (
     batching_tables,
+    batching_text,
     context_text,
     kv_text,
     roofline_charts,
@@ -408,6 +409,12 @@ def test_kv_and_batching_verdicts_quiet_and_busy():
     upd = SweepUpdate(points, (), 0, 4, 4, 10.0, "done", finished=True)
     _both(lambda n: batching_tables.sweep_table(upd, n), "**Why.**")
     assert "2.5× the time for 16× the tokens" in batching_tables.sweep_table(upd, BUSY_READING)
+    # a view drawn later from the kept sweep (the schedulers' closing note) judges it the same
+    info = SimpleNamespace(device="cpu", dtype="float32", threads=2)
+    later = {n: batching_text.closing_note(info, replace(upd, noise=n), None)
+             for n in (QUIET, BUSY_READING)}
+    assert "No verdict on where batching stops paying" in later[BUSY_READING]
+    assert "No verdict" not in later[QUIET] and BUSY.capitalize() not in later[QUIET]
 
 
 def test_machine_and_presenter_verdicts_quiet_and_busy():

@@ -4,11 +4,13 @@ model; the question's unit and "why" are the presenter's."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
 
 from inference.config import Settings
+from inference.experiments.noise import judge
 from inference.experiments.shared_results import SharedResults
 from lessons import (
     batching_handlers,
@@ -89,6 +91,15 @@ def test_cost_view_compares_the_guess_with_the_largest_batch(lm):
                   .group(1).replace(",", ""))  # batch 2's $ / M output in the table
     # the guess line rounds to whole dollars above $10 (17 beside the table's $16.64)
     assert measured_in(view.table) == pytest.approx(shown, rel=0.01, abs=0.5)
+    # the sweep's own reading decides the guess's verdict, however late the view is drawn
+    busy_sweep = replace(done.sweep, noise=judge(others_cpu=0.6))
+    busy = batching_handlers.cost_view(lm, SETTINGS, busy_sweep, price_per_hour=1.0,
+                                       prompt_tokens=100, output_tokens=100, guess=5)
+    assert "on a busy machine" in busy.table and "**Why:**" not in busy.table
+    quiet = batching_handlers.cost_view(lm, SETTINGS, replace(done.sweep, noise=judge()),
+                                        price_per_hour=1.0, prompt_tokens=100,
+                                        output_tokens=100, guess=5)
+    assert "**Why:**" in quiet.table
 
 
 def test_quantization_compares_int8_with_fp32_once_both_ran():

@@ -99,7 +99,10 @@ def closing_note(info, sweep, schedules, noise=None) -> str:
     `info`: the model's `ModelInfo`; `sweep`: the last finished `SweepUpdate` (or None);
     `schedules`: the last static-vs-continuous comparison with `.static`, `.continuous`,
     `.trace` and `.max_batch` (or None); `noise`: the sweep's `Noise` (busy: the notice, and
-    no verdict on where batching stops paying)."""
+    no verdict on where batching stops paying); without it, the sweep's own reading (kept on
+    the finished `SweepUpdate`), so a view drawn later (the schedulers) judges it the same."""
+    if noise is None and sweep is not None:
+        noise = getattr(sweep, "noise", None)
     parts = [f"### What this machine showed ({info.device}, {info.dtype}, "
              f"{info.threads} threads)"]
     if sweep and sweep.points:

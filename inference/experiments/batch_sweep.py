@@ -81,6 +81,7 @@ class SweepUpdate:
     bandwidth_gbs: float  # measured read bandwidth (sum of a large buffer)
     message: str
     finished: bool = False
+    noise: object = None  # the noise rule's `Noise` for the finished sweep (set by the lesson)
 
 
 def sweep_sizes(max_batch: int) -> list[int]:
