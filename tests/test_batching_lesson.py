@@ -243,9 +243,11 @@ def test_sweep_handler_streams_and_shares(lm):
     assert all(f.diagram is None for f in progress_only)  # the diagram left as it is
     again = list(run.sweep_frames(lm, settings, shared, max_batch=2, steps=2, budget_mb=None))
     if len(again) == 1:  # a quiet sweep is shared with the next visitor
-        assert "shared with every visitor" in again[0].progress and again[0].sweep is state
+        assert "shared with every visitor" in again[0].progress and again[0].sweep == state
+        assert again[0].sweep.noise.quiet  # with its reading: later views judge it the same
     else:  # judged busy (noise.py): not shared, measured again, and the notice said so
-        assert "busy while measuring" in last.closing and again[-1].sweep is not state
+        assert "busy while measuring" in last.closing and again[-1].sweep != state
+        assert state.noise.busy
     view = run.cost_view(lm, settings, state, price_per_hour=1.0, prompt_tokens=10,
                          output_tokens=20)
     assert "$ / M output" in view.table and len(view.plot.data) == 2
