@@ -45,13 +45,12 @@ from inference.quant_modes import build_steps
 from inference.tokens import encode_text, tokenize
 from visualizations.model_card import human_bytes
 from visualizations.noise_view import BUSY, supports_verdict
-from visualizations.presenter_view import recap_md
 
 from .common.judged_results import keep, reuse
 from .common.latest import PRESENTER_BATCH, shared_key
-from .common.predictions import beside_noisy_md, comparison_md
 from .common.presenter_screens import Screen
 from .common.prompt_input import encode_prompt
+from .presenter_progress import RECAP, at
 from .presenter_steps import (  # noqa: F401
     Step,
     batch_running,
@@ -379,9 +378,6 @@ MEASURES: dict[str, Callable[[object, Settings, object],
     f.__name__: f for f in (answer, tokens, token_mix, prefill, prefill_race, decode, roofline,
                             speculative, step_split, kv_bytes, kv_race, long_context, batch,
                             int8, cost)}
-RECAP = "recap"  # gathers the visitor's own results: no model run
-
-
 def finish(gen: Generator):
     """Run a generator to its end; its return value."""
     while True:
@@ -406,47 +402,6 @@ def measured(key: str, lm, settings: Settings, shared) -> Measured:
     """Screen `key`'s measurement run to the end."""
     *_, last = measure_steps(key, lm, settings, shared)
     return last
-
-
-def fresh() -> dict:
-    """A new visitor's progress: the first screen, no guesses, no results. A new dict (and new
-    inner dicts) every call: one visitor's guesses never land in another's record."""
-    return {"screen": 0, "guesses": {}, "results": {}, "page": None}  # page: who wrote it last
-
-
-def clean(progress) -> dict:
-    """The visitor's stored progress, or a fresh one where storage held something else."""
-    if not isinstance(progress, dict):
-        return fresh()
-    return {"screen": progress.get("screen", 0) if isinstance(progress.get("screen"), int)
-            else 0,
-            "guesses": dict(progress.get("guesses") or {}),
-            "results": dict(progress.get("results") or {}),
-            "page": progress.get("page") if isinstance(progress.get("page"), str) else None}
-
-
-def page_id(request) -> str | None:
-    """This page load's id (Gradio's session hash): a reload or another tab gets a new one."""
-    return getattr(request, "session_hash", None) if request is not None else None
-
-
-def at(screens: tuple[Screen, ...], progress: dict) -> tuple[int, Screen]:
-    i = min(max(progress["screen"], 0), len(screens) - 1)
-    return i, screens[i]
-
-
-def compare_text(screen: Screen, progress: dict, screens: tuple[Screen, ...]) -> str:
-    """Below the result: the recap, guess vs measurement, or (before the run) nothing."""
-    if screen.measure == RECAP:
-        return recap_md(screens, progress["results"]) if RECAP in progress["results"] else ""
-    got = progress["results"].get(screen.measure)
-    if screen.predict is None or got is None:
-        return ""
-    if got.get("noisy"):  # measured on a busy machine: beside the guess, no verdict
-        return beside_noisy_md(progress["guesses"].get(screen.measure), screen.unit,
-                               got["shown"])
-    return comparison_md(progress["guesses"].get(screen.measure), got["value"], screen.unit,
-                         screen.why)
 
 
 def measure_screen(p: dict, screens: tuple[Screen, ...], typed: float | None, lm,

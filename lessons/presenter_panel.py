@@ -24,15 +24,8 @@ from .common.context import AppContext
 from .common.feedback import guarded
 from .common.page_screens import PageScreens
 from .common.presenter_screens import load_screens
-from .presenter_handlers import (
-    Step,
-    at,
-    clean,
-    compare_text,
-    fresh,
-    measure_screen_steps,
-    page_id,
-)
+from .presenter_handlers import Step, measure_screen_steps
+from .presenter_progress import at, clean, compare_text, fresh, page_id
 
 STORAGE_KEY = "llm-lab-presenter"
 # Arrow keys / Page Up-Down click Back and Next while the presenter is on screen and no field

@@ -17,7 +17,8 @@ from lessons.common.page_screens import PageScreens
 from lessons.common.predictions import comparison_md, guess_error, verdict
 from lessons.common.presenter_screens import load_screens, parse_screens
 from lessons.common.progress import STEPS, path_md, visit, visited
-from lessons.presenter_handlers import MEASURES, RECAP, clean, compare_text, fresh, measure_screen
+from lessons.presenter_handlers import MEASURES, measure_screen
+from lessons.presenter_progress import RECAP, clean, compare_text, fresh
 from visualizations.exports import (
     batch_sweep_csv,
     machine_figures_md,
