@@ -210,6 +210,16 @@ def _generating(visitor, event_id: str) -> str:
                      if m.get("event_id") == event_id and m.get("msg") == "process_generating")
 
 
+def _hold_the_line(demo, visitor, value: int) -> int:
+    """`visitor` starts the slow "hold" measurement (`value`: a setting no other test used, so
+    it is not a reused result) and it is running: the heavy lane is busy. The "measure"
+    endpoint's index, for the presses that will wait behind it."""
+    held = visitor.join(_fn(demo, "hold"), [value]).json()["event_id"]
+    assert wait_for(lambda: any(ev._id == held for job in demo._queue.active_jobs if job
+                                for ev in job), timeout=30)
+    return _fn(demo, "measure")
+
+
 def test_fair_identical_presses_while_the_first_waits_in_line_join_it(line):
     """Visitor B's measurement waits behind A's in the heavy lane; C and D press the same
     before it starts and follow it (joined lane, the waiting line shown); E's differs and waits
@@ -221,10 +231,7 @@ def test_fair_identical_presses_while_the_first_waits_in_line_join_it(line):
     calls.clear()
     a, b, c, d, e = (Visitor(url, f"198.51.100.{40 + i}") for i in range(5))
     try:
-        held = a.join(_fn(demo, "hold"), [1]).json()["event_id"]
-        assert wait_for(lambda: any(ev._id == held for job in demo._queue.active_jobs if job
-                                    for ev in job), timeout=30)
-        measure = _fn(demo, "measure")
+        measure = _hold_the_line(demo, a, 1)
         first = b.join(measure, [7]).json()["event_id"]
         assert first in _heavy_waiting(demo)
         joined = [v.join(measure, [7]) for v in (c, d)]
@@ -258,10 +265,7 @@ def test_fair_followers_of_a_measurement_that_left_the_line_are_told_to_press_ag
     calls.clear()
     a, b, c, f = (Visitor(url, f"198.51.100.{50 + i}") for i in range(4))
     try:
-        held = a.join(_fn(demo, "hold"), [2]).json()["event_id"]  # not test 1's (reused)
-        assert wait_for(lambda: any(ev._id == held for job in demo._queue.active_jobs if job
-                                    for ev in job), timeout=30)
-        measure = _fn(demo, "measure")
+        measure = _hold_the_line(demo, a, 2)  # not test 1's (reused)
         first = b.join(measure, [9]).json()["event_id"]
         c_id = c.join(measure, [9]).json()["event_id"]
         assert c_id not in _heavy_waiting(demo)
@@ -296,10 +300,7 @@ def test_fair_followers_hold_at_most_their_share_of_the_worker_slots(line, monke
     calls.clear()
     a, b, c, d = (Visitor(url, f"198.51.100.{60 + i}") for i in range(4))
     try:
-        held = a.join(_fn(demo, "hold"), [3]).json()["event_id"]
-        assert wait_for(lambda: any(ev._id == held for job in demo._queue.active_jobs if job
-                                    for ev in job), timeout=30)
-        measure = _fn(demo, "measure")
+        measure = _hold_the_line(demo, a, 3)
         first = b.join(measure, [11]).json()["event_id"]
         c_id = c.join(measure, [11]).json()["event_id"]  # the one follower allowed
         d_id = d.join(measure, [11]).json()["event_id"]
