@@ -11,6 +11,7 @@ from .cards import WAITING, Card, cards_html, times
 from .model_card import human_bytes
 from .noise_view import busy_notice_html, quiet_note, supports_verdict
 from .quant_charts import mode_table
+from .roofline_bytes import FASTER
 
 NO_MODES_CARDS = ("*float32's decode speed, the smallest mode's and its bytes per weight appear "
                   "here, measured, as **Compare modes** measures them.*")
@@ -20,9 +21,10 @@ def mode_cards_html(reports, noise=None) -> str:
     """The comparison's headline cards, under Compare modes: the lesson's point in two measured
     ratios, the smallest mode's weight bytes and its decode tokens/s, each ÷ float32's (the
     speeds themselves in the note). "faster" only on a quiet finished run (`noise`) whose ratio
-    is above 1; busy: the numbers and "busy machine", no word (the notice stands in the closing
-    note). The smallest mode is picked by its bytes, never by a timing. Two cards, short words:
-    one row on a phone (issue 23)."""
+    reaches the roofline title's `FASTER` (1.2, well above run-to-run noise), so the card and
+    the chart's title never disagree; busy: the numbers and "busy machine", no word (the notice
+    stands in the closing note). The smallest mode is picked by its bytes, never by a timing.
+    Two cards, short words: one row on a phone (issue 23)."""
     base = next((r for r in reports or () if r.key == "fp32"), None)
     if base is None:
         return NO_MODES_CARDS
@@ -35,8 +37,8 @@ def mode_cards_html(reports, noise=None) -> str:
     speed = small.decode_tokens_per_s / base.decode_tokens_per_s
     if noise is not None and noise.busy:
         said = "noisy, busy machine"
-    elif supports_verdict(noise):
-        said = "faster" if speed > 1 else "not faster"
+    elif supports_verdict(noise):  # the roofline title's rule: one verdict on one screen
+        said = "faster" if speed >= FASTER else "not faster"
     else:
         said = "so far"
     return cards_html([
