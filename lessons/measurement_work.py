@@ -76,6 +76,7 @@ from inference.tokens import prompt_ids
 
 from . import context_handlers as context
 from . import presenter_handlers as presenter
+from . import presenter_progress
 from .batching_handlers import SWEEP_PROMPT, workload_trace
 from .common.presenter_screens import load_screens
 from .common.prompt_input import encode_prompt
@@ -279,7 +280,7 @@ def presenter_screen_tokens(lm, settings: Settings, measure: str) -> int:
 
 
 def presenter_measure(lm, settings, named: dict, values: list) -> int:
-    _, screen = presenter.at(load_screens(lm.info), presenter.clean(values[0]))
+    _, screen = presenter_progress.at(load_screens(lm.info), presenter_progress.clean(values[0]))
     return presenter_screen_tokens(lm, settings, screen.measure)
 
 
