@@ -117,15 +117,22 @@ def build(ctx: AppContext) -> None:
             if done is None or isinstance(done, Step):  # between two parts (the server steps)
                 still = isinstance(done, Step) and turned.now(p["page"], measuring) == measuring
                 yield {result: step_html(done) if still else gr.skip()}  # on its own screen only
-                continue
-            here = turned.now(done["page"], done["screen"])
-            if here != done["screen"]:  # turned on meanwhile: keep the figure, not the page
-                done["screen"] = here
-                yield {progress: done}
             else:
-                yield view(done)
+                yield {finished: done}  # shown by `show_finished`, once this event has ended
+
+    def show_finished(done, request: gr.Request = None) -> dict:
+        """The finished measurement, on the screen this page shows now. A separate event: when
+        a streamed event ends, Gradio sends its outputs' last values once more, so a page drawn
+        by the stream's last frame would come back over a move made just before that."""
+        if not isinstance(done, dict):  # nothing new finished (a run stopped at its time limit)
+            return {c: gr.skip() for c in outputs} | {finished: None}
+        done = clean(done)
+        done["page"] = page_id(request)  # a followed run carries its leader's page
+        done["screen"] = turned.now(done["page"], done["screen"])
+        return view(done) | {finished: None}  # used once: a later run's end can't replay it
 
     outputs = [progress, shown, guess, run, result, compare]
+    finished = gr.State(None)  # a measurement's progress, from its run to `show_finished`
     turned = PageScreens(settings.sessions_held)  # each page's newest screen, by its moves
     # always_last: a press while the previous move is still on its way runs after it (Gradio's
     # default drops it: a presenter pressing twice quickly on a busy machine moved once)
@@ -133,10 +140,12 @@ def build(ctx: AppContext) -> None:
                api_visibility="private", trigger_mode="always_last")
     forward.click(guarded(move(+1), plain=True, compute=False), progress, outputs, queue=False,
                   api_visibility="private", trigger_mode="always_last")
-    run.click(guarded(measure, alone=server), [progress, guess], outputs,
+    run.click(guarded(measure, alone=server), [progress, guess], outputs + [finished],
               concurrency_id="heavy", concurrency_limit=settings.heavy_lane_limit,
               time_limit=settings.measure_time_limit_s,
-              api_name="presenter_measure")
+              api_name="presenter_measure").success(
+        guarded(show_finished, plain=True, compute=False), finished, outputs + [finished],
+        queue=False, api_visibility="private", show_progress="hidden")
     # The browser restores the stored progress after the page has loaded and reports it as a
     # change: show that screen (not writing `progress` back, which would report again). A change
     # this page wrote itself (a move, a measurement) is already on screen: redrawing it could

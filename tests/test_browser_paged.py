@@ -31,12 +31,14 @@ def test_lesson_4b_pages_and_the_live_pool_while_a_chat_streams(visitor):
     wait_until(lambda: held(page, "pages-grid") > 0, 30, "the request's blocks drawn")
     screenshot(page, "4b-kv-pages")
 
-    open_tab(page, "Try it")
-    set_slider(page, "chat-generate", "Max new tokens", 48)
-    fill_text(page, "chat-prompt", "Write a short poem about the sea.")
-    page.locator("#chat-generate").click()
+    # Watch first, then start a long answer: a short one could end before the first redraw.
     open_tab(page, "This machine")
     page.locator("#server-watch input").check()  # the view redraws itself every 2 s
+    open_tab(page, "Try it")
+    set_slider(page, "chat-generate", "Max new tokens", 256)
+    fill_text(page, "chat-prompt", "Write a long poem about the sea, the wind and the ships.")
+    page.locator("#chat-generate").click()
+    open_tab(page, "This machine")
     seen: list[int] = []
 
     def streaming_seen() -> bool:
@@ -47,4 +49,6 @@ def test_lesson_4b_pages_and_the_live_pool_while_a_chat_streams(visitor):
     assert max(seen) > 0, seen
     assert "block table" in text_of(page, "server-pool-tables") or seen[-1] == 0
     screenshot(page, "server-pool-live")
+    open_tab(page, "Try it")
+    page.locator("#chat-stop").click()  # the later tests need the server to themselves
     assert_clean(page, watch)
