@@ -86,7 +86,7 @@ def launch_options() -> dict:
     return dict(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
                 share=False, show_error=False, max_file_size="1mb",
                 css=lesson_text("style.css") + lesson_text("presenter.css"),
-                # chat handlers wait on the server's events in threads: room for all of them
+                # the first screen's answers wait on the server in threads: room for all
                 max_threads=SETTINGS.server_rows + SETTINGS.server_queue + 40,
                 app_kwargs={"middleware": [
                     Middleware(LimitRequestSize, max_bytes=SETTINGS.max_request_bytes),

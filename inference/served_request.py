@@ -4,10 +4,11 @@ seeded generator, the tokens it got so far, and the queue its events arrive on. 
 server frees its row and its KV blocks at the next step."""
 from __future__ import annotations
 
+import asyncio
 import queue
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 
 from .errors import InferenceInputError
 from .events import StepEvent
@@ -39,6 +40,7 @@ class ServedRequest:
         self.finished: str | None = None
         self.preemptions = 0  # times it was preempted for room and sent back to the queue
         self._events: queue.Queue = queue.Queue()
+        self._wake: Callable[[], None] | None = None  # set while `aevents` awaits on a loop
         self._cancelled = threading.Event()
 
     @property
@@ -90,5 +92,52 @@ class ServedRequest:
         finally:
             self.cancel()
 
+    async def aevents(self, timeout_s: float = 600.0, idle_s: float | None = None
+                      ) -> AsyncIterator[StepEvent | None]:
+        """`events()` for a handler on an event loop (the web server's): each event is awaited
+        there, woken by the server's step, with no thread of its own waiting for it. Thirty
+        waiting chats in threads meant thirty threads waking after every step, each taking
+        Python's lock from the step's arithmetic; on the loop they cost one wake-up."""
+        loop, arrived = asyncio.get_running_loop(), asyncio.Event()
+
+        def wake() -> None:  # on the server's thread
+            try:
+                loop.call_soon_threadsafe(arrived.set)
+            except RuntimeError:  # the loop has closed: nobody is waiting any more
+                pass
+
+        self._wake = wake
+        deadline = time.monotonic() + timeout_s
+        try:
+            while True:
+                arrived.clear()  # before looking: an event put after the look sets it again
+                try:
+                    item = self._events.get_nowait()
+                except queue.Empty:
+                    left = deadline - time.monotonic()
+                    try:
+                        await asyncio.wait_for(arrived.wait(), max(0.0, left if idle_s is None
+                                                                   else min(idle_s, left)))
+                    except TimeoutError:
+                        if time.monotonic() >= deadline:
+                            raise ServerStoppedError(
+                                "The server did not answer in time; try again.") from None
+                        yield None
+                    continue
+                if item is None:
+                    return
+                if isinstance(item, Exception):
+                    raise item
+                yield item
+                if item.finished:
+                    return
+                deadline = time.monotonic() + timeout_s
+        finally:
+            self._wake = None
+            self.cancel()
+
     def _put(self, item) -> None:
         self._events.put(item)
+        wake = self._wake
+        if wake is not None:
+            wake()

@@ -4,11 +4,15 @@ model and back; the lessons then take it apart.
 
 Every answer is served by the app's one continuous batcher (`inference.server.Server`): the
 request joins whatever batch is running for the other visitors, and the line under the answer
-says how many requests shared its forward passes. `generate_chat` is a plain generator of
-`ChatFrame`s (`chat_panel` wires it). Stop or a closed tab frees the row at the next step."""
+says how many requests shared its forward passes. `generate_chat` is an async generator of
+`ChatFrame`s (`chat_panel` wires it): it waits for its tokens on the web server's event loop,
+not in a thread of its own, so a class of waiting chats costs one wake-up per step, not thirty
+threads taking Python's lock from the step. Stop or a closed tab frees the row at the next
+step."""
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from inference.config import Settings
@@ -17,7 +21,7 @@ from inference.tokens import clean_text
 from visualizations.server_view import limit_note, shared_steps_note, waiting_md
 from visualizations.timing_text import live_stats_md
 
-from .common.client_timing import timed_events
+from .common.client_timing import atimed_events
 from .common.prompt_input import encode_prompt
 from .start_handlers import STARTERS
 
@@ -30,8 +34,8 @@ class ChatFrame:
     stats: str  # measured TTFT / time per token / tokens/s, then the batching line
 
 
-def generate_chat(lm, settings: Settings, server, prompt: str, max_new: int
-                  ) -> Iterator[ChatFrame]:
+async def generate_chat(lm, settings: Settings, server, prompt: str, max_new: int
+                        ) -> AsyncIterator[ChatFrame]:
     """Stream a greedy answer from the shared server. Times are what this visitor experienced:
     TTFT from pressing Generate (queue and prefill), then the wall time between tokens."""
     ids = encode_prompt(lm, settings, prompt)
@@ -43,10 +47,10 @@ def generate_chat(lm, settings: Settings, server, prompt: str, max_new: int
     frame = ChatFrame([dict(m) for m in history], waiting_md(req.ahead))
     yield frame
     # LLM_LAB_SERVE_URL: another engine answers; say which (asked once, not per token)
-    remote = (f"Served by {server.describe()}, not by this machine."
-              if hasattr(server, "describe") else "")
+    remote = (f"Served by {await asyncio.to_thread(server.describe)}, not by this machine."
+              if hasattr(server, "describe") else "")  # an HTTP call: off the event loop
     try:
-        for timed in timed_events(req, settings.stop_check_s):
+        async for timed in atimed_events(req, settings.stop_check_s):
             if timed is None:  # nothing new yet: the same frame, where a Stop can land
                 yield frame
                 continue

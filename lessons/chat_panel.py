@@ -3,7 +3,7 @@ times. The streaming generator is `chat_handlers.generate_chat` (every answer is
 app's one continuous batcher)."""
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 
 import gradio as gr
 
@@ -32,12 +32,12 @@ def build(ctx: AppContext) -> None:
     stats = gr.Markdown(live_stats_md(None, 0, 0, 0), elem_id="chat-stats")
     chat = gr.Chatbot(label="Streaming answer (greedy decoding)", height=320, elem_id="chat-box")
 
-    def run(p: str, m: int) -> Iterator[dict]:
-        for frame in generate_chat(lm, settings, server, p, m):
+    async def run(p: str, m: int) -> AsyncIterator[dict]:
+        async for frame in generate_chat(lm, settings, server, p, m):
             yield {chat: frame.history, stats: frame.stats}
 
-    # Handlers only wait on their request's events: many may wait at once, one model runs.
-    # compute=False: it waits for the server's steps, which run on the compute thread.
+    # Handlers only wait on their request's events, on the event loop: many may wait at once,
+    # one model runs. compute=False: the server's steps run on the compute thread.
     ev = go_btn.click(guarded(run, compute=False), [prompt, max_new], [chat, stats],
                       concurrency_id="chat",
                       concurrency_limit=settings.server_rows + settings.server_queue,

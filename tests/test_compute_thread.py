@@ -78,6 +78,35 @@ def test_handlers_run_on_the_compute_thread_unless_told_not_to():
     assert list(guarded(_where, compute=False)()) == [threading.get_ident()]
 
 
+def test_an_async_handler_runs_on_its_loop_and_its_errors_are_worded():
+    """The chat is an async generator: `guarded` keeps it on the event loop (never the compute
+    thread) and words its errors like any handler's; asking it to compute there is refused."""
+    import asyncio
+
+    import gradio as gr
+
+    from inference.errors import InferenceInputError
+
+    async def answer(fail: Exception | None = None):
+        yield threading.get_ident()
+        if fail is not None:
+            raise fail
+
+    async def collect(fail=None) -> list:
+        return [x async for x in guarded(answer, compute=False)(fail)]
+
+    here = threading.get_ident()
+    assert asyncio.run(collect()) == [here]
+    with pytest.raises(gr.Error, match="too long"):
+        asyncio.run(collect(InferenceInputError("The prompt is too long.")))
+    with pytest.raises(gr.Error) as unexpected:
+        asyncio.run(collect(KeyError("row 7")))
+    assert "row 7" not in str(unexpected.value) and "Something went wrong" in str(
+        unexpected.value)
+    with pytest.raises(TypeError, match="event loop"):
+        guarded(answer)  # compute=True: an async handler cannot run on the compute thread
+
+
 def test_the_servers_steps_run_on_the_compute_thread(lm):
     server = Server(lm)
     where = []

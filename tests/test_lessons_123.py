@@ -1,5 +1,6 @@
 """Lessons 1-3 and 'This machine': the panels' plain functions on the real model, and the
 panels' controls built from `Settings`."""
+import asyncio
 import threading
 
 import gradio as gr
@@ -100,8 +101,16 @@ def test_cost_estimate_refuses_huge_text_and_prices_out_of_range(tok):
         tokens_handlers.cost_md(tok, "hi", 10, SETTINGS.token_price_per_m.high + 1, 1.0)
 
 
+def chat_frames(lm, serving, prompt: str, max_new: int) -> list:
+    """Every frame of Try it's chat (an async generator, as Gradio runs it on its loop)."""
+    async def collect() -> list:
+        return [f async for f in chat_handlers.generate_chat(lm, SETTINGS, serving, prompt,
+                                                             max_new)]
+    return asyncio.run(collect())
+
+
 def test_chat_streams_the_greedy_answer_through_the_server(lm, serving):
-    frames = without_ticks(list(chat_handlers.generate_chat(lm, SETTINGS, serving, PROMPT, 6)))
+    frames = without_ticks(chat_frames(lm, serving, PROMPT, 6))
     reference = list(stream(lm, prompt_ids(lm.tokenizer, PROMPT), max_new_tokens=6))
     assert len(frames) == len(reference) + 1  # first: waiting for a row
     assert frames[0].history[1]["content"] == "" and "batch" in frames[0].stats
@@ -115,35 +124,75 @@ def test_chat_streams_the_greedy_answer_through_the_server(lm, serving):
         assert "stopped at your limit of **6 new tokens**" in last.stats
 
 
-def next_within(frames, seconds: float):
-    """next(frames), failing (not hanging) when it takes longer than `seconds`."""
-    got: list = []
-    worker = threading.Thread(target=lambda: got.append(next(frames)), daemon=True)
-    worker.start()
-    worker.join(seconds)
-    assert got, f"no frame within {seconds} s: the handler blocked on the server"
-    return got[0]
+def test_a_class_of_chats_waits_on_the_loop_not_in_threads(lm, serving):
+    """Issue 25: eight chats at once on one event loop, as the web server runs them: each gets
+    its solo greedy answer, and no thread is started to wait for their tokens (thirty waiting
+    threads woke after every step, taking Python's lock from the step's arithmetic)."""
+    prompts = [f"Name {n} animals." for n in range(2, 10)]
+    threads_before = threading.active_count()
+    seen_threads: list[int] = []
+
+    async def one(prompt: str) -> str:
+        last = None
+        async for frame in chat_handlers.generate_chat(lm, SETTINGS, serving, prompt, 8):
+            seen_threads.append(threading.active_count())
+            last = frame
+        return last.history[1]["content"]
+
+    async def all_at_once() -> list[str]:
+        return await asyncio.gather(*(one(p) for p in prompts))
+
+    answers = asyncio.run(all_at_once())
+    for prompt, answer in zip(prompts, answers, strict=True):
+        solo = list(stream(lm, prompt_ids(lm.tokenizer, prompt), max_new_tokens=8))
+        assert answer == solo[-1].text.replace(lm.tokenizer.eos_token, ""), prompt
+    assert seen_threads and max(seen_threads) == threads_before, (threads_before, seen_threads)
 
 
 def test_stop_lands_while_the_server_is_held(lm, serving):
     """A Stop must not wait for the next token: while the server runs no step (here held; in
     class a long step or a full batch), the chat re-yields its frame every `stop_check_s`, and
     closing it there (what Gradio does on Stop) cancels the request before it is ever run."""
-    with serving.exclusive():
-        steps = serving.stats().steps
+    async def held_then_stopped(steps: int) -> None:
         chat = chat_handlers.generate_chat(lm, SETTINGS, serving, PROMPT, 200)
-        waiting = next(chat)
+        waiting = await chat.__anext__()
         assert waiting.history[1]["content"] == ""
         for _ in range(2):  # ticks, no token in between (a blocked handler fails here)
-            assert next_within(chat, 30 * SETTINGS.stop_check_s) is waiting
+            tick = await asyncio.wait_for(chat.__anext__(), 30 * SETTINGS.stop_check_s)
+            assert tick is waiting
         assert serving.stats().queued == 1
-        chat.close()  # Stop
+        await chat.aclose()  # Stop
+
+    with serving.exclusive():
+        steps = serving.stats().steps
+        asyncio.run(held_then_stopped(steps))
+    assert wait_for(lambda: serving.stats().queued == 0)
+    assert serving.stats().steps == steps and serving.stats().active == 0  # never ran
+
+
+def test_stop_cancels_a_chat_waiting_for_its_token(lm, serving):
+    """Gradio stops an async handler by cancelling its task mid-wait: the request is cancelled
+    then and there, and the server never runs it."""
+    async def cancelled_mid_wait() -> None:
+        async def consume() -> None:
+            async for _ in chat_handlers.generate_chat(lm, SETTINGS, serving, PROMPT, 200):
+                pass
+        task = asyncio.ensure_future(consume())
+        while serving.stats().queued == 0:  # submitted, waiting for the held server
+            await asyncio.sleep(0.01)  # lets the task run to its first wait
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    with serving.exclusive():
+        steps = serving.stats().steps
+        asyncio.run(cancelled_mid_wait())
     assert wait_for(lambda: serving.stats().queued == 0)
     assert serving.stats().steps == steps and serving.stats().active == 0  # never ran
 
 
 def test_chat_echoes_a_surrogate_prompt_cleanly(lm, serving):
-    frames = list(chat_handlers.generate_chat(lm, SETTINGS, serving, "Say hi \ud800", 3))
+    frames = chat_frames(lm, serving, "Say hi \ud800", 3)
     assert frames[-1].history[0]["content"].encode("utf-8")  # encodable: no lone surrogate
     assert len(frames) >= 2 and frames[-1].history[1]["content"]
 

@@ -4,6 +4,7 @@ the finish reason is kept, the server view reads the engine's metrics, and an en
 cannot be reached gets a sentence."""
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -116,7 +117,10 @@ def test_serve_url_comes_from_the_environment(monkeypatch):
 def test_try_it_chat_through_a_remote_engine(lm, engine_url):
     from lessons.chat_handlers import generate_chat
 
-    frames = list(generate_chat(lm, Settings(), RemoteEngine(engine_url), "Why blue?", 48))
+    async def collect() -> list:  # as Gradio runs the chat: an async generator on its loop
+        return [f async for f in generate_chat(lm, Settings(), RemoteEngine(engine_url),
+                                               "Why blue?", 48)]
+    frames = asyncio.run(collect())
     assert frames[-1].history[1]["content"] == "".join(PIECES)
     assert "Served by vLLM at " + engine_url in frames[-1].stats
     from lessons.common.prompt_input import encode_prompt

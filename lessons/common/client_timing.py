@@ -1,27 +1,63 @@
 """What a visitor experienced while a served answer streamed in: time to first token from
 pressing the button (queue and prefill), then the wall time between tokens. One place for the
-chat's and the first screen's figures."""
+chat's and the first screen's figures, read in a thread (`timed_events`) or on the web
+server's event loop (`atimed_events`, the chat's: no thread waits per visitor)."""
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+
+Timed = tuple[object, float, float, int]  # (event, ttft s, s between tokens so far, tokens)
 
 
-def timed_events(req, idle_s: float | None = None
-                 ) -> Iterator[tuple[object, float, float, int] | None]:
+class _ClientClock:
+    """The figures so far, on this process's clock, from `req.submitted` on."""
+
+    def __init__(self, req) -> None:
+        self.req = req
+        self.ttft, self.last, self.between, self.n = 0.0, 0.0, 0.0, 0
+
+    def saw(self, ev) -> Timed:
+        now = time.perf_counter()
+        if ev.index == 0:
+            self.ttft = now - self.req.submitted
+        else:
+            self.between, self.n = self.between + (now - self.last), self.n + 1
+        self.last = now
+        return ev, self.ttft, self.between, self.n
+
+
+def timed_events(req, idle_s: float | None = None) -> Iterator[Timed | None]:
     """Each of `req`'s events with (ttft seconds, seconds between tokens so far, tokens after
     the first so far), all measured on this process's clock. With `idle_s`, a `None` whenever
     that long passes with no event: the caller yields its last frame again, which is where a
     Stop or a closed tab can end the stream (`ServedRequest.events`)."""
-    ttft, last, between, n = 0.0, 0.0, 0.0, 0
+    clock = _ClientClock(req)
     for ev in req.events(idle_s=idle_s):
-        if ev is None:
-            yield None
-            continue
-        now = time.perf_counter()
-        if ev.index == 0:
-            ttft = now - req.submitted
-        else:
-            between, n = between + (now - last), n + 1
-        last = now
-        yield ev, ttft, between, n
+        yield None if ev is None else clock.saw(ev)
+
+
+async def atimed_events(req, idle_s: float | None = None) -> AsyncIterator[Timed | None]:
+    """`timed_events` awaited on an event loop: `req.aevents` where the request has it (the
+    local server's), else its blocking `events()` read off the loop, an event at a time (a
+    remote engine's HTTP stream)."""
+    clock = _ClientClock(req)
+    async for ev in _events(req, idle_s):
+        yield None if ev is None else clock.saw(ev)
+
+
+_END = object()
+
+
+async def _events(req, idle_s: float | None) -> AsyncIterator[object]:
+    if hasattr(req, "aevents"):
+        async for ev in req.aevents(idle_s=idle_s):
+            yield ev
+        return
+    events = req.events(idle_s=idle_s)
+    try:
+        while (ev := await asyncio.to_thread(next, events, _END)) is not _END:
+            yield ev
+    finally:
+        req.cancel()  # the thread reading it may be mid-read: it ends at its next chunk

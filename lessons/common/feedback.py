@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import logging
 
 import gradio as gr
@@ -47,7 +48,12 @@ def guarded(fn, *, plain: bool = False, alone=None, compute: bool = True):
 
     `compute`: run the handler (each step of a generator) on the compute thread. False only for
     a handler that runs no model and waits on work that needs that thread (a chat waiting for
-    the server's steps) or must answer at once (a live view of the server)."""
+    the server's steps) or must answer at once (a live view of the server). An async generator
+    (the chat) is kept on the event loop, where it awaits its tokens: compute=False only."""
+    if inspect.isasyncgenfunction(fn):  # waits on the event loop itself: runs no model there
+        if compute or alone is not None or plain:
+            raise TypeError("an async handler runs on the event loop: compute=False only")
+        return _guarded_async(fn)
     if plain:
         streamed = guarded(fn, alone=alone, compute=compute)
 
@@ -68,6 +74,18 @@ def guarded(fn, *, plain: bool = False, alone=None, compute: bool = True):
                     yield from compute_thread.iterate(result, call) if compute else result
                 else:
                     yield result
+        except Exception as exc:
+            raise user_error(exc) from exc
+    return run
+
+
+def _guarded_async(fn):
+    """`guarded` for an async generator (the chat, awaiting its tokens on the event loop)."""
+    @functools.wraps(fn)
+    async def run(*args, **kwargs):
+        try:
+            async for item in fn(*args, **kwargs):
+                yield item
         except Exception as exc:
             raise user_error(exc) from exc
     return run
