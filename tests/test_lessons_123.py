@@ -101,16 +101,19 @@ def test_cost_estimate_refuses_huge_text_and_prices_out_of_range(tok):
         tokens_handlers.cost_md(tok, "hi", 10, SETTINGS.token_price_per_m.high + 1, 1.0)
 
 
-def chat_frames(lm, serving, prompt: str, max_new: int) -> list:
+EVERY_TOKEN = Settings(chat_frames_per_s=1e9)  # a frame per token, however fast the steps
+
+
+def chat_frames(lm, serving, prompt: str, max_new: int, settings: Settings = SETTINGS) -> list:
     """Every frame of Try it's chat (an async generator, as Gradio runs it on its loop)."""
     async def collect() -> list:
-        return [f async for f in chat_handlers.generate_chat(lm, SETTINGS, serving, prompt,
+        return [f async for f in chat_handlers.generate_chat(lm, settings, serving, prompt,
                                                              max_new)]
     return asyncio.run(collect())
 
 
 def test_chat_streams_the_greedy_answer_through_the_server(lm, serving):
-    frames = without_ticks(chat_frames(lm, serving, PROMPT, 6))
+    frames = without_ticks(chat_frames(lm, serving, PROMPT, 6, EVERY_TOKEN))
     reference = list(stream(lm, prompt_ids(lm.tokenizer, PROMPT), max_new_tokens=6))
     assert len(frames) == len(reference) + 1  # first: waiting for a row
     assert frames[0].history[1]["content"] == "" and "batch" in frames[0].stats
@@ -122,6 +125,20 @@ def test_chat_streams_the_greedy_answer_through_the_server(lm, serving):
     assert "continuous batcher" in last.stats
     if reference[-1].finished == "max tokens":
         assert "stopped at your limit of **6 new tokens**" in last.stats
+
+
+def test_a_chat_shows_its_first_and_last_tokens_at_once_and_paces_the_rest(lm, serving):
+    """Issue 25: `chat_frames_per_s` paces the screen updates of all chats together. However
+    slow the pace, the first token and the finished answer show at once; the text between
+    waits for its frame but is never lost (the last frame holds the whole answer)."""
+    reference = list(stream(lm, prompt_ids(lm.tokenizer, PROMPT), max_new_tokens=12))
+    slow = Settings(chat_frames_per_s=1e-6)  # a frame every ~10^6 s of a one-row step
+    frames = without_ticks(chat_frames(lm, serving, PROMPT, 12, slow))
+    waiting, first, last = frames
+    assert waiting.history[1]["content"] == ""
+    assert first.history[1]["content"] == reference[0].text  # the first token, at once
+    assert last.history[1]["content"] == reference[-1].text.replace(lm.tokenizer.eos_token, "")
+    assert f"{len(reference)} tokens generated" in last.stats
 
 
 def test_a_class_of_chats_waits_on_the_loop_not_in_threads(lm, serving):
