@@ -6,6 +6,7 @@ Run it with nothing else busy on the machine: both servers share its cores."""
 from __future__ import annotations
 
 import json
+import os
 import time
 
 from bench import classroom, serving, visitor_memory, vllm_peer
@@ -16,7 +17,8 @@ from bench.targets import check
 
 def main() -> dict:
     t0 = time.perf_counter()
-    results: dict = {"when": time.strftime("%Y-%m-%d %H:%M:%S"), "machine": cpu_name()}
+    results: dict = {"when": time.strftime("%Y-%m-%d %H:%M:%S"), "machine": cpu_name(),
+                     "cores": os.cpu_count()}
     print("== serving: the app's continuous batcher vs one row at a time", flush=True)
     results["serving"] = serving.serving_race()
     print(json.dumps(results["serving"], indent=1), flush=True)

@@ -20,6 +20,7 @@ from inference.experiments.workload import PRESETS
 from visualizations import batching_charts as charts
 from visualizations import batching_text as text
 from visualizations.mechanism_weights import batch_diagram
+from visualizations.peer_view import peer_comparison_md
 
 from . import batching_handlers as run
 from .common.context import AppContext
@@ -29,6 +30,7 @@ from .common.feedback import guarded
 from .common.latest import latest_modes
 from .common.lesson_text import lesson_page
 from .common.named_outputs import showing
+from .common.serving_peer import serving_comparison
 
 DEFAULT_PADDING = ("Hi!\nWhat is the capital of France?\n"
                    "Write a haiku about autumn leaves falling slowly.")
@@ -129,6 +131,8 @@ def schedulers_tab(lm, settings: Settings, shared, measured: Measured, server=No
                                 label="Static vs continuous"),
              "table": gr.Markdown(elem_id="batch-sched-table"),
              "schedules": measured.schedules, "closing": measured.closing}
+    gr.Markdown("#### Continuous batching for real: this app's server against vLLM\n"
+                + peer_comparison_md(serving_comparison()), elem_id="batch-vs-vllm")
     handler = showing(shown, lambda data: run.schedule_frames(
         lm, settings, shared, workload=data[workload], seed=data[seed],
         requests=data[requests], rate_per_s=data[rate], max_batch=data[max_batch],

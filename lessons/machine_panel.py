@@ -10,6 +10,7 @@ import gradio as gr
 
 from inference.config import Settings
 from visualizations.budget_charts import budget_split_figure, step_parts_figure
+from visualizations.peer_view import peer_comparison_md
 from visualizations.pool_view import server_pool_parts
 from visualizations.roofline_charts import two_roof_figure
 from visualizations.server_view import batch_history_figure, remote_stats_md, server_stats_md
@@ -19,6 +20,7 @@ from visualizations.style import empty_figure, info_caption
 from .common.context import AppContext
 from .common.exports import figures_box
 from .common.feedback import guarded
+from .common.serving_peer import serving_comparison
 from .common.shared_snapshot import SharedSnapshot
 from .machine_handlers import gpu_note_md, measure_machine_steps
 
@@ -40,6 +42,8 @@ def server_section(lm, settings: Settings, server, chat=None) -> None:
                        elem_id="server-stats")
     chart = gr.Plot(batch_history_figure(None), label="Batch size over time",
                     elem_id="server-chart")
+    gr.Markdown("### The same class, served by vLLM\n"
+                + peer_comparison_md(serving_comparison()), elem_id="server-vs-vllm")
     gr.Markdown("### Its KV cache, in pages\nThe same server keeps every request's keys and "
                 "values in one pool of fixed-size blocks (PagedAttention; lesson 4b): one cell "
                 "per block, coloured by the request holding it.")

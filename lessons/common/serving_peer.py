@@ -1,0 +1,86 @@
+"""The class served by this app's server and by vLLM, side by side: the figures `make
+bench-serving` (or `make bench`) measured, 30 chats at once, same prompts, same client code.
+
+Where that bench ran on this machine, its own results file is read (`bench/serving-results.json`
+or `bench/results.json`, newest first) and labelled as measured here, with its date. Elsewhere
+(a fresh Space, a laptop without vLLM) the run recorded in `assets/serving_vs_vllm.json` is
+shown, labelled with the machine and the date it was measured on. A figure never appears
+without the machine it was measured on."""
+from __future__ import annotations
+
+import json
+import platform
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = (ROOT / "bench" / "serving-results.json", ROOT / "bench" / "results.json")
+RECORDED = ROOT / "assets" / "serving_vs_vllm.json"
+
+
+@dataclass(frozen=True)
+class ServedClass:
+    """One engine serving the class: what its students saw."""
+
+    tokens_per_s: float
+    p95_latency_s: float
+    p95_ttft_s: float
+
+
+@dataclass(frozen=True)
+class PeerComparison:
+    app: ServedClass
+    vllm: ServedClass
+    clients: int
+    new_tokens: int
+    vllm_version: str
+    machine: str  # the CPU the bench ran on, with its core count where the record has it
+    when: str  # "YYYY-MM-DD HH:MM:SS", the bench's own clock
+    here: bool  # measured on this machine (its own bench results), not recorded elsewhere
+
+
+def this_cpu() -> str:
+    """This machine's CPU model, as the bench writes it into its results."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "cpu"
+
+
+def read_comparison(results: dict, here_cpu: str | None = None) -> PeerComparison | None:
+    """The comparison in a bench results record, or None where it holds none (vLLM skipped,
+    a field missing or not a number). `here_cpu`: this machine's CPU, to say where it ran."""
+    try:
+        serving, when, cpu = results["serving"], str(results["when"]), str(results["machine"])
+        cores = results.get("cores")
+        machine = f"{cores}-core {cpu}" if isinstance(cores, int) else cpu
+        sides = [ServedClass(float(s["tokens_per_s"]), float(s["p95_latency_s"]),
+                             float(s["p95_ttft_s"]))
+                 for s in (serving["batched"], serving["vllm"])]
+        return PeerComparison(*sides, int(serving["clients"]), int(serving["new_tokens"]),
+                              str(serving["vllm"].get("version", "?")), machine, when,
+                              here=here_cpu is not None and cpu == here_cpu)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def serving_comparison(results: tuple[Path, ...] = RESULTS, recorded: Path = RECORDED,
+                       here_cpu: str | None = None) -> PeerComparison | None:
+    """This machine's own newest comparison where its bench ran with vLLM, else the recorded
+    one (None only if that file is missing or broken)."""
+    here_cpu = this_cpu() if here_cpu is None else here_cpu
+    found = [c for c in (_read(p, here_cpu) for p in results) if c is not None and c.here]
+    if found:
+        return max(found, key=lambda c: c.when)
+    return _read(recorded, None)  # measured elsewhere, whatever its CPU's name
+
+
+def _read(path: Path, here_cpu: str | None) -> PeerComparison | None:
+    try:
+        return read_comparison(json.loads(path.read_text()), here_cpu)
+    except (OSError, ValueError):
+        return None
