@@ -70,10 +70,11 @@ class Settings:
     server_cache_mb: int = 1_024  # KV cache of all rows: the block pool (padded: worst case)
     server_window_s: float = 60.0  # the "last minute" of the live server view
     stop_check_s: float = 0.5  # an answer waiting on the server re-yields this often, so Stop lands
-    # Screen updates a second for every chat together: with B rows in a step, a chat shows its
-    # newest text at most every B / this seconds (its first and last tokens at once). Alone,
-    # every token; a class of 30 gets a frame every ~0.5 s instead of 30 frames a step, each
-    # of which holds Python's lock the step's arithmetic needs (issue 25).
+    # Screen updates a second for every served answer together (Try it's chats, the first
+    # screen's live answer): with B rows in a step, an answer shows its newest text at most
+    # every B / this seconds (its first and last tokens at once). Alone, every token; a class
+    # of 30 gets a frame every ~0.5 s instead of 30 frames a step, each of which holds
+    # Python's lock the step's arithmetic needs (issue 25).
     chat_frames_per_s: float = 60.0
 
     # The web queue: per visitor (browser tab or API client) and per lane.

@@ -12,7 +12,6 @@ step."""
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -22,7 +21,7 @@ from inference.tokens import clean_text
 from visualizations.server_view import limit_note, shared_steps_note, waiting_md
 from visualizations.timing_text import live_stats_md
 
-from .common.client_timing import atimed_events
+from .common.client_timing import FramePace, atimed_events
 from .common.prompt_input import encode_prompt
 from .start_handlers import STARTERS
 
@@ -50,7 +49,7 @@ async def generate_chat(lm, settings: Settings, server, prompt: str, max_new: in
     # LLM_LAB_SERVE_URL: another engine answers; say which (asked once, not per token)
     remote = (f"Served by {await asyncio.to_thread(server.describe)}, not by this machine."
               if hasattr(server, "describe") else "")  # an HTTP call: off the event loop
-    due_at = 0.0  # when this chat may show its next frame (`Settings.chat_frames_per_s`)
+    pace = FramePace(settings.chat_frames_per_s)  # the class's frames, shared
     try:
         async for timed in atimed_events(req, settings.stop_check_s):
             if timed is None:  # nothing new: the newest frame, where a Stop can land
@@ -64,9 +63,7 @@ async def generate_chat(lm, settings: Settings, server, prompt: str, max_new: in
             lines = [live_stats_md(ttft, decode_s, n, len(ids)), served,
                      limit_note(ev.finished, req.max_new_tokens)]
             frame = ChatFrame([dict(m) for m in history], "  \n".join(x for x in lines if x))
-            now = time.perf_counter()
-            if ev.index == 0 or ev.finished or now >= due_at:
-                due_at = now + ev.batch_rows / settings.chat_frames_per_s
+            if pace.due(ev):
                 yield frame
     finally:
         req.cancel()  # Stop, a closed tab or an error: the row is freed at the next step

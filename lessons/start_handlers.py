@@ -15,7 +15,7 @@ from inference.sampling import SamplingSettings
 from visualizations.first_screen import live_cards_html, race_ratio_html
 from visualizations.mechanism import decode_diagram, empty_diagram, race_diagram
 
-from .common.client_timing import timed_events
+from .common.client_timing import FramePace, timed_events
 from .common.lesson_text import lesson_page
 from .common.prompt_input import encode_prompt
 
@@ -46,7 +46,9 @@ class LiveFrame:
 
 def live_frames(lm, settings: Settings, server, prompt: str) -> Iterator[LiveFrame]:
     """The first screen's answer, served by the app's one server as Try it's is: a frame per
-    token. Step 0 is the prompt's one wide prefill pass; each later step one token in."""
+    token, paced with every other answer (`FramePace`: when a class opens the page at once,
+    each draws its newest pass every B/60 s). Step 0 is the prompt's one wide prefill pass;
+    each later step one token in."""
     ids = encode_prompt(lm, settings, prompt)
     n = settings.live_new_tokens
     labels = [lm.tokenizer.decode([i]) for i in ids]  # the prompt as the model reads it
@@ -56,25 +58,35 @@ def live_frames(lm, settings: Settings, server, prompt: str) -> Iterator[LiveFra
     frame = LiveFrame(empty_diagram(lm.info.layers, waiting, "live"),
                       live_cards_html(None, None, len(ids), 0), f"*{waiting}*")
     yield frame
-    events = []
+    events, pace, behind = [], FramePace(settings.chat_frames_per_s), None
     try:
         for timed in timed_events(req, settings.stop_check_s):
-            if timed is None:  # nothing new yet: the same frame, where a tab click can end it
+            if timed is None:  # nothing new: the newest frame, where a tab click can end it
+                if behind is not None:  # a pass the pace left undrawn
+                    frame, behind = _live_frame(lm, labels, events, n, *behind), None
                 yield frame
                 continue
             ev, ttft, between, _ = timed
             events.append(ev)
-            decoded = len(events) - 1
-            text = ev.text.replace(lm.tokenizer.eos_token, "")
-            frame = LiveFrame(
-                decode_diagram(labels, events, lm.info.layers, capacity=len(ids) + n,
-                               name="live"),
-                live_cards_html(ttft, between / decoded if decoded else None, len(ids), decoded,
-                                ev.batch_rows),
-                f"**The model's answer:** {html.escape(text)}" + ("" if ev.finished else " ▍"))
+            if not pace.due(ev):  # a class is answered: draw the newest pass later
+                behind = (ttft, between)
+                continue
+            frame, behind = _live_frame(lm, labels, events, n, ttft, between), None
             yield frame
     finally:
         req.cancel()  # Stop or a closed tab: the row is freed at the next step
+
+
+def _live_frame(lm, labels: list[str], events: list, n: int, ttft: float, between: float
+                ) -> LiveFrame:
+    """The first screen after the newest of `events`: the diagram, cards and answer so far."""
+    ev, decoded = events[-1], len(events) - 1
+    text = ev.text.replace(lm.tokenizer.eos_token, "")
+    return LiveFrame(
+        decode_diagram(labels, events, lm.info.layers, capacity=len(labels) + n, name="live"),
+        live_cards_html(ttft, between / decoded if decoded else None, len(labels), decoded,
+                        ev.batch_rows),
+        f"**The model's answer:** {html.escape(text)}" + ("" if ev.finished else " ▍"))
 
 
 @dataclass(frozen=True)

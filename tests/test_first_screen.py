@@ -13,7 +13,8 @@ from lessons.start_handlers import about_model_md, live_frames, live_race_frames
 from polling import without_ticks
 from visualizations.first_screen import live_cards_html, race_ratio_html
 
-SETTINGS = replace(LIMITS, live_new_tokens=6, live_race_new_tokens=4)
+SETTINGS = replace(LIMITS, live_new_tokens=6, live_race_new_tokens=4,
+                   chat_frames_per_s=1e9)  # a beat per pass, however fast the device
 
 
 def _attr(html: str, name: str) -> str:
@@ -38,6 +39,22 @@ def test_live_answer_streams_prefill_then_one_token_beats(lm, serving):
     solo = [ev.text for ev in stream(lm, ids, max_new_tokens=SETTINGS.live_new_tokens)][-1]
     shown = beats[-1].answer.removeprefix("**The model's answer:** ").removesuffix(" ▍")
     assert shown == solo.replace(lm.tokenizer.eos_token, "")
+
+
+def test_a_paced_live_answer_keeps_its_first_and_last_beats_and_every_token(lm, serving):
+    """A class opening the page at once paces the beats (`chat_frames_per_s`): however slow
+    the pace, the prefill beat and the finished answer are drawn, the last one with every
+    pass in its KV strip and the whole greedy answer."""
+    slow = replace(SETTINGS, chat_frames_per_s=1e-6)
+    frames = without_ticks(list(live_frames(lm, slow, serving, LIMITS.default_prompt)))
+    ids = encode_prompt(lm, slow, LIMITS.default_prompt)
+    solo = list(stream(lm, ids, max_new_tokens=slow.live_new_tokens))
+    waiting, *beats = frames
+    assert "mech-empty" in waiting.diagram and _attr(beats[0].diagram, "kind") == "prefill"
+    assert len(beats) == (2 if len(solo) > 1 else 1)  # the prefill beat, then the last one
+    assert int(_attr(beats[-1].diagram, "cached")) == len(ids) + len(solo) - 1
+    shown = beats[-1].answer.removeprefix("**The model's answer:** ").removesuffix(" ▍")
+    assert shown == solo[-1].text.replace(lm.tokenizer.eos_token, "")
 
 
 def test_race_ends_on_its_measured_ratio(lm):

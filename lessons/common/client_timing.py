@@ -1,7 +1,8 @@
 """What a visitor experienced while a served answer streamed in: time to first token from
 pressing the button (queue and prefill), then the wall time between tokens. One place for the
 chat's and the first screen's figures, read in a thread (`timed_events`) or on the web
-server's event loop (`atimed_events`, the chat's: no thread waits per visitor)."""
+server's event loop (`atimed_events`, the chat's: no thread waits per visitor), and when such
+an answer shows its next frame (`FramePace`)."""
 from __future__ import annotations
 
 import asyncio
@@ -26,6 +27,24 @@ class _ClientClock:
             self.between, self.n = self.between + (now - self.last), self.n + 1
         self.last = now
         return ev, self.ttft, self.between, self.n
+
+
+class FramePace:
+    """When a streamed answer shows its next frame, all answers together sharing
+    `frames_per_s` (`Settings.chat_frames_per_s`): with B rows in the step that made an event,
+    the next frame is due B / frames_per_s seconds after the last one. The first token and the
+    finished answer are always due; alone (B = 1) every token is, below 60 a second. Thirty
+    streams meant thirty frames a step, each holding Python's lock the step needs."""
+
+    def __init__(self, frames_per_s: float) -> None:
+        self.frames_per_s, self.due_at = frames_per_s, 0.0
+
+    def due(self, ev) -> bool:
+        now = time.perf_counter()
+        if ev.index == 0 or ev.finished or now >= self.due_at:
+            self.due_at = now + max(ev.batch_rows, 1) / self.frames_per_s
+            return True
+        return False
 
 
 def timed_events(req, idle_s: float | None = None) -> Iterator[Timed | None]:
