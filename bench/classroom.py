@@ -8,7 +8,7 @@ within `spread_s` (3 s), while `chats` chat clients (3) keep streaming answers. 
 from their own press. Reported: each lesson's p95 time to a result, the worst of the four,
 the presses that got no result (refused, an error, stopped at a time limit), and the p95 gap
 between consecutive updates a chat client saw during it (from its submit to its first update,
-then update to update; gradio_client reads its stream every 50 ms, so gaps are ±0.05 s).
+then update to update, stamped as each message arrives).
 
 `chats_while_measuring`: ten chat clients (`class_load`, `app_chat`: the same clients as the
 serving figures) stream alone, then again while one other visitor runs the KV race and the
@@ -21,11 +21,16 @@ How the bench stands for different students. The app counts fairness by client a
 (it trusts the header, as a Space's proxy sets it), else the TCP peer, and a loopback peer with
 no header is "local": one person at this machine, left uncapped. Every bench client comes from
 127.0.0.1, so without the header 30 visitors would be one uncapped visitor and the per-address
-caps (`client_events`, `client_heavy_jobs`) would never be exercised. So each visitor here is
-its own `gradio_client.Client` (its own session) sending its own `X-Forwarded-For` address from
-198.18.0.0/15 (the range set aside for benchmarks, RFC 2544), as students behind a Space's
-proxy arrive. Checked on the running app: a second measurement from one forwarded address is
-refused (gradio_client says "Queue is full") while another address's is served. The chats of
+caps (`client_events`, `client_heavy_jobs`) would never be exercised. So each visitor here has
+its own session and sends its own `X-Forwarded-For` address from 198.18.0.0/15 (the range set
+aside for benchmarks, RFC 2544), as students behind a Space's proxy arrive. In
+`lessons_at_once` the 33 visitors speak Gradio's queue protocol with the standard library
+(`bench.gradio_stream.call`), as the serving figures' clients do: 33 `gradio_client` clients
+(their threads, polling and diffs) spent the same 2 cores the app measured on, which 30
+students' own laptops never take from it (measured on a 2-core Xeon, 2026-12-02: the worst
+lesson's p95 60.2 s with them, 50.3 s with the light clients). Checked on the running app: a
+second measurement from one forwarded address is refused ("Queue is full") while another
+address's is served. The chats of
 `chats_while_measuring` are the serving figures' own clients, sent without the header (local,
 uncapped: ten chats are far below every cap either way).
 
@@ -47,7 +52,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from bench.app_server import ROOT, start_app
-from bench.gradio_stream import chat_fn_index
+from bench.gradio_stream import app_config, call, chat_fn_index, endpoint_data
 from bench.serving import _percentile, app_chat, class_load, class_prompt
 from bench.targets import check
 
@@ -68,12 +73,16 @@ def visitor_address(i: int) -> str:
     return f"198.18.{i // 250}.{i % 250 + 1}"
 
 
+def forwarded(i: int) -> dict:
+    """Student i's header, as a Space's proxy sends it."""
+    return {"X-Forwarded-For": visitor_address(i)}
+
+
 def student(url: str, i: int):
     """A gradio_client Client for student i: its own session, its own forwarded address."""
     from gradio_client import Client
 
-    return Client(url, verbose=False, headers={"X-Forwarded-For": visitor_address(i)},
-                  httpx_kwargs={"timeout": 300})
+    return Client(url, verbose=False, headers=forwarded(i), httpx_kwargs={"timeout": 300})
 
 
 def default_inputs(client, api_name: str) -> list:
@@ -105,17 +114,18 @@ def shared(outputs) -> bool:
     return any(SHARED_MARK in text for text in _texts(outputs))
 
 
-def press(client, api_name: str, inputs: list, at: float) -> dict:
-    """At perf_counter `at`, press the button; wait for the final output; time it."""
+def press(url: str, i: int, api_name: str, endpoint: tuple[int, list], at: float) -> dict:
+    """At perf_counter `at`, student i presses the button (the light client, with the
+    student's forwarded address); wait for the final output; time it."""
     time.sleep(max(0.0, at - time.perf_counter()))
     t0 = time.perf_counter()
     try:
-        outputs = client.submit(*inputs, api_name=api_name).result(timeout=RESULT_WAIT_S)
+        outputs = call(url, *endpoint, timeout_s=RESULT_WAIT_S, headers=forwarded(i))
         end = time.perf_counter()
         why = no_result(outputs)
         return {"lesson": api_name.strip("/"), "ok": why is None, "start": t0, "end": end,
                 "result_s": end - t0, "shared": shared(outputs)} | ({"error": why} if why else {})
-    except Exception as exc:  # refused (503), an error reply, no answer in time: counted
+    except Exception as exc:  # refused, an error reply, no answer in time: counted
         return {"lesson": api_name.strip("/"), "ok": False, "start": t0,
                 "end": time.perf_counter(), "error": f"{type(exc).__name__}: {exc}"[:300]}
 
@@ -142,14 +152,15 @@ def update_gaps(answers: list[list[float]], start: float, end: float) -> list[fl
             if b >= start and a <= end]
 
 
-def chat_stream(client, i: int, new_tokens: int, stop: threading.Event) -> dict:
+def chat_stream(url: str, fn_index: int, i: int, new_tokens: int,
+                stop: threading.Event) -> dict:
     """Ask student i's question again and again until `stop`; stamp every streamed update."""
     answers, errors = [], []
     while not stop.is_set():
         stamps = [time.perf_counter()]
         try:
-            for _ in client.submit(class_prompt(i), new_tokens, api_name="/chat"):
-                stamps.append(time.perf_counter())
+            call(url, fn_index, [class_prompt(i), new_tokens], timeout_s=RESULT_WAIT_S,
+                 headers=forwarded(i), stamps=stamps)
         except Exception as exc:  # counted; the student asks again, a moment later
             errors.append(f"{type(exc).__name__}: {exc}"[:300])
             stop.wait(1.0)
@@ -161,28 +172,25 @@ def lessons_at_once(clients: int = 30, chats: int = 3, chat_tokens: int = 48,
                     spread_s: float = 3.0) -> dict:
     """`clients` students press the four lessons' buttons within `spread_s` while `chats`
     others stream; see the module docstring. A fresh app, stopped at the end."""
-    app, people = start_app(), []
+    app = start_app()
     try:
-        with ThreadPoolExecutor(max_workers=4) as pool:  # connect everyone first (config)
-            people += pool.map(lambda i: student(app.url, i), range(clients + chats))
-        visitors, chatters = people[:clients], people[clients:]
-        inputs = {api: default_inputs(visitors[0], api) for api in LESSONS}
+        config = app_config(app.url)  # as every student's page reads it first
+        endpoints = {api: endpoint_data(config, api.strip("/"), {}) for api in LESSONS}
+        chat_fn = chat_fn_index(app.url)
         stop = threading.Event()
         with ThreadPoolExecutor(max_workers=clients + chats) as pool:
-            streams = [pool.submit(chat_stream, c, clients + k, chat_tokens, stop)
-                       for k, c in enumerate(chatters)]
+            streams = [pool.submit(chat_stream, app.url, chat_fn, clients + k, chat_tokens, stop)
+                       for k in range(chats)]
             go = time.perf_counter() + 3.0  # the chats are streaming by then
             step = spread_s / max(1, clients - 1)
-            runs = [pool.submit(press, v, LESSONS[i % 4], inputs[LESSONS[i % 4]], go + i * step)
-                    for i, v in enumerate(visitors)]
+            runs = [pool.submit(press, app.url, i, LESSONS[i % 4], endpoints[LESSONS[i % 4]],
+                                go + i * step) for i in range(clients)]
             presses = [r.result() for r in runs]
             stop.set()
             talk = [s.result() for s in streams]
         end = max(p["end"] for p in presses)
         gaps = update_gaps([a for t in talk for a in t["answers"]], go, end)
     finally:
-        for c in people:
-            c.close()
         app.stop()
     return {"clients": clients, "chats": chats, "chat_tokens": chat_tokens, "spread_s": spread_s,
             **result_figures(presses), "wall_s": end - go,

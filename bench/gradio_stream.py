@@ -82,11 +82,11 @@ def answer_text(chat_output) -> str:
                    if op in ("append", "replace") and isinstance(v, str))
 
 
-def _post_json(url, path: str, body: dict) -> dict:
+def _post_json(url, path: str, body: dict, headers: dict | None = None) -> dict:
     conn = http.client.HTTPConnection(url.hostname, url.port or 80, timeout=60)
     try:
         conn.request("POST", path, body=json.dumps(body),
-                     headers={"Content-Type": "application/json"})
+                     headers={"Content-Type": "application/json", **(headers or {})})
         resp = conn.getresponse()
         text = resp.read()
         if resp.status != 200:
@@ -96,18 +96,21 @@ def _post_json(url, path: str, body: dict) -> dict:
         conn.close()
 
 
-def join_queue(url, fn_index: int, data: list, session: str) -> str:
-    """Put one event in the app's queue for `session`; return its event id."""
+def join_queue(url, fn_index: int, data: list, session: str, headers: dict | None = None) -> str:
+    """Put one event in the app's queue for `session`; return its event id. `headers`: e.g.
+    the visitor's X-Forwarded-For, as a Space's proxy sends it."""
     return _post_json(url, url.path.rstrip("/") + "/gradio_api/queue/join", {
         "data": data, "fn_index": fn_index, "session_hash": session,
-        "event_data": None, "trigger_id": None})["event_id"]
+        "event_data": None, "trigger_id": None}, headers)["event_id"]
 
 
-def event_messages(url, session: str, event: str, timeout_s: float) -> Iterator[dict]:
+def event_messages(url, session: str, event: str, timeout_s: float,
+                   headers: dict | None = None) -> Iterator[dict]:
     """The session's stream messages for `event`, up to and including `process_completed`."""
     conn = http.client.HTTPConnection(url.hostname, url.port or 80, timeout=timeout_s)
     try:
-        conn.request("GET", f"{url.path.rstrip('/')}/gradio_api/queue/data?session_hash={session}")
+        conn.request("GET", f"{url.path.rstrip('/')}/gradio_api/queue/data?session_hash={session}",
+                     headers=headers or {})
         resp = conn.getresponse()
         if resp.status != 200:
             raise RuntimeError(f"HTTP {resp.status} on the event stream")
@@ -125,13 +128,17 @@ def event_messages(url, session: str, event: str, timeout_s: float) -> Iterator[
 
 
 def call(base_url: str, fn_index: int, data: list, session: str | None = None,
-         timeout_s: float = 300.0) -> list:
+         timeout_s: float = 300.0, headers: dict | None = None,
+         stamps: list[float] | None = None) -> list:
     """One event of any endpoint, start to end, as a visitor with `session` (a new one when
-    None): its final outputs, or RuntimeError with the app's own message when it failed."""
+    None): its final outputs, or RuntimeError with the app's own message when it failed.
+    `stamps`: a list to append the perf_counter of every streamed update to."""
     url, session = urlsplit(base_url), session or uuid.uuid4().hex[:12]
-    event = join_queue(url, fn_index, data, session)
+    event = join_queue(url, fn_index, data, session, headers)
     final = {}
-    for msg in event_messages(url, session, event, timeout_s):
+    for msg in event_messages(url, session, event, timeout_s, headers):
+        if stamps is not None and msg.get("msg") == "process_generating":
+            stamps.append(time.perf_counter())
         final = msg
     output = final.get("output") or {}
     if not final.get("success"):
