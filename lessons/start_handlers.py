@@ -13,7 +13,7 @@ from inference.experiments import noise
 from inference.experiments.kv_race import RECOMPUTE, race, summarize
 from inference.sampling import SamplingSettings
 from visualizations.first_screen import live_cards_html, race_ratio_html
-from visualizations.mechanism import decode_diagram, empty_diagram, race_diagram
+from visualizations.mechanism import RACE_TITLES, decode_diagram, empty_diagram, race_diagram
 
 from .common.client_timing import FramePace, timed_events
 from .common.lesson_text import lesson_page
@@ -102,7 +102,7 @@ def live_race_frames(lm, settings: Settings, prompt: str) -> Iterator[LiveRaceFr
     n = settings.live_race_new_tokens
     labels, pieces, steps = [lm.tokenizer.decode([i]) for i in ids], [], []
     yield LiveRaceFrame(empty_diagram(lm.info.layers, "Racing: the first step runs with the "
-                                      "cache, then without it…", "live-race"),
+                                      "cache, then without it…", "live-race", RACE_TITLES),
                         "*Racing: the first step is running in both lanes…*")
     watch = noise.begin(lm.device)
     for step in race(lm, ids, n):

@@ -60,6 +60,8 @@ def test_a_paced_live_answer_keeps_its_first_and_last_beats_and_every_token(lm, 
 def test_race_ends_on_its_measured_ratio(lm):
     frames = list(live_race_frames(lm, SETTINGS, "Hi there"))
     assert "Racing" in frames[0].result
+    # both lanes drawn from the first frame: the picture keeps its height when step 1 lands
+    assert all(t in frames[0].diagram for t in ("with the KV cache", "without a cache"))
     last = frames[-1]
     assert len(frames) == 1 + SETTINGS.live_race_new_tokens
     assert _attr(last.diagram, "kind") == "decode" and "without a cache" in last.diagram

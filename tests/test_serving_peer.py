@@ -31,6 +31,15 @@ def test_a_results_record_reads_into_both_sides():
     assert read_comparison({"serving": {}}, CPU) is None and read_comparison({}, CPU) is None
 
 
+def test_make_bench_results_name_their_cpu_in_the_device():
+    full = results() | {"machine": {"device": f"cpu ({CPU})", "dtype": "float32"}}
+    c = read_comparison(full, here_cpu=CPU, source="make bench")
+    assert c.here and c.machine == CPU and c.app.tokens_per_s == 120
+    assert f"({CPU}) at 2026-12-02 07:50:00 by `make bench`." in peer_comparison_md(c)
+    gpu = results() | {"machine": {"device": "cuda:0 (NVIDIA H200)"}}
+    assert not read_comparison(gpu, here_cpu=CPU).here
+
+
 def test_this_machines_own_run_is_shown_else_the_recorded_one(tmp_path):
     recorded = tmp_path / "recorded.json"
     recorded.write_text(json.dumps(results(cpu=CPU, when="2026-01-01 00:00:00", app_tps=50)))

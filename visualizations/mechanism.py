@@ -43,6 +43,7 @@ from .mechanism_svg import (
 
 LONGEST_BEAT_S = 2.0  # the factor is the largest that keeps a typical beat this short
 MOST_GROUPS = 10
+RACE_TITLES = ("with the KV cache", "without a cache")  # the race's two lanes, top first
 
 
 def layer_groups(layers: int, most: int = MOST_GROUPS) -> tuple[tuple[int, int], ...]:
@@ -99,11 +100,11 @@ def race_lanes(prompt: Sequence, steps: Sequence, output: Sequence[str] = ()) ->
     pieces = [output[k] if k < len(output) else f"#{t}" for k, t in enumerate(ids)]
     sequence = labels + pieces
     c, r = by[("cached", i)], by[(RECOMPUTE, i)]
-    cached = Lane(title="with the KV cache", kind=PREFILL if i == 0 else DECODE,
+    cached = Lane(title=RACE_TITLES[0], kind=PREFILL if i == 0 else DECODE,
                   fed=tuple(sequence[c.sequence - c.forward_tokens:c.sequence]),
                   prompt_cells=len(labels), generated_cells=c.sequence - len(labels),
                   new_cells=c.forward_tokens, output=tuple(pieces), seconds=c.seconds)
-    plain = Lane(title="without a cache", kind=RECOMPUTE,
+    plain = Lane(title=RACE_TITLES[1], kind=RECOMPUTE,
                  fed=tuple(sequence[:r.forward_tokens]), prompt_cells=0, generated_cells=0,
                  new_cells=0, output=tuple(pieces), seconds=r.seconds, uses_cache=False)
     return [cached, plain]
@@ -176,11 +177,13 @@ def diagram_html(lanes: Sequence[Lane], layers: int, head: str, *, name: str,
             + f"<div class='mech-stage'>{svg}</div>" + _caption(layers, groups) + "</div>")
 
 
-def empty_diagram(layers: int, message: str, name: str = "empty") -> str:
-    """The stack with empty strips and what to press to set it going."""
-    lane = Lane(title="", kind=PREFILL, fed=(), prompt_cells=0, generated_cells=0, new_cells=0,
-                output=(), seconds=0.0)
-    body = diagram_html([lane], layers, message, name=name, capacity=16)
+def empty_diagram(layers: int, message: str, name: str = "empty",
+                  titles: tuple[str, ...] = ("",)) -> str:
+    """The stack with empty strips and what to press to set it going: one lane, or one per
+    title (the race's two, so its picture keeps its height when the first step lands)."""
+    lanes = [Lane(title=t, kind=PREFILL, fed=(), prompt_cells=0, generated_cells=0,
+                  new_cells=0, output=(), seconds=0.0) for t in titles]
+    body = diagram_html(lanes, layers, message, name=name, capacity=16)
     return body.replace("class='mech'", "class='mech mech-empty'", 1)
 
 

@@ -14,10 +14,10 @@ def peer_comparison_md(c) -> str:
     rows = [("this app's server", c.app), (f"vLLM {c.vllm_version}", c.vllm)]
     table = "\n".join(f"| {name} | **{s.tokens_per_s:.1f}** | {s.p95_latency_s:.1f} s | "
                       f"{s.p95_ttft_s:.1f} s |" for name, s in rows)
-    where = (f"Measured on this machine ({c.machine}) at {c.when} by `make bench-serving`."
+    where = (f"Measured on this machine ({c.machine}) at {c.when} by `{c.source}`."
              if c.here else
-             f"Measured elsewhere ({c.machine}, {c.when}) by `make bench-serving`, not on this "
-             "machine: run it here to measure this machine's figures.")
+             f"Measured elsewhere ({c.machine}, {c.when}) by `{c.source}`, not on this "
+             "machine: `make bench-serving` here measures this machine's figures.")
     return (f"{c.clients} students press Generate at once, {c.new_tokens} new tokens each, "
             "greedy, streaming; the same prompts and client code, sent to this app's page and "
             "to vLLM's OpenAI server on the same machine, one after the other.\n\n"

@@ -37,6 +37,7 @@ class PeerComparison:
     machine: str  # the CPU the bench ran on, with its core count where the record has it
     when: str  # "YYYY-MM-DD HH:MM:SS", the bench's own clock
     here: bool  # measured on this machine (its own bench results), not recorded elsewhere
+    source: str = "make bench-serving"  # the command that measured it
 
 
 def this_cpu() -> str:
@@ -51,11 +52,12 @@ def this_cpu() -> str:
     return platform.processor() or "cpu"
 
 
-def read_comparison(results: dict, here_cpu: str | None = None) -> PeerComparison | None:
+def read_comparison(results: dict, here_cpu: str | None = None,
+                    source: str = "make bench-serving") -> PeerComparison | None:
     """The comparison in a bench results record, or None where it holds none (vLLM skipped,
     a field missing or not a number). `here_cpu`: this machine's CPU, to say where it ran."""
     try:
-        serving, when, cpu = results["serving"], str(results["when"]), str(results["machine"])
+        serving, when, cpu = results["serving"], str(results["when"]), _cpu(results["machine"])
         cores = results.get("cores")
         machine = f"{cores}-core {cpu}" if isinstance(cores, int) else cpu
         sides = [ServedClass(float(s["tokens_per_s"]), float(s["p95_latency_s"]),
@@ -63,9 +65,18 @@ def read_comparison(results: dict, here_cpu: str | None = None) -> PeerCompariso
                  for s in (serving["batched"], serving["vllm"])]
         return PeerComparison(*sides, int(serving["clients"]), int(serving["new_tokens"]),
                               str(serving["vllm"].get("version", "?")), machine, when,
-                              here=here_cpu is not None and cpu == here_cpu)
+                              here=here_cpu is not None and cpu == here_cpu, source=source)
     except (KeyError, TypeError, ValueError):
         return None
+
+
+def _cpu(machine) -> str:
+    """The CPU named in a results record: `make bench-serving` writes its name, `make bench`
+    a dict whose device reads "cpu (Intel(R) Xeon(R) Processor)"."""
+    if not isinstance(machine, dict):
+        return str(machine)
+    device = str(machine["device"])
+    return device[device.index("(") + 1:device.rindex(")")] if "(" in device else device
 
 
 def serving_comparison(results: tuple[Path, ...] = RESULTS, recorded: Path = RECORDED,
@@ -80,7 +91,8 @@ def serving_comparison(results: tuple[Path, ...] = RESULTS, recorded: Path = REC
 
 
 def _read(path: Path, here_cpu: str | None) -> PeerComparison | None:
+    source = "make bench" if path.name == "results.json" else "make bench-serving"
     try:
-        return read_comparison(json.loads(path.read_text()), here_cpu)
+        return read_comparison(json.loads(path.read_text()), here_cpu, source)
     except (OSError, ValueError):
         return None
