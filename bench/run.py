@@ -7,7 +7,6 @@ Run: `.venv/bin/python -m bench.run` (or `make bench`). Takes a few minutes on 2
 from __future__ import annotations
 
 import json
-import platform
 import time
 
 import torch
@@ -17,6 +16,7 @@ from bench.app_server import ROOT, start_app
 from bench.targets import check
 from bench.workloads import KV_PROMPT, PROMPT, QUALITY_PROMPT
 from inference.config import LIMITS
+from inference.experiments.cpu_flags import this_cpu as cpu_name
 from inference.experiments.roofline import Roofline, measure_read_bandwidth
 from inference.kv_cache import kv_cache_bytes
 from inference.loading import load_model
@@ -49,17 +49,6 @@ TARGETS = {  # issue 7's targets for a 2-core CPU
     **classroom.TARGETS,  # issue 30: a class pressing Run at once; chats while measuring
     **visitor_memory.TARGETS,  # issue 30: visitors' memory comes back once they are gone
 }
-
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "cpu"
 
 
 def section(name: str):

@@ -71,22 +71,16 @@ class ServedRequest:
         deadline = time.monotonic() + timeout_s
         try:
             while True:
-                left = deadline - time.monotonic()
                 try:
-                    item = self._events.get(timeout=max(0.0, left if idle_s is None
-                                                        else min(idle_s, left)))
+                    item = self._events.get(timeout=_wait_s(deadline, idle_s))
                 except queue.Empty:
-                    if time.monotonic() >= deadline:
-                        raise ServerStoppedError(
-                            "The server did not answer in time; try again.") from None
+                    _check_deadline(deadline)
                     yield None
                     continue
-                if item is None:
+                if (event := _opened(item)) is None:
                     return
-                if isinstance(item, Exception):
-                    raise item
-                yield item
-                if item.finished:
+                yield event
+                if event.finished:
                     return
                 deadline = time.monotonic() + timeout_s
         finally:
@@ -114,22 +108,16 @@ class ServedRequest:
                 try:
                     item = self._events.get_nowait()
                 except queue.Empty:
-                    left = deadline - time.monotonic()
                     try:
-                        await asyncio.wait_for(arrived.wait(), max(0.0, left if idle_s is None
-                                                                   else min(idle_s, left)))
+                        await asyncio.wait_for(arrived.wait(), _wait_s(deadline, idle_s))
                     except TimeoutError:
-                        if time.monotonic() >= deadline:
-                            raise ServerStoppedError(
-                                "The server did not answer in time; try again.") from None
+                        _check_deadline(deadline)
                         yield None
                     continue
-                if item is None:
+                if (event := _opened(item)) is None:
                     return
-                if isinstance(item, Exception):
-                    raise item
-                yield item
-                if item.finished:
+                yield event
+                if event.finished:
                     return
                 deadline = time.monotonic() + timeout_s
         finally:
@@ -141,3 +129,21 @@ class ServedRequest:
         wake = self._wake
         if wake is not None:
             wake()
+
+
+def _wait_s(deadline: float, idle_s: float | None) -> float:
+    """How long to wait for the next event: until the deadline, or `idle_s` if sooner."""
+    left = deadline - time.monotonic()
+    return max(0.0, left if idle_s is None else min(idle_s, left))
+
+
+def _check_deadline(deadline: float) -> None:
+    if time.monotonic() >= deadline:
+        raise ServerStoppedError("The server did not answer in time; try again.")
+
+
+def _opened(item) -> StepEvent | None:
+    """The event a queue item carries; None when the request ended; a failure is raised."""
+    if isinstance(item, Exception):
+        raise item
+    return item

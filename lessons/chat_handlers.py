@@ -49,23 +49,28 @@ async def generate_chat(lm, settings: Settings, server, prompt: str, max_new: in
     # LLM_LAB_SERVE_URL: another engine answers; say which (asked once, not per token)
     remote = (f"Served by {await asyncio.to_thread(server.describe)}, not by this machine."
               if hasattr(server, "describe") else "")  # an HTTP call: off the event loop
-    pace = FramePace(settings.chat_frames_per_s)  # the class's frames, shared
+    pace, behind = FramePace(settings.chat_frames_per_s), None  # the class's frames, shared
     try:
         async for timed in atimed_events(req, settings.stop_check_s):
             if timed is None:  # nothing new: the newest frame, where a Stop can land
+                if behind is not None:  # a token the pace left undrawn
+                    frame, behind = _chat_frame(lm, req, ids, history, remote, behind), None
                 yield frame
-                continue
-            ev, ttft, decode_s, n = timed
-            ended = ev.finished == "end of turn"
-            history[1]["content"] = (ev.text.replace(lm.tokenizer.eos_token, "") if ended
-                                     else ev.text)
-            served = remote or shared_steps_note(req.mean_batch_rows, req.queued_seconds)
-            lines = [live_stats_md(ttft, decode_s, n, len(ids)), served,
-                     limit_note(ev.finished, req.max_new_tokens)]
-            frame = ChatFrame([dict(m) for m in history], "  \n".join(x for x in lines if x))
-            if pace.due(ev):
+            elif pace.due(timed[0]):
+                frame, behind = _chat_frame(lm, req, ids, history, remote, timed), None
                 yield frame
+            else:  # a class is answered: drawn at its next due token (or tick)
+                behind = timed
     finally:
         req.cancel()  # Stop, a closed tab or an error: the row is freed at the next step
 
 
+def _chat_frame(lm, req, ids: list[int], history: list[dict], remote: str, timed) -> ChatFrame:
+    """The chat after `timed`'s event: the answer so far and its measured times."""
+    ev, ttft, decode_s, n = timed
+    ended = ev.finished == "end of turn"
+    history[1]["content"] = ev.text.replace(lm.tokenizer.eos_token, "") if ended else ev.text
+    served = remote or shared_steps_note(req.mean_batch_rows, req.queued_seconds)
+    lines = [live_stats_md(ttft, decode_s, n, len(ids)), served,
+             limit_note(ev.finished, req.max_new_tokens)]
+    return ChatFrame([dict(m) for m in history], "  \n".join(x for x in lines if x))

@@ -9,9 +9,10 @@ without the machine it was measured on."""
 from __future__ import annotations
 
 import json
-import platform
 from dataclasses import dataclass
 from pathlib import Path
+
+from inference.experiments.cpu_flags import this_cpu
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = (ROOT / "bench" / "serving-results.json", ROOT / "bench" / "results.json")
@@ -38,18 +39,6 @@ class PeerComparison:
     when: str  # "YYYY-MM-DD HH:MM:SS", the bench's own clock
     here: bool  # measured on this machine (its own bench results), not recorded elsewhere
     source: str = "make bench-serving"  # the command that measured it
-
-
-def this_cpu() -> str:
-    """This machine's CPU model, as the bench writes it into its results."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "cpu"
 
 
 def read_comparison(results: dict, here_cpu: str | None = None,
