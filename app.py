@@ -10,8 +10,8 @@ import importlib
 import os
 
 import gradio as gr
-from starlette.middleware import Middleware
 
+import classroom
 from inference import compute_thread
 from inference.config import Settings
 from inference.experiments.shared_results import SharedResults
@@ -19,35 +19,21 @@ from inference.loading import load_model
 from inference.remote_engine import RemoteEngine
 from inference.server import Server
 from lessons import TABS
-from lessons.common.cancels import CleanCancels
 from lessons.common.chart_csv import wire_chart_csv
-from lessons.common.classroom_guard import (
-    Fairness,
-    RefuseUploads,
-    explain_bad_numbers,
-    limit_per_session,
-)
 from lessons.common.context import AppContext
-from lessons.common.input_check import check_every_input
 from lessons.common.lesson_text import lesson_text
 from lessons.common.links import link_notice, wire_links
-from lessons.common.measure_limits import limit_measurements
 from lessons.common.next_lesson import lesson_footer, wire_scroll
-from lessons.common.request_limits import LimitRequestSize, WordValidationErrors
-from lessons.common.session_budget import bound_sessions
-from lessons.common.shared_runs import SharedRuns
-from lessons.common.web_costs import calm_queue, trim_web_costs
 from lessons.measurement_work import BUDGETS, WORK
 
 SETTINGS = Settings.from_env()
-trim_web_costs()  # two per-visitor costs of the web stack, found by profiling a class
 # Loaded on the compute thread, where every handler runs the model (inference/compute_thread.py)
 LM = compute_thread.run(load_model, SETTINGS)  # read-only, shared by every visitor
 SHARED = SharedResults()  # finished sweeps, shared by all visitors of this process
 SERVER = Server(LM, SETTINGS)  # one continuous batcher: every visitor's chat goes through it
 # LLM_LAB_SERVE_URL: Try it's chats go to that OpenAI-compatible engine instead (lessons stay here)
 CHAT = RemoteEngine(SETTINGS.serve_url) if SETTINGS.serve_url else None
-RUNS = SharedRuns(SETTINGS.shared_run_reuse_s)  # identical measurements share one run
+RUNS = classroom.SharedRuns(SETTINGS.shared_run_reuse_s)  # identical measurements share one run
 
 
 with gr.Blocks(title="LLM Inference, Step by Step",  # served files' copies are swept hourly
@@ -72,13 +58,8 @@ with gr.Blocks(title="LLM Inference, Step by Step",  # served files' copies are 
     wire_scroll(demo)  # tab and Next lesson clicks land on the lesson's start
 
 demo.queue(max_size=SETTINGS.queue_size, default_concurrency_limit=2)
-calm_queue(demo, SETTINGS.queue_poll_s)  # it looked for work every 1 ms, idle or not
-limit_per_session(demo, SETTINGS.session_events, SETTINGS.lane_waiting,
-                  fair=Fairness(SETTINGS, RUNS, LM, WORK, BUDGETS))  # per session, per address
-limit_measurements(demo, SETTINGS, RUNS)  # every measurement: shared runs, its time limit
-explain_bad_numbers(demo)
-check_every_input(demo, SETTINGS.max_prompt_chars)  # arity, types, limits: every endpoint
-bound_sessions(demo, SETTINGS.sessions_held, SETTINGS.state_ttl_s, SETTINGS.session_closed_s)
+# The class's limits: fair shares per visitor and address, shared runs, measurement budgets
+classroom.install(demo, SETTINGS, classroom.Fairness(SETTINGS, RUNS, LM, WORK, BUDGETS))
 
 
 def launch_options() -> dict:
@@ -88,10 +69,7 @@ def launch_options() -> dict:
                 css=lesson_text("style.css") + lesson_text("presenter.css"),
                 # the first screen's answers wait on the server in threads: room for all
                 max_threads=SETTINGS.server_rows + SETTINGS.server_queue + 40,
-                app_kwargs={"middleware": [
-                    Middleware(LimitRequestSize, max_bytes=SETTINGS.max_request_bytes),
-                    Middleware(RefuseUploads), Middleware(CleanCancels),
-                    Middleware(WordValidationErrors)]},
+                app_kwargs={"middleware": classroom.middleware(SETTINGS)},
                 theme=gr.themes.Soft(font=["system-ui", "sans-serif"],
                                      font_mono=["ui-monospace", "monospace"]))
 

@@ -17,7 +17,7 @@ over the chats' wall time both ways, their ratio, and the share of the chats' wa
 measurement was running (a ratio measured after the measurements ended would flatter the app).
 
 How the bench stands for different students. The app counts fairness by client address
-(`lessons/common/client_address.py`): X-Forwarded-For's first hop when the header is there
+(`classroom/client_address.py`): X-Forwarded-For's first hop when the header is there
 (it trusts the header, as a Space's proxy sets it), else the TCP peer, and a loopback peer with
 no header is "local": one person at this machine, left uncapped. Every bench client comes from
 127.0.0.1, so without the header 30 visitors would be one uncapped visitor and the per-address
@@ -35,7 +35,7 @@ address's is served. The chats of
 uncapped: ten chats are far below every cap either way).
 
 Requests are identical per lesson (default settings), so the app's shared runs
-(`lessons/common/shared_runs.py`) may serve many visitors from one run: that is what a class
+(`classroom/shared_runs.py`) may serve many visitors from one run: that is what a class
 pressing the same button gets, and `shared_results` counts the results that said so. Each
 figure starts a fresh app, so neither reuses a result of the other's runs.
 
@@ -63,7 +63,7 @@ TARGETS = {"serving.lessons_at_once.worst_p95_result_s": ("<=", 60),  # issue 30
            "serving.lessons_at_once.errors": ("<=", 0),
            "serving.chats_while_measuring.ratio_measuring_vs_alone": (">=", 0.5)}
 RESULT_WAIT_S = 1_000.0  # longer than the app's own longest time limit (900 s)
-TIME_UP_MARK = "⏱"  # a run stopped at its time limit (lessons/common/measure_limits.TIME_UP)
+TIME_UP_MARK = "⏱"  # a run stopped at its time limit (classroom/measure_limits.TIME_UP)
 LEFT_MARK = "The run you were following ended"  # its leader stopped (shared_runs.LEFT)
 SHARED_MARK = "for another visitor"  # a result from another visitor's run (shared_runs)
 

@@ -10,7 +10,7 @@ is its idle time.
 `fresh_sessions`: an API client sending a new session hash with every call. Gradio keeps a
 `SessionState` per hash (issue 30 measured +1,124 MB for 2,000 such calls, kept for good);
 the app caps them (`Settings.sessions_held`) and sweeps those unused for `state_ttl_s`
-(lessons/common/session_budget.py). `n` calls (2,000) of the cheapest endpoint, the tokenizer
+(classroom/session_budget.py). `n` calls (2,000) of the cheapest endpoint, the tokenizer
 view (`tokenize`: no model pass, off the compute thread), 8 at a time.
 
 `attention_sessions`: `n` visitors (10) each run lesson 4's attention view (`kv_attention`)
@@ -48,8 +48,8 @@ import psutil
 from bench.app_server import ROOT, start_app
 from bench.gradio_stream import app_config, call, endpoint_data
 from bench.targets import check
+from classroom.session_budget import SWEEP_EVERY_S
 from inference.config import LIMITS
-from lessons.common.session_budget import SWEEP_EVERY_S
 
 FIGURES = ("fresh_sessions", "attention_sessions")  # their keys in results["serving"]
 TARGETS = {"serving.fresh_sessions.rss_growth_mb": ("<=", 200),  # issue 30

@@ -186,13 +186,13 @@ class Settings:
     prefix_request_tokens: int = 8_192  # lesson 4's prefix reuse: tokens × passes, all questions
     watch_interval_s: float = 2.0  # the server view's live watch: one snapshot per interval
     file_cache_s: int = 3_600  # Gradio's copies of served files: swept this often, this old
-    # Fairness by client address, not session hash (lessons/common/classroom_guard.py): an
+    # Fairness by client address, not session hash (classroom/classroom_guard.py): an
     # address is X-Forwarded-For's first hop behind a proxy (a Space), else the TCP peer.
     # A class behind one school address is one address: room for 30 students' chats and
     # progress events; a single script floods past it.
     client_events: int = 64  # one address's events waiting or running, all lanes together
     client_heavy_jobs: int = 1  # one address's measurements in the heavy lane (waiting+running)
-    # One measurement (lessons/common/measure_limits.py, shared_runs.py): its work budget,
+    # One measurement (classroom/measure_limits.py, shared_runs.py): its work budget,
     # checked from its settings before it starts, its time limit, and how long a finished
     # quiet run is shown again to a visitor asking for the same measurement.
     measure_work_tokens: int = 32_768  # tokens fed through the model, all passes together
@@ -215,7 +215,7 @@ class Settings:
     # passes (the default count, its half or 1: on 2 busy cores one thread can be 5-15x faster
     # than two); N = always N. LLM_LAB_SERVER_THREADS.
     server_threads: int = 0
-    # How often Gradio's queue looks for a new event to start (lessons/common/web_costs.py):
+    # How often Gradio's queue looks for a new event to start (classroom/web_costs.py):
     # its own 1 ms kept an idle app ~9% of a core busy, beside the compute thread.
     queue_poll_s: float = 0.02
     server_steps_kept: int = 120  # step records the live view keeps (ServerStats.steps_detail)

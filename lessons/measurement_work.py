@@ -1,6 +1,6 @@
 """How much work each measurement's settings ask for: tokens fed through the model, all passes
 together (tokens × passes), so the work budget (`Settings.measure_work_tokens`) is checked
-before a run starts (`lessons.common.measure_limits.over_budget`). Every event of the heavy
+before a run starts (`classroom.measure_limits.over_budget`). Every event of the heavy
 lane has an entry in `WORK` (tests/test_measure_budget.py fails for one without).
 
 Each entry reads the event's raw settings as the visitor sent them (by elem_id or label, or

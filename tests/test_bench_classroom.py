@@ -74,8 +74,8 @@ def _constants(path: str) -> dict:
 
 
 def test_the_marks_are_the_apps_own_sentences():
-    limits, runs = (_constants("lessons/common/measure_limits.py"),
-                    _constants("lessons/common/shared_runs.py"))
+    limits, runs = (_constants("classroom/measure_limits.py"),
+                    _constants("classroom/shared_runs.py"))
     assert limits["TIME_UP"].startswith(classroom.TIME_UP_MARK)
     assert runs["LEFT"].startswith(classroom.LEFT_MARK)
     for sentence in (runs["SHARED_NOW"], runs["SHARED_EARLIER"]):

@@ -269,7 +269,7 @@ def test_shared_sweep_keeps_its_verdict_and_legends_clear_titles(server, browser
 
 def shared(progress: str) -> bool:
     """The visitor was shown a run measured for someone else: the sweep's own shared result,
-    or the app's rule for identical measurements (lessons/common/shared_runs.py)."""
+    or the app's rule for identical measurements (classroom/shared_runs.py)."""
     return "shared result" in progress or "for another visitor with the same settings" in progress
 
 

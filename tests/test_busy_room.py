@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 import psutil
 import pytest
 
+from classroom.shared_runs import cut
 from inference.config import Range, Settings
 from inference.experiments import noise
 from inference.experiments.shared_results import SharedResults
@@ -35,7 +36,6 @@ from lessons import (
     start_handlers,
 )
 from lessons.common.presenter_screens import load_screens
-from lessons.common.shared_runs import cut
 from polling import wait_for
 from visualizations import (
     timing_text,

@@ -12,13 +12,13 @@ from collections.abc import Callable
 from dataclasses import replace
 from types import SimpleNamespace
 
+from classroom.shared_runs import cut
 from inference.experiments.noise import judge
 from inference.experiments.shared_results import SharedResults
 from lessons import (
     presenter_handlers,
 )
 from lessons.common import judged_results
-from lessons.common.shared_runs import cut
 from visualizations import (
     batching_tables,
     batching_text,

@@ -1,4 +1,4 @@
-"""Stop answered cleanly (`lessons/common/cancels.py`): a Stop sent before its event had an id
+"""Stop answered cleanly (`classroom/cancels.py`): a Stop sent before its event had an id
 is a plain 200, and a Stop of a streaming answer ends it with a completion message the page
 can read (`data: []`, "no output changed"): Gradio's own said `{}`, the page threw on it and
 left the answer marked "Error" whenever that message landed after `/reset`'s reply. First on
@@ -15,7 +15,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from lessons.common.cancels import NOTHING_TO_CANCEL, CleanCancels
+from classroom.cancels import NOTHING_TO_CANCEL, CleanCancels
 
 
 async def not_gradio(request):

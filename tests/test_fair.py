@@ -13,9 +13,9 @@ from dataclasses import replace
 import httpx
 import pytest
 
-from lessons.common.client_address import LOCAL, client_address, counted
-from lessons.common.measure_limits import TIME_UP, _first_markdown, _measured
-from lessons.common.shared_runs import FOLLOWING, SHARED_NOW, SharedRuns
+from classroom.client_address import LOCAL, client_address, counted
+from classroom.measure_limits import TIME_UP, _first_markdown, _measured
+from classroom.shared_runs import FOLLOWING, SHARED_NOW, SharedRuns
 
 RACE_PROMPT = "Name a colour."
 POLL_S = 0.05
@@ -84,7 +84,7 @@ def test_fair_settings_key_counts_a_sessions_state_not_only_what_it_sent():
     import gradio as gr
     from gradio.state_holder import StateHolder
 
-    from lessons.common.classroom_guard import settings_key
+    from classroom.classroom_guard import settings_key
 
     with gr.Blocks() as demo:
         kept, box = gr.State(None), gr.Textbox()
@@ -329,7 +329,7 @@ def test_budget_time_limit_stops_the_race_with_a_sentence_and_what_it_measured(a
     """The app's own KV race handler under a time limit of 1.5 s on a clock that moves 1 s per
     reading: it stops after its second frame (a progress line, then the first timed chunk's
     chart), says so above that frame's progress, and keeps the chart."""
-    from lessons.common import measure_limits
+    from classroom import measure_limits
     ticks = iter(range(10**6))
     monkeypatch.setattr(measure_limits, "clock", lambda: float(next(ticks)))
     block_fn = app_module.demo.fns[_fn(app_module, "kv_race")]

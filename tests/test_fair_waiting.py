@@ -11,7 +11,7 @@ import threading
 import httpx
 import pytest
 
-from lessons.common.shared_runs import FOLLOWING, LEFT, SHARED_NOW, WAITING, SharedRuns
+from classroom.shared_runs import FOLLOWING, LEFT, SHARED_NOW, WAITING, SharedRuns
 from polling import wait_for
 
 KEY = ("race", '["Why?", 48]')
@@ -160,9 +160,9 @@ def line():
     import gradio as gr
 
     from bench.app_server import free_port
+    from classroom.classroom_guard import Fairness, limit_per_session
+    from classroom.measure_limits import HEAVY, limit_measurements
     from inference.config import Settings
-    from lessons.common.classroom_guard import Fairness, limit_per_session
-    from lessons.common.measure_limits import HEAVY, limit_measurements
 
     release, calls = threading.Event(), []
 
@@ -291,7 +291,7 @@ def test_fair_followers_hold_at_most_their_share_of_the_worker_slots(line, monke
     """Each follower holds a worker slot while it waits, so past their share an identical
     press takes the heavy lane like any other; it still gets the run it asked during, and
     nothing is measured twice."""
-    from lessons.common import classroom_guard
+    from classroom import classroom_guard
     from test_fair import Visitor, _texts
 
     demo, url, release, calls, runs = line

@@ -4,7 +4,7 @@ built app (`app.demo.fns`), so an endpoint added tomorrow is covered without edi
 
 Each request goes through the app's own processing path up to the handler
 (`demo.preprocess_data`, the step Gradio's queue runs for every event, where
-`lessons.common.input_check` sits), in process: no handler runs, so the whole sweep over every
+`classroom.input_check` sits), in process: no handler runs, so the whole sweep over every
 endpoint takes seconds. The running app answering one such request is in test_bad_input.py."""
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import gradio as gr
 import pytest
 from gradio.state_holder import SessionState
 
-from lessons.common.input_check import InputRefused
+from classroom.input_check import InputRefused
 
 LEAK = re.compile(r"Traceback|File \"|\.py\b|/work/|site-packages|<class|Error\b")
 CHECKED = (gr.Textbox, gr.Number, gr.Slider, gr.Checkbox, gr.CheckboxGroup, gr.Dropdown,

@@ -14,7 +14,7 @@ import time
 import gradio as gr
 import pytest
 
-from lessons.common.measure_limits import (
+from classroom.measure_limits import (
     HEAVY,
     OVER_BUDGET,
     named_values,

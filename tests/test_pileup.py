@@ -37,7 +37,7 @@ def test_pileup_sessions_capped_and_swept_when_ended_or_idle():
     import gradio as gr
     from gradio.state_holder import StateHolder
 
-    from lessons.common.session_budget import bound_sessions, sweep_sessions
+    from classroom.session_budget import bound_sessions, sweep_sessions
 
     with gr.Blocks() as demo:
         box = gr.Textbox("hi")
@@ -69,7 +69,7 @@ def test_pileup_a_sweep_that_dropped_sessions_hands_the_heap_back():
     import gradio as gr
     from gradio.state_holder import StateHolder
 
-    from lessons.common.session_budget import sweep_app
+    from classroom.session_budget import sweep_app
 
     with gr.Blocks() as demo:
         kept = gr.State([])

@@ -12,8 +12,8 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
+from classroom.request_limits import LimitRequestSize, WordValidationErrors
 from inference.config import LIMITS
-from lessons.common.request_limits import LimitRequestSize, WordValidationErrors
 
 LIMIT = 1_000
 

@@ -1,4 +1,4 @@
-"""The two web-stack costs removed per visitor (lessons/common/web_costs.py), on the real Gradio.
+"""The two web-stack costs removed per visitor (classroom/web_costs.py), on the real Gradio.
 
 A new session's block configs are built lazily and read back equal to Gradio's eager ones (a
 deep link reads them all); an event's update reaches the lazy dict as Gradio's own code writes
@@ -12,7 +12,7 @@ import gradio as gr
 import pytest
 from gradio import state_holder, utils
 
-from lessons.common import web_costs
+from classroom import web_costs
 
 
 def small_blocks() -> gr.Blocks:
@@ -82,7 +82,7 @@ def test_the_queue_looks_for_work_every_poll_s_not_every_millisecond():
 
 
 def test_the_app_runs_with_all_three(app_module):
-    from lessons.common.web_costs import _lazy_init
+    from classroom.web_costs import _lazy_init
 
     assert state_holder.SessionState.__init__ is _lazy_init
     assert app_module.demo._queue.sleep_when_free == app_module.SETTINGS.queue_poll_s

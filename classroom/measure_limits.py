@@ -14,7 +14,7 @@ from one place (`limit_measurements`, called once by app.py after the Blocks are
 - **Time limit** (`measure_limit_s`): a run still going after it stops at its next chunk (the
   next frame it shows), frees the lane and shows what it measured so far under a sentence.
 
-Identical requests share one run on top of both (`lessons.common.shared_runs`).
+Identical requests share one run on top of both (`classroom.shared_runs`).
 """
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ measured for another visitor.
 
 A reserved run whose leader never starts (its event left the queue: the tab closed, Stop, a
 refusal) ends for its followers with `LEFT` (press again to measure yourself); they check at
-each 1 s wake-up with `in_queue`, which `lessons.common.classroom_guard` points at Gradio's
+each 1 s wake-up with `in_queue`, which `classroom.classroom_guard` points at Gradio's
 queue. The next visitor asking for that key reserves a run of their own.
 
 What is never reused: a run measured while the machine was busy (its `Noise` says busy, or its
@@ -24,7 +24,7 @@ the worker threads were all taken) gets its result, busy notice and all, instead
 the same thing again in a busy room.
 
 The key is given to an event when it joins the queue (`tag`, from the visitor's raw settings,
-see `lessons.common.classroom_guard`) and read back by its handler (`take`), so the decision to
+see `classroom.classroom_guard`) and read back by its handler (`take`), so the decision to
 lead or follow, made before the event waits anywhere, and the run it leads or follows are the
 same: the leader's handler starts the run it reserved (`share(..., event_id=...)`).
 
