@@ -60,13 +60,13 @@ bench: $(STAMP)
 bench-serving: $(STAMP)
 	$(PY) -m bench.serving_vs_vllm
 
-# Only issue 30's classroom figures (bench/classroom.py): 30 visitors pressing the four lessons'
+# Only the classroom figures (bench/classroom.py): 30 visitors pressing the four lessons'
 # Run at once while chats stream, and ten chats alone and beside a measuring visitor.
 # Writes bench/classroom-results.json with the same keys as `make bench`'s `serving`.
 bench-classroom: $(STAMP)
 	$(PY) -m bench.classroom
 
-# Only issue 30's memory figures (bench/visitor_memory.py): the app's RSS before, at peak and
+# Only the visitors' memory figures (bench/visitor_memory.py): the app's RSS before, at peak and
 # after 2,000 fresh API sessions and 10 long attention views expire. Writes
 # bench/visitor-memory-results.json with the same keys as `make bench`'s `serving`.
 bench-memory: $(STAMP)

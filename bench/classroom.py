@@ -1,4 +1,4 @@
-"""Issue 30's classroom figures, measured on the running app (`start_app`) as visitors reach it.
+"""The classroom figures, measured on the running app (`start_app`) as visitors reach it.
 
 `lessons_at_once`: a teacher says "everyone press Run now". `clients` visitors (30), spread in
 turn over the four lesson measurements (the prefill sweep, the KV race, the batch sweep, the
@@ -59,7 +59,7 @@ from bench.targets import check
 LESSONS = ("/prefill_sweep", "/kv_race", "/batch_sweep", "/quant_compare")
 FIGURES = ("lessons_at_once", "chats_while_measuring")  # their keys in results["serving"]
 MEASURING = ("/kv_race", "/batch_sweep")  # chats_while_measuring's visitor, back to back
-TARGETS = {"serving.lessons_at_once.worst_p95_result_s": ("<=", 60),  # issue 30
+TARGETS = {"serving.lessons_at_once.worst_p95_result_s": ("<=", 60),  # a class's minute
            "serving.lessons_at_once.errors": ("<=", 0),
            "serving.chats_while_measuring.ratio_measuring_vs_alone": (">=", 0.5)}
 RESULT_WAIT_S = 1_000.0  # longer than the app's own longest time limit (900 s)

@@ -1,4 +1,4 @@
-"""`make bench`'s "context" section (issue 27): long contexts to the model's window, measured
+"""`make bench`'s "context" section: long contexts to the model's window, measured
 with the lesson's own functions.
 
     prefill at each prompt length to the window (seconds), the L² share of the fit at the window,

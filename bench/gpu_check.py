@@ -42,7 +42,7 @@ NEEDS_UI = ("tests/test_abuse_engine.py::test_concurrent_steps_on_one_session_ta
             "tests/test_kv_cache.py::test_panel_limits_come_from_settings",
             "tests/test_kv_cache.py::test_panel_errors_are_clear",
             "tests/test_kv_cache.py::test_panel_builds_with_limits_and_named_endpoints")
-TARGETS = {  # issue 13's targets on a GPU
+TARGETS = {  # what a GPU run must reach
     "tests.failed": ("<=", 0),
     "quantization.int8.top1_agreement_decided": (">=", 0.95),
     "quantization.int4-g32.top1_agreement_decided": (">=", 0.95),

@@ -23,7 +23,7 @@ from inference.loading import load_model
 from inference.tokens import prompt_ids
 from inference.weights import bytes_read_per_token
 
-TARGETS = {  # issue 7's targets for a 2-core CPU
+TARGETS = {  # what a 2-core CPU must reach for the lessons' claims to hold
     "decode.engine_vs_generate": (">=", 0.95),
     "decode.fraction_of_roofline": (">=", 0.6),
     "kv_cache.speedup": (">=", 3),
@@ -36,18 +36,18 @@ TARGETS = {  # issue 7's targets for a 2-core CPU
     "serving.p95_latency_ratio_batched_vs_serial": ("<=", 0.33),
     "serving.batched.errors": ("<=", 0),
     "serving.peak_rss_vs_idle_batched": ("<=", 1.5),
-    "serving.batched.p95_ttft_s": ("<=", 3.0),  # issue 25
+    "serving.batched.p95_ttft_s": ("<=", 3.0),  # chunked prefill keeps first tokens prompt
     "serving.app_vs_vllm_throughput": (">=", 1.0),
     "serving.app_vs_vllm_p95_latency": ("<=", 1.0),
-    "context.tokens_max": (">=", 8000),  # issue 27
-    "serving.paged.waste_paged_pct": ("<=", 5),  # issue 24, on the mixed workload
+    "context.tokens_max": (">=", 8000),  # the long-context sweep reaches the model's window
+    "serving.paged.waste_paged_pct": ("<=", 5),  # paged KV wastes little, on the mixed workload
     "serving.paged.ttft_ratio_prefix_hit": ("<=", 0.3),
     "serving.paged.throughput_vs_padded": (">=", 1.0),
-    "speculative.prompt_lookup.speedup": (">=", 1.5),  # issue 26, the edit workload
+    "speculative.prompt_lookup.speedup": (">=", 1.5),  # the edit workload
     "speculative.prompt_lookup.tokens_per_pass": (">=", 1.5),
     "speculative.draft_model.speedup": (">=", 1.2),
-    **classroom.TARGETS,  # issue 30: a class pressing Run at once; chats while measuring
-    **visitor_memory.TARGETS,  # issue 30: visitors' memory comes back once they are gone
+    **classroom.TARGETS,  # a class pressing Run at once; chats while measuring
+    **visitor_memory.TARGETS,  # visitors' memory comes back once they are gone
 }
 
 

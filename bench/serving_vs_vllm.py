@@ -1,6 +1,6 @@
 """`make bench-serving`: only the class-serving comparison of `make bench`, the app's
 continuous batcher against one row at a time and against vLLM, same clients, same prompts,
-same machine, one run (the full bench takes much longer; this is the part issue 25 is judged
+same machine, one run (the full bench takes much longer; this is the part the server is judged
 on). Writes bench/serving-results.json with the same keys as `make bench`'s `serving`.
 Run it with nothing else busy on the machine: both servers share its cores."""
 from __future__ import annotations

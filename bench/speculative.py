@@ -1,4 +1,4 @@
-"""`make bench`'s speculative-decoding section (issue 26), measured with the lesson's own
+"""`make bench`'s speculative-decoding section, measured with the lesson's own
 functions: the race of each draft against plain greedy decoding on the edit workload, repeated
 (the speed-up is the median of the repeats, and the verdict needs every repeat to agree), and
 the verification pass's cost at batch 16, from which that batch's speed-up is derived.

@@ -1,4 +1,4 @@
-"""Issue 30's two memory figures: what visitors leave in the running app's memory once gone.
+"""Two memory figures: what visitors leave in the running app's memory once gone.
 
 Both read the resident memory (RSS) of the app's own process (`psutil`, `app.pid`) on a fresh
 app (`start_app`), sampled every 0.2 s by a thread here, and report it at the start (after
@@ -8,7 +8,7 @@ with its own session hash, as an API client does; nobody closes a tab, so what e
 is its idle time.
 
 `fresh_sessions`: an API client sending a new session hash with every call. Gradio keeps a
-`SessionState` per hash (issue 30 measured +1,124 MB for 2,000 such calls, kept for good);
+`SessionState` per hash (over a gigabyte for 2,000 such calls when uncapped, kept for good);
 the app caps them (`Settings.sessions_held`) and sweeps those unused for `state_ttl_s`
 (classroom/session_budget.py). `n` calls (2,000) of the cheapest endpoint, the tokenizer
 view (`tokenize`: no model pass, off the compute thread), 8 at a time.
@@ -52,7 +52,7 @@ from classroom.session_budget import SWEEP_EVERY_S
 from inference.config import LIMITS
 
 FIGURES = ("fresh_sessions", "attention_sessions")  # their keys in results["serving"]
-TARGETS = {"serving.fresh_sessions.rss_growth_mb": ("<=", 200),  # issue 30
+TARGETS = {"serving.fresh_sessions.rss_growth_mb": ("<=", 200),
            "serving.attention_sessions.rss_growth_mb": ("<=", 300)}
 IDLE_S = 60  # the bench's idle time for sessions and held caches (the app's: 3,600 and 600 s)
 SAMPLE_S = 0.2  # how often the app's RSS is read

@@ -13,8 +13,8 @@ checks in front of Gradio's own, at the moment an event asks to join:
 - a session may have at most `per_session` events waiting or running at once;
 - a lane may have at most `per_lane` events waiting.
 
-With `fair` (`Fairness`: issue 30), by client address too (`client_address`: twelve session
-hashes from one address are one visitor):
+With `fair` (`Fairness`: one visitor's many tabs must not crowd out the class), by client
+address too (`client_address`: twelve session hashes from one address are one visitor):
 
 - an address may have at most `client_events` events waiting or running, all lanes together;
 - an address may have at most `client_heavy_jobs` measurements in the heavy lane, so another

@@ -1,7 +1,7 @@
 """Three costs the web stack (Gradio 6.31) adds to serving, removed where they are paid.
 
 Found by profiling the running app under the class workload (30 chats at once, py-spy on the
-app's process, issue 25), where they held the event loop (and Python's lock, which the server's
+app's process), where they held the event loop (and Python's lock, which the server's
 compute thread needs between its kernels) for seconds while the class waited:
 
 - **A new session built every block's config** (`gradio.state_holder.SessionState`): the first

@@ -74,7 +74,7 @@ class Settings:
     # screen's live answer): with B rows in a step, an answer shows its newest text at most
     # every B / this seconds (its first and last tokens at once). Alone, every token; a class
     # of 30 gets a frame every ~0.5 s instead of 30 frames a step, each of which holds
-    # Python's lock the step's arithmetic needs (issue 25).
+    # Python's lock the step's arithmetic needs.
     chat_frames_per_s: float = 60.0
 
     # The web queue: per visitor (browser tab or API client) and per lane.
@@ -103,7 +103,7 @@ class Settings:
     live_new_tokens: int = 24  # tokens the first screen's answer decodes
     live_race_new_tokens: int = 16  # steps of its "Now without the cache" race
 
-    # Measurement defaults are sized for a class (issue 30): 30 visitors pressing the four
+    # Measurement defaults are sized for a class: 30 visitors pressing the four
     # lessons' buttons at once share one run of each, and the four runs take turns with the
     # chats one after another, so each default is small: 1,300-1,900 tokens x passes each
     # (lessons/measurement_work.py), and the prefill sweep feeds 41 tokens one at a time, not
@@ -145,7 +145,7 @@ class Settings:
     # Lesson 6: quantization.
     quant_new_tokens: Range = _r(8, 64, 16)
 
-    # Long contexts (issue 27): the sweep to the model's context window. Lengths past the
+    # Long contexts: the sweep to the model's context window. Lengths past the
     # window are dropped and the window itself is always measured (it is read from the model).
     context_prefill_lengths: tuple[int, ...] = (256, 512, 1_024, 2_048, 4_096, 8_192)
     context_prefill_repeats: int = 1  # prefills timed per length (best of); 8k: ~40 s, 2 cores
@@ -157,19 +157,20 @@ class Settings:
     context_sliding_window: int = 1_024  # the theoretical sliding window in "what cuts the cost"
     context_default_max_tokens: int = 2_048  # the lesson's preset longest length (8,192: minutes)
 
-    # Where "Try it" chats are served (issue 25): None = this process's own continuous batcher;
+    # Where "Try it" chats are served: None = this process's own continuous batcher;
     # LLM_LAB_SERVE_URL = an OpenAI-compatible engine (e.g. vLLM on a GPU box) instead.
     serve_url: str | None = None
 
-    # The server's KV cache in pages (issue 24): one pool of fixed-size blocks for every
-    # request, sized from `server_cache_mb`; block tables, prefix caching, preemption.
+    # The server's KV cache in pages (PagedAttention, as in vLLM): one pool of fixed-size
+    # blocks for every request, sized from `server_cache_mb`; block tables, prefix caching,
+    # preemption.
     server_kv: str = "paged"  # "paged" (block pool) or "padded" (RowBatch); LLM_LAB_SERVER_KV
     block_tokens: int = 16  # positions per KV block (vLLM's default block size)
     server_pool_blocks: int = 0  # blocks in the pool; 0 = as many as `server_cache_mb` holds
     paged_demo_blocks: Range = _r(4, 64, 12)  # lesson 4's small private pool, in blocks
     paged_demo_block_tokens: int = 8  # positions per block in that small pool
 
-    # Speculative decoding (issue 26): a draft guesses k tokens, one model pass checks them.
+    # Speculative decoding: a draft guesses k tokens, one model pass checks them.
     spec_k: Range = _r(1, 8, 4)  # guesses per verification pass
     spec_new_tokens: Range = _r(2, 256, 64)  # output tokens of one speculative run
     spec_lookup_ngram: int = 3  # prompt lookup matches the last 3, else 2, else 1 tokens
@@ -178,7 +179,8 @@ class Settings:
     spec_batches: tuple[int, ...] = (1, 16)  # batch sizes of the verification-cost measurement
     spec_noise: float = 0.05  # a speed ratio within 1 ± this (or the run's spread) is noise
 
-    # Classroom-safe, round 2 (issue 30): limits per request, per client, per process.
+    # Classroom-safe: no visitor may exhaust the machine a class shares; limits per request,
+    # per client, per process.
     max_request_bytes: int = 1_000_000  # one HTTP body; a prompt box's JSON is ~80 KB at most
     export_files_kept: int = 32  # CSV exports kept in the process's one export folder
     sessions_held: int = 1_000  # visitor sessions (tabs, API clients) held; oldest-used dropped
@@ -199,7 +201,7 @@ class Settings:
     measure_limit_s: float = 240.0  # a run still going stops at its next frame (< Gradio's)
     shared_run_reuse_s: float = 60.0  # a finished run's result, reused for identical requests
 
-    # Chunked prefill and step records (issue 25). Each step decodes every running row (one
+    # Chunked prefill and step records. Each step decodes every running row (one
     # token each) and spends the rest of `step_token_budget` on newcomers' prompt chunks, so a
     # long prompt no longer freezes the running streams. 256: vLLM's budget is larger, but a
     # CPU prefills ~400-800 tokens/s, so 256 keeps a chunk step near a second here while a

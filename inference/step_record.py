@@ -1,4 +1,4 @@
-"""Where one server step's time and token budget go (issue 25), recorded by the server's loop.
+"""Where one server step's time and token budget go, recorded by the server's loop.
 
 A step of the serving engine is: cache work (blocks taken and given back, block tables built,
 fresh blocks zeroed), the forward pass (the model, with the paged cache's writes and gathers

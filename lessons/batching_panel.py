@@ -67,7 +67,7 @@ def sweep_tab(lm, settings: Settings, shared, measured: Measured, server=None) -
                       "tokens/s in total", "batch-sweep-guess")
     start, stop = _run_and_stop("Run sweep", "batch-sweep-btn", "batch-sweep-stop")
     shown = {"progress": gr.Markdown(elem_id="batch-sweep-progress"),
-             # the headline numbers, big, right under the button (issue 23)
+             # the headline numbers, big, right under the button, where a phone shows them with it
              "cards": gr.Markdown(text.NO_SWEEP_CARDS, elem_id="batch-cards"),
              "throughput": gr.Plot(charts.throughput_chart([]), elem_id="batch-sweep-throughput",
                                    label="Throughput vs batch size"),
@@ -78,7 +78,7 @@ def sweep_tab(lm, settings: Settings, shared, measured: Measured, server=None) -
                                  label="Throughput vs latency"),
              "table": gr.Markdown(elem_id="batch-sweep-table"),
              # under the charts, so Run sweep, its progress line and the throughput chart
-             # share one screen (issue 23: the plan sat between them, ~200 px)
+             # share one screen (above them the plan pushed the chart ~200 px down)
              "plan": gr.Markdown(elem_id="batch-sweep-plan"),
              "sweep": measured.sweep, "closing": measured.closing}
     handler = showing(shown, lambda data: run.sweep_frames(

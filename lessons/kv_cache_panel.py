@@ -59,7 +59,7 @@ def growth_tab(lm, settings: Settings, server=None) -> None:
     start, stop = _run_and_stop("Generate and watch the cache", "kv-growth-btn",
                                  "kv-growth-stop")
     # The step's line, then the cache grid; why the cache lags the text, and the formula, under
-    # the grid (above it they pushed the grid off a phone's screen: issue 23).
+    # the grid (above it they pushed the grid off a phone's screen).
     text = gr.Markdown(elem_id="kv-growth-text")
     grid = gr.Plot(cache_grid_figure(None, 0), label="Cache tensors", elem_id="kv-growth-grid")
     gr.Markdown(LAG_NOTE, elem_id="kv-growth-lag")

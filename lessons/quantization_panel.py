@@ -33,7 +33,7 @@ from .quantization_handlers import GUESS_KEY, QuantFrame, compare_frames, compar
 
 BANDWIDTH_NOTE = ", read-only sum, measured"
 # px: the roofline shorter than elsewhere, so Compare modes, its progress line, its headline
-# cards and the roofline share one 1280×720 or 390×844 screen (issue 23)
+# cards and the roofline share one 1280×720 or 390×844 screen
 ROOFLINE_HEIGHT = 360
 
 
@@ -53,7 +53,7 @@ def _controls(settings: Settings, ticked: list[str]
             guess = guess_box(settings, GUESS_KEY, "int8 decode speed, in times float32's",
                               "quant-guess")
     # Under the controls, across the page, one line: the button, its progress line and the
-    # roofline then share one screen (issue 23; under the guess, Stop added a line).
+    # roofline then share one screen (under the guess, Stop added a line).
     with gr.Row(elem_classes=["lab-run-row"]):
         run_btn = gr.Button("Compare modes", variant="primary", elem_id="quant-run")
         stop_btn = gr.Button("Stop", variant="stop", elem_id="quant-stop")

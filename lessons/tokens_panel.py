@@ -22,7 +22,7 @@ from .tokens_handlers import (
 
 
 def _token_section(lm, settings: Settings) -> tuple[gr.Textbox, gr.Checkbox]:
-    # The text, its counts and its tokens first, one screen on a phone (issue 23); the
+    # The text, its counts and its tokens first, on one phone screen; the
     # template switch, its note and the examples (~400 px on a phone) under them.
     text = gr.Textbox(label="Text to tokenize", lines=3, value=FIRST_TEXT,
                       max_length=settings.max_prompt_chars, elem_id="tok-text")

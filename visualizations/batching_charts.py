@@ -64,7 +64,7 @@ def throughput_trend(points) -> str:
 
 
 # px before the legend: Run sweep, its progress line and headline cards above it on one
-# 1280×720 or 390×844 screen (issue 23; 380 left no room for the cards)
+# 1280×720 or 390×844 screen (380 left no room for the cards)
 THROUGHPUT_HEIGHT = 350
 
 

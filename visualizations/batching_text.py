@@ -32,7 +32,7 @@ def sweep_cards(sweep, noise=None) -> str:
     finished sweep's `Noise`. The ratio card's word comes from the numbers (`throughput_trend`)
     on a quiet finished run only; busy: the numbers and "busy machine", no word (the notice
     stands in the table and the closing note); running: so far. Short values, the unit in the
-    label: three cards share one row on a phone (issue 23)."""
+    label: three cards share one row on a phone."""
     points = sorted(sweep.points, key=lambda p: p.batch) if sweep is not None else []
     if not points:
         return NO_SWEEP_CARDS

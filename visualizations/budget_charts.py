@@ -1,4 +1,4 @@
-"""Where a server step's token budget and time go (chunked prefill, issue 25).
+"""Where a server step's token budget and time go (chunked prefill).
 
 Chunked prefill gives each step a token budget: every running row's one decode token first,
 then newcomers' prompt chunks with the rest. The first chart stacks those two per step, with

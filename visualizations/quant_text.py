@@ -24,7 +24,7 @@ def mode_cards_html(reports, noise=None) -> str:
     reaches the roofline title's `FASTER` (1.2, well above run-to-run noise), so the card and
     the chart's title never disagree; busy: the numbers and "busy machine", no word (the notice
     stands in the closing note). The smallest mode is picked by its bytes, never by a timing.
-    Two cards, short words: one row on a phone (issue 23)."""
+    Two cards, short words: one row on a phone."""
     base = next((r for r in reports or () if r.key == "fp32"), None)
     if base is None:
         return NO_MODES_CARDS

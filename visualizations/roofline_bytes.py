@@ -58,7 +58,7 @@ def roofline_figure(reports, bandwidth_gbs: float, bandwidth_note: str = "",
     before the ceiling's legend (lesson 6 asks for less: its cards sit above it). Each point is
     labelled with its mode where it is drawn, so the legend holds the ceiling alone: the chart
     keeps one height however many modes ran (a legend row each pushed lesson 6's chart off a
-    1280×720 screen, issue 23)."""
+    1280×720 screen)."""
     if not reports:
         return empty_figure("Press “Compare modes” to measure each precision mode.")
     top = max(r.bytes_per_token for r in reports) * 1.15
