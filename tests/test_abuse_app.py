@@ -1,4 +1,4 @@
-"""Classroom-safe under abuse, on the running app (issue 17): a flood from one visitor, an
+"""Classroom-safe under abuse, on the running app: a flood from one visitor, an
 upload, a lone surrogate in the chat, long-prompt sessions that would pile up KV caches.
 Named so `pytest -k "memory or flood or surrogate or special or upload"` selects them."""
 from __future__ import annotations

@@ -211,7 +211,7 @@ def test_lesson_5_notes():
 
 
 def test_where_batching_stops_paying():
-    """Issue 14, item 6: the step gets slower with the batch, and past some batch it grows
+    """The step gets slower with the batch, and past some batch it grows
     about in proportion (compute-bound); the note finds that step from the measured points."""
     from visualizations import batching_text as text
     pts = [BatchPoint(1, 10, 0.1, 0.100, (0.1,), 0, W),
@@ -225,7 +225,7 @@ def test_where_batching_stops_paying():
 
 
 def test_where_batching_stops_paying_gives_no_verdict_inside_the_noise():
-    """Issue 28, misleading 5: 1.59× against a line of 1.60× is not a verdict, and a crossing
+    """1.59× against a line of 1.60× is not a verdict, and a crossing
     that later batches undo is not where batching stopped paying."""
     from visualizations import batching_text as text
     near = [BatchPoint(1, 10, 0.1, 0.100, (0.1, 0.1), 0, W),

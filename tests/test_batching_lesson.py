@@ -164,7 +164,7 @@ def test_cost_prices_each_precision_mode_at_batch_1():
 
 
 def test_cost_carries_only_the_added_cache_reads_to_the_conversations_context():
-    """Issues 14 and 28: the sweep decodes at a short context; a conversation's tokens read a
+    """The sweep decodes at a short context; a conversation's tokens read a
     longer cache. Only the extra reads are added to the measured step (at the measured
     bandwidth), or the extra attention FLOPs at the measured peak, whichever is longer; the
     rest of the step stays as measured (a compute-bound batch is not slowed as if it were all
@@ -222,7 +222,7 @@ def test_sweep_handler_streams_and_shares(lm):
         assert p.cache_bytes == 46_080 * p.batch * (prompt + 3)  # prompt + warm-up + 2 timed
     assert [tr.x for tr in last.throughput.data][0] == (1, 2)
     assert "tokens/s at batch 1" in last.closing and "at batch 2" in last.closing
-    # issue 23: the same numbers as big cards under Run sweep, from the same finished record
+    # the same numbers as big cards under Run sweep, from the same finished record
     one, two = state.points
     shown = re.findall(r"<span class='lab-big-value'>([^<]*)</span>", last.cards)
     assert shown[:2] == [f"{one.tokens_per_s:.1f}", f"{two.tokens_per_s:.1f}"]

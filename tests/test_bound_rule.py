@@ -1,4 +1,4 @@
-"""The one rule for what bounds a step (issue 28): CPU-like, GPU-like (launch-bound) and
+"""The one rule for what bounds a step: CPU-like, GPU-like (launch-bound) and
 compute-bound records each get their own verdict and sentence; intensity alone never decides."""
 from __future__ import annotations
 

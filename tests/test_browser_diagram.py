@@ -1,4 +1,4 @@
-"""Issue 15 in a real browser: the mechanism diagram in lessons 2, 3 and 4.
+"""In a real browser: the mechanism diagram in lessons 2, 3 and 4.
 
 Each test presses a lesson's buttons and reads the drawn diagram back from the page (its data
 attributes and its cell runs): the strips hold one cell per cached position after every

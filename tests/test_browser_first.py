@@ -1,4 +1,4 @@
-"""Issue 23 in a real browser: the first screen at a phone (390×844), a projector at 150% zoom
+"""In a real browser: the first screen at a phone (390×844), a projector at 150% zoom
 (853×480) and a projector (1280×720). The app opens on Start here with the real model already
 answering (within 3 s of page load, the model loaded), the "first token" and "each next token"
 cards at least 28 px and on screen without scrolling; no block label covers the tab bar (what
@@ -241,7 +241,7 @@ def walk(page):
 
 
 def test_every_chart_says_what_fills_it_and_no_label_covers_the_tabs(visitor):
-    """Issue 23, at load: walking every tab and sub-tab at a phone and a projector, no chart is
+    """At load: walking every tab and sub-tab at a phone and a projector, no chart is
     a bare icon (each has a title or an annotation saying which button fills it); with a
     block label scrolled under the sticky tab bar, the bar is what is painted there; and block
     labels and slider ends are at least 4.5:1 against their background."""

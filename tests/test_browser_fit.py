@@ -1,4 +1,4 @@
-"""Issue 23 in a real browser: every result next to its button. For every lesson, at a
+"""In a real browser: every result next to its button. For every lesson, at a
 projector (1280×720) and a phone (390×844), the lesson's main button, its headline cards and
 its first chart lie in that order with nothing tall between them, and together they are no
 taller than the screen below the sticky tab bar: scrolled to the button, the class sees the

@@ -100,7 +100,7 @@ def test_lesson_4_kv_cache(visitor):
     assert plot_title(page, "kv-race-plot") == "Cache on vs off: time for each new token"
     screenshot(page, "lesson-4-kv-race")
 
-    # The race at several lengths: the gap grows with the text (issue 14).
+    # The race at several lengths: the gap grows with the text.
     page.locator("#kv-lengths-btn").click()
     wait_until(lambda: "✅" in text_of(page, "kv-lengths-progress"), 120, "the length race")
     lengths = table_rows(page, "kv-lengths-table")
@@ -192,7 +192,7 @@ def test_lesson_5_batching(visitor):
     closing = wait_text_change(page, "batch-closing", closing0, 10)
     assert number(r"([\d.]+) tokens/s at batch 1", closing) == rates[0]
     assert number(r"([\d.]+) tokens/s at batch 4", closing) == rates[-1]
-    # Issue 23: the same numbers as big cards right under Run sweep (≥ 28 px: a back row
+    # The same numbers as big cards right under Run sweep (≥ 28 px: a back row
     # reads them), the ratio's word only from a quiet run whose numbers support it.
     cards = card_values(page, "batch-cards")
     assert [float(v) for v in cards[:2]] == [rates[0], rates[-1]], cards
@@ -317,7 +317,7 @@ def test_lesson_6_quantization(visitor):
     closing = text_of(page, "quant-closing")
     assert number(r"int8: \d+ MB \([\d.]+× fp32\), decode ([\d.]+) tokens/s", closing) == \
         pytest.approx(float(int8["decode (tok/s)"]), abs=0.06)
-    # Issue 23: the headline as big cards right under Compare modes, the table's numbers:
+    # The headline as big cards right under Compare modes, the table's numbers:
     # int8's bytes and decode speed, each ÷ float32's, the speeds themselves beside them.
     bytes_x, speed_x = (float(v.rstrip("×")) for v in card_values(page, "quant-cards"))
     assert bytes_x == pytest.approx(float(int8["× fp32"]), abs=0.006)
@@ -351,7 +351,7 @@ def card_values(page, elem_id: str) -> list[str]:
 
 
 def phone_screenshot(page, name: str) -> None:
-    """The page as a 390×844 phone shows it (issue 23's cards), then back to the walk's size."""
+    """The page as a 390×844 phone shows it (the headline cards), then back to the walk's size."""
     size = page.viewport_size
     page.set_viewport_size({"width": 390, "height": 844})
     wait_until(lambda: page.evaluate(  # every chart on screen redrawn at the phone's width
@@ -377,7 +377,7 @@ def ratio_shown(shown: str, top: float, bottom: float) -> bool:
 
 
 def test_this_machine_shows_both_roofs(visitor):
-    """Issue 14: the compute roof beside the bandwidth roof, decode and prefill placed under
+    """The compute roof beside the bandwidth roof, decode and prefill placed under
     them, measured on the machine the browser is talking to."""
     page, watch = visitor
     open_tab(page, "This machine")
@@ -401,7 +401,7 @@ def test_this_machine_shows_both_roofs(visitor):
     assert plot_points(page, "perf-compute-chart") >= 120 + 2 + 2  # roofs, 2 passes, ridge
     page.locator("#perf-compute-chart").scroll_into_view_if_needed()
     screenshot(page, "this-machine-two-roofs")
-    # Issue 13: the same button splits one decode step (profiler) beside the bandwidth floor.
+    # The same button splits one decode step (profiler) beside the bandwidth floor.
     wait_until(lambda: "One step" in text_of(page, "perf-step"), 15, "the step's split")
     step = text_of(page, "perf-step")
     if "was not reliable" in step:  # noise.py: a busy run draws no split and no verdict

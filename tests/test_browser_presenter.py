@@ -1,4 +1,4 @@
-"""Issue 16 in a real browser: presenter mode walked with the keyboard, measurements run from
+"""In a real browser: presenter mode walked with the keyboard, measurements run from
 its screens, a prediction entered and compared (and remembered across a reload), links to a
 prepared state (`?lesson=kv&prompt=…`, a bad link's notice), and a chart's CSV export equal
 to the numbers the chart draws."""
@@ -198,7 +198,7 @@ def test_prefill_sweep_csv_matches_the_chart(visitor, server, tmp_path):
 
 
 def test_lesson_path_is_remembered_across_a_reload(visitor, server):
-    """Issue 16: lessons opened by a tap or by "Next lesson" are ticked on "Start here", and
+    """Lessons opened by a tap or by "Next lesson" are ticked on "Start here", and
     the ticks come back after a reload (the browser's own storage, nothing on the server)."""
     page, watch = visitor
     _go(page, _base(server))
@@ -225,7 +225,7 @@ def test_lesson_path_is_remembered_across_a_reload(visitor, server):
 
 
 def test_every_chart_gives_its_drawn_points_as_csv(visitor, server, tmp_path):
-    """Issue 16: every chart's data as CSV. Each drawn chart has the button; the file holds
+    """Every chart's data as CSV. Each drawn chart has the button; the file holds
     exactly the points the chart draws (here lesson 4's projection, drawn without a run)."""
     page, watch = visitor
     open_tab(page, "4 · KV cache")
@@ -261,7 +261,7 @@ PARTS_JS = """() => { const box = s => { const e = document.querySelector(s);
 
 
 def test_presenter_fits_a_projector_at_150_percent(visitor, server):
-    """Issue 23: at 853×480 (1280×720 at 150%) every screen shows its title, its button and
+    """At 853×480 (1280×720 at 150%) every screen shows its title, its button and
     where its number appears without scrolling, the page's chrome hidden; after a run the
     number itself is on screen. Esc brings the tab strip back; the Present tab hides it again."""
     page, watch = visitor

@@ -1,4 +1,4 @@
-"""Issue 18 in a real browser: the screen a class sees at three sizes, a phone (390×844), a
+"""In a real browser: the screen a class sees at three sizes, a phone (390×844), a
 projector (1280×720) and a laptop (1440×900).
 
 Token chips wrap inside the viewport (lesson 1 with the chat template, Decode after many steps),
@@ -98,7 +98,7 @@ SAME_GLYPH_JS = """([a, b]) => {
 
 
 def test_japanese_tokens_are_drawn_not_boxes(visitor):
-    """Issue 14: Japanese text showed as boxes in the browser (no CJK font installed)."""
+    """Japanese text once showed as boxes in the browser (no CJK font installed)."""
     page, watch = visitor
     open_tab(page, "1 · Tokens")
     counts = text_of(page, "tok-counts")
@@ -274,7 +274,7 @@ def shared(progress: str) -> bool:
 
 
 def test_padding_chart_labels_every_row_on_a_phone(visitor):
-    """Issue 18: on a phone the padding chart drew 1 of its 3 row labels."""
+    """On a phone the padding chart once drew 1 of its 3 row labels."""
     page, watch = visitor
     page.set_viewport_size({"width": 390, "height": 844})
     open_tab(page, "5 · Batching")
@@ -294,7 +294,7 @@ def test_padding_chart_labels_every_row_on_a_phone(visitor):
 
 
 def test_decode_step_and_both_charts_fit_a_projector_screen(visitor):
-    """Issue 18: at 1280×720 the Step button and both decode charts never fit one screen."""
+    """At 1280×720 the Step button and both decode charts once never fit one screen."""
     page, watch = visitor
     page.set_viewport_size({"width": 1280, "height": 720})
     open_tab(page, "3 · Decode")

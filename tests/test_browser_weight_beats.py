@@ -1,4 +1,4 @@
-"""Issue 23 in a real browser: lessons 5 and 6's live beats on the mechanism diagram
+"""In a real browser: lessons 5 and 6's live beats on the mechanism diagram
 (`visualizations/mechanism_weights.py`), shown right under each lesson's first chart.
 
 Each test runs its lesson's measurement with the smallest settings (lesson 5: batch sizes 1

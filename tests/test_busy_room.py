@@ -1,4 +1,4 @@
-"""Issue 23, numbers that hold up in a busy room: every lesson measurement, run while other
+"""Numbers that hold up in a busy room: every lesson measurement, run while other
 processes burn this machine's cores, ends on the busy notice, draws none of the verdicts its own
 verdict functions draw on a quiet machine, and is recognised as busy by the shared-run rule (so
 no later visitor is shown it); the presenter's timed screens the same. The quiet side never

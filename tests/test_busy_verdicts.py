@@ -1,4 +1,4 @@
-"""Issue 23, numbers that hold up in a busy room, the rule's side: each verdict function the
+"""Numbers that hold up in a busy room, the rule's side: each verdict function the
 lessons and the presenter use, on hand-made noise readings: a quiet reading draws its verdict,
 a busy one the notice (where it carries one) and never the verdict; and a busy result is kept
 but neither reused nor replayed. Pure and fast; `test_busy_room.py` runs the real handlers

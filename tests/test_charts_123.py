@@ -139,7 +139,7 @@ def card_values(md: str) -> list[str]:
 
 
 def test_decode_and_prefill_headline_numbers_are_cards():
-    """Issue 23: Decode's TTFT/TPOT and Prefill it's speed-up were 14-px prose; they are cards
+    """Decode's TTFT/TPOT and Prefill's speed-up are cards a back row can read, not 14-px prose
     (visualizations/cards.py, the first screen's), each saying how it was measured."""
     evs = [Ev(0, "Hi", False, 1, "greedy", 0.5, 30, 30, 1000),
            Ev(1, " there", False, 2, "greedy", 0.1, 1, 31, 2000),

@@ -1,4 +1,4 @@
-"""The compute roof ('This machine', issue 14): the FLOP count and roofline arithmetic on
+"""The compute roof ('This machine'): the FLOP count and roofline arithmetic on
 hand-made numbers, the chart and text from a hand-made roof, and the measurement on the real
 model (decode lands left of the ridge, a 256-token prefill far right of decode)."""
 from __future__ import annotations
@@ -38,7 +38,8 @@ def test_prefill_flops_count_the_output_head_for_its_last_position_only():
 
 
 def test_prefill_flops_of_the_real_model_match_the_issue_figure(lm):
-    # 256 tokens: ~56.7 GFLOP, not the 71.1 of a head run for every position (issue 28, item 4)
+    # 256 tokens: ~56.7 GFLOP, not the 71.1 of a head run for every position (only the last
+    # position's logits are needed)
     assert prefill_flops(lm.info, 256) / 1e9 == pytest.approx(56.7, abs=0.3)
 
 

@@ -1,4 +1,4 @@
-"""Long contexts on the real model (issue 27), at SHORT lengths so the tests stay fast: the
+"""Long contexts on the real model, at SHORT lengths so the tests stay fast: the
 sweeps' cache lengths are the real tensors' lengths, the decode floor uses the loaded model's
 bytes and the machine's one bandwidth figure, attention's memory is measured both ways with
 the model's own implementation restored, and a prompt beyond the window gets its message."""

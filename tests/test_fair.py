@@ -1,5 +1,5 @@
 """Fairness by client address, identical measurements joined, a work budget and a time limit
-per measurement (issue 30), on the real app launched in this process (so the test can count
+per measurement, on the real app launched in this process (so the test can count
 the model runs it caused and read Gradio's queue), driven through Gradio's raw queue protocol
 with the forwarded address a Space's proxy sets. Named "fair" and "budget" for `-k`."""
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Identical measurements joined while the first is still WAITING in the measurement line
-(issue 30): the first press reserves its run, later identical presses follow the reservation,
+"""Identical measurements joined while the first is still WAITING in the measurement line:
+the first press reserves its run, later identical presses follow the reservation,
 its leader starts it when its turn comes, and a reservation whose leader left the line ends for
 its followers with a sentence. On `SharedRuns` with hand-made iterators, then through the real
 queue wrapper (`classroom_guard.limit_per_session`) on a small gr.Blocks. Named "fair" for `-k`."""

@@ -1,4 +1,4 @@
-"""A lesson measurement must not freeze the class's chat (issue 30), on the real model.
+"""A lesson measurement must not freeze the class's chat, on the real model.
 
 Four chats stream from a real `Server` while the KV race and then the batch sweep run through
 `guarded(..., alone=server)`, as the app wires them. Everything that runs on the one compute

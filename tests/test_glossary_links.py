@@ -1,4 +1,4 @@
-"""Issue 23: glossary terms linked from their first use in each lesson's text (pure, no model).
+"""Glossary terms linked from their first use in each lesson's text (pure, no model).
 
 `link_terms` is checked on hand-written markdown (first use only, the definition as the title,
 code, links, HTML and headings left alone), then on every lesson's own text: its words read

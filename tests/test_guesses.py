@@ -1,4 +1,4 @@
-"""Predict, then measure, inside the lessons (issue 16): each key measurement takes the
+"""Predict, then measure, inside the lessons: each key measurement takes the
 learner's guess and its final text sets the guess beside what this run measured, on the real
 model; the question's unit and "why" are the presenter's."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 23: lessons 5 and 6 show their headline numbers as big cards under their button.
+"""Lessons 5 and 6 show their headline numbers as big cards under their button.
 The pure builders on hand-made records: the numbers shown, a verdict word only from a quiet
 finished run whose numbers support it, none from a busy one, and an empty state that names
 the button that fills it."""

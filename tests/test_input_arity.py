@@ -1,4 +1,4 @@
-"""Every endpoint answers a malformed request with a sentence (issue 30): wrong arity, wrong
+"""Every endpoint answers a malformed request with a sentence: wrong arity, wrong
 types, NaN, None, lone surrogates, text over its box's limit. The endpoints are read from the
 built app (`app.demo.fns`), so an endpoint added tomorrow is covered without editing this file.
 

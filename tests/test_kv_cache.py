@@ -289,7 +289,7 @@ def test_panel_builds_with_limits_and_named_endpoints(lm):
 
 
 def test_prefix_reuse_request_over_its_token_budget_refused_in_under_a_second(lm):
-    """Issue 30: eight ~4,000-token questions (64,000 characters) are refused before any
+    """Eight ~4,000-token questions (64,000 characters) are refused before any
     model run, with a sentence, in well under a second; a one-question request fits."""
     import time
 
@@ -308,7 +308,7 @@ def test_prefix_reuse_request_over_its_token_budget_refused_in_under_a_second(lm
 
 
 def test_pileup_attention_views_held_under_the_decode_cache_budget(lm):
-    """Issue 30: lesson 4's attention view is held under the same budget as the decode
+    """Lesson 4's attention view is held under the same budget as the decode
     caches: compact (4 bytes a weight), counted, the oldest freed first, and a freed view
     asks for a new run instead of failing."""
     from inference.cache_budget import CacheBudget

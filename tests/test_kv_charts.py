@@ -26,7 +26,7 @@ def test_cache_grid_draws_one_column_per_token():
     assert list(heat.x) == [0, 1, 2, 3] and list(heat.y) == [0, 1]
     title = fig.layout.title.text.replace("<br>", " ")
     assert "[1, 3, 4, 64]" in title
-    # issue 18: titled "keys and values" but coloured by keys alone; the title now says so
+    # coloured by keys alone, so the title says so (not "keys and values")
     assert "colour: each key's length" in title and fig.data[0].colorbar.title.text == "|key|"
     assert fig.layout.shapes[0].x0 == 2.5  # the prompt | generated boundary
 
@@ -139,8 +139,8 @@ def test_growth_step_text():
     later = GrowthStep(2, "C", "ABC", 3, 0.01, _snap(tokens=5), None)
     assert "(one decode step, 10 ms)" in kv_text.growth_step_markdown(later)
     assert "(3 prompt + 2 generated)" in kv_text.growth_step_markdown(later)
-    # issue 14, item 8: the text is one token ahead of the cache, and the lesson says why,
-    # under the cache grid (lessons/kv_cache_panel.py), not in every step's line (issue 23)
+    # the text is one token ahead of the cache, and the lesson says why, under the cache grid
+    # (lessons/kv_cache_panel.py), not in every step's line (it would push the grid off a phone)
     assert "one token behind the text" in kv_text.LAG_NOTE
     assert "written by the next forward pass" in kv_text.LAG_NOTE and kv_text.LAG_NOTE not in text
 
@@ -161,7 +161,7 @@ def test_projection_table_rows():
 
 
 def test_projection_marks_points_beyond_each_context_window():
-    """Issue 14, item 7: no model's cache is drawn past its context window as if supported."""
+    """No model's cache is drawn past its context window as if supported."""
     short = ModelSpec("Short", 2, 4, 2, 8, 1000, "test", context_window=4)
     free = ModelSpec("Free", 2, 4, 2, 8, 1000, "test")  # window unknown: all solid
     proj = project_context([short, free], [1, 2, 4, 8, 16], batch=1, bytes_per_value=2)
@@ -198,7 +198,7 @@ def test_prefix_text_table():
 
 
 def test_every_empty_chart_names_the_button_that_fills_it():
-    """Issue 23: lesson 4's charts started as a bare icon; each empty one now says what will
+    """No chart of lesson 4 is a bare icon: each empty one says what will
     appear and which button draws it (the button's own label)."""
     for fig, button in [(kv_charts.cache_grid_figure(None, 0), "Generate and watch the cache"),
                         (kv_charts.cache_bytes_figure([]), "Generate and watch the cache"),

@@ -1,4 +1,4 @@
-"""What the lessons say must stay true (issue 14): each test fails if a wrong statement comes
+"""What the lessons say must stay true: each test fails if a wrong statement comes
 back. Model facts come from the loaded model's info, not from the markdown; claims about
 the tokenizer are checked against the real tokenizer."""
 import os

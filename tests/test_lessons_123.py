@@ -79,7 +79,7 @@ def test_cost_estimate_arithmetic(tok):
 
 
 def test_a_conversation_resends_its_history_every_turn(tok):
-    """Issue 14: the input a chat sends grows every turn; the table shows it and its bill."""
+    """The input a chat sends grows every turn; the table shows it and its bill."""
     rows = conversation_costs(10, 20, 3, 1.0, 2.0)
     assert [r.input_tokens for r in rows] == [10, 40, 70]  # k × question + (k − 1) × answer
     assert rows[-1].total == pytest.approx(sum((r.input_tokens * 1 + 20 * 2) / 1e6 for r in rows))
@@ -128,7 +128,7 @@ def test_chat_streams_the_greedy_answer_through_the_server(lm, serving):
 
 
 def test_a_chat_shows_its_first_and_last_tokens_at_once_and_paces_the_rest(lm, serving):
-    """Issue 25: `chat_frames_per_s` paces the screen updates of all chats together. However
+    """`chat_frames_per_s` paces the screen updates of all chats together. However
     slow the pace, the first token and the finished answer show at once; the text between
     waits for its frame but is never lost (the last frame holds the whole answer)."""
     reference = list(stream(lm, prompt_ids(lm.tokenizer, PROMPT), max_new_tokens=12))
@@ -142,7 +142,7 @@ def test_a_chat_shows_its_first_and_last_tokens_at_once_and_paces_the_rest(lm, s
 
 
 def test_a_class_of_chats_waits_on_the_loop_not_in_threads(lm, serving):
-    """Issue 25: eight chats at once on one event loop, as the web server runs them: each gets
+    """Eight chats at once on one event loop, as the web server runs them: each gets
     its solo greedy answer, and no thread is started to wait for their tokens (thirty waiting
     threads woke after every step, taking Python's lock from the step's arithmetic)."""
     prompts = [f"Name {n} animals." for n in range(2, 10)]
@@ -414,7 +414,7 @@ def test_every_slider_and_bounded_number_comes_from_settings(lm, serving):
 
 
 def test_conversation_turns_count_the_system_message_once(tok):
-    """Issue 28, item 6: turn k's input is what the real chat template sends for k questions
+    """Turn k's input is what the real chat template sends for k questions
     and k - 1 answers (the system message once), not k copies of a one-turn prompt."""
     from inference.experiments.token_cost import templated_conversation_costs
     from inference.tokens import encode_text, tokenize_chat

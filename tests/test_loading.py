@@ -67,7 +67,7 @@ def test_without_the_bundled_package_it_tries_the_hub(monkeypatch):
 
 
 def test_a_broken_weight_cache_is_logged_and_rebuilt(tmp_path, monkeypatch, caplog):
-    """Issue 22: a cache that cannot be read was passed over silently (`except Exception:
+    """A cache that cannot be read was once passed over silently (`except Exception:
     pass`); now what a broken cache raises is caught, logged, and the GGUF is read again."""
     import logging
 

@@ -1,4 +1,4 @@
-"""Long contexts, pure parts (issue 27): the a + b·L + c·L² fit recovers known coefficients,
+"""Long contexts, pure parts: the a + b·L + c·L² fit recovers known coefficients,
 the theory and the cost cuts count the right bytes, and the charts and text show the numbers
 they are given, with empty states and verdicts withheld inside a run's noise."""
 from __future__ import annotations

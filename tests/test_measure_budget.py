@@ -1,4 +1,4 @@
-"""The work budget of every measurement (issue 30): each event of the heavy lane has a work
+"""The work budget of every measurement: each event of the heavy lane has a work
 estimate (`lessons.measurement_work.WORK`), its page's own settings and the largest it offers
 fit the budget, and a request beyond them is refused with a sentence before any pass.
 

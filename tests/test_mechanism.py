@@ -1,4 +1,4 @@
-"""Issue 15: the mechanism diagram, built from hand-made engine records (no model).
+"""The mechanism diagram, built from hand-made engine records (no model).
 
 The HTML is parsed back into lanes and strips, and the drawn numbers are checked against the
 records: cells per layer-group strip = cached positions (prompt and generated apart), the new

@@ -1,4 +1,4 @@
-"""'This machine' beyond the roofline (issue 14): choosing a model size (theoretical rows from
+"""'This machine' beyond the roofline: choosing a model size (theoretical rows from
 published shapes) and what changes on a GPU (labelled as measured on an H200, elsewhere)."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Nothing piles up (issue 30): what visitors' clicks leave on the server stays bounded."""
+"""Nothing piles up: what visitors' clicks leave on the server stays bounded."""
 from __future__ import annotations
 
 import glob

@@ -1,4 +1,4 @@
-"""Issue 16, pure parts: links to a prepared state, the presenter's screens, predict-then-
+"""The presenter, pure parts: links to a prepared state, the presenter's screens, predict-then-
 measure sentences, and the exports (CSV equal to the chart's numbers, the machine summary).
 No model is loaded here except in the last test (the cheap measurements, on the real model)."""
 from __future__ import annotations
@@ -154,7 +154,7 @@ def _batch_points():
 
 
 def test_two_visitors_never_share_a_progress_record():
-    """Issue 22: the fresh record was one dict shared by every visitor (a shallow copy kept the
+    """The fresh record was once one dict shared by every visitor (a shallow copy kept the
     same inner `guesses` and `results`), so one room's guesses could show in another's."""
     first, second = clean(None), clean("junk")
     first["guesses"]["kv_race"] = 2.0
@@ -224,7 +224,7 @@ def test_cheap_measurements_on_the_real_model(lm):
     for key in ("tokens", "token_mix", "kv_bytes"):
         m = MEASURES[key](lm, settings, None)
         assert m.key == key and m.value > 0 and m.shown and m.detail
-    split = MEASURES["step_split"](lm, settings, None)  # issue 13: what a step is made of
+    split = MEASURES["step_split"](lm, settings, None)  # what a step is made of
     if split.noisy:  # a busy machine or a part at ~0 ms: the split is not shown (noise.py)
         assert split.shown == "—" and "not reliable" in split.label and "ms" in split.detail
     else:
@@ -236,7 +236,7 @@ def test_cheap_measurements_on_the_real_model(lm):
 
 
 def test_lesson_path_is_ticked_in_order_and_cleaned():
-    """Issue 16: a learner's path through the lessons, from the record their browser keeps."""
+    """A learner's path through the lessons, from the record their browser keeps."""
     assert list(STEPS) == ["chat", "tokens", "prefill", "decode", "speculative", "kv", "pages",
                            "context", "batching", "quantization", "machine"]
     assert "in this browser only" in path_md(None) and "✓" not in path_md(None)
@@ -301,7 +301,7 @@ def test_a_finished_measurement_is_drawn_after_its_stream_ends(app_module):
 
 
 def test_presenter_cost_is_lesson_5s_figure_for_the_same_batch(lm):
-    """Issue 28, item 1: the presenter's cost screen and lesson 5's cost table carry the same
+    """The presenter's cost screen and lesson 5's cost table carry the same
     measured points to the same conversation the same way: one batch, one dollar figure."""
     from inference.experiments.batch_sweep import BatchPoint, SweepUpdate
     from inference.experiments.noise import judge
@@ -327,7 +327,8 @@ def test_presenter_cost_is_lesson_5s_figure_for_the_same_batch(lm):
 
 
 def test_link_markdown_and_html_show_as_plain_text():
-    """A link's own text never becomes markup inside the app's notice (issue 30)."""
+    """A link's own text never becomes markup inside the app's notice: a visitor's link
+    must not inject markup."""
     from markdown_it import MarkdownIt
 
     render = MarkdownIt("commonmark", {"html": True}).render
@@ -353,4 +354,4 @@ def test_a_measurement_that_ends_late_does_not_turn_the_page_back():
     assert pages.now("a", 3) == 3 and pages.now("b", 0) == 1 and pages.now("c", 0) == 2
 
 
-# --- "step k of N" while a long screen measures (issue 23) ----------------------------------------
+# --- "step k of N" while a long screen measures --------------------------------------------------

@@ -106,7 +106,7 @@ def _step_groups(steps) -> dict[str, list]:
               "building int8: layers converted", "int8 decode: token"]),
     ("long_context", ["cache length"])], ids=["prefill_race", "batch", "int8", "long_context"])
 def test_the_other_long_screens_stream_step_k_of_n(lm, monkeypatch, key, counted):
-    """Issue 23: the prefill race, batching, int8 and long-context screens show "step k of N"
+    """The prefill race, batching, int8 and long-context screens show "step k of N"
     and a figure measured so far after every part (they showed nothing while they ran); each
     count climbs to its total, and the last line's figures are the headline's own."""
     from inference.experiments.shared_results import SharedResults

@@ -41,7 +41,7 @@ def test_roofline_has_ceiling_and_one_point_per_mode(reports):
     assert ceiling.y[0] == pytest.approx(20e9 / (ceiling.x[0] * 1e6))  # x in MB
     assert [p.name for p in points] == ["fp32 (measured)", "int8 (measured)"]
     # each point labelled where it is drawn; the legend the ceiling's alone, one height for
-    # any number of modes (issue 23)
+    # any number of modes, at one height
     assert [p.text for p in points] == [("fp32",), ("int8",)]
     assert not any(p.showlegend for p in points) and fig.layout.showlegend
     more = roofline_bytes.roofline_figure(reports * 3, 20.0)
@@ -49,7 +49,7 @@ def test_roofline_has_ceiling_and_one_point_per_mode(reports):
     assert points[1].x[0] == pytest.approx(125.0) and points[1].y[0] == 20.0
     assert "12%" in points[1].hovertemplate  # 20 tok/s of a 160 tok/s ceiling
     assert "MB" in fig.layout.xaxis.title.text and "tokens/s" in fig.layout.yaxis.title.text
-    # issue 14, item 8: the axis says what its bytes count; "weight bytes" only when told so
+    # the axis says what its bytes count; "weight bytes" only when told so
     assert not fig.layout.xaxis.title.text.startswith("Weight")
     weights_only = roofline_bytes.roofline_figure(reports, 20.0,
                                                   x_title=roofline_bytes.WEIGHT_BYTES_AXIS)
@@ -57,7 +57,7 @@ def test_roofline_has_ceiling_and_one_point_per_mode(reports):
 
 
 def test_roofline_title_says_what_the_run_measured(reports):
-    """Issue 18: the title claimed "fewer bytes, faster decode" over modes that all decoded at
+    """The title once claimed "fewer bytes, faster decode" over modes that all decoded at
     9-11 tokens/s; now it says what this run found."""
     quiet, busy = judge(others_cpu=0.02), judge(others_cpu=0.6)
     shown = roofline_bytes.roofline_figure(reports, 20.0, noise=quiet).layout.title.text
@@ -75,7 +75,7 @@ def test_roofline_title_says_what_the_run_measured(reports):
 
 
 def test_weights_origin_note_follows_the_source():
-    """Issue 14, item 2: GGUF quantization is named only where the GGUF was loaded, with the
+    """GGUF quantization is named only where the GGUF was loaded, with the
     head's Q8_0 beside the linear layers' Q4_1."""
     from inference.loading import GGUF_CACHE_SOURCE, GGUF_SOURCE
     for source in (GGUF_SOURCE, GGUF_CACHE_SOURCE):
@@ -153,7 +153,7 @@ def test_closing_note_reports_this_run(reports):
     assert "bfloat16" not in md
     slow_bf16 = replace(reports[1], key="bf16", decode_tokens_per_s=5.0)
     both = [reports[0], slow_bf16]
-    # issue 14, item 4: the CPU's lack of bfloat16 is said only where its flags were checked
+    # the CPU's lack of bfloat16 is said only where its flags were checked
     assert "no native bfloat16" in quant_text.closing_note_md(Info(), both, 20.0, False)
     for unchecked in (None, True):  # a GPU / unreadable flags, or a CPU that has it
         md = quant_text.closing_note_md(Info(), both, 20.0, unchecked)
@@ -166,7 +166,7 @@ def test_roofline_text_says_measured_and_theoretical():
     assert "20.0 GB/s ÷ 500.0 MB = **40.0 tokens/s**" in md  # the ceiling, theoretical
     assert "**10.0 tokens/s**, **25%** of the ceiling" in md
     assert "(measured)" in md and "(theoretical)" in md and "480.0 MB of weights" in md
-    assert "512 MiB (537 MB) buffer" in md and "512 MB buffer" not in md  # issue 14, item 8
+    assert "512 MiB (537 MB) buffer" in md and "512 MB buffer" not in md  # units said exactly
     assert "*int8*: one byte" in quant_text.head_treatment_md({"int8": "one byte"})
 
 

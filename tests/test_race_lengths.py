@@ -1,4 +1,4 @@
-"""The KV race at several lengths (issue 14): why a short race undersells the cache. Pure
+"""The KV race at several lengths: why a short race undersells the cache. Pure
 arithmetic and figures on hand-made points, then the measurement on the real model."""
 from __future__ import annotations
 

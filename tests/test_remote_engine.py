@@ -1,4 +1,4 @@
-"""LLM_LAB_SERVE_URL (issue 25): Try it's chats sent to an OpenAI-compatible engine, against a
+"""LLM_LAB_SERVE_URL: Try it's chats sent to an OpenAI-compatible engine, against a
 fake one on loopback: the chat's own token ids go out, the streamed text comes back as events,
 the finish reason is kept, the server view reads the engine's metrics, and an engine that
 cannot be reached gets a sentence."""

@@ -1,4 +1,4 @@
-"""A request over the size limit is refused at once, whatever it claims (issue 30), and a
+"""A request over the size limit is refused at once, whatever it claims, and a
 malformed body gets a sentence instead of a raw 422 dump. First on a small ASGI app (every
 path of the middleware, in milliseconds), then on the running app with a 47 MB body."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 18, without a browser: the rules behind what a class sees. Branch only with a candidate
+"""Without a browser: the rules behind what a class sees. Branch only with a candidate
 of the step looked at, the controls that reshape the candidates fire on typing, a forced step is
 not averaged into time per output token, the sweep's verdict survives sharing, chart text is
 readable (contrast) and legends sit apart from titles."""

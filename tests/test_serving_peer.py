@@ -1,4 +1,4 @@
-"""Issue 25: the server view and lesson 5 show this app's server beside vLLM serving the same
+"""The server view and lesson 5 show this app's server beside vLLM serving the same
 class, with the machine and date of the run: this machine's own `make bench-serving` results
 where it ran here, else the run recorded in assets/serving_vs_vllm.json, labelled elsewhere."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What bounds a decode step ('This machine', issue 13): the split chart and its text from
+"""What bounds a decode step ('This machine'): the split chart and its text from
 hand-made profiles (a CPU's and a GPU's, with a captured race), and the panel's measurement on
 the real model (its parts add up to the step, against the roofline's own floor)."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The vLLM comparison's client code (issue 25), against a fake OpenAI-compatible server on
+"""The vLLM comparison's client code, against a fake OpenAI-compatible server on
 loopback: the stream is parsed, every chat is timed and counted, failures are counted as
 errors, the class driver is the app's own, and the ratios read the right way round."""
 from __future__ import annotations
