@@ -27,8 +27,8 @@ aside for benchmarks, RFC 2544), as students behind a Space's proxy arrive. In
 `lessons_at_once` the 33 visitors speak Gradio's queue protocol with the standard library
 (`bench.gradio_stream.call`), as the serving figures' clients do: 33 `gradio_client` clients
 (their threads, polling and diffs) spent the same 2 cores the app measured on, which 30
-students' own laptops never take from it (measured on a 2-core Xeon, 2026-12-02: the worst
-lesson's p95 60.2 s with them, 50.3 s with the light clients). Checked on the running app: a
+students' own laptops never take from it (the worst lesson's p95 was a fifth longer with
+them). Checked on the running app: a
 second measurement from one forwarded address is refused ("Queue is full") while another
 address's is served. The chats of
 `chats_while_measuring` are the serving figures' own clients, sent without the header (local,

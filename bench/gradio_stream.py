@@ -4,7 +4,7 @@ submit to the first update carrying answer text (TTFT, seen by the client), toke
 
 Standard library only (`http.client`), as the vLLM client is: the bench's 30 clients share the
 machine with the server they measure, and `gradio_client` spent ~0.65 of a core on a class's
-streams (its threads and diffs, measured with `psutil` on a 2-core EPYC, 2026-12-01), which the
+streams (its threads and diffs, measured with `psutil`), which the
 app then lacked while vLLM's clients cost almost nothing. The wire is what a browser speaks:
 
 1. `POST /gradio_api/queue/join` `{"data": [prompt, new_tokens], "fn_index": …,

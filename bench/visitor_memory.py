@@ -25,10 +25,9 @@ what the cap allows), the same memory held for less time. The app exposes
 no session count, so "after" waits for the sweep's deadline (the last call + the idle time +
 two sweeps), then polls RSS until it stops falling (`settled`), at most `SETTLE_BOUND_S` longer.
 
-Measured (2-core CPU shared with other jobs, load 7-11, 2026-12-01): 2,000 fresh sessions
-1,164 -> peak 1,245 -> after 1,168 MB (+5; before the sweep handed the freed heap back, RSS
-stayed at its peak); 10 attention views of 4,096 tokens 1,191 -> peak 2,324 -> after 1,209 MB
-(+18; the peak is the runs' own prefill memory, returned as each run ends).
+The sweep hands the freed heap back (without it RSS stays at its peak); an attention view's
+peak is its run's own prefill memory, returned as each run ends. The figures are in the
+bench's output (`TARGETS` below).
 
 Run: `make bench-memory` (`.venv/bin/python -m bench.visitor_memory`): writes
 bench/visitor-memory-results.json; `make bench` puts the same keys in `results["serving"]`.

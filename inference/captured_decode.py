@@ -14,11 +14,10 @@ once and replays it with one launch. Two things make that possible:
 Then decoding n tokens is n replays. Outputs are copied out of the graph's buffers (never
 kept by reference: the next replay overwrites them). On a CPU there are no graphs; the same
 static-cache step runs eagerly (`capture=False`), which is how the tests check it gives the
-engine's tokens. (Compiling the same step with `torch.compile` on a CPU was tried: on a 2-core
-Xeon, 2026-11-30, it took 50 s to warm up for 31.8 tokens/s against 24.4 for the same step
-eager and ~28 for the engine: too slow a start for a Space that must answer within a minute,
-for too little, so it is not used.) What this file leaves out: sampling (greedy only), batches,
-stop tokens (it decodes exactly n tokens, as a race does).
+engine's tokens. (`torch.compile` of the same step on a CPU is not used: its warm-up takes
+most of the minute a Space has to answer, for a small gain over the eager step.) What this
+file leaves out: sampling (greedy only), batches, stop tokens (it decodes exactly n tokens,
+as a race does).
 """
 from __future__ import annotations
 

@@ -4,10 +4,9 @@ On a CPU PyTorch splits each operation over the cores with OpenMP, and OpenMP ke
 helper threads for every thread that calls it. A web app answers each request on a thread of
 its own, so every thread that ever ran the model keeps a team. GNU OpenMP's rule: once it
 manages more threads than there are cores, its helpers stop waiting hot between operations and
-go to sleep, and each of a decode step's ~200 matrix products must wake them again. Measured on
-a 2-core Xeon (2026-11-30): one decode stream ran at 33 tokens/s on the only thread that had
-used the model, and at 19 on any other thread once that first team existed: one core's speed,
-with two cores' overhead.
+go to sleep, and each of a decode step's ~200 matrix products must wake them again: a decode
+stream on any thread but the first to use the model runs at about one core's speed, with two
+cores' overhead (`make bench` on a 2-core CPU shows it).
 
 So every computation is handed to one long-lived thread (`run`, or `iterate` for a generator
 whose steps the caller streams), loading included. Work queues in order of arrival; a long job

@@ -107,9 +107,9 @@ class Settings:
     # lessons' buttons at once share one run of each, and the four runs take turns with the
     # chats one after another, so each default is small: 1,300-1,900 tokens x passes each
     # (lessons/measurement_work.py), and the prefill sweep feeds 41 tokens one at a time, not
-    # 169 (the sliders go higher for a learner alone). Measured with bench.classroom's
-    # lessons_at_once (2-core AMD EPYC, 2026-12-02): the four runs, taking turns with 3
-    # streaming chats, took 23, 36, 36 and 64 s.
+    # 169 (the sliders go higher for a learner alone). bench.classroom's lessons_at_once
+    # checks that the four runs, taking turns with streaming chats, end within a class's
+    # minute.
 
     # Lesson 2: prefill sweep.
     prefill_sweep_tokens: Range = _r(8, 256, 32, 8)
@@ -205,11 +205,10 @@ class Settings:
     # token each) and spends the rest of `step_token_budget` on newcomers' prompt chunks, so a
     # long prompt no longer freezes the running streams. 256: vLLM's budget is larger, but a
     # CPU prefills ~400-800 tokens/s, so 256 keeps a chunk step near a second here while a
-    # 2,000-token prompt still needs only 8-9 steps. Measured with it (bench/chunked.py, a
-    # 2-core AMD EPYC shared with other jobs, load ~14, 2026-12-01): while a 2,058-token prompt
-    # arrived, 6 running streams' p95 gap between tokens was 17.0 s chunked (9 steps) against
-    # 85.8 s unchunked (0.20x), its first token 111 s against 82 s. Other budgets: compare them
-    # with `python -m bench.chunked 128 256 512` on a quiet machine.
+    # 2,000-token prompt still needs only 8-9 steps. While such a prompt arrives, running
+    # streams' gaps between tokens shrink several-fold against unchunked, and the newcomer's
+    # first token comes a little later. Compare budgets with `python -m bench.chunked 128 256
+    # 512` on a quiet machine.
     # 0 = unchunked (whole prompts in one pass, running rows wait): kept for the comparison.
     # Must exceed `server_rows`, or a full batch would leave newcomers no budget at all.
     step_token_budget: int = 256  # tokens per step: decode rows + prompt chunks (0 = off)

@@ -11,9 +11,13 @@ token, so a bad guess costs time, never correctness.
   own KV cache, kept in step with the model's (cut back to what was accepted). The bundled
   package holds one model, so the draft is built from it: `early_exit_model` (its first N
   layers, then the final norm and the head, sharing the model's weights) or `int4_draft_model`
-  (the whole model quantized to int4, lesson 6's mode). Which one is the default and why is
-  decided by measurements, recorded in `DRAFT_CHOICE` below (int4: early exit's guesses are
-  almost never kept).
+  (the whole model quantized to int4, lesson 6's mode). int4 is the default draft
+  (`Settings.spec_draft`): this model's head cannot read an early layer's hidden state, so
+  early exit's guesses are almost never kept and every pass pays a draft and a check for one
+  token. int4 guesses well, but on a CPU one int4 step costs about what a float32 step does,
+  so a draft model pays only where its step is much cheaper than the model's (a GPU, a larger
+  model); prompt lookup, with no draft cost, is the one that wins on a CPU. The lesson shows
+  each run's own figures (`make bench` measures both).
 """
 from __future__ import annotations
 
@@ -31,27 +35,6 @@ from .engine import forward
 from .errors import SettingOutOfRangeError
 from .kv_cache import cache_length
 from .sampling import SamplingSettings, choose
-
-DRAFT_CHOICE = """Which draft model, measured on this project's 2-core AMD EPYC (float32, k = 4,
-48 new tokens, greedy, 2026-12-01; other engineers' jobs shared the 2 cores):
-- early exit keeps almost no guess: the head cannot read an early layer's hidden state in this
-  model. Next-token agreement with the full model on one prompt: 0% after 8 of 30 layers, 5%
-  after 16, 26% after 24, 55% after 29. Raced: 0 of 112 guesses kept at 8 and at 16 layers
-  (edit prompt), 3 of 166 (open question); every pass then pays a draft and a check for one
-  token: 5.9 s (8 layers) and 7.6 s (16) against plain decoding's 2.1 s.
-- int4 (lesson 6's int4-g32) guesses well: 23 of 24 kept on the edit prompt, 34 of 51 on the
-  open question. But one int4 draft step cost about what a float32 step costs on this CPU
-  (43 ms each), so k draft steps and a check cost more than they save unless nearly every guess
-  is kept: the whole edit run took 1.88 s against 2.09 s (1.1x) with the machine nearly idle,
-  and under load (1-min load 5-12) the bench measured it slower than plain decoding (0.33x).
-  A k sweep (1 thread, 32 tokens, 1-min load 6-7) kept every int4 guess on the edit prompt and
-  was still slower at every k: 0.68x (k = 1) to 0.80x (k = 6), 0.95x at k = 8 (within that
-  run's noise); open question 0.71x to 0.80x, 58-94% of guesses kept.
-So int4 is the draft model kept (`Settings.spec_draft`), and no draft built from this model beat
-plain decoding here, let alone by the issue's 1.2x; prompt lookup (no draft cost) did: 0.94 s
-against 2.09 s (2.2x) on the idle run, 1.3x (k = 1) to 3.8x (k = 8) in the sweep. On a device
-where an int4 step is much cheaper than a full one the balance differs: the lesson shows each
-run's own figures, never these."""
 
 
 @dataclass(frozen=True)

@@ -101,9 +101,9 @@ def default_device() -> torch.device:
 def default_dtype(device: torch.device) -> torch.dtype:
     """The rule, from `make bench` figures: float16 on a GPU (native half-precision arithmetic,
     half the bytes; bfloat16 measured 3.5× slower on an H200); float32 on a CPU. On a CPU
-    float16 is faster but not by the factor its halved bytes promise (2-core EPYC 1.8×, 2-core
-    Xeon with AVX-512 1.2×), it sits further below its own roofline (0.28 and 0.33 of it,
-    float32 0.33 and 0.56), and its greedy picks part from float32's at near-ties. float32 stays
+    float16 is faster but not by the factor its halved bytes promise (the CPU converts what it
+    reads), it sits further below its own roofline than float32, and its greedy picks part
+    from float32's at near-ties. float32 stays
     the reference the lessons compare against; LLM_LAB_DTYPE=float16 runs the app in half."""
     return torch.float16 if device.type == "cuda" else torch.float32
 
@@ -136,9 +136,8 @@ def dtype_reason(device: torch.device, dtype: torch.dtype, from_env: bool) -> st
         return (f"{name}: the GPU default (native half-precision arithmetic, half the bytes of "
                 f"float32 per token). {DTYPE_ENV}=float32 or bfloat16 to compare.")
     return (f"{name}: the CPU default, the reference every lesson compares with. float16 halves "
-            "the bytes but decoded only 1.2× (2-core Xeon) to 1.8× (2-core EPYC) faster in this "
-            "project's make bench runs of 2026-11-30, not on this machine, and its greedy "
-            f"picks can part at near-ties; {DTYPE_ENV}=float16 to try it.")
+            "the bytes, but a CPU decodes it less than twice as fast (lesson 6 measures it "
+            f"here), and its greedy picks can part at near-ties; {DTYPE_ENV}=float16 to try it.")
 
 
 def bundled_gguf_path(settings: Settings) -> str | None:

@@ -22,15 +22,13 @@ Why our own gather and not transformers' `PagedAttentionCache` (`attn_implementa
 "paged|sdpa"`)? That cache belongs to transformers' own continuous-batching loop
 (`generate_batch`): its scheduler, its sampling, its request states, while the server needs
 its own admission, per-request seeded sampling, prefix sharing by block hash, preemption and
-an event per token. And measured on the class workload (30 chat prompts × 48 greedy tokens,
-in one process, float32, a 2-core AMD EPYC shared with other jobs, 2026-12-01, `bench/paged.py`
-`compare_generate_batch` and `measure_paged`): `generate_batch` gave 15.5 tokens/s, this
-server with these pages 62.5 (the padded server 62.1, the same run); in a later, busier run
-9.3 against 22.7 (padded 25.5). The gather costs one copy
+an event per token. On the class workload this server with these pages is also several times
+faster than `generate_batch` (`bench/paged.py` `compare_generate_batch` measures both, and
+the padded server beside them). The gather costs one copy
 of the batch's keys and values per layer, as the padded layout's `torch.cat` does. Indexing
-matters: gathering 30 rows × 6 blocks with advanced indexing (`pool[ids]`) took 5.2 ms here
-against 50 µs for `index_select` (best of 200, same machine), and a write through mixed
-indices (`pool[blocks, :, offsets]`) showed 13 ms a layer in the profiler, so writes are one
+matters: gathering blocks with advanced indexing (`pool[ids]`) is about a hundred times
+slower than `index_select` on a CPU, and a write through mixed indices
+(`pool[blocks, :, offsets]`) showed milliseconds a layer in the profiler, so writes are one
 `index_copy_` on the slot axis and reads one `index_select` of whole blocks.
 """
 from __future__ import annotations

@@ -3,11 +3,9 @@
 On a CPU, PyTorch splits each matrix product across threads, one per core by default. That
 pays on a quiet machine, and collapses when another program holds a core: every product
 waits for its slowest thread, and a thread the system has set aside waits out a whole time
-slice. Measured on a 2-core AMD EPYC (2026-12-01, one 30-row decode pass of this model):
-quiet, 180-260 ms with 2 threads and 260-330 ms with 1; with one other busy program,
-1.6-4.6 s with 2 threads and 0.30-0.35 s with 1 (a 252-token prompt chunk: 0.65 s / 0.9 s
-quiet, 3.8-5.3 s / 1.0 s busy). A class on a free Space is rarely quiet, so the server asks
-the machine instead of trusting the default.
+slice: on 2 cores with one other busy program, a pass on 2 threads can take several times
+as long as on 1, while on a quiet machine 2 threads win. A class on a free Space is rarely
+quiet, so the server asks the machine instead of trusting the default.
 
 `ThreadChoice` keeps, for each kind of pass ("decode", "prefill") and size (its tokens, by
 powers of two), the newest seconds per token at each thread count it tried. A pass runs at

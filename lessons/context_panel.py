@@ -37,9 +37,8 @@ def _longest(lm, settings: Settings) -> gr.Dropdown:
         [(f"{n:,} tokens" + (" (the whole window)" if n == window else ""), n) for n in choices],
         value=run.default_length(lm, settings), label="Longest length to measure",
         info="Each doubling of the length at least doubles a prefill's work (attention's part "
-             f"quadruples), so the full {window:,} takes several times as long as the preset. "
-             "Measured elsewhere, on a busy 2-core AMD EPYC (float32, 2026-12-01): the prefill "
-             "sweep took 83 s to 2,048 tokens and 5 minutes to 8,192.", elem_id="ctx-longest")
+             f"quadruples), so the full {window:,} takes several times as long as the preset: "
+             "minutes on a small CPU.", elem_id="ctx-longest")
 
 
 def _sweep(name: str, label: str, chart: gr.Plot, frames: Callable[..., Iterator],

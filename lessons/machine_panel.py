@@ -32,8 +32,8 @@ def server_section(lm, settings: Settings, server, chat=None) -> None:
                 "active ones get their next token from one shared forward pass. This is lesson "
                 "5's continuous batching, serving this room right now. Its steps and every "
                 "lesson's measurements take turns on one compute thread: on a CPU, a second "
-                "thread running the model drags every decode down to one core's speed (measured "
-                "on a 2-core Xeon on 2026-11-30: 33 tokens/s with one thread, 19 with two).")
+                "thread running the model drags every decode down to one core's speed "
+                "(inference/compute_thread.py says why).")
     with gr.Row():
         watch = gr.Checkbox(False, elem_id="server-watch",
                             label=f"Watch live (updates every {settings.watch_interval_s:g} s)")

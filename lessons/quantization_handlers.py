@@ -55,8 +55,8 @@ def default_modes(native_bf16: bool | None) -> list[str]:
     computes all of them natively); on a CPU float32, int8 and int4, plus bfloat16 where this
     CPU's own flags say it computes bfloat16 natively. The half-precision modes stay one tick
     away elsewhere: a default run is a few seconds for a class (Settings), and a CPU without
-    native half precision converts every weight it reads (here, 2026-12-01, a 2-core AMD EPYC:
-    float16 and bfloat16 were the two slowest of the five)."""
+    native half precision converts every weight it reads, which makes those two modes the
+    slowest of a run there."""
     if native_bf16 is None:
         return list(DEFAULT_MODES)
     half = {"fp16", "bf16"} - ({"bf16"} if native_bf16 else set())

@@ -182,7 +182,7 @@ def step_bound_md(bound, floor_seconds: float, bytes_per_token: int, bandwidth_g
     elif not gpu:
         lines += [
             "",
-            "On a GPU (measured elsewhere: an H200, 2026-11-30) launching a kernel took longer "
+            "On a GPU (an H200, measured elsewhere) launching a kernel took longer "
             "than most of this model's kernels ran, so the same split was far more lopsided "
             "there. Capturing the step as a CUDA graph (one launch per token) removes the gaps "
             "between launches, not the kernels' own time: see *On a GPU* below.",
