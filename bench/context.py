@@ -34,7 +34,7 @@ def _last(progress):
 
 
 def measure_context(lm, settings: Settings = LIMITS, shared=None) -> dict:
-    """The issue's "context" keys (plus the fit, the bandwidth and the floor beside them)."""
+    """The bench's "context" keys (plus the fit, the bandwidth and the floor beside them)."""
     window = lm.info.context_window
     started = time.perf_counter()
     pre = _last(prefill_lengths_sweep(lm, prefill_lengths(settings, window),

@@ -8,7 +8,7 @@ In process (no web stack), the real model, the server's own loop:
   would hold and the bytes the pages hold at the batch's peak, and their waste;
 - a ~1,000-token shared prefix (a teacher's pasted text): time to first token of requests
   that hit the prefix cache against requests whose prefix is not cached, one at a time.
-`measure_paged(lm, settings)` returns the issue's keys; `compare_generate_batch` times
+`measure_paged(lm, settings)` returns the `serving.paged` keys; `compare_generate_batch` times
 transformers' own paged `generate_batch` on the class workload (the docstring of
 `inference/paged_cache.py` cites it).
 """
@@ -139,7 +139,7 @@ def prefix_ttft(lm, settings: Settings, prefix_tokens: int = 1000, asks: int = 3
 
 def measure_paged(lm, settings: Settings | None = None, clients: int = 30, new_tokens: int = 48,
                   solo_sample: int = 4, repeats: int = 2) -> dict:
-    """The issue's `serving.paged` keys, with the workloads' own figures beside them.
+    """The bench's `serving.paged` keys, with the workloads' own figures beside them.
     The class is served `repeats` times by each layout, alternating; each layout's best
     tokens/s is compared (a shared machine's noise slows single runs, never speeds them)."""
     s = settings or Settings()

@@ -24,7 +24,7 @@ REPEATS = 3
 
 
 def race_figures(runs: list[SpecRaceSummary]) -> dict:
-    """The issue's keys for one draft: the median run's figures, every repeat's speed-up."""
+    """The bench's keys for one draft: the median run's figures, every repeat's speed-up."""
     speedups = [r.speedup for r in runs]
     mid = sorted(runs, key=lambda r: r.speedup)[len(runs) // 2]
     return {"acceptance": mid.acceptance, "tokens_per_pass": mid.tokens_per_pass,

@@ -185,7 +185,7 @@ def vllm_class(clients: int = 30, new_tokens: int = 48, log=print) -> dict:
 
 
 def app_vs_vllm(app: dict, vllm: dict) -> dict:
-    """The issue's ratios: throughput app ÷ vLLM (≥ 1 means the app serves more tokens/s) and
+    """The bench's ratios: throughput app ÷ vLLM (≥ 1 means the app serves more tokens/s) and
     p95 latency app ÷ vLLM (≤ 1 means the app's slowest students wait less)."""
     if "skipped" in vllm or not vllm.get("tokens_per_s") or not vllm.get("p95_latency_s"):
         return {}

@@ -1,4 +1,4 @@
-"""Classroom-safe input, engine side (issue: careless or hostile use): typed chat markers stay
+"""Classroom-safe input, engine side (careless or hostile use): typed chat markers stay
 text, and every typed text in every lesson meets the same token limit."""
 import pytest
 

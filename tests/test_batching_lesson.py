@@ -180,7 +180,7 @@ def test_cost_carries_only_the_added_cache_reads_to_the_conversations_context():
         assert c.output_tokens_per_s == pytest.approx(p.batch / (p.step_seconds + added))
         assert c.usd_per_million_output == pytest.approx(3.6 / (c.output_tokens_per_s * 3600)
                                                          * 1e6)
-    # the case: batch 64, a step of 0.27 s; 46 kB a token, 500 - 12 extra positions at
+    # a class's case: batch 64, a step of 0.27 s; 46 kB a token, 500 - 12 extra positions at
     # 22.5 GB/s add ~64 ms (~1.24×), not the 2.33× of scaling the whole step by bytes read
     big = _point(64, 0.27, prompt=12)
     (c,) = serving_costs([big], 3.6, 200, 600, kv_bytes_per_token=kv, bandwidth_gbs=22.5)
