@@ -33,6 +33,7 @@ from ..speculative import SpecPass, check_request, speculate
 from ..timing import stopwatch
 from ..weights import bytes_read_per_token
 from .roofline import ceiling_tokens_per_s, machine_bandwidth
+from .spec_expectation import judged_guesses
 
 FASTER, SLOWER, NOISE = "faster", "slower", "within noise"
 
@@ -61,6 +62,7 @@ class SpecRaceSummary:
     bandwidth_gbs: float  # this machine's measured read bandwidth (shared figure)
     bytes_per_token: int  # weights + KV cache one batch-1 decode step reads (at the end)
     noise: float  # relative: the ratio this run cannot tell from 1 (`run_noise`)
+    judged: int = 0  # guesses the model judged: the kept ones and each pass's first rejection
 
     @property
     def decoded(self) -> int:
@@ -176,7 +178,8 @@ def summarize(lm, records: Sequence[SpecPass | PlainStep], prompt_tokens: int, d
         spec_seconds=sum(p.seconds for p in counted),
         draft_seconds=sum(p.draft_seconds for p in counted),
         plain_seconds=sum(steps), plain_step_seconds=steps, bandwidth_gbs=bandwidth_gbs,
-        bytes_per_token=bytes_read_per_token(lm.model) + kv, noise=run_noise(steps))
+        bytes_per_token=bytes_read_per_token(lm.model) + kv, noise=run_noise(steps),
+        judged=judged_guesses(counted)[1])
 
 
 def run_race(lm, prompt_ids: list[int], draft: Draft, k: int = LIMITS.spec_k.default,

@@ -1,0 +1,136 @@
+"""Lesson 3b: what speculative decoding should gain, from two numbers and three times.
+
+If the model keeps each guess with the same probability α, independently of the others, and
+a pass stops at the first rejection, a pass of k guesses gains 1 + α + α² + … + α^k tokens
+(the kept guesses, then the model's own token) on average:
+
+    E[tokens per pass] = (1 − α^(k+1)) ÷ (1 − α)          (k + 1 when α = 1; 1 when α = 0)
+
+A plain decode step takes T_step and makes one token; a speculative pass takes k draft steps
+and one verification pass, so
+
+    speed-up = E × T_step ÷ (k · T_draft + T_verify)
+
+α, T_step, T_draft and T_verify are measured by one race (`fit_race`); the formula then
+predicts every other k (`predict`), which gives the best k. Two assumptions, said where it is
+shown: guesses are kept independently at one rate (real text comes in easy and hard
+stretches), and the verification pass's cost grows in a straight line from a plain step
+(k = 0) through the measured pass (`verify_seconds_at`).
+
+α is estimated as guesses kept ÷ guesses the model judged (each pass's kept ones and its first
+rejection; guesses after a rejection were never judged), not ÷ guesses proposed.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from ..errors import check_range
+
+
+def expected_tokens_per_pass(alpha: float, k: int) -> float:
+    """Mean tokens one pass gains with k guesses each kept with probability `alpha`.
+
+    >>> expected_tokens_per_pass(0.5, 2)  # 1 + 0.5 + 0.25
+    1.75
+    >>> expected_tokens_per_pass(1.0, 4), expected_tokens_per_pass(0.0, 4)
+    (5.0, 1.0)
+    """
+    check_range("Acceptance rate α", alpha, 0.0, 1.0)
+    check_range("Guesses per pass k", k, 0, 10**6)
+    if alpha >= 1.0:
+        return float(k + 1)
+    return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
+
+
+def expected_speedup(alpha: float, k: int, step_s: float, draft_s: float,
+                     verify_s: float) -> float:
+    """E × T_step ÷ (k · T_draft + T_verify): speculative tokens/s over plain tokens/s.
+
+    >>> round(expected_speedup(1.0, 3, step_s=0.04, draft_s=0.0, verify_s=0.05), 3)  # 4 × 40 ÷ 50
+    3.2
+    """
+    cost = k * draft_s + verify_s
+    return expected_tokens_per_pass(alpha, k) * step_s / cost if cost > 0 else 0.0
+
+
+def verify_seconds_at(k: int, step_s: float, measured_k: int, measured_verify_s: float) -> float:
+    """The verification pass at k guesses, on the straight line from a plain step (k = 0,
+    one token) through the pass measured at `measured_k` (an assumption).
+
+    >>> round(verify_seconds_at(8, step_s=0.04, measured_k=4, measured_verify_s=0.05), 3)
+    0.06
+    """
+    if measured_k <= 0:
+        return measured_verify_s
+    return max(step_s + (measured_verify_s - step_s) * k / measured_k, 0.0)
+
+
+def judged_guesses(passes: Iterable) -> tuple[int, int]:
+    """(guesses kept, guesses the model judged) over `SpecPass`-like records (.index,
+    .proposed, .accepted): a pass judges its kept guesses and its first rejected one.
+
+    >>> from types import SimpleNamespace as P
+    >>> judged_guesses([P(index=1, proposed=(1, 2, 3), accepted=1),
+    ...                 P(index=2, proposed=(4, 5), accepted=2)])
+    (3, 4)
+    """
+    kept = judged = 0
+    for p in passes:
+        if p.index == 0 or not p.proposed:
+            continue
+        kept += p.accepted
+        judged += p.accepted + (1 if p.accepted < len(p.proposed) else 0)
+    return kept, judged
+
+
+@dataclass(frozen=True)
+class RaceFit:
+    """What one race measured, in the formula's terms (batch 1)."""
+
+    draft: str
+    k: int  # guesses per pass asked for
+    alpha: float  # guesses kept ÷ guesses judged
+    judged: int  # guesses the model judged (0: no guess was made)
+    step_s: float  # a plain decode step (mean)
+    draft_s: float  # the draft's time per guess (mean)
+    verify_s: float  # a pass minus its draft time: checking, accepting, cutting the cache
+    tokens_per_pass: float  # measured
+    speedup: float  # measured
+    noise: float  # the race's own noise (relative)
+
+
+@dataclass(frozen=True)
+class KPrediction:
+    k: int
+    tokens_per_pass: float  # E, theoretical
+    verify_s: float  # assumed (straight line through the measured pass)
+    speedup: float  # theoretical
+
+
+def fit_race(s) -> RaceFit | None:
+    """The formula's inputs from a `SpecRaceSummary` (None when it made no pass)."""
+    if not s.passes or not s.plain_step_seconds:
+        return None
+    alpha = s.accepted / s.judged if s.judged else 0.0
+    return RaceFit(
+        draft=s.draft, k=s.k, alpha=alpha, judged=s.judged,
+        step_s=sum(s.plain_step_seconds) / len(s.plain_step_seconds),
+        draft_s=s.draft_seconds / s.proposed if s.proposed else 0.0,
+        verify_s=(s.spec_seconds - s.draft_seconds) / s.passes,
+        tokens_per_pass=s.tokens_per_pass, speedup=s.speedup, noise=s.noise)
+
+
+def predict(fit: RaceFit, ks: Sequence[int]) -> list[KPrediction]:
+    """E and the speed-up at every k, from one race's α and times."""
+    rows = []
+    for k in ks:
+        verify = verify_seconds_at(k, fit.step_s, fit.k, fit.verify_s)
+        rows.append(KPrediction(k, expected_tokens_per_pass(fit.alpha, k), verify,
+                                expected_speedup(fit.alpha, k, fit.step_s, fit.draft_s, verify)))
+    return rows
+
+
+def best_k(rows: Sequence[KPrediction]) -> KPrediction | None:
+    """The k with the highest predicted speed-up (the smallest such k on a tie)."""
+    return max(rows, key=lambda r: (r.speedup, -r.k), default=None)
