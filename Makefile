@@ -50,7 +50,7 @@ test-dtypes: $(STAMP)
 
 # On a CUDA machine: the model-level tests and the GPU figures -> bench/gpu-results.json
 # (exits 2 with a message where there is no CUDA device).
-gpu-check:
+gpu-check: $(STAMP)
 	$(PY) -m bench.gpu_check
 
 bench: $(STAMP)
