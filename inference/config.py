@@ -98,6 +98,9 @@ class Settings:
     noise_spread_limit: float = 0.25  # repeats' interquartile range / median
     noise_calibration_limit: float = 1.3  # slower / faster calibration op, before vs after
     noise_others_cpu_limit: float = 0.25  # share of the machine's CPU used by other processes
+    # Physical bounds (inference/experiments/sanity.py): how far past a bound a figure may land
+    # before it counts as impossible (measured again once, then withheld with the reason).
+    sanity_noise: float = 0.25
 
     # The first screen (Start here): the live answer and its race against recomputation.
     live_new_tokens: int = 24  # tokens the first screen's answer decodes

@@ -1,0 +1,82 @@
+"""What physics allows a measurement to say: the bounds every headline figure is checked against.
+
+A busy machine can make any timing come out wrong, and some wrong figures are not merely noisy
+but impossible. Each bound below is one such fact, written as a pure function that returns
+None when the figure is possible, or one sentence saying what is wrong with it:
+
+- a batch of B rows reads the same weights once for all of them: it can raise throughput at
+  most B× over one row (`batch_gain`);
+- a B-row step does all of a 1-row step's work and more: it cannot be shorter (`batch_step`);
+- a cached step runs one token where recomputing runs the whole sequence: it cannot be slower
+  (`cached_step`);
+- a decode step must read its bytes: tokens/s cannot beat bandwidth ÷ bytes (`bandwidth`);
+- one visitor's cost and batch sweep measure the same throughput: they cannot disagree
+  (`same_throughput`).
+
+Each allows `noise` (a fraction, `Settings.sanity_noise`) past the bound before it speaks.
+A figure that fails is measured again once; if it still fails it is not shown as a result:
+the screen shows the sentence instead.
+"""
+from __future__ import annotations
+
+from ..config import LIMITS
+
+NOISE = LIMITS.sanity_noise
+
+
+def batch_gain(batch: int, gain: float, noise: float = NOISE) -> str | None:
+    """A batch of `batch` rows measured `gain`× the throughput of one row.
+
+    >>> batch_gain(16, 67.0)
+    '16 rows measured 67.0× the throughput of one row: 16 rows can give at most 16×.'
+    """
+    if gain > batch * (1 + noise):
+        return (f"{batch} rows measured {gain:.1f}× the throughput of one row: {batch} rows "
+                f"can give at most {batch}×.")
+    return None
+
+
+def batch_step(batch: int, step_seconds: float, one_row_seconds: float,
+               noise: float = NOISE) -> str | None:
+    """A `batch`-row decode step took `step_seconds`; a 1-row step took `one_row_seconds`."""
+    if batch > 1 and step_seconds * (1 + noise) < one_row_seconds:
+        return (f"a {batch}-row step measured {step_seconds / one_row_seconds:.2f}× as long as "
+                f"a 1-row step: it does all of that work and more, so it cannot be shorter.")
+    return None
+
+
+def cached_step(cached_seconds: float, recompute_seconds: float,
+                noise: float = NOISE) -> str | None:
+    """The cached lane took `cached_seconds` where recomputing the same positions took
+    `recompute_seconds` (one step or a whole race)."""
+    if cached_seconds > recompute_seconds * (1 + noise):
+        return (f"the cached lane measured {cached_seconds / recompute_seconds:.2f}× as long as "
+                "recomputing the same positions: it runs one token where recomputing runs them "
+                "all, so it cannot be slower.")
+    return None
+
+
+def bandwidth(tokens_per_s: float, ceiling_tokens_per_s: float,
+              noise: float = NOISE) -> str | None:
+    """`tokens_per_s` measured against the bandwidth ceiling (bandwidth ÷ bytes per token)."""
+    if ceiling_tokens_per_s > 0 and tokens_per_s > ceiling_tokens_per_s * (1 + noise):
+        return (f"{tokens_per_s:.1f} tokens/s is past this machine's measured ceiling of "
+                f"{ceiling_tokens_per_s:.1f} tokens/s: each token must read its bytes from "
+                "memory.")
+    return None
+
+
+def same_throughput(batch: int, used_tokens_per_s: float, sweep_tokens_per_s: float,
+                    noise: float = NOISE) -> str | None:
+    """A cost computed from `used_tokens_per_s` at `batch` rows, where the same visitor's batch
+    sweep measured `sweep_tokens_per_s` at that batch.
+
+    >>> same_throughput(16, 126.0, 8.6)  # doctest: +ELLIPSIS
+    'this cost uses 126.0 tokens/s at batch 16, but your batch sweep measured 8.6 ...'
+    """
+    hi, lo = max(used_tokens_per_s, sweep_tokens_per_s), min(used_tokens_per_s, sweep_tokens_per_s)
+    if lo <= 0 or hi > lo * (1 + noise):
+        return (f"this cost uses {used_tokens_per_s:.1f} tokens/s at batch {batch}, but your "
+                f"batch sweep measured {sweep_tokens_per_s:.1f} tokens/s there: one of them "
+                "was disturbed, so no cost is drawn from it.")
+    return None
