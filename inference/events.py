@@ -31,6 +31,9 @@ class StepEvent:
     cache_bytes: int  # bytes of the real key/value tensors at that moment
     finished: str | None = None  # "end of turn", "max tokens" on the last step, else None
     batch_rows: int = 1  # requests that shared this forward pass (the server batches visitors)
+    # Step 0 on the server: what the first token's time paid for, so a screen says it truly.
+    prefix_cached_tokens: int = 0  # prompt tokens read from the prefix cache, not computed
+    prefill_passes: int = 1  # forward passes its computed prompt tokens took (chunked prefill)
 
 
 @dataclass(frozen=True)

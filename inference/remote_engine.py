@@ -147,7 +147,8 @@ class RemoteRequest:
                                 forward_tokens=len(self.prompt_ids) if index == 0 else 1,
                                 forward_seconds=now - last, seconds=now - last,
                                 cache_tokens=len(self.prompt_ids) + index, cache_bytes=0,
-                                finished=finished, batch_rows=0)
+                                finished=finished, batch_rows=0,
+                                prefill_passes=0)  # unknown: its cache and chunks are its own
                 index, last = index + 1, now
                 if finished:
                     return

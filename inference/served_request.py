@@ -39,6 +39,7 @@ class ServedRequest:
         self.rows_per_step: list[int] = []  # batch rows of every forward pass it took part in
         self.finished: str | None = None
         self.preemptions = 0  # times it was preempted for room and sent back to the queue
+        self.prefill_passes = 0  # chunked prefill: forward passes its prompt took so far
         self._events: queue.Queue = queue.Queue()
         self._wake: Callable[[], None] | None = None  # set while `aevents` awaits on a loop
         self._cancelled = threading.Event()

@@ -302,6 +302,7 @@ class Server(TakingTurns):
                                             self._rows.prefill_chunks, chunks)  # [C, V]
             for rid, n in chunks.items():
                 self._prefilling[rid] += n
+                self._by_row[rid].prefill_passes += 1  # told in its first token's event
             done = [j for j, rid in enumerate(chunks) if self._rows.pending(rid) == 0]
             reqs = [self._by_row[list(chunks)[j]] for j in done]
             fed = [self._prefilling.pop(r.rid) for r in reqs]
@@ -377,7 +378,10 @@ class Server(TakingTurns):
                 forward_tokens=fed[j] if fed else 1, forward_seconds=seconds,
                 seconds=seconds, cache_tokens=self._rows.cache_tokens(r.rid),
                 cache_bytes=self._rows.row_bytes(r.rid),
-                finished=r.finished, batch_rows=r.rows_per_step[-1])
+                finished=r.finished, batch_rows=r.rows_per_step[-1],
+                # a prefill's record: tokens its cached prefix spared, passes its chunks took
+                prefix_cached_tokens=len(r.prompt_ids) + len(r.generated) - 1 - fed[j] if fed
+                else 0, prefill_passes=max(r.prefill_passes, 1) if fed else 1)
             h0 = time.perf_counter()
             r._put(event)
             handoff += time.perf_counter() - h0

@@ -50,14 +50,16 @@ async def generate_chat(lm, settings: Settings, server, prompt: str, max_new: in
     remote = (f"Served by {await asyncio.to_thread(server.describe)}, not by this machine."
               if hasattr(server, "describe") else "")  # an HTTP call: off the event loop
     pace, behind = FramePace(settings.chat_frames_per_s), None  # the class's frames, shared
+    first = None  # the first token's event: what its prefill computed
     try:
         async for timed in atimed_events(req, settings.stop_check_s):
+            first = first or (timed[0] if timed is not None else None)
             if timed is None:  # nothing new: the newest frame, where a Stop can land
                 if behind is not None:  # a token the pace left undrawn
-                    frame, behind = _chat_frame(lm, req, ids, history, remote, behind), None
+                    frame, behind = _chat_frame(lm, req, ids, history, remote, behind, first), None
                 yield frame
             elif pace.due(timed[0]):
-                frame, behind = _chat_frame(lm, req, ids, history, remote, timed), None
+                frame, behind = _chat_frame(lm, req, ids, history, remote, timed, first), None
                 yield frame
             else:  # a class is answered: drawn at its next due token (or tick)
                 behind = timed
@@ -65,12 +67,14 @@ async def generate_chat(lm, settings: Settings, server, prompt: str, max_new: in
         req.cancel()  # Stop, a closed tab or an error: the row is freed at the next step
 
 
-def _chat_frame(lm, req, ids: list[int], history: list[dict], remote: str, timed) -> ChatFrame:
-    """The chat after `timed`'s event: the answer so far and its measured times."""
+def _chat_frame(lm, req, ids: list[int], history: list[dict], remote: str, timed,
+                first=None) -> ChatFrame:
+    """The chat after `timed`'s event: the answer so far and its measured times (`first`: the
+    first token's event, whose record says what the prefill computed)."""
     ev, ttft, decode_s, n = timed
     ended = ev.finished == "end of turn"
     history[1]["content"] = ev.text.replace(lm.tokenizer.eos_token, "") if ended else ev.text
-    served = remote or shared_steps_note(req.mean_batch_rows, req.queued_seconds)
-    lines = [live_stats_md(ttft, decode_s, n, len(ids)), served,
+    served = remote or shared_steps_note(req.mean_batch_rows, 0.0)  # the wait: in TTFT's line
+    lines = [live_stats_md(ttft, decode_s, n, len(ids), first, req.queued_seconds), served,
              limit_note(ev.finished, req.max_new_tokens)]
     return ChatFrame([dict(m) for m in history], "  \n".join(x for x in lines if x))

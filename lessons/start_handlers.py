@@ -47,8 +47,9 @@ class LiveFrame:
 def live_frames(lm, settings: Settings, server, prompt: str) -> Iterator[LiveFrame]:
     """The first screen's answer, served by the app's one server as Try it's is: a frame per
     token, paced with every other answer (`FramePace`: when a class opens the page at once,
-    each draws its newest pass every B/60 s). Step 0 is the prompt's one wide prefill pass;
-    each later step one token in."""
+    each draws its newest pass every B/60 s). Step 0 is the prompt's prefill (what the server
+    computed, read from its prefix cache, in how many passes: the event says); each later step
+    one token in."""
     ids = encode_prompt(lm, settings, prompt)
     n = settings.live_new_tokens
     labels = [lm.tokenizer.decode([i]) for i in ids]  # the prompt as the model reads it
@@ -63,7 +64,7 @@ def live_frames(lm, settings: Settings, server, prompt: str) -> Iterator[LiveFra
         for timed in timed_events(req, settings.stop_check_s):
             if timed is None:  # nothing new: the newest frame, where a tab click can end it
                 if behind is not None:  # a pass the pace left undrawn
-                    frame, behind = _live_frame(lm, labels, events, n, *behind), None
+                    frame, behind = _live_frame(lm, req, labels, events, n, *behind), None
                 yield frame
                 continue
             ev, ttft, between, _ = timed
@@ -71,21 +72,21 @@ def live_frames(lm, settings: Settings, server, prompt: str) -> Iterator[LiveFra
             if not pace.due(ev):  # a class is answered: draw the newest pass later
                 behind = (ttft, between)
                 continue
-            frame, behind = _live_frame(lm, labels, events, n, ttft, between), None
+            frame, behind = _live_frame(lm, req, labels, events, n, ttft, between), None
             yield frame
     finally:
         req.cancel()  # Stop or a closed tab: the row is freed at the next step
 
 
-def _live_frame(lm, labels: list[str], events: list, n: int, ttft: float, between: float
-                ) -> LiveFrame:
+def _live_frame(lm, req, labels: list[str], events: list, n: int, ttft: float,
+                between: float) -> LiveFrame:
     """The first screen after the newest of `events`: the diagram, cards and answer so far."""
     ev, decoded = events[-1], len(events) - 1
     text = ev.text.replace(lm.tokenizer.eos_token, "")
     return LiveFrame(
         decode_diagram(labels, events, lm.info.layers, capacity=len(labels) + n, name="live"),
         live_cards_html(ttft, between / decoded if decoded else None, len(labels), decoded,
-                        ev.batch_rows),
+                        ev.batch_rows, events[0], req.queued_seconds),
         f"**The model's answer:** {html.escape(text)}" + ("" if ev.finished else " ▍"))
 
 

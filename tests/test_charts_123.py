@@ -95,7 +95,7 @@ def test_template_note_and_cost_lines():
 def test_live_stats_line():
     assert "Generate" in live_stats_md(None, 0, 0, 0)
     md = live_stats_md(0.25, 0.5, 5, 30)
-    assert "**250 ms** (prefill of 30 prompt tokens)" in md
+    assert "**250 ms** (30 prompt tokens)" in md  # no event: nothing claimed of its passes
     assert "**100 ms**" in md and "**10.0 tokens/s**" in md and "6 tokens generated" in md
     assert "**—**" in live_stats_md(0.25, 0, 0, 30)  # one token: no decode step yet
 

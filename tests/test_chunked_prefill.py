@@ -78,12 +78,18 @@ def test_chunked_long_newcomer_never_stalls_a_running_stream(lm, chunked):
 
 def test_chunked_prefix_hit_still_skips_blocks(lm, chunked):
     ids = long_ask(lm, 300)
-    first = tokens(chunked.submit(ids, SamplingSettings(), 3))
+    miss = list(chunked.submit(ids, SamplingSettings(), 3).events())
     before = chunked.stats().pool.prefix_hit_tokens
     again = chunked.submit(ids, SamplingSettings(), 3)
-    assert tokens(again) == first
+    hits = list(again.events())
+    assert [e.token_id for e in hits] == [e.token_id for e in miss]
     hit = chunked.stats().pool.prefix_hit_tokens - before
     assert hit >= len(ids) - 2 * 16  # all but the last (partial) blocks were mapped
+    # the first token's record says what its prefill computed, cached and in how many passes
+    assert (miss[0].forward_tokens, miss[0].prefix_cached_tokens) == (len(ids), 0)
+    assert miss[0].prefill_passes == -(-len(ids) // BUDGET)  # alone: budget-sized chunks
+    assert (hits[0].forward_tokens, hits[0].prefix_cached_tokens) == (len(ids) - hit, hit)
+    assert hits[0].prefill_passes == 1
     chunk = [s.prefill_tokens for s in chunked.stats().steps_detail if again.rid in s.chunk_rids]
     assert sum(chunk) == len(ids) - hit
     assert wait_for(lambda: pool_idle(chunked))

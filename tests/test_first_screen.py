@@ -74,7 +74,7 @@ def test_race_ends_on_its_measured_ratio(lm):
 
 
 def test_cards_and_ratio_empty_states_say_what_appears():
-    assert "appears when the prompt&#x27;s one pass ends" in live_cards_html(None, None, 0, 0)
+    assert "appears when the prompt&#x27;s prefill ends" in live_cards_html(None, None, 0, 0)
     assert "Press **Now without the cache**" in race_ratio_html(None)
 
 

@@ -8,15 +8,20 @@ from __future__ import annotations
 
 from .cards import WAITING, Card, cards_html, times
 from .noise_view import busy_notice_html, quiet_note, supports_verdict
+from .timing_text import prompt_work
 
 
 def live_cards_html(ttft_s: float | None, per_token_s: float | None, prompt_tokens: int,
-                    decoded: int, batch_rows: int = 1) -> str:
-    """The two live cards. `ttft_s`: from sending the prompt to its first token (the prefill
-    pass, and any wait for a row); `per_token_s`: mean wall time between later tokens."""
+                    decoded: int, batch_rows: int = 1, first_event=None,
+                    queued_s: float = 0.0) -> str:
+    """The two live cards. `ttft_s`: from sending the prompt to its first token (any wait for
+    a row, then the prefill); `per_token_s`: mean wall time between later tokens;
+    `first_event`: the first token's record (tokens computed, cached, passes: `prompt_work`)."""
+    work = (prompt_work(first_event, queued_s) if first_event is not None
+            else f"{prompt_tokens} prompt tokens")
     first = Card("first token", WAITING if ttft_s is None else f"{ttft_s * 1000:,.0f} ms",
-                 "appears when the prompt's one pass ends" if ttft_s is None else
-                 f"measured: {prompt_tokens} prompt tokens in one pass")
+                 "appears when the prompt's prefill ends" if ttft_s is None else
+                 f"measured: {work}")
     shared = f", shared with {batch_rows - 1} other request(s)" if batch_rows > 1 else ""
     nxt = Card("each next token",
                WAITING if per_token_s is None else f"{per_token_s * 1000:,.0f} ms",

@@ -77,10 +77,11 @@ def decode_lane(prompt: Sequence, events: Sequence) -> Lane:
     labels = [_label(t) for t in prompt]
     n_prompt = len(labels) or events[0].forward_tokens
     sequence = labels + [ev.piece for ev in events]
-    before = max(e.cache_tokens - e.forward_tokens, 0)
-    kind = DECODE if before and e.forward_tokens == 1 else PREFILL
+    before = max(e.cache_tokens - e.forward_tokens, 0)  # a prefill: its prefix-cache hit
+    kind = DECODE if e.index and e.forward_tokens == 1 else PREFILL
     title = (f"decode step {e.index}" if kind == DECODE else
-             "prefill" if not before else f"step {e.index}: refill")
+             f"step {e.index}: refill" if e.index else  # a freed cache: all fed again
+             f"prefill, {before} tokens from the prefix cache" if before else "prefill")
     prompt_cells = min(n_prompt, e.cache_tokens)
     return Lane(title=title, kind=kind, fed=tuple(sequence[before:e.cache_tokens]),
                 prompt_cells=prompt_cells, generated_cells=e.cache_tokens - prompt_cells,
@@ -203,9 +204,11 @@ def decode_diagram(prompt: Sequence, events: Sequence, layers: int, *,
     lane = decode_lane(prompt, events)
     e = events[-1]
     typical = statistics.median(ev.seconds for ev in events[1:]) if len(events) > 1 else e.seconds
-    what = (f"{e.forward_tokens} tokens in one pass" if lane.kind == PREFILL
-            else f"1 token in, {e.cache_tokens - 1} cached positions read")
-    title = "Prefill, the prompt in one pass" if lane.title == "prefill" else lane.title
+    passes = getattr(e, "prefill_passes", 1) if e.index == 0 else 1  # chunks on the server
+    what = (f"{e.forward_tokens} tokens computed in "
+            + ("one pass" if passes <= 1 else f"{passes} passes (chunked prefill)")
+            if lane.kind == PREFILL else f"1 token in, {e.cache_tokens - 1} cached positions read")
+    title = lane.title
     head = (f"{html.escape(title.capitalize())}: {what} · measured <b>{_ms(e.seconds)}</b> "
             f"(forward {_ms(e.forward_seconds)})")
     if getattr(e, "batch_rows", 1) > 1:

@@ -10,9 +10,35 @@ from .cards import Card, cards_html, times
 from .noise_view import busy_notice_html, supports_verdict
 
 
+def prompt_work(first, queued_s: float = 0.0) -> str:
+    """What a time to first token paid for, read from the first event's record: the prompt
+    tokens computed and in how many passes, those read from the server's prefix cache, and the
+    wait for a row.
+
+    >>> from types import SimpleNamespace as R
+    >>> prompt_work(R(forward_tokens=30, prefix_cached_tokens=0, prefill_passes=1))
+    '30 prompt tokens computed in one pass'
+    >>> prompt_work(R(forward_tokens=3, prefix_cached_tokens=32, prefill_passes=2), 0.2)[:52]
+    '3 of 35 prompt tokens computed in 2 passes (chunked '
+    """
+    computed = first.forward_tokens
+    cached = getattr(first, "prefix_cached_tokens", 0)
+    passes = getattr(first, "prefill_passes", 1)
+    if passes < 1:  # another engine's answer: what it computed is its own
+        return f"{computed} prompt tokens"
+    how = "in one pass" if passes <= 1 else f"in {passes} passes (chunked prefill: lesson 5)"
+    said = (f"{computed} prompt tokens computed {how}" if not cached else
+            f"{computed} of {computed + cached} prompt tokens computed {how}, {cached} read "
+            "from the prefix cache (the server had this prompt's start cached: lesson 4b)")
+    return said + (f", after {queued_s * 1000:,.0f} ms waiting for a row"
+                   if queued_s >= 0.0005 else "")
+
+
 def live_stats_md(ttft: float | None, decode_seconds: float, decoded: int,
-                  prompt_tokens: int) -> str:
-    """TTFT, time per output token and tokens/s of a streaming answer, all measured.
+                  prompt_tokens: int, first=None, queued_s: float = 0.0) -> str:
+    """TTFT, time per output token and tokens/s of a streaming answer, all measured. `first`:
+    the answer's first event (what its prefill computed, `prompt_work`); `queued_s`: its wait
+    for a row.
 
     >>> live_stats_md(0.25, 0.5, 5, 30).split(" · ")[1]
     'time per output token **100 ms**'
@@ -25,8 +51,10 @@ def live_stats_md(ttft: float | None, decode_seconds: float, decoded: int,
     cards = cards_html([Card("Time to first token", f"{ttft * 1000:,.0f} ms", "measured"),
                         Card("Time per output token", tpot_s, "measured, mean"),
                         Card("Decode speed", rate, "measured")])
-    return cards + (f"**Measured:** time to first token **{ttft * 1000:.0f} ms** (prefill of "
-            f"{prompt_tokens} prompt tokens) · time per output token **{tpot_s}** · "
+    work = (prompt_work(first, queued_s) if first is not None
+            else f"{prompt_tokens} prompt tokens")
+    return cards + (f"**Measured:** time to first token **{ttft * 1000:.0f} ms** ({work}) · "
+            f"time per output token **{tpot_s}** · "
             f"decode speed **{rate}** · {decoded + 1} tokens generated")
 
 
