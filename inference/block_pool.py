@@ -27,15 +27,7 @@ from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .errors import InferenceInputError
-
-
-class PoolFullError(InferenceInputError):
-    """No free block and no idle cached block to evict: someone must be preempted or wait."""
-
-
-class RequestTooLargeError(InferenceInputError):
-    """A request that needs more blocks than the whole pool holds: it can never run."""
+from .errors import PoolFullError
 
 
 def block_hash(parent: bytes | None, tokens: Sequence[int]) -> bytes:

@@ -29,6 +29,26 @@ class GenerationFinishedError(InferenceInputError):
     """A step was asked of a generation that has already ended."""
 
 
+class PoolFullError(InferenceInputError):
+    """No free KV block and no idle cached block to evict: someone must be preempted or wait."""
+
+
+class RequestTooLargeError(InferenceInputError):
+    """A request that needs more KV blocks than the whole pool holds: it can never run."""
+
+
+class ServerBusyError(InferenceInputError):
+    """The server's queue is full: the message says how many requests are ahead."""
+
+
+class ServerStoppedError(InferenceInputError):
+    """The request could not finish (the server stopped or a step failed)."""
+
+
+class RemoteEngineError(InferenceInputError):
+    """The remote engine could not be reached or refused the request (a plain message)."""
+
+
 def check_range(name: str, value: float, low: float, high: float) -> None:
     """Raise SettingOutOfRangeError unless low <= value <= high (and value is a real number)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):

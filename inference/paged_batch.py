@@ -26,7 +26,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .block_pool import BlockPool, PoolFullError, blocks_for
+from .block_pool import BlockPool, blocks_for
+from .errors import PoolFullError
 from .kv_cache import bytes_per_token
 from .paged_cache import PagedKV, paged_forward
 from .timing import stopwatch

@@ -24,15 +24,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from .errors import InferenceInputError
+from .errors import RemoteEngineError
 from .events import StepEvent
 from .sampling import SamplingSettings
 
 TIMEOUT_S = 120.0
-
-
-class RemoteEngineError(InferenceInputError):
-    """The remote engine could not be reached or refused the request (a plain message)."""
 
 
 @dataclass(frozen=True)

@@ -10,17 +10,9 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 
-from .errors import InferenceInputError
+from .errors import ServerStoppedError
 from .events import StepEvent
 from .sampling import SamplingSettings
-
-
-class ServerBusyError(InferenceInputError):
-    """The queue is full: the message says how many requests are ahead."""
-
-
-class ServerStoppedError(InferenceInputError):
-    """The request could not finish (the server stopped or a step failed)."""
 
 
 class ServedRequest:

@@ -56,12 +56,18 @@ import torch
 from . import compute_thread
 from .cache_budget import CacheBudget
 from .config import Settings
-from .errors import InferenceInputError, PromptTooLongError, SettingOutOfRangeError
+from .errors import (
+    InferenceInputError,
+    PromptTooLongError,
+    ServerBusyError,
+    ServerStoppedError,
+    SettingOutOfRangeError,
+)
 from .events import StepEvent
 from .generation import finish_reason, output_text, top_candidates
 from .paged_batch import PoolStats
 from .sampling import SamplingSettings, choose, make_generator, shaped_probabilities
-from .served_request import ServedRequest, ServerBusyError, ServerStoppedError
+from .served_request import ServedRequest
 from .server_rows import make_rows
 from .server_turns import TakingTurns
 from .step_record import StepClock, StepRecord

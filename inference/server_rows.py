@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import torch
 
-from .block_pool import RequestTooLargeError, blocks_for
+from .block_pool import blocks_for
+from .errors import RequestTooLargeError
 from .kv_cache import cache_tensor_bytes, kv_cache_bytes
 from .paged_batch import PagedBatch, PoolStats
 from .row_batch import RowBatch

@@ -65,6 +65,12 @@ class SpecPass:
         return len(self.new_ids)
 
     @property
+    def judged(self) -> int:
+        """Guesses the model judged: the kept ones and the first rejected one (the guesses
+        after a rejection were never judged)."""
+        return self.accepted + (1 if self.accepted < len(self.proposed) else 0)
+
+    @property
     def rejected(self) -> int:
         """Guesses thrown away (the first one replaced by the model's token)."""
         return len(self.proposed) - self.accepted

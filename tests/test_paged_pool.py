@@ -3,7 +3,8 @@ block tables grow one block at a time, shared prefixes are mapped by chain hash 
 reference counts, idle cached blocks are evicted least-recently-used, and nothing leaks."""
 import pytest
 
-from inference.block_pool import BlockPool, PoolFullError, block_hash, blocks_for
+from inference.block_pool import BlockPool, block_hash, blocks_for
+from inference.errors import PoolFullError
 
 
 def test_paged_table_takes_a_block_only_when_the_last_one_fills():

@@ -6,8 +6,8 @@ for the pool is told so."""
 
 import pytest
 
-from inference.block_pool import RequestTooLargeError
 from inference.config import Settings
+from inference.errors import RequestTooLargeError, ServerStoppedError
 from inference.generation import stream
 from inference.sampling import SamplingSettings
 from inference.server import Server
@@ -144,7 +144,6 @@ def test_paged_request_too_large_for_the_pool_gets_its_message(lm, paged):
 
 
 def test_paged_failed_step_is_logged_with_its_trace_and_blocks_return(lm, paged, caplog):
-    from inference.server import ServerStoppedError
 
     def broken():
         raise RuntimeError("simulated kernel failure")

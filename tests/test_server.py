@@ -6,10 +6,10 @@ correctly afterwards."""
 import pytest
 
 from inference.config import LIMITS, Settings
+from inference.errors import ServerBusyError, ServerStoppedError
 from inference.generation import stream
 from inference.sampling import SamplingSettings
-from inference.served_request import ServerStoppedError
-from inference.server import Server, ServerBusyError
+from inference.server import Server
 from inference.tokens import prompt_ids
 from polling import wait_for
 

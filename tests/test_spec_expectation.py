@@ -1,12 +1,13 @@
 """Speculative decoding's expected value on hand-made numbers: E[tokens per pass], the
 predicted speed-up, the best k, α from judged guesses; and the view of a hand-made race."""
-from types import SimpleNamespace
 
 import pytest
 
 from inference.errors import SettingOutOfRangeError
+from inference.experiments.sampled_acceptance import SampledRun
 from inference.experiments.spec_expectation import (
     best_k,
+    expectation,
     expected_speedup,
     expected_tokens_per_pass,
     fit_race,
@@ -15,6 +16,8 @@ from inference.experiments.spec_expectation import (
     verify_seconds_at,
 )
 from inference.experiments.speculative_race import SpecRaceSummary
+from inference.speculative import SpecPass
+from visualizations.spec_expectation_view import expectation_figure, expectation_md, sampled_md
 
 
 def test_expected_tokens_follow_the_geometric_sum_with_both_edges():
@@ -42,11 +45,17 @@ def test_verify_time_is_a_straight_line_from_a_plain_step():
     assert verify_seconds_at(2, 0.04, 4, 0.06) == pytest.approx(0.05)
 
 
+def spec_pass(index: int, proposed: tuple, accepted: int) -> SpecPass:
+    return SpecPass(index, proposed, ("x",) * len(proposed), accepted, 1, "x", (1,), 1, 0.0,
+                    0.0, 0.0, 1, 1, "x")
+
+
 def test_judged_guesses_count_the_first_rejection_not_the_unused():
-    passes = [SimpleNamespace(index=0, proposed=(), accepted=0),  # the prefill
-              SimpleNamespace(index=1, proposed=(1, 2, 3, 4), accepted=1),  # 1 kept, 1 rejected
-              SimpleNamespace(index=2, proposed=(), accepted=0),  # no guess: a plain step
-              SimpleNamespace(index=3, proposed=(5, 6), accepted=2)]  # all kept
+    passes = [spec_pass(0, (), 0),  # the prefill
+              spec_pass(1, (1, 2, 3, 4), 1),  # 1 kept, 1 rejected, 2 never judged
+              spec_pass(2, (), 0),  # no guess: a plain step
+              spec_pass(3, (5, 6), 2)]  # all kept
+    assert [p.judged for p in passes] == [0, 2, 0, 2]
     assert judged_guesses(passes) == (3, 4)
 
 
@@ -83,3 +92,52 @@ def test_a_free_draft_makes_a_larger_k_better_until_misses_cost_more():
 
 def test_a_race_without_passes_has_no_fit():
     assert fit_race(race_summary(passes=0)) is None
+
+
+def test_expectation_names_the_best_k_and_whether_it_pays():
+    slow = expectation(race_summary(), range(1, 9))
+    assert slow.raced.k == 4 and slow.verdict == "slower" and slow.best.k == 1
+    free = expectation(race_summary(draft="prompt_lookup", accepted=24, judged=30,
+                                    draft_seconds=0.001, spec_seconds=8 * 0.080), range(1, 9))
+    assert free.verdict == "faster" and free.best.k == 4
+    assert expectation(None, range(1, 9)) is None
+
+
+def test_the_view_draws_the_formula_beside_the_measured_race_and_sweep():
+    e = expectation(race_summary(), range(1, 9))
+    sweep = [race_summary(k=k, passes=40 // (k + 1)) for k in (2, 6)] + [
+        race_summary(draft="prompt_lookup", k=3)]  # another draft's point: not drawn
+    fig = expectation_figure(e, sweep, "cpu · float32")
+    formula = [t for t in fig.data if t.name == "formula (theoretical)"]
+    assert list(formula[0].y) == pytest.approx([r.tokens_per_pass for r in e.rows])
+    assert list(formula[1].y) == pytest.approx([r.speedup for r in e.rows])
+    race = [t for t in fig.data if t.name == "your race (measured)"]
+    assert [(t.x[0], t.y[0]) for t in race] == [(4, e.fit.tokens_per_pass), (4, e.fit.speedup)]
+    swept = [t for t in fig.data if t.name == "k sweep (measured)"]
+    assert list(swept[0].x) == [2, 6]
+    assert "no k pays" in fig.layout.title.text
+    assert "Race first" in expectation_figure(None).layout.annotations[0].text
+
+
+def test_the_text_of_a_slow_draft_keeping_every_guess_says_no_k_pays():
+    e = expectation(race_summary(), range(1, 9))
+    md = expectation_md(e)
+    assert "α = **1.00**" in md and "kept 32 of the 32" in md
+    assert f"E = **{e.raced.tokens_per_pass:.2f}**" in md and "**4.98** measured" not in md
+    assert "no k from 1 to 8 pays here" in md and "faster" not in md
+    free = expectation(race_summary(draft="prompt_lookup", accepted=24, judged=30,
+                                    draft_seconds=0.001, spec_seconds=8 * 0.080), range(1, 9))
+    assert f"the best k here is **{free.best.k}**" in expectation_md(free)
+    assert "Race first" in expectation_md(None)
+
+
+def test_the_sampled_count_sets_e_beside_the_measured_tokens_per_pass():
+    run = SampledRun(draft="int4", k=4, temperature=1.0, seed=0, passes=10, accepted=20,
+                     judged=28, decoded=30, text="")
+    md = sampled_md(run, greedy_alpha=0.95)
+    assert "20 of 28" in md and "α = 0.71" in md
+    assert f"**{expected_tokens_per_pass(20 / 28, 4):.2f}** tokens per pass" in md
+    assert "made **3.00**" in md and "greedy race with this draft: α = 0.95" in md
+    assert "min(1, p ÷ q)" in md
+    none = SampledRun("prompt_lookup", 4, 0.0, 0, 5, 0, 0, 5, "")
+    assert "no guess" in sampled_md(none) and "Greedy rule" in sampled_md(none)

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..block_pool import RequestTooLargeError
 from ..config import LIMITS, Settings
+from ..errors import RequestTooLargeError
 from ..paged_batch import PagedBatch, PoolStats
 from ..timing import stopwatch
 from ..tokens import prompt_ids

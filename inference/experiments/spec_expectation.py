@@ -26,6 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ..errors import check_range
+from .speculative_race import speed_verdict
 
 
 def expected_tokens_per_pass(alpha: float, k: int) -> float:
@@ -67,21 +68,15 @@ def verify_seconds_at(k: int, step_s: float, measured_k: int, measured_verify_s:
 
 
 def judged_guesses(passes: Iterable) -> tuple[int, int]:
-    """(guesses kept, guesses the model judged) over `SpecPass`-like records (.index,
-    .proposed, .accepted): a pass judges its kept guesses and its first rejected one.
+    """(guesses kept, guesses the model judged) over `SpecPass` records, the prefill left out.
 
     >>> from types import SimpleNamespace as P
-    >>> judged_guesses([P(index=1, proposed=(1, 2, 3), accepted=1),
-    ...                 P(index=2, proposed=(4, 5), accepted=2)])
+    >>> judged_guesses([P(index=0, accepted=0, judged=0), P(index=1, accepted=1, judged=2),
+    ...                 P(index=2, accepted=2, judged=2)])
     (3, 4)
     """
-    kept = judged = 0
-    for p in passes:
-        if p.index == 0 or not p.proposed:
-            continue
-        kept += p.accepted
-        judged += p.accepted + (1 if p.accepted < len(p.proposed) else 0)
-    return kept, judged
+    counted = [p for p in passes if p.index > 0]
+    return sum(p.accepted for p in counted), sum(p.judged for p in counted)
 
 
 @dataclass(frozen=True)
@@ -91,6 +86,7 @@ class RaceFit:
     draft: str
     k: int  # guesses per pass asked for
     alpha: float  # guesses kept ÷ guesses judged
+    kept: int  # guesses kept
     judged: int  # guesses the model judged (0: no guess was made)
     step_s: float  # a plain decode step (mean)
     draft_s: float  # the draft's time per guess (mean)
@@ -114,7 +110,7 @@ def fit_race(s) -> RaceFit | None:
         return None
     alpha = s.accepted / s.judged if s.judged else 0.0
     return RaceFit(
-        draft=s.draft, k=s.k, alpha=alpha, judged=s.judged,
+        draft=s.draft, k=s.k, alpha=alpha, kept=s.accepted, judged=s.judged,
         step_s=sum(s.plain_step_seconds) / len(s.plain_step_seconds),
         draft_s=s.draft_seconds / s.proposed if s.proposed else 0.0,
         verify_s=(s.spec_seconds - s.draft_seconds) / s.passes,
@@ -134,3 +130,25 @@ def predict(fit: RaceFit, ks: Sequence[int]) -> list[KPrediction]:
 def best_k(rows: Sequence[KPrediction]) -> KPrediction | None:
     """The k with the highest predicted speed-up (the smallest such k on a tie)."""
     return max(rows, key=lambda r: (r.speedup, -r.k), default=None)
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """The formula at every k beside one race: what the lesson draws."""
+
+    fit: RaceFit
+    rows: tuple[KPrediction, ...]
+    raced: KPrediction  # the row at the race's own k
+    best: KPrediction
+    verdict: str  # `speed_verdict` on the best predicted speed-up, at the race's noise
+
+
+def expectation(summary, ks: Sequence[int]) -> Expectation | None:
+    """`predict` over `ks` (and the race's own k) from a `SpecRaceSummary`; None without one."""
+    fit = fit_race(summary) if summary is not None else None
+    if fit is None:
+        return None
+    rows = tuple(predict(fit, sorted(set(ks) | {fit.k})))
+    best = best_k(rows)
+    return Expectation(fit, rows, next(r for r in rows if r.k == fit.k), best,
+                       speed_verdict([best.speedup], fit.noise))

@@ -33,7 +33,6 @@ from ..speculative import SpecPass, check_request, speculate
 from ..timing import stopwatch
 from ..weights import bytes_read_per_token
 from .roofline import ceiling_tokens_per_s, machine_bandwidth
-from .spec_expectation import judged_guesses
 
 FASTER, SLOWER, NOISE = "faster", "slower", "within noise"
 
@@ -179,7 +178,7 @@ def summarize(lm, records: Sequence[SpecPass | PlainStep], prompt_tokens: int, d
         draft_seconds=sum(p.draft_seconds for p in counted),
         plain_seconds=sum(steps), plain_step_seconds=steps, bandwidth_gbs=bandwidth_gbs,
         bytes_per_token=bytes_read_per_token(lm.model) + kv, noise=run_noise(steps),
-        judged=judged_guesses(counted)[1])
+        judged=sum(p.judged for p in counted))
 
 
 def run_race(lm, prompt_ids: list[int], draft: Draft, k: int = LIMITS.spec_k.default,
