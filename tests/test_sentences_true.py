@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import re
+from types import SimpleNamespace
 
 from inference.events import StepEvent
 from visualizations.first_screen import live_cards_html
@@ -56,3 +57,45 @@ def test_a_wait_for_a_row_is_named_in_the_first_token_time():
 def test_another_engine_claims_nothing_about_its_cache():
     ev = first_event(35, passes=0)  # a remote engine's event: passes unknown
     assert prompt_work(ev) == "35 prompt tokens"
+
+
+def spec_summary(**kw):
+    from inference.experiments.speculative_race import SpecRaceSummary
+    base = dict(draft="int4", k=4, prompt_tokens=40, new_tokens=51, identical=True, passes=10,
+                proposed=40, accepted=40, spec_seconds=2.5, draft_seconds=1.5, plain_seconds=2.0,
+                plain_step_seconds=(0.04,) * 50, bandwidth_gbs=22.5, bytes_per_token=541_000_000,
+                noise=0.05, judged=40, draft_bytes_per_step=84_000_000)
+    return SpecRaceSummary(**{**base, **kw})
+
+
+def test_a_slower_draft_that_kept_every_guess_is_not_called_faster():
+    from visualizations.glossary import TERMS
+    s = spec_summary()  # every guess kept, 5 tokens per pass, yet 0.8× plain decoding
+    assert s.acceptance == 1.0 and s.tokens_per_pass == 5 and s.verdict == "slower"
+    said = TERMS["acceptance"][1]
+    assert "means faster" not in said and "fewer passes of the big model" in said
+    assert "faster only if" in said
+
+
+def test_the_speculative_ceiling_counts_the_drafts_own_weight_reads():
+    from visualizations.speculative_view import ceiling_sentence
+    s = spec_summary(spec_seconds=5.0)  # 10 tokens/s: below every ceiling
+    with_draft = 22.5e9 * 5 / (541e6 + 4 * 84e6)  # 128: not 41.6 × 5 = 208
+    assert abs(s.pass_ceiling_tokens_per_s - with_draft) < 0.1
+    said = ceiling_sentence(s, None)  # no noise reading: the figures, no place named
+    assert f"{s.ceiling_tokens_per_s * 5:.1f}" not in said
+    said = ceiling_sentence(s, SimpleNamespace(busy=False))  # a quiet run
+    assert f"{with_draft:.1f}" in said and "draft's own weight reads" in said
+    assert f"{s.ceiling_tokens_per_s * 5:.1f}" not in said
+
+
+def test_glossary_sentences_hold_beyond_batch_one_and_exact_arithmetic():
+    from visualizations.glossary import TERMS
+    roof = TERMS["roofline"][1]
+    assert "batch" in roof and "1" in roof  # the bandwidth ceiling is the one-token-per-pass one
+    for key in ("preemption", "speculative", "greedy"):
+        said = TERMS[key][1]
+        assert "near-tie" in said or "exact arithmetic" in said, key
+    assert "block number p" not in TERMS["blocktable"][1]  # the entry p ÷ size names the block
+    for key in ("kvheads", "headdim", "gguf"):  # a model fact names its model
+        assert "SmolLM2-135M" in TERMS[key][1], key

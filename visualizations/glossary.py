@@ -28,18 +28,20 @@ TERMS: dict[str, tuple[str, str]] = {
     "tpot": ("TPOT (time per output token)", "The time between tokens once the answer flows: one "
              "decode step. Tokens per second is 1 / TPOT."),
     "greedy": ("Greedy decoding", "Always take the single likeliest next token (temperature 0). "
-               "The same prompt then always gives the same answer."),
+               "The same prompt then gives the same answer on the same machine and batch "
+               "(a near-tie can flip when the arithmetic changes)."),
     "kv": ("KV cache", "The keys and values every layer computed for the tokens so far, kept so a "
            "decode step only computes them for the one new token."),
     "kvheads": ("KV heads / query heads", "Attention splits into heads. Query heads ask, key/value "
-                "heads are what gets stored. This model has 9 query heads sharing 3 KV heads."),
+                "heads are what gets stored. SmolLM2-135M has 9 query heads sharing 3 KV heads."),
     "gqa": ("GQA / MHA", "Grouped-query attention (several query heads share one key/value head, "
             "a smaller cache) versus multi-head attention (one key/value head per query head)."),
-    "headdim": ("Head dim", "The length of one head's key or value vector (64 numbers here)."),
+    "headdim": ("Head dim", "The length of one head's key or value vector (64 numbers in "
+                "SmolLM2-135M)."),
     "dtype": ("dtype", "How each number is stored: float32 (4 bytes), float16/bfloat16 (2), int8 "
               "(1), 4-bit (half a byte). Fewer bytes, less memory to read per token."),
-    "gguf": ("GGUF", "A single-file format for model weights used by llama.cpp; the model here "
-             "ships as one. It can hold quantized weights such as Q4_1 and Q8_0."),
+    "gguf": ("GGUF", "A single-file format for model weights used by llama.cpp. It can hold "
+             "quantized weights such as Q4_1 and Q8_0; SmolLM2-135M is published in it too."),
     "q4": ("Q4_1 / Q8_0", "GGUF's block quantizations: weights in blocks of 32, each block 4-bit "
            "(Q4_1, with a scale and a minimum) or 8-bit (Q8_0, with a scale)."),
     "o1": ("O(1), O(n)", "How cost grows with length: O(1) stays the same however long the text, "
@@ -48,8 +50,9 @@ TERMS: dict[str, tuple[str, str]] = {
             "the slow tail an average hides."),
     "kl": ("KL divergence (nats)", "How far one probability distribution is from another; 0 means "
            "identical. Used to compare a quantized model's next-token odds with the original's."),
-    "roofline": ("Roofline", "The speed limit set by hardware: tokens/s can be no higher than "
-                 "memory bandwidth ÷ bytes read per token (or compute ÷ work per token)."),
+    "roofline": ("Roofline", "The speed limit set by hardware. Decoding one token per pass (batch "
+                 "1), tokens/s is at most memory bandwidth ÷ bytes read per token; with more "
+                 "tokens per pass (a batch, a prompt) compute ÷ work per token binds sooner."),
     "batch": ("Batching", "Serving several requests with one forward pass, so the weights are "
               "read once for all of them."),
     "kernel": ("Kernel", "One small program the hardware runs, such as a matrix multiply; a "
@@ -111,7 +114,8 @@ TERMS: dict[str, tuple[str, str]] = {
               "values of a few positions (16, say). A serving engine's KV memory is one "
               "pool of them, shared by every request."),
     "blocktable": ("Block table", "A request's list of the blocks that hold its positions, in "
-                   "order: position p lives in block number p ÷ block size, at the remainder. "
+                   "order: position p lives in the block its entry p ÷ block size names, at the "
+                   "remainder. "
                    "The request's cache need not sit in one piece of memory."),
     "fragmentation": ("Fragmentation", "Memory held but not used. Inside a block: the empty "
                       "slots of a request's last, partly filled block. Between requests: room "
@@ -120,7 +124,8 @@ TERMS: dict[str, tuple[str, str]] = {
     "preemption": ("Preemption", "When the pool has no free block for a running request, the "
                    "newest request gives its blocks back and waits at the front of the queue; "
                    "when it resumes, its tokens so far are computed again and it continues with "
-                   "the same answer."),
+                   "the same tokens (in exact arithmetic: a near-tie can flip in floating "
+                   "point)."),
     "prefixcache": ("Prefix caching", "Reusing the stored keys and values of a prompt's start "
                     "that an earlier request already computed (the chat template, a shared "
                     "system prompt): full blocks are found by a hash of their tokens and all "
@@ -130,10 +135,11 @@ TERMS: dict[str, tuple[str, str]] = {
     "verify": ("Verification pass", "One forward pass of the real model over the draft's "
                "tokens: it scores them all at once and keeps those it agrees with."),
     "acceptance": ("Acceptance rate", "The share of drafted tokens the model kept. Tokens per "
-                   "pass is what it buys: more than one means faster than one-token decoding."),
+                   "pass is what it buys: above one, fewer passes of the big model; faster only "
+                   "if the draft's steps and the wider verify pass cost less than those saved."),
     "speculative": ("Speculative decoding", "Draft several tokens cheaply, check them in one "
                     "pass of the real model, keep the agreeing ones plus the model's own next "
-                    "token: same output, fewer passes."),
+                    "token: the same output in exact arithmetic, in fewer passes."),
     "window": ("Sliding window", "Attention that looks back only over the last W tokens, so its "
                "cache and cost stop growing past W (a model must be trained for it)."),
     "flash": ("FlashAttention", "Computing attention in tiles that stay in fast on-chip memory, "

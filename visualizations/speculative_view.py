@@ -88,9 +88,9 @@ def ceiling_sentence(s, noise=None) -> str:
                  "per pass")
     else:
         where = (f"below the one-token ceiling of {ceiling:.1f} tokens/s (theoretical: "
-                 f"bandwidth ÷ bytes per token; this run reached {rate / ceiling:.0%} of it), "
-                 f"which would rise to {ceiling * s.tokens_per_pass:.1f} at this many tokens per "
-                 "pass")
+                 f"bandwidth ÷ bytes per token; this run reached {rate / ceiling:.0%} of it); "
+                 f"at this many tokens per pass, with the draft's own weight reads, it would be "
+                 f"{s.pass_ceiling_tokens_per_s:.1f}")
     return f"{per_read}: {where}."
 
 

@@ -62,6 +62,7 @@ class SpecRaceSummary:
     bytes_per_token: int  # weights + KV cache one batch-1 decode step reads (at the end)
     noise: float  # relative: the ratio this run cannot tell from 1 (`run_noise`)
     judged: int = 0  # guesses the model judged: the kept ones and each pass's first rejection
+    draft_bytes_per_step: int = 0  # weights one draft step reads (a lookup draft: none)
 
     @property
     def decoded(self) -> int:
@@ -94,6 +95,14 @@ class SpecRaceSummary:
     def ceiling_tokens_per_s(self) -> float:
         """Theoretical: one token per read of the weights, bandwidth ÷ bytes per token."""
         return ceiling_tokens_per_s(self.bandwidth_gbs, self.bytes_per_token)
+
+    @property
+    def pass_ceiling_tokens_per_s(self) -> float:
+        """Theoretical, at this run's tokens per pass: bandwidth × tokens per pass ÷ the bytes
+        one pass reads (the model's weights and KV once, the draft's weights once per guess)."""
+        guesses = self.proposed / self.passes if self.passes else self.k
+        read = self.bytes_per_token + guesses * self.draft_bytes_per_step
+        return ceiling_tokens_per_s(self.bandwidth_gbs, read) * self.tokens_per_pass
 
     @property
     def verdict(self) -> str:
@@ -157,8 +166,14 @@ def race(lm, prompt_ids: list[int], draft: Draft, k: int = LIMITS.spec_k.default
                 break
 
 
+def draft_bytes(draft) -> int:
+    """Weights one step of `draft` reads: a draft model's; a lookup in the text reads none."""
+    model = getattr(draft, "model", None)
+    return bytes_read_per_token(model) if model is not None else 0
+
+
 def summarize(lm, records: Sequence[SpecPass | PlainStep], prompt_tokens: int, draft: str,
-              k: int, bandwidth_gbs: float) -> SpecRaceSummary:
+              k: int, bandwidth_gbs: float, draft_bytes_per_step: int = 0) -> SpecRaceSummary:
     """Totals over the tokens both lanes have made (a stopped race is summed fairly)."""
     passes = [r for r in records if isinstance(r, SpecPass)]
     plain = [r for r in records if isinstance(r, PlainStep)]
@@ -178,7 +193,7 @@ def summarize(lm, records: Sequence[SpecPass | PlainStep], prompt_tokens: int, d
         draft_seconds=sum(p.draft_seconds for p in counted),
         plain_seconds=sum(steps), plain_step_seconds=steps, bandwidth_gbs=bandwidth_gbs,
         bytes_per_token=bytes_read_per_token(lm.model) + kv, noise=run_noise(steps),
-        judged=sum(p.judged for p in counted))
+        judged=sum(p.judged for p in counted), draft_bytes_per_step=draft_bytes_per_step)
 
 
 def run_race(lm, prompt_ids: list[int], draft: Draft, k: int = LIMITS.spec_k.default,
@@ -186,7 +201,7 @@ def run_race(lm, prompt_ids: list[int], draft: Draft, k: int = LIMITS.spec_k.def
     """The whole race, summed (for the bench and the sweep)."""
     records = list(race(lm, prompt_ids, draft, k, new_tokens))
     return summarize(lm, records, len(prompt_ids), draft.key, k,
-                     machine_bandwidth(shared, lm.device))
+                     machine_bandwidth(shared, lm.device), draft_bytes(draft))
 
 
 @dataclass(frozen=True)
@@ -213,7 +228,8 @@ def sweep_k(lm, prompt_ids: list[int], drafts: Sequence[Draft],
             yield SweepUpdate(tuple(points), f"{draft.key}, k = {k}: racing "
                               f"({len(points) + 1}/{total})…")
             records = list(race(lm, prompt_ids, draft, k, new_tokens))
-            points.append(summarize(lm, records, len(prompt_ids), draft.key, k, bandwidth))
+            points.append(summarize(lm, records, len(prompt_ids), draft.key, k, bandwidth,
+                                    draft_bytes(draft)))
     yield SweepUpdate(tuple(points), f"Done: {total} races.", finished=True)
 
 
@@ -246,6 +262,7 @@ def race_updates(lm, prompt_ids: list[int], draft: Draft, k: int = LIMITS.spec_k
             passes.append(r)
         else:
             plain += 1
-    summary = summarize(lm, records, len(prompt_ids), draft.key, k, bandwidth)
+    summary = summarize(lm, records, len(prompt_ids), draft.key, k, bandwidth,
+                        draft_bytes(draft))
     yield RaceUpdate(tuple(passes), plain, f"Done: {summary.new_tokens} tokens in "
                      f"{summary.passes} passes.", summary)
