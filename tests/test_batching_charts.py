@@ -8,7 +8,7 @@ from inference.experiments.schedulers import (
     RequestRecord,
     ScheduleResult,
     ScheduleSummary,
-    StepRecord,
+    SchedulerPass,
 )
 from inference.experiments.serving_cost import serving_costs
 from visualizations import batching_charts as charts
@@ -85,10 +85,10 @@ def test_padding_chart_marks_left_padding():
 def _result(name):
     reqs = (RequestRecord(0, 0.0, 0.0, 1.0, 2.0, 5, (1, 2)),
             RequestRecord(1, 0.5, 1.5, 2.5, 4.0, 7, (3, 4, 5)))
-    steps = (StepRecord(0, "prefill", 0.0, 1.0, (0,), (0,), 5),
-             StepRecord(1, "decode", 1.0, 1.0, (0,), (0,), 6),
-             StepRecord(2, "prefill", 1.5, 1.0, (1,), (1,), 7),
-             StepRecord(3, "decode", 2.5, 1.5, (0, 1), (1,), 8))  # row 0 finished, still carried
+    steps = (SchedulerPass(0, "prefill", 0.0, 1.0, (0,), (0,), 5),
+             SchedulerPass(1, "decode", 1.0, 1.0, (0,), (0,), 6),
+             SchedulerPass(2, "prefill", 1.5, 1.0, (1,), (1,), 7),
+             SchedulerPass(3, "decode", 2.5, 1.5, (0, 1), (1,), 8))  # row 0 finished, still carried
     summary = ScheduleSummary(name, 2, 5, 4.0, 1.25, 2.75, 3.5, 1.5, 2.0, 4, 1)
     return ScheduleResult(summary, reqs, steps)
 

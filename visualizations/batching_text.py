@@ -62,7 +62,7 @@ def shared_sweep_message(when: str, message: str) -> str:
 
 
 def scheduler_step_markdown(scheduler: str, step) -> str:
-    """One forward pass (a `StepRecord`) of the named scheduler, while it runs."""
+    """One forward pass (a `SchedulerPass`) of the named scheduler, while it runs."""
     return (f"⏳ {scheduler} batching: forward pass {step.index + 1} ({step.kind}, "
             f"{len(step.rows)} rows, {step.seconds * 1000:.0f} ms) at t = {step.start:.2f} s")
 

@@ -13,7 +13,7 @@ each forward pass (plus the cache bookkeeping), and jumps ahead when the server 
 the next arrival. Requests "arrive" when the clock passes their arrival time. So the
 timeline is made of real measured steps, but it replays the same way on every run.
 
-Both schedulers are generators: they yield a `StepRecord` per forward pass (which requests
+Both schedulers are generators: they yield a `SchedulerPass` per forward pass (which requests
 were in the batch, which got a useful token) and finally a `ScheduleResult`.
 """
 from __future__ import annotations
@@ -30,7 +30,7 @@ from .workload import Request
 
 
 @dataclass(frozen=True)
-class StepRecord:
+class SchedulerPass:
     """One forward pass of the server."""
 
     index: int
@@ -82,7 +82,7 @@ class ScheduleSummary:
 class ScheduleResult:
     summary: ScheduleSummary
     requests: tuple[RequestRecord, ...]
-    steps: tuple[StepRecord, ...]
+    steps: tuple[SchedulerPass, ...]
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -109,7 +109,7 @@ class _Server:
         self.started: dict[int, float] = {}
         self.first: dict[int, float] = {}
         self.finish: dict[int, float] = {}
-        self.steps: list[StepRecord] = []
+        self.steps: list[SchedulerPass] = []
         self.stop_ids = lm.stop_ids
 
     def busy(self) -> bool:
@@ -128,8 +128,8 @@ class _Server:
             self.started[r.rid] = self.clock
         return group
 
-    def record(self, kind: str, seconds: float, rows, active, width: int) -> StepRecord:
-        step = StepRecord(len(self.steps), kind, self.clock, seconds, tuple(rows),
+    def record(self, kind: str, seconds: float, rows, active, width: int) -> SchedulerPass:
+        step = SchedulerPass(len(self.steps), kind, self.clock, seconds, tuple(rows),
                           tuple(active), width)
         self.steps.append(step)
         self.clock += seconds
@@ -161,7 +161,7 @@ class _Server:
 
 
 def serve_static(lm, requests: list[Request], max_batch: int = 8, fill_wait_s: float = 1.0
-                 ) -> Iterator[StepRecord | ScheduleResult]:
+                 ) -> Iterator[SchedulerPass | ScheduleResult]:
     """Fill a batch, run it until its longest request ends, then take the next batch."""
     LIMITS.fill_wait_s.check("Batch fill wait (s)", fill_wait_s)
     srv = _Server(lm, requests, max_batch)
@@ -189,7 +189,7 @@ def serve_static(lm, requests: list[Request], max_batch: int = 8, fill_wait_s: f
 
 
 def serve_continuous(lm, requests: list[Request], max_batch: int = 8
-                     ) -> Iterator[StepRecord | ScheduleResult]:
+                     ) -> Iterator[SchedulerPass | ScheduleResult]:
     """At every step: finished requests leave, waiting requests join (up to `max_batch`)."""
     srv = _Server(lm, requests, max_batch)
     batch: RowBatch | None = None
@@ -231,7 +231,7 @@ def _without_finished(srv: _Server, batch: RowBatch | None) -> RowBatch | None:
     return batch.keep(keep) if keep else None
 
 
-def run_schedule(events: Iterator[StepRecord | ScheduleResult]) -> ScheduleResult:
+def run_schedule(events: Iterator[SchedulerPass | ScheduleResult]) -> ScheduleResult:
     """Drain a scheduler generator and return its final result."""
     for ev in events:
         if isinstance(ev, ScheduleResult):
