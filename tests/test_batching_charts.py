@@ -7,8 +7,8 @@ from inference.experiments.batch_sweep import BatchPoint
 from inference.experiments.schedulers import (
     RequestRecord,
     ScheduleResult,
-    ScheduleSummary,
     SchedulerPass,
+    ScheduleSummary,
 )
 from inference.experiments.serving_cost import serving_costs
 from visualizations import batching_charts as charts
