@@ -37,7 +37,7 @@ DEFAULT_PADDING = ("Hi!\nWhat is the capital of France?\n"
 
 
 @dataclass(frozen=True)
-class Measured:
+class SharedStates:
     """What the sub-tabs share: the last sweep and schedule comparison, and the closing note
     that quotes both."""
 
@@ -52,7 +52,7 @@ def _run_and_stop(label: str, run_id: str, stop_id: str) -> tuple[gr.Button, gr.
                 gr.Button("Stop", variant="stop", elem_id=stop_id))
 
 
-def sweep_tab(lm, settings: Settings, shared, measured: Measured, server=None) -> Dependency:
+def sweep_tab(lm, settings: Settings, shared, measured: SharedStates, server=None) -> Dependency:
     """1 · Batch sweep: throughput and step time against batch size. Returns the run event."""
     with gr.Row():
         largest = gr.Dropdown(sweep_sizes(int(settings.batch.high)), value=settings.batch.default,
@@ -108,7 +108,7 @@ def padding_tab(lm, settings: Settings) -> None:
                api_name="batch_padding")
 
 
-def schedulers_tab(lm, settings: Settings, shared, measured: Measured, server=None) -> None:
+def schedulers_tab(lm, settings: Settings, shared, measured: SharedStates, server=None) -> None:
     """3 · Static vs continuous: one workload served both ways on a virtual clock."""
     with gr.Row():
         workload = gr.Dropdown([*PRESETS, run.RANDOM], value=next(iter(PRESETS)),
@@ -145,7 +145,7 @@ def schedulers_tab(lm, settings: Settings, shared, measured: Measured, server=No
     stop.click(None, None, None, cancels=[ev])
 
 
-def cost_tab(lm, settings: Settings, measured: Measured, sweep_event: Dependency,
+def cost_tab(lm, settings: Settings, measured: SharedStates, sweep_event: Dependency,
              shared=None) -> tuple:
     """4 · Cost per request: the measured sweep priced at an hourly rate (and lesson 6's
     precision modes, once measured). Returns (handler, inputs, outputs) to redraw it."""
@@ -177,7 +177,7 @@ def build(ctx: AppContext) -> None:
     `server`: the sweep and the schedulers take turns with it (`guarded(alone=...)`)."""
     lm, settings, shared, server = ctx.lm, ctx.settings, ctx.shared, ctx.server
     gr.Markdown(lesson_page("lesson5_batching.md", lm.info), elem_id="batch-lesson-text")
-    measured = Measured(sweep=gr.State(None), schedules=gr.State(None),
+    measured = SharedStates(sweep=gr.State(None), schedules=gr.State(None),
                         closing=gr.Markdown(text.closing_note(lm.info, None, None),
                                             elem_id="batch-closing", render=False))
     with gr.Tabs(overflow_behavior="wrap"):  # every sub-tab one tap away on a phone

@@ -1,6 +1,6 @@
 """Lesson 2, the plain part: one parallel pass over the learner's prompt, measured
 (`inference.experiments.prompt_prefill`), and a sweep of prefill against one token at a time
-over prompt lengths, streamed as `SweepFrame`s and shared with every visitor once finished.
+over prompt lengths, streamed as `PrefillSweepFrame`s and shared with every visitor once finished.
 The sentences come from `visualizations.timing_text`, the chart from `timing_charts`. Both
 are watched by the noise rule (`inference.experiments.noise`): a run on a busy machine shows
 its numbers under the busy notice, draws no verdict, and is not shown to the next visitor."""
@@ -33,7 +33,7 @@ SHARED_NOTE = "*Measured earlier on this machine (shared result): the same verdi
 PROMPT = "Summarise the plot of Romeo and Juliet in three sentences."  # the lesson's first
 
 
-class SweepFrame(NamedTuple):
+class PrefillSweepFrame(NamedTuple):
     """One update of the sweep: the chart so far and a progress line."""
 
     chart: go.Figure
@@ -51,7 +51,7 @@ def measure_text(lm, settings: Settings, prompt: str) -> PrefillMeasurement:
 
 
 def run_sweep(lm, settings: Settings, shared, lengths: list[int], max_sequential: int,
-              guess: float | None = None) -> Iterator[SweepFrame]:
+              guess: float | None = None) -> Iterator[PrefillSweepFrame]:
     """Yield a frame as each length is measured; share a finished quiet sweep with every
     visitor. The last frame sets the learner's `guess` (× faster) beside the measured
     speed-up (beside the number alone when the machine was busy)."""
@@ -62,11 +62,11 @@ def run_sweep(lm, settings: Settings, shared, lengths: list[int], max_sequential
     done = reuse(shared, key)
     if done is not None:
         points, judged = done
-        yield SweepFrame(prefill_sweep_figure(points, caption),
+        yield PrefillSweepFrame(prefill_sweep_figure(points, caption),
                          sweep_verdict_md(points, judged) + _compared(points, guess, judged)
                          + "\n\n" + SHARED_NOTE)
         return
-    yield SweepFrame(prefill_sweep_figure([], caption), "Warming up…")
+    yield PrefillSweepFrame(prefill_sweep_figure([], caption), "Warming up…")
     points: tuple[PrefillPoint, ...] = ()
     watch = noise.begin(lm.device)
     for progress in prefill_sweep(lm, lengths, int(max_sequential)):
@@ -74,14 +74,14 @@ def run_sweep(lm, settings: Settings, shared, lengths: list[int], max_sequential
         caption = info_caption(lm.info, chats=served_alongside.chats_so_far())  # so far
         if progress.feeding:  # a length in progress, fed one token at a time
             n = lengths[progress.done]
-            yield SweepFrame(prefill_sweep_figure(points, caption),
+            yield PrefillSweepFrame(prefill_sweep_figure(points, caption),
                              f"⏳ {n} tokens: fed {progress.feeding} of {n} one at a time…")
             continue
-        yield SweepFrame(prefill_sweep_figure(points, caption),
+        yield PrefillSweepFrame(prefill_sweep_figure(points, caption),
                          sweep_progress_md(progress.done, progress.total, points[-1]))
     judged = noise.end(lm.device, watch, settings=settings)
     keep(shared, key, points, judged)
-    yield SweepFrame(prefill_sweep_figure(points, caption),
+    yield PrefillSweepFrame(prefill_sweep_figure(points, caption),
                      sweep_verdict_md(points, judged) + _compared(points, guess, judged))
 
 

@@ -45,7 +45,7 @@ BUILD_NOTE = ("Building the {draft} draft model from this model's weights: the f
               "takes a while (it is kept for everyone after that)…")
 
 
-class RaceFrame(NamedTuple):
+class SpecRaceFrame(NamedTuple):
     """One update of the race: the pass rows, the cards (or empty state), a progress line and,
     at the end, the summary (None until then)."""
 
@@ -94,7 +94,7 @@ def _compared(summary: SpecRaceSummary, guess: float | None) -> str:
 
 
 def run_race(lm, settings: Settings, shared, prompt: str, draft: str, k, new_tokens,
-             guess: float | None = None) -> Iterator[RaceFrame]:
+             guess: float | None = None) -> Iterator[SpecRaceFrame]:
     """Stream the race: a frame after every verification pass (and its plain catch-up), then
     the headline cards from the summary, the learner's guess of tokens per pass beside it."""
     ids, k, new_tokens = _prepare(lm, settings, prompt, k, new_tokens)
@@ -102,23 +102,23 @@ def run_race(lm, settings: Settings, shared, prompt: str, draft: str, k, new_tok
     done = reuse(shared, key)
     if done is not None:
         (passes, summary), judged = done
-        yield RaceFrame(passes_html(passes), race_md(summary, judged)
+        yield SpecRaceFrame(passes_html(passes), race_md(summary, judged)
                         + _compared(summary, guess) + "\n\n" + SHARED_NOTE,
                         "Done (shared result).", summary, passes)
         return
     if draft != "prompt_lookup":
-        yield RaceFrame(EMPTY_PASSES, "", BUILD_NOTE.format(draft=draft))
+        yield SpecRaceFrame(EMPTY_PASSES, "", BUILD_NOTE.format(draft=draft))
     d = _draft(lm, shared, draft)
-    yield RaceFrame(EMPTY_PASSES, "", "Warming up both lanes (untimed), then racing…")
+    yield SpecRaceFrame(EMPTY_PASSES, "", "Warming up both lanes (untimed), then racing…")
     watch = noise.begin(lm.device)
     for u in race_updates(lm, ids, d, k, new_tokens, shared):
         if u.summary is None:
-            yield RaceFrame(passes_html(u.passes), "", f"{u.message} · plain lane: "
+            yield SpecRaceFrame(passes_html(u.passes), "", f"{u.message} · plain lane: "
                             f"{u.plain_tokens} tokens", None, u.passes)
             continue
         judged = noise.end(lm.device, watch, u.summary.plain_step_seconds, settings)
         keep(shared, key, (u.passes, u.summary), judged)
-        yield RaceFrame(passes_html(u.passes), race_md(u.summary, judged)
+        yield SpecRaceFrame(passes_html(u.passes), race_md(u.summary, judged)
                         + _compared(u.summary, guess), u.message, u.summary, u.passes)
 
 

@@ -205,7 +205,7 @@ def run_race(lm, prompt_ids: list[int], draft: Draft, k: int = LIMITS.spec_k.def
 
 
 @dataclass(frozen=True)
-class SweepUpdate:
+class SpecSweepUpdate:
     """Progress of a k sweep; `points` are the races finished so far (the last update: all)."""
 
     points: tuple[SpecRaceSummary, ...]
@@ -216,7 +216,7 @@ class SweepUpdate:
 def sweep_k(lm, prompt_ids: list[int], drafts: Sequence[Draft],
             ks: Sequence[int] = tuple(range(1, 9)),
             new_tokens: int = LIMITS.spec_new_tokens.default, shared=None
-            ) -> Iterator[SweepUpdate]:
+            ) -> Iterator[SpecSweepUpdate]:
     """Race every draft at every k on one prompt; yield after each race."""
     for k in ks:
         LIMITS.spec_k.check("Draft length k", k)
@@ -225,12 +225,12 @@ def sweep_k(lm, prompt_ids: list[int], drafts: Sequence[Draft],
     total = len(drafts) * len(ks)
     for draft in drafts:
         for k in ks:
-            yield SweepUpdate(tuple(points), f"{draft.key}, k = {k}: racing "
+            yield SpecSweepUpdate(tuple(points), f"{draft.key}, k = {k}: racing "
                               f"({len(points) + 1}/{total})…")
             records = list(race(lm, prompt_ids, draft, k, new_tokens))
             points.append(summarize(lm, records, len(prompt_ids), draft.key, k, bandwidth,
                                     draft_bytes(draft)))
-    yield SweepUpdate(tuple(points), f"Done: {total} races.", finished=True)
+    yield SpecSweepUpdate(tuple(points), f"Done: {total} races.", finished=True)
 
 
 @dataclass(frozen=True)
