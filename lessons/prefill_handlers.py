@@ -50,7 +50,7 @@ def measure_text(lm, settings: Settings, prompt: str) -> PrefillMeasurement:
     return replace(m, noise=judged)
 
 
-def run_sweep(lm, settings: Settings, shared, lengths: list[int], max_sequential: int,
+def run_prefill_sweep(lm, settings: Settings, shared, lengths: list[int], max_sequential: int,
               guess: float | None = None) -> Iterator[PrefillSweepFrame]:
     """Yield a frame as each length is measured; share a finished quiet sweep with every
     visitor. The last frame sets the learner's `guess` (× faster) beside the measured

@@ -24,7 +24,7 @@ from .prefill_handlers import (
     LENGTH_CHOICES,
     PROMPT,
     measure_text,
-    run_sweep,
+    run_prefill_sweep,
 )
 
 
@@ -67,7 +67,7 @@ def _sweep_section(lm, settings: Settings, shared, server) -> None:
                     elem_id="prefill-chart")
 
     def on_sweep(chosen: list[int], most: int, guessed: float | None) -> Iterator[dict]:
-        for frame in run_sweep(lm, settings, shared, chosen, most, guessed):
+        for frame in run_prefill_sweep(lm, settings, shared, chosen, most, guessed):
             yield {chart: frame.chart, progress: frame.progress}
 
     def sweep_button(interactive: bool):

@@ -93,7 +93,7 @@ def _compared(summary: SpecRaceSummary, guess: float | None) -> str:
     return guess_md(GUESS_KEY, guess, summary.tokens_per_pass)
 
 
-def run_race(lm, settings: Settings, shared, prompt: str, draft: str, k, new_tokens,
+def run_spec_race(lm, settings: Settings, shared, prompt: str, draft: str, k, new_tokens,
              guess: float | None = None) -> Iterator[SpecRaceFrame]:
     """Stream the race: a frame after every verification pass (and its plain catch-up), then
     the headline cards from the summary, the learner's guess of tokens per pass beside it."""
@@ -122,7 +122,7 @@ def run_race(lm, settings: Settings, shared, prompt: str, draft: str, k, new_tok
                         + _compared(u.summary, guess), u.message, u.summary, u.passes)
 
 
-def run_sweep(lm, settings: Settings, shared, prompt: str, new_tokens) -> Iterator[ChartFrame]:
+def run_k_sweep(lm, settings: Settings, shared, prompt: str, new_tokens) -> Iterator[ChartFrame]:
     """Race both drafts at k = 1..8 on one prompt, a frame after each race (shared once done)."""
     ids, _, new_tokens = _prepare(lm, settings, prompt, LIMITS.spec_k.low, new_tokens)
     caption = info_caption(lm.info)

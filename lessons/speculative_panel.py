@@ -20,7 +20,7 @@ from .common.context import AppContext
 from .common.controls import guess_box, slider
 from .common.feedback import guarded
 from .common.lesson_text import lesson_page
-from .speculative_handlers import DRAFTS, GUESS_KEY, PROMPT, run_batch, run_race, run_sweep
+from .speculative_handlers import DRAFTS, GUESS_KEY, PROMPT, run_batch, run_spec_race, run_k_sweep
 
 
 def _heavy(settings: Settings) -> dict:
@@ -61,7 +61,7 @@ def _race_section(lm, settings: Settings, shared, server) -> tuple:
     last = gr.State(None)  # the learner's last race summary (the batch section derives from it)
 
     def on_race(p: str, d: str, kk: float, n: float, g: float | None) -> Iterator[dict]:
-        for f in run_race(lm, settings, shared, p, d, kk, n, g):
+        for f in run_spec_race(lm, settings, shared, p, d, kk, n, g):
             out = {passes: f.passes_html, progress: f.progress, cards: f.cards_md or EMPTY_RACE}
             if f.summary is not None:
                 out[last] = f.summary
@@ -83,7 +83,7 @@ def _sweep_section(lm, settings: Settings, shared, server, prompt, new_tokens) -
     note = gr.Markdown()
 
     def on_sweep(p: str, n: float) -> Iterator[dict]:
-        for f in run_sweep(lm, settings, shared, p, n):
+        for f in run_k_sweep(lm, settings, shared, p, n):
             yield {chart: f.chart, note: f.text, progress: f.progress}
 
     _wire_run(btn, stop, on_sweep, [prompt, new_tokens], [chart, note, progress], settings,

@@ -94,7 +94,7 @@ def prefill_it(lm, monkeypatch):
 
 
 def prefill_sweep(lm, monkeypatch):
-    last = list(prefill_handlers.run_sweep(lm, SETTINGS, preset(lm), [4, 8], 8, 3))[-1]
+    last = list(prefill_handlers.run_prefill_sweep(lm, SETTINGS, preset(lm), [4, 8], 8, 3))[-1]
     return [last.progress, last.chart.layout.title.text], [GUESS_WHY, *GUESSED]
 
 
@@ -119,7 +119,7 @@ def context_memory(lm, monkeypatch):
 
 
 def spec_race(lm, monkeypatch):
-    last = list(speculative_handlers.run_race(lm, SETTINGS, preset(lm),
+    last = list(speculative_handlers.run_spec_race(lm, SETTINGS, preset(lm),
                                               SPEC_PROMPT, "prompt_lookup", 2, 6))[-1]
     return [last.cards_md, last.progress], []
 
@@ -127,7 +127,7 @@ def spec_race(lm, monkeypatch):
 def spec_sweep(lm, monkeypatch):
     monkeypatch.setattr(speculative_handlers, "DRAFTS", speculative_handlers.DRAFTS[:1])
     small = replace(SETTINGS, spec_k=Range(1, 2, 1))
-    last = list(speculative_handlers.run_sweep(lm, small, preset(lm), SPEC_PROMPT, 4))[-1]
+    last = list(speculative_handlers.run_k_sweep(lm, small, preset(lm), SPEC_PROMPT, 4))[-1]
     hover = {str(d) for t in last.chart.data for d in (t.customdata or ())}
     assert not hover & {"faster", "slower", "within noise"}, hover  # no verdict on a point
     return [last.text, last.chart.layout.title.text], []

@@ -350,18 +350,18 @@ def test_prefill_measurement_and_shared_sweep(lm):
     assert "one forward pass" in md and "decode step" in md
     assert f"**{m.prompt_tokens} tokens**" in md
     shared = SharedResults()
-    frames = list(prefill_handlers.run_sweep(lm, SETTINGS, shared, [4, 16, 64], 16))
+    frames = list(prefill_handlers.run_prefill_sweep(lm, SETTINGS, shared, [4, 16, 64], 16))
     assert "Done. At 16 tokens (measured both ways)" in frames[-1].progress
     names = [t.name for t in frames[-1].chart.data]
     assert any("extrapolated" in n for n in names)  # 64 > 16: extrapolated, and labelled
     assert list(frames[-1].chart.data[0].x) == [4, 16, 64]
-    again = list(prefill_handlers.run_sweep(lm, SETTINGS, shared, [4, 16, 64], 16))
+    again = list(prefill_handlers.run_prefill_sweep(lm, SETTINGS, shared, [4, 16, 64], 16))
     if BUSY.capitalize() in frames[-1].progress:  # judged busy (noise.py): measured again
         assert len(again) > 1 and "shared result" not in again[-1].progress
     else:
         assert len(again) == 1 and "shared result" in again[0].progress
     with pytest.raises(SettingOutOfRangeError):
-        list(prefill_handlers.run_sweep(lm, SETTINGS, shared, [4],
+        list(prefill_handlers.run_prefill_sweep(lm, SETTINGS, shared, [4],
                                         SETTINGS.prefill_sweep_tokens.high + 1))
 
 

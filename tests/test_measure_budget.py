@@ -153,12 +153,12 @@ def test_budget_estimates_count_the_tokens_a_run_feeds(app_module):
         "kv_race": ([prompt, 4, None],
                     lambda: kv_cache_handlers.race_frames(lm, settings, prompt, 4)),
         "prefill_sweep": ([[8, 32], 8, None],
-                          lambda: prefill_handlers.run_sweep(lm, settings, None, [8, 32], 8)),
+                          lambda: prefill_handlers.run_prefill_sweep(lm, settings, None, [8, 32], 8)),
         "quant_compare": ([prompt, ["fp32"], 8, None],
                           lambda: quantization_handlers.compare_frames(lm, settings, shared,
                                                                        prompt, ["fp32"], 8)),
         "speculative_race": ([prompt, "prompt_lookup", 2, 8, None],
-                             lambda: speculative_handlers.run_race(
+                             lambda: speculative_handlers.run_spec_race(
                                  lm, settings, None, prompt, "prompt_lookup", 2, 8)),
     }
     fed = [0]

@@ -84,8 +84,8 @@ def test_branch_pick_is_not_averaged_into_time_per_token():
 
 def test_shared_sweep_shows_the_same_verdict(lm):
     shared = SharedResults()
-    first = list(prefill_handlers.run_sweep(lm, SETTINGS, shared, [4, 16], 16))[-1].progress
-    again = list(prefill_handlers.run_sweep(lm, SETTINGS, shared, [4, 16], 16))
+    first = list(prefill_handlers.run_prefill_sweep(lm, SETTINGS, shared, [4, 16], 16))[-1].progress
+    again = list(prefill_handlers.run_prefill_sweep(lm, SETTINGS, shared, [4, 16], 16))
     assert "Done. At 16 tokens" in first
     if BUSY.capitalize() in first:  # judged busy (noise.py): the notice first, measured again
         assert first.startswith("<div class='lab-busy'") and len(again) > 1

@@ -16,7 +16,7 @@ from lessons.speculative_handlers import (
     PROMPT,
     SHARED_NOTE,
     run_batch,
-    run_race,
+    run_spec_race,
 )
 from visualizations.cards import times
 from visualizations.noise_view import BUSY
@@ -28,7 +28,7 @@ SETTINGS = Settings()
 @pytest.fixture(scope="module")
 def race_run(lm):
     shared = SharedResults()
-    frames = list(run_race(lm, SETTINGS, shared, PROMPT, "prompt_lookup", 4, NEW, guess=2.5))
+    frames = list(run_spec_race(lm, SETTINGS, shared, PROMPT, "prompt_lookup", 4, NEW, guess=2.5))
     return shared, frames
 
 
@@ -58,7 +58,7 @@ def test_speculative_race_compares_the_guess_and_is_shared(lm, race_run):
     shared, frames = race_run
     s = frames[-1].summary
     assert "Predict, then measure" in frames[-1].cards_md and "2.5" in frames[-1].cards_md
-    again = list(run_race(lm, SETTINGS, shared, PROMPT, "prompt_lookup", 4, NEW, guess=0))
+    again = list(run_spec_race(lm, SETTINGS, shared, PROMPT, "prompt_lookup", 4, NEW, guess=0))
     if BUSY.capitalize() in frames[-1].cards_md:  # judged busy (noise.py): measured again
         assert len(again) > 1 and SHARED_NOTE not in again[-1].cards_md
         return
@@ -85,7 +85,7 @@ def test_speculative_race_tokens_are_plain_greedy_decodes(lm, race_run):
 ])
 def test_speculative_bad_input_gets_a_sentence(lm, prompt, draft, k, new, error, words):
     with pytest.raises(error, match=words) as got:
-        next(run_race(lm, SETTINGS, None, prompt, draft, k, new))
+        next(run_spec_race(lm, SETTINGS, None, prompt, draft, k, new))
     assert isinstance(got.value, InferenceInputError) and str(got.value).endswith((".", ")"))
 
 
