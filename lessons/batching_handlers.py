@@ -158,7 +158,7 @@ def _sweep_frame(lm, update: SweepUpdate, message: str, schedules: ScheduleCompa
                  guess: float | None = None, judged: Noise | None = None,
                  chats: int | None = None) -> SweepFrame:
     """`chats`: answered by the server during this run so far (None: a shared earlier run)."""
-    cap = info_caption(lm.info, note="median of each batch's decode steps", chats=chats)
+    cap = info_caption(lm.info, note="low quartile of each batch's decode steps", chats=chats)
     done = update.finished
     one, big = (update.points[0], update.points[-1]) if update.points else (None, None)
     compared = (guess_md(GUESS_KEY, guess, big.tokens_per_s / one.tokens_per_s,

@@ -27,7 +27,7 @@ from inference.experiments.kv_projection import (
     project_context,
     this_model,
 )
-from inference.experiments.kv_race import RECOMPUTE, race, summarize
+from inference.experiments.kv_race import RECOMPUTE, checked_race, summarize
 from inference.experiments.noise import Noise
 from inference.experiments.prefix_reuse import (
     prefill_prefix,
@@ -174,7 +174,9 @@ def race_frames(lm, settings: Settings, prompt: str, new_tokens: int,
     n, steps = int(new_tokens), []
     prompt, pieces = [lm.tokenizer.decode([i]) for i in ids], []
     watch = noise.begin(lm.device)
-    for step in race(lm, ids, n):
+    for step in checked_race(lm, ids, n):  # raced once more if the first speed-up is impossible
+        if step.attempt and step.index == 0 and step.lane != RECOMPUTE:
+            steps, pieces = [], []
         steps.append(step)
         if step.lane != RECOMPUTE:
             pieces.append(lm.tokenizer.decode([step.token_id]))
@@ -185,7 +187,8 @@ def race_frames(lm, settings: Settings, prompt: str, new_tokens: int,
             summary, last = summarize(steps, len(ids)), step.index == n - 1
             judged = noise.end(lm.device, watch, race_repeats(steps), settings) if last else None
             compared = (guess_md(GUESS_KEY, guess, summary.speedup,
-                                 noisy=not supports_verdict(judged)) if last else "")
+                                 noisy=not supports_verdict(judged))
+                        if last and not summary.impossible else "")
             caption = info_caption(lm.info, chats=served_alongside.chats_so_far())  # so far
             yield RaceFrame(plot=kv_charts.race_figure(steps, caption),
                             summary=kv_text.race_summary_markdown(summary, judged) + compared,

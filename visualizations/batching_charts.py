@@ -45,6 +45,8 @@ def throughput_title(points, noise=None) -> str:
     """The throughput chart's title, from the data: "grows" only over a line that rose at
     every step up in batch, on a run the noise rule judged quiet (`noise`, by attribute)."""
     neutral = "Decode throughput against batch size"
+    if any(p.impossible for p in points):
+        return neutral + " (an impossible figure: see the notes)"
     if not supports_verdict(noise) or len(points) < 2:
         return neutral + (" (machine busy: noisy)" if noise is not None and noise.busy else "")
     return {"grows": "Decode throughput grows with batch size",

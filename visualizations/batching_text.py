@@ -41,6 +41,10 @@ def sweep_cards(sweep, noise=None) -> str:
     if len(points) < 2:
         return cards_html([first, Card("largest batch tok/s", WAITING, "next batch size")])
     big = points[-1]
+    if big.impossible and sweep.finished:  # measured twice, still impossible: not a result
+        return cards_html([first, Card(f"batch {big.batch} tok/s", "—", "impossible"),
+                           Card(f"batch {big.batch} ÷ {one.batch}", "—", "not shown")]
+                          ) + "\n\n" + impossible_markdown(big.impossible)
     if noise is not None and noise.busy:
         note = "busy machine: noisy"
     elif supports_verdict(noise) and sweep.finished:
@@ -53,6 +57,12 @@ def sweep_cards(sweep, noise=None) -> str:
         Card(f"batch {big.batch} tok/s", f"{big.tokens_per_s:.1f}", "measured"),
         Card(f"batch {big.batch} ÷ {one.batch}", times(big.tokens_per_s / one.tokens_per_s), note),
     ])
+
+
+def impossible_markdown(reason: str) -> str:
+    """What stands where an impossible batch figure would (measured twice, still impossible)."""
+    return (f"**Not a possible result**: {reason} This machine was disturbed while measuring "
+            "(measured once more: still impossible), so no gain is shown: run the sweep again.")
 
 
 def shared_sweep_message(when: str, message: str) -> str:
@@ -105,7 +115,11 @@ def closing_note(info, sweep, schedules, noise=None) -> str:
         noise = getattr(sweep, "noise", None)
     parts = [f"### What this machine showed ({info.device}, {info.dtype}, "
              f"{info.threads} threads)"]
-    if sweep and sweep.points:
+    impossible = next((p.impossible for p in sweep.points if p.impossible), None) \
+        if sweep and sweep.points else None
+    if impossible:
+        parts.append(f"- {impossible_markdown(impossible)}")
+    elif sweep and sweep.points:
         one, big = sweep.points[0], sweep.points[-1]
         parts.append(cards_html([
             Card(f"Batch {one.batch}", f"{one.tokens_per_s:.1f} tok/s", "measured"),
@@ -116,7 +130,9 @@ def closing_note(info, sweep, schedules, noise=None) -> str:
         parts.append(f"- Decode throughput: **{one.tokens_per_s:.1f} tokens/s at batch "
                      f"{one.batch}**, **{big.tokens_per_s:.1f} tokens/s at batch {big.batch}** "
                      f"({big.tokens_per_s / one.tokens_per_s:.1f}×), while each step took "
-                     f"**{big.step_seconds / one.step_seconds:.1f}× as long**, measured.")
+                     f"**{big.step_seconds / one.step_seconds:.1f}× as long**, measured "
+                     f"(gain {big.gain_over(one).label()}, from each batch's 25th-percentile "
+                     "step: a few steps slowed by another program do not count).")
         if noise is not None and noise.busy:  # the numbers stand; no verdict drawn from them
             parts.insert(1, busy_notice_html(noise))
             parts.append("- No verdict on where batching stops paying from this run.")

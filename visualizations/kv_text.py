@@ -62,17 +62,24 @@ def race_summary_markdown(summary, noise=None) -> str:
     same = ("the same greedy tokens in both lanes" if summary.same_tokens
             else "**different tokens** (float rounding tipped a near-tie)")
     busy = noise is not None and noise.busy
+    impossible = summary.impossible if noise is not None else None
     head = busy_notice_html(noise) + cards_html([
         Card("With the KV cache", f"{summary.cached_seconds:.2f} s",
              f"measured, {summary.new_tokens} tokens"),
         Card("Recomputing everything", f"{summary.recompute_seconds:.2f} s", "measured"),
+        Card("The cache's speed-up", "—", "impossible: not shown") if impossible else
         Card("The cache's speed-up", times(summary.speedup),
              "noisy: run again" if busy else "so far" if noise is None
              else "same tokens" if summary.same_tokens else "tokens differ (near-tie)"),
     ])
-    verdict = (_verdict(summary.speedup) if supports_verdict(noise) else
+    verdict = (impossible_markdown(summary) if impossible else
+               _verdict(summary.speedup) if supports_verdict(noise) else
                "no verdict from a busy machine" if busy else
                "the verdict comes after the last step")
+    robust = summary.robust
+    if robust is not None and not impossible:
+        verdict += (f" (speed-up {robust.label()}: each step's time is the median of its "
+                    "neighbours, so a lone step slowed by another program does not count)")
     quiet = quiet_note(noise)
     return head + (f"**Measured over {summary.new_tokens} new tokens** after a "
             f"{summary.prompt_tokens}-token prompt: with cache "
@@ -82,6 +89,13 @@ def race_summary_markdown(summary, noise=None) -> str:
             f"tokens through the model ({summary.work_ratio:.1f}× more without the cache) · "
             f"{same} · largest score difference {summary.max_logit_gap:.1e}"
             + (f"  \n*{quiet}*" if quiet else ""))
+
+
+def impossible_markdown(summary) -> str:
+    """What stands where an impossible speed-up would (`summary.impossible`: the reason)."""
+    again = ("measured again: still impossible, so no speed-up is shown" if summary.attempt
+             else "measuring once more…")
+    return f"**not a possible result**: {summary.impossible} This machine was disturbed; {again}"
 
 
 def _verdict(speedup: float) -> str:

@@ -6,7 +6,8 @@ None when the figure is possible, or one sentence saying what is wrong with it:
 
 - a batch of B rows reads the same weights once for all of them: it can raise throughput at
   most B× over one row (`batch_gain`);
-- a B-row step does all of a 1-row step's work and more: it cannot be shorter (`batch_step`);
+- a B-row step does all of a 1-row step's work and more: it cannot be shorter (`batch_step`:
+  the same fact as `batch_gain` seen from the step time, for a screen that shows that);
 - a cached step runs one token where recomputing runs the whole sequence: it cannot be slower
   (`cached_step`);
 - a decode step must read its bytes: tokens/s cannot beat bandwidth ÷ bytes (`bandwidth`);
