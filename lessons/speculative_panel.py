@@ -20,7 +20,7 @@ from .common.context import AppContext
 from .common.controls import guess_box, slider
 from .common.feedback import guarded
 from .common.lesson_text import lesson_page
-from .speculative_handlers import DRAFTS, GUESS_KEY, PROMPT, run_batch, run_spec_race, run_k_sweep
+from .speculative_handlers import DRAFTS, GUESS_KEY, PROMPT, run_batch, run_k_sweep, run_spec_race
 
 
 def _heavy(settings: Settings) -> dict:
