@@ -9,9 +9,9 @@ from inference.experiments.spec_workload import SPEC_PROMPTS, spec_prompt
 from inference.experiments.speculative_batch import batch_interplay
 from inference.experiments.speculative_race import (
     PlainStep,
-    race,
     race_updates,
-    summarize,
+    spec_race,
+    summarize_spec_race,
     sweep_k,
 )
 from inference.speculative import SpecPass
@@ -26,7 +26,7 @@ def edit_ids(lm):
 
 
 def test_speculative_race_lanes_take_turns_and_agree(lm, edit_ids):
-    records = list(race(lm, edit_ids, make_draft(lm, "prompt_lookup"), 4, NEW))
+    records = list(spec_race(lm, edit_ids, make_draft(lm, "prompt_lookup"), 4, NEW))
     passes = [r for r in records if isinstance(r, SpecPass)]
     plain = [r for r in records if isinstance(r, PlainStep)]
     assert len(plain) == passes[-1].tokens_so_far == NEW
@@ -37,7 +37,7 @@ def test_speculative_race_lanes_take_turns_and_agree(lm, edit_ids):
             made = r.tokens_so_far
         else:
             assert r.index < made
-    s = summarize(lm, records, len(edit_ids), "prompt_lookup", 4, bandwidth_gbs=10.0)
+    s = summarize_spec_race(lm, records, len(edit_ids), "prompt_lookup", 4, bandwidth_gbs=10.0)
     assert s.identical and s.new_tokens == NEW and s.passes == len(passes) - 1
     assert s.tokens_per_pass == (NEW - 1) / s.passes
     assert s.accepted == sum(p.accepted for p in passes) and s.accepted > 0  # lookup pays here

@@ -136,20 +136,20 @@ def speed_verdict(speedups: Sequence[float], noise: float) -> str:
 
 
 @torch.inference_mode()
-def warm_up(lm, prompt_ids: list[int], draft: Draft, k: int) -> None:
+def warm_up_lanes(lm, prompt_ids: list[int], draft: Draft, k: int) -> None:
     """Untimed: a short run of both lanes, so first-call set-up is not inside the race."""
     list(speculate(lm, prompt_ids, draft, k, max_new_tokens=3))
     forward(lm.model, torch.tensor([prompt_ids[:8]], device=lm.device), DynamicCache())
 
 
 @torch.inference_mode()
-def race(lm, prompt_ids: list[int], draft: Draft, k: int = LIMITS.spec_k.default,
+def spec_race(lm, prompt_ids: list[int], draft: Draft, k: int = LIMITS.spec_k.default,
          new_tokens: int = LIMITS.spec_new_tokens.default) -> Iterator[SpecPass | PlainStep]:
     """Yield each speculative pass, then the plain steps that catch up to its token count.
     Greedy; both lanes stop at end of turn or after `new_tokens`."""
     check_request(lm, prompt_ids, k, new_tokens)
     model, device = lm.model, lm.device
-    warm_up(lm, prompt_ids, draft, k)
+    warm_up_lanes(lm, prompt_ids, draft, k)
     cache, plain = DynamicCache(), []
     for spec in speculate(lm, prompt_ids, draft, k, max_new_tokens=new_tokens):
         yield spec
@@ -172,7 +172,7 @@ def draft_bytes(draft) -> int:
     return bytes_read_per_token(model) if model is not None else 0
 
 
-def summarize(lm, records: Sequence[SpecPass | PlainStep], prompt_tokens: int, draft: str,
+def summarize_spec_race(lm, records: Sequence[SpecPass | PlainStep], prompt_tokens: int, draft: str,
               k: int, bandwidth_gbs: float, draft_bytes_per_step: int = 0) -> SpecRaceSummary:
     """Totals over the tokens both lanes have made (a stopped race is summed fairly)."""
     passes = [r for r in records if isinstance(r, SpecPass)]
@@ -199,8 +199,8 @@ def summarize(lm, records: Sequence[SpecPass | PlainStep], prompt_tokens: int, d
 def run_race(lm, prompt_ids: list[int], draft: Draft, k: int = LIMITS.spec_k.default,
              new_tokens: int = LIMITS.spec_new_tokens.default, shared=None) -> SpecRaceSummary:
     """The whole race, summed (for the bench and the sweep)."""
-    records = list(race(lm, prompt_ids, draft, k, new_tokens))
-    return summarize(lm, records, len(prompt_ids), draft.key, k,
+    records = list(spec_race(lm, prompt_ids, draft, k, new_tokens))
+    return summarize_spec_race(lm, records, len(prompt_ids), draft.key, k,
                      machine_bandwidth(shared, lm.device), draft_bytes(draft))
 
 
@@ -227,8 +227,8 @@ def sweep_k(lm, prompt_ids: list[int], drafts: Sequence[Draft],
         for k in ks:
             yield SpecSweepUpdate(tuple(points), f"{draft.key}, k = {k}: racing "
                               f"({len(points) + 1}/{total})…")
-            records = list(race(lm, prompt_ids, draft, k, new_tokens))
-            points.append(summarize(lm, records, len(prompt_ids), draft.key, k, bandwidth,
+            records = list(spec_race(lm, prompt_ids, draft, k, new_tokens))
+            points.append(summarize_spec_race(lm, records, len(prompt_ids), draft.key, k, bandwidth,
                                     draft_bytes(draft)))
     yield SpecSweepUpdate(tuple(points), f"Done: {total} races.", finished=True)
 
@@ -247,13 +247,13 @@ class RaceUpdate:
 def race_updates(lm, prompt_ids: list[int], draft: Draft, k: int = LIMITS.spec_k.default,
                  new_tokens: int = LIMITS.spec_new_tokens.default, shared=None
                  ) -> Iterator[RaceUpdate]:
-    """`race`, as one update after each speculative pass and its plain catch-up, then the
+    """`spec_race`, as one update after each speculative pass and its plain catch-up, then the
     summary (the bandwidth is this machine's shared figure)."""
     bandwidth = machine_bandwidth(shared, lm.device)
     records: list[SpecPass | PlainStep] = []
     passes: list[SpecPass] = []
     plain = 0
-    for r in race(lm, prompt_ids, draft, k, new_tokens):
+    for r in spec_race(lm, prompt_ids, draft, k, new_tokens):
         records.append(r)
         if isinstance(r, SpecPass):
             if passes:  # the previous pass and its catch-up are complete
@@ -262,7 +262,7 @@ def race_updates(lm, prompt_ids: list[int], draft: Draft, k: int = LIMITS.spec_k
             passes.append(r)
         else:
             plain += 1
-    summary = summarize(lm, records, len(prompt_ids), draft.key, k, bandwidth,
+    summary = summarize_spec_race(lm, records, len(prompt_ids), draft.key, k, bandwidth,
                         draft_bytes(draft))
     yield RaceUpdate(tuple(passes), plain, f"Done: {summary.new_tokens} tokens in "
                      f"{summary.passes} passes.", summary)
