@@ -14,7 +14,7 @@ from inference.experiments import noise
 from inference.experiments.machine_roofline import (
     measure_compute_roof,
     measure_roofline,
-    measure_step_bound,
+    measure_roofline_step_bound,
 )
 from inference.experiments.memory_guard import memory_budget_bytes
 from inference.experiments.model_sizes import size_rows
@@ -66,7 +66,7 @@ def step_bound_outputs(lm, r: Roofline, bound: StepBound, caption: str,
 def measured_step_bound(lm) -> tuple[StepBound, Noise]:
     """Profile one decode step's split, with the noise rule's readings around it."""
     watch = noise.begin(lm.device)
-    bound = measure_step_bound(lm)
+    bound = measure_roofline_step_bound(lm)
     return bound, noise.end(lm.device, watch)
 
 

@@ -2,7 +2,7 @@
 roofline), the matmul GFLOP/s and the passes placed under both roofs, and what bounds one
 decode step. Every figure is measured here, on the loaded model, with device-synced timing.
 
-`measure_roofline`, `measure_compute_roof` and `measure_step_bound` are what the lesson, the
+`measure_roofline`, `measure_compute_roof` and `measure_roofline_step_bound` are what the lesson, the
 presenter and the bench call; the shared `shared` results keep the machine's one bandwidth and
 GFLOP/s figure per process. `roofline_steps` is `measure_roofline` one decode step at a time,
 for a screen that shows "decode step k of N" and the speed so far while it runs.
@@ -93,6 +93,6 @@ def measure_compute_roof(lm, r: Roofline, shared=None, new_tokens: int = ROOFLIN
     return ComputeRoof(peak, r.bandwidth_gbs, (decode, *batch, prefill))
 
 
-def measure_step_bound(lm) -> StepBound:
+def measure_roofline_step_bound(lm) -> StepBound:
     """What bounds a decode step of the roofline's prompt (the race only on a GPU)."""
     return step_bound.measure_step_bound(lm, prompt_ids(lm.tokenizer, ROOFLINE_PROMPT))
