@@ -2,9 +2,9 @@
 roofline), the matmul GFLOP/s and the passes placed under both roofs, and what bounds one
 decode step. Every figure is measured here, on the loaded model, with device-synced timing.
 
-`measure_roofline`, `measure_compute_roof` and `measure_roofline_step_bound` are what the lesson, the
-presenter and the bench call; the shared `shared` results keep the machine's one bandwidth and
-GFLOP/s figure per process. `roofline_steps` is `measure_roofline` one decode step at a time,
+`measure_roofline`, `measure_compute_roof` and `measure_roofline_step_bound` are what the
+lesson, the presenter and the bench call; the shared `shared` results keep the machine's one
+bandwidth and GFLOP/s figure per process. `roofline_steps` is `measure_roofline` one decode step at a time,
 for a screen that shows "decode step k of N" and the speed so far while it runs.
 """
 from __future__ import annotations
