@@ -4,8 +4,8 @@ decode step. Every figure is measured here, on the loaded model, with device-syn
 
 `measure_roofline`, `measure_compute_roof` and `measure_roofline_step_bound` are what the
 lesson, the presenter and the bench call; the shared `shared` results keep the machine's one
-bandwidth and GFLOP/s figure per process. `roofline_steps` is `measure_roofline` one decode step at a time,
-for a screen that shows "decode step k of N" and the speed so far while it runs.
+bandwidth and GFLOP/s figure per process. `roofline_steps` is `measure_roofline` one decode step at
+a time, for a screen that shows "decode step k of N" and the speed so far while it runs.
 """
 from __future__ import annotations
 
