@@ -27,10 +27,10 @@ def reports():
 
 
 def test_ceiling_is_bandwidth_over_bytes():
-    assert roofline_bytes.ceiling_tokens_per_s(20.0, 500e6) == pytest.approx(40.0)
-    assert roofline_bytes.ceiling_tokens_per_s(20.0, 0) == 0.0
+    assert roofline_bytes.ceiling_at(20.0, 500e6) == pytest.approx(40.0)
+    assert roofline_bytes.ceiling_at(20.0, 0) == 0.0
     # the chart's curve and the engine's roofline use the same formula
-    assert roofline_bytes.ceiling_tokens_per_s(22.5, 541e6) == pytest.approx(
+    assert roofline_bytes.ceiling_at(22.5, 541e6) == pytest.approx(
         ceiling_tokens_per_s(22.5, 541e6))
 
 

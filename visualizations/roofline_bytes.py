@@ -19,8 +19,9 @@ BYTES_AXIS = "Bytes read per decode token (MB)"
 WEIGHT_BYTES_AXIS = "Weight bytes read per decode token (MB; KV cache not counted)"
 
 
-def ceiling_tokens_per_s(bandwidth_gbs: float, bytes_per_token: float) -> float:
-    """Theoretical decode ceiling when memory-bound: bandwidth ÷ bytes read per token."""
+def ceiling_at(bandwidth_gbs: float, bytes_per_token: float) -> float:
+    """Theoretical decode ceiling when memory-bound: bandwidth ÷ bytes read per token (the
+    engine's `ceiling_tokens_per_s`, restated: visualizations import no engine)."""
     return bandwidth_gbs * 1e9 / bytes_per_token if bytes_per_token > 0 else 0.0
 
 
@@ -31,7 +32,7 @@ def roofline_title(reports, bandwidth_gbs: float, noise=None) -> str:
     run still going, or judged busy, names both speeds and draws none."""
     if len(reports) == 1:
         r = reports[0]
-        share = r.decode_tokens_per_s / ceiling_tokens_per_s(bandwidth_gbs, r.bytes_per_token)
+        share = r.decode_tokens_per_s / ceiling_at(bandwidth_gbs, r.bytes_per_token)
         return (f"Decode here: {r.decode_tokens_per_s:.1f} tokens/s, {share:.0%} of the "
                 "bandwidth ceiling")
     small = min(reports, key=lambda r: r.bytes_per_token)
@@ -65,12 +66,12 @@ def roofline_figure(reports, bandwidth_gbs: float, bandwidth_note: str = "",
     low = min(r.bytes_per_token for r in reports) * 0.7
     xs = [low + (top - low) * i / 99 for i in range(100)]
     fig = go.Figure([go.Scatter(
-        x=[x / MB for x in xs], y=[ceiling_tokens_per_s(bandwidth_gbs, x) for x in xs],
+        x=[x / MB for x in xs], y=[ceiling_at(bandwidth_gbs, x) for x in xs],
         mode="lines",
         name=f"ceiling: {bandwidth_gbs:.1f} GB/s ÷ bytes per token (theoretical{bandwidth_note})",
         line=dict(color=PALETTE["grey"], dash="dash", width=3))])
     for i, r in enumerate(reports):
-        share = r.decode_tokens_per_s / ceiling_tokens_per_s(bandwidth_gbs, r.bytes_per_token)
+        share = r.decode_tokens_per_s / ceiling_at(bandwidth_gbs, r.bytes_per_token)
         fig.add_trace(go.Scatter(
             x=[r.bytes_per_token / MB], y=[r.decode_tokens_per_s], mode="markers+text",
             name=f"{r.key} (measured)", text=[r.key], textposition="top center",
