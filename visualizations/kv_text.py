@@ -72,7 +72,7 @@ def race_summary_markdown(summary, noise=None) -> str:
              "noisy: run again" if busy else "so far" if noise is None
              else "same tokens" if summary.same_tokens else "tokens differ (near-tie)"),
     ])
-    verdict = (impossible_markdown(summary) if impossible else
+    verdict = (impossible_race_markdown(summary) if impossible else
                _verdict(summary.speedup) if supports_verdict(noise) else
                "no verdict from a busy machine" if busy else
                "the verdict comes after the last step")
@@ -91,7 +91,7 @@ def race_summary_markdown(summary, noise=None) -> str:
             + (f"  \n*{quiet}*" if quiet else ""))
 
 
-def impossible_markdown(summary) -> str:
+def impossible_race_markdown(summary) -> str:
     """What stands where an impossible speed-up would (`summary.impossible`: the reason)."""
     again = ("measured again: still impossible, so no speed-up is shown" if summary.attempt
              else "measuring once more…")
