@@ -1,0 +1,103 @@
+"""A quiet reference per machine: the first quiet run of each headline figure, kept on disk.
+
+A class on a busy machine still deserves the figure this machine gives when nothing else runs.
+So the first time the noise rule (`noise.py`) judges a headline run quiet, its figure is
+written to `quiet-reference.json` in the app's cache folder (`weight_cache_root()`), with the
+time and this machine's name; it is never overwritten by a later run. When a live run is busy,
+the screen shows that reference big ("measured on this machine at 09:12, quiet") and the live
+figure beside it, small. A file that cannot be read, or that another machine wrote (a copied
+cache folder), is ignored with a log line and replaced by the next quiet run.
+
+Each figure is kept under a key that names what was measured and how (e.g. the KV race at 24
+tokens after a 30-token prompt, float32), so only like is shown beside like. Not covered: a
+machine that changes under the same name (a new BIOS setting, another Space tenant): the
+reference says when it was measured, and deleting the file starts afresh.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from dataclasses import asdict, dataclass
+from datetime import datetime
+
+import torch
+
+from ..config import weight_cache_root
+from .cpu_flags import this_cpu
+
+FILE = "quiet-reference.json"
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Reference:
+    """One headline figure from this machine's first quiet run."""
+
+    key: str  # what was measured, and how: "kv_race 24+30 float32"
+    value: float  # the figure (e.g. 2.9 for "2.9×")
+    label: str  # how it reads with its spread: "2.9×, range 2.7–3.0 over 5 rounds"
+    measured_at: str  # local time, ISO 8601 to the second
+    machine: str  # this_machine() when it was measured
+
+    def when(self, now: datetime | None = None) -> str:
+        """'09:12' today, else '2 Dec 09:12'."""
+        t, now = datetime.fromisoformat(self.measured_at), now or datetime.now()
+        return t.strftime("%H:%M") if t.date() == now.date() else f"{t.day} {t:%b %H:%M}"
+
+
+def this_machine() -> str:
+    """This machine's name for the file: its CPU, its cores, and its GPU when there is one."""
+    name = f"{this_cpu()}, {os.cpu_count() or 1} cores"
+    if torch.cuda.is_available():
+        name += f", {torch.cuda.get_device_name()}"
+    return name
+
+
+def default_path() -> str:
+    """The reference file in the app's cache folder."""
+    return os.path.join(weight_cache_root(), FILE)
+
+
+def read(path: str | None = None, machine: str | None = None) -> dict[str, Reference]:
+    """This machine's references by key; {} (with a log line) for a missing file, one that
+    cannot be parsed, or one another machine wrote."""
+    path, machine = path or default_path(), machine or this_machine()
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        refs = {k: Reference(**v) for k, v in data["figures"].items()}
+        written_by = data["machine"]
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        log.warning("quiet reference %s ignored: cannot be read (%s)", path, e)
+        return {}
+    if written_by != machine or any(r.machine != machine for r in refs.values()):
+        log.warning("quiet reference %s ignored: written on %r, this is %r", path, written_by,
+                    machine)
+        return {}
+    return refs
+
+
+def keep(key: str, value: float, label: str, noise, path: str | None = None,
+         machine: str | None = None, now: datetime | None = None) -> Reference | None:
+    """This machine's reference for `key`: the one on file, else this run's figure, written
+    when `noise` (the run's `Noise`) judged it quiet. None: no quiet run of it yet."""
+    path, machine = path or default_path(), machine or this_machine()
+    refs = read(path, machine)
+    if key in refs or noise is None or noise.busy:
+        return refs.get(key)
+    at = (now or datetime.now()).isoformat(timespec="seconds")
+    refs[key] = Reference(key, float(value), label, at, machine)
+    data = {"machine": machine, "figures": {k: asdict(r) for k, r in refs.items()}}
+    try:  # written whole, then renamed: a reader never sees half a file
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=1)
+        os.replace(tmp, path)
+    except OSError as e:  # a read-only cache folder: the figure is still this run's
+        log.warning("quiet reference %s not written (%s)", path, e)
+    return refs[key]
