@@ -21,7 +21,7 @@ from inference.experiments.paged_demo import (
     fill_pool,
     finish,
     start_pool,
-    step,
+    step_pool,
 )
 from visualizations.pool_view import (
     block_tables_html,
@@ -88,7 +88,7 @@ def step_all(lm, settings: Settings, demo: DemoPool | None) -> PagesFrame:
     """One decode step for every running request (new blocks taken, preemption if none)."""
     if demo is None or not demo.prompts:
         raise NotReadyError("Add a request first: there is nothing in the pool to step.")
-    return frame(demo, step(lm, demo))
+    return frame(demo, step_pool(lm, demo))
 
 
 def finish_oldest(lm, settings: Settings, demo: DemoPool | None) -> PagesFrame:

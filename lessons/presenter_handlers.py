@@ -315,7 +315,7 @@ def batch_sweep_steps(lm, settings: Settings, shared
 
 def batch_points(lm, settings: Settings, shared) -> tuple[tuple, Noise]:
     """`batch_sweep_steps` run to the end: the finished sweep's points and its reading."""
-    return finish(batch_sweep_steps(lm, settings, shared))
+    return run_to_end(batch_sweep_steps(lm, settings, shared))
 
 
 def batch(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
@@ -378,7 +378,7 @@ MEASURES: dict[str, Callable[[object, Settings, object],
     f.__name__: f for f in (answer, tokens, token_mix, prefill, prefill_race, decode, roofline,
                             speculative, step_split, kv_bytes, kv_race, long_context, batch,
                             int8, cost)}
-def finish(gen: Generator):
+def run_to_end(gen: Generator):
     """Run a generator to its end; its return value."""
     while True:
         try:

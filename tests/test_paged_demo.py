@@ -7,7 +7,7 @@ from inference.experiments.paged_demo import (
     fill_pool,
     finish,
     start_pool,
-    step,
+    step_pool,
 )
 from inference.generation import stream
 from inference.sampling import SamplingSettings
@@ -20,7 +20,7 @@ def test_paged_demo_add_step_finish(lm):
     r = v.requests[0]
     assert r.generated_tokens == 1 and v.pool.blocks_used == -(-r.prompt_tokens // 8)
     for _ in range(3):
-        v = step(lm, demo)
+        v = step_pool(lm, demo)
     assert v.requests[0].generated_tokens == 4 and v.seconds > 0
     used = v.pool.blocks_used
     v = finish(lm, demo)
@@ -50,7 +50,7 @@ def test_paged_demo_fill_pool_preempts_and_resumes_with_solo_tokens(lm):
     for _ in range(12):
         if rid in demo.finished or len(demo.generated[rid]) >= 12:
             break
-        step(lm, demo)
+        step_pool(lm, demo)
     got = demo.generated[rid]
     assert rid not in demo.waiting and len(got) >= 2
     expected = [e.token_id for e in stream(lm, demo.prompts[rid], SamplingSettings(), len(got))]

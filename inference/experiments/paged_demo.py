@@ -6,7 +6,7 @@ action, each returning a frozen `DemoView` that `visualizations/pool_view.py` dr
 
 - `start_pool`: an empty pool of N blocks;
 - `add_request`: a prompt is admitted (the blocks it needs now) and prefilled: first token;
-- `step`: one decode step for every request; a request whose last block is full takes a new
+- `step_pool`: one decode step for every request; a request whose last block is full takes a new
   one, and when none is left the newest is preempted (it waits, then resumes by recomputing);
 - `finish`: a request ends; its blocks go back: full ones stay cached (idle), the rest free;
 - `add_shared_prefix`: two prompts with one prefix: the second maps the first's full blocks;
@@ -112,7 +112,7 @@ def add_request(lm, demo: DemoPool, text: str, system: str = SYSTEM) -> DemoView
                           f"{len(ids) - hit} prefilled.", seconds)
 
 
-def step(lm, demo: DemoPool) -> DemoView:
+def step_pool(lm, demo: DemoPool) -> DemoView:
     """Resume waiting requests that fit, take blocks (preempting the newest when none is
     left), then one decode step for every running request."""
     notes, seconds = [], 0.0
@@ -177,7 +177,7 @@ def fill_pool(lm, demo: DemoPool, max_steps: int = 64) -> DemoView:
     for _ in range(max_steps):
         if demo.batch.preemptions > start or not demo.batch.rows:
             break
-        last = step(lm, demo)
+        last = step_pool(lm, demo)
     if demo.batch.preemptions > start:
         return view(lm, demo, "The pool filled up. " + last.note, last.seconds)
     return view(lm, demo, f"No preemption within {max_steps} steps: the pool still had room.",
