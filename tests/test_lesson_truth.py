@@ -8,7 +8,8 @@ from dataclasses import replace
 import pytest
 
 from inference.loading import GGUF_SOURCE, ModelInfo
-from lessons.common.lesson_text import ASSETS, FROM_INFO, fill, lesson_text
+from lessons.common.lesson_text import ASSETS, FROM_INFO, lesson_text
+from lessons.common.lesson_text import fill_placeholders as fill
 from visualizations.quant_text import weights_origin_md
 
 CPU_FP32 = ModelInfo(

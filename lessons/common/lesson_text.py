@@ -12,7 +12,7 @@ written. Without a value (no info passed), a placeholder's enclosing parenthesis
 dropped, or, outside parentheses, its whole line: a sentence never shows a figure that was not
 read from the model.
 
-    >>> fill("all layers ($layers here) at once", None)
+    >>> fill_placeholders("all layers ($layers here) at once", None)
     'all layers at once'
 
 A lesson's tab shows `lesson_page(...)`: the same text with the first use of each glossary term
@@ -42,7 +42,7 @@ FROM_INFO: dict[str, Callable[[object], str]] = {
 BLOCKS = ("weights_origin",)  # whole notes a panel passes in `extra`; dropped when it doesn't
 
 
-def fill(text: str, info=None, extra: dict[str, str] | None = None) -> str:
+def fill_placeholders(text: str, info=None, extra: dict[str, str] | None = None) -> str:
     """`text` with every known placeholder replaced by the model's own figure (see above)."""
     values = {name: f(info) for name, f in FROM_INFO.items()} if info is not None else {}
     values.update(extra or {})
@@ -62,7 +62,7 @@ def lesson_text(name: str, info=None, extra: dict[str, str] | None = None) -> st
     """The markdown of assets/<name>, its placeholders filled from `info` (a ModelInfo) and
     `extra` (more named blocks, e.g. a note that depends on where the weights came from)."""
     with open(os.path.join(ASSETS, name), encoding="utf-8") as f:
-        return fill(f.read(), info, extra)
+        return fill_placeholders(f.read(), info, extra)
 
 
 def lesson_page(name: str, info=None, extra: dict[str, str] | None = None) -> str:
