@@ -8,7 +8,7 @@ from __future__ import annotations
 Targets = dict[str, tuple[str, float]]  # dotted key -> (">=" or "<=", goal)
 
 
-def lookup(results: dict, dotted: str):
+def dotted_value(results: dict, dotted: str):
     """`results["a"]["b"]` for "a.b"; None where a part is missing."""
     cur = results
     for part in dotted.split("."):
@@ -20,7 +20,7 @@ def check(results: dict, targets: Targets) -> dict:
     """{key: {"value", "target", "met"}}: a missing value is not met."""
     out = {}
     for key, (op, goal) in targets.items():
-        v = lookup(results, key)
+        v = dotted_value(results, key)
         ok = v is not None and (v >= goal if op == ">=" else v <= goal)
         out[key] = {"value": v, "target": f"{op} {goal}", "met": ok}
     return out
