@@ -132,7 +132,7 @@ def bench_sections(lm) -> dict:
         "decode": lambda: decode_figures(lm, ids),
         # "This machine"'s own measurement; its race is the "captured" section, run once
         "step_profile": lambda: step_figures(measure_step_bound(lm, ids, race_tokens=0)),
-        "prefill": lambda: measure.prefill_lengths(lm, (16, 1024)),
+        "prefill": lambda: measure.prefill_speeds(lm, (16, 1024)),
         "kv_cache": lambda: measure.kv_cache_race(lm, prompt_ids(lm.tokenizer, KV_PROMPT)),
         "batching": lambda: measure.batch_sweep(lm, ids),
         "captured": lambda: captured_vs_eager(lm, ids),

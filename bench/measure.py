@@ -67,7 +67,7 @@ def decode_comparison(lm, ids: list[int], new_tokens: int = 32, repeats: int = 5
             "engine_runs": eng, "generate_runs": gen}
 
 
-def prefill_lengths(lm, lengths=(16, 64, 256, 1024)) -> list[dict]:
+def prefill_speeds(lm, lengths=(16, 64, 256, 1024)) -> list[dict]:
     out = []
     time_parallel(lm.model, sweep_tokens(lm.tokenizer, 8), lm.device)  # warm-up
     for n in lengths:

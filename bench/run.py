@@ -114,7 +114,7 @@ def main() -> dict:
     print(results["step_profile"])
 
     section("prefill")
-    results["prefill"] = measure.prefill_lengths(lm)
+    results["prefill"] = measure.prefill_speeds(lm)
     print(results["prefill"])
 
     section("KV cache: with vs without")
