@@ -6,26 +6,18 @@ Standard library only (`http.client`), so the bench needs nothing the app does n
 the vLLM peer's venv is never imported here. The wire format is the server-sent events of
 `POST /v1/chat/completions` with `"stream": true`: one `data: {json}` line per chunk, each
 chunk's `choices[0].delta.content` a piece of text, a last chunk with `usage` when
-`stream_options.include_usage` is asked for, then `data: [DONE]`.
-
-    >>> sse_payloads([b'data: {"a": 1}', b'', b': keep-alive', b'data: [DONE]'])
-    [{'a': 1}]
+`stream_options.include_usage` is asked for, then `data: [DONE]`, read by the engine's own parser
+(`inference.remote_engine.sse_payloads`).
 """
 from __future__ import annotations
 
 import http.client
 import json
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from urllib.parse import urlsplit
 
-from inference.remote_engine import sse_payloads as _payloads
-
-
-def sse_payloads(lines: Iterable[bytes]) -> list[dict]:
-    """The JSON payloads of server-sent event lines, up to `[DONE]` (comments and blanks
-    skipped): the engine's own parser (`inference.remote_engine.sse_payloads`)."""
-    return list(_payloads(lines))
+from inference.remote_engine import sse_payloads
 
 
 def chat_body(model: str, prompt: str, new_tokens: int) -> dict:
@@ -47,7 +39,7 @@ def stream_chat(base_url: str, body: dict, timeout_s: float = 300.0) -> Iterator
         resp = conn.getresponse()
         if resp.status != 200:
             raise RuntimeError(f"HTTP {resp.status}: {resp.read(300).decode('utf-8', 'replace')}")
-        yield from _payloads(iter(resp.readline, b""))
+        yield from sse_payloads(iter(resp.readline, b""))
     finally:
         conn.close()
 

@@ -10,8 +10,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from bench import vllm_peer
-from bench.openai_client import chat_body, sse_payloads, timed_chat
+from bench.openai_client import chat_body, timed_chat
 from bench.serving import class_load, class_prompt
+from inference.remote_engine import sse_payloads
 
 PIECES = ["Bees", " hum", " softly", "."]
 
@@ -57,7 +58,7 @@ def fake_url():
 
 def test_sse_payloads_stop_at_done_and_skip_comments():
     lines = [b": ping", b"data: {\"x\": 1}", b"", b"data: [DONE]", b"data: {\"x\": 2}"]
-    assert sse_payloads(lines) == [{"x": 1}]
+    assert list(sse_payloads(lines)) == [{"x": 1}]
 
 
 def test_chat_body_is_the_apps_chat_greedy():
