@@ -19,7 +19,7 @@ from plotly.graph_objects import Figure
 from inference import served_alongside
 from inference.batching import padding_waste
 from inference.config import LIMITS, Settings
-from inference.experiments import noise
+from inference.experiments import noise, quiet_reference
 from inference.experiments.batch_sweep import SweepUpdate, run_sweep, sweep_sizes
 from inference.experiments.memory_guard import (
     check_batch_fits,
@@ -166,7 +166,8 @@ def _sweep_frame(lm, update: SweepUpdate, message: str, schedules: ScheduleCompa
                 if done and one is not None else "")
     return SweepFrame(
         progress=text.sweep_progress_markdown(update, message),
-        cards=text.sweep_cards(update, judged),
+        cards=text.sweep_cards(update, judged, quiet_reference.for_sweep(update, lm.info.dtype,
+                                                                         judged)),
         throughput=charts.throughput_chart(update.points, cap, judged),
         step_time=charts.step_time_chart(update.points, update.bandwidth_gbs, cap),
         tradeoff=charts.tradeoff_chart(update.points, cap),

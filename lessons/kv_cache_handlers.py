@@ -15,7 +15,7 @@ from plotly.graph_objects import Figure
 from inference import served_alongside
 from inference.config import Settings
 from inference.errors import PromptTooLongError, SettingOutOfRangeError
-from inference.experiments import noise
+from inference.experiments import noise, quiet_reference
 from inference.experiments.attention_view import AttentionView, HeldAttention, newest_attention
 from inference.experiments.kv_growth import watch_growth
 from inference.experiments.kv_projection import (
@@ -190,8 +190,10 @@ def race_frames(lm, settings: Settings, prompt: str, new_tokens: int,
                                  noisy=not supports_verdict(judged))
                         if last and not summary.impossible else "")
             caption = info_caption(lm.info, chats=served_alongside.chats_so_far())  # so far
+            quiet = quiet_reference.for_race(summary, lm.info.dtype, judged) if last else None
             yield RaceFrame(plot=kv_charts.race_figure(steps, caption),
-                            summary=kv_text.race_summary_markdown(summary, judged) + compared,
+                            summary=kv_text.race_summary_markdown(summary, judged, quiet)
+                            + compared,
                             progress=kv_text.race_progress_markdown(step.index, n),
                             diagram=race_diagram(prompt, steps, lm.info.layers, output=pieces,
                                                  capacity=len(ids) + n),

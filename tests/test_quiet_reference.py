@@ -74,3 +74,29 @@ def test_this_machine_names_the_cpu():
     from inference.experiments.cpu_flags import this_cpu
 
     assert qr.this_machine().startswith(this_cpu()) and "cores" in qr.this_machine()
+
+
+def test_the_race_and_the_sweep_keep_and_show_their_reference(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from test_robust_figures import point, race_steps
+
+    from inference.experiments.kv_race import summarize
+    from visualizations import batching_text, kv_text
+
+    monkeypatch.setattr(qr, "default_path", lambda: str(tmp_path / qr.FILE))
+    impossible = summarize(race_steps(cached_s=0.5), 20)
+    assert qr.for_race(impossible, "float32", QUIET) is None  # quiet but impossible: not kept
+    quiet = summarize(race_steps(), 20)
+    ref = qr.for_race(quiet, "float32", QUIET)
+    assert ref.value == quiet.speedup and ref.label == quiet.robust.label()
+    busy = summarize(race_steps(slow_cached=set(range(1, 24))), 20)  # every cached step slowed
+    assert qr.for_race(busy, "float32", BUSY) == ref
+    text = kv_text.race_summary_markdown(busy, BUSY, ref)
+    assert f"<span class='lab-big-value'>{quiet.speedup:.1f}×</span>" in text
+    assert "quiet" in text and "This run, busy: not a possible result" in text
+    sweep = SimpleNamespace(points=(point(1, 0.06), point(16, 0.24)), finished=True)
+    kept = qr.for_sweep(sweep, "float32", QUIET)
+    assert kept.value == 4.0 and kept.key != ref.key
+    cards = batching_text.sweep_cards(sweep, BUSY, kept)
+    assert "batch 16 ÷ 1, quiet" in cards and "This run, busy: 4.0×" in cards

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from .batching_charts import throughput_trend
 from .cards import WAITING, Card, cards_html, times
 from .noise_view import busy_notice_html, supports_verdict
+from .reference_view import reference_html
 
 VIRTUAL_CLOCK = ("*Times are on a **virtual clock**: it advances by the measured, synced "
                  "duration of each forward pass (and jumps ahead while the server is idle), so "
@@ -26,13 +27,14 @@ def sweep_progress_markdown(update, message: str) -> str:
     return f"{mark} {message}"
 
 
-def sweep_cards(sweep, noise=None) -> str:
+def sweep_cards(sweep, noise=None, reference=None) -> str:
     """The sweep's headline cards, under Run sweep: batch 1's tokens/s, the largest measured
     batch's, and their ratio. `sweep`: a `SweepUpdate` (points, finished), or None; `noise`: the
     finished sweep's `Noise`. The ratio card's word comes from the numbers (`throughput_trend`)
     on a quiet finished run only; busy: the numbers and "busy machine", no word (the notice
     stands in the table and the closing note); running: so far. Short values, the unit in the
-    label: three cards share one row on a phone."""
+    label: three cards share one row on a phone. `reference`: this machine's quiet reference
+    for the ratio, shown big above a busy run (`reference_view`)."""
     points = sorted(sweep.points, key=lambda p: p.batch) if sweep is not None else []
     if not points:
         return NO_SWEEP_CARDS
@@ -41,8 +43,11 @@ def sweep_cards(sweep, noise=None) -> str:
     if len(points) < 2:
         return cards_html([first, Card("largest batch tok/s", WAITING, "next batch size")])
     big = points[-1]
+    ratio = times(big.tokens_per_s / one.tokens_per_s)
+    ratio = "not a possible result" if big.impossible else ratio
+    quiet = reference_html(reference, f"batch {big.batch} ÷ {one.batch}", ratio, noise)
     if big.impossible and sweep.finished:  # measured twice, still impossible: not a result
-        return cards_html([first, Card(f"batch {big.batch} tok/s", "—", "impossible"),
+        return quiet + cards_html([first, Card(f"batch {big.batch} tok/s", "—", "impossible"),
                            Card(f"batch {big.batch} ÷ {one.batch}", "—", "not shown")]
                           ) + "\n\n" + impossible_markdown(big.impossible)
     if noise is not None and noise.busy:
@@ -52,7 +57,7 @@ def sweep_cards(sweep, noise=None) -> str:
                 "levelled": "levelled off, measured"}[throughput_trend(points)]
     else:
         note = "so far, measured" if not sweep.finished else "measured"
-    return cards_html([
+    return quiet + cards_html([
         first,
         Card(f"batch {big.batch} tok/s", f"{big.tokens_per_s:.1f}", "measured"),
         Card(f"batch {big.batch} ÷ {one.batch}", times(big.tokens_per_s / one.tokens_per_s), note),

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from .cards import Card, cards_html, times
 from .model_card import human_bytes
 from .noise_view import busy_notice_html, quiet_note, supports_verdict, withheld
+from .reference_view import reference_html
 
 
 def formula_markdown(snap) -> str:
@@ -53,17 +54,20 @@ def race_cached_progress_markdown(index: int, new_tokens: int) -> str:
     return f"Step {index + 1} of {new_tokens} · cached lane done, now recomputing everything…"
 
 
-def race_summary_markdown(summary, noise=None) -> str:
+def race_summary_markdown(summary, noise=None, reference=None) -> str:
     """The race's `RaceSummary`: both lanes' time, their work, and whether their tokens agree.
     `noise` (a `Noise` record, read by attribute): None while the race runs (no verdict yet),
-    busy (the notice, no verdict), quiet (the verdict)."""
+    busy (the notice, no verdict), quiet (the verdict). `reference`: this machine's quiet
+    reference for such a race, shown big above a busy run (`reference_view`)."""
     if not summary.new_tokens:
         return "*Press **Race**: the same prompt runs with and without the cache.*"
     same = ("the same greedy tokens in both lanes" if summary.same_tokens
             else "**different tokens** (float rounding tipped a near-tie)")
     busy = noise is not None and noise.busy
     impossible = summary.impossible if noise is not None else None
-    head = busy_notice_html(noise) + cards_html([
+    live = "not a possible result" if impossible else times(summary.speedup)
+    head = busy_notice_html(noise) + reference_html(
+        reference, "The cache's speed-up", live, noise) + cards_html([
         Card("With the KV cache", f"{summary.cached_seconds:.2f} s",
              f"measured, {summary.new_tokens} tokens"),
         Card("Recomputing everything", f"{summary.recompute_seconds:.2f} s", "measured"),

@@ -101,3 +101,26 @@ def keep(key: str, value: float, label: str, noise, path: str | None = None,
     except OSError as e:  # a read-only cache folder: the figure is still this run's
         log.warning("quiet reference %s not written (%s)", path, e)
     return refs[key]
+
+
+def for_race(summary, dtype: str, noise) -> Reference | None:
+    """The KV race's reference (a `RaceSummary`): its robust speed-up, kept from a quiet run
+    whose figure is possible; an impossible one only reads what is on file."""
+    if summary.robust is None:
+        return None
+    key = f"kv_race {summary.new_tokens} tokens after {summary.prompt_tokens} {dtype}"
+    return keep(key, summary.speedup, summary.robust.label(),
+                None if summary.impossible else noise)
+
+
+def for_sweep(update, dtype: str, noise) -> Reference | None:
+    """The batch sweep's reference (a finished `SweepUpdate`): the largest batch's gain over
+    batch 1, kept from a quiet run whose figures are all possible."""
+    if not update.finished or len(update.points) < 2:
+        return None
+    one, big = update.points[0], update.points[-1]
+    key = (f"batch_gain {big.batch}÷{one.batch} {len(big.step_times)} steps after "
+           f"{big.prompt_tokens} {dtype}")
+    gain = big.gain_over(one)
+    possible = not any(p.impossible for p in update.points)
+    return keep(key, gain.estimate, gain.label(), noise if possible else None)
