@@ -132,7 +132,7 @@ def token_mix(lm, settings: Settings, shared) -> Measured:
                     " · ".join(f"{n}: {c} tokens / {words[n]} words" for n, c in counts.items()))
 
 
-def prefill(lm, settings: Settings, shared) -> Measured:
+def prefill_time(lm, settings: Settings, shared) -> Measured:
     ids = encode_prompt(lm, settings, PROMPT)
     watch = noise.begin(lm.device)
     m = measure_prompt(lm, ids)
@@ -375,9 +375,10 @@ def cost(lm, settings: Settings, shared) -> Measured:
 
 MEASURES: dict[str, Callable[[object, Settings, object],
                              Measured | Iterator[Measured | Step | None]]] = {
-    f.__name__: f for f in (answer, tokens, token_mix, prefill, prefill_race, decode, roofline,
-                            speculative, step_split, kv_bytes, kv_race, long_context, batch,
-                            int8, cost)}
+    "prefill": prefill_time,
+    **{f.__name__: f for f in (answer, tokens, token_mix, prefill_race, decode, roofline,
+                               speculative, step_split, kv_bytes, kv_race, long_context, batch,
+                               int8, cost)}}
 def run_to_end(gen: Generator):
     """Run a generator to its end; its return value."""
     while True:
