@@ -19,22 +19,20 @@ import threading
 import time
 from dataclasses import replace
 
+from bench.serving import class_prompt
 from inference.config import Settings
 from inference.generation import stream
 from inference.sampling import SamplingSettings
 from inference.server import Server
 from inference.tokens import prompt_ids
 
-TOPICS = ["the sea", "volcanoes", "bread", "owls", "trains", "winter", "bees", "comets",
-          "rivers", "chess", "tea", "deserts", "glaciers", "bicycles", "lighthouses"]
 STORY = ("The keeper of the northern lighthouse climbed its {n} steps every evening, wound the "
          "clockwork, trimmed the wick and watched the ships pass the reef in the failing light.")
 
 
 def class_prompts(tok, clients: int = 30) -> list[list[int]]:
     """The classroom of bench/serving.py: distinct chat prompts."""
-    return [prompt_ids(tok, f"Write about {TOPICS[i % len(TOPICS)]} in {3 + i % 4} sentences "
-                            f"(#{i}).") for i in range(clients)]
+    return [prompt_ids(tok, class_prompt(i)) for i in range(clients)]
 
 
 def long_text(tok, tokens: int, variant: int = 0) -> str:
