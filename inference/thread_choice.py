@@ -18,14 +18,21 @@ blends its new passes in. Only the server's own passes use it, and each pass res
 thread count after it, so a lesson's measurement on the same compute thread runs at the
 default. Results do not depend on it (the tokens are the same at any thread count; tests
 check the server's rows against solo runs).
+
+A lesson's measurement that compares two kinds of pass (the KV cache race) asks once, before
+it starts: `fastest_threads` times a short pass at the default and at 1 thread, and the whole
+measurement runs at the faster (`num_threads`), both lanes alike, the count restored around
+each timed step so nothing else on the compute thread inherits it.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
+
+from .timing import stopwatch
 
 
 @dataclass(frozen=True)
@@ -132,3 +139,33 @@ class ThreadChoice:
             out += [ThreadFigure(kind, tokens, c, s, c == best)
                     for c, s in sorted(shape.per_token.items(), reverse=True)]
         return tuple(out)
+
+
+def fastest_threads(run: Callable[[], object], device: torch.device | str,
+                    repeats: int = 2, margin: float = 1.25) -> int:
+    """For a lesson's measurement: time `run` (a short pass like the ones to be measured) at
+    the default count and at 1 thread, best of `repeats` each, and return the count to measure
+    at: 1 when it was `margin`× faster than the default (another program holds a core), else
+    the default. On a GPU, or with one thread already, the default without timing."""
+    default = torch.get_num_threads()
+    if torch.device(device).type != "cpu" or default == 1:
+        return default
+    best = {}
+    for count in (default, 1):
+        with num_threads(count):
+            for _ in range(repeats):
+                with stopwatch(device) as t:
+                    run()
+                best[count] = min(best.get(count, t[0]), t[0])
+    return 1 if best[1] * margin < best[default] else default
+
+
+@contextmanager
+def num_threads(count: int) -> Iterator[int]:
+    """`with num_threads(1):` run at that many CPU threads, the count restored afterwards."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield count
+    finally:
+        torch.set_num_threads(before)

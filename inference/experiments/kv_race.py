@@ -7,15 +7,19 @@ Two lanes make the same greedy tokens:
 - **recompute**: no cache; every step runs the WHOLE sequence so far through the model
   again. Work per step: O(sequence) forward tokens, growing by one each step.
 
-The lanes take turns, step by step, so both see the same machine noise. Each step yields
-a `RaceStep`; `summarize()` adds them up, and its speed-up is the robust paired ratio of the
-two lanes (`robust.paired_ratio`: a few steps slowed by another program do not move it), its
-first step (the same pass over the prompt in both lanes) taken at its faster time in both.
-A speed-up below 1 beyond the noise is impossible (`sanity.cached_step`): `checked_race()`
-then races once more, and the summary says if the figure is still impossible. The recompute
-lane also reports how far its scores are from the cached lane's scores for the same position
-(`logit_gap`): they should agree to float rounding, which is what makes the cache a pure
-speed-up.
+The lanes take turns, step by step, so both see the same machine noise, at the same CPU
+thread count: the faster of the default and 1 (`thread_choice.fastest_threads`; with another
+program on one core, 2 threads wait on each other at every operation, and that fixed cost per
+step would hide the cache's saving).
+
+Each step yields a `RaceStep`; `summarize()` adds them up, and its speed-up is the robust
+paired ratio of the two lanes (`robust.paired_ratio`: a few steps slowed by another program
+do not move it), its first step (the same pass over the prompt in both lanes) taken at its
+faster time in both. A speed-up below 1 beyond the noise is impossible
+(`sanity.cached_step`): `checked_race()` then races once more, and the summary says if the
+figure is still impossible. The recompute lane also reports how far its scores are from the
+cached lane's scores for the same position (`logit_gap`): they should agree to float
+rounding, which is what makes the cache a pure speed-up.
 
 Not covered here: the cost of attention itself, which grows with the sequence in both lanes.
 """
@@ -30,6 +34,7 @@ from transformers import DynamicCache
 from ..config import LIMITS
 from ..engine import decode_step, forward, recompute_logits
 from ..errors import EmptyPromptError
+from ..thread_choice import fastest_threads, num_threads
 from ..timing import stopwatch
 from . import sanity
 from .robust import Robust, paired_ratio
@@ -93,12 +98,13 @@ def race(lm, prompt_ids: list[int], new_tokens: int = LIMITS.race_new_tokens.def
     LIMITS.race_new_tokens.check("New tokens", new_tokens)
     model, device = lm.model, lm.device
     warm = torch.tensor([prompt_ids[:8]], device=device)
-    forward(model, warm, DynamicCache())  # warm-up, untimed
+    # warm-up, then the thread count both lanes run at: the faster of the default and 1
+    threads = fastest_threads(lambda: forward(model, warm, DynamicCache()), device)
 
     cache = DynamicCache()
     cached_seq, plain_seq = list(prompt_ids), list(prompt_ids)
     for i in range(new_tokens):
-        with stopwatch(device) as t:
+        with num_threads(threads), stopwatch(device) as t:
             if i == 0:
                 logits = forward(model, torch.tensor([cached_seq], device=device), cache)[0]  # [V]
             else:
@@ -108,7 +114,7 @@ def race(lm, prompt_ids: list[int], new_tokens: int = LIMITS.race_new_tokens.def
                        forward_tokens=len(cached_seq) if i == 0 else 1,
                        sequence=len(cached_seq), seconds=t[0])
 
-        with stopwatch(device) as t:
+        with num_threads(threads), stopwatch(device) as t:
             full = recompute_logits(model, plain_seq, device)  # [V], the whole sequence again
             plain_token = int(full.argmax())
         gap = float((full.float() - logits.float()).abs().max())
