@@ -3,75 +3,30 @@ together (tokens × passes), so the work budget (`Settings.measure_work_tokens`)
 before a run starts (`classroom.measure_limits.over_budget`). Every event of the heavy
 lane has an entry in `WORK` (tests/test_measure_budget.py fails for one without).
 
-Each entry reads the event's raw settings as the visitor sent them (by elem_id or label, or
-by position) and counts the tokens of every forward pass the measurement will run, warm-ups
-included. P is the prompt's tokens (chat template included), n the new tokens. A greedy run
-of n tokens feeds P, then n − 1 single tokens: P + n − 1. Where the count depends on what the
-model answers (an early end of turn, guesses kept), the entry counts the most it can be.
-Only the model's forward passes count: the machine's bandwidth and matmul figures (measured
-once per process) and building a quantized copy run none.
-
-- KV race: a warm-up of 8; the cached lane feeds the prompt once and then one token a step;
-  the recomputing lane feeds the whole sequence every step: 8 + P + n − 1 + Σ_{i<n} (P + i).
-  The first screen's race ("Now without the cache", `first_race`) is the same race with
-  `Settings.live_race_new_tokens` steps.
-- Race at several lengths (`kv_race_lengths`, fixed): a warm-up of 8, then at each length L
-  (32, 128, 512) an untimed prefill of L, 3 cached steps and 3 recomputes of L + 1 tokens.
-- Prefix reuse (`kv_prefix`): the shared prefix once, then per question its whole prompt twice
-  and its answer twice (`prefix_reuse.prefix_request_tokens`, the lesson's own count).
-- Batch sweep: each batch size b prefills b copies of the prompt, then decodes one warm-up
-  step and `steps` timed steps of b tokens each: Σ_b b·(P + steps + 1).
-- Static vs continuous (`batch_schedulers`): both serve the whole trace. Static batching
-  computes every row of a batch at the batch's padded width W and for its longest output N;
-  continuous batching prefills each request at most at W and decodes it for its own n_r:
-  R·(2W + N) + Σ_r n_r over the trace's R requests.
-- Prefill sweep: a warm-up of 8, two timed passes of L tokens per length, L one-token passes
-  for each length up to the slider (16 to extrapolate from if none is).
-- Long context: prefill sweep (`context_prefill`): a warm-up of 8, one pass of L tokens per
-  length (× the repeats). Decode sweep: one prefill of the longest cache, then per batch b one
-  warm-up step and `repeats` steps per cache length, b tokens each. Attention's memory: the
-  same prefill twice (sdpa, eager), at most `context_eager_max_tokens`.
-- Speculative race: an untimed warm-up (P + 3, and 8), the speculative lane's prefill and at
-  most n − 1 passes of k + 1 tokens (every guess rejected), the plain lane's greedy run; a draft
-  model (int4) feeds its own prompt and then k + 1 tokens per pass at most:
-  3P + (n − 1)(k + 2) + 11, and 2P + (n − 1)(k + 1) + 3 more with a draft model.
-  The k sweep is that race for both drafts at every k; the batch measurement prefills b copies
-  of the prompt, then times `REPEATS` + 1 rounds of a plain step and a k + 1 token pass:
-  Σ_b b·(P + (REPEATS + 1)(k + 2)).
-- Quantization: per mode (float32 always among them, first) a warm-up run of 2, its greedy run,
-  its teacher-forced pass and the perplexity text's T tokens: modes·(3P + 2n − 1 + T). float32's
-  own greedy run and teacher-forced pass are the reference the others are compared with.
-- This machine (`roofline`, fixed): 24 greedy tokens of its prompt, three 256-token prefills,
-  a profiled decode (a prefill, 5 steps and 4 profiled); on a GPU the captured race adds five
-  greedy runs (two of 8 tokens, three of 128).
-- Presenter (`presenter_measure`): the screen's own measurement, fixed by its constants
-  (`presenter_screen_tokens`).
-
->>> race_tokens(prompt=20, new=48)
-2163
->>> prefill_sweep_tokens([1, 8, 32, 128, 512], most=32)
-1411
->>> spec_race_tokens(prompt=107, new=64, k=4, model_draft=False)
-710
->>> schedulers_tokens(prompts=[10, 20], outputs=[5, 8])
-109
+Each entry reads the event's raw settings as the visitor sent them and calls the work formula
+that lives beside the experiment loop it counts (`inference.experiments.*`: `race_tokens`,
+`batch_sweep_tokens`, ...). Where the count depends on what the model answers (an early end of
+turn, guesses kept), the formula counts the most it can be. Only the model's forward passes
+count: the machine's bandwidth and matmul figures and building a quantized copy run none.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from inference.config import Settings
-from inference.experiments import captured_race, race_lengths, speculative_batch, step_bound
-from inference.experiments.batch_sweep import sweep_sizes
-from inference.experiments.machine_roofline import (
-    PREFILL_TOKENS,
-    ROOFLINE_NEW_TOKENS,
-    ROOFLINE_PROMPT,
-)
-from inference.experiments.prefix_reuse import prefix_request_tokens, shared_prefix_ids
+from inference.experiments.attention_memory import attention_memory_tokens
+from inference.experiments.batch_sweep import batch_sweep_tokens
+from inference.experiments.context_sweep import decode_lengths_tokens, prefill_lengths_tokens
+from inference.experiments.kv_race import race_tokens
+from inference.experiments.machine_roofline import ROOFLINE_PROMPT, roofline_tokens
+from inference.experiments.prefill_sweep import prefill_sweep_tokens
+from inference.experiments.prefix_reuse import prefix_reuse_tokens
 from inference.experiments.prompt_prefill import DECODE_STEPS
-from inference.experiments.quality import load_perplexity_text
+from inference.experiments.quality import greedy_tokens, load_perplexity_text, quant_tokens
+from inference.experiments.race_lengths import race_lengths_tokens
+from inference.experiments.schedulers import schedulers_tokens
 from inference.experiments.spec_workload import spec_prompt
+from inference.experiments.speculative_batch import spec_batch_tokens
+from inference.experiments.speculative_race import spec_race_tokens
+from inference.experiments.step_bound import step_profile_tokens
 from inference.tokens import prompt_ids
 
 from . import context_handlers as context
@@ -81,67 +36,6 @@ from .batching_handlers import SWEEP_PROMPT, workload_trace
 from .common.presenter_screens import load_screens
 from .common.prompt_input import encode_prompt
 from .quantization_handlers import MAX_PROMPT_TOKENS, chosen_modes
-
-WARM_UP = 8  # tokens of the untimed warm-up pass most measurements start with
-NO_LIMIT = 2**62  # prefix_request_tokens' budget when only its count is wanted
-
-
-def greedy_tokens(prompt: int, new: int) -> int:
-    """A greedy run of `new` tokens: the prompt's prefill, then one token a step."""
-    return prompt + new - 1
-
-
-def race_tokens(prompt: int, new: int) -> int:
-    """Tokens both lanes of the KV race feed through the model, its warm-up included."""
-    return WARM_UP + greedy_tokens(prompt, new) + new * prompt + new * (new - 1) // 2
-
-
-def race_lengths_tokens(lengths: Sequence[int] = race_lengths.LENGTHS,
-                        repeats: int = race_lengths.REPEATS) -> int:
-    """The race at several lengths: a prefill, cached steps and recomputes at each length."""
-    return WARM_UP + sum(n + repeats + repeats * (n + 1) for n in lengths)
-
-
-def prefill_sweep_tokens(lengths: Sequence[int], most: int, repeats: int = 2) -> int:
-    """Lesson 2's sweep: `repeats` timed passes per length, one-at-a-time up to `most`."""
-    lengths = sorted(set(lengths))
-    fed = [n for n in lengths if n <= most]
-    return WARM_UP + repeats * sum(lengths) + sum(fed) + (16 if lengths and not fed else 0)
-
-
-def batch_sweep_tokens(prompt: int, sizes: Sequence[int], steps: int) -> int:
-    return sum(b * (prompt + steps + 1) for b in sizes)
-
-
-def schedulers_tokens(prompts: Sequence[int], outputs: Sequence[int]) -> int:
-    """Both schedulers on one trace (prompt and output lengths per request), at most."""
-    width, longest = max(prompts, default=0), max(outputs, default=0)
-    return len(prompts) * (2 * width + longest) + sum(outputs)
-
-
-def spec_race_tokens(prompt: int, new: int, k: int, model_draft: bool) -> int:
-    """One speculative race, both lanes and the warm-up, every guess rejected (the most)."""
-    lanes = 3 * prompt + (new - 1) * (k + 2) + 3 + WARM_UP
-    return lanes + (2 * prompt + (new - 1) * (k + 1) + 3 if model_draft else 0)
-
-
-def spec_batch_tokens(prompt: int, k: int, batches: Sequence[int],
-                      repeats: int = speculative_batch.REPEATS) -> int:
-    return sum(b * (prompt + (repeats + 1) * (k + 2)) for b in batches)
-
-
-def context_decode_tokens(lengths: Sequence[int], batches: Sequence[int], repeats: int) -> int:
-    steps = 1 + len(set(lengths)) * max(1, repeats)
-    return max(max(lengths), 1) + sum(b * steps for b in set(batches))
-
-
-def quant_tokens(prompt: int, new: int, modes: int, text: int) -> int:
-    return modes * (3 * prompt + 2 * new - 1 + text)
-
-
-def step_profile_tokens(prompt: int, steps: int = step_bound.PROFILED_STEPS) -> int:
-    """A profiled decode: the prefill, a warm-up and `steps` timed steps, `steps` profiled."""
-    return prompt + 1 + 2 * steps
 
 
 def _prompt_tokens(lm, settings: Settings, text, max_tokens: int | None = None) -> int:
@@ -166,14 +60,13 @@ def kv_race_lengths(lm, settings, named: dict, values: list) -> int:
 def kv_prefix(lm, settings, named: dict, values: list) -> int:
     system, questions, new = str(values[0]), str(values[1] or ""), int(values[2])
     lines = [q.strip() for q in questions.splitlines() if q.strip()][:settings.max_lines]
-    return len(shared_prefix_ids(lm.tokenizer, system)) + prefix_request_tokens(
-        lm.tokenizer, system, lines, new, NO_LIMIT)
+    return prefix_reuse_tokens(lm.tokenizer, system, lines, new)
 
 
 def batch_sweep(lm, settings, named: dict, values: list) -> int:
     largest, steps = int(named["batch-sweep-max"]), int(named["batch-sweep-steps"])
     prompt = _prompt_tokens(lm, settings, SWEEP_PROMPT)
-    return batch_sweep_tokens(prompt, sweep_sizes(largest), steps)
+    return batch_sweep_tokens(prompt, largest, steps)
 
 
 def batch_schedulers(lm, settings, named: dict, values: list) -> int:
@@ -190,19 +83,19 @@ def prefill_sweep(lm, settings, named: dict, values: list) -> int:
 
 
 def context_prefill(lm, settings, named: dict, values: list) -> int:
-    lengths = context.sweep_prefill_lengths(lm, settings, values[0])
-    return WARM_UP + max(1, settings.context_prefill_repeats) * sum(lengths)
+    return prefill_lengths_tokens(context.sweep_prefill_lengths(lm, settings, values[0]),
+                                  settings.context_prefill_repeats)
 
 
 def context_decode(lm, settings, named: dict, values: list) -> int:
-    return context_decode_tokens(context.sweep_decode_lengths(lm, settings, values[0]),
+    return decode_lengths_tokens(context.sweep_decode_lengths(lm, settings, values[0]),
                                  settings.context_decode_batches,
                                  settings.context_decode_repeats)
 
 
 def context_memory(lm, settings, named: dict, values: list) -> int:
-    return 2 * min(context.sweep_prefill_lengths(lm, settings, values[0])[-1],
-                   settings.context_eager_max_tokens)
+    return attention_memory_tokens(context.sweep_prefill_lengths(lm, settings, values[0])[-1],
+                                   settings.context_eager_max_tokens)
 
 
 def speculative_race(lm, settings, named: dict, values: list) -> int:
@@ -229,19 +122,9 @@ def quant_compare(lm, settings, named: dict, values: list) -> int:
     return quant_tokens(prompt, int(values[2]), len(chosen_modes(values[1])), text)
 
 
-def roofline_tokens(lm) -> int:
-    """'Measure this machine': fixed by its constants (and, on a GPU, the captured race)."""
-    prompt = len(prompt_ids(lm.tokenizer, ROOFLINE_PROMPT))
-    work = (greedy_tokens(prompt, ROOFLINE_NEW_TOKENS) + 3 * PREFILL_TOKENS
-            + step_profile_tokens(prompt))
-    if lm.device.type == "cuda":
-        warm, new = captured_race.WARM_UP_TOKENS, step_bound.RACE_TOKENS
-        work += 2 * greedy_tokens(prompt, warm) + 3 * greedy_tokens(prompt, new)
-    return work
-
-
 def roofline(lm, settings, named: dict, values: list) -> int:
-    return roofline_tokens(lm)
+    return roofline_tokens(len(prompt_ids(lm.tokenizer, ROOFLINE_PROMPT)),
+                           lm.device.type == "cuda")
 
 
 def presenter_screen_tokens(lm, settings: Settings, measure: str) -> int:
@@ -253,7 +136,7 @@ def presenter_screen_tokens(lm, settings: Settings, measure: str) -> int:
         return _prompt_tokens(lm, settings, p.PROMPT)
 
     def batch() -> int:
-        return batch_sweep_tokens(prompt(), sweep_sizes(p.BATCH), p.BATCH_STEPS)
+        return batch_sweep_tokens(prompt(), p.BATCH, p.BATCH_STEPS)
 
     work = {
         "answer": lambda: greedy_tokens(_prompt_tokens(lm, settings, p.QUESTION),
@@ -270,7 +153,7 @@ def presenter_screen_tokens(lm, settings: Settings, measure: str) -> int:
         "kv_race": lambda: race_tokens(_prompt_tokens(lm, settings, p.PROMPT,
                                                       settings.race_max_prompt_tokens),
                                        p.RACE_TOKENS),
-        "long_context": lambda: context_decode_tokens(p.LONG_CONTEXT, (1,),
+        "long_context": lambda: decode_lengths_tokens(p.LONG_CONTEXT, (1,),
                                                       settings.context_decode_repeats),
         "batch": batch,
         "int8": lambda: 2 * greedy_tokens(prompt(), p.INT8_TOKENS),

@@ -287,9 +287,8 @@ def test_second_comparison_builds_nothing_and_reuses_the_reference(lm, monkeypat
     figures; the bytes shown are the kept copies' real tensor bytes, and no copy shares a
     weight with (or has changed) the loaded model."""
     import inference.quant_modes as quant_modes
-    from inference.experiments.quality import load_perplexity_text
+    from inference.experiments.quality import load_perplexity_text, quant_tokens
     from lessons.common.prompt_input import encode_prompt
-    from lessons.measurement_work import quant_tokens
     from lessons.quantization_handlers import DEFAULT_PROMPT, compare_frames
 
     settings, shared = Settings(), SharedResults()

@@ -161,3 +161,12 @@ def compare_attention_memory(lm, tokens: int, max_eager_tokens: int
     n = min(tokens, max_eager_tokens)
     for name in ("sdpa", "eager"):
         yield prefill_peak_memory(lm, n, name)
+
+
+def attention_memory_tokens(tokens: int, max_eager_tokens: int) -> int:
+    """Tokens `compare_attention_memory` feeds: the same capped prefill twice (sdpa, eager).
+
+    >>> attention_memory_tokens(8192, max_eager_tokens=2048)
+    4096
+    """
+    return 2 * min(tokens, max_eager_tokens)

@@ -166,3 +166,13 @@ def impossible_point(one: BatchPoint, point: BatchPoint) -> str | None:
     rows = point.batch // one.batch  # the first point is batch 1
     return (sanity.batch_gain(rows, point.tokens_per_s / one.tokens_per_s)
             or sanity.batch_step(rows, point.step_seconds, one.step_seconds))
+
+
+def batch_sweep_tokens(prompt: int, max_batch: int, decode_steps: int) -> int:
+    """Tokens `run_sweep` feeds at most (every size fitting, no size measured again): at each
+    batch size b, b copies of the prompt, one warm-up step and `decode_steps` timed steps.
+
+    >>> batch_sweep_tokens(prompt=30, max_batch=4, decode_steps=12)
+    301
+    """
+    return sum(b * (prompt + decode_steps + 1) for b in sweep_sizes(max_batch))

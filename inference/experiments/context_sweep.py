@@ -27,7 +27,7 @@ from ..engine import decode_step, forward, prefill
 from ..errors import PromptTooLongError
 from ..kv_cache import cache_length, cache_tensor_bytes, copy_cache
 from ..timing import stopwatch
-from .prefill_sweep import sweep_tokens
+from .prefill_sweep import WARM_UP_TOKENS, sweep_tokens
 
 
 def check_fits_window(tokens: int, window: int, what: str = "A prompt") -> None:
@@ -79,7 +79,7 @@ def prefill_lengths_sweep(lm, lengths: Iterable[int], repeats: int = 1
     window = lm.info.context_window
     check_fits_window(max(lengths), window)
     model, device = lm.model, lm.device
-    forward(model, torch.tensor([sweep_tokens(lm.tokenizer, 8)], device=device),
+    forward(model, torch.tensor([sweep_tokens(lm.tokenizer, WARM_UP_TOKENS)], device=device),
             DynamicCache())  # warm-up, untimed
     points: list[PrefillLengthPoint] = []
     for i, n in enumerate(lengths):
@@ -174,3 +174,24 @@ def decode_lengths_sweep(lm, lengths: Iterable[int], batches: Iterable[int] = (1
             points.append(_time_steps(model, cache, n, ids[n], batch, max(1, repeats), device))
             yield DecodeLengthsProgress(len(points), total, tuple(points))
         del cache
+
+
+def prefill_lengths_tokens(lengths: Iterable[int], repeats: int = 1) -> int:
+    """Tokens `prefill_lengths_sweep` feeds: its warm-up, then `repeats` prefills per length.
+
+    >>> prefill_lengths_tokens([256, 1024], repeats=2)
+    2568
+    """
+    return WARM_UP_TOKENS + max(1, repeats) * sum(set(lengths))
+
+
+def decode_lengths_tokens(lengths: Iterable[int], batches: Iterable[int], repeats: int) -> int:
+    """Tokens `decode_lengths_sweep` feeds: one prefill of the longest cache, then per batch b
+    a warm-up step and `repeats` steps per cache length, b tokens each.
+
+    >>> decode_lengths_tokens([0, 1024, 4096], batches=(1, 8), repeats=3)
+    4186
+    """
+    lengths = set(lengths)
+    steps = 1 + len(lengths) * max(1, repeats)
+    return max(max(lengths), 1) + sum(b * steps for b in set(batches))

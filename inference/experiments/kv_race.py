@@ -41,6 +41,7 @@ from .robust import Robust, paired_ratio
 
 CACHED = "cached"
 RECOMPUTE = "recompute"
+WARM_UP_TOKENS = 8  # the untimed warm-up pass: at most the prompt's first 8 tokens
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,7 @@ def race(lm, prompt_ids: list[int], new_tokens: int = LIMITS.race_new_tokens.def
         raise EmptyPromptError("The prompt is empty: type some text first.")
     LIMITS.race_new_tokens.check("New tokens", new_tokens)
     model, device = lm.model, lm.device
-    warm = torch.tensor([prompt_ids[:8]], device=device)
+    warm = torch.tensor([prompt_ids[:WARM_UP_TOKENS]], device=device)
     # warm-up, then the thread count both lanes run at: the faster of the default and 1
     threads = fastest_threads(lambda: forward(model, warm, DynamicCache()), device)
 
@@ -166,3 +167,14 @@ def summarize(steps: list[RaceStep], prompt_tokens: int) -> RaceSummary:
         same_tokens=[s.token_id for s in cached] == [s.token_id for s in plain],
         max_logit_gap=max((s.logit_gap or 0.0 for s in plain), default=0.0), robust=robust,
         impossible=sanity.cached_step(1.0, robust.estimate) if robust else None, attempt=attempt)
+
+
+def race_tokens(prompt: int, new: int) -> int:
+    """Tokens `race` feeds through the model, its warm-up included: the cached lane prefills the
+    prompt, then feeds one token a step (P + n − 1); the recomputing lane feeds the whole
+    sequence every step (Σ_{i<n} P + i).
+
+    >>> race_tokens(prompt=20, new=48)
+    2163
+    """
+    return WARM_UP_TOKENS + prompt + new - 1 + new * prompt + new * (new - 1) // 2

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from ..generation import stream
 from ..tokens import prompt_ids
-from . import step_bound
+from . import captured_race, step_bound
 from .compute_roof import (
     ComputeRoof,
     WorkPoint,
@@ -24,6 +24,7 @@ from .compute_roof import (
     machine_gflops,
     prefill_flops,
 )
+from .quality import greedy_tokens
 from .roofline import Roofline, machine_bandwidth
 from .step_bound import StepBound
 
@@ -96,3 +97,19 @@ def measure_compute_roof(lm, r: Roofline, shared=None, new_tokens: int = ROOFLIN
 def measure_roofline_step_bound(lm) -> StepBound:
     """What bounds a decode step of the roofline's prompt (the race only on a GPU)."""
     return step_bound.measure_step_bound(lm, prompt_ids(lm.tokenizer, ROOFLINE_PROMPT))
+
+
+def roofline_tokens(prompt: int, cuda: bool) -> int:
+    """Tokens 'Measure this machine' feeds for a `prompt`-token `ROOFLINE_PROMPT`: its greedy
+    run of `ROOFLINE_NEW_TOKENS`, three prefills of `PREFILL_TOKENS` and a profiled decode; on
+    a GPU the captured race adds five greedy runs (two warm-ups, three races).
+
+    >>> roofline_tokens(prompt=16, cuda=False)
+    832
+    """
+    work = (greedy_tokens(prompt, ROOFLINE_NEW_TOKENS) + 3 * PREFILL_TOKENS
+            + step_bound.step_profile_tokens(prompt))
+    if cuda:
+        work += (2 * greedy_tokens(prompt, captured_race.WARM_UP_TOKENS)
+                 + 3 * greedy_tokens(prompt, step_bound.RACE_TOKENS))
+    return work

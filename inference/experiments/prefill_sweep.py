@@ -9,7 +9,7 @@ the measured per-token time (and labelled so).
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -17,6 +17,10 @@ from transformers import DynamicCache
 
 from ..engine import forward, prefill
 from ..timing import stopwatch
+
+WARM_UP_TOKENS = 8  # the untimed warm-up pass
+PARALLEL_REPEATS = 2  # timed prefills per length (the best counts)
+PER_TOKEN_FROM = 16  # tokens fed one at a time to extrapolate from, when none was fed
 
 
 @dataclass(frozen=True)
@@ -46,7 +50,7 @@ def sweep_tokens(tokenizer, n: int) -> list[int]:
     return (base * (n // len(base) + 1))[:n]
 
 
-def time_parallel(model, ids: list[int], device, repeats: int = 2) -> float:
+def time_parallel(model, ids: list[int], device, repeats: int = PARALLEL_REPEATS) -> float:
     """Best of `repeats` synced prefill times (seconds) for these tokens."""
     x = torch.tensor([ids], device=device)
     return min(prefill(model, x).seconds for _ in range(repeats))
@@ -81,7 +85,7 @@ def prefill_sweep(lm, lengths: list[int], max_sequential: int = 128
     """Measure each length; yield progress after each measurement, and while a length is fed
     one token at a time, after each timed stretch (`feeding` > 0, no new point yet)."""
     device, model = lm.device, lm.model
-    warm = torch.tensor([sweep_tokens(lm.tokenizer, 8)], device=device)
+    warm = torch.tensor([sweep_tokens(lm.tokenizer, WARM_UP_TOKENS)], device=device)
     forward(model, warm, DynamicCache())  # warm-up, untimed
     points: list[PrefillPoint] = []
     per_token = None
@@ -98,7 +102,20 @@ def prefill_sweep(lm, lengths: list[int], max_sequential: int = 128
             measured, per_token = True, seq / n
         else:
             if per_token is None:
-                per_token = time_sequential(model, ids[:16], device) / 16
+                per_token = time_sequential(model, ids[:PER_TOKEN_FROM], device) / PER_TOKEN_FROM
             seq, measured = per_token * n, False
         points.append(PrefillPoint(n, par, seq, measured))
         yield SweepProgress(done, len(lengths), tuple(points))
+
+
+def prefill_sweep_tokens(lengths: Sequence[int], max_sequential: int) -> int:
+    """Tokens `prefill_sweep` feeds: its warm-up, `PARALLEL_REPEATS` prefills per length, each
+    length up to `max_sequential` fed one token at a time (`PER_TOKEN_FROM` when none is).
+
+    >>> prefill_sweep_tokens([1, 8, 32, 128, 512], max_sequential=32)
+    1411
+    """
+    lengths = sorted(set(lengths))
+    fed = [n for n in lengths if n <= max_sequential]
+    return (WARM_UP_TOKENS + PARALLEL_REPEATS * sum(lengths) + sum(fed)
+            + (PER_TOKEN_FROM if lengths and not fed else 0))

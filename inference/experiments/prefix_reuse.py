@@ -159,3 +159,10 @@ def prefix_runs(lm, prefix: PrefixCache, system: str, questions: list[str],
                         ttft_full=ttft_full, ttft_reuse=ttft_reuse, tokens_full=tuple(tokens_f),
                         tokens_reuse=tuple(tokens_r),
                         text=lm.tokenizer.decode(tokens_r, skip_special_tokens=True))
+
+
+def prefix_reuse_tokens(tokenizer, system: str, questions: list[str], new_tokens: int) -> int:
+    """Tokens the prefix-reuse demo feeds: the shared prefix once, then every question's
+    request (`prefix_request_tokens`, with no budget of its own)."""
+    return len(shared_prefix_ids(tokenizer, system)) + prefix_request_tokens(
+        tokenizer, system, questions, new_tokens, budget_tokens=2**62)

@@ -228,3 +228,23 @@ def _report(built, tokenizer, reference: Reference, text_ids: list[int], device:
         pieces=tuple(tokenizer.decode([i]) for i in own.token_ids),
         top1_agreement=top1, top1_decided=decided, decided_positions=n_decided, kl_mean=kl,
         perplexity=ppl)
+
+
+def greedy_tokens(prompt: int, new: int) -> int:
+    """Tokens a greedy run of `new` tokens feeds: the prompt's prefill, then one token a step.
+
+    >>> greedy_tokens(prompt=20, new=8)
+    27
+    """
+    return prompt + new - 1
+
+
+def quant_tokens(prompt: int, new: int, modes: int, text: int) -> int:
+    """Tokens `compare_steps` feeds for `modes` modes (float32, the reference, among them): per
+    mode a warm-up run of 2, its greedy run of `new`, its teacher-forced pass and the
+    perplexity text's `text` tokens.
+
+    >>> quant_tokens(prompt=40, new=32, modes=3, text=600)
+    2349
+    """
+    return modes * (3 * prompt + 2 * new - 1 + text)

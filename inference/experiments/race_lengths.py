@@ -21,7 +21,7 @@ ones (`fit`), both labelled theoretical.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -36,6 +36,7 @@ from .context_fit import QuadraticFit, fit_quadratic
 
 LENGTHS = (32, 128, 512)  # measured; each recompute step at 512 takes ~1 s on 2 CPU cores
 REPEATS = 3  # steps timed per length and lane (median)
+WARM_UP_TOKENS = 8  # the untimed warm-up pass
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,8 @@ def step_costs(lm, text_ids: list[int], lengths=LENGTHS, repeats: int = REPEATS
     weights = bytes_read_per_token(model)
     kv = bytes_per_token(info.layers, info.kv_heads, info.head_dim, lm.bytes_per_value)
     filler = (text_ids * (max(lengths) // len(text_ids) + 2))[:max(lengths) + repeats + 1]
-    forward(model, torch.tensor([filler[:8]], device=device), DynamicCache())  # warm-up
+    forward(model, torch.tensor([filler[:WARM_UP_TOKENS]], device=device),
+            DynamicCache())  # warm-up
     for n in lengths:
         cache = DynamicCache()
         forward(model, torch.tensor([filler[:n]], device=device), cache)  # untimed prefill
@@ -109,3 +111,13 @@ def generation_seconds(points: list[LengthPoint], prompt: int, new_tokens: int
     curve = fit(points)
     plain = sum(curve.at(prompt + i) for i in range(new_tokens))
     return cached, plain
+
+
+def race_lengths_tokens(lengths: Sequence[int] = LENGTHS, repeats: int = REPEATS) -> int:
+    """Tokens `step_costs` feeds: its warm-up, then at each length L an untimed prefill of L,
+    `repeats` cached steps and `repeats` recomputes of L + 1 tokens.
+
+    >>> race_lengths_tokens()
+    2714
+    """
+    return WARM_UP_TOKENS + sum(n + repeats + repeats * (n + 1) for n in lengths)

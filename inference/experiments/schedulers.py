@@ -19,7 +19,7 @@ were in the batch, which got a useful token) and finally a `ScheduleResult`.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from ..config import LIMITS
@@ -237,3 +237,15 @@ def run_schedule(events: Iterator[SchedulerPass | ScheduleResult]) -> ScheduleRe
         if isinstance(ev, ScheduleResult):
             return ev
     raise RuntimeError("The scheduler stopped without a result.")
+
+
+def schedulers_tokens(prompts: Sequence[int], outputs: Sequence[int]) -> int:
+    """Tokens both schedulers feed for one trace (each request's prompt and output length), at
+    most: static batching computes every row at the batch's padded width W for its longest
+    output N; continuous batching prefills each request at most at W, decodes it for its own.
+
+    >>> schedulers_tokens(prompts=[10, 20], outputs=[5, 8])
+    109
+    """
+    width, longest = max(prompts, default=0), max(outputs, default=0)
+    return len(prompts) * (2 * width + longest) + sum(outputs)

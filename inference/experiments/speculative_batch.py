@@ -115,3 +115,14 @@ def batch_interplay(lm, prompt_ids: list[int], k: int = LIMITS.spec_k.default,
                           f"{b} × {k + 1} tokens…")
         costs.append(verify_cost(lm, prompt_ids, b, k, repeats, roof))
     yield BatchUpdate(tuple(costs), roof, f"Done: {len(costs)} batch sizes.", finished=True)
+
+
+def spec_batch_tokens(prompt: int, k: int, batches: Sequence[int],
+                      repeats: int = REPEATS) -> int:
+    """Tokens `batch_interplay` feeds: at each batch b, b copies of the prompt, then
+    `repeats` + 1 rounds of a plain step and a pass of k + 1 tokens (the first a warm-up).
+
+    >>> spec_batch_tokens(prompt=50, k=4, batches=(1, 8))
+    774
+    """
+    return sum(b * (prompt + (repeats + 1) * (k + 2)) for b in batches)

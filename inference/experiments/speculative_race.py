@@ -34,6 +34,8 @@ from ..timing import stopwatch
 from ..weights import bytes_read_per_token
 from .roofline import ceiling_tokens_per_s, machine_bandwidth
 
+WARM_UP_TOKENS = 8  # `warm_up`'s plain pass (after a speculative run of 3 tokens)
+
 FASTER, SLOWER, NOISE = "faster", "slower", "within noise"
 
 
@@ -139,7 +141,8 @@ def speed_verdict(speedups: Sequence[float], noise: float) -> str:
 def warm_up_lanes(lm, prompt_ids: list[int], draft: Draft, k: int) -> None:
     """Untimed: a short run of both lanes, so first-call set-up is not inside the race."""
     list(speculate(lm, prompt_ids, draft, k, max_new_tokens=3))
-    forward(lm.model, torch.tensor([prompt_ids[:8]], device=lm.device), DynamicCache())
+    forward(lm.model, torch.tensor([prompt_ids[:WARM_UP_TOKENS]], device=lm.device),
+            DynamicCache())
 
 
 @torch.inference_mode()
@@ -266,3 +269,16 @@ def race_updates(lm, prompt_ids: list[int], draft: Draft, k: int = LIMITS.spec_k
                         draft_bytes(draft))
     yield RaceUpdate(tuple(passes), plain, f"Done: {summary.new_tokens} tokens in "
                      f"{summary.passes} passes.", summary)
+
+
+
+def spec_race_tokens(prompt: int, new: int, k: int, model_draft: bool) -> int:
+    """Tokens `race` feeds at most (every guess rejected), its warm-up included: the
+    speculative lane's prefill and at most n − 1 passes of k + 1 tokens, the plain lane's
+    greedy run; a draft model feeds its own prompt, then up to k + 1 tokens a pass.
+
+    >>> spec_race_tokens(prompt=107, new=64, k=4, model_draft=False)
+    710
+    """
+    lanes = 3 * prompt + (new - 1) * (k + 2) + 3 + WARM_UP_TOKENS
+    return lanes + (2 * prompt + (new - 1) * (k + 1) + 3 if model_draft else 0)

@@ -56,3 +56,13 @@ def step_figures(bound: StepBound) -> dict:
     """The measurement as plain figures for a results file (`make bench`, `bench.gpu_check`)."""
     return asdict(bound) | {"between_ops_seconds": bound.profile.between_ops_seconds,
                             "dispatch_seconds": bound.dispatch_seconds}
+
+
+def step_profile_tokens(prompt: int, steps: int = PROFILED_STEPS) -> int:
+    """Tokens `profile_decode_step` feeds on a CPU: the prefill, a warm-up step and `steps`
+    timed steps, then `steps` profiled ones (a GPU's captured race adds its own).
+
+    >>> step_profile_tokens(prompt=20)
+    29
+    """
+    return prompt + 1 + 2 * steps
