@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from inference.experiments.kv_race import RECOMPUTE
 from inference.experiments.noise import Noise
+from visualizations.cards import ratio_side
 from visualizations.noise_view import BUSY
 
 
@@ -47,7 +48,8 @@ def spec_running(passes) -> str:
 def ratio_label(ratio: float, faster: str, plain: str, what: str,
                 judged: Noise | None = None) -> str:
     """A measured time ratio's label, decided from the number: "faster …" only when it is above
-    1, else the ratio named plainly and said to be not faster on this run; on a run the noise
+    the shared margin (`ratio_side`), else the ratio named plainly and said to be not faster on
+    this run; on a run the noise
     rule judged busy (`judged`), the ratio named plainly with the busy notice.
 
     >>> ratio_label(8.0, "faster in one pass", "one at a time ÷ one pass", "128 tokens")
@@ -57,7 +59,8 @@ def ratio_label(ratio: float, faster: str, plain: str, what: str,
     """
     if judged is not None and judged.busy:
         return f"{plain} ({what}): {BUSY}"
-    return f"{faster} ({what})" if ratio > 1 else f"{plain} ({what}): not faster on this run"
+    return (f"{faster} ({what})" if ratio_side(ratio) == "faster"
+            else f"{plain} ({what}): not faster on this run")
 
 
 def race_running(steps) -> str:

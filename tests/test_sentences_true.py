@@ -9,6 +9,7 @@ import re
 from types import SimpleNamespace
 
 from inference.events import StepEvent
+from inference.experiments.noise import judge
 from visualizations.first_screen import live_cards_html
 from visualizations.mechanism import decode_diagram
 from visualizations.timing_text import live_stats_md, prompt_work
@@ -99,3 +100,35 @@ def test_glossary_sentences_hold_beyond_batch_one_and_exact_arithmetic():
     assert "block number p" not in TERMS["blocktable"][1]  # the entry p ÷ size names the block
     for key in ("kvheads", "headdim", "gguf"):  # a model fact names its model
         assert "SmolLM2-135M" in TERMS[key][1], key
+
+
+QUIET = judge(spread=0.03, others_cpu=0.02)  # a run the noise rule judged quiet
+
+
+def test_a_ratio_of_1_1_is_called_faster_or_cheaper_nowhere():
+    """One margin for every ratio verdict: 1.1 is within it, at every site that says faster."""
+    from lessons.common.predictions import measured_with_unit
+    from lessons.presenter_steps import ratio_label
+    from visualizations import kv_text, timing_text
+    from visualizations.cards import SAME_WITHIN, ratio_side
+    from visualizations.context_text import MARGIN
+    from visualizations.first_screen import race_ratio_html
+    assert ratio_side(1.1) == "same" and MARGIN == SAME_WITHIN
+    assert ratio_side(1.11) == "faster" and ratio_side(0.9) == "slower"
+    assert "faster" not in ratio_label(1.1, "faster with the cache", "recomputing ÷ cached",
+                                       "24 tokens").replace("not faster", "")
+    assert "(not faster on this run)" in measured_with_unit(1.1, "× faster")
+    m = SimpleNamespace(prompt_tokens=100, prefill_seconds=1.0, ttft_seconds=1.0,
+                        decode_step_seconds=0.011, decode_steps=4)  # 0.010 vs 0.011 per token
+    card, said = timing_text.per_token_verdict(m, QUIET)
+    assert "cheaper" not in card.label and "less than a decode step" not in " ".join(said)
+    assert "about what a decode step spends" in " ".join(said)
+    from inference.experiments.prefill_sweep import PrefillPoint
+    pts = [PrefillPoint(64, 0.10, 0.11, True)]
+    assert "faster" not in timing_text.sweep_verdict_md(pts, QUIET).replace("not faster", "")
+    from inference.experiments.kv_race import RaceSummary
+    race = RaceSummary(prompt_tokens=20, new_tokens=4, cached_seconds=1.0, recompute_seconds=1.1,
+                       cached_forward_tokens=23, recompute_forward_tokens=86, same_tokens=True,
+                       max_logit_gap=0.0)
+    assert "faster" not in kv_text._verdict(race.speedup)
+    assert "saved" not in race_ratio_html(race, QUIET)

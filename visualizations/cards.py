@@ -11,6 +11,19 @@ import html
 from dataclasses import dataclass
 
 WAITING = "—"  # the value of a card whose number is not measured yet
+# One margin for every "faster"/"slower" read off a measured time ratio: within 10% of 1, one
+# run's steps vary that much, so the sentence says "about the same" instead.
+SAME_WITHIN = 1.1
+
+
+def ratio_side(ratio: float) -> str:
+    """"faster" above SAME_WITHIN, "slower" below 1 / SAME_WITHIN, else "same".
+
+    >>> ratio_side(1.3), ratio_side(1.1), ratio_side(0.95), ratio_side(0.8)
+    ('faster', 'same', 'same', 'slower')
+    """
+    return ("faster" if ratio > SAME_WITHIN else "slower" if ratio < 1 / SAME_WITHIN
+            else "same")
 
 
 @dataclass(frozen=True)

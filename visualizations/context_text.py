@@ -8,11 +8,12 @@ run's own figures and withheld inside its noise, so each sentence holds on a CPU
 """
 from __future__ import annotations
 
+from .cards import SAME_WITHIN
 from .context_charts import DECODE_BUTTON, MEMORY_BUTTON, PREFILL_BUTTON
 from .model_card import human_bytes
 from .noise_view import busy_notice_html, supports_verdict, withheld
 
-MARGIN = 1.1  # a ratio of single measurements within 10% of 1 gets no verdict
+MARGIN = SAME_WITHIN  # a ratio of single measurements within 10% of 1 gets no verdict
 
 
 def _ms(seconds: float) -> str:

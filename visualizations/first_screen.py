@@ -6,7 +6,7 @@ Before a number exists its card says what will appear there and what fills it.
 """
 from __future__ import annotations
 
-from .cards import WAITING, Card, cards_html, times
+from .cards import WAITING, Card, cards_html, ratio_side, times
 from .noise_view import busy_notice_html, quiet_note, supports_verdict
 from .timing_text import prompt_work
 
@@ -50,8 +50,8 @@ def race_ratio_html(summary, noise=None) -> str:
     if supports_verdict(noise):
         why = (f"Over {summary.new_tokens} tokens the cache saved "
                f"{1 - 1 / summary.speedup:.0%} of the time: each step fed one token instead of "
-               "the whole text again." if summary.speedup > 1 else
-               "Over so few tokens the saving was smaller than the steps' own variation.")
+               "the whole text again." if ratio_side(summary.speedup) == "faster" else
+               "Over so few tokens the saving was no bigger than the steps' own variation.")
         quiet = quiet_note(noise)
         return cards + why + (f"  \n*{quiet}.*" if quiet else "")
     if busy:  # the ratio stays first, right under its button; the notice follows it

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from .cards import Card, cards_html, times
+from .cards import Card, cards_html, ratio_side, times
 from .model_card import human_bytes
 from .noise_view import busy_notice_html, quiet_note, supports_verdict, withheld
 from .reference_view import reference_html
@@ -103,8 +103,12 @@ def impossible_race_markdown(summary) -> str:
 
 
 def _verdict(speedup: float) -> str:
-    if speedup >= 1:
+    side = ratio_side(speedup)  # the one margin every ratio verdict uses
+    if side == "faster":
         return f"the cache made it **{speedup:.1f}× faster**"
+    if side == "same":
+        return (f"both lanes took about the same time ({speedup:.2f}×, within 10%): with very "
+                "few tokens, the saving is no bigger than the step-to-step variation")
     return (f"the cache lane was **slower** this time ({speedup:.2f}×): with very few tokens, "
             "the saving is smaller than the step-to-step variation")
 

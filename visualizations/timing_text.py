@@ -6,7 +6,7 @@ ratios of the numbers they are given; nothing here times or runs a model.
 """
 from __future__ import annotations
 
-from .cards import Card, cards_html, times
+from .cards import Card, cards_html, ratio_side, times
 from .noise_view import busy_notice_html, supports_verdict
 
 
@@ -91,17 +91,23 @@ def per_token_verdict(m, noise) -> tuple[Card, list[str]]:
         return (Card("Per token, a decode step ÷ prefill", times(ratio), note),
                 [f"- Prefill spent **{per_tok * 1000:.1f} ms per prompt token**; the decode "
                  f"step **{tpot * 1000:.0f} ms** on its one token (no verdict from this run)."])
-    card = Card("Per token, prefill is cheaper by" if ratio >= 1 else
-                "Per token, prefill costs more by", times(max(ratio, 1 / ratio)),
-                "than a decode step, measured")
+    side = ratio_side(ratio)
+    card = Card({"faster": "Per token, prefill is cheaper by",
+                 "slower": "Per token, prefill costs more by"}.get(
+                     side, "Per token, a decode step ÷ prefill"),
+                times(max(ratio, 1 / ratio) if side != "same" else ratio),
+                "than a decode step, measured" if side != "same" else "about the same, measured")
+    said = (f"**{times(ratio)}** less than a decode step spends on its single token: one pass's "
+            f"fixed cost (its weight reads, its launches) was shared by all {n} tokens"
+            if side == "faster" else
+            f"**{times(1 / ratio)}** more than a decode step spends on its single token"
+            if side == "slower" else "about what a decode step spends on its single token")
     return card, [
-        f"- So prefill spent **{per_tok * 1000:.1f} ms per prompt token**, "
-        f"**{tpot / per_tok:.0f}×** less than a decode step spends on its single token: "
-        f"the weights were read once for all {n} tokens instead of once per token.",
+        f"- So prefill spent **{per_tok * 1000:.1f} ms per prompt token**, {said}.",
         f"- Why the first token is slower: it waits for the whole prefill "
         f"({m.ttft_seconds * 1000:.0f} ms ≈ {m.ttft_seconds / tpot:.1f} decode steps here). "
         "Longer prompts push it further; the next tokens each cost about one decode step, "
-        "whatever the prompt length.",
+        "which grows slowly as the text gets longer (lesson 4c measures it).",
     ]
 
 
@@ -142,8 +148,8 @@ def sweep_verdict_md(points, noise=None) -> str:
 
 def sweep_verdict(last, ratio: float, how: str, noise) -> tuple[Card, str]:
     """The sweep's ratio card and sentence: "one pass is N× faster" only on a run the noise
-    rule judged quiet (and only above 1); otherwise the ratio named plainly."""
-    if supports_verdict(noise) and ratio > 1:
+    rule judged quiet (and only above the shared margin); otherwise the ratio named plainly."""
+    if supports_verdict(noise) and ratio_side(ratio) == "faster":
         return (Card("One pass is faster by", times(ratio), f"at {last.tokens} tokens"),
                 f"Done. At {last.tokens} tokens ({how}), one pass is **{times(ratio)}** faster "
                 "than feeding the tokens one at a time.")

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 
+from visualizations.cards import ratio_side
+
 CLOSE = 1.25  # within this factor either way, a guess counts as close
 
 
@@ -54,12 +56,12 @@ def plain_unit(unit: str) -> str:
 
 
 def measured_with_unit(measured: float, unit: str) -> str:
-    """A measurement and its unit; "faster" only when the ratio is above 1.
+    """A measurement and its unit; "faster" only when the ratio is above the shared margin.
 
     >>> measured_with_unit(3.24, "× faster"), measured_with_unit(0.7, "× faster")
     ('3.2 × faster', '0.7 × (not faster on this run)')
     """
-    if unit.endswith("faster") and measured <= 1:
+    if unit.endswith("faster") and ratio_side(measured) != "faster":
         return f"{fmt(measured)} {plain_unit(unit)} (not faster on this run)"
     return f"{fmt(measured)} {unit}".strip()
 
