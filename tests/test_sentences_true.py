@@ -132,3 +132,21 @@ def test_a_ratio_of_1_1_is_called_faster_or_cheaper_nowhere():
                        max_logit_gap=0.0)
     assert "faster" not in kv_text._verdict(race.speedup)
     assert "saved" not in race_ratio_html(race, QUIET)
+
+
+def test_tokens_per_word_is_not_counted_for_text_without_spaces():
+    from visualizations.token_view import token_counts_md
+    assert "words not counted" in token_counts_md("本を読みます", 5)
+    assert "**3** words" in token_counts_md("one two three", 6)
+
+
+def test_presenter_why_lines_name_the_fixed_cost_not_only_weight_reads():
+    """On an H200 a small model's pass is bound by launches: a why line that blames weight
+    reads alone is wrong there."""
+    from pathlib import Path
+    text = (Path(__file__).resolve().parents[1] / "assets" / "presenter.md").read_text()
+    whys = [line for line in text.splitlines() if line.startswith("why:")]
+    for line in whys:
+        if "weight" in line and ("pass" in line or "batch" in line):
+            assert "launch" in line, line
+    assert "unless it is labelled theoretical" in text

@@ -43,14 +43,23 @@ def token_html(tokens, show_ids: bool = True) -> str:
 
 
 def token_counts_md(text: str, n_tokens: int, n_special: int = 0) -> str:
-    """Characters, words, tokens and tokens per word as a markdown line."""
-    words = len(text.split())
+    """Characters, words, tokens and tokens per word as a markdown line. Words are counted
+    between spaces, so text in a script written without them (Chinese, Japanese) gets no word
+    count: characters per token is the figure that means something there."""
+    words = 0 if _unspaced(text) else len(text.split())
     per_word = f"{n_tokens / words:.2f}" if words else "—"
     chars_per_tok = f"{len(text) / n_tokens:.1f}" if n_tokens else "—"
     extra = f" ({n_special} special)" if n_special else ""
-    return (f"**{len(text):,}** characters · **{words:,}** words · "
+    counted = (f"**{words:,}** words · " if words or not text.strip() else
+               "words not counted (no spaces between them) · ")
+    return (f"**{len(text):,}** characters · {counted}"
             f"**{n_tokens:,}** tokens{extra} · **{per_word}** tokens per word · "
             f"**{chars_per_tok}** characters per token")
+
+
+def _unspaced(text: str) -> bool:
+    """True when the text holds Chinese or Japanese characters (written without spaces)."""
+    return any("\u3040" <= c <= "\u30ff" or "\u3400" <= c <= "\u9fff" for c in text)
 
 
 def template_note_md(plain_tokens: int, wrapped_tokens: int, special_tokens: int) -> str:
