@@ -13,6 +13,7 @@ Gradio; the numbers come from `inference.experiments.speculative_*`, the sentenc
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import plotly.graph_objects as go
@@ -21,11 +22,14 @@ from inference.config import LIMITS, Settings
 from inference.drafts import make_draft
 from inference.errors import SettingOutOfRangeError
 from inference.experiments import noise
+from inference.experiments.sampled_acceptance import SampledRun, sampled_run
+from inference.experiments.spec_expectation import expectation, fit_race
 from inference.experiments.spec_workload import spec_prompt
 from inference.experiments.speculative_batch import batch_interplay
 from inference.experiments.speculative_race import SpecRaceSummary, race_updates, sweep_k
-from inference.speculative import check_request
+from inference.speculative import SpecPass, check_request
 from visualizations.noise_view import busy_notice_html
+from visualizations.spec_expectation_view import expectation_figure, expectation_md, sampled_md
 from visualizations.speculative_charts import batch_figure, batch_md, k_sweep_figure
 from visualizations.speculative_view import EMPTY_PASSES, passes_html, race_md
 from visualizations.style import info_caption
@@ -41,6 +45,8 @@ DRAFTS = [("prompt lookup (no second model)", "prompt_lookup"),
           (f"draft model ({LIMITS.spec_draft}, built from this model)", LIMITS.spec_draft)]
 SHARED_NOTE = ("*Measured earlier on this machine with the same prompt and settings (shared "
                "result): its own figures and verdict.*")
+SWEEP_BESIDE = ("\n\n*A quiet sweep's points are drawn beside the formula below, for your last "
+                "race's draft.*")
 BUILD_NOTE = ("Building the {draft} draft model from this model's weights: the first time this "
               "takes a while (it is kept for everyone after that)…")
 
@@ -122,16 +128,24 @@ def run_spec_race(lm, settings: Settings, shared, prompt: str, draft: str, k, ne
                         + _compared(u.summary, guess), u.message, u.summary, u.passes)
 
 
+def _ks(settings: Settings) -> tuple[int, ...]:
+    return tuple(range(settings.spec_k.low, settings.spec_k.high + 1))
+
+
+def _sweep_key(lm, settings: Settings, ids: list[int], new_tokens: int) -> tuple:
+    return shared_key(lm, "spec_sweep") + (tuple(ids), _ks(settings), new_tokens)
+
+
 def run_k_sweep(lm, settings: Settings, shared, prompt: str, new_tokens) -> Iterator[ChartFrame]:
     """Race both drafts at k = 1..8 on one prompt, a frame after each race (shared once done)."""
     ids, _, new_tokens = _prepare(lm, settings, prompt, LIMITS.spec_k.low, new_tokens)
     caption = info_caption(lm.info)
-    ks = tuple(range(settings.spec_k.low, settings.spec_k.high + 1))
-    key = shared_key(lm, "spec_sweep") + (tuple(ids), ks, new_tokens)
+    ks = _ks(settings)
+    key = _sweep_key(lm, settings, ids, new_tokens)
     done = reuse(shared, key)
     if done is not None:
         points, judged = done
-        yield ChartFrame(k_sweep_figure(points, caption, judged), SHARED_NOTE,
+        yield ChartFrame(k_sweep_figure(points, caption, judged), SHARED_NOTE + SWEEP_BESIDE,
                          "Done (shared result).")
         return
     yield ChartFrame(k_sweep_figure((), caption), "", BUILD_NOTE.format(draft=LIMITS.spec_draft))
@@ -143,8 +157,8 @@ def run_k_sweep(lm, settings: Settings, shared, prompt: str, new_tokens) -> Iter
             continue
         judged = noise.end(lm.device, watch, settings=settings)
         keep(shared, key, u.points, judged)
-        yield ChartFrame(k_sweep_figure(u.points, caption, judged), busy_notice_html(judged),
-                         u.message)
+        yield ChartFrame(k_sweep_figure(u.points, caption, judged),
+                         busy_notice_html(judged) + SWEEP_BESIDE, u.message)
 
 
 def run_batch(lm, settings: Settings, shared, prompt: str, k,
@@ -169,3 +183,58 @@ def run_batch(lm, settings: Settings, shared, prompt: str, k,
         keep(shared, key, u.costs, judged)
         yield ChartFrame(batch_figure(u.costs, caption), batch_md(u.costs, tokens_per_pass,
                                                                   judged), u.message)
+
+
+@dataclass(frozen=True)
+class ExpectationView:
+    """The formula at every k beside the learner's last race (no model run)."""
+
+    chart: go.Figure
+    text: str
+
+
+def expectation_view(lm, settings: Settings, shared, prompt: str, new_tokens,
+                     summary: SpecRaceSummary | None) -> ExpectationView:
+    """E[tokens per pass] and the speed-up at k = 1..8 from the last race's α and times; a
+    quiet k sweep of this prompt, when one is shared, adds its measured points."""
+    e = expectation(summary, _ks(settings))
+    sweep = ()
+    if e is not None:
+        ids, _, n = _prepare(lm, settings, prompt, LIMITS.spec_k.low, new_tokens)
+        done = reuse(shared, _sweep_key(lm, settings, ids, n))
+        sweep = done[0] if done is not None else ()
+    caption = info_caption(lm.info, alone=False)
+    return ExpectationView(expectation_figure(e, sweep, caption), expectation_md(e, sweep))
+
+
+class SampledFrame(NamedTuple):
+    """One update of the sampled count: the pass rows, the count's text (at the end), progress."""
+
+    passes_html: str
+    text: str
+    progress: str
+    run: SampledRun | None = None
+
+
+def run_sampled(lm, settings: Settings, shared, prompt: str, draft: str, k, new_tokens,
+                temperature: float, summary: SpecRaceSummary | None = None
+                ) -> Iterator[SampledFrame]:
+    """One seeded speculative run at `temperature` with the sampled acceptance rule, pass by
+    pass, then guesses kept ÷ judged and E from it; the last greedy race's α beside it when it
+    used the same draft. A count, not a timing: no plain lane, no noise reading."""
+    ids, k, new_tokens = _prepare(lm, settings, prompt, k, new_tokens)
+    settings.temperature.check("Temperature", temperature)
+    if check_draft(draft) != "prompt_lookup":
+        yield SampledFrame(EMPTY_PASSES, "", BUILD_NOTE.format(draft=draft))
+    d = _draft(lm, shared, draft)
+    fit = fit_race(summary) if summary is not None and summary.draft == draft else None
+    passes: list[SpecPass] = []
+    for r in sampled_run(lm, ids, d, k, float(temperature), new_tokens,
+                         seed=settings.seed.default):
+        if isinstance(r, SpecPass):
+            passes.append(r)
+            yield SampledFrame(passes_html(passes), "", f"Pass {r.index}: {r.tokens_so_far} "
+                               "tokens")
+        else:
+            yield SampledFrame(passes_html(passes), sampled_md(r, fit.alpha if fit else None),
+                               f"Done: {r.passes} passes.", r)

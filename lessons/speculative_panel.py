@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import gradio as gr
 
 from inference.config import Settings
+from visualizations.spec_expectation_view import EMPTY_SAMPLED, expectation_figure, expectation_md
 from visualizations.speculative_charts import batch_figure, k_sweep_figure
 from visualizations.speculative_view import EMPTY_PASSES, EMPTY_RACE, SAMPLING_RULE, THREE_WAYS
 from visualizations.style import info_caption
@@ -20,7 +21,17 @@ from .common.context import AppContext
 from .common.controls import guess_box, slider
 from .common.feedback import guarded
 from .common.lesson_text import lesson_page
-from .speculative_handlers import DRAFTS, GUESS_KEY, PROMPT, run_batch, run_k_sweep, run_spec_race
+from .common.named_outputs import showing
+from .speculative_handlers import (
+    DRAFTS,
+    GUESS_KEY,
+    PROMPT,
+    expectation_view,
+    run_batch,
+    run_k_sweep,
+    run_sampled,
+    run_spec_race,
+)
 
 
 def _heavy(settings: Settings) -> dict:
@@ -69,7 +80,7 @@ def _race_section(lm, settings: Settings, shared, server) -> tuple:
 
     _wire_run(race_btn, stop_btn, on_race, [prompt, draft, k, new_tokens, guess],
               [passes, progress, cards, last], settings, server, "speculative_race")
-    return prompt, k, new_tokens, last
+    return prompt, draft, k, new_tokens, last
 
 
 def _sweep_section(lm, settings: Settings, shared, server, prompt, new_tokens) -> None:
@@ -88,6 +99,7 @@ def _sweep_section(lm, settings: Settings, shared, server, prompt, new_tokens) -
 
     _wire_run(btn, stop, on_sweep, [prompt, new_tokens], [chart, note, progress], settings,
               server, "speculative_sweep")
+    return note
 
 
 def _batch_section(lm, settings: Settings, shared, server, prompt, k, last) -> None:
@@ -110,11 +122,44 @@ def _batch_section(lm, settings: Settings, shared, server, prompt, k, last) -> N
               server, "speculative_batch")
 
 
+def _expectation_section(lm, settings: Settings, shared, server, prompt, draft, k, new_tokens,
+                         last, sweep_note) -> None:
+    """The formula beside the last race (redrawn when a race or a sweep finishes; no model
+    run), then the sampled acceptance rule counted at a temperature (one short run)."""
+    gr.Markdown("### What to expect: the formula beside your race")
+    shown = {"chart": gr.Plot(expectation_figure(None), label="Expected value",
+                              elem_id="spec-expect-chart"),
+             "text": gr.Markdown(expectation_md(None), elem_id="spec-expect-text")}
+    draw = guarded(showing(shown, lambda p, n, s: expectation_view(lm, settings, shared, p, n,
+                                                                   s)), compute=False)
+    for changed in (last, sweep_note):
+        changed.change(draw, [prompt, new_tokens, last], list(shown.values()),
+                       api_visibility="undocumented")
+    gr.Markdown("#### The sampled rule, counted live")
+    temperature = slider(settings, "temperature", "Temperature (0: the greedy rule)", value=1.0,
+                         elem_id="spec-temperature")
+    with gr.Row(elem_classes=["lab-run-row"]):
+        btn = gr.Button("Count at this temperature", variant="primary", elem_id="spec-sampled")
+        stop = gr.Button("Stop", variant="stop", elem_id="spec-sampled-stop")
+    progress = gr.Markdown(elem_id="spec-sampled-progress")
+    text = gr.Markdown(EMPTY_SAMPLED, elem_id="spec-sampled-text")
+    passes = gr.HTML(elem_id="spec-sampled-passes")
+
+    def on_sampled(p: str, d: str, kk: float, n: float, t: float, summary) -> Iterator[dict]:
+        for f in run_sampled(lm, settings, shared, p, d, kk, n, t, summary):
+            yield {passes: f.passes_html, text: f.text or EMPTY_SAMPLED, progress: f.progress}
+
+    _wire_run(btn, stop, on_sampled, [prompt, draft, k, new_tokens, temperature, last],
+              [passes, text, progress], settings, server, "speculative_sampled")
+
+
 def build(ctx: AppContext) -> None:
     """Lesson 3b in the caller's tab; `ctx.server`: the runs take turns with it."""
     lm, settings, shared, server = ctx.lm, ctx.settings, ctx.shared, ctx.server
     gr.Markdown(lesson_page("lesson3b_speculative.md", lm.info,
                             {"sampling_rule": SAMPLING_RULE, "three_ways": THREE_WAYS}))
-    prompt, k, new_tokens, last = _race_section(lm, settings, shared, server)
-    _sweep_section(lm, settings, shared, server, prompt, new_tokens)
+    prompt, draft, k, new_tokens, last = _race_section(lm, settings, shared, server)
+    sweep_note = _sweep_section(lm, settings, shared, server, prompt, new_tokens)
+    _expectation_section(lm, settings, shared, server, prompt, draft, k, new_tokens, last,
+                         sweep_note)
     _batch_section(lm, settings, shared, server, prompt, k, last)

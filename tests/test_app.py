@@ -42,7 +42,7 @@ ENDPOINTS = {  # named endpoints (gradio_client, tests/test_bad_input.py, bench/
     "kv_growth", "kv_race", "kv_prefix", "kv_attention",
     "pages_add", "pages_step", "pages_finish", "pages_shared", "pages_fill", "pages_reset",
     "context_prefill", "context_decode", "context_memory",
-    "speculative_race", "speculative_sweep", "speculative_batch",
+    "speculative_race", "speculative_sweep", "speculative_batch", "speculative_sampled",
     "batch_sweep", "batch_schedulers", "batch_padding", "quant_compare", "roofline",
     "server_stats",
 }

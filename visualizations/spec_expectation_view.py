@@ -86,7 +86,7 @@ def expectation_md(e, sweep_points=()) -> str:
         f"{kept}. At your k = {f.k}: E = **{r.tokens_per_pass:.2f}** tokens per pass by the "
         f"formula, **{f.tokens_per_pass:.2f}** measured; speed-up {r.speedup:.2f}× by the "
         f"formula ({r.tokens_per_pass:.2f} × {f.step_s * 1000:.0f} ms ÷ ({f.k} × "
-        f"{f.draft_s * 1000:.1f} + {f.verify_s * 1000:.0f} ms)), {times(f.speedup)} measured.",
+        f"{f.draft_s * 1000:.1f} ms + {f.verify_s * 1000:.0f} ms)), {times(f.speedup)} measured.",
         _best_sentence(e),
     ]
     sweep = _mine(sweep_points, f.draft)
