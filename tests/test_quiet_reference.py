@@ -79,9 +79,8 @@ def test_this_machine_names_the_cpu():
 def test_the_race_and_the_sweep_keep_and_show_their_reference(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
-    from test_robust_figures import point, race_steps
-
     from inference.experiments.kv_race import summarize
+    from test_robust_figures import point, race_steps
     from visualizations import batching_text, kv_text
 
     monkeypatch.setattr(qr, "default_path", lambda: str(tmp_path / qr.FILE))
