@@ -150,3 +150,42 @@ def test_presenter_why_lines_name_the_fixed_cost_not_only_weight_reads():
         if "weight" in line and ("pass" in line or "batch" in line):
             assert "launch" in line, line
     assert "unless it is labelled theoretical" in text
+
+
+def test_time_outside_the_matrix_products_is_an_upper_bound_on_dispatch():
+    from inference.experiments.bound_rule import decide_bound
+    cpu = decide_bound(0.1, 0.02, overhead_share=0.7, device="cpu")
+    assert cpu.kind == "dispatch" and "at most" in cpu.sentence and "attention" in cpu.sentence
+    gpu = decide_bound(0.03, 0.01, overhead_share=0.7, device="cuda")  # an H200-like step
+    assert gpu.kind == "launches" and "kernel launches" in gpu.sentence
+    assert "dispatch" not in gpu.sentence
+
+
+def test_the_ridge_sentence_leaves_the_bound_to_the_measured_column():
+    """A GPU-like launch-bound decode: left of the ridge, yet not waiting for memory."""
+    from inference.experiments.compute_roof import ComputeRoof, WorkPoint
+    from visualizations.roofline_charts import compute_roof_md
+    step = WorkPoint("decode, batch 1", flops=5.4e8, bytes_read=2.7e8, seconds=0.0188)
+    roof = ComputeRoof(peak_gflops=400_000.0, bandwidth_gbs=4000.0, points=(step,))
+    md = compute_roof_md(roof, "float16", QUIET)
+    assert "waits for memory" not in md and "one 1024 × 1024" not in md
+    assert "back to back" in md and "last column" in md
+    assert "| memory |" not in md  # 0.4% of the bandwidth: not memory-bound
+
+
+def test_the_compute_roof_times_a_run_of_products():
+    from inference.experiments.compute_roof import measure_matmul_gflops
+    assert measure_matmul_gflops("cpu", size=64, repeats=2, inner=3) > 0
+
+
+def test_a_bigger_model_is_not_given_this_ones_share_of_its_ceiling():
+    from visualizations.machine_text import model_sizes_md
+
+    def row(name, params, weights, ceiling):
+        return SimpleNamespace(shape=SimpleNamespace(name=name, parameters=params),
+                               weight_bytes=weights, int8_bytes=weights // 4,
+                               kv_bytes_per_token=1000, ceiling_tokens_per_s=ceiling, fits=True)
+    rows = [row("SmolLM2-135M", 135e6, 541e6, 41.6), row("SmolLM2-1.7B", 1.7e9, 6.8e9, 3.3)]
+    md = model_sizes_md(rows, 22.5, "float32", 8 * 10**9, measured_tokens_per_s=13.6)
+    assert "At the same share" not in md and "would give about" not in md
+    assert "could not beat **3.3 tokens/s**" in md

@@ -33,11 +33,12 @@ def model_sizes_md(rows, bandwidth_gbs: float, dtype: str, free_bytes: int,
         big = rows[-1]
         lines.append(
             f"\nThis model measured **{measured_tokens_per_s:.1f} tokens/s**, {share:.0%} of its "
-            f"ceiling. At the same share, {big.shape.name} would give about "
-            f"**{share * big.ceiling_tokens_per_s:.1f} tokens/s** here: "
-            f"{rows[0].weight_bytes / big.weight_bytes:.0%} of this one's speed, for a model "
-            f"{big.shape.parameters / rows[0].shape.parameters:.0f}× the size. The right size is "
-            "the smallest one good enough for the task: every parameter is read for every token.")
+            f"ceiling. {big.shape.name} could not beat **{big.ceiling_tokens_per_s:.1f} "
+            f"tokens/s** here ({rows[0].weight_bytes / big.weight_bytes:.0%} of this one's "
+            f"ceiling, for a model {big.shape.parameters / rows[0].shape.parameters:.0f}× the "
+            "size), and its share would not be this one's: a step's fixed per-operation cost is "
+            "a smaller part of a bigger model's step. The right size is the smallest one good "
+            "enough for the task: every parameter is read for every token.")
     return "\n".join(lines)
 
 
@@ -54,8 +55,9 @@ def roofline_md(r, weight_bytes: int) -> str:
         f"= **{r.ceiling_tokens_per_s:.1f} tokens/s** at batch 1.\n"
         f"- **Decode speed (measured, median step):** **{r.measured_tokens_per_s:.1f} tokens/s**, "
         f"**{r.fraction:.0%}** of the ceiling.\n\n"
-        "Decoding one token per pass cannot beat the ceiling: every pass streams all the weights "
-        "from memory (batching, quantization and speculative decoding are the ways past it). "
+        "Decoding one token per pass cannot beat a true ceiling: every pass streams all the "
+        "weights from memory (a share above 100% means the bandwidth was measured low; "
+        "batching, quantization and speculative decoding are the ways past it). "
         "The gap is time spent on other things (attention, thousands of small operations, "
         "matrix-vector products that do not reach full bandwidth): *What bounds a decode step* "
         "below splits one step to show how much. Other visitors' requests share these cores, "

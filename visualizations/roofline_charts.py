@@ -87,10 +87,11 @@ def compute_roof_md(roof, dtype: str, noise=None) -> str:
     prefill = next((p for p in roof.points if p.label.startswith("prefill")), None)
     lines = [
         busy_notice_html(noise) + f"- **Compute roof (measured):** {roof.peak_gflops:,.0f} "
-        f"GFLOP/s, one 1024 × 1024 matrix product in {dtype}.",
+        f"GFLOP/s, large matrix products timed back to back in {dtype}.",
         f"- **Ridge point (theoretical):** {roof.peak_gflops:,.0f} GFLOP/s ÷ "
-        f"{roof.bandwidth_gbs:.1f} GB/s = **{roof.ridge:.1f} FLOPs per byte**. A pass doing "
-        "fewer FLOPs per byte it reads waits for memory; one doing more waits for arithmetic.",
+        f"{roof.bandwidth_gbs:.1f} GB/s = **{roof.ridge:.1f} FLOPs per byte**. Left of it a "
+        "pass can go no faster than memory allows, right of it than arithmetic allows; what "
+        "bound it here (launches or dispatch can, first) is the last column.",
         "",
         "| pass | GFLOPs (theoretical) | bytes read | FLOPs per byte | time (ms, measured) "
         "| achieved GFLOP/s | of its roof | bound by |",

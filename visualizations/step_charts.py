@@ -128,8 +128,9 @@ def step_bound_md(bound, floor_seconds: float, bytes_per_token: int, bandwidth_g
         f"{p.step_seconds * ms:.1f} ms ({1 / p.step_seconds:.1f} tokens/s), split below by "
         "the profiler's shares of its own steps.",
         f"- **Bandwidth floor ({THEORETICAL}):** {human_bytes(bytes_per_token)} read ÷ "
-        f"{bandwidth_gbs:,.1f} GB/s = **{floor_seconds * ms:.1f} ms**: a step can be no "
-        f"faster. This step took {p.step_seconds / floor_seconds:.1f}× that.",
+        f"{bandwidth_gbs:,.1f} GB/s = **{floor_seconds * ms:.1f} ms**: at the measured "
+        f"bandwidth a step can be no faster. This step took "
+        f"{p.step_seconds / floor_seconds:.1f}× that.",
         f"- **Matrix products ({MEASURED}, profiler):** {p.matmul_seconds * ms:.1f} ms in "
         f"{_products(p.matmul_ops_per_step, layers)}. They are the part that reads the "
         "weights" + _matmul_rate(weight_bytes, p.matmul_seconds, bandwidth_gbs),
@@ -161,10 +162,11 @@ def step_bound_md(bound, floor_seconds: float, bytes_per_token: int, bandwidth_g
         "before any arithmetic.",
         "",
         "The roofline's ceiling counts only the bytes a step must read. Every operation also "
-        "pays a fixed cost to be dispatched, whatever its size, and one step of this small model "
-        "is thousands of tiny operations: that"
-        + (", with matrix products that fall short of the full bandwidth," if slow_products
-           else "") + " is the gap between the measured point and the roof. Fewer, larger "
+        "pays a fixed cost to be " + ("launched" if gpu else "dispatched") + ", whatever its "
+        "size, and one step of this small model is thousands of tiny operations: that, with "
+        "their own real work (attention, copies, norms)"
+        + (" and matrix products that fall short of the full bandwidth," if slow_products
+           else ",") + " is the gap between the measured point and the roof. Fewer, larger "
         "operations (fused kernels, a compiled step, a bigger batch sharing each operation) "
         "close it.",
     ]

@@ -62,12 +62,13 @@ def decide_bound(memory_share: float, compute_share: float | None,
     gpu = str(device).startswith("cuda")
     if overhead_share is not None and overhead_share >= OVERHEAD_SHARE:
         kind, label = ("launches", "kernel launches") if gpu else ("dispatch", "dispatch")
-        what = ("the GPU waiting between kernel launches" if gpu
-                else "starting thousands of small operations, between and outside the matrix "
-                     "products")
+        what = ("to the GPU waiting between kernel launches" if gpu
+                else "outside the matrix products: starting thousands of small operations, "
+                     "and their own work (attention, copies, norms), so dispatch is at most "
+                     "that share")
         return BoundVerdict(kind, mem, comp, overhead_share, label,
                             f"Bound by {label}, not by either roof: it reached only {shares}, "
-                            f"and {overhead_share:.0%} of the step went to {what}.")
+                            f"and {overhead_share:.0%} of the step went {what}.")
     tail = (" The step split measured " f"{overhead_share:.0%} of it outside the real work."
             if overhead_share is not None else
             " What fills the rest is not measured here (see the step split on This machine).")

@@ -31,19 +31,26 @@ from .shared_results import once
 
 
 def measure_matmul_gflops(device: torch.device | str, dtype: torch.dtype = torch.float32,
-                          size: int = 1024, repeats: int = 5) -> float:
-    """GFLOP/s of one `size`×`size` by `size`×`size` matrix product in `dtype` (2·size³ FLOPs,
-    median of `repeats`, the device synced around each): the machine's compute roof as a
-    well-tuned kernel reaches it, the same kind of work as the model's linear layers."""
+                          size: int | None = None, repeats: int = 5,
+                          inner: int | None = None) -> float:
+    """GFLOP/s of `inner` back-to-back `size`×`size` by `size`×`size` matrix products in
+    `dtype` (2·size³ FLOPs each, median of `repeats`, the device synced around each run): the
+    machine's compute roof as a well-tuned kernel reaches it, the same kind of work as the
+    model's linear layers. A GPU does one 1024³ product in microseconds, about one kernel
+    launch, so there the default is a sustained run (4096³, 20 in a row); a CPU's 1024³ product
+    already takes milliseconds."""
+    gpu = torch.device(device).type == "cuda"
+    size, inner = size or (4096 if gpu else 1024), inner or (20 if gpu else 1)
     a = torch.randn(size, size, device=device).to(dtype)  # [size, size]
     b = torch.randn(size, size, device=device).to(dtype)  # [size, size]
     a @ b  # warm-up: kernel choice, caches
     times = []
     for _ in range(repeats):
         with stopwatch(device) as t:
-            a @ b
+            for _ in range(inner):
+                a @ b
         times.append(t[0])
-    return 2 * size**3 / statistics.median(times) / 1e9
+    return 2 * size**3 * inner / statistics.median(times) / 1e9
 
 
 def machine_gflops(shared, device: torch.device | str, dtype: torch.dtype) -> float:
