@@ -195,6 +195,15 @@ def plot_title(page, elem_id: str) -> str | None:
         elem_id)
 
 
+def plot_caption(page, elem_id: str) -> str:
+    """The caption over the Plotly chart inside #elem_id (visualizations/style.py), or ""."""
+    return page.evaluate(
+        """id => { const g = document.querySelector('#' + id + ' .js-plotly-plot');
+                   const a = ((g && g.layout && g.layout.annotations) || [])
+                     .find(a => a.name === 'caption');
+                   return a ? a.text.replace(/<br>/g, ' ') : ''; }""", elem_id)
+
+
 def plot_points(page, elem_id: str) -> int:
     """How many data points the chart inside #elem_id draws (all traces together)."""
     return page.evaluate(

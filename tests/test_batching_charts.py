@@ -12,6 +12,7 @@ from inference.experiments.schedulers import (
 )
 from inference.experiments.serving_cost import serving_costs
 from visualizations import batching_charts as charts
+from visualizations.style import caption_text
 
 W = 500_000_000  # weight bytes
 
@@ -42,8 +43,8 @@ def test_throughput_title_comes_from_the_data_and_the_noise():
     quiet, busy = judge(spread=0.03, others_cpu=0.02), judge(others_cpu=0.6)
     rising = _points()
     falling = [replace(p, step_seconds=p.batch * 0.05 * (1 + i)) for i, p in enumerate(rising)]
-    assert charts.throughput_chart(rising, "cap", quiet).layout.title.text.replace(
-        "<br>", " ") == "Decode throughput grows with batch size"
+    assert caption_text(charts.throughput_chart(rising, "cap", quiet)).startswith(
+        "Decode throughput grows with batch size.")
     assert "fell" in charts.throughput_title(falling, quiet)  # 20 -> 10 -> 5.3 tokens/s
     assert "grows" not in charts.throughput_title(rising, busy)
     assert "busy" in charts.throughput_title(rising, busy)
@@ -79,7 +80,7 @@ def test_padding_chart_marks_left_padding():
     assert [list(r) for r in heat.z] == [[1, 1, 1], [0, 0, 1]]
     assert list(heat.y) == ["row 1 · 3 tokens", "row 2 · 1 tokens"]
     assert heat.customdata[1][0] == "b"  # the prompt itself, in the hover
-    assert "2 of 6" in fig.layout.title.text and "33%" in fig.layout.title.text
+    assert "2 of 6" in caption_text(fig) and "33%" in caption_text(fig)
 
 
 def _result(name):

@@ -13,6 +13,7 @@ from e2e_browser import (
     judged_busy,
     number,
     open_tab,
+    plot_caption,
     plot_points,
     plot_title,
     record_changes,
@@ -57,9 +58,9 @@ def test_lesson_4_kv_cache(visitor):
     assert "equal" in formula
     seen_bytes = {number(r"= ([\d,]+) bytes", f) for f in formulas if "= " in f}
     assert len(seen_bytes) >= 2, f"the formula never changed while the cache grew: {formulas}"
-    assert (plot_title(page, "kv-growth-bytes")
-            == "Cache size grows by the same bytes with every token")
-    assert plot_title(page, "kv-growth-grid").startswith("The real KV cache: 30 layers")
+    assert plot_title(page, "kv-growth-bytes") == "Cache bytes, token by token"
+    assert plot_title(page, "kv-growth-grid") == "The real KV cache"
+    assert plot_caption(page, "kv-growth-grid").startswith("30 layers")
     screenshot(page, "lesson-4-kv-growth")
 
     # 2 · Race: 4 tokens with and without the cache; same tokens, far more work without.
@@ -97,7 +98,7 @@ def test_lesson_4_kv_cache(visitor):
     assert speedup_card.inner_text().endswith("×")
     assert speedup_card.evaluate("e => parseFloat(getComputedStyle(e).fontSize)") >= 28
     wait_until(lambda: plot_points(page, "kv-race-plot") >= 16, 10, "the race chart")
-    assert plot_title(page, "kv-race-plot") == "Cache on vs off: time for each new token"
+    assert plot_title(page, "kv-race-plot") == "Cache on vs off"
     screenshot(page, "lesson-4-kv-race")
 
     # The race at several lengths: the gap grows with the text.
@@ -116,15 +117,16 @@ def test_lesson_4_kv_cache(visitor):
 
     # 3 · Memory projection: switching bytes per value redraws charts and table (theoretical).
     open_tab(page, "3 · Memory projection")
-    titles = [plot_title(page, "kv-projection-context"), plot_title(page, "kv-projection-batch")]
-    assert titles[0].startswith("KV cache vs context length (theoretical, 2 bytes per value")
-    assert titles[1].startswith("KV cache vs batch size (theoretical, 2 bytes per value")
-    assert plot_title(page, "kv-projection-gqa").startswith("Cache bytes per token: grouped-query")
+    assert plot_title(page, "kv-projection-context") == "KV cache vs context length"
+    assert plot_title(page, "kv-projection-batch") == "KV cache vs batch size"
+    for chart in ("kv-projection-context", "kv-projection-batch"):
+        assert plot_caption(page, chart).startswith("Theoretical: 2 bytes per value")
+    assert plot_caption(page, "kv-projection-gqa").startswith("Grouped-query")
     table = text_of(page, "kv-projection-table")
     tab_panel(page, "kv-projection-table").get_by_text("fp32 (4 bytes)", exact=True).click()
-    wait_until(lambda: "4 bytes per value" in (plot_title(page, "kv-projection-context") or ""),
+    wait_until(lambda: "4 bytes per value" in plot_caption(page, "kv-projection-context"),
                30, "the projection to redraw for 4 bytes per value")
-    assert "4 bytes per value" in plot_title(page, "kv-projection-batch")
+    assert "4 bytes per value" in plot_caption(page, "kv-projection-batch")
     assert "4 bytes per value" in wait_text_change(page, "kv-projection-table", table, 30)
     screenshot(page, "lesson-4-kv-projection")
 

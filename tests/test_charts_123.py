@@ -55,9 +55,10 @@ def test_prefill_sweep_figure_traces():
 
 def test_decode_latency_figure_marks_first_token():
     fig = decode_latency_figure([0.5, 0.1, 0.1, 0.2], "cap")
-    bars, rate = fig.data
-    assert list(bars.y) == [500.0, 100.0, 100.0, 200.0]
-    assert bars.marker.color[0] != bars.marker.color[1]
+    first, steps, rate = fig.data  # one trace per colour, so the legend shows each
+    assert list(first.x) == [0] and list(first.y) == [500.0]
+    assert list(steps.x) == [1, 2, 3] and list(steps.y) == [100.0, 100.0, 200.0]
+    assert first.marker.color != steps.marker.color
     assert rate.y[0] is None and abs(rate.y[2] - 10.0) < 1e-9 and abs(rate.y[3] - 7.5) < 1e-9
 
 

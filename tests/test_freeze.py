@@ -21,7 +21,7 @@ from inference.tokens import prompt_ids
 from lessons import batching_handlers, kv_cache_handlers
 from lessons.common.feedback import guarded
 from polling import wait_for
-from visualizations.style import sharing_sentence
+from visualizations.style import caption_text, sharing_sentence
 
 CHATS = ["Write a long story about a lighthouse keeper and the sea.",
          "Explain in detail how bread is made, step by step.",
@@ -140,10 +140,10 @@ def test_freeze_no_timed_pass_straddles_a_server_step_or_a_job(freeze_run):
 
 def test_freeze_the_captions_count_the_chats_served_meanwhile(freeze_run):
     chats = len(freeze_run["chats"])
-    race_caption = freeze_run["race"][-1].plot.layout.title.subtitle.text.replace("<br>", " ")
+    race_caption = caption_text(freeze_run["race"][-1].plot)
     assert f"the server answered {chats} chats between passes" in race_caption
     sweep_caption = [f.throughput for f in freeze_run["sweep"] if f.throughput is not None][-1]
-    assert "between passes" in sweep_caption.layout.title.subtitle.text.replace("<br>", " ")
+    assert "between passes" in caption_text(sweep_caption)
 
 
 def test_freeze_sharing_sentence_for_no_chat_and_for_some():

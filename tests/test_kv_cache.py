@@ -33,6 +33,7 @@ from inference.kv_cache import (
     snapshot,
 )
 from inference.tokens import prompt_ids
+from visualizations.style import caption_text
 
 # Same scores up to rounding in the loaded dtype (logits reach ~20; ulps grow with fewer bits).
 LOGIT_GAP = {torch.float32: 1e-2, torch.float16: 0.1, torch.bfloat16: 0.75}
@@ -220,9 +221,9 @@ def test_panel_handlers_on_the_real_model(lm):
     view = run.attention_run(lm, settings, "Hi", 2)
     fig = run.attention_redraw(lm, view, 99, 3)  # out-of-range layer is clamped
     assert len(fig.data[0].y) == len(view.pieces)
-    assert "layer 29, query head 3" in fig.layout.title.text
+    assert "layer 29, query head 3" in caption_text(fig)
     both = run.show_attention(lm, settings, "Hi", 2, 5, 4)
-    assert "layer 5, query head 4 (KV head 1)" in both.plot.layout.title.text
+    assert "layer 5, query head 4 (KV head 1)" in caption_text(both.plot)
     assert both.view.pieces == view.pieces  # greedy: the same tokens both times
 
 

@@ -6,6 +6,7 @@ from inference.experiments.noise import judge
 from inference.experiments.prefix_reuse import PrefixRun
 from inference.kv_cache import CacheSnapshot
 from visualizations import kv_charts, kv_text
+from visualizations.style import caption_text
 
 QUIET = judge(spread=0.04, calibration_ratio=1.05, others_cpu=0.02)  # hand-made readings
 BUSY = judge(spread=0.04, calibration_ratio=1.05, others_cpu=0.6)
@@ -24,7 +25,7 @@ def test_cache_grid_draws_one_column_per_token():
     heat = fig.data[0]
     assert [list(r) for r in heat.z] == [[0, 1, 2, 3], [10, 11, 12, 13]]
     assert list(heat.x) == [0, 1, 2, 3] and list(heat.y) == [0, 1]
-    title = fig.layout.title.text.replace("<br>", " ")
+    title = caption_text(fig)
     assert "[1, 3, 4, 64]" in title
     # coloured by keys alone, so the title says so (not "keys and values")
     assert "colour: each key's length" in title and fig.data[0].colorbar.title.text == "|key|"
@@ -126,7 +127,7 @@ def test_attention_figure_shows_one_head():
     fig = kv_charts.attention_figure(view, layer=0, head=1)
     assert list(fig.data[0].y) == [1.0, 0.0, 0.0]
     assert list(fig.layout.xaxis.ticktext) == ["a", "b", "c"]
-    assert "KV head 0" in fig.layout.title.text
+    assert "KV head 0" in caption_text(fig)
 
 
 def test_growth_step_text():

@@ -14,7 +14,15 @@ from lessons import decode_handlers, decode_panel, prefill_handlers
 from lessons.common.context import AppContext
 from visualizations.decode_view import decode_stats_md
 from visualizations.noise_view import BUSY
-from visualizations.style import CAPTION_GREY, PALETTE, contrast_ratio, styled
+from visualizations.style import (
+    CAPTION_GREY,
+    PALETTE,
+    PLOT_MIN,
+    caption_text,
+    contrast_ratio,
+    plot_height,
+    styled,
+)
 from visualizations.timing_charts import candidates_figure, decode_latency_figure
 
 SETTINGS = Settings()
@@ -77,8 +85,8 @@ def test_branch_pick_is_not_averaged_into_time_per_token():
     assert "10.0 tokens/s" in md
     assert "1 step left out: your branch pick" in md
     fig = decode_latency_figure([e.seconds for e in evs], "cap", forced=[2])
-    bars, rate = fig.data
-    assert bars.marker.color[2] == PALETTE["purple"] != bars.marker.color[1]
+    first, steps, pick, rate = fig.data  # one trace per colour, each its legend entry
+    assert list(pick.x) == [2] and pick.marker.color == PALETTE["purple"] != steps.marker.color
     assert abs(rate.y[3] - 10.0) < 1e-9  # two ordinary steps of 0.1 s: 10 tokens/s
 
 
@@ -102,12 +110,13 @@ def test_caption_contrast_and_legend_apart_from_title():
     legend, title = fig.layout.legend, fig.layout.title
     assert legend.yref == "container" and legend.y == 0 and legend.yanchor == "bottom"
     assert title.automargin and title.yanchor == "bottom"  # pushes the plot down, never over it
-    assert title.subtitle.text == "Measured live on cpu"
+    assert caption_text(fig) == "Measured live on cpu"
     # a caption that wraps to two lines gets a line's room more above the plot (it printed
     # over the top bar of the candidates chart)
     long = styled(gr_free_figure(), "A title", "x", "y", "Measured live on cpu · float32 · 2 "
-                  "threads · each timed pass ran alone on the compute thread").layout.title
-    assert long.subtitle.text.count("<br>") == 1 and long.pad.b >= title.pad.b + 30
+                  "threads · each timed pass ran alone on the compute thread")
+    assert long.layout.annotations[0].text.count("<br>") == 1
+    assert long.layout.title.pad.b >= title.pad.b + 17 and plot_height(long) >= PLOT_MIN
 
 
 def test_candidates_title_names_the_step():

@@ -23,6 +23,7 @@ from visualizations.speculative_view import (
     passes_html,
     race_md,
 )
+from visualizations.style import caption_text
 
 QUIET = judge(others_cpu=0.02)  # a run the noise rule judged quiet: its verdict is drawn
 
@@ -92,9 +93,9 @@ def test_speculative_k_sweep_plots_both_drafts():
     assert list(tpp.x) == [1, 2, 3] and list(tpp.y) == [p.tokens_per_pass for p in pts[:3]]
     speed = lines[("int4", "x2")]
     assert [round(y, 2) for y in speed.y] == [0.8, 0.8, 0.8]
-    assert "prompt_lookup at k = 1" in fig.layout.title.text.replace("<br>", " ")
+    assert "prompt_lookup at k = 1" in caption_text(fig)
     slow = k_sweep_figure(pts[3:], noise=QUIET)
-    assert "No draft beat plain decoding" in slow.layout.title.text.replace("<br>", " ")
+    assert "No draft beat plain decoding" in caption_text(slow)
     assert k_sweep_figure([]).layout.annotations[0].text == EMPTY_SWEEP
 
 
@@ -105,7 +106,7 @@ def test_speculative_batch_cost_chart_and_table():
     plain, verify = fig.data
     assert list(plain.y) == [50.0, 100.0] and [round(y) for y in verify.y] == [60, 400]
     assert verify.text[1] == "400 ms (4.0 steps)"
-    assert "costs 4.0 plain steps (batch 1: 1.2)" in fig.layout.title.text.replace("<br>", " ")
+    assert "costs 4.0 plain steps (batch 1: 1.2)" in caption_text(fig)
     md = batch_md(costs, tokens_per_pass=3.0, noise=QUIET)
     assert "| 16 | 100.0 | 400.0 | 4.00 | memory, compute | 0.75× |" in md
     assert "| 1 | 50.0 | 60.0 | 1.20 | memory, memory | 2.5× |" in md

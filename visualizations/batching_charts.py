@@ -11,7 +11,7 @@ import math
 import plotly.graph_objects as go
 
 from .noise_view import supports_verdict
-from .style import PALETTE, empty_figure, styled
+from .style import PALETTE, empty_figure, integer_ticks, styled
 
 
 def _batch_axis(fig: go.Figure, batches: list[int]) -> go.Figure:
@@ -88,10 +88,10 @@ def throughput_chart(points, caption: str = "", noise=None) -> go.Figure:
                    name="B × batch-1 rate (theoretical)",
                    line=dict(color=PALETTE["grey"], dash="dash")),
     ])
-    _log_y(fig, [p.per_request_tokens_per_s for p in points] + [one * x for x in b], 0.1)
-    return _batch_axis(styled(fig, throughput_title(points, noise), "Batch size (requests)",
-                              "Tokens per second (log scale)", caption, height=THROUGHPUT_HEIGHT),
-                       b)
+    _log_y(fig, [y for trace in fig.data for y in trace.y], 0.15)  # every point inside
+    return _batch_axis(styled(fig, "Throughput vs batch size", "Batch size (requests)",
+                              "Tokens per second (log scale)", caption, height=THROUGHPUT_HEIGHT,
+                              note=throughput_title(points, noise) + "."), b)
 
 
 def step_time_chart(points, bandwidth_gbs: float, caption: str = "") -> go.Figure:
@@ -114,8 +114,9 @@ def step_time_chart(points, bandwidth_gbs: float, caption: str = "") -> go.Figur
     ])
     top = max(max(p.step_seconds * 1000 for p in points) * 1.3, first * 1.2)
     fig.update_yaxes(range=[0, top])
-    return styled(fig, "One step serves the whole batch: time per step",
-                  "Batch size (requests)", "Milliseconds per decode step", caption)
+    return styled(fig, "Time per step vs batch size", "Batch size (requests)",
+                  "Milliseconds per decode step", caption,
+                  note="One step serves the whole batch.")
 
 
 def tradeoff_chart(points, caption: str = "") -> go.Figure:
@@ -127,9 +128,9 @@ def tradeoff_chart(points, caption: str = "") -> go.Figure:
         mode="lines+markers+text", text=[f"B={p.batch}" for p in points], textposition="top left",
         name="measured", line=dict(color=PALETTE["vermillion"], width=3), marker=dict(size=10)))
     fig.update_yaxes(range=[0, max(p.tokens_per_s for p in points) * 1.2])
-    return styled(fig, "Throughput vs latency: what batching trades",
-                  "Each request's time per output token (ms, lower is snappier)",
-                  "Total tokens/s (higher is cheaper)", caption)
+    return styled(fig, "Throughput vs latency", "Each request's time per output token (ms, "
+                  "lower is snappier)", "Total tokens/s (higher is cheaper)", caption,
+                  note="What batching trades.")
 
 
 def padding_chart(lengths: list[int], labels: list[str] | None = None) -> go.Figure:
@@ -152,11 +153,11 @@ def padding_chart(lengths: list[int], labels: list[str] | None = None) -> go.Fig
         hovertemplate="%{customdata}<br>position %{x}<extra></extra>"))
     fig.update_yaxes(autorange="reversed")
     total = width * len(lengths)
-    return styled(fig, f"Padding: {padded} of {total} positions<br>are filler "
-                  f"({padded / total:.0%})",
-                  "Position (tokens)", "",
+    integer_ticks(fig, width, start=1)
+    return styled(fig, "Padding", "Position (tokens)", "",
                   "blue: prompt tokens · grey: padding (computed, masked out)",
-                  height=max(320, 180 + 44 * len(lengths)))  # room for title and caption
+                  height=max(320, 180 + 44 * len(lengths)),
+                  note=f"{padded} of {total} positions are filler ({padded / total:.0%}).")
 
 
 def gantt_chart(result, title: str, caption: str = "", horizon: float | None = None) -> go.Figure:
@@ -211,8 +212,8 @@ def scheduler_summary_chart(summaries, caption: str = "") -> go.Figure:
                      for i, s in enumerate(summaries)])
     top = max(getattr(s, a) for s in summaries for _, a in metrics)
     fig.update_yaxes(range=[0, top * 1.2 if top > 0 else 1])
-    return styled(fig, "Static vs continuous: how long requests wait", "",
-                  "Seconds on the virtual clock", caption)
+    return styled(fig, "Static vs continuous", "", "Seconds on the virtual clock", caption,
+                  note="How long requests wait.")
 
 
 def cost_chart(costs, price_per_hour: float, caption: str = "") -> go.Figure:
@@ -234,5 +235,6 @@ def cost_chart(costs, price_per_hour: float, caption: str = "") -> go.Figure:
     ])
     _log_y(fig, [c.usd_per_million_output for c in costs]
            + [c.usd_per_million_input for c in costs])
-    return styled(fig, f"What a token costs at ${price_per_hour:,.2f} per hour",
-                  "Batch size (requests)", "US dollars per million tokens (log scale)", caption)
+    return styled(fig, f"Cost at ${price_per_hour:,.2f} per hour", "Batch size (requests)",
+                  "US dollars per million tokens (log scale)", caption,
+                  note="What a million tokens cost at each batch size.")

@@ -40,9 +40,10 @@ def budget_split_figure(steps, budget: int, caption: str = "") -> go.Figure:
                                  name=f"token budget per step ({budget})",
                                  line=dict(color=PALETTE["grey"], dash="dash")))
     fig.update_layout(barmode="stack", bargap=0.1)
-    title = (f"Each step's budget of {budget} tokens: running rows first, prompt chunks after"
-             if budget else "Unchunked: a newcomer's whole prompt runs in one step")
-    return styled(fig, title, "server step", "tokens in the step", caption)
+    note = (f"Each step's budget of {budget} tokens: running rows first, prompt chunks after."
+            if budget else "Unchunked: a newcomer's whole prompt runs in one step.")
+    return styled(fig, "Tokens in each server step", "server step", "tokens in the step", caption,
+                  note=note)
 
 
 def step_parts_figure(steps, caption: str = "") -> go.Figure:

@@ -48,8 +48,9 @@ def prefill_lengths_figure(points, curve=None, shares=(), caption: str = "") -> 
             name="the same fit without its L² term (attention's scores)",
             line=dict(color=PALETTE["grey"], dash="dash", width=2)))
     fig.update_xaxes(type="log")
-    return styled(fig, "Prefill: time per prompt token at each prompt length",
-                  "prompt length L (tokens, log)", "ms per prompt token", caption, height=420)
+    return styled(fig, "Prefill time per prompt token", "prompt length L (tokens, log)",
+                  "ms per prompt token", caption, height=420,
+                  note="Time per prompt token at each prompt length.")
 
 
 def _span(xs: list[int], steps: int = 40) -> list[float]:
@@ -98,8 +99,9 @@ def decode_lengths_figure(points, theory=None, window: int = 0, caption: str = "
         fig.add_vline(x=window, line=dict(color=PALETTE["grey"], width=2),
                       annotation_text=f"context window {window:,}",
                       annotation_position="bottom left")
-    return styled(fig, "Decode: one step against the length of the cache it reads",
-                  "cache length L (tokens)", "milliseconds per step", caption, height=440)
+    return styled(fig, "Decode step vs cache length", "cache length L (tokens)",
+                  "milliseconds per step", caption, height=440,
+                  note="One step against the length of the cache it reads.")
 
 
 def attention_memory_figure(peaks, caption: str = "") -> go.Figure:
@@ -120,7 +122,7 @@ def attention_memory_figure(peaks, caption: str = "") -> go.Figure:
                    marker=dict(symbol="line-ew-open", size=40, color=PALETTE["grey"],
                                line=dict(width=3)))])
     top = max(max(p.peak_bytes, p.scores_bytes) for p in peaks) / 1e6
-    styled(fig, "Attention's memory: the score table written out, or computed in tiles",
-           "attention implementation", "MB", caption, height=420)
+    styled(fig, "Attention's peak memory", "attention implementation", "MB", caption,
+           height=420, note="The score table written out, or computed in tiles.")
     fig.update_yaxes(range=[0, top * 1.25])
     return fig

@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .model_card import human_bytes
-from .style import MEASURED, PALETTE, SEQUENCE, THEORETICAL, empty_figure, styled
+from .style import MEASURED, PALETTE, SEQUENCE, THEORETICAL, empty_figure, integer_ticks, styled
 
 
 def cache_grid_figure(snap, prompt_tokens: int, caption: str = "") -> go.Figure:
@@ -25,11 +25,12 @@ def cache_grid_figure(snap, prompt_tokens: int, caption: str = "") -> go.Figure:
         fig.add_vline(x=prompt_tokens - 0.5, line=dict(color=PALETTE["vermillion"], width=3),
                       annotation_text="prompt | generated", annotation_position="top left")
     b, h, s, d = snap.shapes[0]
-    title = (f"The real KV cache: {snap.layers} layers × keys and values [{b}, {h}, {s}, {d}] "
-             f"= {human_bytes(snap.tensor_bytes)}; colour: each key's length (values held, "
-             "not drawn)")
-    return styled(fig, title, "position in the sequence (one column per cached token)",
-                  "layer", caption, height=360)
+    integer_ticks(fig, snap.tokens)
+    note = (f"{snap.layers} layers × keys and values [{b}, {h}, {s}, {d}] = "
+            f"{human_bytes(snap.tensor_bytes)}; colour: each key's length (values held, not "
+            "drawn).")
+    return styled(fig, "The real KV cache", "position (one column per token)", "layer",
+                  caption, height=360, note=note)
 
 
 def cache_bytes_figure(history: list[tuple[int, int, int]], caption: str = "") -> go.Figure:
@@ -44,8 +45,9 @@ def cache_bytes_figure(history: list[tuple[int, int, int]], caption: str = "") -
         go.Scatter(x=tokens, y=[h[1] for h in history], mode="markers",
                    name=f"real tensors ({MEASURED})", marker=dict(color=PALETTE["blue"], size=8)),
     ])
-    return styled(fig, "Cache size grows by the same bytes with every token",
-                  "tokens in the cache", "bytes", caption)
+    integer_ticks(fig, max(tokens) + 1)
+    return styled(fig, "Cache bytes, token by token", "tokens in the cache", "bytes", caption,
+                  note="The cache grows by the same bytes with every token.")
 
 
 def race_figure(steps, caption: str = "") -> go.Figure:
@@ -68,9 +70,10 @@ def race_figure(steps, caption: str = "") -> go.Figure:
             x=[s.index for s in mine], y=[s.forward_tokens for s in mine], mode="lines",
             name=f"{label}: tokens per forward pass",
             line=dict(color=colour, dash="dot", width=1.5), hoverinfo="skip"), secondary_y=True)
-    styled(fig, "Cache on vs off: time for each new token",
-           "output token (0 = first, after prefill)", "milliseconds per step", caption, height=420)
-    fig.update_yaxes(title_text="tokens per forward pass (dotted)", secondary_y=True,
+    styled(fig, "Cache on vs off", "output token (0 = first, after prefill)",
+           "milliseconds per step", caption, height=420, note="Time for each new token.")
+    integer_ticks(fig, max(s.index for s in steps) + 1)
+    fig.update_yaxes(title_text="tokens per pass (dotted)", secondary_y=True,
                      showgrid=False)
     return fig
 
@@ -111,9 +114,9 @@ def race_lengths_figure(points, curve=None, caption: str = "") -> go.Figure:
             line=dict(color=PALETTE["vermillion"], dash="dash", width=2)))
     fig.update_xaxes(type="log")
     fig.update_yaxes(type="log")
-    return styled(fig, "One step at length L, with and without the cache",
-                  "context length L (tokens, log)", "milliseconds per step (log)", caption,
-                  height=420)
+    return styled(fig, "One step at length L", "context length L (tokens, log)",
+                  "milliseconds per step (log)", caption, height=420,
+                  note="With and without the cache.")
 
 
 def _cache_traces(proj, i: int, colour: str, width: float) -> list[go.Scatter]:
@@ -155,9 +158,10 @@ def projection_figure(proj, caption: str = "", highlight: str | None = None) -> 
             x=[proj.xs[0], proj.xs[-1]], y=[weights, weights], mode="lines",
             name=f"{name} weights", line=dict(color=colour, dash="dash", width=1.5),
             hovertemplate=f"{name} weights: {human_bytes(weights)}<extra></extra>"))
-    styled(fig, f"KV cache vs {proj.x_name.split(' (')[0]} ({THEORETICAL}, "
-                f"{proj.bytes_per_value} bytes per value, {proj.fixed})",
-           proj.x_name, "memory (log scale)", caption, height=480)
+    styled(fig, f"KV cache vs {proj.x_name.split(' (')[0]}", proj.x_name, "memory (log scale)",
+           caption, height=480,
+           note=f"{THEORETICAL.capitalize()}: {proj.bytes_per_value} bytes per value, "
+                f"{proj.fixed}.")
     values = [v for _, vs in proj.series for v in vs] + [w for _, w in proj.weights]
     ticks = [10 ** e for e in range(len(str(min(values))) - 1, len(str(max(values))) + 1)]
     fig.update_xaxes(type="log")
@@ -170,8 +174,8 @@ def gqa_figure(rows: list[tuple[str, int]], caption: str = "") -> go.Figure:
     fig = go.Figure(go.Bar(x=[r[0] for r in rows], y=[r[1] for r in rows],
                            marker_color=SEQUENCE[:len(rows)],
                            text=[human_bytes(r[1]) for r in rows], textposition="outside"))
-    styled(fig, f"Cache bytes per token: grouped-query vs multi-head attention ({THEORETICAL})",
-           "attention layout", "bytes per token", caption)
+    styled(fig, "Cache bytes per token", "attention layout", "bytes per token", caption,
+           note=f"Grouped-query vs multi-head attention ({THEORETICAL}).")
     fig.update_yaxes(range=[0, max((r[1] for r in rows), default=1) * 1.2])
     return fig
 
@@ -192,8 +196,8 @@ def prefix_figure(runs, caption: str = "") -> go.Figure:
                textposition="outside"),
     ])
     fig.update_layout(barmode="group")
-    styled(fig, "Time to first token, with and without the shared prefix cache",
-           "question", "time to first token (ms)", caption)
+    styled(fig, "Time to first token", "question", "time to first token (ms)", caption,
+           note="With and without the shared prefix cache.")
     fig.update_yaxes(range=[0, max(max(r.ttft_full, r.ttft_reuse) for r in runs) * 1000 * 1.2])
     return fig
 
@@ -207,7 +211,8 @@ def attention_figure(view, layer: int, head: int, caption: str = "") -> go.Figur
                            hovertemplate="%{customdata}<br>weight %{y:.3f}<extra></extra>"))
     fig.update_xaxes(tickmode="array", tickvals=list(range(len(weights))),
                      ticktext=[p.replace("\n", "⏎")[:10] for p in view.pieces], tickangle=-60)
-    styled(fig, f"Newest token {view.pieces[-1]!r} reads the cache:<br>layer {layer}, query head "
-                f"{head} (KV head {view.kv_head_of(head)})",
-           "cached position (token)", "attention weight (sums to 1)", caption, height=480)
+    styled(fig, "What the newest token reads", "cached position (token)",
+           "attention weight (sums to 1)", caption, height=480,
+           note=f"Newest token {view.pieces[-1]!r} reads the cache: layer {layer}, query head "
+                f"{head} (KV head {view.kv_head_of(head)}).")
     return fig  # the caption sits under the title (styled), clear of the slanted labels

@@ -22,20 +22,23 @@ def mode_bars_figure(reports, caption: str = "") -> go.Figure:
         return empty_figure("Bars per mode appear as each one is measured.")
     keys = [r.key for r in reports]
     panels = [
-        ("Weights (MB, measured)", [r.weight_bytes / MB for r in reports], "{:.0f}"),
-        ("Decode (tokens/s, measured)", [r.decode_tokens_per_s for r in reports], "{:.1f}"),
-        ("Top-1 agreement with fp32 (%)", [100 * r.top1_agreement for r in reports], "{:.0f}"),
-        ("Perplexity (lower is better)", [r.perplexity for r in reports], "{:.2f}"),
+        ("Weights (MB)", [r.weight_bytes / MB for r in reports], "{:.0f}"),
+        ("Decode (tokens/s)", [r.decode_tokens_per_s for r in reports], "{:.1f}"),
+        ("Same top-1 as fp32 (%)", [100 * r.top1_agreement for r in reports], "{:.0f}"),
+        ("Perplexity (lower: better)", [r.perplexity for r in reports], "{:.2f}"),
     ]
-    fig = make_subplots(rows=1, cols=4, subplot_titles=[p[0] for p in panels],
-                        horizontal_spacing=0.06)
-    for col, (title, values, fmt) in enumerate(panels, start=1):
+    # two by two: four panels in a row left a phone's bars 60 px wide under overlapping titles
+    fig = make_subplots(rows=2, cols=2, horizontal_spacing=0.2, vertical_spacing=0.16)
+    for n, (title, values, fmt) in enumerate(panels):
+        row, col = divmod(n, 2)
         fig.add_trace(go.Bar(x=keys, y=values, name=title, showlegend=False,
                              marker_color=[SEQUENCE[i % len(SEQUENCE)] for i in range(len(keys))],
                              text=[fmt.format(v) for v in values], textposition="outside",
-                             cliponaxis=False), row=1, col=col)
-    fig = styled(fig, "Each precision mode: size, speed and quality", "", "", caption, height=400)
-    fig.update_layout(margin=dict(t=90))
+                             cliponaxis=False), row=row + 1, col=col + 1)
+    fig = styled(fig, "Each precision mode", "", "", caption, height=560,
+                 note="Size, speed and quality, each measured.")
+    for n, (title, _, _) in enumerate(panels):  # each panel named by its y axis
+        fig.update_yaxes(title_text=title, rangemode="tozero", row=n // 2 + 1, col=n % 2 + 1)
     return fig
 
 

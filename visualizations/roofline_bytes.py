@@ -8,6 +8,7 @@ a Plotly figure out, so tests pass hand-made stand-ins.
 from __future__ import annotations
 
 import html
+import math
 
 import plotly.graph_objects as go
 
@@ -79,10 +80,26 @@ def roofline_figure(reports, bandwidth_gbs: float, bandwidth_note: str = "",
             hovertemplate=(f"{html.escape(r.label)}<br>%{{x:.0f}} MB per token<br>"
                            f"%{{y:.1f}} tokens/s ({share:.0%} of the ceiling)<br>"
                            f"{html.escape(r.kernel)}<extra></extra>")))
-    fig.update_yaxes(rangemode="tozero")
-    fig = styled(fig, roofline_title(reports, bandwidth_gbs, noise), x_title,
-                 "Decode speed (tokens/s)", caption, height=height + CEILING_LEGEND)
-    return fig.update_layout(showlegend=True)  # the ceiling's entry, alone in the legend
+    _speed_axis(fig, reports, bandwidth_gbs, top)
+    fig.update_layout(showlegend=True)  # the ceiling's entry, alone in the legend
+    title = "Decode vs its ceiling" if len(reports) == 1 else "Bytes per token vs speed"
+    return styled(fig, title, x_title, "Decode speed (tokens/s)", caption,
+                  height=height + CEILING_LEGEND,
+                  note=roofline_title(reports, bandwidth_gbs, noise) + ".")
+
+
+def _speed_axis(fig: go.Figure, reports, bandwidth_gbs: float, top_bytes: float) -> None:
+    """A y axis that spreads the measured points over the plot: linear from 0 when the ceiling
+    at the most bytes is within 4× the fastest point (the curve then crosses the plot), else
+    log (on a GPU the ceiling is ~100× the measured speeds: a linear axis pressed every mode
+    onto its floor)."""
+    fastest = max(r.decode_tokens_per_s for r in reports)
+    slowest = min(r.decode_tokens_per_s for r in reports)
+    lowest_ceiling = ceiling_at(bandwidth_gbs, top_bytes)
+    if lowest_ceiling <= 4 * fastest:
+        fig.update_yaxes(range=[0, max(fastest * 1.35, lowest_ceiling * 1.1)])
+    else:
+        fig.update_yaxes(type="log", range=[math.log10(slowest / 2), math.log10(fastest * 3)])
 
 
 CEILING_LEGEND = 48  # px: the ceiling's legend entry, two lines on a phone (`styled` adds

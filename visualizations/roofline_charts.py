@@ -65,7 +65,7 @@ def two_roof_figure(roof, caption: str = "") -> go.Figure:
         line=dict(color=PALETTE["grey"], dash="dot", width=2), hoverinfo="skip"))
     fig.update_xaxes(type="log", range=[math.log10(low), math.log10(high)])
     fig.update_yaxes(type="log", range=[math.log10(bottom), math.log10(roof.peak_gflops * 2)])
-    return styled(fig, "Each measured pass under the two roofs",
+    return styled(fig, "Each pass under the two roofs",
                   "Arithmetic intensity (FLOPs per byte read, log)",
                   "Achieved GFLOP/s (log)", caption, height=460)
 

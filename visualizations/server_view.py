@@ -75,8 +75,8 @@ def batch_history_figure(stats, caption: str = "") -> go.Figure:
                              line=dict(color=PALETTE["orange"], width=2)))
     fig.update_layout(yaxis2=dict(title="pass time (ms)", overlaying="y", side="right",
                                   rangemode="tozero"), bargap=0.1)
-    return styled(fig, "Continuous batching, serving this room: rows per forward pass",
-                  "seconds ago", "requests in the pass", caption)
+    return styled(fig, "Rows per forward pass", "seconds ago", "requests in the pass", caption,
+                  note="Continuous batching, serving this room.")
 
 
 def shared_steps_note(mean_rows: float, queued_s: float) -> str:

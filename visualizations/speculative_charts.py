@@ -41,8 +41,9 @@ def k_sweep_figure(points, caption: str = "", noise=None) -> go.Figure:
     if not points:
         return empty_figure(EMPTY_SWEEP)
     judged = supports_verdict(noise)
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12, subplot_titles=(
-        "Tokens per pass (measured)", "Speed-up over plain decode (measured)"))
+    # one panel above the other, each named by its y axis: side by side, a phone's panels were
+    # 120 px wide under titles that ran into each other
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
     drafts = list(dict.fromkeys(p.draft for p in points))
     for i, d in enumerate(drafts):
         mine = sorted((p for p in points if p.draft == d), key=lambda p: p.k)
@@ -56,12 +57,17 @@ def k_sweep_figure(points, caption: str = "", noise=None) -> go.Figure:
                                  legendgroup=d,
                                  customdata=[p.verdict if judged else "measured" for p in mine],
                                  hovertemplate="k = %{x}: %{y:.2f}× (%{customdata})"
-                                               "<extra></extra>"), row=1, col=2)
-    for col in (1, 2):
-        fig.add_hline(y=1, line=dict(color=PALETTE["grey"], dash="dash"), row=1, col=col)
-    fig.update_xaxes(title_text="k (guesses per pass)", dtick=1)
+                                               "<extra></extra>"), row=2, col=1)
+    for row in (1, 2):
+        fig.add_hline(y=1, line=dict(color=PALETTE["grey"], dash="dash"), row=row, col=1)
+    fig.update_xaxes(dtick=1)
     fig.update_yaxes(rangemode="tozero")
-    return styled(fig, sweep_title(points, noise), "", "", caption, height=420)
+    fig = styled(fig, "Speed-up at each k", "", "tokens per pass", caption, height=460,
+                 note=sweep_title(points, noise) + ". Both panels measured.")
+    fig.update_yaxes(title_text="× plain decode", row=2, col=1)
+    fig.update_xaxes(title_text="k (guesses per pass)", row=2, col=1)
+    fig.update_layout(height=fig.layout.height + 180)  # two panels: room for the second
+    return fig
 
 
 def batch_figure(costs, caption: str = "") -> go.Figure:
@@ -84,7 +90,8 @@ def batch_figure(costs, caption: str = "") -> go.Figure:
     last = costs[-1]
     title = (f"At batch {last.batch}, checking {last.k} guesses costs {last.cost_ratio:.1f} "
              f"plain steps (batch {costs[0].batch}: {costs[0].cost_ratio:.1f})")
-    return styled(fig, title, "", "Time (ms, measured)", caption, height=420)
+    return styled(fig, "Verification pass vs step", "", "Time (ms, measured)", caption,
+                  height=420, note=title + ".")
 
 
 def batch_md(costs, tokens_per_pass: float | None, noise=None) -> str:

@@ -68,8 +68,8 @@ def step_split_figure(p, floor_seconds: float, caption: str = "") -> go.Figure:
     fig.update_layout(barmode="stack", uniformtext=dict(minsize=12, mode="hide"),
                       legend_traceorder="normal")  # stacked bars list in reverse by default
     fig.update_yaxes(categoryorder="array", categoryarray=[FLOOR_ROW, MEASURED_ROW])
-    return styled(fig, step_title(p), "ms per step (batch 1)", "", caption,
-                  height=340)
+    return styled(fig, "One decode step, split", "ms per step (batch 1)", "", caption,
+                  height=340, note=step_title(p) + ".")
 
 
 def split_unreliable_md(p, noise) -> str:

@@ -66,17 +66,22 @@ def info_caption(info, dtype: str | None = None, note: str = "", alone: bool = T
     return " · ".join(parts)
 
 
-TITLE_CHARS = 36  # a 19 px title line that fits a phone's chart (~325 px; 46 were cut)
-CAPTION_CHARS = 48  # the same for the 13 px caption under it
-AXIS_CHARS = 40  # and for a 15 px x-axis title
+TITLE_CHARS = 32  # one 17-px title line in the narrowest column a chart is shown in (~300 px)
+CAPTION_CHARS = 48  # a line of the 13-px caption under it, on a phone (~325 px)
+AXIS_CHARS = 30  # a line of a 15-px x-axis title, clear of a colour bar on a phone
+Y_AXIS_CHARS = 26  # a line of a rotated y-axis title: no longer than the smallest plot is tall
+PLOT_MIN = 220  # px: the plot area itself (inside the axes) never gets less than this
+LEGEND_WIDTH = 300  # px a legend has on a phone: `styled` reserves its rows at this width
+CAPTION = "caption"  # the name of the caption's annotation
+TOP_MIN = 100  # px: Gradio keeps at least this above a labelled chart (its label badge)
 
 
 def wrapped_title(text: str, width: int = TITLE_CHARS) -> str:
-    """A chart title broken into lines of about `width` characters (Plotly never wraps one,
-    so a long title ran off a phone's screen). A bracketed group such as a tensor shape
-    "[1, 3, 4, 64]" or "(KV head 1)" stays on one line; a title with "<br>" is left as is.
+    """Text broken into lines of about `width` characters (Plotly never wraps one, so a long
+    axis title or legend entry ran off a phone's screen). A bracketed group such as a tensor
+    shape "[1, 3, 4, 64]" or "(KV head 1)" stays on one line; text with "<br>" is left as is.
 
-    >>> wrapped_title("Prefill is parallel: N prompt tokens in one forward pass")
+    >>> wrapped_title("Prefill is parallel: N prompt tokens in one forward pass", 36)
     'Prefill is parallel: N prompt tokens<br>in one forward pass'
     """
     if "<br>" in text or len(text) <= width:
@@ -92,36 +97,116 @@ def wrapped_title(text: str, width: int = TITLE_CHARS) -> str:
     return "<br>".join(lines + [line])
 
 
-def styled(fig: go.Figure, title: str, x_title: str, y_title: str, caption: str = "",
-           height: int = 380) -> go.Figure:
-    """Apply the shared layout: title, axis titles with units, caption, readable fonts.
+def one_line_title(title: str, note: str = "") -> tuple[str, str]:
+    """(title, note): the title as one short line, and what did not fit moved to the note
+    that opens the caption. A builder passes a short title and its long sentence as `note`;
+    this is the fallback for a title that came out long (a head before ": " is kept).
 
-    The title (and the machine caption under it, as its subtitle) sit at the top of the whole
-    figure, the legend at its bottom, both in figure ("container") coordinates: however many
-    lines a legend wraps to on a phone, it grows away from the title, never over it."""
-    entries = 0
+    >>> one_line_title("Padding: 2 of 6 positions are filler")
+    ('Padding', '2 of 6 positions are filler')
+    """
+    title = title.replace("<br>", " ")
+    if len(title) <= TITLE_CHARS:
+        return title, note
+    head, _, rest = title.partition(": ")
+    if rest and len(head) <= TITLE_CHARS:
+        return head, " ".join(t for t in (rest[0].upper() + rest[1:], note) if t)
+    cut = title[:TITLE_CHARS - 1].rsplit(" ", 1)[0]
+    return cut + "…", " ".join(t for t in (title, note) if t)
+
+
+def legend_rows_px(names: list[str], width: int = LEGEND_WIDTH) -> int:
+    """Height (px) a horizontal legend of these entries takes at `width` px: entries packed
+    into rows as Plotly packs them (a 40-px symbol and ~8.2 px per 14-px character each)."""
+    rows, used, tallest = [], 0, 0
+    for name in names:
+        lines = name.split("<br>")
+        entry = 40 + 8.2 * max(len(line) for line in lines)
+        if used and used + entry > width:
+            rows.append(tallest)
+            used, tallest = 0, 0
+        used, tallest = used + entry, max(tallest, len(lines))
+    rows.append(tallest)
+    return sum(6 + 19 * n for n in rows if n)
+
+
+def styled(fig: go.Figure, title: str, x_title: str, y_title: str, caption: str = "",
+           height: int = 380, note: str = "") -> go.Figure:
+    """Apply the one chart style: a one-line title, the caption (`note`, the chart's long
+    sentence, first; then the machine caption) under it, axis titles with units, readable fonts,
+    and a plot area of at least `PLOT_MIN` px whatever the width.
+
+    The title and caption sit at the top, in figure coordinates, the legend at the bottom: a
+    legend that wraps on a phone grows away from the title, never over it. `height` is the
+    figure's height where it has room; it grows by what the title, caption, axis titles and
+    the legend (its rows counted at a phone's width) take beyond `height - PLOT_MIN`. A y-axis
+    title wraps to lines no longer than the smallest plot, so it never reaches the caption."""
+    entries = []
     for trace in fig.data:  # a legend entry wider than a phone would run off its side
-        if trace.name and trace.showlegend is not False:
+        if trace.name and trace.showlegend is not False and trace.legendgroup not in {
+                e[1] for e in entries if e[1]}:
             trace.name = wrapped_title(trace.name, 44)
-            entries += 1
-    sub = wrapped_title(caption, CAPTION_CHARS)
-    # Plotly's automargin counts one subtitle line: each further line gets its room as padding
-    # (a two-line caption printed over the plot's top row on a phone).
-    extra = 34 * sub.count("<br>")
+            entries.append((trace.name, trace.legendgroup))
+    title, note = one_line_title(title, note)
+    sub = "<br>".join(wrapped_title(t, CAPTION_CHARS) for t in (note, caption) if t)
+    x_text = wrapped_title(x_title, AXIS_CHARS) if x_title else ""
+    x_lines = max([x_text.count("<br>") + 1 if x_text else 0] + [
+        a.title.text.count("<br>") + 1 for a in fig.select_xaxes() if a.title.text])
+    sub_lines = sub.count("<br>") + 1 if sub else 0
+    top = 12 + 26 + 17 * sub_lines + 12
+    shown = len(entries) > 1 or (entries and fig.layout.showlegend)
+    legend = legend_rows_px([e[0] for e in entries]) if shown else 0
+    bottom = 52 + 20 * x_lines + legend + _slanted_labels_px(fig) + 8  # 12 px to spare
+    top = max(top, TOP_MIN)
+    if sub:  # the caption: right above the plot, the title right above it
+        fig.add_annotation(text=sub, name=CAPTION, xref="paper", x=0, xanchor="left", xshift=-60,
+                           yref="paper", y=1, yanchor="bottom", yshift=4, showarrow=False,
+                           align="left", font=dict(size=13, color=CAPTION_GREY))
     fig.update_layout(
-        title=dict(text=wrapped_title(title), x=0.01, xref="container", xanchor="left", y=1,
-                   yref="paper", yanchor="bottom", automargin=True, pad=dict(b=12 + extra),
-                   font=dict(size=19),
-                   subtitle=dict(text=sub, font=dict(size=13, color=CAPTION_GREY))),
-        xaxis_title=wrapped_title(x_title, AXIS_CHARS), yaxis_title=y_title,
-        template="plotly_white", height=height + (24 * min(entries, 8) if entries > 1 else 0),
+        title=dict(text=title, x=0.01, xref="container", xanchor="left", y=1,
+                   yref="paper", yanchor="bottom", automargin=True,
+                   pad=dict(b=12 + 17 * sub_lines), font=dict(size=17)),
+        xaxis_title=x_text, yaxis_title=wrapped_title(y_title, Y_AXIS_CHARS),
+        template="plotly_white", height=max(height, PLOT_MIN + top + bottom),
         colorway=SEQUENCE,
-        font=dict(size=15), margin=dict(l=70, r=20, t=30, b=40, autoexpand=True),
-        legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0,
-                    xanchor="left", font=dict(size=14)),
+        font=dict(size=15), margin=dict(l=70, r=20, t=top, b=bottom, autoexpand=True),
+        legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", xref="container",
+                    x=0, xanchor="left", font=dict(size=14)),
     )
+    fig.for_each_yaxis(lambda a: a.update(title_text=wrapped_title(a.title.text, Y_AXIS_CHARS))
+                       if a.title.text else None)
     fig.update_xaxes(automargin=True)
     fig.update_yaxes(automargin=True)
+    return fig
+
+
+def caption_text(fig: go.Figure) -> str:
+    """The caption `styled` put over a chart's plot, on one line ("" when none)."""
+    return " ".join(a.text.replace("<br>", " ") for a in fig.layout.annotations
+                    if a.name == CAPTION)
+
+
+def _slanted_labels_px(fig: go.Figure) -> int:
+    """Room for category labels under the x axis that Plotly slants when a narrow chart has
+    no room for them side by side (most of their length, slanted)."""
+    labels = [str(x) for t in fig.data if getattr(t, "orientation", None) != "h" and t.x is not None
+              for x in t.x if isinstance(x, str)]
+    longest = max((len(x.split("<br>")[0]) for x in labels), default=0)
+    return min(int(7.5 * longest * 0.8), 110) if longest > 6 and len(set(labels)) > 1 else 0
+
+
+def plot_height(fig: go.Figure) -> int:
+    """Px the layout leaves for the plot area: height less the top and bottom margins."""
+    return fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+
+
+def integer_ticks(fig: go.Figure, count: int, axis: str = "x", start: int = 0, **kw) -> go.Figure:
+    """Whole-number ticks (1, 2, 5, 10, … apart) on an axis of token numbers `start` ..
+    `start + count - 1`: no tick at −0.5 or 1.5, whatever the count."""
+    step = next(s for s in (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10**4)
+                if count / s <= 10 or s == 10**4)
+    update = fig.update_xaxes if axis == "x" else fig.update_yaxes
+    update(tickmode="linear", tick0=start, dtick=step, tickformat="d", **kw)
     return fig
 
 

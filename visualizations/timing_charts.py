@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from .style import PALETTE, empty_figure, styled
+from .style import PALETTE, empty_figure, integer_ticks, styled
 
 
 def prefill_sweep_figure(points, caption: str) -> go.Figure:
@@ -35,8 +35,8 @@ def prefill_sweep_figure(points, caption: str) -> go.Figure:
             marker=dict(symbol="circle-open")))
     fig.update_xaxes(type="log")
     fig.update_yaxes(type="log")
-    return styled(fig, "Prefill is parallel: N prompt tokens in one forward pass",
-                  "prompt length (tokens, log scale)", "time (ms, log scale)", caption)
+    return styled(fig, "Prefill is parallel", "prompt length (tokens, log scale)",
+                  "time (ms, log scale)", caption, note="N prompt tokens in one forward pass.")
 
 
 def decode_latency_figure(step_seconds: list[float], caption: str,
@@ -49,13 +49,15 @@ def decode_latency_figure(step_seconds: list[float], caption: str,
         return empty_figure("Press Step or Play: each token's time appears here.")
     idx = list(range(len(step_seconds)))
     skip = set(forced) | {0}
-    colors = [PALETTE["orange"] if i == 0 else PALETTE["purple"] if i in skip
-              else PALETTE["blue"] for i in idx]
     fig = go.Figure()
-    fig.add_trace(go.Bar(
-        x=idx, y=[s * 1000 for s in step_seconds], marker_color=colors,
-        name="latency per token (measured; orange = first token with prefill"
-             + ("; purple = your branch pick, not averaged" if forced else "") + ")"))
+    kinds = (("first token, with prefill (measured)", PALETTE["orange"], lambda i: i == 0),
+             ("decode step (measured)", PALETTE["blue"], lambda i: i not in skip),
+             ("your branch pick, not averaged", PALETTE["purple"], lambda i: i in skip and i))
+    for name, colour, member in kinds:  # one trace per colour: each legend entry is its bars
+        mine = [i for i in idx if member(i)]
+        if mine:
+            fig.add_trace(go.Bar(x=mine, y=[step_seconds[i] * 1000 for i in mine], name=name,
+                                 marker_color=colour))
     rates, total, counted = [], 0.0, 0
     for i, s in enumerate(step_seconds):
         if i not in skip:
@@ -65,7 +67,9 @@ def decode_latency_figure(step_seconds: list[float], caption: str,
                              name="running decode tokens/s",
                              line=dict(color=PALETTE["green"], width=3)))
     fig.update_layout(yaxis2=dict(title="decode tokens/s", overlaying="y", side="right",
-                                  rangemode="tozero", showgrid=False), bargap=0.15)
+                                  rangemode="tozero", showgrid=False), bargap=0.15,
+                      barmode="overlay")
+    integer_ticks(fig, len(step_seconds), range=[-0.5, len(step_seconds) - 0.5])
     return styled(fig, "Time per output token", "output token #", "latency (ms)", caption)
 
 
@@ -93,6 +97,5 @@ def candidates_figure(candidates, chosen_id: int | None, shaped: list[float] | N
     fig.update_layout(barmode="group")
     fig.update_xaxes(range=[0, 115])
     which = "this token" if step is None else f"step {step}"
-    # Two short lines: the chart is half a screen wide, and at 150% zoom one line was cut.
-    return styled(fig, f"Candidates at {which}<br>(red outline = picked)", "probability (%)", "",
-                  caption, height=420)
+    return styled(fig, f"Candidates at {which}", "probability (%)", "", caption, height=420,
+                  note="Red outline: the token picked.")
