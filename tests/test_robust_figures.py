@@ -100,3 +100,15 @@ def test_batch_gain_from_low_quantiles_with_its_range():
     gain = big.gain_over(one)
     assert gain.estimate == pytest.approx(16 * 0.06 / 0.24, rel=0.03) and gain.rounds == 6
     assert gain.low < 1 and gain.high > 30  # the slowed rounds show in the range only
+
+
+def test_the_closing_note_says_which_sizes_ran_at_one_thread():
+    from dataclasses import replace
+
+    points = (replace(point(1, 0.06), threads=1), replace(point(16, 0.24), threads=2))
+    info = SimpleNamespace(device="cpu", dtype="float32", threads=2)
+    note = batching_text.closing_note(info, SimpleNamespace(points=points), None, QUIET)
+    assert "Batch 1 timed at 1 CPU thread" in note and "faster than 2 threads" in note
+    quiet = tuple(replace(p, threads=2) for p in points)
+    assert "1 CPU thread" not in batching_text.closing_note(
+        info, SimpleNamespace(points=quiet), None, QUIET)

@@ -138,6 +138,11 @@ def closing_note(info, sweep, schedules, noise=None) -> str:
                      f"**{big.step_seconds / one.step_seconds:.1f}× as long**, measured "
                      f"(gain {big.gain_over(one).label()}, from each batch's 25th-percentile "
                      "step: a few steps slowed by another program do not count).")
+        one_thread = [p.batch for p in sweep.points if p.threads == 1]
+        if one_thread and info.threads > 1:
+            parts.append(f"- Batch {', '.join(map(str, one_thread))} timed at 1 CPU thread: a "
+                         f"quick try found it faster than {info.threads} threads (other "
+                         "programs were using the cores).")
         if noise is not None and noise.busy:  # the numbers stand; no verdict drawn from them
             parts.insert(1, busy_notice_html(noise))
             parts.append("- No verdict on where batching stops paying from this run.")

@@ -10,14 +10,15 @@ memory, bounds the step, its time grows about in proportion to the batch and bat
 paying. That is why servers batch, and why only up to a point.
 
 For each batch size the sweep prefills B copies of the same prompt (no padding, so only
-the batch size changes), runs one warm-up decode step (dropped), then times `decode_steps`
-steps, device synced, and keeps their low quantile (`robust.low_quantile`: another program
-only ever adds time, so a few slowed steps do not move it). The theoretical floor of a step
-is the bytes it must read (weights + every row's KV cache) divided by the measured memory
-bandwidth. A size whose figure is physically impossible against batch 1 (more than B× the
-throughput, or a shorter step: `sanity.py`) is measured once more with batch 1, the faster
-of each size's two runs kept; if it is still impossible, its point says why (`impossible`)
-and the views show that instead of the figure.
+the batch size changes), runs a warm-up decode step (dropped; on a CPU once at the default
+thread count and once at 1, and the faster count times that size: `thread_choice`), then
+times `decode_steps` steps, device synced, and keeps their low quantile
+(`robust.low_quantile`: another program only ever adds time, so a few slowed steps do not
+move it). The theoretical floor of a step is the bytes it must read (weights + every row's
+KV cache) divided by the measured memory bandwidth. A size whose figure is physically
+impossible against batch 1 (more than B× the throughput, or a shorter step: `sanity.py`) is
+measured once more with batch 1, the faster of each size's two runs kept; if it is still
+impossible, its point says why (`impossible`) and the views show that instead of the figure.
 
 Sizes over the memory budget are skipped (see `memory_guard.py`), with the arithmetic.
 """
@@ -32,6 +33,7 @@ from ..config import LIMITS
 from ..engine import decode_step, prefill
 from ..errors import EmptyPromptError
 from ..kv_cache import cache_tensor_bytes
+from ..thread_choice import fastest_threads, num_threads
 from ..timing import stopwatch
 from . import sanity
 from .memory_guard import BatchMemoryPlan, largest_fitting_batch, model_shape, plan_batch
@@ -51,6 +53,7 @@ class BatchPoint:
     cache_bytes: int  # KV cache after the last step, all rows
     weight_bytes: int
     impossible: str | None = None  # why this size's figure cannot be right, measured twice
+    threads: int = 0  # CPU threads the timed steps ran at (0: not recorded)
 
     @property
     def mean_context(self) -> float:
@@ -131,19 +134,24 @@ def run_sweep(lm, prompt: list[int], max_batch: int = 32, decode_steps: int = 12
         first = prefill(lm.model, ids)
         token = first.logits.argmax(-1)  # [B]
         yield SweepUpdate(tuple(points), plans, b, 0, decode_steps, bandwidth,
-                          f"Batch {b}: prefilled in {first.seconds:.2f} s; one warm-up step "
-                          "(not timed)…")  # each yield ends a lesson's job: the server steps
-        token = decode_step(lm.model, token, first.cache).argmax(-1)  # warm-up step, not timed
+                          f"Batch {b}: prefilled in {first.seconds:.2f} s; warm-up steps "
+                          "(not counted)…")  # each yield ends a lesson's job: the server steps
+
+        def warm_up() -> None:  # not counted: on a CPU, run at 2 thread counts to pick one
+            nonlocal token
+            token = decode_step(lm.model, token, first.cache).argmax(-1)
+
+        threads = fastest_threads(warm_up, device, repeats=1)
         times = []
         for step in range(decode_steps):
-            with stopwatch(device) as t:
+            with num_threads(threads), stopwatch(device) as t:
                 token = decode_step(lm.model, token, first.cache).argmax(-1)  # [B]
             times.append(t[0])
             yield SweepUpdate(tuple(points), plans, b, step + 1, decode_steps, bandwidth,
                               f"Batch {b}: decode step {step + 1}/{decode_steps} "
                               f"({t[0] * 1000:.0f} ms)")
         return BatchPoint(b, len(prompt), first.seconds, low_quantile(times), tuple(times),
-                          cache_tensor_bytes(first.cache), shape.weight_bytes)
+                          cache_tensor_bytes(first.cache), shape.weight_bytes, threads=threads)
 
     for b in [s for s in sizes if s <= cap]:
         point = yield from measure(b)
