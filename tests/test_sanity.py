@@ -40,3 +40,15 @@ def test_a_cost_agrees_with_the_same_visitors_sweep():
 
 def test_doc_examples():
     assert doctest.testmod(sanity).failed == 0
+
+
+def test_the_roofline_withholds_a_speed_past_its_ceiling():
+    from inference.experiments.roofline import Roofline
+    from visualizations.machine_text import roofline_md
+
+    fine = Roofline(bandwidth_gbs=20.0, bytes_per_token=500_000_000, measured_tokens_per_s=10.0)
+    assert fine.impossible is None and "**25%** of the ceiling" in roofline_md(fine, 480_000_000)
+    past = Roofline(bandwidth_gbs=2.0, bytes_per_token=500_000_000, measured_tokens_per_s=10.0)
+    md = roofline_md(past, 480_000_000)
+    assert "not a possible result" in md and "ceiling of 4.0 tokens/s" in md
+    assert "250%" not in md and "**10.0 tokens/s**" not in md

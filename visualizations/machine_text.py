@@ -45,6 +45,10 @@ def model_sizes_md(rows, bandwidth_gbs: float, dtype: str, free_bytes: int,
 def roofline_md(r, weight_bytes: int) -> str:
     """The roofline in four measured-or-theoretical lines, then what the gap means."""
     per_token = human_bytes(r.bytes_per_token)
+    speed = (f"**{r.measured_tokens_per_s:.1f} tokens/s**, **{r.fraction:.0%}** of the ceiling"
+             if not r.impossible else f"not a possible result: {r.impossible} One of the "
+             "two measurements was disturbed (most likely the bandwidth, measured low): "
+             "measure again")
     return (
         f"- **Memory bandwidth (measured):** {r.bandwidth_gbs:.1f} GB/s, "
         "reading a 512 MiB (537 MB) buffer; measured once on this machine, the same figure "
@@ -53,8 +57,7 @@ def roofline_md(r, weight_bytes: int) -> str:
         f"(all {human_bytes(weight_bytes)} of weights + the KV cache).\n"
         f"- **Ceiling (theoretical):** {r.bandwidth_gbs:.1f} GB/s ÷ {per_token} "
         f"= **{r.ceiling_tokens_per_s:.1f} tokens/s** at batch 1.\n"
-        f"- **Decode speed (measured, median step):** **{r.measured_tokens_per_s:.1f} tokens/s**, "
-        f"**{r.fraction:.0%}** of the ceiling.\n\n"
+        f"- **Decode speed (measured, median step):** {speed}.\n\n"
         "Decoding one token per pass cannot beat a true ceiling: every pass streams all the "
         "weights from memory (a share above 100% means the bandwidth was measured low; "
         "batching, quantization and speculative decoding are the ways past it). "

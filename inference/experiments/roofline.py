@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from ..timing import stopwatch
+from . import sanity
 from .shared_results import once
 
 
@@ -38,6 +39,13 @@ class Roofline:
         if self.measured_tokens_per_s is None:
             return None
         return self.measured_tokens_per_s / self.ceiling_tokens_per_s
+
+    @property
+    def impossible(self) -> str | None:
+        """Why the measured speed cannot be right against the ceiling (None: it can)."""
+        if self.measured_tokens_per_s is None:
+            return None
+        return sanity.bandwidth(self.measured_tokens_per_s, self.ceiling_tokens_per_s)
 
 
 def measure_read_bandwidth(device: torch.device | str, megabytes: int = 512,
