@@ -131,7 +131,7 @@ def schedulers_tab(lm, settings: Settings, shared, measured: SharedStates, serve
                                 label="Static vs continuous"),
              "table": gr.Markdown(elem_id="batch-sched-table"),
              "schedules": measured.schedules, "closing": measured.closing}
-    gr.Markdown("#### Continuous batching for real: this app's server against vLLM\n"
+    gr.Markdown("#### Continuous batching for real: this app against vLLM's CPU backend\n"
                 + peer_comparison_md(serving_comparison()), elem_id="batch-vs-vllm")
     handler = showing(shown, lambda data: run.schedule_frames(
         lm, settings, shared, workload=data[workload], seed=data[seed],

@@ -122,7 +122,8 @@ def live_race_frames(lm, settings: Settings, prompt: str) -> Iterator[LiveRaceFr
 def about_model_md(info) -> str:
     """'About this model' in plain words (the details card follows it)."""
     return (f"**LLM inference, step by step.** Every number in this app is measured live on the "
-            f"machine serving this page ({info.device}), unless it is labelled theoretical. "
+            f"machine serving this page ({info.device}), unless it is labelled theoretical (a "
+            "formula) or recorded (on another machine, named). "
             f"The model is **{info.name}**: a small chat model with "
             f"{info.parameters / 1e6:.0f} million numbers (its weights) arranged in "
             f"{info.layers} layers. Big chat models work the same way, with many more of both. "

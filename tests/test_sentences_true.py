@@ -189,3 +189,34 @@ def test_a_bigger_model_is_not_given_this_ones_share_of_its_ceiling():
     md = model_sizes_md(rows, 22.5, "float32", 8 * 10**9, measured_tokens_per_s=13.6)
     assert "At the same share" not in md and "would give about" not in md
     assert "could not beat **3.3 tokens/s**" in md
+
+
+def test_start_here_lists_every_numbered_lesson_and_the_three_kinds_of_figure():
+    from pathlib import Path
+
+    from lessons import TABS
+    text = (Path(__file__).resolve().parents[1] / "assets" / "overview.md").read_text()
+    for tab in TABS:
+        if tab.label[0].isdigit():
+            assert f"| {tab.label} |" in text, tab.label
+    assert "**recorded**" in text and "**theoretical**" in text and "**measured**" in text
+
+
+def test_the_cost_table_claims_no_step_the_code_does_not_take():
+    from visualizations.batching_tables import cost_table
+    cost = SimpleNamespace(batch=8, measured_output_tokens_per_s=100.0, output_tokens_per_s=90.0,
+                           usd_per_million_output=1.0, usd_per_million_input=0.1,
+                           usd_per_conversation=0.001, conversations_per_hour=100,
+                           context_tokens=350.0)
+    md = cost_table([cost], 200, 300)
+    assert "attention arithmetic" not in md and "ceiling" in md and "short prefill" in md
+
+
+def test_the_vllm_comparison_says_which_backend_and_what_a_gpu_changes():
+    from visualizations.peer_view import peer_comparison_md
+    side = SimpleNamespace(tokens_per_s=150.0, p95_latency_s=8.0, p95_ttft_s=2.0)
+    c = SimpleNamespace(app=side, vllm=side, clients=30, new_tokens=48, vllm_version="0.32",
+                        machine="2-core AMD EPYC", when="2026-12-02", here=True,
+                        source="make bench-serving")
+    md = peer_comparison_md(c)
+    assert "CPU backend" in md and "One run each" in md and "On a GPU" in md

@@ -92,9 +92,11 @@ def cost_table(costs, prompt_tokens: int, output_tokens: int) -> str:
     carried = (f" Later tokens of a conversation read a longer KV cache: the decode rate is "
                f"carried from the sweep's short context to the conversation's mean context "
                f"({prompt_tokens} in + half of {output_tokens} out = {context:,.0f} tokens), an "
-               "estimate: the measured step plus the time its extra cache reads take at the "
-               "measured bandwidth (or its extra attention arithmetic, if longer); the dollars "
-               "use that rate." if context else "")
+               "estimate: the measured step plus its extra cache reads at the measured "
+               "bandwidth, which they take at least, so the rate is a ceiling and the dollars a "
+               "floor." if context else "")
+    carried += (" The input rate is the sweep's own short prefill, measured; a longer prompt's "
+                "per-token rate differs.")
     return (head + "\n".join(rows)
             + "\n\n*Arithmetic: $ per million = price per hour ÷ (tokens/s × 3,600) × "
             f"1,000,000. A conversation is {prompt_tokens} tokens in and {output_tokens} out, "
