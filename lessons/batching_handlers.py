@@ -19,6 +19,7 @@ from plotly.graph_objects import Figure
 from inference import served_alongside
 from inference.batching import padding_waste
 from inference.config import LIMITS, Settings
+from inference.experiments import memory_to_dollars as dollars
 from inference.experiments import noise, quiet_reference
 from inference.experiments.batch_sweep import SweepUpdate, run_sweep, sweep_sizes
 from inference.experiments.memory_guard import (
@@ -28,14 +29,17 @@ from inference.experiments.memory_guard import (
     model_shape,
     plan_batch,
 )
+from inference.experiments.memory_to_dollars import measured_chain
 from inference.experiments.noise import Noise
 from inference.experiments.roofline import machine_bandwidth
 from inference.experiments.schedulers import ScheduleResult, serve_continuous, serve_static
 from inference.experiments.serving_cost import model_serving_costs
 from inference.experiments.workload import preset_trace, random_trace
+from inference.kv_cache import bytes_per_token
 from visualizations import batching_charts as charts
 from visualizations import batching_tables as tables
 from visualizations import batching_text as text
+from visualizations.chain_view import chain_md
 from visualizations.mechanism_weights import batch_diagram
 from visualizations.noise_view import busy_notice_html, supports_verdict
 from visualizations.style import info_caption
@@ -104,6 +108,7 @@ class ScheduleFrame:
 class CostView:
     plot: Figure
     table: str
+    chain: str = ""  # from KV memory to dollars: this machine, published models, the levers
 
 
 def budget_bytes(lm, settings: Settings, budget_mb: float | None) -> int:
@@ -263,12 +268,32 @@ def cost_view(lm, settings: Settings, sweep: SweepUpdate | None, *, price_per_ho
     settings.price_per_hour.check("Hardware price ($ per hour)", price_per_hour)
     settings.conversation_prompt_tokens.check("Prompt tokens per conversation", prompt_tokens)
     settings.conversation_output_tokens.check("Output tokens per conversation", output_tokens)
-    if sweep is None or not sweep.points:
-        return CostView(plot=charts.cost_chart([], 0), table=text.NO_SWEEP_YET)
     price, p_in, p_out = float(price_per_hour), int(prompt_tokens), int(output_tokens)
+    if sweep is None or not sweep.points:
+        return CostView(plot=charts.cost_chart([], 0), table=text.NO_SWEEP_YET,
+                        chain=chain_section(lm, None, [], price, p_in, p_out))
     costs = model_serving_costs(lm, sweep.points, price, p_in, p_out, sweep.bandwidth_gbs)
     return CostView(plot=charts.cost_chart(costs, price, info_caption(lm.info)),
                     table=tables.cost_table(costs, p_in, p_out)
                     + guess_md(COST_GUESS_KEY, guess, costs[-1].usd_per_million_output,
                                noisy=not supports_verdict(sweep.noise))
-                    + tables.mode_cost_table(modes, price))
+                    + tables.mode_cost_table(modes, price),
+                    chain=chain_section(lm, sweep, costs, price, p_in, p_out))
+
+
+def chain_section(lm, sweep: SweepUpdate | None, costs, price_per_hour: float,
+                  prompt_tokens: int, output_tokens: int) -> str:
+    """From KV memory to dollars: this machine's chain from the visitor's sweep (its memory
+    budget, the model's weights, the cost rows above; none without a sweep), then published
+    models on an H200 and the levers together (theoretical, no model run)."""
+    measured = None
+    if sweep is not None and sweep.points and sweep.plans:
+        info = lm.info
+        kv = bytes_per_token(info.layers, info.kv_heads, info.head_dim, lm.bytes_per_value)
+        measured = measured_chain(costs, sweep.plans[0].budget_bytes, sweep.points[0].weight_bytes,
+                                  kv, prompt_tokens, output_tokens, price_per_hour,
+                                  f"{info.name} here")
+    mean = dollars.GPU_PROMPT + dollars.GPU_OUTPUT / 2
+    return chain_md(measured, dollars.published_chains(), dollars.H200.source, dollars.levers(),
+                    dollars.LEVER_MODEL.name,
+                    dollars.cache_bound_tokens_per_s(dollars.LEVER_MODEL, dollars.H200, mean))
