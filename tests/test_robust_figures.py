@@ -112,3 +112,13 @@ def test_the_closing_note_says_which_sizes_ran_at_one_thread():
     quiet = tuple(replace(p, threads=2) for p in points)
     assert "1 CPU thread" not in batching_text.closing_note(
         info, SimpleNamespace(points=quiet), None, QUIET)
+
+
+def test_the_first_screen_shows_the_reason_for_an_impossible_race():
+    from visualizations.first_screen import race_ratio_html
+
+    bad = summarize(race_steps(cached_s=0.5), 20)
+    html = race_ratio_html(bad, QUIET)
+    assert "Not a possible result" in html and "cannot be slower" in html
+    assert f"{bad.speedup:.2f}×" not in html and "saved" not in html
+    assert "saved" in race_ratio_html(summarize(race_steps(), 20), QUIET)

@@ -40,13 +40,19 @@ def race_ratio_html(summary, noise=None) -> str:
     busy = noise is not None and noise.busy
     note = ("noisy: run again" if busy else "so far" if noise is None else
             "measured, same tokens" if summary.same_tokens else "measured, tokens differ")
+    impossible = summary.impossible if noise is not None else None
     cards = cards_html([
+        Card("time without ÷ with the cache", "—", "impossible: not shown") if impossible else
         Card("time without ÷ with the cache", times(summary.speedup), note),
         Card("with the cache", f"{summary.cached_seconds:.2f} s",
              f"{summary.cached_forward_tokens:,} tokens through the model"),
         Card("recomputing everything", f"{summary.recompute_seconds:.2f} s",
              f"{summary.recompute_forward_tokens:,} tokens through the model"),
     ])
+    if impossible:  # past physics: the reason stands where the figure would
+        return cards + busy_notice_html(noise) + (
+            f"**Not a possible result**: {impossible} This machine was disturbed while racing: "
+            "press the button again.")
     if supports_verdict(noise):
         why = (f"Over {summary.new_tokens} tokens the cache saved "
                f"{1 - 1 / summary.speedup:.0%} of the time: each step fed one token instead of "
