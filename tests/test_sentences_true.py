@@ -220,3 +220,17 @@ def test_the_vllm_comparison_says_which_backend_and_what_a_gpu_changes():
                         source="make bench-serving")
     md = peer_comparison_md(c)
     assert "CPU backend" in md and "One run each" in md and "On a GPU" in md
+
+
+def test_a_simulated_mode_is_not_drawn_as_a_point_the_bandwidth_line_explains():
+    from visualizations.roofline_bytes import roofline_figure
+    mode = SimpleNamespace(key="int4", label="int4 (simulated)", kernel="simulated (dequantize "
+                           "on the fly)", bytes_per_token=84e6, decode_tokens_per_s=9.0)
+    fast = SimpleNamespace(key="fp32", label="float32", kernel="PyTorch", bytes_per_token=541e6,
+                           decode_tokens_per_s=13.0)
+    fig = roofline_figure([fast, mode], 22.5)
+    points = {t.name: t for t in fig.data if t.name and "(measured)" in t.name}
+    assert list(points["int4 (measured)"].text) == ["int4 (simulated)"]
+    assert points["int4 (measured)"].marker.symbol == "circle-open"
+    assert "reads more" in points["int4 (measured)"].hovertemplate
+    assert list(points["fp32 (measured)"].text) == ["fp32"]

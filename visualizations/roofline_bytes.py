@@ -73,13 +73,21 @@ def roofline_figure(reports, bandwidth_gbs: float, bandwidth_note: str = "",
         line=dict(color=PALETTE["grey"], dash="dash", width=3))])
     for i, r in enumerate(reports):
         share = r.decode_tokens_per_s / ceiling_at(bandwidth_gbs, r.bytes_per_token)
+        # a simulated mode stores few bytes but rebuilds float weights each step: it reads more
+        # than its x says, so it is drawn hollow and labelled, not as a point the line explains
+        simulated = r.kernel.startswith("simulated")
         fig.add_trace(go.Scatter(
             x=[r.bytes_per_token / MB], y=[r.decode_tokens_per_s], mode="markers+text",
-            name=f"{r.key} (measured)", text=[r.key], textposition="top center",
-            marker=dict(size=14, color=SEQUENCE[i % len(SEQUENCE)]), showlegend=False,
+            name=f"{r.key} (measured)", text=[f"{r.key} (simulated)" if simulated else r.key],
+            textposition="top center", showlegend=False,
+            marker=dict(size=14, color=SEQUENCE[i % len(SEQUENCE)],
+                        symbol="circle-open" if simulated else "circle"),
             hovertemplate=(f"{html.escape(r.label)}<br>%{{x:.0f}} MB per token<br>"
                            f"%{{y:.1f}} tokens/s ({share:.0%} of the ceiling)<br>"
-                           f"{html.escape(r.kernel)}<extra></extra>")))
+                           f"{html.escape(r.kernel)}"
+                           + ("<br>stored bytes; each step also rebuilds float weights, "
+                              "so it reads more" if simulated else "")
+                           + "<extra></extra>")))
     _speed_axis(fig, reports, bandwidth_gbs, top)
     fig.update_layout(showlegend=True)  # the ceiling's entry, alone in the legend
     title = "Decode vs its ceiling" if len(reports) == 1 else "Bytes per token vs speed"
