@@ -234,3 +234,11 @@ def test_a_simulated_mode_is_not_drawn_as_a_point_the_bandwidth_line_explains():
     assert points["int4 (measured)"].marker.symbol == "circle-open"
     assert "reads more" in points["int4 (measured)"].hovertemplate
     assert list(points["fp32 (measured)"].text) == ["fp32"]
+
+
+def test_the_cached_step_grows_along_a_line_not_in_proportion():
+    from visualizations.kv_text import growth_with_length_markdown
+    point = SimpleNamespace(kv_bytes_per_token=23_040, weight_bytes=541_000_000, tokens=1000,
+                            cache_share=0.04)
+    md = growth_with_length_markdown(point)
+    assert "cached step grows in proportion to L" not in md and "a line" in md
