@@ -24,6 +24,7 @@ from .common.context import AppContext
 from .common.feedback import guarded
 from .common.page_screens import PageScreens
 from .common.presenter_screens import load_screens
+from .common.teachers_guide import teachers_guide
 from .presenter_handlers import Step, measure_screen_steps
 from .presenter_progress import at, clean, compare_text, fresh, page_id
 
@@ -86,6 +87,7 @@ def build(ctx: AppContext) -> None:
             forward = gr.Button("Next →", elem_id="present-next")
         gr.HTML("← → turn the page · <button class='lab-present-exit'>Show the tabs "
                 "(Esc)</button>", elem_id="present-hint")
+        teachers_guide("present-guide")
 
     def view(p: dict) -> dict:
         i, s = at(screens, p)

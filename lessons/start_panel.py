@@ -16,6 +16,7 @@ from visualizations.model_card import model_card_html
 from .common.context import AppContext
 from .common.feedback import guarded
 from .common.progress import progress_box, wire_progress
+from .common.teachers_guide import teachers_guide
 from .start_handlers import (
     FIRST_STEP_MD,
     STARTERS,
@@ -84,6 +85,7 @@ def build(ctx: AppContext) -> Callable[[], None]:
     with gr.Accordion("About this model", open=False, elem_id="about-model"):
         gr.Markdown(about_model_md(ctx.lm.info))
         gr.HTML(model_card_html(ctx.lm.info), elem_id="model-card")
+    teachers_guide("start-guide")  # for a teacher deciding whether to use Present
 
     def wire() -> None:
         prompt = next(b for b in ctx.demo.blocks.values()
