@@ -24,7 +24,6 @@ from lessons.common.context import AppContext
 from lessons.common.lesson_text import lesson_text
 from lessons.common.links import link_notice, wire_links
 from lessons.common.next_lesson import lesson_footer, wire_scroll
-from lessons.measurement_work import BUDGETS, WORK
 
 SETTINGS = Settings.from_env()
 # Loaded on the compute thread, where every handler runs the model (inference/compute_thread.py)
@@ -43,7 +42,7 @@ with gr.Blocks(title="LLM Inference, Step by Step",  # served files' copies are 
     notice = link_notice()  # says what a ?lesson=…&prompt=… link asked for and did not get
     # Every tab visible (wrapped, not folded into a "⋯" menu) and sticky (assets/style.css).
     with gr.Tabs(elem_id="lesson-tabs", overflow_behavior="wrap") as tabs:
-        ctx = AppContext(LM, SETTINGS, SHARED, SERVER, demo, tabs, chat=CHAT)
+        ctx = AppContext(LM, SETTINGS, SHARED, SERVER, demo, tabs, chat=CHAT, runs=RUNS)
         later = []  # wiring that needs every tab built (Start here's prompts fill Try it's box)
         for tab in TABS:  # one entry per tab: lessons/<module>_panel.py builds it
             with gr.Tab(tab.label, id=tab.id):
@@ -59,7 +58,7 @@ with gr.Blocks(title="LLM Inference, Step by Step",  # served files' copies are 
 
 demo.queue(max_size=SETTINGS.queue_size, default_concurrency_limit=2)
 # The class's limits: fair shares per visitor and address, shared runs, measurement budgets
-classroom.install(demo, SETTINGS, classroom.Fairness(SETTINGS, RUNS, LM, WORK, BUDGETS))
+classroom.install(demo, SETTINGS, classroom.Fairness(SETTINGS, RUNS))
 
 
 def launch_options() -> dict:

@@ -2,10 +2,11 @@
 
 A Space serves a whole room from one process, so the page's web server needs more than Gradio's
 queue gives: a fair share per visitor and per network address (`classroom_guard`, `client_address`),
-identical measurements run once (`shared_runs`), a work budget and a time limit per measurement
-(`measure_limits`), every input checked against its component before a handler sees it
-(`input_check`), bounded sessions (`session_budget`), request-size limits and worded errors
-(`request_limits`, `cancels`), and two per-visitor costs of the web stack removed (`web_costs`).
+identical measurements run once (`shared_runs`; each measurement's work budget and time limit
+come with its wiring, `lessons.common.measurement_wiring`), every input checked against its
+component before a handler sees it (`input_check`), bounded sessions (`session_budget`),
+request-size limits and worded errors (`request_limits`, `cancels`), and two per-visitor costs
+of the web stack removed (`web_costs`).
 
 What Gradio's public API offers is used first: `demo.queue(max_size=, default_concurrency_limit=)`,
 per-event `concurrency_id`/`concurrency_limit`, `cancels=[...]` and Starlette middleware on the
@@ -28,7 +29,6 @@ from inference.config import Settings
 from .cancels import CleanCancels
 from .classroom_guard import Fairness, RefuseUploads, explain_bad_numbers, limit_per_session
 from .input_check import check_every_input
-from .measure_limits import limit_measurements
 from .request_limits import LimitRequestSize, WordValidationErrors
 from .session_budget import bound_sessions
 from .shared_runs import SharedRuns
@@ -53,7 +53,6 @@ def install(demo: gr.Blocks, settings: Settings, fair: Fairness,
     trim_web_costs()
     calm_queue(demo, settings.queue_poll_s)  # it looked for work every 1 ms, idle or not
     limit_per_session(demo, settings.session_events, settings.lane_waiting, fair=fair)
-    limit_measurements(demo, settings, fair.runs)  # shared runs, each one's time limit
     explain_bad_numbers(demo)
     check_every_input(demo, settings.max_prompt_chars)  # arity, types, limits: every endpoint
     return True

@@ -30,7 +30,11 @@ address too (`client_address`: twelve session hashes from one address are one vi
   hold at most half of them (`JOINED_SHARE`); past that, an identical measurement takes the
   heavy lane like any other. Followers ask the queue (`in_queue`) whether the run's leader is
   still waiting or running, and end with a sentence when it left;
-- a measurement over the work budget (`measure_limits.over_budget`) is refused at once.
+- a measurement over its work budget (`Measurement.over_budget`, from the arguments its
+  handler would get: `handler_values`) is refused at once.
+
+The measurements are read from the built app: each event wired by
+`lessons.common.measurement_wiring.wire_measurement` carries its `Measurement`.
 
 A refused event gets HTTP 503 with a sentence saying why; everyone else is served.
 """
@@ -38,17 +42,18 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
 import json
 from dataclasses import dataclass
 
 import gradio as gr
+from gradio.context import LocalContext
 from gradio.queueing import EventQueue
 
 from inference.config import Settings
+from lessons.common.measurement import HEAVY, measurement_of
 
 from .client_address import counted, request_address
-from .measure_limits import HEAVY, over_budget
+from .input_check import InputRefused, check_inputs
 from .shared_runs import SharedRuns, run_key
 
 SESSION_FULL = ("You already have {n} requests waiting or running in this tab. Wait for them "
@@ -68,13 +73,10 @@ JOINED_SHARE = 0.5  # of Gradio's worker slots, the most that followers may hold
 
 @dataclass(frozen=True)
 class Fairness:
-    """What the per-address checks need: the limits, the shared runs, the work estimates."""
+    """What the per-address checks need: the limits and the shared runs."""
 
     settings: Settings
     runs: SharedRuns
-    lm: object = None  # the loaded model (its tokenizer counts a prompt's tokens)
-    work: dict | None = None  # api_name -> work estimate (lessons.measurement_work.WORK)
-    budgets: dict | None = None  # api_name -> its own work budget (measurement_work.BUDGETS)
 
 
 def limit_per_session(demo: gr.Blocks, per_session: int, per_lane: int,
@@ -85,6 +87,7 @@ def limit_per_session(demo: gr.Blocks, per_session: int, per_lane: int,
     lock = asyncio.Lock()
     if fair is not None:
         fair.runs.in_queue = functools.partial(in_queue, queue)
+        fair.runs.event_id = lambda: LocalContext.event_id.get(None)  # the running handler's
 
     async def push(body, request, username):
         async with lock:  # the check and Gradio's append happen together
@@ -124,15 +127,17 @@ def _by_client(demo, fair: Fairness, fn, body, request, waiting: list, running: 
         theirs = [e for e in waiting + running if request_address(e.request) == address]
         if len(theirs) >= s.client_events:
             return CLIENT_FULL.format(n=len(theirs)), None, False
-    if fn.concurrency_id != HEAVY:
+    m = measurement_of(fn)
+    if fn.concurrency_id != HEAVY or m is None:
         return None, None, False
-    key = settings_key(demo, fn, body)
+    values = handler_values(demo, fn, body.data, body.session_hash, s.max_prompt_chars)
+    key = None if values is None else run_key(m.name, values)
     followers = sum(e.concurrency_id == JOINED for e in waiting + running)
     room = followers < JOINED_SHARE * demo._queue.max_thread_count
     # reserved (waiting in line), measuring or just finished; or running, not reserved
-    join = room and (fair.runs.live(key) or any(
-        e.concurrency_id == HEAVY and e.data is not None
-        and settings_key(demo, e.fn, e.data) == key for e in running))
+    join = key is not None and room and (fair.runs.live(key) or any(
+        e.concurrency_id == HEAVY and e.data is not None and measurement_of(e.fn) is not None
+        and _key(demo, e.fn, e.data, s) == key for e in running))
     if join:
         return None, key, True
     if counted(address):
@@ -140,20 +145,48 @@ def _by_client(demo, fair: Fairness, fn, body, request, waiting: list, running: 
                  and request_address(e.request) == address]
         if len(heavy) >= s.client_heavy_jobs:
             return HEAVY_FULL.format(n=len(heavy)), None, False
-    return over_budget(fn, body.data, fair.lm, s, fair.work or {}, fair.budgets), key, False
+    if values is None:  # a value that does not fit its control: the input check words it
+        return None, None, False
+    try:
+        return m.over_budget(s, *call_args(fn, values)), key, False
+    except Exception:  # noqa: BLE001 - the run's own check raises it through the error path
+        return None, key, False
 
 
-def settings_key(demo, fn, body) -> tuple:
-    """The run key of a measurement: its event and the settings it was sent, where a gr.State
-    input (kept on the server, sent as null) counts by a digest of this session's value."""
-    data = list(body.data or [])
+def _key(demo, fn, body, settings: Settings) -> tuple | None:
+    values = handler_values(demo, fn, body.data, body.session_hash, settings.max_prompt_chars)
+    return None if values is None else run_key(measurement_of(fn).name, values)
+
+
+def handler_values(demo, fn, data, session_hash: str | None, max_chars: int) -> list | None:
+    """The event's values as its handler gets them, one per input: Gradio's own preprocessing
+    of what was sent, and a gr.State input's value in this session (kept on the server, sent
+    as null). None when a value does not fit its control (the input check refuses it)."""
+    try:
+        sent = check_inputs(fn, list(data or []), {}, max_chars)
+    except InputRefused:
+        return None
     holder = getattr(demo, "state_holder", None)
-    session = getattr(holder, "session_data", {}).get(body.session_hash)
-    for i, component in enumerate(fn.inputs[:len(data)]):
-        if isinstance(component, gr.State):
-            value = session.state_data.get(component._id) if session is not None else None
-            data[i] = None if value is None else hashlib.sha256(repr(value).encode()).hexdigest()
-    return run_key(body.fn_index, data)
+    session = getattr(holder, "session_data", {}).get(session_hash)
+    values = []
+    try:
+        for block, value in zip(fn.inputs, sent):
+            if block.stateful:  # read, never created here (the session's own copy, if any)
+                kept = session.state_data if session is not None else {}
+                values.append(kept[block._id] if block._id in kept else block.value)
+                continue
+            model = getattr(block, "data_model", None)
+            if model is not None and value is not None:
+                value = model.model_validate(value, context={"validate_meta": True})
+            values.append(block.preprocess(value) if fn.preprocess else value)
+    except Exception:  # noqa: BLE001 - what Gradio's own preprocessing refuses, it words
+        return None
+    return values
+
+
+def call_args(fn, values: list) -> list:
+    """The handler's positional arguments: the values, or one dict of them by component."""
+    return [dict(zip(fn.inputs, values))] if fn.inputs_as_dict else values
 
 
 def in_queue(queue, event_id: str) -> bool:

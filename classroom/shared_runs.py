@@ -23,13 +23,16 @@ measuring (their event joined the queue before it ended, but their handler start
 the worker threads were all taken) gets its result, busy notice and all, instead of measuring
 the same thing again in a busy room.
 
-The key is given to an event when it joins the queue (`tag`, from the visitor's raw settings,
-see `classroom.classroom_guard`) and read back by its handler (`take`), so the decision to
-lead or follow, made before the event waits anywhere, and the run it leads or follows are the
-same: the leader's handler starts the run it reserved (`share(..., event_id=...)`).
+The key (`run_key`: the measurement and the arguments its handler gets) is given to an event
+when it joins the queue (`tag`, see `classroom.classroom_guard`) and read back by its handler
+(`run`, through `event_id`), so the decision to lead or follow, made before the event waits
+anywhere, and the run it leads or follows are the same: the leader's handler starts the run
+it reserved (`share(..., event_id=...)`). Whether a run may be shown again is read from its
+`outcome` (cut short at its time limit, measured on a busy machine), as its wrapper recorded it
+(`lessons.common.measurement.Outcome`).
 
 >>> runs = SharedRuns(reuse_s=60)
->>> key = run_key(7, ["Why?", 48])
+>>> key = run_key("kv_race", ["Why?", 48])
 >>> list(runs.share(key, lambda: iter([{"a": 1}, {"b": 2}]), lambda f, s: f))
 [{'a': 1}, {'b': 2}]
 >>> list(runs.share(key, lambda: iter([{"a": 9}]), lambda f, s: f))  # reused: merged, no run
@@ -39,11 +42,11 @@ same: the leader's handler starts the run it reserved (`share(..., event_id=...)
 """
 from __future__ import annotations
 
-import json
+import hashlib
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields, is_dataclass
 
 from inference.experiments.noise import Noise
@@ -60,14 +63,13 @@ SHARED_EARLIER = ("*Measured {s:.0f} s ago on this machine for another visitor w
 LEFT = ("The run you were following ended before its result (the visitor who started it "
         "stopped it): press the button again to measure it yourself.")
 BUSY_MARKS = (BUSY, BUSY.capitalize())  # the notice as a sentence, or as busy_notice_html's head
-NOT_REUSED = ("⏱",)  # text marks of a run cut short (measure_limits.TIME_UP starts with it)
 
 Annotate = Callable[[object, str], object]  # (frame, sentence) -> the frame showing it
 
 
-def run_key(fn_id: Hashable, data: object) -> tuple:
-    """The key of a heavy run: the event and the settings exactly as the visitor sent them."""
-    return fn_id, json.dumps(data, sort_keys=True, default=str, ensure_ascii=True)
+def run_key(name: str, values: list) -> tuple:
+    """The key of a heavy run: the measurement and the arguments its handler gets (a digest)."""
+    return name, hashlib.sha256(repr(values).encode()).hexdigest()
 
 
 @dataclass
@@ -100,14 +102,16 @@ class Run:
             self.version += 1
             self.cond.notify_all()
 
-    def end(self, *, error: BaseException | None = None, left: bool = False) -> None:
+    def end(self, *, error: BaseException | None = None, left: bool = False,
+            outcome=None) -> None:
+        """The run ended; `outcome` (its wrapper's `Outcome`): cut short, or busy."""
         with self.cond:
             self.done, self.error, self.left = True, error, left
             self.finished_at = time.monotonic()
-            self.whole = error is None and not left and self.version > 0 and not any(
-                isinstance(v, str) and v.lstrip().startswith(NOT_REUSED)
-                for v in _values(self.merged))
-            self.reusable = self.whole and not cut(self.merged)
+            self.whole = (error is None and not left and self.version > 0
+                          and not getattr(outcome, "cut", False))
+            self.reusable = self.whole and not getattr(outcome, "busy", False) and not cut(
+                self.merged)
             self.cond.notify_all()
 
 
@@ -128,6 +132,9 @@ class SharedRuns:
         # whether an event id is still waiting or running in the queue (classroom_guard sets it
         # to read Gradio's queue; without a queue, a reservation stands until its leader starts)
         self.in_queue: Callable[[str], bool] = lambda event_id: True
+        # the id of the event whose handler runs now (classroom_guard reads Gradio's context;
+        # without it no event was tagged, and each run is its own)
+        self.event_id: Callable[[], str | None] = lambda: None
 
     def tag(self, event_id: str, key: tuple) -> None:
         with self._lock:
@@ -186,8 +193,20 @@ class SharedRuns:
     def _fresh(self, run: Run) -> bool:
         return run.reusable and time.monotonic() - run.finished_at <= self.reuse_s
 
+    def run(self, start: Callable[[], Iterator], annotate: Annotate, outcome=None) -> Iterator:
+        """`start()`'s frames, shared with identical requests when this event was tagged as it
+        joined the queue, else run alone."""
+        event_id = self.event_id()
+        tagged = self.take(event_id)
+        if tagged is None:
+            yield from start()
+            return
+        yield from self.share(tagged[0], start, annotate, asked_at=tagged[1],
+                              event_id=event_id, outcome=outcome)
+
     def share(self, key: tuple, start: Callable[[], Iterator], annotate: Annotate,
-              asked_at: float | None = None, event_id: str | None = None) -> Iterator:
+              asked_at: float | None = None, event_id: str | None = None,
+              outcome=None) -> Iterator:
         """Lead a run of `start()` (the one event `event_id` reserved, or a new one), follow
         the one it joined (`join`) or one reserved or in progress, or replay the fresh result
         (or a busy one that ended after this visitor asked, `asked_at`: time.monotonic())."""
@@ -198,7 +217,7 @@ class SharedRuns:
             else:
                 run, lead = self._lead_or_follow(key, asked_at, event_id)
         if lead:
-            yield from _lead(run, start)
+            yield from _lead(run, start, outcome)
         else:
             yield from _follow(run, annotate, self._check_leader)
 
@@ -222,7 +241,7 @@ class SharedRuns:
         return run, lead
 
 
-def _lead(run: Run, start: Callable[[], Iterator]) -> Iterator:
+def _lead(run: Run, start: Callable[[], Iterator], outcome=None) -> Iterator:
     frames = start()
     try:
         for frame in frames:
@@ -235,7 +254,7 @@ def _lead(run: Run, start: Callable[[], Iterator]) -> Iterator:
         run.end(error=exc)
         raise
     else:
-        run.end()
+        run.end(outcome=outcome)
     finally:
         getattr(frames, "close", lambda: None)()
 
@@ -280,7 +299,7 @@ def _busy(value: object, depth: int = 0) -> bool:
     if isinstance(value, Noise):
         return value.busy
     if isinstance(value, str):
-        return any(m in value for m in BUSY_MARKS) or value.lstrip().startswith(NOT_REUSED)
+        return any(m in value for m in BUSY_MARKS)
     if depth >= 2:
         return False
     if isinstance(value, dict):

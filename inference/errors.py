@@ -49,6 +49,10 @@ class RemoteEngineError(InferenceInputError):
     """The remote engine could not be reached or refused the request (a plain message)."""
 
 
+class WorkOverBudgetError(InferenceInputError):
+    """A measurement whose settings would feed more tokens than one measurement may."""
+
+
 def check_range(name: str, value: float, low: float, high: float) -> None:
     """Raise SettingOutOfRangeError unless low <= value <= high (and value is a real number)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):

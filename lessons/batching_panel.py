@@ -14,8 +14,9 @@ import gradio as gr
 from gradio.events import Dependency
 
 from inference.config import Settings
-from inference.experiments.batch_sweep import sweep_sizes
+from inference.experiments.batch_sweep import batch_sweep_tokens, sweep_sizes
 from inference.experiments.memory_guard import memory_budget_bytes
+from inference.experiments.schedulers import schedulers_tokens
 from inference.experiments.workload import PRESETS
 from visualizations import batching_charts as charts
 from visualizations import batching_text as text
@@ -29,6 +30,8 @@ from .common.exports import wire_batch_csv
 from .common.feedback import guarded
 from .common.latest import latest_modes
 from .common.lesson_text import lesson_page
+from .common.measurement import Measurement, prompt_tokens
+from .common.measurement_wiring import wire_measurement
 from .common.named_outputs import showing
 from .common.serving_peer import serving_comparison
 
@@ -52,8 +55,9 @@ def _run_and_stop(label: str, run_id: str, stop_id: str) -> tuple[gr.Button, gr.
                 gr.Button("Stop", variant="stop", elem_id=stop_id))
 
 
-def sweep_tab(lm, settings: Settings, shared, measured: SharedStates, server=None) -> Dependency:
+def sweep_tab(ctx: AppContext, measured: SharedStates) -> Dependency:
     """1 · Batch sweep: throughput and step time against batch size. Returns the run event."""
+    lm, settings, shared = ctx.lm, ctx.settings, ctx.shared
     with gr.Row():
         largest = gr.Dropdown(sweep_sizes(int(settings.batch.high)), value=settings.batch.default,
                               label="Largest batch", elem_id="batch-sweep-max")
@@ -84,11 +88,11 @@ def sweep_tab(lm, settings: Settings, shared, measured: SharedStates, server=Non
     handler = showing(shown, lambda data: run.sweep_frames(
         lm, settings, shared, max_batch=data[largest], steps=data[steps],
         budget_mb=data[budget], schedules=data[measured.schedules], guess=data[guess]))
-    ev = start.click(guarded(handler, alone=server),
-                     {largest, steps, budget, measured.schedules, guess},
-                     list(shown.values()), concurrency_id="heavy",
-                     concurrency_limit=settings.heavy_lane_limit,
-                     time_limit=settings.long_time_limit_s, api_name="batch_sweep")
+    ev = wire_measurement(start, {largest, steps, budget, measured.schedules, guess},
+                          list(shown.values()), Measurement(
+        "batch_sweep", handler, work=lambda data: batch_sweep_tokens(
+            prompt_tokens(lm, settings, run.SWEEP_PROMPT), int(data[largest]),
+            int(data[steps])), limit="long"), ctx)
     stop.click(None, None, None, cancels=[ev])
     wire_batch_csv(lm, shared, ev, measured.sweep)  # the charts' data as CSV, once finished
     return ev
@@ -108,8 +112,9 @@ def padding_tab(lm, settings: Settings) -> None:
                api_name="batch_padding")
 
 
-def schedulers_tab(lm, settings: Settings, shared, measured: SharedStates, server=None) -> None:
+def schedulers_tab(ctx: AppContext, measured: SharedStates) -> None:
     """3 · Static vs continuous: one workload served both ways on a virtual clock."""
+    lm, settings, shared = ctx.lm, ctx.settings, ctx.shared
     with gr.Row():
         workload = gr.Dropdown([*PRESETS, run.RANDOM], value=next(iter(PRESETS)),
                                label="Workload", elem_id="batch-sched-workload")
@@ -137,11 +142,15 @@ def schedulers_tab(lm, settings: Settings, shared, measured: SharedStates, serve
         lm, settings, shared, workload=data[workload], seed=data[seed],
         requests=data[requests], rate_per_s=data[rate], max_batch=data[max_batch],
         fill_wait_s=data[wait], sweep=data[measured.sweep]))
-    ev = start.click(guarded(handler, alone=server),
-                     {workload, max_batch, wait, seed, requests, rate, measured.sweep},
-                     list(shown.values()), concurrency_id="heavy",
-                     concurrency_limit=settings.heavy_lane_limit,
-                     time_limit=settings.long_time_limit_s, api_name="batch_schedulers")
+
+    def work(data) -> int:
+        trace, _ = run.workload_trace(lm, settings, data[workload], data[seed], data[requests],
+                                      data[rate])
+        return schedulers_tokens([len(r.prompt_ids) for r in trace],
+                                 [r.max_new_tokens for r in trace])
+    ev = wire_measurement(start, {workload, max_batch, wait, seed, requests, rate, measured.sweep},
+                          list(shown.values()), Measurement("batch_schedulers", handler, work,
+                                                            limit="long"), ctx)
     stop.click(None, None, None, cancels=[ev])
 
 
@@ -178,19 +187,19 @@ def cost_tab(lm, settings: Settings, measured: SharedStates, sweep_event: Depend
 
 def build(ctx: AppContext) -> None:
     """Lay out Lesson 5 inside the caller's tab. `shared`: the app's SharedResults (or None);
-    `server`: the sweep and the schedulers take turns with it (`guarded(alone=...)`)."""
-    lm, settings, shared, server = ctx.lm, ctx.settings, ctx.shared, ctx.server
+    the sweep and the schedulers take turns with `ctx.server` (`wire_measurement`)."""
+    lm, settings, shared = ctx.lm, ctx.settings, ctx.shared
     gr.Markdown(lesson_page("lesson5_batching.md", lm.info), elem_id="batch-lesson-text")
     measured = SharedStates(sweep=gr.State(None), schedules=gr.State(None),
                         closing=gr.Markdown(text.closing_note(lm.info, None, None),
                                             elem_id="batch-closing", render=False))
     with gr.Tabs(overflow_behavior="wrap"):  # every sub-tab one tap away on a phone
         with gr.Tab("1 · Batch sweep"):
-            sweep_event = sweep_tab(lm, settings, shared, measured, server)
+            sweep_event = sweep_tab(ctx, measured)
         with gr.Tab("2 · Padding"):
             padding_tab(lm, settings)
         with gr.Tab("3 · Static vs continuous"):
-            schedulers_tab(lm, settings, shared, measured, server)
+            schedulers_tab(ctx, measured)
         with gr.Tab("4 · Cost per request") as cost_page:
             cost, inputs, outputs = cost_tab(lm, settings, measured, sweep_event, shared)
     # Opening the tab redraws it: lesson 6 may have measured the precision modes meanwhile.

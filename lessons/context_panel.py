@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterator
 import gradio as gr
 
 from inference.config import Settings
+from inference.experiments.attention_memory import attention_memory_tokens
+from inference.experiments.context_sweep import decode_lengths_tokens, prefill_lengths_tokens
 from visualizations.context_charts import (
     DECODE_BUTTON,
     MEMORY_BUTTON,
@@ -28,6 +30,8 @@ from .common.context import AppContext
 from .common.controls import guess_box
 from .common.feedback import guarded
 from .common.lesson_text import lesson_page
+from .common.measurement import Measurement
+from .common.measurement_wiring import wire_measurement
 
 
 def _longest(lm, settings: Settings) -> gr.Dropdown:
@@ -42,11 +46,12 @@ def _longest(lm, settings: Settings) -> gr.Dropdown:
 
 
 def _sweep(name: str, label: str, chart: gr.Plot, frames: Callable[..., Iterator],
-           inputs: list, settings: Settings, server, text_value: str = "",
+           work: Callable[..., int], inputs: list, ctx: AppContext, text_value: str = "",
            cuts: gr.Markdown | None = None) -> None:
     """A run button, a Stop button, the progress line and the text under `chart`, wired to the
-    handler `frames(*inputs)` in the heavy lane (long time limit: the window takes minutes).
-    `cuts`: the "what cuts the cost" table, refreshed by frames that carry one."""
+    handler `frames(*inputs)` as a measurement of `work(*inputs)` tokens (long time limit: the
+    window takes minutes). `cuts`: the "what cuts the cost" table, refreshed by frames that
+    carry one."""
     with gr.Row(elem_classes=["lab-run-row"]):  # one line on a phone too (style.css)
         start = gr.Button(label, variant="primary", elem_id=f"ctx-{name}-btn")
         stop = gr.Button("Stop", variant="stop", elem_id=f"ctx-{name}-stop")
@@ -64,19 +69,17 @@ def _sweep(name: str, label: str, chart: gr.Plot, frames: Callable[..., Iterator
     def button(interactive: bool):
         return guarded(lambda: gr.update(interactive=interactive), compute=False)
 
-    ev = start.click(button(False), None, start, api_visibility="private").then(
-        guarded(on_run, alone=server), inputs,
-        [chart, text, progress] + ([cuts] if cuts is not None else []),
-        concurrency_id="heavy", concurrency_limit=settings.heavy_lane_limit,
-        time_limit=settings.long_time_limit_s, api_name=f"context_{name}")
+    ev = wire_measurement(start.click(button(False), None, start, api_visibility="private"),
+                          inputs, [chart, text, progress] + ([cuts] if cuts is not None else []),
+                          Measurement(f"context_{name}", on_run, work, limit="long"), ctx)
     ev.then(button(True), None, start, api_visibility="private")
     stop.click(button(True), None, start, cancels=[ev], api_visibility="private")
 
 
 def build(ctx: AppContext) -> None:
     """Lesson 4c in the caller's tab. `shared`: finished sweeps, shared with every visitor;
-    `server`: every measurement here takes turns with it."""
-    lm, settings, shared, server = ctx.lm, ctx.settings, ctx.shared, ctx.server
+    every measurement here takes turns with `ctx.server`."""
+    lm, settings, shared = ctx.lm, ctx.settings, ctx.shared
     caption = info_caption(lm.info)
     gr.Markdown(lesson_page("lesson4c_context.md", lm.info), elem_id="ctx-lesson-text")
     longest = _longest(lm, settings)
@@ -86,8 +89,10 @@ def build(ctx: AppContext) -> None:
             chart = gr.Plot(prefill_lengths_figure([], caption=caption), render=False,
                             label="Prefill per prompt token", elem_id="ctx-prefill-chart")
             _sweep("prefill", PREFILL_BUTTON, chart,
-                   lambda n: run.prefill_frames(lm, settings, shared, n), [longest], settings,
-                   server)
+                   lambda n: run.prefill_frames(lm, settings, shared, n),
+                   lambda n: prefill_lengths_tokens(run.sweep_prefill_lengths(lm, settings, n),
+                                                    settings.context_prefill_repeats),
+                   [longest], ctx)
         with gr.Tab("2 · Decode vs cache length"):
             short, long = settings.context_guess_lengths
             guess = guess_box(settings, run.GUESS_KEY, f"one decode step with {long:,} cached "
@@ -96,8 +101,11 @@ def build(ctx: AppContext) -> None:
             chart = gr.Plot(decode_lengths_figure([], caption=caption), render=False,
                             label="One decode step per cache length", elem_id="ctx-decode-chart")
             _sweep("decode", DECODE_BUTTON, chart,
-                   lambda n, g: run.decode_frames(lm, settings, shared, n, g), [longest, guess],
-                   settings, server, cuts=cuts)
+                   lambda n, g: run.decode_frames(lm, settings, shared, n, g),
+                   lambda n, g: decode_lengths_tokens(run.sweep_decode_lengths(lm, settings, n),
+                                                      settings.context_decode_batches,
+                                                      settings.context_decode_repeats),
+                   [longest, guess], ctx, cuts=cuts)
         with gr.Tab("3 · Attention's memory"):
             gr.Markdown(f"The same prefill twice, at the longest length above (at most "
                         f"{settings.context_eager_max_tokens:,} tokens: eager attention's score "
@@ -105,8 +113,11 @@ def build(ctx: AppContext) -> None:
             chart = gr.Plot(attention_memory_figure([], caption), render=False,
                             label="Peak memory of one prefill", elem_id="ctx-memory-chart")
             _sweep("memory", MEMORY_BUTTON, chart,
-                   lambda n: run.memory_frames(lm, settings, shared, n), [longest], settings,
-                   server, text_value=FLASH_ATTENTION)
+                   lambda n: run.memory_frames(lm, settings, shared, n),
+                   lambda n: attention_memory_tokens(
+                       run.sweep_prefill_lengths(lm, settings, n)[-1],
+                       settings.context_eager_max_tokens),
+                   [longest], ctx, text_value=FLASH_ATTENTION)
         with gr.Tab("4 · What cuts the cost"):
             gr.Markdown("Each row counts the KV cache of one context as long as the window. "
                         "Before the decode sweep every row is theoretical; after it, the GQA row "

@@ -236,13 +236,12 @@ def prefix_frames(lm, settings: Settings, system: str, questions: str,
                   new_tokens: int) -> Iterator[PrefixFrame]:
     """Prefill the system prompt once, then answer each question both ways; the last frame
     carries the busy notice when the noise rule judged the machine busy."""
-    lines = [q.strip() for q in (questions or "").splitlines() if q.strip()]
     if len(system or "") > settings.max_prompt_chars:
         raise PromptTooLongError(
             f"The system prompt is over {settings.max_prompt_chars:,} characters.")
     settings.prefix_new_tokens.check("Answer tokens", new_tokens)
     ids = shared_prefix_ids(lm.tokenizer, system)
-    lines = lines[:settings.max_lines]
+    lines = question_lines(settings, questions)
     prefix_request_tokens(lm.tokenizer, system, lines, int(new_tokens),  # before any model run
                           settings.prefix_request_tokens)
     watch = noise.begin(lm.device)
@@ -259,6 +258,11 @@ def prefix_frames(lm, settings: Settings, system: str, questions: str,
         runs.append(run)
         yield frame(noise.end(lm.device, watch, settings=settings)
                     if len(runs) == len(lines) else None)
+
+
+def question_lines(settings: Settings, questions: str | None) -> list[str]:
+    """The prefix demo's questions: one a line, blank lines dropped, at most `max_lines`."""
+    return [q.strip() for q in (questions or "").splitlines() if q.strip()][:settings.max_lines]
 
 
 def attention_run(lm, settings: Settings, prompt: str, new_tokens: int) -> AttentionView:

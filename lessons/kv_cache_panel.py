@@ -10,6 +10,9 @@ from __future__ import annotations
 import gradio as gr
 
 from inference.config import LIMITS, Settings
+from inference.experiments.kv_race import race_tokens
+from inference.experiments.prefix_reuse import prefix_reuse_tokens
+from inference.experiments.race_lengths import race_lengths_tokens
 from visualizations.kv_charts import (
     cache_bytes_figure,
     cache_grid_figure,
@@ -25,6 +28,8 @@ from .common.context import AppContext
 from .common.controls import guess_box, slider
 from .common.feedback import guarded
 from .common.lesson_text import lesson_page
+from .common.measurement import Measurement, prompt_tokens
+from .common.measurement_wiring import wire_measurement
 from .common.named_outputs import showing
 
 DEFAULT_PROMPT = LIMITS.default_prompt
@@ -73,8 +78,9 @@ def growth_tab(lm, settings: Settings, server=None) -> None:
     stop.click(None, None, None, cancels=[ev])
 
 
-def race_tab(lm, settings: Settings, shared=None, server=None) -> None:
+def race_tab(ctx: AppContext) -> None:
     """2 · Race: the same greedy tokens with the cache and by recomputing everything."""
+    lm, settings = ctx.lm, ctx.settings
     gr.Markdown("Same prompt, same greedy tokens. With the cache each step feeds **one** token "
                 "through the model, but still reads every cached key and value: a read that "
                 "grows by one token's worth each step (lesson 4c measures it to the model's "
@@ -92,17 +98,14 @@ def race_tab(lm, settings: Settings, shared=None, server=None) -> None:
              "diagram": gr.HTML(race_diagram([], [], lm.info.layers),
                                 elem_id="kv-race-diagram"),
              "noise": gr.State(None)}  # the last frame's busy-or-quiet reading
-    handler = showing(shown, lambda p, n, g: run.race_frames(lm, settings, p, n, g))
-    ev = start.click(guarded(handler, alone=server), [prompt, new_tokens, guess],
-                     list(shown.values()),
-                     concurrency_id="heavy", concurrency_limit=settings.heavy_lane_limit,
-                     time_limit=settings.measure_time_limit_s,
-                     api_name="kv_race")
+    ev = wire_measurement(start, [prompt, new_tokens, guess], list(shown.values()), Measurement(
+        "kv_race", showing(shown, lambda p, n, g: run.race_frames(lm, settings, p, n, g)),
+        work=lambda p, n, g: race_tokens(prompt_tokens(lm, settings, p), int(n))), ctx)
     stop.click(None, None, None, cancels=[ev])
-    lengths_section(lm, settings, shared, server)
+    lengths_section(ctx)
 
 
-def lengths_section(lm, settings: Settings, shared=None, server=None) -> None:
+def lengths_section(ctx: AppContext) -> None:
     """The race at several lengths: why a short race undersells the cache."""
     gr.Markdown("### Race at several lengths\nA short race shows only a few times faster. "
                 "Time one step, with and without the cache, at 32, 128 and 512 tokens of "
@@ -112,11 +115,9 @@ def lengths_section(lm, settings: Settings, shared=None, server=None) -> None:
              "plot": gr.Plot(race_lengths_figure([]), elem_id="kv-lengths-plot",
                              label="One step at each length"),
              "table": gr.Markdown(elem_id="kv-lengths-table")}
-    handler = showing(shown, lambda: run.race_lengths_frames(lm, shared))
-    start.click(guarded(handler, alone=server), None, list(shown.values()),
-                concurrency_id="heavy", concurrency_limit=settings.heavy_lane_limit,
-                time_limit=settings.measure_time_limit_s,
-                api_name="kv_race_lengths")
+    wire_measurement(start, None, list(shown.values()), Measurement(
+        "kv_race_lengths", showing(shown, lambda: run.race_lengths_frames(ctx.lm, ctx.shared)),
+        work=race_lengths_tokens), ctx)
 
 
 def projection_tab(lm, settings: Settings) -> None:
@@ -139,8 +140,9 @@ def projection_tab(lm, settings: Settings) -> None:
         control.change(project, [batch, context, bpv], list(shown.values()))
 
 
-def prefix_tab(lm, settings: Settings, server=None) -> None:
+def prefix_tab(ctx: AppContext) -> None:
     """4 · Prefix reuse: a shared system prompt prefilled once, answered both ways."""
+    lm, settings = ctx.lm, ctx.settings
     system = gr.Textbox(DEFAULT_SYSTEM, label="Shared system prompt", lines=5,
                         max_length=settings.max_prompt_chars, elem_id="kv-prefix-system")
     with gr.Row():
@@ -153,12 +155,10 @@ def prefix_tab(lm, settings: Settings, server=None) -> None:
     shown = {"text": gr.Markdown(elem_id="kv-prefix-text"),
              "plot": gr.Plot(prefix_figure([]), elem_id="kv-prefix-plot",
                              label="Prefix reuse: time to first token")}
-    handler = showing(shown, lambda s, q, n: run.prefix_frames(lm, settings, s, q, n))
-    ev = start.click(guarded(handler, alone=server), [system, questions, new_tokens],
-                     list(shown.values()),
-                     concurrency_id="heavy", concurrency_limit=settings.heavy_lane_limit,
-                     time_limit=settings.measure_time_limit_s,
-                     api_name="kv_prefix")
+    ev = wire_measurement(start, [system, questions, new_tokens], list(shown.values()),
+                          Measurement("kv_prefix", showing(shown, lambda s, q, n: run.prefix_frames(
+                              lm, settings, s, q, n)), work=lambda s, q, n: prefix_reuse_tokens(
+                              lm.tokenizer, s, run.question_lines(settings, q), int(n))), ctx)
     stop.click(None, None, None, cancels=[ev])
 
 
@@ -193,16 +193,16 @@ def attention_tab(lm, settings: Settings, server=None) -> None:
 def build(ctx: AppContext) -> None:
     """Lay out Lesson 4 inside the caller's tab. `shared`: the length race, measured once per
     machine for every visitor; `server`: every measurement here takes turns with it."""
-    lm, settings, shared, server = ctx.lm, ctx.settings, ctx.shared, ctx.server
+    lm, settings, server = ctx.lm, ctx.settings, ctx.server
     gr.Markdown(lesson_page("lesson4_kv_cache.md", lm.info), elem_id="kv-lesson-text")
     with gr.Tabs(overflow_behavior="wrap"):  # every sub-tab one tap away on a phone
         with gr.Tab("1 · Watch it grow"):
             growth_tab(lm, settings, server)
         with gr.Tab("2 · Race: cache on vs off"):
-            race_tab(lm, settings, shared, server)
+            race_tab(ctx)
         with gr.Tab("3 · Memory projection"):
             projection_tab(lm, settings)
         with gr.Tab("4 · Prefix reuse"):
-            prefix_tab(lm, settings, server)
+            prefix_tab(ctx)
         with gr.Tab("5 · What the cache is read for"):
             attention_tab(lm, settings, server)

@@ -9,6 +9,8 @@ from collections.abc import Iterator
 import gradio as gr
 
 from inference.config import Settings
+from inference.experiments.machine_roofline import ROOFLINE_PROMPT, roofline_tokens
+from inference.tokens import prompt_ids
 from visualizations.budget_charts import budget_split_figure, step_parts_figure
 from visualizations.peer_view import peer_comparison_md
 from visualizations.pool_view import server_pool_parts
@@ -20,6 +22,8 @@ from visualizations.style import empty_figure, info_caption
 from .common.context import AppContext
 from .common.exports import figures_box
 from .common.feedback import guarded
+from .common.measurement import Measurement
+from .common.measurement_wiring import wire_measurement
 from .common.serving_peer import serving_comparison
 from .common.shared_snapshot import SharedSnapshot
 from .machine_handlers import gpu_note_md, measure_machine_steps
@@ -137,7 +141,7 @@ def build(ctx: AppContext) -> None:
                    compute_chart: v.compute_chart, step_text: v.step_md,
                    step_chart: v.step_chart, sizes: v.sizes_md, figures: v.figures_md}
 
-    run.click(guarded(on_run, alone=server), None,
-              [text, chart, compute_text, compute_chart, step_text, step_chart, sizes, figures],
-              concurrency_id="heavy", concurrency_limit=settings.heavy_lane_limit,
-              time_limit=settings.measure_time_limit_s, api_name="roofline")
+    wire_measurement(run, None, [text, chart, compute_text, compute_chart, step_text,
+                                 step_chart, sizes, figures], Measurement(
+        "roofline", on_run, work=lambda: roofline_tokens(
+            len(prompt_ids(lm.tokenizer, ROOFLINE_PROMPT)), lm.device.type == "cuda")), ctx)

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import gradio as gr
 
 from inference.config import Settings
+from inference.experiments.prefill_sweep import prefill_sweep_tokens
 from visualizations.mechanism import prefill_diagram
 from visualizations.style import info_caption
 from visualizations.timing_charts import prefill_sweep_figure
@@ -18,6 +19,8 @@ from .common.controls import guess_box, slider
 from .common.exports import wire_prefill_csv
 from .common.feedback import guarded
 from .common.lesson_text import lesson_page
+from .common.measurement import Measurement
+from .common.measurement_wiring import wire_measurement
 from .prefill_handlers import (
     DEFAULT_LENGTHS,
     GUESS_KEY,
@@ -47,7 +50,8 @@ def _measure_section(lm, settings: Settings, server) -> None:
               time_limit=settings.step_time_limit_s, api_name="prefill_measure")
 
 
-def _sweep_section(lm, settings: Settings, shared, server) -> None:
+def _sweep_section(ctx: AppContext) -> None:
+    lm, settings, shared = ctx.lm, ctx.settings, ctx.shared
     gr.Markdown("### Sweep: one pass for the whole prompt vs one pass per token")
     with gr.Row():
         lengths = gr.CheckboxGroup(LENGTH_CHOICES, value=DEFAULT_LENGTHS,
@@ -73,10 +77,10 @@ def _sweep_section(lm, settings: Settings, shared, server) -> None:
     def sweep_button(interactive: bool):
         return guarded(lambda: gr.update(interactive=interactive), compute=False)
 
-    ev = sweep_btn.click(sweep_button(False), None, sweep_btn).then(
-        guarded(on_sweep, alone=server), [lengths, max_seq, guess], [chart, progress],
-        concurrency_id="heavy", concurrency_limit=settings.heavy_lane_limit,
-        time_limit=settings.measure_time_limit_s, api_name="prefill_sweep")
+    ev = wire_measurement(sweep_btn.click(sweep_button(False), None, sweep_btn),
+                          [lengths, max_seq, guess], [chart, progress], Measurement(
+        "prefill_sweep", on_sweep, work=lambda chosen, most, g: prefill_sweep_tokens(
+            [int(n) for n in chosen or []] or [8, 32, 128], int(most))), ctx)
     ev.then(sweep_button(True), None, sweep_btn)
     wire_prefill_csv(lm, shared, ev, lengths, max_seq)  # the chart's data as CSV, once finished
     stop_btn.click(sweep_button(True), None, sweep_btn, cancels=[ev])
@@ -84,7 +88,7 @@ def _sweep_section(lm, settings: Settings, shared, server) -> None:
 
 def build(ctx: AppContext) -> None:
     """Lesson 2 in the caller's tab; `ctx.server`: measurements take turns with it."""
-    lm, settings, shared, server = ctx.lm, ctx.settings, ctx.shared, ctx.server
+    lm, settings, server = ctx.lm, ctx.settings, ctx.server
     gr.Markdown(lesson_page("lesson2_prefill.md", lm.info))
     _measure_section(lm, settings, server)
-    _sweep_section(lm, settings, shared, server)
+    _sweep_section(ctx)

@@ -25,29 +25,34 @@ from dataclasses import asdict, dataclass
 from inference.config import LIMITS, Settings
 from inference.drafts import make_draft
 from inference.experiments import noise
-from inference.experiments.batch_sweep import run_sweep
-from inference.experiments.context_sweep import compare_lengths, decode_lengths_sweep
+from inference.experiments.batch_sweep import batch_sweep_tokens, run_sweep
+from inference.experiments.context_sweep import (
+    compare_lengths,
+    decode_lengths_sweep,
+    decode_lengths_tokens,
+)
 from inference.experiments.context_theory import decode_theory
-from inference.experiments.kv_race import RECOMPUTE, race, summarize
-from inference.experiments.machine_roofline import roofline_steps
+from inference.experiments.kv_race import RECOMPUTE, race, race_tokens, summarize
+from inference.experiments.machine_roofline import ROOFLINE_PROMPT, roofline_steps
 from inference.experiments.memory_guard import memory_budget_bytes
 from inference.experiments.noise import Noise
-from inference.experiments.prefill_sweep import prefill_sweep
-from inference.experiments.prompt_prefill import measure_prompt
-from inference.experiments.quality import greedy_steps
+from inference.experiments.prefill_sweep import prefill_sweep, prefill_sweep_tokens
+from inference.experiments.prompt_prefill import DECODE_STEPS, measure_prompt
+from inference.experiments.quality import greedy_steps, greedy_tokens
 from inference.experiments.roofline import machine_bandwidth
 from inference.experiments.serving_cost import model_serving_costs
 from inference.experiments.spec_workload import spec_prompt
-from inference.experiments.speculative_race import race_updates
-from inference.experiments.step_bound import measure_step_bound
+from inference.experiments.speculative_race import race_updates, spec_race_tokens
+from inference.experiments.step_bound import measure_step_bound, step_profile_tokens
 from inference.generation import stream
 from inference.quant_modes import build_steps
-from inference.tokens import encode_text, tokenize
+from inference.tokens import encode_text, prompt_ids, tokenize
 from visualizations.model_card import human_bytes
 from visualizations.noise_view import BUSY, supports_verdict
 
 from .common.judged_results import keep, reuse
 from .common.latest import PRESENTER_BATCH, shared_key
+from .common.measurement import prompt_tokens
 from .common.presenter_screens import Screen
 from .common.prompt_input import encode_prompt
 from .presenter_progress import RECAP, at
@@ -373,6 +378,38 @@ def cost(lm, settings: Settings, shared) -> Measured:
                     f"and {big.measured_output_tokens_per_s:.1f} tokens/s), carried to a "
                     f"{big.context_tokens:,.0f}-token context (estimate), as in lesson 5",
                     judged.busy)
+
+
+def screen_tokens(lm, settings: Settings, measure: str) -> int:
+    """The tokens the screen `measure` feeds (0: no model run), from this module's constants
+    and the experiments' work formulas; the cost screen counts the batch sweep it may run."""
+    def prompt() -> int:
+        return prompt_tokens(lm, settings, PROMPT)
+
+    def batch() -> int:
+        return batch_sweep_tokens(prompt(), BATCH, BATCH_STEPS)
+
+    work = {
+        "answer": lambda: greedy_tokens(prompt_tokens(lm, settings, QUESTION), DECODE_TOKENS),
+        "prefill": lambda: greedy_tokens(prompt(), DECODE_STEPS + 1),
+        "prefill_race": lambda: prefill_sweep_tokens([PREFILL_TOKENS], PREFILL_TOKENS),
+        "decode": lambda: greedy_tokens(prompt(), DECODE_TOKENS),
+        "roofline": lambda: greedy_tokens(len(prompt_ids(lm.tokenizer, ROOFLINE_PROMPT)),
+                                          DECODE_TOKENS),
+        "speculative": lambda: spec_race_tokens(prompt_tokens(lm, settings, spec_prompt()),
+                                                SPEC_TOKENS, SPEC_K, model_draft=False),
+        "step_split": lambda: step_profile_tokens(prompt()),
+        "kv_bytes": lambda: greedy_tokens(prompt(), DECODE_TOKENS),
+        "kv_race": lambda: race_tokens(prompt_tokens(lm, settings, PROMPT,
+                                                     settings.race_max_prompt_tokens),
+                                       RACE_TOKENS),
+        "long_context": lambda: decode_lengths_tokens(LONG_CONTEXT, (1,),
+                                                      settings.context_decode_repeats),
+        "batch": batch,
+        "int8": lambda: 2 * greedy_tokens(prompt(), INT8_TOKENS),
+        "cost": batch,
+    }
+    return work[measure]() if measure in work else 0  # tokenizer-only screens, the recap
 
 
 MEASURES: dict[str, Callable[[object, Settings, object],

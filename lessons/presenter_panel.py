@@ -22,10 +22,12 @@ from visualizations.style import info_caption
 
 from .common.context import AppContext
 from .common.feedback import guarded
+from .common.measurement import Measurement
+from .common.measurement_wiring import wire_measurement
 from .common.page_screens import PageScreens
 from .common.presenter_screens import load_screens
 from .common.teachers_guide import teachers_guide
-from .presenter_handlers import Step, measure_screen_steps
+from .presenter_handlers import Step, measure_screen_steps, screen_tokens
 from .presenter_progress import at, clean, compare_text, fresh, page_id
 
 STORAGE_KEY = "llm-lab-presenter"
@@ -69,7 +71,7 @@ KEYS_JS = """() => {
 
 def build(ctx: AppContext) -> None:
     """The presenter inside the caller's tab; `ctx.demo`: the app, to bind the keys on load."""
-    lm, settings, shared, server, demo = ctx.lm, ctx.settings, ctx.shared, ctx.server, ctx.demo
+    lm, settings, shared, demo = ctx.lm, ctx.settings, ctx.shared, ctx.demo
     screens = load_screens(lm.info)
     progress = gr.BrowserState(fresh(), storage_key=STORAGE_KEY)
     with gr.Column(elem_id="presenter"):
@@ -142,10 +144,9 @@ def build(ctx: AppContext) -> None:
                api_visibility="private", trigger_mode="always_last")
     forward.click(guarded(move(+1), plain=True, compute=False), progress, outputs, queue=False,
                   api_visibility="private", trigger_mode="always_last")
-    run.click(guarded(measure, alone=server), [progress, guess], outputs + [finished],
-              concurrency_id="heavy", concurrency_limit=settings.heavy_lane_limit,
-              time_limit=settings.measure_time_limit_s,
-              api_name="presenter_measure").success(
+    wire_measurement(run, [progress, guess], outputs + [finished], Measurement(
+        "presenter_measure", measure, work=lambda p, typed: screen_tokens(
+            lm, settings, at(screens, clean(p))[1].measure)), ctx).success(
         guarded(show_finished, plain=True, compute=False), finished, outputs + [finished],
         queue=False, api_visibility="private", show_progress="hidden")
     # The browser restores the stored progress after the page has loaded and reports it as a

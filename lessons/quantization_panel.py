@@ -11,6 +11,7 @@ import gradio as gr
 
 from inference.config import Settings
 from inference.experiments.cpu_flags import device_bf16
+from inference.experiments.quality import load_perplexity_text, quant_tokens
 from inference.quant_modes import HEAD_TREATMENT, MODES
 from visualizations import quant_charts as charts
 from visualizations.mechanism_weights import quant_diagram
@@ -27,9 +28,18 @@ from visualizations.style import info_caption
 
 from .common.context import AppContext
 from .common.controls import guess_box, slider
-from .common.feedback import guarded
 from .common.lesson_text import lesson_page
-from .quantization_handlers import GUESS_KEY, QuantFrame, compare_frames, compared, default_modes
+from .common.measurement import Measurement, prompt_tokens
+from .common.measurement_wiring import wire_measurement
+from .quantization_handlers import (
+    GUESS_KEY,
+    MAX_PROMPT_TOKENS,
+    QuantFrame,
+    chosen_modes,
+    compare_frames,
+    compared,
+    default_modes,
+)
 
 BANDWIDTH_NOTE = ", read-only sum, measured"
 # px: the roofline shorter than elsewhere, so Compare modes, its progress line, its headline
@@ -61,7 +71,7 @@ def _controls(settings: Settings, ticked: list[str]
 
 
 def build(ctx: AppContext) -> None:
-    lm, settings, shared, server = ctx.lm, ctx.settings, ctx.shared, ctx.server
+    lm, settings, shared = ctx.lm, ctx.settings, ctx.shared
     origin = weights_origin_md(lm.info.source, lm.info.dtype)
     gr.Markdown(lesson_page("lesson6_quantization.md", lm.info, {"weights_origin": origin}))
     bf16 = device_bf16(lm.device)  # checked once: said only where it was checked
@@ -97,9 +107,10 @@ def build(ctx: AppContext) -> None:
         for frame in compare_frames(lm, settings, shared, p, m, n):
             yield shown(frame, guessed)
 
-    ev = run_btn.click(guarded(run, alone=server), [prompt, modes, new_tokens, guess],
-                       [progress, cards, roofline, diagram, bars, table, texts, closing],
-                       concurrency_id="heavy", concurrency_limit=settings.heavy_lane_limit,
-                       time_limit=settings.long_time_limit_s,
-                       api_name="quant_compare")
+    text = len(lm.tokenizer(load_perplexity_text(), add_special_tokens=False)["input_ids"])
+    ev = wire_measurement(run_btn, [prompt, modes, new_tokens, guess],
+                          [progress, cards, roofline, diagram, bars, table, texts, closing],
+                          Measurement("quant_compare", run, work=lambda p, m, n, g: quant_tokens(
+                              prompt_tokens(lm, settings, p, MAX_PROMPT_TOKENS), int(n),
+                              len(chosen_modes(m)), text), limit="long"), ctx)
     stop_btn.click(None, None, None, cancels=[ev])

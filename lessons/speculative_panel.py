@@ -12,6 +12,8 @@ from collections.abc import Iterator
 import gradio as gr
 
 from inference.config import Settings
+from inference.experiments.speculative_batch import spec_batch_tokens
+from inference.experiments.speculative_race import spec_race_tokens
 from visualizations.spec_expectation_view import EMPTY_SAMPLED, expectation_figure, expectation_md
 from visualizations.speculative_charts import batch_figure, k_sweep_figure
 from visualizations.speculative_view import EMPTY_PASSES, EMPTY_RACE, SAMPLING_RULE, THREE_WAYS
@@ -21,6 +23,8 @@ from .common.context import AppContext
 from .common.controls import guess_box, slider
 from .common.feedback import guarded
 from .common.lesson_text import lesson_page
+from .common.measurement import Measurement, prompt_tokens
+from .common.measurement_wiring import wire_measurement
 from .common.named_outputs import showing
 from .speculative_handlers import (
     DRAFTS,
@@ -34,25 +38,19 @@ from .speculative_handlers import (
 )
 
 
-def _heavy(settings: Settings) -> dict:
-    return dict(concurrency_id="heavy", concurrency_limit=settings.heavy_lane_limit,
-                time_limit=settings.measure_time_limit_s)
-
-
 def _button(interactive: bool):
     return guarded(lambda: gr.update(interactive=interactive), compute=False)
 
 
-def _wire_run(btn: gr.Button, stop: gr.Button, fn, inputs, outputs, settings: Settings,
-              server, api_name: str) -> None:
+def _wire_run(btn: gr.Button, stop: gr.Button, inputs, outputs, m: Measurement,
+              ctx: AppContext) -> None:
     """Button off → run (streamed) → button on; Stop cancels the run and frees the button."""
-    ev = btn.click(_button(False), None, btn).then(
-        guarded(fn, alone=server), inputs, outputs, api_name=api_name, **_heavy(settings))
+    ev = wire_measurement(btn.click(_button(False), None, btn), inputs, outputs, m, ctx)
     ev.then(_button(True), None, btn)
     stop.click(_button(True), None, btn, cancels=[ev])
 
 
-def _race_section(lm, settings: Settings, shared, server) -> tuple:
+def _race_section(lm, settings: Settings, shared, ctx: AppContext) -> tuple:
     with gr.Row():
         prompt = gr.Textbox(label="Prompt", lines=4, scale=3, value=PROMPT,
                             max_length=settings.max_prompt_chars, elem_id="spec-prompt")
@@ -78,12 +76,15 @@ def _race_section(lm, settings: Settings, shared, server) -> tuple:
                 out[last] = f.summary
             yield out
 
-    _wire_run(race_btn, stop_btn, on_race, [prompt, draft, k, new_tokens, guess],
-              [passes, progress, cards, last], settings, server, "speculative_race")
+    _wire_run(race_btn, stop_btn, [prompt, draft, k, new_tokens, guess],
+              [passes, progress, cards, last], Measurement(
+                  "speculative_race", on_race, work=lambda p, d, kk, n, g: spec_race_tokens(
+                      prompt_tokens(lm, settings, p), int(n), int(kk), d != "prompt_lookup")),
+              ctx)
     return prompt, draft, k, new_tokens, last
 
 
-def _sweep_section(lm, settings: Settings, shared, server, prompt, new_tokens) -> None:
+def _sweep_section(lm, settings: Settings, shared, ctx: AppContext, prompt, new_tokens) -> None:
     gr.Markdown(f"### Sweep k from {settings.spec_k.low} to {settings.spec_k.high}, both drafts")
     with gr.Row(elem_classes=["lab-run-row"]):
         btn = gr.Button("Sweep k", variant="primary", elem_id="spec-sweep")
@@ -97,12 +98,20 @@ def _sweep_section(lm, settings: Settings, shared, server, prompt, new_tokens) -
         for f in run_k_sweep(lm, settings, shared, p, n):
             yield {chart: f.chart, note: f.text, progress: f.progress}
 
-    _wire_run(btn, stop, on_sweep, [prompt, new_tokens], [chart, note, progress], settings,
-              server, "speculative_sweep")
+    def work(p: str, n: float) -> int:  # both drafts at every k
+        tokens, ks = prompt_tokens(lm, settings, p), range(settings.spec_k.low,
+                                                            settings.spec_k.high + 1)
+        return sum(spec_race_tokens(tokens, int(n), k, model) for k in ks
+                   for model in (False, True))
+    # Its own budget: 16 races. At 256 new tokens on the lesson's edit prompt it counts 44,788
+    # tokens at most (every guess rejected; that prompt's guesses are mostly kept, so a real
+    # run feeds far less); 49,152 lets a prompt ~100 tokens longer sweep to 256 tokens too.
+    _wire_run(btn, stop, [prompt, new_tokens], [chart, note, progress],
+              Measurement("speculative_sweep", on_sweep, work, budget=49_152), ctx)
     return note
 
 
-def _batch_section(lm, settings: Settings, shared, server, prompt, k, last) -> None:
+def _batch_section(lm, settings: Settings, shared, ctx: AppContext, prompt, k, last) -> None:
     sizes = " and ".join(str(b) for b in settings.spec_batches)
     gr.Markdown(f"### With batching: a verification pass against a plain step at batch {sizes}")
     with gr.Row(elem_classes=["lab-run-row"]):
@@ -118,12 +127,13 @@ def _batch_section(lm, settings: Settings, shared, server, prompt, k, last) -> N
         for f in run_batch(lm, settings, shared, p, kk, per_pass):
             yield {chart: f.chart, table: f.text, progress: f.progress}
 
-    _wire_run(btn, stop, on_batch, [prompt, k, last], [chart, table, progress], settings,
-              server, "speculative_batch")
+    _wire_run(btn, stop, [prompt, k, last], [chart, table, progress], Measurement(
+        "speculative_batch", on_batch, work=lambda p, kk, summary: spec_batch_tokens(
+            prompt_tokens(lm, settings, p), int(kk), settings.spec_batches)), ctx)
 
 
-def _expectation_section(lm, settings: Settings, shared, server, prompt, draft, k, new_tokens,
-                         last, sweep_note) -> None:
+def _expectation_section(lm, settings: Settings, shared, ctx: AppContext, prompt, draft, k,
+                         new_tokens, last, sweep_note) -> None:
     """The formula beside the last race (redrawn when a race or a sweep finishes; no model
     run), then the sampled acceptance rule counted at a temperature (one short run)."""
     gr.Markdown("### What to expect: the formula beside your race")
@@ -149,17 +159,21 @@ def _expectation_section(lm, settings: Settings, shared, server, prompt, draft, 
         for f in run_sampled(lm, settings, shared, p, d, kk, n, t, summary):
             yield {passes: f.passes_html, text: f.text or EMPTY_SAMPLED, progress: f.progress}
 
-    _wire_run(btn, stop, on_sampled, [prompt, draft, k, new_tokens, temperature, last],
-              [passes, text, progress], settings, server, "speculative_sampled")
+    _wire_run(btn, stop, [prompt, draft, k, new_tokens, temperature, last],
+              [passes, text, progress], Measurement(
+                  "speculative_sampled", on_sampled,  # at most a race's work: no plain lane
+                  work=lambda p, d, kk, n, t, summary: spec_race_tokens(
+                      prompt_tokens(lm, settings, p), int(n), int(kk), d != "prompt_lookup")),
+              ctx)
 
 
 def build(ctx: AppContext) -> None:
     """Lesson 3b in the caller's tab; `ctx.server`: the runs take turns with it."""
-    lm, settings, shared, server = ctx.lm, ctx.settings, ctx.shared, ctx.server
+    lm, settings, shared = ctx.lm, ctx.settings, ctx.shared
     gr.Markdown(lesson_page("lesson3b_speculative.md", lm.info,
                             {"sampling_rule": SAMPLING_RULE, "three_ways": THREE_WAYS}))
-    prompt, draft, k, new_tokens, last = _race_section(lm, settings, shared, server)
-    sweep_note = _sweep_section(lm, settings, shared, server, prompt, new_tokens)
-    _expectation_section(lm, settings, shared, server, prompt, draft, k, new_tokens, last,
+    prompt, draft, k, new_tokens, last = _race_section(lm, settings, shared, ctx)
+    sweep_note = _sweep_section(lm, settings, shared, ctx, prompt, new_tokens)
+    _expectation_section(lm, settings, shared, ctx, prompt, draft, k, new_tokens, last,
                          sweep_note)
-    _batch_section(lm, settings, shared, server, prompt, k, last)
+    _batch_section(lm, settings, shared, ctx, prompt, k, last)

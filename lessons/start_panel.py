@@ -9,12 +9,15 @@ from collections.abc import Callable, Iterator
 
 import gradio as gr
 
+from inference.experiments.kv_race import race_tokens
 from visualizations.first_screen import live_cards_html, race_ratio_html
 from visualizations.mechanism import empty_diagram
 from visualizations.model_card import model_card_html
 
 from .common.context import AppContext
 from .common.feedback import guarded
+from .common.measurement import Measurement, prompt_tokens
+from .common.measurement_wiring import wire_measurement
 from .common.progress import progress_box, wire_progress
 from .common.teachers_guide import teachers_guide
 from .start_handlers import (
@@ -63,9 +66,10 @@ def first_screen(ctx: AppContext) -> None:
                             **answering)
     on_go = go.click(guarded(live, compute=False), [prompt], [diagram, cards, answer],
                      **answering)
-    on_race = race_btn.click(guarded(racing, alone=server), [prompt], [diagram, result],
-                             concurrency_id="heavy", concurrency_limit=settings.heavy_lane_limit,
-                             time_limit=settings.measure_time_limit_s, api_name="first_race")
+    on_race = wire_measurement(race_btn, [prompt], [diagram, result], Measurement(
+        "first_race", racing, work=lambda p: race_tokens(prompt_tokens(
+            lm, settings, p, settings.race_max_prompt_tokens), settings.live_race_new_tokens)),
+        ctx)
     stop.click(None, None, None, cancels=[on_load, on_go, on_race])
     # Leaving Start here stops the answer too: its row is freed for the lesson's own runs.
     ctx.tabs.select(None, None, None, cancels=[on_load, on_go], queue=False,

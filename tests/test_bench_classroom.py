@@ -74,7 +74,7 @@ def _constants(path: str) -> dict:
 
 
 def test_the_marks_are_the_apps_own_sentences():
-    limits, runs = (_constants("classroom/measure_limits.py"),
+    limits, runs = (_constants("lessons/common/measurement.py"),
                     _constants("classroom/shared_runs.py"))
     assert limits["TIME_UP"].startswith(classroom.TIME_UP_MARK)
     assert runs["LEFT"].startswith(classroom.LEFT_MARK)

@@ -14,8 +14,9 @@ import httpx
 import pytest
 
 from classroom.client_address import LOCAL, client_address, counted
-from classroom.measure_limits import TIME_UP, _first_markdown, _measured
 from classroom.shared_runs import FOLLOWING, SHARED_NOW, SharedRuns
+from lessons.common.measurement import TIME_UP, Outcome, measurement_of
+from lessons.common.measurement_wiring import first_markdown, measured
 
 RACE_PROMPT = "Name a colour."
 POLL_S = 0.05
@@ -39,10 +40,12 @@ def test_fair_busy_or_cut_runs_are_followed_but_not_reused():
     runs = SharedRuns(reuse_s=60)
     busy = Noise(spread=0.9, calibration_ratio=1.0, others_cpu=0.0, busy=True)
     key = ("race", "[]")
-    first = list(runs.share(key, lambda: iter([{"n": busy}]), lambda f, s: f))
+    first = list(runs.share(key, lambda: iter([{"n": 1}]), lambda f, s: f,
+                            outcome=Outcome(readings=[busy])))
     again = list(runs.share(key, lambda: iter([{"n": "second"}]), lambda f, s: f))
-    assert first == [{"n": busy}] and again == [{"n": "second"}] and runs.leads == 2
-    quiet = list(runs.share(("x", "1"), lambda: iter([{"t": "⏱ stopped"}]), lambda f, s: f))
+    assert first == [{"n": 1}] and again == [{"n": "second"}] and runs.leads == 2
+    quiet = list(runs.share(("x", "1"), lambda: iter([{"t": "stopped"}]), lambda f, s: f,
+                            outcome=Outcome(cut=True)))
     assert quiet and not runs.live(("x", "1"))  # cut short: not shown to anyone else
 
 
@@ -59,32 +62,32 @@ def test_fair_a_visitor_who_asked_while_a_busy_run_measured_gets_its_result():
     busy = Noise(spread=0.9, calibration_ratio=1.0, others_cpu=0.0, busy=True)
     key = ("race", "[]")
     asked = time.monotonic()  # queued behind another measurement, before the run started
-    first = list(runs.share(key, lambda: iter([{"n": busy}]), lambda f, s: {**f, "s": s},
-                            asked_at=asked))
+    first = list(runs.share(key, lambda: iter([{"n": "busy"}]), lambda f, s: {**f, "s": s},
+                            asked_at=asked, outcome=Outcome(readings=[busy])))
     waited = list(runs.share(key, lambda: iter([{"n": "again"}]), lambda f, s: {**f, "s": s},
                              asked_at=asked))
-    assert first == [{"n": busy}] and runs.leads == 1
-    assert waited[-1]["n"] is busy and "another visitor" in waited[-1]["s"]
+    assert first == [{"n": "busy"}] and runs.leads == 1
+    assert waited[-1]["n"] == "busy" and "another visitor" in waited[-1]["s"]
     later = list(runs.share(key, lambda: iter([{"n": "later"}]), lambda f, s: f,
                             asked_at=time.monotonic()))
     assert later == [{"n": "later"}] and runs.leads == 2
     cut_key = ("cut", "[]")
-    list(runs.share(cut_key, lambda: iter([{"t": "⏱ stopped"}]), lambda f, s: f,
-                    asked_at=asked))
+    list(runs.share(cut_key, lambda: iter([{"t": "stopped"}]), lambda f, s: f,
+                    asked_at=asked, outcome=Outcome(cut=True)))
     again = list(runs.share(cut_key, lambda: iter([{"t": "fresh"}]), lambda f, s: f,
                             asked_at=asked))
     assert again == [{"t": "fresh"}] and runs.leads == 4  # the cut run is not replayed
 
 
-def test_fair_settings_key_counts_a_sessions_state_not_only_what_it_sent():
+def test_fair_run_key_counts_a_sessions_state_not_only_what_it_sent():
     """Two visitors sending the same values share a key unless a gr.State input (server-side,
-    sent as null) differs between their sessions."""
-    from types import SimpleNamespace
+    sent as null) differs between their sessions: the key is of the values the handler gets."""
 
     import gradio as gr
     from gradio.state_holder import StateHolder
 
-    from classroom.classroom_guard import settings_key
+    from classroom.classroom_guard import handler_values
+    from classroom.shared_runs import run_key
 
     with gr.Blocks() as demo:
         kept, box = gr.State(None), gr.Textbox()
@@ -94,13 +97,13 @@ def test_fair_settings_key_counts_a_sessions_state_not_only_what_it_sent():
     fn = next(iter(demo.fns.values()))
     sent = [None, "same"]
 
-    def body(session):
-        return SimpleNamespace(fn_index=fn._id, data=sent, session_hash=session)
-    assert settings_key(demo, fn, body("a")) == settings_key(demo, fn, body("b"))
+    def settings_key(session):
+        return run_key("echo", handler_values(demo, fn, sent, session, 1000))
+    assert settings_key("a") == settings_key("b")
     holder["b"][kept._id] = {"schedules": [1, 2]}
-    assert settings_key(demo, fn, body("a")) != settings_key(demo, fn, body("b"))
+    assert settings_key("a") != settings_key("b")
     holder["a"][kept._id] = {"schedules": [1, 2]}
-    assert settings_key(demo, fn, body("a")) == settings_key(demo, fn, body("b"))
+    assert settings_key("a") == settings_key("b")
 
 
 # The running app ------------------------------------------------------------------------------
@@ -329,16 +332,17 @@ def test_budget_time_limit_stops_the_race_with_a_sentence_and_what_it_measured(a
     """The app's own KV race handler under a time limit of 1.5 s on a clock that moves 1 s per
     reading: it stops after its second frame (a progress line, then the first timed chunk's
     chart), says so above that frame's progress, and keeps the chart."""
-    from classroom import measure_limits
+    from lessons.common import measurement
+    from lessons.common.context import AppContext
     ticks = iter(range(10**6))
-    monkeypatch.setattr(measure_limits, "clock", lambda: float(next(ticks)))
+    monkeypatch.setattr(measurement, "clock", lambda: float(next(ticks)))
     block_fn = app_module.demo.fns[_fn(app_module, "kv_race")]
-    handler = block_fn.fn.__wrapped__  # the guarded handler, before the app's limits
-    tight = replace(app_module.SETTINGS, measure_limit_s=1.5)
-    frames = list(_measured(handler, _first_markdown(block_fn), tight,
-                            SharedRuns(60))(RACE_PROMPT, 32, None))
+    tight = AppContext(app_module.LM, replace(app_module.SETTINGS, measure_limit_s=1.5),
+                       server=app_module.SERVER, runs=SharedRuns(60))
+    frames = list(measured(measurement_of(block_fn), tight, block_fn.outputs)(
+        RACE_PROMPT, 32, None))
     assert len(frames) == 3  # a progress line, one chunk measured, then the stop
-    _, progress = _first_markdown(block_fn)
+    _, progress = first_markdown(block_fn.outputs)
     stopped = frames[-1][progress]
     assert stopped.startswith(TIME_UP.format(s=1.5)[:40])
     assert set(frames[0]) | set(frames[1]) <= set(frames[-1])  # what it measured so far

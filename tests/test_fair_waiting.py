@@ -155,14 +155,19 @@ def test_fair_a_busy_reserved_run_reaches_its_followers_but_no_later_visitor():
 
 @pytest.fixture(scope="module")
 def line():
-    """A small app with the real queue wrapper and measurement wrapper: `hold` occupies the
-    one-at-a-time heavy lane until the test releases it; `measure` streams two frames."""
+    """A small app with the real queue wrapper and two measurements wired as the lessons wire
+    theirs: `hold` occupies the one-at-a-time heavy lane until the test releases it; `measure`
+    streams two frames."""
+    from types import SimpleNamespace
+
     import gradio as gr
 
     from bench.app_server import free_port
     from classroom.classroom_guard import Fairness, limit_per_session
-    from classroom.measure_limits import HEAVY, limit_measurements
     from inference.config import Settings
+    from lessons.common.context import AppContext
+    from lessons.common.measurement import Measurement
+    from lessons.common.measurement_wiring import wire_measurement
 
     release, calls = threading.Event(), []
 
@@ -176,15 +181,14 @@ def line():
         yield f"measuring {n}"
         yield f"measured {n}"
 
+    settings, runs = Settings(), SharedRuns(reuse_s=60)
+    ctx = AppContext(SimpleNamespace(device="cpu"), settings, runs=runs)
     with gr.Blocks() as demo:
         number, text = gr.Number(1, precision=0), gr.Markdown()
-        gr.Button("hold").click(hold, number, text, api_name="hold", concurrency_id=HEAVY,
-                                concurrency_limit=1)
-        gr.Button("measure").click(measure, number, text, api_name="measure",
-                                   concurrency_id=HEAVY, concurrency_limit=1)
+        for name, fn in (("hold", hold), ("measure", measure)):
+            wire_measurement(gr.Button(name), [number], [text],
+                             Measurement(name, fn, work=lambda n: n), ctx)
     demo.queue(default_concurrency_limit=2)
-    settings, runs = Settings(), SharedRuns(reuse_s=60)
-    limit_measurements(demo, settings, runs)
     limit_per_session(demo, 6, 64, fair=Fairness(settings, runs))
     port = free_port()
     demo.launch(server_port=port, prevent_thread_lock=True, quiet=True)

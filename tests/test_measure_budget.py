@@ -1,11 +1,12 @@
-"""The work budget of every measurement: each event of the heavy lane has a work
-estimate (`lessons.measurement_work.WORK`), its page's own settings and the largest it offers
-fit the budget, and a request beyond them is refused with a sentence before any pass.
+"""The work budget of every measurement: each event of the heavy lane is a declared
+`Measurement` with its work, its page's own settings and the largest it offers fit the budget,
+and a request beyond them is refused with a sentence before any pass.
 
-The heavy events are read from the built app (`app.demo.fns`), so a new measurement fails here
-until it gets an estimate. A request is checked as the queue checks it when it joins
-(`measure_limits.over_budget` with the real block function); no measurement runs there. The
-last test runs four small measurements and counts the tokens their forward passes feed."""
+The measurements are read from the built app (`measurement_wiring.declared`), so a heavy
+button wired any other way fails here. A request is checked as the queue checks it when it
+joins: the values its handler would get (`classroom_guard.handler_values`), then
+`Measurement.over_budget`; no measurement runs there. The last test runs four small
+measurements and counts the tokens their forward passes feed."""
 from __future__ import annotations
 
 import itertools
@@ -14,14 +15,9 @@ import time
 import gradio as gr
 import pytest
 
-from classroom.measure_limits import (
-    HEAVY,
-    OVER_BUDGET,
-    named_values,
-    over_budget,
-    work_budget,
-)
-from lessons.measurement_work import BUDGETS, WORK
+from classroom.classroom_guard import call_args, handler_values
+from lessons.common.measurement import HEAVY, OVER_BUDGET
+from lessons.common.measurement_wiring import declared
 
 SECOND = 1.0  # a refusal comes back within this (it tokenizes, and runs nothing)
 
@@ -29,6 +25,21 @@ SECOND = 1.0  # a refusal comes back within this (it tokenizes, and runs nothing
 def heavy(demo) -> list:
     """Every event of the heavy lane that runs Python (the measurements)."""
     return [fn for fn in demo.fns.values() if fn.concurrency_id == HEAVY and fn.fn is not None]
+
+
+def measurement(app, fn):
+    return declared(app.demo)[fn.api_name][1]
+
+
+def args(app, fn, inputs: list) -> list:
+    """The arguments `fn`'s handler gets for these sent values (no session: State defaults)."""
+    values = handler_values(app.demo, fn, inputs, None, app.SETTINGS.max_prompt_chars)
+    assert values is not None, (fn.api_name, inputs)
+    return call_args(fn, values)
+
+
+def allowed(app, fn) -> int:
+    return measurement(app, fn).budget or app.SETTINGS.measure_work_tokens
 
 
 def default(block):
@@ -56,7 +67,7 @@ def offered(block, screens: int) -> list:
 
 
 def estimate(app, fn, inputs: list) -> int:
-    return int(WORK[fn.api_name](app.LM, app.SETTINGS, named_values(fn, inputs), inputs))
+    return int(measurement(app, fn).work(*args(app, fn, inputs)))
 
 
 def largest_offered(app, fn) -> tuple[int, list]:
@@ -69,12 +80,10 @@ def largest_offered(app, fn) -> tuple[int, list]:
                key=lambda pair: pair[0])
 
 
-def test_budget_every_heavy_endpoint_has_a_work_estimate(app_module):
+def test_budget_every_heavy_endpoint_is_a_declared_measurement(app_module):
     names = [fn.api_name for fn in heavy(app_module.demo)]
     assert len(names) >= 16 and len(set(names)) == len(names)  # the whole app, named
-    missing = [n for n in names if n not in WORK]
-    assert not missing, f"heavy endpoints with no entry in measurement_work.WORK: {missing}"
-    assert not set(WORK) - set(names), "an estimate for no heavy endpoint"
+    assert set(names) == set(declared(app_module.demo)), "a heavy button not wire_measurement's"
 
 
 @pytest.mark.parametrize("which", ["defaults", "largest offered"])
@@ -88,11 +97,11 @@ def test_budget_lessons_own_settings_are_never_refused(app_module, which):
             tokens = estimate(app, fn, inputs)
         else:
             tokens, inputs = largest_offered(app, fn)
-        allowed = work_budget(fn.api_name, app.SETTINGS, BUDGETS)
+        budget = allowed(app, fn)
         assert tokens >= 0
-        refused = over_budget(fn, inputs, app.LM, app.SETTINGS, WORK, BUDGETS)
-        if tokens > allowed or refused is not None:
-            over.append(f"{fn.api_name}: {tokens:,} tokens > {allowed:,} for {inputs}")
+        refused = measurement(app, fn).over_budget(app.SETTINGS, *args(app, fn, inputs))
+        if tokens > budget or refused is not None:
+            over.append(f"{fn.api_name}: {tokens:,} tokens > {budget:,} for {inputs}")
     assert not over, "\n".join(over)
 
 
@@ -122,22 +131,22 @@ def test_budget_over_budget_request_refused_with_a_sentence_before_any_pass(app_
     hook = app.LM.model.register_forward_pre_hook(lambda *a: passes.append(1))
     try:
         start = time.perf_counter()
-        refusal = over_budget(fn, inputs, app.LM, app.SETTINGS, WORK, BUDGETS)
+        refusal = measurement(app, fn).over_budget(app.SETTINGS, *args(app, fn, inputs))
         took = time.perf_counter() - start
     finally:
         hook.remove()
-    allowed = work_budget(api_name, app.SETTINGS, BUDGETS)
-    tokens = estimate(app, fn, inputs)
-    assert tokens > allowed
-    assert refusal == OVER_BUDGET.format(work=tokens, budget=allowed)
-    assert f"at most {allowed:,}" in refusal and refusal.endswith(".")
+    budget, tokens = allowed(app, fn), estimate(app, fn, inputs)
+    assert tokens > budget
+    assert refusal == OVER_BUDGET.format(work=tokens, budget=budget)
+    assert f"at most {budget:,}" in refusal and refusal.endswith(".")
     assert not passes and took < SECOND
 
 
 def test_budget_estimates_count_the_tokens_a_run_feeds(app_module):
     """Four small runs through the lessons' own handlers, every forward pass's tokens counted:
-    equal to the estimate where the run's passes are fixed (the KV race, the prefill sweep, the
-    quantization comparison), at most it where they depend on the answer (speculative race)."""
+    equal to the estimate where the run's passes are fixed (the prefill sweep, the quantization
+    comparison), at most it where they depend on the answer (speculative race) or on the
+    machine (the KV race's warm-up, timed at two thread counts on a CPU with several)."""
     from inference.experiments.shared_results import SharedResults
     from lessons import (
         kv_cache_handlers,
@@ -153,7 +162,8 @@ def test_budget_estimates_count_the_tokens_a_run_feeds(app_module):
         "kv_race": ([prompt, 4, None],
                     lambda: kv_cache_handlers.race_frames(lm, settings, prompt, 4)),
         "prefill_sweep": ([[8, 32], 8, None],
-                          lambda: prefill_handlers.run_prefill_sweep(lm, settings, None, [8, 32], 8)),
+                          lambda: prefill_handlers.run_prefill_sweep(lm, settings, None,
+                                                                     [8, 32], 8)),
         "quant_compare": ([prompt, ["fp32"], 8, None],
                           lambda: quantization_handlers.compare_frames(lm, settings, shared,
                                                                        prompt, ["fp32"], 8)),
@@ -174,7 +184,7 @@ def test_budget_estimates_count_the_tokens_a_run_feeds(app_module):
             for _ in run():
                 pass
             expected = estimate(app, fn, inputs)
-            if api_name == "speculative_race":
+            if api_name in ("speculative_race", "kv_race"):
                 assert 0 < fed[0] <= expected, (api_name, fed[0], expected)
             else:
                 assert fed[0] == expected, (api_name, fed[0], expected)

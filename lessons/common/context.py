@@ -18,6 +18,7 @@ class AppContext:
     demo: object = None  # the gr.Blocks app (for page-load events)
     tabs: object = None  # the gr.Tabs strip (buttons that switch tabs)
     chat: object = None  # where "Try it" chats go: `server`, or a RemoteEngine (LLM_LAB_SERVE_URL)
+    runs: object = None  # SharedRuns: identical measurements share one run (classroom.shared_runs)
 
     @property
     def chat_server(self) -> object:
