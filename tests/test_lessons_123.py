@@ -121,6 +121,7 @@ def test_chat_streams_the_greedy_answer_through_the_server(lm, serving):
     assert last.history[0] == {"role": "user", "content": PROMPT}
     assert last.history[1]["content"] == reference[-1].text
     assert "time to first token" in last.stats
+    assert "prompt tokens computed in" in last.stats  # what its prefill did, from its record
     assert f"{len(reference)} tokens generated" in last.stats
     assert "continuous batcher" in last.stats
     if reference[-1].finished == "max tokens":

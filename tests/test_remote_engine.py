@@ -123,6 +123,7 @@ def test_try_it_chat_through_a_remote_engine(lm, engine_url):
     frames = asyncio.run(collect())
     assert frames[-1].history[1]["content"] == "".join(PIECES)
     assert "Served by vLLM at " + engine_url in frames[-1].stats
+    assert "computed" not in frames[-1].stats  # its cache and chunks are the engine's own
     from lessons.common.prompt_input import encode_prompt
     # the chat's own ids went out: chat template applied here, typed markers kept as text
     assert FakeEngine.bodies[-1]["prompt"] == encode_prompt(lm, Settings(), "Why blue?")
