@@ -127,7 +127,8 @@ def test_int8_model_close_to_fp32(lm, shared, chat_ids, reference):
     logp = teacher_forced_logprobs(built.model, chat_ids, answer, lm.device)
     top1, kl = agreement_and_kl(reference.logprobs, logp)
     decided, n_decided = decided_agreement(reference.logprobs, logp)
-    # Measured here: 58 of 64 (91%); all 6 flips at near-ties (fp32's top two < 3 points apart).
+    # int8 flips a greedy pick only at near-ties (fp32's top two a few points apart), about one
+    # token in ten: 0.85 leaves room, the decided positions must agree.
     assert top1 >= 0.85 and kl < 0.01
     assert n_decided >= 32 and decided >= 0.95
     x = torch.tensor([chat_ids], device=lm.device)
@@ -206,7 +207,8 @@ def test_int4_model_runs_and_agrees(lm, shared, chat_ids, reference):
                         add_special_tokens=False)["input_ids"]
     ppl_fp32, _ = perplexity(lm.model, text, lm.device)
     ppl_int4, seconds = perplexity(built.model, text, lm.device)
-    # Measured here: int4-g32 1.2% above fp32 (int8 1.2% below): groups of 32 land near Q4_1's.
+    # int4 in groups of 32 lands near the GGUF's own Q4_1, so its perplexity stays within a few
+    # per cent of fp32's.
     assert 1 < ppl_fp32 < 1000 and seconds > 0 and abs(ppl_int4 / ppl_fp32 - 1) < 0.05
 
 
