@@ -122,3 +122,51 @@ def test_the_first_screen_shows_the_reason_for_an_impossible_race():
     assert "Not a possible result" in html and "cannot be slower" in html
     assert f"{bad.speedup:.2f}×" not in html and "saved" not in html
     assert "saved" in race_ratio_html(summarize(race_steps(), 20), QUIET)
+
+
+def fake_sweep(monkeypatch, step_times):
+    """`run_sweep` over batches 1 and 2, 2 timed steps each, with no model: every pass is a
+    stub and the stopwatch reads `step_times` in order (a prefill or a warm-up is not timed)."""
+    from contextlib import contextmanager
+
+    import torch
+
+    from inference.experiments import batch_sweep
+
+    planned = iter(step_times)
+
+    @contextmanager
+    def stopwatch(device):
+        t = [0.0]
+        yield t
+        t[0] = next(planned)
+
+    plan = SimpleNamespace(fits=True, batch=0)
+    for name, stub in {
+        "stopwatch": stopwatch, "model_shape": lambda lm: SimpleNamespace(weight_bytes=5 * 10**8),
+        "plan_batch": lambda *a: plan, "largest_fitting_batch": lambda *a: 2,
+        "cache_tensor_bytes": lambda cache: 0, "fastest_threads": lambda run, device, **k: 1,
+        "prefill": lambda model, ids: SimpleNamespace(seconds=0.1, logits=torch.zeros(len(ids), 5),
+                                                      cache=None),
+        "decode_step": lambda model, token, cache: torch.zeros(len(token), 5),
+    }.items():
+        monkeypatch.setattr(batch_sweep, name, stub)
+    lm = SimpleNamespace(device="cpu", model=None)
+    return list(batch_sweep.run_sweep(lm, [1, 2, 3], max_batch=2, decode_steps=2,
+                                      bandwidth_gbs=10.0))
+
+
+def test_an_impossible_batch_size_is_measured_again_with_batch_one(monkeypatch):
+    # batch 1 slowed 10× (0.6 s), batch 2 normal (0.07 s): 17× from 2 rows; measured again,
+    # batch 1 takes 0.06 s: possible, and the faster of each size's two runs is kept
+    updates = fake_sweep(monkeypatch, [0.6, 0.6, 0.07, 0.07, 0.06, 0.06, 0.08, 0.08])
+    assert any("measuring batch 1 and 2 once more" in u.message for u in updates)
+    one, two = updates[-1].points
+    assert (one.step_seconds, two.step_seconds) == (0.06, 0.07) and two.impossible is None
+
+
+def test_a_batch_size_still_impossible_after_measuring_again_says_why(monkeypatch):
+    updates = fake_sweep(monkeypatch, [0.6, 0.6, 0.07, 0.07, 0.5, 0.5, 0.07, 0.07])
+    one, two = updates[-1].points
+    assert "2 rows can give at most 2×" in two.impossible
+    assert "at most 2×" in batching_text.sweep_cards(updates[-1], QUIET)
