@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from ..errors import check_range
 from .kv_projection import PUBLISHED, ModelSpec
+from .serving_cost import usd_per_million
 
 
 @dataclass(frozen=True)
@@ -66,15 +67,6 @@ def sequences_that_fit(memory_bytes: float, weight_bytes: float, kv_bytes_per_to
     check_range("Tokens per sequence", tokens_per_sequence, 1, 10**9)
     left = memory_bytes - weight_bytes
     return int(left // (kv_bytes_per_token * tokens_per_sequence)) if left > 0 else 0
-
-
-def usd_per_million(price_per_hour: float, tokens_per_s: float) -> float:
-    """Dollars per million tokens at this hourly price and rate.
-
-    >>> usd_per_million(3.6, 1000.0)
-    1.0
-    """
-    return price_per_hour / (tokens_per_s * 3600) * 1e6 if tokens_per_s > 0 else float("inf")
 
 
 @dataclass(frozen=True)

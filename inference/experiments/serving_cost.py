@@ -53,7 +53,11 @@ class CostPoint:
 
 
 def usd_per_million(price_per_hour: float, tokens_per_s: float) -> float:
-    """Dollars per million tokens at this hourly price and rate."""
+    """Dollars per million tokens at this hourly price and rate.
+
+    >>> usd_per_million(3.6, 1000.0)
+    1.0
+    """
     return price_per_hour / (tokens_per_s * 3600) * 1e6 if tokens_per_s > 0 else float("inf")
 
 
