@@ -1,6 +1,7 @@
 """The path through the app: under each lesson, the words it uses (defined on the same screen)
 and a button to the next lesson, which switches the tab; it and every tab click scroll the
-page back to the lesson's start, its title just under the sticky tab strip (`wire_scroll`).
+page back to the lesson's start, its title just under the sticky tab strip, and on a phone scroll
+the strip sideways to the open tab (`wire_scroll`).
 A glossary term linked in a lesson's text (`lesson_text.lesson_page`) opens the Glossary tab
 at its entry, in the same page (the lesson keeps its results; its tab brings them back).
 The order, labels and words are `lessons.TABS`."""
@@ -56,6 +57,16 @@ SCROLL_JS = """() => {
     if (tab) tab.click();
     showTerm(a.getAttribute('href').split('#')[1], 30); }, true);
   if (location.hash.startsWith('#gl-')) showTerm(location.hash.slice(1), 100);
+  const showTab = () => {  // a phone's tab strip scrolls sideways: keep the open tab in it
+    const s = document.querySelector('#lesson-tabs > .tab-wrapper .tab-container');
+    const t = s && s.querySelector('[role=tab][aria-selected=true]');
+    if (!t || s.scrollWidth <= s.clientWidth) return;
+    const a = s.getBoundingClientRect(), b = t.getBoundingClientRect();
+    if (b.left < a.left || b.right > a.right)
+      s.scrollLeft += b.left - a.left - (a.width - b.width) / 2; };
+  new MutationObserver(showTab).observe(document.body,
+    {subtree: true, attributes: true, attributeFilter: ['aria-selected']});
+  showTab();
 }"""
 
 
