@@ -1,7 +1,9 @@
 """The KV cache race on the real model while another program keeps one core busy: its robust
 speed-up stays within 0.75–1.33 of the same race run without that program. The spinner's start
 (its CPU time rising) and its end (its exit) are polled, never slept; small settings (12 new
-tokens after the default chat prompt) keep the test to seconds on a quiet 2-core machine."""
+tokens after the default chat prompt) keep the test to seconds on a quiet 2-core machine.
+And the lesson's race handler, given a race whose speed-up is impossible, races once more and
+then says so instead of showing the figure."""
 import os
 import subprocess
 import sys
@@ -42,3 +44,26 @@ def test_race_with_a_core_held_by_another_program_keeps_its_speedup(lm, chat_ids
     ratio = loaded.speedup / quiet.speedup
     assert BAND[0] <= ratio <= BAND[1], (
         f"loaded {loaded.robust.label()} vs quiet {quiet.robust.label()}: {ratio:.2f}×")
+
+
+def test_the_race_handler_races_again_after_an_impossible_figure_and_says_so(
+        lm, monkeypatch, tmp_path):
+    from inference.config import Settings
+    from inference.experiments import kv_race, quiet_reference
+    from lessons import kv_cache_handlers
+    from test_robust_figures import race_steps
+
+    runs = []
+
+    def impossible_race(lm, ids, n):  # every cached step slower than recomputing
+        runs.append(n)
+        yield from race_steps(n, prompt=len(ids), cached_s=0.5)
+
+    monkeypatch.setattr(kv_race, "race", impossible_race)
+    monkeypatch.setattr(quiet_reference, "default_path", lambda: str(tmp_path / "ref.json"))
+    frames = list(kv_cache_handlers.race_frames(lm, Settings(), "Name a colour.", 4))
+    summaries = [f.summary for f in frames if f.summary]
+    assert runs == [4, 4]  # raced once more, and only once
+    assert any("measuring once more" in s for s in summaries[:-1])
+    assert "still impossible" in summaries[-1] and "cannot be slower" in summaries[-1]
+    assert "faster" not in summaries[-1] and not (tmp_path / "ref.json").exists()
