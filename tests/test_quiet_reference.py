@@ -15,7 +15,7 @@ KEY = "kv_race 24+30 float32"
 
 
 def keep(path, noise, value=2.9, key=KEY, now=MORNING):
-    return qr.keep(key, value, f"{value:.1f}×, range 2.7–3.0 over 5 rounds", noise,
+    return qr.keep_if_quiet(key, value, f"{value:.1f}×, range 2.7–3.0 over 5 rounds", noise,
                    path=str(path), machine=HERE, now=now)
 
 

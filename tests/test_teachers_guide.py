@@ -7,7 +7,7 @@ import re
 from datetime import datetime
 from pathlib import Path
 
-from inference.experiments.quiet_reference import Reference
+from inference.experiments.quiet_reference import QuietFigure
 from lessons.common.teachers_guide import GUIDE, guide_md, quiet_reference_md
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
@@ -41,7 +41,7 @@ def test_the_guide_has_both_plans_and_labels_where_figures_come_from():
 
 def test_this_machines_quiet_reference_is_shown_when_there_is_one():
     now = datetime.now().isoformat(timespec="seconds")
-    ref = Reference("kv_race 24 tokens after 30 float32", 2.9, "2.9×, range 2.7–3.0", now, "cpu")
+    ref = QuietFigure("kv_race 24 tokens after 30 float32", 2.9, "2.9×, range 2.7–3.0", now, "cpu")
     md = quiet_reference_md({ref.key: ref})
     assert "kv_race 24 tokens after 30 float32" in md and "2.9×, range 2.7–3.0" in md
     assert f"measured on this machine at {ref.when()}, quiet" in md

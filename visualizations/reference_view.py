@@ -1,7 +1,7 @@
 """The quiet reference beside a busy live run: the figure this machine gives when nothing else
 runs, big, and this run's figure small beside it, with why the two differ.
 
-Reads a `Reference` (inference/experiments/quiet_reference.py) and a `Noise` by attribute. A
+Reads a `QuietFigure` (inference/experiments/quiet_reference.py) and a `Noise` by attribute. A
 quiet live run, or a machine with no quiet run on file yet, shows nothing here: the live
 figure with its spread stands alone.
 """

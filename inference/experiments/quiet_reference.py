@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class Reference:
+class QuietFigure:
     """One headline figure from this machine's first quiet run."""
 
     key: str  # what was measured, and how: "kv_race 24+30 float32"
@@ -60,14 +60,14 @@ def default_path() -> str:
     return os.path.join(weight_cache_root(), FILE)
 
 
-def read(path: str | None = None, machine: str | None = None) -> dict[str, Reference]:
+def read(path: str | None = None, machine: str | None = None) -> dict[str, QuietFigure]:
     """This machine's references by key; {} (with a log line) for a missing file, one that
     cannot be parsed, or one another machine wrote."""
     path, machine = path or default_path(), machine or this_machine()
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
-        refs = {k: Reference(**v) for k, v in data["figures"].items()}
+        refs = {k: QuietFigure(**v) for k, v in data["figures"].items()}
         written_by = data["machine"]
     except FileNotFoundError:
         return {}
@@ -81,8 +81,8 @@ def read(path: str | None = None, machine: str | None = None) -> dict[str, Refer
     return refs
 
 
-def keep(key: str, value: float, label: str, noise, path: str | None = None,
-         machine: str | None = None, now: datetime | None = None) -> Reference | None:
+def keep_if_quiet(key: str, value: float, label: str, noise, path: str | None = None,
+         machine: str | None = None, now: datetime | None = None) -> QuietFigure | None:
     """This machine's reference for `key`: the one on file, else this run's figure, written
     when `noise` (the run's `Noise`) judged it quiet. None: no quiet run of it yet."""
     path, machine = path or default_path(), machine or this_machine()
@@ -90,7 +90,7 @@ def keep(key: str, value: float, label: str, noise, path: str | None = None,
     if key in refs or noise is None or noise.busy:
         return refs.get(key)
     at = (now or datetime.now()).isoformat(timespec="seconds")
-    refs[key] = Reference(key, float(value), label, at, machine)
+    refs[key] = QuietFigure(key, float(value), label, at, machine)
     data = {"machine": machine, "figures": {k: asdict(r) for k, r in refs.items()}}
     try:  # written whole, then renamed: a reader never sees half a file
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
@@ -103,17 +103,17 @@ def keep(key: str, value: float, label: str, noise, path: str | None = None,
     return refs[key]
 
 
-def for_race(summary, dtype: str, noise) -> Reference | None:
+def for_race(summary, dtype: str, noise) -> QuietFigure | None:
     """The KV race's reference (a `RaceSummary`): its robust speed-up, kept from a quiet run
     whose figure is possible; an impossible one only reads what is on file."""
     if summary.robust is None:
         return None
     key = f"kv_race {summary.new_tokens} tokens after {summary.prompt_tokens} {dtype}"
-    return keep(key, summary.speedup, summary.robust.label(),
+    return keep_if_quiet(key, summary.speedup, summary.robust.label(),
                 None if summary.impossible else noise)
 
 
-def for_sweep(update, dtype: str, noise) -> Reference | None:
+def for_sweep(update, dtype: str, noise) -> QuietFigure | None:
     """The batch sweep's reference (a finished `SweepUpdate`): the largest batch's gain over
     batch 1, kept from a quiet run whose figures are all possible."""
     if not update.finished or len(update.points) < 2:
@@ -123,4 +123,4 @@ def for_sweep(update, dtype: str, noise) -> Reference | None:
            f"{big.prompt_tokens} {dtype}")
     gain = big.gain_over(one)
     possible = not any(p.impossible for p in update.points)
-    return keep(key, gain.estimate, gain.label(), noise if possible else None)
+    return keep_if_quiet(key, gain.estimate, gain.label(), noise if possible else None)
