@@ -49,7 +49,8 @@ def test_prefill_sweep_compares_the_guess_with_its_verdict(lm):
     _, ratio = prefill_handlers.verdict_point(shared.get(("prefill_sweep", (4, 16), 16)))
     assert "**Your guess:** 3 × faster" in done.progress
     assert measured_in(done.progress) == pytest.approx(ratio, rel=0.05)
-    again = list(prefill_handlers.run_prefill_sweep(lm, SETTINGS, shared, [4, 16], 16, guess=None))[-1]
+    again = list(prefill_handlers.run_prefill_sweep(lm, SETTINGS, shared, [4, 16], 16,
+                                                    guess=None))[-1]
     if BUSY.capitalize() in done.progress:  # judged busy (noise.py): measured again, no verdict
         assert "shared result" not in again.progress and "on a busy machine" in done.progress
         return

@@ -25,8 +25,8 @@ def csv_button(elem_id: str) -> gr.DownloadButton:
 
 
 def prefill_csv(lm, shared, lengths: list[int], most: int) -> gr.DownloadButton:
-    """After the prefill sweep: its finished points (from `shared`, where `run_prefill_sweep` put them)
-    as a CSV file behind the button; hidden when the sweep was stopped before the end."""
+    """After the prefill sweep: its finished points (from `shared`, where `run_prefill_sweep` put
+    them) as a CSV file behind the button; hidden when the sweep was stopped before the end."""
     key = ("prefill_sweep", tuple(sorted({int(n) for n in lengths}) or [8, 32, 128]), int(most))
     points = shared.get(key) if shared is not None else None
     if not points:
