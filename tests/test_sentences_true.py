@@ -45,13 +45,14 @@ def test_a_chunked_prompt_says_how_many_passes():
     ev = first_event(600, passes=3)
     said = text(live_cards_html(0.9, None, 600, 0, 1, ev))
     assert "600 prompt tokens computed in 3 passes" in said and "one pass" not in said
-    assert "3 passes (chunked prefill)" in text(decode_diagram([f"t{i}" for i in range(600)],
-                                                               [ev], 30))
+    head = text(decode_diagram([f"t{i}" for i in range(600)], [ev], 30))
+    assert "3 passes (chunked prefill)" in head
+    assert "last pass measured" in head  # the event's seconds time its last chunk's pass
 
 
 def test_a_wait_for_a_row_is_named_in_the_first_token_time():
     said = live_stats_md(0.45, 0.0, 0, 35, first_event(35), queued_s=0.3)
-    assert "35 prompt tokens computed in one pass, after 300 ms waiting for a row" in said
+    assert "35 prompt tokens computed in one pass, after 300 ms waiting to join the batch" in said
     assert "waiting" not in prompt_work(first_event(35), queued_s=0.0)
 
 

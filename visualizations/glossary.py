@@ -51,8 +51,9 @@ TERMS: dict[str, tuple[str, str]] = {
     "kl": ("KL divergence (nats)", "How far one probability distribution is from another; 0 means "
            "identical. Used to compare a quantized model's next-token odds with the original's."),
     "roofline": ("Roofline", "The speed limit set by hardware. Decoding one token per pass (batch "
-                 "1), tokens/s is at most memory bandwidth ÷ bytes read per token; with more "
-                 "tokens per pass (a batch, a prompt) compute ÷ work per token binds sooner."),
+                 "1), tokens/s is at most memory bandwidth ÷ bytes read per token; more tokens "
+                 "per pass (a batch, a prompt) share those bytes, until compute ÷ work per "
+                 "token binds instead."),
     "batch": ("Batching", "Serving several requests with one forward pass, so the weights are "
               "read once for all of them."),
     "kernel": ("Kernel", "One small program the hardware runs, such as a matrix multiply; a "

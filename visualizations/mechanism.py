@@ -209,7 +209,8 @@ def decode_diagram(prompt: Sequence, events: Sequence, layers: int, *,
             + ("one pass" if passes <= 1 else f"{passes} passes (chunked prefill)")
             if lane.kind == PREFILL else f"1 token in, {e.cache_tokens - 1} cached positions read")
     title = lane.title
-    head = (f"{html.escape(title.capitalize())}: {what} · measured <b>{_ms(e.seconds)}</b> "
+    measured = "last pass measured" if passes > 1 else "measured"  # the event times its pass
+    head = (f"{html.escape(title.capitalize())}: {what} · {measured} <b>{_ms(e.seconds)}</b> "
             f"(forward {_ms(e.forward_seconds)})")
     if getattr(e, "batch_rows", 1) > 1:
         head += f" · shared with {e.batch_rows - 1} other request(s)"

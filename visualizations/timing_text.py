@@ -29,9 +29,9 @@ def prompt_work(first, queued_s: float = 0.0) -> str:
     how = "in one pass" if passes <= 1 else f"in {passes} passes (chunked prefill: lesson 5)"
     said = (f"{computed} prompt tokens computed {how}" if not cached else
             f"{computed} of {computed + cached} prompt tokens computed {how}, {cached} read "
-            "from the prefix cache (the server had this prompt's start cached: lesson 4b)")
-    return said + (f", after {queued_s * 1000:,.0f} ms waiting for a row"
-                   if queued_s >= 0.0005 else "")
+            "from the prefix cache, which held this prompt's start (lesson 4b)")
+    return said + (f", after {queued_s * 1000:,.0f} ms waiting to join the batch"
+                   if queued_s >= 0.001 else "")
 
 
 def live_stats_md(ttft: float | None, decode_seconds: float, decoded: int,
@@ -98,7 +98,8 @@ def per_token_verdict(m, noise) -> tuple[Card, list[str]]:
                 times(max(ratio, 1 / ratio) if side != "same" else ratio),
                 "than a decode step, measured" if side != "same" else "about the same, measured")
     said = (f"**{times(ratio)}** less than a decode step spends on its single token: one pass's "
-            f"fixed cost (its weight reads, its launches) was shared by all {n} tokens"
+            "fixed cost (reading the weights, starting its operations) was shared by all "
+            f"{n} tokens"
             if side == "faster" else
             f"**{times(1 / ratio)}** more than a decode step spends on its single token"
             if side == "slower" else "about what a decode step spends on its single token")

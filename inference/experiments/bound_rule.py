@@ -62,13 +62,14 @@ def decide_bound(memory_share: float, compute_share: float | None,
     gpu = str(device).startswith("cuda")
     if overhead_share is not None and overhead_share >= OVERHEAD_SHARE:
         kind, label = ("launches", "kernel launches") if gpu else ("dispatch", "dispatch")
-        what = ("to the GPU waiting between kernel launches" if gpu
-                else "outside the matrix products: starting thousands of small operations, "
-                     "and their own work (attention, copies, norms), so dispatch is at most "
-                     "that share")
+        # on a CPU the time outside the matrix products is also real work (attention, copies,
+        # norms): it bounds dispatch from above, and the sentence says so
+        what = ("kernel launches", "to the GPU waiting between kernel launches") if gpu else (
+            "small operations", "outside the matrix products, to thousands of small operations "
+            "(attention, copies, norms) and starting each one (dispatch: at most that share)")
         return BoundVerdict(kind, mem, comp, overhead_share, label,
-                            f"Bound by {label}, not by either roof: it reached only {shares}, "
-                            f"and {overhead_share:.0%} of the step went {what}.")
+                            f"Bound by {what[0]}, not by either roof: it reached only {shares}, "
+                            f"and {overhead_share:.0%} of the step went {what[1]}.")
     tail = (" The step split measured " f"{overhead_share:.0%} of it outside the real work."
             if overhead_share is not None else
             " What fills the rest is not measured here (see the step split on This machine).")
