@@ -438,7 +438,7 @@ def measure_steps(key: str, lm, settings: Settings, shared
         yield from result
 
 
-def measured(key: str, lm, settings: Settings, shared) -> Measured:
+def measure_to_end(key: str, lm, settings: Settings, shared) -> Measured:
     """Screen `key`'s measurement run to the end."""
     *_, last = measure_steps(key, lm, settings, shared)
     return last
