@@ -37,7 +37,10 @@ def test_size_table_says_theoretical_and_carries_the_measured_share():
     assert "| SmolLM2-1.7B | 1,711 M | 6.8 GB | 1.7 GB |" in md
     share = 18.6 / rows[0].ceiling_tokens_per_s
     assert f"{share:.0%} of its ceiling" in md
-    assert f"**{share * rows[2].ceiling_tokens_per_s:.1f} tokens/s** here" in md
+    # a bigger model's share of its ceiling is not this one's (a fixed per-operation cost is a
+    # smaller part of its step): its ceiling is named, not an extrapolated speed
+    assert f"could not beat **{rows[2].ceiling_tokens_per_s:.1f} tokens/s** here" in md
+    assert f"{share * rows[2].ceiling_tokens_per_s:.1f} tokens/s" not in md
     assert "This model measured" not in model_sizes_md(rows, 20.0, "float32", 10**10)
 
 
