@@ -4,6 +4,7 @@ predicted speed-up, the best k, α from judged guesses; and the view of a hand-m
 import pytest
 
 from inference.errors import SettingOutOfRangeError
+from inference.experiments.noise import judge
 from inference.experiments.sampled_acceptance import SampledRun
 from inference.experiments.spec_expectation import (
     best_k,
@@ -64,7 +65,7 @@ def race_summary(**kw) -> SpecRaceSummary:
                 proposed=32, accepted=32, judged=32, spec_seconds=8 * 0.25,
                 draft_seconds=8 * 4 * 0.043, plain_seconds=40 * 0.043,
                 plain_step_seconds=(0.043,) * 40, bandwidth_gbs=20.0, bytes_per_token=5 * 10**8,
-                noise=0.05)
+                noise=0.05, reading=judge(others_cpu=0.02))  # judged quiet
     return SpecRaceSummary(**(base | kw))
 
 
@@ -141,3 +142,13 @@ def test_the_sampled_count_sets_e_beside_the_measured_tokens_per_pass():
     assert "min(1, p ÷ q)" in md
     none = SampledRun("prompt_lookup", 4, 0.0, 0, 5, 0, 0, 5, "")
     assert "no guess" in sampled_md(none) and "Greedy rule" in sampled_md(none)
+
+
+def test_a_busy_race_gets_the_formula_numbers_but_no_verdict():
+    e = expectation(race_summary(reading=judge(others_cpu=0.6)), range(1, 9))
+    md = expectation_md(e)
+    assert "no verdict from a busy machine" in md and "lab-busy" in md
+    assert "pays" not in md and f"E = **{e.raced.tokens_per_pass:.2f}**" in md
+    assert expectation_figure(e).layout.title.text == "Formula beside your race"
+    unjudged = expectation(race_summary(reading=None), range(1, 9))
+    assert "pays" not in expectation_md(unjudged)

@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .cards import times
+from .noise_view import busy_notice_html, supports_verdict, withheld
 from .style import PALETTE, empty_figure, styled
 
 EMPTY_EXPECTATION = ("Race first: the formula takes α (the share of judged guesses kept) and "
@@ -32,6 +33,8 @@ def expectation_title(e) -> str:
     """The formula's best k and whether it pays, from its own figures (theoretical); one
     short line."""
     b = e.best
+    if not supports_verdict(e.reading):
+        return "Formula beside your race"
     if e.verdict == "faster":
         return f"Formula: k = {b.k} is best ({times(b.speedup)})"
     if e.verdict == "slower":
@@ -82,7 +85,7 @@ def expectation_md(e, sweep_points=()) -> str:
             f"{f.judged} guesses it judged" if f.judged else
             "α = 0: the draft made no guess in this race")
     lines = [
-        f"**{FORMULAS}** (theoretical).",
+        busy_notice_html(e.reading) + f"**{FORMULAS}** (theoretical).",
         f"{kept}. At your k = {f.k}: E = **{r.tokens_per_pass:.2f}** tokens per pass by the "
         f"formula, **{f.tokens_per_pass:.2f}** measured; speed-up {r.speedup:.2f}× by the "
         f"formula ({r.tokens_per_pass:.2f} × {f.step_s * 1000:.0f} ms ÷ ({f.k} × "
@@ -94,14 +97,18 @@ def expectation_md(e, sweep_points=()) -> str:
         top = max(sweep, key=lambda p: p.speedup)
         lines.append(f"The k sweep on this prompt measured its best at k = {top.k} "
                      f"({times(top.speedup)}).")
-    lines.append("*Assumed: every guess is kept at the same rate α, independently (real text "
-                 "has easy and hard stretches), and the check's time grows in a straight line "
-                 "from a plain step (k = 0) to this race's pass. Batch 1, this race's times.*")
+    lines.append("*Assumed: every pass proposes k guesses (prompt lookup sometimes has fewer), "
+                 "each kept at the same rate α, independently (real text has easy and hard "
+                 "stretches), and the check's time grows in a straight line from a plain step "
+                 "(k = 0) to this race's pass. Batch 1, this race's times.*")
     return "  \n".join(lines)
 
 
 def _best_sentence(e) -> str:
     b = e.best
+    if not supports_verdict(e.reading):
+        return (f"By the formula k = {b.k} gives the most, {times(b.speedup)} "
+                f"(theoretical, from this race's times; {withheld(e.reading)}).")
     if e.verdict == "faster":
         return (f"By the formula the best k here is **{b.k}**: {times(b.speedup)} plain "
                 "decoding (theoretical).")

@@ -141,6 +141,7 @@ class Expectation:
     raced: KPrediction  # the row at the race's own k
     best: KPrediction
     verdict: str  # `speed_verdict` on the best predicted speed-up, at the race's noise
+    reading: object = None  # the race's noise reading (`Noise`; busy: no verdict is drawn)
 
 
 def expectation(summary, ks: Sequence[int]) -> Expectation | None:
@@ -151,4 +152,4 @@ def expectation(summary, ks: Sequence[int]) -> Expectation | None:
     rows = tuple(predict(fit, sorted(set(ks) | {fit.k})))
     best = best_k(rows)
     return Expectation(fit, rows, next(r for r in rows if r.k == fit.k), best,
-                       speed_verdict([best.speedup], fit.noise))
+                       speed_verdict([best.speedup], fit.noise), summary.reading)

@@ -64,6 +64,7 @@ class SpecRaceSummary:
     bytes_per_token: int  # weights + KV cache one batch-1 decode step reads (at the end)
     noise: float  # relative: the ratio this run cannot tell from 1 (`run_noise`)
     judged: int = 0  # guesses the model judged: the kept ones and each pass's first rejection
+    reading: object = None  # the noise rule's `Noise` for the finished race (set by the lesson)
     draft_bytes_per_step: int = 0  # weights one draft step reads (a lookup draft: none)
 
     @property
