@@ -170,3 +170,15 @@ def test_a_batch_size_still_impossible_after_measuring_again_says_why(monkeypatc
     one, two = updates[-1].points
     assert "2 rows can give at most 2×" in two.impossible
     assert "at most 2×" in batching_text.sweep_cards(updates[-1], QUIET)
+
+
+def test_a_greedy_runs_decode_speed_ignores_a_few_slowed_steps():
+    from inference.experiments.quality import GreedyRun
+
+    steps = (0.2,) + (0.05, 0.051, 0.049, 0.05, 0.052, 0.05, 0.05, 0.048)  # the first: warm-up
+    quiet = GreedyRun((1,) * 10, 0.1, steps)
+    busy = GreedyRun((1,) * 10, 0.1, tuple(s * 10 if i in (3, 6) else s
+                                           for i, s in enumerate(steps)))
+    assert quiet.decode_tokens_per_s == pytest.approx(20, rel=0.03)
+    assert busy.decode_tokens_per_s == pytest.approx(quiet.decode_tokens_per_s, rel=0.02)
+    assert GreedyRun((1,), 0.1, ()).decode_tokens_per_s == 0.0

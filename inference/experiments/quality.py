@@ -22,6 +22,7 @@ import torch
 
 from ..engine import decode_step, prefill
 from ..timing import stopwatch
+from .robust import low_quantile
 
 NEAR_TIE = 0.05  # fp32 top-1 minus top-2 probability below this: a near-tie
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -36,9 +37,12 @@ class GreedyRun:
 
     @property
     def decode_tokens_per_s(self) -> float:
-        """Decode speed without the first step (warm-up: caches, allocator)."""
+        """Decode speed without the first step (warm-up: caches, allocator), from the steps'
+        low quantile (`robust.low_quantile`): another program only ever adds time, so a few
+        steps it slowed do not move the figure."""
         steps = self.step_seconds[1:] or self.step_seconds
-        return len(steps) / sum(steps) if steps and sum(steps) > 0 else 0.0
+        typical = low_quantile(steps) if steps else 0.0
+        return 1 / typical if typical > 0 else 0.0
 
 
 @dataclass(frozen=True)
