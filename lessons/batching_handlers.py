@@ -296,4 +296,5 @@ def chain_section(lm, sweep: SweepUpdate | None, costs, price_per_hour: float,
     mean = dollars.GPU_PROMPT + dollars.GPU_OUTPUT / 2
     return chain_md(measured, dollars.published_chains(), dollars.H200.source, dollars.levers(),
                     dollars.LEVER_MODEL.name,
-                    dollars.cache_bound_tokens_per_s(dollars.LEVER_MODEL, dollars.H200, mean))
+                    dollars.cache_bound_tokens_per_s(dollars.LEVER_MODEL, dollars.H200, mean),
+                    info_caption(lm.info, alone=False))

@@ -95,6 +95,7 @@ def test_the_section_reads_the_chain_and_says_which_numbers_are_measured():
     roomy = measured_chain_md(measured_chain(costs, 100e9, 0.5e9, 46_080, 200, 300, 0.1, "x"))
     assert "more than the sweep measured" in roomy and "batch's, 32" in roomy
     assert measured_chain_md(None) == NO_CHAIN
+    assert measured_chain_md(c, "cpu · float32").startswith("**This machine** (cpu · float32):")
     whole = chain_md(None, dollars.published_chains(), dollars.H200.source, levers(),
                      "Llama-3-8B", 10_218.0)
     assert "Run the batch sweep" in whole and "theoretical" in whole

@@ -22,23 +22,25 @@ def _usd(x: float) -> str:
     return "—" if x == float("inf") else f"${x:,.2f}" if x >= 0.1 else f"${x:.5f}"
 
 
-def measured_chain_md(c) -> str:
-    """This machine's chain in one paragraph (measured rate, formula memory)."""
+def measured_chain_md(c, caption: str = "") -> str:
+    """This machine's chain in one paragraph (measured rate, formula memory); `caption`: the
+    machine it was measured on."""
     if c is None:
         return NO_CHAIN
     memory = (f"{human_bytes(c.memory_bytes)} memory budget − {human_bytes(c.weight_bytes)} "
               f"weights = {human_bytes(c.left_bytes)} for caches ÷ "
               f"{human_bytes(c.kv_bytes_per_sequence)} per {c.tokens_held:,.0f}-token "
               f"conversation = **{c.fits:,} sequences fit**")
+    here = f"**This machine** ({caption}):" if caption else "**This machine:**"
     if not c.batch:
-        return (f"**This machine:** {memory}: fewer than the smallest batch the sweep measured "
+        return (f"{here} {memory}: fewer than the smallest batch the sweep measured "
                 f"({c.largest_measured}), so no measured rate applies.")
     if c.fits > c.largest_measured:
         which = (f"more than the sweep measured, so the rate is its largest batch's, "
                  f"{c.batch}")
     else:
         which = f"so the batch is the largest measured one that fits, {c.batch}"
-    return (f"**This machine:** {memory}; {which}: **{c.tokens_per_s:,.1f} tokens/s** (the "
+    return (f"{here} {memory}; {which}: **{c.tokens_per_s:,.1f} tokens/s** (the "
             f"cost table's rate: measured, carried to the conversation's context) → "
             f"**{_usd(c.usd_per_million)} per million output tokens** → "
             f"**{_usd(c.usd_per_conversation)} per conversation** at ${c.usd_per_hour:,.2f}/h.")
@@ -80,9 +82,10 @@ def levers_md(chains, model: str, cache_ceiling: float) -> str:
 
 
 def chain_md(measured, published, gpu_source: str, lever_chains, lever_model: str,
-             cache_ceiling: float) -> str:
-    """The whole section: the chain here, the published models, the levers, the formulas."""
+             cache_ceiling: float, caption: str = "") -> str:
+    """The whole section: the chain here (`caption`: this machine), the published models, the
+    levers, the formulas."""
     return "\n\n".join([
-        "#### From KV memory to dollars", measured_chain_md(measured),
+        "#### From KV memory to dollars", measured_chain_md(measured, caption),
         published_md(published, gpu_source), levers_md(lever_chains, lever_model, cache_ceiling),
         FORMULAS])
