@@ -35,7 +35,7 @@ def p95(xs: list[float]) -> float:
 def arrival_gaps(lm, settings: Settings, budget: int) -> dict:
     """Running streams' token gaps while a ~2,000-token prompt is prefilled."""
     tok = lm.tokenizer
-    srv = Server(lm, replace(settings, server_kv="paged", step_token_budget=budget,
+    srv = Server(lm, replace(settings, step_token_budget=budget,
                              server_steps_kept=1_000))
     times: list[list[float]] = [[] for _ in range(RUNNING)]
     try:
@@ -73,8 +73,7 @@ def arrival_gaps(lm, settings: Settings, budget: int) -> dict:
 
 def class_step_parts(lm, settings: Settings, clients: int = 30, new_tokens: int = 48) -> dict:
     """Mean seconds per part of the class workload's full decode-only steps."""
-    srv = Server(lm, replace(settings, server_kv="paged", server_rows=max(settings.server_rows,
-                                                                          clients),
+    srv = Server(lm, replace(settings, server_rows=max(settings.server_rows, clients),
                              server_steps_kept=10_000))
     try:
         with srv.exclusive():  # everyone presses Generate at once

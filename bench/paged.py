@@ -1,9 +1,8 @@
-"""`serving.paged`: the server's KV cache in pages against the padded layout, in one run.
+"""`serving.paged`: the server's KV cache in pages, in one run.
 
 In process (no web stack), the real model, the server's own loop:
-- the class workload (30 chat prompts × 48 greedy tokens, all at once) served by the paged
-  server and by the padded one (`server_kv="padded"`): throughput, and every request's tokens
-  compared between the two and, for a sample, with a solo run;
+- the class workload (30 chat prompts × 48 greedy tokens, all at once): throughput, and every
+  request's tokens compared between runs and, for a sample, with a solo run;
 - a mixed workload (a few ~1,000-token prompts among short ones): the bytes a padded tensor
   would hold and the bytes the pages hold at the batch's peak, and their waste;
 - a ~1,000-token shared prefix (a teacher's pasted text): time to first token of requests
@@ -17,7 +16,6 @@ from __future__ import annotations
 import statistics
 import threading
 import time
-from dataclasses import replace
 
 from bench.serving import class_prompt
 from inference.config import Settings
@@ -138,25 +136,20 @@ def prefix_ttft(lm, settings: Settings, prefix_tokens: int = 1000, asks: int = 3
 def measure_paged(lm, settings: Settings | None = None, clients: int = 30, new_tokens: int = 48,
                   solo_sample: int = 4, repeats: int = 2) -> dict:
     """The bench's `serving.paged` keys, with the workloads' own figures beside them.
-    The class is served `repeats` times by each layout, alternating; each layout's best
-    tokens/s is compared (a shared machine's noise slows single runs, never speeds them)."""
+    The class is served `repeats` times and the best tokens/s kept (a shared machine's noise
+    slows single runs, never speeds them)."""
     s = settings or Settings()
-    paged_s, padded_s = replace(s, server_kv="paged"), replace(s, server_kv="padded")
     tok = lm.tokenizer
     room = class_prompts(tok, clients)
-    runs = {"paged": [], "padded": []}
-    for _ in range(max(1, repeats)):
-        runs["paged"].append(serve_all(lm, paged_s, room, new_tokens))
-        runs["padded"].append(serve_all(lm, padded_s, room, new_tokens))
-    paged, padded = (max(runs[k], key=lambda r: r["tokens_per_s"]) for k in ("paged", "padded"))
-    all_same = all(r["tokens"] == runs["paged"][0]["tokens"]
-                   for r in runs["paged"] + runs["padded"])
+    runs = [serve_all(lm, s, room, new_tokens) for _ in range(max(1, repeats))]
+    paged = max(runs, key=lambda r: r["tokens_per_s"])
+    all_same = all(r["tokens"] == runs[0]["tokens"] for r in runs)
     sample = list(range(min(solo_sample, clients)))
     same_solo = all(paged["tokens"][i] == _solo(lm, room[i], new_tokens) for i in sample)
     mixed_prompts_ = mixed_prompts(tok)
-    mixed = serve_all(lm, paged_s, mixed_prompts_, 32)
-    mixed_padded = serve_all(lm, padded_s, mixed_prompts_, 32)
-    prefix = prefix_ttft(lm, paged_s)
+    mixed = serve_all(lm, s, mixed_prompts_, 32)
+    mixed_solo = mixed["tokens"][0] == _solo(lm, mixed_prompts_[0], 32)  # a long one
+    prefix = prefix_ttft(lm, s)
     cls, mix = paged["peak_pool"], mixed["peak_pool"]
     return {
         "block_tokens": cls.block_tokens, "pool_blocks": cls.blocks_total,
@@ -167,28 +160,19 @@ def measure_paged(lm, settings: Settings | None = None, clients: int = 30, new_t
         "ttft_p50_prefix_hit_s": prefix["ttft_p50_prefix_hit_s"],
         "ttft_p50_no_hit_s": prefix["ttft_p50_no_hit_s"],
         "ttft_ratio_prefix_hit": prefix["ttft_ratio_prefix_hit"],
-        "throughput_vs_padded": paged["tokens_per_s"] / padded["tokens_per_s"],
-        "identical_tokens": (all_same and same_solo
-                             and mixed["tokens"] == mixed_padded["tokens"]
-                             and prefix["identical"]),
+        "identical_tokens": all_same and same_solo and mixed_solo and prefix["identical"],
         "class": {"clients": clients, "new_tokens": new_tokens,
                   "paged_tokens_per_s": paged["tokens_per_s"],
-                  "padded_tokens_per_s": padded["tokens_per_s"],
                   "paged_ttft_p50_s": statistics.median(paged["ttft_s"]),
-                  "padded_ttft_p50_s": statistics.median(padded["ttft_s"]),
                   "peak_blocks_used": cls.blocks_used,
                   "waste_padded_pct": cls.waste_padded_pct,
                   "waste_paged_pct": cls.waste_paged_pct,
                   "prefix_hit_tokens": paged["final_pool"].prefix_hit_tokens,
-                  "padded_server_peak_cache_bytes": padded["peak_cache_bytes"],
                   "paged_server_peak_cache_bytes": paged["peak_cache_bytes"],
-                  "solo_checked": len(sample), "repeats": len(runs["paged"]),
-                  "paged_runs_tokens_per_s": [r["tokens_per_s"] for r in runs["paged"]],
-                  "padded_runs_tokens_per_s": [r["tokens_per_s"] for r in runs["padded"]]},
+                  "solo_checked": len(sample), "repeats": len(runs),
+                  "paged_runs_tokens_per_s": [r["tokens_per_s"] for r in runs]},
         "mixed": {"prompts": [len(p) for p in mixed_prompts_], "new_tokens": 32,
-                  "paged_tokens_per_s": mixed["tokens_per_s"],
-                  "padded_tokens_per_s": mixed_padded["tokens_per_s"],
-                  "padded_server_peak_cache_bytes": mixed_padded["peak_cache_bytes"]},
+                  "paged_tokens_per_s": mixed["tokens_per_s"]},
         "prefix": {"prefix_tokens": prefix["prefix_tokens"]},
     }
 

@@ -67,7 +67,7 @@ class Settings:
     # The serving engine (one continuous batcher for every visitor's generation).
     server_rows: int = 32  # requests decoded together in one forward pass (LLM_LAB_SERVER_ROWS)
     server_queue: int = 64  # requests waiting for a row; the next one is refused with a message
-    server_cache_mb: int = 1_024  # KV cache of all rows: the block pool (padded: worst case)
+    server_cache_mb: int = 1_024  # KV cache of all rows: the block pool
     server_window_s: float = 60.0  # the "last minute" of the live server view
     stop_check_s: float = 0.5  # an answer waiting on the server re-yields this often, so Stop lands
     # Screen updates a second for every served answer together (Try it's chats, the first
@@ -167,7 +167,6 @@ class Settings:
     # The server's KV cache in pages (PagedAttention, as in vLLM): one pool of fixed-size
     # blocks for every request, sized from `server_cache_mb`; block tables, prefix caching,
     # preemption.
-    server_kv: str = "paged"  # "paged" (block pool) or "padded" (RowBatch); LLM_LAB_SERVER_KV
     block_tokens: int = 16  # positions per KV block (vLLM's default block size)
     server_pool_blocks: int = 0  # blocks in the pool; 0 = as many as `server_cache_mb` holds
     paged_demo_blocks: Range = _r(4, 64, 12)  # lesson 4's small private pool, in blocks
@@ -227,14 +226,11 @@ class Settings:
     @staticmethod
     def from_env() -> Settings:
         """The defaults, with the model (LLM_LAB_MODEL) and the server's row count
-        (LLM_LAB_SERVER_ROWS, e.g. 1 to measure serving without batching) and its KV layout
-        (LLM_LAB_SERVER_KV: paged or padded) and its threads per pass (LLM_LAB_SERVER_THREADS)
-        from the environment, and the held caches' budget and idle time and how long a visitor
-        session lives unused (LLM_LAB_HELD_MB, LLM_LAB_HELD_IDLE_S, LLM_LAB_STATE_TTL_S)."""
+        (LLM_LAB_SERVER_ROWS, e.g. 1 to measure serving without batching) and its threads per
+        pass (LLM_LAB_SERVER_THREADS) from the environment, and the held caches' budget and
+        idle time and how long a visitor session lives unused (LLM_LAB_HELD_MB,
+        LLM_LAB_HELD_IDLE_S, LLM_LAB_STATE_TTL_S)."""
         extra: dict = {}
-        kv = os.environ.get("LLM_LAB_SERVER_KV", "").strip().lower()
-        if kv in ("paged", "padded"):
-            extra["server_kv"] = kv
         for env, name in (("LLM_LAB_SERVER_ROWS", "server_rows"),
                           ("LLM_LAB_HELD_MB", "held_cache_mb"),
                           ("LLM_LAB_SERVER_THREADS", "server_threads"),

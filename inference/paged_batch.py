@@ -15,10 +15,13 @@ and values sit in one pool of fixed-size blocks (`block_pool.py` keeps the books
   tokens it had generated are prefilled again and it continues where it was.
 - `prefill_chunks` computes the next N uncached tokens of some rows (chunked prefill: the
   server spends a per-step token budget on them, a chunk per step, `server.py`).
-- `decode` is one step for every row (or the rows named, while others are mid-prefill);
-  `release` gives a finished row's blocks back. `forward_s` adds up the synced seconds spent
-  in the model, so the server can tell the forward pass from the cache work around it.
-Joining and leaving copy no cache tensor: only block ids move.
+- `decode` is one step for every decoding row (or the rows named, while others are
+  mid-prefill); `release` gives a finished row's blocks back. `forward_s` adds up the synced
+  seconds spent in the model, so the server can tell the forward pass from the cache work.
+Each row keeps ONE count of progress, `computed` (vLLM's `num_computed_tokens`): the positions
+whose keys and values are in the pool. What is left to compute is `tokens[computed:]`; a row
+decodes once its admitted tokens are all computed. Joining and leaving copy no cache tensor:
+only block ids move.
 """
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ import torch
 
 from .block_pool import BlockPool, blocks_for
 from .errors import PoolFullError
-from .kv_cache import bytes_per_token
+from .kv_cache import bytes_per_token, kv_cache_bytes
 from .paged_cache import PagedKV, paged_forward
 from .timing import stopwatch
 
@@ -109,13 +112,31 @@ def length_groups(lengths: dict[int, int], slack: float = 0.25) -> list[list[int
 class PagedRow:
     rid: int
     tokens: list[int]  # prompt (+ tokens generated before a preemption) + tokens generated
-    cached: int  # positions whose keys/values are in the pool
-    prefix_hit_tokens: int
-    decoding: bool = False  # its whole prompt is in the pool: it takes a token per step
+    computed: int  # positions whose keys/values are in the pool (the one progress count)
+    prefix_hit_tokens: int  # of them, mapped from cached blocks at admission
+    admitted_tokens: int  # len(tokens) at admission: its prefill is done once computed
+
+    @property
+    def decoding(self) -> bool:
+        """Its admitted tokens are all in the pool: it takes one token per step."""
+        return self.computed >= self.admitted_tokens
+
+    @property
+    def pending(self) -> int:
+        """Tokens not yet in the pool (its prompt's rest; 1 for a decoding row)."""
+        return len(self.tokens) - self.computed
 
 
 class PagedBatch:
     """Rows decoding together through one block pool. `rows` keeps admission order."""
+
+    @staticmethod
+    def for_memory(lm, megabytes: int, block_tokens: int, blocks: int = 0) -> PagedBatch:
+        """A batch whose pool holds `blocks` blocks, or (0) as many as `megabytes` holds."""
+        info = lm.info
+        per_block = kv_cache_bytes(info.layers, info.kv_heads, info.head_dim,
+                                   lm.bytes_per_value, tokens=block_tokens)
+        return PagedBatch(lm, blocks or max(1, megabytes * 2**20 // per_block), block_tokens)
 
     def __init__(self, lm, num_blocks: int, block_tokens: int, pad_slack: float = 0.25) -> None:
         info = lm.info
@@ -149,7 +170,7 @@ class PagedBatch:
         if end > len(tokens) - 1:  # no full block left to share (as cached_prefix)
             return False
         # equal keys mean equal tokens from position 0 (chained hashes): compare the tokens
-        return any(not row.decoding and row.cached < end <= len(row.tokens)
+        return any(not row.decoding and row.computed < end <= len(row.tokens)
                    and row.tokens[:end] == tokens[:end] for row in self.rows.values())
 
     def admit(self, rid: int, tokens: list[int]) -> bool:
@@ -160,18 +181,13 @@ class PagedBatch:
             return False
         self.pool.allocate(rid, tokens, hits)
         hit_tokens = len(hits) * self.block_tokens
-        self.rows[rid] = PagedRow(rid, list(tokens), hit_tokens, hit_tokens)
+        self.rows[rid] = PagedRow(rid, list(tokens), hit_tokens, hit_tokens, len(tokens))
         self.prefix_hit_tokens += hit_tokens
         return True
 
     def prefill(self, rids: list[int]) -> torch.Tensor:
         """Every uncached token of these rows -> logits [len(rids), V], in `rids` order."""
-        return self.prefill_chunks({r: self.pending(r) for r in rids})
-
-    def pending(self, rid: int) -> int:
-        """Tokens of `rid` not yet in the pool (its prompt's rest; 1 for a decoding row)."""
-        row = self.rows[rid]
-        return len(row.tokens) - row.cached
+        return self.prefill_chunks({r: self.rows[r].pending for r in rids})
 
     def prefill_chunks(self, chunks: dict[int, int]) -> torch.Tensor:
         """The next `n` uncached tokens of each row {rid: n} -> logits [len(chunks), V] of each
@@ -188,19 +204,18 @@ class PagedBatch:
         return torch.stack([out[r] for r in chunks])
 
     def _prefill_group(self, rows: list[PagedRow], counts: list[int]) -> torch.Tensor:
-        new = [row.tokens[row.cached:row.cached + n] for row, n in zip(rows, counts)]
+        new = [row.tokens[row.computed:row.computed + n] for row, n in zip(rows, counts)]
         q = max(len(n) for n in new)
         ids = torch.zeros(len(rows), q, dtype=torch.long)  # [B, Q] left-padded
         pos = torch.full((len(rows), q), -1, dtype=torch.long)  # [B, Q] padding: -1
         for b, (row, n) in enumerate(zip(rows, new)):
             ids[b, q - len(n):] = torch.tensor(n)
-            pos[b, q - len(n):] = torch.arange(row.cached, row.cached + len(n))
+            pos[b, q - len(n):] = torch.arange(row.computed, row.computed + len(n))
         logits = self._forward(rows, ids, pos)  # [B, V]
         for row, n in zip(rows, new):
-            row.cached += len(n)
-            row.decoding = row.cached == len(row.tokens)
+            row.computed += len(n)
             self.prefill_tokens += len(n)
-            self.pool.commit_full(row.rid, row.tokens[:row.cached])
+            self.pool.commit_full(row.rid, row.tokens[:row.computed])
         return logits
 
     def append(self, rid: int, token: int) -> None:
@@ -214,7 +229,7 @@ class PagedBatch:
         for rid in list(self.rows):
             while rid in self.rows:
                 try:
-                    self.pool.grow(rid, self.rows[rid].cached + 1)
+                    self.pool.grow(rid, self.rows[rid].computed + 1)
                     break
                 except PoolFullError:
                     victim = next(reversed(self.rows))  # the newest row (maybe this one)
@@ -227,24 +242,31 @@ class PagedBatch:
         """Ids of the rows whose prompt is all in the pool (not mid-prefill), in `rows` order."""
         return [rid for rid, row in self.rows.items() if row.decoding]
 
-    def decode(self) -> torch.Tensor:
-        """Feed every decoding row's newest token -> logits [B, V], rows in `decoding()`
-        order (a row mid-prefill waits for its next chunk). Call `make_room` first: every row
-        must have a slot for its next position."""
-        rows = [row for row in self.rows.values() if row.decoding]
-        ids = torch.tensor([[row.tokens[row.cached]] for row in rows])  # [B, 1]
-        pos = torch.tensor([[row.cached] for row in rows])  # [B, 1]
+    def decode(self, rids: list[int] | None = None) -> torch.Tensor:
+        """Feed these rows' newest token (default: every decoding row's, in `decoding()`
+        order; a row mid-prefill waits for its next chunk) -> logits [B, V]. Call `make_room`
+        first: every row must have a slot for its next position."""
+        rows = [self.rows[r] for r in (self.decoding() if rids is None else rids)]
+        ids = torch.tensor([[row.tokens[row.computed]] for row in rows])  # [B, 1]
+        pos = torch.tensor([[row.computed] for row in rows])  # [B, 1]
         logits = self._forward(rows, ids, pos)
         for row in rows:
-            row.cached += 1
-            if row.cached % self.block_tokens == 0:
-                self.pool.commit_full(row.rid, row.tokens[:row.cached])
+            row.computed += 1
+            if row.computed % self.block_tokens == 0:
+                self.pool.commit_full(row.rid, row.tokens[:row.computed])
         return logits
 
     def release(self, rid: int) -> None:
         """Finished, stopped, cancelled or preempted: every block goes back to the pool."""
         self.rows.pop(rid, None)
         self.pool.release(rid)
+
+    def row_bytes(self, rid: int) -> int:
+        return len(self.pool.tables[rid]) * self.kv.block_bytes()
+
+    def cache_bytes(self) -> int:
+        """Bytes of the blocks the rows hold (shared blocks once)."""
+        return self.pool.counts().used * self.kv.block_bytes()
 
     def _zero_fresh(self) -> None:
         fresh = sorted(set(self.pool.taken) - self._touched)  # blocks never used before
@@ -273,18 +295,18 @@ class PagedBatch:
         for row in self.rows.values():
             table = pool.tables[row.rid]
             for i, b in enumerate(table):  # positions filled in each distinct block
-                filled[b] = max(filled.get(b, 0), min(max(row.cached - i * self.block_tokens, 0),
-                                                      self.block_tokens))
-            reqs.append(RequestBlocks(row.rid, row.cached, tuple(table),
+                filled[b] = max(filled.get(b, 0), min(max(row.computed - i * self.block_tokens,
+                                                          0), self.block_tokens))
+            reqs.append(RequestBlocks(row.rid, row.computed, tuple(table),
                                       sum(1 for b in table if pool.ref[b] > 1),
                                       row.prefix_hit_tokens))
-        longest = max((row.cached for row in self.rows.values()), default=0)
+        longest = max((row.computed for row in self.rows.values()), default=0)
         return PoolStats(
             block_tokens=self.block_tokens, block_bytes=self.kv.block_bytes(),
             blocks_total=c.total, blocks_used=c.used, blocks_cached_idle=c.cached_idle,
             blocks_free=c.free, blocks_shared=c.shared, requests=tuple(reqs),
             idle_blocks=tuple(pool.idle),
-            real_bytes=sum(row.cached for row in self.rows.values()) * self.token_bytes,
+            real_bytes=sum(row.computed for row in self.rows.values()) * self.token_bytes,
             filled_bytes=sum(filled.values()) * self.token_bytes,
             padded_bytes=len(self.rows) * longest * self.token_bytes,
             paged_bytes=len(filled) * self.kv.block_bytes(),

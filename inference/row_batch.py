@@ -1,6 +1,8 @@
 """Lesson 5 (engine side): a decode batch whose rows can join and leave between steps.
 
 Continuous batching needs one KV cache for many requests that started at different times.
+This is the padded layout the scheduler experiment teaches (`experiments/schedulers.py`); the
+serving engine keeps its cache in pages instead (`paged_batch.py`).
 Each row's keys and values sit in the same tensors, `[B, H_kv, S, D]`, LEFT-padded so every
 row's newest position is the last column. The attention mask (1 = real, 0 = padding) hides
 the padding, and each row's position is its count of real tokens, so a row computes exactly
@@ -57,33 +59,22 @@ class RowBatch:
         """Prompts -> a batch holding their caches and first output tokens; and the seconds.
 
         Prompts of different lengths share one left-padded forward pass; greedy first tokens."""
+        pad = lm.tokenizer.pad_token_id
+        pad = lm.tokenizer.eos_token_id if pad is None else pad
         with stopwatch(lm.device) as t:
-            batch, _ = RowBatch.prefill_logits(lm, rows, prompts)  # next_token: greedy
+            ids, mask = left_pad(prompts, pad, lm.device)  # [B, S], [B, S]
+            first = prefill(lm.model, ids, mask)
+            batch = RowBatch(list(rows), first.cache, mask, first.logits.argmax(-1))
         return batch, t[0]
 
     def decode(self, lm) -> tuple[list[int], float]:
-        """One greedy decode step for every row: (each row's new token, synced seconds)."""
+        """One greedy decode step for every row (the cache grows by one column):
+        (each row's new token, synced seconds)."""
         with stopwatch(lm.device) as t:
-            logits = self.decode_logits(lm)  # [B, V]
+            self.mask = torch.cat([self.mask, torch.ones_like(self.mask[:, :1])], dim=1)
+            logits = decode_step(lm.model, self.next_token, self.cache, self.mask)  # [B, V]
             self.next_token = logits.argmax(-1)  # [B]
         return self.next_token.tolist(), t[0]
-
-    def decode_logits(self, lm) -> torch.Tensor:
-        """Feed every row's `next_token`; the cache grows by one column. -> logits [B, V].
-        The caller chooses the next tokens (its own sampling per row) and sets `next_token`."""
-        self.mask = torch.cat([self.mask, torch.ones_like(self.mask[:, :1])], dim=1)  # [B, S+1]
-        return decode_step(lm.model, self.next_token, self.cache, self.mask)
-
-    @staticmethod
-    def prefill_logits(lm, rows: list[int], prompts: list[list[int]]
-                       ) -> tuple[RowBatch, torch.Tensor]:
-        """Like `prefill`, but return the first logits [B, V] and leave `next_token` to the
-        caller (set it before the next decode)."""
-        pad = lm.tokenizer.pad_token_id
-        pad = lm.tokenizer.eos_token_id if pad is None else pad
-        ids, mask = left_pad(prompts, pad, lm.device)  # [B, S], [B, S]
-        first = prefill(lm.model, ids, mask)
-        return RowBatch(list(rows), first.cache, mask, first.logits.argmax(-1)), first.logits
 
     @torch.inference_mode()
     def join(self, other: RowBatch) -> RowBatch:

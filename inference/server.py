@@ -1,46 +1,46 @@
 """The serving engine: one continuous batcher that owns the model for every visitor.
 
-This is lesson 5's continuous batching, serving the room for real. One thread runs the loop:
+This is lesson 5's continuous batching serving the room for real, with its KV cache in pages
+(PagedAttention: one pool of fixed-size blocks sized from `server_cache_mb`, `paged_batch.py`)
+and chunked prefill, as vLLM v1's scheduler. One thread runs the loop; each step's arithmetic
+runs on the compute thread, as every lesson's does. A step is
 
-1. between steps, requests waiting in the queue are admitted while there is a free row and
-   room for their KV cache. By default the cache is PAGED (PagedAttention, `server_rows.py`):
-   one pool of fixed-size blocks, sized from `server_cache_mb`; a request is admitted when the
-   blocks its prompt needs now are free, and the full blocks its prompt shares with earlier
-   ones (the chat template, a teacher's pasted prompt) are mapped, not computed again;
-2. CHUNKED PREFILL (vLLM's scheduler; `Settings.step_token_budget`, paged layout): each step
-   first decodes every running row (one token each), then spends the rest of the budget on
-   newcomers' uncached prompt tokens, oldest first, a chunk each; a request's first token is
-   chosen from the logits of its LAST chunk. The chunks run as a second forward pass within
-   the step, not inside the decode pass: our paged forward takes rows of equal query length
-   (left-padded), so 30 one-token decode rows beside a 256-token chunk would be padded to
-   256 queries each. A running stream therefore waits at most one chunk's pass per token,
-   never a whole long prompt. With budget 0 (or the padded layout) newcomers are prefilled
-   whole before the decode pass (rows of similar length share a left-padded pass) and the
-   running rows wait for it: prefill-decode interference, kept for the comparison.
-   Newcomers join the batch copying no cache tensor;
-3. every row whose last block is full takes a new one; when the pool is out of blocks the
-   newest row is preempted: its blocks go back, it returns to the FRONT of the queue, and on
-   resuming its prompt and tokens so far are prefilled again (its seeded generator kept);
-4. then every active row gets its next token from ONE shared decode pass, each chosen
-   with that request's own sampling settings and seeded generator, so a request gets exactly
-   the tokens it would get alone;
-5. finished, stopped or abandoned requests leave the batch at the next step; their blocks go
-   back to the pool (keyed full blocks stay cached until the pool needs the room).
+1. `plan = self._schedule()`: finished, stopped or abandoned rows leave (their blocks go back;
+   keyed full blocks stay cached until the pool needs the room); waiting requests join, oldest
+   (or preempted) first, while a row is free and the pool has the blocks their prompt needs
+   NOW. The full blocks a prompt shares with earlier ones (the chat template, a teacher's
+   pasted prompt) are mapped, not computed again, and a request whose next block another row
+   is computing this very step waits a step to map it. Every row whose last block is full
+   takes a new one; when the pool is out of blocks the NEWEST row is preempted: its blocks go
+   back, it returns to the FRONT of the queue, and on resuming its prompt and tokens so far
+   are prefilled again (its seeded generator kept). Then the step's token budget
+   (`Settings.step_token_budget`; 0 = whole prompts) is split: one token for every decoding
+   row, the rest to the rows mid-prefill, oldest first, a chunk each. The plan is a frozen
+   `StepPlan`, kept as `last_plan` and in `stats()` for the live view;
+2. `self._execute(plan)`: one decode pass for the decoding rows, then the prompt chunks in a
+   second pass. Our paged forward takes rows of equal query length (left-padded), so 30
+   one-token decode rows beside a 256-token chunk would be padded to 256 queries each; a
+   running stream waits at most one chunk's pass per token, never a whole long prompt;
+3. after each pass, every row whose tokens are now all computed gets its next token, chosen
+   with that request's own sampling settings and seeded generator (so a request gets exactly
+   the tokens it would get alone; a prompt's first token comes from its LAST chunk), and its
+   event is emitted.
 
-Every step leaves a `StepRecord` (`step_record.py`): its budget split (decode tokens,
-prefill-chunk tokens, rows) and its parts' synced times (forward pass, cache work, sampling +
-detokenizing, handing events to handlers); `ServerStats.steps_detail` keeps the newest.
+Each request's progress is ONE count, its row's `computed` positions in the pool (vLLM's
+`num_computed_tokens`): what it still needs is its tokens past that count.
+
+Every step leaves a `StepRecord` (`step_record.py`): its budget split and its parts' synced
+times (forward pass, cache work, sampling + detokenizing, handing events to handlers).
 
 A lesson measurement (a sweep, a race) does not stop the server: it runs as a series of jobs
 on the one compute thread, each job through `turn()`, which queues it only after a server step
-queued since the previous measurement job (of any measurement). The compute thread runs jobs
-in order, so while anyone chats, at most one measurement job runs between two server steps,
-and each timed pass (inside one job) still has the cores to itself. `alongside()` counts the
-chats served meanwhile, for the measurement's caption. `exclusive()` still stops the loop
-(tests and benchmarks use it to fill the queue before a step). That turn-taking lives in
-`server_turns.py`; this file is the batcher's steps. Handlers never run the model
-for generation themselves: they `submit()` and read their request's events. The loop's thread
-only schedules: each step's arithmetic runs on the compute thread, as every lesson's does.
+was queued since the previous measurement job (of any measurement) and once the steps since
+have repaid the compute time the jobs before took. While anyone chats, at most one
+measurement job runs between two server steps, chats keep at least about half the thread, and
+each timed pass (inside one job) still has the cores to itself. `alongside()` counts the chats
+served meanwhile, for the measurement's caption. `exclusive()` holds the loop between steps
+(tests and benchmarks fill the queue before a step). Handlers never run the model for
+generation themselves: they `submit()` and read their request's events.
 """
 from __future__ import annotations
 
@@ -48,34 +48,56 @@ import logging
 import threading
 import time
 from collections import deque
-from contextlib import nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 
 from . import compute_thread
+from .block_pool import blocks_for
 from .cache_budget import CacheBudget
 from .config import Settings
 from .errors import (
     InferenceInputError,
     PromptTooLongError,
+    RequestTooLargeError,
     ServerBusyError,
     ServerStoppedError,
     SettingOutOfRangeError,
 )
 from .events import StepEvent
 from .generation import finish_reason, output_text, top_candidates
-from .paged_batch import PoolStats
+from .paged_batch import PagedBatch, PoolStats
 from .sampling import SamplingSettings, choose, make_generator, shaped_probabilities
+from .served_alongside import Alongside
 from .served_request import ServedRequest
-from .server_rows import make_rows
-from .server_turns import TakingTurns
 from .step_record import StepClock, StepRecord
 from .thread_choice import ThreadChoice, ThreadFigure
 from .timing import stopwatch
 
-__all__ = ["Server", "ServerStats", "ServedRequest", "ServerBusyError", "ServerStoppedError"]
+__all__ = ["Server", "ServerStats", "StepPlan", "ServedRequest", "ServerBusyError",
+           "ServerStoppedError"]
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """One step's schedule, decided before any forward pass (vLLM's `SchedulerOutput`)."""
+
+    index: int  # the step's number since start
+    decode: tuple[int, ...]  # rows that feed one token each (their prompt is all computed)
+    chunks: tuple[tuple[int, int], ...]  # (rid, prompt tokens it computes now), oldest first
+    preempted: tuple[int, ...] = ()  # rows sent back to the queue for room, newest first
+    admitted: tuple[int, ...] = ()  # requests that joined the batch at this step
+    budget: int = 0  # the step's token budget (0 = whole prompts)
+
+    @property
+    def tokens(self) -> int:
+        """Tokens the step's forward passes compute (what the budget limits)."""
+        return len(self.decode) + sum(n for _, n in self.chunks)
 
 
 @dataclass(frozen=True)
@@ -89,50 +111,54 @@ class ServerStats:
     served: int  # requests finished since start
     last_step_s: float  # duration of the newest forward pass (synced)
     tokens_per_s: float  # tokens given to requests over the last window (or since start)
-    cache_bytes: int  # bytes of the batch's key/value cache now (paged: the blocks held)
+    cache_bytes: int  # bytes of the blocks the batch holds now
     held_bytes: int  # caches visitors keep between clicks (lesson 3), under `budget`
     history: tuple[tuple[float, int, float], ...]  # (seconds ago, rows, step seconds), oldest first
-    kv_layout: str = "paged"  # "paged" (block pool) or "padded" (one left-padded tensor)
-    pool: PoolStats | None = None  # the block pool after the newest step (None when padded)
+    pool: PoolStats | None = None  # the block pool after the newest step
     steps_detail: tuple[StepRecord, ...] = ()  # the newest steps' budget split and parts
-    step_token_budget: int = 0  # tokens per step the server spends (0 = unchunked)
+    step_token_budget: int = 0  # tokens per step the server spends (0 = whole prompts)
     threads: tuple[ThreadFigure, ...] = ()  # CPU threads per pass: the timed figures (CPU)
+    plan: StepPlan | None = None  # the newest step's plan
 
 
-class Server(TakingTurns):
+class Server:
     """Continuous batching over every visitor's request. Start it once per process."""
 
     def __init__(self, lm, settings: Settings | None = None) -> None:
         self.lm, self.settings = lm, settings or Settings()
+        s = self.settings
+        if s.step_token_budget and s.step_token_budget <= s.server_rows:
+            raise SettingOutOfRangeError(
+                f"The step token budget ({s.step_token_budget}) must exceed the server's rows "
+                f"({s.server_rows}), or a full batch leaves newcomers no tokens.")
         # read once: the tokenizer's property rebuilds its list on every call
         self._special_ids = frozenset(lm.tokenizer.all_special_ids)
+        self.batch = PagedBatch.for_memory(lm, s.server_cache_mb, s.block_tokens,
+                                           s.server_pool_blocks)
         self._cond = threading.Condition()
         self._waiting: deque[ServedRequest] = deque()
-        self._rows = make_rows(lm, self.settings)  # the batch's KV cache: paged or padded
-        budget = self.settings.step_token_budget
-        if budget and budget <= self.settings.server_rows:
-            raise SettingOutOfRangeError(
-                f"The step token budget ({budget}) must exceed the server's rows "
-                f"({self.settings.server_rows}), or a full batch leaves newcomers no tokens.")
-        self._budget = budget if self._rows.chunks else 0  # padded rows join whole
-        self._prefilling: dict[int, int] = {}  # rid -> prompt tokens computed so far, oldest first
-        self._details: deque[StepRecord] = deque(maxlen=self.settings.server_steps_kept)
-        self._step_no = 0  # steps since start (a step may run two forward passes)
-        self._pool: PoolStats | None = self._rows.pool_stats()  # read by stats()
+        self._running: dict[int, ServedRequest] = {}  # rid -> request in the batch
+        self.last_plan: StepPlan | None = None  # the newest step's plan (read-only)
+        self._details: deque[StepRecord] = deque(maxlen=s.server_steps_kept)
         # CPU threads per pass, chosen by timing the passes (None on a GPU)
-        self._threads = ThreadChoice.for_device(lm.device, self.settings.server_threads)
+        self._threads = ThreadChoice.for_device(lm.device, s.server_threads)
         self._thread_figures: tuple[ThreadFigure, ...] = ()  # read by stats()
-        self._by_row: dict[int, ServedRequest] = {}  # rid -> request in the batch
-        self._next_rid = 0
-        self._init_turns()
+        self._next_rid = self._step_no = self._steps = self._served = 0
         self._closed = False
-        self._steps = self._served = 0
         self._last_step = 0.0
         self._started = time.perf_counter()
         self._log: deque[tuple[float, int, float, int]] = deque()  # (time, rows, seconds, tokens)
-        self._cache_bytes = 0  # after the newest step (read by stats())
+        self._pool, self._cache_bytes = self.batch.stats(), 0  # after the newest step
+        # taking turns with lesson measurements on the compute thread
+        self._pauses = 0  # exclusive() holders
+        self._in_step = False  # a server step is queued or running
+        self._steps_queued = 0  # steps handed to the compute thread since start
+        self._turn_mark = -1  # _steps_queued when the newest measurement job was queued
+        self._owed_s = 0.0  # compute seconds measurement jobs took that steps have not repaid
+        self.measurement_jobs = 0  # measurement jobs queued through turn() (read by tests)
+        self._alongside: list[Alongside] = []  # measurements running now, told who was served
         # caches that visitors keep between clicks (lesson 3) share one memory budget
-        self.budget = CacheBudget(self.settings.held_cache_mb * 2**20, self.settings.held_idle_s)
+        self.budget = CacheBudget(s.held_cache_mb * 2**20, s.held_idle_s)
         self._thread = threading.Thread(target=self._run, name="llm-lab-server", daemon=True)
         self._thread.start()
 
@@ -153,7 +179,14 @@ class Server(TakingTurns):
             raise PromptTooLongError(
                 f"The prompt ({len(prompt_ids):,} tokens) plus {n} new tokens exceeds the model's "
                 f"context window of {self.lm.info.context_window:,} tokens.")
-        self._rows.check_fits(len(prompt_ids), n)
+        if not self.batch.fits_ever(len(prompt_ids) + n):
+            bt, have = self.batch.block_tokens, self.batch.pool.num_blocks
+            raise RequestTooLargeError(
+                f"This request could need {blocks_for(len(prompt_ids) + n, bt):,} blocks of {bt} "
+                f"tokens (a {len(prompt_ids):,}-token prompt plus up to {n} new tokens), but the "
+                f"server's KV cache pool holds only {have:,} blocks ({have * bt:,} tokens, "
+                f"{have * self.batch.kv.block_bytes() / 2**20:,.1f} MB): shorten the prompt or "
+                f"lower Max new tokens.")
         sampling = sampling or SamplingSettings()
         with self._cond:
             if self._closed:
@@ -161,7 +194,7 @@ class Server(TakingTurns):
             if len(self._waiting) >= s.server_queue:
                 raise ServerBusyError(
                     f"The model is busy: {len(self._waiting)} requests are ahead of you and "
-                    f"{len(self._by_row)} are being answered. Try again in a few seconds.")
+                    f"{len(self._running)} are being answered. Try again in a few seconds.")
             req = ServedRequest(self._next_rid, prompt_ids, sampling, n,
                                 min(max(int(candidates), 0), s.top_k_shown),
                                 make_generator(sampling, self.lm.device), ahead=len(self._waiting))
@@ -173,22 +206,19 @@ class Server(TakingTurns):
     def stats(self) -> ServerStats:
         with self._cond:
             now = time.perf_counter()
-            self._forget_old(now)
+            while self._log and now - self._log[0][0] > self.settings.server_window_s:
+                self._log.popleft()
             span = max(min(self.settings.server_window_s, now - self._started), 1e-9)
             tokens = sum(t for _, _, _, t in self._log)
             return ServerStats(
-                active=len(self._by_row), queued=len(self._waiting), paused=self._pauses > 0,
+                active=len(self._running), queued=len(self._waiting), paused=self._pauses > 0,
                 steps=self._steps, served=self._served, last_step_s=self._last_step,
                 tokens_per_s=tokens / span if self._log else 0.0,
                 cache_bytes=self._cache_bytes, held_bytes=self.budget.held_bytes(),
                 history=tuple((round(now - t, 2), r, s) for t, r, s, _ in self._log),
-                kv_layout=self._rows.kind, pool=self._pool,
-                steps_detail=tuple(self._details), step_token_budget=self._budget,
-                threads=self._thread_figures)
-
-    def _serving(self) -> bool:
-        """The loop will queue another step (call with `_cond` held)."""
-        return not self._closed and not self._pauses and bool(self._waiting or self._by_row)
+                pool=self._pool, steps_detail=tuple(self._details),
+                step_token_budget=self.settings.step_token_budget,
+                threads=self._thread_figures, plan=self.last_plan)
 
     def close(self) -> None:
         with self._cond:
@@ -196,18 +226,82 @@ class Server(TakingTurns):
             self._cond.notify_all()
         self._thread.join(timeout=30)
 
+    # ---- taking turns with lesson measurements ------------------------------------------
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Run a measurement alone: the loop finishes its step, then waits until this ends.
+        Safe to enter and leave from different threads (no lock is held across yields)."""
+        with self._cond:
+            self._pauses += 1
+            self._cond.notify_all()
+            while self._in_step:
+                self._cond.wait()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._pauses -= 1
+                self._cond.notify_all()
+
+    def turn(self, fn: Callable[..., T], *args) -> T:
+        """`fn(*args)`: one job of a lesson measurement on the compute thread, taking turns
+        with the server. While the server has work, the job is queued only once a server step
+        has been queued after the previous measurement job (so a chat waits for at most one
+        job per step, however many measurements run) and the steps since have taken as much
+        compute time as the measurement jobs before (so chats keep at least about half the
+        thread: a job longer than a step is repaid with several steps). Paused, idle or
+        closed, the server takes no turn and the job is queued at once."""
+        if compute_thread.on_compute_thread():
+            return fn(*args)
+        with self._cond:
+            while self._serving() and (self._turn_mark >= self._steps_queued
+                                       or self._owed_s > 0):
+                self._cond.wait()
+            if not self._serving():
+                self._owed_s = 0.0  # nobody is waiting to be repaid
+            self._turn_mark = self._steps_queued
+            self.measurement_jobs += 1
+            job = compute_thread.submit(self._timed, fn, args, +1)  # queued in this order
+        return job.result()
+
+    @contextmanager
+    def alongside(self) -> Iterator[Alongside]:
+        """Count the requests this server answers while a measurement runs."""
+        seen = Alongside()
+        with self._cond:
+            self._alongside.append(seen)
+        try:
+            yield seen
+        finally:
+            with self._cond:
+                self._alongside.remove(seen)
+
+    def _serving(self) -> bool:
+        """The loop will queue another step (call with `_cond` held)."""
+        return not self._closed and not self._pauses and bool(self._waiting or self._running)
+
+    def _timed(self, fn: Callable[..., T], args: tuple, sign: int) -> T:
+        """`fn(*args)` on the compute thread, its seconds added to (a measurement job, +1) or
+        taken from (a server step, -1) what the server is owed, never below 0."""
+        start = time.perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            with self._cond:
+                self._owed_s = max(self._owed_s + sign * (time.perf_counter() - start), 0.0)
+                self._cond.notify_all()
+
     # ---- the loop ------------------------------------------------------------------------
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._closed and (self._pauses or not (self._waiting or self._by_row)):
+                while not self._closed and (self._pauses or not (self._waiting or self._running)):
                     self._cond.wait()
                 if self._closed:
                     break
                 self._in_step = True
-                newcomers = self._admit()
                 # queued under the lock, so turn() sees it counted only once it is queued
-                job = compute_thread.submit(self._timed, self._step, (newcomers,), -1)
+                job = compute_thread.submit(self._timed, self._step, (), -1)
                 self._steps_queued += 1
                 self._cond.notify_all()
             try:
@@ -220,148 +314,125 @@ class Server(TakingTurns):
                     self._cond.notify_all()
         self._fail_all(ServerStoppedError("The server stopped."), failed_step=False)
 
-    def _admit(self) -> list[ServedRequest]:
-        """Pop waiting requests, oldest (or preempted) first, while a row is free and the
-        cache layout has room (paged: the blocks the prompt needs now; padded: the worst case
-        of every row). An empty batch always admits one request. A request whose prompt's
-        next block another row is computing this very step stays in its place (paged: it
-        maps that block once written instead of computing it again) and those behind it
-        go ahead."""
-        s, out = self.settings, []
-        for r in [r for r in self._waiting if r.cancelled]:
-            self._waiting.remove(r)
-            r._put(None)
-        rows = list(self._by_row.values())
-        for cand in list(self._waiting):
-            if len(rows) + len(out) >= s.server_rows:
-                break
-            if self._rows.waits_for_shared(cand):
-                continue  # its next block is being computed: it maps it at a later step
-            if not self._rows.admit(cand, rows, out):
-                break  # wait for rows to finish and give their memory back
-            self._waiting.remove(cand)
-            out.append(cand)
-            if cand.admitted is None:
-                cand.admitted = time.perf_counter()
-        return out
-
-    def _step(self, newcomers: list[ServedRequest]) -> None:
+    def _step(self) -> None:
+        """One step on the compute thread: plan, execute (emitting events), record."""
         clock = StepClock(self.lm.device)
         with clock.part("cache_s"):
-            self._drop_finished()
-        for r in newcomers:  # in the batch first: a failed prefill tells them too
-            self._by_row[r.rid] = r
-        split = (self._chunked_step(newcomers, clock) if self._budget
-                 else self._whole_step(newcomers, clock))
+            plan = self._schedule()
+        first_tokens = self._execute(plan, clock)
         with clock.part("cache_s"):
             self._drop_finished()
         figures = self._threads.figures() if self._threads else ()
+        prefill = sum(n for _, n in plan.chunks)
         with self._cond:
-            self._details.append(clock.record(index=self._step_no, budget_tokens=self._budget,
-                                              **split))
-            self._step_no += 1
+            self._details.append(clock.record(
+                index=plan.index, budget_tokens=plan.budget, decode_tokens=len(plan.decode),
+                prefill_tokens=prefill, rows=len(plan.decode) + len(plan.chunks),
+                prefill_rows=len(plan.chunks), first_tokens=first_tokens,
+                decoded_rids=plan.decode, chunk_rids=tuple(rid for rid, _ in plan.chunks)))
             self._thread_figures = figures
 
-    def _whole_step(self, newcomers: list[ServedRequest], clock: StepClock) -> dict:
-        """Unchunked: prefill the newcomers whole, then decode every row (newcomers too)."""
-        fed: list[int] = []
-        if newcomers:
-            tokens = sum(len(r.prompt_ids) + len(r.generated) for r in newcomers)
-            (logits, fed), seconds = self._forward(clock, "prefill", tokens,
-                                                   self._rows.prefill, newcomers)
-            self._emit(newcomers, logits, seconds, fed, clock)  # logits: [N, V]
-            with clock.part("cache_s"):
-                self._drop_finished()
-        rids: list[int] = []
-        if self._by_row:  # after a prefill too, so running rows never starve
-            with clock.part("cache_s"):
-                self._preempt(self._rows.make_room())
-        if self._by_row:
-            (rids, logits), seconds = self._forward(clock, "decode", len(self._by_row),
-                                                    self._rows.decode)  # [B, V]
-            self._emit([self._by_row[rid] for rid in rids], logits, seconds, None, clock)
-        chunk = tuple(r.rid for r in newcomers)
-        return dict(decode_tokens=len(rids), prefill_tokens=sum(fed),
-                    rows=len(set(rids) | set(chunk)), prefill_rows=len(chunk),
-                    first_tokens=len(chunk), decoded_rids=tuple(rids), chunk_rids=chunk)
+    def _schedule(self) -> StepPlan:
+        """Who leaves, who joins, who is preempted for room, and how the budget is split."""
+        self._drop_finished()
+        admitted = self._admit()
+        preempted = self.batch.make_room()  # newest first
+        with self._cond:
+            for rid in preempted:  # the oldest of them ends at the head of the queue
+                r = self._running.pop(rid)
+                r.preemptions += 1
+                self._waiting.appendleft(r)
+        budget = self.settings.step_token_budget
+        rows = list(self.batch.rows.values())  # admission order: oldest first, as vLLM's
+        decode = tuple(row.rid for row in rows if row.decoding)
+        left, chunks = (budget - len(decode) if budget else float("inf")), []
+        for row in rows:
+            if not row.decoding and left > 0:
+                chunks.append((row.rid, int(min(row.pending, left))))
+                left -= chunks[-1][1]
+        plan = StepPlan(self._step_no, decode, tuple(chunks), tuple(preempted),
+                        tuple(r for r in admitted if r not in preempted), budget)
+        self._step_no += 1
+        with self._cond:
+            self.last_plan = plan
+        return plan
 
-    def _chunked_step(self, newcomers: list[ServedRequest], clock: StepClock) -> dict:
-        """Decode every running row first, then the budget's rest goes to prompt chunks."""
-        for r in newcomers:
-            self._prefilling[r.rid] = 0
-        with clock.part("cache_s"):
-            self._preempt(self._rows.make_room())
-        decoding = [rid for rid in self._by_row if rid not in self._prefilling]
-        if decoding:  # the layout decodes exactly the rows not mid-prefill
-            (decoding, logits), seconds = self._forward(clock, "decode", len(decoding),
-                                                        self._rows.decode)  # [B, V]
-            self._emit([self._by_row[rid] for rid in decoding], logits, seconds, None, clock)
-        left, chunks = self._budget - len(decoding), {}
-        for rid in self._prefilling:  # oldest first, as vLLM's waiting queue
-            if left <= 0:
-                break
-            chunks[rid] = min(self._rows.pending(rid), left)
-            left -= chunks[rid]
-        done: list[int] = []
-        if chunks:
-            logits, seconds = self._forward(clock, "prefill", sum(chunks.values()),
-                                            self._rows.prefill_chunks, chunks)  # [C, V]
-            for rid, n in chunks.items():
-                self._prefilling[rid] += n
-                self._by_row[rid].prefill_passes += 1  # told in its first token's event
-            done = [j for j, rid in enumerate(chunks) if self._rows.pending(rid) == 0]
-            reqs = [self._by_row[list(chunks)[j]] for j in done]
-            fed = [self._prefilling.pop(r.rid) for r in reqs]
-            if reqs:  # their last chunk: the first token comes from its last position
-                self._emit(reqs, logits[done], seconds, fed, clock, rows=len(chunks))
-            else:
-                self._note_pass(len(chunks), seconds, 0)
-        return dict(decode_tokens=len(decoding), prefill_tokens=sum(chunks.values()),
-                    rows=len(decoding) + len(chunks), prefill_rows=len(chunks),
-                    first_tokens=len(done), decoded_rids=tuple(decoding),
-                    chunk_rids=tuple(chunks))
+    def _admit(self) -> list[int]:
+        """Waiting requests join, oldest (or preempted) first, while a row is free and the pool
+        has the blocks their tokens need now. A request whose next block another row is
+        computing this very step stays in its place (it maps that block once written) and
+        those behind it go ahead. -> the ids admitted."""
+        out: list[int] = []
+        with self._cond:
+            for r in [r for r in self._waiting if r.cancelled]:
+                self._waiting.remove(r)
+                r._put(None)
+            for r in list(self._waiting):
+                if len(self._running) >= self.settings.server_rows:
+                    break
+                tokens = r.prompt_ids + r.generated  # a preempted one computes its answer too
+                if self.batch.computing_now(tokens):
+                    continue
+                if not self.batch.admit(r.rid, tokens):
+                    break  # wait for rows to finish and give their blocks back
+                self._waiting.remove(r)
+                self._running[r.rid] = r
+                r.admitted = r.admitted or time.perf_counter()
+                out.append(r.rid)
+        return out
+
+    def _execute(self, plan: StepPlan, clock: StepClock) -> int:
+        """The plan's forward passes; after each, the rows it completed get their token.
+        -> requests whose prefill finished this step (their first token)."""
+        if plan.decode:
+            logits, seconds = self._forward(clock, "decode", len(plan.decode),
+                                            self.batch.decode, list(plan.decode))  # [B, V]
+            self._emit(list(plan.decode), logits, seconds, clock)
+        if not plan.chunks:
+            return 0
+        chunks = dict(plan.chunks)
+        logits, seconds = self._forward(clock, "prefill", sum(chunks.values()),
+                                        self.batch.prefill_chunks, chunks)  # [C, V]
+        for rid in chunks:
+            self._running[rid].prefill_passes += 1  # told in its first token's event
+        done = [j for j, rid in enumerate(chunks) if self.batch.rows[rid].decoding]
+        if done:
+            self._emit([plan.chunks[j][0] for j in done], logits[done], seconds, clock,
+                       rows=len(chunks), prefill=True)
+        else:
+            self._note_pass(len(chunks), seconds, ())
+        return len(done)
 
     def _forward(self, clock: StepClock, kind: str, tokens: int, call, *args):
-        """Run one of the layout's model calls -> (its result, its synced seconds); the time
+        """Run one of the batch's model calls -> (its result, its synced seconds); the time
         inside the model counts as the forward pass, the rest of the call as cache work. On
         a CPU the pass runs at the thread count its shape (`kind`, `tokens`) was fastest at
         (`thread_choice.py`), and its time is recorded for the next choice."""
-        before = self._rows.forward_seconds()
+        before = self.batch.forward_s
         with (self._threads.run(kind, tokens) if self._threads else nullcontext(0)) as threads:
             with stopwatch(self.lm.device) as t:
                 out = call(*args)
         if self._threads:
             self._threads.record(kind, tokens, threads, t[0])
             clock.threads = threads
-        after = self._rows.forward_seconds()
-        inside = t[0] if before is None else after - before
+        inside = self.batch.forward_s - before
         clock.add("forward_s", inside)
         clock.add("cache_s", t[0] - inside)
         return out, t[0]
 
-    def _preempt(self, rids: list[int]) -> None:
-        """Preempted rows (newest first) go back to the front of the queue, oldest at the head;
-        they keep their tokens and generator, and continue with the same tokens."""
-        with self._cond:
-            for rid in rids:
-                r = self._by_row.pop(rid)
-                self._prefilling.pop(rid, None)  # its chunks so far are prefilled again
-                r.preemptions += 1
-                self._waiting.appendleft(r)
-
     @torch.inference_mode()
-    def _emit(self, reqs: list[ServedRequest], logits: torch.Tensor, seconds: float,
-              fed: list[int] | None, clock: StepClock, rows: int | None = None) -> None:
+    def _emit(self, rids: list[int], logits: torch.Tensor, seconds: float, clock: StepClock,
+              rows: int | None = None, prefill: bool = False) -> None:
         """Choose each row's token with its own sampling, send its event, set its next input.
-        `fed`: tokens each request's prefill computed (None for a decode step: one each).
-        `rows`: rows in the forward pass (default: these requests). Handing the events over
-        is timed apart from choosing and detokenizing."""
-        rows, tok = rows or len(reqs), self.lm.tokenizer
+        `rows`: rows in the forward pass (default: these). `prefill`: the pass computed their
+        prompts' last chunks (the event says how many tokens their prefill computed). Handing
+        the events over is timed apart from choosing and detokenizing."""
+        rows, tok = rows or len(rids), self.lm.tokenizer
         t0, handoff = time.perf_counter(), 0.0
         # One op each for every row, not one per row: a step's Python work grows with its rows.
         argmax = logits.argmax(-1).tolist()  # [B] (a sync: the logits are ready)
-        for j, r in enumerate(reqs):
-            row_logits = logits[j]  # [V]
+        for j, rid in enumerate(rids):
+            r, row, row_logits = self._running[rid], self.batch.rows[rid], logits[j]  # [V]
             if r.sampling.greedy and not r.top_k_shown:  # a chat: the argmax is all it needs
                 token, probs, raw = argmax[j], None, None
             else:
@@ -369,7 +440,7 @@ class Server(TakingTurns):
                 token, probs = int(token[0]), probs[0]
                 raw = (probs if r.sampling.greedy
                        else shaped_probabilities(row_logits, SamplingSettings()))  # softmax
-            self._rows.set_token(r.rid, token)
+            self.batch.append(rid, token)
             before = r.text
             r.generated.append(token)
             r.text, piece = output_text(tok, r.generated, before)
@@ -381,45 +452,43 @@ class Server(TakingTurns):
                 candidates=(top_candidates(tok, raw, probs, r.top_k_shown)
                             if r.top_k_shown else ()),
                 chosen_by=r.sampling.describe(),
-                forward_tokens=fed[j] if fed else 1, forward_seconds=seconds,
-                seconds=seconds, cache_tokens=self._rows.cache_tokens(r.rid),
-                cache_bytes=self._rows.row_bytes(r.rid),
-                finished=r.finished, batch_rows=r.rows_per_step[-1],
+                forward_tokens=row.computed - row.prefix_hit_tokens if prefill else 1,
+                forward_seconds=seconds, seconds=seconds, cache_tokens=row.computed,
+                cache_bytes=self.batch.row_bytes(rid), finished=r.finished, batch_rows=rows,
                 # a prefill's record: tokens its cached prefix spared, passes its chunks took
-                prefix_cached_tokens=len(r.prompt_ids) + len(r.generated) - 1 - fed[j] if fed
-                else 0, prefill_passes=max(r.prefill_passes, 1) if fed else 1)
+                prefix_cached_tokens=row.prefix_hit_tokens if prefill else 0,
+                prefill_passes=max(r.prefill_passes, 1) if prefill else 1)
             h0 = time.perf_counter()
             r._put(event)
             handoff += time.perf_counter() - h0
         clock.add("sample_s", time.perf_counter() - t0 - handoff)
         clock.add("handoff_s", handoff)
         with clock.part("cache_s"):
-            self._note_pass(rows, seconds, len(reqs), tuple(r.rid for r in reqs))
+            self._note_pass(rows, seconds, tuple(rids))
 
-    def _note_pass(self, rows: int, seconds: float, tokens: int,
-                   served: tuple[int, ...] = ()) -> None:
-        """A forward pass for the live view: its rows, its seconds, the tokens it gave (to the
-        requests `served`, told to any measurement running meanwhile)."""
-        pool, cache_bytes = self._rows.pool_stats(), self._rows.cache_bytes()
+    def _note_pass(self, rows: int, seconds: float, served: tuple[int, ...]) -> None:
+        """A forward pass for the live view: its rows, its seconds, the requests it gave a
+        token (told to any measurement running meanwhile)."""
+        pool, cache_bytes = self.batch.stats(), self.batch.cache_bytes()
         with self._cond:
             for seen in self._alongside if served else ():
                 seen.saw(list(served))
             self._steps += 1
             self._last_step = seconds
             self._pool, self._cache_bytes = pool, cache_bytes
-            self._log.append((time.perf_counter(), rows, seconds, tokens))
+            self._log.append((time.perf_counter(), rows, seconds, len(served)))
 
     def _drop_finished(self) -> None:
-        """Finished or cancelled rows leave the batch; their cache memory goes back."""
-        gone = [r for r in self._by_row.values() if r.finished or r.cancelled]
+        """Finished or cancelled rows leave the batch; their blocks go back to the pool."""
+        gone = [r for r in self._running.values() if r.finished or r.cancelled]
         if not gone:
             return
-        self._rows.drop([r.rid for r in gone])
-        pool, cache_bytes = self._rows.pool_stats(), self._rows.cache_bytes()
+        for r in gone:
+            self.batch.release(r.rid)
+        pool, cache_bytes = self.batch.stats(), self.batch.cache_bytes()
         with self._cond:
             for r in gone:
-                del self._by_row[r.rid]
-                self._prefilling.pop(r.rid, None)
+                del self._running[r.rid]
                 if r.cancelled and not r.finished:
                     r._put(None)
                 self._served += 1
@@ -434,16 +503,12 @@ class Server(TakingTurns):
         msg = exc if isinstance(exc, InferenceInputError) else ServerStoppedError(
             "The model stopped while answering this request; please try again.")
         with self._cond:
-            failed = list(self._by_row.values()) + (list(self._waiting) if self._closed else [])
-            self._by_row.clear()
-            self._prefilling.clear()
+            failed = list(self._running.values()) + (list(self._waiting) if self._closed else [])
+            self._running.clear()
             if self._closed:
                 self._waiting.clear()
-            self._rows.clear()
-            self._pool, self._cache_bytes = self._rows.pool_stats(), 0
+            for rid in list(self.batch.rows):
+                self.batch.release(rid)
+            self._pool, self._cache_bytes = self.batch.stats(), 0
         for r in failed:
             r._put(msg)
-
-    def _forget_old(self, now: float) -> None:
-        while self._log and now - self._log[0][0] > self.settings.server_window_s:
-            self._log.popleft()

@@ -25,7 +25,7 @@ def long_ask(lm, n=600):
 
 @pytest.fixture
 def chunked(lm):
-    srv = Server(lm, Settings(server_kv="paged", server_rows=8, block_tokens=16,
+    srv = Server(lm, Settings(server_rows=8, block_tokens=16,
                               step_token_budget=BUDGET))
     yield srv
     srv.close()
@@ -52,18 +52,29 @@ def test_chunked_solo_tokens_greedy_and_seeded_long_among_short(lm, chunked):
     # the first long prompt took several chunks; the second, the same prompt, waited for its
     # blocks and mapped them (computed once)
     assert sum(1 for s in steps if s.chunk_rids) >= len(long_ids) // BUDGET
-    assert chunked._rows.batch.prefix_hit_tokens >= (len(long_ids) - 1) // 16 * 16
+    assert chunked.stats().pool.prefix_hit_tokens >= (len(long_ids) - 1) // 16 * 16
 
 
 def test_chunked_long_newcomer_never_stalls_a_running_stream(lm, chunked):
+    plans, schedule = [], chunked._schedule
+    chunked._schedule = lambda: plans.append(schedule()) or plans[-1]  # looked up every step
     ask = prompt_ids(lm.tokenizer, "Count from one to forty.")
     runner = chunked.submit(ask, SamplingSettings(), 40)
     events = runner.events()
     got = [next(events).token_id]
-    newcomer = chunked.submit(long_ask(lm), SamplingSettings(), 4)
+    long_ids = long_ask(lm)
+    newcomer = chunked.submit(long_ids, SamplingSettings(), 4)
     got += [e.token_id for e in events]
     assert got == solo(lm, ask, SamplingSettings(), 40)
-    tokens(newcomer)
+    first = list(newcomer.events())[0]
+    # each step's plan: decoding rows first, the budget's rest as the newcomer's chunks, until
+    # its uncached prompt is computed; then it decodes; the snapshot shows the newest plan
+    chunks = [n for p in plans for rid, n in p.chunks if rid == newcomer.rid]
+    assert sum(chunks) == first.forward_tokens > len(long_ids) - 2 * 16
+    assert all(p.tokens <= BUDGET for p in plans)
+    assert all(runner.rid in p.decode for p in plans if newcomer.rid in dict(p.chunks))
+    assert not any(newcomer.rid in p.decode and newcomer.rid in dict(p.chunks) for p in plans)
+    assert chunked.stats().plan == chunked.last_plan == plans[-1]
     steps = chunked.stats().steps_detail
     long_steps = [s for s in steps if newcomer.rid in s.chunk_rids]
     assert len(long_steps) >= 4  # ~600 tokens in 128-token steps
@@ -95,8 +106,8 @@ def test_chunked_prefix_hit_still_skips_blocks(lm, chunked):
     assert wait_for(lambda: pool_idle(chunked))
 
 
-def test_chunked_budget_zero_is_the_unchunked_path(lm):
-    srv = Server(lm, Settings(server_kv="paged", server_rows=4, step_token_budget=0))
+def test_chunked_budget_zero_prefills_whole_prompts(lm):
+    srv = Server(lm, Settings(server_rows=4, step_token_budget=0))
     try:
         ids = long_ask(lm, 300)
         assert tokens(srv.submit(ids, SamplingSettings(), 3)) == solo(lm, ids,

@@ -112,9 +112,9 @@ def test_the_servers_steps_run_on_the_compute_thread(lm):
     where = []
     step = server._step
 
-    def recorded(newcomers):
+    def recorded():
         where.append(compute_thread.on_compute_thread())
-        return step(newcomers)
+        return step()
 
     server._step = recorded
     try:

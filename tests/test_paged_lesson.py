@@ -86,8 +86,6 @@ def test_paged_lesson_bad_input_and_empty_state_get_a_sentence(lm):
 
 
 def test_paged_server_view_draws_a_streaming_chats_blocks(lm, serving):
-    if serving.stats().kv_layout != "paged":
-        pytest.skip("the server runs its padded layout (LLM_LAB_SERVER_KV=padded)")
     req = serving.submit(prompt_ids(lm.tokenizer, "Count from one to twenty."),
                          max_new_tokens=24)
     seen = []

@@ -32,7 +32,7 @@ def tokens(req):
 @pytest.fixture
 def paged(lm, request):
     blocks = getattr(request, "param", 0)
-    srv = Server(lm, Settings(server_kv="paged", server_rows=8, block_tokens=16,
+    srv = Server(lm, Settings(server_rows=8, block_tokens=16,
                               server_pool_blocks=blocks))
     yield srv
     srv.close()
@@ -145,10 +145,10 @@ def test_paged_request_too_large_for_the_pool_gets_its_message(lm, paged):
 
 def test_paged_failed_step_is_logged_with_its_trace_and_blocks_return(lm, paged, caplog):
 
-    def broken():
+    def broken(*rows):
         raise RuntimeError("simulated kernel failure")
 
-    paged._rows.decode = broken  # the next decode pass fails
+    paged.batch.decode = broken  # the next decode pass fails
     req = paged.submit(prompt_ids(lm.tokenizer, "Name three planets."), max_new_tokens=8)
     with caplog.at_level("ERROR", logger="inference.server"):
         with pytest.raises(ServerStoppedError, match="please try again"):
@@ -167,13 +167,13 @@ def test_a_class_at_once_computes_the_shared_system_prompt_once(lm):
     from bench.paged import class_prompts
 
     prompts = class_prompts(lm.tokenizer, 5) + [prompt_ids(lm.tokenizer, "Hi.", system=TEACHER)]
-    srv = Server(lm, Settings(server_kv="paged", server_steps_kept=1_000))
+    srv = Server(lm, Settings(server_steps_kept=1_000))
     try:
         with srv.exclusive():
             reqs = [srv.submit(p, SamplingSettings(), 6) for p in prompts]
         got = [[e.token_id for e in r.events()] for r in reqs]
         steps = srv.stats().steps_detail
-        hits = srv._rows.batch.prefix_hit_tokens
+        hits = srv.stats().pool.prefix_hit_tokens
     finally:
         srv.close()
     bt = Settings().block_tokens
