@@ -20,16 +20,11 @@ from dataclasses import replace
 from bench.paged import class_prompts, long_text
 from inference.config import Settings
 from inference.server import Server
+from inference.stats import percentile
 from inference.step_record import mean_parts
 from inference.tokens import prompt_ids
 
 RUNNING, RUNNING_TOKENS, LONG_TOKENS = 6, 96, 2_000
-
-
-def p95(xs: list[float]) -> float:
-    """The 95th percentile (nearest rank) of `xs`; 0.0 when empty."""
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, max(0, round(0.95 * len(xs)) - 1))] if xs else 0.0
 
 
 def arrival_gaps(lm, settings: Settings, budget: int) -> dict:
@@ -66,8 +61,8 @@ def arrival_gaps(lm, settings: Settings, budget: int) -> dict:
         srv.close()
     gaps = [b - a for t in times for a, b in zip(t, t[1:]) if b > arrived and a < first]
     return {"budget_tokens": budget, "prompt_tokens": len(ids), "ttft_s": first - arrived,
-            "gaps": len(gaps), "p95_gap_s": p95(gaps), "max_gap_s": max(gaps, default=0.0),
-            "prefill_steps": len(steps),
+            "gaps": len(gaps), "p95_gap_s": percentile(gaps, 95),
+            "max_gap_s": max(gaps, default=0.0), "prefill_steps": len(steps),
             "max_step_tokens": max((s.step_tokens for s in steps), default=0)}
 
 

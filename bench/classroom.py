@@ -53,8 +53,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 from bench.app_server import ROOT, start_app
 from bench.gradio_stream import app_config, call, chat_fn_index, endpoint_data
-from bench.serving import _percentile, app_chat, class_load, class_prompt
+from bench.serving import app_chat, class_load, class_prompt
 from bench.targets import check
+from inference.stats import percentile
 
 LESSONS = ("/prefill_sweep", "/kv_race", "/batch_sweep", "/quant_compare")
 FIGURES = ("lessons_at_once", "chats_while_measuring")  # their keys in results["serving"]
@@ -137,7 +138,7 @@ def result_figures(presses: list[dict]) -> dict:
     p95, n_shared = {}, {}
     for lesson in lessons:
         ok = [p for p in presses if p["lesson"] == lesson and p["ok"]]
-        p95[lesson] = _percentile([p["result_s"] for p in ok], 0.95) if ok else None
+        p95[lesson] = percentile([p["result_s"] for p in ok], 95) if ok else None
         n_shared[lesson] = sum(p["shared"] for p in ok)
     got = [v for v in p95.values() if v is not None]
     return {"p95_result_s": p95, "worst_p95_result_s": max(got) if got else None,
@@ -194,7 +195,7 @@ def lessons_at_once(clients: int = 30, chats: int = 3, chat_tokens: int = 48,
         app.stop()
     return {"clients": clients, "chats": chats, "chat_tokens": chat_tokens, "spread_s": spread_s,
             **result_figures(presses), "wall_s": end - go,
-            "chat_p95_gap_s": _percentile(gaps, 0.95) if gaps else None,
+            "chat_p95_gap_s": percentile(gaps, 95) if gaps else None,
             "chat_max_gap_s": max(gaps) if gaps else None,
             "chat_errors": sum(len(t["errors"]) for t in talk)}
 

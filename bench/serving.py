@@ -16,6 +16,7 @@ import psutil
 
 from bench.app_server import start_app
 from bench.gradio_stream import chat_fn_index, timed_app_chat
+from inference.stats import percentile
 
 
 def startup_seconds() -> dict:
@@ -64,11 +65,6 @@ def app_chat(url: str, fn_index: int, new_tokens: int) -> Callable[[int, threadi
     return one_chat
 
 
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
-
-
 def class_load(one_chat: Callable[[int, threading.Barrier], dict], clients: int,
                pid: int | None = None) -> dict:
     """`clients` chats at once, each `one_chat(i, barrier)` (it waits on the barrier, then
@@ -106,9 +102,9 @@ def class_figures(runs: list[dict]) -> dict:
     lat = [r["latency_s"] for r in ok]
     ttft = [r["ttft_s"] for r in ok if r["ttft_s"] is not None]
     return {"p50_latency_s": statistics.median(lat) if lat else None,
-            "p95_latency_s": _percentile(lat, 0.95) if lat else None,
+            "p95_latency_s": percentile(lat, 95) if lat else None,
             "p50_ttft_s": statistics.median(ttft) if ttft else None,
-            "p95_ttft_s": _percentile(ttft, 0.95) if ttft else None,
+            "p95_ttft_s": percentile(ttft, 95) if ttft else None,
             "tokens_per_s": sum(r["tokens"] for r in ok) / wall if ok else 0.0, "wall_s": wall,
             "errors": len(runs) - len(ok),
             "error_messages": [r["error"] for r in runs if "error" in r][:5]}

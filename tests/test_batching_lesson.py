@@ -1,9 +1,11 @@
 """Lesson 5 on the real model: schedulers, the batch sweep, the memory guard, cost, handlers."""
+import doctest
 import re
 
 import pytest
 import torch
 
+from inference import stats
 from inference.errors import SettingOutOfRangeError
 from inference.experiments.batch_sweep import BatchPoint, run_sweep, sweep_sizes
 from inference.experiments.memory_guard import (
@@ -13,16 +15,12 @@ from inference.experiments.memory_guard import (
     model_shape,
     plan_batch,
 )
-from inference.experiments.schedulers import (
-    percentile,
-    run_schedule,
-    serve_continuous,
-    serve_static,
-)
+from inference.experiments.schedulers import run_schedule, serve_continuous, serve_static
 from inference.experiments.serving_cost import serving_costs
 from inference.experiments.shared_results import SharedResults
 from inference.experiments.workload import PROMPTS, Request, preset_trace, random_trace
 from inference.generation import stream
+from inference.stats import percentile
 from inference.tokens import prompt_ids
 
 
@@ -100,6 +98,7 @@ def test_summary_numbers(continuous):
     assert s.mean_latency == pytest.approx(sum(lat) / 4)
     assert s.throughput == pytest.approx(s.output_tokens / s.makespan)
     assert percentile([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 50) == 5
+    assert doctest.testmod(stats).failed == 0  # the one percentile rule, with its examples
 
 
 def test_traces_are_seeded(tok):

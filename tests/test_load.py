@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from gradio_client import Client
 
 from e2e_server import ARTIFACTS, server_peak_rss_bytes, server_rss_bytes
+from inference.stats import percentile
 
 SHORT_CLIENTS = 30
 SHORT_NEW_TOKENS = 6
@@ -74,11 +75,6 @@ def heavy_request(client: Client, lengths: list[int], max_seq: int) -> tuple[str
     return outcome(call)
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
 def test_a_classroom_at_once(server):
     n_total = SHORT_CLIENTS + len(HEAVY_SWEEPS)
     # Visitors arrive over a few seconds (4 at a time), then all press their button at once.
@@ -105,7 +101,7 @@ def test_a_classroom_at_once(server):
         "short_busy": sum(kind == "busy" for kind, _, _ in short_results),
         "short_errors": [m for kind, _, m in short_results if kind == "error"],
         "short_p50_seconds": round(statistics.median(ok), 2) if ok else None,
-        "short_p95_seconds": round(percentile(ok, 0.95), 2) if ok else None,
+        "short_p95_seconds": round(percentile(ok, 95), 2) if ok else None,
         "short_max_seconds": round(max(ok), 2) if ok else None,
         "heavy": [{"lengths": lengths, "max_one_at_a_time": max_seq, "outcome": kind,
                    "seconds": round(s, 2), "message": m}

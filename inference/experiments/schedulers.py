@@ -18,13 +18,13 @@ were in the batch, which got a useful token) and finally a `ScheduleResult`.
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from ..config import LIMITS
 from ..errors import SettingOutOfRangeError
 from ..row_batch import RowBatch
+from ..stats import percentile
 from ..timing import stopwatch
 from .workload import Request
 
@@ -83,14 +83,6 @@ class ScheduleResult:
     summary: ScheduleSummary
     requests: tuple[RequestRecord, ...]
     steps: tuple[SchedulerPass, ...]
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile: the smallest value with at least q% of values at or below it."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
 
 
 class _Server:
