@@ -196,12 +196,12 @@ def plot_title(page, elem_id: str) -> str | None:
 
 
 def plot_caption(page, elem_id: str) -> str:
-    """The caption over the Plotly chart inside #elem_id (visualizations/style.py), or ""."""
+    """The caption under the title of the Plotly chart inside #elem_id, or ""."""
     return page.evaluate(
         """id => { const g = document.querySelector('#' + id + ' .js-plotly-plot');
-                   const a = ((g && g.layout && g.layout.annotations) || [])
-                     .find(a => a.name === 'caption');
-                   return a ? a.text.replace(/<br>/g, ' ') : ''; }""", elem_id)
+                   const t = g && g.layout && g.layout.title;
+                   return ((t && t.subtitle && t.subtitle.text) || '').replace(/<br>/g, ' '); }""",
+        elem_id)
 
 
 def plot_points(page, elem_id: str) -> int:

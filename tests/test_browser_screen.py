@@ -57,7 +57,7 @@ def overlapping_legends(page) -> list[str]:
                      const legend = g.querySelector('.legend');
                      if (!legend || !legend.getBoundingClientRect().width) return;
                      const l = legend.getBoundingClientRect();
-                     g.querySelectorAll('.gtitle, .annotation').forEach(t => {
+                     g.querySelectorAll('.gtitle, .gtitle-subtitle').forEach(t => {
                        const r = t.getBoundingClientRect();
                        if (r.width && hit(l, r)) bad.push((g.closest('[id]') || g).id || '?');
                      }); });

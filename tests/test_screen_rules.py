@@ -109,14 +109,14 @@ def test_caption_contrast_and_legend_apart_from_title():
     fig = styled(gr_free_figure(), "A title", "x", "y", "Measured live on cpu")
     legend, title = fig.layout.legend, fig.layout.title
     assert legend.yref == "container" and legend.y == 0 and legend.yanchor == "bottom"
-    assert title.automargin and title.yanchor == "bottom"  # pushes the plot down, never over it
+    assert title.yref == "container" and title.yanchor == "top"  # placed from the top
     assert caption_text(fig) == "Measured live on cpu"
     # a caption that wraps to two lines gets a line's room more above the plot (it printed
     # over the top bar of the candidates chart)
     long = styled(gr_free_figure(), "A title", "x", "y", "Measured live on cpu · float32 · 2 "
                   "threads · each timed pass ran alone on the compute thread")
-    assert long.layout.annotations[0].text.count("<br>") == 1
-    assert long.layout.title.pad.b >= title.pad.b + 17 and plot_height(long) >= PLOT_MIN
+    assert long.layout.title.subtitle.text.count("<br>") == 1
+    assert long.layout.margin.t >= 8 + 26 + 2 * 17 and plot_height(long) >= PLOT_MIN
 
 
 def test_candidates_title_names_the_step():

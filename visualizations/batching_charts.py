@@ -85,13 +85,14 @@ def throughput_chart(points, caption: str = "", noise=None) -> go.Figure:
                    name="each request (measured)",
                    line=dict(color=PALETTE["orange"], width=3)),
         go.Scatter(x=b, y=[one * x for x in b], mode="lines",
-                   name="B × batch-1 rate (theoretical)",
+                   name="B × batch 1 (theoretical)",
                    line=dict(color=PALETTE["grey"], dash="dash")),
     ])
-    _log_y(fig, [y for trace in fig.data for y in trace.y], 0.15)  # every point inside
+    # every point inside, the top third left free for the legend
+    _log_y(fig, [y for trace in fig.data for y in trace.y], 0.75)
     return _batch_axis(styled(fig, "Throughput vs batch size", "Batch size (requests)",
                               "Tokens per second (log scale)", caption, height=THROUGHPUT_HEIGHT,
-                              note=throughput_title(points, noise) + "."), b)
+                              note=throughput_title(points, noise) + ".", legend_inside=True), b)
 
 
 def step_time_chart(points, bandwidth_gbs: float, caption: str = "") -> go.Figure:

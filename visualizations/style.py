@@ -72,8 +72,8 @@ AXIS_CHARS = 30  # a line of a 15-px x-axis title, clear of a colour bar on a ph
 Y_AXIS_CHARS = 26  # a line of a rotated y-axis title: no longer than the smallest plot is tall
 PLOT_MIN = 220  # px: the plot area itself (inside the axes) never gets less than this
 LEGEND_WIDTH = 300  # px a legend has on a phone: `styled` reserves its rows at this width
-CAPTION = "caption"  # the name of the caption's annotation
 TOP_MIN = 100  # px: Gradio keeps at least this above a labelled chart (its label badge)
+LABEL_ROOM = 8  # px above the title (Gradio's label badge over a chart is hidden: style.css)
 
 
 def wrapped_title(text: str, width: int = TITLE_CHARS) -> str:
@@ -131,7 +131,7 @@ def legend_rows_px(names: list[str], width: int = LEGEND_WIDTH) -> int:
 
 
 def styled(fig: go.Figure, title: str, x_title: str, y_title: str, caption: str = "",
-           height: int = 380, note: str = "") -> go.Figure:
+           height: int = 380, note: str = "", legend_inside: bool = False) -> go.Figure:
     """Apply the one chart style: a one-line title, the caption (`note`, the chart's long
     sentence, first; then the machine caption) under it, axis titles with units, readable fonts,
     and a plot area of at least `PLOT_MIN` px whatever the width.
@@ -140,7 +140,9 @@ def styled(fig: go.Figure, title: str, x_title: str, y_title: str, caption: str 
     legend that wraps on a phone grows away from the title, never over it. `height` is the
     figure's height where it has room; it grows by what the title, caption, axis titles and
     the legend (its rows counted at a phone's width) take beyond `height - PLOT_MIN`. A y-axis
-    title wraps to lines no longer than the smallest plot, so it never reaches the caption."""
+    title wraps to lines no longer than the smallest plot, so it never reaches the caption.
+    `legend_inside`: the legend in the plot's top-left corner, for a chart that must stay short
+    and leaves that corner empty (no rows reserved under it)."""
     entries = []
     for trace in fig.data:  # a legend entry wider than a phone would run off its side
         if trace.name and trace.showlegend is not False and trace.legendgroup not in {
@@ -153,19 +155,16 @@ def styled(fig: go.Figure, title: str, x_title: str, y_title: str, caption: str 
     x_lines = max([x_text.count("<br>") + 1 if x_text else 0] + [
         a.title.text.count("<br>") + 1 for a in fig.select_xaxes() if a.title.text])
     sub_lines = sub.count("<br>") + 1 if sub else 0
-    top = 12 + 26 + 17 * sub_lines + 12
+    top = LABEL_ROOM + 26 + 17 * sub_lines + 12
     shown = len(entries) > 1 or (entries and fig.layout.showlegend)
-    legend = legend_rows_px([e[0] for e in entries]) if shown else 0
+    legend = legend_rows_px([e[0] for e in entries]) if shown and not legend_inside else 0
     bottom = 52 + 20 * x_lines + legend + _slanted_labels_px(fig) + 8  # 12 px to spare
     top = max(top, TOP_MIN)
-    if sub:  # the caption: right above the plot, the title right above it
-        fig.add_annotation(text=sub, name=CAPTION, xref="paper", x=0, xanchor="left", xshift=-60,
-                           yref="paper", y=1, yanchor="bottom", yshift=4, showarrow=False,
-                           align="left", font=dict(size=13, color=CAPTION_GREY))
-    fig.update_layout(
+    fig.update_layout(  # title and caption placed from the top, under Gradio's label badge
         title=dict(text=title, x=0.01, xref="container", xanchor="left", y=1,
-                   yref="paper", yanchor="bottom", automargin=True,
-                   pad=dict(b=12 + 17 * sub_lines), font=dict(size=17)),
+                   yref="container", yanchor="top", automargin=False, pad=dict(t=LABEL_ROOM),
+                   font=dict(size=17),
+                   subtitle=dict(text=sub, font=dict(size=13, color=CAPTION_GREY))),
         xaxis_title=x_text, yaxis_title=wrapped_title(y_title, Y_AXIS_CHARS),
         template="plotly_white", height=max(height, PLOT_MIN + top + bottom),
         colorway=SEQUENCE,
@@ -173,6 +172,9 @@ def styled(fig: go.Figure, title: str, x_title: str, y_title: str, caption: str 
         legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", xref="container",
                     x=0, xanchor="left", font=dict(size=14)),
     )
+    if legend_inside:
+        fig.update_layout(legend=dict(orientation="v", yref="paper", y=1, yanchor="top",
+                                      xref="paper", x=0.01, bgcolor="rgba(255,255,255,0.85)"))
     fig.for_each_yaxis(lambda a: a.update(title_text=wrapped_title(a.title.text, Y_AXIS_CHARS))
                        if a.title.text else None)
     fig.update_xaxes(automargin=True)
@@ -181,9 +183,8 @@ def styled(fig: go.Figure, title: str, x_title: str, y_title: str, caption: str 
 
 
 def caption_text(fig: go.Figure) -> str:
-    """The caption `styled` put over a chart's plot, on one line ("" when none)."""
-    return " ".join(a.text.replace("<br>", " ") for a in fig.layout.annotations
-                    if a.name == CAPTION)
+    """The caption `styled` put under a chart's title, on one line ("" when none)."""
+    return (fig.layout.title.subtitle.text or "").replace("<br>", " ")
 
 
 def _slanted_labels_px(fig: go.Figure) -> int:
