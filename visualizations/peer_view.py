@@ -26,7 +26,7 @@ def peer_comparison_md(c) -> str:
             "|---|---|---|---|\n" + table + "\n\n"
             f"This app served **{c.app.tokens_per_s / c.vllm.tokens_per_s:.2f}×** vLLM's tokens "
             f"per second; its slowest 5% waited **{c.app.p95_latency_s / c.vllm.p95_latency_s:.2f}"
-            f"×** as long for their whole answer. One run each, of vLLM's CPU backend on "
-            f"{c.machine}'s cores: a comparison on this machine, not of the engines at their "
-            "best. On a GPU vLLM runs its own kernels (attention read through the block table, "
-            f"CUDA graphs) and both figures, and their ratio, change. *{where}*")
+            f"×** as long for their whole answer. One run each, with vLLM's CPU backend, on the "
+            f"{c.machine}: a comparison on that CPU, not of the engines at their best. On a GPU "
+            "vLLM runs its own kernels (attention read through the block table, CUDA graphs), "
+            f"and both figures and their ratio change. *{where}*")
