@@ -15,8 +15,8 @@ refusal) ends for its followers with `LEFT` (press again to measure yourself); t
 each 1 s wake-up with `in_queue`, which `classroom.classroom_guard` points at Gradio's
 queue. The next visitor asking for that key reserves a run of their own.
 
-What is never reused: a run measured while the machine was busy (its `Noise` says busy, or its
-text carries the busy notice), a run cut short (stopped, over its time limit), a failed run.
+What is never reused: a run measured while the machine was busy (a `Noise` reading of its
+`outcome` says busy), a run cut short (stopped, over its time limit), a failed run.
 Those are shown to the visitors who followed them while they waited or ran, and to no one
 after, with one exception for a busy run: a visitor who ASKED while it was waiting in line or
 measuring (their event joined the queue before it ended, but their handler started only after:
@@ -47,10 +47,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, fields, is_dataclass
-
-from inference.experiments.noise import Noise
-from visualizations.noise_view import BUSY
+from dataclasses import dataclass, field
 
 WAITING = ("⏳ **Another visitor asked for this same measurement a moment ago: it is waiting for "
            "its turn in the measurement line, and its result will appear here.** (Same lesson, "
@@ -62,7 +59,6 @@ SHARED_EARLIER = ("*Measured {s:.0f} s ago on this machine for another visitor w
                   "settings (one shared run); change a setting to measure afresh.*")
 LEFT = ("The run you were following ended before its result (the visitor who started it "
         "stopped it): press the button again to measure it yourself.")
-BUSY_MARKS = (BUSY, BUSY.capitalize())  # the notice as a sentence, or as busy_notice_html's head
 
 Annotate = Callable[[object, str], object]  # (frame, sentence) -> the frame showing it
 
@@ -110,8 +106,7 @@ class Run:
             self.finished_at = time.monotonic()
             self.whole = (error is None and not left and self.version > 0
                           and not getattr(outcome, "cut", False))
-            self.reusable = self.whole and not getattr(outcome, "busy", False) and not cut(
-                self.merged)
+            self.reusable = self.whole and not getattr(outcome, "busy", False)
             self.cond.notify_all()
 
 
@@ -283,29 +278,3 @@ def _follow(run: Run, annotate: Annotate, check_leader: Callable[[Run], None]) -
     ago = time.monotonic() - ended
     yield annotate(merged, SHARED_NOW if ago < 2.0 else SHARED_EARLIER.format(s=ago))
 
-
-def cut(merged: object) -> bool:
-    """True when a run's outputs say it was measured on a busy machine or cut short."""
-    return any(_busy(v) for v in _values(merged))
-
-
-def _values(merged: object) -> list:
-    if isinstance(merged, dict):
-        return list(merged.values())
-    return list(merged) if isinstance(merged, (tuple, list)) else [merged]
-
-
-def _busy(value: object, depth: int = 0) -> bool:
-    if isinstance(value, Noise):
-        return value.busy
-    if isinstance(value, str):
-        return any(m in value for m in BUSY_MARKS)
-    if depth >= 2:
-        return False
-    if isinstance(value, dict):
-        return any(_busy(v, depth + 1) for v in value.values())
-    if isinstance(value, (tuple, list)):
-        return any(_busy(v, depth + 1) for v in value[:64])
-    if is_dataclass(value) and not isinstance(value, type):
-        return any(_busy(getattr(value, f.name), depth + 1) for f in fields(value))
-    return False

@@ -138,12 +138,12 @@ def sweep_frames(lm, settings: Settings, shared, *, max_batch: int, steps: int,
         message = text.shared_sweep_message(saved.when, saved.update.message)
         yield _sweep_frame(lm, saved.update, message, schedules, guess, saved.noise)
         return
-    last, judged, watch = None, None, noise.begin(lm.device)
+    last, judged = None, None
     for update in run_sweep(lm, prompt, max_batch, steps, budget,
                             bandwidth_gbs=machine_bandwidth(shared, lm.device)):
         grew = last is None or len(update.points) != len(last.points) or update.finished
         last = update
-        judged = noise.end(lm.device, watch, sweep_repeats(update), settings) \
+        judged = noise.reading(sweep_repeats(update), settings) \
             if update.finished else None
         yield (_sweep_frame(lm, update, update.message, schedules, guess, judged,
                             served_alongside.chats_so_far()) if grew
@@ -166,7 +166,7 @@ def _sweep_frame(lm, update: SweepUpdate, message: str, schedules: ScheduleCompa
     cap = info_caption(lm.info, note="low quartile of each batch's decode steps", chats=chats)
     done = update.finished
     one, big = (update.points[0], update.points[-1]) if update.points else (None, None)
-    compared = (guess_md(GUESS_KEY, guess, big.tokens_per_s / one.tokens_per_s,
+    compared = (guess_md(GUESS_KEY, guess, big.gain_over(one).estimate,
                          noisy=judged is not None and judged.busy)
                 if done and one is not None else "")
     return SweepFrame(
@@ -226,7 +226,7 @@ def schedule_frames(lm, settings: Settings, shared, *, workload: str, seed: int,
     saved, judged = kept if kept is not None else (None, None)
     progress = text.scheduler_done_markdown(saved.when if saved else None)
     if saved is None:
-        results, watch = {}, noise.begin(lm.device)
+        results = {}
         runs = {"static": serve_static(lm, trace, max_batch, fill_wait_s),
                 "continuous": serve_continuous(lm, trace, max_batch)}
         for label, events in runs.items():
@@ -237,7 +237,7 @@ def schedule_frames(lm, settings: Settings, shared, *, workload: str, seed: int,
                     yield ScheduleFrame(progress=text.scheduler_step_markdown(label, ev))
         saved = ScheduleComparison(results["static"], results["continuous"], name, max_batch,
                                    time.strftime("%H:%M"))
-        judged = noise.end(lm.device, watch, settings=settings)
+        judged = noise.reading(settings=settings)
         keep(shared, key, saved, judged)  # a busy comparison is not shown to the next visitor
     yield schedule_frame(lm, saved, busy_notice_html(judged) + progress, sweep)
 

@@ -4,7 +4,7 @@ scheduling of a real workload, and what it all means for the price of a token.
 `build()` lays out one sub-tab per function and wires it; what each button does is a plain
 function in `batching_handlers` that returns named records, shown here as
 `{component: value}` updates. Sweeps and schedules stream progress, can be stopped, run one at
-a time (`concurrency_id="heavy"`) and are shared through the app's `SharedResults`.
+a time (`wire_measurement`: the heavy lane) and are shared through the app's `SharedResults`.
 """
 from __future__ import annotations
 

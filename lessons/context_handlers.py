@@ -129,7 +129,7 @@ def prefill_frames(lm, settings: Settings, shared, max_tokens) -> Iterator[Conte
     if done is None:
         yield ContextFrame(prefill_lengths_figure([], caption=caption), "",
                            f"⏳ Step 1 of {len(lengths)}: one prefill of {lengths[0]:,} tokens…")
-        points, watch = (), noise.begin(lm.device)
+        points = ()
         for progress in prefill_lengths_sweep(lm, lengths, settings.context_prefill_repeats):
             points, last = progress.points, progress.points[-1]
             caption = info_caption(lm.info, note=f"best of {settings.context_prefill_repeats} "
@@ -140,7 +140,7 @@ def prefill_frames(lm, settings: Settings, shared, max_tokens) -> Iterator[Conte
             yield ContextFrame(chart, text, f"⏳ Step {progress.done} of {progress.total}: "
                                f"{last.tokens:,} tokens prefilled in {last.seconds:,.2f} s "
                                f"({last.seconds_per_token * 1000:,.2f} ms per token).{nxt}")
-        done = points, noise.end(lm.device, watch, settings=settings)
+        done = points, noise.reading(settings=settings)
         keep(shared, key, *done)
         note = FRESH_NOTE
     else:
@@ -194,7 +194,7 @@ def decode_frames(lm, settings: Settings, shared, max_tokens, guess: float | Non
         yield ContextFrame(decode_lengths_figure([], caption=caption), "",
                            f"⏳ Filling a cache of {lengths[-1]:,} tokens with one prefill "
                            f"(untimed), then {len(lengths) * len(batches)} timed steps…")
-        points, watch = (), noise.begin(lm.device)
+        points = ()
         for progress in decode_lengths_sweep(lm, lengths, batches, repeats):
             points, last = progress.points, progress.points[-1]
             caption = info_caption(lm.info, note=f"median of {repeats} steps per point",
@@ -204,7 +204,7 @@ def decode_frames(lm, settings: Settings, shared, max_tokens, guess: float | Non
                                f"⏳ Step {progress.done} of {progress.total}: batch "
                                f"{last.batch}, {last.cache_tokens:,} cached tokens: one step "
                                f"{last.seconds * 1000:,.1f} ms.")
-        done = points, noise.end(lm.device, watch, settings=settings)
+        done = points, noise.reading(settings=settings)
         keep(shared, key, *done)
         note = FRESH_NOTE
     else:
@@ -226,14 +226,14 @@ def memory_frames(lm, settings: Settings, shared, max_tokens) -> Iterator[Contex
     if done is None:
         yield ContextFrame(attention_memory_figure([], caption), memory_markdown([]),
                            f"⏳ Step 1 of 2: one prefill of {tokens:,} tokens with sdpa…")
-        peaks, watch = [], noise.begin(lm.device)
+        peaks = []
         for peak in compare_attention_memory(lm, tokens, settings.context_eager_max_tokens):
             peaks.append(peak)
             nxt = " Now step 2 of 2: the same with eager attention…" if len(peaks) == 1 else ""
             yield ContextFrame(attention_memory_figure(peaks, caption), memory_markdown(peaks),
                                f"⏳ Step {len(peaks)} of 2: {peak.implementation}, peak "
                                f"{peak.peak_bytes / 1e6:,.0f} MB above the start.{nxt}")
-        done = tuple(peaks), noise.end(lm.device, watch, settings=settings)
+        done = tuple(peaks), noise.reading(settings=settings)
         keep(shared, key, *done)
         note = FRESH_NOTE
     else:

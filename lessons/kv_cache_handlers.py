@@ -100,7 +100,6 @@ def race_lengths_frames(lm, shared=None) -> Iterator[LengthsFrame]:
         points: list[LengthPoint] = []
         yield LengthsFrame(f"⏳ Measuring one step at {LENGTHS[0]} tokens, both ways…",
                            kv_charts.race_lengths_figure([]), "")
-        watch = noise.begin(lm.device)
         for point in step_costs(lm, text_ids):
             points.append(point)
             nxt = LENGTHS[len(points)] if len(points) < len(LENGTHS) else None
@@ -108,7 +107,7 @@ def race_lengths_frames(lm, shared=None) -> Iterator[LengthsFrame]:
                                + (f"; now {nxt} tokens…" if nxt else "."),
                                kv_charts.race_lengths_figure(points, caption=caption),
                                kv_text.race_lengths_markdown(points))
-        done = tuple(points), noise.end(lm.device, watch)
+        done = tuple(points), noise.reading()
         keep(shared, key, *done)
         note = "✅ Measured on this machine just now."
     else:
@@ -149,12 +148,12 @@ def growth_frames(lm, settings: Settings, prompt: str, new_tokens: int) -> Itera
     settings.growth_new_tokens.check("New tokens", new_tokens)
     caption = info_caption(lm.info)
     history: list[tuple[int, int, int]] = []
-    steps, watch = [], noise.begin(lm.device)
+    steps = []
     for step in watch_growth(lm, ids, int(new_tokens), settings.growth_new_tokens.high):
         snap = step.cache
         history.append((snap.tokens, snap.tensor_bytes, snap.formula_bytes))
         steps.append(step.seconds)
-        judged = noise.end(lm.device, watch, steps[1:], settings) if step.finished else None
+        judged = noise.reading(steps[1:], settings) if step.finished else None
         yield GrowthFrame(grid=kv_charts.cache_grid_figure(snap, step.prompt_tokens, caption),
                           size=kv_charts.cache_bytes_figure(history, caption),
                           formula=kv_text.formula_markdown(snap),
@@ -173,7 +172,6 @@ def race_frames(lm, settings: Settings, prompt: str, new_tokens: int,
     settings.race_new_tokens.check("New tokens", new_tokens)
     n, steps = int(new_tokens), []
     prompt, pieces = [lm.tokenizer.decode([i]) for i in ids], []
-    watch = noise.begin(lm.device)
     for step in checked_race(lm, ids, n):  # raced once more if the first speed-up is impossible
         if step.attempt and step.index == 0 and step.lane != RECOMPUTE:
             steps, pieces = [], []
@@ -185,7 +183,7 @@ def race_frames(lm, settings: Settings, prompt: str, new_tokens: int,
                             progress=kv_text.race_cached_progress_markdown(step.index, n))
         if step.lane == RECOMPUTE:
             summary, last = summarize(steps, len(ids)), step.index == n - 1
-            judged = noise.end(lm.device, watch, race_repeats(steps), settings) if last else None
+            judged = noise.reading(race_repeats(steps), settings) if last else None
             compared = (guess_md(GUESS_KEY, guess, summary.speedup,
                                  noisy=not supports_verdict(judged))
                         if last and not summary.impossible else "")
@@ -244,7 +242,6 @@ def prefix_frames(lm, settings: Settings, system: str, questions: str,
     lines = question_lines(settings, questions)
     prefix_request_tokens(lm.tokenizer, system, lines, int(new_tokens),  # before any model run
                           settings.prefix_request_tokens)
-    watch = noise.begin(lm.device)
     prefix = prefill_prefix(lm, ids)
     caption, runs = info_caption(lm.info), []
 
@@ -256,7 +253,7 @@ def prefix_frames(lm, settings: Settings, system: str, questions: str,
     yield frame()
     for run in prefix_runs(lm, prefix, system, lines, int(new_tokens)):
         runs.append(run)
-        yield frame(noise.end(lm.device, watch, settings=settings)
+        yield frame(noise.reading(settings=settings)
                     if len(runs) == len(lines) else None)
 
 

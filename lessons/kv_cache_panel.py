@@ -56,8 +56,9 @@ def _run_and_stop(label: str, run_id: str, stop_id: str) -> tuple[gr.Button, gr.
                 gr.Button("Stop", variant="stop", elem_id=stop_id))
 
 
-def growth_tab(lm, settings: Settings, server=None) -> None:
+def growth_tab(ctx: AppContext) -> None:
     """1 · Watch it grow: one column per cached token, bytes against the formula."""
+    lm, settings = ctx.lm, ctx.settings
     with gr.Row():
         prompt = _prompt(settings, "kv-growth-prompt")
         new_tokens = slider(settings, "growth_new_tokens", "New tokens", scale=1)
@@ -71,10 +72,9 @@ def growth_tab(lm, settings: Settings, server=None) -> None:
     shown = {"text": text, "formula": gr.Markdown(elem_id="kv-formula"), "grid": grid,
              "size": gr.Plot(cache_bytes_figure([]), label="Cache bytes",
                              elem_id="kv-growth-bytes")}
-    handler = showing(shown, lambda p, n: run.growth_frames(lm, settings, p, n))
-    ev = start.click(guarded(handler, alone=server), [prompt, new_tokens], list(shown.values()),
-                     concurrency_id="model",
-                     time_limit=settings.measure_time_limit_s, api_name="kv_growth")
+    ev = wire_measurement(start, [prompt, new_tokens], list(shown.values()), Measurement(
+        "kv_growth", showing(shown, lambda p, n: run.growth_frames(lm, settings, p, n)),
+        work=None, lane="model"), ctx)
     stop.click(None, None, None, cancels=[ev])
 
 
@@ -197,7 +197,7 @@ def build(ctx: AppContext) -> None:
     gr.Markdown(lesson_page("lesson4_kv_cache.md", lm.info), elem_id="kv-lesson-text")
     with gr.Tabs(overflow_behavior="wrap"):  # every sub-tab one tap away on a phone
         with gr.Tab("1 · Watch it grow"):
-            growth_tab(lm, settings, server)
+            growth_tab(ctx)
         with gr.Tab("2 · Race: cache on vs off"):
             race_tab(ctx)
         with gr.Tab("3 · Memory projection"):

@@ -65,9 +65,8 @@ def step_bound_outputs(lm, r: Roofline, bound: StepBound, caption: str,
 
 def measured_step_bound(lm) -> tuple[StepBound, Noise]:
     """Profile one decode step's split, with the noise rule's readings around it."""
-    watch = noise.begin(lm.device)
     bound = measure_roofline_step_bound(lm)
-    return bound, noise.end(lm.device, watch)
+    return bound, noise.reading()
 
 
 def sizes_md(lm, r: Roofline) -> str:
@@ -115,14 +114,13 @@ def measure_machine_steps(lm, shared=None) -> Iterator[str | MachineView]:
     """`measure_machine` in three parts, a progress line before each (a
     lesson job ends at each yield, so the server's steps run between the parts), then the
     view. The roofs' parts are watched by the noise rule (no "bound by" from a busy machine),
-    the step's profile by its own watch."""
+    the step's profile by a reading of its own."""
     yield "⏳ Part 1 of 3: reading memory bandwidth and timing decode…"
-    watch = noise.begin(lm.device)
     r = measure_roofline(lm, shared=shared)
     yield ("⏳ Part 1 of 3 done: read bandwidth and decode speed measured. Part 2 of 3: the "
            "arithmetic roof…")
     roof = measure_compute_roof(lm, r, shared, batch_points=latest_batch_points(lm, shared))
-    judged = noise.end(lm.device, watch)
+    judged = noise.reading()
     yield "⏳ Part 2 of 3 done: both roofs measured. Part 3 of 3: profiling one decode step…"
     yield _machine_view(lm, shared, r, roof, judged)
 

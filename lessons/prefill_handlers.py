@@ -44,9 +44,8 @@ def measure_text(lm, settings: Settings, prompt: str) -> PrefillMeasurement:
     """Prefill the learner's chat-templated prompt, then a few decode steps to compare with;
     the noise rule's reading around it rides along (`.noise`)."""
     ids = encode_prompt(lm, settings, prompt)
-    watch = noise.begin(lm.device)
     m = measure_prompt(lm, ids)
-    judged = noise.end(lm.device, watch, [e.seconds for e in m.events[1:]], settings)
+    judged = noise.reading([e.seconds for e in m.events[1:]], settings)
     return replace(m, noise=judged)
 
 
@@ -68,7 +67,6 @@ def run_prefill_sweep(lm, settings: Settings, shared, lengths: list[int], max_se
         return
     yield PrefillSweepFrame(prefill_sweep_figure([], caption), "Warming up…")
     points: tuple[PrefillPoint, ...] = ()
-    watch = noise.begin(lm.device)
     for progress in prefill_sweep(lm, lengths, int(max_sequential)):
         points = progress.points
         caption = info_caption(lm.info, chats=served_alongside.chats_so_far())  # so far
@@ -79,7 +77,7 @@ def run_prefill_sweep(lm, settings: Settings, shared, lengths: list[int], max_se
             continue
         yield PrefillSweepFrame(prefill_sweep_figure(points, caption),
                          sweep_progress_md(progress.done, progress.total, points[-1]))
-    judged = noise.end(lm.device, watch, settings=settings)
+    judged = noise.reading(settings=settings)
     keep(shared, key, points, judged)
     yield PrefillSweepFrame(prefill_sweep_figure(points, caption),
                      sweep_verdict_md(points, judged) + _compared(points, guess, judged))

@@ -7,7 +7,6 @@ from collections.abc import Iterator
 
 import gradio as gr
 
-from inference.config import Settings
 from inference.experiments.prefill_sweep import prefill_sweep_tokens
 from visualizations.mechanism import prefill_diagram
 from visualizations.style import info_caption
@@ -31,7 +30,8 @@ from .prefill_handlers import (
 )
 
 
-def _measure_section(lm, settings: Settings, server) -> None:
+def _measure_section(ctx: AppContext) -> None:
+    lm, settings = ctx.lm, ctx.settings
     with gr.Row():
         prompt = gr.Textbox(label="Prompt", lines=2, scale=4, max_length=settings.max_prompt_chars,
                             value=PROMPT,
@@ -41,13 +41,13 @@ def _measure_section(lm, settings: Settings, server) -> None:
                          elem_id="prefill-result")
     diagram = gr.HTML(prefill_diagram([], [], lm.info.layers), elem_id="prefill-diagram")
 
-    def on_run(p: str) -> tuple[str, str]:
+    def on_run(p: str) -> Iterator[tuple[str, str]]:
         m = measure_text(lm, settings, p)
-        return prefill_report_md(m), prefill_diagram(
+        yield prefill_report_md(m), prefill_diagram(
             [lm.tokenizer.decode([i]) for i in m.prompt_ids], m.events, lm.info.layers)
 
-    run.click(guarded(on_run, alone=server), prompt, [result, diagram], concurrency_id="model",
-              time_limit=settings.step_time_limit_s, api_name="prefill_measure")
+    wire_measurement(run, [prompt], [result, diagram], Measurement(
+        "prefill_measure", on_run, work=None, limit="step", lane="model"), ctx)
 
 
 def _sweep_section(ctx: AppContext) -> None:
@@ -88,7 +88,6 @@ def _sweep_section(ctx: AppContext) -> None:
 
 def build(ctx: AppContext) -> None:
     """Lesson 2 in the caller's tab; `ctx.server`: measurements take turns with it."""
-    lm, settings, server = ctx.lm, ctx.settings, ctx.server
-    gr.Markdown(lesson_page("lesson2_prefill.md", lm.info))
-    _measure_section(lm, settings, server)
+    gr.Markdown(lesson_page("lesson2_prefill.md", ctx.lm.info))
+    _measure_section(ctx)
     _sweep_section(ctx)

@@ -107,9 +107,8 @@ def busy_label(label: str, judged: Noise) -> str:
 
 def watched_stream(lm, settings: Settings, ids: list[int], n: int):
     """A greedy answer of `n` tokens (its `StepEvent`s) and the noise rule's reading of it."""
-    watch = noise.begin(lm.device)
     events = list(stream(lm, ids, max_new_tokens=n))
-    return events, noise.end(lm.device, watch, [e.seconds for e in events[1:]], settings)
+    return events, noise.reading([e.seconds for e in events[1:]], settings)
 
 
 def answer(lm, settings: Settings, shared) -> Measured:
@@ -141,9 +140,8 @@ def token_mix(lm, settings: Settings, shared) -> Measured:
 
 def prefill_time(lm, settings: Settings, shared) -> Measured:
     ids = encode_prompt(lm, settings, PROMPT)
-    watch = noise.begin(lm.device)
     m = measure_prompt(lm, ids)
-    judged = noise.end(lm.device, watch, [e.seconds for e in m.events[1:]], settings)
+    judged = noise.reading([e.seconds for e in m.events[1:]], settings)
     ms = m.ttft_seconds * 1000
     step = (f", then {m.decode_step_seconds * 1000:.0f} ms per next token"
             if m.decode_step_seconds else "")
@@ -155,11 +153,10 @@ def prefill_time(lm, settings: Settings, shared) -> Measured:
 def prefill_race(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     """Lesson 2's race at one length: a `Step` after each stretch fed one token at a time
     (a part each) and after the finished point."""
-    watch = noise.begin(lm.device)
     for last in prefill_sweep(lm, [PREFILL_TOKENS], PREFILL_TOKENS):
         yield Step("token", last.feeding or last.points[-1].tokens, PREFILL_TOKENS,
                    prefill_running(last))
-    judged = noise.end(lm.device, watch, settings=settings)
+    judged = noise.reading(settings=settings)
     p = last.points[-1]
     ratio = p.sequential_seconds / p.parallel_seconds
     yield Measured("prefill_race", ratio, f"{ratio:.1f}×",
@@ -182,14 +179,13 @@ def decode(lm, settings: Settings, shared) -> Measured:
 
 def roofline(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     """The read bandwidth and the batch-1 decode speed under it, a `Step` per decode step."""
-    watch = noise.begin(lm.device)
     for p in roofline_steps(lm, DECODE_TOKENS, shared):
         if p.roofline is None:
             speed = (f" · {p.tokens_per_s:.1f} tokens/s so far (median step)"
                      if p.tokens_per_s else "")
             yield Step("decode step", p.steps, p.total,
                        f"read bandwidth {p.bandwidth_gbs:.1f} GB/s (measured){speed}")
-    judged = noise.end(lm.device, watch, settings=settings)
+    judged = noise.reading(settings=settings)
     r = p.roofline
     yield Measured("roofline", r.bandwidth_gbs, f"{r.bandwidth_gbs:.1f} GB/s",
                     busy_label("memory read speed", judged),
@@ -203,12 +199,11 @@ def speculative(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     """Lesson 3b's race, short: prompt lookup on the edit prompt, tokens per pass; a `Step`
     after each verification pass and its plain catch-up."""
     ids = encode_prompt(lm, settings, spec_prompt())
-    watch = noise.begin(lm.device)
     for u in race_updates(lm, ids, make_draft(lm, "prompt_lookup"), SPEC_K, SPEC_TOKENS, shared):
         if u.summary is None:
             yield Step("token", u.passes[-1].tokens_so_far, SPEC_TOKENS, spec_running(u.passes))
     s = u.summary
-    judged = noise.end(lm.device, watch, s.plain_step_seconds, settings)
+    judged = noise.reading(s.plain_step_seconds, settings)
     same = "same tokens" if s.identical else "tokens differ"
     verdict = s.verdict if supports_verdict(judged) else "no verdict from a busy machine"
     # tokens per pass is a count of tokens, which a busy machine does not change: the guess
@@ -222,9 +217,8 @@ def speculative(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
 
 
 def step_split(lm, settings: Settings, shared) -> Measured:
-    watch = noise.begin(lm.device)
     bound = measure_step_bound(lm, encode_prompt(lm, settings, PROMPT), race_tokens=0)
-    judged = noise.end(lm.device, watch, settings=settings)
+    judged = noise.reading(settings=settings)
     p, share = bound.profile, 100 * bound.profile.matmul_share
     if not noise.split_holds(judged, [p.matmul_seconds, p.other_ops_seconds], p.step_seconds):
         why = "; ".join(judged.reasons) or ("a part came out at about 0 ms, or the parts at "
@@ -258,13 +252,12 @@ def kv_bytes(lm, settings: Settings, shared) -> Measured:
 def kv_race(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     """Lesson 4's race, short: a `Step` after each timed step, the two lanes' time so far."""
     ids = encode_prompt(lm, settings, PROMPT, max_tokens=settings.race_max_prompt_tokens)
-    watch = noise.begin(lm.device)
     steps = []
     for step in race(lm, ids, RACE_TOKENS):  # each step timed inside one part
         steps.append(step)
         yield Step("race step", len(steps), 2 * RACE_TOKENS, race_running(steps))
-    judged = noise.end(lm.device, watch, [t.seconds for t in steps
-                                          if t.lane != RECOMPUTE and t.index > 0], settings)
+    judged = noise.reading([t.seconds for t in steps if t.lane != RECOMPUTE and t.index > 0],
+                           settings)
     s = summarize(steps, len(ids))
     same = "same tokens" if s.same_tokens else "tokens differ"
     label = ratio_label(s.speedup, "faster with the cache", "recomputing ÷ cached time",
@@ -282,10 +275,9 @@ def long_context(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     repeats = max(1, settings.context_decode_repeats)
     yield Step("cache length", 0, len(LONG_CONTEXT), f"one prefill fills a cache of {long:,} "
                "tokens (not timed), then a decode step is timed at each length")
-    watch = noise.begin(lm.device)
     for last in decode_lengths_sweep(lm, LONG_CONTEXT, batches=(1,), repeats=repeats):
         yield Step("cache length", last.done, last.total, long_running(last.points, repeats))
-    judged = noise.end(lm.device, watch, settings=settings)
+    judged = noise.reading(settings=settings)
     c = compare_lengths(last.points, short, long)
     floor = decode_theory(lm, shared)
     predicted = floor.seconds(long) / floor.seconds(short)
@@ -309,13 +301,12 @@ def batch_sweep_steps(lm, settings: Settings, shared
     finished of those that fit the memory budget); returns the finished sweep's points and the
     noise rule's reading, kept in `shared` for the cost screen (which reuses a quiet one)."""
     ids = encode_prompt(lm, settings, PROMPT)
-    watch = noise.begin(lm.device)
     for last in run_sweep(lm, ids, BATCH, BATCH_STEPS, memory_budget_bytes(lm.device, 0.5),
                           bandwidth_gbs=machine_bandwidth(shared, lm.device)):
         # the sizes run are those that fit (a larger batch never needs less memory)
         yield Step("batch size", len(last.points), sum(p.fits for p in last.plans),
                    batch_running(last))
-    judged = noise.end(lm.device, watch, settings=settings)
+    judged = noise.reading(settings=settings)
     keep(shared, shared_key(lm, PRESENTER_BATCH), last.points, judged)
     return last.points, judged
 
@@ -340,16 +331,15 @@ def int8(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     """Build float32 and int8 and decode the same greedy tokens with each: a `Step` after each
     weight matrix converted and after each token (a part each)."""
     ids = encode_prompt(lm, settings, PROMPT)
-    runs, watch = {}, None
+    runs = {}
     for key, name in (("fp32", "float32"), ("int8", "int8")):
         for progress in build_steps(lm, key, shared):
             yield build_step(name, progress, lm.info.layers)
-        watch = watch or noise.begin(lm.device)  # from float32's first decode on
         for run in greedy_steps(progress.built.model, ids, INT8_TOKENS, lm.device):
             yield Step(f"{name} decode: token", len(run.token_ids), INT8_TOKENS,
                        int8_running(run, runs.get("fp32")))
         runs[key] = run
-    judged = noise.end(lm.device, watch, settings=settings)
+    judged = noise.reading(settings=settings)
     fp32, q8 = runs["fp32"], runs["int8"]
     ratio = q8.decode_tokens_per_s / fp32.decode_tokens_per_s
     same = sum(a == b for a, b in zip(fp32.token_ids, q8.token_ids)) / len(fp32.token_ids)

@@ -104,7 +104,6 @@ def compare_frames(lm, settings: Settings, shared, prompt: str, modes: list[str]
 
     yield QuantFrame(f"⏳ float32 reference: greedy answer of {n} tokens"
                      + (" (kept from an earlier run)…" if ref else ", measured as float32…"))
-    watch = noise.begin(device)
     for i, key in enumerate(keys, start=1):  # float32 first: it is the reference
         built, shown = None, 0.0
         for step in build_steps(lm, key, shared):
@@ -127,7 +126,7 @@ def compare_frames(lm, settings: Settings, shared, prompt: str, modes: list[str]
         yield QuantFrame(f"⏳ measured {len(reports)} of {len(keys)} modes", tuple(reports),
                          bandwidth, diagram=_diagram(lm, reports, bandwidth))
     keep_modes(lm, shared, reports)
-    judged = noise.end(device, watch, settings=settings)
+    judged = noise.reading(settings=settings)
     yield QuantFrame(f"✅ measured {len(reports)} modes at {time.strftime('%H:%M:%S')} "
                      f"({len(ids)}-token prompt, {n} greedy tokens, {len(text_ids)}-token "
                      "perplexity text)", tuple(reports), bandwidth, judged,

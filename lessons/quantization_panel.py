@@ -1,7 +1,7 @@
 """Lesson 6 panel: pick precision modes and compare them with float32 on one prompt, with the
 bytes-per-token roofline, bars per mode, the table and the generated texts side by side. The
 comparison is `quantization_handlers.compare_frames`; this file lays out the controls and the
-results and wires it as a long, stoppable, one-at-a-time event (`concurrency_id="heavy"`).
+results and wires it as a long, stoppable, one-at-a-time measurement (`wire_measurement`).
 """
 from __future__ import annotations
 

@@ -116,13 +116,12 @@ def run_spec_race(lm, settings: Settings, shared, prompt: str, draft: str, k, ne
         yield SpecRaceFrame(EMPTY_PASSES, "", BUILD_NOTE.format(draft=draft))
     d = _draft(lm, shared, draft)
     yield SpecRaceFrame(EMPTY_PASSES, "", "Warming up both lanes (untimed), then racing…")
-    watch = noise.begin(lm.device)
     for u in race_updates(lm, ids, d, k, new_tokens, shared):
         if u.summary is None:
             yield SpecRaceFrame(passes_html(u.passes), "", f"{u.message} · plain lane: "
                             f"{u.plain_tokens} tokens", None, u.passes)
             continue
-        judged = noise.end(lm.device, watch, u.summary.plain_step_seconds, settings)
+        judged = noise.reading(u.summary.plain_step_seconds, settings)
         summary = replace(u.summary, reading=judged)  # later views judge it the same
         keep(shared, key, (u.passes, summary), judged)
         yield SpecRaceFrame(passes_html(u.passes), race_md(summary, judged)
@@ -151,12 +150,11 @@ def run_k_sweep(lm, settings: Settings, shared, prompt: str, new_tokens) -> Iter
         return
     yield ChartFrame(k_sweep_figure((), caption), "", BUILD_NOTE.format(draft=LIMITS.spec_draft))
     drafts = [_draft(lm, shared, k) for _, k in DRAFTS]
-    watch = noise.begin(lm.device)  # after the draft's build: only the races are watched
     for u in sweep_k(lm, ids, drafts, ks, new_tokens, shared):
         if not u.finished:
             yield ChartFrame(k_sweep_figure(u.points, caption), "", u.message)
             continue
-        judged = noise.end(lm.device, watch, settings=settings)
+        judged = noise.reading(settings=settings)
         keep(shared, key, u.points, judged)
         yield ChartFrame(k_sweep_figure(u.points, caption, judged),
                          busy_notice_html(judged) + SWEEP_BESIDE, u.message)
@@ -175,12 +173,11 @@ def run_batch(lm, settings: Settings, shared, prompt: str, k,
         yield ChartFrame(batch_figure(costs, caption), batch_md(costs, tokens_per_pass, judged)
                          + "\n\n" + SHARED_NOTE, "Done (shared result).")
         return
-    watch = noise.begin(lm.device)
     for u in batch_interplay(lm, ids, k, settings.spec_batches, shared=shared):
         if not u.finished:
             yield ChartFrame(batch_figure(u.costs, caption), "", u.message)
             continue
-        judged = noise.end(lm.device, watch, settings=settings)
+        judged = noise.reading(settings=settings)
         keep(shared, key, u.costs, judged)
         yield ChartFrame(batch_figure(u.costs, caption), batch_md(u.costs, tokens_per_pass,
                                                                   judged), u.message)

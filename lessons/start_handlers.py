@@ -105,14 +105,13 @@ def live_race_frames(lm, settings: Settings, prompt: str) -> Iterator[LiveRaceFr
     yield LiveRaceFrame(empty_diagram(lm.info.layers, "Racing: the first step runs with the "
                                       "cache, then without it…", "live-race", RACE_TITLES),
                         "*Racing: the first step is running in both lanes…*")
-    watch = noise.begin(lm.device)
     for step in race(lm, ids, n):
         steps.append(step)
         if step.lane != RECOMPUTE:
             pieces.append(lm.tokenizer.decode([step.token_id]))
             continue
-        judged = (noise.end(lm.device, watch, [s.seconds for s in steps
-                                               if s.lane != RECOMPUTE and s.index > 0], settings)
+        judged = (noise.reading([s.seconds for s in steps
+                                 if s.lane != RECOMPUTE and s.index > 0], settings)
                   if step.index == n - 1 else None)
         yield LiveRaceFrame(race_diagram(labels, steps, lm.info.layers, output=pieces,
                                          capacity=len(ids) + n, name="live-race"),

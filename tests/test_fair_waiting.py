@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from classroom.shared_runs import FOLLOWING, LEFT, SHARED_NOW, WAITING, SharedRuns
+from lessons.common.measurement import Outcome
 from polling import wait_for
 
 KEY = ("race", '["Why?", 48]')
@@ -139,10 +140,10 @@ def test_fair_a_busy_reserved_run_reaches_its_followers_but_no_later_visitor():
     runs = SharedRuns(reuse_s=60)
     runs.reserve("lead", KEY)
     runs.join("follow", KEY)
-    assert list(runs.share(KEY, lambda: iter([{"n": busy}]), _annotate,
-                           event_id="lead")) == [{"n": busy}]
+    assert list(runs.share(KEY, lambda: iter([{"n": "busy"}]), _annotate, event_id="lead",
+                           outcome=Outcome(readings=[busy]))) == [{"n": "busy"}]
     seen = list(runs.share(KEY, _never, _annotate, event_id="follow"))
-    assert seen[-1]["n"] is busy and seen[-1]["s"] == SHARED_NOW
+    assert seen[-1]["n"] == "busy" and seen[-1]["s"] == SHARED_NOW
     assert not runs.live(KEY)  # busy: not reused for a visitor who asks now
     runs.reserve("later", KEY)
     assert list(runs.share(KEY, lambda: iter([{"n": "quiet"}]), _annotate,

@@ -14,16 +14,21 @@ signals, each measured during the run:
 
 `judge()` is the one rule: any signal past its limit in `Settings` marks the run busy, and a
 busy run shows its numbers with a notice and draws no verdict from them. `begin()` / `end()`
-take the readings around a measurement. Not covered: noise inside the GPU (other kernels on a
-shared GPU show up only through the spread).
+take the readings around a measurement. A lesson's measurement does not call them: its wrapper
+(`lessons.common.measurement.watched`) begins the watch and keeps it open while each step of
+the handler runs (`watching`), and the handler takes the reading where it has its repeats
+(`reading`), which ends the open watch and starts the next one from there. Not covered: noise
+inside the GPU (other kernels on a shared GPU show up only through the spread).
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import statistics
+import threading
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 
 import torch
 
@@ -144,7 +149,13 @@ def end(device, watch: Watch, repeats: Sequence[float] = (),
     CPU counters can see (`MIN_CPU_WINDOW_S`) waits out the rest of that window before the
     last reading, so a short run on a busy machine is still seen as busy (other programs
     keep the cores busy while this one waits)."""
-    ratio = None
+    return _ended(device, watch, repeats, settings)[0]
+
+
+def _ended(device, watch: Watch, repeats: Sequence[float], settings: Settings
+           ) -> tuple[Noise, Watch]:
+    """`end`'s decision, and the readings it took (a watch from here on)."""
+    ratio = after = None
     if watch.calibration_s is not None:
         after = calibration_seconds(device)
         ratio = max(after, watch.calibration_s) / max(min(after, watch.calibration_s), 1e-12)
@@ -152,7 +163,43 @@ def end(device, watch: Watch, repeats: Sequence[float] = (),
     if short > 0:  # the counters tick every 10 ms: wait until they can say who used the CPU
         time.sleep(short)
     cpu = cpu_reading()
-    return judge(repeat_spread(repeats), ratio, others_cpu_share(watch.cpu, cpu), settings)
+    judged = judge(repeat_spread(repeats), ratio, others_cpu_share(watch.cpu, cpu), settings)
+    return judged, Watch(cpu, after)
+
+
+@dataclass
+class Watching:
+    """One measurement under the noise rule: the watch open now and every reading taken."""
+
+    device: object
+    watch: Watch
+    readings: list[Noise] = field(default_factory=list)
+
+
+_open = threading.local()  # .now: the Watching of the measurement whose step runs here
+
+
+@contextlib.contextmanager
+def watching(measured: Watching) -> Iterator[Watching]:
+    """Run a step of `measured` (on this thread) with its watch open for `reading`."""
+    before = getattr(_open, "now", None)
+    _open.now = measured
+    try:
+        yield measured
+    finally:
+        _open.now = before
+
+
+def reading(repeats: Sequence[float] = (), settings: Settings = LIMITS) -> Noise:
+    """The noise rule's reading of the measurement running now: its open watch ended (the
+    next one starts here), `repeats` for their spread. Outside a measurement (a handler called
+    on its own), from the spread of `repeats` alone."""
+    measured = getattr(_open, "now", None)
+    if measured is None:
+        return judge(repeat_spread(repeats), settings=settings)
+    judged, measured.watch = _ended(measured.device, measured.watch, repeats, settings)
+    measured.readings.append(judged)
+    return judged
 
 
 SPLIT_FLOOR = 0.01  # a part under 1% of the step, though it ran operations, was not measured

@@ -13,18 +13,27 @@ a heavy button is wired; it reads everything else from `Settings`:
 - **Time limit** (`measure_limit_s`): a run still going stops at its next frame, frees the lane
   and shows what it measured so far under `TIME_UP` (`timed`); Gradio's own hard limit is
   `Settings.<limit>_time_limit_s`.
-- Identical requests share one run (`classroom.shared_runs`), and every pass takes turns with
-  the server that answers the class's chats (`feedback.guarded(alone=...)`).
+- **Busy check**: the noise rule watches every run (`watched`: `noise.begin` before its first
+  step, the watch open while each step runs); the handler takes its reading where it has its
+  repeats (`noise.reading`) and shows it; the run's `Outcome` keeps every reading.
+- Identical requests share one run (`classroom.shared_runs`, deciding from the `Outcome`: a
+  run cut short or measured on a busy machine is not shown again), and every pass takes turns
+  with the server that answers the class's chats (`feedback.guarded(alone=...)`).
+
+A short timed model run outside the heavy lane (one prefill, the cache growing) is a
+measurement too, in its own `lane`, for its busy check: no work budget, never shared.
 
 No Gradio here: the wiring is `measurement_wiring`.
 """
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from inference.config import Settings
+from inference.experiments import noise
 
 from .prompt_input import encode_prompt
 
@@ -45,13 +54,21 @@ class Measurement:
 
     name: str  # the endpoint (api_name)
     run: Callable[..., Iterator]  # the handler: a generator of frames ({component: value})
-    work: Callable[..., int]  # tokens fed through the model, from the handler's own arguments
+    work: Callable[..., int] | None  # tokens fed through the model, from the handler's own
+    # arguments (None only outside the heavy lane)
     budget: int | None = None  # its own work budget, where its page offers more than Settings'
     limit: str = "measure"  # Gradio's hard time limit: Settings.<limit>_time_limit_s
+    lane: str = HEAVY  # its concurrency lane
+
+    def __post_init__(self) -> None:
+        if self.lane == HEAVY and self.work is None:
+            raise ValueError(f"{self.name}: a heavy measurement says its work")
 
     def over_budget(self, settings: Settings, *args) -> str | None:
         """The refusal sentence when a run with these arguments would feed more tokens than
         its budget, else None (an error in the arguments is the handler's to word: raised)."""
+        if self.work is None:
+            return None
         budget = self.budget or settings.measure_work_tokens
         tokens = int(self.work(*args))
         return OVER_BUDGET.format(work=tokens, budget=budget) if tokens > budget else None
@@ -77,6 +94,34 @@ class Outcome:
     @property
     def busy(self) -> bool:
         return any(r.busy for r in self.readings)
+
+
+_END = object()
+
+
+@contextlib.contextmanager
+def measuring(device) -> Iterator[Outcome]:
+    """A block run as one measurement on this thread (a handler called on its own): the watch
+    open throughout, its readings in the `Outcome`."""
+    outcome = Outcome()
+    with noise.watching(noise.Watching(device, noise.begin(device), outcome.readings)):
+        yield outcome
+
+
+def watched(frames: Iterator, device, outcome: Outcome) -> Iterator:
+    """`frames` under the noise rule: its readings before the first step, then each step run
+    with this watch open, so the handler's `noise.reading(...)` ends it; every reading is kept
+    in `outcome.readings`. Each step runs on the thread that asks for it (the compute thread)."""
+    measured = noise.Watching(device, noise.begin(device), outcome.readings)
+    try:
+        while True:
+            with noise.watching(measured):
+                frame = next(frames, _END)
+            if frame is _END:
+                return
+            yield frame
+    finally:
+        getattr(frames, "close", lambda: None)()
 
 
 def timed(frames: Iterator, limit_s: float, annotate: Callable, outcome: Outcome) -> Iterator:

@@ -3,8 +3,9 @@
 It clicks `m.run` in the heavy lane (`concurrency_id="heavy"`, `Settings.heavy_lane_limit` at
 a time, Gradio's hard limit `Settings.<m.limit>_time_limit_s`), and around each run: the work
 budget (a refusal through the one error path, `feedback.guarded`), taking turns with the server
-(`guarded(alone=ctx.server)`), the time limit (`measurement.timed`) and sharing identical runs
-(`ctx.runs`, `classroom.shared_runs`, where the classroom layer tagged the event as it joined).
+(`guarded(alone=ctx.server)`), the busy check (`measurement.watched`), the time limit
+(`measurement.timed`) and sharing identical runs (`ctx.runs`, `classroom.shared_runs`, where
+the classroom layer tagged the event as it joined).
 The wired handler carries its `Measurement`, so the queue's check and the budget test read the
 declarations from the built app (`declared`).
 """
@@ -18,7 +19,7 @@ from gradio.events import Dependency
 from inference.errors import WorkOverBudgetError
 
 from .feedback import guarded
-from .measurement import HEAVY, Measurement, Outcome, measurement_of, timed
+from .measurement import HEAVY, Measurement, Outcome, measurement_of, timed, watched
 
 
 def wire_measurement(button, inputs, outputs: list, m: Measurement, ctx) -> Dependency:
@@ -26,20 +27,21 @@ def wire_measurement(button, inputs, outputs: list, m: Measurement, ctx) -> Depe
     listen = button.then if isinstance(button, Dependency) else button.click
     s = ctx.settings
     return listen(measured(m, ctx, outputs), inputs, outputs, api_name=m.name,
-                  concurrency_id=HEAVY, concurrency_limit=s.heavy_lane_limit,
+                  concurrency_id=m.lane,
+                  concurrency_limit=s.heavy_lane_limit if m.lane == HEAVY else "default",
                   time_limit=getattr(s, f"{m.limit}_time_limit_s"))
 
 
 def measured(m: Measurement, ctx, outputs: list):
     """The handler Gradio calls for `m`: budget, turns, time limit and sharing."""
-    settings, runs = ctx.settings, ctx.runs
+    settings, runs, device = ctx.settings, ctx.runs, ctx.lm.device
     annotate = functools.partial(with_sentence, first_markdown(outputs))
 
-    def checked(*args, **kwargs):  # the first job of the run: a refusal is worded by guarded
+    def checked(outcome: Outcome, *args, **kwargs):  # the run's first job (guarded words it)
         refusal = m.over_budget(settings, *args)
         if refusal is not None:
             raise WorkOverBudgetError(refusal)
-        return m.run(*args, **kwargs)
+        return watched(m.run(*args, **kwargs), device, outcome)
     steps = guarded(checked, alone=ctx.server)
 
     @functools.wraps(m.run)
@@ -47,7 +49,8 @@ def measured(m: Measurement, ctx, outputs: list):
         outcome = Outcome()
 
         def start():
-            return timed(steps(*args, **kwargs), settings.measure_limit_s, annotate, outcome)
+            return timed(steps(outcome, *args, **kwargs), settings.measure_limit_s, annotate,
+                         outcome)
         yield from start() if runs is None else runs.run(start, annotate, outcome)
     run.measurement = m
     return run
