@@ -64,7 +64,7 @@ TARGETS = {"serving.lessons_at_once.worst_p95_result_s": ("<=", 60),  # a class'
            "serving.lessons_at_once.errors": ("<=", 0),
            "serving.chats_while_measuring.ratio_measuring_vs_alone": (">=", 0.5)}
 RESULT_WAIT_S = 1_000.0  # longer than the app's own longest time limit (900 s)
-TIME_UP_MARK = "⏱"  # a run stopped at its time limit (classroom/measure_limits.TIME_UP)
+TIME_UP_MARK = "⏱"  # a run stopped at its time limit (lessons/common/measurement.TIME_UP)
 LEFT_MARK = "The run you were following ended"  # its leader stopped (shared_runs.LEFT)
 SHARED_MARK = "for another visitor"  # a result from another visitor's run (shared_runs)
 

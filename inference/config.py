@@ -109,8 +109,8 @@ class Settings:
     # Measurement defaults are sized for a class: 30 visitors pressing the four
     # lessons' buttons at once share one run of each, and the four runs take turns with the
     # chats one after another, so each default is small: 1,300-1,900 tokens x passes each
-    # (lessons/measurement_work.py), and the prefill sweep feeds 41 tokens one at a time, not
-    # 169 (the sliders go higher for a learner alone). bench.classroom's lessons_at_once
+    # (the work formulas beside the experiments), and the prefill sweep feeds 41 tokens one at
+    # a time, not 169 (the sliders go higher for a learner alone). bench.classroom's lessons_at_once
     # checks that the four runs, taking turns with streaming chats, end within a class's
     # minute.
 
@@ -196,7 +196,7 @@ class Settings:
     # progress events; a single script floods past it.
     client_events: int = 64  # one address's events waiting or running, all lanes together
     client_heavy_jobs: int = 1  # one address's measurements in the heavy lane (waiting+running)
-    # One measurement (classroom/measure_limits.py, shared_runs.py): its work budget,
+    # One measurement (lessons/common/measurement.py, classroom/shared_runs.py): its budget,
     # checked from its settings before it starts, its time limit, and how long a finished
     # quiet run is shown again to a visitor asking for the same measurement.
     measure_work_tokens: int = 32_768  # tokens fed through the model, all passes together
