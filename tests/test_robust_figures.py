@@ -156,17 +156,28 @@ def fake_sweep(monkeypatch, step_times):
                                       bandwidth_gbs=10.0))
 
 
+def test_the_gain_pairs_each_step_with_a_one_row_step_beside_it(monkeypatch):
+    # batch 1 slowed 10× while it ran alone (0.6 s); batch 2's steps (0.07 s), each after a
+    # 1-row step (0.06 s) on batch 1's cache: the gain compares the pairs, 2 × 0.06 / 0.07
+    updates = fake_sweep(monkeypatch, [0.6, 0.6, 0.06, 0.07, 0.06, 0.07])
+    one, two = updates[-1].points
+    assert two.one_row_times == (0.06, 0.06) and one.one_row_times == ()
+    assert two.gain_over(one).estimate == pytest.approx(2 * 0.06 / 0.07)
+    assert two.impossible is None and not any("once more" in u.message for u in updates)
+
+
 def test_an_impossible_batch_size_is_measured_again_with_batch_one(monkeypatch):
-    # batch 1 slowed 10× (0.6 s), batch 2 normal (0.07 s): 17× from 2 rows; measured again,
-    # batch 1 takes 0.06 s: possible, and the faster of each size's two runs is kept
-    updates = fake_sweep(monkeypatch, [0.6, 0.6, 0.07, 0.07, 0.06, 0.06, 0.08, 0.08])
+    # the 1-row steps beside batch 2 slowed 10×: 17× from 2 rows; measured again: possible
+    updates = fake_sweep(monkeypatch, [0.06, 0.06, 0.6, 0.07, 0.6, 0.07,
+                                       0.06, 0.06, 0.06, 0.08, 0.06, 0.08])
     assert any("measuring batch 1 and 2 once more" in u.message for u in updates)
     one, two = updates[-1].points
-    assert (one.step_seconds, two.step_seconds) == (0.06, 0.07) and two.impossible is None
+    assert two.step_seconds == 0.08 and two.impossible is None
 
 
 def test_a_batch_size_still_impossible_after_measuring_again_says_why(monkeypatch):
-    updates = fake_sweep(monkeypatch, [0.6, 0.6, 0.07, 0.07, 0.5, 0.5, 0.07, 0.07])
+    updates = fake_sweep(monkeypatch, [0.06, 0.06, 0.6, 0.07, 0.6, 0.07,
+                                       0.06, 0.06, 0.6, 0.07, 0.6, 0.07])
     one, two = updates[-1].points
     assert "2 rows can give at most 2×" in two.impossible
     assert "at most 2×" in batching_text.sweep_cards(updates[-1], QUIET)

@@ -43,7 +43,7 @@ def sweep_cards(sweep, noise=None, reference=None) -> str:
     if len(points) < 2:
         return cards_html([first, Card("largest batch tok/s", WAITING, "next batch size")])
     big = points[-1]
-    ratio = times(big.tokens_per_s / one.tokens_per_s)
+    ratio = times(big.gain_over(one).estimate)
     ratio = "not a possible result" if big.impossible else ratio
     quiet = reference_html(reference, f"batch {big.batch} ÷ {one.batch}", ratio, noise)
     if big.impossible and sweep.finished:  # measured twice, still impossible: not a result
@@ -60,7 +60,7 @@ def sweep_cards(sweep, noise=None, reference=None) -> str:
     return quiet + cards_html([
         first,
         Card(f"batch {big.batch} tok/s", f"{big.tokens_per_s:.1f}", "measured"),
-        Card(f"batch {big.batch} ÷ {one.batch}", times(big.tokens_per_s / one.tokens_per_s), note),
+        Card(f"batch {big.batch} ÷ {one.batch}", times(big.gain_over(one).estimate), note),
     ])
 
 
@@ -129,15 +129,16 @@ def closing_note(info, sweep, schedules, noise=None) -> str:
         parts.append(cards_html([
             Card(f"Batch {one.batch}", f"{one.tokens_per_s:.1f} tok/s", "measured"),
             Card(f"Batch {big.batch}", f"{big.tokens_per_s:.1f} tok/s", "measured, all rows"),
-            Card("Throughput gain", times(big.tokens_per_s / one.tokens_per_s),
+            Card("Throughput gain", times(big.gain_over(one).estimate),
                  f"each step {big.step_seconds / one.step_seconds:.1f}× as long"),
         ]))
         parts.append(f"- Decode throughput: **{one.tokens_per_s:.1f} tokens/s at batch "
                      f"{one.batch}**, **{big.tokens_per_s:.1f} tokens/s at batch {big.batch}** "
-                     f"({big.tokens_per_s / one.tokens_per_s:.1f}×), while each step took "
-                     f"**{big.step_seconds / one.step_seconds:.1f}× as long**, measured "
-                     f"(gain {big.gain_over(one).label()}, from each batch's 25th-percentile "
-                     "step: a few steps slowed by another program do not count).")
+                     f"({big.gain_over(one).estimate:.1f}×), while each step took "
+                     f"**{big.step_seconds / one.step_seconds:.1f}× as long**, measured: gain "
+                     f"{big.gain_over(one).label()}, each batch's 25th-percentile step set "
+                     "against 1-row steps timed right beside it, so neither a few slowed steps "
+                     "nor the machine's load changing between batch sizes counts.")
         one_thread = [p.batch for p in sweep.points if p.threads == 1]
         if one_thread and info.threads > 1:
             parts.append(f"- Batch {', '.join(map(str, one_thread))} timed at 1 CPU thread: a "

@@ -12,12 +12,13 @@ paying. That is why servers batch, and why only up to a point.
 For each batch size the sweep prefills B copies of the same prompt (no padding, so only
 the batch size changes), runs a warm-up decode step (dropped; on a CPU once at the default
 thread count and once at 1, and the faster count times that size: `thread_choice`), then
-times `decode_steps` steps, device synced, and keeps their low quantile
+times `decode_steps` steps, device synced (each after a 1-row step on batch 1's cache, so the
+gain compares pairs that saw the same machine), and keeps their low quantile
 (`robust.low_quantile`: another program only ever adds time, so a few slowed steps do not
 move it). The theoretical floor of a step is the bytes it must read (weights + every row's
 KV cache) divided by the measured memory bandwidth. A size whose figure is physically
 impossible against batch 1 (more than B× the throughput, or a shorter step: `sanity.py`) is
-measured once more with batch 1, the faster of each size's two runs kept; if it is still
+measured once more, after batch 1 again (the faster batch-1 run kept); if it is still
 impossible, its point says why (`impossible`) and the views show that instead of the figure.
 
 Sizes over the memory budget are skipped (see `memory_guard.py`), with the arithmetic.
@@ -54,6 +55,7 @@ class BatchPoint:
     weight_bytes: int
     impossible: str | None = None  # why this size's figure cannot be right, measured twice
     threads: int = 0  # CPU threads the timed steps ran at (0: not recorded)
+    one_row_times: tuple[float, ...] = ()  # 1-row steps, each timed right before one of these
 
     @property
     def mean_context(self) -> float:
@@ -75,9 +77,11 @@ class BatchPoint:
         return self.batch * self.prompt_tokens / self.prefill_seconds
 
     def gain_over(self, one: BatchPoint) -> Robust:
-        """This size's throughput ÷ `one`'s (batch 1), from both sizes' low quantiles, with its
-        range over the timed steps (the k-th step of each)."""
-        return low_ratio(one.step_times, self.step_times, scale=self.batch / one.batch)
+        """This size's throughput ÷ `one`'s (batch 1), with its range over the timed steps:
+        against the 1-row steps timed beside this size's (paired: both saw the machine as it
+        was then) when there are any, else against `one`'s own steps (low quantiles of each)."""
+        ones = self.one_row_times or one.step_times
+        return low_ratio(ones, self.step_times, scale=self.batch / one.batch)
 
     def floor_seconds(self, bandwidth_gbs: float) -> float:
         """Theoretical: bytes read per step (weights + KV cache) ÷ memory bandwidth."""
@@ -125,6 +129,7 @@ def run_sweep(lm, prompt: list[int], max_batch: int = 32, decode_steps: int = 12
     device = lm.device
     bandwidth = bandwidth_gbs or measure_read_bandwidth(device)
     points: list[BatchPoint] = []
+    lane = {}  # the 1-row lane: batch 1's cache, token and thread count, stepped beside the rest
 
     def measure(b: int, again: str = "") -> Iterator[SweepUpdate]:
         """Time one batch size; yields progress, returns its `BatchPoint`."""
@@ -142,16 +147,23 @@ def run_sweep(lm, prompt: list[int], max_batch: int = 32, decode_steps: int = 12
             token = decode_step(lm.model, token, first.cache).argmax(-1)
 
         threads = fastest_threads(warm_up, device, repeats=1)
-        times = []
+        times, beside = [], []
         for step in range(decode_steps):
+            if lane and b > 1:  # a 1-row step first: the pair shares the machine's state
+                with num_threads(lane["threads"]), stopwatch(device) as t:
+                    lane["token"] = decode_step(lm.model, lane["token"], lane["cache"]).argmax(-1)
+                beside.append(t[0])
             with num_threads(threads), stopwatch(device) as t:
                 token = decode_step(lm.model, token, first.cache).argmax(-1)  # [B]
             times.append(t[0])
             yield SweepUpdate(tuple(points), plans, b, step + 1, decode_steps, bandwidth,
                               f"Batch {b}: decode step {step + 1}/{decode_steps} "
                               f"({t[0] * 1000:.0f} ms)")
+        if b == 1 and not lane:
+            lane.update(token=token, cache=first.cache, threads=threads)
         return BatchPoint(b, len(prompt), first.seconds, low_quantile(times), tuple(times),
-                          cache_tensor_bytes(first.cache), shape.weight_bytes, threads=threads)
+                          cache_tensor_bytes(first.cache), shape.weight_bytes, threads=threads,
+                          one_row_times=tuple(beside))
 
     for b in [s for s in sizes if s <= cap]:
         point = yield from measure(b)
@@ -159,9 +171,8 @@ def run_sweep(lm, prompt: list[int], max_batch: int = 32, decode_steps: int = 12
             again = f"Impossible figure: measuring batch {points[0].batch} and {b} once more. "
             one = yield from measure(points[0].batch, again)
             retry = yield from measure(b, again)
-            faster = lambda p: p.step_seconds  # noqa: E731 (interference only adds time)
-            points[0], point = min(points[0], one, key=faster), min(point, retry, key=faster)
-            point = replace(point, impossible=impossible_point(points[0], point))
+            points[0] = min(points[0], one, key=lambda p: p.step_seconds)  # only adds time
+            point = replace(retry, impossible=impossible_point(points[0], retry))
         points.append(point)
     skipped = [p.batch for p in plans if not p.fits]
     note = f" Skipped (over the memory budget): {', '.join(map(str, skipped))}." if skipped else ""
@@ -171,16 +182,19 @@ def run_sweep(lm, prompt: list[int], max_batch: int = 32, decode_steps: int = 12
 
 def impossible_point(one: BatchPoint, point: BatchPoint) -> str | None:
     """Why `point` cannot be right against the 1-row point `one` (None: it can)."""
-    rows = point.batch // one.batch  # the first point is batch 1
-    return (sanity.batch_gain(rows, point.tokens_per_s / one.tokens_per_s)
-            or sanity.batch_step(rows, point.step_seconds, one.step_seconds))
+    rows, gain = point.batch // one.batch, point.gain_over(one).estimate  # one: batch 1
+    return (sanity.batch_gain(rows, gain)
+            or sanity.batch_step(rows, point.step_seconds, gain * point.step_seconds / rows))
 
 
 def batch_sweep_tokens(prompt: int, max_batch: int, decode_steps: int) -> int:
     """Tokens `run_sweep` feeds at most (every size fitting, no size measured again): at each
-    batch size b, b copies of the prompt, one warm-up step and `decode_steps` timed steps.
+    batch size b, b copies of the prompt, up to two warm-up steps (one per thread count tried)
+    and `decode_steps` timed steps; past batch 1, a 1-row step beside each timed step.
 
     >>> batch_sweep_tokens(prompt=30, max_batch=4, decode_steps=12)
-    301
+    332
     """
-    return sum(b * (prompt + decode_steps + 1) for b in sweep_sizes(max_batch))
+    sizes = sweep_sizes(max_batch)
+    return (sum(b * (prompt + decode_steps + 2) for b in sizes)
+            + decode_steps * (len(sizes) - 1))
