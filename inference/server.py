@@ -341,6 +341,7 @@ class Server:
             for rid in preempted:  # the oldest of them ends at the head of the queue
                 r = self._running.pop(rid)
                 r.preemptions += 1
+                r.prefill_passes = 0  # its prompt is prefilled again: its event counts those
                 self._waiting.appendleft(r)
         budget = self.settings.step_token_budget
         rows = list(self.batch.rows.values())  # admission order: oldest first, as vLLM's
