@@ -74,10 +74,10 @@ def test_the_step_line_shows_on_its_own_screen_only(app_module, monkeypatch):
     measure = next(f for f in fns if getattr(f, "__name__", "") == "measure")
     move = next(f for f in fns if getattr(f, "__name__", "") == "go")
     result = next(b for b in demo.blocks.values() if getattr(b, "elem_id", "") == "present-result")
-    page = SimpleNamespace(session_hash="page-steps")
+    page = gr.Request(session_hash="page-steps")
     screens = load_screens(app_module.LM.info)  # the panel's own screens
     at = next(i for i, s in enumerate(screens) if s.measure == "roofline")
-    run = measure({**fresh(), "screen": at}, None, request=page)
+    run = measure({**fresh(), "screen": at}, None, page)  # the request by position, as Gradio
     first = next(run)
     assert "⏳ decode step 1 of 3" in first[result] and "10.0 tokens/s so far" in first[result]
     move({**fresh(), "screen": at, "page": "page-steps"}, request=page)  # the presenter turns

@@ -21,6 +21,8 @@ from inference.errors import WorkOverBudgetError
 from .feedback import guarded
 from .measurement import HEAVY, Measurement, Outcome, measurement_of, timed, watched
 
+SPECIAL = (gr.Request, gr.EventData)  # what Gradio adds to a handler's arguments, not inputs
+
 
 def wire_measurement(button, inputs, outputs: list, m: Measurement, ctx) -> Dependency:
     """Wire `m` to `button` (a gr.Button, or an event to run it after: `.then`)."""
@@ -38,7 +40,8 @@ def measured(m: Measurement, ctx, outputs: list):
     annotate = functools.partial(with_sentence, first_markdown(outputs))
 
     def checked(outcome: Outcome, *args, **kwargs):  # the run's first job (guarded words it)
-        refusal = m.over_budget(settings, *args)
+        # the inputs' values: Gradio passes a handler's gr.Request among them, by position
+        refusal = m.over_budget(settings, *(a for a in args if not isinstance(a, SPECIAL)))
         if refusal is not None:
             raise WorkOverBudgetError(refusal)
         return watched(m.run(*args, **kwargs), device, outcome)
