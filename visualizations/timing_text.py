@@ -9,6 +9,8 @@ from __future__ import annotations
 from .cards import Card, cards_html, ratio_side, times
 from .noise_view import busy_notice_html, supports_verdict
 
+WAIT_SHOWN_S = 0.02  # a shorter wait is the server's own wake-up between steps, not a queue
+
 
 def prompt_work(first, queued_s: float = 0.0) -> str:
     """What a time to first token paid for, read from the first event's record: the prompt
@@ -31,7 +33,7 @@ def prompt_work(first, queued_s: float = 0.0) -> str:
             f"{computed} of {computed + cached} prompt tokens computed {how}, {cached} read "
             "from the prefix cache, which held this prompt's start (lesson 4b)")
     return said + (f", after {queued_s * 1000:,.0f} ms waiting to join the batch"
-                   if queued_s >= 0.001 else "")
+                   if queued_s >= WAIT_SHOWN_S else "")
 
 
 def live_stats_md(ttft: float | None, decode_seconds: float, decoded: int,
