@@ -65,7 +65,9 @@ class Settings:
     play_interval_s: Range = _r(0.05, 2, 0.3, 0.05)
 
     # The serving engine (one continuous batcher for every visitor's generation).
-    server_rows: int = 32  # requests decoded together in one forward pass (LLM_LAB_SERVER_ROWS)
+    # The most rows a step holds (vLLM's max_num_seqs, LLM_LAB_SERVER_ROWS): requests join
+    # while the block pool and the step's token budget let them (server.admission), up to it.
+    server_rows: int = 32
     server_queue: int = 64  # requests waiting for a row; the next one is refused with a message
     server_cache_mb: int = 1_024  # KV cache of all rows: the block pool
     server_window_s: float = 60.0  # the "last minute" of the live server view

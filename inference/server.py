@@ -6,17 +6,19 @@ and chunked prefill, as vLLM v1's scheduler. One thread runs the loop; each step
 runs on the compute thread, as every lesson's does. A step is
 
 1. `plan = self._schedule()`: finished, stopped or abandoned rows leave (their blocks go back;
-   keyed full blocks stay cached until the pool needs the room); waiting requests join, oldest
-   (or preempted) first, while a row is free and the pool has the blocks their prompt needs
-   NOW. The full blocks a prompt shares with earlier ones (the chat template, a teacher's
-   pasted prompt) are mapped, not computed again, and a request whose next block another row
-   is computing this very step waits a step to map it. Every row whose last block is full
-   takes a new one; when the pool is out of blocks the NEWEST row is preempted: its blocks go
-   back, it returns to the FRONT of the queue, and on resuming its prompt and tokens so far
-   are prefilled again (its seeded generator kept). Then the step's token budget
-   (`Settings.step_token_budget`; 0 = whole prompts) is split: one token for every decoding
-   row, the rest to the rows mid-prefill, oldest first, a chunk each. The plan is a frozen
-   `StepPlan`, kept as `last_plan` and in `stats()` for the live view;
+   keyed full blocks stay cached until the pool needs the room). Every row whose last block
+   is full takes a new one; when the pool is out of blocks the NEWEST row is preempted: its
+   blocks go back, it returns to the FRONT of the queue, and on resuming its prompt and tokens
+   so far are prefilled again (its seeded generator kept). Then waiting requests join, oldest
+   (or preempted) first, as many as memory and the step allow (`admission`, as vLLM's
+   `max_num_seqs` and `max_num_batched_tokens`): a row under `Settings.server_rows`, some of
+   the step's token budget left, the blocks their prompt needs NOW. The full blocks a prompt
+   shares with earlier ones (the chat template, a teacher's pasted prompt) are mapped, not
+   computed again, and a request whose next block another row is computing this very step
+   waits a step to map it. Then the step's token budget (`Settings.step_token_budget`; 0 =
+   whole prompts) is split: one token for every decoding row, the rest to the rows
+   mid-prefill, oldest first, a chunk each. The plan is a frozen `StepPlan` (with why the
+   queue's oldest request waits), kept as `last_plan` and in `stats()` for the live view;
 2. `self._execute(plan)`: one decode pass for the decoding rows, then the prompt chunks in a
    second pass. Our paged forward takes rows of equal query length (left-padded), so 30
    one-token decode rows beside a 256-token chunk would be padded to 256 queries each; a
@@ -48,7 +50,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import TypeVar
@@ -56,7 +58,7 @@ from typing import TypeVar
 import torch
 
 from . import compute_thread
-from .block_pool import blocks_for
+from .block_pool import BlockPool, blocks_for
 from .cache_budget import CacheBudget
 from .config import Settings
 from .errors import (
@@ -83,6 +85,34 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+WAIT_ROWS, WAIT_BUDGET = "every row is taken", "the step's token budget is spent"
+WAIT_BLOCKS, WAIT_SHARED = "no free block", "its prompt's next block is being computed"
+
+
+def admission(pool: BlockPool, tokens: Sequence[int], rows: int, max_rows: int,
+              budget_left: float) -> str:
+    """Why a waiting request of these tokens cannot join the batch now ("" when it can), as
+    vLLM's scheduler: a row under `max_rows` (`max_num_seqs`), some of the step's token
+    budget left (`max_num_batched_tokens`), and the pool's blocks for its tokens now (cached
+    prefix blocks mapped, idle cached ones evictable), not for its longest possible answer.
+
+    >>> pool = BlockPool(num_blocks=2, block_tokens=4)
+    >>> _ = pool.allocate(0, range(8))  # a running request holds both blocks
+    >>> admission(pool, range(6), rows=1, max_rows=8, budget_left=64)
+    'no free block'
+    >>> _ = pool.release(0)
+    >>> admission(pool, range(6), rows=0, max_rows=8, budget_left=64)
+    ''
+    """
+    if rows >= max_rows:
+        return WAIT_ROWS
+    if budget_left <= 0:
+        return WAIT_BUDGET
+    if not pool.can_allocate(len(tokens), pool.cached_prefix(tokens)):
+        return WAIT_BLOCKS
+    return ""
+
+
 @dataclass(frozen=True)
 class StepPlan:
     """One step's schedule, decided before any forward pass (vLLM's `SchedulerOutput`)."""
@@ -93,6 +123,7 @@ class StepPlan:
     preempted: tuple[int, ...] = ()  # rows sent back to the queue for room, newest first
     admitted: tuple[int, ...] = ()  # requests that joined the batch at this step
     budget: int = 0  # the step's token budget (0 = whole prompts)
+    waiting: str = ""  # why the queue's oldest request did not join ("" when none waits)
 
     @property
     def tokens(self) -> int:
@@ -333,9 +364,8 @@ class Server:
             self._thread_figures = figures
 
     def _schedule(self) -> StepPlan:
-        """Who leaves, who joins, who is preempted for room, and how the budget is split."""
+        """Who leaves, who is preempted for room, who joins, and how the budget is split."""
         self._drop_finished()
-        admitted = self._admit()
         preempted = self.batch.make_room()  # newest first
         with self._cond:
             for rid in preempted:  # the oldest of them ends at the head of the queue
@@ -344,6 +374,10 @@ class Server:
                 r.prefill_passes = 0  # its prompt is prefilled again: its event counts those
                 self._waiting.appendleft(r)
         budget = self.settings.step_token_budget
+        # as vLLM: nobody joins in a step that had to preempt (the room is the running rows')
+        admitted, waiting = ([], WAIT_BLOCKS) if preempted else self._admit(
+            budget - sum(row.pending for row in self.batch.rows.values()) if budget
+            else float("inf"))
         rows = list(self.batch.rows.values())  # admission order: oldest first, as vLLM's
         decode = tuple(row.rid for row in rows if row.decoding)
         left, chunks = (budget - len(decode) if budget else float("inf")), []
@@ -351,36 +385,41 @@ class Server:
             if not row.decoding and left > 0:
                 chunks.append((row.rid, int(min(row.pending, left))))
                 left -= chunks[-1][1]
-        plan = StepPlan(self._step_no, decode, tuple(chunks), tuple(preempted),
-                        tuple(r for r in admitted if r not in preempted), budget)
+        plan = StepPlan(self._step_no, decode, tuple(chunks), tuple(preempted), tuple(admitted),
+                        budget, waiting if self._waiting else "")
         self._step_no += 1
         with self._cond:
             self.last_plan = plan
         return plan
 
-    def _admit(self) -> list[int]:
-        """Waiting requests join, oldest (or preempted) first, while a row is free and the pool
-        has the blocks their tokens need now. A request whose next block another row is
-        computing this very step stays in its place (it maps that block once written) and
-        those behind it go ahead. -> the ids admitted."""
+    def _admit(self, budget_left: float) -> tuple[list[int], str]:
+        """Waiting requests join, oldest (or preempted) first, while `admission` lets them:
+        a free row, some of the step's token budget left (`budget_left`, after the rows
+        already running), the blocks their tokens need now. A request whose next block another
+        row is computing this very step stays in its place (it maps that block once written)
+        and those behind it go ahead. -> (the ids admitted, why the first one left waits)."""
         out: list[int] = []
+        why = ""
         with self._cond:
             for r in [r for r in self._waiting if r.cancelled]:
                 self._waiting.remove(r)
                 r._put(None)
             for r in list(self._waiting):
-                if len(self._running) >= self.settings.server_rows:
-                    break
                 tokens = r.prompt_ids + r.generated  # a preempted one computes its answer too
                 if self.batch.computing_now(tokens):
+                    why = why or WAIT_SHARED
                     continue
-                if not self.batch.admit(r.rid, tokens):
-                    break  # wait for rows to finish and give their blocks back
+                reason = admission(self.batch.pool, tokens, len(self._running),
+                                   self.settings.server_rows, budget_left)
+                if reason:
+                    return out, why or reason
+                self.batch.admit(r.rid, tokens)
+                budget_left -= self.batch.rows[r.rid].pending
                 self._waiting.remove(r)
                 self._running[r.rid] = r
                 r.admitted = r.admitted or time.perf_counter()
                 out.append(r.rid)
-        return out
+        return out, why
 
     def _execute(self, plan: StepPlan, clock: StepClock) -> int:
         """The plan's forward passes; after each, the rows it completed get their token.

@@ -87,6 +87,25 @@ def test_chunked_long_newcomer_never_stalls_a_running_stream(lm, chunked):
     assert wait_for(lambda: pool_idle(chunked))
 
 
+def test_a_newcomer_waits_while_the_steps_budget_is_spent_then_joins(lm, chunked):
+    from inference.server import WAIT_BUDGET
+
+    plans, schedule = [], chunked._schedule
+    chunked._schedule = lambda: plans.append(schedule()) or plans[-1]
+    long_ids = long_ask(lm, 400)
+    short = prompt_ids(lm.tokenizer, "Name three planets.", system="Answer in one word.")
+    with chunked.exclusive():
+        big, small = (chunked.submit(long_ids, SamplingSettings(), 3),
+                      chunked.submit(short, SEEDED, 5))
+    assert (tokens(big), tokens(small)) == (solo(lm, long_ids, SamplingSettings(), 3),
+                                            solo(lm, short, SEEDED, 5))
+    # the long prompt took the whole budget: the short one waited, told why, then joined
+    assert plans[0].admitted == (big.rid,) and plans[0].waiting == WAIT_BUDGET
+    joined = next(p for p in plans if small.rid in p.admitted)
+    assert joined.index > 0 and all(p.tokens <= BUDGET for p in plans)
+    assert chunked.stats().plan.waiting == ""  # nobody waits now
+
+
 def test_chunked_prefix_hit_still_skips_blocks(lm, chunked):
     ids = long_ask(lm, 300)
     miss = list(chunked.submit(ids, SamplingSettings(), 3).events())

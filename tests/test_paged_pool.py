@@ -112,3 +112,34 @@ def test_paged_prefill_groups_rows_of_similar_length():
     assert sorted(map(sorted, groups)) == [[0, 2, 4], [1, 3, 5]]
     assert length_groups({0: 40, 1: 41, 2: 40}) == [[1, 0, 2]]  # the class: one pass
     assert length_groups({0: 100, 1: 10}, slack=0.0) == [[0], [1]]
+
+
+def test_admission_a_full_pool_waits_and_a_freed_block_admits():
+    from inference.server import WAIT_BLOCKS, WAIT_BUDGET, WAIT_ROWS, admission
+
+    pool = BlockPool(num_blocks=3, block_tokens=4)
+    pool.allocate(0, list(range(8)))  # two blocks held by a running request
+    pool.allocate(1, [50, 51, 52])  # the third
+    newcomer = [90, 91, 92, 93, 94]  # needs two blocks now
+    assert admission(pool, newcomer, rows=2, max_rows=8, budget_left=100) == WAIT_BLOCKS
+    pool.release(1)  # one block back: still one short
+    assert admission(pool, newcomer, 1, 8, 100) == WAIT_BLOCKS
+    assert admission(pool, newcomer[:4], 1, 8, 100) == ""  # a one-block prompt fits
+    pool.commit_full(0, list(range(8)))
+    pool.release(0)  # its full blocks stay cached, idle: evictable, so they count as room
+    assert pool.counts().cached_idle == 2 and admission(pool, newcomer, 0, 8, 100) == ""
+    # the other limits come first: a free row (max_num_seqs), then the step's token budget
+    assert admission(pool, newcomer, 8, 8, 100) == WAIT_ROWS
+    assert admission(pool, newcomer, 0, 8, 0) == WAIT_BUDGET
+
+
+def test_admission_maps_a_cached_prefix_instead_of_needing_its_blocks():
+    from inference.server import admission
+
+    pool = BlockPool(num_blocks=2, block_tokens=2)
+    pool.allocate(0, [1, 2, 3, 4])
+    pool.commit_full(0, [1, 2, 3, 4])  # both blocks held and keyed
+    assert admission(pool, [1, 2, 3, 4, 5], 1, 8, 100) != ""  # needs a third block
+    assert admission(pool, [1, 2, 3], 1, 8, 100) != ""  # maps one, needs one more: none free
+    pool.release(0)
+    assert admission(pool, [1, 2, 3], 0, 8, 100) == ""
