@@ -41,10 +41,11 @@ def test_roofline_has_ceiling_and_one_point_per_mode(reports):
     assert "theoretical" in ceiling.name and "20.0 GB/s" in ceiling.name
     assert ceiling.y[0] == pytest.approx(20e9 / (ceiling.x[0] * 1e6))  # x in MB
     assert [p.name for p in points] == ["fp32 (measured)", "int8 (measured)"]
-    # each point labelled where it is drawn; the legend the ceiling's alone, one height for
-    # any number of modes, at one height
+    # each point labelled where it is drawn, the ceiling on its curve: no legend, one height
+    # for any number of modes
     assert [p.text for p in points] == [("fp32",), ("int8",)]
-    assert not any(p.showlegend for p in points) and fig.layout.showlegend
+    assert not fig.layout.showlegend
+    assert [a.text for a in fig.layout.annotations] == ["ceiling (theoretical)"]
     more = roofline_bytes.roofline_figure(reports * 3, 20.0)
     assert more.layout.height == fig.layout.height
     assert points[1].x[0] == pytest.approx(125.0) and points[1].y[0] == 20.0

@@ -17,7 +17,7 @@ from .style import PALETTE, SEQUENCE, empty_figure, styled
 
 MB = 1e6
 BYTES_AXIS = "Bytes read per decode token (MB)"
-WEIGHT_BYTES_AXIS = "Weight bytes read per decode token (MB; KV cache not counted)"
+WEIGHT_BYTES_AXIS = "Weight bytes per token (MB; KV cache not counted)"
 
 
 def ceiling_at(bandwidth_gbs: float, bytes_per_token: float) -> float:
@@ -56,11 +56,10 @@ def roofline_figure(reports, bandwidth_gbs: float, bandwidth_note: str = "",
                     caption: str = "", x_title: str = BYTES_AXIS,
                     height: int = 440, noise=None) -> go.Figure:
     """Measured decode tokens/s per mode at its bytes per token, under the bandwidth curve.
-    `x_title` says what those bytes count (weights only, or weights + KV cache); `height`: px
-    before the ceiling's legend (lesson 6 asks for less: its cards sit above it). Each point is
-    labelled with its mode where it is drawn, so the legend holds the ceiling alone: the chart
-    keeps one height however many modes ran (a legend row each pushed lesson 6's chart off a
-    1280×720 screen)."""
+    `x_title` says what those bytes count (weights only, or weights + KV cache); `height`: the
+    figure's height where it has room (lesson 6 asks for less: its cards sit above it). Each
+    point is labelled with its mode and the ceiling on its curve, so the chart has no legend and
+    keeps one height however many modes ran."""
     if not reports:
         return empty_figure("Press “Compare modes” to measure each precision mode.")
     top = max(r.bytes_per_token for r in reports) * 1.15
@@ -89,10 +88,14 @@ def roofline_figure(reports, bandwidth_gbs: float, bandwidth_note: str = "",
                               "so it reads more" if simulated else "")
                            + "<extra></extra>")))
     _speed_axis(fig, reports, bandwidth_gbs, top)
-    fig.update_layout(showlegend=True)  # the ceiling's entry, alone in the legend
+    # the ceiling named on its curve, not in a legend: a legend's two lines pushed lesson 6's
+    # run button, cards and chart past one 1280×720 screen
+    fig.add_annotation(x=top / MB, y=ceiling_at(bandwidth_gbs, top), xanchor="right",
+                       yanchor="bottom", showarrow=False, text="ceiling (theoretical)",
+                       font=dict(size=13, color=PALETTE["grey"]))
+    fig.update_layout(showlegend=False)
     title = "Decode vs its ceiling" if len(reports) == 1 else "Bytes per token vs speed"
-    return styled(fig, title, x_title, "Decode speed (tokens/s)", caption,
-                  height=height + CEILING_LEGEND,
+    return styled(fig, title, x_title, "Decode speed (tokens/s)", caption, height=height,
                   note=roofline_title(reports, bandwidth_gbs, noise) + ".")
 
 
@@ -110,5 +113,3 @@ def _speed_axis(fig: go.Figure, reports, bandwidth_gbs: float, top_bytes: float)
         fig.update_yaxes(type="log", range=[math.log10(slowest / 2), math.log10(fastest * 3)])
 
 
-CEILING_LEGEND = 48  # px: the ceiling's legend entry, two lines on a phone (`styled` adds
-#                      room only for legends of two entries or more)

@@ -67,13 +67,13 @@ def info_caption(info, dtype: str | None = None, note: str = "", alone: bool = T
 
 
 TITLE_CHARS = 32  # one 17-px title line in the narrowest column a chart is shown in (~300 px)
-CAPTION_CHARS = 48  # a line of the 13-px caption under it, on a phone (~325 px)
+CAPTION_CHARS = 50  # a line of the 12-px caption under it, on a phone (~320 px)
 AXIS_CHARS = 30  # a line of a 15-px x-axis title, clear of a colour bar on a phone
 Y_AXIS_CHARS = 26  # a line of a rotated y-axis title: no longer than the smallest plot is tall
-PLOT_MIN = 220  # px: the plot area itself (inside the axes) never gets less than this
+PLOT_MIN = 200  # px: the plot area itself (inside the axes) never gets less than this
 LEGEND_WIDTH = 300  # px a legend has on a phone: `styled` reserves its rows at this width
 TOP_MIN = 100  # px: Gradio keeps at least this above a labelled chart (its label badge)
-LABEL_ROOM = 8  # px above the title (Gradio's label badge over a chart is hidden: style.css)
+LABEL_ROOM = 2  # px above the title (Gradio's label badge over a chart is hidden: style.css)
 
 
 def wrapped_title(text: str, width: int = TITLE_CHARS) -> str:
@@ -155,16 +155,16 @@ def styled(fig: go.Figure, title: str, x_title: str, y_title: str, caption: str 
     x_lines = max([x_text.count("<br>") + 1 if x_text else 0] + [
         a.title.text.count("<br>") + 1 for a in fig.select_xaxes() if a.title.text])
     sub_lines = sub.count("<br>") + 1 if sub else 0
-    top = LABEL_ROOM + 26 + 17 * sub_lines + 12
+    top = LABEL_ROOM + 26 + 16 * sub_lines + 12
     shown = len(entries) > 1 or (entries and fig.layout.showlegend)
     legend = legend_rows_px([e[0] for e in entries]) if shown and not legend_inside else 0
-    bottom = 52 + 20 * x_lines + legend + _slanted_labels_px(fig) + 8  # 12 px to spare
+    bottom = 50 + 20 * x_lines + legend + _slanted_labels_px(fig) + 8  # 10 px to spare
     top = max(top, TOP_MIN)
     fig.update_layout(  # title and caption placed from the top, under Gradio's label badge
         title=dict(text=title, x=0.01, xref="container", xanchor="left", y=1,
                    yref="container", yanchor="top", automargin=False, pad=dict(t=LABEL_ROOM),
                    font=dict(size=17),
-                   subtitle=dict(text=sub, font=dict(size=13, color=CAPTION_GREY))),
+                   subtitle=dict(text=sub, font=dict(size=12, color=CAPTION_GREY))),
         xaxis_title=x_text, yaxis_title=wrapped_title(y_title, Y_AXIS_CHARS),
         template="plotly_white", height=max(height, PLOT_MIN + top + bottom),
         colorway=SEQUENCE,
@@ -207,7 +207,7 @@ def integer_ticks(fig: go.Figure, count: int, axis: str = "x", start: int = 0, *
     step = next(s for s in (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10**4)
                 if count / s <= 10 or s == 10**4)
     update = fig.update_xaxes if axis == "x" else fig.update_yaxes
-    update(tickmode="linear", tick0=start, dtick=step, tickformat="d", **kw)
+    update(tickmode="linear", tick0=start if step == 1 else 0, dtick=step, tickformat="d", **kw)
     return fig
 
 
