@@ -110,7 +110,8 @@ def figures() -> dict[str, object]:
         "batch step time": batching_charts.step_time_chart(BATCH, 20.0, CAPTION),
         "batch tradeoff": batching_charts.tradeoff_chart(BATCH, CAPTION),
         "batch padding": batching_charts.padding_chart([31, 12, 5]),
-        "batch gantt": batching_charts.gantt_chart(_result("static"), "Static batching", CAPTION),
+        "batch gantt": batching_charts.gantt_chart(_result("continuous"),
+                                                  "Continuous batching (max batch 16)", CAPTION),
         "batch summary": batching_charts.scheduler_summary_chart(
             [_result("static").summary, _result("continuous").summary], CAPTION),
         "batch cost": batching_charts.cost_chart(

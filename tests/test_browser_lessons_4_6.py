@@ -147,7 +147,8 @@ def test_lesson_4_kv_cache(visitor):
     head = text_of(page, "kv-prefix-text")
     assert number(r"Shared prefix: (\d+) tokens", head) == number(r"(\d+)", row["reused"])
     wait_until(lambda: plot_points(page, "kv-prefix-plot") == 2, 10, "the TTFT bars")
-    assert plot_title(page, "kv-prefix-plot").startswith("Time to first token, with and without")
+    assert plot_title(page, "kv-prefix-plot") == "Time to first token"
+    assert plot_caption(page, "kv-prefix-plot").startswith("With and without")
     screenshot(page, "lesson-4-kv-prefix")
 
     # 5 · Attention: the newest token's weights; moving the sliders redraws layer and head.
@@ -155,11 +156,11 @@ def test_lesson_4_kv_cache(visitor):
     set_slider(page, "kv-attn-btn", "New tokens first", 2)
     page.locator("#kv-attn-btn").click()
     wait_until(lambda: "layer 0, query head 0 (KV head 0)"
-               in (plot_title(page, "kv-attn-plot") or ""), 60, "the attention chart")
+               in plot_caption(page, "kv-attn-plot"), 60, "the attention chart")
     set_slider(page, "kv-attn-btn", "Layer", 5)
     set_slider(page, "kv-attn-btn", "Query head", 4)
     wait_until(lambda: "layer 5, query head 4 (KV head 1)"
-               in (plot_title(page, "kv-attn-plot") or ""), 30,
+               in plot_caption(page, "kv-attn-plot"), 30,
                "the chart to show layer 5, head 4 (3 query heads share each KV head)")
     screenshot(page, "lesson-4-kv-attention")
     assert_clean(page, watch)
@@ -187,10 +188,10 @@ def test_lesson_5_batching(visitor):
     busy = judged_busy(table + progress)  # the browser shares the cores: a run may be busy
     assert ("Why." in table) != busy, table  # a busy run says no why
     wait_until(lambda: plot_points(page, "batch-sweep-throughput") == 9, 10, "the throughput chart")
-    title = plot_title(page, "batch-sweep-throughput")  # from the data: never "grows" over a fall
+    title = plot_caption(page, "batch-sweep-throughput")  # the data's verdict: no "grows" on a fall
     grew = all(b > a for a, b in zip(rates, rates[1:]))
     assert title.startswith("Decode throughput") and ("grows" in title) == (grew and not busy)
-    assert plot_title(page, "batch-sweep-steptime").startswith("One step serves the whole batch")
+    assert plot_caption(page, "batch-sweep-steptime").startswith("One step serves the whole")
     closing = wait_text_change(page, "batch-closing", closing0, 10)
     assert number(r"([\d.]+) tokens/s at batch 1", closing) == rates[0]
     assert number(r"([\d.]+) tokens/s at batch 4", closing) == rates[-1]
@@ -219,8 +220,8 @@ def test_lesson_5_batching(visitor):
     total = number(r"computes (\d+) positions", pad)
     padded = number(r"of which (\d+) are padding", pad)
     assert total % 2 == 0 and 10 < padded < total / 2
-    wait_until(lambda: plot_title(page, "batch-pad-plot") ==
-               f"Padding: {padded:.0f} of {total:.0f} positions are filler ({padded / total:.0%})",
+    wait_until(lambda: plot_caption(page, "batch-pad-plot").startswith(
+               f"{padded:.0f} of {total:.0f} positions are filler ({padded / total:.0%})"),
                10, "the padding chart to redraw")
     screenshot(page, "lesson-5-padding")
 
@@ -276,7 +277,7 @@ def test_lesson_5_batching(visitor):
                for r in table_rows(page, "batch-cost-table")]
     for ten, d in zip(tenfold, dollars):  # ten times the price: ten times the (rounded) cost
         assert ten == pytest.approx(10 * d, rel=0.01, abs=0.056), (ten, d)
-    assert plot_title(page, "batch-cost-plot") == "What a token costs at $1.00 per hour"
+    assert plot_title(page, "batch-cost-plot") == "Cost at $1.00 per hour"
     screenshot(page, "lesson-5-cost")
     assert_clean(page, watch)
 
@@ -336,12 +337,12 @@ def test_lesson_6_quantization(visitor):
     else:
         assert said.endswith("tok/s: not faster") and speed_x <= 1.2, said
     wait_until(lambda: plot_points(page, "quant-bars") > 0, 10, "the per-mode bars")
-    roof_title = plot_title(page, "quant-roofline")  # its verdict only from a quiet run
+    roof_title = plot_caption(page, "quant-roofline")  # its verdict only from a quiet run
     if judged_busy(closing):
         assert "busy machine" in roof_title and "faster" not in roof_title, roof_title
     else:
         assert roof_title.startswith("Fewer bytes per token, "), roof_title
-    assert plot_title(page, "quant-bars") == "Each precision mode: size, speed and quality"
+    assert plot_title(page, "quant-bars") == "Each precision mode"
     screenshot(page, "lesson-6-quantization")
     phone_screenshot(page, "lesson-6-cards-phone")
     assert_clean(page, watch)
@@ -399,7 +400,7 @@ def test_this_machine_shows_both_roofs(visitor):
         assert all("busy" in r["bound by"] for r in rows) and judged_busy(text), text
     assert rows[-1]["pass"] == "prefill, 256 tokens"
     wait_until(lambda: plot_title(page, "perf-compute-chart") ==
-               "Each measured pass under the two roofs", 15, "the two-roof chart")
+               "Each pass under the two roofs", 15, "the two-roof chart")
     assert plot_points(page, "perf-compute-chart") >= 120 + 2 + 2  # roofs, 2 passes, ridge
     page.locator("#perf-compute-chart").scroll_into_view_if_needed()
     screenshot(page, "this-machine-two-roofs")
@@ -426,7 +427,7 @@ def _check_step_split(page, step: str) -> None:
         r"Between operations \(measured, what is left\): ([\d.]+) ms")]
     assert sum(parts) == pytest.approx(step_ms, abs=0.2)  # three parts, each rounded
     assert number(r"([\d,]+) operations a step ×", step) > 1000
-    wait_until(lambda: plot_title(page, "perf-step-chart").startswith("A decode step here: "),
+    wait_until(lambda: plot_caption(page, "perf-step-chart").startswith("A decode step here: "),
                15, "the step's split")
     assert plot_points(page, "perf-step-chart") == 4  # three parts of the step, one floor
     page.locator("#perf-step-chart").scroll_into_view_if_needed()

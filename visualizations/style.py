@@ -66,7 +66,7 @@ def info_caption(info, dtype: str | None = None, note: str = "", alone: bool = T
     return " · ".join(parts)
 
 
-TITLE_CHARS = 32  # one 17-px title line in the narrowest column a chart is shown in (~300 px)
+TITLE_CHARS = 34  # one 17-px title line in the narrowest column a chart is shown in (~320 px)
 CAPTION_CHARS = 50  # a line of the 12-px caption under it, on a phone (~320 px)
 AXIS_CHARS = 30  # a line of a 15-px x-axis title, clear of a colour bar on a phone
 Y_AXIS_CHARS = 26  # a line of a rotated y-axis title: no longer than the smallest plot is tall
