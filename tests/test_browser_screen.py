@@ -2,10 +2,11 @@
 projector (1280×720) and a laptop (1440×900).
 
 Token chips wrap inside the viewport (lesson 1 with the chat template, Decode after many steps),
-every lesson tab is on screen and one tap away (also after scrolling down: the strip is
-sticky), typing a step number redraws that step's candidates before Branch and Branch continues
-with one of them, the prefill sweep's verdict reads the same when shared, and no chart's legend
-box overlaps its title. Screenshots for each size go to test-artifacts/screenshots/screen-*.
+every lesson tab is on screen and one tap away (on a phone, one swipe of the strip away; also
+after scrolling down: the strip is sticky), typing a step number redraws that step's
+candidates before Branch and Branch continues with one of them, the prefill sweep's verdict
+reads the same when shared, and no chart's legend box overlaps its title. Screenshots for
+each size go to test-artifacts/screenshots/screen-*.
 """
 from __future__ import annotations
 
@@ -116,13 +117,18 @@ def test_every_tab_is_one_tap_away_and_stays_on_screen(visitor):
     page, watch = visitor
     for width, height in SIZES:
         page.set_viewport_size({"width": width, "height": height})
+        phone = width <= 640  # one strip that scrolls sideways (assets/style.css)
         last = page.get_by_role("tab", name=TABS[-1], exact=True)
+        if phone:
+            last.scroll_into_view_if_needed()
         settled_value(last.bounding_box,
                       lambda b, w=width: b is not None and b["x"] + b["width"] <= w)
         assert page.get_by_role("button", name="More tabs").count() == 0 or not \
             page.get_by_role("button", name="More tabs").is_visible()
         for name in TABS:
             tab = page.get_by_role("tab", name=name, exact=True)
+            if phone:  # one swipe of the strip away: scrolled to, it lies on screen
+                tab.scroll_into_view_if_needed()
             box = tab.bounding_box()
             assert box and box["x"] >= 0 and box["x"] + box["width"] <= width + 0.5, \
                 f"tab {name!r} not on screen at {width}px: {box}"

@@ -50,9 +50,10 @@ def decode_latency_figure(step_seconds: list[float], caption: str,
     idx = list(range(len(step_seconds)))
     skip = set(forced) | {0}
     fig = go.Figure()
-    kinds = (("first token, with prefill (measured)", PALETTE["orange"], lambda i: i == 0),
-             ("decode step (measured)", PALETTE["blue"], lambda i: i not in skip),
-             ("your branch pick, not averaged", PALETTE["purple"], lambda i: i in skip and i))
+    # short names: two legend rows on a phone, so Step and both charts fit a 1280×720 screen
+    kinds = (("first token, with prefill", PALETTE["orange"], lambda i: i == 0),
+             ("decode step", PALETTE["blue"], lambda i: i not in skip),
+             ("your branch pick", PALETTE["purple"], lambda i: i in skip and i))
     for name, colour, member in kinds:  # one trace per colour: each legend entry is its bars
         mine = [i for i in idx if member(i)]
         if mine:
@@ -64,13 +65,14 @@ def decode_latency_figure(step_seconds: list[float], caption: str,
             total, counted = total + s, counted + 1
         rates.append(counted / total if counted and total else None)
     fig.add_trace(go.Scatter(x=idx, y=rates, mode="lines", yaxis="y2",
-                             name="running decode tokens/s",
+                             name="tokens/s so far", showlegend=False,
                              line=dict(color=PALETTE["green"], width=3)))
-    fig.update_layout(yaxis2=dict(title="decode tokens/s", overlaying="y", side="right",
+    fig.update_layout(yaxis2=dict(title="tokens/s so far (line)", overlaying="y", side="right",
                                   rangemode="tozero", showgrid=False), bargap=0.15,
                       barmode="overlay")
     integer_ticks(fig, len(step_seconds), range=[-0.5, len(step_seconds) - 0.5])
-    return styled(fig, "Time per output token", "output token #", "latency (ms)", caption)
+    return styled(fig, "Time per output token", "output token #", "latency (ms, measured)",
+                  caption)
 
 
 def candidates_figure(candidates, chosen_id: int | None, shaped: list[float] | None,
