@@ -37,12 +37,16 @@ def card_boxes(page) -> list[dict]:
 
 
 def tabs_covered(page) -> list[str]:
-    """Tab buttons whose centre is covered by something outside the tab bar (a block label)."""
+    """Tab buttons whose centre is covered by something outside the tab bar (a block label).
+    On a phone the strip scrolls sideways: a tab scrolled out of it is a swipe away, not
+    covered, and is not counted."""
     return page.evaluate(
         """() => { const bar = document.querySelector('#lesson-tabs > .tab-wrapper');
+                   const strip = bar.querySelector('.tab-container').getBoundingClientRect();
                    return Array.from(bar.querySelectorAll('button[role=tab]')).filter(b => {
                      const r = b.getBoundingClientRect();
-                     if (!r.width) return false;
+                     const x = r.left + r.width / 2;
+                     if (!r.width || x < strip.left || x > strip.right) return false;
                      const hit = document.elementFromPoint(r.left + r.width / 2,
                                                            r.top + r.height / 2);
                      return hit && !bar.contains(hit); }).map(b => b.innerText.trim()); }""")
@@ -186,9 +190,11 @@ CHARTS = """() => { const shown = e => e.getBoundingClientRect().height > 0;
                       return !t && !(l.annotations && l.annotations.length); }).map(where)}; }"""
 # Scroll the first block label below the tab bar up under it, then report (by element boxes)
 # each label whose box meets the bar's box where the bar is not the thing painted on top.
+# Labels: blocks' badges and fields' labels (a chart's badge is hidden: its title names it).
 LABELS_UNDER_BAR = """() => {
   const bar = document.querySelector('#lesson-tabs > .tab-wrapper');
-  const labels = () => Array.from(document.querySelectorAll('[data-testid=block-label]'))
+  const labels = () => Array.from(document.querySelectorAll(
+      '[data-testid=block-label], [data-testid=block-info]'))
     .filter(l => l.getBoundingClientRect().height > 0);
   let b = bar.getBoundingClientRect();
   const below = labels().find(l => l.getBoundingClientRect().top > b.bottom);
