@@ -15,7 +15,8 @@ private internals (its queue's `push`, a block's `preprocess`, `Blocks.preproces
 poll intervals, `SessionState.__init__`): each such module says what Gradio lacks. Those patches
 are made only on the Gradio version they were written and tested against (`PINNED_GRADIO`, the
 version in requirements.txt); on any other, `install` makes none, says so in the log, and the app
-runs on Gradio's own queue limits.
+runs on Gradio's own queue limits (a measurement's budget and time limit come with its wiring,
+so they still hold).
 """
 from __future__ import annotations
 
@@ -37,8 +38,9 @@ from .web_costs import calm_queue, trim_web_costs
 PINNED_GRADIO = "6.31.0"  # the version the private patches below were written against
 log = logging.getLogger(__name__)
 REFUSED = ("classroom: Gradio %s is not the pinned %s, so its private queue and session "
-           "internals are left unpatched: per-visitor fairness, shared runs, measurement limits "
-           "and input checks are off; Gradio's own queue limits apply")
+           "internals are left unpatched: per-visitor and per-address fairness, identical "
+           "presses joining one run, the session sweep and the input checks are off; Gradio's "
+           "own queue limits apply (each measurement's budget and time limit still hold)")
 
 
 def install(demo: gr.Blocks, settings: Settings, fair: Fairness,
