@@ -6,7 +6,15 @@ of conftest, so `import app`, `from inference...` and `from e2e_browser ...` all
 """
 from __future__ import annotations
 
+import os
+import tempfile
+
 import pytest
+
+# The tests' quiet figures go to a file of their own (the app servers they start inherit it),
+# never into the reference the app shows on this machine.
+os.environ.setdefault("LLM_LAB_QUIET_REFERENCE", os.path.join(
+    tempfile.mkdtemp(prefix="llm-lab-tests-"), "quiet-reference.json"))
 
 
 @pytest.fixture(scope="session")

@@ -56,8 +56,9 @@ def this_machine() -> str:
 
 
 def default_path() -> str:
-    """The reference file in the app's cache folder."""
-    return os.path.join(weight_cache_root(), FILE)
+    """The reference file in the app's cache folder (LLM_LAB_QUIET_REFERENCE: another file;
+    the tests use one of their own, so a test's small run never becomes the app's reference)."""
+    return os.environ.get("LLM_LAB_QUIET_REFERENCE") or os.path.join(weight_cache_root(), FILE)
 
 
 def read(path: str | None = None, machine: str | None = None) -> dict[str, QuietFigure]:
