@@ -77,8 +77,9 @@ def test_lesson_4_kv_cache(visitor):
     assert number(r"with cache ([\d.]+) s", summary) > 0
     assert number(r"recomputing ([\d.]+) s", summary) > 0
     busy = "no verdict from a busy machine" in summary  # noise.py judged the run busy
-    assert busy or re.search(r"made it [\d.]+× faster|was slower this time \([\d.]+×\)",
-                             summary), summary
+    # a verdict by the one margin: faster, slower, or the same within it (4 short steps)
+    assert busy or re.search(r"made it [\d.]+× faster|was slower this time \([\d.]+×\)|"
+                             r"took about the same time \([\d.]+×, within", summary), summary
     cached_work, recompute_work = (number(r"Work: ([\d,]+) vs", summary),
                                    number(r"vs ([\d,]+) tokens through", summary))
     assert recompute_work > 3 * cached_work
