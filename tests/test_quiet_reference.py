@@ -98,4 +98,5 @@ def test_the_race_and_the_sweep_keep_and_show_their_reference(tmp_path, monkeypa
     kept = qr.for_sweep(sweep, "float32", QUIET)
     assert kept.value == 4.0 and kept.key != ref.key
     cards = batching_text.sweep_cards(sweep, BUSY, kept)
-    assert "batch 16 ÷ 1, quiet" in cards and "This run, busy: 4.0×" in cards
+    assert "batch 16 ÷ 1, quiet" in cards  # the reference, big, in the cards' one row
+    assert cards.count("lab-big-value") == 4 and "busy machine: noisy" in cards  # live beside

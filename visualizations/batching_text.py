@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from .batching_charts import throughput_trend
 from .cards import WAITING, Card, cards_html, times
 from .noise_view import busy_notice_html, supports_verdict
-from .reference_view import reference_html
+from .reference_view import reference_card
 
 VIRTUAL_CLOCK = ("*Times are on a **virtual clock**: it advances by the measured, synced "
                  "duration of each forward pass (and jumps ahead while the server is idle), so "
@@ -43,12 +43,12 @@ def sweep_cards(sweep, noise=None, reference=None) -> str:
     if len(points) < 2:
         return cards_html([first, Card("largest batch tok/s", WAITING, "next batch size")])
     big = points[-1]
-    ratio = times(big.gain_over(one).estimate)
-    ratio = "not a possible result" if big.impossible else ratio
-    quiet = reference_html(reference, f"batch {big.batch} ÷ {one.batch}", ratio, noise)
+    # a busy run's quiet reference joins the row: the cards keep one row above the chart
+    quiet = reference_card(reference, f"batch {big.batch} ÷ {one.batch}", noise)
+    quiet = [quiet] if quiet is not None else []
     if big.impossible and sweep.finished:  # measured twice, still impossible: not a result
-        return quiet + cards_html([first, Card(f"batch {big.batch} tok/s", "—", "impossible"),
-                           Card(f"batch {big.batch} ÷ {one.batch}", "—", "not shown")]
+        return cards_html([first, Card(f"batch {big.batch} tok/s", "—", "impossible"),
+                           Card(f"batch {big.batch} ÷ {one.batch}", "—", "not shown")] + quiet
                           ) + "\n\n" + impossible_markdown(big.impossible)
     if noise is not None and noise.busy:
         note = "busy machine: noisy"
@@ -57,11 +57,12 @@ def sweep_cards(sweep, noise=None, reference=None) -> str:
                 "levelled": "levelled off, measured"}[throughput_trend(points)]
     else:
         note = "so far, measured" if not sweep.finished else "measured"
-    return quiet + cards_html([
-        first,
+    return cards_html([  # the ratio of the two figures shown beside it (the paired gain,
+        first,           # with its range, is the closing note's)
         Card(f"batch {big.batch} tok/s", f"{big.tokens_per_s:.1f}", "measured"),
-        Card(f"batch {big.batch} ÷ {one.batch}", times(big.gain_over(one).estimate), note),
-    ])
+        Card(f"batch {big.batch} ÷ {one.batch}", times(big.tokens_per_s / one.tokens_per_s),
+             note),
+    ] + quiet)
 
 
 def impossible_markdown(reason: str) -> str:
