@@ -12,8 +12,9 @@ paying. That is why servers batch, and why only up to a point.
 For each batch size the sweep prefills B copies of the same prompt (no padding, so only
 the batch size changes), runs a warm-up decode step (dropped; on a CPU once at the default
 thread count and once at 1, and the faster count times that size: `thread_choice`), then
-times `decode_steps` steps, device synced (each after a 1-row step on batch 1's cache, so the
-gain compares pairs that saw the same machine), and keeps their low quantile
+times `decode_steps` steps, device synced (each after a 1-row step on batch 1's cache at the
+same thread count, so the gain compares pairs that saw the same machine and ran the same way: a
+thread count chosen for batch 1 earlier can be the slow one by now), and keeps their low quantile
 (`robust.low_quantile`: another program only ever adds time, so a few slowed steps do not
 move it). The theoretical floor of a step is the bytes it must read (weights + every row's
 KV cache) divided by the measured memory bandwidth. A size whose figure is physically
@@ -129,7 +130,7 @@ def run_sweep(lm, prompt: list[int], max_batch: int = 32, decode_steps: int = 12
     device = lm.device
     bandwidth = bandwidth_gbs or measure_read_bandwidth(device)
     points: list[BatchPoint] = []
-    lane = {}  # the 1-row lane: batch 1's cache, token and thread count, stepped beside the rest
+    lane = {}  # the 1-row lane: batch 1's cache and token, stepped beside the rest
 
     def measure(b: int, again: str = "") -> Iterator[SweepUpdate]:
         """Time one batch size; yields progress, returns its `BatchPoint`."""
@@ -150,7 +151,7 @@ def run_sweep(lm, prompt: list[int], max_batch: int = 32, decode_steps: int = 12
         times, beside = [], []
         for step in range(decode_steps):
             if lane and b > 1:  # a 1-row step first: the pair shares the machine's state
-                with num_threads(lane["threads"]), stopwatch(device) as t:
+                with num_threads(threads), stopwatch(device) as t:
                     lane["token"] = decode_step(lm.model, lane["token"], lane["cache"]).argmax(-1)
                 beside.append(t[0])
             with num_threads(threads), stopwatch(device) as t:
@@ -160,7 +161,7 @@ def run_sweep(lm, prompt: list[int], max_batch: int = 32, decode_steps: int = 12
                               f"Batch {b}: decode step {step + 1}/{decode_steps} "
                               f"({t[0] * 1000:.0f} ms)")
         if b == 1 and not lane:
-            lane.update(token=token, cache=first.cache, threads=threads)
+            lane.update(token=token, cache=first.cache)
         return BatchPoint(b, len(prompt), first.seconds, low_quantile(times), tuple(times),
                           cache_tensor_bytes(first.cache), shape.weight_bytes, threads=threads,
                           one_row_times=tuple(beside))
