@@ -192,12 +192,18 @@ class Settings:
     prefix_request_tokens: int = 8_192  # lesson 4's prefix reuse: tokens × passes, all questions
     watch_interval_s: float = 2.0  # the server view's live watch: one snapshot per interval
     file_cache_s: int = 3_600  # Gradio's copies of served files: swept this often, this old
-    # Fairness by client address, not session hash (classroom/classroom_guard.py): an
-    # address is X-Forwarded-For's first hop behind a proxy (a Space), else the TCP peer.
-    # A class behind one school address is one address: room for 30 students' chats and
-    # progress events; a single script floods past it.
-    client_events: int = 64  # one address's events waiting or running, all lanes together
-    client_heavy_jobs: int = 1  # one address's measurements in the heavy lane (waiting+running)
+    # Who is asking (classroom/client_address.py, classroom/visitor_token.py): the address is
+    # the hop the nearest trusted proxy added to X-Forwarded-For (a Space: 1, set with
+    # LLM_LAB_TRUSTED_PROXIES=1; 0 = the TCP peer), never the client's own first hop. Fairness
+    # is counted per visitor: a signed token the page gives as a cookie (new ones rate-limited
+    # per address), else the address. A school is one address: its ceilings are a class's.
+    trusted_proxies: int = 0  # proxies in front of the app that append to X-Forwarded-For
+    visitor_tokens_per_address: int = 60  # new visitor tokens one address may get per window
+    visitor_token_window_s: float = 600.0  # ... this window (a class of 40 loads the page)
+    class_size: int = 40  # visitors behind one address the per-address ceilings are sized for
+    client_events: int = 16  # one visitor's events waiting or running, all lanes and tabs
+    client_heavy_jobs: int = 1  # one visitor's measurements in the heavy lane (waiting+running)
+    address_events: int = 128  # one address's events, all its visitors (half of queue_size)
     # One measurement (lessons/common/measurement.py, classroom/shared_runs.py): its budget,
     # checked from its settings before it starts, its time limit, and how long a finished
     # quiet run is shown again to a visitor asking for the same measurement.
@@ -231,7 +237,8 @@ class Settings:
         (LLM_LAB_SERVER_ROWS, e.g. 1 to measure serving without batching) and its threads per
         pass (LLM_LAB_SERVER_THREADS) from the environment, and the held caches' budget and
         idle time and how long a visitor session lives unused (LLM_LAB_HELD_MB,
-        LLM_LAB_HELD_IDLE_S, LLM_LAB_STATE_TTL_S)."""
+        LLM_LAB_HELD_IDLE_S, LLM_LAB_STATE_TTL_S), and the proxies in front of the app
+        (LLM_LAB_TRUSTED_PROXIES: 1 on a Hugging Face Space)."""
         extra: dict = {}
         for env, name in (("LLM_LAB_SERVER_ROWS", "server_rows"),
                           ("LLM_LAB_HELD_MB", "held_cache_mb"),
@@ -241,6 +248,9 @@ class Settings:
             value = os.environ.get(env, "").strip()
             if value.isdigit():
                 extra[name] = max(1, int(value))
+        proxies = os.environ.get("LLM_LAB_TRUSTED_PROXIES", "").strip()
+        if proxies.isdigit():  # 0 is allowed: no proxy in front of the app
+            extra["trusted_proxies"] = int(proxies)
         return Settings(model_override=os.environ.get("LLM_LAB_MODEL") or None,
                         serve_url=os.environ.get("LLM_LAB_SERVE_URL", "").strip() or None,
                         **extra)
