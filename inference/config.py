@@ -69,6 +69,10 @@ class Settings:
     # while the block pool and the step's token budget let them (server.admission), up to it.
     server_rows: int = 32
     server_queue: int = 64  # requests waiting for a row; the next one is refused with a message
+    # The waiting line is served round robin by visitor (server_line.py); one visitor's answers
+    # running or waiting at once, past which the next is refused with a message.
+    visitor_chats: int = 4
+    unread_stream_s: float = 30.0  # a served answer nobody reads this long is stopped (0 = never)
     server_cache_mb: int = 1_024  # KV cache of all rows: the block pool
     server_window_s: float = 60.0  # the "last minute" of the live server view
     stop_check_s: float = 0.5  # an answer waiting on the server re-yields this often, so Stop lands
