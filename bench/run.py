@@ -224,4 +224,6 @@ if __name__ == "__main__":
     res = main()
     (ROOT / "bench" / "results.json").write_text(json.dumps(res, indent=2))
     print_table(res)
-    print("\nwrote bench/results.json")
+    from bench.readme_table import write_readme
+    wrote = write_readme(res)
+    print("\nwrote bench/results.json" + (" and README.md's table" if wrote else ""))

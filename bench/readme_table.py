@@ -1,0 +1,149 @@
+"""The README's "What to expect" table, written from one `bench/results.json`: one run, one
+machine, its date in the heading, so no row mixes figures from different machines or days.
+
+`make bench` calls `write_readme` after it writes the results; by hand:
+`.venv/bin/python -m bench.readme_table` rewrites the table between the README's two markers
+from the results file on disk. A figure the run did not produce reads "not measured in this
+run" (never an older figure).
+"""
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BEGIN, END = "<!-- bench-table:begin -->", "<!-- bench-table:end -->"
+MISSING = "not measured in this run"
+
+
+def _get(results: dict, dotted: str):
+    """results["a"]["b"] for "a.b"; None where any part is absent."""
+    value = results
+    for part in dotted.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def _decode(r: dict) -> str | None:
+    engine = _get(r, "decode.engine_tokens_per_s")
+    generate = _get(r, "decode.generate_tokens_per_s")
+    if engine is None or generate is None:
+        return None
+    roof = _get(r, "decode.roofline_tokens_per_s")
+    tail = f"; ceiling {roof:.1f} (theoretical: bandwidth ÷ bytes per token)" if roof else ""
+    return f"{engine:.1f} / {generate:.1f} tokens/s{tail}"
+
+
+def _prefill(r: dict) -> str | None:
+    rows = r.get("prefill") or []
+    if not rows:
+        return None
+    longest = max(rows, key=lambda row: row["tokens"])
+    return (f"{longest['tokens']:,} tokens in {longest['seconds']:.2f} s "
+            f"({longest['tokens_per_s']:.0f} tokens/s)")
+
+
+def _kv(r: dict) -> str | None:
+    speedup, new = _get(r, "kv_cache.speedup"), _get(r, "kv_cache.new_tokens")
+    if speedup is None:
+        return None
+    same = "same tokens" if _get(r, "kv_cache.same_tokens") else "tokens differ"
+    return f"{speedup:.2f}× faster over {new} new tokens, {same}"
+
+
+def _batching(r: dict) -> str | None:
+    sizes = _get(r, "batching.sizes") or []
+    if len(sizes) < 2:
+        return None
+    one, top = sizes[0], sizes[-1]
+    return (f"batch {top['batch']}: {top['tokens_per_s']:.1f} tokens/s against "
+            f"{one['tokens_per_s']:.1f} at batch {one['batch']} "
+            f"({top['tokens_per_s'] / one['tokens_per_s']:.1f}×)")
+
+
+def _schedulers(r: dict) -> str | None:
+    c, s = _get(r, "batching.schedulers.continuous"), _get(r, "batching.schedulers.static")
+    if not c or not s:
+        return None
+    return (f"{c['throughput_tokens_per_s']:.1f} / {s['throughput_tokens_per_s']:.1f} tokens/s, "
+            f"mean first token {c['mean_ttft_s']:.1f} / {s['mean_ttft_s']:.1f} s")
+
+
+def _quantization(r: dict) -> str | None:
+    modes = [(name, _get(r, f"quantization.{name}.decode_tokens_per_s"))
+             for name in ("fp32", "int8", "int4-g32")]
+    if any(v is None for _, v in modes):
+        return None
+    return " / ".join(f"{name} {v:.1f}" for name, v in modes) + " tokens/s"
+
+
+def _startup(r: dict) -> str | None:
+    warm, cold = _get(r, "startup.warm_seconds"), _get(r, "startup.cold_seconds")
+    return None if warm is None or cold is None else f"{warm:.0f} s / {cold:.0f} s"
+
+
+def _class(r: dict) -> str | None:
+    b, s = _get(r, "serving.batched"), _get(r, "serving.serial")
+    if not b or not s:
+        return None
+    return (f"{b['tokens_per_s']:.1f} / {s['tokens_per_s']:.1f} tokens/s, "
+            f"p95 latency {b['p95_latency_s']:.1f} / {s['p95_latency_s']:.1f} s")
+
+
+def _vllm(r: dict) -> str | None:
+    b, v = _get(r, "serving.batched"), _get(r, "serving.vllm")
+    if not b or not v or not v.get("tokens_per_s"):
+        return None if not v or not v.get("skipped") else f"vLLM skipped: {v['skipped']}"
+    return (f"{b['tokens_per_s']:.1f} / {v['tokens_per_s']:.1f} tokens/s "
+            f"({b['tokens_per_s'] / v['tokens_per_s']:.2f}×), p95 latency "
+            f"{b['p95_latency_s']:.1f} / {v['p95_latency_s']:.1f} s")
+
+
+ROWS: tuple[tuple[str, Callable[[dict], str | None]], ...] = (
+    ("decode, batch 1 (engine / `generate()`)", _decode),
+    ("prefill, the longest prompt measured", _prefill),
+    ("KV cache against recomputing every step", _kv),
+    ("batching: the largest batch against batch 1", _batching),
+    ("continuous / static batching (10-request trace)", _schedulers),
+    ("decode by weight format", _quantization),
+    ("start-up, weights cached / cold", _startup),
+    ("30 streaming chats: continuous batcher / one row at a time", _class),
+    ("30 streaming chats: this app / vLLM on the same machine", _vllm),
+)
+
+
+def table(results: dict) -> str:
+    """The markdown table (with its heading line) for one run's results.
+
+    >>> print(table({"when": "2026-12-03 05:00:00", "machine": {"device": "cpu (X)",
+    ...              "dtype": "torch.float32"}, "kv_cache": {"speedup": 2.9, "new_tokens": 64,
+    ...              "same_tokens": True}}).splitlines()[0])
+    Measured by `make bench` on cpu (X), torch.float32, 2026-12-03 05:00:00 (one run, one machine):
+    """
+    machine = results.get("machine", {})
+    lines = [f"Measured by `make bench` on {machine.get('device', 'an unnamed machine')}, "
+             f"{machine.get('dtype', 'unknown dtype')}, {results.get('when', 'undated')} "
+             "(one run, one machine):", "", "| figure | measured |", "|---|---|"]
+    lines += [f"| {label} | {row(results) or MISSING} |" for label, row in ROWS]
+    return "\n".join(lines)
+
+
+def write_readme(results: dict, readme: Path = ROOT / "README.md") -> bool:
+    """Replace the table between the README's markers; False (README untouched) without them."""
+    text = readme.read_text(encoding="utf-8")
+    if BEGIN not in text or END not in text:
+        return False
+    head, rest = text.split(BEGIN, 1)
+    tail = rest.split(END, 1)[1]
+    readme.write_text(f"{head}{BEGIN}\n{table(results)}\n{END}{tail}", encoding="utf-8")
+    return True
+
+
+if __name__ == "__main__":
+    path = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "bench" / "results.json"
+    wrote = write_readme(json.loads(path.read_text(encoding="utf-8")))
+    print("README table rewritten" if wrote else "README has no bench-table markers")
