@@ -62,11 +62,10 @@ def test_paged_view_empty_state():
 def test_paged_view_server_parts_and_demo_text():
     from types import SimpleNamespace
 
-    from visualizations.pool_view import PADDED_NOTE, demo_md, server_pool_parts
+    from visualizations.pool_view import demo_md, server_pool_parts
 
-    grid, tables, md = server_pool_parts(SimpleNamespace(kv_layout="paged", pool=record()))
+    grid, tables, md = server_pool_parts(SimpleNamespace(pool=record()))
     assert "data-block='7'" in grid and "request 1" in tables and "25.0%" in md
-    assert server_pool_parts(SimpleNamespace(kv_layout="padded", pool=None))[2] == PADDED_NOTE
     assert EMPTY in server_pool_parts(None)[0]
     req = SimpleNamespace(rid=3, state="running", prompt_tokens=30, generated_tokens=2,
                           text="Hi")

@@ -118,15 +118,9 @@ def pool_bytes_md(pool) -> str:
     return "\n".join(lines)
 
 
-PADDED_NOTE = ("*The server runs with its padded KV layout (LLM_LAB_SERVER_KV=padded): one "
-               "left-padded tensor per layer, no blocks to draw.*")
-
-
 def server_pool_parts(stats, caption: str = "") -> tuple[str, str, str]:
     """For the live server view: (pool grid HTML, block tables HTML, bytes markdown) from a
     `ServerStats` (None before the first request)."""
-    if stats is not None and getattr(stats, "kv_layout", "paged") == "padded":
-        return "", "", PADDED_NOTE
     pool = None if stats is None else stats.pool
     return pool_grid_html(pool, caption), block_tables_html(pool), pool_bytes_md(pool)
 
