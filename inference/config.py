@@ -218,7 +218,7 @@ class Settings:
     # line, told its place and an estimated wait; past `class_line` waiting, a newcomer runs its
     # class-sized variant (fewer points or tokens); past `measure_line`, it is refused with when
     # to try again.
-    measure_line: int = 48  # presses waiting in the line at once (each holds a worker thread)
+    measure_line: int = 32  # presses waiting in the line at once (each holds a worker thread)
     class_line: int = 4  # past this many waiting, a measurement runs its class-sized variant
     line_update_s: float = 1.0  # a waiting press's place and estimate are refreshed this often
 
