@@ -214,10 +214,10 @@ class Settings:
     measure_work_tokens: int = 32_768  # tokens fed through the model, all passes together
     measure_limit_s: float = 240.0  # a run still going stops at its next frame (< Gradio's)
     shared_run_reuse_s: float = 60.0  # a finished run's result, reused for identical requests
-    # The measurement line (classroom/measure_line.py): a press that cannot run now waits in
-    # line, told its place and an estimated wait; past `class_line` waiting, a newcomer runs its
-    # class-sized variant (fewer points or tokens); past `measure_line`, it is refused with when
-    # to try again.
+    # The measurement line (lessons/common/measure_line.py): a press that cannot run now
+    # waits in line, told its place and an estimated wait; past `class_line` waiting, a
+    # newcomer runs its class-sized variant (fewer points or tokens); past `measure_line`, it
+    # is refused with when to try again.
     measure_line: int = 32  # presses waiting in the line at once (each holds a worker thread)
     class_line: int = 4  # past this many waiting, a measurement runs its class-sized variant
     line_update_s: float = 1.0  # a waiting press's place and estimate are refreshed this often
