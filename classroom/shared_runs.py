@@ -10,6 +10,10 @@ for another visitor" and the same frames as they come, instead of waiting in lin
 A run that finished a moment ago (`reuse_s`) is shown again to whoever asks for it, labelled as
 measured for another visitor.
 
+A leader may first wait in the measurement line (`lessons.common.measure_line`, the `queue` given to
+`run`): its handler has started, but its run has not. Its followers are told where that run
+stands (`IN_LINE`, refreshed as the line moves), and a follower never waits in the line itself.
+
 A reserved run whose leader never starts (its event left the queue: the tab closed, Stop, a
 refusal) ends for its followers with `LEFT` (press again to measure yourself); they check at
 each 1 s wake-up with `in_queue`, which `classroom.classroom_guard` points at Gradio's
@@ -49,6 +53,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from lessons.common.measure_line import MeasureLine
+
 WAITING = ("⏳ **Another visitor asked for this same measurement a moment ago: it is waiting for "
            "its turn in the measurement line, and its result will appear here.** (Same lesson, "
            "same settings: one run for both of you.)")
@@ -57,10 +63,16 @@ FOLLOWING = ("⏳ **This is already being measured for another visitor: its resu
 SHARED_NOW = "*Measured just now for another visitor with the same settings (one shared run).*"
 SHARED_EARLIER = ("*Measured {s:.0f} s ago on this machine for another visitor with the same "
                   "settings (one shared run); change a setting to measure afresh.*")
+IN_LINE = ("⏳ **This shares a run already in line, waiting for its turn: {where}.** Another "
+           "visitor asked for this same measurement a moment ago; its result will appear here "
+           "(same lesson, same settings: one run for both of you).")
 LEFT = ("The run you were following ended before its result (the visitor who started it "
         "stopped it): press the button again to measure it yourself.")
 
 Annotate = Callable[[object, str], object]  # (frame, sentence) -> the frame showing it
+# a leader's wait in the measurement line: given how to tell its followers where the run
+# stands, its frames until the run may start
+Queue = Callable[[Callable[[str], None]], Iterator]
 
 
 def run_key(name: str, values: list) -> tuple:
@@ -81,13 +93,22 @@ class Run:
     whole: bool = False  # finished with a result, neither failed, stopped nor time-cut
     reusable: bool = False  # whole and quiet: may be shown to later visitors
     leader: str | None = None  # the leading event's id while it waits in line, not yet started
+    line: str | None = None  # where it stands in the measurement line, while its leader waits
+    notes: int = 0  # changes of `line` so far
     cond: threading.Condition = field(default_factory=threading.Condition)  # an RLock inside
 
     def start(self) -> None:
-        """The leader's handler has begun: no longer a reservation."""
+        """The run has begun: no longer a reservation, nor in line."""
         with self.cond:
-            self.leader = None
+            self.leader = self.line = None
             self.cond.notify_all()
+
+    def note(self, where: str) -> None:
+        """Where the run stands in the measurement line, for its followers."""
+        with self.cond:
+            if where != self.line:
+                self.line, self.notes = where, self.notes + 1
+                self.cond.notify_all()
 
     def add(self, frame: object) -> None:
         with self.cond:
@@ -130,6 +151,15 @@ class SharedRuns:
         # the id of the event whose handler runs now (classroom_guard reads Gradio's context;
         # without it no event was tagged, and each run is its own)
         self.event_id: Callable[[], str | None] = lambda: None
+        self.line: MeasureLine | None = None  # the measurement line (`line_for`)
+
+    def line_for(self, settings) -> MeasureLine:
+        """The app's one measurement line, sized by `settings` (made by the first heavy
+        button wired)."""
+        with self._lock:
+            if self.line is None:
+                self.line = MeasureLine.of(settings)
+            return self.line
 
     def tag(self, event_id: str, key: tuple) -> None:
         with self._lock:
@@ -188,20 +218,24 @@ class SharedRuns:
     def _fresh(self, run: Run) -> bool:
         return run.reusable and time.monotonic() - run.finished_at <= self.reuse_s
 
-    def run(self, start: Callable[[], Iterator], annotate: Annotate, outcome=None) -> Iterator:
+    def run(self, start: Callable[[], Iterator], annotate: Annotate, outcome=None,
+            queue: Queue | None = None) -> Iterator:
         """`start()`'s frames, shared with identical requests when this event was tagged as it
-        joined the queue, else run alone."""
+        joined the queue, else run alone; a leader first waits in `queue` (its frames are its
+        own: followers see where the run stands)."""
         event_id = self.event_id()
         tagged = self.take(event_id)
         if tagged is None:
+            if queue is not None:
+                yield from queue(lambda where: None)
             yield from start()
             return
         yield from self.share(tagged[0], start, annotate, asked_at=tagged[1],
-                              event_id=event_id, outcome=outcome)
+                              event_id=event_id, outcome=outcome, queue=queue)
 
     def share(self, key: tuple, start: Callable[[], Iterator], annotate: Annotate,
               asked_at: float | None = None, event_id: str | None = None,
-              outcome=None) -> Iterator:
+              outcome=None, queue: Queue | None = None) -> Iterator:
         """Lead a run of `start()` (the one event `event_id` reserved, or a new one), follow
         the one it joined (`join`) or one reserved or in progress, or replay the fresh result
         (or a busy one that ended after this visitor asked, `asked_at`: time.monotonic())."""
@@ -212,7 +246,7 @@ class SharedRuns:
             else:
                 run, lead = self._lead_or_follow(key, asked_at, event_id)
         if lead:
-            yield from _lead(run, start, outcome)
+            yield from _lead(run, start, outcome, queue)
         else:
             yield from _follow(run, annotate, self._check_leader)
 
@@ -227,18 +261,21 @@ class SharedRuns:
         asked_during = (run is not None and run.done and run.whole and asked_at is not None
                         and asked_at <= run.finished_at)
         lead = mine or run is None or (run.done and not self._fresh(run) and not asked_during)
-        if mine:
-            run.start()
-        elif lead:
+        if lead and not mine:
             run = self._put(key, Run())
         if lead:
             self.leads += 1
         return run, lead
 
 
-def _lead(run: Run, start: Callable[[], Iterator], outcome=None) -> Iterator:
-    frames = start()
+def _lead(run: Run, start: Callable[[], Iterator], outcome=None,
+          queue: Queue | None = None) -> Iterator:
+    frames = None
     try:
+        if queue is not None:  # its place in line: the leader's own frames, not the run's
+            yield from queue(run.note)
+        run.start()
+        frames = start()
         for frame in frames:
             run.add(frame)
             yield frame
@@ -255,18 +292,21 @@ def _lead(run: Run, start: Callable[[], Iterator], outcome=None) -> Iterator:
 
 
 def _follow(run: Run, annotate: Annotate, check_leader: Callable[[Run], None]) -> Iterator:
-    seen, told = -1, False
+    seen, told = (-1, -1), False
     while True:
         with run.cond:
-            while run.version == seen and not run.done:
+            while (run.version, run.notes) == seen and not run.done:
                 run.cond.wait(timeout=1.0)  # woken by each frame; the timeout only re-checks
                 check_leader(run)  # a reservation whose leader left the queue ends here
-            seen, merged, done, ended = run.version, run.merged, run.done, run.finished_at
-            waiting = run.leader is not None
+            seen, merged, done, ended = (run.version, run.notes), run.merged, run.done, \
+                run.finished_at
+            waiting, line = run.leader is not None, run.line
         if done:
             break
         if merged is not None:
             yield annotate(merged, FOLLOWING)
+        elif line is not None:
+            yield annotate({}, IN_LINE.format(where=line))
         elif waiting and not told:
             told = True
             yield annotate({}, WAITING)

@@ -204,8 +204,9 @@ def _fn(demo, api_name: str) -> int:
     return next(i for i, f in demo.fns.items() if f.api_name == api_name)
 
 
-def _heavy_waiting(demo) -> list[str]:
-    return [e._id for e in demo._queue.event_queue_per_concurrency_id["heavy"].queue]
+def _in_line(runs) -> int:
+    """Presses waiting in the measurement line (their handlers started, their runs not)."""
+    return runs.line.waiting()
 
 
 def _generating(visitor, event_id: str) -> str:
@@ -238,12 +239,13 @@ def test_fair_identical_presses_while_the_first_waits_in_line_join_it(line):
     try:
         measure = _hold_the_line(demo, a, 1)
         first = b.join(measure, [7]).json()["event_id"]
-        assert first in _heavy_waiting(demo)
+        assert wait_for(lambda: _in_line(runs) == 1, timeout=30)
         joined = [v.join(measure, [7]) for v in (c, d)]
         assert [r.status_code for r in joined] == [200, 200]
         c_id, d_id = (r.json()["event_id"] for r in joined)
         other = e.join(measure, [8]).json()["event_id"]  # different settings: waits in line
-        assert _heavy_waiting(demo) == [first, other]
+        assert wait_for(lambda: _in_line(runs) == 2, timeout=30)
+        assert wait_for(lambda: "2nd in line" in _generating(e, other), timeout=30)
         assert wait_for(lambda: "waiting for its turn" in _generating(c, c_id), timeout=30)
         assert not calls  # nothing measured yet: B still waits behind A
         release.set()
@@ -272,16 +274,17 @@ def test_fair_followers_of_a_measurement_that_left_the_line_are_told_to_press_ag
     try:
         measure = _hold_the_line(demo, a, 2)  # not test 1's (reused)
         first = b.join(measure, [9]).json()["event_id"]
+        assert wait_for(lambda: _in_line(runs) == 1, timeout=30)
         c_id = c.join(measure, [9]).json()["event_id"]
-        assert c_id not in _heavy_waiting(demo)
         assert wait_for(lambda: "waiting for its turn" in _generating(c, c_id), timeout=30)
         stop = httpx.post(url + "gradio_api/cancel", timeout=30, json={
             "session_hash": b.session, "fn_index": measure, "event_id": first})
         assert stop.status_code == 200, stop.text
         done_c = c.completed(c_id, timeout_s=30)
         assert done_c["success"] and LEFT in _texts(done_c)
+        assert wait_for(lambda: _in_line(runs) == 0, timeout=30)  # B left the line
         again = f.join(measure, [9]).json()["event_id"]
-        assert again in _heavy_waiting(demo)  # leads afresh, in line
+        assert wait_for(lambda: _in_line(runs) == 1, timeout=30)  # leads afresh, in line
         release.set()
         done_f = f.completed(again)
         assert done_f["success"] and "measured 9" in _texts(done_f)
@@ -309,7 +312,8 @@ def test_fair_followers_hold_at_most_their_share_of_the_worker_slots(line, monke
         first = b.join(measure, [11]).json()["event_id"]
         c_id = c.join(measure, [11]).json()["event_id"]  # the one follower allowed
         d_id = d.join(measure, [11]).json()["event_id"]
-        assert _heavy_waiting(demo) == [first, d_id]
+        # D takes the heavy lane, and its handler, started, follows B's run: one in line
+        assert wait_for(lambda: _in_line(runs) == 1, timeout=30)
         release.set()
         done_c, done_d = c.completed(c_id), d.completed(d_id)
         assert SHARED_NOW in _texts(done_c) and "measured 11" in _texts(done_d)

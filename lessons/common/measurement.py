@@ -19,6 +19,10 @@ a heavy button is wired; it reads everything else from `Settings`:
 - Identical requests share one run (`classroom.shared_runs`, deciding from the `Outcome`: a
   run cut short or measured on a busy machine is not shown again), and every pass takes turns
   with the server that answers the class's chats (`feedback.guarded(alone=...)`).
+- **The line** (`lessons.common.measure_line`): a press that cannot run now waits in a first-come
+  line, told its place and a wait estimated from its `work` and this machine's rate; past
+  `Settings.class_line` waiting, it runs its class-sized variant (`smaller`: the same
+  measurement at fewer points or tokens, and what changed, said on screen).
 
 A short timed model run outside the heavy lane (one prefill, the cache growing) is a
 measurement too, in its own `lane`, for its busy check: no work budget, never shared.
@@ -43,6 +47,9 @@ clock = time.monotonic  # the time limit's clock (seconds; a test may step it)
 TIME_UP = ("⏱ **Stopped at this measurement's time limit ({s:.0f} s)**, so the others waiting "
            "could have their turn. What it measured so far is below; fewer tokens or fewer "
            "sizes fit in the limit.")
+SMALLER = ("📏 **The line is long, so this run measures {what}** (its class-sized version, so "
+           "everyone waiting gets a result sooner; press again when the line is short for the "
+           "full one).")
 OVER_BUDGET = ("This measurement would feed about {work:,} tokens through the model (tokens × "
                "passes, all passes together); one measurement may feed at most {budget:,}. Use "
                "fewer new tokens, a shorter prompt or fewer sizes.")
@@ -59,6 +66,14 @@ class Measurement:
     budget: int | None = None  # its own work budget, where its page offers more than Settings'
     limit: str = "measure"  # Gradio's hard time limit: Settings.<limit>_time_limit_s
     lane: str = HEAVY  # its concurrency lane
+    # its class-sized variant, from the handler's arguments: (the arguments of a smaller run of
+    # the same measurement, what changed: "8 steps, not 24"); None: it has none
+    smaller: Callable[..., tuple[tuple, str]] | None = None
+    label: str = ""  # what the line calls it ("KV race"); its name's words when empty
+
+    @property
+    def title(self) -> str:
+        return self.label or self.name.replace("_", " ")
 
     def __post_init__(self) -> None:
         if self.lane == HEAVY and self.work is None:

@@ -1,0 +1,199 @@
+"""The measurement line: a press that cannot run now waits in a first-come line and is told its
+place and an honest wait, instead of being refused.
+
+Two cores cannot run thirty different sweeps at once, so the heavy lane runs `slots`
+measurements at a time (`Settings.heavy_lane_limit`) and every other press *joins the line*
+(`join`): its handler has started, and its first frames are its place, refreshed every
+`update_s` (`turn`): "3rd in line, about 45 s: your run starts after the KV race pressed before
+yours". The order is arrival; the place is recomputed on every frame, so a press ahead that
+leaves (Stop, a closed tab: its generator is closed) moves everyone behind it up at once.
+
+The estimate is each waiting measurement's work (`Measurement.work`: tokens × passes, the
+formula beside its experiment loop) times this machine's rate for that measurement: the seconds
+per work unit of its most recent whole run here (`done`). A measurement not yet timed on this
+machine has no rate, and then the estimate says so and gives no figure. Each run counts for at
+most `limit_s` (a run is stopped at its time limit).
+
+Past `class_line` waiting, a newcomer is told the line is long (`Ticket.small`): its wiring runs
+the measurement's class-sized variant (`Measurement.smaller`). Past `bound` waiting, a press is
+refused (`LineFull`) with when a place should free up.
+
+>>> t = [0.0]
+>>> line = MeasureLine(slots=1, bound=8, class_line=4, clock=lambda: t[0])
+>>> a, b, c = (line.join("KV race", 100) for _ in range(3))
+>>> line.admit(a), line.admit(b)
+(True, False)
+>>> line.place(c).sentence().split(":")[0]
+'2nd in line, no time estimate yet (the KV race has not run on this machine yet)'
+>>> t[0] = 20.0; line.done(a, whole=True)  # 100 tokens in 20 s: 0.2 s a token
+>>> line.admit(b), line.place(c).sentence()
+(True, 'next in line, about 20 s: it starts when the KV race measuring now ends')
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from inference.config import Settings
+
+
+class LineFull(Exception):
+    """The line holds `bound` waiting presses: `retry_s` is when the first place should free
+    (None: not estimated yet)."""
+
+    def __init__(self, waiting: int, retry_s: float | None) -> None:
+        super().__init__(f"{waiting} waiting")
+        self.waiting, self.retry_s = waiting, retry_s
+
+
+@dataclass(eq=False)
+class Ticket:
+    """One press in the line, from the moment its handler starts until its run ends."""
+
+    title: str  # what it measures, as the line names it ("KV race")
+    work: int  # tokens × passes its run will feed (its class-sized variant's when small)
+    number: int  # arrival order
+    small: bool = False  # joined past `class_line` waiting: runs its class-sized variant
+    started: float | None = None  # the line's clock when its run began (None: waiting)
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a ticket stands: what its visitor is told."""
+
+    position: int  # 1 = next to run; 0 = running now
+    wait_s: float | None  # seconds until it starts, estimated; None: no rate known yet
+    after: str | None  # the title of the measurement just ahead of it
+    ahead_running: bool  # that measurement is the one measuring now
+    untimed: str | None = None  # a title ahead with no rate here yet (why no figure)
+
+    def sentence(self) -> str:
+        """'3rd in line, about 45 s: it starts after the KV race pressed before it'."""
+        if self.position == 0:
+            return "measuring now"
+        first = "next" if self.position == 1 else ordinal(self.position)
+        where = f"{first} in line, {estimate(self.wait_s, self.untimed)}"
+        if self.after is None:
+            return where
+        if self.ahead_running:
+            return f"{where}: it starts when the {self.after} measuring now ends"
+        return f"{where}: it starts after the {self.after} pressed before it"
+
+
+def ordinal(n: int) -> str:
+    """1st, 2nd, 3rd, 4th, ..., 11th, 12th, 13th, 21st."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def estimate(wait_s: float | None, untimed: str | None = None) -> str:
+    """'about 45 s', 'about 3 min', or the estimate's absence and why."""
+    if wait_s is None:
+        why = f" (the {untimed} has not run on this machine yet)" if untimed else ""
+        return f"no time estimate yet{why}"
+    if wait_s < 90:
+        return f"about {max(5, round(wait_s / 5) * 5):.0f} s"
+    return f"about {round(wait_s / 60):.0f} min"
+
+
+@dataclass
+class MeasureLine:
+    """Measurements waiting for the heavy lane, first come first served (one per app)."""
+
+    slots: int = 1  # measurements running at once (Settings.heavy_lane_limit)
+    bound: int = 24  # presses waiting at once; the next is refused (Settings.measure_line)
+    class_line: int = 4  # past this many waiting, a newcomer runs small (Settings.class_line)
+    limit_s: float = 240.0  # a run's time limit: no run counts for longer in an estimate
+    update_s: float = 1.0  # a waiting press's place is refreshed this often
+    clock: Callable[[], float] = time.monotonic
+    rates: dict[str, float] = field(default_factory=dict)  # title -> s per work unit, latest
+    _tickets: list[Ticket] = field(default_factory=list)  # running first, then by arrival
+    _numbers: Iterator[int] = field(default_factory=itertools.count)
+    _cond: threading.Condition = field(default_factory=threading.Condition)
+
+    @classmethod
+    def of(cls, settings: Settings) -> MeasureLine:
+        """The line `settings` describe."""
+        return cls(slots=settings.heavy_lane_limit, bound=settings.measure_line,
+                   class_line=settings.class_line, limit_s=settings.measure_limit_s,
+                   update_s=settings.line_update_s)
+
+    def waiting(self) -> int:
+        with self._cond:
+            return sum(t.started is None for t in self._tickets)
+
+    def join(self, title: str, work: int, small_work: int | None = None) -> Ticket:
+        """A place at the end of the line (`small_work`: its class-sized variant's work, run
+        when the line is long). Raises LineFull past `bound` waiting."""
+        with self._cond:
+            waiting = sum(t.started is None for t in self._tickets)
+            if waiting >= self.bound:
+                raise LineFull(waiting, self._first_free_s())
+            small = small_work is not None and waiting >= self.class_line
+            ticket = Ticket(title, int(small_work if small else work), next(self._numbers),
+                            small)
+            self._tickets.append(ticket)
+            self._cond.notify_all()
+            return ticket
+
+    def admit(self, ticket: Ticket) -> bool:
+        """Start `ticket`'s run if a slot is free and no one waiting arrived before it."""
+        with self._cond:
+            if ticket.started is not None:
+                return True
+            running = sum(t.started is not None for t in self._tickets)
+            first = next((t for t in self._tickets if t.started is None), None)
+            if running < self.slots and first is ticket:
+                ticket.started = self.clock()
+                self._cond.notify_all()
+                return True
+            return False
+
+    def done(self, ticket: Ticket, whole: bool = False) -> None:
+        """`ticket` leaves the line (its run ended, or its visitor left before it ran). A whole
+        run (neither cut, stopped nor failed) sets its measurement's rate on this machine."""
+        with self._cond:
+            if ticket in self._tickets:
+                self._tickets.remove(ticket)
+            if whole and ticket.started is not None and ticket.work > 0:
+                self.rates[ticket.title] = (self.clock() - ticket.started) / ticket.work
+            self._cond.notify_all()
+
+    def place(self, ticket: Ticket) -> Place:
+        """Where `ticket` stands now, and how long until it starts (estimated)."""
+        with self._cond:
+            if ticket.started is not None:
+                return Place(0, 0.0, None, False)
+            ahead = [t for t in self._tickets if t is not ticket and (
+                t.started is not None or t.number < ticket.number)]
+            position = sum(t.started is None for t in ahead) + 1
+            costs = [self._cost(t) for t in ahead]
+            untimed = next((t.title for t, c in zip(ahead, costs) if c is None), None)
+            # with several slots, the wait is the work ahead shared among them
+            wait = None if untimed else sum(costs) / self.slots
+            last = max(ahead, key=lambda t: (t.started is None, t.number), default=None)
+            return Place(position, wait, last.title if last else None,
+                         last is not None and last.started is not None, untimed)
+
+    def turn(self, ticket: Ticket) -> Iterator[Place]:
+        """`ticket`'s place, at once and then every `update_s` or when the line moves, until
+        its run may start (then it returns: the run has begun)."""
+        while not self.admit(ticket):
+            yield self.place(ticket)
+            with self._cond:
+                self._cond.wait(timeout=self.update_s)
+
+    def _cost(self, t: Ticket) -> float | None:
+        """Seconds `t` still needs (at most the time limit), or None with no rate here."""
+        rate = self.rates.get(t.title)
+        if rate is None:
+            return None
+        total = min(t.work * rate, self.limit_s)
+        return total if t.started is None else max(0.0, total - (self.clock() - t.started))
+
+    def _first_free_s(self) -> float | None:
+        running = [self._cost(t) for t in self._tickets if t.started is not None]
+        return None if any(c is None for c in running) else min(running, default=0.0)
