@@ -1,7 +1,9 @@
 """The web layer a public class needs, installed on the built app by one call: `install(demo)`.
 
 A Space serves a whole room from one process, so the page's web server needs more than Gradio's
-queue gives: a fair share per visitor and per network address (`classroom_guard`, `client_address`),
+queue gives: a fair share per visitor, told by a token the server signs and gives with the page
+(`visitor_token`), and a class-sized ceiling per network address (`classroom_guard`,
+`client_address`: the hop a trusted proxy added, never the client's own),
 identical measurements run once (`shared_runs`; each measurement's work budget and time limit
 come with its wiring, `lessons.common.measurement_wiring`), every input checked against its
 component before a handler sees it (`input_check`), bounded sessions (`session_budget`),
@@ -33,6 +35,7 @@ from .input_check import check_every_input
 from .request_limits import LimitRequestSize, WordValidationErrors
 from .session_budget import bound_sessions
 from .shared_runs import SharedRuns
+from .visitor_token import VisitorCookies, VisitorTokens, visitor_of
 from .web_costs import calm_queue, trim_web_costs
 
 PINNED_GRADIO = "6.31.0"  # the version the private patches below were written against
@@ -62,9 +65,11 @@ def install(demo: gr.Blocks, settings: Settings, fair: Fairness,
 
 def middleware(settings: Settings) -> list[Middleware]:
     """The request-level limits, as Starlette middleware for `launch(app_kwargs=...)`."""
+    tokens = VisitorTokens(settings.visitor_tokens_per_address, settings.visitor_token_window_s)
     return [Middleware(LimitRequestSize, max_bytes=settings.max_request_bytes),
             Middleware(RefuseUploads), Middleware(CleanCancels),
-            Middleware(WordValidationErrors)]
+            Middleware(WordValidationErrors),
+            Middleware(VisitorCookies, tokens=tokens, trusted_proxies=settings.trusted_proxies)]
 
 
-__all__ = ["Fairness", "SharedRuns", "install", "middleware", "PINNED_GRADIO"]
+__all__ = ["Fairness", "SharedRuns", "install", "middleware", "visitor_of", "PINNED_GRADIO"]

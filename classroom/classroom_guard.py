@@ -13,12 +13,16 @@ checks in front of Gradio's own, at the moment an event asks to join:
 - a session may have at most `per_session` events waiting or running at once;
 - a lane may have at most `per_lane` events waiting.
 
-With `fair` (`Fairness`: one visitor's many tabs must not crowd out the class), by client
-address too (`client_address`: twelve session hashes from one address are one visitor):
+With `fair` (`Fairness`), per visitor (`visitor_token.visitor_of`: the server-signed token
+the page gave, else the network address, `client_address`: twelve session hashes from one
+script are one visitor), and per address only as a class-sized ceiling (a school reaches the
+app through one address, so a class is one address, not one abuser):
 
-- an address may have at most `client_events` events waiting or running, all lanes together;
-- an address may have at most `client_heavy_jobs` measurements in the heavy lane, so another
-  visitor's measurement waits behind at most that many of theirs;
+- a visitor may have at most `client_events` events waiting or running, all lanes and tabs;
+- an address may have at most `address_events`, all its visitors together;
+- a visitor may have at most `client_heavy_jobs` measurements in the heavy lane, so another
+  visitor's measurement waits behind at most that many of theirs; an address at most
+  `class_size` visitors' worth of them;
 - a measurement identical to one waiting in the heavy lane, running or just finished
   (`shared_runs`) does not wait in the heavy lane at all: it moves to a lane of its own and
   follows that run. The first of a kind reserves its run as it joins the heavy lane, so a class
@@ -55,18 +59,23 @@ from lessons.common.measurement import HEAVY, measurement_of
 from .client_address import counted, request_address
 from .input_check import InputRefused, check_inputs
 from .shared_runs import SharedRuns, run_key
+from .visitor_token import visitor_of
 
 SESSION_FULL = ("You already have {n} requests waiting or running in this tab. Wait for them "
                 "to finish (or press Stop), then try again.")
 LANE_FULL = ("{n} requests are already waiting for this part of the app. Please try again in "
              "a few seconds.")
-CLIENT_FULL = ("Your network address already has {n} requests waiting or running (every tab "
-               "on it, and everyone sharing it: a school or office network is one address). "
-               "Wait for some to finish, then try again.")
-HEAVY_FULL = ("Your network address already has {n} measurement(s) running or waiting (everyone "
-              "sharing it counts: a school network is one address). The room shares one lane "
-              "for measurements, one at a time per address; the same measurement with the same "
-              "settings joins the run already going. Try again when that one has finished.")
+VISITOR_FULL = ("You already have {n} requests waiting or running (every tab of yours "
+                "together). Wait for some to finish, then try again.")
+ADDRESS_FULL = ("Your network address already has {n} requests waiting or running, a whole "
+                "class's worth (everyone sharing it counts: a school network is one address). "
+                "Wait for some to finish, then try again.")
+HEAVY_FULL = ("You already have {n} measurement(s) running or waiting. The room shares one "
+              "lane for measurements, one at a time per visitor; the same measurement with the "
+              "same settings joins the run already going. Try again when yours has finished.")
+CLASS_HEAVY_FULL = ("Your network address already has {n} measurements running or waiting, one "
+                    "for each of a class of {size} (everyone sharing it counts: a school "
+                    "network is one address). Try again when one of them has finished.")
 JOINED = "joined"  # the lane of measurements that follow an identical run (no limit: no work)
 JOINED_SHARE = 0.5  # of Gradio's worker slots, the most that followers may hold at once
 
@@ -122,11 +131,19 @@ def limit_per_session(demo: gr.Blocks, per_session: int, per_lane: int,
 
 def _by_client(demo, fair: Fairness, fn, body, request, waiting: list, running: list) -> tuple:
     """(refusal or None, the run key of a measurement or None, whether it follows a run)."""
-    address, s = request_address(request), fair.settings
-    if counted(address):
-        theirs = [e for e in waiting + running if request_address(e.request) == address]
+    s = fair.settings
+    address = request_address(request, s.trusted_proxies)
+    counts = counted(address)
+    if counts:
+        visitor = visitor_of(request, s.trusted_proxies)
+        at_address = [e for e in waiting + running
+                      if request_address(e.request, s.trusted_proxies) == address]
+        theirs = [e for e in waiting + running  # a token is one visitor on any address
+                  if visitor_of(e.request, s.trusted_proxies) == visitor]
         if len(theirs) >= s.client_events:
-            return CLIENT_FULL.format(n=len(theirs)), None, False
+            return VISITOR_FULL.format(n=len(theirs)), None, False
+        if len(at_address) >= s.address_events:
+            return ADDRESS_FULL.format(n=len(at_address)), None, False
     m = measurement_of(fn)
     if fn.concurrency_id != HEAVY or m is None:
         return None, None, False
@@ -140,11 +157,13 @@ def _by_client(demo, fair: Fairness, fn, body, request, waiting: list, running: 
         and _key(demo, e.fn, e.data, s) == key for e in running))
     if join:
         return None, key, True
-    if counted(address):
-        heavy = [e for e in waiting + running if e.concurrency_id == HEAVY
-                 and request_address(e.request) == address]
+    if counts:
+        heavy = [e for e in theirs if e.concurrency_id == HEAVY]
         if len(heavy) >= s.client_heavy_jobs:
             return HEAVY_FULL.format(n=len(heavy)), None, False
+        school = [e for e in at_address if e.concurrency_id == HEAVY]
+        if len(school) >= s.class_size * s.client_heavy_jobs:
+            return CLASS_HEAVY_FULL.format(n=len(school), size=s.class_size), None, False
     if values is None:  # a value that does not fit its control: the input check words it
         return None, None, False
     try:
