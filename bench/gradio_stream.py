@@ -14,6 +14,9 @@ app then lacked while vLLM's clients cost almost nothing. The wire is what a bro
    `["append", [1, "content", 0, "text"], " there"]`), `process_completed` the final outputs
    in full (the chat, then the stats line with "N tokens generated").
 
+`app_tokens()` is the same chat for the serving workloads (`bench.serving_workloads`), on one
+asyncio loop for every student (`bench.openai_client.http_lines`).
+
 `call()` is the same wire for any endpoint, read to its end (the memory bench's visitors), with
 `endpoint_data()` to fill an endpoint's inputs from the app's config by elem_id.
 
@@ -30,7 +33,7 @@ import json
 import re
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from urllib.parse import urlsplit
 
 CHAT_TOKENS = re.compile(r"(\d+) tokens generated")
@@ -175,3 +178,34 @@ def timed_app_chat(base_url: str, fn_index: int, prompt: str, new_tokens: int,
                 "tokens": int(m.group(1)) if m else 0, "update_times": updates}
     except Exception as exc:  # counted as an error in the report, like vLLM's clients
         return {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
+
+
+async def app_tokens(base_url: str, fn_index: int, prompt: str,
+                     new_tokens: int) -> AsyncIterator[int]:
+    """One chat with the app, for `bench.serving_workloads.drive`: yields the tokens received
+    so far at every update carrying answer text (one each: an update holds at least one new
+    token), and last the app's own count ("N tokens generated"); raises when the chat ends
+    without one."""
+    from bench.openai_client import http_lines
+
+    session = uuid.uuid4().hex[:12]
+    joined = [line async for line in http_lines(base_url, "POST", "/gradio_api/queue/join", {
+        "data": [prompt, new_tokens], "fn_index": fn_index, "session_hash": session,
+        "event_data": None, "trigger_id": None})]
+    event, updates = json.loads(b"".join(joined))["event_id"], 0
+    async for line in http_lines(base_url, "GET", f"/gradio_api/queue/data?session_hash={session}"):
+        msg = json.loads(line[5:]) if line.startswith(b"data:") else {}
+        if msg.get("event_id") != event:
+            continue
+        output = msg.get("output") or {}
+        if msg.get("msg") == "process_generating" and answer_text((output.get("data")
+                                                                   or [None])[0]):
+            updates += 1
+            yield updates
+        elif msg.get("msg") == "process_completed":
+            m = CHAT_TOKENS.search(str((output.get("data") or [None, None])[1:2]))
+            if not msg.get("success") or m is None:
+                raise RuntimeError(f"the chat ended without an answer: {str(output)[:200]}")
+            yield int(m.group(1))
+            return
+    raise RuntimeError("the event stream ended before the chat completed")

@@ -160,22 +160,30 @@ def _tail(path: Path, chars: int = 600) -> str:
         return ""
 
 
+def start_peer(log=print) -> tuple[VllmServer | None, str | None]:
+    """vLLM set up and started on the app's weights -> (server, None), or (None, why not)."""
+    reason = ensure_vllm(log)
+    folder = weights_folder()
+    if reason is None and folder is None:
+        reason = "the app's weight cache is empty (start the app once first)"
+    if reason is not None:
+        return None, reason
+    try:
+        return start_vllm(folder), None
+    except RuntimeError as exc:
+        return None, str(exc)[-400:]
+
+
 def vllm_class(clients: int = 30, new_tokens: int = 48, log=print) -> dict:
     """The class served by vLLM: the keys of the app's `serving.batched`, plus its start-up
     time; or {"skipped": reason}."""
     from bench.openai_client import timed_chat
     from bench.serving import class_load, class_prompt
 
-    reason = ensure_vllm(log)
-    folder = weights_folder()
-    if reason is None and folder is None:
-        reason = "the app's weight cache is empty (start the app once first)"
-    if reason is not None:
+    server, reason = start_peer(log)
+    if server is None:
         return {"skipped": reason}
-    try:
-        server = start_vllm(folder)
-    except RuntimeError as exc:
-        return {"skipped": str(exc)[-400:]}
+
     def one_chat(i: int, barrier) -> dict:
         barrier.wait()  # everyone presses Generate at once, as in the app's class
         return timed_chat(server.url, server.model, class_prompt(i), new_tokens)

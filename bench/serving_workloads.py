@@ -1,0 +1,271 @@
+"""Four shapes of class, served by the app and by vLLM in one run, timed by one client.
+
+A class is not one shape. The bench serves four, each to both engines, with the same prompts
+and the same client (one asyncio loop, raw HTTP: `bench.openai_client.http_lines`):
+
+- `class_30x48`: 30 students press Generate at once, 48 tokens each;
+- `class_60x128`: 60 students at once, 128 tokens each (more rows than a small server holds);
+- `preamble_30x64`: 30 students at once, each question after the same ~900-token handout
+  (`PREAMBLE`): a long shared prefix, as when a teacher pastes the day's notes;
+- `arrivals_2_per_s`: students arrive over a minute, a Poisson process at ~2 a second (seeded,
+  so both engines see the same schedule), 128 tokens each, as vLLM's `benchmark_serving`
+  sends requests at a rate.
+
+Per workload and engine (`workload_figures`): output tokens/s over the workload's wall time,
+p50/p95 latency (submit to last token), p50/p95 TTFT (submit to first token), p95 TPOT (time
+per output token after the first: (latency - TTFT) / (tokens - 1)) and errors, every
+percentile by `inference.stats.percentile`. The ratios app ÷ vLLM (`ratios`) are the bench's
+targets. What is left out: request throughput, inter-token gaps, goodput under a deadline.
+
+`drive(workload, stream_one)` is the whole driver: `stream_one(prompt, new_tokens)` is an
+async iterator yielding the tokens received so far (its last value is the answer's count), so
+the same driver times the app (`bench.gradio_stream.app_tokens`), vLLM
+(`bench.openai_client.chat_tokens`) or a fake (tests/test_bench_workloads.py).
+"""
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+
+from bench.serving import class_prompt
+from inference.stats import percentile
+
+StreamOne = Callable[[str, int], AsyncIterator[int]]  # (prompt, new tokens) -> tokens so far
+REQUEST_TIMEOUT_S = 600.0  # one request's limit: past it, it counts as an error
+
+PREAMBLE = " ".join("""Notes for today's session, read them before you ask. We meet in the lab
+on the second floor, and the session runs for ninety minutes with a short break in the middle.
+Bring a charged laptop, a notebook, and one question you could not answer last week. Today we
+study how a small language model turns a question into an answer, one token at a time. A
+token is a piece of text: often a whole short word, sometimes part of a longer one, sometimes
+a space or a mark of punctuation. The model reads the tokens of the question all together in
+one pass, which we call the prefill, and then it writes the answer one token per step, which
+we call the decode. Every step reads all of the model's weights from memory, whether it
+serves one student or sixty, so a server that puts many students into one step gets much more
+work from each read. That is batching, and the server you are talking to does it all the time.
+While the answer grows, the model keeps the keys and values of every earlier token in a cache,
+so that a new token only has to look back at them instead of computing them again. The cache
+grows by the same number of bytes for every token, and a long conversation can hold more memory
+than the weights themselves. A server cuts that memory into blocks of a fixed number of
+tokens, hands blocks to a request as it grows, and takes them back when it finishes; two
+requests that begin with the same text can even share the blocks of that text. Keep an eye on
+three figures during the exercises. The first is the time to the first token, which is mostly
+the wait in the queue plus the prefill of your own question. The second is the time between
+tokens, which is the length of one decode step shared by everyone in the batch. The third is
+the number of tokens the whole server writes each second, which rises as more students join a
+step, until the arithmetic, not the memory, sets the pace. Exercises for today. First, ask
+the same question twice and compare the two times to the first token; explain any difference
+you see. Second, ask for a long answer while your neighbour asks for a short one, and watch
+whose tokens arrive faster and why. Third, change the temperature and see whether the answer
+changes from one run to the next; then set a seed and try again. Fourth, estimate how many
+bytes of cache your answer needs, using the number of layers, the number of key and value
+heads, the size of each head and the bytes of one number; compare your estimate with the
+figure the lesson shows. Fifth, with a partner, predict what happens to the time between
+tokens when thirty students press the button at the same moment, then test the prediction and
+write down what surprised you. Sixth, look at the live view of the server while the class
+works: it shows how many rows the last step held, how many tokens of prompt it spent on
+newcomers, and why the oldest waiting request has not joined yet. Find a moment when a request
+waits because every row is taken, and another when it waits because the step's budget of
+tokens is spent, and describe the difference to your partner in your own words. Rules for the
+lab. Be kind to the shared machine: one request
+at a time from each of you, unless an exercise asks for more. Do not paste private text into
+the prompt box; everything you type is sent to the server. If the page says you are waiting
+for a row, that means the batch is full or the memory is taken, and your request joins as
+soon as someone else's answer ends. If an answer stops early, note the number of tokens it
+reached and tell the teacher. At the end of the session we will put everyone's measurements
+side by side on the board and look for the point where adding students stops making the
+server faster. Write your answers in full sentences, keep your numbers with their units, and
+say which machine you measured on, because the same question gives different times on a
+laptop, a shared server and a graphics card. Now read the question below and answer it as
+well as you can, in the number of sentences it asks for.""".split())
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One shape of class: who asks, when, and for how many tokens."""
+
+    name: str  # the results key: serving.workloads.<name>
+    requests: int  # students at once (arrivals: ignored, the schedule decides)
+    new_tokens: int  # tokens each asks for
+    preamble: str = ""  # text before every question (shared by all)
+    per_s: float = 0.0  # Poisson arrivals a second (0: everyone at the same moment)
+    seconds: float = 0.0  # arrivals come for this long
+    seed: int = 0  # the arrival schedule's seed
+
+    def prompt(self, i: int) -> str:
+        """Student i's prompt: the handout (if any), then their own question."""
+        return f"{self.preamble}\n\n{class_prompt(i)}" if self.preamble else class_prompt(i)
+
+    def offsets(self) -> list[float]:
+        """Each request's start, in seconds after the workload begins."""
+        if self.per_s:
+            return arrival_offsets(self.per_s, self.seconds, self.seed)
+        return [0.0] * self.requests
+
+
+WORKLOADS = (Workload("class_30x48", 30, 48), Workload("class_60x128", 60, 128),
+             Workload("preamble_30x64", 30, 64, preamble=PREAMBLE),
+             Workload("arrivals_2_per_s", 0, 128, per_s=2.0, seconds=60.0, seed=8))
+
+
+def arrival_offsets(per_s: float, seconds: float, seed: int) -> list[float]:
+    """A Poisson process's arrival times in [0, `seconds`): gaps drawn from an exponential of
+    mean 1/`per_s`, from `random.Random(seed)` (the same seed, the same schedule).
+
+    >>> arrival_offsets(2.0, 3.0, seed=1) == arrival_offsets(2.0, 3.0, seed=1)
+    True
+    >>> [round(t, 2) for t in arrival_offsets(2.0, 3.0, seed=1)]
+    [0.07, 1.01, 1.73, 1.88, 2.22, 2.52]
+    """
+    rng, out = random.Random(seed), []
+    t = rng.expovariate(per_s)
+    while t < seconds:
+        out.append(t)
+        t += rng.expovariate(per_s)
+    return out
+
+
+def request_timing(start: float, first: float, end: float, tokens: int) -> dict:
+    """One finished request's figures from its three instants and its token count.
+
+    >>> request_timing(start=10.0, first=10.5, end=12.5, tokens=5)["tpot_s"]
+    0.5
+    """
+    return {"ok": True, "start": start, "end": end, "tokens": tokens, "latency_s": end - start,
+            "ttft_s": first - start, "tpot_s": (end - first) / (tokens - 1) if tokens > 1 else None}
+
+
+def workload_figures(runs: list[dict]) -> dict:
+    """Tokens/s over the wall time (first submit to last answer's end), latency, TTFT and TPOT
+    percentiles over the requests that succeeded, and the errors (with the first messages)."""
+    ok = [r for r in runs if r["ok"]]
+    wall = max(r["end"] for r in runs) - min(r["start"] for r in runs) if runs else 0.0
+
+    def pct(key: str, q: float) -> float | None:
+        values = [r[key] for r in ok if r[key] is not None]
+        return percentile(values, q) if values else None
+
+    return {"requests": len(runs), "errors": len(runs) - len(ok), "wall_s": wall,
+            "tokens_per_s": sum(r["tokens"] for r in ok) / wall if ok and wall > 0 else 0.0,
+            "p50_latency_s": pct("latency_s", 50), "p95_latency_s": pct("latency_s", 95),
+            "p50_ttft_s": pct("ttft_s", 50), "p95_ttft_s": pct("ttft_s", 95),
+            "p95_tpot_s": pct("tpot_s", 95),
+            "error_messages": [r["error"] for r in runs if not r["ok"]][:5]}
+
+
+async def drive(workload: Workload, stream_one: StreamOne,
+                clock: Callable[[], float] = time.perf_counter,
+                sleep: Callable[[float], Awaitable] = asyncio.sleep,
+                timeout_s: float = REQUEST_TIMEOUT_S) -> dict:
+    """Send the workload's requests at their offsets, each through `stream_one`, all on this
+    loop; time them with `clock` (`sleep` waits for an arrival) -> `workload_figures`."""
+    t0 = clock()
+
+    async def one(i: int, at: float) -> dict:
+        if (wait := t0 + at - clock()) > 0:
+            await sleep(wait)
+        start, first, tokens = clock(), None, 0
+        try:
+            async with asyncio.timeout(timeout_s):
+                async for tokens in stream_one(workload.prompt(i), workload.new_tokens):
+                    if first is None and tokens > 0:
+                        first = clock()
+        except Exception as exc:  # counted, with its message: one failure never ends the run
+            return {"ok": False, "start": start, "end": clock(),
+                    "error": f"{type(exc).__name__}: {exc}"[:300]}
+        if first is None:
+            return {"ok": False, "start": start, "end": clock(), "error": "no tokens"}
+        return request_timing(start, first, clock(), tokens)
+
+    runs = await asyncio.gather(*(one(i, at) for i, at in enumerate(workload.offsets())))
+    return workload_figures(list(runs))
+
+
+async def serve_all(stream_one: StreamOne, workloads=WORKLOADS, log=print) -> dict:
+    """Every workload, one after another, after one untimed warm-up request."""
+    async for _ in stream_one(class_prompt(0), 8):
+        pass
+    out = {}
+    for w in workloads:
+        out[w.name] = await drive(w, stream_one)
+        log(f"  {w.name}: {out[w.name]['tokens_per_s']:.1f} tokens/s, p95 latency "
+            f"{out[w.name]['p95_latency_s']} s, errors {out[w.name]['errors']}", flush=True)
+    return out
+
+
+def ratios(app: dict, vllm: dict | None) -> dict:
+    """app ÷ vLLM: throughput (≥ 1: the app serves more tokens/s), p95 latency and p95 TTFT
+    (≤ 1: the app's slowest students wait less); None where either side has no figure.
+
+    >>> ratios({"tokens_per_s": 30, "p95_latency_s": 4, "p95_ttft_s": 1},
+    ...        {"tokens_per_s": 20, "p95_latency_s": 8, "p95_ttft_s": None})
+    {'app_vs_vllm_throughput': 1.5, 'app_vs_vllm_p95_latency': 0.5, 'app_vs_vllm_p95_ttft': None}
+    """
+    def ratio(key: str) -> float | None:
+        a, v = app.get(key), (vllm or {}).get(key)
+        return a / v if a is not None and v else None
+
+    return {"app_vs_vllm_throughput": ratio("tokens_per_s"),
+            "app_vs_vllm_p95_latency": ratio("p95_latency_s"),
+            "app_vs_vllm_p95_ttft": ratio("p95_ttft_s")}
+
+
+def app_side(workloads=WORKLOADS, log=print) -> dict:
+    """The workloads served by the app (`python app.py`, its own settings), one start."""
+    from bench.app_server import start_app
+    from bench.gradio_stream import app_tokens, chat_fn_index
+
+    app = start_app()
+    try:
+        fn = chat_fn_index(app.url)
+        return asyncio.run(serve_all(lambda p, n: app_tokens(app.url, fn, p, n), workloads, log))
+    finally:
+        app.stop()
+
+
+def vllm_side(workloads=WORKLOADS, log=print) -> tuple[dict | None, str | None]:
+    """The workloads served by vLLM, one start -> (figures, None), or (None, why not)."""
+    from bench import vllm_peer
+    from bench.openai_client import chat_tokens
+
+    server, reason = vllm_peer.start_peer(log)
+    if server is None:
+        return None, reason
+    try:
+        return asyncio.run(serve_all(lambda p, n: chat_tokens(server.url, server.model, p, n),
+                                     workloads, log)), None
+    except Exception as exc:  # the app's figures still stand; the comparison says why not
+        return None, f"{type(exc).__name__}: {exc}"[:400]
+    finally:
+        server.stop()
+
+
+def measure_workloads(workloads=WORKLOADS, log=print) -> dict:
+    """`serving.workloads`: per workload, the app's figures, vLLM's (None, with
+    `vllm_reason`, where vLLM is absent or failed) and the ratios app ÷ vLLM."""
+    log("== serving workloads: the app", flush=True)
+    app = app_side(workloads, log)
+    log("== serving workloads: vLLM", flush=True)
+    vllm, reason = vllm_side(workloads, log)
+    out = {}
+    for w in workloads:
+        peer = vllm[w.name] if vllm else None
+        out[w.name] = {"app": app[w.name], "vllm": peer, **ratios(app[w.name], peer)}
+        if reason:
+            out[w.name]["vllm_reason"] = reason
+    return out
+
+
+def targets(workloads=WORKLOADS) -> dict[str, tuple[str, float]]:
+    """Every workload's targets: as fast as vLLM, its slowest waits no longer, no errors."""
+    out = {}
+    for w in workloads:
+        key = f"serving.workloads.{w.name}"
+        out |= {f"{key}.app_vs_vllm_throughput": (">=", 1.0),
+                f"{key}.app_vs_vllm_p95_latency": ("<=", 1.0),
+                f"{key}.app_vs_vllm_p95_ttft": ("<=", 1.0),
+                f"{key}.app.errors": ("<=", 0), f"{key}.vllm.errors": ("<=", 0)}
+    return out
