@@ -56,7 +56,9 @@ gpu-check: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m bench.run
 
-# Only the class-serving comparison (the app against one row at a time and against vLLM).
+# Only the serving workloads, app and vLLM side by side (bench/serving_workloads.py): 30 x 48,
+# 60 x 128, 30 x 64 after a shared ~900-token handout, ~2 arrivals/s for 60 s. Writes
+# bench/serving-results.json; vLLM's side reads None, with why, where it cannot start.
 bench-serving: $(STAMP)
 	$(PY) -m bench.serving_vs_vllm
 
