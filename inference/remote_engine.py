@@ -160,8 +160,10 @@ class RemoteEngine:
         self.model = model or self._first_model()
 
     def submit(self, prompt_ids: list[int], sampling: SamplingSettings | None = None,
-               max_new_tokens: int = 48, candidates: int = 0) -> RemoteRequest:
-        """Like `Server.submit`: nothing is sent until the request's events are read."""
+               max_new_tokens: int = 48, candidates: int = 0, visitor: str = ""
+               ) -> RemoteRequest:
+        """Like `Server.submit`: nothing is sent until the request's events are read (the
+        remote engine keeps its own line: `visitor` is not sent)."""
         return RemoteRequest(self, prompt_ids, sampling or SamplingSettings(), max_new_tokens)
 
     def stats(self) -> RemoteStats:

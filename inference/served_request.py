@@ -1,13 +1,16 @@
 """One visitor's request to the serving engine (`server.py`): its prompt, settings and
 seeded generator, the tokens it got so far, and the queue its events arrive on. Iterating
 `events()` streams them; leaving early (a closed tab, Stop) cancels the request, and the
-server frees its row and its KV blocks at the next step."""
+server frees its row and its KV blocks at the next step. The request also notes when each event
+was put and not yet taken (`unread_s`): a stream nobody reads is stopped by the server, its
+row given to someone who is reading."""
 from __future__ import annotations
 
 import asyncio
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
 
 from .errors import ServerStoppedError
@@ -19,8 +22,11 @@ class ServedRequest:
     """One visitor's request: iterate it to receive its `StepEvent`s as they are made."""
 
     def __init__(self, rid: int, prompt_ids: list[int], sampling: SamplingSettings,
-                 max_new_tokens: int, top_k_shown: int, generator, ahead: int) -> None:
+                 max_new_tokens: int, top_k_shown: int, generator, ahead: int,
+                 visitor: str = "", clock: Callable[[], float] = time.monotonic) -> None:
         self.rid, self.prompt_ids, self.sampling = rid, list(prompt_ids), sampling
+        self.visitor = visitor  # who asked ("" = a visitor of its own): the line is fair by it
+        self.turn = 0  # its turn in the server's waiting line (`server_line.py`)
         self.max_new_tokens, self.top_k_shown = max_new_tokens, top_k_shown
         self.generator = generator
         self.ahead = ahead  # requests in the queue before this one when it arrived
@@ -35,6 +41,16 @@ class ServedRequest:
         self._events: queue.Queue = queue.Queue()
         self._wake: Callable[[], None] | None = None  # set while `aevents` awaits on a loop
         self._cancelled = threading.Event()
+        self.ended_by: Exception | None = None  # why the server stopped it (None: Stop or done)
+        self._clock = clock
+        self._unread: deque[float] = deque()  # when each event not yet taken was put
+
+    def unread_s(self, now: float) -> float:
+        """Seconds the oldest event its reader has not taken yet has waited (0 when none)."""
+        try:
+            return now - self._unread[0]
+        except IndexError:  # the reader took it meanwhile
+            return 0.0
 
     @property
     def queued_seconds(self) -> float:
@@ -47,6 +63,12 @@ class ServedRequest:
 
     def cancel(self) -> None:
         """Stop: the row is freed at the next step (a closed tab or Stop calls this)."""
+        self._cancelled.set()
+
+    def stop(self, reason: Exception) -> None:
+        """The server ends it (e.g. its stream went unread): freed at the next step, and its
+        reader, if it comes back, is told `reason` after the events it had not read."""
+        self.ended_by = reason
         self._cancelled.set()
 
     @property
@@ -65,7 +87,7 @@ class ServedRequest:
         try:
             while True:
                 try:
-                    item = self._events.get(timeout=_wait_s(deadline, idle_s))
+                    item = self._take(timeout=_wait_s(deadline, idle_s))
                 except queue.Empty:
                     _check_deadline(deadline)
                     yield None
@@ -99,7 +121,7 @@ class ServedRequest:
             while True:
                 arrived.clear()  # before looking: an event put after the look sets it again
                 try:
-                    item = self._events.get_nowait()
+                    item = self._take()
                 except queue.Empty:
                     try:
                         await asyncio.wait_for(arrived.wait(), _wait_s(deadline, idle_s))
@@ -117,7 +139,20 @@ class ServedRequest:
             self._wake = None
             self.cancel()
 
+    def _take(self, timeout: float | None = None):
+        """The next item, waiting up to `timeout` (None: do not wait); raises queue.Empty."""
+        item = self._events.get(timeout=timeout) if timeout is not None else \
+            self._events.get_nowait()
+        if self._unread:
+            self._unread.popleft()
+        return item
+
+    def _end(self) -> None:
+        """It left the server unfinished: its reader ends, told why if the server stopped it."""
+        self._put(self.ended_by)
+
     def _put(self, item) -> None:
+        self._unread.append(self._clock())  # before the put: a take never finds it missing
         self._events.put(item)
         wake = self._wake
         if wake is not None:

@@ -6,18 +6,21 @@ and chunked prefill, as vLLM v1's scheduler. One thread runs the loop; each step
 runs on the compute thread, as every lesson's does. A step is
 
 1. `plan = self._schedule()`: finished, stopped or abandoned rows leave (their blocks go back;
-   keyed full blocks stay cached until the pool needs the room). Every row whose last block
+   keyed full blocks stay cached until the pool needs the room), and so does a row whose
+   stream nobody has read for `Settings.unread_stream_s`. Every row whose last block
    is full takes a new one; when the pool is out of blocks the NEWEST row is preempted: its
    blocks go back, it returns to the FRONT of the queue, and on resuming its prompt and tokens
-   so far are prefilled again (its seeded generator kept). Then waiting requests join, oldest
-   (or preempted) first, as many as memory and the step allow (`admission`, as vLLM's
+   so far are prefilled again (its seeded generator kept). Then waiting requests join in the
+   line's order (preempted ones first, then round robin by visitor, `server_line.py`; a
+   visitor has at most `Settings.visitor_chats` requests in flight), as many as memory and
+   the step allow (`admission`, `server_plan.py`, as vLLM's
    `max_num_seqs` and `max_num_batched_tokens`): a row under `Settings.server_rows`, some of
    the step's token budget left, the blocks their prompt needs NOW. The full blocks a prompt
    shares with earlier ones (the chat template, a teacher's pasted prompt) are mapped, not
    computed again, and a request whose next block another row is computing this very step
    waits a step to map it. Then the step's token budget (`Settings.step_token_budget`; 0 =
-   whole prompts) is split: one token for every decoding row, the rest to the rows
-   mid-prefill, oldest first, a chunk each. The plan is a frozen `StepPlan` (with why the
+   whole prompts) is split (`split_budget`): one token for every decoding row, the rest to
+   the rows mid-prefill, oldest first, a chunk each. The plan is a frozen `StepPlan` (with why the
    queue's oldest request waits), kept as `last_plan` and in `stats()` for the live view;
 2. `self._execute(plan)`: one decode pass for the decoding rows, then the prompt chunks in a
    second pass. Our paged forward takes rows of equal query length (left-padded), so 30
@@ -50,7 +53,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import TypeVar
@@ -58,7 +61,7 @@ from typing import TypeVar
 import torch
 
 from . import compute_thread
-from .block_pool import BlockPool, blocks_for
+from .block_pool import blocks_for
 from .cache_budget import CacheBudget
 from .config import Settings
 from .errors import (
@@ -75,60 +78,25 @@ from .paged_batch import PagedBatch, PoolStats
 from .sampling import SamplingSettings, choose, make_generator, shaped_probabilities
 from .served_alongside import Alongside
 from .served_request import ServedRequest
+from .server_line import WaitingLine
+from .server_plan import (
+    WAIT_BLOCKS,
+    WAIT_BUDGET,
+    WAIT_ROWS,
+    WAIT_SHARED,
+    StepPlan,
+    admission,
+    split_budget,
+)
 from .step_record import StepClock, StepRecord
 from .thread_choice import ThreadChoice, ThreadFigure
 from .timing import stopwatch
 
 __all__ = ["Server", "ServerStats", "StepPlan", "ServedRequest", "ServerBusyError",
-           "ServerStoppedError"]
+           "ServerStoppedError", "admission", "WAIT_ROWS", "WAIT_BUDGET", "WAIT_BLOCKS",
+           "WAIT_SHARED"]
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-WAIT_ROWS, WAIT_BUDGET = "every row is taken", "the step's token budget is spent"
-WAIT_BLOCKS, WAIT_SHARED = "no free block", "its prompt's next block is being computed"
-
-
-def admission(pool: BlockPool, tokens: Sequence[int], rows: int, max_rows: int,
-              budget_left: float) -> str:
-    """Why a waiting request of these tokens cannot join the batch now ("" when it can), as
-    vLLM's scheduler: a row under `max_rows` (`max_num_seqs`), some of the step's token
-    budget left (`max_num_batched_tokens`), and the pool's blocks for its tokens now (cached
-    prefix blocks mapped, idle cached ones evictable), not for its longest possible answer.
-
-    >>> pool = BlockPool(num_blocks=2, block_tokens=4)
-    >>> _ = pool.allocate(0, range(8))  # a running request holds both blocks
-    >>> admission(pool, range(6), rows=1, max_rows=8, budget_left=64)
-    'no free block'
-    >>> _ = pool.release(0)
-    >>> admission(pool, range(6), rows=0, max_rows=8, budget_left=64)
-    ''
-    """
-    if rows >= max_rows:
-        return WAIT_ROWS
-    if budget_left <= 0:
-        return WAIT_BUDGET
-    if not pool.can_allocate(len(tokens), pool.cached_prefix(tokens)):
-        return WAIT_BLOCKS
-    return ""
-
-
-@dataclass(frozen=True)
-class StepPlan:
-    """One step's schedule, decided before any forward pass (vLLM's `SchedulerOutput`)."""
-
-    index: int  # the step's number since start
-    decode: tuple[int, ...]  # rows that feed one token each (their prompt is all computed)
-    chunks: tuple[tuple[int, int], ...]  # (rid, prompt tokens it computes now), oldest first
-    preempted: tuple[int, ...] = ()  # rows sent back to the queue for room, newest first
-    admitted: tuple[int, ...] = ()  # requests that joined the batch at this step
-    budget: int = 0  # the step's token budget (0 = whole prompts)
-    waiting: str = ""  # why the queue's oldest request did not join ("" when none waits)
-
-    @property
-    def tokens(self) -> int:
-        """Tokens the step's forward passes compute (what the budget limits)."""
-        return len(self.decode) + sum(n for _, n in self.chunks)
 
 
 @dataclass(frozen=True)
@@ -140,6 +108,7 @@ class ServerStats:
     paused: bool  # the loop is held by `exclusive()` (a test or benchmark filling the queue)
     steps: int  # forward passes since start
     served: int  # requests finished since start
+    unread: int  # requests stopped since start because nobody read their stream
     last_step_s: float  # duration of the newest forward pass (synced)
     tokens_per_s: float  # tokens given to requests over the last window (or since start)
     cache_bytes: int  # bytes of the blocks the batch holds now
@@ -155,8 +124,10 @@ class ServerStats:
 class Server:
     """Continuous batching over every visitor's request. Start it once per process."""
 
-    def __init__(self, lm, settings: Settings | None = None) -> None:
-        self.lm, self.settings = lm, settings or Settings()
+    def __init__(self, lm, settings: Settings | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        """`clock`: what an unread stream's wait is measured on (a test passes a fake one)."""
+        self.lm, self.settings, self._clock = lm, settings or Settings(), clock
         s = self.settings
         if s.step_token_budget and s.step_token_budget <= s.server_rows:
             raise SettingOutOfRangeError(
@@ -167,14 +138,14 @@ class Server:
         self.batch = PagedBatch.for_memory(lm, s.server_cache_mb, s.block_tokens,
                                            s.server_pool_blocks)
         self._cond = threading.Condition()
-        self._waiting: deque[ServedRequest] = deque()
+        self._waiting = WaitingLine()  # round robin by visitor (server_line.py)
         self._running: dict[int, ServedRequest] = {}  # rid -> request in the batch
         self.last_plan: StepPlan | None = None  # the newest step's plan (read-only)
         self._details: deque[StepRecord] = deque(maxlen=s.server_steps_kept)
         # CPU threads per pass, chosen by timing the passes (None on a GPU)
         self._threads = ThreadChoice.for_device(lm.device, s.server_threads)
         self._thread_figures: tuple[ThreadFigure, ...] = ()  # read by stats()
-        self._next_rid = self._step_no = self._steps = self._served = 0
+        self._next_rid = self._step_no = self._steps = self._served = self._unread = 0
         self._closed = False
         self._last_step = 0.0
         self._started = time.perf_counter()
@@ -195,10 +166,13 @@ class Server:
 
     # ---- what handlers call -------------------------------------------------------------
     def submit(self, prompt_ids: list[int], sampling: SamplingSettings | None = None,
-               max_new_tokens: int | None = None, candidates: int = 0) -> ServedRequest:
-        """Queue a request; raise ServerBusyError (with a plain message) when the queue is full.
+               max_new_tokens: int | None = None, candidates: int = 0,
+               visitor: str = "") -> ServedRequest:
+        """Queue a request; raise ServerBusyError (with a plain message) when the queue is full
+        or `visitor` already has `Settings.visitor_chats` requests running or waiting.
         `candidates`: how many top candidates each event lists (0 for a chat, which shows
-        none: listing them costs a softmax and ten token decodes per row and step)."""
+        none: listing them costs a softmax and ten token decodes per row and step).
+        `visitor`: who asks (the line is fair by it); "" = a visitor of its own, uncapped."""
         s = self.settings
         n = s.new_tokens.default if max_new_tokens is None else max_new_tokens
         if isinstance(n, bool) or not isinstance(n, int):
@@ -226,11 +200,17 @@ class Server:
                 raise ServerBusyError(
                     f"The model is busy: {len(self._waiting)} requests are ahead of you and "
                     f"{len(self._running)} are being answered. Try again in a few seconds.")
+            if visitor and self._in_flight(visitor) >= s.visitor_chats:
+                raise ServerBusyError(
+                    f"You already have {s.visitor_chats} answers running or waiting, the most one "
+                    f"visitor may have at once: wait for one to finish (or press Stop), then "
+                    f"ask again.")
             req = ServedRequest(self._next_rid, prompt_ids, sampling, n,
                                 min(max(int(candidates), 0), s.top_k_shown),
-                                make_generator(sampling, self.lm.device), ahead=len(self._waiting))
+                                make_generator(sampling, self.lm.device), ahead=0,
+                                visitor=visitor, clock=self._clock)
             self._next_rid += 1
-            self._waiting.append(req)
+            req.ahead = self._waiting.add(req)
             self._cond.notify_all()
         return req
 
@@ -243,7 +223,8 @@ class Server:
             tokens = sum(t for _, _, _, t in self._log)
             return ServerStats(
                 active=len(self._running), queued=len(self._waiting), paused=self._pauses > 0,
-                steps=self._steps, served=self._served, last_step_s=self._last_step,
+                steps=self._steps, served=self._served, unread=self._unread,
+                last_step_s=self._last_step,
                 tokens_per_s=tokens / span if self._log else 0.0,
                 cache_bytes=self._cache_bytes, held_bytes=self.budget.held_bytes(),
                 history=tuple((round(now - t, 2), r, s) for t, r, s, _ in self._log),
@@ -307,6 +288,12 @@ class Server:
             with self._cond:
                 self._alongside.remove(seen)
 
+    def _in_flight(self, visitor: str) -> int:
+        """This visitor's requests running or waiting, not yet stopped (call with `_cond`)."""
+        running = sum(1 for r in self._running.values()
+                      if r.visitor == visitor and not (r.cancelled or r.finished))
+        return running + self._waiting.waiting(visitor)
+
     def _serving(self) -> bool:
         """The loop will queue another step (call with `_cond` held)."""
         return not self._closed and not self._pauses and bool(self._waiting or self._running)
@@ -365,27 +352,24 @@ class Server:
 
     def _schedule(self) -> StepPlan:
         """Who leaves, who is preempted for room, who joins, and how the budget is split."""
+        self._stop_unread()
         self._drop_finished()
         preempted = self.batch.make_room()  # newest first
         with self._cond:
-            for rid in preempted:  # the oldest of them ends at the head of the queue
-                r = self._running.pop(rid)
+            back = [self._running.pop(rid) for rid in preempted]
+            for r in back:
                 r.preemptions += 1
                 r.prefill_passes = 0  # its prompt is prefilled again: its event counts those
-                self._waiting.appendleft(r)
+            self._waiting.put_back(back)  # the oldest of them ends at the head of the queue
         budget = self.settings.step_token_budget
         # as vLLM: nobody joins in a step that had to preempt (the room is the running rows')
         admitted, waiting = ([], WAIT_BLOCKS) if preempted else self._admit(
             budget - sum(row.pending for row in self.batch.rows.values()) if budget
             else float("inf"))
-        rows = list(self.batch.rows.values())  # admission order: oldest first, as vLLM's
-        decode = tuple(row.rid for row in rows if row.decoding)
-        left, chunks = (budget - len(decode) if budget else float("inf")), []
-        for row in rows:
-            if not row.decoding and left > 0:
-                chunks.append((row.rid, int(min(row.pending, left))))
-                left -= chunks[-1][1]
-        plan = StepPlan(self._step_no, decode, tuple(chunks), tuple(preempted), tuple(admitted),
+        # admission order: oldest first, as vLLM's
+        decode, chunks = split_budget(((row.rid, row.decoding, row.pending)
+                                       for row in self.batch.rows.values()), budget)
+        plan = StepPlan(self._step_no, decode, chunks, tuple(preempted), tuple(admitted),
                         budget, waiting if self._waiting else "")
         self._step_no += 1
         with self._cond:
@@ -393,7 +377,8 @@ class Server:
         return plan
 
     def _admit(self, budget_left: float) -> tuple[list[int], str]:
-        """Waiting requests join, oldest (or preempted) first, while `admission` lets them:
+        """Waiting requests join in the line's order (preempted ones first, then round robin
+        by visitor: `server_line.py`) while `admission` lets them:
         a free row, some of the step's token budget left (`budget_left`, after the rows
         already running), the blocks their tokens need now. A request whose next block another
         row is computing this very step stays in its place (it maps that block once written)
@@ -402,8 +387,8 @@ class Server:
         why = ""
         with self._cond:
             for r in [r for r in self._waiting if r.cancelled]:
-                self._waiting.remove(r)
-                r._put(None)
+                self._waiting.drop(r)
+                r._end()
             for r in list(self._waiting):
                 tokens = r.prompt_ids + r.generated  # a preempted one computes its answer too
                 if self.batch.computing_now(tokens):
@@ -415,7 +400,7 @@ class Server:
                     return out, why or reason
                 self.batch.admit(r.rid, tokens)
                 budget_left -= self.batch.rows[r.rid].pending
-                self._waiting.remove(r)
+                self._waiting.take(r)
                 self._running[r.rid] = r
                 r.admitted = r.admitted or time.perf_counter()
                 out.append(r.rid)
@@ -518,6 +503,22 @@ class Server:
             self._pool, self._cache_bytes = pool, cache_bytes
             self._log.append((time.perf_counter(), rows, seconds, len(served)))
 
+    def _stop_unread(self) -> None:
+        """Stop every request whose reader has left an event untaken for
+        `Settings.unread_stream_s` (a client that joined and never opened its stream): its
+        row goes to someone who reads (freed by `_drop_finished`). 0 = never."""
+        limit = self.settings.unread_stream_s
+        if not limit:
+            return
+        now = self._clock()
+        with self._cond:
+            for r in [*self._running.values(), *self._waiting]:
+                if not (r.cancelled or r.finished) and r.unread_s(now) > limit:
+                    r.stop(ServerStoppedError(
+                        f"This answer was stopped: nothing read it for {limit:g} s, so its "
+                        f"place went to someone reading. Ask again to get a new one."))
+                    self._unread += 1
+
     def _drop_finished(self) -> None:
         """Finished or cancelled rows leave the batch; their blocks go back to the pool."""
         gone = [r for r in self._running.values() if r.finished or r.cancelled]
@@ -530,7 +531,7 @@ class Server:
             for r in gone:
                 del self._running[r.rid]
                 if r.cancelled and not r.finished:
-                    r._put(None)
+                    r._end()
                 self._served += 1
             self._pool, self._cache_bytes = pool, cache_bytes
 

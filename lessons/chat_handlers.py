@@ -34,16 +34,17 @@ class ChatFrame:
     stats: str  # measured TTFT / time per token / tokens/s, then the batching line
 
 
-async def generate_chat(lm, settings: Settings, server, prompt: str, max_new: int
-                        ) -> AsyncIterator[ChatFrame]:
+async def generate_chat(lm, settings: Settings, server, prompt: str, max_new: int,
+                        visitor: str = "") -> AsyncIterator[ChatFrame]:
     """Stream a greedy answer from the shared server. Times are what this visitor experienced:
-    TTFT from pressing Generate (queue and prefill), then the wall time between tokens."""
+    TTFT from pressing Generate (queue and prefill), then the wall time between tokens.
+    `visitor`: who asks; the server's line takes visitors in turn and caps each one's chats."""
     ids = encode_prompt(lm, settings, prompt)
     shown = clean_text(prompt)  # echo the cleaned text (a lone surrogate cannot be sent back)
     history = [{"role": "user", "content": shown}, {"role": "assistant", "content": ""}]
     if isinstance(max_new, float) and max_new.is_integer():
         max_new = int(max_new)
-    req = server.submit(ids, SamplingSettings(), max_new)
+    req = server.submit(ids, SamplingSettings(), max_new, visitor=visitor)
     frame = ChatFrame([dict(m) for m in history], waiting_md(req.ahead))
     yield frame
     # LLM_LAB_SERVE_URL: another engine answers; say which (asked once, not per token)

@@ -7,12 +7,20 @@ from collections.abc import AsyncIterator
 
 import gradio as gr
 
+from classroom.client_address import LOCAL, counted, request_address
 from visualizations.timing_text import live_stats_md
 
 from .chat_handlers import EXAMPLES, generate_chat
 from .common.context import AppContext
 from .common.controls import slider
 from .common.feedback import guarded
+
+
+def visitor_key(request: gr.Request | None) -> str:
+    """Who is chatting, for the server's fair line: the client's address ("" on this machine
+    itself, which is never capped)."""
+    address = request_address(request) if request is not None else LOCAL
+    return address if counted(address) else ""
 
 
 def build(ctx: AppContext) -> None:
@@ -32,8 +40,8 @@ def build(ctx: AppContext) -> None:
     stats = gr.Markdown(live_stats_md(None, 0, 0, 0), elem_id="chat-stats")
     chat = gr.Chatbot(label="Streaming answer (greedy decoding)", height=320, elem_id="chat-box")
 
-    async def run(p: str, m: int) -> AsyncIterator[dict]:
-        async for frame in generate_chat(lm, settings, server, p, m):
+    async def run(p: str, m: int, request: gr.Request) -> AsyncIterator[dict]:
+        async for frame in generate_chat(lm, settings, server, p, m, visitor_key(request)):
             yield {chat: frame.history, stats: frame.stats}
 
     # Handlers only wait on their request's events, on the event loop: many may wait at once,
