@@ -3,7 +3,10 @@
 over prompt lengths, streamed as `PrefillSweepFrame`s and shared with every visitor once finished.
 The sentences come from `visualizations.timing_text`, the chart from `timing_charts`. Both
 are watched by the noise rule (`inference.experiments.noise`): a run on a busy machine shows
-its numbers under the busy notice, draws no verdict, and is not shown to the next visitor."""
+its numbers under the busy notice, draws no verdict, and is not shown to the next visitor. The
+sweep's speed-up is robust (interleaved rounds, `prefill_sweep`); an impossible one is not
+drawn (its reason is said), a quiet one becomes this machine's reference
+(`quiet_reference`), and a busy run shows that reference big beside its own figure."""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -14,9 +17,9 @@ import plotly.graph_objects as go
 
 from inference import served_alongside
 from inference.config import Settings
-from inference.experiments import noise
+from inference.experiments import noise, quiet_reference
 from inference.experiments.noise import Noise
-from inference.experiments.prefill_sweep import PrefillPoint, prefill_sweep
+from inference.experiments.prefill_sweep import PER_TOKEN_FROM, PrefillPoint, prefill_sweep
 from inference.experiments.prompt_prefill import PrefillMeasurement, measure_prompt
 from visualizations.style import info_caption
 from visualizations.timing_charts import prefill_sweep_figure
@@ -61,7 +64,7 @@ def run_prefill_sweep(lm, settings: Settings, shared, lengths: list[int], max_se
     done = reuse(shared, key)
     if done is not None:
         points, judged = done
-        yield PrefillSweepFrame(prefill_sweep_figure(points, caption),
+        yield PrefillSweepFrame(prefill_sweep_figure(drawn(points), caption),
                          sweep_verdict_md(points, judged) + _compared(points, guess, judged)
                          + "\n\n" + SHARED_NOTE)
         return
@@ -72,17 +75,45 @@ def run_prefill_sweep(lm, settings: Settings, shared, lengths: list[int], max_se
         caption = info_caption(lm.info, chats=served_alongside.chats_so_far())  # so far
         if progress.feeding:  # a length in progress, fed one token at a time
             n = lengths[progress.done]
-            yield PrefillSweepFrame(prefill_sweep_figure(points, caption),
+            yield PrefillSweepFrame(prefill_sweep_figure(drawn(points), caption),
                              f"⏳ {n} tokens: fed {progress.feeding} of {n} one at a time…")
             continue
-        yield PrefillSweepFrame(prefill_sweep_figure(points, caption),
+        yield PrefillSweepFrame(prefill_sweep_figure(drawn(points), caption),
                          sweep_progress_md(progress.done, progress.total, points[-1]))
     judged = noise.reading(settings=settings)
-    keep(shared, key, points, judged)
-    yield PrefillSweepFrame(prefill_sweep_figure(points, caption),
-                     sweep_verdict_md(points, judged) + _compared(points, guess, judged))
+    if not any(p.impossible for p in points):  # an impossible figure is not passed on
+        keep(shared, key, points, judged)
+    reference = sweep_reference(points, lm.info.dtype, judged)
+    yield PrefillSweepFrame(prefill_sweep_figure(drawn(points), caption),
+                     sweep_verdict_md(points, judged, reference)
+                     + _compared(points, guess, judged))
+
+
+def drawn(points) -> list[PrefillPoint]:
+    """The points a chart may draw: none whose speed-up is impossible (its reason is said)."""
+    return [p for p in points if not p.impossible]
+
+
+def reference_key(point: PrefillPoint, dtype: str) -> str:
+    """What a sweep's verdict measured, and how: only like is shown beside like."""
+    how = "both ways" if point.sequential_measured else f"one at a time from {PER_TOKEN_FROM}"
+    return f"prefill_sweep {point.tokens} tokens {how} {dtype}"
+
+
+def sweep_reference(points, dtype: str, judged: Noise | None):
+    """This machine's quiet reference for the sweep's verdict point: kept from a quiet run
+    whose figure is possible; an impossible one only reads what is on file."""
+    if not points:
+        return None
+    last, ratio = verdict_point(points)
+    if last.robust is None:
+        return None
+    return quiet_reference.keep_if_quiet(reference_key(last, dtype), ratio, last.robust.label(),
+                                         None if last.impossible else judged)
 
 
 def _compared(points, guess: float | None, judged: Noise | None) -> str:
-    return (guess_md(GUESS_KEY, guess, verdict_point(points)[1],
-                     noisy=judged is not None and judged.busy) if points else "")
+    if not points or verdict_point(points)[0].impossible:
+        return ""
+    return guess_md(GUESS_KEY, guess, verdict_point(points)[1],
+                    noisy=judged is not None and judged.busy)

@@ -5,6 +5,12 @@ first, and its own timed answer and teacher-forced pass are the reference the ot
 compared with (no second float32 run); the default prompt's reference is then kept for every
 visitor, whose float32 speed is still measured afresh.
 
+The headline speed, the smallest mode's decode speed in times float32's, is raced after the
+modes are measured: float32 and that mode take turns step by step (`quant_race`), so both
+share the machine's noise; its range is shown, an impossible figure is measured again and then
+withheld with its reason, a quiet one becomes this machine's reference (`quiet_reference`) and
+a busy run shows that reference beside its own figure.
+
 `compare_frames` is a plain generator of `QuantFrame` records; the bench and the GPU check call
 it too, so their quantization figures are the lesson's own.
 """
@@ -15,7 +21,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from inference.config import LIMITS, Settings
-from inference.experiments import noise
+from inference.experiments import noise, quiet_reference
 from inference.experiments.noise import Noise
 from inference.experiments.quality import (
     CompareProgress,
@@ -25,6 +31,8 @@ from inference.experiments.quality import (
     load_perplexity_text,
     reference_steps,
 )
+from inference.experiments.quant_race import SpeedRace, ceiling_tokens_per_s, checked_speed_race
+from inference.experiments.quiet_reference import QuietFigure
 from inference.experiments.roofline import machine_bandwidth
 from inference.quant_modes import DEFAULT_MODES, MODES, build_steps, get_mode
 from visualizations.mechanism_weights import quant_diagram
@@ -48,6 +56,8 @@ class QuantFrame(NamedTuple):
     bandwidth_gbs: float | None = None  # measured read bandwidth, for the roofline
     noise: Noise | None = None  # the last frame: was the machine busy while measuring
     diagram: str | None = None  # float32's step beside the newest mode's, on the mechanism
+    race: SpeedRace | None = None  # the last frame: the smallest mode raced against float32
+    reference: QuietFigure | None = None  # this machine's quiet figure for that race
 
 
 def default_modes(native_bf16: bool | None) -> list[str]:
@@ -104,6 +114,7 @@ def compare_frames(lm, settings: Settings, shared, prompt: str, modes: list[str]
 
     yield QuantFrame(f"⏳ float32 reference: greedy answer of {n} tokens"
                      + (" (kept from an earlier run)…" if ref else ", measured as float32…"))
+    built_modes = {}
     for i, key in enumerate(keys, start=1):  # float32 first: it is the reference
         built, shown = None, 0.0
         for step in build_steps(lm, key, shared):
@@ -112,6 +123,7 @@ def compare_frames(lm, settings: Settings, shared, prompt: str, modes: list[str]
                 shown = time.perf_counter()
                 yield QuantFrame(f"⏳ [{i}/{len(keys)}] building {step.message} "
                                  f"({step.done}/{step.total})")
+        built_modes[key] = built
         yield QuantFrame(f"⏳ [{i}/{len(keys)}] measuring {built.mode.label}…")
         for step in _measure_steps(built, lm, ref, ids, n, text_ids):
             if step.reference is not None:  # float32's own run: the others' reference
@@ -126,11 +138,54 @@ def compare_frames(lm, settings: Settings, shared, prompt: str, modes: list[str]
         yield QuantFrame(f"⏳ measured {len(reports)} of {len(keys)} modes", tuple(reports),
                          bandwidth, diagram=_diagram(lm, reports, bandwidth))
     keep_modes(lm, shared, reports)
-    judged = noise.reading(settings=settings)
+    race = None
+    for item in _race(lm, built_modes, ids, n, bandwidth):
+        if isinstance(item, SpeedRace):
+            race = item
+        else:
+            yield QuantFrame(item)
+    judged = noise.reading(race.mode_seconds[1:] if race else (), settings=settings)
+    reference = race_reference(race, len(ids), lm.info.dtype, judged)
     yield QuantFrame(f"✅ measured {len(reports)} modes at {time.strftime('%H:%M:%S')} "
                      f"({len(ids)}-token prompt, {n} greedy tokens, {len(text_ids)}-token "
                      "perplexity text)", tuple(reports), bandwidth, judged,
-                     _diagram(lm, reports, bandwidth, judged))
+                     _diagram(lm, reports, bandwidth, judged), race, reference)
+
+
+def smallest_mode(built_modes: dict) -> str | None:
+    """The mode the headline races against float32: the fewest weight bytes (never a timing)."""
+    others = [k for k in built_modes if k != "fp32"]
+    return min(others, key=lambda k: built_modes[k].weight_bytes) if others else None
+
+
+def _race(lm, built_modes: dict, ids: list[int], n: int, bandwidth: float
+          ) -> Iterator[str | SpeedRace]:
+    """The smallest mode raced against float32 (`quant_race`): a progress line after every
+    pair of steps, then the `SpeedRace`; nothing when float32 ran alone."""
+    key = smallest_mode(built_modes)
+    if key is None:
+        return
+    base, mode = built_modes["fp32"], built_modes[key]
+    ceilings = (ceiling_tokens_per_s(bandwidth, base.bytes_per_token),
+                ceiling_tokens_per_s(bandwidth, mode.bytes_per_token))
+    for item in checked_speed_race(key, base.model, mode.model, ids, n, lm.device, ceilings):
+        if isinstance(item, SpeedRace):
+            yield item
+        else:
+            yield (f"⏳ {mode.mode.label} against float32, step by step (both share the "
+                   f"machine's noise): step {item} of {n}…")
+
+
+def race_reference(race: SpeedRace | None, prompt: int, dtype: str, judged: Noise | None
+                   ) -> QuietFigure | None:
+    """This machine's quiet figure for such a race: kept from a quiet run whose figure is
+    possible; an impossible one only reads what is on file."""
+    if race is None or race.robust is None:
+        return None
+    key = (f"quant_speed {race.key}÷fp32 {len(race.mode_seconds)} steps after {prompt} "
+           f"{dtype}")
+    return quiet_reference.keep_if_quiet(key, race.speedup, race.robust.label(),
+                                         None if race.impossible else judged)
 
 
 def _diagram(lm, reports, bandwidth: float, judged: Noise | None = None) -> str:

@@ -94,7 +94,8 @@ def build(ctx: AppContext) -> None:
         if frame.reports is None:
             return {progress: frame.message}
         r, bw = frame.reports, frame.bandwidth_gbs
-        return {progress: frame.message, cards: mode_cards_html(r, frame.noise),
+        return {progress: frame.message,
+                cards: mode_cards_html(r, frame.noise, frame.race, frame.reference),
                 roofline: roofline_figure(r, bw, BANDWIDTH_NOTE, caption,
                                           WEIGHT_BYTES_AXIS, ROOFLINE_HEIGHT, frame.noise),
                 diagram: frame.diagram,

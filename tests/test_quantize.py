@@ -289,6 +289,7 @@ def test_second_comparison_builds_nothing_and_reuses_the_reference(lm, monkeypat
     figures; the bytes shown are the kept copies' real tensor bytes, and no copy shares a
     weight with (or has changed) the loaded model."""
     import inference.quant_modes as quant_modes
+    from inference.experiments import quant_race
     from inference.experiments.quality import load_perplexity_text, quant_tokens
     from lessons.common.prompt_input import encode_prompt
     from lessons.quantization_handlers import DEFAULT_PROMPT, compare_frames
@@ -324,11 +325,14 @@ def test_second_comparison_builds_nothing_and_reuses_the_reference(lm, monkeypat
     assert "kept from an earlier run" in second[0].message
     assert not any("building" in f.message for f in second)
     # float32's passes on the loaded model: one warm-up, one greedy answer, one teacher-forced
-    # pass, the perplexity text, in both runs (the reference is float32's own measured run)
+    # pass, the perplexity text, in both runs (the reference is float32's own measured run),
+    # then its lane of the headline race against int8 (its warm-ups, prefill, 8 steps)
     prompt = len(encode_prompt(lm, settings, DEFAULT_PROMPT, max_tokens=512))
     text = len(lm.tokenizer(load_perplexity_text(), add_special_tokens=False)["input_ids"])
+    race = quant_race.BASE_WARM_UPS * min(prompt, quant_race.WARM_UP_TOKENS) + prompt + 8
     if lm.model.dtype == torch.float32:
-        assert fed1 == fed2 == quant_tokens(prompt, 8, 1, text)
+        assert fed1 == fed2 == quant_tokens(prompt, 8, 1, text) + race
+    assert first[-1].race.key == "int8" and first[-1].race.robust is not None
     for a, b in zip(first[-1].reports, second[-1].reports, strict=True):
         assert a.key == b.key and a.token_ids == b.token_ids  # the same greedy answers
         assert a.top1_agreement == b.top1_agreement

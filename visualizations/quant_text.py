@@ -11,19 +11,23 @@ from .cards import WAITING, Card, cards_html, times
 from .model_card import human_bytes
 from .noise_view import busy_notice_html, quiet_note, supports_verdict
 from .quant_charts import mode_table
+from .reference_view import reference_card
 from .roofline_bytes import FASTER
 
 NO_MODES_CARDS = ("*float32's decode speed, the smallest mode's and its bytes per weight appear "
                   "here, measured, as **Compare modes** measures them.*")
 
 
-def mode_cards_html(reports, noise=None) -> str:
+def mode_cards_html(reports, noise=None, race=None, reference=None) -> str:
     """The comparison's headline cards, under Compare modes: the lesson's point in two measured
     ratios, the smallest mode's weight bytes and its decode tokens/s, each ÷ float32's (the
     speeds themselves in the note). "faster" only on a quiet finished run (`noise`) whose ratio
     reaches the roofline title's `FASTER` (1.2, well above run-to-run noise), so the card and
     the chart's title never disagree; busy: the numbers and "busy machine", no word (the notice
     stands in the closing note). The smallest mode is picked by its bytes, never by a timing.
+    `race`: that mode raced against float32 step by step (`quant_race.SpeedRace`): its paired
+    ratio is the speed card's figure, with its range; an impossible one is not shown.
+    `reference`: this machine's quiet figure for the race, a third card on a busy run.
     Two cards, short words: one row on a phone."""
     base = next((r for r in reports or () if r.key == "fp32"), None)
     if base is None:
@@ -34,20 +38,29 @@ def mode_cards_html(reports, noise=None) -> str:
             Card("fp32 decode tok/s", f"{base.decode_tokens_per_s:.1f}", "measured"),
             Card("fewer bytes", WAITING, "next mode")])
     small = min(others, key=lambda r: r.weight_bytes)
-    speed = small.decode_tokens_per_s / base.decode_tokens_per_s
+    raced = race is not None and race.key == small.key and race.robust is not None
+    speed = race.speedup if raced else small.decode_tokens_per_s / base.decode_tokens_per_s
     if noise is not None and noise.busy:
         said = "noisy, busy machine"
     elif supports_verdict(noise):  # the roofline title's rule: one verdict on one screen
         said = "faster" if speed >= FASTER else "not faster"
     else:
         said = "so far"
-    return cards_html([
-        Card(f"{small.key} bytes ÷ fp32", times(small.ratio_to_fp32),
-             f"measured: {human_bytes(small.weight_bytes)}"),
-        Card(f"{small.key} decode ÷ fp32", times(speed),
-             f"measured {small.decode_tokens_per_s:.1f} vs {base.decode_tokens_per_s:.1f} "
-             f"tok/s: {said}"),
-    ])
+    bytes_card = Card(f"{small.key} bytes ÷ fp32", times(small.ratio_to_fp32),
+                      f"measured: {human_bytes(small.weight_bytes)}")
+    if raced and race.impossible:
+        return cards_html([bytes_card, Card(f"{small.key} decode ÷ fp32", "—",
+                                            "impossible: not shown")]) + (
+            f"**not a possible result**: {race.impossible} This machine was disturbed; "
+            "measured again: still impossible, so no speed ratio is shown.")
+    if raced:
+        note = f"raced step by step, {race.robust.label()}: {said}"
+    else:
+        note = (f"measured {small.decode_tokens_per_s:.1f} vs {base.decode_tokens_per_s:.1f} "
+                f"tok/s: {said}")
+    quiet = reference_card(reference, f"{small.key} decode ÷ fp32", noise) if raced else None
+    return cards_html([bytes_card, Card(f"{small.key} decode ÷ fp32", times(speed), note)]
+                      + ([quiet] if quiet else []))
 
 
 def results_table_md(reports) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from .cards import Card, cards_html, ratio_side, times
 from .noise_view import busy_notice_html, supports_verdict
+from .reference_view import reference_html
 
 WAIT_SHOWN_S = 0.02  # a shorter wait is the server's own wake-up between steps, not a queue
 
@@ -131,17 +132,33 @@ def verdict_point(points):
     return last, last.sequential_seconds / last.parallel_seconds
 
 
-def sweep_verdict_md(points, noise=None) -> str:
+def sweep_verdict_md(points, noise=None, reference=None) -> str:
     """The closing line of a sweep: the speed-up at the longest length measured both ways
-    (an extrapolated ratio is only quoted when nothing was measured both ways, and says so).
-    `noise`: the sweep's reading (busy: the notice and both times, no "faster")."""
+    (an extrapolated ratio is only quoted when nothing was measured both ways, and says so),
+    with its range over the rounds. `noise`: the sweep's reading (busy: the notice and both
+    times, no "faster"); `reference`: this machine's quiet reference, shown big above a busy
+    run (`reference_view`). A speed-up past its bound (`.impossible`) is not shown: its reason
+    is."""
     if not points:
         return "No prompt lengths were measured."
     last, ratio = verdict_point(points)
     how = "measured both ways" if last.sequential_measured else "one-at-a-time extrapolated"
     seq_note = "measured" if last.sequential_measured else "extrapolated"
-    head, said = sweep_verdict(last, ratio, how, noise)
-    return busy_notice_html(noise) + cards_html([
+    impossible = getattr(last, "impossible", None)
+    if impossible:
+        head = Card("One token at a time ÷ one pass", "—", "impossible: not shown")
+        said = (f"**not a possible result** at {last.tokens} tokens: {impossible} This machine "
+                "was disturbed; measured again: still impossible, so no speed-up is shown.")
+    else:
+        head, said = sweep_verdict(last, ratio, how, noise)
+        robust = getattr(last, "robust", None)
+        if robust is not None:
+            said += (f" Speed-up {robust.label()}: one pass counts at its faster rounds, each "
+                     "token fed one at a time at the median of its neighbours, so a step slowed "
+                     "by another program does not count.")
+    live = "not a possible result" if impossible else times(ratio)
+    return busy_notice_html(noise) + reference_html(
+        reference, "One pass's speed-up", live, noise) + cards_html([
         Card(f"One pass, {last.tokens} tokens", f"{last.parallel_seconds * 1000:,.0f} ms",
              "measured"),
         Card("One token at a time", f"{last.sequential_seconds * 1000:,.0f} ms", seq_note),

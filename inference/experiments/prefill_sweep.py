@@ -5,10 +5,20 @@ once and reused for all N positions, so the matrix units stay busy. Feeding the 
 one per forward pass (what decode is forced to do) reads all the weights N times.
 `prefill_sweep()` measures both on the real model for a list of prompt lengths; the
 sequential side is measured up to `max_sequential` tokens and, past that, extrapolated from
-the measured per-token time (and labelled so).
+`PER_TOKEN_FROM` tokens fed one at a time (and labelled so).
+
+Measured so that a busy machine does not reach the figure (`robust.py`): each length runs
+`ROUNDS` interleaved rounds, each round one pass over all N tokens and then its share of the
+tokens fed one at a time, so both lanes share the machine's noise round by round. The one-pass
+lane counts at its low quantile (another program only adds time), each one-at-a-time step at
+the median of its neighbours; the speed-up carries its range over the rounds. Both lanes run
+at the faster of the default thread count and 1 (`thread_choice.fastest_threads`). N tokens
+in one pass cannot be more than N× faster than N passes of one token (`sanity.one_pass`): such
+a length is measured once more, and if it still is, the point says why it is not a result.
 """
 from __future__ import annotations
 
+import statistics
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -16,19 +26,34 @@ import torch
 from transformers import DynamicCache
 
 from ..engine import forward, prefill
+from ..thread_choice import fastest_threads, num_threads
 from ..timing import stopwatch
+from . import sanity
+from .robust import ROUNDS, Robust, low_quantile, running_median
 
 WARM_UP_TOKENS = 8  # the untimed warm-up pass
-PARALLEL_REPEATS = 2  # timed prefills per length (the best counts)
-PER_TOKEN_FROM = 16  # tokens fed one at a time to extrapolate from, when none was fed
+WARM_UP_PASSES = 4  # `fastest_threads` times it at 2 thread counts, twice each (or untimed)
+PARALLEL_REPEATS = 2  # `time_parallel`'s default: timed prefills, the best counts
+PER_TOKEN_FROM = 16  # tokens fed one at a time for a length that is extrapolated
 
 
 @dataclass(frozen=True)
 class PrefillPoint:
     tokens: int
-    parallel_seconds: float  # one forward pass over all tokens (measured)
-    sequential_seconds: float  # one forward pass per token with a cache
+    parallel_seconds: float  # one forward pass over all tokens (low quantile of the rounds)
+    sequential_seconds: float  # one forward pass per token with a cache (robust total)
     sequential_measured: bool  # False: extrapolated from the measured per-token time
+    robust: Robust | None = None  # the speed-up (sequential ÷ parallel) with its range
+    impossible: str | None = None  # why the speed-up cannot be right (None: it can)
+    attempt: int = 0  # 1: this length measured again after an impossible first figure
+    threads: int = 0  # CPU threads both lanes ran at (0: not recorded)
+
+    @property
+    def speedup(self) -> float:
+        """One token at a time ÷ one pass (the robust estimate when there is one)."""
+        if self.robust is not None:
+            return self.robust.estimate
+        return self.sequential_seconds / self.parallel_seconds if self.parallel_seconds else 0.0
 
 
 @dataclass(frozen=True)
@@ -56,7 +81,7 @@ def time_parallel(model, ids: list[int], device, repeats: int = PARALLEL_REPEATS
     return min(prefill(model, x).seconds for _ in range(repeats))
 
 
-SEQUENTIAL_STRETCH = 16  # tokens fed one at a time per timed stretch (~1 s on 2 CPU cores)
+SEQUENTIAL_STRETCH = 16  # tokens fed one at a time between two yields (~1 s on 2 CPU cores)
 
 
 def sequential_steps(model, ids: list[int], device,
@@ -80,42 +105,112 @@ def time_sequential(model, ids: list[int], device) -> float:
     return seconds
 
 
+def one_pass_seconds(model, ids: list[int], device) -> float:
+    """One synced prefill of these tokens (seconds): one round's parallel lane."""
+    return prefill(model, torch.tensor([ids], device=device)).seconds
+
+
+def robust_point(tokens: int, parallel: Sequence[float], steps: Sequence[float],
+                 rounds: Sequence[int], measured: bool, attempt: int = 0,
+                 threads: int = 0) -> PrefillPoint:
+    """A length's point from its rounds: `parallel[k]` is round k's one pass over `tokens`,
+    `steps[i]` a token fed one at a time in round `rounds[i]`. The one-at-a-time total is the
+    steps' running medians added up (scaled to `tokens` when extrapolated), the one pass its
+    low quantile; the range is round k's own ratio (its steps' mean × tokens ÷ its pass).
+
+    >>> p = robust_point(4, [0.02, 0.5, 0.02], [0.02, 0.02, 0.9, 0.02], [0, 1, 1, 2], True)
+    >>> round(p.speedup, 1), p.impossible  # one pass and one step slowed: neither counts
+    (4.0, None)
+    """
+    smooth = running_median(steps)
+    per_token = statistics.fmean(smooth)
+    sequential, one = per_token * tokens, low_quantile(parallel)
+    estimate = sequential / one
+    per_round = [statistics.fmean([s for s, r in zip(smooth, rounds) if r == k]) * tokens / p
+                 for k, p in enumerate(parallel) if k in set(rounds) and p > 0]
+    robust = Robust(estimate, min(per_round + [estimate]), max(per_round + [estimate]),
+                    max(len(per_round), 1))
+    return PrefillPoint(tokens, one, sequential, measured, robust,
+                        sanity.one_pass(tokens, estimate), attempt, threads)
+
+
+def _rounds(model, ids: list[int], fed: list[int], device, threads: int, rounds: int = ROUNDS
+            ) -> Iterator[tuple[int, float, float] | tuple[list[float], list[float], list[int]]]:
+    """One length's interleaved rounds: round k is one pass over `ids`, then its share of `fed`
+    fed one at a time (one cache for all of `fed`), each step timed. Yields (fed so far, that
+    round's pass, one-at-a-time seconds so far) after every `SEQUENTIAL_STRETCH` tokens fed
+    (never inside a timed step), then (passes, steps, each step's round)."""
+    cache = DynamicCache()
+    passes: list[float] = []
+    steps: list[float] = []
+    owner: list[int] = []
+    bounds = [len(fed) * k // rounds for k in range(rounds + 1)]
+    for k in range(rounds):
+        with num_threads(threads):
+            passes.append(one_pass_seconds(model, ids, device))
+        for i in range(bounds[k], bounds[k + 1]):
+            with num_threads(threads), stopwatch(device) as t:
+                forward(model, torch.tensor([[fed[i]]], device=device), cache)
+            steps.append(t[0])
+            owner.append(k)
+            if (i + 1) % SEQUENTIAL_STRETCH == 0 and i + 1 < len(fed):
+                yield i + 1, passes[-1], sum(steps)  # a job ends here: the server may step
+    yield passes, steps, owner
+
+
+def measure_length(lm, n: int, max_sequential: int, threads: int, attempt: int = 0
+                   ) -> Iterator[tuple[int, float, float] | PrefillPoint]:
+    """One length: progress while it is fed one at a time, then its `PrefillPoint`."""
+    ids = sweep_tokens(lm.tokenizer, n)
+    measured = n <= max_sequential
+    fed = ids if measured else ids[:PER_TOKEN_FROM]
+    for item in _rounds(lm.model, ids, fed, lm.device, threads):
+        if isinstance(item[0], int):
+            yield item
+        else:
+            passes, steps, owner = item
+    yield robust_point(n, passes, steps, owner, measured, attempt, threads)
+
+
 def prefill_sweep(lm, lengths: list[int], max_sequential: int = 128
                   ) -> Iterator[SweepProgress]:
     """Measure each length; yield progress after each measurement, and while a length is fed
-    one token at a time, after each timed stretch (`feeding` > 0, no new point yet)."""
+    one token at a time, after each stretch (`feeding` > 0, no new point yet). A length whose
+    speed-up is impossible is measured once more (its point then has `attempt` 1)."""
     device, model = lm.device, lm.model
     warm = torch.tensor([sweep_tokens(lm.tokenizer, WARM_UP_TOKENS)], device=device)
-    forward(model, warm, DynamicCache())  # warm-up, untimed
+    warmed = []
+
+    def warm_up() -> None:
+        warmed.append(forward(model, warm, DynamicCache()) is not None)
+
+    # warm-up, then the thread count both lanes run at: the faster of the default and 1
+    threads = fastest_threads(warm_up, device)
+    for _ in range(WARM_UP_PASSES - len(warmed)):  # always as many warm-ups, untimed
+        warm_up()
     points: list[PrefillPoint] = []
-    per_token = None
     lengths = sorted(set(lengths))
     for done, n in enumerate(lengths, start=1):
-        ids = sweep_tokens(lm.tokenizer, n)
-        par = time_parallel(model, ids, device)
-        if n <= max_sequential:
-            for fed, seq_so_far in sequential_steps(model, ids, device):
-                seq = seq_so_far
-                if fed < n:  # a job ends here: the server may take a step
-                    yield SweepProgress(done - 1, len(lengths), tuple(points), fed, par,
-                                        seq_so_far)
-            measured, per_token = True, seq / n
-        else:
-            if per_token is None:
-                per_token = time_sequential(model, ids[:PER_TOKEN_FROM], device) / PER_TOKEN_FROM
-            seq, measured = per_token * n, False
-        points.append(PrefillPoint(n, par, seq, measured))
+        for attempt in (0, 1):
+            for item in measure_length(lm, n, max_sequential, threads, attempt):
+                if isinstance(item, PrefillPoint):
+                    point = item
+                elif not attempt:  # a stretch fed: progress
+                    yield SweepProgress(done - 1, len(lengths), tuple(points), *item)
+            if point.impossible is None:
+                break
+        points.append(point)
         yield SweepProgress(done, len(lengths), tuple(points))
 
 
 def prefill_sweep_tokens(lengths: Sequence[int], max_sequential: int) -> int:
-    """Tokens `prefill_sweep` feeds: its warm-up, `PARALLEL_REPEATS` prefills per length, each
-    length up to `max_sequential` fed one token at a time (`PER_TOKEN_FROM` when none is).
+    """Tokens `prefill_sweep` feeds at most: its warm-ups, `ROUNDS` passes over each length,
+    each length up to `max_sequential` fed one token at a time (`PER_TOKEN_FROM` for one that
+    is extrapolated); an impossible length measured once more is not counted.
 
     >>> prefill_sweep_tokens([1, 8, 32, 128, 512], max_sequential=32)
-    1411
+    3510
     """
     lengths = sorted(set(lengths))
-    fed = [n for n in lengths if n <= max_sequential]
-    return (WARM_UP_TOKENS + PARALLEL_REPEATS * sum(lengths) + sum(fed)
-            + (PER_TOKEN_FROM if lengths and not fed else 0))
+    fed = sum(n if n <= max_sequential else min(n, PER_TOKEN_FROM) for n in lengths)
+    return WARM_UP_PASSES * WARM_UP_TOKENS + ROUNDS * sum(lengths) + fed

@@ -22,6 +22,7 @@ import torch
 
 from ..engine import decode_step, prefill
 from ..timing import stopwatch
+from .quant_race import speed_race_tokens
 from .robust import low_quantile
 
 NEAR_TIE = 0.05  # fp32 top-1 minus top-2 probability below this: a near-tie
@@ -246,9 +247,11 @@ def greedy_tokens(prompt: int, new: int) -> int:
 def quant_tokens(prompt: int, new: int, modes: int, text: int) -> int:
     """Tokens `compare_steps` feeds for `modes` modes (float32, the reference, among them): per
     mode a warm-up run of 2, its greedy run of `new`, its teacher-forced pass and the
-    perplexity text's `text` tokens.
+    perplexity text's `text` tokens; with another mode than float32, the headline's race of
+    the smallest against float32 (`quant_race.speed_race_tokens`).
 
     >>> quant_tokens(prompt=40, new=32, modes=3, text=600)
-    2349
+    2533
     """
-    return modes * (3 * prompt + 2 * new - 1 + text)
+    race = speed_race_tokens(prompt, new) if modes > 1 else 0
+    return modes * (3 * prompt + 2 * new - 1 + text) + race

@@ -11,6 +11,8 @@ None when the figure is possible, or one sentence saying what is wrong with it:
 - a cached step runs one token where recomputing runs the whole sequence: it cannot be slower
   (`cached_step`);
 - a decode step must read its bytes: tokens/s cannot beat bandwidth ÷ bytes (`bandwidth`);
+- one pass over N prompt tokens does all of a one-token pass's work: it cannot be more than
+  N× faster than feeding the N tokens one pass each (`one_pass`);
 - one visitor's cost and batch sweep measure the same throughput: they cannot disagree
   (`same_throughput`).
 
@@ -64,6 +66,19 @@ def bandwidth(tokens_per_s: float, ceiling_tokens_per_s: float,
         return (f"{tokens_per_s:.1f} tokens/s is past this machine's measured ceiling of "
                 f"{ceiling_tokens_per_s:.1f} tokens/s: each token must read its bytes from "
                 "memory.")
+    return None
+
+
+def one_pass(tokens: int, speedup: float, noise: float = NOISE) -> str | None:
+    """Feeding `tokens` tokens one pass each took `speedup`× as long as one pass over them.
+
+    >>> print(one_pass(16, 40.0))  # doctest: +ELLIPSIS
+    one pass over 16 tokens measured 40.0× faster than 16 one-token passes: ...at most 16×...
+    """
+    if speedup > tokens * (1 + noise):
+        return (f"one pass over {tokens} tokens measured {speedup:.1f}× faster than {tokens} "
+                f"one-token passes: it does all of a one-token pass's work, so it can be at "
+                f"most {tokens}× faster.")
     return None
 
 

@@ -1,0 +1,143 @@
+"""Lesson 6's speed figure: a precision mode's decode speed against float32's, raced in pairs.
+
+`quality.py` measures each mode on its own, one after another; on a busy machine another
+program can slow one mode's run and not the next, and the ratio of the two then says more
+about the machine than about the bytes. So the headline ratio comes from a race: float32 and
+the mode decode the same prompt with caches of their own, taking turns step by step, both at
+the faster of the default thread count and 1 (`thread_choice.fastest_threads`). Each lane's
+steps are smoothed by the median of their neighbours and the lanes' totals divided
+(`robust.paired_ratio`), with the range over interleaved rounds: "2.8×, range 2.6–3.0 over 5
+rounds". The first step of each lane is warm-up and not counted.
+
+A decode step must read its bytes: neither lane's tokens/s may beat this machine's measured
+read bandwidth ÷ its bytes per token by more than the noise (`sanity.bandwidth`). A race that
+does is run once more (`checked_speed_race`); if it still does, `SpeedRace.impossible` says
+why and no ratio is shown. Not covered: a machine whose caches hold a whole small model (its
+"bandwidth" is then the cache's, and the bound would speak falsely; the bound's noise margin
+is the only allowance).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+from transformers import DynamicCache
+
+from ..engine import decode_step, forward, prefill
+from ..thread_choice import fastest_threads, num_threads
+from ..timing import stopwatch
+from . import sanity
+from .robust import Robust, low_quantile, paired_ratio
+
+WARM_UP_TOKENS = 8  # the untimed warm-up pass of each model: at most the prompt's first 8
+BASE_WARM_UPS = 4  # float32's: `fastest_threads` times 2 thread counts twice (or untimed)
+
+
+@dataclass(frozen=True)
+class SpeedRace:
+    """A mode's decode speed raced against float32's, step by step."""
+
+    key: str  # the mode raced against float32 ("int4")
+    base_seconds: tuple[float, ...]  # float32's decode steps, in order (the first is warm-up)
+    mode_seconds: tuple[float, ...]  # the mode's, each timed right after float32's
+    robust: Robust | None  # the mode's tokens/s ÷ float32's, paired (None: under 2 steps)
+    ceilings: tuple[float, float] = (0.0, 0.0)  # tokens/s bandwidth allows: fp32, mode (0: none)
+    impossible: str | None = None  # why the figure cannot be right (None: it can)
+    attempt: int = 0  # 1: the race run again after an impossible first one
+    threads: int = 0  # CPU threads both lanes ran at
+
+    @property
+    def speedup(self) -> float:
+        """The mode's decode speed in times float32's (the robust paired estimate)."""
+        return self.robust.estimate if self.robust is not None else 0.0
+
+    @property
+    def tokens_per_s(self) -> tuple[float, float]:
+        """(float32's, the mode's) decode tokens/s from each lane's low quantile."""
+        return tuple(1 / low_quantile(s[1:] or s) if s else 0.0
+                     for s in (self.base_seconds, self.mode_seconds))
+
+
+def judged(key: str, base: list[float], mode: list[float], ceilings: tuple[float, float],
+           attempt: int = 0, threads: int = 0) -> SpeedRace:
+    """The race's record from its step times: the paired ratio (steps 1.., step 0 is warm-up)
+    and each lane's speed checked against its bandwidth ceiling.
+
+    >>> r = judged("int4", [0.04] * 8, [0.02] * 7 + [0.2], (0.0, 0.0))  # last step slowed 10×
+    >>> r.robust.label(), r.impossible
+    ('2.0×, range 2.0–2.0 over 5 rounds', None)
+    >>> judged("int4", [0.04] * 8, [0.02] * 8, (30.0, 30.0)).impossible[:30]
+    '50.0 tokens/s is past this mac'
+    """
+    robust = paired_ratio(base[1:], mode[1:]) if min(len(base), len(mode)) > 1 else None
+    race = SpeedRace(key, tuple(base), tuple(mode), robust, ceilings, None, attempt, threads)
+    impossible = None
+    if robust is not None:
+        for speed, ceiling in zip(race.tokens_per_s, ceilings, strict=True):
+            impossible = impossible or sanity.bandwidth(speed, ceiling)
+    return SpeedRace(key, tuple(base), tuple(mode), robust, ceilings, impossible, attempt,
+                     threads)
+
+
+@torch.inference_mode()
+def speed_race(key: str, base_model, mode_model, prompt_ids: list[int], n: int, device,
+               ceilings: tuple[float, float] = (0.0, 0.0), attempt: int = 0
+               ) -> Iterator[int | SpeedRace]:
+    """Prefill the prompt in both models (untimed), then `n` decode steps each, float32's then
+    the mode's, each timed; yields the steps done after each pair (a lesson yields there, so
+    the server's steps run between pairs, never inside one), then the `SpeedRace`."""
+    warm = torch.tensor([list(prompt_ids[:WARM_UP_TOKENS])], device=device)
+    forward(mode_model, warm, DynamicCache())  # the mode's warm-up, untimed
+    warmed = []
+
+    def warm_up() -> None:
+        warmed.append(forward(base_model, warm, DynamicCache()) is not None)
+
+    threads = fastest_threads(warm_up, device)  # float32's warm-ups pick the thread count
+    for _ in range(BASE_WARM_UPS - len(warmed)):  # always as many, untimed
+        warm_up()
+    x = torch.tensor([list(prompt_ids)], device=device)  # [1, P]
+    lanes = []
+    for model in (base_model, mode_model):
+        with num_threads(threads):
+            pre = prefill(model, x)
+        lanes.append([model, pre.cache, pre.logits.argmax(-1), []])  # token: [1]
+    for i in range(n):
+        for lane in lanes:
+            model, cache, token, times = lane
+            with num_threads(threads), stopwatch(device) as t:
+                lane[2] = decode_step(model, token, cache).argmax(-1)  # [1]
+            times.append(t[0])
+        yield i + 1
+    yield judged(key, lanes[0][3], lanes[1][3], ceilings, attempt, threads)
+
+
+def checked_speed_race(key: str, base_model, mode_model, prompt_ids: list[int], n: int, device,
+                       ceilings: tuple[float, float] = (0.0, 0.0)) -> Iterator[int | SpeedRace]:
+    """`speed_race`, run once more (`attempt` 1) when the first race's figure is impossible."""
+    for attempt in (0, 1):
+        for item in speed_race(key, base_model, mode_model, prompt_ids, n, device, ceilings,
+                               attempt):
+            yield item
+        if item.impossible is None:
+            return
+
+
+def ceiling_tokens_per_s(bandwidth_gbs: float, bytes_per_token: int) -> float:
+    """Tokens/s a decode step's reads allow: bandwidth ÷ bytes per token (0: not measured).
+
+    >>> ceiling_tokens_per_s(20.0, 500_000_000)
+    40.0
+    """
+    return bandwidth_gbs * 1e9 / bytes_per_token if bandwidth_gbs and bytes_per_token else 0.0
+
+
+def speed_race_tokens(prompt: int, new: int) -> int:
+    """Tokens `speed_race` feeds: per model warm-ups of at most 8 (float32's `BASE_WARM_UPS`
+    times, the mode's once), the prompt's prefill and `new` decode steps.
+
+    >>> speed_race_tokens(prompt=40, new=16)
+    152
+    """
+    return (BASE_WARM_UPS + 1) * min(prompt, WARM_UP_TOKENS) + 2 * (prompt + new)
