@@ -93,22 +93,35 @@ class Run:
     whole: bool = False  # finished with a result, neither failed, stopped nor time-cut
     reusable: bool = False  # whole and quiet: may be shown to later visitors
     leader: str | None = None  # the leading event's id while it waits in line, not yet started
+    outcome: object = None  # the leader's wrapper's `Outcome` (cut short, busy), read at the end
+    watchers: int = 0  # followers watching it now
+    orphan: Iterator | None = None  # its passage, left by a leader who left, for a follower
     line: str | None = None  # where it stands in the measurement line, while its leader waits
     notes: int = 0  # changes of `line` so far
     cond: threading.Condition = field(default_factory=threading.Condition)  # an RLock inside
 
     def start(self) -> None:
-        """The run has begun: no longer a reservation, nor in line."""
+        """The leader's handler has begun: no longer a reservation (it may still wait in line;
+        its followers learn where: `note`)."""
         with self.cond:
-            self.leader = self.line = None
+            self.leader = None
             self.cond.notify_all()
 
-    def note(self, where: str) -> None:
-        """Where the run stands in the measurement line, for its followers."""
+    def note(self, where: str | None) -> None:
+        """Where the run stands in the measurement line, for its followers (None: out of it)."""
         with self.cond:
             if where != self.line:
                 self.line, self.notes = where, self.notes + 1
                 self.cond.notify_all()
+
+    def hand_over(self, passage: Iterator) -> bool:
+        """Its driver left: give `passage` to a follower watching it, if any (True)."""
+        with self.cond:
+            if self.watchers == 0 or self.done:
+                return False
+            self.orphan = passage
+            self.cond.notify_all()
+            return True
 
     def add(self, frame: object) -> None:
         with self.cond:
@@ -261,46 +274,92 @@ class SharedRuns:
         asked_during = (run is not None and run.done and run.whole and asked_at is not None
                         and asked_at <= run.finished_at)
         lead = mine or run is None or (run.done and not self._fresh(run) and not asked_during)
-        if lead and not mine:
+        if mine:
+            run.start()
+        elif lead:
             run = self._put(key, Run())
         if lead:
             self.leads += 1
         return run, lead
 
 
+class _Waiting:
+    """A frame of the leader's wait in line: shown to whoever drives the run, never kept."""
+
+    def __init__(self, frame: object) -> None:
+        self.frame = frame
+
+
+def _passage(run: Run, start: Callable[[], Iterator], queue: Queue | None) -> Iterator:
+    """A run's whole passage: its wait in the line (frames marked `_Waiting`), then its own
+    frames. One generator, so a follower can take it over where its leader left it."""
+    if queue is not None:
+        for frame in queue(run.note):
+            yield _Waiting(frame)
+    run.note(None)  # out of the line: measuring
+    yield from start()
+
+
 def _lead(run: Run, start: Callable[[], Iterator], outcome=None,
           queue: Queue | None = None) -> Iterator:
-    frames = None
+    run.outcome = outcome
+    yield from _drive(run, _passage(run, start, queue), lambda frame: frame)
+
+
+def _drive(run: Run, passage: Iterator, shown: Callable[[object], object]) -> Iterator:
+    """Pull `passage`, keeping the run's frames for its followers and yielding each as
+    `shown(...)` it. If this visitor leaves (the generator is closed) while others follow,
+    the passage is handed to one of them (`Run.orphan`) instead of stopped: no lost work."""
+    handed = False
     try:
-        if queue is not None:  # its place in line: the leader's own frames, not the run's
-            yield from queue(run.note)
-        run.start()
-        frames = start()
-        for frame in frames:
+        for frame in passage:
+            if isinstance(frame, _Waiting):  # a place in line: true for whoever carries it
+                yield frame.frame
+                continue
             run.add(frame)
-            yield frame
+            yield shown(frame)
     except GeneratorExit:
-        run.end(left=True)
+        handed = run.hand_over(passage)
+        if not handed:
+            run.end(left=True)
         raise
     except BaseException as exc:
         run.end(error=exc)
         raise
     else:
-        run.end(outcome=outcome)
+        run.end(outcome=run.outcome)
     finally:
-        getattr(frames, "close", lambda: None)()
+        if not handed:
+            getattr(passage, "close", lambda: None)()
 
 
 def _follow(run: Run, annotate: Annotate, check_leader: Callable[[Run], None]) -> Iterator:
+    with run.cond:
+        run.watchers += 1
+    try:
+        yield from _watch(run, annotate, check_leader)
+    finally:
+        with run.cond:
+            run.watchers -= 1
+
+
+def _watch(run: Run, annotate: Annotate, check_leader: Callable[[Run], None]) -> Iterator:
     seen, told = (-1, -1), False
     while True:
         with run.cond:
-            while (run.version, run.notes) == seen and not run.done:
+            while (run.version, run.notes) == seen and not run.done and run.orphan is None:
                 run.cond.wait(timeout=1.0)  # woken by each frame; the timeout only re-checks
                 check_leader(run)  # a reservation whose leader left the queue ends here
+            passage, run.orphan = run.orphan, None
             seen, merged, done, ended = (run.version, run.notes), run.merged, run.done, \
                 run.finished_at
             waiting, line = run.leader is not None, run.line
+        if passage is not None:  # its leader left: this visitor carries the run on
+            yield from _drive(run, passage, lambda frame: annotate(run.merged, FOLLOWING))
+            seen = (run.version, run.notes)
+            if not run.done:
+                continue
+            merged, done, ended = run.merged, True, run.finished_at
         if done:
             break
         if merged is not None:
@@ -317,4 +376,3 @@ def _follow(run: Run, annotate: Annotate, check_leader: Callable[[Run], None]) -
         return
     ago = time.monotonic() - ended
     yield annotate(merged, SHARED_NOW if ago < 2.0 else SHARED_EARLIER.format(s=ago))
-

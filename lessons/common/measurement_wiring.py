@@ -81,18 +81,12 @@ def measured(m: Measurement, ctx, outputs: list):
         def start():
             frames = timed(steps(outcome, *turn.args, **kwargs), settings.measure_limit_s,
                            annotate, outcome)
-            return turn.noted(frames, markdown)
+            return turn.noted(frames, markdown, line, outcome)
 
         def queue(tell):
             return turn.wait(line, m, tell, functools.partial(said, markdown, outputs))
-        whole = False
-        try:
-            yield from start() if runs is None else runs.run(
-                start, annotate, outcome, queue=None if line is None else queue)
-            whole = not outcome.cut
-        finally:
-            if turn.ticket is not None:
-                line.done(turn.ticket, whole)
+        yield from start() if runs is None else runs.run(
+            start, annotate, outcome, queue=None if line is None else queue)
     run.measurement = m
     return run
 
@@ -106,7 +100,7 @@ class Turn:
 
     def wait(self, line, m: Measurement, tell, say) -> Iterator:
         """Join `line`; until this press's turn, its place (`say`: a frame showing a sentence),
-        also told to its followers (`tell`)."""
+        also told to its followers (`tell`). Closed before its turn, it leaves the line."""
         values = [a for a in self.args if not isinstance(a, SPECIAL)]
         smaller, work = self._smaller(m, values), _work(m, values)
         try:
@@ -118,10 +112,14 @@ class Turn:
         if self.ticket.small:
             self.args = _with_values(self.args, smaller[0])
             self.note = SMALLER.format(what=smaller[2])
-        for place in line.turn(self.ticket):
-            self.waited = True
-            tell(place.sentence())
-            yield say(IN_LINE.format(where=place.sentence()))
+        try:
+            for place in line.turn(self.ticket):
+                self.waited = True
+                tell(place.sentence())
+                yield say(IN_LINE.format(where=place.sentence()))
+        except BaseException:
+            line.done(self.ticket)
+            raise
 
     @staticmethod
     def _smaller(m: Measurement, values: list) -> tuple | None:
@@ -134,15 +132,23 @@ class Turn:
         except Exception:  # noqa: BLE001 - arguments the handler itself will refuse, worded
             return None
 
-    def noted(self, frames: Iterator, markdown) -> Iterator:
+    def noted(self, frames: Iterator, markdown, line, outcome: Outcome) -> Iterator:
         """The run's frames, after 'your turn' when it waited, with its class-size note above
-        every frame that shows its Markdown output."""
-        if self.waited or self.note:
-            yield with_sentence(markdown, {}, " ".join(filter(None, (YOUR_TURN, self.note))))
-        for frame in frames:
-            shows = markdown is not None and (not isinstance(frame, dict)
-                                              or markdown[1] in frame)
-            yield with_sentence(markdown, frame, self.note) if self.note and shows else frame
+        every frame that shows its Markdown output; its place in `line` is given up as it ends
+        (a whole run, neither cut nor stopped, times this measurement on this machine)."""
+        whole = False
+        try:
+            if self.waited or self.note:
+                yield with_sentence(markdown, {}, " ".join(filter(None, (YOUR_TURN, self.note))))
+            for frame in frames:
+                shows = markdown is not None and (not isinstance(frame, dict)
+                                                  or markdown[1] in frame)
+                yield with_sentence(markdown, frame, self.note) if self.note and shows else frame
+            whole = not outcome.cut
+        finally:
+            frames.close()
+            if self.ticket is not None:
+                line.done(self.ticket, whole)
 
 
 def _work(m: Measurement, values: list) -> int:
