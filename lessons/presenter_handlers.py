@@ -20,53 +20,54 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Generator, Iterator
-from dataclasses import asdict, dataclass
 
 from inference.config import LIMITS, Settings
 from inference.drafts import make_draft
 from inference.experiments import noise
-from inference.experiments.batch_sweep import batch_sweep_tokens, run_sweep
+from inference.experiments.batch_sweep import run_sweep
 from inference.experiments.context_sweep import (
     compare_lengths,
     decode_lengths_sweep,
-    decode_lengths_tokens,
 )
 from inference.experiments.context_theory import decode_theory
-from inference.experiments.kv_race import RECOMPUTE, race, race_tokens, summarize
-from inference.experiments.machine_roofline import ROOFLINE_PROMPT, roofline_steps
+from inference.experiments.kv_race import RECOMPUTE, race, summarize
+from inference.experiments.machine_roofline import roofline_steps
 from inference.experiments.memory_guard import memory_budget_bytes
 from inference.experiments.noise import Noise
-from inference.experiments.prefill_sweep import prefill_sweep, prefill_sweep_tokens
+from inference.experiments.prefill_sweep import prefill_sweep
 from inference.experiments.prompt_prefill import DECODE_STEPS, measure_prompt
-from inference.experiments.quality import greedy_steps, greedy_tokens
+from inference.experiments.quality import greedy_steps
 from inference.experiments.roofline import machine_bandwidth
 from inference.experiments.serving_cost import model_serving_costs
 from inference.experiments.spec_workload import spec_prompt
-from inference.experiments.speculative_race import race_updates, spec_race_tokens
-from inference.experiments.step_bound import measure_step_bound, step_profile_tokens
+from inference.experiments.speculative_race import race_updates
+from inference.experiments.step_bound import measure_step_bound
 from inference.generation import stream
 from inference.quant_modes import build_steps
-from inference.tokens import encode_text, prompt_ids, tokenize
+from inference.tokens import encode_text, tokenize
 from visualizations.model_card import human_bytes
 from visualizations.noise_view import BUSY, supports_verdict
 
 from .common.judged_results import keep, reuse
 from .common.latest import PRESENTER_BATCH, shared_key
-from .common.measurement import prompt_tokens
 from .common.presenter_screens import Screen
 from .common.prompt_input import encode_prompt
-from .presenter_progress import RECAP, at
+from .presenter_progress import RECAP, Measured, at
 from .presenter_steps import (  # noqa: F401
     Step,
     batch_running,
     build_step,
+    cache_running,
+    first_and_next,
     int8_running,
     long_running,
     prefill_running,
     race_running,
     ratio_label,
     spec_running,
+    starting,
 )
+from .presenter_sweep import cost_figures, sweep_figures, visitor_sweep
 
 QUESTION = "Name three colours of the rainbow."
 PROMPT = LIMITS.default_prompt
@@ -83,21 +84,7 @@ INT8_TOKENS = 16
 LONG_CONTEXT = (100, 4_000)  # the long-context screen's two cache lengths (its question's)
 SPEC_TOKENS = 24  # the speculative race's length (prompt lookup on the edit prompt)
 SPEC_K = 4  # guesses per pass: the number the screen's question names
-
-
-@dataclass(frozen=True)
-class Measured:
-    """One screen's headline: the number, how it is shown, what it is, and the figures behind."""
-
-    key: str
-    value: float  # the headline number, compared with a guess on predict screens
-    shown: str  # e.g. "12.3×", "41 ms"
-    label: str  # e.g. "faster in one pass"
-    detail: str  # one line of the measured figures behind the headline
-    noisy: bool = False  # the machine was busy while measuring (noise.py): no verdict drawn
-
-    def as_dict(self) -> dict:
-        return asdict(self)
+BATCH_SCREEN = "Serving many people at once"  # the batching screen's title (assets/presenter.md)
 
 
 def busy_label(label: str, judged: Noise) -> str:
@@ -105,22 +92,34 @@ def busy_label(label: str, judged: Noise) -> str:
     return f"{label} · {BUSY}" if judged.busy else label
 
 
-def watched_stream(lm, settings: Settings, ids: list[int], n: int):
-    """A greedy answer of `n` tokens (its `StepEvent`s) and the noise rule's reading of it."""
-    events = list(stream(lm, ids, max_new_tokens=n))
-    return events, noise.reading([e.seconds for e in events[1:]], settings)
+def streamed(lm, ids: list[int], n: int, counted: str, running) -> Iterator[Step]:
+    """A greedy answer of `n` tokens, a `Step` after each token (its `StepEvent`s so far in
+    `running`'s words); returns the events (a part each: the server steps between them)."""
+    events = []
+    for e in stream(lm, ids, max_new_tokens=n):
+        events.append(e)
+        yield Step(counted, len(events), n, running(events))
+    return events
 
 
-def answer(lm, settings: Settings, shared) -> Measured:
-    events, judged = watched_stream(lm, settings, encode_prompt(lm, settings, QUESTION),
-                                    DECODE_TOKENS)
+def answer(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
+    events = yield from streamed(lm, encode_prompt(lm, settings, QUESTION), DECODE_TOKENS,
+                                 "token", first_and_next)
+    judged = noise.reading([e.seconds for e in events[1:]], settings)
     later = sum(e.seconds for e in events[1:])  # decode: the first token's prefill apart
     rate = (len(events) - 1) / later if later else 0.0
-    return Measured("answer", rate, f"{rate:.1f}",
-                    busy_label("tokens per second after the first", judged),
-                    f"“{QUESTION}” → “{events[-1].text.strip()}” (first token "
-                    f"{events[0].seconds * 1000:.0f} ms, then {len(events) - 1} tokens in "
-                    f"{later:.2f} s)", judged.busy)
+    yield Measured("answer", rate, f"{rate:.1f}",
+                   busy_label("tokens per second after the first", judged),
+                   f"“{QUESTION}” → “{events[-1].text.strip()}” (first token "
+                   f"{events[0].seconds * 1000:.0f} ms, then {len(events) - 1} tokens in "
+                   f"{later:.2f} s)", judged.busy, first_next(events))
+
+
+def first_next(events) -> dict:
+    """The first token's time and the median next token's (ms), for the recap."""
+    later = [e.seconds for e in events[1:]]
+    return {"first_ms": events[0].seconds * 1000,
+            "next_ms": statistics.median(later) * 1000 if later else 0.0}
 
 
 def tokens(lm, settings: Settings, shared) -> Measured:
@@ -138,16 +137,19 @@ def token_mix(lm, settings: Settings, shared) -> Measured:
                     " · ".join(f"{n}: {c} tokens / {words[n]} words" for n, c in counts.items()))
 
 
-def prefill_time(lm, settings: Settings, shared) -> Measured:
+def prefill_time(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     ids = encode_prompt(lm, settings, PROMPT)
+    yield Step("one pass", 0, 1, f"reading {len(ids)} prompt tokens, then {DECODE_STEPS} next "
+               "tokens one at a time")
     m = measure_prompt(lm, ids)
     judged = noise.reading([e.seconds for e in m.events[1:]], settings)
     ms = m.ttft_seconds * 1000
     step = (f", then {m.decode_step_seconds * 1000:.0f} ms per next token"
             if m.decode_step_seconds else "")
-    return Measured("prefill", ms, f"{ms:.0f} ms", busy_label("to the first token", judged),
-                    f"{m.prompt_tokens} prompt tokens read in one pass of "
-                    f"{m.prefill_seconds * 1000:.0f} ms{step}", judged.busy)
+    yield Measured("prefill", ms, f"{ms:.0f} ms", busy_label("to the first token", judged),
+                   f"{m.prompt_tokens} prompt tokens read in one pass of "
+                   f"{m.prefill_seconds * 1000:.0f} ms{step}", judged.busy,
+                   {"first_ms": ms, "next_ms": (m.decode_step_seconds or 0.0) * 1000})
 
 
 def prefill_race(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
@@ -166,15 +168,17 @@ def prefill_race(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
                    f"{p.sequential_seconds * 1000:.0f} ms", judged.busy)
 
 
-def decode(lm, settings: Settings, shared) -> Measured:
-    events, judged = watched_stream(lm, settings, encode_prompt(lm, settings, PROMPT),
-                                    DECODE_TOKENS)
+def decode(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
+    events = yield from streamed(lm, encode_prompt(lm, settings, PROMPT), DECODE_TOKENS,
+                                 "decode step", first_and_next)
+    judged = noise.reading([e.seconds for e in events[1:]], settings)
     steps = [e.seconds for e in events[1:]] or [events[0].seconds]
     median = statistics.median(steps)
-    return Measured("decode", 1 / median, f"{1 / median:.1f}",
-                    busy_label("tokens per second, one by one", judged),
-                    f"median step {median * 1000:.0f} ms over {len(steps)} steps · first token "
-                    f"{events[0].seconds * 1000:.0f} ms (the prefill)", judged.busy)
+    yield Measured("decode", 1 / median, f"{1 / median:.1f}",
+                   busy_label("tokens per second, one by one", judged),
+                   f"median step {median * 1000:.0f} ms over {len(steps)} steps · first token "
+                   f"{events[0].seconds * 1000:.0f} ms (the prefill)", judged.busy,
+                   first_next(events))
 
 
 def roofline(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
@@ -216,17 +220,19 @@ def speculative(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
                     f"({s.speedup:.2f}×, {verdict}) · {same}")
 
 
-def step_split(lm, settings: Settings, shared) -> Measured:
+def step_split(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
+    yield Step("decode step profiled", 0, 1, "every operation of one real decode step timed")
     bound = measure_step_bound(lm, encode_prompt(lm, settings, PROMPT), race_tokens=0)
     judged = noise.reading(settings=settings)
     p, share = bound.profile, 100 * bound.profile.matmul_share
     if not noise.split_holds(judged, [p.matmul_seconds, p.other_ops_seconds], p.step_seconds):
         why = "; ".join(judged.reasons) or ("a part came out at about 0 ms, or the parts at "
                                             "more than the step")
-        return Measured("step_split", share, "—", "the split of a decode step was not "
+        yield Measured("step_split", share, "—", "the split of a decode step was not "
                         "reliable on this run: " + (BUSY if judged.busy else "run again"),
-                        f"one step {p.step_seconds * 1000:.1f} ms (measured) · {why}", True)
-    return Measured("step_split", share, f"{share:.0f}%",
+                       f"one step {p.step_seconds * 1000:.1f} ms (measured) · {why}", True)
+        return
+    yield Measured("step_split", share, f"{share:.0f}%",
                     "of a decode step is the matrix products",
                     f"one step {p.step_seconds * 1000:.1f} ms: matrix products "
                     f"{p.matmul_seconds * 1000:.1f} ms ({p.matmul_ops_per_step:.0f} of them) · "
@@ -236,17 +242,18 @@ def step_split(lm, settings: Settings, shared) -> Measured:
                     f"{bound.dispatch_seconds * 1000:.1f} ms")
 
 
-def kv_bytes(lm, settings: Settings, shared) -> Measured:
-    events = list(stream(lm, encode_prompt(lm, settings, PROMPT), max_new_tokens=DECODE_TOKENS))
+def kv_bytes(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
+    events = yield from streamed(lm, encode_prompt(lm, settings, PROMPT), DECODE_TOKENS,
+                                 "token", cache_running)
     first, last = events[0], events[-1]
     per_token = (last.cache_bytes - first.cache_bytes) / max(last.cache_tokens
                                                             - first.cache_tokens, 1)
     i = lm.info
-    return Measured("kv_bytes", per_token, human_bytes(per_token), "of cache per token",
-                    f"cache {human_bytes(first.cache_bytes)} after the prompt "
-                    f"({first.cache_tokens} tokens) → {human_bytes(last.cache_bytes)} "
-                    f"({last.cache_tokens}) · formula 2 × {i.layers} layers × {i.kv_heads} KV "
-                    f"heads × {i.head_dim} × {lm.bytes_per_value} bytes")
+    yield Measured("kv_bytes", per_token, human_bytes(per_token), "of cache per token",
+                   f"cache {human_bytes(first.cache_bytes)} after the prompt "
+                   f"({first.cache_tokens} tokens) → {human_bytes(last.cache_bytes)} "
+                   f"({last.cache_tokens}) · formula 2 × {i.layers} layers × {i.kv_heads} KV "
+                   f"heads × {i.head_dim} × {lm.bytes_per_value} bytes")
 
 
 def kv_race(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
@@ -311,30 +318,27 @@ def batch_sweep_steps(lm, settings: Settings, shared
     return last.points, judged
 
 
-def batch_points(lm, settings: Settings, shared) -> tuple[tuple, Noise]:
-    """`batch_sweep_steps` run to the end: the finished sweep's points and its reading."""
-    return run_to_end(batch_sweep_steps(lm, settings, shared))
-
-
 def batch(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     points, judged = yield from batch_sweep_steps(lm, settings, shared)
     one, big = points[0], points[-1]
     ratio = big.tokens_per_s / one.tokens_per_s
     yield Measured("batch", ratio, f"{ratio:.1f}×",
-                    busy_label(f"the tokens/s at batch {big.batch}", judged),
-                    f"batch 1: {one.tokens_per_s:.1f} tokens/s ({one.step_seconds * 1000:.0f} "
-                    f"ms a step) · batch {big.batch}: {big.tokens_per_s:.1f} tokens/s "
-                    f"({big.step_seconds * 1000:.0f} ms a step)", judged.busy)
+                   busy_label(f"the tokens/s at batch {big.batch}", judged),
+                   f"batch 1: {one.tokens_per_s:.1f} tokens/s ({one.step_seconds * 1000:.0f} "
+                   f"ms a step) · batch {big.batch}: {big.tokens_per_s:.1f} tokens/s "
+                   f"({big.step_seconds * 1000:.0f} ms a step)", judged.busy,
+                   sweep_figures(points))  # the cost screen prices these same points
 
 
 def int8(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     """Build float32 and int8 and decode the same greedy tokens with each: a `Step` after each
     weight matrix converted and after each token (a part each)."""
     ids = encode_prompt(lm, settings, PROMPT)
-    runs = {}
+    runs, per_weight = {}, {}
     for key, name in (("fp32", "float32"), ("int8", "int8")):
         for progress in build_steps(lm, key, shared):
             yield build_step(name, progress, lm.info.layers)
+        per_weight[f"{key}_bytes_per_weight"] = progress.built.weight_bytes / lm.info.parameters
         for run in greedy_steps(progress.built.model, ids, INT8_TOKENS, lm.device):
             yield Step(f"{name} decode: token", len(run.token_ids), INT8_TOKENS,
                        int8_running(run, runs.get("fp32")))
@@ -347,59 +351,42 @@ def int8(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
                     busy_label("the decode speed of float32", judged),
                     f"float32 {fp32.decode_tokens_per_s:.1f} tokens/s · int8 "
                     f"{q8.decode_tokens_per_s:.1f} tokens/s · {same:.0%} of the {INT8_TOKENS} "
-                    "greedy tokens the same", judged.busy)
+                    "greedy tokens the same", judged.busy, per_weight)
 
 
-def cost(lm, settings: Settings, shared) -> Measured:
+def cost(lm, settings: Settings, shared, results: dict | None = None
+         ) -> Iterator[Measured | Step]:
     """$ per million output tokens at the largest batch: lesson 5's own figure
-    (`model_serving_costs`, its default conversation), from the presenter's batch sweep."""
-    points, judged = (reuse(shared, shared_key(lm, PRESENTER_BATCH))
-                      or batch_points(lm, settings, shared))  # a busy sweep is measured again
+    (`model_serving_costs`, its default conversation), from the batch sweep this visitor's
+    batching screen measured (`results`: their record's results); without one, a quiet sweep
+    kept on this machine, else one measured now. Its detail names the sweep it prices."""
+    own = visitor_sweep((results or {}).get("batch"))
+    if own is not None:
+        points, busy, at = own
+        source = f"your batch sweep on “{BATCH_SCREEN}” ({at})"
+    elif (kept := reuse(shared, shared_key(lm, PRESENTER_BATCH))) is not None:
+        (points, judged), busy = kept, False
+        source = "a quiet batch sweep kept on this machine (run “{BATCH_SCREEN}” for yours)"
+    else:
+        points, judged = yield from batch_sweep_steps(lm, settings, shared)
+        busy = judged.busy
+        source = "a batch sweep measured now (run “{BATCH_SCREEN}” for yours)"
     price = settings.price_per_hour.default
     p_in = settings.conversation_prompt_tokens.default
     p_out = settings.conversation_output_tokens.default
     costs = model_serving_costs(lm, points, price, p_in, p_out,
                                 machine_bandwidth(shared, lm.device))
     one, big = costs[0], costs[-1]
-    return Measured("cost", big.usd_per_million_output, f"${big.usd_per_million_output:,.2f}",
-                    busy_label(f"per million output tokens at batch {big.batch}", judged),
-                    f"at ${price:.2f} an hour: ${one.usd_per_million_output:,.2f} per million "
-                    f"alone (batch 1) · rates measured ({one.measured_output_tokens_per_s:.1f} "
-                    f"and {big.measured_output_tokens_per_s:.1f} tokens/s), carried to a "
-                    f"{big.context_tokens:,.0f}-token context (estimate), as in lesson 5",
-                    judged.busy)
-
-
-def screen_tokens(lm, settings: Settings, measure: str) -> int:
-    """The tokens the screen `measure` feeds (0: no model run), from this module's constants
-    and the experiments' work formulas; the cost screen counts the batch sweep it may run."""
-    def prompt() -> int:
-        return prompt_tokens(lm, settings, PROMPT)
-
-    def batch() -> int:
-        return batch_sweep_tokens(prompt(), BATCH, BATCH_STEPS)
-
-    work = {
-        "answer": lambda: greedy_tokens(prompt_tokens(lm, settings, QUESTION), DECODE_TOKENS),
-        "prefill": lambda: greedy_tokens(prompt(), DECODE_STEPS + 1),
-        "prefill_race": lambda: prefill_sweep_tokens([PREFILL_TOKENS], PREFILL_TOKENS),
-        "decode": lambda: greedy_tokens(prompt(), DECODE_TOKENS),
-        "roofline": lambda: greedy_tokens(len(prompt_ids(lm.tokenizer, ROOFLINE_PROMPT)),
-                                          DECODE_TOKENS),
-        "speculative": lambda: spec_race_tokens(prompt_tokens(lm, settings, spec_prompt()),
-                                                SPEC_TOKENS, SPEC_K, model_draft=False),
-        "step_split": lambda: step_profile_tokens(prompt()),
-        "kv_bytes": lambda: greedy_tokens(prompt(), DECODE_TOKENS),
-        "kv_race": lambda: race_tokens(prompt_tokens(lm, settings, PROMPT,
-                                                     settings.race_max_prompt_tokens),
-                                       RACE_TOKENS),
-        "long_context": lambda: decode_lengths_tokens(LONG_CONTEXT, (1,),
-                                                      settings.context_decode_repeats),
-        "batch": batch,
-        "int8": lambda: 2 * greedy_tokens(prompt(), INT8_TOKENS),
-        "cost": batch,
-    }
-    return work[measure]() if measure in work else 0  # tokenizer-only screens, the recap
+    label = f"per million output tokens at batch {big.batch}"
+    yield Measured("cost", big.usd_per_million_output, f"${big.usd_per_million_output:,.2f}",
+                   f"{label} · {BUSY}" if busy else label,
+                   f"from {source.format(BATCH_SCREEN=BATCH_SCREEN)}: "
+                   f"{one.measured_output_tokens_per_s:.1f} and "
+                   f"{big.measured_output_tokens_per_s:.1f} tokens/s at batch 1 and "
+                   f"{big.batch} (measured) · at ${price:.2f} an hour, "
+                   f"${one.usd_per_million_output:,.2f} per million alone · carried to a "
+                   f"{big.context_tokens:,.0f}-token context (estimate), as in lesson 5", busy,
+                   cost_figures(big.batch, big.measured_output_tokens_per_s, source))
 
 
 MEASURES: dict[str, Callable[[object, Settings, object],
@@ -408,20 +395,13 @@ MEASURES: dict[str, Callable[[object, Settings, object],
     **{f.__name__: f for f in (answer, tokens, token_mix, prefill_race, decode, roofline,
                                speculative, step_split, kv_bytes, kv_race, long_context, batch,
                                int8, cost)}}
-def run_to_end(gen: Generator):
-    """Run a generator to its end; its return value."""
-    while True:
-        try:
-            next(gen)
-        except StopIteration as stop:
-            return stop.value
-
-
-def measure_steps(key: str, lm, settings: Settings, shared
+def measure_steps(key: str, lm, settings: Settings, shared, results: dict | None = None
                   ) -> Iterator[Measured | Step | None]:
     """Screen `key`'s measurement: None or a `Step` between its parts (a long one's), its
-    `Measured` last."""
-    result = MEASURES[key](lm, settings, shared)
+    `Measured` last; `results`: the visitor's results so far (the cost screen reads their
+    batch sweep)."""
+    result = (cost(lm, settings, shared, results) if key == "cost"
+              else MEASURES[key](lm, settings, shared))
     if isinstance(result, Measured):
         yield result
     else:
@@ -449,13 +429,14 @@ def measure_screen_steps(p: dict, screens: tuple[Screen, ...], typed: float | No
     _, s = at(screens, p)
     if s.predict is not None and typed is not None:
         p["guesses"][s.measure] = float(typed)
-    if s.measure == RECAP:
+    if s.measure == RECAP:  # the recap slide draws the visitor's own results (presenter_recap)
         n = sum(k in p["results"] for k in MEASURES)
         p["results"][RECAP] = {"key": RECAP, "value": n, "shown": f"{n} of {len(MEASURES)}",
                                "label": "figures measured on this machine",
                                "detail": f"gathered at {time.strftime('%H:%M')}"}
     else:
-        for m in measure_steps(s.measure, lm, settings, shared):
+        yield starting(s.button)  # at once: the screen shows its own line, not a grey veil
+        for m in measure_steps(s.measure, lm, settings, shared, p["results"]):
             if m is None or isinstance(m, Step):
                 yield m
             else:

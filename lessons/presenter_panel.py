@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import gradio as gr
 
-from visualizations.presenter_view import result_html, screen_md, step_html
+from visualizations.presenter_view import recap_html, result_html, screen_md, step_html
 from visualizations.style import info_caption
 
 from .common.context import AppContext
@@ -27,8 +27,11 @@ from .common.measurement_wiring import wire_measurement
 from .common.page_screens import PageScreens
 from .common.presenter_screens import load_screens
 from .common.teachers_guide import teachers_guide
-from .presenter_handlers import Step, measure_screen_steps, screen_tokens
-from .presenter_progress import at, clean, compare_text, fresh, page_id
+from .presenter_handlers import Step, measure_screen_steps
+from .presenter_progress import RECAP, at, clean, compare_text, fresh, page_id
+from .presenter_recap import recap_figures
+from .presenter_sweep import shown_result
+from .presenter_work import screen_tokens
 
 STORAGE_KEY = "llm-lab-presenter"
 # Arrow keys / Page Up-Down click Back and Next while the presenter is on screen and no field
@@ -80,8 +83,9 @@ def build(ctx: AppContext) -> None:
             guess = gr.Number(None, label="Your guess", visible=False, scale=3,
                               elem_id="present-guess")
             run = gr.Button(screens[0].button, variant="primary", scale=2, elem_id="present-run")
+        # the payoff (guess against measurement, and why) above the number: both fit 853×480
+        compare = gr.Markdown(elem_id="present-compare", visible=False)
         result = gr.HTML(result_html(None), elem_id="present-result")
-        compare = gr.Markdown(elem_id="present-compare")
         gr.Markdown(info_caption(lm.info), elem_id="present-machine",
                     elem_classes=["present-machine"])
         with gr.Row(elem_id="present-nav"):
@@ -94,12 +98,19 @@ def build(ctx: AppContext) -> None:
     def view(p: dict) -> dict:
         i, s = at(screens, p)
         ask = s.predict is not None
-        return {progress: p, shown: screen_md(s, i, len(screens)),
+        results = p["results"]
+        payoff = compare_text(s, p, screens)
+        number = (recap_html(recap_figures(screens, results, lm.bytes_per_value))
+                  if s.measure == RECAP and RECAP in results
+                  else result_html(shown_result(s.measure, results)))
+        return {progress: p, shown: screen_md(s, i, len(screens),
+                                              compact=bool(payoff) or s.measure == RECAP
+                                              and RECAP in results),
                 guess: gr.Number(value=p["guesses"].get(s.measure), visible=ask,
                                  label=f"Your guess first: {s.predict} ({s.unit.strip()})"
                                  if ask else "Your guess"),
-                run: gr.Button(s.button), result: result_html(p["results"].get(s.measure)),
-                compare: compare_text(s, p, screens)}
+                run: gr.Button(s.button), result: number,
+                compare: gr.Markdown(payoff, visible=bool(payoff))}
 
     def move(step: int):
         def go(p, request: gr.Request = None) -> dict:

@@ -4,12 +4,30 @@ whatever storage held, and the line under a result that sets their guess beside 
 verdict only from a quiet run. `presenter_handlers` runs the measurements that fill it."""
 from __future__ import annotations
 
-from visualizations.presenter_view import recap_md
+from dataclasses import asdict, dataclass, field
 
 from .common.predictions import beside_noisy_md, comparison_md
 from .common.presenter_screens import Screen
+from .presenter_sweep import shown_result
 
 RECAP = "recap"  # gathers the visitor's own results: no model run
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One screen's headline: the number, how it is shown, what it is, and the figures behind."""
+
+    key: str
+    value: float  # the headline number, compared with a guess on predict screens
+    shown: str  # e.g. "12.3×", "41 ms"
+    label: str  # e.g. "faster in one pass"
+    detail: str  # one line of the measured figures behind the headline
+    noisy: bool = False  # the machine was busy while measuring (noise.py): no verdict drawn
+    figures: dict = field(default_factory=dict)  # plain numbers another screen reads (the
+    # batch sweep's points for the cost screen, the first and next token for the recap)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
 
 
 def fresh() -> dict:
@@ -40,10 +58,8 @@ def at(screens: tuple[Screen, ...], progress: dict) -> tuple[int, Screen]:
 
 
 def compare_text(screen: Screen, progress: dict, screens: tuple[Screen, ...]) -> str:
-    """Below the result: the recap, guess vs measurement, or (before the run) nothing."""
-    if screen.measure == RECAP:
-        return recap_md(screens, progress["results"]) if RECAP in progress["results"] else ""
-    got = progress["results"].get(screen.measure)
+    """Below the result: guess vs measurement, or (before the run, or no guess asked) nothing."""
+    got = shown_result(screen.measure, progress["results"])  # a withdrawn cost: no verdict
     if screen.predict is None or got is None:
         return ""
     if got.get("noisy"):  # measured on a busy machine: beside the guess, no verdict

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from inference.experiments.kv_race import RECOMPUTE
 from inference.experiments.noise import Noise
 from visualizations.cards import ratio_side
+from visualizations.model_card import human_bytes
 from visualizations.noise_view import BUSY
 
 
@@ -22,6 +23,28 @@ class Step:
     done: int
     total: int
     running: str  # the running figure, measured so far, e.g. "13.4 tokens/s so far (median)"
+
+
+def first_and_next(events) -> str:
+    """A streamed answer so far: the first token's time (the prefill), the next tokens' median
+    time (measured), and the newest words of the text."""
+    first = f"first token {events[0].seconds * 1000:.0f} ms"
+    later = sorted(e.seconds for e in events[1:])
+    median = f" · next tokens {later[len(later) // 2] * 1000:.0f} ms each so far" if later else ""
+    text = events[-1].text.strip().replace("\n", " ")
+    return f"{first}{median} (measured) · “{'…' if len(text) > 48 else ''}{text[-48:]}”"
+
+
+def cache_running(events) -> str:
+    """The KV cache as it grows: its bytes after the tokens so far (measured)."""
+    e = events[-1]
+    return f"cache {human_bytes(e.cache_bytes)} after {e.cache_tokens} tokens (measured)"
+
+
+def starting(button: str) -> Step:
+    """A screen's first frame, sent at once when its button is pressed (before any model work):
+    what it runs; its own steps and their figures follow."""
+    return Step(f"{button}: started", 0, 0, "each step's figure shows here as it is measured")
 
 
 def prefill_running(progress) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import re
 from types import SimpleNamespace
 
@@ -17,7 +18,7 @@ from lessons.common.page_screens import PageScreens
 from lessons.common.predictions import comparison_md, guess_error, verdict
 from lessons.common.presenter_screens import load_screens, parse_screens
 from lessons.common.progress import STEPS, path_md, visit, visited
-from lessons.presenter_handlers import MEASURES, measure_screen
+from lessons.presenter_handlers import MEASURES, measure_screen, measure_to_end
 from lessons.presenter_progress import RECAP, clean, compare_text, fresh
 from visualizations.exports import (
     batch_sweep_csv,
@@ -25,7 +26,7 @@ from visualizations.exports import (
     prefill_sweep_csv,
     write_csv,
 )
-from visualizations.presenter_view import recap_md, result_html, screen_md
+from visualizations.presenter_view import recap_html, result_html, screen_md
 
 LIMIT = 100
 
@@ -137,8 +138,70 @@ def test_progress_from_the_browser_is_cleaned_and_compared():
     assert (f"**Your guess:** 2 {race.unit} · **measured:** 3.5× on a busy machine: run again"
             in noisy)
     assert "too" not in noisy and "Why" not in noisy and "faster ·" not in noisy.split("·")[-1]
-    assert "3.5×" in recap_md(screens, p["results"])
-    assert "Nothing measured" in recap_md(screens, {})
+
+
+def test_the_recap_shows_the_five_big_numbers_each_with_its_source():
+    """The recap slide: first token vs next, the cache's ratio, batching's gain, bytes per
+    weight and dollars per million, from this visitor's own screens, each labelled; a screen
+    not run says "not measured yet" and shows no number."""
+    from lessons.presenter_recap import NOT_YET, recap_figures
+
+    screens = load_screens()
+    nothing = recap_figures(screens, {}, 4)
+    assert [f.name for f in nothing] == ["First token vs next token", "KV cache", "Batching",
+                                         "Bytes per weight", "Dollars per million tokens"]
+    for f in nothing[:3] + nothing[4:]:
+        assert f.shown is None and f.source.startswith(NOT_YET), f
+    assert nothing[3].shown == "4 → 1" and nothing[3].source.startswith("theoretical")
+    results = {
+        "prefill": {"shown": "410 ms", "value": 410, "label": "to the first token",
+                    "figures": {"first_ms": 410.2, "next_ms": 41.4}},
+        "kv_race": {"shown": "2.8×", "value": 2.8, "label": "faster with the cache",
+                    "noisy": True},
+        "int8": {"shown": "1.40×", "value": 1.4, "label": "x",
+                 "figures": {"fp32_bytes_per_weight": 4.0, "int8_bytes_per_weight": 1.27}},
+    }
+    first, cache, batch, per_weight, dollars = recap_figures(screens, results, 4)
+    assert first.shown == "410 vs 41 ms" and "measured here · screen 4" in first.source
+    assert cache.shown == "2.8×" and "on a busy machine" in cache.source
+    assert batch.shown is None and dollars.shown is None
+    assert per_weight.shown == "4.0 → 1.27" and per_weight.source.startswith("measured here")
+    page = recap_html([first, cache, batch, per_weight, dollars])
+    assert page.count('class="present-card"') == 5 and "410 vs 41 ms" in page
+    assert page.count("present-none") == 2 and NOT_YET in page
+
+
+def test_the_cost_screen_prices_the_visitors_own_batch_sweep(lm):
+    """One figure per idea per visitor: the cost screen prices the sweep its visitor's batching
+    screen measured (no sweep run, none read from the machine's store), says which screen's
+    figure it uses, and a later batching run that contradicts it withdraws the cost."""
+    from inference.experiments.batch_sweep import BatchPoint
+    from inference.experiments.noise import judge
+    from inference.experiments.shared_results import SharedResults
+    from lessons import presenter_handlers as ph
+    from lessons.common.judged_results import keep
+    from lessons.common.latest import PRESENTER_BATCH, shared_key
+    from lessons.presenter_sweep import shown_result, sweep_figures
+
+    points = (BatchPoint(1, 20, 0.2, 0.08, (0.08,), 10**6, lm.info.weight_bytes),
+              BatchPoint(16, 20, 1.5, 0.20, (0.20,), 16 * 10**6, lm.info.weight_bytes))
+    batch = {"key": "batch", "value": 6.4, "shown": "6.4×", "label": "x", "detail": "",
+             "noisy": False, "figures": sweep_figures(points)}
+    batch = json.loads(json.dumps(batch))  # as the visitor's browser keeps it
+    shared = SharedResults()  # another visitor's quiet sweep on this machine: not this one's
+    keep(shared, shared_key(lm, PRESENTER_BATCH), points[:1] + (BatchPoint(
+        16, 20, 1.5, 0.5, (0.5,), 16 * 10**6, lm.info.weight_bytes),), judge(others_cpu=0.02))
+    *steps, m = ph.measure_steps("cost", lm, Settings(), shared, {"batch": batch})
+    assert not any(isinstance(x, ph.Step) for x in steps), "a sweep was run again"
+    assert f"your batch sweep on “{ph.BATCH_SCREEN}”" in m.detail
+    assert "12.5 and 80.0 tokens/s" in m.detail and m.figures["tokens_per_s"] == 80.0
+    results = {"batch": batch, "cost": m.as_dict()}
+    assert shown_result("cost", results)["shown"] == m.shown  # the same sweep: it stands
+    slower = (points[0], BatchPoint(16, 20, 1.5, 1.6, (1.6,), 16 * 10**6, lm.info.weight_bytes))
+    results["batch"] = {**batch, "figures": sweep_figures(slower)}  # batching run again
+    withdrawn = shown_result("cost", results)
+    assert withdrawn["shown"] == "—" and "your batch sweep measured 10.0" in withdrawn["detail"]
+    assert withdrawn["noisy"]  # no guess is judged against it
 
 
 # --- exports ----------------------------------------------------------------------------------
@@ -222,15 +285,15 @@ def test_cheap_measurements_on_the_real_model(lm):
 
     settings = Settings()
     for key in ("tokens", "token_mix", "kv_bytes"):
-        m = MEASURES[key](lm, settings, None)
+        m = measure_to_end(key, lm, settings, None)
         assert m.key == key and m.value > 0 and m.shown and m.detail
-    split = MEASURES["step_split"](lm, settings, None)  # what a step is made of
+    split = measure_to_end("step_split", lm, settings, None)  # what a step is made of
     if split.noisy:  # a busy machine or a part at ~0 ms: the split is not shown (noise.py)
         assert split.shown == "—" and "not reliable" in split.label and "ms" in split.detail
     else:
         assert 0 < split.value < 100 and split.shown == f"{split.value:.0f}%"
         assert "matrix products" in split.detail and "dispatch alone" in split.detail
-    per_token = MEASURES["kv_bytes"](lm, settings, None).value
+    per_token = measure_to_end("kv_bytes", lm, settings, None).value
     i = lm.info
     assert per_token == 2 * i.layers * i.kv_heads * i.head_dim * lm.bytes_per_value
 
@@ -315,7 +378,8 @@ def test_presenter_cost_is_lesson_5s_figure_for_the_same_batch(lm):
     points = (BatchPoint(1, 20, 0.2, 0.08, (0.08,), 10**6, lm.info.weight_bytes),
               BatchPoint(16, 20, 1.5, 0.20, (0.20,), 16 * 10**6, lm.info.weight_bytes))
     keep(shared, shared_key(lm, PRESENTER_BATCH), points, judge(others_cpu=0.02))  # quiet
-    screen = presenter_handlers.cost(lm, settings, shared)
+    screen = presenter_handlers.measure_to_end("cost", lm, settings, shared)  # no sweep of its own
+    assert "a quiet batch sweep kept on this machine" in screen.detail
     sweep = SweepUpdate(points, (), 0, 0, 0, machine_bandwidth(shared, lm.device), "",
                         finished=True)
     view = batching_handlers.cost_view(

@@ -78,6 +78,8 @@ def test_the_step_line_shows_on_its_own_screen_only(app_module, monkeypatch):
     screens = load_screens(app_module.LM.info)  # the panel's own screens
     at = next(i for i, s in enumerate(screens) if s.measure == "roofline")
     run = measure({**fresh(), "screen": at}, None, page)  # the request by position, as Gradio
+    started = next(run)[result]  # at once, before the measurement's first part
+    assert "⏳ Measure the memory speed: started" in started and " of " not in started
     first = next(run)
     assert "⏳ decode step 1 of 3" in first[result] and "10.0 tokens/s so far" in first[result]
     move({**fresh(), "screen": at, "page": "page-steps"}, request=page)  # the presenter turns
@@ -176,3 +178,43 @@ def test_a_headline_says_faster_only_when_its_measured_ratio_is_above_one():
     finder = doctest.DocTestFinder()
     results = [doctest.DocTestRunner().run(t) for t in finder.find(ph.ratio_label)]
     assert results and all(r.failed == 0 and r.attempted > 0 for r in results)
+
+
+def test_every_screen_shows_its_own_line_before_any_model_work(monkeypatch):
+    """Pressed, a screen's first frame is its own "started" line, sent before its measurement
+    runs at all (a screen that showed nothing for half a minute showed Gradio's grey veil)."""
+    from lessons import presenter_handlers as ph
+
+    screens = load_screens()
+    called = []
+    for key in ph.MEASURES:
+        monkeypatch.setitem(ph.MEASURES, key, lambda *a, key=key: called.append(key) or iter(()))
+    for i, s in enumerate(screens):
+        if s.measure == "recap":
+            continue
+        first = next(ph.measure_screen_steps({**fresh(), "screen": i}, screens, None, None,
+                                             Settings(), None))
+        assert isinstance(first, ph.Step) and first.counted == f"{s.button}: started", s.title
+    assert called == [], "a measurement ran before the screen's first frame"
+
+
+@pytest.mark.parametrize("key, counted, running", [
+    ("answer", "token", r"first token \d+ ms · next tokens \d+ ms each so far \(measured\)"),
+    ("decode", "decode step", r"next tokens \d+ ms each so far \(measured\) · “"),
+    ("kv_bytes", "token", r"cache [\d.]+ [kMG]?B after \d+ tokens \(measured\)"),
+    ("prefill", "one pass", r"reading \d+ prompt tokens"),
+    ("step_split", "decode step profiled", "every operation of one real decode step")])
+def test_the_short_screens_stream_their_figure_so_far(lm, monkeypatch, key, counted, running):
+    """The screens that ran as one piece show a step line too: each token's figure so far
+    (the answer, decoding, the cache), or what is being measured (one pass, the profile)."""
+    from lessons import presenter_handlers as ph
+
+    monkeypatch.setattr(ph, "DECODE_TOKENS", 4)
+    *steps, last = ph.measure_steps(key, lm, Settings(), None)
+    assert steps and all(isinstance(x, ph.Step) and x.counted == counted for x in steps)
+    assert any(re.search(running, x.running) for x in steps), [x.running for x in steps]
+    assert isinstance(last, ph.Measured) and last.key == key
+    if key in ("answer", "decode", "kv_bytes"):  # one line per token, counted to the end
+        assert [x.done for x in steps] == list(range(1, len(steps) + 1)) and len(steps) > 1
+    if key in ("answer", "decode", "prefill"):  # the recap's first and next token
+        assert last.figures["first_ms"] > 0 and last.figures["next_ms"] > 0

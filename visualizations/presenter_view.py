@@ -6,9 +6,15 @@ from __future__ import annotations
 import html
 
 
-def screen_md(screen, index: int, total: int) -> str:
-    """One screen: where we are, the idea as a heading, the short text under it."""
-    return f"<small>Screen {index + 1} of {total}</small>\n\n## {screen.title}\n\n{screen.body}"
+def screen_md(screen, index: int, total: int, compact: bool = False) -> str:
+    """One screen: where we are, the idea as a heading, the short text under it; `compact`
+    (once its guess is answered): the text folded under the heading, so the payoff and the
+    number fit a projector's screen."""
+    head = f"<small>Screen {index + 1} of {total}</small>\n\n## {screen.title}"
+    if compact:
+        return (f"{head}\n\n<details><summary>The screen's text</summary>\n\n{screen.body}"
+                "\n\n</details>")
+    return f"{head}\n\n{screen.body}"
 
 
 def result_html(measured: dict | None, waiting: str = "Press the button: measured live.") -> str:
@@ -25,16 +31,22 @@ def result_html(measured: dict | None, waiting: str = "Press the button: measure
 def step_html(step) -> str:
     """A long measurement while it runs: "⏳ decode step 5 of 23" big enough to read from the
     back, and the figure measured so far under it (`step`: a `presenter_handlers.Step`)."""
+    count = f" {step.done} of {step.total}" if step.total else ""
     return ('<div class="present-result present-running" role="status">'
-            f'<div class="present-label">⏳ {html.escape(step.counted)} {step.done} of '
-            f'{step.total}</div>'
+            f'<div class="present-label">⏳ {html.escape(step.counted)}{count}</div>'
             f'<div class="present-detail">{html.escape(step.running)}</div></div>')
 
 
-def recap_md(screens, results: dict[str, dict]) -> str:
-    """A table of every headline measured so far, in the order of the screens."""
-    rows = [f"| {s.title} | **{results[s.measure]['shown']}** {results[s.measure]['label']} |"
-            for s in screens if s.measure in results]
-    if not rows:
-        return "*Nothing measured yet: go back and press the buttons.*"
-    return "| Screen | Measured here |\n|---|---|\n" + "\n".join(rows)
+def recap_html(figures) -> str:
+    """The recap slide: the story's five big numbers as cards, each with what it is and where
+    it came from (`figures`: `lessons.presenter_recap.RecapFigure`s); one not measured yet
+    shows that, never a number."""
+    cards = []
+    for f in figures:
+        big = (f'<div class="present-big">{html.escape(f.shown)}</div>' if f.shown is not None
+               else '<div class="present-big present-none">—</div>')
+        cards.append(f'<div class="present-card"><div class="present-card-name">'
+                     f'{html.escape(f.name)}</div>{big}'
+                     f'<div class="present-label">{html.escape(f.label)}</div>'
+                     f'<div class="present-source">{html.escape(f.source)}</div></div>')
+    return f'<div class="present-result present-recap">{"".join(cards)}</div>'
