@@ -121,6 +121,10 @@ class MeasureLine:
                    class_line=settings.class_line, limit_s=settings.measure_limit_s,
                    update_s=settings.line_update_s)
 
+    def __len__(self) -> int:  # presses in the line, waiting or running
+        with self._cond:
+            return len(self._tickets)
+
     def waiting(self) -> int:
         with self._cond:
             return sum(t.started is None for t in self._tickets)
