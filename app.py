@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import importlib
 import os
+from dataclasses import replace
 
 import gradio as gr
 
 import classroom
 from inference import compute_thread
 from inference.config import Settings
+from inference.experiments import row_cap
 from inference.experiments.shared_results import SharedResults
 from inference.loading import load_model
 from inference.remote_engine import RemoteEngine
@@ -28,6 +30,11 @@ from lessons.common.next_lesson import lesson_footer, wire_scroll
 SETTINGS = Settings.from_env()
 # Loaded on the compute thread, where every handler runs the model (inference/compute_thread.py)
 LM = compute_thread.run(load_model, SETTINGS)  # read-only, shared by every visitor
+# The server's rows: where this machine's batch sweep levels off, cut to what its block pool
+# holds (LLM_LAB_SERVER_ROWS wins); inference/experiments/row_cap.py
+ROWS = row_cap.for_server(SETTINGS, LM)
+SETTINGS = replace(SETTINGS, server_rows=ROWS.rows)
+print(f"Server rows: {ROWS.rows} ({ROWS.why})", flush=True)
 SHARED = SharedResults()  # finished sweeps, shared by all visitors of this process
 SERVER = Server(LM, SETTINGS)  # one continuous batcher: every visitor's chat goes through it
 # LLM_LAB_SERVE_URL: Try it's chats go to that OpenAI-compatible engine instead (lessons stay here)

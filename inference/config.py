@@ -65,8 +65,11 @@ class Settings:
     play_interval_s: Range = _r(0.05, 2, 0.3, 0.05)
 
     # The serving engine (one continuous batcher for every visitor's generation).
-    # The most rows a step holds (vLLM's max_num_seqs, LLM_LAB_SERVER_ROWS): requests join
-    # while the block pool and the step's token budget let them (server.admission), up to it.
+    # The most rows a step holds (vLLM's max_num_seqs): requests join while the block pool and
+    # the step's token budget let them (server.admission), up to it. The app chooses it at
+    # start-up: where this machine's batch sweep levels off, cut to its block pool
+    # (experiments/row_cap.py); LLM_LAB_SERVER_ROWS (above 0) wins. This default is what a
+    # Settings built in code holds (tests, benches) and the app's choice with no sweep on file.
     server_rows: int = 32
     server_queue: int = 64  # requests waiting for a row; the next one is refused with a message
     # The waiting line is served round robin by visitor (server_line.py); one visitor's answers

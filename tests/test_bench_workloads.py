@@ -234,3 +234,11 @@ def test_app_stream_counts_updates_with_text_then_the_apps_count(serve):
     assert asyncio.run(collect(app_tokens(url, 7, "Hi?", 3))) == [1, 2, 3]
     got = asyncio.run(drive(Workload("w", 2, 3), lambda p, n: app_tokens(url, 7, p, n)))
     assert got["errors"] == 0 and got["tokens_per_s"] > 0 and got["p95_tpot_s"] is not None
+
+
+def test_the_worked_examples():
+    import doctest
+
+    from bench import serving_workloads
+
+    assert doctest.testmod(serving_workloads).failed == 0

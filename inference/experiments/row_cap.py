@@ -1,0 +1,130 @@
+"""How many rows the server's step holds on this machine: the knee of its batch sweep.
+
+Lesson 5's sweep shows it: a decode step reads every weight once however many rows it serves,
+so while the weights' bytes set the pace, adding rows costs little and tokens/s climbs; once
+the arithmetic sets it, a step's time grows in proportion to its rows and tokens/s stops
+rising. Rows past that knee buy no throughput: each costs its full share of every step, so
+everyone's next token comes later. The server's cap (vLLM's `max_num_seqs`) is that knee,
+measured on this machine, not a number written for another one:
+
+- `knee_rows(sweep)`: the largest batch whose tokens/s beats every smaller batch's by more
+  than the noise margin (a pure rule, worked on hand-made sweeps below);
+- `sweep_on_file()`: the sweep this machine already has. Its quiet reference
+  (`quiet_reference.py`) keeps each quiet sweep's largest batch gain over batch 1
+  ("batch_gain 64÷1 ..."), so the sweep is (1, 1.0) and (B, gain) for every B on file;
+- `for_server(settings, lm)`: the choice at start-up, with why. LLM_LAB_SERVER_ROWS wins; no
+  sweep on file gives `FALLBACK_ROWS` (a short sweep at start-up is not cheap on a busy CPU:
+  batches 1-128 took ~45 s on 2 shared cores); a sweep still rising at its largest batch says
+  only that the knee lies beyond it (the larger of it and the fallback); then the cap is cut
+  to what the block pool holds (`ROW_TOKENS` each) and below the step's token budget.
+
+Left out: a knee that moves with context length (a long cache makes the step memory-bound
+again) and re-measuring while serving.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ..config import Settings
+from ..kv_cache import kv_cache_bytes
+from . import quiet_reference
+
+FALLBACK_ROWS = 32  # no sweep on file: the cap this app served a class of 30 with
+MIN_ROWS = 8  # fewer rows and a class waits in turns; past the knee a row costs no throughput
+MARGIN = 0.10  # tokens/s must rise by more than this share to count (the noise of a quiet run)
+ROW_TOKENS = 256  # a chat's cache for the memory cap: a question and a few paragraphs
+GAIN_KEY = re.compile(r"batch_gain (\d+)÷1 ")
+
+
+def knee_rows(sweep: Sequence[tuple[int, float]], margin: float = MARGIN) -> int:
+    """The largest batch whose tokens/s beats every smaller batch's by more than `margin`
+    (a share): past it, step time grows as fast as the rows. `sweep`: (rows, tokens/s).
+
+    Linear to the end (the weights' bytes set the pace throughout): the largest batch.
+    >>> knee_rows([(1, 30), (2, 59), (4, 117), (8, 230)])
+    8
+
+    Flat (each row costs a full step): one row.
+    >>> knee_rows([(1, 100), (2, 101), (4, 99), (8, 100)])
+    1
+
+    A rise, then a wobble within the margin: where the rise ended, a dip notwithstanding.
+    >>> knee_rows([(1, 30), (2, 58), (4, 110), (8, 180), (16, 175), (32, 190), (64, 150)])
+    8
+    """
+    points = sorted(sweep)
+    best_rows, best = points[0]
+    for rows, tokens_per_s in points[1:]:
+        if tokens_per_s > best * (1 + margin):
+            best_rows, best = rows, tokens_per_s
+    return best_rows
+
+
+def sweep_on_file(path: str | None = None, machine: str | None = None) -> list[tuple[int, float]]:
+    """This machine's quiet batch gains as a sweep of relative tokens/s: (1, 1.0), then
+    (B, gain of B rows over one) for each "batch_gain B÷1" figure on file (the highest where
+    several runs measured B); [] when there is none."""
+    gains: dict[int, float] = {}
+    for key, figure in quiet_reference.read(path, machine).items():
+        if m := GAIN_KEY.match(key):
+            gains[int(m[1])] = max(gains.get(int(m[1]), 0.0), figure.value)
+    return sorted({1: 1.0, **gains}.items()) if gains else []
+
+
+@dataclass(frozen=True)
+class RowChoice:
+    """The server's row cap and why (the app logs it at start-up)."""
+
+    rows: int
+    why: str
+
+
+def choose_rows(sweep: Sequence[tuple[int, float]], memory_rows: int,
+                budget_rows: int) -> RowChoice:
+    """The cap from a sweep ([]: none on file), cut to `memory_rows` and `budget_rows`.
+
+    >>> choose_rows([(1, 1.0), (16, 14.0), (64, 15.0)], memory_rows=88, budget_rows=255).rows
+    16
+    >>> choose_rows([(1, 1.0), (4, 3.0)], 88, 255)  # still rising at 4: the knee lies beyond
+    RowChoice(rows=32, why='no knee up to 4 rows (tokens/s still rising there): 32')
+    >>> choose_rows([], memory_rows=20, budget_rows=255).why
+    'no batch sweep on file for this machine: 32, cut to 20 by the block pool'
+    """
+    if not sweep:
+        rows, why = FALLBACK_ROWS, f"no batch sweep on file for this machine: {FALLBACK_ROWS}"
+    elif (knee := knee_rows(sweep)) == max(r for r, _ in sweep):
+        rows = max(knee, FALLBACK_ROWS)
+        why = f"no knee up to {knee} rows (tokens/s still rising there): {rows}"
+    else:
+        rows = max(knee, MIN_ROWS)
+        why = f"this machine's batch sweep levels off after {knee} rows: {rows}"
+    if rows > min(memory_rows, budget_rows):
+        rows = min(memory_rows, budget_rows)
+        why += f", cut to {rows} by the " + ("block pool" if memory_rows <= budget_rows
+                                            else "step's token budget")
+    return RowChoice(max(1, rows), why)
+
+
+def pool_rows(lm, settings: Settings) -> int:
+    """Rows of `ROW_TOKENS` positions the server's block pool holds (as `PagedBatch.for_memory`
+    sizes it)."""
+    info = lm.info
+    per_block = kv_cache_bytes(info.layers, info.kv_heads, info.head_dim, lm.bytes_per_value,
+                               tokens=settings.block_tokens)
+    blocks = settings.server_pool_blocks or max(1, settings.server_cache_mb * 2**20 // per_block)
+    return max(1, blocks // math.ceil(ROW_TOKENS / settings.block_tokens))
+
+
+def for_server(settings: Settings, lm, reference: str | None = None,
+               env: Mapping[str, str] | None = None) -> RowChoice:
+    """The server's rows on this machine: LLM_LAB_SERVER_ROWS when it is set (above 0), else
+    `choose_rows` from this machine's quiet batch sweep (`reference`: its file)."""
+    value = (os.environ if env is None else env).get("LLM_LAB_SERVER_ROWS", "").strip()
+    if value.isdigit() and int(value) > 0:
+        return RowChoice(settings.server_rows, "set by LLM_LAB_SERVER_ROWS")
+    budget = settings.step_token_budget - 1 if settings.step_token_budget else 1 << 30
+    return choose_rows(sweep_on_file(reference), pool_rows(lm, settings), budget)
