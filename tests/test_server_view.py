@@ -37,6 +37,20 @@ def test_stats_markdown_numbers():
     assert "paused" in server_stats_md(Stats(paused=True), 32, 60)
 
 
+def test_stats_markdown_says_why_the_oldest_newcomer_waits():
+    from dataclasses import replace
+
+    from inference.server_plan import WAIT_BLOCKS, StepPlan
+
+    @dataclass(frozen=True)
+    class Planned(Stats):
+        plan: StepPlan | None = StepPlan(index=9, decode=(1, 2, 3), chunks=(), waiting=WAIT_BLOCKS)
+
+    assert "**2** waiting (the oldest: no free block) ·" in server_stats_md(Planned(), 32, 60)
+    assert "(the oldest" not in server_stats_md(replace(Planned(), queued=0), 32, 60)
+    assert "(the oldest" not in server_stats_md(Stats(), 32, 60)  # no plan yet
+
+
 def test_shared_note():
     assert "**2.5** other" in shared_steps_note(3.5, 0.0)
     assert "ran alone" in shared_steps_note(1.0, 0.0)

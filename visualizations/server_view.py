@@ -16,8 +16,11 @@ def server_stats_md(stats, rows_limit: int, window_s: float) -> str:
         return "*The server view fills in once the app has served a request.*"
     state = "⏸ paused: held between steps (a test or benchmark)" if stats.paused else (
         "▶ serving" if stats.active else "idle: waiting for requests")
+    plan = getattr(stats, "plan", None)  # the newest step's plan says why a newcomer waits
+    why = f" (the oldest: {plan.waiting})" if stats.queued and plan and plan.waiting else ""
     return (f"**Server now:** {state}  \n"
-            f"**{stats.active}** of {rows_limit} rows in the batch · **{stats.queued}** waiting · "
+            f"**{stats.active}** of {rows_limit} rows in the batch · **{stats.queued}** waiting"
+            f"{why} · "
             f"newest step **{stats.last_step_s * 1000:.0f} ms** · "
             f"**{stats.tokens_per_s:.1f} tokens/s** over the last {window_s:.0f} s "
             f"(measured) · KV cache of the batch **{stats.cache_bytes / 1e6:.1f} MB** · "
