@@ -178,6 +178,9 @@ class Settings:
     # preemption.
     block_tokens: int = 16  # positions per KV block (vLLM's default block size)
     server_pool_blocks: int = 0  # blocks in the pool; 0 = as many as `server_cache_mb` holds
+    # Rows sharing a prompt's first blocks read them once per step, not once per row
+    # (cascade attention, `cascade_attention.py`); False = every row's blocks gathered.
+    cascade_attention: bool = True
     paged_demo_blocks: Range = _r(4, 64, 12)  # lesson 4's small private pool, in blocks
     paged_demo_block_tokens: int = 8  # positions per block in that small pool
 
