@@ -8,7 +8,8 @@ says how many requests shared its forward passes. `generate_chat` is an async ge
 `ChatFrame`s (`chat_panel` wires it): it waits for its tokens on the web server's event loop,
 not in a thread of its own, so a class of waiting chats costs one wake-up per step, not thirty
 threads taking Python's lock from the step. Stop or a closed tab frees the row at the next
-step."""
+step. The finished answer's stats are watched by the noise rule (`inference.experiments.noise`,
+from the spread of its times between tokens): a busy one carries the busy notice."""
 from __future__ import annotations
 
 import asyncio
@@ -16,8 +17,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from inference.config import Settings
+from inference.experiments import noise
 from inference.sampling import SamplingSettings
 from inference.tokens import clean_text
+from visualizations.noise_view import busy_notice_html
 from visualizations.server_view import limit_note, shared_steps_note, waiting_md
 from visualizations.timing_text import live_stats_md
 
@@ -52,15 +55,22 @@ async def generate_chat(lm, settings: Settings, server, prompt: str, max_new: in
               if hasattr(server, "describe") else "")  # an HTTP call: off the event loop
     pace, behind = FramePace(settings.chat_frames_per_s), None  # the class's frames, shared
     first = None  # the first token's event: what its prefill computed
+    marks: list[float] = []  # decode seconds so far at each token: their gaps, for the noise rule
     try:
         async for timed in atimed_events(req, settings.stop_check_s):
             first = first or (timed[0] if timed is not None else None)
+            if timed is not None:
+                marks.append(timed[2])
             if timed is None:  # nothing new: the newest frame, where a Stop can land
                 if behind is not None:  # a token the pace left undrawn
-                    frame, behind = _chat_frame(lm, req, ids, history, remote, behind, first), None
+                    frame = _chat_frame(lm, req, ids, history, remote, behind, first,
+                                        _judged(behind, marks, settings))
+                    behind = None
                 yield frame
             elif pace.due(timed[0]):
-                frame, behind = _chat_frame(lm, req, ids, history, remote, timed, first), None
+                frame = _chat_frame(lm, req, ids, history, remote, timed, first,
+                                    _judged(timed, marks, settings))
+                behind = None
                 yield frame
             else:  # a class is answered: drawn at its next due token (or tick)
                 behind = timed
@@ -68,14 +78,23 @@ async def generate_chat(lm, settings: Settings, server, prompt: str, max_new: in
         req.cancel()  # Stop, a closed tab or an error: the row is freed at the next step
 
 
+def _judged(timed, marks: list[float], settings: Settings) -> noise.Noise | None:
+    """The finished answer's noise reading, from the gaps between its tokens (None before)."""
+    if not timed[0].finished:
+        return None
+    return noise.reading([b - a for a, b in zip(marks[1:], marks[2:])], settings)
+
+
 def _chat_frame(lm, req, ids: list[int], history: list[dict], remote: str, timed,
-                first=None) -> ChatFrame:
+                first=None, judged: noise.Noise | None = None) -> ChatFrame:
     """The chat after `timed`'s event: the answer so far and its measured times (`first`: the
-    first token's event, whose record says what the prefill computed)."""
+    first token's event, whose record says what the prefill computed; `judged`: the finished
+    answer's noise reading, its busy notice above the stats)."""
     ev, ttft, decode_s, n = timed
     ended = ev.finished == "end of turn"
     history[1]["content"] = ev.text.replace(lm.tokenizer.eos_token, "") if ended else ev.text
     served = remote or shared_steps_note(req.mean_batch_rows, 0.0)  # the wait: in TTFT's line
     lines = [live_stats_md(ttft, decode_s, n, len(ids), first, req.queued_seconds), served,
              limit_note(ev.finished, req.max_new_tokens)]
-    return ChatFrame([dict(m) for m in history], "  \n".join(x for x in lines if x))
+    return ChatFrame([dict(m) for m in history],
+                     busy_notice_html(judged) + "  \n".join(x for x in lines if x))

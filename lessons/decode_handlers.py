@@ -7,7 +7,9 @@ Stop and Branch do to a learner's `Generation`, and what the panel shows for it.
 - `stop`: keep exactly the tokens on the learner's screen.
 - `branch_to`: rewind to a step and continue with another candidate.
 - `views`: a `DecodeView` record of everything drawn (`decode_panel` maps it onto the
-  components). Nothing here knows Gradio."""
+  components); its stats are watched by the noise rule (`inference.experiments.noise`, from the
+  spread of the decode steps' times): a busy reading puts the busy notice above them.
+  Nothing here knows Gradio."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -16,6 +18,8 @@ import plotly.graph_objects as go
 
 from inference.config import Settings
 from inference.errors import NotReadyError, SettingOutOfRangeError
+from inference.experiments import noise
+from inference.experiments.noise import Noise
 from inference.generation import (
     Generation,
     continue_branch,
@@ -27,6 +31,7 @@ from inference.generation import (
 from inference.sampling import SamplingSettings
 from visualizations.decode_view import decode_stats_md, output_html, timed_step
 from visualizations.mechanism import decode_diagram
+from visualizations.noise_view import busy_notice_html
 from visualizations.style import info_caption
 from visualizations.timing_charts import candidates_figure, decode_latency_figure
 
@@ -47,6 +52,7 @@ class DecodeView:
     choices: list[tuple[str, int]]  # that step's candidates, for Branch: (label, token id)
     pick: int | None  # the pre-selected candidate: the likeliest one not taken
     diagram: str = ""  # the newest step animated: tokens through the layers, the KV cache
+    noise: Noise | None = None  # the noise rule's reading of the decode steps so far
 
 
 def sampling_from(temperature: float | None, top_k: int | None, top_p: float | None,
@@ -80,9 +86,11 @@ def _views(lm, gen: Generation | None, sampling: SamplingSettings,
                for c in ev.candidates] if ev else []
     pick = next((c.token_id for c in ev.candidates if c.token_id != ev.token_id),
                 None) if ev else None
+    steps = [e.seconds for e in events[1:] if timed_step(e)]  # repeats of one kind of step
+    judged = noise.reading(steps) if steps else None
     return DecodeView(
-        gen=gen, text_html=output_html(events),
-        stats_md=decode_stats_md(events, gen.finished if gen else None),
+        gen=gen, text_html=output_html(events), noise=judged,
+        stats_md=busy_notice_html(judged) + decode_stats_md(events, gen.finished if gen else None),
         candidates=candidates_figure(ev.candidates if ev else [], ev.token_id if ev else None,
                                      shaped, caption, step=at if ev else None),
         timing=decode_latency_figure([e.seconds for e in events], caption,
