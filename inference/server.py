@@ -5,23 +5,22 @@ This is lesson 5's continuous batching serving the room for real, with its KV ca
 and chunked prefill, as vLLM v1's scheduler. One thread runs the loop; each step's arithmetic
 runs on the compute thread, as every lesson's does. A step is
 
-1. `plan = self._schedule()`: finished, stopped or abandoned rows leave (their blocks go back;
-   keyed full blocks stay cached until the pool needs the room), and so does a row whose
-   stream nobody has read for `Settings.unread_stream_s`. Every row whose last block
-   is full takes a new one; when the pool is out of blocks the NEWEST row is preempted: its
-   blocks go back, it returns to the FRONT of the queue, and on resuming its prompt and tokens
-   so far are prefilled again (its seeded generator kept). Then waiting requests join in the
-   line's order (preempted ones first, then round robin by visitor, `server_line.py`; a
-   visitor has at most `Settings.visitor_chats` requests in flight), as many as memory and
-   the step allow (`admission`, `server_plan.py`, as vLLM's
-   `max_num_seqs` and `max_num_batched_tokens`): a row under `Settings.server_rows`, some of
-   the step's token budget left, the blocks their prompt needs NOW. The full blocks a prompt
-   shares with earlier ones (the chat template, a teacher's pasted prompt) are mapped, not
-   computed again, and a request whose next block another row is computing this very step
-   waits a step to map it. Then the step's token budget (`Settings.step_token_budget`; 0 =
-   whole prompts) is split (`split_budget`): one token for every decoding row, the rest to
-   the rows mid-prefill, oldest first, a chunk each. The plan is a frozen `StepPlan` (with why the
-   queue's oldest request waits), kept as `last_plan` and in `stats()` for the live view;
+1. `plan = self._schedule()` (`server_plan.py`): finished, stopped or abandoned rows leave,
+   and so does a row whose stream nobody has read for `Settings.unread_stream_s` (their blocks
+   go back; keyed full blocks stay cached until the pool needs the room). Every row whose
+   last block is full takes a new one; when the pool is out of blocks the NEWEST row is
+   preempted: its blocks go back, it returns to the FRONT of the line, and on resuming its
+   prompt and tokens so far are prefilled again (its seeded generator kept). Then waiting
+   requests join in the line's order (round robin by visitor, `server_line.py`) while
+   `admission` lets them, as vLLM's `max_num_seqs` and `max_num_batched_tokens`: a row under
+   `Settings.server_rows`, some of the step's token budget left, the blocks their prompt
+   needs NOW. The full blocks a prompt shares with earlier ones (the chat template, a
+   teacher's pasted prompt) are mapped, not computed again, and a request whose next block
+   another row is computing this very step waits a step to map it. Then `split_budget` gives
+   the step's token budget (`Settings.step_token_budget`; 0 = whole prompts) one token to
+   every decoding row and the rest to the rows mid-prefill, oldest first, a chunk each. The
+   plan is a frozen `StepPlan` (with why the line's first request waits), kept as
+   `last_plan` and in `stats()` for the live view;
 2. `self._execute(plan)`: one decode pass for the decoding rows, then the prompt chunks in a
    second pass. Our paged forward takes rows of equal query length (left-padded), so 30
    one-token decode rows beside a 256-token chunk would be padded to 256 queries each; a
@@ -37,32 +36,25 @@ Each request's progress is ONE count, its row's `computed` positions in the pool
 Every step leaves a `StepRecord` (`step_record.py`): its budget split and its parts' synced
 times (forward pass, cache work, sampling + detokenizing, handing events to handlers).
 
-A lesson measurement (a sweep, a race) does not stop the server: it runs as a series of jobs
-on the one compute thread, each job through `turn()`, which queues it only after a server step
-was queued since the previous measurement job (of any measurement) and once the steps since
-have repaid the compute time the jobs before took. While anyone chats, at most one
-measurement job runs between two server steps, chats keep at least about half the thread, and
-each timed pass (inside one job) still has the cores to itself. `alongside()` counts the chats
-served meanwhile, for the measurement's caption. `exclusive()` holds the loop between steps
-(tests and benchmarks fill the queue before a step). Handlers never run the model for
-generation themselves: they `submit()` and read their request's events.
+A lesson measurement does not stop the server: its jobs take turns with the server's steps
+on the compute thread (`turn()`, `alongside()`, `exclusive()`: `compute_turns.py`). Handlers
+never run the model for generation themselves: they `submit()` and read their request's
+events.
 """
 from __future__ import annotations
 
 import logging
 import threading
 import time
-from collections import deque
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import TypeVar
 
 import torch
 
-from . import compute_thread
 from .block_pool import blocks_for
 from .cache_budget import CacheBudget
+from .compute_turns import ComputeTurns
 from .config import Settings
 from .errors import (
     InferenceInputError,
@@ -74,7 +66,7 @@ from .errors import (
 )
 from .events import StepEvent
 from .generation import finish_reason, output_text, top_candidates
-from .paged_batch import PagedBatch, PoolStats
+from .paged_batch import PagedBatch
 from .sampling import SamplingSettings, choose, make_generator, shaped_probabilities
 from .served_alongside import Alongside
 from .served_request import ServedRequest
@@ -88,8 +80,9 @@ from .server_plan import (
     admission,
     split_budget,
 )
-from .step_record import StepClock, StepRecord
-from .thread_choice import ThreadChoice, ThreadFigure
+from .server_stats import ServerRecord, ServerStats
+from .step_record import StepClock
+from .thread_choice import ThreadChoice
 from .timing import stopwatch
 
 __all__ = ["Server", "ServerStats", "StepPlan", "ServedRequest", "ServerBusyError",
@@ -97,28 +90,6 @@ __all__ = ["Server", "ServerStats", "StepPlan", "ServedRequest", "ServerBusyErro
            "WAIT_SHARED"]
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class ServerStats:
-    """What the live "Server" view shows, read between steps."""
-
-    active: int  # rows in the current batch
-    queued: int  # requests waiting for a row
-    paused: bool  # the loop is held by `exclusive()` (a test or benchmark filling the queue)
-    steps: int  # forward passes since start
-    served: int  # requests finished since start
-    unread: int  # requests stopped since start because nobody read their stream
-    last_step_s: float  # duration of the newest forward pass (synced)
-    tokens_per_s: float  # tokens given to requests over the last window (or since start)
-    cache_bytes: int  # bytes of the blocks the batch holds now
-    held_bytes: int  # caches visitors keep between clicks (lesson 3), under `budget`
-    history: tuple[tuple[float, int, float], ...]  # (seconds ago, rows, step seconds), oldest first
-    pool: PoolStats | None = None  # the block pool after the newest step
-    steps_detail: tuple[StepRecord, ...] = ()  # the newest steps' budget split and parts
-    step_token_budget: int = 0  # tokens per step the server spends (0 = whole prompts)
-    threads: tuple[ThreadFigure, ...] = ()  # CPU threads per pass: the timed figures (CPU)
-    plan: StepPlan | None = None  # the newest step's plan
 
 
 class Server:
@@ -141,24 +112,15 @@ class Server:
         self._waiting = WaitingLine()  # round robin by visitor (server_line.py)
         self._running: dict[int, ServedRequest] = {}  # rid -> request in the batch
         self.last_plan: StepPlan | None = None  # the newest step's plan (read-only)
-        self._details: deque[StepRecord] = deque(maxlen=s.server_steps_kept)
         # CPU threads per pass, chosen by timing the passes (None on a GPU)
         self._threads = ThreadChoice.for_device(lm.device, s.server_threads)
-        self._thread_figures: tuple[ThreadFigure, ...] = ()  # read by stats()
-        self._next_rid = self._step_no = self._steps = self._served = self._unread = 0
+        self._next_rid = self._step_no = 0
         self._closed = False
-        self._last_step = 0.0
-        self._started = time.perf_counter()
-        self._log: deque[tuple[float, int, float, int]] = deque()  # (time, rows, seconds, tokens)
-        self._pool, self._cache_bytes = self.batch.stats(), 0  # after the newest step
+        # what the live view reads: passes, step records, the pool after the newest step
+        self.record = ServerRecord(s.server_window_s, s.server_steps_kept, self.batch.stats())
         # taking turns with lesson measurements on the compute thread
-        self._pauses = 0  # exclusive() holders
-        self._in_step = False  # a server step is queued or running
-        self._steps_queued = 0  # steps handed to the compute thread since start
-        self._turn_mark = -1  # _steps_queued when the newest measurement job was queued
-        self._owed_s = 0.0  # compute seconds measurement jobs took that steps have not repaid
-        self.measurement_jobs = 0  # measurement jobs queued through turn() (read by tests)
-        self._alongside: list[Alongside] = []  # measurements running now, told who was served
+        self.turns = ComputeTurns(self._cond, lambda: not self._closed and bool(
+            self._waiting or self._running))
         # caches that visitors keep between clicks (lesson 3) share one memory budget
         self.budget = CacheBudget(s.held_cache_mb * 2**20, s.held_idle_s)
         self._thread = threading.Thread(target=self._run, name="llm-lab-server", daemon=True)
@@ -215,22 +177,12 @@ class Server:
         return req
 
     def stats(self) -> ServerStats:
+        """What the live "Server" view shows, read between steps."""
         with self._cond:
-            now = time.perf_counter()
-            while self._log and now - self._log[0][0] > self.settings.server_window_s:
-                self._log.popleft()
-            span = max(min(self.settings.server_window_s, now - self._started), 1e-9)
-            tokens = sum(t for _, _, _, t in self._log)
-            return ServerStats(
-                active=len(self._running), queued=len(self._waiting), paused=self._pauses > 0,
-                steps=self._steps, served=self._served, unread=self._unread,
-                last_step_s=self._last_step,
-                tokens_per_s=tokens / span if self._log else 0.0,
-                cache_bytes=self._cache_bytes, held_bytes=self.budget.held_bytes(),
-                history=tuple((round(now - t, 2), r, s) for t, r, s, _ in self._log),
-                pool=self._pool, steps_detail=tuple(self._details),
-                step_token_budget=self.settings.step_token_budget,
-                threads=self._thread_figures, plan=self.last_plan)
+            return self.record.stats(
+                active=len(self._running), queued=len(self._waiting),
+                paused=self.turns.pauses > 0, held_bytes=self.budget.held_bytes(),
+                step_token_budget=self.settings.step_token_budget, plan=self.last_plan)
 
     def close(self) -> None:
         with self._cond:
@@ -238,55 +190,22 @@ class Server:
             self._cond.notify_all()
         self._thread.join(timeout=30)
 
-    # ---- taking turns with lesson measurements ------------------------------------------
-    @contextmanager
-    def exclusive(self) -> Iterator[None]:
-        """Run a measurement alone: the loop finishes its step, then waits until this ends.
-        Safe to enter and leave from different threads (no lock is held across yields)."""
-        with self._cond:
-            self._pauses += 1
-            self._cond.notify_all()
-            while self._in_step:
-                self._cond.wait()
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._pauses -= 1
-                self._cond.notify_all()
+    # ---- taking turns with lesson measurements (compute_turns.py) ------------------------
+    def exclusive(self) -> AbstractContextManager[None]:
+        """Run a measurement alone: the loop finishes its step, then waits until this ends."""
+        return self.turns.exclusive()
 
     def turn(self, fn: Callable[..., T], *args) -> T:
-        """`fn(*args)`: one job of a lesson measurement on the compute thread, taking turns
-        with the server. While the server has work, the job is queued only once a server step
-        has been queued after the previous measurement job (so a chat waits for at most one
-        job per step, however many measurements run) and the steps since have taken as much
-        compute time as the measurement jobs before (so chats keep at least about half the
-        thread: a job longer than a step is repaid with several steps). Paused, idle or
-        closed, the server takes no turn and the job is queued at once."""
-        if compute_thread.on_compute_thread():
-            return fn(*args)
-        with self._cond:
-            while self._serving() and (self._turn_mark >= self._steps_queued
-                                       or self._owed_s > 0):
-                self._cond.wait()
-            if not self._serving():
-                self._owed_s = 0.0  # nobody is waiting to be repaid
-            self._turn_mark = self._steps_queued
-            self.measurement_jobs += 1
-            job = compute_thread.submit(self._timed, fn, args, +1)  # queued in this order
-        return job.result()
+        """`fn(*args)`: one job of a lesson measurement, taking turns with the server."""
+        return self.turns.turn(fn, *args)
 
-    @contextmanager
-    def alongside(self) -> Iterator[Alongside]:
+    def alongside(self) -> AbstractContextManager[Alongside]:
         """Count the requests this server answers while a measurement runs."""
-        seen = Alongside()
-        with self._cond:
-            self._alongside.append(seen)
-        try:
-            yield seen
-        finally:
-            with self._cond:
-                self._alongside.remove(seen)
+        return self.turns.alongside()
+
+    @property
+    def measurement_jobs(self) -> int:  # measurement jobs queued through turn() since start
+        return self.turns.jobs
 
     def _in_flight(self, visitor: str) -> int:
         """This visitor's requests running or waiting, not yet stopped (call with `_cond`)."""
@@ -294,42 +213,21 @@ class Server:
                       if r.visitor == visitor and not (r.cancelled or r.finished))
         return running + self._waiting.waiting(visitor)
 
-    def _serving(self) -> bool:
-        """The loop will queue another step (call with `_cond` held)."""
-        return not self._closed and not self._pauses and bool(self._waiting or self._running)
-
-    def _timed(self, fn: Callable[..., T], args: tuple, sign: int) -> T:
-        """`fn(*args)` on the compute thread, its seconds added to (a measurement job, +1) or
-        taken from (a server step, -1) what the server is owed, never below 0."""
-        start = time.perf_counter()
-        try:
-            return fn(*args)
-        finally:
-            with self._cond:
-                self._owed_s = max(self._owed_s + sign * (time.perf_counter() - start), 0.0)
-                self._cond.notify_all()
-
     # ---- the loop ------------------------------------------------------------------------
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._closed and (self._pauses or not (self._waiting or self._running)):
+                while not self._closed and not self.turns.serving():
                     self._cond.wait()
                 if self._closed:
                     break
-                self._in_step = True
-                # queued under the lock, so turn() sees it counted only once it is queued
-                job = compute_thread.submit(self._timed, self._step, (), -1)
-                self._steps_queued += 1
-                self._cond.notify_all()
+                job = self.turns.queue_step(self._step)
             try:
                 job.result()
             except Exception as exc:  # a failed step fails its requests, not the server
                 self._fail_all(exc)
             finally:
-                with self._cond:
-                    self._in_step = False
-                    self._cond.notify_all()
+                self.turns.step_done()
         self._fail_all(ServerStoppedError("The server stopped."), failed_step=False)
 
     def _step(self) -> None:
@@ -343,12 +241,12 @@ class Server:
         figures = self._threads.figures() if self._threads else ()
         prefill = sum(n for _, n in plan.chunks)
         with self._cond:
-            self._details.append(clock.record(
+            self.record.steps_detail.append(clock.record(
                 index=plan.index, budget_tokens=plan.budget, decode_tokens=len(plan.decode),
                 prefill_tokens=prefill, rows=len(plan.decode) + len(plan.chunks),
                 prefill_rows=len(plan.chunks), first_tokens=first_tokens,
                 decoded_rids=plan.decode, chunk_rids=tuple(rid for rid, _ in plan.chunks)))
-            self._thread_figures = figures
+            self.record.threads = figures
 
     def _schedule(self) -> StepPlan:
         """Who leaves, who is preempted for room, who joins, and how the budget is split."""
@@ -366,8 +264,7 @@ class Server:
         admitted, waiting = ([], WAIT_BLOCKS) if preempted else self._admit(
             budget - sum(row.pending for row in self.batch.rows.values()) if budget
             else float("inf"))
-        # admission order: oldest first, as vLLM's
-        decode, chunks = split_budget(((row.rid, row.decoding, row.pending)
+        decode, chunks = split_budget(((row.rid, row.decoding, row.pending)  # oldest first
                                        for row in self.batch.rows.values()), budget)
         plan = StepPlan(self._step_no, decode, chunks, tuple(preempted), tuple(admitted),
                         budget, waiting if self._waiting else "")
@@ -378,11 +275,11 @@ class Server:
 
     def _admit(self, budget_left: float) -> tuple[list[int], str]:
         """Waiting requests join in the line's order (preempted ones first, then round robin
-        by visitor: `server_line.py`) while `admission` lets them:
-        a free row, some of the step's token budget left (`budget_left`, after the rows
-        already running), the blocks their tokens need now. A request whose next block another
-        row is computing this very step stays in its place (it maps that block once written)
-        and those behind it go ahead. -> (the ids admitted, why the first one left waits)."""
+        by visitor: `server_line.py`) while `admission` lets them: a free row, some of the
+        step's token budget left (`budget_left`, after the rows already running), the blocks
+        their tokens need now. A request whose next block another row is computing this very
+        step stays in its place (it maps that block once written) and those behind it go
+        ahead. -> (the ids admitted, why the first one left waits)."""
         out: list[int] = []
         why = ""
         with self._cond:
@@ -496,12 +393,9 @@ class Server:
         token (told to any measurement running meanwhile)."""
         pool, cache_bytes = self.batch.stats(), self.batch.cache_bytes()
         with self._cond:
-            for seen in self._alongside if served else ():
-                seen.saw(list(served))
-            self._steps += 1
-            self._last_step = seconds
-            self._pool, self._cache_bytes = pool, cache_bytes
-            self._log.append((time.perf_counter(), rows, seconds, len(served)))
+            if served:
+                self.turns.served(list(served))
+            self.record.note_pass(rows, seconds, len(served), pool, cache_bytes)
 
     def _stop_unread(self) -> None:
         """Stop every request whose reader has left an event untaken for
@@ -517,7 +411,7 @@ class Server:
                     r.stop(ServerStoppedError(
                         f"This answer was stopped: nothing read it for {limit:g} s, so its "
                         f"place went to someone reading. Ask again to get a new one."))
-                    self._unread += 1
+                    self.record.unread += 1
 
     def _drop_finished(self) -> None:
         """Finished or cancelled rows leave the batch; their blocks go back to the pool."""
@@ -532,8 +426,8 @@ class Server:
                 del self._running[r.rid]
                 if r.cancelled and not r.finished:
                     r._end()
-                self._served += 1
-            self._pool, self._cache_bytes = pool, cache_bytes
+                self.record.served += 1
+            self.record.pool, self.record.cache_bytes = pool, cache_bytes
 
     def _fail_all(self, exc: Exception, failed_step: bool = True) -> None:
         """Every request in the batch (and the queue, when closing) gets one polite message;
@@ -550,6 +444,6 @@ class Server:
                 self._waiting.clear()
             for rid in list(self.batch.rows):
                 self.batch.release(rid)
-            self._pool, self._cache_bytes = self.batch.stats(), 0
+            self.record.pool, self.record.cache_bytes = self.batch.stats(), 0
         for r in failed:
             r._put(msg)
