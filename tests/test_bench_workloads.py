@@ -242,3 +242,14 @@ def test_the_worked_examples():
     from bench import serving_workloads
 
     assert doctest.testmod(serving_workloads).failed == 0
+
+
+def test_the_real_app_serves_a_tiny_workload_through_the_light_client(server):
+    from bench.gradio_stream import chat_fn_index
+
+    fn = chat_fn_index(server.url)
+    got = asyncio.run(drive(Workload("smoke", 3, 4),
+                            lambda p, n: app_tokens(server.url, fn, p, n)))
+    assert (got["requests"], got["errors"]) == (3, 0), got["error_messages"]
+    assert got["tokens_per_s"] == pytest.approx(12 / got["wall_s"])  # 4 tokens each, counted
+    assert 0 < got["p50_ttft_s"] <= got["p95_latency_s"] and got["p95_tpot_s"] > 0

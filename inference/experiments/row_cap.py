@@ -89,8 +89,8 @@ def choose_rows(sweep: Sequence[tuple[int, float]], memory_rows: int,
 
     >>> choose_rows([(1, 1.0), (16, 14.0), (64, 15.0)], memory_rows=88, budget_rows=255).rows
     16
-    >>> choose_rows([(1, 1.0), (4, 3.0)], 88, 255)  # still rising at 4: the knee lies beyond
-    RowChoice(rows=32, why='no knee up to 4 rows (tokens/s still rising there): 32')
+    >>> choose_rows([(1, 1.0), (4, 3.0)], 88, 255).why  # the knee lies beyond 4
+    'tokens/s still rising at 4 rows, the largest batch on file: 32 (the fallback)'
     >>> choose_rows([], memory_rows=20, budget_rows=255).why
     'no batch sweep on file for this machine: 32, cut to 20 by the block pool'
     """
@@ -98,7 +98,8 @@ def choose_rows(sweep: Sequence[tuple[int, float]], memory_rows: int,
         rows, why = FALLBACK_ROWS, f"no batch sweep on file for this machine: {FALLBACK_ROWS}"
     elif (knee := knee_rows(sweep)) == max(r for r, _ in sweep):
         rows = max(knee, FALLBACK_ROWS)
-        why = f"no knee up to {knee} rows (tokens/s still rising there): {rows}"
+        why = (f"tokens/s still rising at {knee} rows, the largest batch on file: "
+               f"{rows}" + (" (the fallback)" if rows > knee else ""))
     else:
         rows = max(knee, MIN_ROWS)
         why = f"this machine's batch sweep levels off after {knee} rows: {rows}"
