@@ -33,6 +33,7 @@ from .common.lesson_text import lesson_page
 from .common.measurement import Measurement, prompt_tokens
 from .common.measurement_wiring import wire_measurement
 from .common.named_outputs import showing
+from .common.read_more import lesson_markdown
 from .common.serving_peer import serving_comparison
 
 DEFAULT_PADDING = ("Hi!\nWhat is the capital of France?\n"
@@ -189,7 +190,7 @@ def build(ctx: AppContext) -> None:
     """Lay out Lesson 5 inside the caller's tab. `shared`: the app's SharedResults (or None);
     the sweep and the schedulers take turns with `ctx.server` (`wire_measurement`)."""
     lm, settings, shared = ctx.lm, ctx.settings, ctx.shared
-    gr.Markdown(lesson_page("lesson5_batching.md", lm.info), elem_id="batch-lesson-text")
+    lesson_markdown(lesson_page("lesson5_batching.md", lm.info), elem_id="batch-lesson-text")
     measured = SharedStates(sweep=gr.State(None), schedules=gr.State(None),
                         closing=gr.Markdown(text.closing_note(lm.info, None, None),
                                             elem_id="batch-closing", render=False))

@@ -32,6 +32,7 @@ from .common.feedback import guarded
 from .common.lesson_text import lesson_page
 from .common.measurement import Measurement
 from .common.measurement_wiring import wire_measurement
+from .common.read_more import lesson_markdown
 
 
 def _longest(lm, settings: Settings) -> gr.Dropdown:
@@ -81,7 +82,7 @@ def build(ctx: AppContext) -> None:
     every measurement here takes turns with `ctx.server`."""
     lm, settings, shared = ctx.lm, ctx.settings, ctx.shared
     caption = info_caption(lm.info)
-    gr.Markdown(lesson_page("lesson4c_context.md", lm.info), elem_id="ctx-lesson-text")
+    lesson_markdown(lesson_page("lesson4c_context.md", lm.info), elem_id="ctx-lesson-text")
     longest = _longest(lm, settings)
     cuts = gr.Markdown(run.cuts_text(lm, settings), render=False, elem_id="ctx-cuts")
     with gr.Tabs(overflow_behavior="wrap"):

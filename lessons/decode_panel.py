@@ -25,6 +25,7 @@ from .common.context import AppContext
 from .common.controls import number, slider
 from .common.feedback import guarded
 from .common.lesson_text import lesson_page
+from .common.read_more import lesson_markdown
 from .decode_handlers import DecodeView, branch_to, play_tick, sampling_from, step, stop, views
 
 
@@ -236,7 +237,7 @@ def build(ctx: AppContext) -> None:
     """Lesson 3 in the caller's tab. Each Step runs alone on the compute thread (the `server`'s
     steps take turns with it there), so the step times shown are one request's own."""
     lm, settings, server = ctx.lm, ctx.settings, ctx.server
-    gr.Markdown(lesson_page("lesson3_decode.md", lm.info))
+    lesson_markdown(lesson_page("lesson3_decode.md", lm.info))
     ui = _layout(settings, server.budget if server is not None else None, lm.info.layers)
     _wire_steps(lm, settings, ui, server)
     _wire_controls(lm, ui)

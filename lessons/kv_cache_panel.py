@@ -31,6 +31,7 @@ from .common.lesson_text import lesson_page
 from .common.measurement import Measurement, prompt_tokens
 from .common.measurement_wiring import wire_measurement
 from .common.named_outputs import showing
+from .common.read_more import lesson_markdown
 
 DEFAULT_PROMPT = LIMITS.default_prompt
 DEFAULT_SYSTEM = (
@@ -194,7 +195,7 @@ def build(ctx: AppContext) -> None:
     """Lay out Lesson 4 inside the caller's tab. `shared`: the length race, measured once per
     machine for every visitor; `server`: every measurement here takes turns with it."""
     lm, settings, server = ctx.lm, ctx.settings, ctx.server
-    gr.Markdown(lesson_page("lesson4_kv_cache.md", lm.info), elem_id="kv-lesson-text")
+    lesson_markdown(lesson_page("lesson4_kv_cache.md", lm.info), elem_id="kv-lesson-text")
     with gr.Tabs(overflow_behavior="wrap"):  # every sub-tab one tap away on a phone
         with gr.Tab("1 · Watch it grow"):
             growth_tab(ctx)

@@ -15,12 +15,13 @@ from .common.controls import slider
 from .common.feedback import guarded
 from .common.lesson_text import lesson_page
 from .common.named_outputs import showing
+from .common.read_more import lesson_markdown
 
 
 def build(ctx: AppContext) -> None:
     """Lay out lesson 4b inside the caller's tab."""
     lm, settings = ctx.lm, ctx.settings
-    gr.Markdown(lesson_page("lesson4b_pages.md", lm.info), elem_id="pages-lesson-text")
+    lesson_markdown(lesson_page("lesson4b_pages.md", lm.info), elem_id="pages-lesson-text")
     first = run.empty()
     state = gr.State(None, time_to_live=settings.state_ttl_s, delete_callback=run.forget)
     with gr.Row():

@@ -20,6 +20,7 @@ from .common.feedback import guarded
 from .common.lesson_text import lesson_page
 from .common.measurement import Measurement
 from .common.measurement_wiring import wire_measurement
+from .common.read_more import lesson_markdown
 from .prefill_handlers import (
     DEFAULT_LENGTHS,
     GUESS_KEY,
@@ -88,6 +89,6 @@ def _sweep_section(ctx: AppContext) -> None:
 
 def build(ctx: AppContext) -> None:
     """Lesson 2 in the caller's tab; `ctx.server`: measurements take turns with it."""
-    gr.Markdown(lesson_page("lesson2_prefill.md", ctx.lm.info))
+    lesson_markdown(lesson_page("lesson2_prefill.md", ctx.lm.info))
     _measure_section(ctx)
     _sweep_section(ctx)

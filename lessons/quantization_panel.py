@@ -31,6 +31,7 @@ from .common.controls import guess_box, slider
 from .common.lesson_text import lesson_page
 from .common.measurement import Measurement, prompt_tokens
 from .common.measurement_wiring import wire_measurement
+from .common.read_more import lesson_markdown
 from .quantization_handlers import (
     GUESS_KEY,
     MAX_PROMPT_TOKENS,
@@ -73,7 +74,8 @@ def _controls(settings: Settings, ticked: list[str]
 def build(ctx: AppContext) -> None:
     lm, settings, shared = ctx.lm, ctx.settings, ctx.shared
     origin = weights_origin_md(lm.info.source, lm.info.dtype)
-    gr.Markdown(lesson_page("lesson6_quantization.md", lm.info, {"weights_origin": origin}))
+    lesson_markdown(lesson_page("lesson6_quantization.md", lm.info,
+                                {"weights_origin": origin}))
     bf16 = device_bf16(lm.device)  # checked once: said only where it was checked
     prompt, modes, new_tokens, guess, run_btn, stop_btn = _controls(settings, default_modes(bf16))
     progress = gr.Markdown("*Building a mode copies the model and converts it (seconds); it is "

@@ -26,6 +26,7 @@ from .common.lesson_text import lesson_page
 from .common.measurement import Measurement, prompt_tokens
 from .common.measurement_wiring import wire_measurement
 from .common.named_outputs import showing
+from .common.read_more import lesson_markdown
 from .speculative_handlers import (
     DRAFTS,
     GUESS_KEY,
@@ -170,8 +171,8 @@ def _expectation_section(lm, settings: Settings, shared, ctx: AppContext, prompt
 def build(ctx: AppContext) -> None:
     """Lesson 3b in the caller's tab; `ctx.server`: the runs take turns with it."""
     lm, settings, shared = ctx.lm, ctx.settings, ctx.shared
-    gr.Markdown(lesson_page("lesson3b_speculative.md", lm.info,
-                            {"sampling_rule": SAMPLING_RULE, "three_ways": THREE_WAYS}))
+    lesson_markdown(lesson_page("lesson3b_speculative.md", lm.info,
+                                {"sampling_rule": SAMPLING_RULE, "three_ways": THREE_WAYS}))
     prompt, draft, k, new_tokens, last = _race_section(lm, settings, shared, ctx)
     sweep_note = _sweep_section(lm, settings, shared, ctx, prompt, new_tokens)
     _expectation_section(lm, settings, shared, ctx, prompt, draft, k, new_tokens, last,

@@ -11,6 +11,7 @@ from .common.context import AppContext
 from .common.controls import number, slider
 from .common.feedback import guarded
 from .common.lesson_text import lesson_page
+from .common.read_more import lesson_markdown
 from .tokens_handlers import (
     EXAMPLES,
     FIRST_TEXT,
@@ -81,6 +82,6 @@ def _cost_section(lm, settings: Settings, text: gr.Textbox) -> None:
 
 def build(ctx: AppContext) -> None:
     lm, settings = ctx.lm, ctx.settings
-    gr.Markdown(lesson_page("lesson1_tokens.md", lm.info))
+    lesson_markdown(lesson_page("lesson1_tokens.md", lm.info))
     text, _template = _token_section(lm, settings)
     _cost_section(lm, settings, text)

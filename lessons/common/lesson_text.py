@@ -16,7 +16,9 @@ read from the model.
     'all layers at once'
 
 A lesson's tab shows `lesson_page(...)`: the same text with the first use of each glossary term
-linked to its entry (`visualizations.glossary.link_terms`).
+linked to its entry (`visualizations.glossary.link_terms`). A `<!-- read more -->` line ends
+what its tab shows before the lesson's first control (at most ~150 words, tested); the rest is
+folded under "Read more" (`split_more`, `lessons/common/read_more.py`).
 """
 from __future__ import annotations
 
@@ -69,3 +71,18 @@ def lesson_page(name: str, info=None, extra: dict[str, str] | None = None) -> st
     """`lesson_text` as a lesson's tab shows it: each glossary term's first use a link to its
     entry in the Glossary, with the definition as the link's title."""
     return link_terms(lesson_text(name, info, extra))
+
+
+READ_MORE = "<!-- read more -->"  # in a lesson's markdown: the opening ends here
+
+
+def split_more(text: str) -> tuple[str, str]:
+    """(the opening, the rest) of a lesson's text, split at its `READ_MORE` line.
+
+    >>> split_more("Title\\n\\nShort.\\n<!-- read more -->\\nLong.\\n")
+    ('Title\\n\\nShort.', 'Long.')
+    >>> split_more("No mark.")
+    ('No mark.', '')
+    """
+    opening, _, rest = text.partition(READ_MORE)
+    return opening.strip(), rest.strip()
