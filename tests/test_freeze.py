@@ -60,7 +60,7 @@ def freeze_run(lm):
         return real_step()
 
     srv._step = step  # the loop looks it up on every step
-    real_timed = srv._timed
+    real_timed = srv.turns._timed  # compute_turns.py times every job and step
 
     def timed(fn, args, sign):  # every job's compute seconds: (+1 measurement | -1 step, s)
         start = time.perf_counter()
@@ -69,7 +69,7 @@ def freeze_run(lm):
         finally:
             log.append((sign, time.perf_counter() - start))
 
-    srv._timed = timed
+    srv.turns._timed = timed
     patch = pytest.MonkeyPatch()
     for module in (kv_race, batch_sweep):
         patch.setattr(module, "stopwatch", logged_stopwatch(module.stopwatch, log))
