@@ -11,7 +11,7 @@ import time
 
 import torch
 
-from bench import classroom, measure, serving, serving_workloads, visitor_memory
+from bench import classroom, measure, robust, serving, serving_workloads, visitor_memory
 from bench.app_server import ROOT, start_app
 from bench.targets import check
 from bench.workloads import KV_PROMPT, PROMPT, QUALITY_PROMPT
@@ -45,6 +45,7 @@ TARGETS = {  # what a 2-core CPU must reach for the lessons' claims to hold
     "speculative.draft_model.speedup": (">=", 1.2),
     **classroom.TARGETS,  # a class pressing Run at once; chats while measuring
     **visitor_memory.TARGETS,  # visitors' memory comes back once they are gone
+    **robust.TARGETS,  # headline figures under load, none impossible shown
     **serving_workloads.targets(),  # every shape of class served as well as vLLM serves it
 }
 
@@ -171,6 +172,10 @@ def main() -> dict:
     results["context"] = context.measure_context(lm, LIMITS)
     print(json.dumps({k: v for k, v in results["context"].items() if not isinstance(v, dict)},
                      indent=1))
+
+    section("robust: four headline figures quiet, beside a spinning core, beside 30 chats")
+    results["robust"] = robust.measure_robust(lm)
+    print(json.dumps(results["robust"], indent=1))
 
     section("serving: 30 streaming chat clients, continuous batcher vs one row at a time")
     results["serving"] = serving.serving_race()
