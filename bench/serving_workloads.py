@@ -185,14 +185,17 @@ async def drive(workload: Workload, stream_one: StreamOne,
 
 
 async def serve_all(stream_one: StreamOne, workloads=WORKLOADS, log=print) -> dict:
-    """Every workload, one after another, after one untimed warm-up request."""
-    async for _ in stream_one(class_prompt(0), 8):
-        pass
+    """Every workload, one after another, after one untimed warm-up request (whose failure
+    is logged: the workloads then count their own errors)."""
+    warm = await drive(Workload("warm-up", 1, 8), stream_one)
+    if warm["errors"]:
+        log(f"  warm-up failed: {warm['error_messages'][0]}", flush=True)
     out = {}
     for w in workloads:
-        out[w.name] = await drive(w, stream_one)
-        log(f"  {w.name}: {out[w.name]['tokens_per_s']:.1f} tokens/s, p95 latency "
-            f"{out[w.name]['p95_latency_s']} s, errors {out[w.name]['errors']}", flush=True)
+        f = out[w.name] = await drive(w, stream_one)
+        p95 = "none" if f["p95_latency_s"] is None else f"{f['p95_latency_s']:.1f} s"
+        log(f"  {w.name}: {f['requests']} requests, {f['tokens_per_s']:.1f} tokens/s, "
+            f"p95 latency {p95}, errors {f['errors']}", flush=True)
     return out
 
 

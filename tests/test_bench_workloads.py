@@ -253,3 +253,27 @@ def test_the_real_app_serves_a_tiny_workload_through_the_light_client(server):
     assert (got["requests"], got["errors"]) == (3, 0), got["error_messages"]
     assert got["tokens_per_s"] == pytest.approx(12 / got["wall_s"])  # 4 tokens each, counted
     assert 0 < got["p50_ttft_s"] <= got["p95_latency_s"] and got["p95_tpot_s"] > 0
+
+
+def test_without_vllm_its_side_reads_none_with_why_and_the_app_still_runs(monkeypatch):
+    from bench import serving_workloads, vllm_peer
+    from bench.targets import check
+
+    async def instant(prompt: str, new_tokens: int):
+        for n in range(1, new_tokens + 1):
+            await asyncio.sleep(0)
+            yield n
+
+    small = (Workload("a", 3, 2), Workload("b", 0, 2, per_s=50.0, seconds=0.1, seed=1))
+    monkeypatch.setattr(serving_workloads, "app_side",
+                        lambda workloads, log: asyncio.run(serving_workloads.serve_all(
+                            instant, workloads, log)))
+    monkeypatch.setattr(vllm_peer, "start_peer", lambda log: (None, "no .venv-vllm here"))
+    got = serving_workloads.measure_workloads(small, log=lambda *a, **k: None)
+    assert set(got) == {"a", "b"} and got["a"]["app"]["requests"] == 3
+    assert got["b"]["app"]["requests"] == len(arrival_offsets(50.0, 0.1, 1))
+    assert got["a"]["vllm"] is None and got["a"]["vllm_reason"] == "no .venv-vllm here"
+    assert got["a"]["app_vs_vllm_throughput"] is None and got["a"]["app"]["errors"] == 0
+    met = check({"serving": {"workloads": got}}, serving_workloads.targets(small))
+    assert met["serving.workloads.a.app.errors"]["met"]
+    assert not met["serving.workloads.a.app_vs_vllm_throughput"]["met"]  # no peer: not claimed
