@@ -132,3 +132,16 @@ def test_fair_past_the_limit_the_page_loads_without_a_token():
     assert client.get("/who", headers=headers).json()["visitor"] == f"a:{SCHOOL}"
     other = client.get("/", headers={"x-forwarded-for": "198.51.100.1"})
     assert "set-cookie" in other.headers and tokens.refused == 2
+
+
+def test_fair_visitor_of_reads_a_handlers_gradio_request_else_the_address():
+    """What a handler gets (a gr.Request around the queue join's request) carries the visitor
+    the middleware found; a request it never saw is counted by its address."""
+    import gradio as gr
+
+    scope = {"type": "http", "client": ("10.16.3.80", 1234),
+             "headers": [(b"x-forwarded-for", b"198.51.100.9, 203.0.113.7")]}
+    assert visitor_of(Request(scope), 1) == "a:203.0.113.7"
+    assert visitor_of(gr.Request(request=Request(scope)), 1) == "a:203.0.113.7"
+    marked = Request({**scope, visitor_token.VISITOR: "v:abc"})
+    assert visitor_of(gr.Request(request=marked, session_hash="s")) == "v:abc"
