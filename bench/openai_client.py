@@ -87,7 +87,10 @@ async def http_lines(base_url: str, method: str, path: str, body: dict | None = 
         head += [f"{k}: {v}" for k, v in (headers or {}).items()]
         writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + data)
         await writer.drain()
-        status = int((await reader.readline()).split()[1])
+        status_line = (await reader.readline()).split()
+        if len(status_line) < 2 or not status_line[1].isdigit():
+            raise RuntimeError(f"no HTTP status line from {url.netloc}: {status_line!r}"[:300])
+        status = int(status_line[1])
         fields = {}
         while (line := await reader.readline()) not in (b"\r\n", b"\n", b""):
             key, _, value = line.decode("latin-1").partition(":")
