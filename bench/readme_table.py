@@ -94,13 +94,18 @@ def _class(r: dict) -> str | None:
             f"p95 latency {b['p95_latency_s']:.1f} / {s['p95_latency_s']:.1f} s")
 
 
-def _vllm(r: dict) -> str | None:
-    b, v = _get(r, "serving.batched"), _get(r, "serving.vllm")
-    if not b or not v or not v.get("tokens_per_s"):
-        return None if not v or not v.get("skipped") else f"vLLM skipped: {v['skipped']}"
-    return (f"{b['tokens_per_s']:.1f} / {v['tokens_per_s']:.1f} tokens/s "
-            f"({b['tokens_per_s'] / v['tokens_per_s']:.2f}×), p95 latency "
-            f"{b['p95_latency_s']:.1f} / {v['p95_latency_s']:.1f} s")
+def _workload(w: dict) -> str:
+    """One serving workload: the app against vLLM, same client, same run."""
+    app, vllm = w.get("app") or {}, w.get("vllm")
+    mine = (f"{app.get('tokens_per_s', 0):.1f} tokens/s, p95 latency "
+            f"{app.get('p95_latency_s') or 0:.1f} s, p95 first token "
+            f"{app.get('p95_ttft_s') or 0:.1f} s, {app.get('errors', 0)} errors")
+    if not vllm:
+        return f"{mine}; vLLM not run ({w.get('vllm_reason', 'no reason recorded')})"
+    return (f"{mine}; vLLM {vllm['tokens_per_s']:.1f} tokens/s, p95 "
+            f"{vllm.get('p95_latency_s') or 0:.1f} / {vllm.get('p95_ttft_s') or 0:.1f} s, "
+            f"{vllm.get('errors', 0)} errors (throughput "
+            f"{w.get('app_vs_vllm_throughput') or 0:.2f}× vLLM's)")
 
 
 ROWS: tuple[tuple[str, Callable[[dict], str | None]], ...] = (
@@ -112,7 +117,6 @@ ROWS: tuple[tuple[str, Callable[[dict], str | None]], ...] = (
     ("decode by weight format", _quantization),
     ("start-up, weights cached / cold", _startup),
     ("30 streaming chats: continuous batcher / one row at a time", _class),
-    ("30 streaming chats: this app / vLLM on the same machine", _vllm),
 )
 
 
@@ -129,6 +133,9 @@ def table(results: dict) -> str:
              f"{machine.get('dtype', 'unknown dtype')}, {results.get('when', 'undated')} "
              "(one run, one machine):", "", "| figure | measured |", "|---|---|"]
     lines += [f"| {label} | {row(results) or MISSING} |" for label, row in ROWS]
+    workloads = _get(results, "serving.workloads") or {}
+    lines += [f"| serving `{name}`: this app; vLLM on the same machine | {_workload(w)} |"
+              for name, w in workloads.items()]
     return "\n".join(lines)
 
 
