@@ -12,8 +12,9 @@ from inference.config import LIMITS, Settings
 from inference.experiments import noise
 from inference.experiments.kv_race import RECOMPUTE, race, summarize
 from inference.sampling import SamplingSettings
+from visualizations.first_picture import empty_picture, live_picture, race_picture
 from visualizations.first_screen import live_cards_html, race_ratio_html
-from visualizations.mechanism import RACE_TITLES, decode_diagram, empty_diagram, race_diagram
+from visualizations.mechanism import RACE_TITLES
 
 from .common.client_timing import FramePace, timed_events
 from .common.lesson_text import lesson_page
@@ -56,7 +57,7 @@ def live_frames(lm, settings: Settings, server, prompt: str) -> Iterator[LiveFra
     req = server.submit(ids, SamplingSettings(), n)
     waiting = (f"Waiting for a free row: {req.ahead} request(s) ahead." if req.ahead else
                "Sending the prompt…")
-    frame = LiveFrame(empty_diagram(lm.info.layers, waiting, "live"),
+    frame = LiveFrame(empty_picture(lm.info.layers, waiting, "live"),
                       live_cards_html(None, None, len(ids), 0), f"*{waiting}*")
     yield frame
     events, pace, behind = [], FramePace(settings.chat_frames_per_s), None
@@ -80,14 +81,25 @@ def live_frames(lm, settings: Settings, server, prompt: str) -> Iterator[LiveFra
 
 def _live_frame(lm, req, labels: list[str], events: list, n: int, ttft: float,
                 between: float) -> LiveFrame:
-    """The first screen after the newest of `events`: the diagram, cards and answer so far."""
+    """The first screen after the newest of `events`: the picture, cards and answer so far."""
     ev, decoded = events[-1], len(events) - 1
     text = ev.text.replace(lm.tokenizer.eos_token, "")
     return LiveFrame(
-        decode_diagram(labels, events, lm.info.layers, capacity=len(labels) + n, name="live"),
+        live_picture(labels, events, lm.info.layers, capacity=len(labels) + n),
         live_cards_html(ttft, between / decoded if decoded else None, len(labels), decoded,
                         ev.batch_rows, events[0], req.queued_seconds),
-        f"**The model's answer:** {html.escape(text)}" + ("" if ev.finished else " ▍"))
+        (f"**The model's answer** ({stop_reason(ev, len(events), n)}): {html.escape(text)}"
+         if ev.finished else f"**The model's answer:** {html.escape(text)} ▍"))
+
+
+def stop_reason(last, tokens: int, most: int) -> str:
+    """Why the answer ends where it does, from its last event's `finished`; `most`: the first
+    screen's answer length (`Settings.live_new_tokens`)."""
+    if last.finished == "end of turn":
+        return f"ended by the model after {tokens} tokens: it chose its end-of-turn token"
+    if last.finished == "max tokens":
+        return f"stopped after {most} tokens: the first screen's answer length"
+    return f"ended after {tokens} tokens: {last.finished}"
 
 
 @dataclass(frozen=True)
@@ -102,7 +114,7 @@ def live_race_frames(lm, settings: Settings, prompt: str) -> Iterator[LiveRaceFr
     ids = encode_prompt(lm, settings, prompt, settings.race_max_prompt_tokens)
     n = settings.live_race_new_tokens
     labels, pieces, steps = [lm.tokenizer.decode([i]) for i in ids], [], []
-    yield LiveRaceFrame(empty_diagram(lm.info.layers, "Racing: the first step runs with the "
+    yield LiveRaceFrame(empty_picture(lm.info.layers, "Racing: the first step runs with the "
                                       "cache, then without it…", "live-race", RACE_TITLES),
                         "*Racing: the first step is running in both lanes…*")
     for step in race(lm, ids, n):
@@ -113,8 +125,8 @@ def live_race_frames(lm, settings: Settings, prompt: str) -> Iterator[LiveRaceFr
         judged = (noise.reading([s.seconds for s in steps
                                  if s.lane != RECOMPUTE and s.index > 0], settings)
                   if step.index == n - 1 else None)
-        yield LiveRaceFrame(race_diagram(labels, steps, lm.info.layers, output=pieces,
-                                         capacity=len(ids) + n, name="live-race"),
+        yield LiveRaceFrame(race_picture(labels, steps, lm.info.layers, output=pieces,
+                                         capacity=len(ids) + n),
                             race_ratio_html(summarize(steps, len(ids)), judged))
 
 

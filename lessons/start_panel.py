@@ -1,6 +1,7 @@
-"""'Start here' panel: the first screen. The real model answers a prompt the moment the page
-loads, every forward pass drawn on the mechanism diagram with its measured time ("first token",
-"each next token" as big cards), and one button races the cache against recomputing. Below:
+"""'Start here' panel: the first screen, in one view. A title line; the real model answering a
+prompt the moment the page loads, every forward pass drawn on a small live picture with its
+measured time ("first token", "each next token" as big cards); beside it the answer and one
+button that races the cache against recomputing, its ratio beside it; the prompt. Below:
 the example prompts (tap one: 'Try it' opens with it filled in), the learner's path through
 the lessons (kept in their own browser), and "About this model"."""
 from __future__ import annotations
@@ -10,8 +11,8 @@ from collections.abc import Callable, Iterator
 import gradio as gr
 
 from inference.experiments.kv_race import race_tokens
+from visualizations.first_picture import empty_picture
 from visualizations.first_screen import live_cards_html, race_ratio_html
-from visualizations.mechanism import empty_diagram
 from visualizations.model_card import model_card_html
 
 from .common.context import AppContext
@@ -30,24 +31,36 @@ from .start_handlers import (
 )
 
 CHAT_TAB, CHAT_PROMPT = "chat", "chat-prompt"  # where a starter prompt goes
-FIRST_WAIT = ("The model answers the prompt above as soon as the page has loaded: the prompt "
+FIRST_WAIT = ("The model answers the prompt below as soon as the page has loaded: the prompt "
               "goes through its layers in one pass, then one token per step.")
+TITLE = ("<div class='fs-title' role='heading' aria-level='1'>LLM inference, live: watch a "
+         "real model answer, one token per step</div>")
 
 
 def first_screen(ctx: AppContext) -> None:
-    """The prompt, the live cards and diagram, the answer, and the race with its ratio."""
+    """The title line; the live picture with its cards beside the answer, the race button and
+    its ratio; the prompt under them (one screen at 1280×720, 853×480 and 390×844)."""
     lm, settings, server = ctx.lm, ctx.settings, ctx.server
-    with gr.Row(equal_height=True):
+    gr.HTML(TITLE, elem_id="start-title", padding=False)
+    with gr.Row(elem_id="start-main"):
+        with gr.Column(elem_id="start-picture-col"):
+            diagram = gr.HTML(empty_picture(lm.info.layers, FIRST_WAIT, "live"),
+                              elem_id="start-diagram", padding=False)
+            cards = gr.HTML(live_cards_html(None, None, 0, 0), elem_id="start-cards",
+                            padding=False)
+        with gr.Column(elem_id="start-side"):
+            answer = gr.Markdown("*The answer appears here, token by token.*",
+                                 elem_id="start-answer")
+            with gr.Row(elem_id="start-race-row"):
+                race_btn = gr.Button("Now without the cache", variant="primary",
+                                     elem_id="start-race")
+                result = gr.Markdown(race_ratio_html(None), elem_id="start-race-result")
+    with gr.Row(equal_height=True, elem_id="start-prompt-row"):
         prompt = gr.Textbox(settings.default_prompt, label="Being answered live: this prompt "
                             "(change it, then press Answer)", lines=1, scale=4,
                             max_length=settings.max_prompt_chars, elem_id="start-prompt")
         go = gr.Button("Answer", variant="primary", scale=1, min_width=90, elem_id="start-go")
         stop = gr.Button("Stop", variant="stop", scale=1, min_width=70, elem_id="start-stop")
-    cards = gr.HTML(live_cards_html(None, None, 0, 0), elem_id="start-cards")
-    diagram = gr.HTML(empty_diagram(lm.info.layers, FIRST_WAIT, "live"), elem_id="start-diagram")
-    answer = gr.Markdown("*The answer appears here, token by token.*", elem_id="start-answer")
-    race_btn = gr.Button("Now without the cache", variant="primary", elem_id="start-race")
-    result = gr.Markdown(race_ratio_html(None), elem_id="start-race-result")
 
     def live(p: str) -> Iterator[dict]:
         for frame in live_frames(lm, settings, server, p):

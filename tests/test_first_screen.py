@@ -1,16 +1,21 @@
 """The first screen on the real model: the live answer through the shared server (prefill
-beat, then one-token beats, measured cards, the KV strip growing), and "Now without the cache"
-ending on the race's measured ratio. Tokens are compared, not float bits (any device, dtype)."""
+beat, then one-token beats, measured cards, the KV strip growing, each step said in plain words
+from its measured record, the answer saying why it stops), and "Now without the cache" ending
+on the race's measured ratio. Tokens are compared, not float bits (any device, dtype). The
+picture's drawings keep every label at 13 user units (12 px at the smallest size shown)."""
 from __future__ import annotations
 
 import re
 from dataclasses import replace
+from types import SimpleNamespace
 
 from inference.config import LIMITS
 from inference.generation import stream
 from lessons.common.prompt_input import encode_prompt
 from lessons.start_handlers import about_model_md, live_frames, live_race_frames
 from polling import without_ticks
+from visualizations import first_picture
+from visualizations.first_picture import NARROW, WIDE, step_line
 from visualizations.first_screen import live_cards_html, race_ratio_html
 
 SETTINGS = replace(LIMITS, live_new_tokens=6, live_race_new_tokens=4,
@@ -21,10 +26,22 @@ def _attr(html: str, name: str) -> str:
     return re.search(rf"data-{name}='([^']*)'", html).group(1)
 
 
+def _answer(shown: str) -> tuple[str, str | None]:
+    """(the answer's text, why it stopped or None while it streams) from the answer's markdown."""
+    m = re.fullmatch(r"\*\*The model's answer(?::\*\*|\*\* \((.*?)\):) (.*?)( ▍)?", shown,
+                     re.S)
+    assert m, shown
+    return m.group(2), m.group(1)
+
+
+def _step_said(picture: str) -> str:
+    return re.search(r"<div class='fs-step'>(.*?)</div>", picture).group(1)
+
+
 def test_live_answer_streams_prefill_then_one_token_beats(lm, serving):
     frames = without_ticks(list(live_frames(lm, SETTINGS, serving, LIMITS.default_prompt)))
     ids = encode_prompt(lm, SETTINGS, LIMITS.default_prompt)
-    assert "mech-empty" in frames[0].diagram and "—" in frames[0].cards  # says what will come
+    assert "fs-empty" in frames[0].diagram and "—" in frames[0].cards  # says what will come
     beats = frames[1:]
     assert 1 <= len(beats) <= SETTINGS.live_new_tokens
     assert _attr(beats[0].diagram, "kind") == "prefill"
@@ -35,10 +52,23 @@ def test_live_answer_streams_prefill_then_one_token_beats(lm, serving):
         assert cached == list(range(len(ids), len(ids) + len(beats)))  # one column per step
         assert re.search(r"each next token.*?[\d,]+ ms", beats[-1].cards)
     assert re.search(r"first token</span><span class='lab-big-value'>[\d,]+ ms", beats[-1].cards)
-    # the answer is the greedy answer (served by the batcher = generated alone)
-    solo = [ev.text for ev in stream(lm, ids, max_new_tokens=SETTINGS.live_new_tokens)][-1]
-    shown = beats[-1].answer.removeprefix("**The model's answer:** ").removesuffix(" ▍")
-    assert shown == solo.replace(lm.tokenizer.eos_token, "")
+    # each step said in plain words, its time the one the picture's lane carries (measured)
+    for k, b in enumerate(beats[1:], 1):
+        said = re.fullmatch(rf"step {k}: the model read {len(ids) + k - 1} earlier tokens from "
+                            r"its cache and wrote one more in ([\d,]+) ms", _step_said(b.diagram))
+        assert said, _step_said(b.diagram)
+        assert abs(float(said.group(1).replace(",", "")) - float(_attr(b.diagram, "ms"))) <= 0.5
+    assert _step_said(beats[0].diagram).startswith(
+        "step 0, the prompt: the model ") and "wrote the first token" in beats[0].diagram
+    # the answer is the greedy answer (served by the batcher = generated alone), and says why
+    # it stops where it does
+    solo = list(stream(lm, ids, max_new_tokens=SETTINGS.live_new_tokens))
+    text, why = _answer(beats[-1].answer)
+    assert text == solo[-1].text.replace(lm.tokenizer.eos_token, "")
+    assert why == (f"stopped after {SETTINGS.live_new_tokens} tokens: the first screen's "
+                   "answer length" if solo[-1].finished == "max tokens" else
+                   f"ended by the model after {len(solo)} tokens: it chose its end-of-turn token")
+    assert all(_answer(b.answer)[1] is None for b in beats[:-1])  # streaming: no reason yet
 
 
 def test_a_paced_live_answer_keeps_its_first_and_last_beats_and_every_token(lm, serving):
@@ -50,11 +80,10 @@ def test_a_paced_live_answer_keeps_its_first_and_last_beats_and_every_token(lm, 
     ids = encode_prompt(lm, slow, LIMITS.default_prompt)
     solo = list(stream(lm, ids, max_new_tokens=slow.live_new_tokens))
     waiting, *beats = frames
-    assert "mech-empty" in waiting.diagram and _attr(beats[0].diagram, "kind") == "prefill"
+    assert "fs-empty" in waiting.diagram and _attr(beats[0].diagram, "kind") == "prefill"
     assert len(beats) == (2 if len(solo) > 1 else 1)  # the prefill beat, then the last one
     assert int(_attr(beats[-1].diagram, "cached")) == len(ids) + len(solo) - 1
-    shown = beats[-1].answer.removeprefix("**The model's answer:** ").removesuffix(" ▍")
-    assert shown == solo[-1].text.replace(lm.tokenizer.eos_token, "")
+    assert _answer(beats[-1].answer)[0] == solo[-1].text.replace(lm.tokenizer.eos_token, "")
 
 
 def test_race_ends_on_its_measured_ratio(lm):
@@ -65,6 +94,11 @@ def test_race_ends_on_its_measured_ratio(lm):
     last = frames[-1]
     assert len(frames) == 1 + SETTINGS.live_race_new_tokens
     assert _attr(last.diagram, "kind") == "decode" and "without a cache" in last.diagram
+    n = len(encode_prompt(lm, SETTINGS, "Hi there", SETTINGS.race_max_prompt_tokens))
+    said = _step_said(last.diagram)
+    assert said.startswith(f"step {SETTINGS.live_race_new_tokens - 1}: with the cache the model "
+                           f"fed 1 token and read {n + SETTINGS.live_race_new_tokens - 2} ")
+    assert f"without it, it fed all {n + SETTINGS.live_race_new_tokens - 1} again" in said
     ratio = re.search(r"time without ÷ with the cache</span><span class='lab-big-value'>"
                       r"([\d.]+)×", last.result)
     assert ratio and float(ratio.group(1)) > 0
@@ -82,3 +116,39 @@ def test_about_model_in_plain_words(lm):
     text = about_model_md(lm.info)
     assert lm.info.name in text and f"{lm.info.layers} layers" in text
     assert "GGUF" not in text and "Q4_1" not in text
+
+
+def event(index: int, fed: int, cache: int, seconds: float, **extra) -> SimpleNamespace:
+    return SimpleNamespace(index=index, forward_tokens=fed, cache_tokens=cache, seconds=seconds,
+                           **extra)
+
+
+def test_the_step_line_words_each_kind_of_pass_from_its_record():
+    assert step_line(event(23, 1, 63, 0.1774)) == (
+        "step 23: the model read 62 earlier tokens from its cache and wrote one more in 177 ms")
+    assert step_line(event(0, 40, 40, 2.2161)) == (
+        "step 0, the prompt: the model read all 40 tokens in one pass, kept their keys and "
+        "values in its cache and wrote the first token in 2,216 ms")
+    hit = step_line(event(0, 8, 40, 0.3, prefix_cached_tokens=32))
+    assert "took 32 prompt tokens from its prefix cache, read the other 8 in one pass" in hit
+    chunked = step_line(event(0, 600, 600, 0.9, prefill_passes=3))
+    assert "read all 600 tokens in 3 passes" in chunked and "its last pass took 900 ms" in chunked
+    assert "one pass" not in chunked
+    shared = step_line(event(5, 1, 45, 0.05, batch_rows=4))
+    assert shared.endswith("in 50 ms, sharing the pass with 3 other request(s)")
+    assert "cache was freed" in step_line(event(7, 47, 47, 0.4))  # a refill is no decode step
+
+
+def test_each_lane_is_drawn_wide_and_narrow_with_no_label_under_13_units():
+    events = [event(0, 5, 5, 0.2, piece="x"), event(1, 1, 6, 0.05, piece=" y")]
+    picture = first_picture.live_picture(list("abcde"), events, 30, capacity=12)
+    wide, narrow = re.findall(r"<svg class='fs-(\w+)' viewBox='0 0 (\d+) ", picture)
+    assert (wide, narrow) == (("wide", str(WIDE.width)), ("narrow", str(NARROW.width)))
+    sizes = [float(x) for x in re.findall(r"font-size='([\d.]+)'", picture)]
+    assert sizes and min(sizes) >= first_picture.FONT == 13
+    assert picture.count("class='mech-strip'") == WIDE.groups + NARROW.groups
+    assert "layers 1–6" in picture and ">1–10<" in picture  # a simpler phone picture
+    # never shown smaller than its own size × 12/13: its box's basis, and the wide one only in
+    # a box wider than it
+    assert f"flex: 1 1 {round(NARROW.width * 12 / 13)}px" in picture
+    assert first_picture.WIDE_FROM_PX >= WIDE.width * 12 / 13

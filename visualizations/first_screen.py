@@ -1,5 +1,6 @@
 """The first screen's big numbers: "first token: N ms" and "each next token: N ms" while the
-model answers, then the cache's measured speed-up when "Now without the cache" has raced.
+model answers, then the cache's measured speed-up when "Now without the cache" has raced (one
+card beside its button; both lanes' totals in the line under it).
 
 Pure: measured seconds in, card HTML out (the `.lab-big` cards of `cards.py`, 2 em ≈ 32 px).
 Before a number exists its card says what will appear there and what fills it.
@@ -31,24 +32,22 @@ def live_cards_html(ttft_s: float | None, per_token_s: float | None, prompt_toke
 
 
 def race_ratio_html(summary, noise=None) -> str:
-    """The race's ending: the measured ratio big, both totals beside it, and either the busy
+    """The race's ending: the measured ratio big, both totals under it, and either the busy
     notice or the one sentence the numbers support. `summary`: a `RaceSummary`, by attribute."""
     if summary is None or not summary.new_tokens:
-        return ("*Press **Now without the cache**: the same answer is made twice side by side, "
-                "once reading the stored keys and values and once recomputing the whole text "
-                "at every step. The measured ratio appears here.*")
+        return ("*Press **Now without the cache**: the same answer made twice, once reading "
+                "the stored keys and values, once recomputing the whole text at every step. "
+                "The measured ratio appears here.*")
     busy = noise is not None and noise.busy
     note = ("noisy: run again" if busy else "so far" if noise is None else
             "measured, same tokens" if summary.same_tokens else "measured, tokens differ")
     impossible = summary.impossible if noise is not None else None
     cards = cards_html([
         Card("time without ÷ with the cache", "—", "impossible: not shown") if impossible else
-        Card("time without ÷ with the cache", times(summary.speedup), note),
-        Card("with the cache", f"{summary.cached_seconds:.2f} s",
-             f"{summary.cached_forward_tokens:,} tokens through the model"),
-        Card("recomputing everything", f"{summary.recompute_seconds:.2f} s",
-             f"{summary.recompute_forward_tokens:,} tokens through the model"),
-    ])
+        Card("time without ÷ with the cache", times(summary.speedup), note)]) + (
+        f"With the cache **{summary.cached_seconds:.2f} s** "
+        f"({summary.cached_forward_tokens:,} tokens through the model); recomputing everything "
+        f"**{summary.recompute_seconds:.2f} s** ({summary.recompute_forward_tokens:,} tokens).  \n")
     if impossible:  # past physics: the reason stands where the figure would
         return cards + busy_notice_html(noise) + (
             f"**Not a possible result**: {impossible} This machine was disturbed while racing: "
