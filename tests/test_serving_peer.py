@@ -40,6 +40,17 @@ def test_make_bench_results_name_their_cpu_in_the_device():
     assert not read_comparison(gpu, here_cpu=CPU).here
 
 
+def test_make_benchs_card_pairs_the_two_engines_timed_by_the_same_client():
+    full = results(app_tps=999.0)  # "batched": make bench's own threaded class, another client
+    full["serving"]["workloads"] = {"class_30x48": {
+        "app": {"tokens_per_s": 130.0, "p95_latency_s": 7.0, "p95_ttft_s": 1.5},
+        "vllm": {"tokens_per_s": 110.0, "p95_latency_s": 9.0, "p95_ttft_s": 2.0}}}
+    c = read_comparison(full, here_cpu=CPU)
+    assert (c.app.tokens_per_s, c.vllm.tokens_per_s, c.vllm.p95_latency_s) == (130, 110, 9)
+    full["serving"]["workloads"]["class_30x48"]["vllm"] = None  # vLLM not run there
+    assert read_comparison(full, here_cpu=CPU).app.tokens_per_s == 999.0
+
+
 def test_this_machines_own_run_is_shown_else_the_recorded_one(tmp_path):
     recorded = tmp_path / "recorded.json"
     recorded.write_text(json.dumps(results(cpu=CPU, when="2026-01-01 00:00:00", app_tps=50)))
