@@ -91,7 +91,9 @@ class VisitorTokens:
 
 def visitor_of(request, trusted_proxies: int = 0) -> str:
     """The fairness key of a request (Starlette, FastAPI, or a gr.Request wrapping one):
-    "v:<token id>" for a valid visitor token, else "a:<address>"."""
+    "v:<token id>" for a valid visitor token, else "a:<address>". In a handler, pass its
+    gr.Request: the middleware has marked it, so `trusted_proxies` matters only for a request
+    the middleware never saw (then its address is read here)."""
     inner = getattr(request, "request", None) or request
     scope = getattr(inner, "scope", None) or {}
     return scope.get(VISITOR) or "a:" + request_address(request, trusted_proxies)
