@@ -7,7 +7,8 @@ from collections.abc import AsyncIterator
 
 import gradio as gr
 
-from classroom.client_address import LOCAL, counted, request_address
+from classroom.client_address import LOCAL
+from classroom.visitor_token import visitor_of
 from visualizations.timing_text import live_stats_md
 
 from .chat_handlers import EXAMPLES, generate_chat
@@ -16,11 +17,11 @@ from .common.controls import slider
 from .common.feedback import guarded
 
 
-def visitor_key(request: gr.Request | None) -> str:
-    """Who is chatting, for the server's fair line: the client's address ("" on this machine
-    itself, which is never capped)."""
-    address = request_address(request) if request is not None else LOCAL
-    return address if counted(address) else ""
+def visitor_key(request: gr.Request | None, trusted_proxies: int) -> str:
+    """Who is chatting, for the server's fair line: the visitor's signed token, else their
+    address ("" on this machine itself, which is never capped)."""
+    visitor = visitor_of(request, trusted_proxies) if request is not None else ""
+    return "" if visitor in ("", f"a:{LOCAL}") else visitor
 
 
 def build(ctx: AppContext) -> None:
@@ -41,7 +42,8 @@ def build(ctx: AppContext) -> None:
     chat = gr.Chatbot(label="Streaming answer (greedy decoding)", height=320, elem_id="chat-box")
 
     async def run(p: str, m: int, request: gr.Request) -> AsyncIterator[dict]:
-        async for frame in generate_chat(lm, settings, server, p, m, visitor_key(request)):
+        async for frame in generate_chat(lm, settings, server, p, m,
+                                            visitor_key(request, settings.trusted_proxies)):
             yield {chat: frame.history, stats: frame.stats}
 
     # Handlers only wait on their request's events, on the event loop: many may wait at once,

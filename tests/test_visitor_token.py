@@ -145,3 +145,21 @@ def test_fair_visitor_of_reads_a_handlers_gradio_request_else_the_address():
     assert visitor_of(gr.Request(request=Request(scope)), 1) == "a:203.0.113.7"
     marked = Request({**scope, visitor_token.VISITOR: "v:abc"})
     assert visitor_of(gr.Request(request=marked, session_hash="s")) == "v:abc"
+
+
+def test_try_its_chats_are_keyed_by_the_visitors_token_not_a_shared_address():
+    from types import SimpleNamespace
+
+    from classroom.visitor_token import VISITOR
+    from lessons.chat_panel import visitor_key
+
+    def request(scope: dict, host: str) -> SimpleNamespace:
+        return SimpleNamespace(request=SimpleNamespace(scope=scope, headers={},
+                                                       client=SimpleNamespace(host=host)))
+
+    school = "203.0.113.7"  # one address, two students with their own tokens
+    assert visitor_key(request({VISITOR: "v:one"}, school), 0) == "v:one"
+    assert visitor_key(request({VISITOR: "v:two"}, school), 0) == "v:two"
+    assert visitor_key(request({}, school), 0) == f"a:{school}"  # no token: its address
+    assert visitor_key(request({}, "127.0.0.1"), 0) == ""  # this machine: never capped
+    assert visitor_key(None, 0) == ""
