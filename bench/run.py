@@ -193,10 +193,9 @@ def main() -> dict:
     print(json.dumps({k: results["serving"][k] for k in visitor_memory.FIGURES}, indent=1))
 
     section("serving: four workloads, the app and vLLM (its own venv, same weights, same client)")
-    from bench.serving_vs_vllm import class_record
     del lm  # vLLM needs the memory and the cores; the app's model is not used after this
     workloads = serving_workloads.measure_workloads(log=print)
-    record = class_record(workloads)  # the 30 x 48 class: serving.vllm and its two ratios
+    record = serving_workloads.class_record(workloads)  # 30 x 48: serving.vllm, its ratios
     results["serving"].update(workloads=workloads, vllm=record["vllm"],
                               **{k: v for k, v in record.items() if k.startswith("app_vs_")})
     print(json.dumps(workloads, indent=1))

@@ -10,21 +10,10 @@ import json
 import os
 import time
 
-from bench import serving_workloads, vllm_peer
+from bench import serving_workloads
 from bench.app_server import ROOT
-from bench.run import cpu_name
 from bench.targets import check
-
-CLASS = "class_30x48"  # the workload the serving-peer card and the older keys describe
-
-
-def class_record(workloads: dict) -> dict:
-    """The 30 x 48 workload under the keys the serving-peer card and `make bench` read."""
-    w = workloads[CLASS]
-    vllm = (w["vllm"] | {"version": vllm_peer.VLLM_VERSION} if w["vllm"]
-            else {"skipped": w.get("vllm_reason", "no figures")})
-    return {"clients": 30, "new_tokens": 48, "batched": w["app"], "vllm": vllm,
-            **{k: v for k, v in w.items() if k.startswith("app_vs_vllm_") and v is not None}}
+from inference.experiments.cpu_flags import this_cpu as cpu_name
 
 
 def main() -> dict:
@@ -32,7 +21,7 @@ def main() -> dict:
     results: dict = {"when": time.strftime("%Y-%m-%d %H:%M:%S"), "machine": cpu_name(),
                      "cores": os.cpu_count()}
     workloads = serving_workloads.measure_workloads(log=print)
-    results["serving"] = {"workloads": workloads, **class_record(workloads)}
+    results["serving"] = {"workloads": workloads, **serving_workloads.class_record(workloads)}
     print(json.dumps(workloads, indent=1), flush=True)
     results["targets"] = check(results, serving_workloads.targets())
     results["bench_seconds"] = time.perf_counter() - t0
