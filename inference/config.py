@@ -226,6 +226,7 @@ class Settings:
     # is refused with when to try again.
     measure_line: int = 32  # presses waiting in the line at once (each holds a worker thread)
     class_line: int = 4  # past this many waiting, a measurement runs its class-sized variant
+    class_share: int = 3  # a class-sized variant measures about this many times fewer steps
     line_update_s: float = 1.0  # a waiting press's place and estimate are refreshed this often
 
     # Chunked prefill and step records. Each step decodes every running row (one
