@@ -30,6 +30,8 @@ from dataclasses import dataclass
 import torch
 
 from .block_pool import BlockPool, blocks_for
+from .cascade_attention import CascadePlan, use_cascade
+from .config import LIMITS
 from .errors import PoolFullError
 from .kv_cache import bytes_per_token, kv_cache_bytes
 from .paged_cache import PagedKV, paged_forward
@@ -151,6 +153,8 @@ class PagedBatch:
         self._touched: set[int] = set()  # blocks zeroed once (their memory is real now)
         self.prefix_hit_tokens = self.prefill_tokens = self.preemptions = 0
         self.forward_s = 0.0  # synced seconds in the model since start (callers read deltas)
+        # shared prefixes read once per step (cascade_attention.py), else per row
+        self.cascade = LIMITS.cascade_attention
 
     @property
     def block_tokens(self) -> int:
@@ -283,9 +287,13 @@ class PagedBatch:
             t = self.pool.tables[row.rid]
             tables[b, :len(t)] = torch.tensor(t)
         dev = self.lm.device
+        plan = None  # decode passes whose rows share a prefix read it once (cascade)
+        if self.cascade and ids.shape[1] == 1 and use_cascade(self.lm.model):
+            plan = CascadePlan.build(self.kv, pos, tables)
+            plan = plan if plan.groups else None  # nothing shared: the gathered path
         with stopwatch(dev) as t:
             logits = paged_forward(self.lm.model, self.kv, ids.to(dev), pos.to(dev),
-                                   tables.to(dev))
+                                   tables.to(dev), plan)
         self.forward_s += t[0]
         return logits
 

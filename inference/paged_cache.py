@@ -16,7 +16,8 @@ model calls `update(k, v, layer)` with the new positions' keys and values; `upda
 Each row gets its own position ids, so a row computes what it would compute alone. Nothing is
 copied when a request joins or leaves: its blocks are simply taken from or given back to the
 pool (`block_pool.py`); the only copy is the per-layer gather that attention reads, as large
-as the batch's longest row and freed when the layer is done.
+as the batch's longest row and freed when the layer is done. (`cascade_attention.py` reads a
+prefix that rows share once per step instead of once per row; this gather stays its reference.)
 
 Why our own gather and not transformers' `PagedAttentionCache` (`attn_implementation=
 "paged|sdpa"`)? That cache belongs to transformers' own continuous-batching loop
@@ -34,8 +35,12 @@ slower than `index_select` on a CPU, and a write through mixed indices
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from .cascade_attention import CascadePlan
 
 
 @dataclass
@@ -91,14 +96,16 @@ class PagedStep:
     reads, and the mask. `rows` builds it for B rows of Q new positions each."""
 
     def __init__(self, kv: PagedKV, write_slots: torch.Tensor, read_blocks: torch.Tensor,
-                 mask: torch.Tensor) -> None:
+                 mask: torch.Tensor, reads_in_attention: bool = False) -> None:
         self.kv = kv
+        self.reads_in_attention = reads_in_attention  # cascade: attention reads the pool
         self.write_slots = write_slots  # [B*Q] slot of each new position, in input order
         self.read_blocks = read_blocks  # [B*NB] each row's blocks in position order
         self.mask = mask  # [B, 1, Q, NB*bt] True = this query may read this key
 
     @staticmethod
-    def rows(kv: PagedKV, positions: torch.Tensor, tables: torch.Tensor) -> PagedStep:
+    def rows(kv: PagedKV, positions: torch.Tensor, tables: torch.Tensor,
+             reads_in_attention: bool = False) -> PagedStep:
         """positions [B, Q] (left padding: -1), tables [B, NB] (padded with the scratch
         block). Row b's query at position p reads row b's keys 0..p."""
         bt = kv.block_tokens
@@ -109,11 +116,13 @@ class PagedStep:
         keys = torch.arange(tables.shape[1] * bt, device=tables.device)  # [S]
         # query (b, q) sees key j when j <= its position (a padding query sees key 0 only)
         mask = (keys[None, None, :] <= pos[:, :, None])[:, None]  # [B, 1, Q, S]
-        return PagedStep(kv, (block * bt + pos % bt).reshape(-1), tables.reshape(-1), mask)
+        return PagedStep(kv, (block * bt + pos % bt).reshape(-1), tables.reshape(-1), mask,
+                         reads_in_attention)
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int,
                *args, **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
-        """k, v: [B, H_kv, Q, D] -> every row's keys and values so far: [B, H_kv, S, D]."""
+        """k, v: [B, H_kv, Q, D] -> every row's keys and values so far: [B, H_kv, S, D]
+        (with the cascade on, k and v back as they came: its attention reads the pool)."""
         out = []
         for pool, new in ((self.kv.keys[layer_idx], key_states),
                           (self.kv.values[layer_idx], value_states)):
@@ -121,6 +130,9 @@ class PagedStep:
             n, bt = pool.shape[0], pool.shape[1]
             pool.view(n * bt, h, d).index_copy_(  # pool as slots: [N*bt, H, D]
                 0, self.write_slots, new.transpose(1, 2).reshape(b * q, h, d).to(pool.dtype))
+            if self.reads_in_attention:
+                out.append(new)
+                continue
             rows = pool.view(n, -1).index_select(0, self.read_blocks)  # [B*NB, bt*H*D]
             out.append(rows.view(b, -1, h, d).transpose(1, 2))  # [B, H, NB*bt, D]
         return out[0], out[1]
@@ -131,10 +143,13 @@ class PagedStep:
 
 @torch.inference_mode()
 def paged_forward(model, kv: PagedKV, input_ids: torch.Tensor, positions: torch.Tensor,
-                  tables: torch.Tensor) -> torch.Tensor:
+                  tables: torch.Tensor, cascade: CascadePlan | None = None) -> torch.Tensor:
     """One forward pass through the pool. input_ids, positions: [B, Q] (left padding has
-    position -1); tables: [B, NB]. -> logits [B, V] of each row's last position."""
-    step = PagedStep.rows(kv, positions, tables)
+    position -1); tables: [B, NB]. -> logits [B, V] of each row's last position. With a
+    `cascade` plan (the model running "paged_cascade", `cascade_attention.py`), attention
+    reads shared prefixes once per group instead of this file's per-row gather."""
+    step = PagedStep.rows(kv, positions, tables, reads_in_attention=cascade is not None)
+    extra = {} if cascade is None else {"cascade": cascade}
     out = model(input_ids=input_ids, cache=step, attention_mask=step.mask,
-                position_ids=positions.clamp(min=0), use_cache=True, logits_to_keep=1)
+                position_ids=positions.clamp(min=0), use_cache=True, logits_to_keep=1, **extra)
     return out.logits[:, -1, :]
