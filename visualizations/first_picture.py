@@ -19,7 +19,7 @@ import hashlib
 import html
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .mechanism import decode_lane, layer_groups, nice_capacity, race_lanes, slow_factor
 from .mechanism_style import GENERATED_COLOUR, PROMPT_COLOUR, READ_COLOUR, mechanism_css
@@ -241,7 +241,9 @@ def live_picture(prompt: Sequence[str], events: Sequence, layers: int, *, capaci
     """The newest step of the live answer. `events`: its `StepEvent`s so far; `capacity`:
     prompt + the answer's length, so the cells keep their width while the answer grows. The
     slow-down fits the median decode step, so it stays put while the steps come."""
-    lane = decode_lane(prompt, events)
+    e = events[-1]  # its title short: the step line above says the rest
+    lane = replace(decode_lane(prompt, events), title=f"step {e.index}" + (
+        "" if e.index and e.forward_tokens == 1 else ": refill" if e.index else ": the prompt"))
     typical = statistics.median(e.seconds for e in events[1:]) if len(events) > 1 else None
     return picture_html([lane], layers, step_line(events[-1]), name=name,
                         capacity=max(capacity, lane.cached), step=events[-1].index,
