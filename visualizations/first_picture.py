@@ -214,10 +214,11 @@ def step_line(ev) -> str:
                 f"from its cache and wrote one more in {_ms(ev.seconds)}{with_others}")
     cached = getattr(ev, "prefix_cached_tokens", 0)
     passes = getattr(ev, "prefill_passes", 1)
-    how = "in one pass" if passes <= 1 else f"in {passes} passes"
+    how = ("in one pass" if passes == 1 else f"in {passes} passes" if passes > 1 else
+           "")  # 0: another engine's answer, its passes its own
     took = (f"took {cached} prompt tokens from its prefix cache, read the other "
-            f"{ev.forward_tokens} {how}" if cached else
-            f"read all {ev.forward_tokens} tokens {how}")
+            f"{ev.forward_tokens} {how}".rstrip() if cached else
+            f"read all {ev.forward_tokens} tokens {how}").rstrip()
     if ev.index:  # a freed cache: the whole text fed again
         return (f"step {ev.index}: the cache was freed, so the model {took} and wrote one more "
                 f"in {_ms(ev.seconds)}{with_others}")
