@@ -76,6 +76,8 @@ class Settings:
     # running or waiting at once, past which the next is refused with a message.
     visitor_chats: int = 4
     unread_stream_s: float = 30.0  # a served answer nobody reads this long is stopped (0 = never)
+    unread_poll_s: float = 1.0  # how often the web layer looks for events nobody reads
+    idle_trim_s: float = 3.0  # compute idle this long: freed heap goes back to the system
     server_cache_mb: int = 1_024  # KV cache of all rows: the block pool
     server_window_s: float = 60.0  # the "last minute" of the live server view
     stop_check_s: float = 0.5  # an answer waiting on the server re-yields this often, so Stop lands
