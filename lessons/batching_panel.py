@@ -30,7 +30,7 @@ from .common.exports import wire_batch_csv
 from .common.feedback import guarded
 from .common.latest import latest_modes
 from .common.lesson_text import lesson_page
-from .common.measurement import Measurement, prompt_tokens
+from .common.measurement import Measurement, prompt_tokens, shrunk
 from .common.measurement_wiring import wire_measurement
 from .common.named_outputs import showing
 from .common.read_more import lesson_markdown
@@ -89,11 +89,18 @@ def sweep_tab(ctx: AppContext, measured: SharedStates) -> Dependency:
     handler = showing(shown, lambda data: run.sweep_frames(
         lm, settings, shared, max_batch=data[largest], steps=data[steps],
         budget_mb=data[budget], schedules=data[measured.schedules], guess=data[guess]))
+    def smaller(data):  # the class-sized sweep, when the measurement line is long
+        most = max(b for b in sweep_sizes(int(settings.batch.high))
+                   if b <= max(1, int(data[largest]) // settings.class_share))
+        few = shrunk(data[steps], settings.sweep_decode_steps.low, settings.class_share)
+        return ({**data, largest: most, steps: few},), (
+            f"batches up to {most} with {few} timed steps each, not up to "
+            f"{int(data[largest])} with {int(data[steps])}")
     ev = wire_measurement(start, {largest, steps, budget, measured.schedules, guess},
                           list(shown.values()), Measurement(
         "batch_sweep", handler, work=lambda data: batch_sweep_tokens(
             prompt_tokens(lm, settings, run.SWEEP_PROMPT), int(data[largest]),
-            int(data[steps])), limit="long"), ctx)
+            int(data[steps])), limit="long", smaller=smaller), ctx)
     stop.click(None, None, None, cancels=[ev])
     wire_batch_csv(lm, shared, ev, measured.sweep)  # the charts' data as CSV, once finished
     return ev

@@ -28,7 +28,7 @@ from .common.context import AppContext
 from .common.controls import guess_box, slider
 from .common.feedback import guarded
 from .common.lesson_text import lesson_page
-from .common.measurement import Measurement, prompt_tokens
+from .common.measurement import Measurement, prompt_tokens, shrunk
 from .common.measurement_wiring import wire_measurement
 from .common.named_outputs import showing
 from .common.read_more import lesson_markdown
@@ -99,9 +99,13 @@ def race_tab(ctx: AppContext) -> None:
              "diagram": gr.HTML(race_diagram([], [], lm.info.layers),
                                 elem_id="kv-race-diagram"),
              "noise": gr.State(None)}  # the last frame's busy-or-quiet reading
+    def smaller(p, n, g):  # the class-sized race, when the measurement line is long
+        fewer = shrunk(n, settings.race_new_tokens.low, settings.class_share)
+        return (p, fewer, g), f"{fewer} steps, not {int(n)}"
     ev = wire_measurement(start, [prompt, new_tokens, guess], list(shown.values()), Measurement(
         "kv_race", showing(shown, lambda p, n, g: run.race_frames(lm, settings, p, n, g)),
-        work=lambda p, n, g: race_tokens(prompt_tokens(lm, settings, p), int(n))), ctx)
+        work=lambda p, n, g: race_tokens(prompt_tokens(lm, settings, p), int(n)),
+        smaller=smaller, label="KV race"), ctx)
     stop.click(None, None, None, cancels=[ev])
     lengths_section(ctx)
 

@@ -18,7 +18,7 @@ from .common.controls import guess_box, slider
 from .common.exports import wire_prefill_csv
 from .common.feedback import guarded
 from .common.lesson_text import lesson_page
-from .common.measurement import Measurement
+from .common.measurement import Measurement, shrunk
 from .common.measurement_wiring import wire_measurement
 from .common.read_more import lesson_markdown
 from .prefill_handlers import (
@@ -78,10 +78,13 @@ def _sweep_section(ctx: AppContext) -> None:
     def sweep_button(interactive: bool):
         return guarded(lambda: gr.update(interactive=interactive), compute=False)
 
+    def smaller(chosen, most, g):  # the class-sized sweep, when the measurement line is long
+        fewer = shrunk(most, settings.prefill_sweep_tokens.low, settings.class_share)
+        return (chosen, fewer, g), f"one token at a time up to {fewer} tokens, not {int(most)}"
     ev = wire_measurement(sweep_btn.click(sweep_button(False), None, sweep_btn),
                           [lengths, max_seq, guess], [chart, progress], Measurement(
         "prefill_sweep", on_sweep, work=lambda chosen, most, g: prefill_sweep_tokens(
-            [int(n) for n in chosen or []] or [8, 32, 128], int(most))), ctx)
+            [int(n) for n in chosen or []] or [8, 32, 128], int(most)), smaller=smaller), ctx)
     ev.then(sweep_button(True), None, sweep_btn)
     wire_prefill_csv(lm, shared, ev, lengths, max_seq)  # the chart's data as CSV, once finished
     stop_btn.click(sweep_button(True), None, sweep_btn, cancels=[ev])

@@ -170,6 +170,25 @@ def test_a_shared_run_whose_leader_leaves_still_serves_its_follower():
     assert runs.leads == 1 and runs.live(KEY)  # whole and quiet: shown to the next asker too
 
 
+def test_the_lessons_class_sized_variants_measure_less_and_say_what(app_module):
+    """The lessons' measurements with a class-sized variant: on their page's defaults it feeds
+    fewer tokens (their own work formula) and says what it measures instead."""
+    from test_measure_budget import args, default, heavy, measurement
+
+    app, sized = app_module, {}
+    for fn in heavy(app.demo):
+        m = measurement(app, fn)
+        if m.smaller is not None:
+            given = args(app, fn, [default(b) for b in fn.inputs])
+            fewer, what = m.smaller(*given)
+            sized[m.name] = (m.work(*fewer), m.work(*given), what)
+    assert {"kv_race", "batch_sweep", "prefill_sweep"} <= set(sized)
+    for name, (small, full, what) in sized.items():
+        assert 0 < small < full, (name, small, full)
+        assert ", not " in what, (name, what)
+    assert sized["kv_race"][2] == "8 steps, not 24"
+
+
 # One real-model race through the real app ------------------------------------------------------
 
 

@@ -89,6 +89,15 @@ class Measurement:
         return OVER_BUDGET.format(work=tokens, budget=budget) if tokens > budget else None
 
 
+def shrunk(n, low: float, share: int) -> int:
+    """A class-sized count: `n` over `share`, at least `low` (and never more than `n`).
+
+    >>> shrunk(24, 4, 3), shrunk(6, 4, 3), shrunk(3, 4, 3)
+    (8, 4, 3)
+    """
+    return min(int(n), max(int(low), int(n) // share))
+
+
 def measurement_of(block_fn) -> Measurement | None:
     """The measurement a wired event runs (`measurement_wiring.measured` marks it), or None."""
     return getattr(getattr(block_fn, "fn", None), "measurement", None)

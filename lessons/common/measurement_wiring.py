@@ -128,7 +128,8 @@ class Turn:
             return None
         try:
             args, what = m.smaller(*values)
-            return tuple(args), _work(m, list(args)), what
+            work = _work(m, list(args))
+            return (tuple(args), work, what) if 0 < work < _work(m, values) else None
         except Exception:  # noqa: BLE001 - arguments the handler itself will refuse, worded
             return None
 
