@@ -7,8 +7,8 @@ queue gives: a fair share per visitor, told by a token the server signs and give
 identical measurements run once (`shared_runs`; each measurement's work budget and time limit
 come with its wiring, `lessons.common.measurement_wiring`), every input checked against its
 component before a handler sees it (`input_check`), bounded sessions (`session_budget`),
-request-size limits and worded errors (`request_limits`, `cancels`), and two per-visitor costs
-of the web stack removed (`web_costs`).
+request-size limits and worded errors (`request_limits`, `cancels`), answers nobody reads
+stopped (`unread_streams`), and two per-visitor costs of the web stack removed (`web_costs`).
 
 What Gradio's public API offers is used first: `demo.queue(max_size=, default_concurrency_limit=)`,
 per-event `concurrency_id`/`concurrency_limit`, `cancels=[...]` and Starlette middleware on the
@@ -35,6 +35,7 @@ from .input_check import check_every_input
 from .request_limits import LimitRequestSize, WordValidationErrors
 from .session_budget import bound_sessions
 from .shared_runs import SharedRuns
+from .unread_streams import stop_unread_streams
 from .visitor_token import VisitorCookies, VisitorTokens, visitor_of
 from .web_costs import calm_queue, trim_web_costs
 
@@ -42,8 +43,9 @@ PINNED_GRADIO = "6.31.0"  # the version the private patches below were written a
 log = logging.getLogger(__name__)
 REFUSED = ("classroom: Gradio %s is not the pinned %s, so its private queue and session "
            "internals are left unpatched: per-visitor and per-address fairness, identical "
-           "presses joining one run, the session sweep and the input checks are off; Gradio's "
-           "own queue limits apply (each measurement's budget and time limit still hold)")
+           "presses joining one run, the session sweep, the input checks and stopping answers "
+           "nobody reads are off; Gradio's own queue limits apply (each measurement's budget "
+           "and time limit still hold)")
 
 
 def install(demo: gr.Blocks, settings: Settings, fair: Fairness,
@@ -60,6 +62,7 @@ def install(demo: gr.Blocks, settings: Settings, fair: Fairness,
     limit_per_session(demo, settings.session_events, settings.lane_waiting, fair=fair)
     explain_bad_numbers(demo)
     check_every_input(demo, settings.max_prompt_chars)  # arity, types, limits: every endpoint
+    stop_unread_streams(demo, settings.unread_stream_s, settings.unread_poll_s)
     return True
 
 
