@@ -151,6 +151,33 @@ def test_a_queued_press_whose_visitor_leaves_leaves_the_line_and_runs_nothing(wi
     assert wired.calls == [] and len(wired.line) == 0
 
 
+def test_a_press_past_the_lines_bound_is_refused_with_when_to_try_again():
+    release = threading.Event()
+
+    def hold(n):
+        yield "holding the line"
+        release.wait(60)
+        yield "released"
+
+    settings = Settings(measure_line=1, line_update_s=0.05)
+    ctx = AppContext(SimpleNamespace(device="cpu"), settings, runs=SharedRuns(reuse_s=60))
+    press = measured(Measurement("hold", hold, work=lambda n: n), ctx, [gr.Markdown()])
+    holder = Reader(press(1))
+    line = ctx.runs.line_for(settings)
+    try:
+        assert wait_for(lambda: len(line) == 1, timeout=30)
+        waiting = press(2)
+        assert "next in line" in str(next(waiting))
+        with pytest.raises(gr.Error, match=r"line is full \(1 waiting") as full:
+            next(press(3))
+        assert "Try again when the measurement running now has finished" in full.value.message
+        assert line.waiting() == 1
+        waiting.close()
+    finally:
+        release.set()
+    assert wait_for(holder.done, timeout=60) and len(line) == 0
+
+
 def test_a_shared_run_whose_leader_leaves_still_serves_its_follower():
     """The leader's run is measuring when its visitor leaves (its generator closed); a follower
     watching it carries it on to the end: one run, its result shown to the follower."""

@@ -33,12 +33,13 @@ from .measure_line import LineFull, estimate
 from .measurement import HEAVY, SMALLER, Measurement, Outcome, measurement_of, timed, watched
 
 SPECIAL = (gr.Request, gr.EventData)  # what Gradio adds to a handler's arguments, not inputs
-IN_LINE = ("⏳ **Your measurement is {where}.** Measurements run one after another so each has "
-           "the machine to itself; this line updates as the line moves (Stop leaves the line).")
+IN_LINE = ("⏳ **Your measurement is {where}.** Measurements take turns on this machine, so "
+           "each is timed without the others; this message updates as the line moves (Stop "
+           "leaves the line).")
 YOUR_TURN = "▶ **Your turn: measuring now.**"
-LINE_FULL = ("The measurement line is full: {n} measurements are waiting for this machine, which "
-             "runs them one after another. Try again {when}; a press identical to one in line "
-             "joins it instead of waiting.")
+LINE_FULL = ("The measurement line is full ({n} waiting for this machine, which takes them in "
+             "turn). Try again {when}; a press identical to one in line joins it instead of "
+             "waiting.")
 
 
 def wire_measurement(button, inputs, outputs: list, m: Measurement, ctx) -> Dependency:
