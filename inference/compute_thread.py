@@ -18,6 +18,9 @@ Because the thread runs one job at a time, a job is a unit of honest timing: a s
 and stopped inside one job times that job's arithmetic and nothing else of the app's. A lesson
 measurement is a generator whose steps are jobs, so the server's steps can run between them
 (`iterate(gen, call=server.turn)` takes turns with the server) and never inside one.
+
+When its work stops for `Settings.idle_trim_s`, the heap that work freed is handed back to the
+system, once, on this thread (`idle`, `idle_trim.py`).
 """
 from __future__ import annotations
 
@@ -26,12 +29,34 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
+from .config import Settings
+from .idle_trim import IdleHook
+
 T = TypeVar("T")
 NAME = "llm-lab-compute"
 
 _ident: list[int] = []  # the compute thread's id, once it has started
 _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=NAME,
                                initializer=lambda: _ident.append(threading.get_ident()))
+
+
+def _trim_when_idle() -> None:
+    """Hand the heap the work freed back to the system, on the compute thread (so never
+    beside a timed pass), queued uncounted: it does not start another idle spell."""
+    from .cache_budget import trim_heap  # imports the model's modules, so not at start-up
+
+    _executor.submit(trim_heap)
+
+
+idle = IdleHook(Settings().idle_trim_s, _trim_when_idle)  # idle_trim.py says why
+
+
+def _queue(fn: Callable[..., T], *args, **kwargs) -> Future:
+    """`fn` queued on the compute thread, counted as work (`idle`)."""
+    idle.started()
+    future = _executor.submit(fn, *args, **kwargs)
+    future.add_done_callback(lambda _: idle.finished())
+    return future
 
 
 def on_compute_thread() -> bool:
@@ -43,14 +68,14 @@ def run(fn: Callable[..., T], *args, **kwargs) -> T:
     """`fn(*args, **kwargs)` on the compute thread; its result, or its exception raised here."""
     if on_compute_thread():
         return fn(*args, **kwargs)
-    return _executor.submit(fn, *args, **kwargs).result()
+    return _queue(fn, *args, **kwargs).result()
 
 
 def submit(fn: Callable[..., T], *args, **kwargs) -> Future:
     """Queue `fn(*args, **kwargs)` behind the work already queued and return at once (its
     Future). For a caller that must queue a job while holding a lock of its own (the server's
     turn-taking); not from the compute thread itself, which would wait for itself."""
-    return _executor.submit(fn, *args, **kwargs)
+    return _queue(fn, *args, **kwargs)
 
 
 _DONE = object()
@@ -75,4 +100,4 @@ def iterate(gen: Iterator[T], call: Callable[..., object] = run) -> Iterator[T]:
             yield item
     finally:
         if hasattr(gen, "close"):  # a generator (a plain iterator has nothing to clean up)
-            _executor.submit(gen.close)
+            _queue(gen.close)

@@ -18,7 +18,7 @@ import pytest
 import classroom
 from classroom.unread_streams import UnreadStreams
 from inference.config import Settings
-from tests.polling import wait_for
+from polling import wait_for
 
 UNREAD_S, POLL_S = 1.0, 0.2
 STEPS = 400  # a stream of ~8 s at 20 ms a step: far longer than UNREAD_S
