@@ -84,27 +84,6 @@ def time_parallel(model, ids: list[int], device, repeats: int = PARALLEL_REPEATS
 SEQUENTIAL_STRETCH = 16  # tokens fed one at a time between two yields (~1 s on 2 CPU cores)
 
 
-def sequential_steps(model, ids: list[int], device,
-                     stretch: int = SEQUENTIAL_STRETCH) -> Iterator[tuple[int, float]]:
-    """Feed the tokens one forward pass at a time, with a KV cache; after each stretch of
-    `stretch` tokens, yield (tokens fed, seconds so far). Each stretch is timed on its own and
-    the times add up, so whatever runs between two stretches (a lesson yields there, and the
-    server takes a step) is never counted."""
-    cache, seconds = DynamicCache(), 0.0
-    for start in range(0, len(ids), stretch):
-        with stopwatch(device) as t:
-            for i in ids[start:start + stretch]:
-                forward(model, torch.tensor([[i]], device=device), cache)
-        seconds += t[0]
-        yield min(start + stretch, len(ids)), seconds
-
-
-def time_sequential(model, ids: list[int], device) -> float:
-    """Seconds to feed the tokens one forward pass at a time, with a KV cache."""
-    *_, (_, seconds) = sequential_steps(model, ids, device, stretch=max(len(ids), 1))
-    return seconds
-
-
 def one_pass_seconds(model, ids: list[int], device) -> float:
     """One synced prefill of these tokens (seconds): one round's parallel lane."""
     return prefill(model, torch.tensor([ids], device=device)).seconds
@@ -195,7 +174,7 @@ def prefill_sweep(lm, lengths: list[int], max_sequential: int = 128
             for item in measure_length(lm, n, max_sequential, threads, attempt):
                 if isinstance(item, PrefillPoint):
                     point = item
-                elif not attempt:  # a stretch fed: progress
+                else:  # a stretch fed: progress (the server may step here)
                     yield SweepProgress(done - 1, len(lengths), tuple(points), *item)
             if point.impossible is None:
                 break
