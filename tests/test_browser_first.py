@@ -115,9 +115,9 @@ SVG_TEXT_PX = """() => Array.from(document.querySelectorAll('#start-diagram svg 
   .map(t => { const m = t.getScreenCTM();
               return parseFloat(getComputedStyle(t).fontSize) * Math.hypot(m.a, m.b); })"""
 ANSWERED = """() => /stopped after|ended by the model|ended after/.test(
-  document.querySelector('#start-answer').innerText)"""
+  (document.querySelector('#start-answer') || {}).innerText)"""
 RACED = """() => /machine quiet|numbers are noisy|Not a possible result/.test(
-  document.querySelector('#start-race-result').innerText)"""
+  (document.querySelector('#start-race-result') || {}).innerText)"""
 
 
 def open_at(browser, width: int, height: int, scale: float):
