@@ -41,9 +41,11 @@ are all their blocks. Left out: FlashInfer's multi-level cascades (a group insid
 reads its outer prefix once, its inner one once more) and a fused kernel (each part here is
 a few torch matrix products). `paged_cache.PagedStep` keeps the gathered path as the
 reference this file is tested against. The batch (`paged_batch.py`) takes the cascade for
-decode passes (one new position a row) whose rows share a prefix, where re-reading it per
-row is the step's cost; a prompt chunk's many queries per key make its arithmetic the cost,
-and it keeps the gathered path with sdpa's fused kernel (no [Q, S] score table of ours).
+decode passes (one new position a row) where it at least halves the key positions read
+(`read_positions` against `gathered_positions`): after a long shared preamble re-reading it
+per row is the step's cost, while a one-block shared system prompt saves about what the extra
+products and the merge cost. A prompt chunk's many queries per key make its arithmetic the
+cost, and it keeps the gathered path with sdpa's fused kernel (no [Q, S] score table of ours).
 
 The model calls attention through transformers' `AttentionInterface`: this file registers
 `cascade_attention_forward` as "paged_cascade" and the paged pass hands it the step's
@@ -129,6 +131,8 @@ class CascadePlan:
     own_blocks: torch.Tensor  # [B*NO] each row's blocks after its prefix (padded: scratch)
     own_mask: torch.Tensor  # [B, 1, Q, NO*bt] True = this query may read this own key
     groups: list[tuple[torch.Tensor, torch.Tensor]]  # (rows [G], prefix blocks [k]) each
+    read_positions: int  # key positions read a layer: each prefix once, every row's own
+    gathered_positions: int  # what the gathered path reads: rows × the longest table
 
     @staticmethod
     def build(kv, positions: torch.Tensor, tables: torch.Tensor) -> CascadePlan:
@@ -151,7 +155,9 @@ class CascadePlan:
         return CascadePlan(kv, own_blocks.reshape(-1).to(dev), own_mask.to(dev),
                            [(torch.tensor(m, device=dev), torch.tensor(rows[m[0]][:k],
                                                                        device=dev))
-                            for m, k in groups])
+                            for m, k in groups],
+                           (sum(k for _, k in groups) + len(rows) * width) * bt,
+                           tables.numel() * bt)
 
     def attend(self, query: torch.Tensor, layer: int, scale: float) -> torch.Tensor:
         """query [B, H, Q, D] -> attention output [B, H, Q, D] float32, from the pool."""

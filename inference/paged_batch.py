@@ -287,10 +287,10 @@ class PagedBatch:
             t = self.pool.tables[row.rid]
             tables[b, :len(t)] = torch.tensor(t)
         dev = self.lm.device
-        plan = None  # decode passes whose rows share a prefix read it once (cascade)
+        plan = None  # decode passes whose rows share a long prefix read it once (cascade)
         if self.cascade and ids.shape[1] == 1 and use_cascade(self.lm.model):
             plan = CascadePlan.build(self.kv, pos, tables)
-            plan = plan if plan.groups else None  # nothing shared: the gathered path
+            plan = plan if 2 * plan.read_positions <= plan.gathered_positions else None
         with stopwatch(dev) as t:
             logits = paged_forward(self.lm.model, self.kv, ids.to(dev), pos.to(dev),
                                    tables.to(dev), plan)

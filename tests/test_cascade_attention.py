@@ -90,6 +90,7 @@ def test_a_long_shared_prefix_is_read_once_not_once_per_row():
     ((members, blocks),) = plan.groups
     assert members.tolist() == [0, 1, 2, 3] and blocks.tolist() == prefix  # once for four
     assert plan.own_blocks.numel() == 4  # each row's own last block, not its 11
+    assert (plan.read_positions, plan.gathered_positions) == ((10 + 4) * BT, 4 * 11 * BT)
 
 
 def test_chunked_prefill_rows_keep_their_causal_mask():
@@ -121,7 +122,8 @@ def test_rows_after_a_long_shared_preamble_get_their_solo_tokens(lm, monkeypatch
 
     def spy(kv, positions, tables):
         plan = build(kv, positions, tables)
-        groups.append(max((len(b) for _, b in plan.groups), default=0))
+        if 2 * plan.read_positions <= plan.gathered_positions:  # the batch takes it
+            groups.append(max((len(b) for _, b in plan.groups), default=0))
         return plan
     monkeypatch.setattr(CascadePlan, "build", staticmethod(spy))
     srv = Server(lm, Settings(server_rows=8))
@@ -132,6 +134,15 @@ def test_rows_after_a_long_shared_preamble_get_their_solo_tokens(lm, monkeypatch
         got = [[e.token_id for e in r.events()] for r in reqs]
     finally:
         srv.close()
-    assert max(groups) * Settings().block_tokens >= 192  # the preamble was read as one prefix
+    assert max(groups, default=0) * Settings().block_tokens >= 192  # the preamble, once a step
     for i, tokens in zip(ids, got):
         assert tokens == [e.token_id for e in stream(lm, i, SamplingSettings(), 12)]
+
+
+def test_a_model_running_another_attention_keeps_the_gathered_path():
+    """A lesson measuring "eager" at that moment: the batch must not pass a plan it ignores."""
+    from types import SimpleNamespace
+
+    from inference.cascade_attention import use_cascade
+
+    assert not use_cascade(SimpleNamespace(config=SimpleNamespace(_attn_implementation="eager")))
