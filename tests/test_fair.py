@@ -214,13 +214,15 @@ def _wait_running(app, event_id: str, timeout_s: float = 120) -> None:
     raise AssertionError(f"{event_id} never started")
 
 
-def _heavy_ahead(app, event_id: str) -> int:
-    """Heavy jobs running, plus those waiting in front of `event_id` in the heavy lane."""
-    queue = app.demo._queue
-    lane = queue.event_queue_per_concurrency_id["heavy"].queue
-    ids = [e._id for e in lane]
-    running = sum(e.concurrency_id == "heavy" for job in queue.active_jobs if job for e in job)
-    return running + (ids.index(event_id) if event_id in ids else 0)
+def _heavy_ahead(app, visitor, event_id: str) -> int:
+    """Measurements running or waiting in the measurement line in front of `event_id`'s, the
+    last press to join it (its first frame says it has joined)."""
+    deadline = time.monotonic() + 120
+    while not any(m.get("event_id") == event_id and m.get("msg") == "process_generating"
+                  for m in list(visitor.messages)):
+        assert time.monotonic() < deadline, f"{event_id} never started"
+        time.sleep(POLL_S)
+    return len(app.RUNS.line) - 1
 
 
 def test_fair_twelve_sessions_without_a_token_hold_one_heavy_place(app_module, app_url,
@@ -243,7 +245,7 @@ def test_fair_twelve_sessions_without_a_token_hold_one_heavy_place(app_module, a
         mine = other.join(race, [RACE_PROMPT, 5, None])
         assert mine.status_code == 200, mine.text
         mine_id = mine.json()["event_id"]
-        assert _heavy_ahead(app_module, mine_id) <= 1  # at most the flood's one measurement
+        assert _heavy_ahead(app_module, other, mine_id) <= 1  # at most the flood's one measurement
         talk = other.join(chat, ["Say hi.", 4])
         assert talk.status_code == 200, talk.text
         done = other.completed(talk.json()["event_id"])
