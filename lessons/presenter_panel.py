@@ -71,6 +71,21 @@ KEYS_JS = """() => {
   });
 }"""
 
+# Pressed, the screen's button draws its own "sent" line at once, in the browser: the run's
+# first frame needs a turn on the model's thread (the class's chats and other measurements
+# share it), which a busy machine can hold for seconds. The run's own lines replace it.
+SENT_JS = """() => {
+  const r = document.querySelector('#present-result .present-result');
+  const b = document.getElementById('present-run');
+  if (!r || !b) return;
+  r.className = 'present-result present-running present-sent';
+  r.setAttribute('role', 'status');
+  r.replaceChildren(...['present-label', 'present-detail'].map(c => {
+    const d = document.createElement('div'); d.className = c; return d; }));
+  r.children[0].textContent = '⏳ ' + b.innerText.trim() + ': sent';
+  r.children[1].textContent = 'waiting for its turn on the model (the class shares it)';
+}"""
+
 
 def build(ctx: AppContext) -> None:
     """The presenter inside the caller's tab; `ctx.demo`: the app, to bind the keys on load."""
@@ -155,6 +170,7 @@ def build(ctx: AppContext) -> None:
                api_visibility="private", trigger_mode="always_last")
     forward.click(guarded(move(+1), plain=True, compute=False), progress, outputs, queue=False,
                   api_visibility="private", trigger_mode="always_last")
+    run.click(None, None, None, js=SENT_JS, queue=False, api_visibility="private")
     wire_measurement(run, [progress, guess], outputs + [finished], Measurement(
         "presenter_measure", measure, work=lambda p, typed: screen_tokens(
             lm, settings, at(screens, clean(p))[1].measure)), ctx).success(
