@@ -9,7 +9,11 @@ job on the compute thread, so the server answers the class's chats between them
 (`measure_steps` runs either kind). A `Step` is "decode step k of N" and the figure measured so
 far, which the screen shows while it runs (a part may yield None instead: the screen keeps its
 line). `MEASURES` maps the screen's `measure:` key to it. A `Measured` is stored in the
-visitor's browser as a dict (`as_dict`), so it holds only plain numbers and text.
+visitor's browser as a dict (`as_dict`), so it holds only plain numbers and text. Pressed, a
+screen first yields its "started" line, before any model work (`measure_screen_steps`).
+
+Beside this file: the work each screen asks for (`presenter_work`), the batch sweep a visitor's
+cost screen reuses (`presenter_sweep`), the recap's five numbers (`presenter_recap`).
 
 Every timed screen is watched by the noise rule (`inference.experiments.noise`): on a busy
 machine its label carries the busy notice, `noisy` is set (the guess is set beside the number
