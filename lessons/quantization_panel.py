@@ -29,7 +29,7 @@ from visualizations.style import info_caption
 from .common.context import AppContext
 from .common.controls import guess_box, slider
 from .common.lesson_text import lesson_page
-from .common.measurement import Measurement, prompt_tokens
+from .common.measurement import Measurement, prompt_tokens, shrunk
 from .common.measurement_wiring import wire_measurement
 from .common.read_more import lesson_markdown
 from .quantization_handlers import (
@@ -111,9 +111,13 @@ def build(ctx: AppContext) -> None:
             yield shown(frame, guessed)
 
     text = len(lm.tokenizer(load_perplexity_text(), add_special_tokens=False)["input_ids"])
+    def smaller(p, m, n, g):  # the class-sized comparison, when the measurement line is long
+        fewer = shrunk(n, settings.quant_new_tokens.low, settings.class_share)
+        return (p, m, fewer, g), f"{fewer} greedy tokens per mode, not {int(n)}"
     ev = wire_measurement(run_btn, [prompt, modes, new_tokens, guess],
                           [progress, cards, roofline, diagram, bars, table, texts, closing],
                           Measurement("quant_compare", run, work=lambda p, m, n, g: quant_tokens(
                               prompt_tokens(lm, settings, p, MAX_PROMPT_TOKENS), int(n),
-                              len(chosen_modes(m)), text), limit="long"), ctx)
+                              len(chosen_modes(m)), text), limit="long", smaller=smaller,
+                              label="quantization comparison"), ctx)
     stop_btn.click(None, None, None, cancels=[ev])

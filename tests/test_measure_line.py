@@ -209,7 +209,7 @@ def test_the_lessons_class_sized_variants_measure_less_and_say_what(app_module):
             given = args(app, fn, [default(b) for b in fn.inputs])
             fewer, what = m.smaller(*given)
             sized[m.name] = (m.work(*fewer), m.work(*given), what)
-    assert {"kv_race", "batch_sweep", "prefill_sweep"} <= set(sized)
+    assert {"kv_race", "batch_sweep", "prefill_sweep", "quant_compare"} <= set(sized)
     for name, (small, full, what) in sized.items():
         assert 0 < small < full, (name, small, full)
         assert ", not " in what, (name, what)
