@@ -143,7 +143,8 @@ def lane_svg(lane: Lane, size: Size, layers: int, capacity: int, clock_s: float)
 
 _CSS = f"""
 .fs-picture {{ color: #111; }}
-.fs-step {{ font-weight: 600; font-size: 0.92em; margin: 0 0 4px; line-height: 1.3; }}
+.fs-step {{ font-weight: 600; font-size: 0.92em; margin: 0 0 4px; line-height: 1.3;
+  min-height: 2.6em; }}  /* two lines kept: the cards under it stay put as steps come */
 .fs-lanes {{ display: flex; flex-wrap: wrap; gap: 6px 10px; }}
 .fs-lane {{ flex: 1 1 {NARROW.width * 12 / FONT:.0f}px; container-type: inline-size; }}
 .fs-lane svg {{ width: 100%; height: auto; margin: 0 auto; }}
