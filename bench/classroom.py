@@ -1,47 +1,47 @@
-"""The classroom figures, measured on the running app (`start_app`) as visitors reach it.
+"""The classroom figures, measured on the running app (`start_app`) as a class reaches it.
 
-`lessons_at_once`: a teacher says "everyone press Run now". `clients` visitors (30), spread in
-turn over the four lesson measurements (the prefill sweep, the KV race, the batch sweep, the
-quantization comparison), each press the button with its default settings, one after another
-within `spread_s` (3 s), while `chats` chat clients (3) keep streaming answers. A visitor's
-*result* is the handler's final output (the generator's last update; `Job.result()`), timed
-from their own press. Reported: each lesson's p95 time to a result, the worst of the four,
-the presses that got no result (refused, an error, stopped at a time limit), and the p95 gap
-between consecutive updates a chat client saw during it (from its submit to its first update,
-then update to update, stamped as each message arrives).
+A school is one address: the app is started behind one trusted proxy
+(`LLM_LAB_TRUSTED_PROXIES=1`, as on a Space) and every student sends the same forwarded
+address, loads the page first and keeps its cookie (`bench/classroom_school.py`: how the bench
+plays the proxy and the browsers). The figures, under `serving.classroom`:
 
-`chats_while_measuring`: ten chat clients (`class_load`, `app_chat`: the same clients as the
-serving figures) stream alone, then again while one other visitor runs the KV race and the
-batch sweep back to back (default settings; the chats start once the race is running). Tokens/s
-over the chats' wall time both ways, their ratio, and the share of the chats' wall time that a
-measurement was running (a ratio measured after the measurements ended would flatter the app).
+- `at_once`: a teacher says "everyone press Run now". A class of `students` (30), spread in
+  turn over the four lesson measurements (the prefill sweep, the KV race, the batch sweep, the
+  quantization comparison), press with the page's default settings within `spread_s` (3 s),
+  while `chats` (3) classmates keep streaming answers. A result is the handler's final output,
+  timed from the student's own press. Reported: presses refused, each lesson's p95 time to a
+  result and the worst of the four, presses that ended without a result (errors), results
+  served by another visitor's identical run (`shared_results`: what a class pressing the same
+  button gets), and the p95 gap between a chat's consecutive updates meanwhile.
+- `own_settings`: the same class (the same cookies) presses again, each with settings of its
+  own (`own_inputs`: no two alike, so nothing is shared). Reported: refused; the p95 time from
+  a press to its first update (its place in line, or its run's progress when it starts at
+  once); how many were told a place; whether the results came in the order the line took the
+  presses; the p95 time to a result.
+- `forged`: one script (no page, no cookie) presses `presses` (100) measurements of its own
+  settings within `spread_s`, writing a different X-Forwarded-For first hop on every request;
+  a student at the school presses one meanwhile. Reported: the script's presses accepted, and
+  the most of them in the queue at once (`peak_in_line`: one visitor's share is 1), and
+  whether the student's press was refused.
+- `chat_flood`: one script floods `floods` (100) chats of `flood_tokens` (256), forging as
+  above; a student at the school then asks a 48-token question. Reported: the flood's
+  answers and refusals, and the student's time to a complete answer (`other_chat_s`).
 
-How the bench stands for different students. The app counts fairness by client address
-(`classroom/client_address.py`): X-Forwarded-For's first hop when the header is there
-(it trusts the header, as a Space's proxy sets it), else the TCP peer, and a loopback peer with
-no header is "local": one person at this machine, left uncapped. Every bench client comes from
-127.0.0.1, so without the header 30 visitors would be one uncapped visitor and the per-address
-caps (`client_events`, `client_heavy_jobs`) would never be exercised. So each visitor here has
-its own session and sends its own `X-Forwarded-For` address from 198.18.0.0/15 (the range set
-aside for benchmarks, RFC 2544), as students behind a Space's proxy arrive. In
-`lessons_at_once` the 33 visitors speak Gradio's queue protocol with the standard library
-(`bench.gradio_stream.call`), as the serving figures' clients do: 33 `gradio_client` clients
-(their threads, polling and diffs) spent the same 2 cores the app measured on, which 30
-students' own laptops never take from it (the worst lesson's p95 was a fifth longer with
-them). Checked on the running app: a
-second measurement from one forwarded address is refused ("Queue is full") while another
-address's is served. The chats of
-`chats_while_measuring` are the serving figures' own clients, sent without the header (local,
-uncapped: ten chats are far below every cap either way).
+`chats_while_measuring` (a fresh app, no proxy: every client here is one local visitor): ten
+chats (`class_load`, `app_chat`: the serving figures' clients) stream alone, then again while
+one visitor runs the KV race and the batch sweep back to back (the chats start once the race is
+running). Tokens/s over the chats' wall time both ways, their ratio, and the share of the chats'
+wall time that a measurement was running.
 
-Requests are identical per lesson (default settings), so the app's shared runs
-(`classroom/shared_runs.py`) may serve many visitors from one run: that is what a class
-pressing the same button gets, and `shared_results` counts the results that said so. Each
-figure starts a fresh app, so neither reuses a result of the other's runs.
+`soak` (`serving.soak`, its own app behind the proxy): `duration_s` (20 min) of mixed load,
+`chats` (3) students chatting without pause and a student at the school pressing a
+measurement (own settings, lessons in turn) every `every_s` (30 s), then `idle_s` (5 min) of
+nothing. The app's RSS idle after start-up, at its peak and after the idle time, and their
+ratio; errors (chats and measurements without an answer).
 
 Run: `make bench-classroom` (`.venv/bin/python -m bench.classroom`, `--help` for the sizes):
 writes bench/classroom-results.json; `make bench` runs the same into `results["serving"]`.
-Run it on a quiet machine: the app and its 40 clients share the cores.
+Run it on a quiet machine: the app and its clients share the cores.
 """
 from __future__ import annotations
 
@@ -52,38 +52,201 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from bench.app_server import ROOT, start_app
-from bench.gradio_stream import app_config, call, chat_fn_index, endpoint_data
+from bench.classroom_school import (
+    ELSEWHERE,
+    LESSONS,
+    RESULT_WAIT_S,
+    Student,
+    chat,
+    chat_stream,
+    class_of,
+    lesson_inputs,
+    line_figures,
+    no_result,
+    peak_in_line,
+    press,
+    result_figures,
+    update_gaps,
+)
+from bench.gradio_stream import chat_fn_index
 from bench.serving import app_chat, class_load, class_prompt
 from bench.targets import check
 from inference.stats import percentile
 
-LESSONS = ("/prefill_sweep", "/kv_race", "/batch_sweep", "/quant_compare")
-FIGURES = ("lessons_at_once", "chats_while_measuring")  # their keys in results["serving"]
+FIGURES = ("classroom", "chats_while_measuring", "soak")  # their keys in results["serving"]
 MEASURING = ("/kv_race", "/batch_sweep")  # chats_while_measuring's visitor, back to back
-TARGETS = {"serving.lessons_at_once.worst_p95_result_s": ("<=", 60),  # a class's minute
-           "serving.lessons_at_once.errors": ("<=", 0),
-           "serving.chats_while_measuring.ratio_measuring_vs_alone": (">=", 0.5)}
-RESULT_WAIT_S = 1_000.0  # longer than the app's own longest time limit (900 s)
-TIME_UP_MARK = "⏱"  # a run stopped at its time limit (lessons/common/measurement.TIME_UP)
-LEFT_MARK = "The run you were following ended"  # its leader stopped (shared_runs.LEFT)
-SHARED_MARK = "for another visitor"  # a result from another visitor's run (shared_runs)
+BEHIND_PROXY = {"LLM_LAB_TRUSTED_PROXIES": "1"}  # the app as on a Space
+TARGETS = {"serving.classroom.at_once.refused": ("<=", 0),
+           "serving.classroom.at_once.worst_p95_result_s": ("<=", 60),  # a class's minute
+           "serving.classroom.at_once.errors": ("<=", 0),
+           "serving.classroom.own_settings.refused": ("<=", 0),
+           "serving.classroom.own_settings.p95_first_update_s": ("<=", 1.0),
+           "serving.classroom.own_settings.in_queue_order": (">=", 1),  # True
+           "serving.classroom.forged.peak_in_line": ("<=", 1),  # Settings.client_heavy_jobs
+           "serving.classroom.chat_flood.other_chat_s": ("<=", 30),
+           "serving.chats_while_measuring.ratio_measuring_vs_alone": (">=", 0.5),
+           "serving.soak.rss_after_vs_idle": ("<=", 1.5),
+           "serving.soak.errors": ("<=", 0)}
 
 
-def visitor_address(i: int) -> str:
-    """Student i's forwarded address, in the benchmarking range: 0 -> '198.18.0.1'."""
-    return f"198.18.{i // 250}.{i % 250 + 1}"
+def class_presses(url: str, students: list[Student], own: bool, chats: list[Student],
+                  chat_tokens: int = 48, spread_s: float = 3.0,
+                  lessons: tuple[str, ...] = LESSONS) -> dict:
+    """Every student presses a lesson (in turn) within `spread_s`, while `chats` stream:
+    the presses, the chats' update gaps meanwhile, the wall time."""
+    pick, fn = lesson_inputs(url, lessons, own), chat_fn_index(url)
+    stop = threading.Event()
+    with ThreadPoolExecutor(max_workers=len(students) + len(chats)) as pool:
+        streams = [pool.submit(chat_stream, s, fn, class_prompt(k), chat_tokens, stop)
+                   for k, s in enumerate(chats)]
+        go = time.perf_counter() + (3.0 if chats else 0.5)  # the chats are streaming by then
+        step = spread_s / max(1, len(students) - 1)
+        runs = [pool.submit(press, s, *pick(i), go + i * step) for i, s in enumerate(students)]
+        presses = [r.result() for r in runs]
+        stop.set()
+        talk = [s.result() for s in streams]
+    end = max(p["end"] for p in presses)
+    gaps = update_gaps([a for t in talk for a in t["answers"]], go, end)
+    return {"presses": presses, "wall_s": end - go,
+            "chat_p95_gap_s": percentile(gaps, 95) if gaps else None,
+            "chat_errors": sum(len(t["errors"]) for t in talk)}
 
 
-def forwarded(i: int) -> dict:
-    """Student i's header, as a Space's proxy sends it."""
-    return {"X-Forwarded-For": visitor_address(i)}
+def at_once(url: str, students: list[Student], chats: list[Student], chat_tokens: int = 48,
+            spread_s: float = 3.0, lessons: tuple[str, ...] = LESSONS) -> dict:
+    """(a) The class presses the lessons with their defaults while `chats` stream."""
+    run = class_presses(url, students, False, chats, chat_tokens, spread_s, lessons)
+    return {"students": len(students), "chats": len(chats), "spread_s": spread_s,
+            **result_figures(run.pop("presses")), **run}
 
 
-def student(url: str, i: int):
-    """A gradio_client Client for student i: its own session, its own forwarded address."""
+def own_settings(url: str, students: list[Student], spread_s: float = 3.0,
+                 lessons: tuple[str, ...] = LESSONS) -> dict:
+    """(b) The class presses the lessons, each student with settings of its own."""
+    run = class_presses(url, students, True, [], spread_s=spread_s, lessons=lessons)
+    presses = run.pop("presses")
+    return {"students": len(students), "spread_s": spread_s, **result_figures(presses),
+            **line_figures(presses), "wall_s": run["wall_s"]}
+
+
+def forged(url: str, presses: int = 100, spread_s: float = 5.0,
+           lessons: tuple[str, ...] = LESSONS) -> dict:
+    """(c) A script forging its first hop on every request presses `presses` measurements (its
+    own settings each) within `spread_s`; a student at the school presses one halfway."""
+    pick = lesson_inputs(url, lessons, own=True)
+    script, student = Student(url, ELSEWHERE, forges=True), class_of(url, 1)[0]
+    step = spread_s / max(1, presses - 1)
+    with ThreadPoolExecutor(max_workers=min(presses, 32) + 1) as pool:
+        go = time.perf_counter() + 0.5
+        other = pool.submit(press, student, *pick(presses), go + spread_s / 2)
+        runs = [pool.submit(press, script, *pick(i), go + i * step) for i in range(presses)]
+        theirs = [r.result() for r in runs]
+        mine = other.result()
+    accepted = [p for p in theirs if not p.get("refused")]
+    return {"presses": presses, "spread_s": spread_s, "accepted": len(accepted),
+            "refused": presses - len(accepted), "peak_in_line": peak_in_line(accepted),
+            "other_refused": bool(mine.get("refused")), "other_ok": mine["ok"],
+            "other_result_s": mine.get("result_s"),
+            "error_messages": sorted({p["error"] for p in theirs if "error" in p})[:3]}
+
+
+def chat_flood(url: str, floods: int = 100, flood_tokens: int = 256, new_tokens: int = 48,
+               spread_s: float = 1.0) -> dict:
+    """(d) A script forging its first hop floods `floods` chats within `spread_s`; then a
+    student at the school asks one `new_tokens` question: its time to a complete answer."""
+    fn = chat_fn_index(url)
+    script, student = Student(url, ELSEWHERE, forges=True), class_of(url, 1)[0]
+    step = spread_s / max(1, floods - 1)
+
+    def flood(i: int, at: float) -> dict:
+        time.sleep(max(0.0, at - time.perf_counter()))
+        return chat(script, fn, class_prompt(i), flood_tokens)
+    with ThreadPoolExecutor(max_workers=floods) as pool:
+        go = time.perf_counter() + 0.5
+        runs = [pool.submit(flood, i, go + i * step) for i in range(floods)]
+        time.sleep(max(0.0, go + spread_s + 0.5 - time.perf_counter()))  # the flood is in
+        mine = chat(student, fn, class_prompt(floods), new_tokens)
+        theirs = [r.result() for r in runs]
+    return {"floods": floods, "flood_tokens": flood_tokens, "new_tokens": new_tokens,
+            "flood_answered": sum(c["ok"] for c in theirs),
+            "flood_refused": sum(not c["ok"] for c in theirs),
+            "other_chat_s": mine["seconds"] if mine["ok"] else None, "other_ok": mine["ok"],
+            "other_tokens": mine.get("tokens"), "other_error": mine.get("error"),
+            "flood_errors": sorted({c["error"][:120] for c in theirs if "error" in c})[:3]}
+
+
+def school(students: int = 30, chats: int = 3, chat_tokens: int = 48,
+           spread_s: float = 3.0) -> dict:
+    """(a) then (b), one class on one fresh app behind the proxy (stopped at the end)."""
+    app = start_app(BEHIND_PROXY)
+    try:
+        room = class_of(app.url, students + chats)
+        cookies = sum(bool(s.cookies) for s in room)
+        first = at_once(app.url, room[:students], room[students:], chat_tokens, spread_s)
+        return {"cookies": cookies, "at_once": first,
+                "own_settings": own_settings(app.url, room[:students], spread_s)}
+    finally:
+        app.stop()
+
+
+def abuse(presses: int = 100, floods: int = 100, flood_tokens: int = 256,
+          new_tokens: int = 48) -> dict:
+    """(c) then (d) on one fresh app behind the proxy (stopped at the end)."""
+    app = start_app(BEHIND_PROXY)
+    try:
+        return {"forged": forged(app.url, presses),
+                "chat_flood": chat_flood(app.url, floods, flood_tokens, new_tokens)}
+    finally:
+        app.stop()
+
+
+def soak_on(url: str, pid: int, duration_s: float, idle_s: float, every_s: float = 30.0,
+            chats: int = 3, chat_tokens: int = 48,
+            lessons: tuple[str, ...] = LESSONS) -> dict:
+    """The soak on a running app (`pid`: its process): mixed load for `duration_s`, then
+    `idle_s` of nothing; RSS idle (before the load), at peak, and after."""
+    from bench.visitor_memory import RssWatch
+
+    pick, fn = lesson_inputs(url, lessons, own=True), chat_fn_index(url)
+    talkers, stop = class_of(url, chats), threading.Event()
+    with RssWatch(pid) as watch, ThreadPoolExecutor(max_workers=chats + 8) as pool:
+        idle_mb = watch.now_mb()
+        streams = [pool.submit(chat_stream, s, fn, class_prompt(k), chat_tokens, stop)
+                   for k, s in enumerate(talkers)]
+        go, runs = time.perf_counter(), []
+        while (at := go + len(runs) * every_s) < go + duration_s:  # a new student each time
+            runs.append(pool.submit(press, class_of(url, 1)[0], *pick(len(runs)), at))
+            stop.wait(max(0.0, at - time.perf_counter()))
+        stop.wait(max(0.0, go + duration_s - time.perf_counter()))
+        stop.set()
+        presses, talk = [r.result() for r in runs], [s.result() for s in streams]
+        peak_mb = watch.peak_mb()
+        time.sleep(idle_s)  # nobody: what the app hands back
+        after_mb = watch.now_mb()
+    failed = [p for p in presses if not p["ok"]]
+    return {"duration_s": duration_s, "idle_s": idle_s, "every_s": every_s, "chats": chats,
+            "answers": sum(len(t["answers"]) for t in talk), "measurements": len(presses),
+            "idle_rss_mb": idle_mb, "peak_rss_mb": peak_mb, "after_rss_mb": after_mb,
+            "rss_after_vs_idle": after_mb / idle_mb if idle_mb else None,
+            "errors": len(failed) + sum(len(t["errors"]) for t in talk),
+            "error_messages": ([p["error"] for p in failed]
+                               + [e for t in talk for e in t["errors"]])[:5]}
+
+
+def soak(duration_s: float = 1_200.0, idle_s: float = 300.0, every_s: float = 30.0) -> dict:
+    """`serving.soak` on its own fresh app behind the proxy (stopped at the end)."""
+    app = start_app(BEHIND_PROXY)
+    try:
+        return soak_on(app.url, app.pid, duration_s, idle_s, every_s)
+    finally:
+        app.stop()
+
+
+def student(url: str):
+    """A gradio_client Client: one local visitor (no proxy in front of this app)."""
     from gradio_client import Client
 
-    return Client(url, verbose=False, headers=forwarded(i), httpx_kwargs={"timeout": 300})
+    return Client(url, verbose=False, httpx_kwargs={"timeout": 300})
 
 
 def default_inputs(client, api_name: str) -> list:
@@ -93,111 +256,6 @@ def default_inputs(client, api_name: str) -> list:
     if missing:
         raise RuntimeError(f"{api_name} has inputs without a default: {missing}")
     return [p["parameter_default"] for p in api["parameters"]]
-
-
-def _texts(outputs) -> list[str]:
-    values = outputs if isinstance(outputs, (tuple, list)) else [outputs]
-    return [v for v in values if isinstance(v, str)]
-
-
-def no_result(outputs) -> str | None:
-    """Why a final output is not a measurement's result (stopped, its run left), else None."""
-    for text in _texts(outputs):
-        if text.lstrip().startswith(TIME_UP_MARK):
-            return "stopped at its time limit"
-        if LEFT_MARK in text:
-            return "the run it followed was stopped"
-    return None
-
-
-def shared(outputs) -> bool:
-    """True when the result says it came from another visitor's run (followed or reused)."""
-    return any(SHARED_MARK in text for text in _texts(outputs))
-
-
-def press(url: str, i: int, api_name: str, endpoint: tuple[int, list], at: float) -> dict:
-    """At perf_counter `at`, student i presses the button (the light client, with the
-    student's forwarded address); wait for the final output; time it."""
-    time.sleep(max(0.0, at - time.perf_counter()))
-    t0 = time.perf_counter()
-    try:
-        outputs = call(url, *endpoint, timeout_s=RESULT_WAIT_S, headers=forwarded(i))
-        end = time.perf_counter()
-        why = no_result(outputs)
-        return {"lesson": api_name.strip("/"), "ok": why is None, "start": t0, "end": end,
-                "result_s": end - t0, "shared": shared(outputs)} | ({"error": why} if why else {})
-    except Exception as exc:  # refused, an error reply, no answer in time: counted
-        return {"lesson": api_name.strip("/"), "ok": False, "start": t0,
-                "end": time.perf_counter(), "error": f"{type(exc).__name__}: {exc}"[:300]}
-
-
-def result_figures(presses: list[dict]) -> dict:
-    """Per lesson: p95 seconds to a result (None where none came), how many were shared;
-    the worst p95 of the lessons; presses without a result and the first few reasons."""
-    lessons = sorted({p["lesson"] for p in presses})
-    p95, n_shared = {}, {}
-    for lesson in lessons:
-        ok = [p for p in presses if p["lesson"] == lesson and p["ok"]]
-        p95[lesson] = percentile([p["result_s"] for p in ok], 95) if ok else None
-        n_shared[lesson] = sum(p["shared"] for p in ok)
-    got = [v for v in p95.values() if v is not None]
-    return {"p95_result_s": p95, "worst_p95_result_s": max(got) if got else None,
-            "errors": sum(not p["ok"] for p in presses), "shared_results": n_shared,
-            "error_messages": [p["error"] for p in presses if "error" in p][:5]}
-
-
-def update_gaps(answers: list[list[float]], start: float, end: float) -> list[float]:
-    """Gaps between consecutive stamps of each answer ([submit, update, update, ...]) that
-    overlap the window [start, end]: what a chatting student waited for the next update."""
-    return [b - a for stamps in answers for a, b in zip(stamps, stamps[1:])
-            if b >= start and a <= end]
-
-
-def chat_stream(url: str, fn_index: int, i: int, new_tokens: int,
-                stop: threading.Event) -> dict:
-    """Ask student i's question again and again until `stop`; stamp every streamed update."""
-    answers, errors = [], []
-    while not stop.is_set():
-        stamps = [time.perf_counter()]
-        try:
-            call(url, fn_index, [class_prompt(i), new_tokens], timeout_s=RESULT_WAIT_S,
-                 headers=forwarded(i), stamps=stamps)
-        except Exception as exc:  # counted; the student asks again, a moment later
-            errors.append(f"{type(exc).__name__}: {exc}"[:300])
-            stop.wait(1.0)
-        answers.append(stamps)
-    return {"answers": answers, "errors": errors}
-
-
-def lessons_at_once(clients: int = 30, chats: int = 3, chat_tokens: int = 48,
-                    spread_s: float = 3.0) -> dict:
-    """`clients` students press the four lessons' buttons within `spread_s` while `chats`
-    others stream; see the module docstring. A fresh app, stopped at the end."""
-    app = start_app()
-    try:
-        config = app_config(app.url)  # as every student's page reads it first
-        endpoints = {api: endpoint_data(config, api.strip("/"), {}) for api in LESSONS}
-        chat_fn = chat_fn_index(app.url)
-        stop = threading.Event()
-        with ThreadPoolExecutor(max_workers=clients + chats) as pool:
-            streams = [pool.submit(chat_stream, app.url, chat_fn, clients + k, chat_tokens, stop)
-                       for k in range(chats)]
-            go = time.perf_counter() + 3.0  # the chats are streaming by then
-            step = spread_s / max(1, clients - 1)
-            runs = [pool.submit(press, app.url, i, LESSONS[i % 4], endpoints[LESSONS[i % 4]],
-                                go + i * step) for i in range(clients)]
-            presses = [r.result() for r in runs]
-            stop.set()
-            talk = [s.result() for s in streams]
-        end = max(p["end"] for p in presses)
-        gaps = update_gaps([a for t in talk for a in t["answers"]], go, end)
-    finally:
-        app.stop()
-    return {"clients": clients, "chats": chats, "chat_tokens": chat_tokens, "spread_s": spread_s,
-            **result_figures(presses), "wall_s": end - go,
-            "chat_p95_gap_s": percentile(gaps, 95) if gaps else None,
-            "chat_max_gap_s": max(gaps) if gaps else None,
-            "chat_errors": sum(len(t["errors"]) for t in talk)}
 
 
 def overlap_share(span: tuple[float, float], busy: list[tuple[float, float]]) -> float:
@@ -235,7 +293,7 @@ def chats_while_measuring(chats: int = 10, new_tokens: int = 48) -> dict:
             return run
 
         alone = class_load(one, chats)
-        visitor = student(app.url, 0)
+        visitor = student(app.url)
         inputs = {api: default_inputs(visitor, api) for api in MEASURING}
         first = visitor.submit(*inputs[MEASURING[0]], api_name=MEASURING[0])
         while not first.done() and first.status().code != Status.PROCESSING:
@@ -264,30 +322,39 @@ def chats_while_measuring(chats: int = 10, new_tokens: int = 48) -> dict:
             "alone": alone, "measuring": during}
 
 
-def measure_classroom(clients: int = 30, chats: int = 3, measuring_chats: int = 10,
-                      new_tokens: int = 48) -> dict:
-    """Both figures, each on its own fresh app: the keys `make bench` puts in `serving`."""
-    print(f"== lessons at once: {clients} visitors press the four lessons' Run, {chats} chats "
-          f"stream ({time.strftime('%H:%M:%S')})", flush=True)
-    at_once = lessons_at_once(clients, chats, new_tokens)
-    print(f"== chats while measuring: {measuring_chats} chats alone, then beside the KV race "
-          f"and the batch sweep ({time.strftime('%H:%M:%S')})", flush=True)
-    return {"lessons_at_once": at_once,
-            "chats_while_measuring": chats_while_measuring(measuring_chats, new_tokens)}
+def measure_classroom(students: int = 30, chats: int = 3, measuring_chats: int = 10,
+                      new_tokens: int = 48, soak_s: float = 1_200.0,
+                      idle_s: float = 300.0) -> dict:
+    """Every figure, each group on its own fresh app: the keys `make bench` puts in `serving`."""
+    def say(what: str) -> None:
+        print(f"== {what} ({time.strftime('%H:%M:%S')})", flush=True)
+    say(f"one school address: {students} students press the four lessons' Run with defaults "
+        f"while {chats} chat, then each with their own settings")
+    room = school(students, chats, new_tokens)
+    say("a script forging X-Forwarded-For: 100 measurements, then 100 chats")
+    room.update(abuse(new_tokens=new_tokens))
+    say(f"chats while measuring: {measuring_chats} chats alone, then beside the KV race and "
+        "the batch sweep")
+    measuring = chats_while_measuring(measuring_chats, new_tokens)
+    say(f"soak: {soak_s:.0f} s of chats and a measurement every 30 s, then {idle_s:.0f} s idle")
+    return {"classroom": room, "chats_while_measuring": measuring,
+            "soak": soak(soak_s, idle_s)}
 
 
 def main() -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--clients", type=int, default=30, help="visitors pressing at once")
+    parser.add_argument("--students", type=int, default=30, help="a class behind one address")
     parser.add_argument("--chats", type=int, default=3, help="chats streaming meanwhile")
     parser.add_argument("--measuring-chats", type=int, default=10,
                         help="chats streaming alone, then beside a measuring visitor")
     parser.add_argument("--new-tokens", type=int, default=48, help="tokens per chat answer")
+    parser.add_argument("--soak-s", type=float, default=1_200.0, help="the soak's mixed load")
+    parser.add_argument("--idle-s", type=float, default=300.0, help="the soak's idle after")
     args = parser.parse_args()
     t0 = time.perf_counter()
-    results: dict = {"when": time.strftime("%Y-%m-%d %H:%M:%S"),
-                     "serving": measure_classroom(args.clients, args.chats,
-                                                  args.measuring_chats, args.new_tokens)}
+    results: dict = {"when": time.strftime("%Y-%m-%d %H:%M:%S"), "serving": measure_classroom(
+        args.students, args.chats, args.measuring_chats, args.new_tokens, args.soak_s,
+        args.idle_s)}
     results["targets"] = check(results, TARGETS)
     results["bench_seconds"] = time.perf_counter() - t0
     return results

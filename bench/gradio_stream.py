@@ -20,6 +20,11 @@ asyncio loop for every student (`bench.openai_client.http_lines`).
 `call()` is the same wire for any endpoint, read to its end (the memory bench's visitors), with
 `endpoint_data()` to fill an endpoint's inputs from the app's config by elem_id.
 
+A visitor with a browser's cookies: `page_cookies()` loads the page as a browser does first and
+returns the cookies it set (the app's signed visitor token), and `cookie_header()` sends them
+back. `headers` may be a function, asked again for every request (a client that forges a new
+X-Forwarded-For each time).
+
     >>> answer_text([["append", [1, "content", 0, "text"], "Hi"]])
     'Hi'
     >>> answer_text([{"role": "user", "content": [{"text": "Q", "type": "text"}]},
@@ -33,10 +38,41 @@ import json
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from urllib.parse import urlsplit
 
 CHAT_TOKENS = re.compile(r"(\d+) tokens generated")
+Headers = dict | Callable[[], dict] | None  # fixed headers, or a function asked per request
+
+
+def _headers(headers: Headers) -> dict:
+    return (headers() if callable(headers) else headers) or {}
+
+
+def page_cookies(base_url: str, headers: Headers = None) -> dict[str, str]:
+    """Load the app's page as a browser does first; the cookies its answer sets, by name."""
+    url = urlsplit(base_url)
+    conn = http.client.HTTPConnection(url.hostname, url.port or 80, timeout=60)
+    try:
+        conn.request("GET", url.path or "/", headers=_headers(headers))
+        resp = conn.getresponse()
+        resp.read()
+        if resp.status != 200:
+            raise RuntimeError(f"HTTP {resp.status} loading the page")
+        pairs = (c.split(";", 1)[0].partition("=") for c in resp.headers.get_all("set-cookie")
+                 or [])
+        return {name.strip(): value.strip() for name, _, value in pairs if name.strip()}
+    finally:
+        conn.close()
+
+
+def cookie_header(cookies: dict[str, str]) -> dict:
+    """The Cookie header sending `cookies` back, as a browser does (none: no header).
+
+    >>> cookie_header({"a": "1", "b": "2"}), cookie_header({})
+    ({'Cookie': 'a=1; b=2'}, {})
+    """
+    return {"Cookie": "; ".join(f"{k}={v}" for k, v in cookies.items())} if cookies else {}
 
 
 def app_config(base_url: str) -> dict:
@@ -85,11 +121,11 @@ def answer_text(chat_output) -> str:
                    if op in ("append", "replace") and isinstance(v, str))
 
 
-def _post_json(url, path: str, body: dict, headers: dict | None = None) -> dict:
+def _post_json(url, path: str, body: dict, headers: Headers = None) -> dict:
     conn = http.client.HTTPConnection(url.hostname, url.port or 80, timeout=60)
     try:
         conn.request("POST", path, body=json.dumps(body),
-                     headers={"Content-Type": "application/json", **(headers or {})})
+                     headers={"Content-Type": "application/json", **_headers(headers)})
         resp = conn.getresponse()
         text = resp.read()
         if resp.status != 200:
@@ -99,7 +135,7 @@ def _post_json(url, path: str, body: dict, headers: dict | None = None) -> dict:
         conn.close()
 
 
-def join_queue(url, fn_index: int, data: list, session: str, headers: dict | None = None) -> str:
+def join_queue(url, fn_index: int, data: list, session: str, headers: Headers = None) -> str:
     """Put one event in the app's queue for `session`; return its event id. `headers`: e.g.
     the visitor's X-Forwarded-For, as a Space's proxy sends it."""
     return _post_json(url, url.path.rstrip("/") + "/gradio_api/queue/join", {
@@ -108,12 +144,12 @@ def join_queue(url, fn_index: int, data: list, session: str, headers: dict | Non
 
 
 def event_messages(url, session: str, event: str, timeout_s: float,
-                   headers: dict | None = None) -> Iterator[dict]:
+                   headers: Headers = None) -> Iterator[dict]:
     """The session's stream messages for `event`, up to and including `process_completed`."""
     conn = http.client.HTTPConnection(url.hostname, url.port or 80, timeout=timeout_s)
     try:
         conn.request("GET", f"{url.path.rstrip('/')}/gradio_api/queue/data?session_hash={session}",
-                     headers=headers or {})
+                     headers=_headers(headers))
         resp = conn.getresponse()
         if resp.status != 200:
             raise RuntimeError(f"HTTP {resp.status} on the event stream")
@@ -131,17 +167,21 @@ def event_messages(url, session: str, event: str, timeout_s: float,
 
 
 def call(base_url: str, fn_index: int, data: list, session: str | None = None,
-         timeout_s: float = 300.0, headers: dict | None = None,
-         stamps: list[float] | None = None) -> list:
+         timeout_s: float = 300.0, headers: Headers = None,
+         stamps: list[float] | None = None,
+         on_message: Callable[[dict], None] | None = None) -> list:
     """One event of any endpoint, start to end, as a visitor with `session` (a new one when
     None): its final outputs, or RuntimeError with the app's own message when it failed.
-    `stamps`: a list to append the perf_counter of every streamed update to."""
+    `stamps`: a list to append the perf_counter of every streamed update to; `on_message`:
+    called with every message of the event as it arrives."""
     url, session = urlsplit(base_url), session or uuid.uuid4().hex[:12]
     event = join_queue(url, fn_index, data, session, headers)
     final = {}
     for msg in event_messages(url, session, event, timeout_s, headers):
         if stamps is not None and msg.get("msg") == "process_generating":
             stamps.append(time.perf_counter())
+        if on_message is not None:
+            on_message(msg)
         final = msg
     output = final.get("output") or {}
     if not final.get("success"):
