@@ -140,8 +140,8 @@ class Turn:
         (a whole run, neither cut nor stopped, times this measurement on this machine)."""
         whole = False
         try:
-            if self.waited or self.note:
-                yield with_sentence(markdown, {}, " ".join(filter(None, (YOUR_TURN, self.note))))
+            if markdown is not None and (self.waited or self.note):
+                yield {markdown[1]: " ".join(filter(None, (YOUR_TURN, self.note)))}
             for frame in frames:
                 shows = markdown is not None and (not isinstance(frame, dict)
                                                   or markdown[1] in frame)
