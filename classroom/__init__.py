@@ -3,12 +3,13 @@
 A Space serves a whole room from one process, so the page's web server needs more than Gradio's
 queue gives: a fair share per visitor, told by a token the server signs and gives with the page
 (`visitor_token`), and a class-sized ceiling per network address (`classroom_guard`,
-`client_address`: the hop a trusted proxy added, never the client's own),
-identical measurements run once (`shared_runs`; each measurement's work budget and time limit
-come with its wiring, `lessons.common.measurement_wiring`), every input checked against its
-component before a handler sees it (`input_check`), bounded sessions (`session_budget`),
-request-size limits and worded errors (`request_limits`, `cancels`), answers nobody reads
-stopped (`unread_streams`), and two per-visitor costs of the web stack removed (`web_costs`).
+`client_address`: the hop a trusted proxy added, never the client's own), identical measurements
+run once (`shared_runs`), the others wait their turn in one line that shows each press its place
+and wait (`lessons.common.measure_line`; each measurement's work budget and time limit come with
+its wiring, `lessons.common.measurement_wiring`), every input checked against its component
+before a handler sees it (`input_check`), bounded sessions (`session_budget`), request-size
+limits and worded errors (`request_limits`, `cancels`), answers nobody reads stopped
+(`unread_streams`), and two per-visitor costs of the web stack removed (`web_costs`).
 
 What Gradio's public API offers is used first: `demo.queue(max_size=, default_concurrency_limit=)`,
 per-event `concurrency_id`/`concurrency_limit`, `cancels=[...]` and Starlette middleware on the
