@@ -62,8 +62,11 @@ bench: $(STAMP)
 bench-serving: $(STAMP)
 	$(PY) -m bench.serving_vs_vllm
 
-# Only the classroom figures (bench/classroom.py): 30 visitors pressing the four lessons'
-# Run at once while chats stream, and ten chats alone and beside a measuring visitor.
+# Only the classroom figures (bench/classroom.py), the app behind one trusted proxy as on a
+# Space: a class of 30 behind one school address pressing the four lessons' Run at once while
+# chats stream, then each with their own settings; a script forging X-Forwarded-For (100
+# measurements, 100 chats); ten chats alone and beside a measuring visitor; a 20-minute soak
+# and 5 idle minutes (25 minutes of the run; --soak-s and --idle-s shorten it).
 # Writes bench/classroom-results.json with the same keys as `make bench`'s `serving`.
 bench-classroom: $(STAMP)
 	$(PY) -m bench.classroom
