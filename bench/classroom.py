@@ -209,7 +209,8 @@ def soak_on(url: str, pid: int, duration_s: float, idle_s: float, every_s: float
 
     pick, fn = lesson_inputs(url, lessons, own=True), chat_fn_index(url)
     talkers, stop = class_of(url, chats), threading.Event()
-    with RssWatch(pid) as watch, ThreadPoolExecutor(max_workers=chats + 8) as pool:
+    pressing = int(duration_s // every_s) + 1  # a thread each: a press waits in line, not here
+    with RssWatch(pid) as watch, ThreadPoolExecutor(max_workers=chats + pressing) as pool:
         idle_mb = watch.now_mb()
         streams = [pool.submit(chat_stream, s, fn, class_prompt(k), chat_tokens, stop)
                    for k, s in enumerate(talkers)]

@@ -254,11 +254,11 @@ def chat_stream(student: Student, fn_index: int, prompt: str, new_tokens: int,
 
 def lesson_inputs(url: str, lessons: tuple[str, ...], own: bool):
     """student i -> (api name, its endpoint): lessons in turn, the page's defaults or, with
-    `own`, student i's own settings (`own_inputs`)."""
+    `own`, the student's own settings (`own_inputs`, by its rank among that lesson's)."""
     config = app_config(url)  # as every student's page reads it first
     defaults = {api: endpoint_data(config, api.strip("/"), {}) for api in lessons}
 
-    def pick(i: int) -> tuple[str, tuple[int, list]]:
+    def pick(i: int) -> tuple[str, tuple[int, list]]:  # student i: lesson i % n, rank i // n
         api = lessons[i % len(lessons)]
-        return api, own_inputs(config, api, i) if own else defaults[api]
+        return api, own_inputs(config, api, i // len(lessons)) if own else defaults[api]
     return pick
