@@ -18,6 +18,8 @@ and values sit in one pool of fixed-size blocks (`block_pool.py` keeps the books
 - `decode` is one step for every decoding row (or the rows named, while others are
   mid-prefill); `release` gives a finished row's blocks back. `forward_s` adds up the synced
   seconds spent in the model, so the server can tell the forward pass from the cache work.
+  When its rows share a long prefix (a handout before every question), attention reads that
+  prefix once for them all (`cascade_attention.py`, `Settings.cascade_attention`).
 Each row keeps ONE count of progress, `computed` (vLLM's `num_computed_tokens`): the positions
 whose keys and values are in the pool. What is left to compute is `tokens[computed:]`; a row
 decodes once its admitted tokens are all computed. Joining and leaving copy no cache tensor:
