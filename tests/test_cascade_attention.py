@@ -126,8 +126,10 @@ def test_rows_after_a_long_shared_preamble_get_their_solo_tokens(lm, monkeypatch
             groups.append(max((len(b) for _, b in plan.groups), default=0))
         return plan
     monkeypatch.setattr(CascadePlan, "build", staticmethod(spy))
-    srv = Server(lm, Settings(server_rows=8))
-    srv.batch.cascade = True
+    srv = Server(lm, Settings(server_rows=8, cascade_attention=True))
+    off = Server(lm, Settings(server_rows=8, cascade_attention=False))
+    off.close()
+    assert srv.batch.cascade and not off.batch.cascade  # the server follows its Settings
     try:
         with srv.exclusive():
             reqs = [srv.submit(i, SamplingSettings(), 12) for i in ids]
