@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import NamedTuple
 
 from inference.config import LIMITS, Settings
@@ -137,19 +138,31 @@ def compare_frames(lm, settings: Settings, shared, prompt: str, modes: list[str]
                                  f"step {step.done} of {step.total}…")
         yield QuantFrame(f"⏳ measured {len(reports)} of {len(keys)} modes", tuple(reports),
                          bandwidth, diagram=_diagram(lm, reports, bandwidth))
-    keep_modes(lm, shared, reports)
     race = None
     for item in _race(lm, built_modes, ids, n, bandwidth):
         if isinstance(item, SpeedRace):
             race = item
         else:
             yield QuantFrame(item)
+    reports = raced_speeds(reports, race)
+    keep_modes(lm, shared, reports)
     judged = noise.reading(race.mode_seconds[1:] if race else (), settings=settings)
     reference = race_reference(race, len(ids), lm.info.dtype, judged)
     yield QuantFrame(f"✅ measured {len(reports)} modes at {time.strftime('%H:%M:%S')} "
                      f"({len(ids)}-token prompt, {n} greedy tokens, {len(text_ids)}-token "
                      "perplexity text)", tuple(reports), bandwidth, judged,
                      _diagram(lm, reports, bandwidth, judged), race, reference)
+
+
+def raced_speeds(reports: list[ModeReport], race: SpeedRace | None) -> list[ModeReport]:
+    """The reports with float32's and the raced mode's decode speed from the race's paired
+    lanes (their ratio is the race's figure), so every view shows one speed per mode; an
+    impossible race leaves their own runs' speeds (the cards withhold the ratio)."""
+    if race is None or race.robust is None or race.impossible:
+        return reports
+    speed = dict(zip(("fp32", race.key), race.tokens_per_s, strict=True))
+    return [replace(r, decode_tokens_per_s=speed[r.key]) if r.key in speed else r
+            for r in reports]
 
 
 def smallest_mode(built_modes: dict) -> str | None:

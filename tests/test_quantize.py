@@ -332,7 +332,11 @@ def test_second_comparison_builds_nothing_and_reuses_the_reference(lm, monkeypat
     race = quant_race.BASE_WARM_UPS * min(prompt, quant_race.WARM_UP_TOKENS) + prompt + 8
     if lm.model.dtype == torch.float32:
         assert fed1 == fed2 == quant_tokens(prompt, 8, 1, text) + race
-    assert first[-1].race.key == "int8" and first[-1].race.robust is not None
+    race, (fp32_run, int8_run) = first[-1].race, first[-1].reports
+    assert race.key == "int8" and race.robust.low <= race.speedup <= race.robust.high
+    if race.impossible is None:  # every view shows the race's speeds: their ratio is its figure
+        assert int8_run.decode_tokens_per_s / fp32_run.decode_tokens_per_s == pytest.approx(
+            race.speedup)
     for a, b in zip(first[-1].reports, second[-1].reports, strict=True):
         assert a.key == b.key and a.token_ids == b.token_ids  # the same greedy answers
         assert a.top1_agreement == b.top1_agreement

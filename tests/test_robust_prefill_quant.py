@@ -95,6 +95,8 @@ def test_real_model_prefill_and_int4_come_with_estimate_and_range(lm):
     assert len(race.base_seconds) == len(race.mode_seconds) == 8
     assert race.robust.low <= race.speedup <= race.robust.high and race.speedup > 0
     assert race.robust.rounds == ROUNDS and race.threads >= 1
+    fp32_speed, int4_speed = race.tokens_per_s
+    assert int4_speed / fp32_speed == pytest.approx(race.speedup)  # one figure, two views
 
 
 def test_decode_stats_carry_the_busy_notice_on_noisy_steps(lm):
@@ -128,3 +130,25 @@ def test_try_it_stats_carry_the_busy_notice_once_the_answer_ends(lm):
     assert NOTICE not in frame("end of turn", steady).stats
     assert NOTICE not in frame(None, jumpy).stats  # judged when the answer has ended
     assert NOTICE in frame("end of turn", jumpy).stats
+
+
+def test_int4_cards_show_the_race_range_withhold_an_impossible_one_and_the_quiet_reference():
+    from inference.experiments.noise import judge
+    from inference.experiments.quiet_reference import QuietFigure
+    from visualizations.quant_text import mode_cards_html
+
+    def report(key, tps, size):
+        return SimpleNamespace(key=key, decode_tokens_per_s=tps, weight_bytes=size,
+                               ratio_to_fp32=size / 400)
+    reports = [report("fp32", 10.0, 400), report("int4-g32", 20.0, 80)]
+    race = judged("int4-g32", [0.1] * 12, [0.05] * 12, (0.0, 0.0))
+    quiet = mode_cards_html(reports, judge(), race)
+    assert ">2.0×<" in quiet and "raced in pairs, range 2.0–2.0× over 5 rounds" in quiet
+    bad = judged("int4-g32", [0.1] * 12, [0.05] * 12, (5.0, 5.0))  # past the ceiling
+    withheld = mode_cards_html(reports, judge(), bad)
+    assert "impossible: not shown" in withheld and ">2.0×<" not in withheld
+    assert "ceiling of 5.0 tokens/s" in withheld and "measured again" in withheld
+    ref = QuietFigure("k", 2.5, "2.5×, range 2.4–2.6 over 5 rounds", "2026-01-02T09:12:00", "m")
+    busy = mode_cards_html(reports, judge(spread=0.9), race, ref)
+    assert ">2.5×<" in busy and "quiet" in busy and "noisy, busy machine" in busy
+    assert ">2.5×<" not in mode_cards_html(reports, judge(), race, ref)  # quiet: no reference

@@ -25,8 +25,9 @@ def mode_cards_html(reports, noise=None, race=None, reference=None) -> str:
     reaches the roofline title's `FASTER` (1.2, well above run-to-run noise), so the card and
     the chart's title never disagree; busy: the numbers and "busy machine", no word (the notice
     stands in the closing note). The smallest mode is picked by its bytes, never by a timing.
-    `race`: that mode raced against float32 step by step (`quant_race.SpeedRace`): its paired
-    ratio is the speed card's figure, with its range; an impossible one is not shown.
+    `race`: that mode raced against float32 step by step (`quant_race.SpeedRace`; the reports
+    then carry its lanes' speeds, whose ratio is its figure): its range is in the note; an
+    impossible one is not shown.
     `reference`: this machine's quiet figure for the race, a third card on a busy run.
     Two cards, short words: one row on a phone."""
     base = next((r for r in reports or () if r.key == "fp32"), None)
@@ -39,7 +40,7 @@ def mode_cards_html(reports, noise=None, race=None, reference=None) -> str:
             Card("fewer bytes", WAITING, "next mode")])
     small = min(others, key=lambda r: r.weight_bytes)
     raced = race is not None and race.key == small.key and race.robust is not None
-    speed = race.speedup if raced else small.decode_tokens_per_s / base.decode_tokens_per_s
+    speed = small.decode_tokens_per_s / base.decode_tokens_per_s  # raced: the race's ratio
     if noise is not None and noise.busy:
         said = "noisy, busy machine"
     elif supports_verdict(noise):  # the roofline title's rule: one verdict on one screen
@@ -53,11 +54,11 @@ def mode_cards_html(reports, noise=None, race=None, reference=None) -> str:
                                             "impossible: not shown")]) + (
             f"**not a possible result**: {race.impossible} This machine was disturbed; "
             "measured again: still impossible, so no speed ratio is shown.")
+    note = (f"measured {small.decode_tokens_per_s:.1f} vs {base.decode_tokens_per_s:.1f} "
+            f"tok/s: {said}")
     if raced:
-        note = f"raced step by step, {race.robust.label()}: {said}"
-    else:
-        note = (f"measured {small.decode_tokens_per_s:.1f} vs {base.decode_tokens_per_s:.1f} "
-                f"tok/s: {said}")
+        r = race.robust
+        note = f"raced in pairs, range {r.low:.1f}–{r.high:.1f}× over {r.rounds} rounds; " + note
     quiet = reference_card(reference, f"{small.key} decode ÷ fp32", noise) if raced else None
     return cards_html([bytes_card, Card(f"{small.key} decode ÷ fp32", times(speed), note)]
                       + ([quiet] if quiet else []))

@@ -28,7 +28,7 @@ from ..engine import decode_step, forward, prefill
 from ..thread_choice import fastest_threads, num_threads
 from ..timing import stopwatch
 from . import sanity
-from .robust import Robust, low_quantile, paired_ratio
+from .robust import Robust, paired_ratio, running_median
 
 WARM_UP_TOKENS = 8  # the untimed warm-up pass of each model: at most the prompt's first 8
 BASE_WARM_UPS = 4  # float32's: `fastest_threads` times 2 thread counts twice (or untimed)
@@ -54,9 +54,10 @@ class SpeedRace:
 
     @property
     def tokens_per_s(self) -> tuple[float, float]:
-        """(float32's, the mode's) decode tokens/s from each lane's low quantile."""
-        return tuple(1 / low_quantile(s[1:] or s) if s else 0.0
-                     for s in (self.base_seconds, self.mode_seconds))
+        """(float32's, the mode's) decode tokens/s: steps 1.., each at the median of its
+        neighbours (`robust.running_median`), so the two divide to the paired ratio exactly."""
+        return tuple(len(s) / sum(running_median(s)) if s else 0.0
+                     for s in (self.base_seconds[1:], self.mode_seconds[1:]))
 
 
 def judged(key: str, base: list[float], mode: list[float], ceilings: tuple[float, float],
