@@ -19,24 +19,26 @@ class RecapFigure:
     name: str
     shown: str | None  # None: not measured yet
     label: str
-    source: str  # "measured here · screen 11", "theoretical: …", "not measured yet: run …"
+    source: str  # "measured here · screen 11", "theoretical: …", "not measured yet: screen 11"
 
 
-def _screen(screens, key: str) -> tuple[int, str]:
-    i = next((i for i, s in enumerate(screens) if s.measure == key), -1)
-    return i + 1, screens[i].title if i >= 0 else key
+def _screen(screens, key: str) -> int:
+    return next((i for i, s in enumerate(screens) if s.measure == key), -1) + 1
 
 
-def _measured(screens, key: str, results: dict, name: str, label: str | None = None,
+def _not_yet(screens, key: str, name: str) -> RecapFigure:
+    return RecapFigure(name, None, "", f"{NOT_YET}: screen {_screen(screens, key)}")
+
+
+def _measured(screens, key: str, results: dict, name: str, label: str,
               shown: str | None = None) -> RecapFigure:
     """A screen's own headline (or `shown`, a figure from it), labelled with its screen."""
-    n, title = _screen(screens, key)
     got = shown_result(key, results)
     if not got or got.get("shown") in (None, "—"):
-        return RecapFigure(name, None, label or "", f"{NOT_YET}: run screen {n}, “{title}”")
-    busy = " · on a busy machine" if got.get("noisy") else ""
-    return RecapFigure(name, shown or got["shown"], label or got.get("label", ""),
-                       f"measured here · screen {n}, “{title}”{busy}")
+        return _not_yet(screens, key, name)
+    busy = " · busy machine" if got.get("noisy") else ""
+    return RecapFigure(name, shown or got["shown"], label,
+                       f"measured here · screen {_screen(screens, key)}{busy}")
 
 
 def first_vs_next(screens, results: dict) -> RecapFigure:
@@ -46,11 +48,9 @@ def first_vs_next(screens, results: dict) -> RecapFigure:
         f = (results.get(key) or {}).get("figures") or {}
         if f.get("first_ms") and f.get("next_ms"):
             return _measured(screens, key, results, "First token vs next token",
-                             "the first token's wait (the prefill) against each next token",
-                             f"{f['first_ms']:.0f} vs {f['next_ms']:.0f} ms")
-    n, title = _screen(screens, "prefill")
-    return RecapFigure("First token vs next token", None, "", f"{NOT_YET}: run screen {n}, "
-                       f"“{title}”")
+                             "ms: the prefill's wait, then each next token",
+                             f"{f['first_ms']:.0f} vs {f['next_ms']:.0f}")
+    return _not_yet(screens, "prefill", "First token vs next token")
 
 
 def bytes_per_weight(screens, results: dict, dtype_bytes: int) -> RecapFigure:
@@ -59,17 +59,19 @@ def bytes_per_weight(screens, results: dict, dtype_bytes: int) -> RecapFigure:
     f = (results.get("int8") or {}).get("figures") or {}
     if f.get("fp32_bytes_per_weight") and f.get("int8_bytes_per_weight"):
         return _measured(screens, "int8", results, "Bytes per weight",
-                         "float32 against int8, counted from the built models' tensors",
+                         "float32 → int8, counted from the built models",
                          f"{f['fp32_bytes_per_weight']:.1f} → {f['int8_bytes_per_weight']:.2f}")
     return RecapFigure("Bytes per weight", f"{dtype_bytes} → 1",
-                       f"this model's {dtype_bytes}-byte weights against int8's one byte",
+                       f"this model's {dtype_bytes}-byte weights → int8",
                        "theoretical: the formats' sizes (int8 adds a scale per row)")
 
 
 def recap_figures(screens, results: dict, dtype_bytes: int) -> list[RecapFigure]:
     """The five, in the story's order."""
     return [first_vs_next(screens, results),
-            _measured(screens, "kv_race", results, "KV cache"),
-            _measured(screens, "batch", results, "Batching"),
+            _measured(screens, "kv_race", results, "KV cache",
+                      "recomputing ÷ cached, same tokens"),
+            _measured(screens, "batch", results, "Batching", "tokens/s, full batch ÷ one"),
             bytes_per_weight(screens, results, dtype_bytes),
-            _measured(screens, "cost", results, "Dollars per million tokens")]
+            _measured(screens, "cost", results, "Dollars per million",
+                      "output tokens, full batch")]

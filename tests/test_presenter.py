@@ -149,7 +149,7 @@ def test_the_recap_shows_the_five_big_numbers_each_with_its_source():
     screens = load_screens()
     nothing = recap_figures(screens, {}, 4)
     assert [f.name for f in nothing] == ["First token vs next token", "KV cache", "Batching",
-                                         "Bytes per weight", "Dollars per million tokens"]
+                                         "Bytes per weight", "Dollars per million"]
     for f in nothing[:3] + nothing[4:]:
         assert f.shown is None and f.source.startswith(NOT_YET), f
     assert nothing[3].shown == "4 → 1" and nothing[3].source.startswith("theoretical")
@@ -162,12 +162,12 @@ def test_the_recap_shows_the_five_big_numbers_each_with_its_source():
                  "figures": {"fp32_bytes_per_weight": 4.0, "int8_bytes_per_weight": 1.27}},
     }
     first, cache, batch, per_weight, dollars = recap_figures(screens, results, 4)
-    assert first.shown == "410 vs 41 ms" and "measured here · screen 4" in first.source
-    assert cache.shown == "2.8×" and "on a busy machine" in cache.source
+    assert first.shown == "410 vs 41" and first.source == "measured here · screen 4"
+    assert cache.shown == "2.8×" and cache.source == "measured here · screen 11 · busy machine"
     assert batch.shown is None and dollars.shown is None
     assert per_weight.shown == "4.0 → 1.27" and per_weight.source.startswith("measured here")
     page = recap_html([first, cache, batch, per_weight, dollars])
-    assert page.count('class="present-card"') == 5 and "410 vs 41 ms" in page
+    assert page.count('class="present-card"') == 5 and "410 vs 41" in page
     assert page.count("present-none") == 2 and NOT_YET in page
 
 
