@@ -152,3 +152,22 @@ def test_int4_cards_show_the_race_range_withhold_an_impossible_one_and_the_quiet
     busy = mode_cards_html(reports, judge(spread=0.9), race, ref)
     assert ">2.5×<" in busy and "quiet" in busy and "noisy, busy machine" in busy
     assert ">2.5×<" not in mode_cards_html(reports, judge(), race, ref)  # quiet: no reference
+
+
+def test_busy_sweep_shows_the_quiet_reference_big_and_its_own_figure_beside(tmp_path):
+    from inference.experiments import quiet_reference
+    from inference.experiments.noise import judge
+    from visualizations.timing_text import sweep_verdict_md
+
+    point = robust_point(16, [0.02] * 5, [0.01] * 16, [i * 5 // 16 for i in range(16)], True)
+    path = str(tmp_path / "ref.json")
+    busy, quiet = judge(spread=0.9), judge()
+    assert quiet_reference.keep_if_quiet("k", point.speedup, point.robust.label(), busy,
+                                         path) is None  # a busy run writes nothing
+    ref = quiet_reference.keep_if_quiet("k", 6.5, "6.5×, range 6.4–6.6 over 5 rounds", quiet,
+                                        path)
+    md = sweep_verdict_md([point], busy, ref)
+    assert ">6.5×<" in md and "measured on this machine at" in md
+    assert "This run, busy: 8.0×" in md and "faster by" not in md
+    assert "measured on this machine at" not in sweep_verdict_md([point], quiet, ref)
+    assert "range 8.0–8.0 over 5 rounds" in sweep_verdict_md([point], quiet)
