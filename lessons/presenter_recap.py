@@ -47,10 +47,10 @@ def first_vs_next(screens, results: dict) -> RecapFigure:
     for key in ("prefill", "decode", "answer"):
         f = (results.get(key) or {}).get("figures") or {}
         if f.get("first_ms") and f.get("next_ms"):
-            return _measured(screens, key, results, "First token vs next token",
+            return _measured(screens, key, results, "First vs next token",
                              "ms: the prefill's wait, then each next token",
                              f"{f['first_ms']:.0f} vs {f['next_ms']:.0f}")
-    return _not_yet(screens, "prefill", "First token vs next token")
+    return _not_yet(screens, "prefill", "First vs next token")
 
 
 def bytes_per_weight(screens, results: dict, dtype_bytes: int) -> RecapFigure:

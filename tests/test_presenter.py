@@ -148,7 +148,7 @@ def test_the_recap_shows_the_five_big_numbers_each_with_its_source():
 
     screens = load_screens()
     nothing = recap_figures(screens, {}, 4)
-    assert [f.name for f in nothing] == ["First token vs next token", "KV cache", "Batching",
+    assert [f.name for f in nothing] == ["First vs next token", "KV cache", "Batching",
                                          "Bytes per weight", "Dollars per million"]
     for f in nothing[:3] + nothing[4:]:
         assert f.shown is None and f.source.startswith(NOT_YET), f
