@@ -93,6 +93,8 @@ class Settings:
     session_events: int = 6  # one visitor's events waiting or running at once
     lane_waiting: int = 64  # events waiting in one lane ("model", "heavy", "chat", ...)
     heavy_lane_limit: int = 1  # the "heavy" lane (sweeps, races, comparisons) runs one at a time
+    # Gradio's per-event `time_limit` (Gradio 6.31 enforces it only on `.stream` events; a
+    # measurement stops at `measure_limit_s`, checked after each of its frames).
     step_time_limit_s: int = 60  # one short model run: a prefill, a decode step, attention
     measure_time_limit_s: int = 300  # a measurement: a race, a sweep, a presenter screen
     long_time_limit_s: int = 900  # the longest: a chat answer, the batch sweep, lesson 6
@@ -121,7 +123,7 @@ class Settings:
     # lessons' buttons at once share one run of each, and the four runs take turns with the
     # chats one after another, so each default is small: 1,300-1,900 tokens x passes each
     # (the work formulas beside the experiments), and the prefill sweep feeds 41 tokens one at
-    # a time, not 169 (the sliders go higher for a learner alone). bench.classroom's lessons_at_once
+    # a time, not 169 (the sliders go higher for a learner alone). bench.classroom's at_once
     # checks that the four runs, taking turns with streaming chats, end within a class's
     # minute.
 

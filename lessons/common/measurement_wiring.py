@@ -1,11 +1,12 @@
 """The one way a heavy button is wired: `wire_measurement(button, inputs, outputs, m, ctx)`.
 
-It clicks `m.run` in the heavy lane (`concurrency_id="heavy"`, Gradio's hard limit
-`Settings.<m.limit>_time_limit_s`), and around each run: the work budget (a refusal through the
-one error path, `feedback.guarded`), taking turns with the server (`guarded(alone=ctx.server)`),
-the busy check (`measurement.watched`), the time limit (`measurement.timed`) and sharing
-identical runs (`ctx.runs`, `classroom.shared_runs`, where the classroom layer tagged the event
-as it joined).
+It clicks `m.run` in the heavy lane (`concurrency_id="heavy"`; Gradio's `time_limit`
+`Settings.<m.limit>_time_limit_s` is passed, though Gradio 6.31 enforces it only on `.stream`
+events: the limit that stops a run is ours, below), and around each run: the work budget (a
+refusal through the one error path, `feedback.guarded`), taking turns with the server
+(`guarded(alone=ctx.server)`), the busy check (`measurement.watched`), the time limit
+(`measurement.timed`) and sharing identical runs (`ctx.runs`, `classroom.shared_runs`, where the
+classroom layer tagged the event as it joined).
 
 The heavy lane runs `Settings.heavy_lane_limit` measurements at a time. With the app's shared
 runs (`ctx.runs`), the measurement line keeps that rule (`measure_line`): every press's handler
