@@ -32,7 +32,7 @@ from inference.experiments.quality import (
     load_perplexity_text,
     reference_steps,
 )
-from inference.experiments.quant_race import SpeedRace, ceiling_tokens_per_s, checked_speed_race
+from inference.experiments.quant_race import SpeedRace, checked_speed_race
 from inference.experiments.quiet_reference import QuietFigure
 from inference.experiments.roofline import machine_bandwidth
 from inference.quant_modes import DEFAULT_MODES, MODES, build_steps, get_mode
@@ -179,9 +179,8 @@ def _race(lm, built_modes: dict, ids: list[int], n: int, bandwidth: float
     if key is None:
         return
     base, mode = built_modes["fp32"], built_modes[key]
-    ceilings = (ceiling_tokens_per_s(bandwidth, base.bytes_per_token),
-                ceiling_tokens_per_s(bandwidth, mode.bytes_per_token))
-    for item in checked_speed_race(key, base.model, mode.model, ids, n, lm.device, ceilings):
+    for item in checked_speed_race(key, base.model, mode.model, ids, n, lm.device,
+                                   (base.bytes_per_token, mode.bytes_per_token), bandwidth):
         if isinstance(item, SpeedRace):
             yield item
         else:

@@ -171,3 +171,24 @@ def test_busy_sweep_shows_the_quiet_reference_big_and_its_own_figure_beside(tmp_
     assert "This run, busy: 8.0×" in md and "faster by" not in md
     assert "measured on this machine at" not in sweep_verdict_md([point], quiet, ref)
     assert "range 8.0–8.0 over 5 rounds" in sweep_verdict_md([point], quiet)
+
+
+def test_int4_race_past_a_ceiling_measured_while_busy_measures_both_again(lm, monkeypatch):
+    """A bandwidth read at a busy moment (planted: 0.01 GB/s) makes the first race impossible;
+    the race runs again with the bandwidth measured again, and the higher figure counts."""
+    from inference.experiments import quant_race
+
+    again = []
+    monkeypatch.setattr(quant_race, "measure_read_bandwidth",
+                        lambda device: again.append(device) or 1000.0)
+    shared = SharedResults()
+    base, int4 = build_mode(lm, "fp32", shared), build_mode(lm, "int4-g32", shared)
+    ids = prompt_ids(lm.tokenizer, "Name a colour.")
+    races = [r for r in checked_speed_race("int4-g32", base.model, int4.model, ids, 4,
+                                           lm.device, (base.bytes_per_token,
+                                                       int4.bytes_per_token), 0.01)
+             if isinstance(r, SpeedRace)]
+    first, second = races
+    assert first.impossible and "ceiling" in first.impossible and first.attempt == 0
+    assert len(again) == 1 and second.attempt == 1 and second.impossible is None
+    assert second.ceilings[0] == pytest.approx(1000e9 / base.bytes_per_token)
