@@ -13,8 +13,13 @@ block before it (`block_hash`), so equal keys mean equal tokens at equal positio
 start. A new request whose prompt starts with blocks already in the pool maps them (their
 reference count goes up) instead of computing them again. When the last request using a
 cached block ends, the block keeps its contents and its key: it is "cached, idle", reusable
-by the next request with that prefix, and evicted least-recently-used only when the pool
-needs room (free blocks that hold nothing are taken first).
+by the next request with that prefix, and evicted least-recently-used when the pool needs
+room (free blocks that hold nothing are taken first) or when more than `max_idle` sit idle.
+
+Memory: the pool's tensor is allocated at once, but a page of it becomes real memory only when
+first written. Free blocks are handed out last-freed first, so a class reuses the blocks the
+previous answers wrote instead of walking through the whole pool, and the idle cached blocks
+are capped: after a burst of chats the process holds the burst's blocks, not the whole pool.
 
 This file is pure bookkeeping (integers and hashes, no tensors): `paged_cache.py` holds the
 tensors the block ids point into. It follows vLLM's v1 block manager
@@ -60,14 +65,16 @@ class PoolCounts:
 class BlockPool:
     """`num_blocks` blocks of `block_tokens` positions, block tables per request id."""
 
-    def __init__(self, num_blocks: int, block_tokens: int) -> None:
+    def __init__(self, num_blocks: int, block_tokens: int, max_idle: int | None = None) -> None:
         if num_blocks < 1 or block_tokens < 1:
             raise ValueError("a pool needs at least one block of at least one token")
         self.num_blocks, self.block_tokens = num_blocks, block_tokens
         self.ref = [0] * num_blocks  # reference count per block
         self.key: list[bytes | None] = [None] * num_blocks  # prefix key of a full cached block
         self.by_key: dict[bytes, int] = {}  # key -> block id (in use or idle)
-        self.free: deque[int] = deque(range(num_blocks))  # refcount 0, holding nothing
+        # refcount 0, holding nothing: taken from the right, the most recently freed first
+        self.free: deque[int] = deque(range(num_blocks - 1, -1, -1))
+        self.max_idle = max_idle  # idle cached blocks kept at most (None: until room is needed)
         self.idle: OrderedDict[int, None] = OrderedDict()  # refcount 0, keyed; oldest first
         self.tables: dict[int, list[int]] = {}  # request id -> block table
         self.keys_of: dict[int, list[bytes]] = {}  # request id -> keys of its full blocks
@@ -159,6 +166,8 @@ class BlockPool:
                     self.free.append(b)
                 else:
                     self.idle[b] = None
+        while self.max_idle is not None and len(self.idle) > self.max_idle:
+            self.free.append(self._evict_oldest_idle())
         return table
 
     def _map(self, b: int) -> None:
@@ -169,14 +178,19 @@ class BlockPool:
     def _take(self) -> int:
         """A free block, else the least recently used idle cached block (its key dropped)."""
         if self.free:
-            b = self.free.popleft()
+            b = self.free.pop()
         elif self.idle:
-            b, _ = self.idle.popitem(last=False)
-            del self.by_key[self.key[b]]  # type: ignore[index]
-            self.key[b] = None
-            self.evictions += 1
+            b = self._evict_oldest_idle()
         else:
             raise PoolFullError("The KV cache pool is full.")
         self.ref[b] = 1
         self.taken.append(b)
+        return b
+
+    def _evict_oldest_idle(self) -> int:
+        """The least recently used idle cached block, its key dropped."""
+        b, _ = self.idle.popitem(last=False)
+        del self.by_key[self.key[b]]  # type: ignore[index]
+        self.key[b] = None
+        self.evictions += 1
         return b

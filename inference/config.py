@@ -181,6 +181,10 @@ class Settings:
     # blocks for every request, sized from `server_cache_mb`; block tables, prefix caching,
     # preemption.
     block_tokens: int = 16  # positions per KV block (vLLM's default block size)
+    # Idle cached blocks (finished answers' full blocks, kept for the next prompt with that
+    # prefix) kept at most: 128 blocks of 16 positions hold a few long shared handouts, and
+    # after a class's burst the process keeps the burst's blocks, not the whole pool.
+    prefix_cache_blocks: int = 128
     server_pool_blocks: int = 0  # blocks in the pool; 0 = as many as `server_cache_mb` holds
     # Rows sharing a prompt's first blocks read them once per step, not once per row
     # (cascade attention, `cascade_attention.py`); False = every row's blocks gathered.

@@ -135,17 +135,21 @@ class PagedBatch:
     """Rows decoding together through one block pool. `rows` keeps admission order."""
 
     @staticmethod
-    def for_memory(lm, megabytes: int, block_tokens: int, blocks: int = 0) -> PagedBatch:
-        """A batch whose pool holds `blocks` blocks, or (0) as many as `megabytes` holds."""
+    def for_memory(lm, megabytes: int, block_tokens: int, blocks: int = 0,
+                   idle_blocks: int | None = None) -> PagedBatch:
+        """A batch whose pool holds `blocks` blocks, or (0) as many as `megabytes` holds,
+        keeping at most `idle_blocks` idle cached blocks (None: until room is needed)."""
         info = lm.info
         per_block = kv_cache_bytes(info.layers, info.kv_heads, info.head_dim,
                                    lm.bytes_per_value, tokens=block_tokens)
-        return PagedBatch(lm, blocks or max(1, megabytes * 2**20 // per_block), block_tokens)
+        return PagedBatch(lm, blocks or max(1, megabytes * 2**20 // per_block), block_tokens,
+                          idle_blocks=idle_blocks)
 
-    def __init__(self, lm, num_blocks: int, block_tokens: int, pad_slack: float = 0.25) -> None:
+    def __init__(self, lm, num_blocks: int, block_tokens: int, pad_slack: float = 0.25,
+                 idle_blocks: int | None = None) -> None:
         info = lm.info
         self.lm = lm
-        self.pool = BlockPool(num_blocks, block_tokens)
+        self.pool = BlockPool(num_blocks, block_tokens, max_idle=idle_blocks)
         self.kv = PagedKV.allocate(info.layers, info.kv_heads, info.head_dim, num_blocks,
                                    block_tokens, lm.dtype, lm.device)
         self.token_bytes = bytes_per_token(info.layers, info.kv_heads, info.head_dim,

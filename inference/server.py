@@ -107,7 +107,7 @@ class Server:
         # read once: the tokenizer's property rebuilds its list on every call
         self._special_ids = frozenset(lm.tokenizer.all_special_ids)
         self.batch = PagedBatch.for_memory(lm, s.server_cache_mb, s.block_tokens,
-                                           s.server_pool_blocks)
+                                           s.server_pool_blocks, s.prefix_cache_blocks)
         self.batch.cascade = s.cascade_attention  # shared prefixes read once a step, or per row
         self._cond = threading.Condition()
         self._waiting = WaitingLine()  # round robin by visitor (server_line.py)

@@ -143,3 +143,30 @@ def test_admission_maps_a_cached_prefix_instead_of_needing_its_blocks():
     assert admission(pool, [1, 2, 3], 1, 8, 100) != ""  # maps one, needs one more: none free
     pool.release(0)
     assert admission(pool, [1, 2, 3], 0, 8, 100) == ""
+
+
+def test_a_class_reuses_the_blocks_earlier_answers_wrote():
+    """Free blocks go out last-freed first: a burst after a burst writes the same blocks, so
+    the memory a process holds stays the size of one burst, not the whole pool."""
+    pool = BlockPool(num_blocks=100, block_tokens=4)
+    written: set[int] = set()
+    for burst in range(5):
+        for rid in range(10):
+            written.update(pool.allocate(burst * 10 + rid, [burst, rid, 7]))  # no full block
+        for rid in range(10):
+            pool.release(burst * 10 + rid)
+    assert len(written) == 10  # 5 bursts of 10 one-block answers touched 10 blocks, not 50
+
+
+def test_idle_cached_blocks_are_capped_oldest_first():
+    pool = BlockPool(num_blocks=20, block_tokens=2, max_idle=3)
+    for rid in range(4):  # four answers, each two full blocks of its own
+        tokens = [rid, rid, rid, rid]
+        pool.allocate(rid, tokens)
+        pool.commit_full(rid, tokens)
+    for rid in range(4):
+        pool.release(rid)
+    c = pool.counts()
+    assert (c.cached_idle, c.used, c.cached_idle + c.free) == (3, 0, 20)
+    assert pool.cached_prefix([3, 3, 3, 3]) != [] and pool.cached_prefix([0, 0, 0, 0]) == []
+    assert pool.evictions == 5  # 8 idle, 3 kept: the oldest 5 went back to the free blocks
