@@ -4,6 +4,7 @@ prepared state (`?lesson=kv&prompt=…`, a bad link's notice), and a chart's CSV
 to the numbers the chart draws."""
 from __future__ import annotations
 
+import base64
 import csv
 from pathlib import Path
 from urllib.parse import quote
@@ -302,4 +303,115 @@ def test_presenter_fits_a_projector_at_150_percent(visitor, server):
     wait_until(lambda: page.evaluate(PARTS_JS)["tabs"] is None, 5, "Present to hide them again")
     page.locator("#present-hint .lab-present-exit").click()  # a phone has no Esc key
     wait_until(lambda: page.evaluate(PARTS_JS)["tabs"], 5, "the button to bring the tabs back")
+    _clean(page, watch)
+
+
+# In the page's own clock: from the press of the screen's button to the first frame of the
+# app's own line in the result area (the button's "sent" line, drawn in the browser), and to the
+# first frame the run itself sent (a "started" or "step k of N" line, a number, the recap).
+WATCH_FIRST_FRAME_JS = """() => {
+  const w = window.__labFirst = {pressed: null, shown: null, served: null, text: ''};
+  const own = (more) => document.querySelector(['.present-running', '.present-big',
+    '.present-recap'].map(c => '#present-result ' + c + more).join(', '));
+  document.getElementById('present-run').addEventListener('click', () => {
+    w.pressed = performance.now();
+    const seen = () => {
+      const e = own(''), run = own(':not(.present-sent)');
+      if (e && w.shown === null) w.shown = performance.now();
+      if (run && w.served === null) {
+        w.served = performance.now(); w.text = run.closest('.present-result').innerText; }
+    };
+    seen();
+    new MutationObserver(seen).observe(document.getElementById('present-result'),
+                                       {childList: true, subtree: true, characterData: true});
+  }, {capture: true, once: true});
+}"""
+# The payoff's box and the number's top, in viewport px.
+PAYOFF_JS = """() => { const r = s => { const e = document.querySelector(s);
+    const b = e && e.getBoundingClientRect(); return b && b.height ? [b.top, b.bottom] : null; };
+  return {payoff: r('#present-compare'), big: r('#present-result .present-big'),
+          height: window.innerHeight}; }"""
+FIRST_FRAME_S = 1.0
+
+
+def _projector_at_150_percent(page):
+    """853×480 CSS px at a device scale of 1.5: a 1280×720 projector at 150% zoom. Returns the
+    CDP session holding the override (hold it while the test runs)."""
+    page.set_viewport_size({"width": 853, "height": 480})
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("Emulation.setDeviceMetricsOverride",
+             {"width": 853, "height": 480, "deviceScaleFactor": 1.5, "mobile": False})
+    wait_until(lambda: page.evaluate("window.devicePixelRatio") == 1.5, 10, "the 1.5 scale")
+    return cdp
+
+
+def _shot(cdp, name: str) -> None:
+    """A screenshot through the CDP session itself (Playwright's own resets the 1.5 scale)."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    png = cdp.send("Page.captureScreenshot", {"format": "png"})["data"]
+    (SCREENSHOTS / f"presenter-853x480@1.5-{name}.png").write_bytes(base64.b64decode(png))
+
+
+def test_every_screen_streams_at_once_and_its_payoff_fits_a_projector(visitor, server):
+    """At 853×480 @1.5 every screen, pressed, shows its own line (not Gradio's grey veil)
+    within a second; each guess screen's payoff (guess against measurement, and why) is then
+    inside the viewport with the number under it; the cost screen names the batching screen's
+    sweep it prices; the recap shows the five big numbers, each with where it came from."""
+    page, watch = visitor
+    page.evaluate("localStorage.clear()")  # this run's own figures only
+    _go(page, f"{_base(server)}?present=1")
+    emulation = _projector_at_150_percent(page)  # after loading: a navigation resets it
+    wait_until(lambda: _screen(page) >= 1, 30, "the presenter")
+    record_changes(page, "present-screen")
+    page.locator("#present-machine").click()  # focus on the page, not in a field
+    while _screen(page) > 1:
+        _press(page, "ArrowLeft", _screen(page) - 1)
+    late, served = [], []  # served: when each run's own first frame came (s after the press)
+    for n, s in enumerate(SCREENS, start=1):
+        if n > 1:
+            _press(page, "ArrowRight", n)
+        if s.predict is not None:
+            page.locator("#present-guess input").fill("2")
+            page.locator("#present-machine").click()
+        page.evaluate(WATCH_FIRST_FRAME_JS)
+        page.locator("#present-run").click()
+        first = wait_until(lambda: page.evaluate(
+            "window.__labFirst.served !== null && window.__labFirst"), 300,
+            f"screen {n}'s first frame from its run")
+        took = (first["shown"] - first["pressed"]) / 1000
+        served.append((n, round((first["served"] - first["pressed"]) / 1000, 2)))
+        if took > FIRST_FRAME_S:
+            late.append((n, s.title, f"{took:.2f} s"))
+        assert "⏳" in first["text"] or s.measure in ("tokens", "token_mix", "recap"), first
+        if s.measure == "recap":
+            wait_until(lambda: page.locator("#present-result .present-card").count() == 5, 30,
+                       "the recap's five cards")
+            break
+        wait_until(lambda: page.locator("#present-result .present-big").count()
+                   and not page.locator("#present-result .present-running").count(), 600,
+                   f"screen {n}'s result")
+        if s.measure == "cost":  # one sweep per visitor: the batching screen's, named
+            assert "your batch sweep on “Serving many people at once”" in text_of(
+                page, "present-result")
+        if s.predict is None:
+            continue
+        wait_until(lambda: "measured:" in text_of(page, "present-compare"), 30,
+                   f"screen {n}'s payoff")
+        parts = settled_value(lambda: page.evaluate(PAYOFF_JS),
+                              lambda p: p["payoff"] and p["big"])
+        assert page.evaluate("window.devicePixelRatio") == 1.5
+        _shot(emulation, f"payoff-{s.measure}")
+        top, bottom = parts["payoff"]
+        assert 0 <= top and bottom <= parts["height"], (n, s.title, "payoff", parts)
+        assert parts["big"][0] < parts["height"], (n, s.title, "the number below the fold", parts)
+    assert late == [], (f"screens whose own line came after {FIRST_FRAME_S} s: {late} (each "
+                        f"run's first frame: {served})")
+    cards = page.locator("#present-result .present-card").all_inner_texts()
+    _shot(emulation, "recap")
+    boxes = page.evaluate("""() => Array.from(document.querySelectorAll(
+        '#present-result .present-card')).map(c => c.getBoundingClientRect().bottom)""")
+    assert max(boxes) <= page.evaluate("window.innerHeight"), ("the recap's cards", boxes)
+    assert all(("measured here" in c or "theoretical" in c) and "not measured yet" not in c
+               for c in cards), cards  # every screen ran: each card has its figure
+    assert page.evaluate("window.devicePixelRatio") == 1.5
     _clean(page, watch)
