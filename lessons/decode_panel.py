@@ -118,14 +118,17 @@ def _layout(settings: Settings, budget=None, layers: int = 1) -> DecodeUI:
         stop_btn = gr.Button("Stop ⏹", variant="stop", elem_id="decode-stop")
         reset_btn = gr.Button("Reset ↺", elem_id="decode-reset")
     timer = gr.Timer(settings.play_interval_s.default, active=False)
-    stats = gr.Markdown(decode_stats_md([], None), elem_id="decode-stats")
     # The charts right under the buttons: at 1280×720 (a projector) Step and both charts fit
-    # one screen; the text, which grows with every token, and the diagram follow.
-    with gr.Row():
-        candidates = gr.Plot(candidates_figure([], None, None), label="Candidates",
-                             elem_id="decode-candidates")
-        timing = gr.Plot(decode_latency_figure([], ""), label="Timing", elem_id="decode-timing")
-    text = gr.HTML(output_html([]), elem_id="decode-output")
+    # one screen; the text, which grows with every token, and the diagram follow. A phone
+    # stacks the cards and charts, so there the text comes first (assets/style.css).
+    with gr.Column(elem_id="decode-results"):
+        stats = gr.Markdown(decode_stats_md([], None), elem_id="decode-stats")
+        with gr.Row():
+            candidates = gr.Plot(candidates_figure([], None, None), label="Candidates",
+                                 elem_id="decode-candidates")
+            timing = gr.Plot(decode_latency_figure([], ""), label="Timing",
+                             elem_id="decode-timing")
+        text = gr.HTML(output_html([]), elem_id="decode-output")
     with gr.Row():
         at_step = gr.Slider(0, 1, value=0, step=1, label="Branch: look at step",
                             interactive=False, elem_id="decode-branch-step")
