@@ -2,6 +2,11 @@
 machine_roofline`), turned into the texts and figures the tab shows, as one `MachineView`:
 where the loaded model's decode speed sits under the bandwidth ceiling, both roofs, what bounds
 a decode step, which model sizes fit this machine, and the figures to copy into notes.
+
+The decode speed is watched by the noise rule from its own steps' times (`watched_roofline`):
+a busy run shows the notice, no share of the ceiling, and this machine's quiet reference beside
+it (`quiet_reference.for_decode`, written only by a quiet run); the size table's prediction for
+the larger models then starts from that quiet figure and says so.
 """
 from __future__ import annotations
 
@@ -10,11 +15,13 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
-from inference.experiments import noise
+from inference.experiments import noise, quiet_reference
 from inference.experiments.machine_roofline import (
+    ROOFLINE_NEW_TOKENS,
+    WatchedRoofline,
     measure_compute_roof,
-    measure_roofline,
     measure_roofline_step_bound,
+    watched_roofline,
 )
 from inference.experiments.memory_guard import memory_budget_bytes
 from inference.experiments.model_sizes import size_rows
@@ -69,14 +76,23 @@ def measured_step_bound(lm) -> tuple[StepBound, Noise]:
     return bound, noise.reading()
 
 
-def sizes_md(lm, r: Roofline) -> str:
+def sizes_md(lm, r: Roofline, judged: Noise | None = None, reference=None) -> str:
     """This model and its siblings on this machine (theoretical, from the measured bandwidth);
-    the measured speed is carried over only when the loaded model is the first row's shape."""
+    the measured speed is carried over only when the loaded model is the first row's shape and
+    the figure is possible. From a busy run (`judged`), the quiet `reference` stands in for it
+    when there is one, and the text says which it used."""
     free = memory_budget_bytes(lm.device, 1.0)
     rows = size_rows(r.bandwidth_gbs, lm.bytes_per_value, free)
-    mine = lm.info.parameters == rows[0].shape.parameters
-    return model_sizes_md(rows, r.bandwidth_gbs, lm.info.dtype, free,
-                          r.measured_tokens_per_s if mine else None)
+    mine = lm.info.parameters == rows[0].shape.parameters and not r.impossible
+    speed, source, share = r.measured_tokens_per_s, "", True
+    if judged is not None and judged.busy:
+        if reference is not None:
+            speed, source = reference.value, (f"this machine's quiet reference, measured at "
+                                              f"{reference.when()}: this run was busy")
+        else:
+            source, share = "this run, on a busy machine", False
+    return model_sizes_md(rows, r.bandwidth_gbs, lm.info.dtype, free, speed if mine else None,
+                          source, share)
 
 
 def gpu_note_md(lm) -> str:
@@ -108,6 +124,7 @@ class MachineView:
     step_chart: go.Figure
     sizes_md: str  # model sizes on this machine
     figures_md: str  # this machine's figures, to copy
+    noise: Noise | None = None  # the reading of the decode steps behind the roofline
 
 
 def measure_machine_steps(lm, shared=None) -> Iterator[str | MachineView]:
@@ -116,13 +133,16 @@ def measure_machine_steps(lm, shared=None) -> Iterator[str | MachineView]:
     view. The roofs' parts are watched by the noise rule (no "bound by" from a busy machine),
     the step's profile by a reading of its own."""
     yield "⏳ Part 1 of 3: reading memory bandwidth and timing decode…"
-    r = measure_roofline(lm, shared=shared)
+    watched = watched_roofline(lm, shared=shared)
+    r = watched.roofline
     yield ("⏳ Part 1 of 3 done: read bandwidth and decode speed measured. Part 2 of 3: the "
            "arithmetic roof…")
     roof = measure_compute_roof(lm, r, shared, batch_points=latest_batch_points(lm, shared))
     judged = noise.reading()
+    if watched.noise.busy:  # the roofs' decode point is the roofline's busy decode speed
+        judged = watched.noise
     yield "⏳ Part 2 of 3 done: both roofs measured. Part 3 of 3: profiling one decode step…"
-    yield _machine_view(lm, shared, r, roof, judged)
+    yield _machine_view(lm, shared, watched, roof, judged)
 
 
 def measure_machine(lm, shared=None) -> MachineView:
@@ -131,14 +151,22 @@ def measure_machine(lm, shared=None) -> MachineView:
     return view
 
 
-def _machine_view(lm, shared, r: Roofline, roof, roofs_noise: Noise | None = None
+def decode_reference(lm, watched: WatchedRoofline):
+    """This machine's quiet decode speed: on file, else this run's when it was quiet."""
+    return quiet_reference.for_decode(watched.roofline, lm.info.name, ROOFLINE_NEW_TOKENS,
+                                      watched.noise)
+
+
+def _machine_view(lm, shared, watched: WatchedRoofline, roof, roofs_noise: Noise | None = None
                   ) -> MachineView:
-    caption = info_caption(lm.info)
+    caption, r, ref = info_caption(lm.info), watched.roofline, decode_reference(lm, watched)
     bound, judged = measured_step_bound(lm)
     step_md, step_fig = step_bound_outputs(lm, r, bound, caption, judged)
     fig = roofline_figure([roofline_point(lm, r)], r.bandwidth_gbs, ", read bandwidth measured",
                           caption, x_title=BYTES_AXIS)
-    return MachineView(r, roofline_md(r, lm.info.weight_bytes), fig,
+    return MachineView(r, roofline_md(r, lm.info.weight_bytes, watched.noise, watched.attempt,
+                                      ref), fig,
                        compute_roof_md(roof, lm.info.dtype, roofs_noise),
                        two_roof_figure(roof, caption),
-                       step_md, step_fig, sizes_md(lm, r), figures_md(lm, shared, r))
+                       step_md, step_fig, sizes_md(lm, r, watched.noise, ref),
+                       figures_md(lm, shared, r), watched.noise)

@@ -11,10 +11,12 @@ from dataclasses import dataclass
 from inference.config import LIMITS, Settings
 from inference.experiments import noise
 from inference.experiments.kv_race import RECOMPUTE, race, summarize
+from inference.experiments.noise import Noise
 from inference.sampling import SamplingSettings
 from visualizations.first_picture import empty_picture, live_picture, race_picture
 from visualizations.first_screen import live_cards_html, race_ratio_html
 from visualizations.mechanism import RACE_TITLES
+from visualizations.noise_view import busy_notice_html
 
 from .common.client_timing import FramePace, timed_events
 from .common.lesson_text import lesson_page
@@ -41,8 +43,10 @@ class LiveFrame:
     """One moment of the first screen's live answer."""
 
     diagram: str  # the mechanism diagram: the newest forward pass animated
-    cards: str  # "first token: N ms", "each next token: N ms" (measured)
+    cards: str  # "first token: N ms", "each next token: N ms" (measured); the busy notice
+    # above them when the noise rule judged the finished answer's token gaps busy
     answer: str  # the answer so far, or what is happening
+    noise: Noise | None = None  # the reading of the one-token steps' gaps (finished answer)
 
 
 def live_frames(lm, settings: Settings, server, prompt: str) -> Iterator[LiveFrame]:
@@ -50,7 +54,8 @@ def live_frames(lm, settings: Settings, server, prompt: str) -> Iterator[LiveFra
     token, paced with every other answer (`FramePace`: when a class opens the page at once,
     each draws its newest pass every B/60 s). Step 0 is the prompt's prefill (what the server
     computed, read from its prefix cache, in how many passes: the event says); each later step
-    one token in."""
+    one token in. The finished answer's cards carry the noise rule's reading of the gaps
+    between its tokens (`noise.reading`): busy, the notice above them."""
     ids = encode_prompt(lm, settings, prompt)
     n = settings.live_new_tokens
     labels = [lm.tokenizer.decode([i]) for i in ids]  # the prompt as the model reads it
@@ -61,6 +66,7 @@ def live_frames(lm, settings: Settings, server, prompt: str) -> Iterator[LiveFra
                       live_cards_html(None, None, len(ids), 0), f"*{waiting}*")
     yield frame
     events, pace, behind = [], FramePace(settings.chat_frames_per_s), None
+    gaps, so_far = [], 0.0  # wall seconds between successive tokens (the cards' repeats)
     try:
         for timed in timed_events(req, settings.stop_check_s):
             if timed is None:  # nothing new: the newest frame, where a tab click can end it
@@ -70,6 +76,13 @@ def live_frames(lm, settings: Settings, server, prompt: str) -> Iterator[LiveFra
                 continue
             ev, ttft, between, _ = timed
             events.append(ev)
+            if ev.index > 0:
+                gaps.append(between - so_far)
+                so_far = between
+            if ev.finished:
+                frame, behind = _live_frame(lm, req, labels, events, n, ttft, between, gaps), None
+                yield frame
+                continue
             if not pace.due(ev):  # a class is answered: draw the newest pass later
                 behind = (ttft, between)
                 continue
@@ -80,16 +93,19 @@ def live_frames(lm, settings: Settings, server, prompt: str) -> Iterator[LiveFra
 
 
 def _live_frame(lm, req, labels: list[str], events: list, n: int, ttft: float,
-                between: float) -> LiveFrame:
-    """The first screen after the newest of `events`: the picture, cards and answer so far."""
+                between: float, gaps: list[float] | None = None) -> LiveFrame:
+    """The first screen after the newest of `events`: the picture, cards and answer so far.
+    `gaps` (the finished answer's): read by the noise rule, its notice above the cards."""
     ev, decoded = events[-1], len(events) - 1
     text = ev.text.replace(lm.tokenizer.eos_token, "")
+    judged = noise.reading(gaps) if gaps else None
     return LiveFrame(
         live_picture(labels, events, lm.info.layers, capacity=len(labels) + n),
-        live_cards_html(ttft, between / decoded if decoded else None, len(labels), decoded,
-                        ev.batch_rows, events[0], req.queued_seconds),
+        busy_notice_html(judged) + live_cards_html(
+            ttft, between / decoded if decoded else None, len(labels), decoded, ev.batch_rows,
+            events[0], req.queued_seconds),
         (f"**The model's answer** ({stop_reason(ev, len(events), n)}): {html.escape(text)}"
-         if ev.finished else f"**The model's answer:** {html.escape(text)} ▍"))
+         if ev.finished else f"**The model's answer:** {html.escape(text)} ▍"), judged)
 
 
 def stop_reason(last, tokens: int, most: int) -> str:

@@ -7,16 +7,19 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from itertools import accumulate
 from types import SimpleNamespace
 
 from inference.config import LIMITS
 from inference.generation import stream
+from lessons import start_handlers
 from lessons.common.prompt_input import encode_prompt
 from lessons.start_handlers import about_model_md, live_frames, live_race_frames
 from polling import without_ticks
 from visualizations import first_picture
 from visualizations.first_picture import NARROW, WIDE, step_line
 from visualizations.first_screen import live_cards_html, race_ratio_html
+from visualizations.noise_view import BUSY
 
 SETTINGS = replace(LIMITS, live_new_tokens=6, live_race_new_tokens=4,
                    chat_frames_per_s=1e9)  # a beat per pass, however fast the device
@@ -84,6 +87,26 @@ def test_a_paced_live_answer_keeps_its_first_and_last_beats_and_every_token(lm, 
     assert len(beats) == (2 if len(solo) > 1 else 1)  # the prefill beat, then the last one
     assert int(_attr(beats[-1].diagram, "cached")) == len(ids) + len(solo) - 1
     assert _answer(beats[-1].answer)[0] == solo[-1].text.replace(lm.tokenizer.eos_token, "")
+    assert beats[-1].noise is not None or len(solo) == 1  # the finished cards' reading
+    assert beats[-1].noise is None or (BUSY.capitalize() in beats[-1].cards) == beats[-1].noise.busy
+
+
+def test_cards_of_a_disturbed_answer_carry_the_busy_notice(lm, monkeypatch):
+    """Hand-made gaps between tokens, every other one slowed 10×: the finished answer's cards
+    read busy and show the notice above the measured figures."""
+    ids = encode_prompt(lm, SETTINGS, LIMITS.default_prompt)
+    events = list(stream(lm, ids, max_new_tokens=SETTINGS.live_new_tokens))
+    assert len(events) == 6  # five gaps: enough repeats for a spread
+    between = list(accumulate([0.05, 0.5, 0.05, 0.5, 0.05]))
+    timed = [(events[0], 0.1, 0.0, 0)] + [(e, 0.1, b, k) for k, (e, b)
+                                          in enumerate(zip(events[1:], between), 1)]
+    monkeypatch.setattr(start_handlers, "timed_events", lambda req, idle_s: iter(timed))
+    req = SimpleNamespace(ahead=0, queued_seconds=0.0, cancel=lambda: None)
+    server = SimpleNamespace(submit=lambda *args: req)
+    *earlier, last = list(live_frames(lm, SETTINGS, server, LIMITS.default_prompt))
+    assert last.noise.busy and "varied by" in last.noise.reasons[0]
+    assert last.cards.startswith("<div class='lab-busy'") and "ms" in last.cards
+    assert all(f.noise is None and BUSY.capitalize() not in f.cards for f in earlier)
 
 
 def test_race_ends_on_its_measured_ratio(lm):

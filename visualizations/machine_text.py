@@ -4,16 +4,27 @@ this machine (theoretical rows from published shapes and the measured bandwidth)
 changes on a GPU (figures measured on an H200 elsewhere, labelled so, unless this machine is
 the GPU).
 
+The measured speed is watched by the noise rule: a busy run shows the busy notice, its figure
+without a share of the ceiling, and (when a quiet run is on file) this machine's quiet figure
+beside it; the size table then predicts from the quiet figure and says so.
+
 Pure: rows and figures in, markdown out.
 """
 from __future__ import annotations
 
+import html
+
+from .cards import Card, cards_html
 from .model_card import human_bytes
+from .noise_view import busy_notice_html, supports_verdict, withheld
 
 
 def model_sizes_md(rows, bandwidth_gbs: float, dtype: str, free_bytes: int,
-                   measured_tokens_per_s: float | None = None) -> str:
-    """The size table and what it means here (`rows`: `SizeRow`s, the loaded model first)."""
+                   measured_tokens_per_s: float | None = None, source: str = "",
+                   share: bool = True) -> str:
+    """The size table and what it means here (`rows`: `SizeRow`s, the loaded model first).
+    `source`: where the measured speed comes from, when not this quiet run ("this machine's
+    quiet reference, 09:12"); `share`: False for a busy run's figure (no share drawn)."""
     lines = [
         "### Choosing a model size",
         f"This model beside its larger siblings, from their published shapes. **Theoretical:** "
@@ -29,11 +40,14 @@ def model_sizes_md(rows, bandwidth_gbs: float, dtype: str, free_bytes: int,
             f"| {human_bytes(r.int8_bytes)} | {human_bytes(r.kv_bytes_per_token)} "
             f"| {r.ceiling_tokens_per_s:,.1f} tokens/s | {'yes' if r.fits else '**no**'} |")
     if measured_tokens_per_s and len(rows) > 1:
-        share = measured_tokens_per_s / rows[0].ceiling_tokens_per_s
+        of = measured_tokens_per_s / rows[0].ceiling_tokens_per_s
         big = rows[-1]
         lines.append(
-            f"\nThis model measured **{measured_tokens_per_s:.1f} tokens/s**, {share:.0%} of its "
-            f"ceiling. {big.shape.name} could not beat **{big.ceiling_tokens_per_s:.1f} "
+            f"\nThis model measured **{measured_tokens_per_s:.1f} tokens/s**"
+            + (f" ({source})" if source else "")
+            + (f", {of:.0%} of its ceiling. " if share else
+               ": noisy (this machine was busy), so no share of its ceiling is drawn. ")
+            + f"{big.shape.name} could not beat **{big.ceiling_tokens_per_s:.1f} "
             f"tokens/s** here ({rows[0].weight_bytes / big.weight_bytes:.0%} of this one's "
             f"ceiling, for a model {big.shape.parameters / rows[0].shape.parameters:.0f}× the "
             "size), and its share would not be this one's: a step's fixed per-operation cost is "
@@ -42,14 +56,43 @@ def model_sizes_md(rows, bandwidth_gbs: float, dtype: str, free_bytes: int,
     return "\n".join(lines)
 
 
-def roofline_md(r, weight_bytes: int) -> str:
-    """The roofline in four measured-or-theoretical lines, then what the gap means."""
+def decode_speed(r, noise=None, attempt: int = 0) -> str:
+    """The measured speed against the ceiling: its share from a quiet run, the figure alone
+    (noisy) from a busy one, and the reason instead of the figure when it is past the ceiling."""
+    if r.impossible:
+        again = " twice (the second time with the bandwidth read again)" if attempt else ""
+        return (f"not a possible result, measured{again}: {r.impossible} One of the two "
+                "measurements was disturbed (most likely the bandwidth, measured low): measure "
+                "again")
+    if noise is not None and not supports_verdict(noise):
+        return (f"**{r.measured_tokens_per_s:.1f} tokens/s**, noisy: no share of the ceiling "
+                f"({withheld(noise)})")
+    return f"**{r.measured_tokens_per_s:.1f} tokens/s**, **{r.fraction:.0%}** of the ceiling"
+
+
+def decode_reference_html(reference, live_tokens_per_s: float, noise, now=None) -> str:
+    """For a busy run with this machine's quiet decode speed on file: that figure as a card, big,
+    this run's beside it, small, with why they differ. '' otherwise."""
+    if reference is None or noise is None or not noise.busy:
+        return ""
+    why = "; ".join(noise.reasons) or "the machine was busy"
+    card = Card("Decode speed, quiet", f"{reference.value:.1f} tokens/s",
+                f"measured on this machine at {reference.when(now)}, quiet")
+    return (cards_html([card]) + f"<small class='lab-live-beside'>This run, busy: "
+            f"{live_tokens_per_s:.1f} tokens/s. It differs from the quiet figure because "
+            f"{html.escape(why)}.</small>\n\n")
+
+
+def roofline_md(r, weight_bytes: int, noise=None, attempt: int = 0, reference=None,
+                now=None) -> str:
+    """The roofline in four measured-or-theoretical lines, then what the gap means. `noise`:
+    the reading of its decode steps (busy: the notice, no share, the quiet `reference` beside
+    it when there is one); `attempt` 1: measured again after a speed past the ceiling."""
     per_token = human_bytes(r.bytes_per_token)
-    speed = (f"**{r.measured_tokens_per_s:.1f} tokens/s**, **{r.fraction:.0%}** of the ceiling"
-             if not r.impossible else f"not a possible result: {r.impossible} One of the "
-             "two measurements was disturbed (most likely the bandwidth, measured low): "
-             "measure again")
-    return (
+    speed = decode_speed(r, noise, attempt)
+    head = busy_notice_html(noise) + decode_reference_html(
+        reference, r.measured_tokens_per_s or 0.0, noise, now)
+    return head + (
         f"- **Memory bandwidth (measured):** {r.bandwidth_gbs:.1f} GB/s, "
         "reading a 512 MiB (537 MB) buffer; measured once on this machine, the same figure "
         "every lesson uses.\n"

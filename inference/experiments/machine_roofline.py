@@ -6,6 +6,12 @@ decode step. Every figure is measured here, on the loaded model, with device-syn
 lesson, the presenter and the bench call; the shared `shared` results keep the machine's one
 bandwidth and GFLOP/s figure per process. `roofline_steps` is `measure_roofline` one decode step at
 a time, for a screen that shows "decode step k of N" and the speed so far while it runs.
+
+`watched_roofline` is the lesson's: the noise rule's reading of the decode steps' own times
+(`noise.reading`), and the speed held to the bandwidth ceiling (`sanity.bandwidth`): a figure past
+it by more than the noise is measured once more, the bandwidth read again first (another program
+only ever lowers a measured bandwidth, so the higher counts); still past it, `Roofline.impossible`
+says why and the screen shows that instead of the figure.
 """
 from __future__ import annotations
 
@@ -15,7 +21,7 @@ from dataclasses import dataclass
 
 from ..generation import stream
 from ..tokens import prompt_ids
-from . import captured_race, step_bound
+from . import captured_race, noise, step_bound
 from .compute_roof import (
     ComputeRoof,
     WorkPoint,
@@ -24,8 +30,9 @@ from .compute_roof import (
     machine_gflops,
     prefill_flops,
 )
+from .noise import Noise
 from .quality import greedy_tokens
-from .roofline import Roofline, machine_bandwidth
+from .roofline import Roofline, machine_bandwidth, measure_read_bandwidth
 from .step_bound import StepBound
 
 ROOFLINE_PROMPT = "Write a short story about a lighthouse keeper and a storm."
@@ -42,13 +49,15 @@ class RooflineProgress:
     bandwidth_gbs: float  # measured read bandwidth (the machine's one figure)
     tokens_per_s: float | None  # 1 ÷ median step so far (None before the first step)
     roofline: Roofline | None = None  # set on the last update only
+    step_seconds: tuple[float, ...] = ()  # every decode step's time (last update only)
 
 
-def roofline_steps(lm, new_tokens: int = ROOFLINE_NEW_TOKENS, shared=None
-                   ) -> Iterator[RooflineProgress]:
-    """Measured read bandwidth (the machine's one figure, kept in `shared`), then an update
-    after each timed decode step (each timed alone, yielded after), then the roofline."""
-    bandwidth = machine_bandwidth(shared, lm.device)
+def roofline_steps(lm, new_tokens: int = ROOFLINE_NEW_TOKENS, shared=None,
+                   bandwidth_gbs: float | None = None) -> Iterator[RooflineProgress]:
+    """Measured read bandwidth (the machine's one figure, kept in `shared`; `bandwidth_gbs`: one
+    read already), then an update after each timed decode step (each timed alone, yielded
+    after), then the roofline."""
+    bandwidth = bandwidth_gbs or machine_bandwidth(shared, lm.device)
     ids = prompt_ids(lm.tokenizer, ROOFLINE_PROMPT)
     total = max(new_tokens - 1, 1)
     yield RooflineProgress(0, total, bandwidth, None)
@@ -64,7 +73,8 @@ def roofline_steps(lm, new_tokens: int = ROOFLINE_NEW_TOKENS, shared=None
     yield RooflineProgress(len(events), total, bandwidth, rate,
                            Roofline(bandwidth_gbs=bandwidth,
                                     bytes_per_token=int(lm.info.weight_bytes + cache),
-                                    measured_tokens_per_s=rate))
+                                    measured_tokens_per_s=rate),
+                           tuple(e.seconds for e in events))
 
 
 def measure_roofline(lm, new_tokens: int = ROOFLINE_NEW_TOKENS, shared=None) -> Roofline:
@@ -72,6 +82,30 @@ def measure_roofline(lm, new_tokens: int = ROOFLINE_NEW_TOKENS, shared=None) -> 
     speed, with the bytes one step reads."""
     *_, last = roofline_steps(lm, new_tokens, shared)
     return last.roofline
+
+
+@dataclass(frozen=True)
+class WatchedRoofline:
+    """The roofline with the noise rule's reading of its decode steps."""
+
+    roofline: Roofline  # its `impossible` says why a speed past the ceiling is not shown
+    noise: Noise  # the reading of the decode steps' own times (busy: no share, no verdict)
+    step_seconds: tuple[float, ...]  # each timed decode step (seconds)
+    attempt: int = 0  # 1: measured again after a speed past the ceiling
+
+
+def watched_roofline(lm, new_tokens: int = ROOFLINE_NEW_TOKENS, shared=None,
+                     runs=roofline_steps) -> WatchedRoofline:
+    """`measure_roofline` under the noise rule, its speed held to the bandwidth ceiling: past
+    it, measured once more with the bandwidth read again (the higher read counts). `runs`:
+    the measurement (a test plants one)."""
+    *_, last = runs(lm, new_tokens, shared, None)
+    judged, attempt = noise.reading(last.step_seconds), 0
+    if last.roofline.impossible is not None:
+        again = max(last.bandwidth_gbs, measure_read_bandwidth(lm.device))
+        *_, last = runs(lm, new_tokens, shared, again)
+        judged, attempt = noise.reading(last.step_seconds), 1
+    return WatchedRoofline(last.roofline, judged, last.step_seconds, attempt)
 
 
 def measure_compute_roof(lm, r: Roofline, shared=None, new_tokens: int = ROOFLINE_NEW_TOKENS,

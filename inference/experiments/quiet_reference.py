@@ -125,3 +125,13 @@ def for_sweep(update, dtype: str, noise) -> QuietFigure | None:
     gain = big.gain_over(one)
     possible = not any(p.impossible for p in update.points)
     return keep_if_quiet(key, gain.estimate, gain.label(), noise if possible else None)
+
+
+def for_decode(r, model: str, new_tokens: int, noise) -> QuietFigure | None:
+    """This machine's reference (a `Roofline`): the batch-1 decode speed, kept from a quiet
+    run whose speed is possible against the bandwidth ceiling; an impossible one only reads."""
+    if r.measured_tokens_per_s is None:
+        return None
+    key = f"decode_tokens_per_s {model} batch 1, {new_tokens} tokens"
+    return keep_if_quiet(key, r.measured_tokens_per_s, f"{r.measured_tokens_per_s:.1f} tokens/s",
+                         None if r.impossible else noise)
