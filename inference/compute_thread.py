@@ -24,6 +24,7 @@ system, once, on this thread (`idle`, `idle_trim.py`).
 """
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -33,6 +34,7 @@ from .config import Settings
 from .idle_trim import IdleHook
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 NAME = "llm-lab-compute"
 
 _ident: list[int] = []  # the compute thread's id, once it has started
@@ -40,12 +42,21 @@ _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=NAME,
                                initializer=lambda: _ident.append(threading.get_ident()))
 
 
-def _trim_when_idle() -> None:
-    """Hand the heap the work freed back to the system, on the compute thread (so never
-    beside a timed pass), queued uncounted: it does not start another idle spell."""
+def _give_back() -> None:
     from .cache_budget import trim_heap  # imports the model's modules, so not at start-up
 
-    _executor.submit(trim_heap)
+    for release in idle.extras():  # the KV pool's free blocks (`IdleHook.also`)
+        try:
+            release()
+        except Exception:  # memory kept is not the work's failure
+            log.exception("giving memory back failed")
+    trim_heap()
+
+
+def _trim_when_idle() -> None:
+    """Hand the memory the work freed back to the system, on the compute thread (so never
+    beside a timed pass), queued uncounted: it does not start another idle spell."""
+    _executor.submit(_give_back)
 
 
 idle = IdleHook(Settings().idle_trim_s, _trim_when_idle)  # idle_trim.py says why

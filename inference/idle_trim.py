@@ -15,13 +15,16 @@ Trimming costs a pass over the heap (milliseconds to tens of milliseconds), so i
 when the work has stopped, not after each job, and on the compute thread itself so it never
 overlaps a timed pass. `IdleHook` counts jobs started and finished (`compute_thread` tells
 it) and calls its hook once each time the count has stayed at zero for `after_s` seconds.
-The trim is `cache_budget.trim_heap` (nothing on a system without glibc).
+The trim is `cache_budget.trim_heap` (nothing on a system without glibc). The heap is not
+all: the server's KV pool keeps every block a burst wrote resident, so its free blocks' pages
+are given back first (`also`; `PagedKV.release_free` says how and what it costs).
 """
 from __future__ import annotations
 
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable
 
 log = logging.getLogger(__name__)
@@ -42,6 +45,19 @@ class IdleHook:
         self._idle_since: float | None = None  # when the work last stopped, until the hook ran
         self._watcher: threading.Thread | None = None
         self.calls = 0  # times the hook ran (read by tests)
+        self._also: list[weakref.WeakMethod] = []  # more to give back (`also`), held weakly
+
+    def also(self, method: Callable[[], object]) -> None:
+        """Give back more when idle: `method` (a bound method, held weakly so its object can
+        go) runs with the hook's work (`compute_thread` runs them before the trim)."""
+        with self._cond:
+            self._also = [m for m in self._also if m() is not None]
+            self._also.append(weakref.WeakMethod(method))
+
+    def extras(self) -> list[Callable[[], object]]:
+        """The live methods registered with `also`, oldest first."""
+        with self._cond:
+            return [m for m in (w() for w in self._also) if m is not None]
 
     def started(self) -> None:
         with self._cond:

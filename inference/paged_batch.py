@@ -31,9 +31,10 @@ from dataclasses import dataclass
 
 import torch
 
+from . import compute_thread
 from .block_pool import BlockPool, blocks_for
 from .cascade_attention import CascadePlan, use_cascade
-from .config import LIMITS
+from .config import LIMITS, Settings
 from .errors import PoolFullError
 from .kv_cache import bytes_per_token, kv_cache_bytes
 from .paged_cache import PagedKV, paged_forward
@@ -144,6 +145,17 @@ class PagedBatch:
                                    lm.bytes_per_value, tokens=block_tokens)
         return PagedBatch(lm, blocks or max(1, megabytes * 2**20 // per_block), block_tokens,
                           idle_blocks=idle_blocks)
+
+    @staticmethod
+    def for_server(lm, s: Settings) -> PagedBatch:
+        """The server's batch, sized from `s`; each time the compute thread has been idle for
+        `s.idle_trim_s` the free blocks' memory goes back to the system (`give_back_free`,
+        run there, after the server's last step; every step of the server runs there too)."""
+        batch = PagedBatch.for_memory(lm, s.server_cache_mb, s.block_tokens,
+                                      s.server_pool_blocks, s.prefix_cache_blocks)
+        batch.cascade = s.cascade_attention  # shared prefixes read once a step, or per row
+        compute_thread.idle.also(batch.give_back_free)
+        return batch
 
     def __init__(self, lm, num_blocks: int, block_tokens: int, pad_slack: float = 0.25,
                  idle_blocks: int | None = None) -> None:
@@ -270,6 +282,13 @@ class PagedBatch:
         """Finished, stopped, cancelled or preempted: every block goes back to the pool."""
         self.rows.pop(rid, None)
         self.pool.release(rid)
+
+    def give_back_free(self) -> int:
+        """The free blocks' memory back to the system (`PagedKV.release_free`) -> bytes.
+        Call only where no pass runs meanwhile. Idle cached blocks keep their contents (a
+        later prompt may map them). A released block reads as zeros, so it stays in
+        `_touched`: it is as good as zeroed, and its next write faults its pages in again."""
+        return self.kv.release_free(list(self.pool.free))
 
     def row_bytes(self, rid: int) -> int:
         return len(self.pool.tables[rid]) * self.kv.block_bytes()

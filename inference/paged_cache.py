@@ -18,6 +18,7 @@ copied when a request joins or leaves: its blocks are simply taken from or given
 pool (`block_pool.py`); the only copy is the per-layer gather that attention reads, as large
 as the batch's longest row and freed when the layer is done. (`cascade_attention.py` reads a
 prefix that rows share once per step instead of once per row; this gather stays its reference.)
+When the server has been idle, `release_free` hands the free blocks' pages back to the system.
 
 Why our own gather and not transformers' `PagedAttentionCache` (`attn_implementation=
 "paged|sdpa"`)? That cache belongs to transformers' own continuous-batching loop
@@ -34,6 +35,11 @@ slower than `index_select` on a CPU, and a write through mixed indices
 """
 from __future__ import annotations
 
+import ctypes
+import functools
+import mmap
+import os
+import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -81,6 +87,46 @@ class PagedKV:
     def num_blocks(self) -> int:
         return self.keys[0].shape[0] - 1
 
+    @torch.inference_mode()
+    def release_free(self, blocks: list[int]) -> int:
+        """Give the memory of these blocks (free: nobody reads them) back to the system.
+        -> bytes given back (0 where it cannot be: not Linux, not a CPU tensor).
+
+        Why a process stays big after a burst: a page of memory becomes resident the first
+        time it is written and stays resident until the process hands it back, whether or
+        not anything still uses it. Free lists (this pool's, malloc's) keep freed memory for
+        reuse instead of returning it, and malloc keeps an arena per thread that ran work
+        (`idle_trim.py` trims those). So every block a burst of chats wrote stays in the
+        resident set, though the block pool lists it as free.
+
+        `madvise(MADV_DONTNEED)` on the whole pages inside each run of consecutive blocks
+        (a run's start rounded up and its end rounded down to the page size, so a page a kept
+        block shares is never touched) drops them: they read as zeros afterwards, and zeros
+        are what a block's first use writes anyway. The cost: the next write to such a page
+        faults it in again (a page fault and a zeroed page from the kernel, each), so this
+        runs only when the work has stopped, on the compute thread (no pass reads a block
+        meanwhile). On a GPU the caching allocator owns the memory: nothing to do here."""
+        t0 = self.keys[0]
+        if not blocks or not _can_release(t0):
+            return 0
+        row = t0[0].numel() * t0.element_size()  # bytes of one block in one layer's tensor
+        ordered, runs = sorted(blocks), []  # [(first, end)] runs of consecutive blocks
+        for b in ordered:
+            if runs and runs[-1][1] == b:
+                runs[-1][1] = b + 1
+            else:
+                runs.append([b, b + 1])
+        page, released = mmap.PAGESIZE, 0
+        for t in self.keys + self.values:
+            base = t.data_ptr()
+            for first, end in runs:
+                start = -(-(base + first * row) // page) * page  # rounded up to a page
+                stop = (base + end * row) // page * page  # rounded down
+                if stop > start:
+                    _dontneed(start, stop - start)
+                    released += stop - start
+        return released
+
     def block_bytes(self) -> int:
         """Bytes one block holds across all layers, keys and values."""
         k = self.keys[0]
@@ -89,6 +135,27 @@ class PagedKV:
     def tensor_bytes(self) -> int:
         """Bytes of the whole pool (allocated once, used or not)."""
         return sum(k.numel() * k.element_size() * 2 for k in self.keys)
+
+
+def _can_release(t: torch.Tensor) -> bool:
+    """Pages of `t` can be dropped here: Linux (glibc or musl: both have madvise, and there
+    a dropped private page reads as zeros), a contiguous CPU tensor in private memory."""
+    return (sys.platform == "linux" and hasattr(mmap, "MADV_DONTNEED")
+            and t.device.type == "cpu" and t.is_contiguous() and not t.is_shared())
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    libc = ctypes.CDLL(None, use_errno=True)  # the C library the process already runs
+    libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    return libc
+
+
+def _dontneed(address: int, length: int) -> None:
+    """madvise(address, length, MADV_DONTNEED); address and length whole pages."""
+    if _libc().madvise(ctypes.c_void_p(address), ctypes.c_size_t(length), mmap.MADV_DONTNEED):
+        err = ctypes.get_errno()
+        raise OSError(err, f"madvise(MADV_DONTNEED): {os.strerror(err)}")
 
 
 class PagedStep:

@@ -106,9 +106,8 @@ class Server:
                 f"({s.server_rows}), or a full batch leaves newcomers no tokens.")
         # read once: the tokenizer's property rebuilds its list on every call
         self._special_ids = frozenset(lm.tokenizer.all_special_ids)
-        self.batch = PagedBatch.for_memory(lm, s.server_cache_mb, s.block_tokens,
-                                           s.server_pool_blocks, s.prefix_cache_blocks)
-        self.batch.cascade = s.cascade_attention  # shared prefixes read once a step, or per row
+        # the block pool, its free blocks' memory given back when idle (paged_batch.py)
+        self.batch = PagedBatch.for_server(lm, s)
         self._cond = threading.Condition()
         self._waiting = WaitingLine()  # round robin by visitor (server_line.py)
         self._running: dict[int, ServedRequest] = {}  # rid -> request in the batch
