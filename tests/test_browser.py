@@ -184,6 +184,46 @@ def test_lesson_3_decode(visitor):
     assert_clean(page, watch)
 
 
+
+FROM_LINK = "from your teacher's link"
+PHONE = {"width": 390, "height": 844}
+
+
+def test_lesson_3_on_a_phone_from_a_teachers_link(server, browser):
+    """A teacher's `?lesson=decode&prompt=…` link on a 390×844 phone: Decode opens with the
+    prompt filled and a line saying so (none when the link carries no prompt), and after Step
+    the answer's tokens are within one screen of the Step button (the stacked cards and charts
+    had put them 1,550 px below it)."""
+    from e2e_browser import new_visitor
+
+    base = server.url.rstrip("/") + "/"
+    page, watch = new_visitor(browser, base + "?lesson=decode")
+    try:  # no prompt in the link: the tab opens (the same reply would fill a box), no line
+        wait_until(lambda: page.get_by_role("tab", name="3 · Decode", exact=True)
+                   .get_attribute("aria-selected") == "true", 30, "Decode opened by the link")
+        assert FROM_LINK not in page.locator("body").inner_text()
+        assert_clean(page, watch)
+    finally:
+        page.close()
+
+    page, watch = new_visitor(browser, base + "?lesson=decode&prompt=Hello")
+    try:
+        page.set_viewport_size(PHONE)
+        box = page.locator("#decode-prompt textarea")
+        wait_until(lambda: box.input_value() == "Hello", 30, "the prompt filled from the link")
+        assert FROM_LINK in text_of(page, "decode-prompt")
+        assert page.get_by_text(FROM_LINK).is_visible()
+        page.locator("#decode-step").click()
+        wait_until(lambda: decode_tokens(page) == 1, 60, "the first Step")
+        step = page.locator("#decode-step").bounding_box()
+        tokens = page.locator("#decode-output").bounding_box()
+        assert step["y"] < tokens["y"] <= step["y"] + PHONE["height"], (step, tokens)
+        page.locator("#decode-step").scroll_into_view_if_needed()
+        screenshot(page, "phone-decode-from-a-link")
+        assert_clean(page, watch)
+    finally:
+        page.close()
+
 def test_lesson_3_stop_during_play_is_final(visitor):
     page, watch = visitor
     open_tab(page, "3 · Decode")

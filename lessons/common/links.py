@@ -2,7 +2,8 @@
 and the app opens on that lesson with its prompt boxes filled; `?present=1` opens the
 presenter. Anything the app cannot honour (an unknown lesson, a prompt over the character
 limit, a prompt for a lesson without a prompt box) is left out with a visible notice: a link
-never raises an error.
+never raises an error. A box a link filled says so under its label (`FILLED_INFO`, plain text
+that never quotes the prompt), so a learner knows the text came from the teacher, not the app.
 
 `read_link` is pure (a mapping of query parameters in, a `LinkState` out) and tested alone;
 `wire_links` finds the prompt boxes by their elem_id and fills them on page load.
@@ -22,6 +23,8 @@ PROMPT_BOXES: dict[str, tuple[str, ...]] = {t.id: t.prompt_boxes for t in TABS i
 PRESENT_TAB = "present"
 TRUE_WORDS = ("1", "true", "yes", "on")
 SHOWN_CHARS = 40  # an unknown lesson name is quoted at most this long in the notice
+# Under the label of each box a link filled (never the prompt itself: nothing to escape)
+FILLED_INFO = "The prompt from your teacher's link is filled in (edit it freely)."
 
 
 @dataclass(frozen=True)
@@ -95,8 +98,8 @@ def _by_elem_id(demo: gr.Blocks) -> dict[str, gr.components.Component]:
 
 def wire_links(demo: gr.Blocks, tabs: gr.Tabs, notice: gr.Markdown, max_prompt_chars: int
                ) -> None:
-    """On page load, open the linked tab and fill its prompt boxes (call after every tab is
-    built: the boxes are found by elem_id)."""
+    """On page load, open the linked tab and fill its prompt boxes, each saying under its label
+    that the link filled it (call after every tab is built: the boxes are found by elem_id)."""
     found = _by_elem_id(demo)
     boxes = {b: found[b] for ids in PROMPT_BOXES.values() for b in ids if b in found}
 
@@ -108,7 +111,7 @@ def wire_links(demo: gr.Blocks, tabs: gr.Tabs, notice: gr.Markdown, max_prompt_c
             out[tabs] = gr.Tabs(selected=state.tab)
         for elem_id in state.boxes:
             if elem_id in boxes:
-                out[boxes[elem_id]] = state.prompt
+                out[boxes[elem_id]] = gr.update(value=state.prompt, info=FILLED_INFO)
         return out
 
     demo.load(on_load, None, [notice, tabs, *boxes.values()], queue=False,
