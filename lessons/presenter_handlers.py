@@ -34,7 +34,7 @@ from inference.experiments.context_sweep import (
     decode_lengths_sweep,
 )
 from inference.experiments.context_theory import decode_theory
-from inference.experiments.kv_race import RECOMPUTE, race, summarize
+from inference.experiments.kv_race import RECOMPUTE, checked_race, summarize
 from inference.experiments.machine_roofline import roofline_steps
 from inference.experiments.memory_guard import memory_budget_bytes
 from inference.experiments.noise import Noise
@@ -56,7 +56,7 @@ from .common.judged_results import keep, reuse
 from .common.latest import PRESENTER_BATCH, shared_key
 from .common.presenter_screens import Screen
 from .common.prompt_input import encode_prompt
-from .presenter_progress import RECAP, Measured, at
+from .presenter_progress import RECAP, Measured, at, busy_label, withheld
 from .presenter_steps import (  # noqa: F401
     Step,
     batch_running,
@@ -89,11 +89,6 @@ LONG_CONTEXT = (100, 4_000)  # the long-context screen's two cache lengths (its 
 SPEC_TOKENS = 24  # the speculative race's length (prompt lookup on the edit prompt)
 SPEC_K = 4  # guesses per pass: the number the screen's question names
 BATCH_SCREEN = "Serving many people at once"  # the batching screen's title (assets/presenter.md)
-
-
-def busy_label(label: str, judged: Noise) -> str:
-    """A headline's label, with the busy notice after it when the machine was busy."""
-    return f"{label} · {BUSY}" if judged.busy else label
 
 
 def streamed(lm, ids: list[int], n: int, counted: str, running) -> Iterator[Step]:
@@ -164,7 +159,10 @@ def prefill_race(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
                    prefill_running(last))
     judged = noise.reading(settings=settings)
     p = last.points[-1]
-    ratio = p.sequential_seconds / p.parallel_seconds
+    ratio = p.speedup  # the rounds' robust estimate (one pass at its low quantile)
+    if p.impossible:
+        yield withheld("prefill_race", p.impossible, f"{p.tokens} tokens")
+        return
     yield Measured("prefill_race", ratio, f"{ratio:.1f}×",
                    ratio_label(ratio, "faster in one pass", "one token at a time ÷ one pass",
                                f"{p.tokens} tokens", judged),
@@ -264,12 +262,17 @@ def kv_race(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     """Lesson 4's race, short: a `Step` after each timed step, the two lanes' time so far."""
     ids = encode_prompt(lm, settings, PROMPT, max_tokens=settings.race_max_prompt_tokens)
     steps = []
-    for step in race(lm, ids, RACE_TOKENS):  # each step timed inside one part
+    for step in checked_race(lm, ids, RACE_TOKENS):  # raced again if impossible; a step a part
+        if step.attempt and step.index == 0 and step.lane != RECOMPUTE:
+            steps = []  # the second race replaces the first
         steps.append(step)
         yield Step("race step", len(steps), 2 * RACE_TOKENS, race_running(steps))
     judged = noise.reading([t.seconds for t in steps if t.lane != RECOMPUTE and t.index > 0],
                            settings)
     s = summarize(steps, len(ids))
+    if s.impossible:
+        yield withheld("kv_race", s.impossible, f"{s.new_tokens} tokens")
+        return
     same = "same tokens" if s.same_tokens else "tokens differ"
     label = ratio_label(s.speedup, "faster with the cache", "recomputing ÷ cached time",
                         f"{s.new_tokens} tokens", judged)
@@ -325,6 +328,9 @@ def batch_sweep_steps(lm, settings: Settings, shared
 def batch(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     points, judged = yield from batch_sweep_steps(lm, settings, shared)
     one, big = points[0], points[-1]
+    if big.impossible:  # measured again by the sweep, still impossible
+        yield withheld("batch", big.impossible, f"batch {big.batch}")
+        return
     ratio = big.tokens_per_s / one.tokens_per_s
     yield Measured("batch", ratio, f"{ratio:.1f}×",
                    busy_label(f"the tokens/s at batch {big.batch}", judged),
@@ -418,18 +424,11 @@ def measure_to_end(key: str, lm, settings: Settings, shared) -> Measured:
     return last
 
 
-def measure_screen(p: dict, screens: tuple[Screen, ...], typed: float | None, lm,
-                   settings: Settings, shared) -> dict:
-    """The progress after running the current screen's measurement (the guess typed first is
-    kept on predict screens; the recap gathers the visitor's own results, no model run)."""
-    *_, done = measure_screen_steps(p, screens, typed, lm, settings, shared)
-    return done
-
-
 def measure_screen_steps(p: dict, screens: tuple[Screen, ...], typed: float | None, lm,
                          settings: Settings, shared) -> Iterator[dict | Step | None]:
-    """`measure_screen`, yielding None or the measurement's `Step` between its parts (the
-    server's steps run there), then the progress."""
+    """The progress after running the current screen's measurement (the guess typed first is
+    kept on predict screens; the recap gathers the visitor's own results, no model run),
+    after None or the measurement's `Step` between its parts (the server's steps run there)."""
     _, s = at(screens, p)
     if s.predict is not None and typed is not None:
         p["guesses"][s.measure] = float(typed)

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from inference.experiments.noise import Noise
+from visualizations.noise_view import BUSY
+
 from .common.predictions import beside_noisy_md, comparison_md
 from .common.presenter_screens import Screen
 from .presenter_sweep import shown_result
@@ -67,3 +70,15 @@ def compare_text(screen: Screen, progress: dict, screens: tuple[Screen, ...]) ->
                                got["shown"])
     return comparison_md(progress["guesses"].get(screen.measure), got["value"], screen.unit,
                          screen.why)
+
+
+def busy_label(label: str, judged: Noise) -> str:
+    """A headline's label, with the busy notice after it when the machine was busy."""
+    return f"{label} · {BUSY}" if judged.busy else label
+
+
+def withheld(key: str, why: str, detail: str) -> Measured:
+    """A figure physics rules out (`sanity.py`), still so when measured again: no number on
+    the screen, no guess judged against it, the reason instead."""
+    return Measured(key, 0.0, "—", "no figure from this run: it cannot be right",
+                    f"{why} Measured twice; press the button again. ({detail})", True)

@@ -18,7 +18,7 @@ from lessons.common.page_screens import PageScreens
 from lessons.common.predictions import comparison_md, guess_error, verdict
 from lessons.common.presenter_screens import load_screens, parse_screens
 from lessons.common.progress import STEPS, path_md, visit, visited
-from lessons.presenter_handlers import MEASURES, measure_screen, measure_to_end
+from lessons.presenter_handlers import MEASURES, measure_screen_steps, measure_to_end
 from lessons.presenter_progress import RECAP, clean, compare_text, fresh
 from visualizations.exports import (
     batch_sweep_csv,
@@ -227,7 +227,7 @@ def test_two_visitors_never_share_a_progress_record():
     screens = load_screens()
     recap = next(i for i, s in enumerate(screens) if s.measure == RECAP)
     a, b = {**fresh(), "screen": recap}, {**fresh(), "screen": recap}
-    measure_screen(a, screens, None, None, Settings(), None)  # the recap runs no model
+    list(measure_screen_steps(a, screens, None, None, Settings(), None))  # recap: no model
     assert RECAP in a["results"] and b["results"] == {} and fresh()["results"] == {}
 
 
@@ -419,3 +419,26 @@ def test_a_measurement_that_ends_late_does_not_turn_the_page_back():
 
 
 # --- "step k of N" while a long screen measures --------------------------------------------------
+
+
+def test_an_impossible_figure_is_withheld_on_its_screen_and_in_the_recap(monkeypatch):
+    """A speed-up physics rules out, still so after the experiment measured it again: the
+    screen shows no number and no guess verdict, and the recap says it is not measured."""
+    from inference.experiments.prefill_sweep import SweepProgress, robust_point
+    from lessons import presenter_handlers
+    from lessons.presenter_recap import recap_figures
+
+    n = presenter_handlers.PREFILL_TOKENS  # one pass 1 ms, each fed token 1 s: 1,000x
+    point = robust_point(n, [0.001] * 3, [1.0] * 6, [0, 0, 1, 1, 2, 2], True, attempt=1)
+    assert point.impossible
+    monkeypatch.setattr(presenter_handlers, "prefill_sweep",
+                        lambda lm, lengths, most: iter([SweepProgress(1, 1, (point,))]))
+    m = measure_to_end("prefill_race", None, Settings(), None)
+    assert (m.shown, m.noisy) == ("—", True) and "at most" in m.detail
+    screens = load_screens()
+    at_race = next(i for i, s in enumerate(screens) if s.measure == "prefill_race")
+    progress = {**fresh(), "screen": at_race, "results": {"prefill_race": m.as_dict()},
+                "guesses": {"prefill_race": 20.0}}
+    assert "why" not in compare_text(screens[at_race], progress, screens).lower()
+    shown = {f.name: f.shown for f in recap_figures(screens, progress["results"], 4)}
+    assert "1000" not in str(shown) and "1,000" not in str(shown)
