@@ -29,6 +29,7 @@ from inference.experiments.noise import Noise
 from inference.experiments.roofline import Roofline
 from inference.experiments.step_bound import StepBound
 from visualizations.machine_text import model_sizes_md, roofline_md
+from visualizations.noise_view import supports_verdict
 from visualizations.roofline_bytes import roofline_figure
 from visualizations.roofline_charts import compute_roof_md, two_roof_figure
 from visualizations.step_charts import (
@@ -169,4 +170,5 @@ def _machine_view(lm, shared, watched: WatchedRoofline, roof, roofs_noise: Noise
                        compute_roof_md(roof, lm.info.dtype, roofs_noise),
                        two_roof_figure(roof, caption),
                        step_md, step_fig, sizes_md(lm, r, watched.noise, ref),
-                       figures_md(lm, shared, r), watched.noise)
+                       figures_md(lm, shared, r, busy=not supports_verdict(watched.noise)),
+                       watched.noise)

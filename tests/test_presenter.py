@@ -277,6 +277,12 @@ def test_csv_file_and_machine_summary(tmp_path):
     assert "22.5 GB/s" in md and "41.6 tokens/s" in md and "13.6 tokens/s" in md
     assert "Prefill of 512 tokens" in md and "(extrapolated)" in md
     assert "Decode at batch 4" in md and "Nothing measured" not in md
+    busy = machine_figures_md(info, Roofline(22.5, 541_000_000, 13.6), busy=True)
+    assert "13.6 tokens/s (measured, on a busy machine: noisy, no share" in busy
+    assert "%" not in busy.split("Decode at batch 1")[1]
+    past = machine_figures_md(info, Roofline(22.5, 541_000_000, 90.0))  # ceiling 41.6
+    assert "Decode at batch 1: not a possible result" in past and "90.0" not in past.split(
+        "Decode at batch 1")[1].split("(")[0]
 
 
 # --- the cheap measurements, on the real model ---------------------------------------------------

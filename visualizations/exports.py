@@ -77,9 +77,10 @@ def write_csv(text: str, name: str, keep: int = 32) -> str:
 
 
 def machine_figures_md(info, roofline=None, prefill_points=(), batch_points=(),
-                       when: str = "") -> str:
+                       when: str = "", busy: bool = False) -> str:
     """"This machine's figures" as markdown to paste into notes: the machine, then each
-    measured figure that exists (roofline, prefill sweep, batch sweep); nothing is invented."""
+    measured figure that exists (roofline, prefill sweep, batch sweep); nothing is invented,
+    a figure physics rules out is not copied, and a busy decode run draws no share."""
     lines = [f"## LLM inference measured on this machine{f' ({when})' if when else ''}",
              f"- Model: {info.name}, {info.parameters / 1e6:,.0f} M parameters, "
              f"{info.weight_bytes / 1e6:,.0f} MB of weights in {info.dtype}",
@@ -88,14 +89,26 @@ def machine_figures_md(info, roofline=None, prefill_points=(), batch_points=(),
         lines += [f"- Memory read bandwidth: {roofline.bandwidth_gbs:.1f} GB/s (measured)",
                   f"- Decode ceiling at batch 1: {roofline.ceiling_tokens_per_s:.1f} tokens/s "
                   f"(theoretical: bandwidth ÷ {roofline.bytes_per_token / 1e6:,.0f} MB per step)"]
-        if roofline.measured_tokens_per_s is not None:
+        why = getattr(roofline, "impossible", None)
+        if roofline.measured_tokens_per_s is not None and why:
+            lines.append(f"- Decode at batch 1: not a possible result ({why})")
+        elif roofline.measured_tokens_per_s is not None:
+            share = ("on a busy machine: noisy, no share of the ceiling" if busy
+                     else f"{roofline.fraction:.0%} of the ceiling")
             lines.append(f"- Decode at batch 1: {roofline.measured_tokens_per_s:.1f} tokens/s "
-                         f"(measured, {roofline.fraction:.0%} of the ceiling)")
+                         f"(measured, {share})")
     for p in prefill_points:
+        if getattr(p, "impossible", None):
+            lines.append(f"- Prefill of {p.tokens} tokens: not a possible result "
+                         f"({p.impossible})")
+            continue
         how = "measured" if p.sequential_measured else "extrapolated"
         lines.append(f"- Prefill of {p.tokens} tokens: {p.parallel_seconds * 1000:,.0f} ms in "
                      f"one pass vs {p.sequential_seconds * 1000:,.0f} ms one at a time ({how})")
     for p in batch_points:
+        if getattr(p, "impossible", None):
+            lines.append(f"- Decode at batch {p.batch}: not a possible result ({p.impossible})")
+            continue
         lines.append(f"- Decode at batch {p.batch}: {p.tokens_per_s:,.1f} tokens/s in all, "
                      f"{p.per_request_tokens_per_s:.1f} per request (measured)")
     if roofline is None and not prefill_points and not batch_points:

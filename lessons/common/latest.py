@@ -39,9 +39,10 @@ def latest_batch_points(lm, shared) -> tuple:
             or ())
 
 
-def figures_md(lm, shared, roofline=None) -> str:
-    """This machine's figures: the roofline just measured, the latest shared sweeps."""
+def figures_md(lm, shared, roofline=None, busy: bool = False) -> str:
+    """This machine's figures: the roofline just measured (`busy`: its decode run was), the
+    latest shared sweeps."""
     get = shared.get if shared is not None else (lambda _key: None)
     batch = latest_batch_points(lm, shared)
     return machine_figures_md(lm.info, roofline, get(shared_key(lm, LAST_PREFILL)) or (), batch,
-                              when=time.strftime("%Y-%m-%d %H:%M"))
+                              when=time.strftime("%Y-%m-%d %H:%M"), busy=busy)
