@@ -20,6 +20,7 @@ import torch
 from inference import compute_thread
 from inference.config import Settings
 from inference.generation import stream
+from inference.idle_trim import IdleHook
 from inference.paged_cache import PagedKV
 from inference.sampling import SamplingSettings
 from inference.server import Server
@@ -95,6 +96,18 @@ def test_released_pages_leave_the_resident_set():
     assert released >= 0.85 * kv.tensor_bytes()
     assert after <= total - released // PAGE
     assert after * PAGE >= 150 * kv.block_bytes()  # the kept blocks are still there
+
+
+def test_the_idle_hook_holds_what_it_gives_back_weakly():
+    class Pool:
+        def give_back(self) -> int:
+            return 1
+
+    idle, pool = IdleHook(0, lambda: None), Pool()
+    idle.also(pool.give_back)
+    assert [f() for f in idle.extras()] == [1]
+    del pool  # a closed server's pool is not kept alive by the hook
+    assert idle.extras() == []
 
 
 TEACHER = ("You are the teaching assistant of a class on how language models are served. "
