@@ -44,7 +44,7 @@ class LiveFrame:
 
     diagram: str  # the mechanism diagram: the newest forward pass animated
     cards: str  # "first token: N ms", "each next token: N ms" (measured); the busy notice
-    # above them when the noise rule judged the finished answer's token gaps busy
+    # below them when the noise rule judged the finished answer's token gaps busy
     answer: str  # the answer so far, or what is happening
     noise: Noise | None = None  # the reading of the one-token steps' gaps (finished answer)
 
@@ -55,7 +55,7 @@ def live_frames(lm, settings: Settings, server, prompt: str) -> Iterator[LiveFra
     each draws its newest pass every B/60 s). Step 0 is the prompt's prefill (what the server
     computed, read from its prefix cache, in how many passes: the event says); each later step
     one token in. The finished answer's cards carry the noise rule's reading of the gaps
-    between its tokens (`noise.reading`): busy, the notice above them."""
+    between its tokens (`noise.reading`): busy, the notice below them, each card marked noisy."""
     ids = encode_prompt(lm, settings, prompt)
     n = settings.live_new_tokens
     labels = [lm.tokenizer.decode([i]) for i in ids]  # the prompt as the model reads it
@@ -95,15 +95,16 @@ def live_frames(lm, settings: Settings, server, prompt: str) -> Iterator[LiveFra
 def _live_frame(lm, req, labels: list[str], events: list, n: int, ttft: float,
                 between: float, gaps: list[float] | None = None) -> LiveFrame:
     """The first screen after the newest of `events`: the picture, cards and answer so far.
-    `gaps` (the finished answer's): read by the noise rule, its notice above the cards."""
+    `gaps` (the finished answer's): read by the noise rule, its notice below the cards."""
     ev, decoded = events[-1], len(events) - 1
     text = ev.text.replace(lm.tokenizer.eos_token, "")
     judged = noise.reading(gaps) if gaps else None
     return LiveFrame(
         live_picture(labels, events, lm.info.layers, capacity=len(labels) + n),
-        busy_notice_html(judged) + live_cards_html(
-            ttft, between / decoded if decoded else None, len(labels), decoded, ev.batch_rows,
-            events[0], req.queued_seconds),
+        live_cards_html(ttft, between / decoded if decoded else None, len(labels), decoded,
+                        ev.batch_rows, events[0], req.queued_seconds,
+                        busy=judged is not None and judged.busy)
+        + busy_notice_html(judged),  # below: the cards keep their place in the one view
         (f"**The model's answer** ({stop_reason(ev, len(events), n)}): {html.escape(text)}"
          if ev.finished else f"**The model's answer:** {html.escape(text)} ▍"), judged)
 

@@ -93,7 +93,8 @@ def test_a_paced_live_answer_keeps_its_first_and_last_beats_and_every_token(lm, 
 
 def test_cards_of_a_disturbed_answer_carry_the_busy_notice(lm, monkeypatch):
     """Hand-made gaps between tokens, every other one slowed 10×: the finished answer's cards
-    read busy and show the notice above the measured figures."""
+    read busy: each card says its figure is noisy, the notice with its reasons below them
+    (the cards keep their place in the first view)."""
     ids = encode_prompt(lm, SETTINGS, LIMITS.default_prompt)
     events = list(stream(lm, ids, max_new_tokens=SETTINGS.live_new_tokens))
     assert len(events) == 6  # five gaps: enough repeats for a spread
@@ -105,8 +106,10 @@ def test_cards_of_a_disturbed_answer_carry_the_busy_notice(lm, monkeypatch):
     server = SimpleNamespace(submit=lambda *args: req)
     *earlier, last = list(live_frames(lm, SETTINGS, server, LIMITS.default_prompt))
     assert last.noise.busy and "varied by" in last.noise.reasons[0]
-    assert last.cards.startswith("<div class='lab-busy'") and "ms" in last.cards
-    assert all(f.noise is None and BUSY.capitalize() not in f.cards for f in earlier)
+    assert last.cards.count("noisy, busy machine") == 2 and "ms" in last.cards
+    assert last.cards.index("<div class='lab-busy'") > last.cards.index("each next token")
+    assert all(f.noise is None and BUSY.capitalize() not in f.cards and "noisy" not in f.cards
+               for f in earlier)
 
 
 def test_race_ends_on_its_measured_ratio(lm):

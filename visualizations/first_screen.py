@@ -14,17 +14,20 @@ from .timing_text import prompt_work
 
 def live_cards_html(ttft_s: float | None, per_token_s: float | None, prompt_tokens: int,
                     decoded: int, batch_rows: int = 1, first_event=None,
-                    queued_s: float = 0.0) -> str:
-    """The two live cards. `ttft_s`: from sending the prompt to its first token (any wait for
+                    queued_s: float = 0.0, busy: bool = False) -> str:
+    """The two live cards (`busy`: the noise rule judged the answer's token gaps busy, so each
+    card says its figure is noisy; the notice with its reasons goes below them). `ttft_s`: from
+    sending the prompt to its first token (any wait for
     a row, then the prefill); `per_token_s`: mean wall time between later tokens;
     `first_event`: the first token's record (tokens computed, cached, passes: `prompt_work`)."""
     work = (prompt_work(first_event, queued_s) if first_event is not None
             else f"{prompt_tokens} prompt tokens")
-    first = Card("first token", WAITING if ttft_s is None else f"{ttft_s * 1000:,.0f} ms",
+    noisy = " · noisy, busy machine" if busy else ""
+    first = Card(f"first token{noisy}", WAITING if ttft_s is None else f"{ttft_s * 1000:,.0f} ms",
                  "appears when the prompt's prefill ends" if ttft_s is None else
                  f"measured: {work}")
     shared = f", shared with {batch_rows - 1} other request(s)" if batch_rows > 1 else ""
-    nxt = Card("each next token",
+    nxt = Card(f"each next token{noisy}",
                WAITING if per_token_s is None else f"{per_token_s * 1000:,.0f} ms",
                "appears after the second token" if per_token_s is None else
                f"measured: mean of {decoded} one-token steps{shared}")
