@@ -162,11 +162,15 @@ def test_the_first_screen_is_one_view_with_its_race(server, browser, size):
         assert px and min(px) >= 12, (width, sorted(px)[:3])
         view_screenshot(page, f"first-screen-one-view-{width}x{height}")
 
+        # a prompt of its own per size: a race another size just ran would be shared, with
+        # its "measured s ago for another visitor" line above the ratio
+        page.locator("#start-prompt textarea").fill(f"Why is the sky blue? ({width} px)")
         page.locator("#start-race").click()
         page.wait_for_function(RACED, timeout=300_000)
         result = text_of(page, "start-race-result")
         assert "time without ÷ with the cache" in result
         boxes = page.evaluate(BOXES, FIRST_VIEW + ["#start-race-result .lab-big"])
+        view_screenshot(page, f"first-screen-race-{width}x{height}")  # also when it fails
         outside = {k: b for k, b in boxes.items() if not (b and b["inside"])}
         assert not outside, (width, height, outside)
         lanes = page.evaluate(BOXES, ["#start-diagram .fs-lane:nth-child(1)",
