@@ -15,9 +15,14 @@ import torch
 
 from inference.drafts import make_draft
 from inference.experiments.shared_results import SharedResults
-from inference.experiments.spec_workload import DEFAULT_SPEC_PROMPT, spec_prompt
 from inference.experiments.speculative_batch import batch_interplay
-from inference.experiments.speculative_race import SpecRaceSummary, run_race, speed_verdict
+from inference.experiments.speculative_race import (
+    DEFAULT_SPEC_PROMPT,
+    SpecRaceSummary,
+    run_race,
+    spec_prompt,
+    speed_verdict,
+)
 from inference.tokens import prompt_ids
 
 REPEATS = 3

@@ -43,8 +43,7 @@ from inference.experiments.prompt_prefill import DECODE_STEPS, measure_prompt
 from inference.experiments.quality import greedy_steps
 from inference.experiments.roofline import machine_bandwidth
 from inference.experiments.serving_cost import model_serving_costs
-from inference.experiments.spec_workload import spec_prompt
-from inference.experiments.speculative_race import race_updates
+from inference.experiments.speculative_race import race_updates, spec_prompt
 from inference.experiments.step_bound import measure_step_bound
 from inference.generation import stream
 from inference.quant_modes import build_steps

@@ -11,8 +11,7 @@ from inference.experiments.machine_roofline import ROOFLINE_PROMPT
 from inference.experiments.prefill_sweep import prefill_sweep_tokens
 from inference.experiments.prompt_prefill import DECODE_STEPS
 from inference.experiments.quality import greedy_tokens
-from inference.experiments.spec_workload import spec_prompt
-from inference.experiments.speculative_race import spec_race_tokens
+from inference.experiments.speculative_race import spec_prompt, spec_race_tokens
 from inference.experiments.step_bound import step_profile_tokens
 from inference.tokens import prompt_ids
 

@@ -22,11 +22,14 @@ from inference.config import LIMITS, Settings
 from inference.drafts import make_draft
 from inference.errors import SettingOutOfRangeError
 from inference.experiments import noise
-from inference.experiments.sampled_acceptance import SampledRun, sampled_run
-from inference.experiments.spec_expectation import expectation, fit_race
-from inference.experiments.spec_workload import spec_prompt
+from inference.experiments.spec_expectation import SampledRun, expectation, fit_race, sampled_run
 from inference.experiments.speculative_batch import batch_interplay
-from inference.experiments.speculative_race import SpecRaceSummary, race_updates, sweep_k
+from inference.experiments.speculative_race import (
+    SpecRaceSummary,
+    race_updates,
+    spec_prompt,
+    sweep_k,
+)
 from inference.speculative import SpecPass, check_request
 from visualizations.noise_view import busy_notice_html
 from visualizations.spec_expectation_view import expectation_figure, expectation_md, sampled_md
@@ -34,9 +37,8 @@ from visualizations.speculative_charts import batch_figure, batch_md, k_sweep_fi
 from visualizations.speculative_view import EMPTY_PASSES, passes_html, race_md
 from visualizations.style import info_caption
 
-from .common.guess import guess_md
-from .common.judged_results import keep, reuse
-from .common.latest import shared_key
+from .common.latest import keep, reuse, shared_key
+from .common.predictions import guess_md
 from .common.prompt_input import encode_prompt
 
 GUESS_KEY = "speculative"  # the presenter screen whose question the race answers

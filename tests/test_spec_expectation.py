@@ -5,8 +5,8 @@ import pytest
 
 from inference.errors import SettingOutOfRangeError
 from inference.experiments.noise import judge
-from inference.experiments.sampled_acceptance import SampledRun
 from inference.experiments.spec_expectation import (
+    SampledRun,
     best_k,
     expectation,
     expected_speedup,

@@ -6,7 +6,7 @@ from transformers import DynamicCache
 from inference.drafts import Proposal, make_draft
 from inference.engine import decode_step, forward
 from inference.experiments.shared_results import SharedResults
-from inference.experiments.spec_workload import SPEC_PROMPTS
+from inference.experiments.speculative_race import SPEC_PROMPTS
 from inference.generation import stream
 from inference.kv_cache import cache_layers
 from inference.sampling import SamplingSettings

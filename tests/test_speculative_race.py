@@ -5,11 +5,12 @@ import pytest
 from inference.drafts import make_draft
 from inference.errors import SettingOutOfRangeError
 from inference.experiments.shared_results import SharedResults
-from inference.experiments.spec_workload import SPEC_PROMPTS, spec_prompt
 from inference.experiments.speculative_batch import batch_interplay
 from inference.experiments.speculative_race import (
+    SPEC_PROMPTS,
     PlainStep,
     race_updates,
+    spec_prompt,
     spec_race,
     summarize_spec_race,
     sweep_k,

@@ -1,31 +1,30 @@
 """Lesson 3b: what speculative decoding should gain, from two numbers and three times.
 
-If the model keeps each guess with the same probability α, independently of the others, and
-a pass stops at the first rejection, a pass of k guesses gains 1 + α + α² + … + α^k tokens
-(the kept guesses, then the model's own token) on average:
+If the model keeps each guess with the same probability α, independently, and a pass stops at
+the first rejection, a pass of k guesses gains 1 + α + α² + … + α^k tokens on average:
 
     E[tokens per pass] = (1 − α^(k+1)) ÷ (1 − α)          (k + 1 when α = 1; 1 when α = 0)
-
-A plain decode step takes T_step and makes one token; a speculative pass takes k draft steps
-and one verification pass, so
-
-    speed-up = E × T_step ÷ (k · T_draft + T_verify)
+    speed-up           = E × T_step ÷ (k · T_draft + T_verify)
 
 α, T_step, T_draft and T_verify are measured by one race (`fit_race`); the formula then
-predicts every other k (`predict`), which gives the best k. Two assumptions, said where it is
-shown: guesses are kept independently at one rate (real text comes in easy and hard
-stretches), and the verification pass's cost grows in a straight line from a plain step
-(k = 0) through the measured pass (`verify_seconds_at`).
+predicts every other k (`predict`). Its assumptions, said where it is shown: guesses are kept
+independently at one rate, and the verification pass's cost grows in a straight line from a
+plain step (k = 0) through the measured pass. α = guesses kept ÷ guesses the model judged
+(each pass's kept ones and its first rejection), not ÷ guesses proposed.
 
-α is estimated as guesses kept ÷ guesses the model judged (each pass's kept ones and its first
-rejection; guesses after a rejection were never judged), not ÷ guesses proposed.
+`sampled_run` counts α live at a temperature: a guess d is then kept with probability
+min(1, p(d) ÷ q(d)) (`acceptance.py`), so α depends on how the two distributions overlap.
+Nothing is timed there: a sampled run's text differs from a greedy one, so there is no race.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
+from ..drafts import Draft
 from ..errors import check_range
+from ..sampling import SamplingSettings
+from ..speculative import SpecPass, speculate
 from .speculative_race import speed_verdict
 
 
@@ -46,7 +45,7 @@ def expected_tokens_per_pass(alpha: float, k: int) -> float:
 
 def expected_speedup(alpha: float, k: int, step_s: float, draft_s: float,
                      verify_s: float) -> float:
-    """E × T_step ÷ (k · T_draft + T_verify): speculative tokens/s over plain tokens/s.
+    """E × T_step ÷ (k · T_draft + T_verify).
 
     >>> round(expected_speedup(1.0, 3, step_s=0.04, draft_s=0.0, verify_s=0.05), 3)  # 4 × 40 ÷ 50
     3.2
@@ -56,8 +55,8 @@ def expected_speedup(alpha: float, k: int, step_s: float, draft_s: float,
 
 
 def verify_seconds_at(k: int, step_s: float, measured_k: int, measured_verify_s: float) -> float:
-    """The verification pass at k guesses, on the straight line from a plain step (k = 0,
-    one token) through the pass measured at `measured_k` (an assumption).
+    """The verification pass at k guesses, on the straight line from a plain step (k = 0)
+    through the pass measured at `measured_k` (an assumption).
 
     >>> round(verify_seconds_at(8, step_s=0.04, measured_k=4, measured_verify_s=0.05), 3)
     0.06
@@ -153,3 +152,47 @@ def expectation(summary, ks: Sequence[int]) -> Expectation | None:
     best = best_k(rows)
     return Expectation(fit, rows, next(r for r in rows if r.k == fit.k), best,
                        speed_verdict([best.speedup], fit.noise), summary.reading)
+
+
+@dataclass(frozen=True)
+class SampledRun:
+    """One seeded speculative run at a temperature, counted (nothing timed)."""
+
+    draft: str  # the draft's key
+    k: int  # guesses per pass asked for
+    temperature: float  # 0: greedy acceptance
+    seed: int
+    passes: int  # verification passes (the prefill not counted)
+    accepted: int  # guesses kept
+    judged: int  # guesses the model judged (kept ones and each pass's first rejection)
+    decoded: int  # output tokens after the first (the passes made them)
+    text: str  # the output
+
+    @property
+    def alpha(self) -> float:
+        return self.accepted / self.judged if self.judged else 0.0
+
+    @property
+    def tokens_per_pass(self) -> float:
+        """Measured."""
+        return self.decoded / self.passes if self.passes else 0.0
+
+    @property
+    def expected_tokens_per_pass(self) -> float:
+        """Theoretical: E from this run's α at its k."""
+        return expected_tokens_per_pass(self.alpha, self.k)
+
+
+def sampled_run(lm, prompt_ids: list[int], draft: Draft, k: int, temperature: float,
+                new_tokens: int, seed: int = 0) -> Iterator[SpecPass | SampledRun]:
+    """Yield each pass of one seeded speculative run at `temperature`, then its count."""
+    sampling = SamplingSettings(temperature=temperature, seed=seed)
+    passes: list[SpecPass] = []
+    for p in speculate(lm, prompt_ids, draft, k, sampling, new_tokens):
+        passes.append(p)
+        yield p
+    kept, judged = judged_guesses(passes)
+    last = passes[-1]
+    yield SampledRun(draft=draft.key, k=k, temperature=temperature, seed=seed,
+                     passes=len(passes) - 1, accepted=kept, judged=judged,
+                     decoded=last.tokens_so_far - 1, text=last.text)

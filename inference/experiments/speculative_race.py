@@ -1,19 +1,16 @@
 """Speculative decoding raced against plain greedy decoding on the same prompt, same tokens.
 
 Two lanes make the same greedy tokens and take turns, so both see the same machine noise:
-- **speculative**: each pass, the draft guesses k tokens and ONE model pass checks them all
+- **speculative**: each pass the draft guesses k tokens and ONE model pass checks them all
   (`inference/speculative.py`); a pass gains 1 to k + 1 tokens;
 - **plain**: one model pass per token (`engine.decode_step`).
 After every speculative pass the plain lane catches up to the same token count. Both lanes'
-first token comes from the same kind of prefill, which is not counted in tokens/s (that is the
-time to first token, lesson 2): tokens/s = tokens after the first ÷ their passes' seconds.
+first token comes from a prefill, not counted in tokens/s (that is the time to first token).
 
-The figure next to them is the batch-1 one-token ceiling (lesson 3): bandwidth ÷ bytes read
-per token, with this machine's one measured bandwidth (`roofline.machine_bandwidth`). It bounds
-decoding that makes ONE token per read of the weights; a speculative pass makes `tokens_per_pass`.
-
-`sweep_k` runs the same race for every k and draft (the lesson's k chart); `speed_verdict` is
-the one function that calls a run faster, slower or within noise.
+Beside them: the batch-1 one-token ceiling, bandwidth ÷ bytes read per token (lesson 3), which
+bounds decoding that makes ONE token per read of the weights. The lesson's prompts are here:
+**edit** copies most of the prompt back, so prompt lookup's guesses are usually right; an
+**open question**'s answer is new text, where only a draft model still guesses common words.
 """
 from __future__ import annotations
 
@@ -28,15 +25,33 @@ from transformers import DynamicCache
 from ..config import LIMITS
 from ..drafts import Draft
 from ..engine import decode_step, forward
+from ..errors import SettingOutOfRangeError
 from ..kv_cache import kv_cache_bytes
 from ..speculative import SpecPass, check_request, speculate
 from ..timing import stopwatch
 from ..weights import bytes_read_per_token
 from .roofline import ceiling_tokens_per_s, machine_bandwidth
 
-WARM_UP_TOKENS = 8  # `warm_up`'s plain pass (after a speculative run of 3 tokens)
+EDIT_PARAGRAPH = (
+    "The quick broun fox jumpd over the lazy dog. It was a sunny day and the birds were singin "
+    "in the trees. Evry child in the vilage came out to play in the feilds, and their parents "
+    "watched from the porches while the bread was baking in the ovens.")
+SPEC_PROMPTS: dict[str, str] = {
+    "edit": f"Fix the spelling in this paragraph and write it out again:\n\n{EDIT_PARAGRAPH}",
+    "open question": "Why do cats purr? Answer in a short paragraph.",
+}
+DEFAULT_SPEC_PROMPT = "edit"
+WARM_UP_TOKENS = 8  # the plain lane's warm-up pass (after a speculative run of 3 tokens)
 
 FASTER, SLOWER, NOISE = "faster", "slower", "within noise"
+
+
+def spec_prompt(name: str = DEFAULT_SPEC_PROMPT) -> str:
+    """The named workload's prompt text (a clear error for an unknown name)."""
+    if name not in SPEC_PROMPTS:
+        raise SettingOutOfRangeError(
+            f"Unknown workload {name!r}; choose one of: {', '.join(SPEC_PROMPTS)}.")
+    return SPEC_PROMPTS[name]
 
 
 @dataclass(frozen=True)
@@ -74,7 +89,6 @@ class SpecRaceSummary:
 
     @property
     def acceptance(self) -> float:
-        """Share of guesses the model kept."""
         return self.accepted / self.proposed if self.proposed else 0.0
 
     @property
@@ -114,8 +128,7 @@ class SpecRaceSummary:
 
 def run_noise(step_seconds: Sequence[float], floor: float = LIMITS.spec_noise) -> float:
     """How far from 1 a ratio of two lanes' totals can drift by chance in this run: twice the
-    relative standard error of the plain lane's total (its steps' spread ÷ √steps), never less
-    than `floor` (Settings.spec_noise)."""
+    relative standard error of the plain lane's total, never less than `floor`."""
     if len(step_seconds) < 2:
         return max(floor, 1.0)
     cv = statistics.stdev(step_seconds) / statistics.mean(step_seconds)
@@ -123,8 +136,7 @@ def run_noise(step_seconds: Sequence[float], floor: float = LIMITS.spec_noise) -
 
 
 def speed_verdict(speedups: Sequence[float], noise: float) -> str:
-    """FASTER if every measured speed-up is above 1 + noise, SLOWER if every one is below
-    1 - noise, else NOISE. Repeats (several speed-ups) must all agree.
+    """FASTER if every speed-up is above 1 + noise, SLOWER if every one is below 1 - noise.
 
     >>> speed_verdict([1.8], 0.05), speed_verdict([0.7, 1.1], 0.05), speed_verdict([0.9], 0.05)
     ('faster', 'within noise', 'slower')
@@ -139,21 +151,14 @@ def speed_verdict(speedups: Sequence[float], noise: float) -> str:
 
 
 @torch.inference_mode()
-def warm_up_lanes(lm, prompt_ids: list[int], draft: Draft, k: int) -> None:
-    """Untimed: a short run of both lanes, so first-call set-up is not inside the race."""
-    list(speculate(lm, prompt_ids, draft, k, max_new_tokens=3))
-    forward(lm.model, torch.tensor([prompt_ids[:WARM_UP_TOKENS]], device=lm.device),
-            DynamicCache())
-
-
-@torch.inference_mode()
 def spec_race(lm, prompt_ids: list[int], draft: Draft, k: int = LIMITS.spec_k.default,
-         new_tokens: int = LIMITS.spec_new_tokens.default) -> Iterator[SpecPass | PlainStep]:
+              new_tokens: int = LIMITS.spec_new_tokens.default) -> Iterator[SpecPass | PlainStep]:
     """Yield each speculative pass, then the plain steps that catch up to its token count.
     Greedy; both lanes stop at end of turn or after `new_tokens`."""
     check_request(lm, prompt_ids, k, new_tokens)
     model, device = lm.model, lm.device
-    warm_up_lanes(lm, prompt_ids, draft, k)
+    list(speculate(lm, prompt_ids, draft, k, max_new_tokens=3))  # warm-up of both lanes
+    forward(model, torch.tensor([prompt_ids[:WARM_UP_TOKENS]], device=device), DynamicCache())
     cache, plain = DynamicCache(), []
     for spec in speculate(lm, prompt_ids, draft, k, max_new_tokens=new_tokens):
         yield spec
@@ -176,8 +181,9 @@ def draft_bytes(draft) -> int:
     return bytes_read_per_token(model) if model is not None else 0
 
 
-def summarize_spec_race(lm, records: Sequence[SpecPass | PlainStep], prompt_tokens: int, draft: str,
-              k: int, bandwidth_gbs: float, draft_bytes_per_step: int = 0) -> SpecRaceSummary:
+def summarize_spec_race(lm, records: Sequence[SpecPass | PlainStep], prompt_tokens: int,
+                        draft: str, k: int, bandwidth_gbs: float,
+                        draft_bytes_per_step: int = 0) -> SpecRaceSummary:
     """Totals over the tokens both lanes have made (a stopped race is summed fairly)."""
     passes = [r for r in records if isinstance(r, SpecPass)]
     plain = [r for r in records if isinstance(r, PlainStep)]
@@ -201,11 +207,13 @@ def summarize_spec_race(lm, records: Sequence[SpecPass | PlainStep], prompt_toke
 
 
 def run_race(lm, prompt_ids: list[int], draft: Draft, k: int = LIMITS.spec_k.default,
-             new_tokens: int = LIMITS.spec_new_tokens.default, shared=None) -> SpecRaceSummary:
-    """The whole race, summed (for the bench and the sweep)."""
+             new_tokens: int = LIMITS.spec_new_tokens.default, shared=None,
+             bandwidth_gbs: float | None = None) -> SpecRaceSummary:
+    """The whole race, summed (`bandwidth_gbs`: already read, else this machine's figure)."""
     records = list(spec_race(lm, prompt_ids, draft, k, new_tokens))
-    return summarize_spec_race(lm, records, len(prompt_ids), draft.key, k,
-                     machine_bandwidth(shared, lm.device), draft_bytes(draft))
+    bandwidth = bandwidth_gbs or machine_bandwidth(shared, lm.device)
+    return summarize_spec_race(lm, records, len(prompt_ids), draft.key, k, bandwidth,
+                               draft_bytes(draft))
 
 
 @dataclass(frozen=True)
@@ -230,10 +238,8 @@ def sweep_k(lm, prompt_ids: list[int], drafts: Sequence[Draft],
     for draft in drafts:
         for k in ks:
             yield SpecSweepUpdate(tuple(points), f"{draft.key}, k = {k}: racing "
-                              f"({len(points) + 1}/{total})…")
-            records = list(spec_race(lm, prompt_ids, draft, k, new_tokens))
-            points.append(summarize_spec_race(lm, records, len(prompt_ids), draft.key, k, bandwidth,
-                                    draft_bytes(draft)))
+                                  f"({len(points) + 1}/{total})…")
+            points.append(run_race(lm, prompt_ids, draft, k, new_tokens, bandwidth_gbs=bandwidth))
     yield SpecSweepUpdate(tuple(points), f"Done: {total} races.", finished=True)
 
 
@@ -252,7 +258,7 @@ def race_updates(lm, prompt_ids: list[int], draft: Draft, k: int = LIMITS.spec_k
                  new_tokens: int = LIMITS.spec_new_tokens.default, shared=None
                  ) -> Iterator[RaceUpdate]:
     """`spec_race`, as one update after each speculative pass and its plain catch-up, then the
-    summary (the bandwidth is this machine's shared figure)."""
+    summary."""
     bandwidth = machine_bandwidth(shared, lm.device)
     records: list[SpecPass | PlainStep] = []
     passes: list[SpecPass] = []
@@ -267,14 +273,13 @@ def race_updates(lm, prompt_ids: list[int], draft: Draft, k: int = LIMITS.spec_k
         else:
             plain += 1
     summary = summarize_spec_race(lm, records, len(prompt_ids), draft.key, k, bandwidth,
-                        draft_bytes(draft))
+                                  draft_bytes(draft))
     yield RaceUpdate(tuple(passes), plain, f"Done: {summary.new_tokens} tokens in "
                      f"{summary.passes} passes.", summary)
 
 
-
 def spec_race_tokens(prompt: int, new: int, k: int, model_draft: bool) -> int:
-    """Tokens `race` feeds at most (every guess rejected), its warm-up included: the
+    """Tokens `spec_race` feeds at most (every guess rejected), its warm-up included: the
     speculative lane's prefill and at most n − 1 passes of k + 1 tokens, the plain lane's
     greedy run; a draft model feeds its own prompt, then up to k + 1 tokens a pass.
 
