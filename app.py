@@ -21,8 +21,8 @@ from inference.loading import load_model
 from inference.remote_engine import RemoteEngine
 from inference.server import Server
 from lessons import TABS
-from lessons.common.chart_csv import wire_chart_csv
 from lessons.common.context import AppContext
+from lessons.common.exports import wire_chart_csv
 from lessons.common.lesson_text import lesson_text
 from lessons.common.links import link_notice, wire_links
 from lessons.common.next_lesson import lesson_footer, wire_scroll

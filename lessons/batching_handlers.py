@@ -44,8 +44,8 @@ from visualizations.mechanism_weights import batch_diagram
 from visualizations.noise_view import busy_notice_html, supports_verdict
 from visualizations.style import info_caption
 
-from .common.guess import guess_md
-from .common.judged_results import keep, reuse
+from .common.latest import keep, reuse
+from .common.predictions import guess_md
 from .common.prompt_input import encode_prompt
 
 GUESS_KEY = "batch"  # the presenter screen whose question the sweep answers

@@ -48,8 +48,8 @@ from visualizations.context_text import (
 )
 from visualizations.style import info_caption
 
-from .common.guess import guess_md
-from .common.judged_results import keep, reuse
+from .common.latest import keep, reuse
+from .common.predictions import guess_md
 
 GUESS_KEY = "long_context"  # the presenter screen whose question the decode sweep answers
 SHARED_NOTE = "✅ Measured earlier on this machine and shared with every visitor."

@@ -51,8 +51,8 @@ from visualizations.mechanism import race_diagram
 from visualizations.noise_view import busy_notice_html, supports_verdict
 from visualizations.style import empty_figure, info_caption
 
-from .common.guess import guess_md
-from .common.judged_results import keep, reuse
+from .common.latest import keep, reuse
+from .common.predictions import guess_md
 from .common.prompt_input import encode_prompt
 
 GUESS_KEY = "kv_race"  # the presenter screen whose question the race answers

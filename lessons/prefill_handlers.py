@@ -25,8 +25,8 @@ from visualizations.style import info_caption
 from visualizations.timing_charts import prefill_sweep_figure
 from visualizations.timing_text import sweep_progress_md, sweep_verdict_md, verdict_point
 
-from .common.guess import guess_md
-from .common.judged_results import keep, reuse
+from .common.latest import keep, reuse
+from .common.predictions import guess_md
 from .common.prompt_input import encode_prompt
 
 LENGTH_CHOICES = [1, 8, 32, 128, 512, 1024]

@@ -1,23 +1,11 @@
-"""The presenter's live measurements: one function per screen, each a small run on a prepared
-prompt through the same engine functions the lessons use, ending in one `Measured` headline.
-Run by `lessons.presenter_panel` inside `feedback.guarded(..., alone=server)`: each part runs
-alone on the compute thread, taking turns there with the serving engine's steps.
-
-Every function takes (lm, settings, shared) and returns a `Measured`, or, for the long ones,
-is a generator that yields a `Step` between its parts and the `Measured` last: each part is one
-job on the compute thread, so the server answers the class's chats between them
-(`measure_steps` runs either kind). A `Step` is "decode step k of N" and the figure measured so
-far, which the screen shows while it runs (a part may yield None instead: the screen keeps its
-line). `MEASURES` maps the screen's `measure:` key to it. A `Measured` is stored in the
-visitor's browser as a dict (`as_dict`), so it holds only plain numbers and text. Pressed, a
-screen first yields its "started" line, before any model work (`measure_screen_steps`).
-
-Beside this file: the work each screen asks for (`presenter_work`), the batch sweep a visitor's
-cost screen reuses (`presenter_sweep`), the recap's five numbers (`presenter_recap`).
-
-Every timed screen is watched by the noise rule (`inference.experiments.noise`): on a busy
-machine its label carries the busy notice, `noisy` is set (the guess is set beside the number
-with no "why"), and no "faster" or "beyond noise" is said of its figures.
+"""The presenter's live measurements: one function per screen (`MEASURES`, keyed by the
+screen's `measure:`), each a small run on a prepared prompt through the engine functions the
+lessons use, ending in one `Measured` headline (stored in the visitor's browser: plain numbers
+and text only). A long one is a generator yielding a `Step` ("decode step k of N" and the figure
+so far) between its parts: each part is one job on the compute thread, so the server answers
+the class's chats between them. Every timed screen is watched by the noise rule
+(`inference.experiments.noise`): on a busy machine its label carries the busy notice, `noisy`
+is set, and no "faster" or "beyond noise" is said of its figures.
 """
 from __future__ import annotations
 
@@ -29,10 +17,7 @@ from inference.config import LIMITS, Settings
 from inference.drafts import make_draft
 from inference.experiments import noise
 from inference.experiments.batch_sweep import run_sweep
-from inference.experiments.context_sweep import (
-    compare_lengths,
-    decode_lengths_sweep,
-)
+from inference.experiments.context_sweep import compare_lengths, decode_lengths_sweep
 from inference.experiments.context_theory import decode_theory
 from inference.experiments.kv_race import RECOMPUTE, checked_race, summarize
 from inference.experiments.machine_roofline import roofline_steps
@@ -51,12 +36,19 @@ from inference.tokens import encode_text, tokenize
 from visualizations.model_card import human_bytes
 from visualizations.noise_view import BUSY, supports_verdict
 
-from .common.judged_results import keep, reuse
-from .common.latest import PRESENTER_BATCH, shared_key
+from .common.latest import PRESENTER_BATCH, keep, reuse, shared_key
 from .common.presenter_screens import Screen
 from .common.prompt_input import encode_prompt
-from .presenter_progress import RECAP, Measured, at, busy_label, withheld
-from .presenter_steps import (  # noqa: F401
+from .presenter_progress import (
+    RECAP,
+    Measured,
+    at,
+    busy_label,
+    sweep_figures,
+    visitor_sweep,
+    withheld,
+)
+from .presenter_steps import (
     Step,
     batch_running,
     build_step,
@@ -70,7 +62,6 @@ from .presenter_steps import (  # noqa: F401
     spec_running,
     starting,
 )
-from .presenter_sweep import cost_figures, sweep_figures, visitor_sweep
 
 QUESTION = "Name three colours of the rainbow."
 PROMPT = LIMITS.default_prompt
@@ -135,7 +126,7 @@ def token_mix(lm, settings: Settings, shared) -> Measured:
                     " · ".join(f"{n}: {c} tokens / {words[n]} words" for n, c in counts.items()))
 
 
-def prefill_time(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
+def prefill(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     ids = encode_prompt(lm, settings, PROMPT)
     yield Step("one pass", 0, 1, f"reading {len(ids)} prompt tokens, then {DECODE_STEPS} next "
                "tokens one at a time")
@@ -375,11 +366,11 @@ def cost(lm, settings: Settings, shared, results: dict | None = None
         source = f"your batch sweep on “{BATCH_SCREEN}” ({at})"
     elif (kept := reuse(shared, shared_key(lm, PRESENTER_BATCH))) is not None:
         (points, judged), busy = kept, False
-        source = "a quiet batch sweep kept on this machine (run “{BATCH_SCREEN}” for yours)"
+        source = f"a quiet batch sweep kept on this machine (run “{BATCH_SCREEN}” for yours)"
     else:
         points, judged = yield from batch_sweep_steps(lm, settings, shared)
         busy = judged.busy
-        source = "a batch sweep measured now (run “{BATCH_SCREEN}” for yours)"
+        source = f"a batch sweep measured now (run “{BATCH_SCREEN}” for yours)"
     price = settings.price_per_hour.default
     p_in = settings.conversation_prompt_tokens.default
     p_out = settings.conversation_output_tokens.default
@@ -389,21 +380,21 @@ def cost(lm, settings: Settings, shared, results: dict | None = None
     label = f"per million output tokens at batch {big.batch}"
     yield Measured("cost", big.usd_per_million_output, f"${big.usd_per_million_output:,.2f}",
                    f"{label} · {BUSY}" if busy else label,
-                   f"from {source.format(BATCH_SCREEN=BATCH_SCREEN)}: "
-                   f"{one.measured_output_tokens_per_s:.1f} and "
+                   f"from {source}: {one.measured_output_tokens_per_s:.1f} and "
                    f"{big.measured_output_tokens_per_s:.1f} tokens/s at batch 1 and "
                    f"{big.batch} (measured) · at ${price:.2f} an hour, "
                    f"${one.usd_per_million_output:,.2f} per million alone · carried to a "
                    f"{big.context_tokens:,.0f}-token context (estimate), as in lesson 5", busy,
-                   cost_figures(big.batch, big.measured_output_tokens_per_s, source))
+                   # what it priced: a newer sweep of this visitor's can withdraw it
+                   {"batch": big.batch, "tokens_per_s": big.measured_output_tokens_per_s})
 
 
-MEASURES: dict[str, Callable[[object, Settings, object],
-                             Measured | Iterator[Measured | Step | None]]] = {
-    "prefill": prefill_time,
-    **{f.__name__: f for f in (answer, tokens, token_mix, prefill_race, decode, roofline,
-                               speculative, step_split, kv_bytes, kv_race, long_context, batch,
-                               int8, cost)}}
+MEASURES: dict[str, Callable[..., Measured | Iterator[Measured | Step | None]]] = {
+    f.__name__: f for f in (answer, tokens, token_mix, prefill, prefill_race, decode, roofline,
+                            speculative, step_split, kv_bytes, kv_race, long_context, batch,
+                            int8, cost)}
+
+
 def measure_steps(key: str, lm, settings: Settings, shared, results: dict | None = None
                   ) -> Iterator[Measured | Step | None]:
     """Screen `key`'s measurement: None or a `Step` between its parts (a long one's), its
@@ -431,7 +422,7 @@ def measure_screen_steps(p: dict, screens: tuple[Screen, ...], typed: float | No
     _, s = at(screens, p)
     if s.predict is not None and typed is not None:
         p["guesses"][s.measure] = float(typed)
-    if s.measure == RECAP:  # the recap slide draws the visitor's own results (presenter_recap)
+    if s.measure == RECAP:  # the recap slide draws the visitor's own results (recap_figures)
         n = sum(k in p["results"] for k in MEASURES)
         p["results"][RECAP] = {"key": RECAP, "value": n, "shown": f"{n} of {len(MEASURES)}",
                                "label": "figures measured on this machine",

@@ -1,16 +1,10 @@
 """Presenter mode: the whole story (tokens → prefill → decode → KV cache → batching →
 quantization → cost) as one idea per screen in large type, each screen with one button that
-runs its live measurement and shows the number big. Next/Back buttons, and the arrow keys
-(or a clicker's Page Up/Down) when no text box has the focus. `?present=1` opens it.
-
-On the screens marked `predict:` the room types a guess first; after the run the screen shows
-guess against measurement and one sentence of why. Where the visitor is, their guesses and
-their results live in their own browser (`gr.BrowserState`, localStorage): reload the page
-and the presenter picks up where it was. Nothing is kept on the server.
-
-The screens are `assets/presenter.md` (`presenter_screens`); the measurements and the
-visitor's progress record are `presenter_handlers`; the text, `presenter_view`.
-"""
+runs its live measurement and shows the number big; the room types a guess first on the
+screens marked `predict:`. Next/Back, or the arrow keys (a clicker's Page Up/Down) when no text
+box has the focus; `?present=1` opens it. The visitor's screen, guesses and results live in
+their own browser (`gr.BrowserState`): a reload picks up where it was, nothing is kept on the
+server. Screens: `assets/presenter.md`; measurements: `presenter_handlers`."""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -24,21 +18,27 @@ from .common.context import AppContext
 from .common.feedback import guarded
 from .common.measurement import Measurement
 from .common.measurement_wiring import wire_measurement
-from .common.page_screens import PageScreens
 from .common.presenter_screens import load_screens
 from .common.teachers_guide import teachers_guide
 from .presenter_handlers import Step, measure_screen_steps
-from .presenter_progress import RECAP, at, clean, compare_text, fresh, page_id
-from .presenter_recap import recap_figures
-from .presenter_sweep import shown_result
+from .presenter_progress import (
+    RECAP,
+    PageScreens,
+    at,
+    clean,
+    compare_text,
+    fresh,
+    page_id,
+    recap_figures,
+    shown_result,
+)
 from .presenter_work import screen_tokens
 
 STORAGE_KEY = "llm-lab-presenter"
-# Arrow keys / Page Up-Down click Back and Next while the presenter is on screen and no field
-# has the focus. Presenting (`?present=1`, or a tap on the Present tab) hides the page's chrome,
-# the tab strip included (assets/presenter.css: `body.lab-presenting`), so a projector at 150%
-# zoom (853×480) shows a screen's title, button and number at once; Esc (or, on a phone, the
-# "Show the tabs" button under the screen) brings it back.
+# Arrow keys / Page Up-Down click Back and Next when no field has the focus. Presenting
+# (`?present=1`, or a tap on the Present tab) hides the page's chrome, tab strip included
+# (assets/presenter.css), so a projector at 150% zoom (853×480) shows a screen's title, button
+# and number at once; Esc (or the "Show the tabs" button under the screen) brings it back.
 KEYS_JS = """() => {
   const present = (on) => {
     document.body.classList.toggle('lab-presenting', on);
@@ -114,7 +114,7 @@ def build(ctx: AppContext) -> None:
         i, s = at(screens, p)
         ask = s.predict is not None
         results = p["results"]
-        payoff = compare_text(s, p, screens)
+        payoff = compare_text(s, p)
         number = (recap_html(recap_figures(screens, results, lm.bytes_per_value))
                   if s.measure == RECAP and RECAP in results
                   else result_html(shown_result(s.measure, results)))
@@ -166,10 +166,9 @@ def build(ctx: AppContext) -> None:
     turned = PageScreens(settings.sessions_held)  # each page's newest screen, by its moves
     # always_last: a press while the previous move is still on its way runs after it (Gradio's
     # default drops it: a presenter pressing twice quickly on a busy machine moved once)
-    back.click(guarded(move(-1), plain=True, compute=False), progress, outputs, queue=False,
-               api_visibility="private", trigger_mode="always_last")
-    forward.click(guarded(move(+1), plain=True, compute=False), progress, outputs, queue=False,
-                  api_visibility="private", trigger_mode="always_last")
+    for button, step in ((back, -1), (forward, +1)):
+        button.click(guarded(move(step), plain=True, compute=False), progress, outputs,
+                     queue=False, api_visibility="private", trigger_mode="always_last")
     run.click(None, None, None, js=SENT_JS, queue=False, api_visibility="private")
     wire_measurement(run, [progress, guess], outputs + [finished], Measurement(
         "presenter_measure", measure, work=lambda p, typed: screen_tokens(

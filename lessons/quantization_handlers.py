@@ -38,8 +38,8 @@ from inference.experiments.roofline import machine_bandwidth
 from inference.quant_modes import DEFAULT_MODES, MODES, build_steps, get_mode
 from visualizations.mechanism_weights import quant_diagram
 
-from .common.guess import guess_md
 from .common.latest import keep_modes
+from .common.predictions import guess_md
 from .common.prompt_input import encode_prompt
 
 DEFAULT_PROMPT = LIMITS.default_prompt  # its float32 reference is shared by every visitor

@@ -10,6 +10,7 @@ handler runs with its smallest settings (a second or two on a quiet 2-core CPU).
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -34,7 +35,7 @@ from lessons import (
     speculative_handlers,
     start_handlers,
 )
-from lessons.common.measurement import measuring
+from lessons.common.measurement import Outcome
 from lessons.common.presenter_screens import load_screens
 from polling import wait_for
 from visualizations import (
@@ -47,6 +48,14 @@ SETTINGS = Settings()
 SPIN = "import time\nend = time.time() + 900\nwhile time.time() < end: pass"
 GUESS_WHY = "**Why:**"  # comparison_md's line beside a guess: only from a quiet run
 GUESSED = ("too low:", "too high:", "close: well predicted")  # its verdict on the guess
+
+
+@contextlib.contextmanager
+def measuring(device):
+    """A block run as one measurement, watched as the measurement wrapper watches a run."""
+    outcome = Outcome()
+    with noise.watching(noise.Watching(device, noise.begin(device), outcome.readings)):
+        yield outcome
 
 
 @pytest.fixture
@@ -280,7 +289,7 @@ def test_a_presenter_screen_in_a_busy_room(lm, busy_room, monkeypatch, key):
     screen = next(s for s in screens if s.measure == key)
     progress = {"screen": screens.index(screen), "guesses": {key: 2.0},
                 "results": {key: m.as_dict()}, "page": None}
-    compare = presenter_progress.compare_text(screen, progress, screens)
+    compare = presenter_progress.compare_text(screen, progress)
     shown = "\n".join((m.label, m.detail, compare))
     assert outcome.busy  # never replayed to a later visitor
     for phrase in PRESENTER[key]:

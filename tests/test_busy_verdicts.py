@@ -6,7 +6,6 @@ beside spinning processes.
 """
 from __future__ import annotations
 
-import doctest
 import html
 from collections.abc import Callable
 from dataclasses import replace
@@ -17,7 +16,7 @@ from inference.experiments.shared_results import SharedResults
 from lessons import (
     presenter_handlers,
 )
-from lessons.common import judged_results
+from lessons.common import latest
 from lessons.common.measurement import Outcome
 from visualizations import (
     batching_tables,
@@ -171,13 +170,12 @@ def test_machine_and_presenter_verdicts_quiet_and_busy():
 def test_busy_results_are_neither_reused_nor_replayed():
     """A busy run's value is kept (the visitor's CSV export reads it) but not reused; the
     shared-run rule reads the run's readings (any busy one), never the notice's text."""
-    assert doctest.testmod(judged_results).failed == 0
     shared = SharedResults()
-    judged_results.keep(shared, "k", (1,), QUIET)
-    assert judged_results.reuse(shared, "k") == ((1,), QUIET)
-    judged_results.keep(shared, "k", (2,), BUSY_READING)
-    assert judged_results.reuse(shared, "k") is None and shared.get("k") == (2,)
-    assert judged_results.reuse(None, "k") is None
+    latest.keep(shared, "k", (1,), QUIET)
+    assert latest.reuse(shared, "k") == ((1,), QUIET)
+    latest.keep(shared, "k", (2,), BUSY_READING)
+    assert latest.reuse(shared, "k") is None and shared.get("k") == (2,)
+    assert latest.reuse(None, "k") is None
     assert Outcome(readings=[QUIET, BUSY_READING]).busy and not Outcome(readings=[QUIET]).busy
     assert not Outcome().busy and Outcome(cut=True).cut
     assert BUSY.capitalize() in busy_notice_html(BUSY_READING)  # what the visitor reads

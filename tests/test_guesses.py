@@ -19,7 +19,7 @@ from lessons import (
     prefill_handlers,
     quantization_handlers,
 )
-from lessons.common.guess import guess_md, question
+from lessons.common.predictions import guess_md, question
 from lessons.common.presenter_screens import load_screens
 from visualizations.noise_view import BUSY
 

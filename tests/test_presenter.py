@@ -14,12 +14,11 @@ import pytest
 
 from inference.config import Settings
 from lessons.common.links import LESSONS, PROMPT_BOXES, read_link
-from lessons.common.page_screens import PageScreens
 from lessons.common.predictions import comparison_md, guess_error, verdict
 from lessons.common.presenter_screens import load_screens, parse_screens
 from lessons.common.progress import STEPS, path_md, visit, visited
 from lessons.presenter_handlers import MEASURES, measure_screen_steps, measure_to_end
-from lessons.presenter_progress import RECAP, clean, compare_text, fresh
+from lessons.presenter_progress import RECAP, PageScreens, clean, compare_text, fresh
 from visualizations.exports import (
     batch_sweep_csv,
     machine_figures_md,
@@ -131,10 +130,10 @@ def test_progress_from_the_browser_is_cleaned_and_compared():
     race = next(s for s in screens if s.measure == "kv_race")
     p = clean({"screen": 8, "guesses": {"kv_race": 2.0},
                "results": {"kv_race": {"value": 3.5, "shown": "3.5×", "label": "faster"}}})
-    assert "**Your guess:** 2" in compare_text(race, p, screens)
-    assert compare_text(screens[0], p, screens) == ""  # no prediction on that screen
+    assert "**Your guess:** 2" in compare_text(race, p)
+    assert compare_text(screens[0], p) == ""  # no prediction on that screen
     p["results"]["kv_race"]["noisy"] = True  # measured on a busy machine: no verdict
-    noisy = compare_text(race, p, screens)
+    noisy = compare_text(race, p)
     assert (f"**Your guess:** 2 {race.unit} · **measured:** 3.5× on a busy machine: run again"
             in noisy)
     assert "too" not in noisy and "Why" not in noisy and "faster ·" not in noisy.split("·")[-1]
@@ -144,7 +143,7 @@ def test_the_recap_shows_the_five_big_numbers_each_with_its_source():
     """The recap slide: first token vs next, the cache's ratio, batching's gain, bytes per
     weight and dollars per million, from this visitor's own screens, each labelled; a screen
     not run says "not measured yet" and shows no number."""
-    from lessons.presenter_recap import NOT_YET, recap_figures
+    from lessons.presenter_progress import NOT_YET, recap_figures
 
     screens = load_screens()
     nothing = recap_figures(screens, {}, 4)
@@ -179,9 +178,8 @@ def test_the_cost_screen_prices_the_visitors_own_batch_sweep(lm):
     from inference.experiments.noise import judge
     from inference.experiments.shared_results import SharedResults
     from lessons import presenter_handlers as ph
-    from lessons.common.judged_results import keep
-    from lessons.common.latest import PRESENTER_BATCH, shared_key
-    from lessons.presenter_sweep import shown_result, sweep_figures
+    from lessons.common.latest import PRESENTER_BATCH, keep, shared_key
+    from lessons.presenter_progress import shown_result, sweep_figures
 
     points = (BatchPoint(1, 20, 0.2, 0.08, (0.08,), 10**6, lm.info.weight_bytes),
               BatchPoint(16, 20, 1.5, 0.20, (0.20,), 16 * 10**6, lm.info.weight_bytes))
@@ -377,8 +375,7 @@ def test_presenter_cost_is_lesson_5s_figure_for_the_same_batch(lm):
     from inference.experiments.roofline import machine_bandwidth
     from inference.experiments.shared_results import SharedResults
     from lessons import batching_handlers, presenter_handlers
-    from lessons.common.judged_results import keep
-    from lessons.common.latest import PRESENTER_BATCH, shared_key
+    from lessons.common.latest import PRESENTER_BATCH, keep, shared_key
 
     settings, shared = Settings(), SharedResults()
     points = (BatchPoint(1, 20, 0.2, 0.08, (0.08,), 10**6, lm.info.weight_bytes),
@@ -432,7 +429,7 @@ def test_an_impossible_figure_is_withheld_on_its_screen_and_in_the_recap(monkeyp
     screen shows no number and no guess verdict, and the recap says it is not measured."""
     from inference.experiments.prefill_sweep import SweepProgress, robust_point
     from lessons import presenter_handlers
-    from lessons.presenter_recap import recap_figures
+    from lessons.presenter_progress import recap_figures
 
     n = presenter_handlers.PREFILL_TOKENS  # one pass 1 ms, each fed token 1 s: 1,000x
     point = robust_point(n, [0.001] * 3, [1.0] * 6, [0, 0, 1, 1, 2, 2], True, attempt=1)
@@ -445,6 +442,6 @@ def test_an_impossible_figure_is_withheld_on_its_screen_and_in_the_recap(monkeyp
     at_race = next(i for i, s in enumerate(screens) if s.measure == "prefill_race")
     progress = {**fresh(), "screen": at_race, "results": {"prefill_race": m.as_dict()},
                 "guesses": {"prefill_race": 20.0}}
-    assert "why" not in compare_text(screens[at_race], progress, screens).lower()
+    assert "why" not in compare_text(screens[at_race], progress).lower()
     shown = {f.name: f.shown for f in recap_figures(screens, progress["results"], 4)}
     assert "1000" not in str(shown) and "1,000" not in str(shown)

@@ -39,7 +39,7 @@ def step_html(step) -> str:
 
 def recap_html(figures) -> str:
     """The recap slide: the story's five big numbers as cards, each with what it is and where
-    it came from (`figures`: `lessons.presenter_recap.RecapFigure`s); one not measured yet
+    it came from (`figures`: `lessons.presenter_progress.RecapFigure`s); one not measured yet
     shows that, never a number."""
     cards = []
     for f in figures:

@@ -8,7 +8,7 @@ import gradio as gr
 
 from inference.config import Range, Settings
 
-from .guess import question
+from .predictions import question
 
 
 def _kw(settings: Settings, name: str, kw: dict) -> tuple[Range, dict]:

@@ -1,10 +1,9 @@
-"""Exports wired into the lessons: a "CSV of this chart" download under the prefill and batch
-sweeps, and the "copy this machine's figures" box on This machine. The text itself is built
-by the pure functions in `visualizations.exports` from the same records the charts draw.
-
-A finished sweep's points are also kept in the app's `SharedResults` (`latest`), so the
-machine's summary can quote the latest sweeps whoever ran them. Each panel adds two or three
-lines to use these.
+"""Exports wired into the lessons: every chart's "Data as CSV" button (in the browser, from the
+points the chart draws), a "CSV of this chart" download under the prefill and batch sweeps (what
+a chart does not draw, such as extrapolated flags) and the "copy this machine's figures" box on
+This machine. The sweeps' text is built by `visualizations.exports` from the records the charts
+draw; their finished points are also kept in `SharedResults` (`latest`), so the machine's
+summary quotes the latest sweeps whoever ran them.
 """
 from __future__ import annotations
 
@@ -66,3 +65,57 @@ def figures_box(lm, shared) -> gr.Code:
     return gr.Code(figures_md(lm, shared), language="markdown", interactive=False,
                    buttons=["copy", "download"], elem_id="perf-figures",
                    label="This machine's figures (markdown: copy into your notes or slides)")
+
+
+CSV_JS = """() => {
+  if (window.__labChartCsv) return;
+  window.__labChartCsv = true;
+  const cell = (v) => {
+    const s = v === null || v === undefined ? '' : String(v);
+    return /[",\\n]/.test(s) ? '"' + s.replace(/"/g, '""') + '"' : s;
+  };
+  const title = (gd) => {
+    const t = gd.layout && gd.layout.title;
+    return ((t && (t.text || t)) || 'chart').toString().replace(/<br>/g, ' ');
+  };
+  window.labChartCsv = (gd) => {
+    const rows = [['trace', 'x', 'y', 'z']];
+    for (const t of gd.data || []) {
+      const name = (t.name || t.type || '').replace(/<br>/g, ' ');
+      if (t.z) {
+        t.z.forEach((row, i) => (row || []).forEach((z, j) =>
+          rows.push([name, t.x ? t.x[j] : j, t.y ? t.y[i] : i, z])));
+      } else {
+        const n = Math.max((t.x || []).length, (t.y || []).length);
+        for (let k = 0; k < n; k++)
+          rows.push([name, t.x ? t.x[k] : k, t.y ? t.y[k] : '', '']);
+      }
+    }
+    return {name: title(gd), csv: rows.map(r => r.map(cell).join(',')).join('\\n') + '\\n'};
+  };
+  const add = () => document.querySelectorAll('.js-plotly-plot').forEach((gd) => {
+    const box = gd.parentElement;
+    if (!box || box.querySelector(':scope > .lab-csv') || !(gd.data || []).length) return;
+    const b = document.createElement('button');
+    b.className = 'lab-csv';
+    b.type = 'button';
+    b.textContent = 'Data as CSV';
+    b.title = 'Download the points this chart draws';
+    b.onclick = () => {
+      const {name, csv} = window.labChartCsv(gd);
+      const a = document.createElement('a');
+      a.href = URL.createObjectURL(new Blob([csv], {type: 'text/csv'}));
+      a.download = (name.replace(/[^A-Za-z0-9]+/g, '-').replace(/^-|-$/g, '').slice(0, 60)
+                    || 'chart') + '.csv';
+      document.body.appendChild(a); a.click(); a.remove();
+    };
+    box.appendChild(b);
+  });
+  new MutationObserver(add).observe(document.body, {childList: true, subtree: true});
+  add();
+}"""
+
+
+def wire_chart_csv(demo: gr.Blocks) -> None:
+    """Give every chart on the page its CSV button (installed once, when the page loads)."""
+    demo.load(None, None, None, js=CSV_JS, queue=False, api_visibility="private")

@@ -34,22 +34,17 @@ def user_error(exc: Exception) -> gr.Error:
 
 
 def guarded(fn, *, plain: bool = False, alone=None, compute: bool = True):
-    """Wrap a handler (plain, or returning/being a generator) so any error reaches the learner
-    as a clear message. The wrapped handler is a generator: Gradio streams what it yields, and
-    a plain handler's result is its single yield. With `plain=True` it is a plain function
-    returning that one result: the event then ends in one message (a Play tick needs this, or
-    a Stop pressed while its step runs would still see the step's token arrive).
+    """Wrap a handler so any error reaches the learner as a clear message. The wrapped handler
+    is a generator (a plain handler's result is its single yield); with `plain=True` a plain
+    function, so the event ends in one message (a Play tick needs this, or a Stop pressed while
+    its step runs would still see the step's token arrive).
 
-    `alone`: the app's serving engine (`inference.server.Server`), for a measurement whose
-    timed passes must run alone: each job of the handler (the call, then each step of its
-    generator) runs alone on the compute thread, taking turns with the server's steps
-    (`Server.turn`), so chats keep streaming; the chats served meanwhile are counted for its
-    caption (`inference.served_alongside`). The server is never stopped for the whole run.
-
-    `compute`: run the handler (each step of a generator) on the compute thread. False only for
-    a handler that runs no model and waits on work that needs that thread (a chat waiting for
-    the server's steps) or must answer at once (a live view of the server). An async generator
-    (the chat) is kept on the event loop, where it awaits its tokens: compute=False only."""
+    `alone`: the serving engine, for a measurement whose timed passes run alone: each job of the
+    handler (the call, then each step of its generator) takes turns with the server's steps on
+    the compute thread (`Server.turn`), so chats keep streaming (counted for its caption,
+    `inference.served_alongside`). `compute=False`: for a handler that runs no model and waits
+    on that thread's work (a chat) or must answer at once (a live view); an async generator (the
+    chat) stays on the event loop, where it awaits its tokens."""
     if inspect.isasyncgenfunction(fn):  # waits on the event loop itself: runs no model there
         if compute or alone is not None or plain:
             raise TypeError("an async handler runs on the event loop: compute=False only")

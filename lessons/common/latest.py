@@ -1,18 +1,44 @@
-"""Finished results the lessons quote from one another, kept in the app's `SharedResults`
-under a plain key + device + dtype: the latest prefill and batch sweeps (the machine's summary
-quotes them, whoever ran them), lesson 6's latest comparison (lesson 5 prices it). Plain
-functions, no Gradio: handlers call them.
+"""Finished results kept in the app's `SharedResults`, for the next visitor and for the other
+lessons. Plain functions, no Gradio: handlers call them.
+
+A finished measurement is kept with the noise rule's reading beside it (`keep`), and shown again
+to the next visitor only when that reading was quiet (`reuse`): a busy room's numbers are shown
+to the visitor who measured them, under the notice, and measured afresh for the next
+(`inference/experiments/noise.py`). The lessons quote one another's latest results under a
+plain key + device + dtype (`shared_key`): the latest prefill and batch sweeps (the machine's
+summary quotes them, whoever ran them), lesson 6's latest comparison (lesson 5 prices it).
 """
 from __future__ import annotations
 
 import time
+from collections.abc import Hashable
 
+from inference.experiments.noise import Noise
 from visualizations.exports import machine_figures_md
 
 LAST_PREFILL = "export-prefill"
 LAST_BATCH = "export-batch"
 PRESENTER_BATCH = "presenter-batch"  # lessons.presenter_handlers keeps its batch points here
 LAST_MODES = "export-modes"  # lesson 6's latest finished comparison (lesson 5 prices it)
+
+
+def keep(shared, key: Hashable, value: object, judged: Noise | None) -> None:
+    """Store a finished run's value under `key` (the chart's CSV export and the machine's
+    summary read it there) and its reading beside it (`shared` None: nothing kept)."""
+    if shared is None:
+        return
+    shared.put(("noise", key), judged)
+    shared.put(key, value)
+
+
+def reuse(shared, key: Hashable) -> tuple[object, Noise] | None:
+    """(value, its quiet reading) when a run measured on a quiet machine is kept, else None."""
+    if shared is None:
+        return None
+    value, judged = shared.get(key), shared.get(("noise", key))
+    if value is None or judged is None or judged.busy:
+        return None
+    return value, judged
 
 
 def shared_key(lm, name: str) -> tuple:

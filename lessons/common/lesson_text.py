@@ -1,24 +1,15 @@
 """Lesson text lives in assets/ as markdown, written for this app.
 
-Figures that belong to the loaded model are not written into the markdown: they are
-placeholders filled from its `ModelInfo`, so the text matches whatever model and dtype this run
-loaded (float32 on a CPU, float16 on a GPU, another model through LLM_LAB_MODEL):
-
-    $layers  $vocab_size  $hidden_size  $weight_mb  $dtype  $parameters_m  $embedding_share
-
-Only those names (and any `extra` a panel passes; `$weights_origin` is lesson 6's note on where
-the weights came from) are replaced, so other `$` signs and braces in the markdown stay as
-written. Without a value (no info passed), a placeholder's enclosing parenthesis "( … )" is
-dropped, or, outside parentheses, its whole line: a sentence never shows a figure that was not
-read from the model.
+Figures of the loaded model are placeholders filled from its `ModelInfo` (`FROM_INFO`), so the
+text matches whatever model and dtype this run loaded; other `$` signs stay as written. A
+placeholder without a value drops its enclosing "( … )", or else its whole line: a sentence
+never shows a figure that was not read from the model.
 
     >>> fill_placeholders("all layers ($layers here) at once", None)
     'all layers at once'
 
-A lesson's tab shows `lesson_page(...)`: the same text with the first use of each glossary term
-linked to its entry (`visualizations.glossary.link_terms`). A `<!-- read more -->` line ends
-what its tab shows before the lesson's first control (at most ~150 words, tested); the rest is
-folded under "Read more" (`split_more`, `lessons/common/read_more.py`).
+A lesson's tab shows `lesson_page(...)`: glossary terms linked at first use; its opening ends at
+the `<!-- read more -->` line (`split_more`), the rest folded under "Read more".
 """
 from __future__ import annotations
 

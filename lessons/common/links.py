@@ -1,12 +1,9 @@
 """Links to a prepared state: a teacher hands out `?lesson=kv&prompt=Why+is+the+sky+blue%3F`
-and the app opens on that lesson with its prompt boxes filled; `?present=1` opens the
-presenter. Anything the app cannot honour (an unknown lesson, a prompt over the character
-limit, a prompt for a lesson without a prompt box) is left out with a visible notice: a link
-never raises an error. A box a link filled says so under its label (`FILLED_INFO`, plain text
-that never quotes the prompt), so a learner knows the text came from the teacher, not the app.
-
-`read_link` is pure (a mapping of query parameters in, a `LinkState` out) and tested alone;
-`wire_links` finds the prompt boxes by their elem_id and fills them on page load.
+and the app opens on that lesson with its prompt boxes filled (each box saying so under its
+label, `FILLED_INFO`); `?present=1` opens the presenter. Whatever the app cannot honour (an
+unknown lesson, a prompt over the limit or for a lesson without a prompt box) is left out with
+a visible notice: a link never raises an error. `read_link` is pure; `wire_links` fills the
+boxes, found by elem_id, on page load.
 """
 from __future__ import annotations
 
@@ -92,15 +89,11 @@ def link_notice() -> gr.Markdown:
     return gr.Markdown("", visible=False, elem_id="link-notice")
 
 
-def _by_elem_id(demo: gr.Blocks) -> dict[str, gr.components.Component]:
-    return {b.elem_id: b for b in demo.blocks.values() if getattr(b, "elem_id", None)}
-
-
 def wire_links(demo: gr.Blocks, tabs: gr.Tabs, notice: gr.Markdown, max_prompt_chars: int
                ) -> None:
     """On page load, open the linked tab and fill its prompt boxes, each saying under its label
     that the link filled it (call after every tab is built: the boxes are found by elem_id)."""
-    found = _by_elem_id(demo)
+    found = {b.elem_id: b for b in demo.blocks.values() if getattr(b, "elem_id", None)}
     boxes = {b: found[b] for ids in PROMPT_BOXES.values() for b in ids if b in found}
 
     def on_load(request: gr.Request) -> dict:

@@ -1,22 +1,13 @@
 """The measurement line: a press that cannot run now waits in a first-come line and is told its
 place and an honest wait, instead of being refused.
 
-Two cores cannot run thirty different sweeps at once, so the heavy lane runs `slots`
-measurements at a time (`Settings.heavy_lane_limit`) and every other press *joins the line*
-(`join`): its handler has started, and its first frames are its place, refreshed every
-`update_s` (`turn`): "3rd in line, about 45 s: your run starts after the KV race pressed before
-yours". The order is arrival; the place is recomputed on every frame, so a press ahead that
-leaves (Stop, a closed tab: its generator is closed) moves everyone behind it up at once.
-
-The estimate is each waiting measurement's work (`Measurement.work`: tokens × passes, the
-formula beside its experiment loop) times this machine's rate for that measurement: the seconds
-per work unit of its most recent whole run here (`done`). A measurement not yet timed on this
-machine has no rate, and then the estimate says so and gives no figure. Each run counts for at
-most `limit_s` (a run is stopped at its time limit).
-
-Past `class_line` waiting, a newcomer is told the line is long (`Ticket.small`): its wiring runs
-the measurement's class-sized variant (`Measurement.smaller`). Past `bound` waiting, a press is
-refused (`LineFull`) with when a place should free up.
+The heavy lane runs `slots` measurements at a time (`Settings.heavy_lane_limit`); every other
+press joins the line and its first frames are its place, refreshed every `update_s` (`turn`).
+The place is recomputed on every frame, so a press ahead that leaves (Stop, a closed tab) moves
+everyone behind it up at once. The wait is each measurement ahead's work (`Measurement.work`)
+times this machine's rate for it: seconds per work unit of its latest whole run here (`done`),
+at most `limit_s` a run; with no rate yet the estimate says so. Past `class_line` waiting a
+newcomer runs small (`Ticket.small`); past `bound` a press is refused (`LineFull`).
 
 >>> t = [0.0]
 >>> line = MeasureLine(slots=1, bound=8, class_line=4, clock=lambda: t[0])

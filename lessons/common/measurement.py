@@ -1,37 +1,18 @@
 """One heavy measurement (a race, a sweep, a comparison), declared once beside its handler.
 
-A `Measurement` says what runs and what it costs: its endpoint's name, the handler (a generator
-of frames), and its work, a function of the same arguments the handler gets that calls the work
-formula living beside the experiment loop it counts (`inference.experiments.*`:
-`race_tokens`, `batch_sweep_tokens`, ...). `measurement_wiring.wire_measurement` is the only way
-a heavy button is wired; it reads everything else from `Settings`:
-
-- **Work budget** (`measure_work_tokens`, or the measurement's own `budget` where its page
-  offers more): a run whose arguments would feed more tokens through the model (tokens ×
-  passes, all passes together) is refused with `OVER_BUDGET` before any pass, when it joins
-  the queue (`classroom.classroom_guard`) and again as it starts (the one error path).
-- **Time limit** (`measure_limit_s`): a run still going stops at its next frame, frees the lane
-  and shows what it measured so far under `TIME_UP` (`timed`); Gradio's own hard limit is
-  `Settings.<limit>_time_limit_s`.
-- **Busy check**: the noise rule watches every run (`watched`: `noise.begin` before its first
-  step, the watch open while each step runs); the handler takes its reading where it has its
-  repeats (`noise.reading`) and shows it; the run's `Outcome` keeps every reading.
-- Identical requests share one run (`classroom.shared_runs`, deciding from the `Outcome`: a
-  run cut short or measured on a busy machine is not shown again), and every pass takes turns
-  with the server that answers the class's chats (`feedback.guarded(alone=...)`).
-- **The line** (`lessons.common.measure_line`): a press that cannot run now waits in a first-come
-  line, told its place and a wait estimated from its `work` and this machine's rate; past
-  `Settings.class_line` waiting, it runs its class-sized variant (`smaller`: the same
-  measurement at fewer points or tokens, and what changed, said on screen).
-
-A short timed model run outside the heavy lane (one prefill, the cache growing) is a
-measurement too, in its own `lane`, for its busy check: no work budget, never shared.
-
-No Gradio here: the wiring is `measurement_wiring`.
+A `Measurement` names its endpoint, its handler (a generator of frames) and its work: a function
+of the handler's own arguments calling the work formula beside the experiment loop it counts
+(`inference.experiments.*`: `race_tokens`, `batch_sweep_tokens`, ...). The wiring
+(`measurement_wiring.wire_measurement`, the only way a heavy button is wired) adds, from
+`Settings`: the work budget (`over_budget`, checked as a run joins the queue and as it starts),
+the time limit (`timed`: a run still going stops at its next frame and shows what it measured
+under `TIME_UP`), the busy check (`watched`: the noise rule's watch open while each step runs;
+every reading kept in the run's `Outcome`), shared identical runs, and the line
+(`measure_line`), where a long wait runs the class-sized variant (`smaller`). A short timed run
+outside the heavy lane is a measurement in its own `lane`: no budget, never shared.
 """
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -121,15 +102,6 @@ class Outcome:
 
 
 _END = object()
-
-
-@contextlib.contextmanager
-def measuring(device) -> Iterator[Outcome]:
-    """A block run as one measurement on this thread (a handler called on its own): the watch
-    open throughout, its readings in the `Outcome`."""
-    outcome = Outcome()
-    with noise.watching(noise.Watching(device, noise.begin(device), outcome.readings)):
-        yield outcome
 
 
 def watched(frames: Iterator, device, outcome: Outcome) -> Iterator:

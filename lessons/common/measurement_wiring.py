@@ -1,23 +1,15 @@
 """The one way a heavy button is wired: `wire_measurement(button, inputs, outputs, m, ctx)`.
 
-It clicks `m.run` in the heavy lane (`concurrency_id="heavy"`; Gradio's `time_limit`
-`Settings.<m.limit>_time_limit_s` is passed, though Gradio 6.31 enforces it only on `.stream`
-events: the limit that stops a run is ours, below), and around each run: the work budget (a
-refusal through the one error path, `feedback.guarded`), taking turns with the server
-(`guarded(alone=ctx.server)`), the busy check (`measurement.watched`), the time limit
-(`measurement.timed`) and sharing identical runs (`ctx.runs`, `classroom.shared_runs`, where the
-classroom layer tagged the event as it joined).
-
-The heavy lane runs `Settings.heavy_lane_limit` measurements at a time. With the app's shared
-runs (`ctx.runs`), the measurement line keeps that rule (`measure_line`): every press's handler
-starts at once and, until its turn, its first frames are its place in line and an
-estimated wait (`IN_LINE`, in its first Markdown output); past `Settings.class_line` waiting it
-runs its class-sized variant (`Measurement.smaller`, said above its frames: `SMALLER`); past
-`Settings.measure_line` waiting it is refused with when to try again (`LINE_FULL`). A press
-whose visitor leaves while it waits (Stop, a closed tab: Gradio closes its generator) leaves the
-line and runs nothing. Without them, Gradio's own lane keeps the line, silently.
-The wired handler carries its `Measurement`, so the queue's check and the budget test read the
-declarations from the built app (`declared`).
+It clicks `m.run` in the heavy lane (Gradio's `time_limit` is passed too, though Gradio enforces
+it only on `.stream` events: the limit that stops a run is `measurement.timed`) and wraps each
+run in the work budget (refused through `feedback.guarded`), turns with the server
+(`guarded(alone=ctx.server)`), the busy check (`watched`), the time limit and shared identical
+runs (`ctx.runs`, `classroom.shared_runs`). With the app's shared runs, the measurement line
+(`measure_line`) decides who runs: until its turn a press's first frames are its place and an
+estimated wait (`IN_LINE`, in its first Markdown output); a long line runs its class-sized
+variant (`SMALLER`); a full one refuses it (`LINE_FULL`); a press whose visitor leaves while it
+waits runs nothing. The wired handler carries its `Measurement`, so the queue's check and the
+budget test read the declarations from the built app (`declared`).
 """
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
-"""Handlers return small named records; Gradio receives `{component: value}` dicts.
-
-A handler that fills many components returns (or yields) a frozen dataclass whose fields name
-what it shows, e.g. `RaceFrame(plot=..., summary=..., progress=...)`. The panel keeps a dict
-from the same names to its components and wraps the handler with `showing(components, fn)`.
-A field left as None is not sent, so its component keeps what it shows: this replaces
-`gr.skip()` placeholders counted by position.
+"""Handlers return small named records; Gradio receives `{component: value}` dicts. A panel maps
+a record's field names to its components and wraps the handler with `showing(components, fn)`;
+a field left None is not sent, so its component keeps what it shows (no `gr.skip()` counted
+by position).
 
 >>> from dataclasses import dataclass
 >>> @dataclass(frozen=True)

@@ -1,10 +1,6 @@
-"""The path through the app: under each lesson, the words it uses (defined on the same screen)
-and a button to the next lesson, which switches the tab; it and every tab click scroll the
-page back to the lesson's start, its title just under the sticky tab strip, and on a phone scroll
-the strip sideways to the open tab (`wire_scroll`).
-A glossary term linked in a lesson's text (`lesson_text.lesson_page`) opens the Glossary tab
-at its entry, in the same page (the lesson keeps its results; its tab brings them back).
-The order, labels and words are `lessons.TABS`."""
+"""The path through the app (`lessons.TABS`): under each lesson, the words it uses and a button
+to the next lesson; that and every tab click scroll back to the lesson's start, and a glossary
+term linked in a lesson's text opens the Glossary tab at its entry, in the same page."""
 from __future__ import annotations
 
 import gradio as gr
@@ -31,12 +27,10 @@ def lesson_footer(tab_id: str, tabs: gr.Tabs) -> None:
                  queue=False, api_visibility="private")
 
 
-# Gradio's scroll_to_output aims at the sticky tab strip, which always counts as in view, so
-# the new lesson opened wherever the page was (452-1,438 px below its title). One listener:
-# after a tab or a "Next lesson" click, scroll up to the top of the tabs when below it.
-# A term's link (`?lesson=glossary#gl-<key>`) is followed in the page: the Glossary tab is
-# opened and its entry scrolled into view once shown (a link opened in a new browser tab, or
-# a page loaded with such an address, scrolls there too once the glossary is on screen).
+# Gradio's scroll_to_output aims at the sticky tab strip, which always counts as in view, so a
+# new lesson opened wherever the page was. After a tab or "Next lesson" click, scroll up to the
+# top of the tabs; a term's link (`?lesson=glossary#gl-<key>`, followed or loaded) opens the
+# Glossary tab and scrolls its entry into view; on a phone, the open tab is kept in the strip.
 SCROLL_JS = """() => {
   const toStart = () => { const t = document.querySelector('#lesson-tabs'); if (!t) return;
     const y = t.getBoundingClientRect().top + window.scrollY;

@@ -1,12 +1,18 @@
 """Predict, then measure: the learner commits to a number before the run, and afterwards sees
-their guess beside the measurement with one sentence of why.
+their guess beside the measurement with one sentence of why (a verdict only from a quiet run).
 
-Pure functions (tested alone); the presenter and the lessons show what they return."""
+Plain functions: the presenter and the lessons show what they return. A lesson's guess box
+(`controls.guess_box`) asks about a measurement key; its unit and "why" are the presenter
+screen's with the same key (`assets/presenter.md`), so the two never explain it two ways.
+"""
 from __future__ import annotations
 
 import math
+from functools import cache
 
 from visualizations.cards import ratio_side
+
+from .presenter_screens import Screen, load_screens
 
 CLOSE = 1.25  # within this factor either way, a guess counts as close
 
@@ -75,3 +81,28 @@ def beside_noisy_md(guess: float | None, unit: str, measured: str) -> str:
     """
     typed = f"**Your guess:** {fmt(guess)} {unit.strip()} · " if guess else ""
     return f"{typed}**measured:** {measured} on a busy machine: run again to compare."
+
+
+@cache
+def question(key: str) -> Screen:
+    """The presenter screen that asks about measurement `key` (its `predict`, `unit`, `why`)."""
+    screen = next((s for s in load_screens() if s.measure == key), None)
+    if screen is None or screen.predict is None:
+        raise KeyError(f"no presenter screen asks for a guess about {key!r}")
+    return screen
+
+
+def beside_guess_md(screen: Screen, guess: float | None, measured: float, shown: str,
+                    noisy: bool) -> str:
+    """The guess beside a measurement of `screen`'s question: the verdict and why from a quiet
+    run; from a busy one (`noisy`), beside the number as `shown`, with no verdict."""
+    if noisy:
+        return beside_noisy_md(guess, screen.unit, shown)
+    return comparison_md(guess, measured, screen.unit, screen.why)
+
+
+def guess_md(key: str, guess: float | None, measured: float, noisy: bool = False) -> str:
+    """A lesson's guess box beside this run's measurement (0, an empty box: no guess)."""
+    q = question(key)
+    return "\n\n---\n**Predict, then measure.** " + beside_guess_md(
+        q, guess, measured, f"{fmt(measured)} {plain_unit(q.unit)}", noisy)

@@ -1,8 +1,6 @@
 """The presenter's screens, read from `assets/presenter.md`: one `## ` heading per screen, its
 settings on the lines right under the heading (`measure`, `button`, and on the screens where
-the room guesses first `predict`, `unit`, `why`), then the screen's text.
-
-`parse_screens` is pure and tested; `load_screens` reads the file."""
+the room guesses first `predict`, `unit`, `why`), then the screen's text."""
 from __future__ import annotations
 
 from dataclasses import dataclass

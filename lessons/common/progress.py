@@ -1,11 +1,6 @@
-"""A learner's path through the lessons, remembered in their own browser: every lesson tab
-they open is ticked on "Start here", and the first one not yet opened is suggested next. The
-record lives in `gr.BrowserState` (the browser's localStorage); nothing is kept on the server,
-and a reload, or coming back tomorrow in the same browser, picks up where they were.
-
-`visit` and `path_md` are pure (tested alone); `progress_box` / `wire_progress` put them on
-the page.
-"""
+"""A learner's path through the lessons, remembered in their own browser (`gr.BrowserState`,
+nothing kept on the server): every lesson tab they open is ticked on "Start here", and the
+first one not yet opened is suggested next. `visit` and `path_md` are pure."""
 from __future__ import annotations
 
 import gradio as gr

@@ -1,7 +1,5 @@
-"""A lesson's text as its tab shows it: the opening (the idea, in at most ~150 words) above the
-lesson's first control, and the rest (the why, the formulas) folded under "Read more", so a
-learner reaches a button before a wall of text. Where it splits is the `<!-- read more -->` line
-in the lesson's markdown (`lesson_text.split_more`)."""
+"""A lesson's text as its tab shows it: the opening (the idea, at most ~150 words) above the
+lesson's first control, the rest folded under "Read more" (split at `lesson_text.READ_MORE`)."""
 from __future__ import annotations
 
 import gradio as gr

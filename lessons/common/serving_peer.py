@@ -1,11 +1,8 @@
 """The class served by this app's server and by vLLM, side by side: the figures `make
 bench-serving` (or `make bench`) measured, 30 chats at once, same prompts, same client code.
-
-Where that bench ran on this machine, its own results file is read (`bench/serving-results.json`
-or `bench/results.json`, newest first) and labelled as measured here, with its date. Elsewhere
-(a fresh Space, a laptop without vLLM) the run recorded in `assets/serving_vs_vllm.json` is
-shown, labelled with the machine and the date it was measured on. A figure never appears
-without the machine it was measured on."""
+Where that bench ran on this machine, its own results file is read (newest first) and labelled
+as measured here; elsewhere, the run recorded in `assets/serving_vs_vllm.json`, labelled with
+its machine and date. A figure never appears without the machine it was measured on."""
 from __future__ import annotations
 
 import json

@@ -1,10 +1,7 @@
 """One shared snapshot per interval: a view many tabs watch at once (the server view on This
-machine, refreshed every 2 s by each watching tab) is computed once per interval and read by
-every tab, so thirty watchers cost the class what one does, not thirty times as much.
-
-`SharedSnapshot.get()` returns the value computed at most `interval_s` ago; the first caller
-after that recomputes it while the others wait for that one result (never two at once).
-"""
+machine, refreshed every 2 s by each watching tab) is computed at most once per `interval_s`
+and read by every tab (the first caller after that recomputes it while the others wait), so
+thirty watchers cost the class what one does."""
 from __future__ import annotations
 
 import threading

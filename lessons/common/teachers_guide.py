@@ -1,8 +1,7 @@
-"""The teacher's guide (assets/teachers_guide.md): Present's screens in order, each with its
-idea, what to say, the expected result on a small CPU and on a GPU, how long it runs and the
-guess's answer, then a 45- and a 15-minute plan. One folded accordion, placed both on Present
-and on Start here, with a button that prints the guide alone; under it, this machine's quiet
-reference figures when it has some (inference/experiments/quiet_reference.py)."""
+"""The teacher's guide (assets/teachers_guide.md): every Present screen with what to say and
+the expected results, then a 45- and a 15-minute plan; folded on Present and on Start here, with
+a button that prints it alone, and under it this machine's quiet reference figures
+(inference/experiments/quiet_reference.py)."""
 from __future__ import annotations
 
 import gradio as gr
