@@ -7,7 +7,7 @@ from datetime import datetime
 
 from inference.experiments import quiet_reference as qr
 from inference.experiments.noise import judge
-from visualizations.reference_view import reference_html
+from visualizations.noise_view import reference_html
 
 QUIET, BUSY = judge(spread=0.03, others_cpu=0.02), judge(others_cpu=0.6)
 HERE, MORNING = "Test CPU, 2 cores", datetime(2026, 12, 2, 9, 12, 5)

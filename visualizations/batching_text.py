@@ -7,8 +7,7 @@ from collections.abc import Sequence
 
 from .batching_charts import throughput_trend
 from .cards import WAITING, Card, cards_html, times
-from .noise_view import busy_notice_html, supports_verdict
-from .reference_view import reference_card
+from .noise_view import busy_notice_html, reference_card, supports_verdict
 
 VIRTUAL_CLOCK = ("*Times are on a **virtual clock**: it advances by the measured, synced "
                  "duration of each forward pass (and jumps ahead while the server is idle), so "
@@ -34,7 +33,7 @@ def sweep_cards(sweep, noise=None, reference=None) -> str:
     on a quiet finished run only; busy: the numbers and "busy machine", no word (the notice
     stands in the table and the closing note); running: so far. Short values, the unit in the
     label: three cards share one row on a phone. `reference`: this machine's quiet reference
-    for the ratio, shown big above a busy run (`reference_view`)."""
+    for the ratio, shown big above a busy run (`noise_view`)."""
     points = sorted(sweep.points, key=lambda p: p.batch) if sweep is not None else []
     if not points:
         return NO_SWEEP_CARDS

@@ -10,8 +10,7 @@ from collections.abc import Mapping, Sequence
 
 from .cards import Card, cards_html, ratio_side, times
 from .model_card import human_bytes
-from .noise_view import busy_notice_html, quiet_note, supports_verdict, withheld
-from .reference_view import reference_html
+from .noise_view import busy_notice_html, quiet_note, reference_html, supports_verdict, withheld
 
 
 def formula_markdown(snap) -> str:
@@ -58,7 +57,7 @@ def race_summary_markdown(summary, noise=None, reference=None) -> str:
     """The race's `RaceSummary`: both lanes' time, their work, and whether their tokens agree.
     `noise` (a `Noise` record, read by attribute): None while the race runs (no verdict yet),
     busy (the notice, no verdict), quiet (the verdict). `reference`: this machine's quiet
-    reference for such a race, shown big above a busy run (`reference_view`)."""
+    reference for such a race, shown big above a busy run (`noise_view`)."""
     if not summary.new_tokens:
         return "*Press **Race**: the same prompt runs with and without the cache.*"
     same = ("the same greedy tokens in both lanes" if summary.same_tokens

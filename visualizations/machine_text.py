@@ -12,11 +12,8 @@ Pure: rows and figures in, markdown out.
 """
 from __future__ import annotations
 
-import html
-
-from .cards import Card, cards_html
 from .model_card import human_bytes
-from .noise_view import busy_notice_html, supports_verdict, withheld
+from .noise_view import busy_notice_html, reference_html, supports_verdict, withheld
 
 
 def model_sizes_md(rows, bandwidth_gbs: float, dtype: str, free_bytes: int,
@@ -70,19 +67,6 @@ def decode_speed(r, noise=None, attempt: int = 0) -> str:
     return f"**{r.measured_tokens_per_s:.1f} tokens/s**, **{r.fraction:.0%}** of the ceiling"
 
 
-def decode_reference_html(reference, live_tokens_per_s: float, noise, now=None) -> str:
-    """For a busy run with this machine's quiet decode speed on file: that figure as a card, big,
-    this run's beside it, small, with why they differ. '' otherwise."""
-    if reference is None or noise is None or not noise.busy:
-        return ""
-    why = "; ".join(noise.reasons) or "the machine was busy"
-    card = Card("Decode speed, quiet", f"{reference.value:.1f} tokens/s",
-                f"measured on this machine at {reference.when(now)}, quiet")
-    return (cards_html([card]) + f"<small class='lab-live-beside'>This run, busy: "
-            f"{live_tokens_per_s:.1f} tokens/s. It differs from the quiet figure because "
-            f"{html.escape(why)}.</small>\n\n")
-
-
 def roofline_md(r, weight_bytes: int, noise=None, attempt: int = 0, reference=None,
                 now=None) -> str:
     """The roofline in four measured-or-theoretical lines, then what the gap means. `noise`:
@@ -90,8 +74,9 @@ def roofline_md(r, weight_bytes: int, noise=None, attempt: int = 0, reference=No
     it when there is one); `attempt` 1: measured again after a speed past the ceiling."""
     per_token = human_bytes(r.bytes_per_token)
     speed = decode_speed(r, noise, attempt)
-    head = busy_notice_html(noise) + decode_reference_html(
-        reference, r.measured_tokens_per_s or 0.0, noise, now)
+    head = busy_notice_html(noise) + reference_html(
+        reference, "Decode speed", f"{r.measured_tokens_per_s or 0.0:.1f} tokens/s", noise, now,
+        shown=lambda v: f"{v:.1f} tokens/s")
     return head + (
         f"- **Memory bandwidth (measured):** {r.bandwidth_gbs:.1f} GB/s, "
         "reading a 512 MiB (537 MB) buffer; measured once on this machine, the same figure "

@@ -1,13 +1,18 @@
-"""How a measurement's noise is shown: the busy notice, or one quiet line that says how quiet.
+"""How a measurement's noise is shown: the busy notice, one quiet line that says how quiet, and
+beside a busy run this machine's quiet reference (the figure it gives when nothing else runs).
 
-Reads a `Noise` record (inference/experiments/noise.py) by attribute. A busy run keeps its
-numbers on screen (they were measured) but under the notice, and the caller draws no verdict
-from them: `supports_verdict(noise)` is the one check every "faster", "grows" or "bound by"
-sentence goes through.
+Reads a `Noise` record (inference/experiments/noise.py) and a `QuietFigure`
+(inference/experiments/quiet_reference.py) by attribute. A busy run keeps its numbers on screen
+(they were measured) but under the notice, and the caller draws no verdict from them:
+`supports_verdict(noise)` is the one check every "faster", "grows" or "bound by" sentence goes
+through.
 """
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
+
+from .cards import Card, cards_html, times
 
 BUSY = "this machine was busy while measuring: numbers are noisy — run again"
 
@@ -47,3 +52,28 @@ def quiet_note(noise) -> str:
     if noise.others_cpu is not None:
         parts.append(f"other programs {noise.others_cpu:.0%} of the CPU")
     return "machine quiet while measuring" + (": " + ", ".join(parts) if parts else "")
+
+
+def reference_card(reference, title: str, noise, now=None,
+                   shown: Callable[[float], str] = times) -> Card | None:
+    """The quiet reference as one card, for a busy live run with one on file (else None): a
+    view whose cards must keep one row (lesson 5's, above its chart) sets it beside them.
+    `shown` formats its value (a speed-up by default)."""
+    if reference is None or noise is None or not noise.busy:
+        return None
+    return Card(f"{title}, quiet", shown(reference.value),
+                f"measured on this machine at {reference.when(now)}, quiet")
+
+
+def reference_html(reference, title: str, live: str, noise, now=None,
+                   shown: Callable[[float], str] = times) -> str:
+    """For a busy live run with a reference on file: its card ("measured on this machine at
+    09:12, quiet"), then this run's figure `live` in small type with the reasons the noise rule
+    gave. '' otherwise (a quiet run's figure, with its spread, stands alone)."""
+    card = reference_card(reference, title, noise, now, shown)
+    if card is None:
+        return ""
+    why = "; ".join(noise.reasons) or "the machine was busy"
+    return (cards_html([card])
+            + f"<small class='lab-live-beside'>This run, busy: {html.escape(live)}. It differs "
+              f"from the quiet figure because {html.escape(why)}.</small>\n\n")

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from .cards import WAITING, Card, cards_html, times
 from .model_card import human_bytes
-from .noise_view import busy_notice_html, quiet_note, supports_verdict
+from .noise_view import busy_notice_html, quiet_note, reference_card, supports_verdict
 from .quant_charts import mode_table
-from .reference_view import reference_card
 from .roofline_bytes import FASTER
 
 NO_MODES_CARDS = ("*float32's decode speed, the smallest mode's and its bytes per weight appear "

@@ -7,8 +7,7 @@ ratios of the numbers they are given; nothing here times or runs a model.
 from __future__ import annotations
 
 from .cards import Card, cards_html, ratio_side, times
-from .noise_view import busy_notice_html, supports_verdict
-from .reference_view import reference_html
+from .noise_view import busy_notice_html, reference_html, supports_verdict
 
 WAIT_SHOWN_S = 0.02  # a shorter wait is the server's own wake-up between steps, not a queue
 
@@ -137,7 +136,7 @@ def sweep_verdict_md(points, noise=None, reference=None) -> str:
     (an extrapolated ratio is only quoted when nothing was measured both ways, and says so),
     with its range over the rounds. `noise`: the sweep's reading (busy: the notice and both
     times, no "faster"); `reference`: this machine's quiet reference, shown big above a busy
-    run (`reference_view`). A speed-up past its bound (`.impossible`) is not shown: its reason
+    run (`noise_view`). A speed-up past its bound (`.impossible`) is not shown: its reason
     is."""
     if not points:
         return "No prompt lengths were measured."
