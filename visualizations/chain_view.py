@@ -1,9 +1,7 @@
 """Lesson 5's chain from KV memory to dollars, as markdown: this machine's (measured, from the
 visitor's sweep), a few published models on a published GPU (theoretical), and the explainer's
-levers added one at a time. Pure: `Chain` records (inference/experiments/memory_to_dollars.py:
-.label, .kind, .memory_bytes, .weight_bytes, .left_bytes, .kv_bytes_per_token, .tokens_held,
-.kv_bytes_per_sequence, .fits, .batch, .tokens_per_s, .usd_per_million,
-.usd_per_conversation, .usd_per_hour, .bound, .largest_measured) in, text out.
+levers added one at a time. Pure: `Chain` records (inference/experiments/memory_to_dollars.py)
+in, text out.
 """
 from __future__ import annotations
 

@@ -1,25 +1,12 @@
 """The mechanism, animated: the model as a stack of layers, tokens climbing it, and the KV cache
 as one strip per group of layers that gains one cell per cached position. Every beat is one
-real, measured forward pass, read from the engine's records by attribute.
-
-- `prefill_diagram(prompt, event, layers)`: the whole prompt enters at once, a wavefront
-  climbs the stack and every strip fills with the prompt's positions in one go.
-- `decode_diagram(prompt, events, layers)`: the newest step of a generation: one token enters,
-  each layer group reads its strip (the old cells flash) and appends one cell; at the top the
-  chosen token joins the output. Step 0 (and a refill after a freed cache) is a prefill beat.
-- `race_diagram(prompt, steps, layers)`: the KV race's newest pair of steps, one lane with the
-  cache and one without, where the whole sequence enters again and nothing is kept.
-- Lessons 5 and 6 (batch rows sharing one weight read, fewer bytes per weight) draw their
-  beats with `diagram_html` in `mechanism_weights.py`.
+real, measured forward pass (a prefill: the whole prompt at once; a decode step: one token that
+reads every strip; the race's no-cache lane: the whole sequence again, nothing kept).
 
 A beat lasts its measured seconds × one visible slow-down factor ("slowed 20×: 1 s on screen
 = 50 ms measured"), chosen so a beat takes at most ~2 s on screen; Replay, Pause and a few
 speeds are pure CSS (no script), and `prefers-reduced-motion` shows the end of the beat.
 Not drawn: heads, attention weights and the MLP inside a layer (lesson 4 charts those).
-
-Example:
-    >>> decode_diagram(["Hi"], [], 30)[:40]
-    "<div class='mech mech-empty' data-kind='"
 """
 from __future__ import annotations
 
@@ -149,10 +136,8 @@ def _caption(layers: int, groups: tuple[tuple[int, int], ...]) -> str:
 def diagram_html(lanes: Sequence[Lane], layers: int, head: str, *, name: str,
                  capacity: int | None = None, factor: int | None = None,
                  step: int | None = None) -> str:
-    """The whole diagram: controls, a headline, one SVG with each lane, the caption.
-
-    `factor` defaults to the one fitting the shortest lane; `capacity` (positions across a
-    strip) to the next power of two of the longest cache, so cells keep their width."""
+    """The whole diagram: controls, a headline, one SVG with each lane, the caption. `capacity`
+    (positions across a strip) defaults to a power of two, so cells keep their width."""
     groups = layer_groups(layers)
     cap = capacity or nice_capacity(max([ln.cached for ln in lanes] + [len(ln.fed) for ln in lanes]
                                         + [1]))
@@ -195,9 +180,8 @@ def _ms(seconds: float) -> str:
 def decode_diagram(prompt: Sequence, events: Sequence, layers: int, *,
                    capacity: int | None = None, factor: int | None = None,
                    name: str = "decode") -> str:
-    """The newest step of a generation. `prompt`: its tokens (records with .text, or strings);
-    `events`: its `StepEvent`s so far; `capacity`: prompt + max new tokens keeps cells still.
-    The factor fits the median decode step, so it stays put while the steps come."""
+    """The newest step of a generation (`events`: its `StepEvent`s so far), at a slow-down
+    fitting the median decode step, so it stays put while the steps come."""
     if not events:
         return empty_diagram(layers, "The model waits: press <b>Step</b> and watch the prompt "
                              "go through its layers.", name)
@@ -220,9 +204,8 @@ def decode_diagram(prompt: Sequence, events: Sequence, layers: int, *,
 
 def prefill_diagram(prompt: Sequence, events: Sequence, layers: int, *,
                     factor: int | None = None, name: str = "prefill") -> str:
-    """The prefill beat of a measured generation (`events[0]`, step 0) and, when there is one,
-    the decode step after it, both at one slow-down: the prompt's many tokens in one pass
-    against one token in the next."""
+    """The prefill beat (`events[0]`) and the decode step after it, at one slow-down: the
+    prompt's many tokens in one pass against one token in the next."""
     if not events:
         return empty_diagram(layers, "Press <b>Prefill it</b>: the whole prompt goes through "
                              "the layers in one pass.", name)
@@ -242,9 +225,8 @@ def prefill_diagram(prompt: Sequence, events: Sequence, layers: int, *,
 def race_diagram(prompt: Sequence, steps: Sequence, layers: int, *,
                  output: Sequence[str] = (), capacity: int | None = None,
                  factor: int | None = None, name: str = "race") -> str:
-    """The race's newest finished step, both lanes at one slow-down: the no-cache lane's beat
-    lasts as much longer as it measured. `steps`: `RaceStep`s; `output`: the cached lane's
-    token texts (the race records only ids)."""
+    """The race's newest finished step, both lanes at one slow-down. `output`: the cached
+    lane's token texts (the race records only ids)."""
     lanes = race_lanes(prompt, steps, output)
     if not lanes:
         return empty_diagram(layers, "Press <b>Race</b>: with the cache one token enters per "

@@ -1,24 +1,13 @@
 """The weight read, on the mechanism diagram: what lessons 5 and 6 change about one forward pass.
 
 Every decode step reads every weight of the model once. Lesson 5 shares that read: B requests
-enter the layer stack together as B rows, one token each, so one read of the weights serves
-all of them. Lesson 6 shrinks it: the same pass with fewer bytes per weight. Each beat is one
-measured step, drawn with the other lessons' diagram (`mechanism.diagram_html`), beside the
-smallest or the plainest case it is compared with, at one slow-down, so the beats' lengths keep
-their measured ratio.
-
-- `batch_diagram(points, layers, ...)`: the sweep's newest batch size beside batch 1, from
-  `BatchPoint`s (batch, prompt_tokens, step_seconds, step_times, weight_bytes, cache_bytes).
-- `quant_diagram(reports, layers, parameters, ...)`: the newest measured precision mode beside
-  float32, from `ModeReport`s (key, weight_bytes, bytes_per_token, decode_tokens_per_s, ...).
+enter the layer stack together as B rows, one token each. Lesson 6 shrinks it: the same pass
+with fewer bytes per weight. Each beat is one measured step beside batch 1 or float32, at one
+slow-down, so the beats' lengths keep their measured ratio.
 
 Every number is the run's own; the one theoretical figure, the floor of a step (bytes read ÷
 the measured read bandwidth), says its formula. A comparison is the two numbers and their
 ratio, never a word like "faster"; a busy run (`noise.busy`) carries the busy notice.
-
-Example:
-    >>> "Press <b>Run sweep</b>" in batch_diagram([], 30)
-    True
 """
 from __future__ import annotations
 
@@ -107,9 +96,8 @@ def _mode_says(report, parameters: int) -> str:
 
 def quant_diagram(reports: Sequence, layers: int, parameters: int, *,
                   bandwidth_gbs: float | None = None, noise=None, name: str = "quant") -> str:
-    """The newest measured mode beside float32 (the baseline, measured first): one decode
-    step each, every weight read, at each mode's bytes per weight (stored bytes ÷
-    `parameters`)."""
+    """The newest measured mode beside float32: one decode step each, at each mode's bytes
+    per weight (stored bytes ÷ `parameters`)."""
     if not reports:
         return empty_diagram(layers, "Press <b>Compare modes</b>: every decode step reads every "
                              "weight; a mode with fewer bytes per weight has less to read.",

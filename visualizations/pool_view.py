@@ -1,14 +1,8 @@
-"""The server's KV cache in pages, drawn from a `PoolStats` record (read by attribute).
-
-- `pool_grid_html`: the pool, one cell per block: coloured by the request holding it, a
-  shared prefix block (held by two or more requests) striped and marked "⧉", a cached-idle
-  block (nobody holds it; its keys stay for the next prompt with that prefix) hatched grey,
-  a free block blank.
-- `block_tables_html`: each request with its block table (the pool ids, in position order).
-- `pool_bytes_md`: for the batch now, the bytes a left-padded tensor would hold against the
-  bytes the pages hold (waste in %), plus prefix-cache hits, prefill tokens skipped,
-  preemptions and evictions.
-Pure: no model, no Gradio. Every number comes from the record.
+"""The server's KV cache in pages, drawn from a `PoolStats` record (read by attribute): the
+pool one cell per block (coloured by the request holding it; a shared prefix block striped and
+marked "⧉"; a cached-idle block, whose keys wait for the next prompt with that prefix, hatched
+grey; a free block blank), each request's block table, and the bytes a left-padded tensor
+would hold against the bytes the pages hold. Every number comes from the record.
 """
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""Lesson 6 charts: bytes per weight against speed and quality. Pure functions, data in,
-plotly figures / HTML out.
-
-Inputs are `inference.experiments.quality.ModeReport` records, read by attribute only (key,
-label, kernel, weight_bytes, bytes_per_token, decode_tokens_per_s, prefill_seconds,
-top1_agreement, top1_decided, decided_positions, kl_mean, perplexity, token_ids, pieces), so
-tests can pass hand-made stand-ins.
+"""Lesson 6 charts: bytes per weight against speed and quality. Pure functions:
+`inference.experiments.quality.ModeReport` records in (read by attribute, so tests pass
+hand-made stand-ins), plotly figures / HTML out.
 """
 from __future__ import annotations
 

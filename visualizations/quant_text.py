@@ -1,9 +1,5 @@
 """The written side of Lesson 6: the table of every measured number per precision mode and
-what this run showed ('This machine's roofline sentence is `machine_text.roofline_md`).
-
-Pure functions over records read by attribute: `ModeReport`s (key, weight_bytes,
-ratio_to_fp32, decode_tokens_per_s, prefill_seconds, prompt_tokens, top1_agreement,
-top1_decided, kl_mean, perplexity, kernel), a model info (device, threads).
+what this run showed. Pure functions over `ModeReport`s and a model info, read by attribute.
 """
 from __future__ import annotations
 
@@ -18,17 +14,12 @@ NO_MODES_CARDS = ("*float32's decode speed, the smallest mode's and its bytes pe
 
 
 def mode_cards_html(reports, noise=None, race=None, reference=None) -> str:
-    """The comparison's headline cards, under Compare modes: the lesson's point in two measured
-    ratios, the smallest mode's weight bytes and its decode tokens/s, each ÷ float32's (the
-    speeds themselves in the note). "faster" only on a quiet finished run (`noise`) whose ratio
-    reaches the roofline title's `FASTER` (1.2, well above run-to-run noise), so the card and
-    the chart's title never disagree; busy: the numbers and "busy machine", no word (the notice
-    stands in the closing note). The smallest mode is picked by its bytes, never by a timing.
-    `race`: that mode raced against float32 step by step (`quant_race.SpeedRace`; the reports
-    then carry its lanes' speeds, whose ratio is its figure): its range is in the note; an
-    impossible one is not shown.
-    `reference`: this machine's quiet figure for the race, a third card on a busy run.
-    Two cards, short words: one row on a phone."""
+    """The comparison's headline cards: the smallest mode's (picked by bytes, never by a
+    timing) weight bytes and decode tokens/s, each ÷ float32's. "faster" only on a quiet
+    finished run whose ratio reaches the roofline title's `FASTER`, so card and title never
+    disagree. `race`: that mode raced against float32 (`quant_race.SpeedRace`): its range in
+    the note, an impossible one not shown; `reference`: the quiet figure, a third card on a
+    busy run. Two cards, short words: one row on a phone."""
     base = next((r for r in reports or () if r.key == "fp32"), None)
     if base is None:
         return NO_MODES_CARDS
@@ -82,8 +73,8 @@ def _mode_line(r) -> str:
 
 
 def weights_origin_md(source: str, dtype: str = "float32") -> str:
-    """A lesson bullet on what precision the loaded weights had before any mode below: read
-    from `ModelInfo.source`, so it names GGUF quantization only where the GGUF was loaded."""
+    """What precision the loaded weights had before any mode below, from `ModelInfo.source`
+    (GGUF quantization is named only where the GGUF was loaded)."""
     if source.startswith("bundled GGUF"):
         return (
             "- *Most of these weights were 4-bit before you got them.* The bundled model ships "
@@ -102,9 +93,8 @@ def weights_origin_md(source: str, dtype: str = "float32") -> str:
 
 
 def bf16_slower_md(bf16_native: bool | None) -> str:
-    """Why bfloat16 decoded slower than float32, said only as far as it was checked:
-    `bf16_native` False means this CPU's flags lack native bfloat16; None means not checked
-    (a GPU, or flags not readable), so no cause is claimed."""
+    """Why bfloat16 decoded slower than float32, only as far as checked: `bf16_native` False
+    means the CPU flags lack it; None (not checked) claims no cause."""
     head = "bfloat16 holds half the bytes yet decoded slower than float32 here: "
     if bf16_native is False:
         return (head + "this CPU has no native bfloat16 arithmetic (no avx512_bf16 or amx_bf16 "
@@ -114,9 +104,8 @@ def bf16_slower_md(bf16_native: bool | None) -> str:
 
 def closing_note_md(info, reports, bandwidth_gbs: float | None,
                     bf16_native: bool | None = None, noise=None) -> str:
-    """What this machine showed, from this run's numbers only. `bf16_native`: whether the
-    CPU has native bfloat16 arithmetic (None: not checked, e.g. on a GPU). `noise`: the
-    run's `Noise` (busy: the notice, and no "fastest" or "why slower" from its timings)."""
+    """What this machine showed, from this run's numbers only (busy `noise`: the notice, and
+    no "fastest" or "why slower" from its timings)."""
     bandwidth = f", read bandwidth {bandwidth_gbs:.1f} GB/s measured" if bandwidth_gbs else ""
     head = f"### What this machine showed ({info.device}, {info.threads} threads{bandwidth})"
     if not reports:

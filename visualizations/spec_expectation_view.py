@@ -1,12 +1,8 @@
 """Lesson 3b's expected-value view: the formula's tokens per pass and speed-up at every k,
 drawn from one race's α and times, beside what the race (and a k sweep, if one was run on the
 same prompt) measured; and the sampled acceptance rule's count at a temperature. Pure:
-records in (read by attribute), plotly and markdown out.
-
-Records: `Expectation` (.fit: RaceFit, .rows / .raced / .best: KPrediction, .verdict) from
-`inference/experiments/spec_expectation.py`; sweep points are `SpecRaceSummary` (.draft, .k,
-.tokens_per_pass, .speedup); `SampledRun` (.temperature, .k, .accepted, .judged, .alpha,
-.tokens_per_pass, .expected_tokens_per_pass, .passes, .draft).
+records in (`inference/experiments/spec_expectation.py`, read by attribute), plotly and
+markdown out.
 """
 from __future__ import annotations
 
@@ -30,8 +26,7 @@ def _mine(points, draft: str) -> list:
 
 
 def expectation_title(e) -> str:
-    """The formula's best k and whether it pays, from its own figures (theoretical); one
-    short line."""
+    """The formula's best k and whether it pays (theoretical), in one short line."""
     b = e.best
     if not supports_verdict(e.reading):
         return "Formula beside your race"

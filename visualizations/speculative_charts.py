@@ -1,11 +1,6 @@
 """The speculative-decoding lesson's charts: the k sweep for both drafts, and the cost of a
-verification pass against a plain step at batch 1 and batch 16. Pure: records in (read by
-attribute), plotly figures and markdown out.
-
-Sweep points are `SpecRaceSummary` records (.draft, .k, .tokens_per_pass, .speedup, .verdict,
-.tokens_per_s, .plain_tokens_per_s); costs are `VerifyCost` records (.batch, .k,
-.plain_seconds, .verify_seconds, .cost_ratio, .plain_bound, .verify_bound,
-.derived_speedup(tokens_per_pass)).
+verification pass against a plain step at batch 1 and batch 16. Pure: `SpecRaceSummary` and
+`VerifyCost` records in (read by attribute), plotly figures and markdown out.
 """
 from __future__ import annotations
 

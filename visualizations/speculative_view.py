@@ -1,14 +1,10 @@
 """The speculative-decoding lesson's text views: each verification pass as a row of chips, the
-headline cards of a race, and the sentences under them. Pure: records in (read by attribute),
-HTML / markdown out; every verdict comes from `speed_verdict` via the summary, never fixed prose.
+headline cards of a race, and the sentences under them. Pure: `SpecPass` and `SpecRaceSummary`
+records in (read by attribute), HTML / markdown out; every verdict comes from `speed_verdict`.
 
 A pass row: the draft's k guesses as chips, kept ones green (✓), the first rejected one red (✗,
 struck through) and the ones after it grey (never used: they followed a wrong guess), then the
 model's own token (blue, ★) that the same pass produced, then tokens gained and the pass time.
-
-Records: `SpecPass` (.index, .proposed_pieces, .accepted, .model_piece, .model_token, .gained,
-.seconds, .draft_seconds, .verify_seconds, .finished) and `SpecRaceSummary` (see
-inference/experiments/speculative_race.py).
 """
 from __future__ import annotations
 

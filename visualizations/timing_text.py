@@ -13,15 +13,12 @@ WAIT_SHOWN_S = 0.02  # a shorter wait is the server's own wake-up between steps,
 
 
 def prompt_work(first, queued_s: float = 0.0) -> str:
-    """What a time to first token paid for, read from the first event's record: the prompt
-    tokens computed and in how many passes, those read from the server's prefix cache, and the
-    wait for a row.
+    """What a time to first token paid for, from the first event's record: prompt tokens
+    computed (in how many passes), those read from the prefix cache, and the wait for a row.
 
     >>> from types import SimpleNamespace as R
     >>> prompt_work(R(forward_tokens=30, prefix_cached_tokens=0, prefill_passes=1))
     '30 prompt tokens computed in one pass'
-    >>> prompt_work(R(forward_tokens=3, prefix_cached_tokens=32, prefill_passes=2), 0.2)[:52]
-    '3 of 35 prompt tokens computed in 2 passes (chunked '
     """
     computed = first.forward_tokens
     cached = getattr(first, "prefix_cached_tokens", 0)
@@ -39,12 +36,7 @@ def prompt_work(first, queued_s: float = 0.0) -> str:
 def live_stats_md(ttft: float | None, decode_seconds: float, decoded: int,
                   prompt_tokens: int, first=None, queued_s: float = 0.0) -> str:
     """TTFT, time per output token and tokens/s of a streaming answer, all measured. `first`:
-    the answer's first event (what its prefill computed, `prompt_work`); `queued_s`: its wait
-    for a row.
-
-    >>> live_stats_md(0.25, 0.5, 5, 30).split(" · ")[1]
-    'time per output token **100 ms**'
-    """
+    the answer's first event (`prompt_work`); `queued_s`: its wait for a row."""
     if ttft is None:
         return "*Press **Generate**: the answer streams in token by token.*"
     tpot = decode_seconds / decoded if decoded else None
@@ -61,9 +53,8 @@ def live_stats_md(ttft: float | None, decode_seconds: float, decoded: int,
 
 
 def prefill_report_md(m) -> str:
-    """Explain one measured prefill. `m` has .prompt_tokens, .prefill_seconds, .ttft_seconds,
-    .decode_step_seconds (median, or None when no decode step ran), .decode_steps and .noise
-    (the noise rule's reading: busy, the notice and the numbers with no "cheaper" or "why")."""
+    """Explain one measured prefill `m` (.decode_step_seconds None: no decode step ran; .noise
+    busy: the notice and the numbers, no "cheaper" or "why")."""
     n, prefill = m.prompt_tokens, m.prefill_seconds
     noise = getattr(m, "noise", None)
     tpot = m.decode_step_seconds
@@ -83,9 +74,8 @@ def prefill_report_md(m) -> str:
 
 
 def per_token_verdict(m, noise) -> tuple[Card, list[str]]:
-    """Prefill's time per prompt token against a decode step's one token: the card and the
-    sentences. The verdict ("cheaper by", "less than a decode step") and the why lines only on
-    a run the noise rule judged quiet; otherwise the two measured times, named plainly."""
+    """Prefill's time per prompt token against a decode step's: the card and the sentences,
+    with a verdict and its why only on a quiet run; otherwise the two times, named plainly."""
     n, prefill, tpot = m.prompt_tokens, m.prefill_seconds, m.decode_step_seconds
     per_tok, ratio = prefill / n, tpot / (prefill / n)
     if not supports_verdict(noise):
@@ -115,8 +105,7 @@ def per_token_verdict(m, noise) -> tuple[Card, list[str]]:
 
 
 def sweep_progress_md(done: int, total: int, point) -> str:
-    """One line per measured length. `point` has .tokens, .parallel_seconds,
-    .sequential_seconds and .sequential_measured (False: extrapolated)."""
+    """One line per measured length (`.sequential_measured` False: extrapolated)."""
     return (f"Measured {done}/{total}: {point.tokens} tokens → prefill "
             f"{point.parallel_seconds * 1000:.0f} ms vs one-at-a-time "
             f"{point.sequential_seconds * 1000:.0f} ms"
@@ -132,12 +121,9 @@ def verdict_point(points):
 
 
 def sweep_verdict_md(points, noise=None, reference=None) -> str:
-    """The closing line of a sweep: the speed-up at the longest length measured both ways
-    (an extrapolated ratio is only quoted when nothing was measured both ways, and says so),
-    with its range over the rounds. `noise`: the sweep's reading (busy: the notice and both
-    times, no "faster"); `reference`: this machine's quiet reference, shown big above a busy
-    run (`noise_view`). A speed-up past its bound (`.impossible`) is not shown: its reason
-    is."""
+    """The closing line of a sweep: the speed-up at `verdict_point`, with its range over the
+    rounds; busy `noise`: both times, no "faster", the quiet `reference` above them. A speed-up
+    past its bound (`.impossible`) is not shown: its reason is."""
     if not points:
         return "No prompt lengths were measured."
     last, ratio = verdict_point(points)
@@ -166,8 +152,7 @@ def sweep_verdict_md(points, noise=None, reference=None) -> str:
 
 
 def sweep_verdict(last, ratio: float, how: str, noise) -> tuple[Card, str]:
-    """The sweep's ratio card and sentence: "one pass is N× faster" only on a run the noise
-    rule judged quiet (and only above the shared margin); otherwise the ratio named plainly."""
+    """The sweep's ratio card and sentence: "faster" only on a quiet run above the margin."""
     if supports_verdict(noise) and ratio_side(ratio) == "faster":
         return (Card("One pass is faster by", times(ratio), f"at {last.tokens} tokens"),
                 f"Done. At {last.tokens} tokens ({how}), one pass is **{times(ratio)}** faster "
