@@ -60,7 +60,6 @@ from .presenter_steps import (
     race_running,
     ratio_label,
     spec_running,
-    starting,
 )
 
 QUESTION = "Name three colours of the rainbow."
@@ -111,19 +110,19 @@ def first_next(events) -> dict:
             "next_ms": statistics.median(later) * 1000 if later else 0.0}
 
 
-def tokens(lm, settings: Settings, shared) -> Measured:
+def tokens(lm, settings: Settings, shared) -> Iterator[Measured]:
     t = tokenize(lm.tokenizer, SENTENCE)
     pieces = " · ".join(tok.text or "▯" for tok in t.tokens)
-    return Measured("tokens", len(t.tokens), f"{len(t.tokens)}", f"tokens for {t.words} words",
-                    f"{pieces}  ({len(SENTENCE)} characters)")
+    yield Measured("tokens", len(t.tokens), f"{len(t.tokens)}", f"tokens for {t.words} words",
+                   f"{pieces}  ({len(SENTENCE)} characters)")
 
 
-def token_mix(lm, settings: Settings, shared) -> Measured:
+def token_mix(lm, settings: Settings, shared) -> Iterator[Measured]:
     counts = {name: len(encode_text(lm.tokenizer, text)) for name, text in MIX.items()}
     words = {name: len(text.split()) for name, text in MIX.items()}
     ratio = max(c / words[n] for n, c in counts.items()) / (counts["English"] / words["English"])
-    return Measured("token_mix", ratio, f"{ratio:.1f}×", "more tokens per word, worst vs English",
-                    " · ".join(f"{n}: {c} tokens / {words[n]} words" for n, c in counts.items()))
+    yield Measured("token_mix", ratio, f"{ratio:.1f}×", "more tokens per word, worst vs English",
+                   " · ".join(f"{n}: {c} tokens / {words[n]} words" for n, c in counts.items()))
 
 
 def prefill(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
@@ -389,7 +388,7 @@ def cost(lm, settings: Settings, shared, results: dict | None = None
                    {"batch": big.batch, "tokens_per_s": big.measured_output_tokens_per_s})
 
 
-MEASURES: dict[str, Callable[..., Measured | Iterator[Measured | Step | None]]] = {
+MEASURES: dict[str, Callable[..., Iterator[Measured | Step | None]]] = {
     f.__name__: f for f in (answer, tokens, token_mix, prefill, prefill_race, decode, roofline,
                             speculative, step_split, kv_bytes, kv_race, long_context, batch,
                             int8, cost)}
@@ -400,12 +399,8 @@ def measure_steps(key: str, lm, settings: Settings, shared, results: dict | None
     """Screen `key`'s measurement: None or a `Step` between its parts (a long one's), its
     `Measured` last; `results`: the visitor's results so far (the cost screen reads their
     batch sweep)."""
-    result = (cost(lm, settings, shared, results) if key == "cost"
-              else MEASURES[key](lm, settings, shared))
-    if isinstance(result, Measured):
-        yield result
-    else:
-        yield from result
+    yield from (cost(lm, settings, shared, results) if key == "cost"
+                else MEASURES[key](lm, settings, shared))
 
 
 def measure_to_end(key: str, lm, settings: Settings, shared) -> Measured:
@@ -428,7 +423,8 @@ def measure_screen_steps(p: dict, screens: tuple[Screen, ...], typed: float | No
                                "label": "figures measured on this machine",
                                "detail": f"gathered at {time.strftime('%H:%M')}"}
     else:
-        yield starting(s.button)  # at once: the screen shows its own line, not a grey veil
+        # at once, before any model work: the screen shows its own line, not a grey veil
+        yield Step(f"{s.button}: started", 0, 0, "each step's figure shows here as it is measured")
         for m in measure_steps(s.measure, lm, settings, shared, p["results"]):
             if m is None or isinstance(m, Step):
                 yield m

@@ -41,12 +41,6 @@ def cache_running(events) -> str:
     return f"cache {human_bytes(e.cache_bytes)} after {e.cache_tokens} tokens (measured)"
 
 
-def starting(button: str) -> Step:
-    """A screen's first frame, sent at once when its button is pressed (before any model work):
-    what it runs; its own steps and their figures follow."""
-    return Step(f"{button}: started", 0, 0, "each step's figure shows here as it is measured")
-
-
 def prefill_running(progress) -> str:
     """The one pass and the tokens fed one at a time so far, both measured (ms)."""
     if progress.feeding:
