@@ -3,6 +3,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from chart_reading import caption_text
 from inference.experiments.batch_sweep import BatchPoint
 from inference.experiments.schedulers import (
     RequestRecord,
@@ -12,7 +13,6 @@ from inference.experiments.schedulers import (
 )
 from inference.experiments.serving_cost import serving_costs
 from visualizations import batching_charts as charts
-from visualizations.style import caption_text
 
 W = 500_000_000  # weight bytes
 

@@ -8,16 +8,10 @@ import math
 
 import pytest
 
+from chart_reading import caption_text, plot_height
 from chart_samples import BATCH, MODES, decode_steps, figures
 from visualizations import roofline_bytes, timing_charts
-from visualizations.style import (
-    PLOT_MIN,
-    TITLE_CHARS,
-    Y_AXIS_CHARS,
-    caption_text,
-    one_line_title,
-    plot_height,
-)
+from visualizations.style import PLOT_MIN, TITLE_CHARS, Y_AXIS_CHARS, one_line_title
 
 FIGURES = figures()
 

@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from chart_reading import caption_text
 from inference.config import LIMITS, Settings
 from inference.experiments import batch_sweep, kv_race
 from inference.server import Server
@@ -21,7 +22,7 @@ from inference.tokens import prompt_ids
 from lessons import batching_handlers, kv_cache_handlers
 from lessons.common.feedback import guarded
 from polling import wait_for
-from visualizations.style import caption_text, sharing_sentence
+from visualizations.style import sharing_sentence
 
 CHATS = ["Write a long story about a lighthouse keeper and the sea.",
          "Explain in detail how bread is made, step by step.",

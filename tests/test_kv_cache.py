@@ -3,6 +3,7 @@ the attention view, and the panel's handlers."""
 import pytest
 import torch
 
+from chart_reading import caption_text
 from inference.batching import batch_generate
 from inference.config import Settings
 from inference.engine import prefill
@@ -33,7 +34,6 @@ from inference.kv_cache import (
     snapshot,
 )
 from inference.tokens import prompt_ids
-from visualizations.style import caption_text
 
 # Same scores up to rounding in the loaded dtype (logits reach ~20; ulps grow with fewer bits).
 LOGIT_GAP = {torch.float32: 1e-2, torch.float16: 0.1, torch.bfloat16: 0.75}

@@ -1,4 +1,5 @@
 """Lesson 4 figure builders on hand-made data: the traces carry exactly the numbers given."""
+from chart_reading import caption_text
 from inference.experiments.attention_view import AttentionView
 from inference.experiments.kv_projection import ModelSpec, project_batch, project_context
 from inference.experiments.kv_race import RaceStep, summarize
@@ -6,7 +7,6 @@ from inference.experiments.noise import judge
 from inference.experiments.prefix_reuse import PrefixRun
 from inference.kv_cache import CacheSnapshot
 from visualizations import kv_charts, kv_text
-from visualizations.style import caption_text
 
 QUIET = judge(spread=0.04, calibration_ratio=1.05, others_cpu=0.02)  # hand-made readings
 BUSY = judge(spread=0.04, calibration_ratio=1.05, others_cpu=0.6)

@@ -3,12 +3,12 @@ from dataclasses import dataclass, replace
 
 import pytest
 
+from chart_reading import caption_text
 from inference.experiments.noise import judge
 from inference.experiments.quality import ModeReport
 from inference.experiments.roofline import Roofline, ceiling_tokens_per_s
 from visualizations import machine_text, quant_text, roofline_bytes
 from visualizations import quant_charts as charts
-from visualizations.style import caption_text
 
 
 def report(key, wbytes, tps, top1=1.0, ids=(1, 2, 3), pieces=("The", " sky", " is")) -> ModeReport:

@@ -5,6 +5,7 @@ readable (contrast) and legends sit apart from titles."""
 import gradio as gr
 import pytest
 
+from chart_reading import caption_text, contrast_ratio, plot_height
 from fake_events import Ev
 from inference.config import Settings
 from inference.errors import SettingOutOfRangeError
@@ -14,15 +15,7 @@ from lessons import decode_handlers, decode_panel, prefill_handlers
 from lessons.common.context import AppContext
 from visualizations.decode_view import decode_stats_md
 from visualizations.noise_view import BUSY
-from visualizations.style import (
-    CAPTION_GREY,
-    PALETTE,
-    PLOT_MIN,
-    caption_text,
-    contrast_ratio,
-    plot_height,
-    styled,
-)
+from visualizations.style import CAPTION_GREY, PALETTE, PLOT_MIN, styled
 from visualizations.timing_charts import candidates_figure, decode_latency_figure
 
 SETTINGS = Settings()

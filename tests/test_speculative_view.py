@@ -2,6 +2,7 @@
 import re
 from dataclasses import replace
 
+from chart_reading import caption_text
 from inference.experiments.noise import judge
 from inference.experiments.speculative_batch import VerifyCost
 from inference.experiments.speculative_race import SpecRaceSummary
@@ -23,7 +24,6 @@ from visualizations.speculative_view import (
     passes_html,
     race_md,
 )
-from visualizations.style import caption_text
 
 QUIET = judge(others_cpu=0.02)  # a run the noise rule judged quiet: its verdict is drawn
 
