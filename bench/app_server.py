@@ -1,9 +1,10 @@
-"""The real app, `python app.py`, started as its own process on a free loopback port.
+"""A server started as its own process on a free loopback port, and its memory watched.
 
-One implementation for everything that needs the app running as visitors reach it: the
-benchmark (start-up time, the tokens/s a streaming client sees) and the end-to-end tests
-(browser, load, bad input; see tests/e2e_server.py). `start_app()` returns once the app
-serves its config, polling for it (no fixed sleep), and says how long that took.
+One implementation for everything that needs a server running as visitors reach it: the real
+app, `python app.py` (the benchmark's start-up time, clients and RSS figures, and the
+end-to-end tests: browser, load, bad input; see tests/e2e_server.py), and vLLM beside it
+(`bench.vllm_peer`). `start_app()` returns once the app serves its config, polling for it (no
+fixed sleep), and says how long that took.
 
     server = start_app({"LLM_LAB_CACHE": folder})
     try:
@@ -18,15 +19,19 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 ROOT = Path(__file__).resolve().parent.parent
 STARTUP_TIMEOUT_S = 300.0  # model load (~20-60 s on 2 busy cores), with a generous margin
 POLL_S = 0.1  # how often readiness is asked while the app starts
+SAMPLE_S = 0.2  # how often `RssWatch` reads a process's memory
 
 
 def free_port() -> int:
@@ -38,7 +43,7 @@ def free_port() -> int:
 
 @dataclass
 class AppServer:
-    """A running `app.py` child process, how to reach it and how long it took to answer."""
+    """A running server child process, how to reach it and how long it took to answer."""
 
     process: subprocess.Popen
     port: int
@@ -56,10 +61,10 @@ class AppServer:
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    def answers(self) -> bool:
-        """True when the app serves its config (the page and the API are ready)."""
+    def answers(self, path: str = "config") -> bool:
+        """True when `path` answers 200 (the app's config: the page and the API are ready)."""
         try:
-            with urllib.request.urlopen(self.url + "config", timeout=5) as r:
+            with urllib.request.urlopen(self.url + path, timeout=5) as r:
                 return r.status == 200
         except (urllib.error.URLError, OSError):
             return False
@@ -74,43 +79,72 @@ class AppServer:
         if self.alive():
             self.process.terminate()
             try:
-                self.process.wait(timeout=15)
+                self.process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.process.kill()
-                self.process.wait(timeout=15)
+                self.process.wait(timeout=30)
 
 
-def app_env(port: int, extra_env: dict[str, str] | None = None) -> dict[str, str]:
-    """The app's environment: loopback on `port`, no analytics, no proxy for loopback."""
-    env = dict(os.environ, GRADIO_SERVER_PORT=str(port), GRADIO_SERVER_NAME="127.0.0.1",
-               GRADIO_ANALYTICS_ENABLED="False", PYTHONUNBUFFERED="1",
-               NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
-    env.update(extra_env or {})
-    return env
+def launch(name: str, cmd: list[str], env: dict[str, str], port: int, log_path: Path,
+           ready_path: str = "config", timeout_s: float = STARTUP_TIMEOUT_S,
+           poll_s: float = POLL_S) -> AppServer:
+    """Start `cmd`, a server on loopback `port` writing to `log_path`; return once `ready_path`
+    answers. Raises RuntimeError, with the end of that log, if it exits or stays silent."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    server = AppServer(proc, port, log_path)
+    while time.perf_counter() - started < timeout_s:
+        if not server.alive():
+            raise RuntimeError(f"{name} exited with {proc.returncode}:\n{server.log_tail()}")
+        if server.answers(ready_path):
+            server.ready_seconds = time.perf_counter() - started
+            return server
+        time.sleep(poll_s)  # a child's readiness: there is no event to wait on
+    server.stop()
+    raise RuntimeError(f"{name} did not answer within {timeout_s:.0f} s:\n{server.log_tail()}")
 
 
 def start_app(extra_env: dict[str, str] | None = None, log_dir: Path | None = None,
               timeout_s: float = STARTUP_TIMEOUT_S) -> AppServer:
-    """Start `python app.py` on a free loopback port; return once it answers HTTP.
-
-    Its output goes to `<log_dir>/server-<port>.log` (the system's temp folder by default).
-    Raises RuntimeError, with the end of that log, if the app exits or stays silent."""
+    """`python app.py` on a free loopback port (no analytics, no proxy for loopback), its
+    output in `<log_dir>/server-<port>.log` (the system's temp folder by default)."""
     port = free_port()
-    log_dir = Path(log_dir or tempfile.gettempdir())
-    log_dir.mkdir(parents=True, exist_ok=True)
-    log_path = log_dir / f"server-{port}.log"
-    started = time.perf_counter()
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, str(ROOT / "app.py")], cwd=ROOT,
-                                env=app_env(port, extra_env), stdout=log,
-                                stderr=subprocess.STDOUT)
-    server = AppServer(proc, port, log_path)
-    while time.perf_counter() - started < timeout_s:
-        if not server.alive():
-            raise RuntimeError(f"app.py exited with {proc.returncode}:\n{server.log_tail()}")
-        if server.answers():
-            server.ready_seconds = time.perf_counter() - started
-            return server
-        time.sleep(POLL_S)
-    server.stop()
-    raise RuntimeError(f"app.py did not answer within {timeout_s:.0f} s:\n{server.log_tail()}")
+    env = dict(os.environ, GRADIO_SERVER_PORT=str(port), GRADIO_SERVER_NAME="127.0.0.1",
+               GRADIO_ANALYTICS_ENABLED="False", PYTHONUNBUFFERED="1",
+               NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
+    env.update(extra_env or {})
+    return launch("app.py", [sys.executable, str(ROOT / "app.py")], env, port,
+                  Path(log_dir or tempfile.gettempdir()) / f"server-{port}.log",
+                  timeout_s=timeout_s)
+
+
+class RssWatch:
+    """A process's RSS in MB (2**20 bytes), read every SAMPLE_S in a thread while the block
+    runs: `samples` [(monotonic t, MB)], `now_mb()`, `peak_mb(since)`."""
+
+    def __init__(self, pid: int) -> None:
+        self.process = psutil.Process(pid)
+        self.samples: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rss-watch", daemon=True)
+
+    def now_mb(self) -> float:
+        return self.process.memory_info().rss / 2**20
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.samples.append((time.monotonic(), self.now_mb()))
+            self._stop.wait(SAMPLE_S)
+
+    def __enter__(self) -> RssWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def peak_mb(self, since: float = 0.0) -> float:
+        return max(mb for t, mb in self.samples if t >= since)

@@ -6,70 +6,63 @@ address, loads the page first and keeps its cookie (`bench/classroom_school.py`:
 plays the proxy and the browsers). The figures, under `serving.classroom`:
 
 - `at_once`: a teacher says "everyone press Run now". A class of `students` (30), spread in
-  turn over the four lesson measurements (the prefill sweep, the KV race, the batch sweep, the
-  quantization comparison), press with the page's default settings within `spread_s` (3 s),
-  while `chats` (3) classmates keep streaming answers. A result is the handler's final output,
-  timed from the student's own press. Reported: presses refused, each lesson's p95 time to a
-  result and the worst of the four, presses that ended without a result (errors), results
-  served by another visitor's identical run (`shared_results`: what a class pressing the same
-  button gets), and the p95 gap between a chat's consecutive updates meanwhile.
-- `own_settings`: the same class (the same cookies) presses again, each with settings of its
-  own (`own_inputs`: no two alike, so nothing is shared). Reported: refused; the p95 time from
-  a press to its first update (its place in line, or its run's progress when it starts at
-  once); how many were told a place; whether the results came in the order the line took the
-  presses; the p95 time to a result.
-- `forged`: one script (no page, no cookie) presses `presses` (100) measurements of its own
-  settings within `spread_s`, writing a different X-Forwarded-For first hop on every request;
-  a student at the school presses one meanwhile. Reported: the script's presses accepted, and
-  the most of them in the queue at once (`peak_in_line`: one visitor's share is 1), and
-  whether the student's press was refused.
-- `chat_flood`: one script floods `floods` (100) chats of `flood_tokens` (256), forging as
-  above; a student at the school then asks a 48-token question. Reported: the flood's
-  answers and refusals, and the student's time to a complete answer (`other_chat_s`).
+  turn over the four lesson measurements, press with the page's defaults within `spread_s`
+  (3 s) while `chats` (3) classmates keep streaming answers. A result is the handler's final
+  output, timed from the student's own press. Reported: presses refused, each lesson's p95 time
+  to a result and the worst of the four, presses without a result (errors), results served by
+  another visitor's identical run (`shared_results`), and the p95 gap between a chat's updates.
+- `own_settings`: the same class presses again, each with settings of its own (`own_inputs`: no
+  two alike, so nothing is shared). Reported: refused; the p95 time from a press to its first
+  update (its place in line, or its run's progress); how many were told a place; whether the
+  results came in the order the line took the presses; the p95 time to a result.
+- `forged`: one script (no page, no cookie) presses `presses` (100) measurements within
+  `spread_s`, writing a new X-Forwarded-For first hop on every request, while a student at the
+  school presses one. Reported: the script's presses accepted, the most of them in the queue at
+  once (`peak_in_line`: one visitor's share is 1), whether the student's press was refused.
+- `chat_flood`: one script, forging as above, floods `floods` (100) chats of `flood_tokens`
+  (256); a student at the school then asks a 48-token question. Reported: the flood's answers
+  and refusals, and the student's time to a complete answer (`other_chat_s`).
 
-`chats_while_measuring` (a fresh app, no proxy: every client here is one local visitor): ten
-chats (`class_load`, `app_chat`: the serving figures' clients) stream alone, then again while
-one visitor runs the KV race and the batch sweep back to back (the chats start once the race is
-running). Tokens/s over the chats' wall time both ways, their ratio, and the share of the chats'
-wall time that a measurement was running.
+`chats_while_measuring` (a fresh app, no proxy: every client is one local visitor): ten chats
+(the serving workloads' `drive`) stream alone, then while one visitor runs the KV race and the
+batch sweep back to back (the chats start once the race runs): tokens/s both ways, their ratio,
+and the share of the chats' wall time that a measurement was running.
 
-`soak` (`serving.soak`, its own app behind the proxy): `duration_s` (20 min) of mixed load,
-`chats` (3) students chatting without pause and a student at the school pressing a
-measurement (own settings, lessons in turn) every `every_s` (30 s), then `idle_s` (5 min) of
-nothing. The app's RSS idle after start-up, at its peak and after the idle time, and their
-ratio; errors (chats and measurements without an answer).
+`soak` (`serving.soak`, its own app behind the proxy): `duration_s` (20 min) of `chats` (3)
+students chatting without pause and a student pressing a measurement every `every_s` (30 s),
+then `idle_s` (5 min) of nothing: the app's RSS idle, at its peak and after, their ratio, and
+errors (chats and measurements without an answer).
 
-Run: `make bench-classroom` (`.venv/bin/python -m bench.classroom`, `--help` for the sizes):
-writes bench/classroom-results.json; `make bench` runs the same into `results["serving"]`.
-Run it on a quiet machine: the app and its clients share the cores.
+Run: `make bench-classroom` (`--help` for the sizes) writes bench/classroom-results.json;
+`make bench` runs the same into `results["serving"]`. Run it on a quiet machine.
 """
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from bench.app_server import ROOT, start_app
+from bench.app_server import ROOT, RssWatch, start_app
 from bench.classroom_school import (
     ELSEWHERE,
     LESSONS,
-    RESULT_WAIT_S,
+    Stamps,
     Student,
     chat,
     chat_stream,
     class_of,
     lesson_inputs,
     line_figures,
-    no_result,
     peak_in_line,
     press,
     result_figures,
     update_gaps,
 )
 from bench.gradio_stream import chat_fn_index
-from bench.serving import app_chat, class_load, class_prompt
+from bench.serving_workloads import Workload, app_stream, class_prompt, drive
 from bench.targets import check
 from inference.stats import percentile
 
@@ -205,8 +198,6 @@ def soak_on(url: str, pid: int, duration_s: float, idle_s: float, every_s: float
             lessons: tuple[str, ...] = LESSONS) -> dict:
     """The soak on a running app (`pid`: its process): mixed load for `duration_s`, then
     `idle_s` of nothing; RSS idle (before the load), at peak, and after."""
-    from bench.visitor_memory import RssWatch
-
     pick, fn = lesson_inputs(url, lessons, own=True), chat_fn_index(url)
     talkers, stop = class_of(url, chats), threading.Event()
     pressing = int(duration_s // every_s) + 1  # a thread each: a press waits in line, not here
@@ -243,22 +234,6 @@ def soak(duration_s: float = 1_200.0, idle_s: float = 300.0, every_s: float = 30
         app.stop()
 
 
-def student(url: str):
-    """A gradio_client Client: one local visitor (no proxy in front of this app)."""
-    from gradio_client import Client
-
-    return Client(url, verbose=False, httpx_kwargs={"timeout": 300})
-
-
-def default_inputs(client, api_name: str) -> list:
-    """The endpoint's inputs as the page first shows them (its components' values)."""
-    api = client.view_api(return_format="dict", print_info=False)["named_endpoints"][api_name]
-    missing = [p["label"] for p in api["parameters"] if not p.get("parameter_has_default")]
-    if missing:
-        raise RuntimeError(f"{api_name} has inputs without a default: {missing}")
-    return [p["parameter_default"] for p in api["parameters"]]
-
-
 def overlap_share(span: tuple[float, float], busy: list[tuple[float, float]]) -> float:
     """The share of `span` covered by the `busy` intervals (assumed not to overlap)."""
     a, b = span
@@ -266,49 +241,25 @@ def overlap_share(span: tuple[float, float], busy: list[tuple[float, float]]) ->
     return covered / (b - a) if b > a else 0.0
 
 
-def _measure_in_turn(client, inputs: dict, first, out: list) -> None:
-    """The measuring visitor: the already-submitted `first` job, then the rest, in turn."""
-    for api in MEASURING:
-        job = first if api == MEASURING[0] else client.submit(*inputs[api], api_name=api)
-        t0 = time.perf_counter()
-        try:
-            why = no_result(job.result(timeout=RESULT_WAIT_S))
-        except Exception as exc:  # reported beside the figure
-            why = f"{type(exc).__name__}: {exc}"[:300]
-        out.append({"lesson": api.strip("/"), "start": t0, "end": time.perf_counter(),
-                    "error": why})
-
-
 def chats_while_measuring(chats: int = 10, new_tokens: int = 48) -> dict:
     """`chats` streaming chats alone, then while one visitor runs MEASURING (fresh app)."""
-    from gradio_client.utils import Status
-
     app = start_app()
     try:
-        timed: list[dict] = []
-        chat = app_chat(app.url, chat_fn_index(app.url), new_tokens)
+        chat, room = app_stream(app.url), Workload("chats", chats, new_tokens)
+        alone = asyncio.run(drive(room, chat))
+        pick, first = lesson_inputs(app.url, MEASURING, own=False), Stamps()
+        visitor = Student(app.url, address=None)  # a local visitor, as the chats are
 
-        def one(i: int, barrier: threading.Barrier) -> dict:
-            run = chat(i, barrier)
-            timed.append(run)
-            return run
-
-        alone = class_load(one, chats)
-        visitor = student(app.url)
-        inputs = {api: default_inputs(visitor, api) for api in MEASURING}
-        first = visitor.submit(*inputs[MEASURING[0]], api_name=MEASURING[0])
-        while not first.done() and first.status().code != Status.PROCESSING:
-            time.sleep(0.2)  # until the race has started measuring
-        measured: list[dict] = []
-        measurer = threading.Thread(target=_measure_in_turn,
-                                    args=(visitor, inputs, first, measured))
-        measurer.start()
-        timed.clear()
-        during = class_load(one, chats)
-        span = (min(r["start"] for r in timed if "start" in r),
-                max(r["end"] for r in timed if "end" in r)) if timed else (0.0, 0.0)
-        measurer.join()
-        visitor.close()
+        def in_turn() -> list[dict]:  # the first press's stamps say when it is measuring
+            return [press(visitor, *pick(i), 0.0, first if i == 0 else None)
+                    for i in range(len(MEASURING))]
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            measuring = pool.submit(in_turn)
+            while first.turn is None and not measuring.done():
+                time.sleep(0.2)  # until the race has started measuring
+            go = time.perf_counter()  # the chats are sent all at once: their span starts here
+            during = asyncio.run(drive(room, chat))
+            measured = measuring.result()
     finally:
         app.stop()
     busy = [(m["start"], m["end"]) for m in measured]
@@ -317,9 +268,9 @@ def chats_while_measuring(chats: int = 10, new_tokens: int = 48) -> dict:
             "alone_tokens_per_s": alone["tokens_per_s"],
             "measuring_tokens_per_s": during["tokens_per_s"],
             "ratio_measuring_vs_alone": ratio,
-            "measuring_share_of_chat_wall": overlap_share(span, busy),
+            "measuring_share_of_chat_wall": overlap_share((go, go + during["wall_s"]), busy),
             "measurements": [{"lesson": m["lesson"], "seconds": m["end"] - m["start"],
-                              "error": m["error"]} for m in measured],
+                              "error": m.get("error")} for m in measured],
             "alone": alone, "measuring": during}
 
 

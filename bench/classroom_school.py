@@ -59,13 +59,15 @@ class Student:
     """One browser behind the school's proxy (or a forging script: `forges`)."""
 
     url: str
-    address: str = SCHOOL  # the hop the proxy appends: what the app counts
+    address: str | None = SCHOOL  # the hop the proxy appends (None: no proxy, a local client)
     forges: bool = False  # writes a new first hop of its own on every request
     cookies: dict[str, str] = field(default_factory=dict)  # this browser's own jar
     _hops: itertools.count = field(default_factory=itertools.count)
 
     def headers(self) -> dict:
         """This request's headers, as they reach the app past the proxy."""
+        if self.address is None:
+            return cookie_header(self.cookies)
         hops = self.address
         if self.forges:
             hops = f"{FORGED_FROM + next(self._hops)}, {self.address}"
@@ -146,11 +148,13 @@ class Stamps:
             self.turn = now
 
 
-def press(student: Student, api_name: str, endpoint: tuple[int, list], at: float) -> dict:
+def press(student: Student, api_name: str, endpoint: tuple[int, list], at: float,
+          seen: Stamps | None = None) -> dict:
     """At perf_counter `at`, `student` presses the button; wait for the final output; time it
-    (a refused press: `refused`, with the app's sentence in `error`)."""
+    (a refused press: `refused`, with the app's sentence in `error`). `seen`: its stamps, for
+    a caller watching the press while it runs."""
     time.sleep(max(0.0, at - time.perf_counter()))
-    seen, t0 = Stamps(), time.perf_counter()
+    seen, t0 = seen or Stamps(), time.perf_counter()
     lesson = api_name.strip("/")
     try:
         outputs = call(student.url, *endpoint, timeout_s=RESULT_WAIT_S, headers=student.headers,

@@ -1,11 +1,9 @@
-"""One streaming chat against the running app, through Gradio's own queue protocol, timed as
-`bench.openai_client.timed_chat` times one against vLLM: submit to the last update (latency),
-submit to the first update carrying answer text (TTFT, seen by the client), tokens received.
+"""The bench's light client of the running app, through Gradio's own queue protocol.
 
-Standard library only (`http.client`), as the vLLM client is: the bench's 30 clients share the
-machine with the server they measure, and `gradio_client` spent ~0.65 of a core on a class's
-streams (its threads and diffs, measured with `psutil`), which the
-app then lacked while vLLM's clients cost almost nothing. The wire is what a browser speaks:
+Standard library only, as the vLLM client is: the bench's 30 clients share the machine with
+the server they measure, and `gradio_client` spent ~0.65 of a core on a class's streams (its
+threads and diffs, measured with `psutil`), which the app then lacked while vLLM's clients cost
+almost nothing. The wire is what a browser speaks:
 
 1. `POST /gradio_api/queue/join` `{"data": [prompt, new_tokens], "fn_index": …,
    "session_hash": …}` -> `{"event_id": …}`;
@@ -14,10 +12,9 @@ app then lacked while vLLM's clients cost almost nothing. The wire is what a bro
    `["append", [1, "content", 0, "text"], " there"]`), `process_completed` the final outputs
    in full (the chat, then the stats line with "N tokens generated").
 
-`app_tokens()` is the same chat for the serving workloads (`bench.serving_workloads`), on one
-asyncio loop for every student (`bench.openai_client.http_lines`).
-
-`call()` is the same wire for any endpoint, read to its end (the memory bench's visitors), with
+`app_tokens()` is a chat for the serving workloads (`bench.serving_workloads`), on one asyncio
+loop for every student (`bench.openai_client.http_lines`). `call()` is the same wire for any
+endpoint, read to its end (the classroom's and the memory bench's visitors), with
 `endpoint_data()` to fill an endpoint's inputs from the app's config by elem_id.
 
 A visitor with a browser's cookies: `page_cookies()` loads the page as a browser does first and
@@ -49,21 +46,31 @@ def _headers(headers: Headers) -> dict:
     return (headers() if callable(headers) else headers) or {}
 
 
-def page_cookies(base_url: str, headers: Headers = None) -> dict[str, str]:
-    """Load the app's page as a browser does first; the cookies its answer sets, by name."""
+def _fetch(base_url: str, method: str, path: str, body: dict | None = None,
+           headers: Headers = None) -> tuple[http.client.HTTPResponse, bytes]:
+    """One request on its own connection, read to its end: (response, body); RuntimeError
+    with the start of the body unless the status is 200."""
     url = urlsplit(base_url)
     conn = http.client.HTTPConnection(url.hostname, url.port or 80, timeout=60)
+    sent = {"Content-Type": "application/json"} if body is not None else {}
     try:
-        conn.request("GET", url.path or "/", headers=_headers(headers))
+        conn.request(method, url.path.rstrip("/") + path,
+                     body=json.dumps(body) if body is not None else None,
+                     headers={**sent, **_headers(headers)})
         resp = conn.getresponse()
-        resp.read()
-        if resp.status != 200:
-            raise RuntimeError(f"HTTP {resp.status} loading the page")
-        pairs = (c.split(";", 1)[0].partition("=") for c in resp.headers.get_all("set-cookie")
-                 or [])
-        return {name.strip(): value.strip() for name, _, value in pairs if name.strip()}
+        text = resp.read()
     finally:
         conn.close()
+    if resp.status != 200:
+        raise RuntimeError(f"HTTP {resp.status}: {text[:300].decode('utf-8', 'replace')}")
+    return resp, text
+
+
+def page_cookies(base_url: str, headers: Headers = None) -> dict[str, str]:
+    """Load the app's page as a browser does first; the cookies its answer sets, by name."""
+    resp, _ = _fetch(base_url, "GET", "/", headers=headers)
+    pairs = (c.split(";", 1)[0].partition("=") for c in resp.headers.get_all("set-cookie") or [])
+    return {name.strip(): value.strip() for name, _, value in pairs if name.strip()}
 
 
 def cookie_header(cookies: dict[str, str]) -> dict:
@@ -77,13 +84,7 @@ def cookie_header(cookies: dict[str, str]) -> dict:
 
 def app_config(base_url: str) -> dict:
     """The app's config (its components and their events), as a page reads it first."""
-    url = urlsplit(base_url)
-    conn = http.client.HTTPConnection(url.hostname, url.port or 80, timeout=60)
-    try:
-        conn.request("GET", url.path.rstrip("/") + "/config")
-        return json.loads(conn.getresponse().read())
-    finally:
-        conn.close()
+    return json.loads(_fetch(base_url, "GET", "/config")[1])
 
 
 def chat_fn_index(base_url: str, api_name: str = "chat") -> int:
@@ -121,26 +122,13 @@ def answer_text(chat_output) -> str:
                    if op in ("append", "replace") and isinstance(v, str))
 
 
-def _post_json(url, path: str, body: dict, headers: Headers = None) -> dict:
-    conn = http.client.HTTPConnection(url.hostname, url.port or 80, timeout=60)
-    try:
-        conn.request("POST", path, body=json.dumps(body),
-                     headers={"Content-Type": "application/json", **_headers(headers)})
-        resp = conn.getresponse()
-        text = resp.read()
-        if resp.status != 200:
-            raise RuntimeError(f"HTTP {resp.status}: {text[:300].decode('utf-8', 'replace')}")
-        return json.loads(text)
-    finally:
-        conn.close()
-
-
-def join_queue(url, fn_index: int, data: list, session: str, headers: Headers = None) -> str:
+def join_queue(base_url: str, fn_index: int, data: list, session: str,
+               headers: Headers = None) -> str:
     """Put one event in the app's queue for `session`; return its event id. `headers`: e.g.
     the visitor's X-Forwarded-For, as a Space's proxy sends it."""
-    return _post_json(url, url.path.rstrip("/") + "/gradio_api/queue/join", {
+    return json.loads(_fetch(base_url, "POST", "/gradio_api/queue/join", {
         "data": data, "fn_index": fn_index, "session_hash": session,
-        "event_data": None, "trigger_id": None}, headers)["event_id"]
+        "event_data": None, "trigger_id": None}, headers)[1])["event_id"]
 
 
 def event_messages(url, session: str, event: str, timeout_s: float,
@@ -174,10 +162,10 @@ def call(base_url: str, fn_index: int, data: list, session: str | None = None,
     None): its final outputs, or RuntimeError with the app's own message when it failed.
     `stamps`: a list to append the perf_counter of every streamed update to; `on_message`:
     called with every message of the event as it arrives."""
-    url, session = urlsplit(base_url), session or uuid.uuid4().hex[:12]
-    event = join_queue(url, fn_index, data, session, headers)
+    session = session or uuid.uuid4().hex[:12]
+    event = join_queue(base_url, fn_index, data, session, headers)
     final = {}
-    for msg in event_messages(url, session, event, timeout_s, headers):
+    for msg in event_messages(urlsplit(base_url), session, event, timeout_s, headers):
         if stamps is not None and msg.get("msg") == "process_generating":
             stamps.append(time.perf_counter())
         if on_message is not None:
@@ -188,36 +176,6 @@ def call(base_url: str, fn_index: int, data: list, session: str | None = None,
         raise RuntimeError(f"the event ended without a result: {output.get('error') or output}"
                            [:300])
     return output.get("data") or []
-
-
-def timed_app_chat(base_url: str, fn_index: int, prompt: str, new_tokens: int,
-                   timeout_s: float = 300.0) -> dict:
-    """One chat, as the serving bench records it: ok, latency_s, ttft_s, tokens, start, end
-    (perf_counter), update_times (perf_counter of every update), or ok=False with the error."""
-    url, session = urlsplit(base_url), uuid.uuid4().hex[:12]
-    t0 = time.perf_counter()
-    first, updates, final = None, [], None
-    try:
-        event = join_queue(url, fn_index, [prompt, new_tokens], session)
-        for msg in event_messages(url, session, event, timeout_s):
-            kind = msg.get("msg")
-            if kind == "process_generating":
-                updates.append(time.perf_counter())
-                data = (msg.get("output") or {}).get("data") or [None]
-                if first is None and answer_text(data[0]):
-                    first = updates[-1]
-            elif kind == "process_completed":
-                final = msg
-        end = time.perf_counter()
-        output = (final or {}).get("output") or {}
-        if not (final or {}).get("success") or len(output.get("data") or []) < 2:
-            raise RuntimeError(f"the chat ended without an answer: {str(output)[:200]}")
-        m = CHAT_TOKENS.search(str(output["data"][1]))
-        return {"ok": m is not None and first is not None, "latency_s": end - t0,
-                "start": t0, "end": end, "ttft_s": first - t0 if first is not None else None,
-                "tokens": int(m.group(1)) if m else 0, "update_times": updates}
-    except Exception as exc:  # counted as an error in the report, like vLLM's clients
-        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
 
 
 async def app_tokens(base_url: str, fn_index: int, prompt: str,

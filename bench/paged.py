@@ -17,7 +17,7 @@ import statistics
 import threading
 import time
 
-from bench.serving import class_prompt
+from bench.serving_workloads import class_prompt
 from inference.config import Settings
 from inference.generation import stream
 from inference.sampling import SamplingSettings
@@ -29,7 +29,7 @@ STORY = ("The keeper of the northern lighthouse climbed its {n} steps every even
 
 
 def class_prompts(tok, clients: int = 30) -> list[list[int]]:
-    """The classroom of bench/serving.py: distinct chat prompts."""
+    """The classroom of the serving workloads: distinct chat prompts."""
     return [prompt_ids(tok, class_prompt(i)) for i in range(clients)]
 
 

@@ -13,7 +13,7 @@ rounds, low quantiles, paired lanes, the thread count chosen for the machine's s
 
 first on a quiet machine, then under each load: `spinner`, one other process keeping one core
 busy (its start polled, not slept), and `chats`, the app (`app_server.start_app`) serving 30
-streaming chats the whole time (`gradio_stream.timed_app_chat` clients, each asking again as
+streaming chats the whole time (`classroom_school.chat_stream` clients, each asking again as
 its answer ends). Reported per figure: `robust.<figure>.quiet`, `.<load>.loaded`,
 `.<load>.loaded_vs_quiet` (the target band: 0.75–1.33, checked as `.<load>.off` ≤ 1.33) and
 the spreads; and `robust.impossible_shown`: figures a sanity bound, checked again here, would
@@ -31,6 +31,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from bench.workloads import KV_PROMPT, PROMPT
@@ -147,29 +148,25 @@ def spinner(timeout_s: float = 30.0) -> Iterator[subprocess.Popen]:
 
 
 @contextlib.contextmanager
-def serving_chats(chats: int = CHATS, tokens: int = CHAT_TOKENS) -> Iterator[list[dict]]:
-    """The app serving `chats` streaming chats for the whole block, each client asking again
-    as its answer ends; yields the finished chats' records (from `timed_app_chat`)."""
+def serving_chats(chats: int = CHATS, tokens: int = CHAT_TOKENS) -> Iterator[None]:
+    """The app serving `chats` streaming chats for the whole block, each client (a local
+    visitor, as the app's own page) asking again as its answer ends (`chat_stream`)."""
     from bench.app_server import start_app
-    from bench.gradio_stream import chat_fn_index, timed_app_chat
+    from bench.classroom_school import Student, chat_stream
+    from bench.gradio_stream import chat_fn_index
 
-    app, stop, done = start_app(), threading.Event(), []
+    app, stop = start_app(), threading.Event()
     try:
         fn = chat_fn_index(app.url)
-
-        def client(i: int) -> None:
-            while not stop.is_set():
-                done.append(timed_app_chat(app.url, fn, f"{PROMPT} ({i})", tokens))
-
-        threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(chats)]
-        for t in threads:
-            t.start()
-        yield done
-        stop.set()
-        for t in threads:
-            t.join(timeout=300)
+        with ThreadPoolExecutor(max_workers=chats) as pool:
+            for i in range(chats):
+                pool.submit(chat_stream, Student(app.url, None), fn, f"{PROMPT} ({i})", tokens,
+                            stop)
+            try:
+                yield
+            finally:
+                stop.set()
     finally:
-        stop.set()
         app.stop()
 
 

@@ -30,11 +30,18 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
-from bench.serving import class_prompt
 from inference.stats import percentile
 
 StreamOne = Callable[[str, int], AsyncIterator[int]]  # (prompt, new tokens) -> tokens so far
 REQUEST_TIMEOUT_S = 600.0  # one request's limit: past it, it counts as an error
+TOPICS = ["the sea", "volcanoes", "bread", "owls", "trains", "winter", "bees", "comets",
+          "rivers", "chess", "tea", "deserts", "glaciers", "bicycles", "lighthouses"]
+
+
+def class_prompt(i: int) -> str:
+    """Student i's question: the same prompts for the app and for every peer."""
+    return f"Write about {TOPICS[i % len(TOPICS)]} in {3 + i % 4} sentences (#{i})."
+
 
 PREAMBLE = " ".join("""Notes for today's session, read them before you ask. We meet in the lab
 on the second floor, and the session runs for ninety minutes with a short break in the middle.
@@ -216,15 +223,21 @@ def ratios(app: dict, vllm: dict | None) -> dict:
             "app_vs_vllm_p95_ttft": ratio("p95_ttft_s")}
 
 
+def app_stream(url: str) -> StreamOne:
+    """The running app's chat as a `StreamOne` (its endpoint's number read from its config)."""
+    from bench.gradio_stream import app_tokens, chat_fn_index
+
+    fn = chat_fn_index(url)
+    return lambda prompt, new_tokens: app_tokens(url, fn, prompt, new_tokens)
+
+
 def app_side(workloads=WORKLOADS, log=print) -> dict:
     """The workloads served by the app (`python app.py`, its own settings), one start."""
     from bench.app_server import start_app
-    from bench.gradio_stream import app_tokens, chat_fn_index
 
     app = start_app()
     try:
-        fn = chat_fn_index(app.url)
-        return asyncio.run(serve_all(lambda p, n: app_tokens(app.url, fn, p, n), workloads, log))
+        return asyncio.run(serve_all(app_stream(app.url), workloads, log))
     finally:
         app.stop()
 
@@ -234,11 +247,11 @@ def vllm_side(workloads=WORKLOADS, log=print) -> tuple[dict | None, str | None]:
     from bench import vllm_peer
     from bench.openai_client import chat_tokens
 
-    server, reason = vllm_peer.start_peer(log)
+    server, said = vllm_peer.start_peer(log)  # said: the model it serves, or why it did not start
     if server is None:
-        return None, reason
+        return None, said
     try:
-        return asyncio.run(serve_all(lambda p, n: chat_tokens(server.url, server.model, p, n),
+        return asyncio.run(serve_all(lambda p, n: chat_tokens(server.url, said, p, n),
                                      workloads, log)), None
     except Exception as exc:  # the app's figures still stand; the comparison says why not
         return None, f"{type(exc).__name__}: {exc}"[:400]

@@ -37,14 +37,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import psutil
 
-from bench.app_server import ROOT, start_app
+from bench.app_server import ROOT, SAMPLE_S, AppServer, RssWatch, start_app
 from bench.gradio_stream import app_config, call, endpoint_data
 from bench.targets import check
 from classroom.session_budget import SWEEP_EVERY_S
@@ -54,39 +53,10 @@ FIGURES = ("fresh_sessions", "attention_sessions")  # their keys in results["ser
 TARGETS = {"serving.fresh_sessions.rss_growth_mb": ("<=", 200),
            "serving.attention_sessions.rss_growth_mb": ("<=", 300)}
 IDLE_S = 60  # the bench's idle time for sessions and held caches (the app's: 3,600 and 600 s)
-SAMPLE_S = 0.2  # how often the app's RSS is read
+SHORT_IDLE = {"LLM_LAB_STATE_TTL_S": str(IDLE_S), "LLM_LAB_HELD_IDLE_S": str(IDLE_S)}
 SETTLE_WINDOW_S, SETTLE_MB = 10.0, 2.0  # settled: fell less than 2 MB over the last 10 s
 SETTLE_BOUND_S = 120.0  # past the sweep's deadline, the longest wait for RSS to settle
 TOKENS = re.compile(r"\*\*([\d,]+)\*\* tokens")  # the tokenizer view's count line
-
-
-class RssWatch:
-    """The app's RSS in MB, read every SAMPLE_S in a thread: `samples` [(t, MB)], `peak_mb`."""
-
-    def __init__(self, pid: int) -> None:
-        self.process = psutil.Process(pid)
-        self.samples: list[tuple[float, float]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="rss-watch", daemon=True)
-
-    def now_mb(self) -> float:
-        return self.process.memory_info().rss / 2**20
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.samples.append((time.monotonic(), self.now_mb()))
-            self._stop.wait(SAMPLE_S)
-
-    def __enter__(self) -> RssWatch:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def peak_mb(self, since: float = 0.0) -> float:
-        return max(mb for t, mb in self.samples if t >= since)
 
 
 def settled(samples: list[tuple[float, float]], window_s: float = SETTLE_WINDOW_S,
@@ -113,7 +83,7 @@ def rss_after_expiry(watch: RssWatch, deadline: float) -> tuple[float, float]:
         since = [s for s in watch.samples if s[0] >= deadline]
         if settled(since):
             break
-        time.sleep(SAMPLE_S)
+        time.sleep(SAMPLE_S)  # the next sample
     return watch.now_mb(), time.monotonic() - deadline
 
 
@@ -178,28 +148,28 @@ def _visitors(url: str, fn: int, data: list, n: int, threads: int) -> list[str]:
         return [e for e in pool.map(one, range(n)) if e]
 
 
-def _figure(watch: RssWatch, start_mb: float, began: float, calls_s: float, errors: list,
-            deadline: float) -> dict:
-    after_mb, waited = rss_after_expiry(watch, deadline)
-    return {"start_mb": start_mb, "peak_mb": watch.peak_mb(began), "after_mb": after_mb,
-            "rss_growth_mb": after_mb - start_mb, "calls_s": calls_s, "errors": len(errors),
-            "error_messages": errors[:5], "idle_s": IDLE_S,
-            "waited_past_expiry_s": waited}
+def rss_of_visitors(app: AppServer, fn: int, data: list, n: int, threads: int) -> dict:
+    """RSS before, at peak and after expiry of `n` calls of `fn` with `data`, each a visitor
+    of its own (`_visitors`)."""
+    with RssWatch(app.pid) as watch:
+        start_mb, began = watch.now_mb(), time.monotonic()
+        errors = _visitors(app.url, fn, data, n, threads)
+        ended = time.monotonic()
+        after_mb, waited = rss_after_expiry(watch, ended + IDLE_S + 2 * SWEEP_EVERY_S)
+        return {"start_mb": start_mb, "peak_mb": watch.peak_mb(began), "after_mb": after_mb,
+                "rss_growth_mb": after_mb - start_mb, "calls_s": ended - began,
+                "errors": len(errors), "error_messages": errors[:5], "idle_s": IDLE_S,
+                "waited_past_expiry_s": waited}
 
 
 def fresh_sessions(n: int = 2_000, threads: int = 8) -> dict:
     """`n` tokenizer-view calls, each a new session hash; RSS before, at peak, after expiry."""
-    app = start_app({"LLM_LAB_STATE_TTL_S": str(IDLE_S), "LLM_LAB_HELD_IDLE_S": str(IDLE_S)})
+    app = start_app(SHORT_IDLE)
     try:
         fn, data = endpoint_data(app_config(app.url), "tokenize",
                                  {"tok-text": "Hello, class!", "tok-template": False})
         call(app.url, fn, data)  # the warm call
-        with RssWatch(app.pid) as watch:
-            start_mb, began = watch.now_mb(), time.monotonic()
-            errors = _visitors(app.url, fn, data, n, threads)
-            ended = time.monotonic()
-            fig = _figure(watch, start_mb, began, ended - began, errors,
-                          ended + IDLE_S + 2 * SWEEP_EVERY_S)
+        fig = rss_of_visitors(app, fn, data, n, threads)
     finally:
         app.stop()
     return {"sessions": n, "threads": threads, "endpoint": "tokenize", **fig}
@@ -207,19 +177,14 @@ def fresh_sessions(n: int = 2_000, threads: int = 8) -> dict:
 
 def attention_sessions(n: int = 10) -> dict:
     """`n` visitors' attention views on the longest prompt; RSS before, at peak, after."""
-    app = start_app({"LLM_LAB_STATE_TTL_S": str(IDLE_S), "LLM_LAB_HELD_IDLE_S": str(IDLE_S)})
+    app = start_app(SHORT_IDLE)
     try:
         config = app_config(app.url)
         prompt, tokens = long_prompt(app.url, config)
         fn, warm = endpoint_data(config, "kv_attention", {"kv-attn-prompt": "Hello, class!"})
         call(app.url, fn, warm)  # the warm call: a short prompt
         fn, data = endpoint_data(config, "kv_attention", {"kv-attn-prompt": prompt})
-        with RssWatch(app.pid) as watch:
-            start_mb, began = watch.now_mb(), time.monotonic()
-            errors = _visitors(app.url, fn, data, n, threads=n)
-            ended = time.monotonic()
-            fig = _figure(watch, start_mb, began, ended - began, errors,
-                          ended + IDLE_S + 2 * SWEEP_EVERY_S)
+        fig = rss_of_visitors(app, fn, data, n, threads=n)
     finally:
         app.stop()
     return {"visitors": n, "prompt_tokens": tokens, "prompt_chars": len(prompt),

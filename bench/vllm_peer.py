@@ -20,16 +20,12 @@ says why and skips the comparison: it never fails for it.
 from __future__ import annotations
 
 import glob
-import json
 import os
 import subprocess
 import sys
-import time
-import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 
-from bench.app_server import ROOT, free_port
+from bench.app_server import ROOT, AppServer, free_port, launch
 
 VLLM_VERSION = "0.32.0"
 TORCH_VERSION = "2.13.0"  # the app's pin (requirements.txt): its CPU build is on our disks
@@ -101,67 +97,20 @@ def weights_folder() -> str | None:
     return os.path.dirname(found[-1]) if found else None
 
 
-@dataclass
-class VllmServer:
-    process: subprocess.Popen
-    port: int
-    model: str  # the served model's name (its folder)
-    ready_seconds: float
-    log_path: Path
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=30)
-
-
-def start_vllm(folder: str, threads: int | None = None) -> VllmServer:
+def start_vllm(folder: str) -> AppServer:
     """vLLM's OpenAI server on a free loopback port, serving `folder`; returns once
     `/v1/models` answers (polled), or raises RuntimeError with the log's tail."""
     port = free_port()
-    log_path = ROOT / "test-artifacts" / "vllm-server.log"
-    log_path.parent.mkdir(exist_ok=True)
-    env = os.environ | SERVER_ENV | ({"OMP_NUM_THREADS": str(threads)} if threads else {})
     cmd = [str(venv_python()), "-m", "vllm.entrypoints.openai.api_server", "--model", folder,
            "--host", "127.0.0.1", "--port", str(port), *SERVER_ARGS]
-    log = open(log_path, "w")  # noqa: SIM115 - the child writes to it until stop()
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
-    while time.perf_counter() - t0 < STARTUP_TIMEOUT_S:
-        if proc.poll() is not None:
-            raise RuntimeError(f"vLLM exited ({proc.returncode}): {_tail(log_path)}")
-        if _models(port) is not None:
-            return VllmServer(proc, port, folder, time.perf_counter() - t0, log_path)
-        time.sleep(POLL_S)  # polling a child process's readiness: there is no event to wait on
-    proc.kill()
-    raise RuntimeError(f"vLLM did not answer within {STARTUP_TIMEOUT_S:.0f} s: "
-                       f"{_tail(log_path)}")
+    return launch("vLLM", cmd, os.environ | SERVER_ENV, port,
+                  ROOT / "test-artifacts" / "vllm-server.log", "v1/models", STARTUP_TIMEOUT_S,
+                  POLL_S)
 
 
-def _models(port: int) -> list | None:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2) as r:
-            return json.load(r).get("data")
-    except OSError:
-        return None
-
-
-def _tail(path: Path, chars: int = 600) -> str:
-    try:
-        return path.read_text(errors="replace")[-chars:]
-    except OSError:
-        return ""
-
-
-def start_peer(log=print) -> tuple[VllmServer | None, str | None]:
-    """vLLM set up and started on the app's weights -> (server, None), or (None, why not)."""
+def start_peer(log=print) -> tuple[AppServer | None, str]:
+    """vLLM set up and started on the app's weights -> (server, the model's name it serves:
+    its folder), or (None, why not)."""
     reason = ensure_vllm(log)
     folder = weights_folder()
     if reason is None and folder is None:
@@ -169,15 +118,7 @@ def start_peer(log=print) -> tuple[VllmServer | None, str | None]:
     if reason is not None:
         return None, reason
     try:
-        return start_vllm(folder), None
+        return start_vllm(folder), folder
     except RuntimeError as exc:
         return None, str(exc)[-400:]
 
-
-def app_vs_vllm(app: dict, vllm: dict) -> dict:
-    """The bench's ratios: throughput app ÷ vLLM (≥ 1 means the app serves more tokens/s) and
-    p95 latency app ÷ vLLM (≤ 1 means the app's slowest students wait less)."""
-    if "skipped" in vllm or not vllm.get("tokens_per_s") or not vllm.get("p95_latency_s"):
-        return {}
-    return {"app_vs_vllm_throughput": app["tokens_per_s"] / vllm["tokens_per_s"],
-            "app_vs_vllm_p95_latency": app["p95_latency_s"] / vllm["p95_latency_s"]}
