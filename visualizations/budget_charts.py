@@ -1,13 +1,9 @@
 """Where a server step's token budget and time go (chunked prefill).
 
 Chunked prefill gives each step a token budget: every running row's one decode token first,
-then newcomers' prompt chunks with the rest. The first chart stacks those two per step, with
-the budget as a line, so a long prompt shows up as a run of steps whose prefill part fills
-the budget while the decode part never drops to zero (the running streams keep going).
-The second stacks each step's measured parts: the forward pass, cache work outside the
-model, sampling and detokenizing, handing events to the handlers, and the loop's own rest.
-
-Pure: `StepRecord`s (inference/step_record.py), read by attribute, in; Plotly figures out.
+then newcomers' prompt chunks with the rest, so a long prompt shows up as a run of steps whose
+prefill part fills the budget while the decode part never drops to zero (the running streams
+keep going). Pure: `StepRecord`s, read by attribute, in; Plotly figures out.
 """
 from __future__ import annotations
 

@@ -3,15 +3,9 @@ screen with the answer and the race, its text never under 12 CSS px.
 
 A lane (one measured forward pass, `mechanism_svg.Lane`) is drawn twice at fixed sizes, a
 wide one (5 groups of layers) and a narrow one (3 groups, shorter labels). The page shows the
-one its box fits (a CSS container query), and never scales a picture below its own size, so a
-13-unit label is at least 12 px on a projector and on a phone alike: a simpler picture on a
-phone, not a shrunken one. The race's two lanes sit side by side, one above the other only
-where the box is narrower than both. The beat's animation is the mechanism diagram's
-(`mechanism_style`: groups lighting in turn, the cache read flashing, the new cell appearing).
-
-`step_line(event)` says what one `StepEvent`'s pass did, in plain words from its measured
-fields: "step 23: the model read 62 earlier tokens from its cache and wrote one more in 177 ms".
-Not drawn: heads, attention and the MLP (lesson 4), the layers one by one (lessons 2 and 3).
+one its box fits (a CSS container query), and never scales a picture below its own size: a
+simpler picture on a phone, not a shrunken one. The beat's animation is the mechanism
+diagram's (`mechanism_style`). Not drawn: heads, attention and the MLP (lesson 4).
 """
 from __future__ import annotations
 
@@ -98,8 +92,7 @@ def _strip(lane: Lane, x: float, y: float, w: float, cell_w: float, g: int) -> s
 
 def lane_svg(lane: Lane, size: Size, layers: int, capacity: int, clock_s: float) -> str:
     """One lane at one fixed size: its title and newest token, the groups of layers lighting
-    in turn with their cache strips, and a clock bar as long as its measured time (`clock_s`,
-    the longest lane's seconds, spans the strip's width less its label)."""
+    in turn with their cache strips, and a clock bar (`clock_s`: the longest lane's seconds)."""
     groups = layer_groups(layers, size.groups)
     strip_x = size.label_w + 8
     strip_w = size.width - strip_x - 2
@@ -240,9 +233,8 @@ def race_line(cached: Lane, plain: Lane, step: int) -> str:
 
 def live_picture(prompt: Sequence[str], events: Sequence, layers: int, *, capacity: int,
                  name: str = "live") -> str:
-    """The newest step of the live answer. `events`: its `StepEvent`s so far; `capacity`:
-    prompt + the answer's length, so the cells keep their width while the answer grows. The
-    slow-down fits the median decode step, so it stays put while the steps come."""
+    """The newest step of the live answer. `capacity`: prompt + the answer's length, so the
+    cells keep their width; the slow-down fits the median decode step, so it stays put."""
     e = events[-1]  # its title short: the step line above says the rest
     lane = replace(decode_lane(prompt, events), title=f"step {e.index}" + (
         "" if e.index and e.forward_tokens == 1 else ": refill" if e.index else ": the prompt"))

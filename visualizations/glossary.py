@@ -1,16 +1,6 @@
-"""The words a learner meets before a lesson explains them, defined once, in plain language.
-
-`glossary_md()` renders every term (for the Glossary tab, each with an anchor `gl-<key>`);
-`lesson_words_md(keys)` renders only a lesson's own terms, for the "Words in this lesson" box
-under its text, so a definition is on the same screen as the word's first use.
-`link_terms(markdown)` links the first use of each term in a lesson's text to its entry
-(`term_href`), with the definition as the link's title; code, links, HTML and headings are
-left as written. The forms a term is found by are its name's parts (`term_forms`).
-
->>> lesson_words_md(["greedy"]).startswith("- **Greedy decoding**")
-True
->>> link_terms("The KV cache, and the KV cache again.").count("](?lesson=glossary#gl-kv")
-1
+"""The words a learner meets before a lesson explains them, defined once, in plain language:
+the Glossary tab, each lesson's "Words in this lesson" box (a definition on the same screen as
+the word's first use), and links from a term's first use in a lesson's text to its entry.
 """
 from __future__ import annotations
 
@@ -229,9 +219,12 @@ def _forms(keys: Iterable[str]) -> list[tuple[str, str]]:
 
 
 def link_terms(markdown: str, keys: Iterable[str] | None = None) -> str:
-    """`markdown` with the first use of each term (`keys`: all of them by default) made a link
-    to its glossary entry, titled with its definition. Later uses, and any use inside code,
-    a link, HTML or a heading, stay as they are."""
+    """`markdown` with the first use of each term (`keys`: all by default) linked to its entry,
+    titled with its definition; later uses, and code, links, HTML and headings, left as they are.
+
+    >>> link_terms("The KV cache, and the KV cache again.").count("](?lesson=glossary#gl-kv")
+    1
+    """
     forms = _forms(keys if keys is not None else ORDER)
     pattern = re.compile(r"(?<![\w/-])(?:" + "|".join(p for p, _ in forms) + r")(?![\w/-])",
                          re.IGNORECASE)

@@ -1,13 +1,7 @@
 """'This machine' in words: the roofline (bandwidth ÷ bytes per token = the decode ceiling,
-beside the measured speed, from a `Roofline` read by attribute), choosing a model size for
-this machine (theoretical rows from published shapes and the measured bandwidth) and what
-changes on a GPU (figures measured on an H200 elsewhere, labelled so, unless this machine is
-the GPU).
-
-The measured speed is watched by the noise rule: a busy run shows the busy notice, its figure
-without a share of the ceiling, and (when a quiet run is on file) this machine's quiet figure
-beside it; the size table then predicts from the quiet figure and says so.
-
+beside the measured speed) and choosing a model size for this machine (theoretical rows from
+published shapes and the measured bandwidth). A busy run shows the busy notice, its figure
+without a share of the ceiling, and this machine's quiet figure beside it when one is on file.
 Pure: rows and figures in, markdown out.
 """
 from __future__ import annotations

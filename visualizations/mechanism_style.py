@@ -1,15 +1,11 @@
 """The mechanism diagram's CSS: colours, the beat's keyframes and the controls, with no script.
 
 Every animated shape reads its timing from CSS custom properties, so one number drives a beat:
-`--measured` (the measured seconds, set on each lane) × `--slow` (the slow-down factor, set
-by the speed buttons) = `--beat`; a shape starts at `--at` × beat and lasts `--for` × beat.
-
-The controls are plain inputs and labels (Gradio's `gr.HTML` does not run inline scripts):
-- Replay is a checkbox: toggling it swaps each shape's animation for an identical copy under
-  another name, and a changed `animation-name` restarts the animation.
-- Pause is a checkbox that sets `animation-play-state: paused`.
-- Speed is a radio group that sets `--slow` and shows the matching "slowed N×" sentence.
-With `prefers-reduced-motion: reduce` nothing moves: every shape shows its end state.
+`--measured` (seconds, on each lane) × `--slow` (the speed buttons' factor) = `--beat`; a shape
+starts at `--at` × beat and lasts `--for` × beat. The controls are plain inputs (Gradio's
+`gr.HTML` runs no inline script): Replay swaps each animation for an identical copy under
+another name (a changed `animation-name` restarts it), Pause sets `animation-play-state`, Speed
+sets `--slow`. With `prefers-reduced-motion: reduce` every shape shows its end state.
 """
 from __future__ import annotations
 

@@ -1,13 +1,11 @@
 """Draw one lane of the mechanism diagram as SVG: the tokens fed in, the model as a stack of
 layer groups, one KV-cache strip per group, the output row and a clock of the measured time.
 
-A `Lane` is one forward pass (a beat). The fed tokens sit in a block under the stack, as wide
-as their count on the cells' scale; the block climbs the stack while each layer group lights
-up in turn, reads its strip (decode: the old cells flash) and appends the beat's new cells to
-it; at the top the chosen token joins the output. Times are fractions of the beat
-(`--at`, `--for`), so the lane's measured seconds alone set how long all of it takes.
-A batched pass (`rows` > 0, lesson 5) feeds one token per row, drawn as rows stacked in one
-block; `weights` (lessons 5 and 6), under the lane's title, says what it read of the weights.
+A `Lane` is one forward pass (a beat). The fed tokens, a block under the stack as wide as their
+count on the cells' scale, climb it while each layer group lights up in turn, reads its strip
+(decode: the old cells flash) and appends the beat's new cells; at the top the chosen token
+joins the output. Times are fractions of the beat (`--at`, `--for`), so the lane's measured
+seconds alone set how long all of it takes.
 """
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
 """The roofline with both roofs ('This machine'): achieved GFLOP/s against arithmetic
 intensity (FLOPs per byte read), log-log. The bandwidth roof rises with intensity until it
 meets the flat compute roof at the ridge point; decode sits far left, where the bandwidth roof
-is its ceiling, and a long prefill far right, where the compute roof is. How close each measured
-pass came to its ceiling is read from the figures (`bound_rule`), not from where it sits.
-Batch-sweep steps, when a sweep has run, walk from one to the other.
-
-Pure: a `ComputeRoof` (read by attribute) in, a Plotly figure or markdown out.
+is its ceiling, and a long prefill far right, where the compute roof is. What bound each pass
+is read from the figures (`decide_bound`), not from where it sits. Pure: a `ComputeRoof` in.
 """
 from __future__ import annotations
 

@@ -4,11 +4,8 @@ The roofline's ceiling assumes a step is nothing but reading the weights. The pr
 a real step three ways: the big matrix products (they do read the weights), every other small
 operation (norms, rotary embeddings, attention, cache appends, casts), and the time between
 operations (Python and framework code; on a GPU, the GPU idle while the next kernel is
-launched). One bar shows that split, the other the floor the bandwidth sets, so the gap the
-roofline shows becomes visible as the parts that are not weight reading.
-
-Pure: a `StepProfile`, or a `StepBound` (profile, one operation's cost, optional race), read
-by attribute, in; a Plotly figure or markdown out.
+launched), so the gap the roofline shows becomes visible as the parts that are not weight
+reading. Pure: a `StepProfile` or `StepBound`, read by attribute, in; a figure or markdown out.
 """
 from __future__ import annotations
 
@@ -114,10 +111,7 @@ def _matmul_rate(weight_bytes: int, seconds: float, bandwidth_gbs: float) -> str
 def step_bound_md(bound, floor_seconds: float, bytes_per_token: int, bandwidth_gbs: float,
                   weight_bytes: int = 0, layers: int = 0) -> str:
     """The split in words, the dispatch bill, and (on a GPU) the captured race, from a
-    `StepBound` (its profile, one operation's cost, the race or None).
-
-    `floor_seconds` = `bytes_per_token` ÷ bandwidth; `weight_bytes` (what the matrix products
-    read) and `layers` are the loaded model's."""
+    `StepBound`. `weight_bytes` (what the matrix products read) and `layers`: the model's."""
     if bound is None:
         return "*Press **Measure this machine**: the profiler splits one decode step.*"
     p, race, ms = bound.profile, bound.race, 1000
@@ -153,7 +147,7 @@ def step_bound_md(bound, floor_seconds: float, bytes_per_token: int, bandwidth_g
         ]
     slow_products = not weight_bytes or weight_bytes / max(p.matmul_seconds, 1e-12) / 1e9 < (
         0.9 * bandwidth_gbs)  # the products read below 90% of the measured bandwidth
-    verdict = bound.verdict(floor_seconds)  # the one rule (inference/experiments/bound_rule.py)
+    verdict = bound.verdict(floor_seconds)  # the one rule (roofline.decide_bound)
     lines += [
         f"- **What bounds this step (decided from the figures above):** {verdict.sentence}",
         f"- **The dispatch bill ({THEORETICAL}, from two measurements):** "
