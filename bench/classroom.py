@@ -45,7 +45,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from bench.app_server import ROOT, RssWatch, start_app
+from bench.app_server import RssWatch, start_app
 from bench.classroom_school import (
     ELSEWHERE,
     LESSONS,
@@ -63,7 +63,7 @@ from bench.classroom_school import (
 )
 from bench.gradio_stream import chat_fn_index
 from bench.serving_workloads import Workload, app_stream, class_prompt, drive
-from bench.targets import check
+from bench.targets import finish
 from inference.stats import percentile
 
 FIGURES = ("classroom", "chats_while_measuring", "soak")  # their keys in results["serving"]
@@ -307,13 +307,9 @@ def main() -> dict:
     results: dict = {"when": time.strftime("%Y-%m-%d %H:%M:%S"), "serving": measure_classroom(
         args.students, args.chats, args.measuring_chats, args.new_tokens, args.soak_s,
         args.idle_s)}
-    results["targets"] = check(results, TARGETS)
-    results["bench_seconds"] = time.perf_counter() - t0
-    return results
+    print(json.dumps(results["serving"], indent=1))
+    return finish(results, TARGETS, t0, "classroom-results.json")
 
 
 if __name__ == "__main__":
-    res = main()
-    (ROOT / "bench" / "classroom-results.json").write_text(json.dumps(res, indent=2))
-    print(json.dumps(res, indent=1))
-    print("wrote bench/classroom-results.json")
+    main()

@@ -25,15 +25,16 @@ from pathlib import Path
 
 import torch
 
+from bench.targets import check, print_targets
 from bench.workloads import (
     HALF_PRECISION_DESELECT,
     KV_PROMPT,
     MODEL_TESTS,
     PROMPT,
     QUALITY_PROMPT,
+    ROOT,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
 NO_CUDA_EXIT = 2
 # The model-level tests (tests/model_level.txt) and the prompts and modes: bench/workloads.py.
 # Model-level tests that call a lesson's panel code (plotly/gradio), absent on the GPU machine.
@@ -114,7 +115,7 @@ def decode_figures(lm, ids: list[int]) -> dict:
 def captured_vs_eager(lm, ids: list[int], new_tokens: int = 128) -> dict:
     """The engine's eager greedy loop (DynamicCache) against the captured static-cache step:
     tokens/s at batch 1 and whether every token is the same."""
-    from inference.experiments.captured_race import captured_race
+    from inference.experiments.step_bound import captured_race
 
     race = captured_race(lm, ids, new_tokens)
     return vars(race) | {"speedup_vs_eager": race.speedup,
@@ -138,20 +139,6 @@ def bench_sections(lm) -> dict:
         "captured": lambda: captured_vs_eager(lm, ids),
         "quantization": lambda: measure.quantization(lm, QUALITY_PROMPT),
     }
-
-
-def check_targets(results: dict) -> dict:
-    out = {}
-    for key, (op, goal) in TARGETS.items():
-        cur = results
-        for part in key.split("."):
-            cur = cur.get(part) if isinstance(cur, dict) else None
-        if cur is None or isinstance(cur, dict):
-            met = False
-        else:
-            met = cur >= goal if op == ">=" else cur <= goal if op == "<=" else cur == goal
-        out[key] = {"value": cur, "target": f"{op} {goal}", "met": bool(met)}
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -180,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
                              "traceback": traceback.format_exc()[-2000:]}
         print(json.dumps(results[name], default=str)[:1500], f"({time.perf_counter() - t0:.0f} s)",
               flush=True)
-        results["targets"] = check_targets(results)
+        results["targets"] = check(results, TARGETS)
         out.write_text(json.dumps(results, indent=2, default=str))
 
     if not args.skip_tests:
@@ -193,9 +180,7 @@ def main(argv: list[str] | None = None) -> int:
                                   load_seconds=lm.info.load_seconds)
         for name, fn in bench_sections(lm).items():
             record(name, fn)
-    for key, t in results.get("targets", {}).items():
-        print(f"{key:48s} {t['value']!s:>10.10s}  {t['target']:8s} "
-              f"{'met' if t['met'] else 'MISSED'}")
+    print_targets(results.get("targets", {}))
     print(f"wrote {out}")
     return 0
 

@@ -13,27 +13,19 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench.targets import dotted_value
+from bench.workloads import ROOT
+
 BEGIN, END = "<!-- bench-table:begin -->", "<!-- bench-table:end -->"
 MISSING = "not measured in this run"
 
 
-def _get(results: dict, dotted: str):
-    """results["a"]["b"] for "a.b"; None where any part is absent."""
-    value = results
-    for part in dotted.split("."):
-        if not isinstance(value, dict) or part not in value:
-            return None
-        value = value[part]
-    return value
-
-
 def _decode(r: dict) -> str | None:
-    engine = _get(r, "decode.engine_tokens_per_s")
-    generate = _get(r, "decode.generate_tokens_per_s")
+    engine = dotted_value(r, "decode.engine_tokens_per_s")
+    generate = dotted_value(r, "decode.generate_tokens_per_s")
     if engine is None or generate is None:
         return None
-    roof = _get(r, "decode.roofline_tokens_per_s")
+    roof = dotted_value(r, "decode.roofline_tokens_per_s")
     tail = f"; ceiling {roof:.1f} (theoretical: bandwidth ÷ bytes per token)" if roof else ""
     return f"{engine:.1f} / {generate:.1f} tokens/s{tail}"
 
@@ -48,15 +40,15 @@ def _prefill(r: dict) -> str | None:
 
 
 def _kv(r: dict) -> str | None:
-    speedup, new = _get(r, "kv_cache.speedup"), _get(r, "kv_cache.new_tokens")
+    speedup, new = dotted_value(r, "kv_cache.speedup"), dotted_value(r, "kv_cache.new_tokens")
     if speedup is None:
         return None
-    same = "same tokens" if _get(r, "kv_cache.same_tokens") else "tokens differ"
+    same = "same tokens" if dotted_value(r, "kv_cache.same_tokens") else "tokens differ"
     return f"{speedup:.2f}× faster over {new} new tokens, {same}"
 
 
 def _batching(r: dict) -> str | None:
-    sizes = _get(r, "batching.sizes") or []
+    sizes = dotted_value(r, "batching.sizes") or []
     if len(sizes) < 2:
         return None
     one, top = sizes[0], sizes[-1]
@@ -66,7 +58,8 @@ def _batching(r: dict) -> str | None:
 
 
 def _schedulers(r: dict) -> str | None:
-    c, s = _get(r, "batching.schedulers.continuous"), _get(r, "batching.schedulers.static")
+    c = dotted_value(r, "batching.schedulers.continuous")
+    s = dotted_value(r, "batching.schedulers.static")
     if not c or not s:
         return None
     return (f"{c['throughput_tokens_per_s']:.1f} / {s['throughput_tokens_per_s']:.1f} tokens/s, "
@@ -74,7 +67,7 @@ def _schedulers(r: dict) -> str | None:
 
 
 def _quantization(r: dict) -> str | None:
-    modes = [(name, _get(r, f"quantization.{name}.decode_tokens_per_s"))
+    modes = [(name, dotted_value(r, f"quantization.{name}.decode_tokens_per_s"))
              for name in ("fp32", "int8", "int4-g32")]
     if any(v is None for _, v in modes):
         return None
@@ -82,12 +75,12 @@ def _quantization(r: dict) -> str | None:
 
 
 def _startup(r: dict) -> str | None:
-    warm, cold = _get(r, "startup.warm_seconds"), _get(r, "startup.cold_seconds")
+    warm, cold = dotted_value(r, "startup.warm_seconds"), dotted_value(r, "startup.cold_seconds")
     return None if warm is None or cold is None else f"{warm:.0f} s / {cold:.0f} s"
 
 
 def _class(r: dict) -> str | None:
-    b, s = _get(r, "serving.batched"), _get(r, "serving.serial")
+    b, s = dotted_value(r, "serving.batched"), dotted_value(r, "serving.serial")
     if not b or not s:
         return None
     return (f"{b['tokens_per_s']:.1f} / {s['tokens_per_s']:.1f} tokens/s, "
@@ -133,7 +126,7 @@ def table(results: dict) -> str:
              f"{machine.get('dtype', 'unknown dtype')}, {results.get('when', 'undated')} "
              "(one run, one machine):", "", "| figure | measured |", "|---|---|"]
     lines += [f"| {label} | {row(results) or MISSING} |" for label, row in ROWS]
-    workloads = _get(results, "serving.workloads") or {}
+    workloads = dotted_value(results, "serving.workloads") or {}
     lines += [f"| serving `{name}`: this app; vLLM on the same machine | {_workload(w)} |"
               for name, w in workloads.items()]
     return "\n".join(lines)

@@ -12,8 +12,8 @@ import time
 import torch
 
 from bench import classroom, measure, robust, serving, serving_workloads, visitor_memory
-from bench.app_server import ROOT, start_app
-from bench.targets import check
+from bench.app_server import start_app
+from bench.targets import finish
 from bench.workloads import KV_PROMPT, PROMPT, QUALITY_PROMPT
 from inference.config import LIMITS
 from inference.experiments.cpu_flags import this_cpu as cpu_name
@@ -200,19 +200,10 @@ def main() -> dict:
                               **{k: v for k, v in record.items() if k.startswith("app_vs_")})
     print(json.dumps(workloads, indent=1))
 
-    results["targets"] = check(results, TARGETS)
-    results["bench_seconds"] = time.perf_counter() - t0
-    return results
+    return finish(results, TARGETS, t0, "results.json")
 
 
-def print_table(r: dict) -> None:
-    print("\n" + "=" * 72)
-    print(f"{'figure':44s} {'value':>12s}  target")
-    for key, t in r["targets"].items():
-        v = t["value"]
-        shown = f"{v:.3f}" if isinstance(v, float) else str(v)
-        print(f"{key:44s} {shown:>12s}  {t['target']:8s} {'met' if t['met'] else 'MISSED'}")
-    print("-" * 72)
+def print_summary(r: dict) -> None:
     d = r["decode"]
     print(f"decode: engine {d['engine_tokens_per_s']:.1f} tok/s, "
           f"generate {d['generate_tokens_per_s']:.1f}, "
@@ -226,8 +217,7 @@ def print_table(r: dict) -> None:
 
 if __name__ == "__main__":
     res = main()
-    (ROOT / "bench" / "results.json").write_text(json.dumps(res, indent=2))
-    print_table(res)
+    print_summary(res)
     from bench.readme_table import write_readme
     wrote = write_readme(res)
-    print("\nwrote bench/results.json" + (" and README.md's table" if wrote else ""))
+    print("README.md's table rewritten" if wrote else "README.md has no bench-table markers")

@@ -11,8 +11,7 @@ import os
 import time
 
 from bench import serving_workloads
-from bench.app_server import ROOT
-from bench.targets import check
+from bench.targets import finish
 from inference.experiments.cpu_flags import this_cpu as cpu_name
 
 
@@ -23,15 +22,8 @@ def main() -> dict:
     workloads = serving_workloads.measure_workloads(log=print)
     results["serving"] = {"workloads": workloads, **serving_workloads.class_record(workloads)}
     print(json.dumps(workloads, indent=1), flush=True)
-    results["targets"] = check(results, serving_workloads.targets())
-    results["bench_seconds"] = time.perf_counter() - t0
-    return results
+    return finish(results, serving_workloads.targets(), t0, "serving-results.json")
 
 
 if __name__ == "__main__":
-    res = main()
-    (ROOT / "bench" / "serving-results.json").write_text(json.dumps(res, indent=2))
-    for key, t in res["targets"].items():
-        print(f"{key:60s} {t['value']!s:>12s}  {t['target']:8s} "
-              f"{'met' if t['met'] else 'MISSED'}")
-    print("wrote bench/serving-results.json")
+    main()
