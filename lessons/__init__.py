@@ -1,10 +1,7 @@
-"""The app's tabs, in order: one `Tab` record each, the one list `app.py` builds the page from
-and `links`, `next_lesson` and `progress` (lessons/common/) read.
-
-A tab is two files: `lessons/<module>_panel.py` (Gradio layout and wiring, with
-`build(ctx: AppContext)`) and `lessons/<module>_handlers.py` (the plain functions it wires:
-records in, records out, no Gradio). Adding a lesson is one `Tab` below and those two files.
-This file imports no panel (the modules are named, and imported by `app.py`), so the common
+"""The app's tabs, in order: one `Tab` record each, the one list `app.py` builds the page from.
+A tab is two files: `lessons/<module>_panel.py` (Gradio layout and wiring, `build(ctx)`) and
+`lessons/<module>_handlers.py` (the plain functions it wires: records in, records out). Adding
+a lesson is one `Tab` below and those two files. No panel is imported here, so the common
 modules can read the list without reaching any tab.
 """
 from __future__ import annotations
@@ -53,16 +50,14 @@ TABS: tuple[Tab, ...] = (
     Tab("pages", "4b · KV pages", "pages", "context",
         ("block", "blocktable", "fragmentation", "prefixcache", "preemption"),
         "how a server keeps many caches in shared, reusable blocks", ("pages-prompt",)),
-    Tab("context", "4c · Long contexts", "context", next="batching",
-        words=("window", "lstar", "eager_sdpa", "flash", "gqa", "kv"),
-        teaser="what a long prompt and a long cache cost, up to the model's window",
-        prompt_boxes=()),
+    Tab("context", "4c · Long contexts", "context", "batching",
+        ("window", "lstar", "eager_sdpa", "flash", "gqa", "kv"),
+        "what a long prompt and a long cache cost, up to the model's window"),
     Tab("batching", "5 · Batching", "batching", "quantization",
         ("batch", "p95", "tpot", "roofline"), "many requests, one pass over the weights"),
     Tab("quantization", "6 · Quantization", "quantization", "machine",
         ("dtype", "gguf", "q4", "kl", "roofline", "kernel", "activations", "simd"),
-        "fewer bytes per weight",
-        ("quant-prompt",)),
+        "fewer bytes per weight", ("quant-prompt",)),
     Tab("machine", "This machine", "machine", None,
         ("roofline", "flops", "intensity", "ridge", "matmul", "kernel", "dispatch", "cudagraph",
          "dtype", "synced", "simd"),

@@ -1,18 +1,12 @@
-"""Lesson 5 handlers: what each batching sub-tab does when a button is pressed.
-
-Plain functions of (model, settings, the learner's inputs), tested on the real model: each
-checks its inputs against the `Settings` ranges, runs one experiment from
-`inference.experiments` and returns, or yields step by step, a named record of what to show
-(None: leave that component as it is). Sweeps and schedules are long on a small CPU, so a
-finished one is kept in the app's `SharedResults` and shown to the next visitor who asks for
-the same settings. `batching_panel` lays out the controls and shows the records.
-"""
+"""Lesson 5 handlers: the batch sweep, padding, static vs continuous scheduling and the cost
+of a token, as plain functions returning (or yielding) named records (None: leave that
+component as it is). A finished quiet sweep or schedule is shared with the next visitor who
+asks for the same settings."""
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from typing import NamedTuple
 
 from plotly.graph_objects import Figure
 
@@ -44,7 +38,7 @@ from visualizations.mechanism_weights import batch_diagram
 from visualizations.noise_view import busy_notice_html, supports_verdict
 from visualizations.style import info_caption
 
-from .common.latest import keep, reuse
+from .common.latest import keep, reuse, shared_key
 from .common.predictions import guess_md
 from .common.prompt_input import encode_prompt
 
@@ -63,14 +57,6 @@ class ScheduleComparison:
     trace: str  # the workload's name, with its seed, size and rate when random
     max_batch: int
     when: str  # wall-clock HH:MM of the measurement
-
-
-class SavedSweep(NamedTuple):
-    """A finished sweep in `SharedResults`, and when it was measured (HH:MM)."""
-
-    update: SweepUpdate
-    when: str
-    noise: Noise | None = None  # judged quiet (a busy sweep is not shared)
 
 
 @dataclass(frozen=True)
@@ -131,25 +117,24 @@ def sweep_frames(lm, settings: Settings, shared, *, max_batch: int, steps: int,
     prompt = encode_prompt(lm, settings, SWEEP_PROMPT)
     budget, sizes = budget_bytes(lm, settings, budget_mb), sweep_sizes(max_batch)
     cap = largest_fitting_batch(model_shape(lm), sizes, len(prompt), steps + 1, budget)
-    key = ("batch-sweep", lm.info.device, lm.info.dtype, tuple(s for s in sizes if s <= cap),
-           steps)
-    saved = shared.get(key) if shared is not None else None
-    if saved is not None:
-        message = text.shared_sweep_message(saved.when, saved.update.message)
-        yield _sweep_frame(lm, saved.update, message, schedules, guess, saved.noise)
+    key = shared_key(lm, "batch-sweep") + (tuple(s for s in sizes if s <= cap), steps)
+    kept = reuse(shared, key)  # a quiet earlier run with these settings
+    if kept is not None:
+        (update, when), judged = kept
+        yield _sweep_frame(lm, update, text.shared_sweep_message(when, update.message),
+                           schedules, guess, judged)
         return
-    last, judged = None, None
+    last = None
     for update in run_sweep(lm, prompt, max_batch, steps, budget,
                             bandwidth_gbs=machine_bandwidth(shared, lm.device)):
         grew = last is None or len(update.points) != len(last.points) or update.finished
         last = update
-        judged = noise.reading(sweep_repeats(update), settings) \
-            if update.finished else None
+        judged = noise.reading(sweep_repeats(update), settings) if update.finished else None
+        if judged is not None:
+            keep(shared, key, (update, time.strftime("%H:%M")), judged)
         yield (_sweep_frame(lm, update, update.message, schedules, guess, judged,
                             served_alongside.chats_so_far()) if grew
                else SweepFrame(progress=f"⏳ {update.message}"))
-    if shared is not None and last is not None and last.finished and judged and judged.quiet:
-        shared.put(key, SavedSweep(last, time.strftime("%H:%M"), judged))  # busy: not shared
 
 
 def sweep_repeats(update: SweepUpdate) -> list[float]:
@@ -221,7 +206,7 @@ def schedule_frames(lm, settings: Settings, shared, *, workload: str, seed: int,
     longest = max(len(r.prompt_ids) for r in trace) + max(r.max_new_tokens for r in trace)
     check_batch_fits(plan_batch(model_shape(lm), max_batch, longest, 0,
                                 budget_bytes(lm, settings, None)))
-    key = ("schedulers", lm.info.device, lm.info.dtype, name, max_batch, fill_wait_s)
+    key = shared_key(lm, "schedulers") + (name, max_batch, fill_wait_s)
     kept = reuse(shared, key)
     saved, judged = kept if kept is not None else (None, None)
     progress = text.scheduler_done_markdown(saved.when if saved else None)

@@ -1,11 +1,6 @@
 """Lesson 5 panel: batching measured. A batch-size sweep, padding, static vs continuous
-scheduling of a real workload, and what it all means for the price of a token.
-
-`build()` lays out one sub-tab per function and wires it; what each button does is a plain
-function in `batching_handlers` that returns named records, shown here as
-`{component: value}` updates. Sweeps and schedules stream progress, can be stopped, run one at
-a time (`wire_measurement`: the heavy lane) and are shared through the app's `SharedResults`.
-"""
+scheduling of a real workload, and what it all means for the price of a token. One sub-tab
+per function below; what each button does is `batching_handlers`."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -31,9 +26,9 @@ from .common.feedback import guarded
 from .common.latest import latest_modes
 from .common.lesson_text import lesson_page
 from .common.measurement import Measurement, prompt_tokens, shrunk
-from .common.measurement_wiring import wire_measurement
 from .common.named_outputs import showing
 from .common.read_more import lesson_markdown
+from .common.run_buttons import run_and_stop, wire_stoppable
 from .common.serving_peer import serving_comparison
 
 DEFAULT_PADDING = ("Hi!\nWhat is the capital of France?\n"
@@ -50,12 +45,6 @@ class SharedStates:
     closing: gr.Markdown
 
 
-def _run_and_stop(label: str, run_id: str, stop_id: str) -> tuple[gr.Button, gr.Button]:
-    with gr.Row(elem_classes=["lab-run-row"]):  # one line on a phone too (style.css)
-        return (gr.Button(label, variant="primary", elem_id=run_id),
-                gr.Button("Stop", variant="stop", elem_id=stop_id))
-
-
 def sweep_tab(ctx: AppContext, measured: SharedStates) -> Dependency:
     """1 · Batch sweep: throughput and step time against batch size. Returns the run event."""
     lm, settings, shared = ctx.lm, ctx.settings, ctx.shared
@@ -70,7 +59,7 @@ def sweep_tab(ctx: AppContext, measured: SharedStates) -> Dependency:
                         elem_id="batch-sweep-budget")
     guess = guess_box(settings, run.GUESS_KEY, "at the largest batch, how many times the batch-1 "
                       "tokens/s in total", "batch-sweep-guess")
-    start, stop = _run_and_stop("Run sweep", "batch-sweep-btn", "batch-sweep-stop")
+    start, stop = run_and_stop("Run sweep", "batch-sweep-btn", "batch-sweep-stop")
     shown = {"progress": gr.Markdown(elem_id="batch-sweep-progress"),
              # the headline numbers, big, right under the button, where a phone shows them with it
              "cards": gr.Markdown(text.NO_SWEEP_CARDS, elem_id="batch-cards"),
@@ -96,12 +85,11 @@ def sweep_tab(ctx: AppContext, measured: SharedStates) -> Dependency:
         return ({**data, largest: most, steps: few},), (
             f"batches up to {most} with {few} timed steps each, not up to "
             f"{int(data[largest])} with {int(data[steps])}")
-    ev = wire_measurement(start, {largest, steps, budget, measured.schedules, guess},
-                          list(shown.values()), Measurement(
+    ev = wire_stoppable(start, stop, {largest, steps, budget, measured.schedules, guess},
+                        list(shown.values()), Measurement(
         "batch_sweep", handler, work=lambda data: batch_sweep_tokens(
             prompt_tokens(lm, settings, run.SWEEP_PROMPT), int(data[largest]),
             int(data[steps])), limit="long", smaller=smaller), ctx)
-    stop.click(None, None, None, cancels=[ev])
     wire_batch_csv(lm, shared, ev, measured.sweep)  # the charts' data as CSV, once finished
     return ev
 
@@ -132,7 +120,7 @@ def schedulers_tab(ctx: AppContext, measured: SharedStates) -> None:
         seed = number(settings, "seed", "Seed (random trace)")
         requests = slider(settings, "trace_requests", "Requests (random trace)")
         rate = slider(settings, "trace_rate_per_s", "Arrivals per second (random trace)")
-    start, stop = _run_and_stop("Serve the workload both ways", "batch-sched-btn",
+    start, stop = run_and_stop("Serve the workload both ways", "batch-sched-btn",
                                 "batch-sched-stop")
     shown = {"progress": gr.Markdown(text.VIRTUAL_CLOCK, elem_id="batch-sched-progress"),
              "static": gr.Plot(charts.gantt_chart(None, ""), elem_id="batch-sched-static",
@@ -156,10 +144,9 @@ def schedulers_tab(ctx: AppContext, measured: SharedStates) -> None:
                                       data[rate])
         return schedulers_tokens([len(r.prompt_ids) for r in trace],
                                  [r.max_new_tokens for r in trace])
-    ev = wire_measurement(start, {workload, max_batch, wait, seed, requests, rate, measured.sweep},
-                          list(shown.values()), Measurement("batch_schedulers", handler, work,
-                                                            limit="long"), ctx)
-    stop.click(None, None, None, cancels=[ev])
+    inputs = {workload, max_batch, wait, seed, requests, rate, measured.sweep}
+    wire_stoppable(start, stop, inputs, list(shown.values()),
+                   Measurement("batch_schedulers", handler, work, limit="long"), ctx)
 
 
 def cost_tab(lm, settings: Settings, measured: SharedStates, sweep_event: Dependency,

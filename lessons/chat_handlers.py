@@ -1,15 +1,9 @@
 """'Try it', the plain part: the answer to a prompt streaming in as a chat app shows it, with
-time to first token and tokens/s measured live. This proves the whole path, browser to
-model and back; the lessons then take it apart.
-
-Every answer is served by the app's one continuous batcher (`inference.server.Server`): the
-request joins whatever batch is running for the other visitors, and the line under the answer
-says how many requests shared its forward passes. `generate_chat` is an async generator of
-`ChatFrame`s (`chat_panel` wires it): it waits for its tokens on the web server's event loop,
-not in a thread of its own, so a class of waiting chats costs one wake-up per step, not thirty
-threads taking Python's lock from the step. Stop or a closed tab frees the row at the next
-step. The finished answer's stats are watched by the noise rule (`inference.experiments.noise`,
-from the spread of its times between tokens): a busy one carries the busy notice."""
+time to first token and tokens/s measured live. Every answer is served by the app's one
+continuous batcher (`inference.server.Server`): the line under the answer says how many
+requests shared its forward passes. `generate_chat` waits for its tokens on the web server's
+event loop, not in a thread of its own, so a class of waiting chats costs one wake-up per
+step, not thirty threads taking Python's lock from the step."""
 from __future__ import annotations
 
 import asyncio
@@ -58,22 +52,17 @@ async def generate_chat(lm, settings: Settings, server, prompt: str, max_new: in
     marks: list[float] = []  # decode seconds so far at each token: their gaps, for the noise rule
     try:
         async for timed in atimed_events(req, settings.stop_check_s):
-            first = first or (timed[0] if timed is not None else None)
             if timed is not None:
+                first = first or timed[0]
                 marks.append(timed[2])
-            if timed is None:  # nothing new: the newest frame, where a Stop can land
-                if behind is not None:  # a token the pace left undrawn
-                    frame = _chat_frame(lm, req, ids, history, remote, behind, first,
-                                        _judged(behind, marks, settings))
-                    behind = None
-                yield frame
-            elif pace.due(timed[0]):
-                frame = _chat_frame(lm, req, ids, history, remote, timed, first,
-                                    _judged(timed, marks, settings))
-                behind = None
-                yield frame
-            else:  # a class is answered: drawn at its next due token (or tick)
                 behind = timed
+                if not pace.due(timed[0]):  # a class is answered: drawn at its next due token
+                    continue
+            if behind is not None:  # else nothing new: the newest frame, where a Stop can land
+                frame = _chat_frame(lm, req, ids, history, remote, behind, first,
+                                    _judged(behind, marks, settings))
+                behind = None
+            yield frame
     finally:
         req.cancel()  # Stop, a closed tab or an error: the row is freed at the next step
 

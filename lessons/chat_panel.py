@@ -15,6 +15,7 @@ from .chat_handlers import EXAMPLES, generate_chat
 from .common.context import AppContext
 from .common.controls import slider
 from .common.feedback import guarded
+from .common.run_buttons import run_and_stop
 
 
 def visitor_key(request: gr.Request | None, trusted_proxies: int) -> str:
@@ -35,9 +36,7 @@ def build(ctx: AppContext) -> None:
         with gr.Column(scale=1):
             max_new = slider(settings, "new_tokens", "Max new tokens")
     gr.Examples(EXAMPLES, inputs=[prompt], label="Tap a prompt to try it")
-    with gr.Row(elem_classes=["lab-run-row"]):  # one line on a phone too (style.css)
-        go_btn = gr.Button("Generate", variant="primary", elem_id="chat-generate")
-        stop_btn = gr.Button("Stop", variant="stop", elem_id="chat-stop")
+    go_btn, stop_btn = run_and_stop("Generate", "chat-generate", "chat-stop")
     stats = gr.Markdown(live_stats_md(None, 0, 0, 0), elem_id="chat-stats")
     chat = gr.Chatbot(label="Streaming answer (greedy decoding)", height=320, elem_id="chat-box")
 

@@ -1,14 +1,7 @@
 """Lesson 4c handlers: what a long prompt and a long cache cost, measured up to the length the
-learner picks (at most the model's context window).
-
-Plain functions of (model, settings, shared results, the learner's inputs), tested on the real
-model. Each sweep checks the longest length against the window, runs one experiment from
-`inference.experiments.context_*` and yields a `ContextFrame` after every measured point
-("step k of N" with the running figure), then a last frame with the table and its verdicts.
-Each sweep is watched by the noise rule (`inference.experiments.noise`): on a busy machine the
-last frame shows the busy notice over its numbers and draws no verdict its figures do not
-support. A finished quiet sweep is shared with every visitor by (name, device, dtype,
-lengths), like the race at lengths. `context_panel` lays the frames out.
+learner picks (at most the model's context window). Each sweep yields a `ContextFrame` after
+every measured point, then one with the table and its verdicts (none from a busy machine); a
+finished quiet sweep is shared with every visitor.
 """
 from __future__ import annotations
 
@@ -48,7 +41,7 @@ from visualizations.context_text import (
 )
 from visualizations.style import info_caption
 
-from .common.latest import keep, reuse
+from .common.latest import keep, reuse, shared_key
 from .common.predictions import guess_md
 
 GUESS_KEY = "long_context"  # the presenter screen whose question the decode sweep answers
@@ -102,10 +95,6 @@ def sweep_decode_lengths(lm, settings: Settings, max_tokens) -> tuple[int, ...]:
                         | {min(most, window - 1)}))
 
 
-def _key(lm, name: str, *rest) -> tuple:
-    return (name, lm.info.device, lm.info.dtype, *rest)
-
-
 def _prefill_view(lm, points, caption: str, judged: Noise | None = None
                   ) -> tuple[Figure, str]:
     info = lm.info
@@ -124,7 +113,7 @@ def prefill_frames(lm, settings: Settings, shared, max_tokens) -> Iterator[Conte
     """One prefill at each prompt length up to `max_tokens`; a frame after each, then the fit."""
     lengths = sweep_prefill_lengths(lm, settings, max_tokens)
     caption = info_caption(lm.info, note=f"best of {settings.context_prefill_repeats} per length")
-    key = _key(lm, "context-prefill", lengths, settings.context_prefill_repeats)
+    key = shared_key(lm, "context-prefill") + (lengths, settings.context_prefill_repeats)
     done = reuse(shared, key)
     if done is None:
         yield ContextFrame(prefill_lengths_figure([], caption=caption), "",
@@ -187,7 +176,7 @@ def decode_frames(lm, settings: Settings, shared, max_tokens, guess: float | Non
     batches, repeats = settings.context_decode_batches, settings.context_decode_repeats
     window = lm.info.context_window
     caption = info_caption(lm.info, note=f"median of {repeats} steps per point")
-    key = _key(lm, "context-decode", lengths, batches, repeats)
+    key = shared_key(lm, "context-decode") + (lengths, batches, repeats)
     theory = decode_theory(lm, shared)  # the machine's one bandwidth figure, measured once
     done = reuse(shared, key)
     if done is None:
@@ -220,7 +209,7 @@ def memory_frames(lm, settings: Settings, shared, max_tokens) -> Iterator[Contex
     """The same prefill with tiled ("sdpa") and then "eager" attention, its peak memory
     measured, at the longest length capped by `Settings.context_eager_max_tokens`."""
     tokens = min(_longest(lm, max_tokens), settings.context_eager_max_tokens)
-    key = _key(lm, "context-memory", tokens)
+    key = shared_key(lm, "context-memory") + (tokens,)
     caption = info_caption(lm.info)
     done = reuse(shared, key)
     if done is None:

@@ -1,10 +1,7 @@
 """Lesson 4c panel: long contexts. A longest length picked once (up to the model's window),
 then four sub-tabs: prefill against prompt length, one decode step against cache length (with
-a guess first), attention's memory eager against tiled, and what cuts the cost.
-
-The measurements are `context_handlers`; this file lays them out and wires them. Every sweep
-streams "step k of N", has a Stop button and runs in the "heavy" lane, one at a time.
-"""
+a guess first), attention's memory eager against tiled, and what cuts the cost. The
+measurements are `context_handlers`."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
@@ -28,11 +25,10 @@ from visualizations.style import info_caption
 from . import context_handlers as run
 from .common.context import AppContext
 from .common.controls import guess_box
-from .common.feedback import guarded
 from .common.lesson_text import lesson_page
 from .common.measurement import Measurement
-from .common.measurement_wiring import wire_measurement
 from .common.read_more import lesson_markdown
+from .common.run_buttons import run_and_stop, wire_stoppable
 
 
 def _longest(lm, settings: Settings) -> gr.Dropdown:
@@ -49,13 +45,10 @@ def _longest(lm, settings: Settings) -> gr.Dropdown:
 def _sweep(name: str, label: str, chart: gr.Plot, frames: Callable[..., Iterator],
            work: Callable[..., int], inputs: list, ctx: AppContext, text_value: str = "",
            cuts: gr.Markdown | None = None) -> None:
-    """A run button, a Stop button, the progress line and the text under `chart`, wired to the
-    handler `frames(*inputs)` as a measurement of `work(*inputs)` tokens (long time limit: the
-    window takes minutes). `cuts`: the "what cuts the cost" table, refreshed by frames that
-    carry one."""
-    with gr.Row(elem_classes=["lab-run-row"]):  # one line on a phone too (style.css)
-        start = gr.Button(label, variant="primary", elem_id=f"ctx-{name}-btn")
-        stop = gr.Button("Stop", variant="stop", elem_id=f"ctx-{name}-stop")
+    """Run and Stop, the progress line and the text under `chart`, wired to `frames(*inputs)`
+    (long time limit: the window takes minutes). `cuts`: the "what cuts the cost" table,
+    refreshed by frames that carry one."""
+    start, stop = run_and_stop(label, f"ctx-{name}-btn", f"ctx-{name}-stop")
     progress = gr.Markdown(elem_id=f"ctx-{name}-progress")
     chart.render()
     text = gr.Markdown(text_value, elem_id=f"ctx-{name}-text")
@@ -67,14 +60,9 @@ def _sweep(name: str, label: str, chart: gr.Plot, frames: Callable[..., Iterator
                 shown[cuts] = frame.cuts or gr.skip()
             yield shown
 
-    def button(interactive: bool):
-        return guarded(lambda: gr.update(interactive=interactive), compute=False)
-
-    ev = wire_measurement(start.click(button(False), None, start, api_visibility="private"),
-                          inputs, [chart, text, progress] + ([cuts] if cuts is not None else []),
-                          Measurement(f"context_{name}", on_run, work, limit="long"), ctx)
-    ev.then(button(True), None, start, api_visibility="private")
-    stop.click(button(True), None, start, cancels=[ev], api_visibility="private")
+    wire_stoppable(start, stop, inputs,
+                   [chart, text, progress] + ([cuts] if cuts is not None else []),
+                   Measurement(f"context_{name}", on_run, work, limit="long"), ctx, lock=True)
 
 
 def build(ctx: AppContext) -> None:

@@ -1,17 +1,11 @@
-"""Lesson 3's rules, as plain functions tested on the real model: what Step, a Play tick,
-Stop and Branch do to a learner's `Generation`, and what the panel shows for it.
-
-- `step`: start a generation (or restart when the prompt changed), then one token.
-- `play_tick`: a Step for Play's timer; a tick queued after Stop does nothing, and a step
-  still running when Stop is pressed does not count.
-- `stop`: keep exactly the tokens on the learner's screen.
-- `branch_to`: rewind to a step and continue with another candidate.
-- `views`: a `DecodeView` record of everything drawn (`decode_panel` maps it onto the
-  components); its stats are watched by the noise rule (`inference.experiments.noise`, from the
-  spread of the decode steps' times): a busy reading puts the busy notice above them.
-  Nothing here knows Gradio."""
+"""Lesson 3's rules, as plain functions tested on the real model: what Step, a Play tick, Stop
+and Branch do to a learner's `Generation`, and what the panel shows for it (`views`: a
+`DecodeView` record, its stats under the busy notice when the noise rule judged the decode
+steps' times busy). A Play tick queued after Stop does nothing; Stop keeps exactly the tokens
+on the learner's screen; Branch rewinds to a step and continues with another candidate."""
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
@@ -68,37 +62,32 @@ def views(lm, gen: Generation | None, sampling: SamplingSettings,
     """What the panel shows for this generation, looking at step `at_step` (default: the
     newest). Reshaped probabilities are drawn for the newest step only. Drawn under the
     generation's lock: a Stop pressed meanwhile waits, so its view is the newer one."""
-    if gen is None:
-        return _views(lm, None, sampling, at_step)
-    with gen.lock:
-        return _views(lm, gen, sampling, at_step)
-
-
-def _views(lm, gen: Generation | None, sampling: SamplingSettings,
-           at_step: int | None) -> DecodeView:
-    caption = info_caption(lm.info)
-    events = gen.events if gen else []
-    newest = len(events) - 1
-    at = newest if at_step is None else max(0, min(int(at_step), newest))
-    ev = events[at] if events else None
-    shaped = reshaped(gen, sampling) if gen is not None and at == newest else None
-    choices = [(f"{c.piece!r}  ({c.raw_probability:.1%})", c.token_id)
-               for c in ev.candidates] if ev else []
-    pick = next((c.token_id for c in ev.candidates if c.token_id != ev.token_id),
-                None) if ev else None
-    steps = [e.seconds for e in events[1:] if timed_step(e)]  # repeats of one kind of step
-    judged = noise.reading(steps) if steps else None
-    return DecodeView(
-        gen=gen, text_html=output_html(events), noise=judged,
-        stats_md=busy_notice_html(judged) + decode_stats_md(events, gen.finished if gen else None),
-        candidates=candidates_figure(ev.candidates if ev else [], ev.token_id if ev else None,
-                                     shaped, caption, step=at if ev else None),
-        timing=decode_latency_figure([e.seconds for e in events], caption,
-                                     forced=[e.index for e in events if not timed_step(e)]),
-        tokens=len(events), look_at=max(at, 0), choices=choices, pick=pick,
-        diagram=decode_diagram([lm.tokenizer.decode([i]) for i in gen.prompt_ids] if gen else [],
-                               events, lm.info.layers, capacity=len(gen.prompt_ids)
-                               + gen.max_new_tokens if gen else None))
+    with gen.lock if gen is not None else contextlib.nullcontext():
+        caption = info_caption(lm.info)
+        events = gen.events if gen else []
+        newest = len(events) - 1
+        at = newest if at_step is None else max(0, min(int(at_step), newest))
+        ev = events[at] if events else None
+        shaped = reshaped(gen, sampling) if gen is not None and at == newest else None
+        choices = [(f"{c.piece!r}  ({c.raw_probability:.1%})", c.token_id)
+                   for c in ev.candidates] if ev else []
+        pick = next((c.token_id for c in ev.candidates if c.token_id != ev.token_id),
+                    None) if ev else None
+        steps = [e.seconds for e in events[1:] if timed_step(e)]  # repeats of one kind of step
+        judged = noise.reading(steps) if steps else None
+        return DecodeView(
+            gen=gen, text_html=output_html(events), noise=judged,
+            stats_md=busy_notice_html(judged)
+            + decode_stats_md(events, gen.finished if gen else None),
+            candidates=candidates_figure(ev.candidates if ev else [], ev.token_id if ev else None,
+                                         shaped, caption, step=at if ev else None),
+            timing=decode_latency_figure([e.seconds for e in events], caption,
+                                         forced=[e.index for e in events if not timed_step(e)]),
+            tokens=len(events), look_at=max(at, 0), choices=choices, pick=pick,
+            diagram=decode_diagram(
+                [lm.tokenizer.decode([i]) for i in gen.prompt_ids] if gen else [], events,
+                lm.info.layers,
+                capacity=len(gen.prompt_ids) + gen.max_new_tokens if gen else None))
 
 
 def stop(gen: Generation | None, tokens_shown: float | None) -> None:

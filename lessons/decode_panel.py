@@ -2,16 +2,12 @@
 with the candidates and the per-token timing drawn after every step.
 
 Play is a `gr.Timer` that presses Step for you: each tick is one short event, so a whole
-classroom playing at once shares the model fairly and Pause is instant. What each button
-does to the generation lives in `decode_handlers` (plain, tested functions); this file lays
-out the controls, maps a `DecodeView` onto the components and wires the buttons.
-
-Handlers with many inputs take them as a set (`data[component]`); Gradio orders a set by
-creation, so the state, the tokens-shown box and the sampling controls are created in the
-order the named endpoints (`decode_step`, `decode_stop`, `decode_reset`) take them."""
+classroom playing at once shares the model fairly and Pause is instant. What each button does
+is `decode_handlers`. Handlers with many inputs take them as a set (`data[component]`), which
+Gradio orders by creation: `DecodeUI` creates them in the order the named endpoints take them."""
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import gradio as gr
 
@@ -29,49 +25,61 @@ from .common.read_more import lesson_markdown
 from .decode_handlers import DecodeView, branch_to, play_tick, sampling_from, step, stop, views
 
 
-@dataclass(frozen=True)
 class DecodeUI:
-    """The lesson's components, grouped as laid out."""
+    """The lesson's components, laid out in the order the named endpoints take them."""
 
-    state: gr.State  # the learner's Generation
-    shown: gr.Number  # tokens on the learner's screen, sent back with Stop
-    prompt: gr.Textbox
-    max_new: gr.Slider
-    temperature: gr.Slider
-    top_k: gr.Slider
-    top_p: gr.Slider
-    seed: gr.Number
-    step_btn: gr.Button
-    play_btn: gr.Button
-    pause_btn: gr.Button
-    stop_btn: gr.Button
-    reset_btn: gr.Button
-    speed: gr.Slider
-    timer: gr.Timer
-    stats: gr.Markdown
-    text: gr.HTML
-    candidates: gr.Plot
-    timing: gr.Plot
-    at_step: gr.Slider  # bounded by the tokens generated so far, not by Settings
-    choice: gr.Dropdown
-    branch_btn: gr.Button
-    diagram: gr.HTML | None = None  # the mechanism, one beat per Step
-    # Whether Play is on, kept on the server: a tick the timer sent just before Pause (its
-    # reply still on the way) reads False here and takes no step.
-    play_on: gr.State | None = None
-
-    @property
-    def sampling_inputs(self) -> set:
-        return {self.temperature, self.top_k, self.top_p, self.seed}
-
-    @property
-    def view_outputs(self) -> list:
-        return [self.state, self.text, self.stats, self.candidates, self.timing, self.at_step,
-                self.choice, self.shown, self.diagram]
-
-    @property
-    def play_outputs(self) -> list:
-        return [self.timer, self.step_btn, self.branch_btn, self.play_btn, self.play_on]
+    def __init__(self, settings: Settings, budget=None, layers: int = 1) -> None:
+        # The learner's Generation: dropped (its cache freed) when the tab closes or after
+        # `state_ttl_s` unused; meanwhile the server's memory budget may free its cache.
+        self.state = gr.State(None, time_to_live=settings.state_ttl_s,
+                              delete_callback=budget.forget if budget is not None else None)
+        self.shown = gr.Number(0, visible=False)  # tokens on the learner's screen, for Stop
+        with gr.Row():
+            self.prompt = gr.Textbox(label="Prompt", lines=2, scale=3,
+                                     max_length=settings.max_prompt_chars,
+                                     value="Write one sentence about the moon.",
+                                     elem_id="decode-prompt")
+            self.max_new = slider(settings, "new_tokens", "Max new tokens", scale=1)
+        with gr.Row():
+            self.temperature = slider(settings, "temperature", "Temperature (0 = greedy)",
+                                      elem_id="decode-temperature")
+            self.top_k = slider(settings, "top_k", "Top-k (0 = off)")
+            self.top_p = slider(settings, "top_p", "Top-p (1 = off)")
+            self.seed = number(settings, "seed", "Seed")
+            self.speed = slider(settings, "play_interval_s", "Play: pause between steps (s)")
+        with gr.Row():  # buttons alone in their row: it stays one line high
+            self.step_btn = gr.Button("Step ▶|", variant="primary", elem_id="decode-step")
+            self.play_btn = gr.Button("Play ▶", elem_id="decode-play")
+            self.pause_btn = gr.Button("Pause ⏸", elem_id="decode-pause")
+            self.stop_btn = gr.Button("Stop ⏹", variant="stop", elem_id="decode-stop")
+            self.reset_btn = gr.Button("Reset ↺", elem_id="decode-reset")
+        self.timer = gr.Timer(settings.play_interval_s.default, active=False)
+        # The charts right under the buttons: at 1280×720 (a projector) Step and both charts
+        # fit one screen; the text, which grows with every token, and the diagram follow. A
+        # phone stacks the cards and charts, so there the text comes first (assets/style.css).
+        with gr.Column(elem_id="decode-results"):
+            self.stats = gr.Markdown(decode_stats_md([], None), elem_id="decode-stats")
+            with gr.Row():
+                self.candidates = gr.Plot(candidates_figure([], None, None), label="Candidates",
+                                          elem_id="decode-candidates")
+                self.timing = gr.Plot(decode_latency_figure([], ""), label="Timing",
+                                      elem_id="decode-timing")
+            self.text = gr.HTML(output_html([]), elem_id="decode-output")
+        with gr.Row():  # the step slider is bounded by the tokens so far, not by Settings
+            self.at_step = gr.Slider(0, 1, value=0, step=1, label="Branch: look at step",
+                                     interactive=False, elem_id="decode-branch-step")
+            self.choice = gr.Dropdown([], label="…and continue with this candidate instead",
+                                      elem_id="decode-branch-choice")
+            self.branch_btn = gr.Button("Branch here ↳", elem_id="decode-branch")
+        self.diagram = gr.HTML(decode_diagram([], [], layers), elem_id="decode-diagram")
+        # Whether Play is on, kept on the server: a tick the timer sent just before Pause (its
+        # reply still on the way) reads False here and takes no step.
+        self.play_on = gr.State(False)
+        self.sampling_inputs = {self.temperature, self.top_k, self.top_p, self.seed}
+        self.view_outputs = [self.state, self.text, self.stats, self.candidates, self.timing,
+                             self.at_step, self.choice, self.shown, self.diagram]
+        self.play_outputs = [self.timer, self.step_btn, self.branch_btn, self.play_btn,
+                             self.play_on]
 
     def sampling(self, data: dict) -> SamplingSettings:
         return sampling_from(data[self.temperature], data[self.top_k], data[self.top_p],
@@ -92,54 +100,6 @@ class DecodeUI:
         return {self.timer: timer, self.play_on: on,
                 **{b: gr.update(interactive=not on)
                    for b in (self.step_btn, self.branch_btn, self.play_btn)}}
-
-
-def _layout(settings: Settings, budget=None, layers: int = 1) -> DecodeUI:
-    # The learner's Generation: dropped (its cache freed) when the tab closes or after
-    # `state_ttl_s` unused; meanwhile the server's memory budget may free its cache.
-    state = gr.State(None, time_to_live=settings.state_ttl_s,
-                     delete_callback=budget.forget if budget is not None else None)
-    shown = gr.Number(0, visible=False)
-    with gr.Row():
-        prompt = gr.Textbox(label="Prompt", lines=2, scale=3, max_length=settings.max_prompt_chars,
-                            value="Write one sentence about the moon.", elem_id="decode-prompt")
-        max_new = slider(settings, "new_tokens", "Max new tokens", scale=1)
-    with gr.Row():
-        temperature = slider(settings, "temperature", "Temperature (0 = greedy)",
-                             elem_id="decode-temperature")
-        top_k = slider(settings, "top_k", "Top-k (0 = off)")
-        top_p = slider(settings, "top_p", "Top-p (1 = off)")
-        seed = number(settings, "seed", "Seed")
-        speed = slider(settings, "play_interval_s", "Play: pause between steps (s)")
-    with gr.Row():  # buttons alone in their row: it stays one line high
-        step_btn = gr.Button("Step ▶|", variant="primary", elem_id="decode-step")
-        play_btn = gr.Button("Play ▶", elem_id="decode-play")
-        pause_btn = gr.Button("Pause ⏸", elem_id="decode-pause")
-        stop_btn = gr.Button("Stop ⏹", variant="stop", elem_id="decode-stop")
-        reset_btn = gr.Button("Reset ↺", elem_id="decode-reset")
-    timer = gr.Timer(settings.play_interval_s.default, active=False)
-    # The charts right under the buttons: at 1280×720 (a projector) Step and both charts fit
-    # one screen; the text, which grows with every token, and the diagram follow. A phone
-    # stacks the cards and charts, so there the text comes first (assets/style.css).
-    with gr.Column(elem_id="decode-results"):
-        stats = gr.Markdown(decode_stats_md([], None), elem_id="decode-stats")
-        with gr.Row():
-            candidates = gr.Plot(candidates_figure([], None, None), label="Candidates",
-                                 elem_id="decode-candidates")
-            timing = gr.Plot(decode_latency_figure([], ""), label="Timing",
-                             elem_id="decode-timing")
-        text = gr.HTML(output_html([]), elem_id="decode-output")
-    with gr.Row():
-        at_step = gr.Slider(0, 1, value=0, step=1, label="Branch: look at step",
-                            interactive=False, elem_id="decode-branch-step")
-        choice = gr.Dropdown([], label="…and continue with this candidate instead",
-                             elem_id="decode-branch-choice")
-        branch_btn = gr.Button("Branch here ↳", elem_id="decode-branch")
-    diagram = gr.HTML(decode_diagram([], [], layers), elem_id="decode-diagram")
-    return DecodeUI(state, shown, prompt, max_new, temperature, top_k, top_p, seed, step_btn,
-                    play_btn, pause_btn, stop_btn, reset_btn, speed, timer, stats, text,
-                    candidates, timing, at_step, choice, branch_btn, diagram,
-                    play_on=gr.State(False))
 
 
 def _wire_steps(lm, settings: Settings, ui: DecodeUI, server) -> None:
@@ -241,6 +201,6 @@ def build(ctx: AppContext) -> None:
     steps take turns with it there), so the step times shown are one request's own."""
     lm, settings, server = ctx.lm, ctx.settings, ctx.server
     lesson_markdown(lesson_page("lesson3_decode.md", lm.info))
-    ui = _layout(settings, server.budget if server is not None else None, lm.info.layers)
+    ui = DecodeUI(settings, server.budget if server is not None else None, lm.info.layers)
     _wire_steps(lm, settings, ui, server)
     _wire_controls(lm, ui)

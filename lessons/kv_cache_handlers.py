@@ -1,9 +1,6 @@
-"""Lesson 4 handlers: what each KV cache sub-tab does when a button is pressed.
-
-Plain functions of (model, settings, the learner's inputs), tested on the real model: each
-checks its inputs against the `Settings` ranges, runs one experiment from
-`inference.experiments` and returns, or yields step by step, a small named record of what to
-show. `kv_cache_panel` lays out the controls and turns those records into component updates.
+"""Lesson 4 handlers: the KV cache seen growing, raced against recomputation, projected to
+large models, reused across questions and read by attention, as plain functions returning
+(or yielding) named records of what to show.
 """
 from __future__ import annotations
 
@@ -90,8 +87,7 @@ PROJECT_PROMPT, PROJECT_TOKENS = 32, 1000  # the theoretical long generation the
 
 def race_lengths_frames(lm, shared=None) -> Iterator[LengthsFrame]:
     """One step with and without the cache at 32, 128 and 512 tokens; a frame per length, then
-    the theory beyond. Measured once per machine and dtype, then shared with every visitor
-    (when the noise rule judged the run quiet; a busy one shows the notice, no verdict)."""
+    the theory beyond. A quiet run is shared with every visitor."""
     caption = info_caption(lm.info, note=f"median of {REPEATS} steps per length and lane")
     key = ("race-lengths", lm.info.device, lm.info.dtype)
     done = reuse(shared, key)
@@ -141,9 +137,8 @@ class AttentionShown:
 
 
 def growth_frames(lm, settings: Settings, prompt: str, new_tokens: int) -> Iterator[GrowthFrame]:
-    """Generate greedily; after every step, the real cache drawn and its bytes counted. The
-    bytes are exact on any machine; the step times are watched by the noise rule, and the last
-    frame carries the busy notice when the machine was busy (no verdict is drawn from them)."""
+    """Generate greedily; after every step, the real cache drawn and its bytes counted (the
+    last frame carries the busy notice when the machine was busy)."""
     ids = encode_prompt(lm, settings, prompt)
     settings.growth_new_tokens.check("New tokens", new_tokens)
     caption = info_caption(lm.info)
@@ -232,8 +227,7 @@ def projection_view(lm, settings: Settings, batch: int, context: int,
 
 def prefix_frames(lm, settings: Settings, system: str, questions: str,
                   new_tokens: int) -> Iterator[PrefixFrame]:
-    """Prefill the system prompt once, then answer each question both ways; the last frame
-    carries the busy notice when the noise rule judged the machine busy."""
+    """Prefill the system prompt once, then answer each question both ways."""
     if len(system or "") > settings.max_prompt_chars:
         raise PromptTooLongError(
             f"The system prompt is over {settings.max_prompt_chars:,} characters.")
@@ -296,8 +290,7 @@ def show_attention(lm, settings: Settings, prompt: str, new_tokens: int, layer: 
     (the server's `CacheBudget`): the view is held under it, with the decode caches."""
     view = attention_run(lm, settings, prompt, new_tokens)
     plot = attention_redraw(lm, view, layer, head)
-    if budget is None:
-        return AttentionShown(view=view, plot=plot)
-    held = HeldAttention(view)
-    budget.touch(held)
-    return AttentionShown(view=held, plot=plot)
+    if budget is not None:
+        view = HeldAttention(view)
+        budget.touch(view)
+    return AttentionShown(view=view, plot=plot)

@@ -1,10 +1,6 @@
 """Lesson 4 panel: the KV cache seen growing, raced against recomputation, projected to large
-models, reused across questions, and read by attention.
-
-`build()` lays out one sub-tab per function and wires it; what each button does is a plain
-function in `kv_cache_handlers` that returns named records, shown here as
-`{component: value}` updates. Long runs stream progress and have a Stop button.
-"""
+models, reused across questions, and read by attention: one sub-tab per function below, what
+each button does in `kv_cache_handlers`."""
 from __future__ import annotations
 
 import gradio as gr
@@ -32,6 +28,7 @@ from .common.measurement import Measurement, prompt_tokens, shrunk
 from .common.measurement_wiring import wire_measurement
 from .common.named_outputs import showing
 from .common.read_more import lesson_markdown
+from .common.run_buttons import run_and_stop, wire_stoppable
 
 DEFAULT_PROMPT = LIMITS.default_prompt
 DEFAULT_SYSTEM = (
@@ -51,20 +48,14 @@ def _prompt(settings: Settings, elem_id: str, value: str = DEFAULT_PROMPT) -> gr
                       max_length=settings.max_prompt_chars, elem_id=elem_id)
 
 
-def _run_and_stop(label: str, run_id: str, stop_id: str) -> tuple[gr.Button, gr.Button]:
-    with gr.Row(elem_classes=["lab-run-row"]):  # one line on a phone too (style.css)
-        return (gr.Button(label, variant="primary", elem_id=run_id),
-                gr.Button("Stop", variant="stop", elem_id=stop_id))
-
-
 def growth_tab(ctx: AppContext) -> None:
     """1 · Watch it grow: one column per cached token, bytes against the formula."""
     lm, settings = ctx.lm, ctx.settings
     with gr.Row():
         prompt = _prompt(settings, "kv-growth-prompt")
         new_tokens = slider(settings, "growth_new_tokens", "New tokens", scale=1)
-    start, stop = _run_and_stop("Generate and watch the cache", "kv-growth-btn",
-                                 "kv-growth-stop")
+    start, stop = run_and_stop("Generate and watch the cache", "kv-growth-btn",
+                                "kv-growth-stop")
     # The step's line, then the cache grid; why the cache lags the text, and the formula, under
     # the grid (above it they pushed the grid off a phone's screen).
     text = gr.Markdown(elem_id="kv-growth-text")
@@ -73,10 +64,9 @@ def growth_tab(ctx: AppContext) -> None:
     shown = {"text": text, "formula": gr.Markdown(elem_id="kv-formula"), "grid": grid,
              "size": gr.Plot(cache_bytes_figure([]), label="Cache bytes",
                              elem_id="kv-growth-bytes")}
-    ev = wire_measurement(start, [prompt, new_tokens], list(shown.values()), Measurement(
+    wire_stoppable(start, stop, [prompt, new_tokens], list(shown.values()), Measurement(
         "kv_growth", showing(shown, lambda p, n: run.growth_frames(lm, settings, p, n)),
         work=None, lane="model"), ctx)
-    stop.click(None, None, None, cancels=[ev])
 
 
 def race_tab(ctx: AppContext) -> None:
@@ -92,7 +82,7 @@ def race_tab(ctx: AppContext) -> None:
         new_tokens = slider(settings, "race_new_tokens", "New tokens", scale=1)
     guess = guess_box(settings, run.GUESS_KEY, "generating with the cache against "
                       "recomputing, how many times faster", "kv-race-guess")
-    start, stop = _run_and_stop("Race", "kv-race-btn", "kv-race-stop")
+    start, stop = run_and_stop("Race", "kv-race-btn", "kv-race-stop")
     shown = {"progress": gr.Markdown(elem_id="kv-race-progress"),
              "summary": gr.Markdown(elem_id="kv-race-summary"),
              "plot": gr.Plot(race_figure([]), label="Per-step latency", elem_id="kv-race-plot"),
@@ -102,11 +92,10 @@ def race_tab(ctx: AppContext) -> None:
     def smaller(p, n, g):  # the class-sized race, when the measurement line is long
         fewer = shrunk(n, settings.race_new_tokens.low, settings.class_share)
         return (p, fewer, g), f"{fewer} steps, not {int(n)}"
-    ev = wire_measurement(start, [prompt, new_tokens, guess], list(shown.values()), Measurement(
+    wire_stoppable(start, stop, [prompt, new_tokens, guess], list(shown.values()), Measurement(
         "kv_race", showing(shown, lambda p, n, g: run.race_frames(lm, settings, p, n, g)),
         work=lambda p, n, g: race_tokens(prompt_tokens(lm, settings, p), int(n)),
         smaller=smaller, label="KV race"), ctx)
-    stop.click(None, None, None, cancels=[ev])
     lengths_section(ctx)
 
 
@@ -156,15 +145,14 @@ def prefix_tab(ctx: AppContext) -> None:
                                max_length=settings.max_prompt_chars,
                                elem_id="kv-prefix-questions")
         new_tokens = slider(settings, "prefix_new_tokens", "Answer tokens", scale=1)
-    start, stop = _run_and_stop("Run both ways", "kv-prefix-btn", "kv-prefix-stop")
+    start, stop = run_and_stop("Run both ways", "kv-prefix-btn", "kv-prefix-stop")
     shown = {"text": gr.Markdown(elem_id="kv-prefix-text"),
              "plot": gr.Plot(prefix_figure([]), elem_id="kv-prefix-plot",
                              label="Prefix reuse: time to first token")}
-    ev = wire_measurement(start, [system, questions, new_tokens], list(shown.values()),
-                          Measurement("kv_prefix", showing(shown, lambda s, q, n: run.prefix_frames(
-                              lm, settings, s, q, n)), work=lambda s, q, n: prefix_reuse_tokens(
-                              lm.tokenizer, s, run.question_lines(settings, q), int(n))), ctx)
-    stop.click(None, None, None, cancels=[ev])
+    handler = showing(shown, lambda s, q, n: run.prefix_frames(lm, settings, s, q, n))
+    wire_stoppable(start, stop, [system, questions, new_tokens], list(shown.values()),
+                   Measurement("kv_prefix", handler, work=lambda s, q, n: prefix_reuse_tokens(
+                       lm.tokenizer, s, run.question_lines(settings, q), int(n))), ctx)
 
 
 def attention_tab(lm, settings: Settings, server=None) -> None:

@@ -1,12 +1,7 @@
 """'This machine', the plain part: the roofline measured here (`inference.experiments.
-machine_roofline`), turned into the texts and figures the tab shows, as one `MachineView`:
-where the loaded model's decode speed sits under the bandwidth ceiling, both roofs, what bounds
-a decode step, which model sizes fit this machine, and the figures to copy into notes.
-
-The decode speed is watched by the noise rule from its own steps' times (`watched_roofline`):
-a busy run shows the notice, no share of the ceiling, and this machine's quiet reference beside
-it (`quiet_reference.for_decode`, written only by a quiet run); the size table's prediction for
-the larger models then starts from that quiet figure and says so.
+machine_roofline`) as one `MachineView`: the loaded model's decode speed under the bandwidth
+ceiling, both roofs, what bounds a decode step, which model sizes fit, and the figures to copy.
+A busy decode run shows no share of the ceiling, and this machine's quiet reference beside it.
 """
 from __future__ import annotations
 
@@ -71,12 +66,6 @@ def step_bound_outputs(lm, r: Roofline, bound: StepBound, caption: str,
     return text, step_split_figure(p, floor, caption)
 
 
-def measured_step_bound(lm) -> tuple[StepBound, Noise]:
-    """Profile one decode step's split, with the noise rule's readings around it."""
-    bound = measure_roofline_step_bound(lm)
-    return bound, noise.reading()
-
-
 def sizes_md(lm, r: Roofline, judged: Noise | None = None, reference=None) -> str:
     """This model and its siblings on this machine (theoretical, from the measured bandwidth);
     the measured speed is carried over only when the loaded model is the first row's shape and
@@ -129,10 +118,8 @@ class MachineView:
 
 
 def measure_machine_steps(lm, shared=None) -> Iterator[str | MachineView]:
-    """`measure_machine` in three parts, a progress line before each (a
-    lesson job ends at each yield, so the server's steps run between the parts), then the
-    view. The roofs' parts are watched by the noise rule (no "bound by" from a busy machine),
-    the step's profile by a reading of its own."""
+    """Measure the roofline, both roofs and one decode step's split, a progress line before
+    each part (the server's steps run between the parts), then the view."""
     yield "⏳ Part 1 of 3: reading memory bandwidth and timing decode…"
     watched = watched_roofline(lm, shared=shared)
     r = watched.roofline
@@ -146,22 +133,13 @@ def measure_machine_steps(lm, shared=None) -> Iterator[str | MachineView]:
     yield _machine_view(lm, shared, watched, roof, judged)
 
 
-def measure_machine(lm, shared=None) -> MachineView:
-    """Measure the roofline, both roofs and one decode step's split; draw and word them."""
-    *_, view = measure_machine_steps(lm, shared)
-    return view
-
-
-def decode_reference(lm, watched: WatchedRoofline):
-    """This machine's quiet decode speed: on file, else this run's when it was quiet."""
-    return quiet_reference.for_decode(watched.roofline, lm.info.name, ROOFLINE_NEW_TOKENS,
-                                      watched.noise)
-
-
 def _machine_view(lm, shared, watched: WatchedRoofline, roof, roofs_noise: Noise | None = None
                   ) -> MachineView:
-    caption, r, ref = info_caption(lm.info), watched.roofline, decode_reference(lm, watched)
-    bound, judged = measured_step_bound(lm)
+    caption, r = info_caption(lm.info), watched.roofline
+    # this machine's quiet decode speed: on file, else this run's when it was quiet
+    ref = quiet_reference.for_decode(r, lm.info.name, ROOFLINE_NEW_TOKENS, watched.noise)
+    bound = measure_roofline_step_bound(lm)
+    judged = noise.reading()  # around the profiling
     step_md, step_fig = step_bound_outputs(lm, r, bound, caption, judged)
     fig = roofline_figure([roofline_point(lm, r)], r.bandwidth_gbs, ", read bandwidth measured",
                           caption, x_title=BYTES_AXIS)

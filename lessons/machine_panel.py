@@ -1,7 +1,6 @@
 """'This machine' panel: the live server view, then one button that measures this machine's
-roofline, both roofs, what bounds a decode step and the model sizes that fit. The measuring is
-`machine_handlers.measure_machine_steps` (on `inference.experiments.machine_roofline`); this file
-lays it out and wires it."""
+roofline, both roofs, what bounds a decode step and the model sizes that fit
+(`machine_handlers.measure_machine_steps`)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -68,11 +67,7 @@ def server_section(lm, settings: Settings, server, chat=None) -> None:
                 chart: batch_history_figure(st, cap), **dict(zip(outputs[2:], parts))}
 
     live = SharedSnapshot(snapshot, settings.watch_interval_s)  # one per interval, every tab
-
-    def show() -> dict:
-        return live.get()
-
-    checked = guarded(show, compute=False)  # no model: answers even while a measurement runs
+    checked = guarded(live.get, compute=False)  # no model: answers while a measurement runs
     refresh.click(checked, None, outputs, api_name="server_stats")
     timer.tick(checked, None, outputs, show_progress="hidden",
                api_visibility="undocumented")

@@ -1,11 +1,7 @@
-"""Lesson 4b handlers: the learner drives a small private block pool on the real model.
-
-Each button is one plain function of (model, settings, the learner's pool, inputs) that runs
-one action of `inference.experiments.paged_demo` and returns a `PagesFrame`: the pool drawn
-(one cell per block), the block tables, padded vs paged bytes, and one sentence of what
-happened, every number read from the pool's own `PoolStats`. The pool is the visitor's:
-it lives in the panel's `gr.State` and is dropped when the tab closes or idles (`forget`).
-No Gradio here.
+"""Lesson 4b handlers: the learner drives a small private block pool on the real model. Each
+button runs one action of `inference.experiments.paged_demo` and returns a `PagesFrame`: the
+pool drawn (one cell per block), the block tables, padded vs paged bytes and one sentence of
+what happened, every number read from the pool's own `PoolStats`.
 """
 from __future__ import annotations
 

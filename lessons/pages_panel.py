@@ -1,10 +1,6 @@
 """Lesson 4b panel: KV pages. The learner's own small block pool on the real model: add a
 request, step, finish one, two prompts sharing a prefix, fill the pool until a preemption.
-
-Layout and wiring only; every button is a plain function in `pages_handlers` returning a
-`PagesFrame`, shown here as `{component: value}` updates. The pool lives in a `gr.State`
-that is dropped (its blocks released) when the tab closes or after `state_ttl_s` unused.
-"""
+The pool lives in a `gr.State`, dropped (its blocks released) when the tab closes or idles."""
 from __future__ import annotations
 
 import gradio as gr

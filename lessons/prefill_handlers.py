@@ -1,12 +1,8 @@
 """Lesson 2, the plain part: one parallel pass over the learner's prompt, measured
 (`inference.experiments.prompt_prefill`), and a sweep of prefill against one token at a time
-over prompt lengths, streamed as `PrefillSweepFrame`s and shared with every visitor once finished.
-The sentences come from `visualizations.timing_text`, the chart from `timing_charts`. Both
-are watched by the noise rule (`inference.experiments.noise`): a run on a busy machine shows
-its numbers under the busy notice, draws no verdict, and is not shown to the next visitor. The
-sweep's speed-up is robust (interleaved rounds, `prefill_sweep`); an impossible one is not
-drawn (its reason is said), a quiet one becomes this machine's reference
-(`quiet_reference`), and a busy run shows that reference big beside its own figure."""
+over prompt lengths, streamed as `PrefillSweepFrame`s and shared with every visitor once
+finished quiet. An impossible speed-up is not drawn (its reason is said); a quiet one becomes
+this machine's reference (`quiet_reference`), shown big beside a busy run's own figure."""
 from __future__ import annotations
 
 from collections.abc import Iterator

@@ -16,11 +16,11 @@ from visualizations.timing_text import prefill_report_md
 from .common.context import AppContext
 from .common.controls import guess_box, slider
 from .common.exports import wire_prefill_csv
-from .common.feedback import guarded
 from .common.lesson_text import lesson_page
 from .common.measurement import Measurement, shrunk
 from .common.measurement_wiring import wire_measurement
 from .common.read_more import lesson_markdown
+from .common.run_buttons import run_and_stop, wire_stoppable
 from .prefill_handlers import (
     DEFAULT_LENGTHS,
     GUESS_KEY,
@@ -64,9 +64,7 @@ def _sweep_section(ctx: AppContext) -> None:
     # (in `progress`) and its chart follow one another
     guess = guess_box(settings, GUESS_KEY, "one pass against one token at a time, at the "
                       "longest length measured both ways", "prefill-guess")
-    with gr.Row(elem_classes=["lab-run-row"]):  # one line on a phone too (style.css)
-        sweep_btn = gr.Button("Run the sweep", variant="primary", elem_id="prefill-sweep")
-        stop_btn = gr.Button("Stop", variant="stop")
+    sweep_btn, stop_btn = run_and_stop("Run the sweep", "prefill-sweep")
     progress = gr.Markdown(elem_id="prefill-progress")
     chart = gr.Plot(prefill_sweep_figure([], info_caption(lm.info)), label="Prefill sweep",
                     elem_id="prefill-chart")
@@ -75,19 +73,14 @@ def _sweep_section(ctx: AppContext) -> None:
         for frame in run_prefill_sweep(lm, settings, shared, chosen, most, guessed):
             yield {chart: frame.chart, progress: frame.progress}
 
-    def sweep_button(interactive: bool):
-        return guarded(lambda: gr.update(interactive=interactive), compute=False)
-
     def smaller(chosen, most, g):  # the class-sized sweep, when the measurement line is long
         fewer = shrunk(most, settings.prefill_sweep_tokens.low, settings.class_share)
         return (chosen, fewer, g), f"one token at a time up to {fewer} tokens, not {int(most)}"
-    ev = wire_measurement(sweep_btn.click(sweep_button(False), None, sweep_btn),
-                          [lengths, max_seq, guess], [chart, progress], Measurement(
-        "prefill_sweep", on_sweep, work=lambda chosen, most, g: prefill_sweep_tokens(
-            [int(n) for n in chosen or []] or [8, 32, 128], int(most)), smaller=smaller), ctx)
-    ev.then(sweep_button(True), None, sweep_btn)
+    sweep = Measurement("prefill_sweep", on_sweep, smaller=smaller, work=lambda c, most, g:
+                        prefill_sweep_tokens([int(n) for n in c or []] or [8, 32, 128], int(most)))
+    ev = wire_stoppable(sweep_btn, stop_btn, [lengths, max_seq, guess], [chart, progress], sweep,
+                        ctx, lock=True)
     wire_prefill_csv(lm, shared, ev, lengths, max_seq)  # the chart's data as CSV, once finished
-    stop_btn.click(sweep_button(True), None, sweep_btn, cancels=[ev])
 
 
 def build(ctx: AppContext) -> None:

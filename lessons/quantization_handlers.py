@@ -1,18 +1,9 @@
-"""Lesson 6, the plain part: build each chosen precision mode from the loaded model (with
-progress, cached per process) and compare it with float32 on one prompt: bytes, prefill, decode
-speed, agreement, KL and perplexity (`inference.experiments.quality`). float32 is measured
-first, and its own timed answer and teacher-forced pass are the reference the other modes are
-compared with (no second float32 run); the default prompt's reference is then kept for every
-visitor, whose float32 speed is still measured afresh.
-
-The headline speed, the smallest mode's decode speed in times float32's, is raced after the
-modes are measured: float32 and that mode take turns step by step (`quant_race`), so both
-share the machine's noise; its range is shown, an impossible figure is measured again and then
-withheld with its reason, a quiet one becomes this machine's reference (`quiet_reference`) and
-a busy run shows that reference beside its own figure.
-
-`compare_frames` is a plain generator of `QuantFrame` records; the bench and the GPU check call
-it too, so their quantization figures are the lesson's own.
+"""Lesson 6, the plain part: build each chosen precision mode from the loaded model (cached per
+process) and compare it with float32 on one prompt: bytes, prefill, decode speed, agreement, KL
+and perplexity (`inference.experiments.quality`). float32 runs first and is the others'
+reference; the default prompt's reference is kept for every visitor. The headline speed (the
+smallest mode against float32) is raced step by step so both share the machine's noise
+(`quant_race`). The bench and the GPU check call `compare_frames` too.
 """
 from __future__ import annotations
 
@@ -25,9 +16,7 @@ from inference.config import LIMITS, Settings
 from inference.experiments import noise, quiet_reference
 from inference.experiments.noise import Noise
 from inference.experiments.quality import (
-    CompareProgress,
     ModeReport,
-    Reference,
     compare_steps,
     load_perplexity_text,
     reference_steps,
@@ -62,12 +51,9 @@ class QuantFrame(NamedTuple):
 
 
 def default_modes(native_bf16: bool | None) -> list[str]:
-    """The modes ticked when the lesson opens: every mode on a GPU (`native_bf16` None: it
-    computes all of them natively); on a CPU float32, int8 and int4, plus bfloat16 where this
-    CPU's own flags say it computes bfloat16 natively. The half-precision modes stay one tick
-    away elsewhere: a default run is a few seconds for a class (Settings), and a CPU without
-    native half precision converts every weight it reads, which makes those two modes the
-    slowest of a run there."""
+    """The modes ticked when the lesson opens: all on a GPU (`native_bf16` None); on a CPU
+    float32, int8 and int4, plus bfloat16 where it computes bfloat16 natively (a CPU without
+    converts every weight it reads: the slowest modes of a run there)."""
     if native_bf16 is None:
         return list(DEFAULT_MODES)
     half = {"fp16", "bf16"} - ({"bf16"} if native_bf16 else set())
@@ -82,23 +68,6 @@ def chosen_modes(modes: list[str] | None) -> list[str]:
     return [k for k in MODES if k in picked]
 
 
-def _reference_key(lm, prompt: str, ids: list[int], n: int) -> tuple | None:
-    """Where the default prompt's float32 reference is kept for every visitor (None: another
-    prompt's is not kept)."""
-    if prompt != DEFAULT_PROMPT:
-        return None
-    return ("quant-reference", str(lm.device), tuple(ids), n)
-
-
-def _measure_steps(built, lm, reference: Reference | None, ids: list[int], n: int,
-                   text_ids: list[int]) -> Iterator[CompareProgress]:
-    """One mode measured against `reference`; with none kept, float32's own measured run is
-    the reference (`reference_steps`), so the comparison runs float32's answer once."""
-    if reference is None:
-        return reference_steps(built, lm.tokenizer, ids, n, text_ids, lm.device)
-    return compare_steps(built, lm.tokenizer, reference, text_ids, lm.device)
-
-
 def compare_frames(lm, settings: Settings, shared, prompt: str, modes: list[str] | None,
                    new_tokens: int) -> Iterator[QuantFrame]:
     """Build and measure each chosen mode against float32; a frame after every step."""
@@ -110,8 +79,9 @@ def compare_frames(lm, settings: Settings, shared, prompt: str, modes: list[str]
     bandwidth = machine_bandwidth(shared, device)
     text_ids = lm.tokenizer(load_perplexity_text(), add_special_tokens=False)["input_ids"]
     reports: list[ModeReport] = []
-    ref_key = _reference_key(lm, prompt, ids, n)
-    ref = shared.get(ref_key) if ref_key is not None else None  # default prompt: kept
+    # the default prompt's float32 reference is kept for every visitor
+    ref_key = ("quant-reference", str(device), tuple(ids), n) if prompt == DEFAULT_PROMPT else None
+    ref = shared.get(ref_key) if ref_key is not None else None
 
     yield QuantFrame(f"⏳ float32 reference: greedy answer of {n} tokens"
                      + (" (kept from an earlier run)…" if ref else ", measured as float32…"))
@@ -126,7 +96,9 @@ def compare_frames(lm, settings: Settings, shared, prompt: str, modes: list[str]
                                  f"({step.done}/{step.total})")
         built_modes[key] = built
         yield QuantFrame(f"⏳ [{i}/{len(keys)}] measuring {built.mode.label}…")
-        for step in _measure_steps(built, lm, ref, ids, n, text_ids):
+        steps = (reference_steps(built, lm.tokenizer, ids, n, text_ids, device) if ref is None
+                 else compare_steps(built, lm.tokenizer, ref, text_ids, device))
+        for step in steps:
             if step.reference is not None:  # float32's own run: the others' reference
                 ref = step.reference
                 if ref_key is not None:
@@ -165,19 +137,14 @@ def raced_speeds(reports: list[ModeReport], race: SpeedRace | None) -> list[Mode
             for r in reports]
 
 
-def smallest_mode(built_modes: dict) -> str | None:
-    """The mode the headline races against float32: the fewest weight bytes (never a timing)."""
-    others = [k for k in built_modes if k != "fp32"]
-    return min(others, key=lambda k: built_modes[k].weight_bytes) if others else None
-
-
 def _race(lm, built_modes: dict, ids: list[int], n: int, bandwidth: float
           ) -> Iterator[str | SpeedRace]:
     """The smallest mode raced against float32 (`quant_race`): a progress line after every
     pair of steps, then the `SpeedRace`; nothing when float32 ran alone."""
-    key = smallest_mode(built_modes)
-    if key is None:
+    others = [k for k in built_modes if k != "fp32"]
+    if not others:
         return
+    key = min(others, key=lambda k: built_modes[k].weight_bytes)  # never a timing
     base, mode = built_modes["fp32"], built_modes[key]
     for item in checked_speed_race(key, base.model, mode.model, ids, n, lm.device,
                                    (base.bytes_per_token, mode.bytes_per_token), bandwidth):

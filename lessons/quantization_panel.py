@@ -1,8 +1,6 @@
 """Lesson 6 panel: pick precision modes and compare them with float32 on one prompt, with the
-bytes-per-token roofline, bars per mode, the table and the generated texts side by side. The
-comparison is `quantization_handlers.compare_frames`; this file lays out the controls and the
-results and wires it as a long, stoppable, one-at-a-time measurement (`wire_measurement`).
-"""
+bytes-per-token roofline, bars per mode, the table and the generated texts side by side (the
+comparison is `quantization_handlers.compare_frames`)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -30,8 +28,8 @@ from .common.context import AppContext
 from .common.controls import guess_box, slider
 from .common.lesson_text import lesson_page
 from .common.measurement import Measurement, prompt_tokens, shrunk
-from .common.measurement_wiring import wire_measurement
 from .common.read_more import lesson_markdown
+from .common.run_buttons import run_and_stop, wire_stoppable
 from .quantization_handlers import (
     GUESS_KEY,
     MAX_PROMPT_TOKENS,
@@ -65,9 +63,7 @@ def _controls(settings: Settings, ticked: list[str]
                               "quant-guess")
     # Under the controls, across the page, one line: the button, its progress line and the
     # roofline then share one screen (under the guess, Stop added a line).
-    with gr.Row(elem_classes=["lab-run-row"]):
-        run_btn = gr.Button("Compare modes", variant="primary", elem_id="quant-run")
-        stop_btn = gr.Button("Stop", variant="stop", elem_id="quant-stop")
+    run_btn, stop_btn = run_and_stop("Compare modes", "quant-run", "quant-stop")
     return prompt, modes, new_tokens, guess, run_btn, stop_btn
 
 
@@ -114,10 +110,9 @@ def build(ctx: AppContext) -> None:
     def smaller(p, m, n, g):  # the class-sized comparison, when the measurement line is long
         fewer = shrunk(n, settings.quant_new_tokens.low, settings.class_share)
         return (p, m, fewer, g), f"{fewer} greedy tokens per mode, not {int(n)}"
-    ev = wire_measurement(run_btn, [prompt, modes, new_tokens, guess],
-                          [progress, cards, roofline, diagram, bars, table, texts, closing],
-                          Measurement("quant_compare", run, work=lambda p, m, n, g: quant_tokens(
-                              prompt_tokens(lm, settings, p, MAX_PROMPT_TOKENS), int(n),
-                              len(chosen_modes(m)), text), limit="long", smaller=smaller,
-                              label="quantization comparison"), ctx)
-    stop_btn.click(None, None, None, cancels=[ev])
+    wire_stoppable(run_btn, stop_btn, [prompt, modes, new_tokens, guess],
+                   [progress, cards, roofline, diagram, bars, table, texts, closing],
+                   Measurement("quant_compare", run, work=lambda p, m, n, g: quant_tokens(
+                       prompt_tokens(lm, settings, p, MAX_PROMPT_TOKENS), int(n),
+                       len(chosen_modes(m)), text), limit="long", smaller=smaller,
+                       label="quantization comparison"), ctx)

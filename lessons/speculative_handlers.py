@@ -1,14 +1,8 @@
 """Lesson 3b's rules, as plain functions tested on the real model: race speculative decoding
 against plain decoding on the learner's prompt (streamed pass by pass), sweep k for both
-drafts, and time a verification pass against a plain step at batch 1 and 16.
-
-Each is a generator of frames (what the panel shows after each piece of work), watched by the
-noise rule (`inference.experiments.noise`): on a busy machine the last frame shows the busy
-notice over its numbers and draws no verdict. Finished quiet results are shared with every
-visitor by (name, device, dtype, settings): a classroom that presses Race on the default prompt
-runs it once. A shared result says so. Nothing here knows
-Gradio; the numbers come from `inference.experiments.speculative_*`, the sentences from
-`visualizations.speculative_view` and `speculative_charts`.
+drafts, time a verification pass against a plain step at batch 1 and 16, and count the sampled
+acceptance rule. Each yields frames; finished quiet results are shared with every visitor by
+(name, device, dtype, settings), so a classroom pressing Race on the default prompt runs it once.
 """
 from __future__ import annotations
 
@@ -91,10 +85,6 @@ def _prepare(lm, settings: Settings, prompt: str, k, new_tokens) -> tuple[list[i
     return ids, int(k), int(new_tokens)
 
 
-def _draft(lm, shared, key: str):
-    return make_draft(lm, key, shared)
-
-
 def _compared(summary: SpecRaceSummary, guess: float | None) -> str:
     """Tokens per pass is a count of tokens, not a timing: a busy machine does not change it,
     so the guess is compared with it either way."""
@@ -116,7 +106,7 @@ def run_spec_race(lm, settings: Settings, shared, prompt: str, draft: str, k, ne
         return
     if draft != "prompt_lookup":
         yield SpecRaceFrame(EMPTY_PASSES, "", BUILD_NOTE.format(draft=draft))
-    d = _draft(lm, shared, draft)
+    d = make_draft(lm, draft, shared)
     yield SpecRaceFrame(EMPTY_PASSES, "", "Warming up both lanes (untimed), then racing…")
     for u in race_updates(lm, ids, d, k, new_tokens, shared):
         if u.summary is None:
@@ -151,7 +141,7 @@ def run_k_sweep(lm, settings: Settings, shared, prompt: str, new_tokens) -> Iter
                          "Done (shared result).")
         return
     yield ChartFrame(k_sweep_figure((), caption), "", BUILD_NOTE.format(draft=LIMITS.spec_draft))
-    drafts = [_draft(lm, shared, k) for _, k in DRAFTS]
+    drafts = [make_draft(lm, k, shared) for _, k in DRAFTS]
     for u in sweep_k(lm, ids, drafts, ks, new_tokens, shared):
         if not u.finished:
             yield ChartFrame(k_sweep_figure(u.points, caption), "", u.message)
@@ -226,7 +216,7 @@ def run_sampled(lm, settings: Settings, shared, prompt: str, draft: str, k, new_
     settings.temperature.check("Temperature", temperature)
     if check_draft(draft) != "prompt_lookup":
         yield SampledFrame(EMPTY_PASSES, "", BUILD_NOTE.format(draft=draft))
-    d = _draft(lm, shared, draft)
+    d = make_draft(lm, draft, shared)
     fit = fit_race(summary) if summary is not None and summary.draft == draft else None
     passes: list[SpecPass] = []
     for r in sampled_run(lm, ids, d, k, float(temperature), new_tokens,

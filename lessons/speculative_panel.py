@@ -1,10 +1,6 @@
 """Lesson 3b panel: speculative decoding raced against plain decoding, pass by pass, then a
-sweep over k for both drafts and the cost of a verification pass at batch 1 and 16.
-
-The measurements are `speculative_handlers` (plain, tested functions); this file lays out the
-controls and wires them. Every run is a long, stoppable event in the "heavy" lane that runs
-alone on the compute thread (the server's steps run between passes, never inside one), so the
-pass times shown are one request's own."""
+sweep over k for both drafts, the formula beside the race, the sampled rule counted, and the
+cost of a verification pass at batch 1 and 16 (the measurements are `speculative_handlers`)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -24,9 +20,9 @@ from .common.controls import guess_box, slider
 from .common.feedback import guarded
 from .common.lesson_text import lesson_page
 from .common.measurement import Measurement, prompt_tokens
-from .common.measurement_wiring import wire_measurement
 from .common.named_outputs import showing
 from .common.read_more import lesson_markdown
+from .common.run_buttons import run_and_stop, wire_stoppable
 from .speculative_handlers import (
     DRAFTS,
     GUESS_KEY,
@@ -37,18 +33,6 @@ from .speculative_handlers import (
     run_sampled,
     run_spec_race,
 )
-
-
-def _button(interactive: bool):
-    return guarded(lambda: gr.update(interactive=interactive), compute=False)
-
-
-def _wire_run(btn: gr.Button, stop: gr.Button, inputs, outputs, m: Measurement,
-              ctx: AppContext) -> None:
-    """Button off → run (streamed) → button on; Stop cancels the run and frees the button."""
-    ev = wire_measurement(btn.click(_button(False), None, btn), inputs, outputs, m, ctx)
-    ev.then(_button(True), None, btn)
-    stop.click(_button(True), None, btn, cancels=[ev])
 
 
 def _race_section(lm, settings: Settings, shared, ctx: AppContext) -> tuple:
@@ -62,9 +46,7 @@ def _race_section(lm, settings: Settings, shared, ctx: AppContext) -> tuple:
                                 elem_id="spec-new-tokens")
     guess = guess_box(settings, GUESS_KEY, "how many tokens will each pass gain on average",
                       "spec-guess")
-    with gr.Row(elem_classes=["lab-run-row"]):  # one line on a phone too (style.css)
-        race_btn = gr.Button("Race", variant="primary", elem_id="spec-race")
-        stop_btn = gr.Button("Stop", variant="stop", elem_id="spec-stop")
+    race_btn, stop_btn = run_and_stop("Race", "spec-race", "spec-stop")
     progress = gr.Markdown(elem_id="spec-progress")
     cards = gr.Markdown(EMPTY_RACE, elem_id="spec-cards")
     passes = gr.HTML(EMPTY_PASSES, elem_id="spec-passes-box")
@@ -77,19 +59,17 @@ def _race_section(lm, settings: Settings, shared, ctx: AppContext) -> tuple:
                 out[last] = f.summary
             yield out
 
-    _wire_run(race_btn, stop_btn, [prompt, draft, k, new_tokens, guess],
-              [passes, progress, cards, last], Measurement(
-                  "speculative_race", on_race, work=lambda p, d, kk, n, g: spec_race_tokens(
-                      prompt_tokens(lm, settings, p), int(n), int(kk), d != "prompt_lookup")),
-              ctx)
+    wire_stoppable(race_btn, stop_btn, [prompt, draft, k, new_tokens, guess],
+                   [passes, progress, cards, last], Measurement(
+                       "speculative_race", on_race, work=lambda p, d, kk, n, g: spec_race_tokens(
+                           prompt_tokens(lm, settings, p), int(n), int(kk), d != "prompt_lookup")),
+                   ctx, lock=True)
     return prompt, draft, k, new_tokens, last
 
 
 def _sweep_section(lm, settings: Settings, shared, ctx: AppContext, prompt, new_tokens) -> None:
     gr.Markdown(f"### Sweep k from {settings.spec_k.low} to {settings.spec_k.high}, both drafts")
-    with gr.Row(elem_classes=["lab-run-row"]):
-        btn = gr.Button("Sweep k", variant="primary", elem_id="spec-sweep")
-        stop = gr.Button("Stop", variant="stop", elem_id="spec-sweep-stop")
+    btn, stop = run_and_stop("Sweep k", "spec-sweep", "spec-sweep-stop")
     progress = gr.Markdown(elem_id="spec-sweep-progress")
     chart = gr.Plot(k_sweep_figure((), info_caption(lm.info)), label="k sweep",
                     elem_id="spec-sweep-chart")
@@ -107,17 +87,15 @@ def _sweep_section(lm, settings: Settings, shared, ctx: AppContext, prompt, new_
     # Its own budget: 16 races. At 256 new tokens on the lesson's edit prompt it counts 44,788
     # tokens at most (every guess rejected; that prompt's guesses are mostly kept, so a real
     # run feeds far less); 49,152 lets a prompt ~100 tokens longer sweep to 256 tokens too.
-    _wire_run(btn, stop, [prompt, new_tokens], [chart, note, progress],
-              Measurement("speculative_sweep", on_sweep, work, budget=49_152), ctx)
+    wire_stoppable(btn, stop, [prompt, new_tokens], [chart, note, progress],
+                   Measurement("speculative_sweep", on_sweep, work, budget=49_152), ctx, lock=True)
     return note
 
 
 def _batch_section(lm, settings: Settings, shared, ctx: AppContext, prompt, k, last) -> None:
     sizes = " and ".join(str(b) for b in settings.spec_batches)
     gr.Markdown(f"### With batching: a verification pass against a plain step at batch {sizes}")
-    with gr.Row(elem_classes=["lab-run-row"]):
-        btn = gr.Button(f"Measure at batch {sizes}", variant="primary", elem_id="spec-batch")
-        stop = gr.Button("Stop", variant="stop", elem_id="spec-batch-stop")
+    btn, stop = run_and_stop(f"Measure at batch {sizes}", "spec-batch", "spec-batch-stop")
     progress = gr.Markdown(elem_id="spec-batch-progress")
     chart = gr.Plot(batch_figure((), info_caption(lm.info)), label="Verification cost",
                     elem_id="spec-batch-chart")
@@ -128,9 +106,9 @@ def _batch_section(lm, settings: Settings, shared, ctx: AppContext, prompt, k, l
         for f in run_batch(lm, settings, shared, p, kk, per_pass):
             yield {chart: f.chart, table: f.text, progress: f.progress}
 
-    _wire_run(btn, stop, [prompt, k, last], [chart, table, progress], Measurement(
+    wire_stoppable(btn, stop, [prompt, k, last], [chart, table, progress], Measurement(
         "speculative_batch", on_batch, work=lambda p, kk, summary: spec_batch_tokens(
-            prompt_tokens(lm, settings, p), int(kk), settings.spec_batches)), ctx)
+            prompt_tokens(lm, settings, p), int(kk), settings.spec_batches)), ctx, lock=True)
 
 
 def _expectation_section(lm, settings: Settings, shared, ctx: AppContext, prompt, draft, k,
@@ -149,9 +127,7 @@ def _expectation_section(lm, settings: Settings, shared, ctx: AppContext, prompt
     gr.Markdown("#### The sampled rule, counted live")
     temperature = slider(settings, "temperature", "Temperature (0: the greedy rule)", value=1.0,
                          elem_id="spec-temperature")
-    with gr.Row(elem_classes=["lab-run-row"]):
-        btn = gr.Button("Count at this temperature", variant="primary", elem_id="spec-sampled")
-        stop = gr.Button("Stop", variant="stop", elem_id="spec-sampled-stop")
+    btn, stop = run_and_stop("Count at this temperature", "spec-sampled", "spec-sampled-stop")
     progress = gr.Markdown(elem_id="spec-sampled-progress")
     text = gr.Markdown(EMPTY_SAMPLED, elem_id="spec-sampled-text")
     passes = gr.HTML(elem_id="spec-sampled-passes")
@@ -160,12 +136,12 @@ def _expectation_section(lm, settings: Settings, shared, ctx: AppContext, prompt
         for f in run_sampled(lm, settings, shared, p, d, kk, n, t, summary):
             yield {passes: f.passes_html, text: f.text or EMPTY_SAMPLED, progress: f.progress}
 
-    _wire_run(btn, stop, [prompt, draft, k, new_tokens, temperature, last],
-              [passes, text, progress], Measurement(
-                  "speculative_sampled", on_sampled,  # at most a race's work: no plain lane
-                  work=lambda p, d, kk, n, t, summary: spec_race_tokens(
-                      prompt_tokens(lm, settings, p), int(n), int(kk), d != "prompt_lookup")),
-              ctx)
+    wire_stoppable(btn, stop, [prompt, draft, k, new_tokens, temperature, last],
+                   [passes, text, progress], Measurement(
+                       "speculative_sampled", on_sampled,  # at most a race's work: no plain lane
+                       work=lambda p, d, kk, n, t, summary: spec_race_tokens(
+                           prompt_tokens(lm, settings, p), int(n), int(kk), d != "prompt_lookup")),
+                   ctx, lock=True)
 
 
 def build(ctx: AppContext) -> None:

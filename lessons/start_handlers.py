@@ -51,11 +51,8 @@ class LiveFrame:
 
 def live_frames(lm, settings: Settings, server, prompt: str) -> Iterator[LiveFrame]:
     """The first screen's answer, served by the app's one server as Try it's is: a frame per
-    token, paced with every other answer (`FramePace`: when a class opens the page at once,
-    each draws its newest pass every B/60 s). Step 0 is the prompt's prefill (what the server
-    computed, read from its prefix cache, in how many passes: the event says); each later step
-    one token in. The finished answer's cards carry the noise rule's reading of the gaps
-    between its tokens (`noise.reading`): busy, the notice below them, each card marked noisy."""
+    token, paced with every other answer (`FramePace`). The finished answer's cards carry the
+    noise rule's reading of the gaps between its tokens."""
     ids = encode_prompt(lm, settings, prompt)
     n = settings.live_new_tokens
     labels = [lm.tokenizer.decode([i]) for i in ids]  # the prompt as the model reads it
@@ -69,24 +66,17 @@ def live_frames(lm, settings: Settings, server, prompt: str) -> Iterator[LiveFra
     gaps, so_far = [], 0.0  # wall seconds between successive tokens (the cards' repeats)
     try:
         for timed in timed_events(req, settings.stop_check_s):
-            if timed is None:  # nothing new: the newest frame, where a tab click can end it
-                if behind is not None:  # a pass the pace left undrawn
-                    frame, behind = _live_frame(lm, req, labels, events, n, *behind), None
-                yield frame
-                continue
-            ev, ttft, between, _ = timed
-            events.append(ev)
-            if ev.index > 0:
-                gaps.append(between - so_far)
-                so_far = between
-            if ev.finished:
-                frame, behind = _live_frame(lm, req, labels, events, n, ttft, between, gaps), None
-                yield frame
-                continue
-            if not pace.due(ev):  # a class is answered: draw the newest pass later
-                behind = (ttft, between)
-                continue
-            frame, behind = _live_frame(lm, req, labels, events, n, ttft, between), None
+            if timed is not None:
+                ev, ttft, between, _ = timed
+                events.append(ev)
+                if ev.index > 0:
+                    gaps.append(between - so_far)
+                    so_far = between
+                behind = (ttft, between, gaps if ev.finished else None)
+                if not ev.finished and not pace.due(ev):  # a class is answered: draw it later
+                    continue
+            if behind is not None:  # else nothing new: the newest frame, where a tab click ends it
+                frame, behind = _live_frame(lm, req, labels, events, n, *behind), None
             yield frame
     finally:
         req.cancel()  # Stop or a closed tab: the row is freed at the next step

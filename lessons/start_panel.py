@@ -1,9 +1,7 @@
-"""'Start here' panel: the first screen, in one view. A title line; the real model answering a
-prompt the moment the page loads, every forward pass drawn on a small live picture with its
-measured time ("first token", "each next token" as big cards); beside it the answer and one
-button that races the cache against recomputing, its ratio beside it; the prompt. Below:
-the example prompts (tap one: 'Try it' opens with it filled in), the learner's path through
-the lessons (kept in their own browser), and "About this model"."""
+"""'Start here' panel: the first screen, in one view: the real model answering a prompt the
+moment the page loads, each forward pass drawn live with its measured time, and one button
+racing the cache against recomputing. Below: the example prompts (each opens 'Try it' filled
+in), the learner's path through the lessons, and "About this model"."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
