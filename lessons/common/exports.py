@@ -18,46 +18,38 @@ from .latest import LAST_BATCH, LAST_PREFILL, figures_md, shared_key
 KEPT = LIMITS.export_files_kept  # CSV files kept in the process's one export folder
 
 
-def csv_button(elem_id: str) -> gr.DownloadButton:
-    """A download button for a chart's data, hidden until the chart has finished data."""
-    return gr.DownloadButton("⬇ Chart data (CSV)", visible=False, size="sm", elem_id=elem_id)
-
-
-def prefill_csv(lm, shared, lengths: list[int], most: int) -> gr.DownloadButton:
-    """After the prefill sweep: its finished points (from `shared`, where `run_prefill_sweep` put
-    them) as a CSV file behind the button; hidden when the sweep was stopped before the end."""
-    key = ("prefill_sweep", tuple(sorted({int(n) for n in lengths}) or [8, 32, 128]), int(most))
-    points = shared.get(key) if shared is not None else None
-    if not points:
-        return gr.DownloadButton(visible=False)
-    shared.put(shared_key(lm, LAST_PREFILL), tuple(points))
-    return gr.DownloadButton(value=write_csv(prefill_sweep_csv(points), "prefill-sweep", KEPT),
-                             visible=True)
-
-
-def batch_csv(lm, shared, sweep) -> gr.DownloadButton:
-    """After the batch sweep: the finished sweep's points (the panel's state) as a CSV file."""
-    if sweep is None or not getattr(sweep, "finished", False) or not sweep.points:
-        return gr.DownloadButton(visible=False)
-    if shared is not None:
-        shared.put(shared_key(lm, LAST_BATCH), tuple(sweep.points))
-    return gr.DownloadButton(value=write_csv(batch_sweep_csv(sweep.points), "batch-sweep", KEPT),
-                             visible=True)
+def _csv_button(elem_id: str, event, inputs, fill) -> None:
+    """A download button for a chart's data under it, hidden until the sweep `event` has
+    finished with data: then `fill(*inputs)` gives it its file."""
+    button = gr.DownloadButton("⬇ Chart data (CSV)", visible=False, size="sm", elem_id=elem_id)
+    event.then(guarded(fill, plain=True, compute=False), inputs, button, api_visibility="private")
 
 
 def wire_prefill_csv(lm, shared, event, lengths, most) -> None:
-    """A CSV button under the prefill sweep, filled when the sweep `event` finishes."""
-    button = csv_button("prefill-csv")
-    event.then(guarded(lambda n, m: prefill_csv(lm, shared, n, m), plain=True,
-                       compute=False), [lengths, most],
-               button, api_visibility="private")
+    """The prefill sweep's finished points (from `shared`, where `run_prefill_sweep` put them)
+    as a CSV file; hidden when the sweep was stopped before the end."""
+    def fill(chosen: list[int], most_tokens: int) -> gr.DownloadButton:
+        key = ("prefill_sweep", tuple(sorted({int(n) for n in chosen}) or [8, 32, 128]),
+               int(most_tokens))
+        points = shared.get(key) if shared is not None else None
+        if not points:
+            return gr.DownloadButton(visible=False)
+        shared.put(shared_key(lm, LAST_PREFILL), tuple(points))
+        return gr.DownloadButton(value=write_csv(prefill_sweep_csv(points), "prefill-sweep", KEPT),
+                                 visible=True)
+    _csv_button("prefill-csv", event, [lengths, most], fill)
 
 
 def wire_batch_csv(lm, shared, event, sweep_state) -> None:
-    """A CSV button under the batch sweep, filled when the sweep `event` finishes."""
-    button = csv_button("batch-csv")
-    event.then(guarded(lambda s: batch_csv(lm, shared, s), plain=True, compute=False),
-               sweep_state, button, api_visibility="private")
+    """The batch sweep's finished points (the panel's state) as a CSV file."""
+    def fill(sweep) -> gr.DownloadButton:
+        if sweep is None or not getattr(sweep, "finished", False) or not sweep.points:
+            return gr.DownloadButton(visible=False)
+        if shared is not None:
+            shared.put(shared_key(lm, LAST_BATCH), tuple(sweep.points))
+        return gr.DownloadButton(value=write_csv(batch_sweep_csv(sweep.points), "batch-sweep",
+                                                 KEPT), visible=True)
+    _csv_button("batch-csv", event, sweep_state, fill)
 
 
 def figures_box(lm, shared) -> gr.Code:
