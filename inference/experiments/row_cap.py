@@ -33,7 +33,9 @@ from ..config import Settings
 from ..kv_cache import kv_cache_bytes
 from . import quiet_reference
 
-FALLBACK_ROWS = 32  # no sweep on file: the cap this app served a class of 30 with
+# No sweep on file: 64 rows. A class of 60 then gets its first tokens together (at 32, 28 of
+# them waited for a whole answer), and the block pool holds it (`pool_rows` cuts it if not).
+FALLBACK_ROWS = 64
 MIN_ROWS = 8  # fewer rows and a class waits in turns; past the knee a row costs no throughput
 MARGIN = 0.10  # tokens/s must rise by more than this share to count (the noise of a quiet run)
 ROW_TOKENS = 256  # a chat's cache for the memory cap: a question and a few paragraphs
@@ -90,9 +92,9 @@ def choose_rows(sweep: Sequence[tuple[int, float]], memory_rows: int,
     >>> choose_rows([(1, 1.0), (16, 14.0), (64, 15.0)], memory_rows=88, budget_rows=255).rows
     16
     >>> choose_rows([(1, 1.0), (4, 3.0)], 88, 255).why  # the knee lies beyond 4
-    'tokens/s still rising at 4 rows, the largest batch on file: 32 (the fallback)'
+    'tokens/s still rising at 4 rows, the largest batch on file: 64 (the fallback)'
     >>> choose_rows([], memory_rows=20, budget_rows=255).why
-    'no batch sweep on file for this machine: 32, cut to 20 by the block pool'
+    'no batch sweep on file for this machine: 64, cut to 20 by the block pool'
     """
     if not sweep:
         rows, why = FALLBACK_ROWS, f"no batch sweep on file for this machine: {FALLBACK_ROWS}"
