@@ -150,9 +150,10 @@ def schedulers_tab(ctx: AppContext, measured: SharedStates) -> None:
 
 
 def cost_tab(lm, settings: Settings, measured: SharedStates, sweep_event: Dependency,
-             shared=None) -> tuple:
+             page: gr.Tab, shared=None) -> None:
     """4 · Cost per request: the measured sweep priced at an hourly rate (and lesson 6's
-    precision modes, once measured). Returns (handler, inputs, outputs) to redraw it."""
+    precision modes, once measured), redrawn when `page` opens: lesson 6 may have measured
+    them meanwhile."""
     with gr.Row():
         price = number(settings, "price_per_hour", "Hardware price ($ per hour)",
                        elem_id="batch-cost-price")
@@ -174,20 +175,18 @@ def cost_tab(lm, settings: Settings, measured: SharedStates, sweep_event: Depend
         lm, settings, data[measured.sweep], price_per_hour=data[price],
         prompt_tokens=data[prompt_tokens], output_tokens=data[output_tokens],
         modes=latest_modes(lm, shared), guess=data[guess])), compute=False)
-    sweep_event.then(cost, inputs, list(shown.values()), api_visibility="undocumented")
-    for control in (price, prompt_tokens, output_tokens, guess):
-        control.change(cost, inputs, list(shown.values()), api_visibility="undocumented")
-    return cost, inputs, list(shown.values())
+    for event in (sweep_event.then, page.select, price.change, prompt_tokens.change,
+                  output_tokens.change, guess.change):
+        event(cost, inputs, list(shown.values()), api_visibility="undocumented")
 
 
 def build(ctx: AppContext) -> None:
-    """Lay out Lesson 5 inside the caller's tab. `shared`: the app's SharedResults (or None);
-    the sweep and the schedulers take turns with `ctx.server` (`wire_measurement`)."""
+    """Lay out Lesson 5 inside the caller's tab."""
     lm, settings, shared = ctx.lm, ctx.settings, ctx.shared
     lesson_markdown(lesson_page("lesson5_batching.md", lm.info), elem_id="batch-lesson-text")
     measured = SharedStates(sweep=gr.State(None), schedules=gr.State(None),
-                        closing=gr.Markdown(text.closing_note(lm.info, None, None),
-                                            elem_id="batch-closing", render=False))
+                            closing=gr.Markdown(text.closing_note(lm.info, None, None),
+                                                elem_id="batch-closing", render=False))
     with gr.Tabs(overflow_behavior="wrap"):  # every sub-tab one tap away on a phone
         with gr.Tab("1 · Batch sweep"):
             sweep_event = sweep_tab(ctx, measured)
@@ -196,7 +195,5 @@ def build(ctx: AppContext) -> None:
         with gr.Tab("3 · Static vs continuous"):
             schedulers_tab(ctx, measured)
         with gr.Tab("4 · Cost per request") as cost_page:
-            cost, inputs, outputs = cost_tab(lm, settings, measured, sweep_event, shared)
-    # Opening the tab redraws it: lesson 6 may have measured the precision modes meanwhile.
-    cost_page.select(cost, inputs, outputs, api_visibility="undocumented")
+            cost_tab(lm, settings, measured, sweep_event, cost_page, shared)
     measured.closing.render()  # below the sub-tabs; the sweep and the schedulers update it

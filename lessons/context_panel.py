@@ -66,8 +66,7 @@ def _sweep(name: str, label: str, chart: gr.Plot, frames: Callable[..., Iterator
 
 
 def build(ctx: AppContext) -> None:
-    """Lesson 4c in the caller's tab. `shared`: finished sweeps, shared with every visitor;
-    every measurement here takes turns with `ctx.server`."""
+    """Lesson 4c in the caller's tab."""
     lm, settings, shared = ctx.lm, ctx.settings, ctx.shared
     caption = info_caption(lm.info)
     lesson_markdown(lesson_page("lesson4c_context.md", lm.info), elem_id="ctx-lesson-text")

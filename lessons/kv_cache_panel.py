@@ -184,8 +184,7 @@ def attention_tab(lm, settings: Settings, server=None) -> None:
 
 
 def build(ctx: AppContext) -> None:
-    """Lay out Lesson 4 inside the caller's tab. `shared`: the length race, measured once per
-    machine for every visitor; `server`: every measurement here takes turns with it."""
+    """Lay out Lesson 4 inside the caller's tab."""
     lm, settings, server = ctx.lm, ctx.settings, ctx.server
     lesson_markdown(lesson_page("lesson4_kv_cache.md", lm.info), elem_id="kv-lesson-text")
     with gr.Tabs(overflow_behavior="wrap"):  # every sub-tab one tap away on a phone

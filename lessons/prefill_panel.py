@@ -84,7 +84,7 @@ def _sweep_section(ctx: AppContext) -> None:
 
 
 def build(ctx: AppContext) -> None:
-    """Lesson 2 in the caller's tab; `ctx.server`: measurements take turns with it."""
+    """Lesson 2 in the caller's tab."""
     lesson_markdown(lesson_page("lesson2_prefill.md", ctx.lm.info))
     _measure_section(ctx)
     _sweep_section(ctx)

@@ -145,7 +145,7 @@ def _expectation_section(lm, settings: Settings, shared, ctx: AppContext, prompt
 
 
 def build(ctx: AppContext) -> None:
-    """Lesson 3b in the caller's tab; `ctx.server`: the runs take turns with it."""
+    """Lesson 3b in the caller's tab."""
     lm, settings, shared = ctx.lm, ctx.settings, ctx.shared
     lesson_markdown(lesson_page("lesson3b_speculative.md", lm.info,
                                 {"sampling_rule": SAMPLING_RULE, "three_ways": THREE_WAYS}))
