@@ -42,6 +42,11 @@ def cards_html(cards: list[Card]) -> str:
     return "<div class='lab-cards'>" + "".join(one(c) for c in cards) + "</div>\n\n"
 
 
+def ms(seconds: float) -> str:
+    """Seconds in milliseconds, as a table or a diagram shows them: 12.3 ms, 1,234.5 ms."""
+    return f"{seconds * 1000:,.1f} ms"
+
+
 def times(x: float) -> str:
     """A speed-up as a card shows it: 16×, 3.4×, 0.82×."""
     return f"{x:.0f}×" if x >= 10 else f"{x:.1f}×" if x >= 1 else f"{x:.2f}×"

@@ -8,16 +8,12 @@ run's own figures and withheld inside its noise, so each sentence holds on a CPU
 """
 from __future__ import annotations
 
-from .cards import SAME_WITHIN
+from .cards import SAME_WITHIN, ms
 from .context_charts import DECODE_BUTTON, MEMORY_BUTTON, PREFILL_BUTTON
 from .model_card import human_bytes
 from .noise_view import busy_notice_html, supports_verdict, withheld
 
 MARGIN = SAME_WITHIN  # a ratio of single measurements within 10% of 1 gets no verdict
-
-
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1000:,.1f} ms"
 
 
 def prefill_markdown(points, curve=None, shares=(), noise=None) -> str:
@@ -31,7 +27,7 @@ def prefill_markdown(points, curve=None, shares=(), noise=None) -> str:
              "| attention's share of the arithmetic (theoretical) |", "|---|---|---|---|---|"]
     for p in points:
         s = by_length.get(p.tokens)
-        lines.append(f"| {p.tokens:,} | {p.seconds:,.2f} s | {_ms(p.seconds_per_token)} | "
+        lines.append(f"| {p.tokens:,} | {p.seconds:,.2f} s | {ms(p.seconds_per_token)} | "
                      + (f"{s.quadratic_share:.0%} | {s.attention_flops_share:.0%} |" if s
                         else "… | … |"))
     text = [busy_notice_html(noise) + "\n".join(lines), "",
@@ -80,7 +76,7 @@ def fit_reading(curve, tail, tokens: int, noise) -> str:
                 "slower per operation than the matrix products.")
     return (f"**Fit** ({curve.points} points): this run cannot separate an L² term from "
             f"its noise at {tokens:,} tokens (it is under twice the fit's residual of "
-            f"{_ms(curve.rms_seconds)}); attention is still "
+            f"{ms(curve.rms_seconds)}); attention is still "
             f"{tail.attention_flops_share:.0%} of the arithmetic there (theoretical).")
 
 
@@ -105,9 +101,9 @@ def decode_markdown(points, theory=None, window: int = 0, noise=None) -> str:
     lines = [head, "|---|" + "---|" * cols]
     for n in lengths:
         row = f"| {n:,} |" + "".join(
-            f" {_ms(at[(b, n)].seconds)} |" if (b, n) in at else " … |" for b in batches)
+            f" {ms(at[(b, n)].seconds)} |" if (b, n) in at else " … |" for b in batches)
         if theory is not None:
-            row += "".join(f" {_ms(theory.seconds(n, b))} |" for b in batches)
+            row += "".join(f" {ms(theory.seconds(n, b))} |" for b in batches)
         lines.append(row)
     text = [busy_notice_html(noise) + "\n".join(lines), ""]
     for b in batches:
@@ -120,8 +116,8 @@ def decode_markdown(points, theory=None, window: int = 0, noise=None) -> str:
             star = theory.crossover_tokens(b)
             where = (f"beyond the {window:,}-token window" if window and star > window
                      else "within the window")
-            line += (f" The floor grows from {_ms(theory.seconds(lo.cache_tokens, b))} to "
-                     f"{_ms(theory.seconds(hi.cache_tokens, b))}: at {hi.cache_tokens:,} tokens "
+            line += (f" The floor grows from {ms(theory.seconds(lo.cache_tokens, b))} to "
+                     f"{ms(theory.seconds(hi.cache_tokens, b))}: at {hi.cache_tokens:,} tokens "
                      f"the cache is {theory.kv_share(hi.cache_tokens, b):.0%} of the bytes read. "
                      f"Cache reads equal weight reads at **L* = {star:,} tokens** ({where}).")
         text.append(line)
@@ -232,15 +228,15 @@ def guess_verdict_markdown(comparison, theory=None, noise=None) -> str:
         return f"*Press **{DECODE_BUTTON}** first: the answer is measured.*"
     s, g = comparison.short, comparison.long
     head = (f"One decode step with **{g.cache_tokens:,}** cached tokens took "
-            f"**{_ms(g.seconds)}** against **{_ms(s.seconds)}** with {s.cache_tokens:,} "
+            f"**{ms(g.seconds)}** against **{ms(s.seconds)}** with {s.cache_tokens:,} "
             f"(batch {g.batch}, measured, median of its repeats)")
     if not supports_verdict(noise):
         text = head + f" ({withheld(noise)})."
     elif comparison.beyond_noise:
         text = head + f": **{comparison.ratio:.2f}×** as long."
     else:
-        text = (head + f": their ranges overlap ({_ms(s.seconds_min)}–{_ms(s.seconds_max)} "
-                f"and {_ms(g.seconds_min)}–{_ms(g.seconds_max)}), so this run cannot tell them "
+        text = (head + f": their ranges overlap ({ms(s.seconds_min)}–{ms(s.seconds_max)} "
+                f"and {ms(g.seconds_min)}–{ms(g.seconds_max)}), so this run cannot tell them "
                 "apart.")
     if theory is not None:
         floor = theory.seconds(g.cache_tokens, g.batch) / theory.seconds(s.cache_tokens, s.batch)

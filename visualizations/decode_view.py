@@ -5,7 +5,7 @@ from .cards import Card, cards_html
 from .token_view import TINTS, chip, visible_whitespace
 
 
-def output_html(events, branched_at: int | None = None) -> str:
+def output_html(events) -> str:
     """events: objects with .index, .piece, .special, .token_id, .chosen_by."""
     if not events:
         return ("<div class='lab-tokens lab-empty'>The answer appears here, one token per step. "

@@ -15,6 +15,7 @@ import html
 import statistics
 from collections.abc import Sequence
 
+from .cards import ms
 from .mechanism_style import FACTORS, GENERATED_COLOUR, PROMPT_COLOUR, mechanism_css
 from .mechanism_svg import (
     DECODE,
@@ -163,18 +164,12 @@ def diagram_html(lanes: Sequence[Lane], layers: int, head: str, *, name: str,
             + f"<div class='mech-stage'>{svg}</div>" + _caption(layers, groups) + "</div>")
 
 
-def empty_diagram(layers: int, message: str, name: str = "empty",
-                  titles: tuple[str, ...] = ("",)) -> str:
-    """The stack with empty strips and what to press to set it going: one lane, or one per
-    title (the race's two, so its picture keeps its height when the first step lands)."""
-    lanes = [Lane(title=t, kind=PREFILL, fed=(), prompt_cells=0, generated_cells=0,
-                  new_cells=0, output=(), seconds=0.0) for t in titles]
-    body = diagram_html(lanes, layers, message, name=name, capacity=16)
+def empty_diagram(layers: int, message: str, name: str) -> str:
+    """The stack with empty strips and what to press to set it going."""
+    lane = Lane(title="", kind=PREFILL, fed=(), prompt_cells=0, generated_cells=0, new_cells=0,
+                output=(), seconds=0.0)
+    body = diagram_html([lane], layers, message, name=name, capacity=16)
     return body.replace("class='mech'", "class='mech mech-empty'", 1)
-
-
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1000:,.1f} ms"
 
 
 def decode_diagram(prompt: Sequence, events: Sequence, layers: int, *,
@@ -194,8 +189,8 @@ def decode_diagram(prompt: Sequence, events: Sequence, layers: int, *,
             if lane.kind == PREFILL else f"1 token in, {e.cache_tokens - 1} cached positions read")
     title = lane.title
     measured = "last pass measured" if passes > 1 else "measured"  # the event times its pass
-    head = (f"{html.escape(title.capitalize())}: {what} · {measured} <b>{_ms(e.seconds)}</b> "
-            f"(forward {_ms(e.forward_seconds)})")
+    head = (f"{html.escape(title.capitalize())}: {what} · {measured} <b>{ms(e.seconds)}</b> "
+            f"(forward {ms(e.forward_seconds)})")
     if getattr(e, "batch_rows", 1) > 1:
         head += f" · shared with {e.batch_rows - 1} other request(s)"
     return diagram_html([lane], layers, head, name=name, capacity=capacity, step=e.index,
@@ -212,10 +207,10 @@ def prefill_diagram(prompt: Sequence, events: Sequence, layers: int, *,
     lanes = [decode_lane(prompt, events[:1])]
     first = events[0]
     head = (f"Prefill: {first.forward_tokens} tokens in one pass, measured "
-            f"<b>{_ms(first.seconds)}</b> (forward {_ms(first.forward_seconds)})")
+            f"<b>{ms(first.seconds)}</b> (forward {ms(first.forward_seconds)})")
     if len(events) > 1:
         lanes.append(decode_lane(prompt, events[:2]))
-        head += (f" · then decode step 1: 1 token in, <b>{_ms(events[1].seconds)}</b>: "
+        head += (f" · then decode step 1: 1 token in, <b>{ms(events[1].seconds)}</b>: "
                  f"{first.seconds / max(events[1].seconds, 1e-9):.1f}× the time for "
                  f"{first.forward_tokens}× the tokens")
     return diagram_html(lanes, layers, head, name=name, step=0,
@@ -236,8 +231,8 @@ def race_diagram(prompt: Sequence, steps: Sequence, layers: int, *,
     typical = statistics.median(cached) if cached else c.seconds
     step = len(c.output) - 1
     head = (f"Step {step}: with the cache "
-            f"{len(c.fed)} token{'s' if len(c.fed) != 1 else ''} in, <b>{_ms(c.seconds)}</b> "
+            f"{len(c.fed)} token{'s' if len(c.fed) != 1 else ''} in, <b>{ms(c.seconds)}</b> "
             f"· without it {len(r.fed)} "
-            f"tokens in again, <b>{_ms(r.seconds)}</b>")
+            f"tokens in again, <b>{ms(r.seconds)}</b>")
     return diagram_html(lanes, layers, head, name=name, capacity=capacity,
                         factor=factor or slow_factor(typical), step=step)

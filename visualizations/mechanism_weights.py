@@ -14,13 +14,10 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
+from .cards import ms
 from .mechanism import diagram_html, empty_diagram
 from .mechanism_svg import DECODE, Lane
 from .noise_view import BUSY
-
-
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1000:,.1f} ms"
 
 
 def _mb(n_bytes: float) -> str:
@@ -58,16 +55,16 @@ def batch_diagram(points: Sequence, layers: int, *, bandwidth_gbs: float | None 
     shown = [big] if big is one else [one, big]
     head = (f"{_busy(noise)}Batch {big.batch}: {big.batch} row{'s' if big.batch != 1 else ''} "
             f"in one pass share one read of the weights ({_mb(big.weight_bytes)}) · measured "
-            f"step <b>{_ms(big.step_seconds)}</b> = {big.batch / big.step_seconds:,.1f} "
+            f"step <b>{ms(big.step_seconds)}</b> = {big.batch / big.step_seconds:,.1f} "
             "tokens/s in total")
     if big is not one:
-        head += (f" · batch {one.batch}: <b>{_ms(one.step_seconds)}</b> = "
+        head += (f" · batch {one.batch}: <b>{ms(one.step_seconds)}</b> = "
                  f"{one.batch / one.step_seconds:,.1f} tokens/s · {big.batch / one.batch:g}× the "
                  f"rows took {big.step_seconds / one.step_seconds:.2f}× the step time")
     floor = _floor(big.weight_bytes + big.cache_bytes, bandwidth_gbs)
     if floor is not None:
         head += (f" · theoretical floor of batch {big.batch}'s step = (weights + KV cache "
-                 f"bytes) ÷ {bandwidth_gbs:,.1f} GB/s measured = {_ms(floor)}")
+                 f"bytes) ÷ {bandwidth_gbs:,.1f} GB/s measured = {ms(floor)}")
     return diagram_html([batch_lane(p) for p in shown], layers, head, name=name,
                         step=big.batch)
 
@@ -91,7 +88,7 @@ def quant_lane(report, parameters: int) -> Lane:
 def _mode_says(report, parameters: int) -> str:
     return (f"{html.escape(report.label)}: {bytes_per_weight(report, parameters):.2f} B per "
             f"weight, {_mb(report.bytes_per_token)} read per step, measured "
-            f"<b>{_ms(1 / report.decode_tokens_per_s)}</b>")
+            f"<b>{ms(1 / report.decode_tokens_per_s)}</b>")
 
 
 def quant_diagram(reports: Sequence, layers: int, parameters: int, *,
@@ -112,7 +109,7 @@ def quant_diagram(reports: Sequence, layers: int, parameters: int, *,
                  f"bytes, {base.decode_tokens_per_s / newest.decode_tokens_per_s:.2f}× the "
                  "step time")
     if bandwidth_gbs:
-        floors = ", ".join(f"{r.key} {_ms(_floor(r.bytes_per_token, bandwidth_gbs))}"
+        floors = ", ".join(f"{r.key} {ms(_floor(r.bytes_per_token, bandwidth_gbs))}"
                            for r in shown)
         head += (f" · theoretical floor = bytes read ÷ {bandwidth_gbs:,.1f} GB/s measured: "
                  f"{floors}")

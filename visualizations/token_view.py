@@ -27,7 +27,7 @@ def chip(label: str, info: str, tint: str, special: bool, sub: str = "",
     return out + ("<span class='lab-break'></span>" if ends_line else "")
 
 
-def token_html(tokens, show_ids: bool = True) -> str:
+def token_html(tokens) -> str:
     """tokens: objects with .id, .text, .vocab_piece, .special (see inference.tokens.Token)."""
     if not tokens:
         return "<div class='lab-tokens lab-empty'>Type some text to see its tokens.</div>"
@@ -35,9 +35,8 @@ def token_html(tokens, show_ids: bool = True) -> str:
     for i, t in enumerate(tokens):
         shown = t.text if t.text else "▯"  # ▯: a byte piece of a character split over tokens
         label = visible_whitespace(t.vocab_piece if t.special else shown)
-        sub = f"<sub>{t.id}</sub>" if show_ids else ""
         spans.append(chip(label, f"id {t.id} · vocabulary entry {t.vocab_piece!r}",
-                          TINTS[i % len(TINTS)], t.special, sub,
+                          TINTS[i % len(TINTS)], t.special, f"<sub>{t.id}</sub>",
                           ends_line=(t.text or "").endswith("\n")))
     return f"<div class='lab-tokens'>{''.join(spans)}</div>"
 
