@@ -1,8 +1,6 @@
 """Lesson 5 charts: batch sweep, the throughput/latency trade-off, padding, scheduler
-timelines and cost. Pure functions: measured records in, plotly figures out.
-
-Inputs are the frozen records of `inference.experiments.batch_sweep`, `.schedulers` and
-`.serving_cost`, read by attribute only, so tests can pass hand-made stand-ins.
+timelines and cost. Pure functions: measured records in (read by attribute, so tests pass
+hand-made stand-ins), plotly figures out.
 """
 from __future__ import annotations
 
@@ -42,8 +40,7 @@ def _log_y(fig: go.Figure, values: list[float], headroom: float = 0.25) -> go.Fi
 
 
 def throughput_title(points, noise=None) -> str:
-    """The throughput chart's title, from the data: "grows" only over a line that rose at
-    every step up in batch, on a run the noise rule judged quiet (`noise`, by attribute)."""
+    """The throughput chart's title, worded from the data (`throughput_trend`) on a quiet run."""
     neutral = "Decode throughput against batch size"
     if any(p.impossible for p in points):
         return neutral + " (an impossible figure: see the notes)"
@@ -56,9 +53,8 @@ def throughput_title(points, noise=None) -> str:
 
 
 def throughput_trend(points) -> str:
-    """What the measured tokens/s did from batch to batch (two or more points): "grows" (rose
-    at every step up in batch), "fell" (the largest batch below the smallest) or "levelled"
-    (rose, then levelled off). The chart's title and lesson 5's ratio card both word it."""
+    """"grows" (tokens/s rose at every step up in batch), "fell" (the largest batch below the
+    smallest) or "levelled": the chart's title and lesson 5's ratio card both word it."""
     rates = [p.tokens_per_s for p in sorted(points, key=lambda p: p.batch)]
     if all(b > a for a, b in zip(rates, rates[1:])):
         return "grows"
@@ -71,8 +67,7 @@ THROUGHPUT_HEIGHT = 350
 
 
 def throughput_chart(points, caption: str = "", noise=None) -> go.Figure:
-    """Aggregate and per-request tokens/s against batch size, with perfect scaling for scale.
-    `noise`: the finished sweep's `Noise` (None while it runs: a neutral title)."""
+    """Aggregate and per-request tokens/s against batch size, with perfect scaling for scale."""
     if not points:
         return empty_figure("Press “Run sweep” to measure decode at each batch size.")
     b = [p.batch for p in points]
@@ -135,9 +130,8 @@ def tradeoff_chart(points, caption: str = "") -> go.Figure:
 
 
 def padding_chart(lengths: list[int], labels: list[str] | None = None) -> go.Figure:
-    """Rows of a left-padded batch: real tokens vs padding positions, one cell each. Rows are
-    labelled short ("row 1 · 31 tokens"), the prompt itself in the hover: long labels left a
-    phone's plot a sliver wide."""
+    """Rows of a left-padded batch: real tokens vs padding positions, one cell each (the prompt
+    in the hover: long row labels left a phone's plot a sliver wide)."""
     if not lengths:
         return empty_figure("Type a few prompts, one per line.")
     width = max(lengths)

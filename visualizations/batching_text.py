@@ -20,20 +20,16 @@ NO_SWEEP_CARDS = ("*Batch 1's tokens/s, the largest batch's and their ratio appe
 
 
 def sweep_progress_markdown(update, message: str) -> str:
-    """⏳ or ✅ and the message: one line, right under Run sweep (the memory plan of every
-    batch size asked for is `batching_tables.plan_table`, shown under the charts)."""
+    """⏳ or ✅ and the message: one line, right under Run sweep."""
     mark = "✅" if update.finished else "⏳"
     return f"{mark} {message}"
 
 
 def sweep_cards(sweep, noise=None, reference=None) -> str:
-    """The sweep's headline cards, under Run sweep: batch 1's tokens/s, the largest measured
-    batch's, and their ratio. `sweep`: a `SweepUpdate` (points, finished), or None; `noise`: the
-    finished sweep's `Noise`. The ratio card's word comes from the numbers (`throughput_trend`)
-    on a quiet finished run only; busy: the numbers and "busy machine", no word (the notice
-    stands in the table and the closing note); running: so far. Short values, the unit in the
-    label: three cards share one row on a phone. `reference`: this machine's quiet reference
-    for the ratio, shown big above a busy run (`noise_view`)."""
+    """The sweep's headline cards: batch 1's tokens/s, the largest measured batch's, and their
+    ratio, worded (`throughput_trend`) on a quiet finished run only; a busy run gets the
+    numbers, no word, and the quiet `reference` beside them. Short values, the unit in the
+    label: three cards share one row on a phone."""
     points = sorted(sweep.points, key=lambda p: p.batch) if sweep is not None else []
     if not points:
         return NO_SWEEP_CARDS
@@ -109,13 +105,9 @@ def padding_markdown(prompts: int, padded: int, total: int) -> str:
 
 
 def closing_note(info, sweep, schedules, noise=None) -> str:
-    """The lesson's closing note from what this machine measured in this session.
-
-    `info`: the model's `ModelInfo`; `sweep`: the last finished `SweepUpdate` (or None);
-    `schedules`: the last static-vs-continuous comparison with `.static`, `.continuous`,
-    `.trace` and `.max_batch` (or None); `noise`: the sweep's `Noise` (busy: the notice, and
-    no verdict on where batching stops paying); without it, the sweep's own reading (kept on
-    the finished `SweepUpdate`), so a view drawn later (the schedulers) judges it the same."""
+    """The lesson's closing note from what this machine measured in this session: the last
+    finished sweep and scheduler comparison (either None). `noise` defaults to the sweep's own
+    reading, so a view drawn later (the schedulers) judges it the same."""
     if noise is None and sweep is not None:
         noise = getattr(sweep, "noise", None)
     parts = [f"### What this machine showed ({info.device}, {info.dtype}, "
@@ -187,10 +179,8 @@ def _pair(a, b) -> tuple[str, float, float]:
 
 def where_batching_stops_paying(points) -> str:
     """Where the step time starts growing about in proportion to the batch (≥ 80% of the
-    batch's growth), so more requests add little throughput: the first step up in batch from
-    which every larger measured batch did so, each clearly past the line (by more than 5% plus
-    the run's own spread). A step up within that band is too close to call, and the note says
-    so instead of naming a batch. Points are `BatchPoint`s (batch, step_seconds, step_times)."""
+    batch's growth): the first step up from which every larger batch did so, each clearly past
+    the line (by `MARGIN` plus the run's own spread); within that band, too close to call."""
     pts = sorted(points, key=lambda p: p.batch)
     if len(pts) < 2:
         return "Measure more than one batch size to see where batching stops paying."

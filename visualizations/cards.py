@@ -1,9 +1,7 @@
 """Headline cards: the one number a class must read from the back row, large, with a label
 above it and a short note below (measured, theoretical, or shared). Each lesson's result text
-starts with its cards; the sentence that explains them follows in normal type.
-
-Plain HTML for a `gr.Markdown` (styled by `.lab-cards` / `.lab-big` in `assets/style.css`), so
-the lessons and the presenter draw the same card.
+starts with its cards; the sentence that explains them follows in normal type. Plain HTML for
+a `gr.Markdown` (styled by `.lab-cards` / `.lab-big` in `assets/style.css`).
 """
 from __future__ import annotations
 

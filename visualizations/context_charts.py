@@ -1,8 +1,6 @@
 """Long contexts, drawn: prefill time per prompt token with its a + b·L + c·L² fit, one decode
-step against the cache length beside the bandwidth floor, and attention's peak memory.
-
-Pure functions: the frozen records of `inference.experiments.context_*` in (read by attribute,
-so tests pass hand-made stand-ins), a plotly Figure out. Empty states name the button.
+step against the cache length beside the bandwidth floor, and attention's peak memory. Pure:
+`inference.experiments.context_*` records in, a plotly Figure out.
 """
 from __future__ import annotations
 
@@ -21,8 +19,8 @@ def _colour(batch: int) -> str:
 
 
 def prefill_lengths_figure(points, curve=None, shares=(), caption: str = "") -> go.Figure:
-    """Milliseconds per prompt token at each length (measured), the fit (a + b·L + c·L²) ÷ L
-    and the same without its L² term; each point labelled with the L² share (`shares`)."""
+    """Milliseconds per prompt token at each length (measured), the fit ÷ L and the same
+    without its L² term; each point labelled with its L² share."""
     if not points:
         return empty_figure(f"Press “{PREFILL_BUTTON}”: one prefill at each prompt length, "
                             "up to the model's context window.")
@@ -63,7 +61,7 @@ def _span(xs: list[int], steps: int = 40) -> list[float]:
 
 def decode_lengths_figure(points, theory=None, window: int = 0, caption: str = "") -> go.Figure:
     """One decode step against its cache length per batch (measured, min-max bars), the floor
-    (weights + B·L·kv) ÷ bandwidth per batch, and L* (cache reads = weight reads) marked."""
+    per batch, and L* (cache reads = weight reads) marked."""
     if not points:
         return empty_figure(f"Press “{DECODE_BUTTON}”: one decode step at each cache length, "
                             "batch 1 and batch 8.")

@@ -1,10 +1,7 @@
 """Long contexts, in words: the prefill table and what its L² share is, the decode table
 against the bandwidth floor, attention's memory (and FlashAttention), what cuts the cost, and
-the answer to "how much slower is one decode step at 8,000 tokens than at 100?".
-
-Pure functions: the frozen records of `inference.experiments.context_*` in (read by
-attribute), a markdown string out. Every verdict ("grows", "more memory") is decided from the
-run's own figures and withheld inside its noise, so each sentence holds on a CPU or a GPU.
+the answer to "how much slower is one decode step at 8,000 tokens than at 100?". Every verdict
+is decided from the run's own figures and withheld inside its noise.
 """
 from __future__ import annotations
 
@@ -17,9 +14,7 @@ MARGIN = SAME_WITHIN  # a ratio of single measurements within 10% of 1 gets no v
 
 
 def prefill_markdown(points, curve=None, shares=(), noise=None) -> str:
-    """The prefill table (measured, with the fitted L² share) and what that share is. `noise`:
-    the finished sweep's reading (None while it runs; busy: the notice, and no trend or fit
-    read from its figures)."""
+    """The prefill table (measured, with the fitted L² share) and what that share is."""
     if not points:
         return f"*Press **{PREFILL_BUTTON}**: the table and the fit appear here.*"
     by_length = {s.tokens: s for s in shares}
@@ -86,9 +81,7 @@ def _apart(a, b) -> bool:
 
 
 def decode_markdown(points, theory=None, window: int = 0, noise=None) -> str:
-    """The decode table per cache length and batch (measured beside the floor) and L*.
-    `noise`: the finished sweep's reading (None while it runs; busy: the notice, and no
-    verdict or "why" read from its figures; the floor, theoretical, stays)."""
+    """The decode table per cache length and batch (measured beside the floor) and L*."""
     if not points:
         return f"*Press **{DECODE_BUTTON}**: the table appears here.*"
     batches = sorted({p.batch for p in points})
@@ -170,8 +163,7 @@ FLASH_ATTENTION = (
 
 def memory_markdown(peaks, noise=None) -> str:
     """The eager-vs-sdpa table (measured peaks, theoretical score table), a verdict, and the
-    FlashAttention paragraph. `noise`: the run's reading (busy: the notice; see
-    `memory_verdict` for what a busy machine leaves standing)."""
+    FlashAttention paragraph."""
     if not peaks:
         return (f"*Press **{MEMORY_BUTTON}**: the same prefill runs both ways.*\n\n"
                 + FLASH_ATTENTION)
@@ -188,10 +180,9 @@ def memory_markdown(peaks, noise=None) -> str:
 
 
 def memory_verdict(eager, sdpa, noise=None) -> str:
-    """Eager's peak against sdpa's. Other programs' CPU use does not change this process's
-    peak memory (the CUDA allocator's peak, or Linux's VmHWM), so those verdicts stand on a
-    busy machine; a peak *sampled* every millisecond can miss the top when a busy CPU delays
-    the sampler, so that one draws no verdict from a busy run (the times are noisy either way)."""
+    """Eager's peak against sdpa's. Other programs do not change this process's peak memory,
+    so the verdict stands on a busy machine, unless a peak was *sampled* (a busy CPU delays the
+    sampler, which can miss the top)."""
     if noise is not None and noise.busy and (eager.sampled or sdpa.sampled):
         return (f"The peaks are in the table; {withheld(noise)} (a sampled peak can miss its "
                 "top while the CPU is busy).")
@@ -222,8 +213,7 @@ def cuts_markdown(cuts) -> str:
 
 def guess_verdict_markdown(comparison, theory=None, noise=None) -> str:
     """The answer to "how much slower is one decode step at 8,000 tokens than at 100?" from a
-    `LengthComparison` (measured), with the floor's ratio beside it if `theory` is given.
-    `noise`: the sweep's reading (busy or None: both times, and no "as long" or "cannot tell")."""
+    `LengthComparison` (measured), with the floor's ratio beside it if `theory` is given."""
     if comparison is None:
         return f"*Press **{DECODE_BUTTON}** first: the answer is measured.*"
     s, g = comparison.short, comparison.long

@@ -1,9 +1,7 @@
 """The first screen's big numbers: "first token: N ms" and "each next token: N ms" while the
-model answers, then the cache's measured speed-up when "Now without the cache" has raced (one
-card beside its button; both lanes' totals in the line under it).
-
-Pure: measured seconds in, card HTML out (the `.lab-big` cards of `cards.py`, 2 em ≈ 32 px).
-Before a number exists its card says what will appear there and what fills it.
+model answers, then the cache's measured speed-up when "Now without the cache" has raced.
+Pure: measured seconds in, card HTML out. Before a number exists its card says what will
+appear there and what fills it.
 """
 from __future__ import annotations
 
@@ -15,11 +13,9 @@ from .timing_text import prompt_work
 def live_cards_html(ttft_s: float | None, per_token_s: float | None, prompt_tokens: int,
                     decoded: int, batch_rows: int = 1, first_event=None,
                     queued_s: float = 0.0, busy: bool = False) -> str:
-    """The two live cards (`busy`: the noise rule judged the answer's token gaps busy, so each
-    card says its figure is noisy; the notice with its reasons goes below them). `ttft_s`: from
-    sending the prompt to its first token (any wait for
-    a row, then the prefill); `per_token_s`: mean wall time between later tokens;
-    `first_event`: the first token's record (tokens computed, cached, passes: `prompt_work`)."""
+    """The two live cards (`busy`: each says its figure is noisy; the notice goes below them).
+    `ttft_s`: from sending the prompt to its first token (any wait for a row, then the
+    prefill); `per_token_s`: mean wall time between later tokens."""
     work = (prompt_work(first_event, queued_s) if first_event is not None
             else f"{prompt_tokens} prompt tokens")
     noisy = " · noisy, busy machine" if busy else ""

@@ -1,9 +1,6 @@
 """This machine's roofline by bytes: measured decode tokens/s against the bytes one decode step
 reads, under the curve the measured bandwidth sets (bandwidth ÷ bytes per token). 'This
 machine' draws the loaded model's one point; lesson 6 draws one point per precision mode.
-
-Pure: records read by attribute (key, label, kernel, bytes_per_token, decode_tokens_per_s) in,
-a Plotly figure out, so tests pass hand-made stand-ins.
 """
 from __future__ import annotations
 
@@ -27,10 +24,8 @@ def ceiling_at(bandwidth_gbs: float, bytes_per_token: float) -> float:
 
 
 def roofline_title(reports, bandwidth_gbs: float, noise=None) -> str:
-    """The title says what this run measured: whether the mode with the fewest bytes per token
-    decoded faster than the one with the most, or not (on some kernels it does not). That
-    verdict needs the finished run's quiet `noise` reading (`noise_view.supports_verdict`): a
-    run still going, or judged busy, names both speeds and draws none."""
+    """Whether the mode with the fewest bytes per token decoded faster than the one with the
+    most (on some kernels it does not), on a quiet finished run; else both speeds, no verdict."""
     if len(reports) == 1:
         r = reports[0]
         share = r.decode_tokens_per_s / ceiling_at(bandwidth_gbs, r.bytes_per_token)
@@ -56,10 +51,7 @@ def roofline_figure(reports, bandwidth_gbs: float, bandwidth_note: str = "",
                     caption: str = "", x_title: str = BYTES_AXIS,
                     height: int = 440, noise=None) -> go.Figure:
     """Measured decode tokens/s per mode at its bytes per token, under the bandwidth curve.
-    `x_title` says what those bytes count (weights only, or weights + KV cache); `height`: the
-    figure's height where it has room (lesson 6 asks for less: its cards sit above it). Each
-    point is labelled with its mode and the ceiling on its curve, so the chart has no legend and
-    keeps one height however many modes ran."""
+    Points and the ceiling are labelled on the chart: no legend, one height for any count."""
     if not reports:
         return empty_figure("Press “Compare modes” to measure each precision mode.")
     top = max(r.bytes_per_token for r in reports) * 1.15
@@ -100,10 +92,8 @@ def roofline_figure(reports, bandwidth_gbs: float, bandwidth_note: str = "",
 
 
 def _speed_axis(fig: go.Figure, reports, bandwidth_gbs: float, top_bytes: float) -> None:
-    """A y axis that spreads the measured points over the plot: linear from 0 when the ceiling
-    at the most bytes is within 4× the fastest point (the curve then crosses the plot), else
-    log (on a GPU the ceiling is ~100× the measured speeds: a linear axis pressed every mode
-    onto its floor)."""
+    """Linear from 0 when the ceiling is within 4× the fastest point, else log (on a GPU the
+    ceiling is ~100× the measured speeds: a linear axis pressed every mode onto its floor)."""
     fastest = max(r.decode_tokens_per_s for r in reports)
     slowest = min(r.decode_tokens_per_s for r in reports)
     lowest_ceiling = ceiling_at(bandwidth_gbs, top_bytes)
