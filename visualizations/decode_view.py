@@ -22,10 +22,9 @@ def output_html(events) -> str:
 
 
 def timed_step(event) -> bool:
-    """Whether a step counts in 'time per output token': an ordinary decode step. Left out:
-    the first token (prefill), a step the learner forced by branching ("your pick": it re-reads
-    a token after the cache was cropped) and a step that re-fed the text after the cache was
-    freed (a prefill in disguise)."""
+    """Whether a step counts in 'time per output token'. Left out: the first token (prefill),
+    a branch pick (it re-reads a token after the cache was cropped) and a step that re-fed the
+    text after the cache was freed (a prefill in disguise)."""
     return event.index > 0 and event.chosen_by != "your pick" and event.forward_tokens <= 1
 
 

@@ -82,10 +82,8 @@ THEORY_UP_TO = 4096  # tokens: where the theoretical lines of the length race st
 
 
 def race_lengths_figure(points, curve=None, caption: str = "") -> go.Figure:
-    """One step's time at each context length, both lanes: measured points, then (from the
-    longest measured length to `THEORY_UP_TO`) the theory. With the cache: (weights + L × KV
-    bytes) ÷ the bandwidth its longest measured step reached (`cached_theory_seconds`), so it
-    rises with L; without: `curve` (a + b·L + c·L² through the recompute points, `.at(L)`)."""
+    """One step's time at each context length, both lanes: measured points, then the theory
+    up to `THEORY_UP_TO` (each trace's name gives its formula)."""
     if not points:
         return empty_figure("Press “Race at several lengths”: one step at each length, both ways.")
     xs = [p.tokens for p in points]

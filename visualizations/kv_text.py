@@ -54,10 +54,8 @@ def race_cached_progress_markdown(index: int, new_tokens: int) -> str:
 
 
 def race_summary_markdown(summary, noise=None, reference=None) -> str:
-    """The race's `RaceSummary`: both lanes' time, their work, and whether their tokens agree.
-    `noise` (a `Noise` record, read by attribute): None while the race runs (no verdict yet),
-    busy (the notice, no verdict), quiet (the verdict). `reference`: this machine's quiet
-    reference for such a race, shown big above a busy run (`noise_view`)."""
+    """The race's `RaceSummary`: both lanes' time, their work, and whether their tokens agree;
+    the verdict only once a quiet `noise` reading is in, the quiet `reference` above a busy one."""
     if not summary.new_tokens:
         return "*Press **Race**: the same prompt runs with and without the cache.*"
     same = ("the same greedy tokens in both lanes" if summary.same_tokens
@@ -115,9 +113,7 @@ def _verdict(speedup: float) -> str:
 def race_lengths_markdown(points, projection: tuple[int, int, float, float] | None = None,
                           noise=None) -> str:
     """The length race as a table, what it shows, and what grows with L in each lane.
-    `projection`: (prompt, new tokens, seconds with the cache, seconds without), theoretical,
-    from the measured points. `noise`: the finished run's reading (None while it runs; busy:
-    the notice, and no reading of the gap; the byte counts, theoretical, stay)."""
+    `projection`: (prompt, new tokens, seconds with the cache, seconds without), theoretical."""
     if not points:
         return ""
     rows = "\n".join(f"| {p.tokens:,} | {p.cached_seconds * 1000:,.0f} | "

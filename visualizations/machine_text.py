@@ -63,9 +63,8 @@ def decode_speed(r, noise=None, attempt: int = 0) -> str:
 
 def roofline_md(r, weight_bytes: int, noise=None, attempt: int = 0, reference=None,
                 now=None) -> str:
-    """The roofline in four measured-or-theoretical lines, then what the gap means. `noise`:
-    the reading of its decode steps (busy: the notice, no share, the quiet `reference` beside
-    it when there is one); `attempt` 1: measured again after a speed past the ceiling."""
+    """The roofline in four measured-or-theoretical lines, then what the gap means. `attempt`
+    1: measured again after a speed past the ceiling."""
     per_token = human_bytes(r.bytes_per_token)
     speed = decode_speed(r, noise, attempt)
     head = busy_notice_html(noise) + reference_html(

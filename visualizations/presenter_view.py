@@ -7,9 +7,8 @@ import html
 
 
 def screen_md(screen, index: int, total: int, compact: bool = False) -> str:
-    """One screen: where we are, the idea as a heading, the short text under it; `compact`
-    (once its guess is answered): the text folded under the heading, so the payoff and the
-    number fit a projector's screen."""
+    """One screen: where we are, the idea as a heading, the text under it (`compact`: folded,
+    so the payoff and the number fit a projector's screen)."""
     head = f"<small>Screen {index + 1} of {total}</small>\n\n## {screen.title}"
     if compact:
         return (f"{head}\n\n<details><summary>The screen's text</summary>\n\n{screen.body}"
@@ -38,9 +37,8 @@ def step_html(step) -> str:
 
 
 def recap_html(figures) -> str:
-    """The recap slide: the story's five big numbers as cards, each with what it is and where
-    it came from (`figures`: `lessons.presenter_progress.RecapFigure`s); one not measured yet
-    shows that, never a number."""
+    """The recap slide: the story's big numbers as cards, each with what it is and where it
+    came from; one not measured yet shows that, never a number."""
     cards = []
     for f in figures:
         big = (f'<div class="present-big">{html.escape(f.shown)}</div>' if f.shown is not None

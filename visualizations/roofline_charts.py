@@ -68,9 +68,8 @@ def two_roof_figure(roof, caption: str = "") -> go.Figure:
 
 
 def compute_roof_md(roof, dtype: str, noise=None) -> str:
-    """Both roofs, the ridge, a row per measured pass, and what the picture says. `noise`: the
-    noise rule's reading of the roofs' measurement (busy: the notice, and no "bound by" read
-    from its timings; the theoretical ridge and B stay)."""
+    """Both roofs, the ridge, a row per measured pass, and what the picture says (a busy run:
+    no "bound by" read from its timings; the theoretical ridge and B stay)."""
     if roof is None or not roof.points:
         return ""
     judged = supports_verdict(noise)

@@ -31,8 +31,7 @@ def sweep_title(points, noise=None) -> str:
 
 def k_sweep_figure(points, caption: str = "", noise=None) -> go.Figure:
     """Two panels against k: tokens per pass, and speed-up over plain decoding (both measured),
-    one line per draft; a dashed line marks 1 (plain decoding) in each. `noise`: the finished
-    sweep's reading (None while it runs, busy: no verdict in the title or the hover)."""
+    one line per draft; a dashed line marks 1 (plain decoding) in each."""
     if not points:
         return empty_figure(EMPTY_SWEEP)
     judged = supports_verdict(noise)
@@ -90,9 +89,8 @@ def batch_figure(costs, caption: str = "") -> go.Figure:
 
 
 def batch_md(costs, tokens_per_pass: float | None, noise=None) -> str:
-    """A table of the costs, the derived speed-ups, and what bounds each pass (from
-    `ComputeRoof.bound`, recorded in the costs), one sentence per batch size. `noise`: the
-    run's reading (busy: the notice, and no bound named from its timings)."""
+    """A table of the costs, the derived speed-ups, and what bounds each pass (recorded in the
+    costs), one sentence per batch size."""
     if not costs:
         return ""
     judged = supports_verdict(noise)

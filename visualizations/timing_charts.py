@@ -41,10 +41,8 @@ def prefill_sweep_figure(points, caption: str) -> go.Figure:
 
 def decode_latency_figure(step_seconds: list[float], caption: str,
                           forced: list[int] | tuple[int, ...] = ()) -> go.Figure:
-    """Per-token latency bars (token 0 = prefill + first pick) and running tokens/s.
-
-    `forced`: steps that are not ordinary decode steps (a branch pick, a rebuilt cache): drawn
-    in purple and left out of the running tokens/s, as the stats line leaves them out."""
+    """Per-token latency bars (token 0 = prefill + first pick) and running tokens/s. `forced`:
+    steps that are not ordinary decode steps, drawn in purple and left out of tokens/s."""
     if not step_seconds:
         return empty_figure("Press Step or Play: each token's time appears here.")
     idx = list(range(len(step_seconds)))
@@ -77,10 +75,8 @@ def decode_latency_figure(step_seconds: list[float], caption: str,
 
 def candidates_figure(candidates, chosen_id: int | None, shaped: list[float] | None,
                       caption: str = "", step: int | None = None) -> go.Figure:
-    """Top-k candidates as horizontal bars: model probability, and after sampling settings.
-
-    candidates: objects with .token_id, .piece, .raw_probability; shaped: per-candidate
-    probabilities after temperature/top-k/top-p (None for greedy)."""
+    """Top-k candidates as horizontal bars: model probability, and after sampling settings
+    (`shaped`: per candidate, None for greedy)."""
     if not candidates:
         return empty_figure("Press Step or Play: the likeliest next tokens appear here.")
     labels = [f"{repr(c.piece)[1:-1] or '∅'}  #{c.token_id}" for c in candidates][::-1]
