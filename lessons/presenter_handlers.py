@@ -403,12 +403,6 @@ def measure_steps(key: str, lm, settings: Settings, shared, results: dict | None
                 else MEASURES[key](lm, settings, shared))
 
 
-def measure_to_end(key: str, lm, settings: Settings, shared) -> Measured:
-    """Screen `key`'s measurement run to the end."""
-    *_, last = measure_steps(key, lm, settings, shared)
-    return last
-
-
 def measure_screen_steps(p: dict, screens: tuple[Screen, ...], typed: float | None, lm,
                          settings: Settings, shared) -> Iterator[dict | Step | None]:
     """The progress after running the current screen's measurement (the guess typed first is

@@ -283,7 +283,7 @@ def test_a_presenter_screen_in_a_busy_room(lm, busy_room, monkeypatch, key):
     for name, value in PRESENTER_SMALL.items():
         monkeypatch.setattr(presenter_handlers, name, value)
     with measuring(lm.device) as outcome:
-        m = presenter_handlers.measure_to_end(key, lm, SETTINGS, preset(lm))
+        *_, m = presenter_handlers.measure_steps(key, lm, SETTINGS, preset(lm))
     assert BUSY in m.label, m
     screens = load_screens(lm.info)
     screen = next(s for s in screens if s.measure == key)

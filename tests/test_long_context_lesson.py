@@ -119,7 +119,7 @@ def test_long_context_length_beyond_the_window_gets_its_message(lm, frames):
 
 def test_long_context_presenter_screen_measures_two_cache_lengths(lm, monkeypatch):
     monkeypatch.setattr(presenter_handlers, "LONG_CONTEXT", (16, 64))
-    m = presenter_handlers.measure_to_end("long_context", lm, SHORT, _bandwidth(lm))  # in parts
+    *_, m = presenter_handlers.measure_steps("long_context", lm, SHORT, _bandwidth(lm))
     assert m.key == "long_context" and m.value > 0 and m.shown == f"{m.value:.2f}×"
     assert "with 64 cached tokens as with 16" in m.label
     assert "floor predicts" in m.detail and "12.5 GB/s measured" in m.detail

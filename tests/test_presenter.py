@@ -17,7 +17,7 @@ from lessons.common.links import LESSONS, PROMPT_BOXES, read_link
 from lessons.common.predictions import comparison_md, guess_error, verdict
 from lessons.common.presenter_screens import load_screens, parse_screens
 from lessons.common.progress import STEPS, path_md, visit, visited
-from lessons.presenter_handlers import MEASURES, measure_screen_steps, measure_to_end
+from lessons.presenter_handlers import MEASURES, measure_screen_steps, measure_steps
 from lessons.presenter_progress import RECAP, PageScreens, clean, compare_text, fresh
 from visualizations.exports import (
     batch_sweep_csv,
@@ -289,15 +289,15 @@ def test_cheap_measurements_on_the_real_model(lm):
 
     settings = Settings()
     for key in ("tokens", "token_mix", "kv_bytes"):
-        m = measure_to_end(key, lm, settings, None)
+        *_, m = measure_steps(key, lm, settings, None)
         assert m.key == key and m.value > 0 and m.shown and m.detail
-    split = measure_to_end("step_split", lm, settings, None)  # what a step is made of
+    *_, split = measure_steps("step_split", lm, settings, None)  # what a step is made of
     if split.noisy:  # a busy machine or a part at ~0 ms: the split is not shown (noise.py)
         assert split.shown == "—" and "not reliable" in split.label and "ms" in split.detail
     else:
         assert 0 < split.value < 100 and split.shown == f"{split.value:.0f}%"
         assert "matrix products" in split.detail and "dispatch alone" in split.detail
-    per_token = measure_to_end("kv_bytes", lm, settings, None).value
+    per_token = list(measure_steps("kv_bytes", lm, settings, None))[-1].value
     i = lm.info
     assert per_token == 2 * i.layers * i.kv_heads * i.head_dim * lm.bytes_per_value
 
@@ -381,7 +381,7 @@ def test_presenter_cost_is_lesson_5s_figure_for_the_same_batch(lm):
     points = (BatchPoint(1, 20, 0.2, 0.08, (0.08,), 10**6, lm.info.weight_bytes),
               BatchPoint(16, 20, 1.5, 0.20, (0.20,), 16 * 10**6, lm.info.weight_bytes))
     keep(shared, shared_key(lm, PRESENTER_BATCH), points, judge(others_cpu=0.02))  # quiet
-    screen = presenter_handlers.measure_to_end("cost", lm, settings, shared)  # no sweep of its own
+    *_, screen = presenter_handlers.measure_steps("cost", lm, settings, shared)  # no own sweep
     assert "a quiet batch sweep kept on this machine" in screen.detail
     sweep = SweepUpdate(points, (), 0, 0, 0, machine_bandwidth(shared, lm.device), "",
                         finished=True)
@@ -436,7 +436,7 @@ def test_an_impossible_figure_is_withheld_on_its_screen_and_in_the_recap(monkeyp
     assert point.impossible
     monkeypatch.setattr(presenter_handlers, "prefill_sweep",
                         lambda lm, lengths, most: iter([SweepProgress(1, 1, (point,))]))
-    m = measure_to_end("prefill_race", None, Settings(), None)
+    *_, m = measure_steps("prefill_race", None, Settings(), None)
     assert (m.shown, m.noisy) == ("—", True) and "at most" in m.detail
     screens = load_screens()
     at_race = next(i for i, s in enumerate(screens) if s.measure == "prefill_race")

@@ -11,7 +11,7 @@ from inference.experiments.shared_results import SharedResults
 from inference.generation import stream
 from inference.speculative import spec_tokens
 from lessons.common.prompt_input import encode_prompt
-from lessons.presenter_handlers import measure_to_end
+from lessons.presenter_handlers import measure_steps
 from lessons.speculative_handlers import (
     PROMPT,
     SHARED_NOTE,
@@ -99,6 +99,6 @@ def test_speculative_batch_handler_streams_and_derives(lm):
 
 
 def test_speculative_presenter_screen_measures(lm):
-    m = measure_to_end("speculative", lm, SETTINGS, None)
+    *_, m = measure_steps("speculative", lm, SETTINGS, None)
     assert m.key == "speculative" and m.value >= 1 and m.shown == f"{m.value:.2f}"
     assert "guesses kept" in m.detail and "same tokens" in m.detail
