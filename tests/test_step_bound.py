@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from chart_reading import caption_text
 from inference.experiments import machine_roofline
 from inference.experiments.captured_race import CapturedRace
 from inference.experiments.step_bound import PROFILED_STEPS, StepBound
@@ -18,7 +19,6 @@ from visualizations.step_charts import (
     step_split_figure,
     step_title,
 )
-from visualizations.style import caption_text
 
 CPU = StepProfile(device="cpu", steps=4, step_seconds=0.032, ops_per_step=5870.0,
                   matmul_seconds=0.020, overhead_share=0.375, matmul_ops_per_step=211.0,

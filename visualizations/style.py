@@ -19,16 +19,6 @@ MEASURED = "measured"
 THEORETICAL = "theoretical"
 
 
-def contrast_ratio(fg: str, bg: str) -> float:
-    """WCAG contrast ratio of two '#rrggbb' colours (1 to 21)."""
-    def lum(hex_colour: str) -> float:
-        rgb = [int(hex_colour.lstrip("#")[i:i + 2], 16) / 255 for i in (0, 2, 4)]
-        lin = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb]
-        return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
-    hi, lo = sorted((lum(fg), lum(bg)), reverse=True)
-    return (hi + 0.05) / (lo + 0.05)
-
-
 def machine_caption(device: str, dtype: str, threads: int) -> str:
     """'Measured live on cpu · float32 · 2 threads' — the caption under every timing chart."""
     return f"Measured live on {device} · {dtype} · {threads} threads"
@@ -39,15 +29,8 @@ ALONE = "each timed pass ran alone on the compute thread"
 
 def sharing_sentence(chats: int | None) -> str:
     """What else the app did while a lesson measured: each timed pass had the compute thread
-    to itself, and the server answered `chats` visitors' chats between passes (counted during
-    the run; None: not counted, so nothing is said about them). Other programs on the machine
-    are judged apart (the busy notice).
-
-    >>> sharing_sentence(0)
-    'each timed pass ran alone on the compute thread; no chat was being served'
-    >>> sharing_sentence(3)
-    'each timed pass ran alone on the compute thread; the server answered 3 chats between passes'
-    """
+    to itself; the server answered `chats` chats between passes (None: not counted, nothing
+    said). Other programs on the machine are judged apart (the busy notice)."""
     if chats is None:
         return ALONE
     if chats == 0:
@@ -57,10 +40,8 @@ def sharing_sentence(chats: int | None) -> str:
 
 def info_caption(info, dtype: str | None = None, note: str = "", alone: bool = True,
                  chats: int | None = None) -> str:
-    """The caption for a model's `ModelInfo` (read by attribute): device, dtype, threads,
-    how the measurement shared the machine with the app's chat server (`sharing_sentence`:
-    `chats` answered between its passes so far, None when not counted; `alone=False` for a
-    view that times nothing of its own), and an optional note such as 'median of 12 steps'."""
+    """The caption for a model's `ModelInfo`: device, dtype, threads, `sharing_sentence`
+    (`alone=False`: a view that times nothing of its own) and a note ('median of 12 steps')."""
     cap = machine_caption(info.device, dtype or info.dtype, info.threads)
     parts = [cap] + ([sharing_sentence(chats)] if alone else []) + ([note] if note else [])
     return " · ".join(parts)
@@ -77,9 +58,8 @@ LABEL_ROOM = 2  # px above the title (Gradio's label badge over a chart is hidde
 
 
 def wrapped_title(text: str, width: int = TITLE_CHARS) -> str:
-    """Text broken into lines of about `width` characters (Plotly never wraps one, so a long
-    axis title or legend entry ran off a phone's screen). A bracketed group such as a tensor
-    shape "[1, 3, 4, 64]" or "(KV head 1)" stays on one line; text with "<br>" is left as is.
+    """Text broken into lines of about `width` characters (Plotly never wraps one: a long title
+    ran off a phone's screen); a bracketed group such as "[1, 3, 4, 64]" stays on one line.
 
     >>> wrapped_title("Prefill is parallel: N prompt tokens in one forward pass", 36)
     'Prefill is parallel: N prompt tokens<br>in one forward pass'
@@ -98,9 +78,8 @@ def wrapped_title(text: str, width: int = TITLE_CHARS) -> str:
 
 
 def one_line_title(title: str, note: str = "") -> tuple[str, str]:
-    """(title, note): the title as one short line, and what did not fit moved to the note
-    that opens the caption. A builder passes a short title and its long sentence as `note`;
-    this is the fallback for a title that came out long (a head before ": " is kept).
+    """(title, note): a title that came out long cut to one short line (a head before ": "
+    kept), what did not fit moved to the note that opens the caption.
 
     >>> one_line_title("Padding: 2 of 6 positions are filler")
     ('Padding', '2 of 6 positions are filler')
@@ -132,17 +111,12 @@ def legend_rows_px(names: list[str], width: int = LEGEND_WIDTH) -> int:
 
 def styled(fig: go.Figure, title: str, x_title: str, y_title: str, caption: str = "",
            height: int = 380, note: str = "", legend_inside: bool = False) -> go.Figure:
-    """Apply the one chart style: a one-line title, the caption (`note`, the chart's long
-    sentence, first; then the machine caption) under it, axis titles with units, readable fonts,
-    and a plot area of at least `PLOT_MIN` px whatever the width.
-
-    The title and caption sit at the top, in figure coordinates, the legend at the bottom: a
-    legend that wraps on a phone grows away from the title, never over it. `height` is the
-    figure's height where it has room; it grows by what the title, caption, axis titles and
-    the legend (its rows counted at a phone's width) take beyond `height - PLOT_MIN`. A y-axis
-    title wraps to lines no longer than the smallest plot, so it never reaches the caption.
-    `legend_inside`: the legend in the plot's top-left corner, for a chart that must stay short
-    and leaves that corner empty (no rows reserved under it)."""
+    """Apply the one chart style: a one-line title, the caption (`note` first, then the machine
+    caption) under it, axis titles with units, readable fonts, and a plot area of at least
+    `PLOT_MIN` px whatever the width (the figure grows by what the titles and the legend, its
+    rows counted at a phone's width, take). The legend sits at the bottom, so one that wraps on
+    a phone grows away from the title, never over it; `legend_inside`: in the plot's empty
+    top-left corner instead, for a chart that must stay short."""
     entries = []
     for trace in fig.data:  # a legend entry wider than a phone would run off its side
         if trace.name and trace.showlegend is not False and trace.legendgroup not in {
@@ -182,11 +156,6 @@ def styled(fig: go.Figure, title: str, x_title: str, y_title: str, caption: str 
     return fig
 
 
-def caption_text(fig: go.Figure) -> str:
-    """The caption `styled` put under a chart's title, on one line ("" when none)."""
-    return (fig.layout.title.subtitle.text or "").replace("<br>", " ")
-
-
 def _slanted_labels_px(fig: go.Figure) -> int:
     """Room for category labels under the x axis that Plotly slants when a narrow chart has
     no room for them side by side (most of their length, slanted)."""
@@ -194,11 +163,6 @@ def _slanted_labels_px(fig: go.Figure) -> int:
               for x in t.x if isinstance(x, str)]
     longest = max((len(x.split("<br>")[0]) for x in labels), default=0)
     return min(int(7.5 * longest * 0.8), 110) if longest > 6 and len(set(labels)) > 1 else 0
-
-
-def plot_height(fig: go.Figure) -> int:
-    """Px the layout leaves for the plot area: height less the top and bottom margins."""
-    return fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
 
 
 def integer_ticks(fig: go.Figure, count: int, axis: str = "x", start: int = 0, **kw) -> go.Figure:
