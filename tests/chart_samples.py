@@ -12,11 +12,11 @@ from types import SimpleNamespace
 
 from inference.experiments.attention_view import AttentionView
 from inference.experiments.batch_sweep import BatchPoint
-from inference.experiments.compute_roof import ComputeRoof, WorkPoint
 from inference.experiments.kv_projection import ModelSpec, project_batch, project_context
 from inference.experiments.noise import judge
 from inference.experiments.prefill_sweep import PrefillPoint
 from inference.experiments.prefix_reuse import PrefixRun
+from inference.experiments.roofline import ComputeRoof, WorkPoint
 from inference.experiments.serving_cost import serving_costs
 from inference.experiments.speculative_batch import VerifyCost
 from test_batching_charts import _result

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from inference.experiments.bound_rule import decide_bound, step_shares
-from inference.experiments.compute_roof import ComputeRoof, WorkPoint
 from inference.experiments.noise import judge
+from inference.experiments.roofline import ComputeRoof, WorkPoint, decide_bound, step_shares
 from visualizations.roofline_charts import compute_roof_md, contrast_sentence
 
 

@@ -150,7 +150,7 @@ def test_kv_and_batching_verdicts_quiet_and_busy():
 
 
 def test_machine_and_presenter_verdicts_quiet_and_busy():
-    from inference.experiments.compute_roof import ComputeRoof, WorkPoint
+    from inference.experiments.roofline import ComputeRoof, WorkPoint
 
     decode = WorkPoint("decode, batch 1", flops=2e8, bytes_read=4e8, seconds=0.04)
     prefill = WorkPoint("prefill, 256 tokens", flops=5e10, bytes_read=4e8, seconds=0.5)

@@ -6,9 +6,8 @@ import pytest
 import torch
 
 from inference.captured_decode import StaticDecoder, captured_greedy
-from inference.experiments.captured_race import captured_race
 from inference.experiments.quality import NEAR_TIE, greedy_run, teacher_forced_logprobs
-from inference.experiments.step_bound import measure_step_bound, step_figures
+from inference.experiments.step_bound import captured_race, measure_step_bound, step_figures
 from inference.profile_step import profile_decode_step, tiny_op_seconds
 from inference.tokens import prompt_ids
 

@@ -9,7 +9,8 @@ import pytest
 
 from inference.experiments import machine_roofline
 from inference.experiments.batch_sweep import BatchPoint
-from inference.experiments.compute_roof import (
+from inference.experiments.noise import judge
+from inference.experiments.roofline import (
     ComputeRoof,
     WorkPoint,
     batch_work_points,
@@ -17,7 +18,6 @@ from inference.experiments.compute_roof import (
     measure_matmul_gflops,
     prefill_flops,
 )
-from inference.experiments.noise import judge
 from inference.experiments.shared_results import SharedResults
 from visualizations.roofline_charts import compute_roof_md, two_roof_figure
 
@@ -80,7 +80,7 @@ def test_matmul_measures_a_positive_rate(lm):
 
 def test_this_machine_places_decode_and_prefill_under_the_roofs(lm):
     shared = SharedResults()
-    r = machine_roofline.measure_roofline(lm, new_tokens=4, shared=shared)
+    r = machine_roofline.watched_roofline(lm, new_tokens=4, shared=shared).roofline
     roof = machine_roofline.measure_compute_roof(lm, r, shared, new_tokens=4)
     decode, prefill = roof.points[0], roof.points[-1]
     assert decode.label == "decode, batch 1" and prefill.label == "prefill, 256 tokens"

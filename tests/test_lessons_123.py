@@ -367,7 +367,7 @@ def test_prefill_measurement_and_shared_sweep(lm):
 
 
 def test_roofline_panel_measures_and_explains(lm):
-    r = machine_roofline.measure_roofline(lm, new_tokens=6)
+    r = machine_roofline.watched_roofline(lm, new_tokens=6).roofline
     assert r.bandwidth_gbs > 0 and r.measured_tokens_per_s > 0
     assert r.bytes_per_token > lm.info.weight_bytes  # weights plus the cache
     assert abs(r.ceiling_tokens_per_s - r.bandwidth_gbs * 1e9 / r.bytes_per_token) < 1e-9
@@ -385,8 +385,8 @@ def test_one_bandwidth_figure_for_the_machine(lm):
     """The roofline, the batch sweep and the quantization lesson quote one measured bandwidth
     (three separate measurements once showed 15.1, 18.5 and 20.3 GB/s on one screen)."""
     shared = SharedResults()
-    r = machine_roofline.measure_roofline(lm, new_tokens=2, shared=shared)
-    again = machine_roofline.measure_roofline(lm, new_tokens=2, shared=shared)
+    r = machine_roofline.watched_roofline(lm, new_tokens=2, shared=shared).roofline
+    again = machine_roofline.watched_roofline(lm, new_tokens=2, shared=shared).roofline
     assert again.bandwidth_gbs == r.bandwidth_gbs == machine_bandwidth(shared, lm.device)
     done = list(batching_handlers.sweep_frames(lm, SETTINGS, shared, max_batch=1, steps=2,
                                                budget_mb=None))[-1]

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from inference.experiments.machine_roofline import measure_roofline
+from inference.experiments.machine_roofline import watched_roofline
 from inference.experiments.model_sizes import SMOLLM2, size_rows
 from lessons import machine_handlers
 from visualizations.machine_text import model_sizes_md
@@ -56,6 +56,6 @@ def test_gpu_note_is_labelled_with_its_machine_and_date(lm):
 
 
 def test_sizes_on_the_real_model(lm):
-    r = measure_roofline(lm, new_tokens=4)
+    r = watched_roofline(lm, new_tokens=4).roofline
     md = machine_handlers.sizes_md(lm, r)
     assert f"{r.bandwidth_gbs:.1f} GB/s" in md and "This model measured" in md

@@ -154,7 +154,7 @@ def test_presenter_why_lines_name_the_fixed_cost_not_only_weight_reads():
 
 
 def test_time_outside_the_matrix_products_is_an_upper_bound_on_dispatch():
-    from inference.experiments.bound_rule import decide_bound
+    from inference.experiments.roofline import decide_bound
     cpu = decide_bound(0.1, 0.02, overhead_share=0.7, device="cpu")
     assert cpu.kind == "dispatch" and "at most" in cpu.sentence and "attention" in cpu.sentence
     gpu = decide_bound(0.03, 0.01, overhead_share=0.7, device="cuda")  # an H200-like step
@@ -164,7 +164,7 @@ def test_time_outside_the_matrix_products_is_an_upper_bound_on_dispatch():
 
 def test_the_ridge_sentence_leaves_the_bound_to_the_measured_column():
     """A GPU-like launch-bound decode: left of the ridge, yet not waiting for memory."""
-    from inference.experiments.compute_roof import ComputeRoof, WorkPoint
+    from inference.experiments.roofline import ComputeRoof, WorkPoint
     from visualizations.roofline_charts import compute_roof_md
     step = WorkPoint("decode, batch 1", flops=5.4e8, bytes_read=2.7e8, seconds=0.0188)
     roof = ComputeRoof(peak_gflops=400_000.0, bandwidth_gbs=4000.0, points=(step,))
@@ -175,7 +175,7 @@ def test_the_ridge_sentence_leaves_the_bound_to_the_measured_column():
 
 
 def test_the_compute_roof_times_a_run_of_products():
-    from inference.experiments.compute_roof import measure_matmul_gflops
+    from inference.experiments.roofline import measure_matmul_gflops
     assert measure_matmul_gflops("cpu", size=64, repeats=2, inner=3) > 0
 
 

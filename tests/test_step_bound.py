@@ -7,8 +7,7 @@ import pytest
 
 from chart_reading import caption_text
 from inference.experiments import machine_roofline
-from inference.experiments.captured_race import CapturedRace
-from inference.experiments.step_bound import PROFILED_STEPS, StepBound
+from inference.experiments.step_bound import PROFILED_STEPS, CapturedRace, StepBound
 from inference.profile_step import StepProfile
 from lessons import machine_handlers
 from visualizations.step_charts import (
@@ -82,7 +81,7 @@ def test_odd_counts_and_the_empty_state():
 
 
 def test_the_panel_measures_a_real_step_against_the_roofline_floor(lm):
-    r = machine_roofline.measure_roofline(lm, new_tokens=4)
+    r = machine_roofline.watched_roofline(lm, new_tokens=4).roofline
     bound = machine_roofline.measure_roofline_step_bound(lm)
     p = bound.profile
     assert p.steps == PROFILED_STEPS and p.device == str(lm.device)

@@ -1,17 +1,12 @@
-"""'This machine', measured: the read bandwidth and the batch-1 decode speed under it (the
-roofline), the matmul GFLOP/s and the passes placed under both roofs, and what bounds one
-decode step. Every figure is measured here, on the loaded model, with device-synced timing.
+"""'This machine', measured on the loaded model with device-synced timing: the read bandwidth
+and the batch-1 decode speed under it (the roofline), the matmul GFLOP/s with the passes
+placed under both roofs, and what bounds one decode step.
 
-`measure_roofline`, `measure_compute_roof` and `measure_roofline_step_bound` are what the
-lesson, the presenter and the bench call; the shared `shared` results keep the machine's one
-bandwidth and GFLOP/s figure per process. `roofline_steps` is `measure_roofline` one decode step at
-a time, for a screen that shows "decode step k of N" and the speed so far while it runs.
-
-`watched_roofline` is the lesson's: the noise rule's reading of the decode steps' own times
-(`noise.reading`), and the speed held to the bandwidth ceiling (`sanity.bandwidth`): a figure past
-it by more than the noise is measured once more, the bandwidth read again first (another program
-only ever lowers a measured bandwidth, so the higher counts); still past it, `Roofline.impossible`
-says why and the screen shows that instead of the figure.
+`roofline_steps` times one decode step at a time (a screen shows "step k of N" and the speed so
+far); `watched_roofline` reads the noise rule from those steps' times and holds the speed to
+the bandwidth ceiling: a figure past it by more than the noise is measured once more, the
+bandwidth read again first (another program only lowers a measured bandwidth, so the higher
+counts); still past it, `Roofline.impossible` says why and the screen shows that instead.
 """
 from __future__ import annotations
 
@@ -21,18 +16,20 @@ from dataclasses import dataclass
 
 from ..generation import stream
 from ..tokens import prompt_ids
-from . import captured_race, noise, step_bound
-from .compute_roof import (
+from . import noise, step_bound
+from .noise import Noise
+from .quality import greedy_tokens
+from .roofline import (
     ComputeRoof,
+    Roofline,
     WorkPoint,
     batch_work_points,
     forward_flops,
+    machine_bandwidth,
     machine_gflops,
+    measure_read_bandwidth,
     prefill_flops,
 )
-from .noise import Noise
-from .quality import greedy_tokens
-from .roofline import Roofline, machine_bandwidth, measure_read_bandwidth
 from .step_bound import StepBound
 
 ROOFLINE_PROMPT = "Write a short story about a lighthouse keeper and a storm."
@@ -77,13 +74,6 @@ def roofline_steps(lm, new_tokens: int = ROOFLINE_NEW_TOKENS, shared=None,
                            tuple(e.seconds for e in events))
 
 
-def measure_roofline(lm, new_tokens: int = ROOFLINE_NEW_TOKENS, shared=None) -> Roofline:
-    """Measured read bandwidth (the machine's one figure, kept in `shared`) and batch-1 decode
-    speed, with the bytes one step reads."""
-    *_, last = roofline_steps(lm, new_tokens, shared)
-    return last.roofline
-
-
 @dataclass(frozen=True)
 class WatchedRoofline:
     """The roofline with the noise rule's reading of its decode steps."""
@@ -96,7 +86,7 @@ class WatchedRoofline:
 
 def watched_roofline(lm, new_tokens: int = ROOFLINE_NEW_TOKENS, shared=None,
                      runs=roofline_steps) -> WatchedRoofline:
-    """`measure_roofline` under the noise rule, its speed held to the bandwidth ceiling: past
+    """`roofline_steps` under the noise rule, its speed held to the bandwidth ceiling: past
     it, measured once more with the bandwidth read again (the higher read counts). `runs`:
     the measurement (a test plants one)."""
     *_, last = runs(lm, new_tokens, shared, None)
@@ -144,6 +134,6 @@ def roofline_tokens(prompt: int, cuda: bool) -> int:
     work = (greedy_tokens(prompt, ROOFLINE_NEW_TOKENS) + 3 * PREFILL_TOKENS
             + step_bound.step_profile_tokens(prompt))
     if cuda:
-        work += (2 * greedy_tokens(prompt, captured_race.WARM_UP_TOKENS)
+        work += (2 * greedy_tokens(prompt, step_bound.WARM_UP_TOKENS)
                  + 3 * greedy_tokens(prompt, step_bound.RACE_TOKENS))
     return work

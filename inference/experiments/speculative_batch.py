@@ -1,19 +1,13 @@
 """Speculative decoding meets batching: what the extra guessed tokens cost at batch B.
 
 A verification pass runs B rows × (k + 1) tokens where a plain step runs B × 1. At batch 1 the
-weights are read once either way and the extra tokens are nearly free: the pass is bound by
-reading memory (and, on a GPU, by launching kernels). At batch 16 the plain step already
-reuses every weight 16 times; a pass of 16 × (k + 1) tokens does k + 1 times its arithmetic,
-and if that arithmetic, not the reading, sets the pace, the guesses stop being free.
-
-For each batch size: prefill B copies of the prompt, then time a plain step [B, 1] and a
-verification pass [B, k + 1] in turns (the cache cropped back after each, so every timing sees
-the same cache), median of `repeats`. Which roof bounds each pass is decided by
-`ComputeRoof.bound` (lesson 5's roofline: theoretical FLOPs ÷ bytes read against the measured
-ridge). The speed-up at batch B is **derived**, not raced: tokens per pass measured in a
-batch-1 race × plain step time ÷ verification pass time, both measured at batch B. It assumes
-every row keeps as many guesses as the batch-1 run and a draft that costs nothing (prompt
-lookup's takes microseconds; a draft model's own batched steps would come on top).
+weights are read once either way and the extra tokens are nearly free; at batch 16 the plain
+step already reuses every weight 16 times, and if the pass's k + 1 times the arithmetic sets
+the pace, the guesses stop being free. Each batch size: prefill B copies of the prompt, then a
+plain step [B, 1] and a pass [B, k + 1] in turns (the cache cropped back after each), median of
+`repeats`; `ComputeRoof.bound` says which roof bounds each. The speed-up at batch B is
+**derived**, not raced: a batch-1 race's tokens per pass × plain step ÷ pass at batch B,
+assuming every row keeps as many guesses and a draft that costs nothing.
 """
 from __future__ import annotations
 
@@ -30,8 +24,7 @@ from ..kv_cache import cache_length, cache_tensor_bytes
 from ..speculative import crop_to
 from ..timing import stopwatch
 from ..weights import bytes_read_per_token
-from .compute_roof import ComputeRoof, WorkPoint, forward_flops, machine_gflops
-from .roofline import machine_bandwidth
+from .roofline import ComputeRoof, WorkPoint, forward_flops, machine_bandwidth, machine_gflops
 
 REPEATS = 5  # timed rounds per batch size (median), after one warm-up round
 

@@ -1,22 +1,59 @@
 """What bounds a decode step on this machine, in one measurement ('This machine').
 
-Three parts, each from its own module: the profiler's split of a few real decode steps
-(`profile_step.profile_decode_step`), the fixed cost of one do-nothing operation
-(`profile_step.tiny_op_seconds`: operations per step × this = the dispatch bill), and on a GPU
-the eager loop raced against the captured step (`captured_race`). On a CPU there is nothing to
-capture, so the race is left out (None). `make bench` and `bench.gpu_check` record the same
-measurement (`step_figures`); the GPU check races the captured step in a section of its own.
+Three parts: the profiler's split of a few real decode steps (`profile_decode_step`), the fixed
+cost of one do-nothing operation (`tiny_op_seconds`: operations per step × this = the dispatch
+bill), and on a GPU the eager loop raced against the captured step (`captured_race`).
+
+The captured race: the engine's loop (a growing `DynamicCache`, one Python call per layer per
+step) against the static-cache step of `inference.captured_decode`, recorded once as a CUDA
+graph and replayed with one launch per token. Both are greedy, so their tokens must be
+identical. On a CPU there is nothing to capture: the race then runs the static-cache step
+eagerly, and `measure_step_bound` leaves it out.
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from ..captured_decode import captured_greedy
 from ..profile_step import StepProfile, profile_decode_step, tiny_op_seconds
-from .bound_rule import BoundVerdict, decide_bound
-from .captured_race import CapturedRace, captured_race
+from .quality import greedy_run
+from .roofline import BoundVerdict, decide_bound
 
 PROFILED_STEPS = 4  # decode steps under the profiler (and as many timed without it)
 RACE_TOKENS = 128  # the captured race's length on a GPU (a fraction of a second there)
+WARM_UP_TOKENS = 8  # each captured-race path's untimed warm-up run
+
+
+@dataclass(frozen=True)
+class CapturedRace:
+    new_tokens: int  # tokens each side decoded after the same prompt
+    captured: bool  # True: the second side replayed a CUDA graph; False: static cache, eager
+    eager_tokens_per_s: float  # the engine's loop (DynamicCache), batch 1
+    static_tokens_per_s: float  # the static-cache step, run eagerly
+    captured_tokens_per_s: float  # the captured step (equals the eager static run on a CPU)
+    capture_seconds: float  # one-off: warm-up steps and recording the graph (0 on a CPU)
+    same_tokens: bool  # the captured side chose every token the engine chose
+    first_difference_at: int | None  # index of the first differing token, if any
+
+    @property
+    def speedup(self) -> float:
+        """Captured tokens/s ÷ eager tokens/s."""
+        return self.captured_tokens_per_s / self.eager_tokens_per_s
+
+
+def captured_race(lm, ids: list[int], new_tokens: int = RACE_TOKENS) -> CapturedRace:
+    """Warm both paths up, then decode `new_tokens` greedy tokens each way (batch 1)."""
+    greedy_run(lm.model, ids, WARM_UP_TOKENS, lm.device)  # warm-up
+    captured_greedy(lm.model, ids, WARM_UP_TOKENS, capture=False)
+    eager = greedy_run(lm.model, ids, new_tokens, lm.device)
+    static = captured_greedy(lm.model, ids, new_tokens, capture=False)
+    on_gpu = lm.device.type == "cuda"
+    graph = captured_greedy(lm.model, ids, new_tokens, capture=True) if on_gpu else static
+    diff = next((i for i, (a, b) in enumerate(zip(eager.token_ids, graph.token_ids)) if a != b),
+                None)
+    return CapturedRace(new_tokens, graph.captured, eager.decode_tokens_per_s,
+                        static.decode_tokens_per_s, graph.decode_tokens_per_s,
+                        graph.capture_seconds, graph.token_ids == eager.token_ids, diff)
 
 
 @dataclass(frozen=True)
