@@ -18,8 +18,7 @@ def plan_table(plans) -> str:
 
 
 def sweep_table(upd, noise=None) -> str:
-    """Markdown table of measured points, then the explanation with this run's numbers (on a
-    finished sweep the noise rule judged quiet, `noise`; otherwise the numbers alone)."""
+    """Markdown table of measured points, then the explanation with this run's numbers."""
     pts, gbs = upd.points, upd.bandwidth_gbs
     if not pts:
         return ""
@@ -77,8 +76,7 @@ def scheduler_table(static, continuous) -> str:
 
 
 def cost_table(costs, prompt_tokens: int, output_tokens: int) -> str:
-    """Markdown: cost per million tokens and per conversation at each measured batch size;
-    where the rate was carried to the conversation's context, both rates are shown."""
+    """Markdown: cost per million tokens and per conversation at each measured batch size."""
     context = costs[0].context_tokens if costs else 0
     rows = [f"| {c.batch} | {c.measured_output_tokens_per_s:.1f} | "
             + (f"{c.output_tokens_per_s:.1f} | " if context else "")
@@ -104,8 +102,7 @@ def cost_table(costs, prompt_tokens: int, output_tokens: int) -> str:
 
 
 def mode_cost_table(modes, price_per_hour: float) -> str:
-    """Lesson 6's precision modes priced at batch 1 from their measured decode rates (empty
-    invitation until the comparison has run on this machine)."""
+    """Lesson 6's precision modes priced at batch 1 from their measured decode rates."""
     if not modes:
         return ("\n\n*Run lesson 6's comparison: each precision mode's measured speed is then "
                 "priced here too.*")

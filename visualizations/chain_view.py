@@ -21,8 +21,7 @@ def _usd(x: float) -> str:
 
 
 def measured_chain_md(c, caption: str = "") -> str:
-    """This machine's chain in one paragraph (measured rate, formula memory); `caption`: the
-    machine it was measured on."""
+    """This machine's chain in one paragraph (measured rate, formula memory)."""
     if c is None:
         return NO_CHAIN
     memory = (f"{human_bytes(c.memory_bytes)} memory budget − {human_bytes(c.weight_bytes)} "
@@ -81,8 +80,7 @@ def levers_md(chains, model: str, cache_ceiling: float) -> str:
 
 def chain_md(measured, published, gpu_source: str, lever_chains, lever_model: str,
              cache_ceiling: float, caption: str = "") -> str:
-    """The whole section: the chain here (`caption`: this machine), the published models, the
-    levers, the formulas."""
+    """The whole section: the chain here, the published models, the levers, the formulas."""
     return "\n\n".join([
         "#### From KV memory to dollars", measured_chain_md(measured, caption),
         published_md(published, gpu_source), levers_md(lever_chains, lever_model, cache_ceiling),

@@ -103,8 +103,7 @@ def decode_lengths_figure(points, theory=None, window: int = 0, caption: str = "
 
 
 def attention_memory_figure(peaks, caption: str = "") -> go.Figure:
-    """Peak memory of one prefill per attention implementation (measured), beside one layer's
-    full L × L score table (theoretical)."""
+    """Peak memory of one prefill per attention implementation, beside one layer's scores."""
     if not peaks:
         return empty_figure(f"Press “{MEMORY_BUTTON}”: the same long prefill with eager and "
                             "with tiled (sdpa) attention.")

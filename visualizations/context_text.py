@@ -38,8 +38,7 @@ def prefill_markdown(points, curve=None, shares=(), noise=None) -> str:
 
 
 def prefill_trend(points, curve, noise) -> str:
-    """How the time per prompt token moved from the shortest length to the longest: "rose",
-    "fell" or "stayed within 10%", only on a finished run the noise rule judged quiet."""
+    """How the time per prompt token moved from the shortest length to the longest."""
     first, last = points[0], points[-1]
     span = f"from {first.tokens:,} to {last.tokens:,} tokens"
     if not supports_verdict(noise):
@@ -55,8 +54,7 @@ def prefill_trend(points, curve, noise) -> str:
 
 
 def fit_reading(curve, tail, tokens: int, noise) -> str:
-    """What the fit says of the L² term at the longest length (or that it cannot separate it
-    from the run's noise), only on a finished run the noise rule judged quiet."""
+    """What the fit says of the L² term at the longest length (or that noise hides it)."""
     if not supports_verdict(noise):
         return (f"**Fit** ({curve.points} points): the L² share is in the table; no reading of "
                 f"it here ({withheld(noise)}). Attention is {tail.attention_flops_share:.0%} of "
@@ -125,8 +123,7 @@ def decode_markdown(points, theory=None, window: int = 0, noise=None) -> str:
 
 
 def decode_verdict(lo, hi, noise) -> str:
-    """The shortest and longest cache's steps of one batch: how many times as long, or that
-    their repeats overlap, only on a finished run the noise rule judged quiet."""
+    """The shortest and longest cache's steps of one batch: how many times as long."""
     if not supports_verdict(noise):
         return (f"steps at {lo.cache_tokens:,} and {hi.cache_tokens:,} cached tokens are in the "
                 f"table ({withheld(noise)})")
@@ -138,8 +135,7 @@ def decode_verdict(lo, hi, noise) -> str:
 
 
 def _against_floor(points, theory, noise=None) -> str:
-    """How far the measured steps sat from their floor, from the figures; why below 1 only on
-    a run the noise rule judged quiet."""
+    """How far the measured steps sat from their floor (why below 1 only on a quiet run)."""
     ratios = [p.seconds / theory.seconds(p.cache_tokens, p.batch) for p in points]
     lo, hi = min(ratios), max(ratios)
     if lo >= 1:
@@ -162,8 +158,7 @@ FLASH_ATTENTION = (
 
 
 def memory_markdown(peaks, noise=None) -> str:
-    """The eager-vs-sdpa table (measured peaks, theoretical score table), a verdict, and the
-    FlashAttention paragraph."""
+    """The eager-vs-sdpa table, a verdict, and the FlashAttention paragraph."""
     if not peaks:
         return (f"*Press **{MEMORY_BUTTON}**: the same prefill runs both ways.*\n\n"
                 + FLASH_ATTENTION)

@@ -134,8 +134,7 @@ def race_lengths_markdown(points, projection: tuple[int, int, float, float] | No
 
 
 def length_gap_markdown(short, long, noise=None) -> str:
-    """What the shortest and longest lengths' ratios show: why a short race undersells the
-    cache and whether the gap grew, only on a finished run the noise rule judged quiet."""
+    """Why a short race undersells the cache, and whether the gap grew with the length."""
     if not supports_verdict(noise):
         return (f"At {short.tokens} tokens, running all {short.tokens + 1} tokens again took "
                 f"**{short.ratio:.1f}×** one cached step; at {long.tokens:,} tokens, "
@@ -151,8 +150,7 @@ def length_gap_markdown(short, long, noise=None) -> str:
 
 
 def growth_with_length_markdown(point) -> str:
-    """What grows with the context length L in each lane, from one `LengthPoint`'s byte counts
-    (theoretical counts, the same on every device)."""
+    """What grows with the context length L in each lane, from one point's byte counts."""
     kv, weights = point.kv_bytes_per_token, point.weight_bytes
     crossover = weights / kv if kv else float("inf")
     return (

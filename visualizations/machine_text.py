@@ -48,8 +48,7 @@ def model_sizes_md(rows, bandwidth_gbs: float, dtype: str, free_bytes: int,
 
 
 def decode_speed(r, noise=None, attempt: int = 0) -> str:
-    """The measured speed against the ceiling: its share from a quiet run, the figure alone
-    (noisy) from a busy one, and the reason instead of the figure when it is past the ceiling."""
+    """The measured speed against the ceiling (past it: the reason instead of the figure)."""
     if r.impossible:
         again = " twice (the second time with the bandwidth read again)" if attempt else ""
         return (f"not a possible result, measured{again}: {r.impossible} One of the two "

@@ -93,8 +93,7 @@ def _mode_says(report, parameters: int) -> str:
 
 def quant_diagram(reports: Sequence, layers: int, parameters: int, *,
                   bandwidth_gbs: float | None = None, noise=None, name: str = "quant") -> str:
-    """The newest measured mode beside float32: one decode step each, at each mode's bytes
-    per weight (stored bytes ÷ `parameters`)."""
+    """The newest measured mode beside float32: one decode step each, at its bytes per weight."""
     if not reports:
         return empty_diagram(layers, "Press <b>Compare modes</b>: every decode step reads every "
                              "weight; a mode with fewer bytes per weight has less to read.",

@@ -113,8 +113,7 @@ def pool_bytes_md(pool) -> str:
 
 
 def server_pool_parts(stats, caption: str = "") -> tuple[str, str, str]:
-    """For the live server view: (pool grid HTML, block tables HTML, bytes markdown) from a
-    `ServerStats` (None before the first request)."""
+    """(pool grid HTML, block tables HTML, bytes markdown) for the live server view."""
     pool = None if stats is None else stats.pool
     return pool_grid_html(pool, caption), block_tables_html(pool), pool_bytes_md(pool)
 

@@ -37,8 +37,7 @@ def step_html(step) -> str:
 
 
 def recap_html(figures) -> str:
-    """The recap slide: the story's big numbers as cards, each with what it is and where it
-    came from; one not measured yet shows that, never a number."""
+    """The recap slide: the story's big numbers as cards (one not measured yet shows "—")."""
     cards = []
     for f in figures:
         big = (f'<div class="present-big">{html.escape(f.shown)}</div>' if f.shown is not None

@@ -104,8 +104,7 @@ def bf16_slower_md(bf16_native: bool | None) -> str:
 
 def closing_note_md(info, reports, bandwidth_gbs: float | None,
                     bf16_native: bool | None = None, noise=None) -> str:
-    """What this machine showed, from this run's numbers only (busy `noise`: the notice, and
-    no "fastest" or "why slower" from its timings)."""
+    """What this machine showed, from this run's numbers only."""
     bandwidth = f", read bandwidth {bandwidth_gbs:.1f} GB/s measured" if bandwidth_gbs else ""
     head = f"### What this machine showed ({info.device}, {info.threads} threads{bandwidth})"
     if not reports:

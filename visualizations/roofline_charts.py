@@ -68,8 +68,7 @@ def two_roof_figure(roof, caption: str = "") -> go.Figure:
 
 
 def compute_roof_md(roof, dtype: str, noise=None) -> str:
-    """Both roofs, the ridge, a row per measured pass, and what the picture says (a busy run:
-    no "bound by" read from its timings; the theoretical ridge and B stay)."""
+    """Both roofs, the ridge, a row per measured pass, and what the picture says."""
     if roof is None or not roof.points:
         return ""
     judged = supports_verdict(noise)
@@ -113,8 +112,7 @@ def compute_roof_md(roof, dtype: str, noise=None) -> str:
 
 
 def contrast_sentence(decode_kind: str, prefill_kind: str) -> str:
-    """The explainer's contrast (prefill bound by arithmetic, decode by memory), said as
-    measured only when this run's verdicts show it."""
+    """The explainer's contrast, said as measured only when this run's verdicts show it."""
     if decode_kind == "memory" and prefill_kind == "compute":
         return ("That is the explainer's contrast, measured here: prefill is bound by "
                 "arithmetic, decode by memory.")

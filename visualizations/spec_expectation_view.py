@@ -71,8 +71,7 @@ def expectation_figure(e, sweep_points=(), caption: str = "") -> go.Figure:
 
 
 def expectation_md(e, sweep_points=()) -> str:
-    """The formula with this race's numbers, its prediction beside the measurement, the best k
-    and the assumptions, in a few sentences."""
+    """The formula with this race's numbers, beside the measurement; the best k; assumptions."""
     if e is None:
         return f"*{EMPTY_EXPECTATION}*"
     f, r = e.fit, e.raced

@@ -16,8 +16,7 @@ EMPTY_BATCH = "Press “Measure at batch 1 and 16” to time a verification pass
 
 
 def sweep_title(points, noise=None) -> str:
-    """Names the best measured (draft, k) and whether it beat plain decoding (its verdict), on
-    a finished sweep the noise rule judged quiet (`noise`); otherwise a neutral title."""
+    """The best measured (draft, k) and whether it beat plain decoding, on a quiet run."""
     if not supports_verdict(noise):
         busy = noise is not None and noise.busy
         return "Speed-up over plain decoding at each k" + (" (machine busy: noisy)" if busy
@@ -89,8 +88,7 @@ def batch_figure(costs, caption: str = "") -> go.Figure:
 
 
 def batch_md(costs, tokens_per_pass: float | None, noise=None) -> str:
-    """A table of the costs, the derived speed-ups, and what bounds each pass (recorded in the
-    costs), one sentence per batch size."""
+    """A table of the costs, the derived speed-ups, and what bounds each pass."""
     if not costs:
         return ""
     judged = supports_verdict(noise)
@@ -116,8 +114,7 @@ def _bounds(c) -> str:
 
 
 def _bound_sentence(c, noise=None) -> str:
-    """What this batch size's pass costs, and the roof that bounds it (decided by the roofline
-    in the record, never by the batch size), on a run the noise rule judged quiet."""
+    """What this batch size's pass costs, and the roof the record says bounds it."""
     tokens = c.batch * (c.k + 1)
     if not supports_verdict(noise):
         return (f"Batch {c.batch}: a pass of {tokens} tokens cost **{c.cost_ratio:.2f}×** a "

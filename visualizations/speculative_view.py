@@ -71,8 +71,7 @@ def passes_html(passes, last: int = 12) -> str:
 
 
 def ceiling_sentence(s, noise=None) -> str:
-    """Where the run sits against the batch-1 one-token ceiling, decided from its figures on a
-    run the noise rule judged quiet (`noise`); otherwise both figures, no place named."""
+    """Where the run sits against the batch-1 one-token ceiling, from its figures."""
     ceiling, rate = s.ceiling_tokens_per_s, s.tokens_per_s
     per_read = f"**{s.tokens_per_pass:.2f} tokens per read of the weights**"
     if not supports_verdict(noise):
@@ -91,8 +90,7 @@ def ceiling_sentence(s, noise=None) -> str:
 
 
 def verdict_sentence(s, noise=None) -> str:
-    """Faster, slower or within noise: `s.verdict` (speed_verdict on this run's figures), on a
-    run the noise rule judged quiet (`noise`); otherwise the two speeds alone."""
+    """Faster, slower or within noise: `s.verdict`, on a quiet run; else the two speeds."""
     how = (f"speculative {s.tokens_per_s:.1f} tokens/s against plain "
            f"{s.plain_tokens_per_s:.1f} ({times(s.speedup)}; this run's noise ±{s.noise:.0%})")
     if not supports_verdict(noise):
@@ -106,8 +104,7 @@ def verdict_sentence(s, noise=None) -> str:
 
 
 def race_md(s, noise=None) -> str:
-    """Headline cards and the sentences under them, for one finished race; `noise`: its
-    reading (busy: the notice first, and no verdict on the speed-up or the ceiling)."""
+    """Headline cards and the sentences under them, for one finished race."""
     if s is None or not s.new_tokens:
         return EMPTY_RACE
     same = "same tokens" if s.identical else "tokens differ"

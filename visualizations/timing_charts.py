@@ -10,8 +10,7 @@ from .style import PALETTE, empty_figure, integer_ticks, styled
 
 
 def prefill_sweep_figure(points, caption: str) -> go.Figure:
-    """points: objects with .tokens, .parallel_seconds, .sequential_seconds and
-    .sequential_measured (False: extrapolated from the measured time per token)."""
+    """Both ways against the prompt length (`.sequential_measured` False: extrapolated)."""
     if not points:
         return empty_figure("Press “Run the sweep” to measure prefill against one-at-a-time.")
     n = [p.tokens for p in points]

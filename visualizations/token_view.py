@@ -70,8 +70,7 @@ def template_note_md(plain_tokens: int, wrapped_tokens: int, special_tokens: int
 
 
 def token_cost_md(cost, input_price_per_m: float, output_price_per_m: float) -> str:
-    """One request's cost. `cost` has .input_tokens, .output_tokens, .input_cost,
-    .output_cost and .total (dollars); prices are dollars per million tokens."""
+    """One request's cost (prices in dollars per million tokens)."""
     return (f"**{cost.input_tokens:,} input tokens** × ${input_price_per_m:g}/M = "
             f"${cost.input_cost:.6f} · **{cost.output_tokens:,} output tokens** × "
             f"${output_price_per_m:g}/M = ${cost.output_cost:.6f} · **per request "
