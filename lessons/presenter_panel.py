@@ -115,12 +115,10 @@ def build(ctx: AppContext) -> None:
         ask = s.predict is not None
         results = p["results"]
         payoff = compare_text(s, p)
-        number = (recap_html(recap_figures(screens, results, lm.bytes_per_value))
-                  if s.measure == RECAP and RECAP in results
+        recap = s.measure == RECAP and RECAP in results
+        number = (recap_html(recap_figures(screens, results, lm.bytes_per_value)) if recap
                   else result_html(shown_result(s.measure, results)))
-        return {progress: p, shown: screen_md(s, i, len(screens),
-                                              compact=bool(payoff) or s.measure == RECAP
-                                              and RECAP in results),
+        return {progress: p, shown: screen_md(s, i, len(screens), compact=bool(payoff) or recap),
                 guess: gr.Number(value=p["guesses"].get(s.measure), visible=ask,
                                  label=f"Your guess first: {s.predict} ({s.unit.strip()})"
                                  if ask else "Your guess"),
