@@ -4,13 +4,10 @@ One implementation for everything that needs a server running as visitors reach 
 app, `python app.py` (the benchmark's start-up time, clients and RSS figures, and the
 end-to-end tests: browser, load, bad input; see tests/e2e_server.py), and vLLM beside it
 (`bench.vllm_peer`). `start_app()` returns once the app serves its config, polling for it (no
-fixed sleep), and says how long that took.
+fixed sleep), and says how long that took; the block it opens stops it.
 
-    server = start_app({"LLM_LAB_CACHE": folder})
-    try:
+    with start_app({"LLM_LAB_CACHE": folder}) as server:
         print(server.url, server.ready_seconds)
-    finally:
-        server.stop()
 """
 from __future__ import annotations
 
@@ -74,6 +71,12 @@ class AppServer:
             return self.log_path.read_text(errors="replace")[-chars:]
         except OSError:
             return ""
+
+    def __enter__(self) -> AppServer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
 
     def stop(self) -> None:
         if self.alive():

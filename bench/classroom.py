@@ -171,26 +171,20 @@ def chat_flood(url: str, floods: int = 100, flood_tokens: int = 256, new_tokens:
 def school(students: int = 30, chats: int = 3, chat_tokens: int = 48,
            spread_s: float = 3.0) -> dict:
     """(a) then (b), one class on one fresh app behind the proxy (stopped at the end)."""
-    app = start_app(BEHIND_PROXY)
-    try:
+    with start_app(BEHIND_PROXY) as app:
         room = class_of(app.url, students + chats)
         cookies = sum(bool(s.cookies) for s in room)
         first = at_once(app.url, room[:students], room[students:], chat_tokens, spread_s)
         return {"cookies": cookies, "at_once": first,
                 "own_settings": own_settings(app.url, room[:students], spread_s)}
-    finally:
-        app.stop()
 
 
 def abuse(presses: int = 100, floods: int = 100, flood_tokens: int = 256,
           new_tokens: int = 48) -> dict:
     """(c) then (d) on one fresh app behind the proxy (stopped at the end)."""
-    app = start_app(BEHIND_PROXY)
-    try:
+    with start_app(BEHIND_PROXY) as app:
         return {"forged": forged(app.url, presses),
                 "chat_flood": chat_flood(app.url, floods, flood_tokens, new_tokens)}
-    finally:
-        app.stop()
 
 
 def soak_on(url: str, pid: int, duration_s: float, idle_s: float, every_s: float = 30.0,
@@ -227,11 +221,8 @@ def soak_on(url: str, pid: int, duration_s: float, idle_s: float, every_s: float
 
 def soak(duration_s: float = 1_200.0, idle_s: float = 300.0, every_s: float = 30.0) -> dict:
     """`serving.soak` on its own fresh app behind the proxy (stopped at the end)."""
-    app = start_app(BEHIND_PROXY)
-    try:
+    with start_app(BEHIND_PROXY) as app:
         return soak_on(app.url, app.pid, duration_s, idle_s, every_s)
-    finally:
-        app.stop()
 
 
 def overlap_share(span: tuple[float, float], busy: list[tuple[float, float]]) -> float:
@@ -243,8 +234,7 @@ def overlap_share(span: tuple[float, float], busy: list[tuple[float, float]]) ->
 
 def chats_while_measuring(chats: int = 10, new_tokens: int = 48) -> dict:
     """`chats` streaming chats alone, then while one visitor runs MEASURING (fresh app)."""
-    app = start_app()
-    try:
+    with start_app() as app:
         chat, room = app_stream(app.url), Workload("chats", chats, new_tokens)
         alone = asyncio.run(drive(room, chat))
         pick, first = lesson_inputs(app.url, MEASURING, own=False), Stamps()
@@ -260,8 +250,6 @@ def chats_while_measuring(chats: int = 10, new_tokens: int = 48) -> dict:
             go = time.perf_counter()  # the chats are sent all at once: their span starts here
             during = asyncio.run(drive(room, chat))
             measured = measuring.result()
-    finally:
-        app.stop()
     busy = [(m["start"], m["end"]) for m in measured]
     ratio = (during["tokens_per_s"] / alone["tokens_per_s"]) if alone["tokens_per_s"] else None
     return {"chats": chats, "new_tokens": new_tokens,

@@ -155,19 +155,15 @@ def serving_chats(chats: int = CHATS, tokens: int = CHAT_TOKENS) -> Iterator[Non
     from bench.classroom_school import Student, chat_stream
     from bench.gradio_stream import chat_fn_index
 
-    app, stop = start_app(), threading.Event()
-    try:
+    stop = threading.Event()
+    with start_app() as app, ThreadPoolExecutor(max_workers=chats) as pool:
         fn = chat_fn_index(app.url)
-        with ThreadPoolExecutor(max_workers=chats) as pool:
-            for i in range(chats):
-                pool.submit(chat_stream, Student(app.url, None), fn, f"{PROMPT} ({i})", tokens,
-                            stop)
-            try:
-                yield
-            finally:
-                stop.set()
-    finally:
-        app.stop()
+        for i in range(chats):
+            pool.submit(chat_stream, Student(app.url, None), fn, f"{PROMPT} ({i})", tokens, stop)
+        try:
+            yield
+        finally:
+            stop.set()
 
 
 def report(quiet: dict[str, Figure], loaded: dict[str, dict[str, Figure]]) -> dict:

@@ -139,14 +139,11 @@ def main() -> dict:
     print(results["startup"])
 
     section("ui: streaming client vs engine")
-    app = start_app()
-    try:
+    with start_app() as app:
         n = 48
         engine = measure.engine_decode_rate(lm, ids, n)
         client = serving.client_stream_rate(app.url, PROMPT, n, "/chat")
         engine2 = measure.engine_decode_rate(lm, ids, n)
-    finally:
-        app.stop()
     eng = (engine + engine2) / 2
     results["ui"] = {"engine_tokens_per_s": eng, "client_tokens_per_s": client,
                      "client_vs_engine": client / eng}

@@ -43,15 +43,11 @@ def serving_load(clients: int = 30, new_tokens: int = 48, rows: int | None = Non
     """Start the app (its server limited to `rows` active rows if given), let `clients`
     streaming chat clients ask at once (distinct prompts), and report latency, TTFT,
     throughput, errors and the app's peak resident memory against its idle memory."""
-    app = start_app({"LLM_LAB_SERVER_ROWS": str(rows)} if rows else {})
-    try:
-        with RssWatch(app.pid) as watch:
-            idle_mb = watch.now_mb()
-            figures = asyncio.run(drive(Workload("class", clients, new_tokens),
-                                        app_stream(app.url)))
-            return figures | {"idle_rss_mb": idle_mb, "peak_rss_mb": watch.peak_mb()}
-    finally:
-        app.stop()
+    env = {"LLM_LAB_SERVER_ROWS": str(rows)} if rows else {}
+    with start_app(env) as app, RssWatch(app.pid) as watch:
+        idle_mb = watch.now_mb()
+        figures = asyncio.run(drive(Workload("class", clients, new_tokens), app_stream(app.url)))
+        return figures | {"idle_rss_mb": idle_mb, "peak_rss_mb": watch.peak_mb()}
 
 
 def serving_race(clients: int = 30, new_tokens: int = 48) -> dict:

@@ -29,6 +29,7 @@ import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from inference.stats import percentile
 
@@ -43,51 +44,8 @@ def class_prompt(i: int) -> str:
     return f"Write about {TOPICS[i % len(TOPICS)]} in {3 + i % 4} sentences (#{i})."
 
 
-PREAMBLE = " ".join("""Notes for today's session, read them before you ask. We meet in the lab
-on the second floor, and the session runs for ninety minutes with a short break in the middle.
-Bring a charged laptop, a notebook, and one question you could not answer last week. Today we
-study how a small language model turns a question into an answer, one token at a time. A
-token is a piece of text: often a whole short word, sometimes part of a longer one, sometimes
-a space or a mark of punctuation. The model reads the tokens of the question all together in
-one pass, which we call the prefill, and then it writes the answer one token per step, which
-we call the decode. Every step reads all of the model's weights from memory, whether it
-serves one student or sixty, so a server that puts many students into one step gets much more
-work from each read. That is batching, and the server you are talking to does it all the time.
-While the answer grows, the model keeps the keys and values of every earlier token in a cache,
-so that a new token only has to look back at them instead of computing them again. The cache
-grows by the same number of bytes for every token, and a long conversation can hold more memory
-than the weights themselves. A server cuts that memory into blocks of a fixed number of
-tokens, hands blocks to a request as it grows, and takes them back when it finishes; two
-requests that begin with the same text can even share the blocks of that text. Keep an eye on
-three figures during the exercises. The first is the time to the first token, which is mostly
-the wait in the queue plus the prefill of your own question. The second is the time between
-tokens, which is the length of one decode step shared by everyone in the batch. The third is
-the number of tokens the whole server writes each second, which rises as more students join a
-step, until the arithmetic, not the memory, sets the pace. Exercises for today. First, ask
-the same question twice and compare the two times to the first token; explain any difference
-you see. Second, ask for a long answer while your neighbour asks for a short one, and watch
-whose tokens arrive faster and why. Third, change the temperature and see whether the answer
-changes from one run to the next; then set a seed and try again. Fourth, estimate how many
-bytes of cache your answer needs, using the number of layers, the number of key and value
-heads, the size of each head and the bytes of one number; compare your estimate with the
-figure the lesson shows. Fifth, with a partner, predict what happens to the time between
-tokens when thirty students press the button at the same moment, then test the prediction and
-write down what surprised you. Sixth, look at the live view of the server while the class
-works: it shows how many rows the last step held, how many tokens of prompt it spent on
-newcomers, and why the oldest waiting request has not joined yet. Find a moment when a request
-waits because every row is taken, and another when it waits because the step's budget of
-tokens is spent, and describe the difference to your partner in your own words. Rules for the
-lab. Be kind to the shared machine: one request
-at a time from each of you, unless an exercise asks for more. Do not paste private text into
-the prompt box; everything you type is sent to the server. If the page says you are waiting
-for a row, that means the batch is full or the memory is taken, and your request joins as
-soon as someone else's answer ends. If an answer stops early, note the number of tokens it
-reached and tell the teacher. At the end of the session we will put everyone's measurements
-side by side on the board and look for the point where adding students stops making the
-server faster. Write your answers in full sentences, keep your numbers with their units, and
-say which machine you measured on, because the same question gives different times on a
-laptop, a shared server and a graphics card. Now read the question below and answer it as
-well as you can, in the number of sentences it asks for.""".split())
+# The handout: ~900 tokens of a teacher's notes, the same text before every question.
+PREAMBLE = " ".join((Path(__file__).parent / "class_handout.txt").read_text().split())
 
 
 @dataclass(frozen=True)
@@ -235,11 +193,8 @@ def app_side(workloads=WORKLOADS, log=print) -> dict:
     """The workloads served by the app (`python app.py`, its own settings), one start."""
     from bench.app_server import start_app
 
-    app = start_app()
-    try:
+    with start_app() as app:
         return asyncio.run(serve_all(app_stream(app.url), workloads, log))
-    finally:
-        app.stop()
 
 
 def vllm_side(workloads=WORKLOADS, log=print) -> tuple[dict | None, str | None]:

@@ -164,29 +164,23 @@ def rss_of_visitors(app: AppServer, fn: int, data: list, n: int, threads: int) -
 
 def fresh_sessions(n: int = 2_000, threads: int = 8) -> dict:
     """`n` tokenizer-view calls, each a new session hash; RSS before, at peak, after expiry."""
-    app = start_app(SHORT_IDLE)
-    try:
+    with start_app(SHORT_IDLE) as app:
         fn, data = endpoint_data(app_config(app.url), "tokenize",
                                  {"tok-text": "Hello, class!", "tok-template": False})
         call(app.url, fn, data)  # the warm call
         fig = rss_of_visitors(app, fn, data, n, threads)
-    finally:
-        app.stop()
     return {"sessions": n, "threads": threads, "endpoint": "tokenize", **fig}
 
 
 def attention_sessions(n: int = 10) -> dict:
     """`n` visitors' attention views on the longest prompt; RSS before, at peak, after."""
-    app = start_app(SHORT_IDLE)
-    try:
+    with start_app(SHORT_IDLE) as app:
         config = app_config(app.url)
         prompt, tokens = long_prompt(app.url, config)
         fn, warm = endpoint_data(config, "kv_attention", {"kv-attn-prompt": "Hello, class!"})
         call(app.url, fn, warm)  # the warm call: a short prompt
         fn, data = endpoint_data(config, "kv_attention", {"kv-attn-prompt": prompt})
         fig = rss_of_visitors(app, fn, data, n, threads=n)
-    finally:
-        app.stop()
     return {"visitors": n, "prompt_tokens": tokens, "prompt_chars": len(prompt),
             "endpoint": "kv_attention", **fig}
 
