@@ -60,7 +60,7 @@ bench: $(STAMP)
 # 60 x 128, 30 x 64 after a shared ~900-token handout, ~2 arrivals/s for 60 s. Writes
 # bench/serving-results.json; vLLM's side reads None, with why, where it cannot start.
 bench-serving: $(STAMP)
-	$(PY) -m bench.serving_vs_vllm
+	$(PY) -m bench.serving_workloads
 
 # Only the classroom figures (bench/classroom.py), the app behind one trusted proxy as on a
 # Space: a class of 30 behind one school address pressing the four lessons' Run at once while

@@ -9,7 +9,6 @@ a noisy neighbour slows both sides alike and the ratio stays meaningful.
 from __future__ import annotations
 
 import statistics
-import time
 
 import torch
 
@@ -153,8 +152,3 @@ def copy_bandwidth_gbs(device: torch.device | str, megabytes: int = 256, repeats
         times.append(t[0])
     return 2 * src.numel() * src.element_size() / median(times) / 1e9
 
-
-def wall(fn) -> tuple[float, object]:
-    t = time.perf_counter()
-    out = fn()
-    return time.perf_counter() - t, out

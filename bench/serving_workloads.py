@@ -16,6 +16,7 @@ p50/p95 latency (submit to last token), p50/p95 TTFT (submit to first token), p9
 per output token after the first: (latency - TTFT) / (tokens - 1)) and errors, every
 percentile by `inference.stats.percentile`. The ratios app ÷ vLLM (`ratios`) are the bench's
 targets. What is left out: request throughput, inter-token gaps, goodput under a deadline.
+Run alone: `make bench-serving` (`main`).
 
 `drive(workload, stream_one)` is the whole driver: `stream_one(prompt, new_tokens)` is an
 async iterator yielding the tokens received so far (its last value is the answer's count), so
@@ -25,6 +26,8 @@ the same driver times the app (`bench.gradio_stream.app_tokens`), vLLM
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -253,3 +256,24 @@ def class_record(workloads: dict) -> dict:
             else {"skipped": w.get("vllm_reason", "no figures")})
     return {"clients": 30, "new_tokens": 48, "batched": w["app"], "vllm": vllm,
             **{k: v for k, v in w.items() if k.startswith("app_vs_vllm_") and v is not None}}
+
+
+def main() -> dict:
+    """`make bench-serving`: only these workloads, the app and vLLM, one run (the part of
+    `make bench` the server is judged on; run it with nothing else busy: both servers share
+    the cores). bench/serving-results.json holds the keys of `make bench`'s
+    `serving.workloads`, and the 30 x 48 class as `serving.batched` / `serving.vllm`."""
+    from bench.targets import finish
+    from inference.experiments.cpu_flags import this_cpu
+
+    t0 = time.perf_counter()
+    results: dict = {"when": time.strftime("%Y-%m-%d %H:%M:%S"), "machine": this_cpu(),
+                     "cores": os.cpu_count()}
+    workloads = measure_workloads(log=print)
+    results["serving"] = {"workloads": workloads, **class_record(workloads)}
+    print(json.dumps(workloads, indent=1), flush=True)
+    return finish(results, targets(), t0, "serving-results.json")
+
+
+if __name__ == "__main__":
+    main()

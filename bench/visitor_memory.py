@@ -1,36 +1,29 @@
 """Two memory figures: what visitors leave in the running app's memory once gone.
 
-Both read the resident memory (RSS) of the app's own process (`psutil`, `app.pid`) on a fresh
-app (`start_app`), sampled every 0.2 s by a thread here, and report it at the start (after
-start-up and one warm call), at its peak, and after the visitors' time is up; `rss_growth_mb`
-is after − start. Every visitor speaks Gradio's raw queue protocol (`bench.gradio_stream.call`)
-with its own session hash, as an API client does; nobody closes a tab, so what ends a session
-is its idle time.
+Both watch the app process's resident memory (RSS, `RssWatch`) on a fresh app and report it at
+the start (after one warm call), at its peak, and after the visitors' time is up;
+`rss_growth_mb` is after − start. Every visitor speaks Gradio's queue protocol
+(`bench.gradio_stream.call`) with its own session hash, as an API client does; nobody closes a
+tab, so what ends a session is its idle time.
 
-`fresh_sessions`: an API client sending a new session hash with every call. Gradio keeps a
-`SessionState` per hash (over a gigabyte for 2,000 such calls when uncapped, kept for good);
-the app caps them (`Settings.sessions_held`) and sweeps those unused for `state_ttl_s`
-(classroom/session_budget.py). `n` calls (2,000) of the cheapest endpoint, the tokenizer
-view (`tokenize`: no model pass, off the compute thread), 8 at a time.
+`fresh_sessions`: 2,000 calls of the cheapest endpoint (the tokenizer view: no model pass),
+8 at a time, each with a new session hash. Gradio keeps a `SessionState` per hash (over a
+gigabyte for 2,000 such calls when uncapped, kept for good); the app caps them
+(`Settings.sessions_held`) and sweeps those unused for `state_ttl_s`
+(classroom/session_budget.py).
 
-`attention_sessions`: `n` visitors (10) each run lesson 4's attention view (`kv_attention`)
-once on the longest prompt the app accepts (`Settings.max_prompt_tokens` with the chat
-template; real text: the lessons' own prose, counted by the app's tokenizer view), all pressing
-at once, then leave. Each view is held under the held-cache budget (`held_idle_s`) and in the
-visitor's session (`state_ttl_s`).
+`attention_sessions`: 10 visitors at once each run lesson 4's attention view once on the
+longest prompt the app accepts (the lessons' own prose, cut to `Settings.max_prompt_tokens` as
+the tokenizer view counts it), then leave. Each view is held under the held-cache budget
+(`held_idle_s`) and in the visitor's session (`state_ttl_s`).
 
-An hour's wait is not a bench: the app is started with `LLM_LAB_STATE_TTL_S` and
-`LLM_LAB_HELD_IDLE_S` at `IDLE_S` (60 s, longer than 2,000 calls take here, so the peak holds
-what the cap allows), the same memory held for less time. The app exposes
-no session count, so "after" waits for the sweep's deadline (the last call + the idle time +
-two sweeps), then polls RSS until it stops falling (`settled`), at most `SETTLE_BOUND_S` longer.
+An hour's wait is not a bench: the app runs with both idle times at `IDLE_S` (60 s, longer
+than 2,000 calls take, so the peak holds what the cap allows). The app exposes no session
+count, so "after" waits for the sweep's deadline (the last call + the idle time + two sweeps),
+then polls RSS until it stops falling (`settled`), at most `SETTLE_BOUND_S` longer.
 
-The sweep hands the freed heap back (without it RSS stays at its peak); an attention view's
-peak is its run's own prefill memory, returned as each run ends. The figures are in the
-bench's output (`TARGETS` below).
-
-Run: `make bench-memory` (`.venv/bin/python -m bench.visitor_memory`): writes
-bench/visitor-memory-results.json; `make bench` puts the same keys in `results["serving"]`.
+Run: `make bench-memory` writes bench/visitor-memory-results.json; `make bench` puts the same
+keys in `results["serving"]`.
 """
 from __future__ import annotations
 
