@@ -10,14 +10,13 @@ diagram's (`mechanism_style`). Not drawn: heads, attention and the MLP (lesson 4
 from __future__ import annotations
 
 import hashlib
-import html
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from .mechanism import decode_lane, layer_groups, nice_capacity, race_lanes, slow_factor
 from .mechanism_style import GENERATED_COLOUR, PROMPT_COLOUR, READ_COLOUR, mechanism_css
-from .mechanism_svg import DECODE, PREFILL, Lane, chip_label
+from .mechanism_svg import DECODE, PREFILL, Lane, anim, chip_label, esc
 
 FONT = 13  # user units = CSS px at the smallest size a picture is shown (12 px at 12/13)
 ROW = 24  # one group of layers: its box and the gap above it
@@ -44,20 +43,12 @@ WIDE_FROM_PX = 540  # a box this wide shows the wide drawing (560 units at ≥ 1
 LARGEST_SCALE = 1.1  # a drawing grows to fill its box up to this, then stays centred
 
 
-def _esc(text: str) -> str:
-    return html.escape(text, quote=True)
-
-
 def _ms(seconds: float) -> str:
     return f"{seconds * 1000:,.0f} ms"
 
 
 def _text(x: float, y: float, body: str, extra: str = "") -> str:
     return f"<text x='{x:.1f}' y='{y:.1f}' font-size='{FONT}'{extra}>{body}</text>"
-
-
-def _anim(name: str, at: float, length: float) -> str:
-    return (f"class='mech-anim mech-do-{name}' style='--at:{at:.4f};--for:{length:.4f}'")
 
 
 def _strip(lane: Lane, x: float, y: float, w: float, cell_w: float, g: int) -> str:
@@ -82,11 +73,11 @@ def _strip(lane: Lane, x: float, y: float, w: float, cell_w: float, g: int) -> s
     if lane.new_cells and lane.uses_cache:  # the pass's new cells appear as it ends
         parts.append(f"<rect x='{x + before * cell_w:.2f}' y='{y}' "
                      f"width='{max(lane.new_cells * cell_w, 2):.2f}' height='{h}' fill='none' "
-                     f"stroke='#111' stroke-width='2' {_anim('appear', 0.6, 0.3)}/>")
+                     f"stroke='#111' stroke-width='2' {anim('appear', 0.6, 0.3)}/>")
     if lane.kind == DECODE and before:  # the decode step reads every earlier cell
         parts.append(f"<rect x='{x - 2}' y='{y - 2}' width='{before * cell_w + 4:.2f}' "
                      f"height='{h + 4}' fill='none' stroke='{READ_COLOUR}' stroke-width='3' "
-                     f"{_anim('read', 0.1, 0.6)}/>")
+                     f"{anim('read', 0.1, 0.6)}/>")
     return "".join(parts) + "</g>"
 
 
@@ -101,10 +92,10 @@ def lane_svg(lane: Lane, size: Size, layers: int, capacity: int, clock_s: float)
     fed = len(lane.fed)
     fed_said = (f"{fed} tokens in" if lane.kind == PREFILL or not lane.uses_cache else
                 "1 token in") if fed else ""
-    parts = [_text(0, 16, f"<tspan font-weight='700'>{_esc(lane.title)}</tspan>"
+    parts = [_text(0, 16, f"<tspan font-weight='700'>{esc(lane.title)}</tspan>"
                    + (f" · {fed_said}" if fed_said else ""))]
     if lane.output and size.name == "wide":  # the token this pass wrote, at the top right
-        parts.append(_text(size.width - 2, 16, "→ " + _esc(chip_label(lane.output[-1], 10)),
+        parts.append(_text(size.width - 2, 16, "→ " + esc(chip_label(lane.output[-1], 10)),
                            " text-anchor='end' font-weight='700' class='mech-chip-text "
                            "mech-anim mech-do-appear' style='--at:0.86;--for:0.14'"))
     length = 0.7 / len(groups)
@@ -112,7 +103,7 @@ def lane_svg(lane: Lane, size: Size, layers: int, capacity: int, clock_s: float)
         y = TOP + ROW * (len(groups) - 1 - g)
         parts.append(f"<rect x='0' y='{y}' width='{size.label_w}' height='{ROW - 6}' rx='4' "
                      f"fill='#e9e9e9' stroke='#222' stroke-width='1.5' "
-                     f"{_anim('lit', 0.08 + g * length, length * 2)}/>"
+                     f"{anim('lit', 0.08 + g * length, length * 2)}/>"
                      + _text(size.label_w / 2, y + ROW - 11, size.label(lo, hi),
                              " text-anchor='middle' font-weight='600'"))
         parts.append(_strip(lane, strip_x, y, strip_w, cell_w, g))
@@ -128,7 +119,7 @@ def lane_svg(lane: Lane, size: Size, layers: int, capacity: int, clock_s: float)
                              _ms(lane.seconds), " font-weight='700' class='fs-ms'"))
     return (f"<svg class='fs-{size.name}' viewBox='0 0 {size.width} {height}' "
             f"style='max-width:{size.width * LARGEST_SCALE:.0f}px' role='img' "
-            f"aria-label='{_esc(lane.title)}' xmlns='http://www.w3.org/2000/svg'>"
+            f"aria-label='{esc(lane.title)}' xmlns='http://www.w3.org/2000/svg'>"
             f"<g class='mech-lane' data-kind='{lane.kind}' data-cached='{lane.cached}' "
             f"data-ms='{lane.seconds * 1000:.3f}' style='--measured:{lane.seconds:.6f}s'>"
             + "".join(parts) + "</g></svg>")

@@ -13,6 +13,7 @@ import html
 from dataclasses import dataclass
 
 from .mechanism_style import GENERATED_COLOUR, PROMPT_COLOUR, READ_COLOUR, RECOMPUTE_COLOUR
+from .token_view import visible_whitespace
 
 PREFILL, DECODE, RECOMPUTE = "prefill", "decode", "recompute"
 WIDTH = 1000  # the SVG's user units across
@@ -72,17 +73,17 @@ class Frame:
         return self.stack_bottom - self.y + 78
 
 
-def _esc(text: str) -> str:
+def esc(text: str) -> str:
     return html.escape(text, quote=True)
 
 
 def chip_label(text: str, most: int = 12) -> str:
     """A token as a chip shows it: whitespace made visible, long pieces cut."""
-    shown = text.replace(" ", "·").replace("\n", "↵").replace("\t", "→") or "▯"
+    shown = visible_whitespace(text) or "▯"
     return shown if len(shown) <= most else shown[:most - 1] + "…"
 
 
-def _anim(name: str, at: float, length: float, style: str = "") -> str:
+def anim(name: str, at: float, length: float, style: str = "") -> str:
     """class and style attributes for a shape animated from `at` for `length` of the beat."""
     return (f"class='mech-anim mech-do-{name}' "
             f"style='--at:{at:.4f};--for:{length:.4f}{style}'")
@@ -120,15 +121,15 @@ def _strip(lane: Lane, f: Frame, g: int, y: int, at: float, length: float) -> st
              f"<rect x='{STRIP_X}' y='{y}' width='{STRIP_W}' height='{h}' fill='#f7f7f7' "
              "stroke='#9a9a9a' stroke-dasharray='4 3'/>"]
     for start, count, kind, new in _runs(lane):
-        anim = _anim("appear", at + length * 0.5, length * 0.5) if new else ""
-        parts.append(f"<g {anim}><rect class='mech-cells mech-cells-{kind}' "
+        appear = anim("appear", at + length * 0.5, length * 0.5) if new else ""
+        parts.append(f"<g {appear}><rect class='mech-cells mech-cells-{kind}' "
                      f"data-cells='{count}' data-new='{int(new)}' "
                      f"x='{STRIP_X + start * cw:.2f}' y='{y}' width='{count * cw:.2f}' "
                      f"height='{h}' fill='url(#{f.uid}-{kind})'/></g>")
     if lane.kind == DECODE and before:
         parts.append(f"<rect x='{STRIP_X - 2}' y='{y - 2}' width='{before * cw + 4:.2f}' "
                      f"height='{h + 4}' fill='none' stroke='{READ_COLOUR}' stroke-width='4' "
-                     f"{_anim('read', at, length * 1.5)}/>")
+                     f"{anim('read', at, length * 1.5)}/>")
     if not lane.uses_cache:
         parts.append(f"<text x='{STRIP_X + 10}' y='{y + h / 2 + 5:.1f}' font-size='15'>"
                      "nothing kept: no cache</text>")
@@ -145,7 +146,7 @@ def _stack(lane: Lane, f: Frame) -> str:
         label = f"layers {lo}–{hi}" if hi > lo else f"layer {lo}"
         parts.append(f"<rect x='{STACK_X}' y='{y}' width='{STACK_W}' height='{f.row_h - 8}' "
                      f"rx='5' fill='#e9e9e9' stroke='#222' stroke-width='2' "
-                     f"{_anim('lit', at, length * 2)}/>"
+                     f"{anim('lit', at, length * 2)}/>"
                      f"<text x='{STACK_X + STACK_W / 2}' y='{y + (f.row_h - 8) / 2 + 5:.1f}' "
                      f"font-size='{min(16, f.row_h - 10)}' text-anchor='middle' "
                      f"font-weight='600'>{label}</text>")
@@ -168,11 +169,11 @@ def _chips(labels: tuple[str, ...], x: int, y: int, max_w: int, colour: str,
         if cx + w > x + max_w:
             hidden += len(shown) - i
             break
-        anim = " " + newest if newest and i == len(shown) - 1 else ""
-        parts.append(f"<g{anim}><rect x='{cx:.1f}' y='{y}' width='{w:.1f}' "
+        appear = " " + newest if newest and i == len(shown) - 1 else ""
+        parts.append(f"<g{appear}><rect x='{cx:.1f}' y='{y}' width='{w:.1f}' "
                      f"height='26' rx='4' fill='{colour}' stroke='#111'/>"
                      f"<text class='mech-chip-text' x='{cx + 6:.1f}' y='{y + 18}' "
-                     f"font-size='14'>{_esc(label)}</text></g>")
+                     f"font-size='14'>{esc(label)}</text></g>")
         cx += w + 4
     if hidden and not newest:
         parts.append(f"<text x='{cx:.1f}' y='{y + 19}' font-size='14'>+{hidden} more</text>")
@@ -193,7 +194,7 @@ def _fed_column(lane: Lane, f: Frame) -> str:
         label = (f"… +{more + 1} more" if i == lines - 1 and more > 0 else
                  row if lane.rows else chip_label(text, 18))
         parts.append(f"<text class='mech-chip-text' x='14' y='{f.stack_top + 38 + i * 22}' "
-                     f"font-size='14'>{_esc(label)}</text>")
+                     f"font-size='14'>{esc(label)}</text>")
     return "".join(parts)
 
 
@@ -215,10 +216,10 @@ def _block(lane: Lane, f: Frame) -> str:
                    f"stroke-width='1'/>" for r in range(shown)) if lane.rows else (
         f"<rect x='{x:.1f}' y='{y}' width='{w:.1f}' height='20' fill='{colour}' stroke='#111' "
         "stroke-width='2'/>")
-    return (f"<g {_anim('climb', CLIMB_START, CLIMB_END - CLIMB_START, f';--rise:{rise}px')}>"
+    return (f"<g {anim('climb', CLIMB_START, CLIMB_END - CLIMB_START, f';--rise:{rise}px')}>"
             f"{bars}</g>"
             f"<text x='{STACK_X + STACK_W / 2}' y='{y + 40}' font-size='15' text-anchor='middle' "
-            f"font-weight='600'>{_esc(label)}</text>")
+            f"font-weight='600'>{esc(label)}</text>")
 
 
 def _clock(lane: Lane, f: Frame) -> str:
@@ -235,16 +236,16 @@ def _clock(lane: Lane, f: Frame) -> str:
 
 def lane_svg(lane: Lane, f: Frame) -> str:
     """Everything of one lane, as SVG elements inside a <g> carrying its measured seconds."""
-    top = (f"<text x='10' y='{f.y + 20}' font-size='17' font-weight='700'>{_esc(lane.title)}"
+    top = (f"<text x='10' y='{f.y + 20}' font-size='17' font-weight='700'>{esc(lane.title)}"
            f"</text><text x='{STACK_X}' y='{f.y + 20}' font-size='15'>output:</text>")
-    newest = _anim("appear", CLIMB_END, 1 - CLIMB_END) if lane.output else ""
+    newest = anim("appear", CLIMB_END, 1 - CLIMB_END) if lane.output else ""
     out = _chips(lane.output, STACK_X + 60, f.y + 2, WIDTH - STACK_X - 70, "#fde9b8", newest)
     per = f"per group, × {lane.rows} rows" if lane.rows > 1 else "per group"
     strip_note = (f"<text x='{STRIP_X}' y='{f.stack_top - 4}' font-size='14'>KV cache: "
                   f"{lane.cached} positions {per} ({lane.prompt_cells} prompt + "
                   f"{lane.generated_cells} generated)</text>") if lane.uses_cache else ""
     weights = (f"<text class='mech-weights' x='10' y='{f.stack_top - 4}' font-size='13' "
-               f"font-weight='700'>{_esc(lane.weights)}</text>") if lane.weights else ""
+               f"font-weight='700'>{esc(lane.weights)}</text>") if lane.weights else ""
     return (f"<g class='mech-lane' data-kind='{lane.kind}' data-cached='{lane.cached}' "
             f"data-rows='{lane.rows}' data-ms='{lane.seconds * 1000:.3f}' "
             f"style='--measured:{lane.seconds:.6f}s'>"
