@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -50,8 +52,12 @@ TARGETS = {  # what a 2-core CPU must reach for the lessons' claims to hold
 }
 
 
-def section(name: str):
-    print(f"\n== {name} ({time.strftime('%H:%M:%S')})", flush=True)
+def section(title: str, measure: Callable[[], Any]) -> Any:
+    """Print the section's title, measure it, print what it measured (as JSON); return that."""
+    print(f"\n== {title} ({time.strftime('%H:%M:%S')})", flush=True)
+    out = measure()
+    print(json.dumps(out, indent=1, default=str), flush=True)
+    return out
 
 
 def machine_and_model(lm) -> tuple[dict, dict]:
@@ -65,6 +71,32 @@ def machine_and_model(lm) -> tuple[dict, dict]:
                                  "copy: 256 MB copy, read + write bytes counted"},
             {"name": lm.info.name, "source": lm.info.source, "parameters": lm.info.parameters,
              "weight_bytes": lm.info.weight_bytes})
+
+
+def decode(lm, ids: list[int], bandwidth_gbs: float) -> dict:
+    """Engine against `generate()`, and the engine's share of the bandwidth ceiling (the
+    weights and the cache a step reads, in the loaded dtype's bytes per value)."""
+    dec = measure.decode_comparison(lm, ids)
+    info = lm.info
+    kv_bytes = kv_cache_bytes(info.layers, info.kv_heads, info.head_dim, lm.bytes_per_value,
+                              tokens=len(ids) + 24)
+    roof = Roofline(bandwidth_gbs, bytes_read_per_token(lm.model) + kv_bytes,
+                    dec["engine_tokens_per_s"])
+    return dec | {"roofline_tokens_per_s": roof.ceiling_tokens_per_s,
+                  "fraction_of_roofline": roof.fraction,
+                  "bytes_read_per_token": roof.bytes_per_token}
+
+
+def ui(lm, ids: list[int], n: int = 48) -> dict:
+    """Decode tokens/s a streaming client sees through the app against the engine's own
+    (measured before and after the client, averaged)."""
+    with start_app() as app:
+        engine = measure.engine_decode_rate(lm, ids, n)
+        client = serving.client_stream_rate(app.url, PROMPT, n, "/chat")
+        engine2 = measure.engine_decode_rate(lm, ids, n)
+    eng = (engine + engine2) / 2
+    return {"engine_tokens_per_s": eng, "client_tokens_per_s": client,
+            "client_vs_engine": client / eng}
 
 
 def schedulers(lm) -> dict:
@@ -85,118 +117,67 @@ def schedulers(lm) -> dict:
     return res
 
 
-def main() -> dict:
-    t0 = time.perf_counter()
+def model_sections(results: dict) -> None:
+    """Every section measured with the model loaded in this process (freed on return)."""
     lm = load_model()
     ids = prompt_ids(lm.tokenizer, PROMPT)
-    results: dict = {"when": time.strftime("%Y-%m-%d %H:%M:%S")}
-
-    section("machine")
-    results["machine"], results["model"] = machine_and_model(lm)
-    print(json.dumps(results["machine"], indent=1))
-
-    section("decode: engine vs model.generate(), batch 1")
-    dec = measure.decode_comparison(lm, ids)
-    info = lm.info  # the cache a decode step reads, in the loaded dtype's bytes per value
-    kv_bytes = kv_cache_bytes(info.layers, info.kv_heads, info.head_dim, lm.bytes_per_value,
-                              tokens=len(ids) + 24)
-    roof = Roofline(results["machine"]["bandwidth_read_gbs"],
-                    bytes_read_per_token(lm.model) + kv_bytes, dec["engine_tokens_per_s"])
-    dec.update(roofline_tokens_per_s=roof.ceiling_tokens_per_s, fraction_of_roofline=roof.fraction,
-               bytes_read_per_token=roof.bytes_per_token)
-    results["decode"] = dec
-    print({k: v for k, v in dec.items() if not k.endswith("runs")})
-
-    section("decode step profile: ops per step, share outside the big matmuls")
+    results["machine"], results["model"] = section("machine", lambda: machine_and_model(lm))
+    results["decode"] = section("decode: engine vs model.generate(), batch 1",
+                                lambda: decode(lm, ids, results["machine"]["bandwidth_read_gbs"]))
     from inference.experiments.step_bound import measure_step_bound, step_figures
-    results["step_profile"] = step_figures(measure_step_bound(lm, ids, race_tokens=0))
-    print(results["step_profile"])
+    results["step_profile"] = section(
+        "decode step profile: ops per step, share outside the big matmuls",
+        lambda: step_figures(measure_step_bound(lm, ids, race_tokens=0)))
+    results["prefill"] = section("prefill", lambda: measure.prefill_speeds(lm))
+    results["kv_cache"] = section("KV cache: with vs without", lambda: measure.kv_cache_race(
+        lm, prompt_ids(lm.tokenizer, KV_PROMPT)))
+    results["batching"] = section("batching: static decode sweep, static vs continuous on the "
+                                  "default trace", lambda: measure.batch_sweep(lm, ids)
+                                  | {"schedulers": schedulers(lm)})
+    results["quantization"] = section("quantization",
+                                      lambda: measure.quantization(lm, QUALITY_PROMPT))
+    results["startup"] = section("startup (cold: empty weight cache; warm: cache present)",
+                                 serving.startup_seconds)
+    results["ui"] = section("ui: streaming client vs engine", lambda: ui(lm, ids))
+    from bench import chunked, context, paged, speculative
+    results["speculative"] = section(
+        "speculative decoding: prompt lookup and an int4 draft against plain greedy decode",
+        lambda: speculative.measure_speculative(lm, LIMITS))
+    chunked_figures = section(
+        "chunked prefill: running streams' gaps while a long prompt arrives; step parts",
+        lambda: chunked.measure_chunked(lm, LIMITS))
+    paged_figures = section(
+        "paged KV cache: the server's pool, its waste against a padded tensor, prefix hits",
+        lambda: paged.measure_paged(lm, LIMITS))
+    results["context"] = section(
+        "long contexts: prefill and decode to the model's window, eager vs sdpa memory",
+        lambda: context.measure_context(lm, LIMITS))
+    results["robust"] = section(
+        "robust: four headline figures quiet, beside a spinning core, beside 30 chats",
+        lambda: robust.measure_robust(lm))
+    results["serving"] = section(
+        "serving: 30 streaming chat clients, continuous batcher vs one row at a time",
+        serving.serving_race)
+    results["serving"].update(paged=paged_figures, chunked=chunked_figures["chunked"],
+                              step_parts=chunked_figures["step_parts"])
+    results["serving"].update(section(
+        "serving: a class pressing every lesson's Run at once; chats beside a measurement",
+        classroom.measure_classroom))
+    results["serving"].update(section(
+        "serving: what visitors leave in memory (2,000 fresh sessions, long attention views)",
+        visitor_memory.measure_visitor_memory))
 
-    section("prefill")
-    results["prefill"] = measure.prefill_speeds(lm)
-    print(results["prefill"])
 
-    section("KV cache: with vs without")
-    results["kv_cache"] = measure.kv_cache_race(lm, prompt_ids(lm.tokenizer, KV_PROMPT))
-    print(results["kv_cache"])
-
-    section("batching: static decode sweep")
-    results["batching"] = measure.batch_sweep(lm, ids)
-    section("batching: static vs continuous on the default trace")
-    results["batching"]["schedulers"] = schedulers(lm)
-    print(results["batching"])
-
-    section("quantization")
-    results["quantization"] = measure.quantization(lm, QUALITY_PROMPT)
-    for key, r in results["quantization"].items():
-        if isinstance(r, dict) and "decode_tokens_per_s" in r:
-            print(f"  {key:9s} {r['weight_bytes'] / 1e6:7.1f} MB  "
-                  f"{r['decode_tokens_per_s']:6.1f} tok/s  agree {r['top1_agreement']:.0%}  "
-                  f"KL {r['kl']:.4f}", flush=True)
-
-    section("startup (cold: empty weight cache; warm: cache present)")
-    results["startup"] = serving.startup_seconds()
-    print(results["startup"])
-
-    section("ui: streaming client vs engine")
-    with start_app() as app:
-        n = 48
-        engine = measure.engine_decode_rate(lm, ids, n)
-        client = serving.client_stream_rate(app.url, PROMPT, n, "/chat")
-        engine2 = measure.engine_decode_rate(lm, ids, n)
-    eng = (engine + engine2) / 2
-    results["ui"] = {"engine_tokens_per_s": eng, "client_tokens_per_s": client,
-                     "client_vs_engine": client / eng}
-    print(results["ui"])
-
-    section("speculative decoding: prompt lookup and an int4 draft against plain greedy decode")
-    from bench import speculative
-    results["speculative"] = speculative.measure_speculative(lm, LIMITS)
-    print(json.dumps(results["speculative"], indent=1, default=str))
-
-    section("chunked prefill: running streams' gaps while a long prompt arrives; step parts")
-    from bench import chunked
-    chunked_figures = chunked.measure_chunked(lm, LIMITS)
-    print(json.dumps(chunked_figures, indent=1, default=str))
-
-    section("paged KV cache: the server's pool, its waste against a padded tensor, prefix hits")
-    from bench import paged
-    paged_figures = paged.measure_paged(lm, LIMITS)
-    print(json.dumps(paged_figures, indent=1, default=str))
-
-    section("long contexts: prefill and decode to the model's window, eager vs sdpa memory")
-    from bench import context
-    results["context"] = context.measure_context(lm, LIMITS)
-    print(json.dumps({k: v for k, v in results["context"].items() if not isinstance(v, dict)},
-                     indent=1))
-
-    section("robust: four headline figures quiet, beside a spinning core, beside 30 chats")
-    results["robust"] = robust.measure_robust(lm)
-    print(json.dumps(results["robust"], indent=1))
-
-    section("serving: 30 streaming chat clients, continuous batcher vs one row at a time")
-    results["serving"] = serving.serving_race()
-    results["serving"]["paged"] = paged_figures
-    results["serving"]["chunked"] = chunked_figures["chunked"]
-    results["serving"]["step_parts"] = chunked_figures["step_parts"]
-    print(json.dumps(results["serving"], indent=1))
-
-    section("serving: a class pressing every lesson's Run at once; chats beside a measurement")
-    results["serving"].update(classroom.measure_classroom())
-    print(json.dumps({k: results["serving"][k] for k in classroom.FIGURES}, indent=1))
-
-    section("serving: what visitors leave in memory (2,000 fresh sessions, long attention views)")
-    results["serving"].update(visitor_memory.measure_visitor_memory())
-    print(json.dumps({k: results["serving"][k] for k in visitor_memory.FIGURES}, indent=1))
-
-    section("serving: four workloads, the app and vLLM (its own venv, same weights, same client)")
-    del lm  # vLLM needs the memory and the cores; the app's model is not used after this
-    workloads = serving_workloads.measure_workloads(log=print)
+def main() -> dict:
+    t0 = time.perf_counter()
+    results: dict = {"when": time.strftime("%Y-%m-%d %H:%M:%S")}
+    model_sections(results)  # then the model is freed: vLLM needs the memory and the cores
+    workloads = section(
+        "serving: four workloads, the app and vLLM (its own venv, same weights, same client)",
+        lambda: serving_workloads.measure_workloads(log=print))
     record = serving_workloads.class_record(workloads)  # 30 x 48: serving.vllm, its ratios
     results["serving"].update(workloads=workloads, vllm=record["vllm"],
                               **{k: v for k, v in record.items() if k.startswith("app_vs_")})
-    print(json.dumps(workloads, indent=1))
-
     return finish(results, TARGETS, t0, "results.json")
 
 
