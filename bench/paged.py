@@ -7,9 +7,7 @@ In process (no web stack), the real model, the server's own loop:
   would hold and the bytes the pages hold at the batch's peak, and their waste;
 - a ~1,000-token shared prefix (a teacher's pasted text): time to first token of requests
   that hit the prefix cache against requests whose prefix is not cached, one at a time.
-`measure_paged(lm, settings)` returns the `serving.paged` keys; `compare_generate_batch` times
-transformers' own paged `generate_batch` on the class workload (the docstring of
-`inference/paged_cache.py` cites it).
+`measure_paged(lm, settings)` returns the `serving.paged` keys.
 """
 from __future__ import annotations
 
@@ -176,24 +174,3 @@ def measure_paged(lm, settings: Settings | None = None, clients: int = 30, new_t
         "prefix": {"prefix_tokens": prefix["prefix_tokens"]},
     }
 
-
-def compare_generate_batch(lm, clients: int = 30, new_tokens: int = 48) -> dict:
-    """transformers' own continuous batching (`generate_batch`, its PagedAttentionCache,
-    attn "paged|sdpa") on the class workload: tokens/s, greedy. The model's attention is set
-    back to what it was afterwards."""
-    from transformers import GenerationConfig
-
-    room = class_prompts(lm.tokenizer, clients)
-    before = lm.model.config._attn_implementation
-    cfg = GenerationConfig(max_new_tokens=new_tokens, do_sample=False,
-                           eos_token_id=lm.tokenizer.eos_token_id,
-                           pad_token_id=lm.tokenizer.pad_token_id)
-    lm.model.set_attn_implementation("paged|sdpa")
-    try:
-        t0 = time.perf_counter()
-        out = lm.model.generate_batch(inputs=room, generation_config=cfg, warmup=False)
-        wall = time.perf_counter() - t0
-    finally:
-        lm.model.set_attn_implementation(before)
-    tokens = sum(len(o.generated_tokens) for o in out.values())
-    return {"generate_batch_tokens_per_s": tokens / wall, "wall_s": wall, "tokens": tokens}

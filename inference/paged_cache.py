@@ -24,12 +24,10 @@ Why our own gather and not transformers' `PagedAttentionCache` (`attn_implementa
 "paged|sdpa"`)? That cache belongs to transformers' own continuous-batching loop
 (`generate_batch`): its scheduler, its sampling, its request states, while the server needs
 its own admission, per-request seeded sampling, prefix sharing by block hash, preemption and
-an event per token. On the class workload this server with these pages is also several times
-faster than `generate_batch` (`bench/paged.py` `compare_generate_batch` measures both, and
-the padded server beside them). The gather costs one copy
-of the batch's keys and values per layer, as the padded layout's `torch.cat` does. Indexing
-matters: gathering blocks with advanced indexing (`pool[ids]`) is about a hundred times
-slower than `index_select` on a CPU, and a write through mixed indices
+an event per token. The gather costs one copy of the batch's keys and values per layer, as
+the padded layout's `torch.cat` does. Indexing matters: gathering blocks with advanced
+indexing (`pool[ids]`) is about a hundred times slower than `index_select` on a CPU, and a
+write through mixed indices
 (`pool[blocks, :, offsets]`) showed milliseconds a layer in the profiler, so writes are one
 `index_copy_` on the slot axis and reads one `index_select` of whole blocks.
 """
