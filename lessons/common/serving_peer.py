@@ -46,7 +46,7 @@ def read_comparison(results: dict, here_cpu: str | None = None,
         serving, when, cpu = results["serving"], str(results["when"]), _cpu(results["machine"])
         cores = results.get("cores")
         machine = f"{cores}-core {cpu}" if isinstance(cores, int) else cpu
-        # `make bench` keeps its own threaded class under "batched": the card pairs the two
+        # `make bench` keeps its own class race under "batched": the card pairs the two
         # engines timed by the same client, the workloads' 30 x 48 class, where it has one.
         same_client = (serving.get("workloads") or {}).get("class_30x48") or {}
         pair = ((same_client["app"], same_client["vllm"]) if same_client.get("vllm")
