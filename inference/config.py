@@ -64,28 +64,19 @@ class Settings:
     seed: Range = _r(0, 2**31 - 1, 0)
     play_interval_s: Range = _r(0.05, 2, 0.3, 0.05)
 
-    # The serving engine (one continuous batcher for every visitor's generation).
-    # The most rows a step holds (vLLM's max_num_seqs): requests join while the block pool and
-    # the step's token budget let them (server.admission), up to it. The app chooses it at
-    # start-up: where this machine's batch sweep levels off, cut to its block pool
-    # (experiments/row_cap.py); LLM_LAB_SERVER_ROWS (above 0) wins. This default is what a
-    # Settings built in code holds (tests, benches) and the app's choice with no sweep on file.
+    # The serving engine. The most rows a step holds (vLLM's max_num_seqs); the app chooses it
+    # at start-up (experiments/row_cap.py) unless LLM_LAB_SERVER_ROWS is set.
     server_rows: int = 32
     server_queue: int = 64  # requests waiting for a row; the next one is refused with a message
-    # The waiting line is served round robin by visitor (server_line.py); one visitor's answers
-    # running or waiting at once, past which the next is refused with a message.
-    visitor_chats: int = 4
+    visitor_chats: int = 4  # one visitor's answers running or waiting; the next is refused
     unread_stream_s: float = 30.0  # a served answer nobody reads this long is stopped (0 = never)
     unread_poll_s: float = 1.0  # how often the web layer looks for events nobody reads
     idle_trim_s: float = 3.0  # compute idle this long: freed heap goes back to the system
     server_cache_mb: int = 1_024  # KV cache of all rows: the block pool
     server_window_s: float = 60.0  # the "last minute" of the live server view
     stop_check_s: float = 0.5  # an answer waiting on the server re-yields this often, so Stop lands
-    # Screen updates a second for every served answer together (Try it's chats, the first
-    # screen's live answer): with B rows in a step, an answer shows its newest text at most
-    # every B / this seconds (its first and last tokens at once). Alone, every token; a class
-    # of 30 gets a frame every ~0.5 s instead of 30 frames a step, each of which holds
-    # Python's lock the step's arithmetic needs.
+    # Screen updates a second for all served answers together: with B rows, an answer shows
+    # its newest text at most every B / this seconds (each frame holds Python's lock).
     chat_frames_per_s: float = 60.0
 
     # The web queue: per visitor (browser tab or API client) and per lane.
@@ -93,8 +84,7 @@ class Settings:
     session_events: int = 6  # one visitor's events waiting or running at once
     lane_waiting: int = 64  # events waiting in one lane ("model", "heavy", "chat", ...)
     heavy_lane_limit: int = 1  # the "heavy" lane (sweeps, races, comparisons) runs one at a time
-    # Gradio's per-event `time_limit` (Gradio 6.31 enforces it only on `.stream` events; a
-    # measurement stops at `measure_limit_s`, checked after each of its frames).
+    # Gradio's per-event `time_limit` (enforced only on `.stream` events; see measure_limit_s).
     step_time_limit_s: int = 60  # one short model run: a prefill, a decode step, attention
     measure_time_limit_s: int = 300  # a measurement: a race, a sweep, a presenter screen
     long_time_limit_s: int = 900  # the longest: a chat answer, the batch sweep, lesson 6
@@ -102,30 +92,20 @@ class Settings:
     # Caches visitors keep between clicks (lesson 3's Step): a budget for all of them.
     held_cache_mb: int = 768  # all held caches together; oldest-used freed first (LLM_LAB_HELD_MB)
     held_idle_s: float = 600.0  # a cache idle this long is freed (LLM_LAB_HELD_IDLE_S)
-    # A visitor's session and lesson state are dropped after this long unused
-    # (LLM_LAB_STATE_TTL_S: bench/visitor_memory.py shortens it to watch them expire).
-    state_ttl_s: float = 3_600.0
+    state_ttl_s: float = 3_600.0  # unused session state is dropped (LLM_LAB_STATE_TTL_S)
 
-    # Noise (inference/experiments/noise.py): past any limit, a run counts as taken on a busy
-    # machine: its numbers are shown with a notice and no verdict is drawn from them.
+    # Noise (experiments/noise.py): past any limit a run counts as busy: no verdict from it.
     noise_spread_limit: float = 0.25  # repeats' interquartile range / median
     noise_calibration_limit: float = 1.3  # slower / faster calibration op, before vs after
     noise_others_cpu_limit: float = 0.25  # share of the machine's CPU used by other processes
-    # Physical bounds (inference/experiments/sanity.py): how far past a bound a figure may land
-    # before it counts as impossible (measured again once, then withheld with the reason).
-    sanity_noise: float = 0.25
+    sanity_noise: float = 0.25  # how far past a physical bound a figure may land (sanity.py)
 
     # The first screen (Start here): the live answer and its race against recomputation.
     live_new_tokens: int = 24  # tokens the first screen's answer decodes
     live_race_new_tokens: int = 16  # steps of its "Now without the cache" race
 
-    # Measurement defaults are sized for a class: 30 visitors pressing the four
-    # lessons' buttons at once share one run of each, and the four runs take turns with the
-    # chats one after another, so each default is small: 1,300-1,900 tokens x passes each
-    # (the work formulas beside the experiments), and the prefill sweep feeds 41 tokens one at
-    # a time, not 169 (the sliders go higher for a learner alone). bench.classroom's at_once
-    # checks that the four runs, taking turns with streaming chats, end within a class's
-    # minute.
+    # Measurement defaults are sized for a class (30 visitors share one run of each, taking
+    # turns with the chats); the sliders go higher. bench.classroom's at_once checks them.
 
     # Lesson 2: prefill sweep.
     prefill_sweep_tokens: Range = _r(8, 256, 32, 8)
@@ -161,8 +141,7 @@ class Settings:
     # Lesson 6: quantization.
     quant_new_tokens: Range = _r(8, 64, 16)
 
-    # Long contexts: the sweep to the model's context window. Lengths past the
-    # window are dropped and the window itself is always measured (it is read from the model).
+    # Long contexts: lengths past the model's window are dropped; the window is always measured.
     context_prefill_lengths: tuple[int, ...] = (256, 512, 1_024, 2_048, 4_096, 8_192)
     context_prefill_repeats: int = 1  # prefills timed per length (best of); 8k: ~40 s, 2 cores
     context_decode_lengths: tuple[int, ...] = (0, 100, 1_024, 2_048, 4_096, 8_000)  # cache lengths
@@ -177,18 +156,11 @@ class Settings:
     # LLM_LAB_SERVE_URL = an OpenAI-compatible engine (e.g. vLLM on a GPU box) instead.
     serve_url: str | None = None
 
-    # The server's KV cache in pages (PagedAttention, as in vLLM): one pool of fixed-size
-    # blocks for every request, sized from `server_cache_mb`; block tables, prefix caching,
-    # preemption.
+    # The server's KV cache in pages (PagedAttention, as in vLLM).
     block_tokens: int = 16  # positions per KV block (vLLM's default block size)
-    # Idle cached blocks (finished answers' full blocks, kept for the next prompt with that
-    # prefix) kept at most: 128 blocks of 16 positions hold a few long shared handouts, and
-    # after a class's burst the process keeps the burst's blocks, not the whole pool.
-    prefix_cache_blocks: int = 128
+    prefix_cache_blocks: int = 128  # idle cached blocks kept for the next prompt, at most
     server_pool_blocks: int = 0  # blocks in the pool; 0 = as many as `server_cache_mb` holds
-    # Rows sharing a prompt's first blocks read them once per step, not once per row
-    # (cascade attention, `cascade_attention.py`); False = every row's blocks gathered.
-    cascade_attention: bool = True
+    cascade_attention: bool = True  # a shared prefix read once per step (cascade_attention.py)
     paged_demo_blocks: Range = _r(4, 64, 12)  # lesson 4's small private pool, in blocks
     paged_demo_block_tokens: int = 8  # positions per block in that small pool
 
@@ -196,13 +168,11 @@ class Settings:
     spec_k: Range = _r(1, 8, 4)  # guesses per verification pass
     spec_new_tokens: Range = _r(2, 256, 64)  # output tokens of one speculative run
     spec_lookup_ngram: int = 3  # prompt lookup matches the last 3, else 2, else 1 tokens
-    spec_draft_layers: Range = _r(1, 29, 8)  # an early-exit draft keeps the first N layers
     spec_draft: str = "int4"  # the draft model the lesson and the bench use (see drafts.py)
     spec_batches: tuple[int, ...] = (1, 16)  # batch sizes of the verification-cost measurement
     spec_noise: float = 0.05  # a speed ratio within 1 ± this (or the run's spread) is noise
 
-    # Classroom-safe: no visitor may exhaust the machine a class shares; limits per request,
-    # per client, per process.
+    # Classroom-safe: no visitor may exhaust the machine a class shares.
     max_request_bytes: int = 1_000_000  # one HTTP body; a prompt box's JSON is ~80 KB at most
     export_files_kept: int = 32  # CSV exports kept in the process's one export folder
     sessions_held: int = 1_000  # visitor sessions (tabs, API clients) held; oldest-used dropped
@@ -210,11 +180,8 @@ class Settings:
     prefix_request_tokens: int = 8_192  # lesson 4's prefix reuse: tokens × passes, all questions
     watch_interval_s: float = 2.0  # the server view's live watch: one snapshot per interval
     file_cache_s: int = 3_600  # Gradio's copies of served files: swept this often, this old
-    # Who is asking (classroom/client_address.py, classroom/visitor_token.py): the address is
-    # the hop the nearest trusted proxy added to X-Forwarded-For (a Space: 1, set with
-    # LLM_LAB_TRUSTED_PROXIES=1; 0 = the TCP peer), never the client's own first hop. Fairness
-    # is counted per visitor: a signed token the page gives as a cookie (new ones rate-limited
-    # per address), else the address. A school is one address: its ceilings are a class's.
+    # Who is asking (classroom/client_address.py, visitor_token.py): a signed visitor token,
+    # else the address; a school is one address, so its ceilings are a class's.
     trusted_proxies: int = 0  # proxies in front of the app that append to X-Forwarded-For
     visitor_tokens_per_address: int = 60  # new visitor tokens one address may get per window
     visitor_token_window_s: float = 600.0  # ... this window (a class of 40 loads the page)
@@ -222,49 +189,29 @@ class Settings:
     client_events: int = 16  # one visitor's events waiting or running, all lanes and tabs
     client_heavy_jobs: int = 1  # one visitor's measurements in the heavy lane (waiting+running)
     address_events: int = 128  # one address's events, all its visitors (half of queue_size)
-    # One measurement (lessons/common/measurement.py, classroom/shared_runs.py): its budget,
-    # checked from its settings before it starts, its time limit, and how long a finished
-    # quiet run is shown again to a visitor asking for the same measurement.
+    # One measurement (lessons/common/measurement.py, classroom/shared_runs.py).
     measure_work_tokens: int = 32_768  # tokens fed through the model, all passes together
     measure_limit_s: float = 240.0  # a run still going stops at its next frame (< Gradio's)
     shared_run_reuse_s: float = 60.0  # a finished run's result, reused for identical requests
-    # The measurement line (lessons/common/measure_line.py): a press that cannot run now
-    # waits in line, told its place and an estimated wait; past `class_line` waiting, a
-    # newcomer runs its class-sized variant (fewer points or tokens); past `measure_line`, it
-    # is refused with when to try again.
+    # The measurement line (lessons/common/measure_line.py).
     measure_line: int = 32  # presses waiting in the line at once (each holds a worker thread)
     class_line: int = 4  # past this many waiting, a measurement runs its class-sized variant
     class_share: int = 3  # a class-sized variant measures about this many times fewer steps
     line_update_s: float = 1.0  # a waiting press's place and estimate are refreshed this often
 
-    # Chunked prefill and step records. Each step decodes every running row (one
-    # token each) and spends the rest of `step_token_budget` on newcomers' prompt chunks, so a
-    # long prompt no longer freezes the running streams. 256: vLLM's budget is larger, but a
-    # CPU prefills ~400-800 tokens/s, so 256 keeps a chunk step near a second here while a
-    # 2,000-token prompt still needs only 8-9 steps. While such a prompt arrives, running
-    # streams' gaps between tokens shrink several-fold against unchunked, and the newcomer's
-    # first token comes a little later. Compare budgets with `python -m bench.chunked 128 256
-    # 512` on a quiet machine.
-    # 0 = unchunked (whole prompts in one pass, running rows wait): kept for the comparison.
+    # Chunked prefill: each step decodes every running row and spends the rest of the budget
+    # on prompt chunks, so a long prompt never freezes the streams. 256 keeps a CPU chunk step
+    # near a second (compare with `python -m bench.chunked 128 256 512`). 0 = whole prompts.
     # Must exceed `server_rows`, or a full batch would leave newcomers no budget at all.
     step_token_budget: int = 256  # tokens per step: decode rows + prompt chunks (0 = off)
-    # CPU threads per server pass (inference/thread_choice.py): 0 = chosen by timing the
-    # passes (the default count, its half or 1: on 2 busy cores one thread can be 5-15x faster
-    # than two); N = always N. LLM_LAB_SERVER_THREADS.
+    # CPU threads per server pass (thread_choice.py): 0 = chosen by timing; N = always N.
     server_threads: int = 0
-    # How often Gradio's queue looks for a new event to start (classroom/web_costs.py):
-    # its own 1 ms kept an idle app ~9% of a core busy, beside the compute thread.
-    queue_poll_s: float = 0.02
+    queue_poll_s: float = 0.02  # Gradio's queue polling (its own 1 ms kept an idle core busy)
     server_steps_kept: int = 120  # step records the live view keeps (ServerStats.steps_detail)
 
     @staticmethod
     def from_env() -> Settings:
-        """The defaults, with the model (LLM_LAB_MODEL) and the server's row count
-        (LLM_LAB_SERVER_ROWS, e.g. 1 to measure serving without batching) and its threads per
-        pass (LLM_LAB_SERVER_THREADS) from the environment, and the held caches' budget and
-        idle time and how long a visitor session lives unused (LLM_LAB_HELD_MB,
-        LLM_LAB_HELD_IDLE_S, LLM_LAB_STATE_TTL_S), and the proxies in front of the app
-        (LLM_LAB_TRUSTED_PROXIES: 1 on a Hugging Face Space)."""
+        """The defaults, with the LLM_LAB_* overrides read from the environment."""
         extra: dict = {}
         for env, name in (("LLM_LAB_SERVER_ROWS", "server_rows"),
                           ("LLM_LAB_HELD_MB", "held_cache_mb"),
