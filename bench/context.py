@@ -16,14 +16,13 @@ import time
 
 from inference.config import LIMITS, Settings
 from inference.experiments.attention_memory import compare_attention_memory
-from inference.experiments.context_fit import fit_quadratic
 from inference.experiments.context_sweep import (
     decode_lengths,
     decode_lengths_sweep,
     prefill_lengths,
     prefill_lengths_sweep,
 )
-from inference.experiments.context_theory import decode_theory
+from inference.experiments.context_theory import decode_theory, fit_quadratic
 
 
 def _last(progress):

@@ -15,8 +15,6 @@ from inference.config import Settings
 from inference.errors import SettingOutOfRangeError
 from inference.experiments import noise
 from inference.experiments.attention_memory import compare_attention_memory
-from inference.experiments.context_cuts import cost_cuts, measured_bytes_per_token
-from inference.experiments.context_fit import fit_quadratic, length_shares, matmul_parameters
 from inference.experiments.context_sweep import (
     check_fits_window,
     compare_lengths,
@@ -25,7 +23,14 @@ from inference.experiments.context_sweep import (
     prefill_lengths,
     prefill_lengths_sweep,
 )
-from inference.experiments.context_theory import decode_theory
+from inference.experiments.context_theory import (
+    cost_cuts,
+    decode_theory,
+    fit_quadratic,
+    length_shares,
+    matmul_parameters,
+    measured_bytes_per_token,
+)
 from inference.experiments.noise import Noise
 from visualizations.context_charts import (
     attention_memory_figure,

@@ -24,7 +24,17 @@ from inference.experiments.kv_projection import (
     project_context,
     this_model,
 )
-from inference.experiments.kv_race import RECOMPUTE, checked_race, summarize
+from inference.experiments.kv_race import (
+    LENGTHS,
+    RECOMPUTE,
+    REPEATS,
+    LengthPoint,
+    checked_race,
+    fit,
+    generation_seconds,
+    step_costs,
+    summarize,
+)
 from inference.experiments.noise import Noise
 from inference.experiments.prefix_reuse import (
     prefill_prefix,
@@ -33,14 +43,6 @@ from inference.experiments.prefix_reuse import (
     shared_prefix_ids,
 )
 from inference.experiments.quality import load_perplexity_text
-from inference.experiments.race_lengths import (
-    LENGTHS,
-    REPEATS,
-    LengthPoint,
-    fit,
-    generation_seconds,
-    step_costs,
-)
 from inference.generation import stream
 from inference.kv_cache import cache_tensor_bytes
 from visualizations import kv_charts, kv_text

@@ -6,9 +6,8 @@ from __future__ import annotations
 import gradio as gr
 
 from inference.config import LIMITS, Settings
-from inference.experiments.kv_race import race_tokens
+from inference.experiments.kv_race import race_lengths_tokens, race_tokens
 from inference.experiments.prefix_reuse import prefix_reuse_tokens
-from inference.experiments.race_lengths import race_lengths_tokens
 from visualizations.kv_charts import (
     cache_bytes_figure,
     cache_grid_figure,

@@ -62,12 +62,12 @@ def replace_ns(ns: SimpleNamespace, **kw) -> SimpleNamespace:
 
 def test_context_verdicts_quiet_and_busy():
     from inference.experiments.attention_memory import SAMPLED_METHOD, PeakMemory
-    from inference.experiments.context_fit import fit_quadratic, length_shares
     from inference.experiments.context_sweep import (
         DecodeLengthPoint,
         PrefillLengthPoint,
         compare_lengths,
     )
+    from inference.experiments.context_theory import fit_quadratic, length_shares
 
     lengths = (256, 1024, 4096)
     pts = tuple(PrefillLengthPoint(n, 0.05 + 2e-3 * n + 3e-7 * n * n, n) for n in lengths)
@@ -129,7 +129,7 @@ def test_speculative_verdicts_quiet_and_busy():
 
 def test_kv_and_batching_verdicts_quiet_and_busy():
     from inference.experiments.batch_sweep import BatchPoint, SweepUpdate
-    from inference.experiments.race_lengths import LengthPoint
+    from inference.experiments.kv_race import LengthPoint
 
     pts = [LengthPoint(n, 0.05, 0.04 + 0.001 * n + 1e-6 * n * n, 538_060_032, 46_080)
            for n in (32, 512)]

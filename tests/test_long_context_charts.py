@@ -6,24 +6,22 @@ from __future__ import annotations
 import pytest
 
 from inference.experiments.attention_memory import HWM_METHOD, PeakMemory
-from inference.experiments.context_cuts import (
-    MEASURED,
-    THEORETICAL,
-    cost_cuts,
-    measured_bytes_per_token,
-)
-from inference.experiments.context_fit import (
-    attention_flops_share,
-    fit_quadratic,
-    length_shares,
-    matmul_parameters,
-)
 from inference.experiments.context_sweep import (
     DecodeLengthPoint,
     PrefillLengthPoint,
     compare_lengths,
 )
-from inference.experiments.context_theory import DecodeTheory
+from inference.experiments.context_theory import (
+    MEASURED,
+    THEORETICAL,
+    DecodeTheory,
+    attention_flops_share,
+    cost_cuts,
+    fit_quadratic,
+    length_shares,
+    matmul_parameters,
+    measured_bytes_per_token,
+)
 from inference.experiments.noise import judge
 from visualizations import context_charts, context_text
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from inference.experiments.noise import judge
-from inference.experiments.race_lengths import (
+from inference.experiments.kv_race import (
     LengthPoint,
     fit,
     generation_seconds,
     step_costs,
 )
+from inference.experiments.noise import judge
 from inference.experiments.shared_results import SharedResults
 from lessons import kv_cache_handlers
 from visualizations import kv_charts, kv_text

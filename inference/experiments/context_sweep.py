@@ -1,17 +1,13 @@
 """Long contexts, measured: what a longer prompt and a longer cache cost, up to the model's
 context window (read from the model: 8,192 tokens for SmolLM2).
 
-- `prefill_lengths_sweep` times one prefill pass at each prompt length. Its time grows faster
-  than the length: the matrix products grow with L, attention's scores with L² (`context_fit`).
-- `decode_lengths_sweep` times one decode step with the cache REALLY at each length, at batch
-  1 and batch 8. One prefill of the longest length fills a cache once; each shorter length is
-  that cache cut back (`DynamicCache.crop`), and batch 8 repeats the same rows eight times
-  (`batch_repeat_interleave`), so every step reads real key/value tensors of the length it
-  names (each point records the length read from the tensors). Hugging Face's `DynamicCache`
-  grows by concatenation, so each step also copies the cache once: bytes the floor of
-  `context_theory` does not count.
-
-Both are generators of frozen progress records, one per measured point (the house shape).
+- `prefill_lengths_sweep` times one prefill at each prompt length: its time grows faster than
+  the length (`context_theory.fit_quadratic`).
+- `decode_lengths_sweep` times one decode step with the cache REALLY at each length, at batch 1
+  and 8: one prefill of the longest length fills a cache, each shorter length is that cache cut
+  back (`DynamicCache.crop`), batch 8 repeats its rows (`batch_repeat_interleave`), and each
+  point records the length read from the tensors. `DynamicCache` grows by concatenation, so
+  each step also copies the cache once: bytes the theory's floor does not count.
 A prompt or cache beyond the context window is refused with `PromptTooLongError`.
 """
 from __future__ import annotations
@@ -155,7 +151,6 @@ def _time_steps(model, cache: DynamicCache, tokens: int, token_id: int, batch: i
 def decode_lengths_sweep(lm, lengths: Iterable[int], batches: Iterable[int] = (1, 8),
                          repeats: int = 3) -> Iterator[DecodeLengthsProgress]:
     """Time one decode step at each cache length (longest first) and batch; progress after each.
-
     The cache is filled once by an untimed prefill of the longest length."""
     lengths, batches = sorted(set(lengths), reverse=True), sorted(set(batches))
     check_fits_window(lengths[0] + 1, lm.info.context_window,

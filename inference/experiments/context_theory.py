@@ -1,26 +1,39 @@
-"""What one decode step must read at cache length L, and the time that bandwidth allows.
+"""Lesson 4c's theory beside its measurements: what a long context must cost, and what cuts it.
 
-A decode step at batch B reads every weight once (shared by the B rows) and, for each row,
-the keys and values of all L cached positions:
+**The bandwidth floor of a decode step.** At batch B a step reads every weight once and, for
+each row, the keys and values of all L cached positions:
 
-    bytes read = weight bytes + B × L × KV bytes per token
-    floor      = bytes read ÷ measured read bandwidth          (theoretical)
+    bytes read = weight bytes + B × L × KV bytes per token;  floor = bytes read ÷ bandwidth
 
-The two terms are equal at L* = weight bytes ÷ (B × KV bytes per token): past L*, the cache
-costs the step more reading than the whole model does. For SmolLM2-135M in float32, 538 MB of
-weights and 46,080 bytes per token, L* is about 11,700 tokens at batch 1 (beyond its
-8,192-token window) and about 1,460 at batch 8.
+The terms are equal at L* = weight bytes ÷ (B × KV bytes per token): past it the cache costs a
+step more reading than the whole model (SmolLM2-135M in float32: ~11,700 tokens at batch 1).
 
-`decode_theory` reads the loaded model's bytes and the machine's one bandwidth figure
-(`roofline.machine_bandwidth`, measured once per process and shared by every lesson).
+**A prefill's time, fitted.** A pass over L tokens costs a + b·L + c·L²: a fixed part, the
+matrix products (every token times every weight) and attention (each of L queries against up to
+L keys). `fit_quadratic` finds a, b, c by least squares (fewer than three lengths: fewer terms;
+a negative b or c is noise, so the best fit with none negative is kept).
+
+**Four ways to hold fewer cache bytes** (`cost_cuts`), each labelled measured or theoretical:
+grouped-query attention, an 8-bit cache, a sliding window, prefix caching.
+
+>>> f = fit_quadratic([1, 2, 3, 4], [1 + 2 + 3, 1 + 4 + 12, 1 + 6 + 27, 1 + 8 + 48])
+>>> round(f.a, 6), round(f.b, 6), round(f.c, 6)
+(1.0, 2.0, 3.0)
 """
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..kv_cache import bytes_per_token
+import numpy as np
+
+from ..kv_cache import bytes_per_token, kv_cache_bytes
 from ..weights import bytes_read_per_token
 from .roofline import machine_bandwidth
+
+MEASURED = "measured"
+THEORETICAL = "theoretical"
 
 
 @dataclass(frozen=True)
@@ -33,7 +46,6 @@ class DecodeTheory:
     dtype: str  # the dtype both counts are in
 
     def bytes_read(self, tokens: int, batch: int = 1) -> int:
-        """Bytes one step reads: weight bytes + batch × tokens × KV bytes per token."""
         return self.weight_bytes + batch * tokens * self.kv_bytes_per_token
 
     def kv_share(self, tokens: int, batch: int = 1) -> float:
@@ -41,7 +53,7 @@ class DecodeTheory:
         return batch * tokens * self.kv_bytes_per_token / self.bytes_read(tokens, batch)
 
     def seconds(self, tokens: int, batch: int = 1) -> float:
-        """The floor: bytes read ÷ bandwidth, in seconds."""
+        """The floor: bytes read ÷ bandwidth."""
         return self.bytes_read(tokens, batch) / (self.bandwidth_gbs * 1e9)
 
     def crossover_tokens(self, batch: int = 1) -> int:
@@ -55,3 +67,154 @@ def decode_theory(lm, shared=None) -> DecodeTheory:
     kv = bytes_per_token(info.layers, info.kv_heads, info.head_dim, lm.bytes_per_value)
     return DecodeTheory(bytes_read_per_token(lm.model), kv,
                         machine_bandwidth(shared, lm.device), str(lm.dtype).replace("torch.", ""))
+@dataclass(frozen=True)
+class QuadraticFit:
+    """seconds(L) = a + b·L + c·L², least squares through measured (L, seconds) points."""
+
+    a: float  # seconds: the fixed part of one pass
+    b: float  # seconds per token: the matrix products
+    c: float  # seconds per token²: attention's scores against the growing key set
+    rms_seconds: float  # root-mean-square residual of the points (the fit's own noise)
+    points: int  # how many measured points it went through
+
+    def at(self, tokens: float) -> float:
+        """Fitted seconds at `tokens`."""
+        return self.a + self.b * tokens + self.c * tokens ** 2
+
+    def quadratic_seconds(self, tokens: float) -> float:
+        return self.c * tokens ** 2
+
+    def quadratic_share(self, tokens: float) -> float:
+        """The L² term's share of the fitted time at `tokens` (0 to 1)."""
+        total = self.at(tokens)
+        return min(1.0, self.quadratic_seconds(tokens) / total) if total > 0 else 0.0
+
+    def quadratic_is_measurable(self, tokens: float) -> bool:
+        """Whether the L² term at `tokens` stands clear of the fit's residual noise (twice it)."""
+        return self.c > 0 and self.quadratic_seconds(tokens) > 2 * self.rms_seconds
+
+
+def _solve(xs: np.ndarray, ys: np.ndarray, terms: tuple[int, ...]) -> np.ndarray:
+    """Least squares on the chosen powers of L (0: a, 1: b·L, 2: c·L²); the others are 0."""
+    design = np.stack([xs ** k for k in terms], axis=1)  # [n, len(terms)]
+    coef, *_ = np.linalg.lstsq(design, ys, rcond=None)
+    full = np.zeros(3)
+    full[list(terms)] = coef
+    return full
+
+
+def _residual(xs: np.ndarray, ys: np.ndarray, coef: np.ndarray) -> np.ndarray:
+    return ys - (coef[0] + coef[1] * xs + coef[2] * xs ** 2)
+
+
+def fit_quadratic(tokens: Sequence[float], seconds: Sequence[float]) -> QuadraticFit:
+    """Least-squares a + b·L + c·L² through the points, b and c kept at zero or above."""
+    if len(tokens) != len(seconds) or not tokens:
+        raise ValueError("fit_quadratic needs as many times as lengths, at least one.")
+    xs, ys = np.asarray(tokens, dtype=float), np.asarray(seconds, dtype=float)
+    distinct = len(set(tokens))
+    candidates = [t for t in ((0, 1, 2), (0, 1), (0, 2), (0,)) if len(t) <= distinct]
+    best, best_sq = np.array([float(ys.mean()), 0.0, 0.0]), float("inf")
+    for terms in candidates:
+        coef = _solve(xs, ys, terms)
+        square = float(np.sum(_residual(xs, ys, coef) ** 2))
+        if coef[1] >= 0 and coef[2] >= 0 and square < best_sq:
+            best, best_sq = coef, square
+    rms = math.sqrt(float(np.mean(_residual(xs, ys, best) ** 2)))
+    return QuadraticFit(float(best[0]), float(best[1]), float(best[2]), rms, len(tokens))
+
+
+def attention_flops_share(tokens: int, matmul_parameters: int, layers: int, heads: int,
+                          head_dim: int) -> float:
+    """Theoretical: attention's share of a causal prefill's arithmetic at `tokens`: matrix
+    products 2 × matmul_parameters × L; scores and weights·V, each 2 × layers × heads ×
+    head_dim × L²/2 (causal: a query sees only the keys before it)."""
+    matmul = 2 * matmul_parameters * tokens
+    attention = 2 * layers * heads * head_dim * tokens ** 2
+    return attention / (attention + matmul) if tokens > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class LengthShare:
+    """What the L² term is worth at one prompt length."""
+
+    tokens: int  # prompt length L
+    fitted_seconds: float  # a + b·L + c·L² at L
+    quadratic_share: float  # c·L² ÷ the fitted time (0 to 1), from the measured fit
+    measurable: bool  # the L² term at L stands clear of the fit's noise (twice its residual)
+    attention_flops_share: float  # theoretical: attention's share of the arithmetic at L
+
+
+def length_shares(curve: QuadraticFit, lengths: Sequence[int], matmul_parameters: int,
+                  layers: int, heads: int, head_dim: int) -> tuple[LengthShare, ...]:
+    """One `LengthShare` per length: the fitted share beside the arithmetic's own."""
+    return tuple(LengthShare(
+        n, curve.at(n), curve.quadratic_share(n), curve.quadratic_is_measurable(n),
+        attention_flops_share(n, matmul_parameters, layers, heads, head_dim)) for n in lengths)
+
+
+def matmul_parameters(parameters: int, vocab_size: int, hidden_size: int) -> int:
+    """The parameters a prefill multiplies every token by: all but the embedding table (looked
+    up, not multiplied; tied to the output head, which a prefill runs for its last token only)."""
+    return parameters - vocab_size * hidden_size
+
+
+@dataclass(frozen=True)
+class CostCut:
+    name: str  # the technique
+    label: str  # MEASURED or THEORETICAL: how `bytes_after` was obtained
+    tokens: int  # context length the bytes are counted for, positions
+    bytes_before: int  # cache bytes without the technique (the formula)
+    bytes_after: int  # cache bytes with it
+    how: str  # what changes, in one phrase
+    trade_off: str  # what it gives up
+
+    @property
+    def factor(self) -> float:
+        """How many times fewer bytes."""
+        return self.bytes_before / self.bytes_after if self.bytes_after else float("inf")
+
+
+def cost_cuts(layers: int, heads: int, kv_heads: int, head_dim: int, bytes_per_value: int,
+              tokens: int, sliding_window: int, requests: int = 8,
+              measured_bytes_per_token: int | None = None) -> tuple[CostCut, ...]:
+    """The four rows for a model of this shape at `tokens` positions. `measured_bytes_per_token`:
+    this model's cache bytes per position read from real tensors (the GQA row is then measured)."""
+    def cache(kv: int = kv_heads, bpv: int = bytes_per_value, n: int = tokens) -> int:
+        return kv_cache_bytes(layers, kv, head_dim, bpv, n)
+
+    ours = cache()
+    gqa_label = THEORETICAL
+    if measured_bytes_per_token is not None:
+        ours, gqa_label = measured_bytes_per_token * tokens, MEASURED
+    ratio = heads // kv_heads if kv_heads else 1
+    return (
+        CostCut("grouped-query attention (GQA)", gqa_label, tokens, cache(kv=heads), ours,
+                f"{kv_heads} KV heads shared by {heads} query heads ({ratio} each), "
+                f"against {heads} KV heads", "built into the model when it is trained; "
+                "fewer distinct keys per layer"),
+        CostCut("KV cache in 8 bits", THEORETICAL, tokens, ours,
+                cache(bpv=1) if bytes_per_value > 1 else ours,
+                f"1 byte per cached value instead of {bytes_per_value}",
+                "rounding error in every key and value (plus a scale per group, not counted)"),
+        CostCut(f"sliding window of {sliding_window:,} tokens", THEORETICAL, tokens, ours,
+                cache(n=min(tokens, sliding_window)),
+                f"each layer keeps only the last {sliding_window:,} positions",
+                "nothing further back is read directly; the model must be trained this way "
+                "(this one was not)"),
+        CostCut(f"prefix caching ({requests} requests, one shared text)", THEORETICAL, tokens,
+                requests * ours, ours,
+                f"{requests} requests that start with the same {tokens:,} tokens hold one copy",
+                "only helps when prompts share their beginning; lesson 4's Prefix reuse "
+                "measures the time it saves"),
+    )
+
+
+def measured_bytes_per_token(points) -> int | None:
+    """Cache bytes per position and row read from a sweep's real tensors (`DecodeLengthPoint`s
+    with a non-empty cache), for the GQA row; None without such a point."""
+    held = [p for p in points if p.cache_tokens > 0]
+    if not held:
+        return None
+    p = max(held, key=lambda q: q.cache_tokens * q.batch)
+    return round(p.cache_bytes / (p.cache_tokens * p.batch))

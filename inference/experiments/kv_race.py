@@ -1,31 +1,28 @@
-"""Lesson 4: cache on vs off, raced on the same prompt, step by step.
+"""Lesson 4: cache on vs off, raced on the same prompt step by step, then at longer lengths.
 
 Two lanes make the same greedy tokens:
 - **cached**: step 0 prefills the prompt into a KV cache; every later step runs ONE token
-  through the model and reads the stored keys/values for the rest. Work per step: O(1)
-  forward tokens (attention still reads the cache, but that is small next to the weights).
-- **recompute**: no cache; every step runs the WHOLE sequence so far through the model
-  again. Work per step: O(sequence) forward tokens, growing by one each step.
+  through the model and reads the stored keys/values for the rest;
+- **recompute**: no cache; every step runs the WHOLE sequence so far through the model again.
+The lanes take turns, so both see the same machine noise, at the faster CPU thread count of
+the default and 1 (`thread_choice.fastest_threads`). `summarize`'s speed-up is the robust paired
+ratio of the lanes (`robust.paired_ratio`), the first step (the same pass over the prompt in
+both) at its faster time. A speed-up below 1 beyond the noise is impossible
+(`sanity.cached_step`): `checked_race` then races once more. `logit_gap` says how far the
+recomputed scores are from the cached ones: float rounding, so the cache is a pure speed-up.
 
-The lanes take turns, step by step, so both see the same machine noise, at the same CPU
-thread count: the faster of the default and 1 (`thread_choice.fastest_threads`; with another
-program on one core, 2 threads wait on each other at every operation, and that fixed cost per
-step would hide the cache's saving).
-
-Each step yields a `RaceStep`; `summarize()` adds them up, and its speed-up is the robust
-paired ratio of the two lanes (`robust.paired_ratio`: a few steps slowed by another program
-do not move it), its first step (the same pass over the prompt in both lanes) taken at its
-faster time in both. A speed-up below 1 beyond the noise is impossible
-(`sanity.cached_step`): `checked_race()` then races once more, and the summary says if the
-figure is still impossible. The recompute lane also reports how far its scores are from the
-cached lane's scores for the same position (`logit_gap`): they should agree to float
-rounding, which is what makes the cache a pure speed-up.
-
-Not covered here: the cost of attention itself, which grows with the sequence in both lanes.
+Why the race's first tokens undersell the cache (`step_costs`): while L tokens still fit in one
+memory-bound pass, recomputing them costs little more than one token (the weights are read once
+either way); once the pass is compute-bound its time grows with L and attention's with L², so
+n tokens redo about n²/2 tokens of work. The cached step still reads L × KV bytes per step (at
+4,096 tokens in float32, 35% of this model's weights). Beyond the measured lengths the lesson
+draws theory from them: the cached step as (weights + L × KV bytes) ÷ the bandwidth its longest
+measured step reached, the recompute step as a fitted a + b·L + c·L², both labelled theoretical.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+import statistics
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
 import torch
@@ -34,17 +31,20 @@ from transformers import DynamicCache
 from ..config import LIMITS
 from ..engine import decode_step, forward, recompute_logits
 from ..errors import EmptyPromptError
+from ..kv_cache import bytes_per_token
 from ..thread_choice import fastest_threads, num_threads
 from ..timing import stopwatch
+from ..weights import bytes_read_per_token
 from . import sanity
+from .context_theory import QuadraticFit, fit_quadratic
 from .robust import Robust, paired_ratio
 
 CACHED = "cached"
 RECOMPUTE = "recompute"
 WARM_UP_TOKENS = 8  # the untimed warm-up pass: at most the prompt's first 8 tokens
 WARM_UP_PASSES = 4  # at most: `fastest_threads` times it at 2 thread counts, twice each
-
-
+LENGTHS = (32, 128, 512)  # `step_costs`; each recompute step at 512 takes ~1 s on 2 CPU cores
+REPEATS = 3  # steps timed per length and lane (median)
 @dataclass(frozen=True)
 class RaceStep:
     index: int  # output token number, 0 = first token (after the prefill)
@@ -92,9 +92,8 @@ class RaceSummary:
 @torch.inference_mode()
 def race(lm, prompt_ids: list[int], new_tokens: int = LIMITS.race_new_tokens.default
          ) -> Iterator[RaceStep]:
-    """Yield a cached step, then the matching recompute step, for `new_tokens` tokens.
-
-    Greedy, and the run does not stop at end-of-turn: both lanes do exactly N steps."""
+    """Yield a cached step, then the matching recompute step, for `new_tokens` tokens. Greedy;
+    the run does not stop at end-of-turn: both lanes do exactly N steps."""
     if not prompt_ids:
         raise EmptyPromptError("The prompt is empty: type some text first.")
     LIMITS.race_new_tokens.check("New tokens", new_tokens)
@@ -180,3 +179,87 @@ def race_tokens(prompt: int, new: int) -> int:
     """
     return (WARM_UP_PASSES * WARM_UP_TOKENS + prompt + new - 1 + new * prompt
             + new * (new - 1) // 2)
+
+
+@dataclass(frozen=True)
+class LengthPoint:
+    tokens: int  # context length L: positions before the new token
+    cached_seconds: float  # one decode step with L positions cached (median, measured)
+    recompute_seconds: float  # one forward pass over L + 1 tokens, no cache (median, measured)
+    weight_bytes: int  # bytes of weights one cached step reads (the loaded model's)
+    kv_bytes_per_token: int  # cache bytes one position holds (K and V, all layers)
+
+    @property
+    def ratio(self) -> float:
+        return self.recompute_seconds / self.cached_seconds
+
+    def bytes_read(self, tokens: int) -> int:
+        """Bytes a cached step at context length `tokens` reads: weights + L × KV bytes."""
+        return self.weight_bytes + tokens * self.kv_bytes_per_token
+
+    @property
+    def cache_share(self) -> float:
+        """The cache's share of the bytes this point's cached step read (0 to 1)."""
+        return self.tokens * self.kv_bytes_per_token / self.bytes_read(self.tokens)
+
+    def cached_theory_seconds(self, tokens: int) -> float:
+        """Theoretical cached step at `tokens`: (weights + L × KV bytes) ÷ the bandwidth this
+        point's measured step reached (its bytes ÷ its seconds)."""
+        return self.cached_seconds * self.bytes_read(tokens) / self.bytes_read(self.tokens)
+
+
+@torch.inference_mode()
+def step_costs(lm, text_ids: list[int], lengths=LENGTHS, repeats: int = REPEATS
+               ) -> Iterator[LengthPoint]:
+    """Yield one measured `LengthPoint` per length (`text_ids` repeated to fill the longest)."""
+    if not text_ids:
+        raise EmptyPromptError("The race needs some text to repeat.")
+    model, device, info = lm.model, lm.device, lm.info
+    weights = bytes_read_per_token(model)
+    kv = bytes_per_token(info.layers, info.kv_heads, info.head_dim, lm.bytes_per_value)
+    filler = (text_ids * (max(lengths) // len(text_ids) + 2))[:max(lengths) + repeats + 1]
+    forward(model, torch.tensor([filler[:WARM_UP_TOKENS]], device=device),
+            DynamicCache())  # warm-up
+    for n in lengths:
+        cache = DynamicCache()
+        forward(model, torch.tensor([filler[:n]], device=device), cache)  # untimed prefill
+        cached = []
+        for i in range(repeats):
+            with stopwatch(device) as t:
+                decode_step(model, torch.tensor([filler[n + i]], device=device), cache)
+            cached.append(t[0])
+        plain = []
+        for _ in range(repeats):
+            with stopwatch(device) as t:
+                recompute_logits(model, filler[:n + 1], device)
+            plain.append(t[0])
+        yield LengthPoint(n, statistics.median(cached), statistics.median(plain), weights, kv)
+
+
+def fit(points: list[LengthPoint]) -> QuadraticFit:
+    """The recompute step's cost as a + b·L + c·L²: least squares through the measured points
+    (the L² term is attention's scores, each of L + 1 queries against up to L + 1 keys)."""
+    return fit_quadratic([p.tokens for p in points], [p.recompute_seconds for p in points])
+
+
+def generation_seconds(points: list[LengthPoint], prompt: int, new_tokens: int
+                       ) -> tuple[float, float]:
+    """Theoretical time to generate `new_tokens` after a `prompt`-token prompt, (with the cache,
+    without it): with it, step i reads the weights and prompt + i cached positions
+    (`cached_theory_seconds` of the longest measured point); without it, step i costs
+    a + b·(prompt + i) + c·(prompt + i)², so the total grows at least with the square of n."""
+    longest = max(points, key=lambda p: p.tokens)
+    cached = sum(longest.cached_theory_seconds(prompt + i) for i in range(new_tokens))
+    curve = fit(points)
+    plain = sum(curve.at(prompt + i) for i in range(new_tokens))
+    return cached, plain
+
+
+def race_lengths_tokens(lengths: Sequence[int] = LENGTHS, repeats: int = REPEATS) -> int:
+    """Tokens `step_costs` feeds: its warm-up, then at each length L an untimed prefill of L,
+    `repeats` cached steps and `repeats` recomputes of L + 1 tokens.
+
+    >>> race_lengths_tokens()
+    2714
+    """
+    return WARM_UP_TOKENS + sum(n + repeats + repeats * (n + 1) for n in lengths)
