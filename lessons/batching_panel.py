@@ -16,7 +16,7 @@ from inference.experiments.workload import PRESETS
 from visualizations import batching_charts as charts
 from visualizations import batching_text as text
 from visualizations.mechanism_weights import batch_diagram
-from visualizations.peer_view import peer_comparison_md
+from visualizations.server_view import peer_comparison_md
 
 from . import batching_handlers as run
 from .common.context import AppContext

@@ -10,11 +10,16 @@ import gradio as gr
 from inference.config import Settings
 from inference.experiments.machine_roofline import ROOFLINE_PROMPT, roofline_tokens
 from inference.tokens import prompt_ids
-from visualizations.budget_charts import budget_split_figure, step_parts_figure
-from visualizations.peer_view import peer_comparison_md
 from visualizations.pool_view import server_pool_parts
 from visualizations.roofline_charts import two_roof_figure
-from visualizations.server_view import batch_history_figure, remote_stats_md, server_stats_md
+from visualizations.server_view import (
+    batch_history_figure,
+    budget_split_figure,
+    peer_comparison_md,
+    remote_stats_md,
+    server_stats_md,
+    step_parts_figure,
+)
 from visualizations.step_charts import step_bound_md, step_split_figure
 from visualizations.style import empty_figure, info_caption
 

@@ -29,7 +29,6 @@ from test_speculative_view import _summary
 from test_step_bound import CPU, GPU
 from visualizations import (
     batching_charts,
-    budget_charts,
     context_charts,
     kv_charts,
     quant_charts,
@@ -125,9 +124,9 @@ def figures() -> dict[str, object]:
         "machine step split gpu": step_charts.step_split_figure(GPU, 0.0006, CAPTION),
         "spec sweep": speculative_charts.k_sweep_figure(SPEC, CAPTION, QUIET),
         "spec batch": speculative_charts.batch_figure(COSTS, CAPTION),
-        "server budget": budget_charts.budget_split_figure([rec(i, 3, 100) for i in range(8)],
+        "server budget": server_view.budget_split_figure([rec(i, 3, 100) for i in range(8)],
                                                            128, CAPTION),
-        "server parts": budget_charts.step_parts_figure([rec(i, 3, 0) for i in range(8)],
+        "server parts": server_view.step_parts_figure([rec(i, 3, 0) for i in range(8)],
                                                         CAPTION),
         "server history": server_view.batch_history_figure(Stats(), CAPTION),
     }

@@ -1,6 +1,6 @@
 """The chunked-prefill charts plot the step records' own numbers (hand-made records)."""
 from inference.step_record import StepRecord, mean_parts
-from visualizations.budget_charts import budget_split_figure, step_parts_figure
+from visualizations.server_view import budget_split_figure, step_parts_figure
 
 
 def rec(i, dec, pre, fwd=0.4):

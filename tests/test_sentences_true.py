@@ -214,7 +214,7 @@ def test_the_cost_table_claims_no_step_the_code_does_not_take():
 
 
 def test_the_vllm_comparison_says_which_backend_and_what_a_gpu_changes():
-    from visualizations.peer_view import peer_comparison_md
+    from visualizations.server_view import peer_comparison_md
     side = SimpleNamespace(tokens_per_s=150.0, p95_latency_s=8.0, p95_ttft_s=2.0)
     c = SimpleNamespace(app=side, vllm=side, clients=30, new_tokens=48, vllm_version="0.32",
                         machine="2-core AMD EPYC", when="2026-12-02", here=True,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from lessons.common.serving_peer import RECORDED, read_comparison, serving_comparison
-from visualizations.peer_view import NONE_YET, peer_comparison_md
+from visualizations.server_view import NONE_YET, peer_comparison_md
 
 CPU = "Test CPU 9000"
 

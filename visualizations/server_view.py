@@ -1,13 +1,27 @@
 """The live "Server" view: the real continuous batcher serving this room, drawn from its
-`ServerStats` (rows in the batch, queue, step time, tokens/s, batch size over time).
+`ServerStats` (rows in the batch, queue, step time, tokens/s, batch size over time), where each
+step's token budget and time go, and this server beside vLLM serving the same class.
 
-Pure: a stats record in (read by attribute), a Plotly figure or markdown out.
+Chunked prefill gives each step a token budget: every running row's one decode token first,
+then newcomers' prompt chunks with the rest, so a long prompt shows up as a run of steps whose
+prefill part fills the budget while the decode part never drops to zero (the running streams
+keep going). Pure: records in (read by attribute), Plotly figures or markdown out.
 """
 from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from .style import PALETTE, empty_figure, styled
+from .style import MEASURED, PALETTE, empty_figure, styled
+
+EMPTY_STEPS = ("No server steps yet: ask something in “Try it”, then each step's split between "
+               "decode tokens and prompt chunks appears here.")
+PARTS = (("forward_s", "forward pass", PALETTE["blue"]),
+         ("cache_s", "cache work (blocks, tables)", PALETTE["orange"]),
+         ("sample_s", "sampling + detokenizing", PALETTE["green"]),
+         ("handoff_s", "handing events to handlers", PALETTE["vermillion"]),
+         ("other_s", "the loop's own Python", PALETTE["grey"]))
+NONE_YET = ("*No comparison with vLLM measured yet: `make bench-serving` measures one on this "
+            "machine (vLLM in a venv of its own, the same class sent to both).*")
 
 
 def server_stats_md(stats, rows_limit: int, window_s: float) -> str:
@@ -106,3 +120,63 @@ def limit_note(finished: str | None, max_new: int) -> str:
         return (f"⚠️ The answer stopped at your limit of **{max_new} new tokens**, not at its "
                 f"end: raise *Max new tokens* to read more.")
     return ""
+
+
+def budget_split_figure(steps, budget: int, caption: str = "") -> go.Figure:
+    """Stacked bars per step: decode tokens (one per running row) and prefill-chunk tokens;
+    a dashed line at the budget (none when unchunked, budget 0)."""
+    if not steps:
+        return empty_figure(EMPTY_STEPS)
+    x = [s.index for s in steps]
+    fig = go.Figure()
+    fig.add_trace(go.Bar(x=x, y=[s.decode_tokens for s in steps], name="decode tokens "
+                         "(running rows)", marker_color=PALETTE["blue"]))
+    fig.add_trace(go.Bar(x=x, y=[s.prefill_tokens for s in steps], name="prefill-chunk tokens "
+                         "(newcomers' prompts)", marker_color=PALETTE["orange"]))
+    if budget:
+        fig.add_trace(go.Scatter(x=[x[0] - 0.5, x[-1] + 0.5], y=[budget, budget], mode="lines",
+                                 name=f"token budget per step ({budget})",
+                                 line=dict(color=PALETTE["grey"], dash="dash")))
+    fig.update_layout(barmode="stack", bargap=0.1)
+    note = (f"Each step's budget of {budget} tokens: running rows first, prompt chunks after."
+            if budget else "Unchunked: a newcomer's whole prompt runs in one step.")
+    return styled(fig, "Tokens in each server step", "server step", "tokens in the step", caption,
+                  note=note)
+
+
+def step_parts_figure(steps, caption: str = "") -> go.Figure:
+    """Stacked bars per step of its measured parts, in ms."""
+    if not steps:
+        return empty_figure(EMPTY_STEPS)
+    x = [s.index for s in steps]
+    fig = go.Figure()
+    for field, name, colour in PARTS:
+        fig.add_trace(go.Bar(x=x, y=[getattr(s, field) * 1000 for s in steps],
+                             name=f"{name} ({MEASURED})", marker_color=colour))
+    fig.update_layout(barmode="stack", bargap=0.1)
+    return styled(fig, "Where each step's time goes", "server step", "milliseconds", caption)
+
+
+def peer_comparison_md(c) -> str:
+    """The class served by both engines, labelled with its machine and date."""
+    if c is None:
+        return NONE_YET
+    rows = [("this app", c.app), (f"vLLM {c.vllm_version}", c.vllm)]
+    table = "\n".join(f"| {name} | **{s.tokens_per_s:.1f}** | {s.p95_latency_s:.1f} s | "
+                      f"{s.p95_ttft_s:.1f} s |" for name, s in rows)
+    where = (f"Measured on this machine ({c.machine}) at {c.when} by `{c.source}`."
+             if c.here else
+             f"Recorded on a {c.machine} at {c.when} by `{c.source}`, not measured by this "
+             "installation: `make bench-serving` here measures this machine's figures.")
+    return (f"{c.clients} students press Generate at once, {c.new_tokens} new tokens each, "
+            "greedy, streaming; the same prompts and client code, sent to this app's page and "
+            "to vLLM's OpenAI server on the same machine, one after the other. p95: what the "
+            "slowest 5% of the students waited.\n\n"
+            "| | tokens/s | p95 answer | p95 first token |\n"
+            "|---|---|---|---|\n" + table + "\n\n"
+            f"This app served **{c.app.tokens_per_s / c.vllm.tokens_per_s:.2f}×** vLLM's tokens "
+            f"per second; its slowest 5% waited **{c.app.p95_latency_s / c.vllm.p95_latency_s:.2f}"
+            f"×** as long for their whole answer. One run each, with vLLM's CPU backend, on the "
+            f"{c.machine}: a comparison on that CPU, not of the engines at their best. On a GPU "
+            "vLLM runs its own kernels (attention read through the block table, CUDA graphs), "
+            f"and both figures and their ratio change. *{where}*")
