@@ -36,6 +36,7 @@ from inference.tokens import encode_text, tokenize
 from visualizations.model_card import human_bytes
 from visualizations.noise_view import BUSY, supports_verdict
 
+from . import presenter_steps as lines
 from .common.latest import PRESENTER_BATCH, keep, reuse, shared_key
 from .common.presenter_screens import Screen
 from .common.prompt_input import encode_prompt
@@ -48,19 +49,7 @@ from .presenter_progress import (
     visitor_sweep,
     withheld,
 )
-from .presenter_steps import (
-    Step,
-    batch_running,
-    build_step,
-    cache_running,
-    first_and_next,
-    int8_running,
-    long_running,
-    prefill_running,
-    race_running,
-    ratio_label,
-    spec_running,
-)
+from .presenter_steps import Step, ratio_label
 
 QUESTION = "Name three colours of the rainbow."
 PROMPT = LIMITS.default_prompt
@@ -92,7 +81,7 @@ def streamed(lm, ids: list[int], n: int, counted: str, running) -> Iterator[Step
 
 def answer(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     events = yield from streamed(lm, encode_prompt(lm, settings, QUESTION), DECODE_TOKENS,
-                                 "token", first_and_next)
+                                 "token", lines.first_and_next)
     judged = noise.reading([e.seconds for e in events[1:]], settings)
     later = sum(e.seconds for e in events[1:])  # decode: the first token's prefill apart
     rate = (len(events) - 1) / later if later else 0.0
@@ -145,7 +134,7 @@ def prefill_race(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     (a part each) and after the finished point."""
     for last in prefill_sweep(lm, [PREFILL_TOKENS], PREFILL_TOKENS):
         yield Step("token", last.feeding or last.points[-1].tokens, PREFILL_TOKENS,
-                   prefill_running(last))
+                   lines.prefill_running(last))
     judged = noise.reading(settings=settings)
     p = last.points[-1]
     ratio = p.speedup  # the rounds' robust estimate (one pass at its low quantile)
@@ -161,7 +150,7 @@ def prefill_race(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
 
 def decode(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     events = yield from streamed(lm, encode_prompt(lm, settings, PROMPT), DECODE_TOKENS,
-                                 "decode step", first_and_next)
+                                 "decode step", lines.first_and_next)
     judged = noise.reading([e.seconds for e in events[1:]], settings)
     steps = [e.seconds for e in events[1:]] or [events[0].seconds]
     median = statistics.median(steps)
@@ -196,7 +185,8 @@ def speculative(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     ids = encode_prompt(lm, settings, spec_prompt())
     for u in race_updates(lm, ids, make_draft(lm, "prompt_lookup"), SPEC_K, SPEC_TOKENS, shared):
         if u.summary is None:
-            yield Step("token", u.passes[-1].tokens_so_far, SPEC_TOKENS, spec_running(u.passes))
+            yield Step("token", u.passes[-1].tokens_so_far, SPEC_TOKENS,
+                       lines.spec_running(u.passes))
     s = u.summary
     judged = noise.reading(s.plain_step_seconds, settings)
     same = "same tokens" if s.identical else "tokens differ"
@@ -235,7 +225,7 @@ def step_split(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
 
 def kv_bytes(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     events = yield from streamed(lm, encode_prompt(lm, settings, PROMPT), DECODE_TOKENS,
-                                 "token", cache_running)
+                                 "token", lines.cache_running)
     first, last = events[0], events[-1]
     per_token = (last.cache_bytes - first.cache_bytes) / max(last.cache_tokens
                                                             - first.cache_tokens, 1)
@@ -255,7 +245,7 @@ def kv_race(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
         if step.attempt and step.index == 0 and step.lane != RECOMPUTE:
             steps = []  # the second race replaces the first
         steps.append(step)
-        yield Step("race step", len(steps), 2 * RACE_TOKENS, race_running(steps))
+        yield Step("race step", len(steps), 2 * RACE_TOKENS, lines.race_running(steps))
     judged = noise.reading([t.seconds for t in steps if t.lane != RECOMPUTE and t.index > 0],
                            settings)
     s = summarize(steps, len(ids))
@@ -279,7 +269,7 @@ def long_context(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     yield Step("cache length", 0, len(LONG_CONTEXT), f"one prefill fills a cache of {long:,} "
                "tokens (not timed), then a decode step is timed at each length")
     for last in decode_lengths_sweep(lm, LONG_CONTEXT, batches=(1,), repeats=repeats):
-        yield Step("cache length", last.done, last.total, long_running(last.points, repeats))
+        yield Step("cache length", last.done, last.total, lines.long_running(last.points, repeats))
     judged = noise.reading(settings=settings)
     c = compare_lengths(last.points, short, long)
     floor = decode_theory(lm, shared)
@@ -308,7 +298,7 @@ def batch_sweep_steps(lm, settings: Settings, shared
                           bandwidth_gbs=machine_bandwidth(shared, lm.device)):
         # the sizes run are those that fit (a larger batch never needs less memory)
         yield Step("batch size", len(last.points), sum(p.fits for p in last.plans),
-                   batch_running(last))
+                   lines.batch_running(last))
     judged = noise.reading(settings=settings)
     keep(shared, shared_key(lm, PRESENTER_BATCH), last.points, judged)
     return last.points, judged
@@ -336,11 +326,11 @@ def int8(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     runs, per_weight = {}, {}
     for key, name in (("fp32", "float32"), ("int8", "int8")):
         for progress in build_steps(lm, key, shared):
-            yield build_step(name, progress, lm.info.layers)
+            yield lines.build_step(name, progress, lm.info.layers)
         per_weight[f"{key}_bytes_per_weight"] = progress.built.weight_bytes / lm.info.parameters
         for run in greedy_steps(progress.built.model, ids, INT8_TOKENS, lm.device):
             yield Step(f"{name} decode: token", len(run.token_ids), INT8_TOKENS,
-                       int8_running(run, runs.get("fp32")))
+                       lines.int8_running(run, runs.get("fp32")))
         runs[key] = run
     judged = noise.reading(settings=settings)
     fp32, q8 = runs["fp32"], runs["int8"]
