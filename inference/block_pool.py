@@ -1,29 +1,21 @@
 """Lesson 4-5 (engine side): the server's KV memory as a pool of fixed-size blocks.
 
 PagedAttention (vLLM) stores each request's keys and values not in one tensor sized for its
-longest possible answer but in BLOCKS of `block_tokens` positions, taken from one pool shared
-by every request. A request holds a BLOCK TABLE: the pool indices of its blocks, in order, so
-position p of the request lives in block `table[p // block_tokens]` at offset
-`p % block_tokens`. A new block is taken only when the last one is full, so at most one
-partly filled block per request is wasted (fragmentation inside a block), and nothing is
-reserved for tokens that were never generated (fragmentation between requests).
+longest possible answer but in BLOCKS of `block_tokens` positions from one shared pool. A
+request holds a BLOCK TABLE: position p lives in block `table[p // block_tokens]` at offset
+`p % block_tokens`. A new block is taken only when the last one is full, so at most one partly
+filled block per request is wasted, and nothing is reserved for tokens never generated.
 
-Prefix caching: a FULL block is keyed by a hash of its tokens chained with the hash of the
-block before it (`block_hash`), so equal keys mean equal tokens at equal positions from the
-start. A new request whose prompt starts with blocks already in the pool maps them (their
-reference count goes up) instead of computing them again. When the last request using a
-cached block ends, the block keeps its contents and its key: it is "cached, idle", reusable
-by the next request with that prefix, and evicted least-recently-used when the pool needs
-room (free blocks that hold nothing are taken first) or when more than `max_idle` sit idle.
+Prefix caching: a FULL block is keyed by a hash of its tokens chained with the key of the
+block before it (`block_hash`), so equal keys mean equal tokens from the start. A prompt that
+starts with cached blocks maps them (refcount + 1) instead of computing them again. A cached
+block nobody holds keeps its contents ("cached, idle") until evicted least-recently-used, when
+the pool needs room or more than `max_idle` sit idle. Free blocks go out last-freed first, so
+a class reuses the pages earlier answers wrote (a page becomes real memory when first written).
 
-Memory: the pool's tensor is allocated at once, but a page of it becomes real memory only when
-first written. Free blocks are handed out last-freed first, so a class reuses the blocks the
-previous answers wrote instead of walking through the whole pool, and the idle cached blocks
-are capped: after a burst of chats the process holds the burst's blocks, not the whole pool.
-
-This file is pure bookkeeping (integers and hashes, no tensors): `paged_cache.py` holds the
-tensors the block ids point into. It follows vLLM's v1 block manager
-(vllm/v1/core/block_pool.py, kv_cache_utils.py) without its speculative and hybrid parts.
+Pure bookkeeping (integers and hashes): `paged_cache.py` holds the tensors. It follows vLLM's
+v1 block manager (vllm/v1/core/block_pool.py, kv_cache_utils.py) without its speculative and
+hybrid parts.
 """
 from __future__ import annotations
 

@@ -1,23 +1,13 @@
 """Lesson 5 (engine side): cascade attention, a shared prefix read once per step, not per row.
 
-Why a shared preamble cost every row its bytes: the paged pass (`paged_cache.py`) hands
-attention each row's keys and values gathered through its block table, `[B, H_kv, S, D]`.
-Thirty rows answering questions about the same 900-token handout map the SAME blocks (prefix
-caching, `block_pool.py`), yet the gather copies those blocks thirty times per layer per step,
-and attention then reads thirty copies: the step's cost grows with rows × preamble.
-
-Cascade attention (FlashInfer's "cascade" / shared-prefix batch decoding) splits each row's
-keys in two: the PREFIX its group shares, read once for the whole group straight from the pool
-(one `index_select` of the prefix blocks, whose queries are stacked as extra heads of one
-matrix product), and the row's OWN blocks after it, gathered per row as before (a few
-blocks). Each part gives a partial softmax; the two are merged exactly.
-
-Merging two softmaxes. Attention over keys K = K_a ∪ K_b is
-`o = Σ_j e^{s_j} v_j / Σ_j e^{s_j}`. Each part keeps its normalised output `o_a` and the
-log of its denominator, `lse_a = log Σ_{j∈a} e^{s_j}` (the log-sum-exp). Then
-`o = (e^{lse_a} o_a + e^{lse_b} o_b) / (e^{lse_a} + e^{lse_b})`, computed after subtracting
-max(lse_a, lse_b) so nothing overflows (`merge_states`). Worked example, one query, keys
-0, 1, 2 with values 10, 20, 30, split after the second key:
+The paged pass (`paged_cache.py`) gathers each row's keys and values through its block table,
+so thirty rows answering questions about one 900-token handout map the SAME blocks yet copy and
+read them thirty times per layer per step. Cascade attention (FlashInfer's shared-prefix batch
+decoding) splits each row's keys in two: the PREFIX its group shares, read once for the group
+(its queries stacked as extra heads of one matrix product), and the row's OWN blocks after it.
+Each part gives a partial softmax with its log-sum-exp `lse = log Σ e^{s_j}`; the two merge
+exactly: `o = (e^{lse_a} o_a + e^{lse_b} o_b) / (e^{lse_a} + e^{lse_b})` (`merge_states`).
+Worked example, one query, keys 0, 1, 2 with values 10, 20, 30, split after the second key:
 
 >>> import torch
 >>> q = torch.tensor([[[[1.0]]]])  # [B=1, H=1, Q=1, D=1]
@@ -32,25 +22,12 @@ max(lse_a, lse_b) so nothing overflows (`merge_states`). Worked example, one que
 >>> round(merged.item(), 3), round(whole.item(), 3)
 (25.752, 25.752)
 
-Which rows form a group (`plan_groups`): rows whose block tables start with the same run of
-full blocks. A group's prefix stops before the block holding any of its rows' first query,
-so every query of the group sits after every prefix key: the prefix needs no causal mask,
-and chunked-prefill rows (Q > 1) are as exact as decode rows; the causal mask applies to
-the own blocks only. Rows sharing nothing with another row have no prefix: their own blocks
-are all their blocks. Left out: FlashInfer's multi-level cascades (a group inside a group
-reads its outer prefix once, its inner one once more) and a fused kernel (each part here is
-a few torch matrix products). `paged_cache.PagedStep` keeps the gathered path as the
-reference this file is tested against. The batch (`paged_batch.py`) takes the cascade for
-decode passes (one new position a row) where it at least halves the key positions read
-(`read_positions` against `gathered_positions`): after a long shared preamble re-reading it
-per row is the step's cost, while a one-block shared system prompt saves about what the extra
-products and the merge cost. A prompt chunk's many queries per key make its arithmetic the
-cost, and it keeps the gathered path with sdpa's fused kernel (no [Q, S] score table of ours).
-
-The model calls attention through transformers' `AttentionInterface`: this file registers
-`cascade_attention_forward` as "paged_cascade" and the paged pass hands it the step's
-`CascadePlan` as a keyword (`cascade=`), which transformers passes through to the attention
-function; without one it is exactly "sdpa".
+A group's prefix (`plan_groups`) stops before the block holding any of its rows' first query,
+so the prefix needs no causal mask. The batch takes the cascade for decode passes where it at
+least halves the key positions read; a prompt chunk keeps the gathered path and sdpa's fused
+kernel. Left out: multi-level cascades and a fused kernel. `paged_cache.PagedStep` keeps the
+gathered path as the reference this file is tested against. The model reaches this file
+through transformers' `AttentionInterface` ("paged_cascade": exactly "sdpa" without a plan).
 """
 from __future__ import annotations
 

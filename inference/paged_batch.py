@@ -1,29 +1,12 @@
 """Lesson 5 (engine side): a decode batch whose KV cache lives in pages (PagedAttention).
 
-`PagedBatch` is what the server batches with by default. Its rows are requests; their keys
-and values sit in one pool of fixed-size blocks (`block_pool.py` keeps the books,
-`paged_cache.py` the tensors and the attention through the block table).
-
-- `admit` gives a request the blocks its prompt needs NOW (not prompt + max new tokens), after
-  mapping the cached full blocks its prompt starts with (a prefix-cache hit: those tokens are
-  not prefilled again).
-- `prefill` runs the newcomers' uncached tokens in left-padded passes, rows of similar
-  length together (a 40-token chat is not padded to a 1,000-token newcomer's length).
-- `make_room` takes a block for every row whose last block is full; when the pool is out of
-  blocks (after evicting idle cached ones) the NEWEST row is preempted: its blocks go back and
-  the caller puts it at the front of the queue; when it is admitted again its prompt and the
-  tokens it had generated are prefilled again and it continues where it was.
-- `prefill_chunks` computes the next N uncached tokens of some rows (chunked prefill: the
-  server spends a per-step token budget on them, a chunk per step, `server.py`).
-- `decode` is one step for every decoding row (or the rows named, while others are
-  mid-prefill); `release` gives a finished row's blocks back. `forward_s` adds up the synced
-  seconds spent in the model, so the server can tell the forward pass from the cache work.
-  When its rows share a long prefix (a handout before every question), attention reads that
-  prefix once for them all (`cascade_attention.py`, `Settings.cascade_attention`).
-Each row keeps ONE count of progress, `computed` (vLLM's `num_computed_tokens`): the positions
-whose keys and values are in the pool. What is left to compute is `tokens[computed:]`; a row
-decodes once its admitted tokens are all computed. Joining and leaving copy no cache tensor:
-only block ids move.
+`PagedBatch` is what the server batches with. Its rows are requests; their keys and values sit
+in one pool of fixed-size blocks (`block_pool.py` keeps the books, `paged_cache.py` the tensors).
+A request is admitted with the blocks its prompt needs NOW, its cached prefix mapped, not
+computed again; `make_room` preempts the NEWEST row when the pool runs dry (it is prefilled
+again when readmitted). Each row keeps ONE count of progress, `computed` (vLLM's
+`num_computed_tokens`): what is left is `tokens[computed:]`. Joining and leaving copy no cache
+tensor: only block ids move.
 """
 from __future__ import annotations
 
@@ -148,16 +131,15 @@ class PagedBatch:
 
     @staticmethod
     def for_server(lm, s: Settings) -> PagedBatch:
-        """The server's batch, sized from `s`; each time the compute thread has been idle for
-        `s.idle_trim_s` the free blocks' memory goes back to the system (`give_back_free`,
-        run there, after the server's last step; every step of the server runs there too)."""
+        """The server's batch, sized from `s`; its free blocks' memory goes back to the system
+        whenever the compute thread idles (`give_back_free`)."""
         batch = PagedBatch.for_memory(lm, s.server_cache_mb, s.block_tokens,
                                       s.server_pool_blocks, s.prefix_cache_blocks)
         batch.cascade = s.cascade_attention  # shared prefixes read once a step, or per row
         compute_thread.idle.also(batch.give_back_free)
         return batch
 
-    def __init__(self, lm, num_blocks: int, block_tokens: int, pad_slack: float = 0.25,
+    def __init__(self, lm, num_blocks: int, block_tokens: int,
                  idle_blocks: int | None = None) -> None:
         info = lm.info
         self.lm = lm
@@ -167,12 +149,10 @@ class PagedBatch:
         self.token_bytes = bytes_per_token(info.layers, info.kv_heads, info.head_dim,
                                            lm.bytes_per_value)
         self.rows: dict[int, PagedRow] = {}
-        self.pad_slack = pad_slack  # padding a prefill pass may add, as a share of its tokens
         self._touched: set[int] = set()  # blocks zeroed once (their memory is real now)
         self.prefix_hit_tokens = self.prefill_tokens = self.preemptions = 0
         self.forward_s = 0.0  # synced seconds in the model since start (callers read deltas)
-        # shared prefixes read once per step (cascade_attention.py), else per row
-        self.cascade = LIMITS.cascade_attention
+        self.cascade = LIMITS.cascade_attention  # shared prefixes read once per step
 
     @property
     def block_tokens(self) -> int:
@@ -183,10 +163,8 @@ class PagedBatch:
         return blocks_for(tokens, self.block_tokens) <= self.pool.num_blocks
 
     def computing_now(self, tokens: list[int]) -> bool:
-        """True when the first full block of `tokens` that is not cached yet is one another
-        row is computing right now (the same tokens at the same positions, mid-prefill): a
-        class pressing Generate at once shares the chat template's system prompt, and a
-        request that waits one step for that block maps it instead of computing it again."""
+        """True when the first uncached full block of `tokens` is one another row is computing
+        right now: waiting one step maps it instead of computing it again."""
         bt, hits = self.block_tokens, self.pool.cached_prefix(tokens)
         end = (len(hits) + 1) * bt  # the end of the first block not cached yet
         if end > len(tokens) - 1:  # no full block left to share (as cached_prefix)
@@ -213,14 +191,10 @@ class PagedBatch:
 
     def prefill_chunks(self, chunks: dict[int, int]) -> torch.Tensor:
         """The next `n` uncached tokens of each row {rid: n} -> logits [len(chunks), V] of each
-        chunk's last position, in `chunks` order (a row's first token comes from the logits
-        of its LAST chunk).
-
-        Rows of similar chunk length share one left-padded pass; a row much longer or shorter
-        than the others gets a pass of its own (`length_groups`), so a short prompt beside a
-        long one computes little padding."""
+        chunk's last position, in `chunks` order. Rows of similar chunk length share one
+        left-padded pass (`length_groups`), so a short prompt computes little padding."""
         out: dict[int, torch.Tensor] = {}
-        for group in length_groups(chunks, self.pad_slack):
+        for group in length_groups(chunks):
             logits = self._prefill_group([self.rows[r] for r in group], [chunks[r] for r in group])
             out.update(zip(group, logits))
         return torch.stack([out[r] for r in chunks])
@@ -265,9 +239,8 @@ class PagedBatch:
         return [rid for rid, row in self.rows.items() if row.decoding]
 
     def decode(self, rids: list[int] | None = None) -> torch.Tensor:
-        """Feed these rows' newest token (default: every decoding row's, in `decoding()`
-        order; a row mid-prefill waits for its next chunk) -> logits [B, V]. Call `make_room`
-        first: every row must have a slot for its next position."""
+        """Feed these rows' newest token (default: every decoding row's) -> logits [B, V].
+        Call `make_room` first: every row must have a slot for its next position."""
         rows = [self.rows[r] for r in (self.decoding() if rids is None else rids)]
         ids = torch.tensor([[row.tokens[row.computed]] for row in rows])  # [B, 1]
         pos = torch.tensor([[row.computed] for row in rows])  # [B, 1]
@@ -284,10 +257,8 @@ class PagedBatch:
         self.pool.release(rid)
 
     def give_back_free(self) -> int:
-        """The free blocks' memory back to the system (`PagedKV.release_free`) -> bytes.
-        Call only where no pass runs meanwhile. Idle cached blocks keep their contents (a
-        later prompt may map them). A released block reads as zeros, so it stays in
-        `_touched`: it is as good as zeroed, and its next write faults its pages in again."""
+        """The free blocks' memory back to the system -> bytes. Call only where no pass runs.
+        A released block reads as zeros, so it stays in `_touched`."""
         return self.kv.release_free(list(self.pool.free))
 
     def row_bytes(self, rid: int) -> int:

@@ -1,35 +1,20 @@
 """Lesson 4-5 (engine side): attention that reads each request's keys and values through its
 block table.
 
-The pool: per layer, keys and values of shape `[num_blocks + 1, block_tokens, H_kv, D]`
-(the extra last block is scratch: padding positions write there and nothing reads it). Seen
-flat, `[slots, H_kv, D]`, slot = block id × block_tokens + offset: writing the new positions
-is one `index_copy_` on the slot axis, and reading a row's blocks in order is one
-`index_select` of whole blocks (`[num_blocks + 1, block_tokens × H_kv × D]`), so neither
-touches the rest of the pool.
-`PagedStep` is the cache object handed to the model for ONE forward pass. In every layer the
-model calls `update(k, v, layer)` with the new positions' keys and values; `update`
-1. writes them into their slots (from the block table), and
-2. returns every row's keys and values gathered through its block table in order,
-   `[B, H_kv, blocks × block_tokens, D]`, with a boolean mask `[B, 1, Q, S]` (built once per
-   pass) hiding the slots a row has not filled and the future of each query.
-Each row gets its own position ids, so a row computes what it would compute alone. Nothing is
-copied when a request joins or leaves: its blocks are simply taken from or given back to the
-pool (`block_pool.py`); the only copy is the per-layer gather that attention reads, as large
-as the batch's longest row and freed when the layer is done. (`cascade_attention.py` reads a
-prefix that rows share once per step instead of once per row; this gather stays its reference.)
-When the server has been idle, `release_free` hands the free blocks' pages back to the system.
+The pool: per layer, keys and values of shape `[num_blocks + 1, block_tokens, H_kv, D]` (the
+last block is scratch: padding positions write there and nothing reads it). Seen flat as
+`[slots, H_kv, D]` (slot = block id × block_tokens + offset), writing the new positions is one
+`index_copy_` and reading a row's blocks in order one `index_select` of whole blocks: advanced
+indexing (`pool[ids]`) was about a hundred times slower on a CPU.
 
-Why our own gather and not transformers' `PagedAttentionCache` (`attn_implementation=
-"paged|sdpa"`)? That cache belongs to transformers' own continuous-batching loop
-(`generate_batch`): its scheduler, its sampling, its request states, while the server needs
-its own admission, per-request seeded sampling, prefix sharing by block hash, preemption and
-an event per token. The gather costs one copy of the batch's keys and values per layer, as
-the padded layout's `torch.cat` does. Indexing matters: gathering blocks with advanced
-indexing (`pool[ids]`) is about a hundred times slower than `index_select` on a CPU, and a
-write through mixed indices
-(`pool[blocks, :, offsets]`) showed milliseconds a layer in the profiler, so writes are one
-`index_copy_` on the slot axis and reads one `index_select` of whole blocks.
+`PagedStep` is the cache handed to the model for ONE forward pass: in every layer `update`
+writes the new keys and values into their slots and returns every row's keys and values
+gathered through its block table, `[B, H_kv, blocks × block_tokens, D]`, with a mask
+`[B, 1, Q, S]` hiding unfilled slots and each query's future. Each row gets its own position
+ids, so it computes what it would alone. (`cascade_attention.py` reads a shared prefix once
+per step instead; this gather stays its reference.) We gather ourselves rather than use
+transformers' `PagedAttentionCache`, which belongs to its own batching loop (`generate_batch`):
+the server needs its own admission, seeded sampling, prefix sharing and preemption.
 """
 from __future__ import annotations
 
@@ -87,23 +72,13 @@ class PagedKV:
 
     @torch.inference_mode()
     def release_free(self, blocks: list[int]) -> int:
-        """Give the memory of these blocks (free: nobody reads them) back to the system.
-        -> bytes given back (0 where it cannot be: not Linux, not a CPU tensor).
-
-        Why a process stays big after a burst: a page of memory becomes resident the first
-        time it is written and stays resident until the process hands it back, whether or
-        not anything still uses it. Free lists (this pool's, malloc's) keep freed memory for
-        reuse instead of returning it, and malloc keeps an arena per thread that ran work
-        (`idle_trim.py` trims those). So every block a burst of chats wrote stays in the
-        resident set, though the block pool lists it as free.
-
-        `madvise(MADV_DONTNEED)` on the whole pages inside each run of consecutive blocks
-        (a run's start rounded up and its end rounded down to the page size, so a page a kept
-        block shares is never touched) drops them: they read as zeros afterwards, and zeros
-        are what a block's first use writes anyway. The cost: the next write to such a page
-        faults it in again (a page fault and a zeroed page from the kernel, each), so this
-        runs only when the work has stopped, on the compute thread (no pass reads a block
-        meanwhile). On a GPU the caching allocator owns the memory: nothing to do here."""
+        """Give the memory of these free blocks back to the system -> bytes given back (0 where
+        it cannot be: not Linux, not a CPU tensor). A page stays resident once written, though
+        the pool lists its block as free; `madvise(MADV_DONTNEED)` on the whole pages inside
+        each run of consecutive blocks drops them (a page a kept block shares is never
+        touched). They read as zeros afterwards, what a block's first use writes anyway; the
+        next write faults them in again, so this runs only when the work has stopped. On a
+        GPU the caching allocator owns the memory: nothing to do here."""
         t0 = self.keys[0]
         if not blocks or not _can_release(t0):
             return 0
