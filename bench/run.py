@@ -1,4 +1,6 @@
-"""`make bench`: every lesson's headline figure, measured side by side in one run.
+"""`make bench`: every lesson's headline figure, measured side by side in one run, and the
+whole app's: start-up, a streaming client against the engine, a class served by the
+continuous batcher against one row at a time.
 
 Prints a table and writes bench/results.json. Figures are medians of repeated runs after a
 warm-up, device synced before each clock read; compared things are measured in the same run.
@@ -6,15 +8,18 @@ Run: `.venv/bin/python -m bench.run` (or `make bench`). Takes a few minutes on 2
 """
 from __future__ import annotations
 
+import asyncio
 import json
+import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from bench import classroom, measure, robust, serving, serving_workloads, visitor_memory
-from bench.app_server import start_app
+from bench import classroom, measure, robust, serving_workloads, visitor_memory
+from bench.app_server import RssWatch, start_app
+from bench.serving_workloads import Workload, app_stream, drive
 from bench.targets import finish
 from bench.workloads import KV_PROMPT, PROMPT, QUALITY_PROMPT
 from inference.config import LIMITS
@@ -88,15 +93,56 @@ def decode(lm, ids: list[int], bandwidth_gbs: float) -> dict:
 
 
 def ui(lm, ids: list[int], n: int = 48) -> dict:
-    """Decode tokens/s a streaming client sees through the app against the engine's own
-    (measured before and after the client, averaged)."""
+    """Decode tokens/s a streaming client sees through the app (updates after the first ÷
+    their time) against the engine's own, measured before and after the client, averaged."""
+    from gradio_client import Client
+
     with start_app() as app:
         engine = measure.engine_decode_rate(lm, ids, n)
-        client = serving.client_stream_rate(app.url, PROMPT, n, "/chat")
+        stamps = [time.perf_counter() for _ in Client(app.url, verbose=False).submit(
+            PROMPT, n, api_name="/chat")]
         engine2 = measure.engine_decode_rate(lm, ids, n)
+    if len(stamps) < 4:
+        raise RuntimeError("the stream produced too few updates to time")
+    # updates: "waiting for a row", the first token, then one per decoded token
+    client = (len(stamps) - 2) / (stamps[-1] - stamps[1])
     eng = (engine + engine2) / 2
     return {"engine_tokens_per_s": eng, "client_tokens_per_s": client,
             "client_vs_engine": client / eng}
+
+
+def startup_seconds() -> dict:
+    """Cold: an empty weight cache (the GGUF is dequantized). Warm: the cache just written."""
+    with tempfile.TemporaryDirectory() as cache:
+        seconds = []
+        for _ in ("cold", "warm"):
+            server = start_app({"LLM_LAB_CACHE": cache})
+            server.stop()
+            seconds.append(server.ready_seconds)
+    return {"cold_seconds": seconds[0], "warm_seconds": seconds[1]}
+
+
+def serving_load(clients: int = 30, new_tokens: int = 48, rows: int | None = None) -> dict:
+    """Start the app (its server limited to `rows` active rows if given), let `clients`
+    streaming chat clients ask at once (distinct prompts), and report latency, TTFT,
+    throughput, errors and the app's peak resident memory against its idle memory."""
+    env = {"LLM_LAB_SERVER_ROWS": str(rows)} if rows else {}
+    with start_app(env) as app, RssWatch(app.pid) as watch:
+        idle_mb = watch.now_mb()
+        figures = asyncio.run(drive(Workload("class", clients, new_tokens), app_stream(app.url)))
+        return figures | {"idle_rss_mb": idle_mb, "peak_rss_mb": watch.peak_mb()}
+
+
+def serving_race(clients: int = 30, new_tokens: int = 48) -> dict:
+    """The same classroom served twice in one run: by the continuous batcher, and with it
+    limited to one active row (every request alone, one after another)."""
+    batched = serving_load(clients, new_tokens)
+    serial = serving_load(clients, new_tokens, rows=1)
+    return {"clients": clients, "new_tokens": new_tokens, "batched": batched, "serial": serial,
+            "throughput_ratio_batched_vs_serial": batched["tokens_per_s"] / serial["tokens_per_s"],
+            "p95_latency_ratio_batched_vs_serial": (batched["p95_latency_s"]
+                                                    / serial["p95_latency_s"]),
+            "peak_rss_vs_idle_batched": batched["peak_rss_mb"] / batched["idle_rss_mb"]}
 
 
 def schedulers(lm) -> dict:
@@ -137,7 +183,7 @@ def model_sections(results: dict) -> None:
     results["quantization"] = section("quantization",
                                       lambda: measure.quantization(lm, QUALITY_PROMPT))
     results["startup"] = section("startup (cold: empty weight cache; warm: cache present)",
-                                 serving.startup_seconds)
+                                 startup_seconds)
     results["ui"] = section("ui: streaming client vs engine", lambda: ui(lm, ids))
     from bench import chunked, context, paged, speculative
     results["speculative"] = section(
@@ -157,7 +203,7 @@ def model_sections(results: dict) -> None:
         lambda: robust.measure_robust(lm))
     results["serving"] = section(
         "serving: 30 streaming chat clients, continuous batcher vs one row at a time",
-        serving.serving_race)
+        serving_race)
     results["serving"].update(paged=paged_figures, chunked=chunked_figures["chunked"],
                               step_parts=chunked_figures["step_parts"])
     results["serving"].update(section(

@@ -36,7 +36,7 @@ TABS = {  # tab id -> (label, elem_ids that must sit inside that tab)
                                  "perf-sizes", "perf-gpu", "server-pool",
                                  "server-pool-tables", "server-pool-bytes"}),
 }
-ENDPOINTS = {  # named endpoints (gradio_client, tests/test_bad_input.py, bench/serving.py)
+ENDPOINTS = {  # named endpoints (gradio_client, tests/test_bad_input.py, bench/run.py)
     "chat", "tokenize", "token_cost", "prefill_measure", "prefill_sweep",
     "decode_step", "decode_stop", "decode_reset", "decode_branch",
     "kv_growth", "kv_race", "kv_prefix", "kv_attention",
