@@ -33,7 +33,7 @@ from inference.kv_cache import bytes_per_token
 from visualizations import batching_charts as charts
 from visualizations import batching_tables as tables
 from visualizations import batching_text as text
-from visualizations.chain_view import chain_md
+from visualizations.batching_tables import chain_md
 from visualizations.mechanism_weights import batch_diagram
 from visualizations.noise_view import busy_notice_html, supports_verdict
 from visualizations.style import info_caption

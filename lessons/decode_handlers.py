@@ -23,11 +23,11 @@ from inference.generation import (
     start,
 )
 from inference.sampling import SamplingSettings
-from visualizations.decode_view import decode_stats_md, output_html, timed_step
 from visualizations.mechanism import decode_diagram
 from visualizations.noise_view import busy_notice_html
 from visualizations.style import info_caption
 from visualizations.timing_charts import candidates_figure, decode_latency_figure
+from visualizations.token_view import decode_stats_md, output_html, timed_step
 
 from .common.prompt_input import encode_prompt
 

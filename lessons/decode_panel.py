@@ -13,9 +13,9 @@ import gradio as gr
 
 from inference.config import Settings
 from inference.sampling import SamplingSettings
-from visualizations.decode_view import CACHE_FREED, decode_stats_md, output_html
 from visualizations.mechanism import decode_diagram
 from visualizations.timing_charts import candidates_figure, decode_latency_figure
+from visualizations.token_view import CACHE_FREED, decode_stats_md, output_html
 
 from .common.context import AppContext
 from .common.controls import number, slider

@@ -8,7 +8,6 @@ from inference.experiments.noise import judge
 from inference.experiments.prefill_sweep import PrefillPoint
 from inference.experiments.token_cost import token_cost
 from inference.tokens import Token
-from visualizations.decode_view import decode_stats_md, output_html
 from visualizations.timing_charts import (
     candidates_figure,
     decode_latency_figure,
@@ -21,6 +20,8 @@ from visualizations.timing_text import (
     sweep_verdict_md,
 )
 from visualizations.token_view import (
+    decode_stats_md,
+    output_html,
     template_note_md,
     token_cost_md,
     token_counts_md,

@@ -13,10 +13,10 @@ from inference.experiments.shared_results import SharedResults
 from inference.sampling import SamplingSettings
 from lessons import decode_handlers, decode_panel, prefill_handlers
 from lessons.common.context import AppContext
-from visualizations.decode_view import decode_stats_md
 from visualizations.noise_view import BUSY
 from visualizations.style import CAPTION_GREY, PALETTE, PLOT_MIN, styled
 from visualizations.timing_charts import candidates_figure, decode_latency_figure
+from visualizations.token_view import decode_stats_md
 
 SETTINGS = Settings()
 PROMPT = "Write one sentence about the moon."
