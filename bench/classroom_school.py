@@ -14,11 +14,10 @@ every queue request, so the app counts each student as a visitor of their own. A
 (`forges=True`) is a script: no page, no cookie, and a new made-up first hop on every request
 (from 100.64.0.0/10), left of the address the proxy appends.
 
-Students speak Gradio's queue protocol with the standard library (`bench.gradio_stream.call`),
-as the serving figures' clients do: thirty `gradio_client` clients spent the cores the app
-measured on. A press's stamps: sent, first message (the queue took it), first update (its
-place in line, or its run's own progress), its turn (the first update after waiting that no
-longer shows its place), its final output.
+Students speak Gradio's queue protocol through the bench's light client
+(`bench.gradio_stream.call`). A press's stamps: sent, first message (the queue took it), first
+update (its place in line, or its run's own progress), its turn (the first update after
+waiting that no longer shows its place), its final output.
 """
 from __future__ import annotations
 

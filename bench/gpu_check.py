@@ -15,6 +15,7 @@ Options: --skip-tests, --skip-bench, --out PATH.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import subprocess
@@ -61,12 +62,6 @@ def no_cuda_message() -> str | None:
     return None
 
 
-def _ui_packages_present() -> bool:
-    import importlib.util
-
-    return all(importlib.util.find_spec(m) is not None for m in ("gradio", "plotly"))
-
-
 def run_tests(timeout_s: int = 1_500) -> dict:
     """pytest on MODEL_TESTS in a child process; counts read from its JUnit report."""
     import xml.etree.ElementTree as ET
@@ -76,7 +71,7 @@ def run_tests(timeout_s: int = 1_500) -> dict:
            str(report), *MODEL_TESTS]
     half = os.environ.get("LLM_LAB_DTYPE", "float16").strip().lower() != "float32"
     skip = list(HALF_PRECISION_DESELECT) if half else []  # CUDA's default dtype is float16
-    if not _ui_packages_present():
+    if not all(importlib.util.find_spec(m) for m in ("gradio", "plotly")):  # the UI's packages
         skip += NEEDS_UI
     cmd += [arg for t in skip for arg in ("--deselect", t)]
     t0 = time.perf_counter()

@@ -89,8 +89,7 @@ def app_config(base_url: str) -> dict:
 
 def chat_fn_index(base_url: str, api_name: str = "chat") -> int:
     """The queue's number for the app's `api_name` endpoint, from the app's config."""
-    deps = app_config(base_url)["dependencies"]
-    return next(d["id"] for d in deps if d.get("api_name") == api_name)
+    return endpoint_data(app_config(base_url), api_name, {})[0]
 
 
 def endpoint_data(config: dict, api_name: str, values: dict[str, object]) -> tuple[int, list]:

@@ -1,25 +1,17 @@
 """`make bench` section `robust`: do the four headline figures survive a busy machine?
 
-The lessons' headline figures are measured so that noise does not reach them (interleaved
-rounds, low quantiles, paired lanes, the thread count chosen for the machine's state:
-`inference/experiments/robust.py`) and checked against physics before anything is drawn
-(`sanity.py`). This section measures each figure with the lessons' own functions
-
-- `kv_race`: the KV cache race's speed-up at 64 new tokens (`kv_race.checked_race`);
-- `batch_gain`: batch 16's throughput ÷ batch 1's (`batch_sweep.run_sweep`, paired steps);
-- `prefill_ratio`: one pass over 1,024 tokens against feeding them one at a time, per token
-  (`prefill_sweep`, the one-at-a-time side from 16 tokens fed);
-- `int4_speed`: int4's decode speed ÷ float32's, raced step by step (`quant_race`),
-
-first on a quiet machine, then under each load: `spinner`, one other process keeping one core
-busy (its start polled, not slept), and `chats`, the app (`app_server.start_app`) serving 30
-streaming chats the whole time (`classroom_school.chat_stream` clients, each asking again as
-its answer ends). Reported per figure: `robust.<figure>.quiet`, `.<load>.loaded`,
+The lessons measure their headline figures so that noise does not reach them
+(`inference/experiments/robust.py`) and check them against physics before drawing (`sanity.py`).
+This section measures each with the lessons' own functions: `kv_race` (the KV race's speed-up
+at 64 new tokens), `batch_gain` (batch 16's throughput ÷ batch 1's), `prefill_ratio` (one pass
+over 1,024 tokens against feeding them one at a time, per token) and `int4_speed` (int4's
+decode speed ÷ float32's, raced step by step), first on a quiet machine, then under each load:
+`spinner`, one other process keeping one core busy, and `chats`, the app serving 30 streaming
+chats the whole time. Reported per figure: `robust.<figure>.quiet`, `.<load>.loaded`,
 `.<load>.loaded_vs_quiet` (the target band: 0.75–1.33, checked as `.<load>.off` ≤ 1.33) and
 the spreads; and `robust.impossible_shown`: figures a sanity bound, checked again here, would
-have withheld but the measurement showed (must be 0). Each figure's quiet run is this
-machine's quiet reference too (`quiet_reference.keep_if_quiet`, judged by the noise rule), as
-the lessons keep theirs.
+have withheld but the measurement showed (must be 0). Each quiet run is this machine's quiet
+reference too (`quiet_reference.keep_if_quiet`), as the lessons keep theirs.
 Run alone: `.venv/bin/python -m bench.robust`.
 """
 from __future__ import annotations
