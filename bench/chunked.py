@@ -9,7 +9,7 @@ In process (no web stack), the real model, the server's own loop:
   mean seconds per part (forward pass, cache work, sampling + detokenizing, handing events
   to handlers, the loop's rest) of its 30-row decode-only steps, from the server's own
   `StepRecord`s.
-`measure_chunked(lm, settings) -> dict` returns both (the lead wires it into bench/run.py).
+`measure_chunked(lm, settings) -> dict` returns both.
 """
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ with the lesson's own functions.
     prefill (measured; eager capped by `Settings.context_eager_max_tokens`).
 
 Run alone: `.venv/bin/python -m bench.context` (prints the dict as JSON; ~3-5 minutes on 2 cores,
-mostly the 8,192-token prefills). The lead wires `measure_context` into bench/run.py.
+mostly the 8,192-token prefills).
 """
 from __future__ import annotations
 
@@ -46,13 +46,13 @@ def measure_context(lm, settings: Settings = LIMITS, shared=None) -> dict:
     peaks = {p.implementation: p for p in
              compare_attention_memory(lm, window, settings.context_eager_max_tokens)}
     top = max(p.tokens for p in pre)
-    steps = {f"b{b}": {p.cache_tokens: round(p.seconds * 1000, 2) for p in
-                       sorted(dec, key=lambda p: p.cache_tokens) if p.batch == b}
-             for b in sorted({p.batch for p in dec})}
-    spread = {f"b{b}": {p.cache_tokens: [round(p.seconds_min * 1000, 2),
-                                         round(p.seconds_max * 1000, 2)]
-                        for p in sorted(dec, key=lambda p: p.cache_tokens) if p.batch == b}
-              for b in sorted({p.batch for p in dec})}
+
+    def by_batch(value) -> dict:  # {"b1": {cache tokens: value(point)}, "b8": ...}
+        return {f"b{b}": {p.cache_tokens: value(p) for p in
+                          sorted(dec, key=lambda p: p.cache_tokens) if p.batch == b}
+                for b in sorted({p.batch for p in dec})}
+    steps = by_batch(lambda p: round(p.seconds * 1000, 2))
+    spread = by_batch(lambda p: [round(p.seconds_min * 1000, 2), round(p.seconds_max * 1000, 2)])
     floor = {f"b{b}": {n: round(theory.seconds(n, b) * 1000, 2) for n in row}
              for b, row in ((int(k[1:]), v) for k, v in steps.items())}
     return {
