@@ -33,7 +33,7 @@ from inference.experiments.step_bound import measure_step_bound
 from inference.generation import stream
 from inference.quant_modes import build_steps
 from inference.tokens import encode_text, tokenize
-from visualizations.model_card import human_bytes
+from visualizations.cards import human_bytes
 from visualizations.noise_view import BUSY, supports_verdict
 
 from . import presenter_steps as lines

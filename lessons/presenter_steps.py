@@ -9,8 +9,7 @@ from dataclasses import dataclass
 
 from inference.experiments.kv_race import RECOMPUTE
 from inference.experiments.noise import Noise
-from visualizations.cards import ratio_side
-from visualizations.model_card import human_bytes
+from visualizations.cards import human_bytes, ratio_side
 from visualizations.noise_view import BUSY
 
 

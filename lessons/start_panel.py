@@ -9,9 +9,9 @@ from collections.abc import Callable, Iterator
 import gradio as gr
 
 from inference.experiments.kv_race import race_tokens
+from visualizations.cards import model_card_html
 from visualizations.first_picture import empty_picture
 from visualizations.first_screen import live_cards_html, race_ratio_html
-from visualizations.model_card import model_card_html
 
 from .common.context import AppContext
 from .common.feedback import guarded

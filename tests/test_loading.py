@@ -13,7 +13,7 @@ from inference.loading import (
     dtype_reason,
     load_model,
 )
-from visualizations.model_card import model_card_html
+from visualizations.cards import model_card_html
 
 
 def test_info_card(lm):

@@ -4,7 +4,7 @@ measured; published models on a published GPU and the explainer's levers, theore
 markdown. Pure functions: records in, text out."""
 from __future__ import annotations
 
-from .model_card import human_bytes
+from .cards import human_bytes
 from .noise_view import supports_verdict, withheld
 
 NO_CHAIN = ("*Run the batch sweep (tab 1): this machine's chain starts from its measured "

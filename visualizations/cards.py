@@ -1,7 +1,8 @@
 """Headline cards: the one number a class must read from the back row, large, with a label
 above it and a short note below (measured, theoretical, or shared). Each lesson's result text
 starts with its cards; the sentence that explains them follows in normal type. Plain HTML for
-a `gr.Markdown` (styled by `.lab-cards` / `.lab-big` in `assets/style.css`).
+a `gr.Markdown` (styled by `.lab-cards` / `.lab-big` in `assets/style.css`). Also the header
+card (which model, on what hardware, how big) and the number formats the cards share.
 """
 from __future__ import annotations
 
@@ -48,3 +49,32 @@ def ms(seconds: float) -> str:
 def times(x: float) -> str:
     """A speed-up as a card shows it: 16×, 3.4×, 0.82×."""
     return f"{x:.0f}×" if x >= 10 else f"{x:.1f}×" if x >= 1 else f"{x:.2f}×"
+
+
+def human_bytes(n: float) -> str:
+    """1536 -> '1.5 KB' (decimal units, as memory bandwidth is quoted)."""
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} TB"
+
+
+def model_card_html(info) -> str:
+    """HTML for a ModelInfo-like object (name, source, device, dtype, threads, ...)."""
+    items = [
+        ("Model", info.name), ("Source", info.source), ("Device", info.device),
+        ("Weights dtype", info.dtype), ("CPU threads", str(info.threads)),
+        ("Parameters", f"{info.parameters / 1e6:.1f} M"),
+        ("Weight size", human_bytes(info.weight_bytes)),
+        ("Shape", f"{info.layers} layers · {info.heads} query heads · {info.kv_heads} KV heads "
+                  f"· head dim {info.head_dim}"),
+    ]
+    cells = "".join(f"<div class='lab-card-item'><span>{html.escape(k)}</span>"
+                    f"<b>{html.escape(v)}</b></div>" for k, v in items)
+    note = f"<div class='lab-card-note'>⚠ {html.escape(info.note)}</div>" if info.note else ""
+    reason = getattr(info, "dtype_reason", "")
+    because = reason.split(": ", 1)[-1]
+    why = (f"<div class='lab-card-why'><b>Why {html.escape(info.dtype)}?</b> "
+           f"{html.escape(because[:1].upper() + because[1:])}</div>" if reason else "")
+    return f"<div class='lab-card'>{cells}</div>{why}{note}"

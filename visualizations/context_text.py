@@ -5,9 +5,8 @@ is decided from the run's own figures and withheld inside its noise.
 """
 from __future__ import annotations
 
-from .cards import SAME_WITHIN, ms
+from .cards import SAME_WITHIN, human_bytes, ms
 from .context_charts import DECODE_BUTTON, MEMORY_BUTTON, PREFILL_BUTTON
-from .model_card import human_bytes
 from .noise_view import busy_notice_html, supports_verdict, withheld
 
 MARGIN = SAME_WITHIN  # a ratio of single measurements within 10% of 1 gets no verdict

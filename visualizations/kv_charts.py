@@ -8,7 +8,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .model_card import human_bytes
+from .cards import human_bytes
 from .style import MEASURED, PALETTE, SEQUENCE, THEORETICAL, empty_figure, integer_ticks, styled
 
 

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from .cards import Card, cards_html, ratio_side, times
-from .model_card import human_bytes
+from .cards import Card, cards_html, human_bytes, ratio_side, times
 from .noise_view import busy_notice_html, quiet_note, reference_html, supports_verdict, withheld
 
 

@@ -6,7 +6,7 @@ Pure: rows and figures in, markdown out.
 """
 from __future__ import annotations
 
-from .model_card import human_bytes
+from .cards import human_bytes
 from .noise_view import busy_notice_html, reference_html, supports_verdict, withheld
 
 

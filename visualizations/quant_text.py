@@ -3,8 +3,7 @@ what this run showed. Pure functions over `ModeReport`s and a model info, read b
 """
 from __future__ import annotations
 
-from .cards import WAITING, Card, cards_html, times
-from .model_card import human_bytes
+from .cards import WAITING, Card, cards_html, human_bytes, times
 from .noise_view import busy_notice_html, quiet_note, reference_card, supports_verdict
 from .quant_charts import mode_table
 from .roofline_bytes import FASTER

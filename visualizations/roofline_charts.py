@@ -10,7 +10,7 @@ import math
 
 import plotly.graph_objects as go
 
-from .model_card import human_bytes
+from .cards import human_bytes
 from .noise_view import busy_notice_html, supports_verdict, withheld
 from .style import PALETTE, THEORETICAL, empty_figure, styled
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from .model_card import human_bytes
+from .cards import human_bytes
 from .noise_view import busy_notice_html
 from .style import MEASURED, PALETTE, THEORETICAL, empty_figure, styled
 
