@@ -1,5 +1,5 @@
 """Lesson 2, the plain part: one parallel pass over the learner's prompt, measured
-(`inference.experiments.prompt_prefill`), and a sweep of prefill against one token at a time
+(`inference.experiments.prefill_sweep`), and a sweep of prefill against one token at a time
 over prompt lengths, streamed as `PrefillSweepFrame`s and shared with every visitor once
 finished quiet. An impossible speed-up is not drawn (its reason is said); a quiet one becomes
 this machine's reference (`quiet_reference`), shown big beside a busy run's own figure."""
@@ -15,8 +15,13 @@ from inference import served_alongside
 from inference.config import Settings
 from inference.experiments import noise, quiet_reference
 from inference.experiments.noise import Noise
-from inference.experiments.prefill_sweep import PER_TOKEN_FROM, PrefillPoint, prefill_sweep
-from inference.experiments.prompt_prefill import PrefillMeasurement, measure_prompt
+from inference.experiments.prefill_sweep import (
+    PER_TOKEN_FROM,
+    PrefillMeasurement,
+    PrefillPoint,
+    measure_prompt,
+    prefill_sweep,
+)
 from visualizations.style import info_caption
 from visualizations.timing_charts import prefill_sweep_figure
 from visualizations.timing_text import sweep_progress_md, sweep_verdict_md, verdict_point

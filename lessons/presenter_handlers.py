@@ -23,8 +23,7 @@ from inference.experiments.kv_race import RECOMPUTE, checked_race, summarize
 from inference.experiments.machine_roofline import roofline_steps
 from inference.experiments.memory_guard import memory_budget_bytes
 from inference.experiments.noise import Noise
-from inference.experiments.prefill_sweep import prefill_sweep
-from inference.experiments.prompt_prefill import DECODE_STEPS, measure_prompt
+from inference.experiments.prefill_sweep import DECODE_STEPS, measure_prompt, prefill_sweep
 from inference.experiments.quality import greedy_steps
 from inference.experiments.roofline import machine_bandwidth
 from inference.experiments.serving_cost import model_serving_costs

@@ -8,8 +8,7 @@ from inference.experiments.batch_sweep import batch_sweep_tokens
 from inference.experiments.context_sweep import decode_lengths_tokens
 from inference.experiments.kv_race import race_tokens
 from inference.experiments.machine_roofline import ROOFLINE_PROMPT
-from inference.experiments.prefill_sweep import prefill_sweep_tokens
-from inference.experiments.prompt_prefill import DECODE_STEPS
+from inference.experiments.prefill_sweep import DECODE_STEPS, prefill_sweep_tokens
 from inference.experiments.quality import greedy_tokens
 from inference.experiments.speculative_race import spec_prompt, spec_race_tokens
 from inference.experiments.step_bound import step_profile_tokens

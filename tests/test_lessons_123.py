@@ -13,10 +13,10 @@ from inference.errors import (
     PromptTooLongError,
     SettingOutOfRangeError,
 )
-from inference.experiments import machine_roofline, prompt_prefill
+from inference.experiments import machine_roofline, prefill_sweep
 from inference.experiments.roofline import machine_bandwidth
 from inference.experiments.shared_results import SharedResults
-from inference.experiments.token_cost import conversation_costs, templated_turn_inputs
+from inference.experiments.token_cost import templated_conversation_costs, templated_turn_inputs
 from inference.generation import reshaped, stream
 from inference.sampling import SamplingSettings
 from inference.tokens import prompt_ids
@@ -80,8 +80,8 @@ def test_cost_estimate_arithmetic(tok):
 
 def test_a_conversation_resends_its_history_every_turn(tok):
     """The input a chat sends grows every turn; the table shows it and its bill."""
-    rows = conversation_costs(10, 20, 3, 1.0, 2.0)
-    assert [r.input_tokens for r in rows] == [10, 40, 70]  # k × question + (k − 1) × answer
+    rows = templated_conversation_costs(tok, "Hello world", 20, 3, 1.0, 2.0)
+    assert [r.input_tokens for r in rows] == templated_turn_inputs(tok, "Hello world", 20, 3)
     assert rows[-1].total == pytest.approx(sum((r.input_tokens * 1 + 20 * 2) / 1e6 for r in rows))
     md = tokens_handlers.conversation_md(tok, "Hello world", 50, 1.0, 2.0, 4)
     n_in = len(prompt_ids(tok, "Hello world"))
@@ -346,7 +346,7 @@ def test_prefill_measurement_and_shared_sweep(lm):
     m = prefill_handlers.measure_text(lm, SETTINGS, PROMPT)
     assert m.prompt_tokens == len(prompt_ids(lm.tokenizer, PROMPT))
     assert 0 < m.prefill_seconds <= m.ttft_seconds
-    assert m.decode_steps == prompt_prefill.DECODE_STEPS and m.decode_step_seconds > 0
+    assert m.decode_steps == prefill_sweep.DECODE_STEPS and m.decode_step_seconds > 0
     md = prefill_report_md(m)
     assert "one forward pass" in md and "decode step" in md
     assert f"**{m.prompt_tokens} tokens**" in md

@@ -5,11 +5,11 @@ import torch
 from inference.config import Settings
 from inference.errors import EmptyPromptError, InferenceInputError, SettingOutOfRangeError
 from inference.experiments.quality import (
+    Reference,
     agreement_and_kl,
     decided_agreement,
     greedy_run,
     perplexity,
-    reference_run,
     teacher_forced_logprobs,
 )
 from inference.experiments.shared_results import SharedResults
@@ -39,7 +39,9 @@ def shared():
 
 @pytest.fixture(scope="module")
 def reference(lm, chat_ids):
-    return reference_run(lm.model, chat_ids, 64, lm.device)
+    greedy = greedy_run(lm.model, chat_ids, 64, lm.device)
+    logprobs = teacher_forced_logprobs(lm.model, chat_ids, list(greedy.token_ids), lm.device)
+    return Reference(tuple(chat_ids), greedy, logprobs)
 
 
 # ------------------------------------------------------------- pure functions

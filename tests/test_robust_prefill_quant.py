@@ -65,10 +65,10 @@ def test_planted_impossible_prefill_is_measured_again_then_withheld(lm, monkeypa
     many passes again), then the chart leaves it out and the verdict says why."""
     passes = []
 
-    def instant(model, ids, device):
+    def instant(model, ids, device, repeats):
         passes.append(len(ids))
         return 1e-9
-    monkeypatch.setattr(sweep_module, "one_pass_seconds", instant)
+    monkeypatch.setattr(sweep_module, "time_parallel", instant)
     frames = list(prefill_handlers.run_prefill_sweep(lm, SETTINGS, SharedResults(), [8], 8))
     assert passes == [8] * (2 * ROUNDS)  # the first attempt, then once more
     last = frames[-1].progress

@@ -1,15 +1,11 @@
 """Attention's memory: the L × L score table, written out in full or computed in tiles.
 
-"eager" attention (the textbook code) multiplies the queries by all the keys and keeps the
-whole table of scores, [batch, heads, L, L], then its softmax, before multiplying by the
-values: heads × L² numbers per layer (9 × 4,096² × 4 bytes = 604 MB in float32). "sdpa"
-(PyTorch's scaled_dot_product_attention, flash-style kernels on CPU and GPU) walks the keys in
-tiles, keeping a running maximum and sum per query, so the full table never exists.
-
+"eager" attention keeps the whole score table, [batch, heads, L, L], then its softmax: heads ×
+L² numbers per layer (9 × 4,096² × 4 bytes = 604 MB in float32). "sdpa" (flash-style kernels)
+walks the keys in tiles with a running maximum and sum, so the table never exists.
 `prefill_peak_memory` runs one prefill with the implementation asked for and measures the peak
-memory above the start, with the one method this device offers (`peak_method`), then puts the
-model's own implementation back. The peak includes the KV cache the prefill fills and the
-other activations, the same for both implementations: the difference is the score tables.
+memory above the start (`peak_method`: the one method this device offers). The peak includes
+the KV cache and other activations, the same for both: the difference is the score tables.
 """
 from __future__ import annotations
 

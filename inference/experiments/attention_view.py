@@ -1,16 +1,13 @@
 """Lesson 4: what the cache is read for. The newest token's attention over cached positions.
 
-At every decode step, each layer turns the newest token into a query and compares it with
-the key of every cached position; a softmax of those scores says how much of each cached
-value flows into the newest token. This file computes those weights from the REAL cached
-keys and the newest token's real query:
+Computed from the REAL cached keys and the newest token's real query, in every layer:
 
     q = rotary(q_proj(input_layernorm(h)))        # h: the newest token entering layer l
     weights = softmax(q · Kᵀ / √head_dim)         # K: layer l's cached keys, all positions
 
-With grouped-query attention, query head h reads KV head h // (query_heads / kv_heads).
-No hooks on the shared model and no switch of its attention implementation: we read the
-layer inputs (`output_hidden_states`) and redo the small query computation ourselves.
+With grouped-query attention, query head h reads KV head h // (query_heads / kv_heads). No
+hooks and no switch of attention implementation: the layer inputs come from
+`output_hidden_states`, and the small query computation is redone here.
 """
 from __future__ import annotations
 

@@ -1,28 +1,16 @@
 """Lesson 5: measure decode at batch sizes 1, 2, 4, ... and watch throughput climb.
 
-Each decode step reads every weight once, whether it serves one request or sixty-four.
-With one request, the step is mostly waiting for the weights (4 bytes per parameter in
-float32) to stream in from memory; the arithmetic per weight is tiny. Add requests and the
-same weights are reused for every row, so the step time grows far more slowly than the batch:
-aggregate tokens/s climbs, while each request's own speed drops (on the 2-core CI machine
-batch 64 made each step 3.6x slower for 18x the throughput). Once the arithmetic, not the
-memory, bounds the step, its time grows about in proportion to the batch and batching stops
-paying. That is why servers batch, and why only up to a point.
+Each decode step reads every weight once, whether it serves one request or sixty-four, so
+the step time grows far more slowly than the batch: aggregate tokens/s climbs while each
+request's own speed drops, until the arithmetic, not the memory, bounds the step.
 
-For each batch size the sweep prefills B copies of the same prompt (no padding, so only
-the batch size changes), runs a warm-up decode step (dropped; on a CPU once at the default
-thread count and once at 1, and the faster count times that size: `thread_choice`), then
-times `decode_steps` steps, device synced (each after a 1-row step on batch 1's cache at the
-same thread count, so the gain compares pairs that saw the same machine and ran the same way: a
-thread count chosen for batch 1 earlier can be the slow one by now), and keeps their low quantile
-(`robust.low_quantile`: another program only ever adds time, so a few slowed steps do not
-move it). The theoretical floor of a step is the bytes it must read (weights + every row's
-KV cache) divided by the measured memory bandwidth. A size whose figure is physically
-impossible against batch 1 (more than B× the throughput, or a shorter step: `sanity.py`) is
-measured once more, after batch 1 again (the faster batch-1 run kept); if it is still
-impossible, its point says why (`impossible`) and the views show that instead of the figure.
-
-Sizes over the memory budget are skipped (see `memory_guard.py`), with the arithmetic.
+Each size: B copies of one prompt prefilled (no padding), a warm-up step (on a CPU at two thread
+counts, the faster kept: `thread_choice`), then `decode_steps` timed steps, each after a 1-row
+step on batch 1's cache at the same thread count (so the gain compares pairs that saw the same
+machine), kept at their low quantile (another program only adds time). The floor of a step is
+the bytes it reads ÷ the measured bandwidth. A size whose figure is impossible against batch 1
+(`sanity.py`) is measured once more after batch 1 again; still impossible, its point says why.
+Sizes over the memory budget are skipped (`memory_guard.py`), with the arithmetic.
 """
 from __future__ import annotations
 

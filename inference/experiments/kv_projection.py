@@ -1,23 +1,13 @@
 """Lesson 4: how big the KV cache gets, projected from the formula (theoretical).
 
-The cache formula checked against real tensors for this model also predicts it for other
-models, from their published configurations (layers, KV heads, head size):
-
     bytes = 2 × layers × kv_heads × head_dim × bytes_per_value × tokens × batch
 
-It grows linearly with context length AND with batch size, while the weights stay the same
-size. So past some number of tokens × sequences the cache outweighs the model itself
-(`crossover_tokens`). Grouped-query attention (GQA) shares each key/value head among
-several query heads: SmolLM2-135M keeps 3 KV heads for 9 query heads, a 3× smaller cache
-than full multi-head attention (MHA) with 9. Llama-2-7B (MHA, 32 KV heads) vs Llama-3-8B
-(GQA, 8 KV heads) is the same step at scale.
-
-All numbers here are theoretical (formula only); the parameter counts are the published
-ones, with weights counted at the cache's bytes per value. Each model also has a published
-context window: the formula counts bytes past it, but the model was not trained to read that
-far, so every projected point says whether it lies within its model's window (`within`).
-Mistral-7B v0.1 takes 8,192 positions but each layer attends over a 4,096-token sliding
-window, so a rolling-buffer cache needs at most 4,096 positions per sequence.
+The formula, checked against this model's tensors, predicts the cache of published models too.
+It grows with context AND batch while the weights stay the same, so past some tokens ×
+sequences the cache outweighs the model (`crossover_tokens`). Grouped-query attention shares
+each KV head among several query heads (SmolLM2-135M: 3 for 9, a 3× smaller cache than MHA).
+Each model's context window is published too: every projected point says whether it lies
+within it (Mistral-7B's 4,096-token sliding window caps its cache per sequence).
 """
 from __future__ import annotations
 

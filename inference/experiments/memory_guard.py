@@ -1,21 +1,12 @@
 """Lesson 5: will this batch fit in memory? Decide BEFORE running it.
 
-Serving memory has three parts:
-
     weights      read-only, paid once however many requests share them
-    KV cache     2 × layers × kv_heads × head_dim × bytes × tokens × batch (grows with both)
-    activations  the transient tensors of one forward pass (an estimate, see below)
+    KV cache     2 × layers × kv_heads × head_dim × bytes × tokens × batch
+    activations  bytes × batch × [tokens × (4 × hidden + 3 × intermediate) + heads × tokens²
+                 + vocab]   (the batched prefill's transient tensors: an estimate)
 
-The activation estimate covers the widest pass, the batched prefill:
-
-    bytes × batch × [tokens × (4 × hidden + 3 × intermediate) + heads × tokens² + vocab]
-
-(hidden states and attention projections, the MLP's gate/up/down tensors, the attention
-scores if they are materialised, and one row of vocabulary scores per request). It is a rough
-upper guide, labelled "estimate" wherever it is shown; the weights and KV cache are exact.
-
-The budget is a share of the memory that is free now (`memory_budget_bytes`), or a number
-the user sets. `check_batch_fits` refuses a batch that would not fit, with the arithmetic.
+The budget is a share of the memory free now (`memory_budget_bytes`) or a number the user sets;
+`check_batch_fits` refuses a batch that would not fit, with the arithmetic.
 """
 from __future__ import annotations
 

@@ -1,29 +1,19 @@
 """Lesson 5: from KV memory to dollars, one chain of arithmetic.
 
     sequences that fit = (memory − weights) ÷ (KV bytes per token × tokens each sequence holds)
-    batch              = the sequences that fit (a step cannot serve more)
-    throughput         = batch ÷ step time
+    throughput         = batch (the sequences that fit) ÷ step time
     $ per million      = price per hour ÷ (throughput × 3,600) × 1,000,000
-    $ per conversation = price per hour × (prompt ÷ prefill rate + output ÷ throughput) ÷ 3,600
 
-On this machine the step time is the batch sweep's measurement (`measured_chain`, from the cost
-table's rows). For a published model on a published GPU it is the roofline's (`gpu_chain`,
-theoretical): a step reads the weights once and every sequence's cache, and does 2 FLOPs per
-parameter per sequence plus its attention, so
+On this machine the step time is the batch sweep's (`measured_chain`); for a published model
+on a published GPU it is the roofline's (`gpu_chain`, theoretical, a ceiling):
 
     step = max((weights + batch × KV per token × mean context) ÷ bandwidth,
                batch × (2 × parameters + 4 × layers × heads × head_dim × mean context) ÷ peak)
 
-and prefill runs at the compute peak (2 FLOPs per parameter per prompt token). Both are
-ceilings: a real server reaches a fraction of them. Left out: activations, the allocator's
-slack, idle time between requests, and the provider's margin.
-
-`levers` puts the explainer's three levers together on one model and GPU: batching, then
-weight quantization (int8: half the bytes to hold and to read), then a managed cache (paged
-blocks hold each conversation's own tokens instead of reserving the model's whole window; an
-8-bit cache halves its bytes). Once the caches fill memory, each step reads mostly caches and
-throughput approaches bandwidth ÷ (KV bytes per token × context) however many sequences fit:
-then only fewer cache bytes per token raise it (`cache_bound_tokens_per_s`).
+`levers` adds the explainer's levers one at a time: batching, int8 weights, a paged cache that
+holds each conversation's own tokens, an 8-bit cache. Once caches fill memory, tokens/s
+approaches bandwidth ÷ (KV bytes per token × context): only fewer cache bytes raise it.
+Left out: activations, the allocator's slack, idle time, the provider's margin.
 """
 from __future__ import annotations
 

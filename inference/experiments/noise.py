@@ -1,24 +1,15 @@
-"""Was the machine busy while we measured? One function decides, from the measurement itself.
+"""Was the machine busy while we measured? One rule decides, from the measurement itself.
 
-A timing is only as good as the quiet it was taken in. Thirty students pressing buttons on
-one free Space, or any other program on the same cores, can double a step's time, and then a
-"2× faster" or "grows with batch size" drawn from it is noise dressed as a finding. Three
-signals, each measured during the run:
-
-- **repeat spread**: the same step timed several times (decode steps of one generation,
-  repeats of one point); their interquartile range ÷ median. Quiet runs vary a few percent.
-- **calibration drift**: a small fixed matrix product timed before and after the run; if the
-  slower of the two takes much longer than the faster, the machine changed under us.
-- **other programs' CPU**: on Linux, the share of the machine's CPU time that processes other
-  than this one used while we measured (from `/proc/stat` and this process's own times).
-
-`judge()` is the one rule: any signal past its limit in `Settings` marks the run busy, and a
-busy run shows its numbers with a notice and draws no verdict from them. `begin()` / `end()`
-take the readings around a measurement. A lesson's measurement does not call them: its wrapper
-(`lessons.common.measurement.watched`) begins the watch and keeps it open while each step of
-the handler runs (`watching`), and the handler takes the reading where it has its repeats
-(`reading`), which ends the open watch and starts the next one from there. Not covered: noise
-inside the GPU (other kernels on a shared GPU show up only through the spread).
+Another program on the same cores can double a step's time, and a "2× faster" drawn from it is
+noise dressed as a finding. Three signals, each measured during the run:
+- **repeat spread**: the interquartile range ÷ median of timings of the same step;
+- **calibration drift**: a small fixed matrix product timed before and after the run;
+- **other programs' CPU**: their share of the machine's CPU time meanwhile (Linux `/proc/stat`).
+`judge` is the rule: any signal past its limit in `Settings` marks the run busy, and a busy run
+shows its numbers with a notice and draws no verdict. A lesson's measurement wrapper
+(`lessons.common.measurement`) keeps a watch open while each step of its handler runs
+(`watching`); the handler takes the reading where it has its repeats (`reading`). Not covered:
+other kernels on a shared GPU show up only through the spread.
 """
 from __future__ import annotations
 

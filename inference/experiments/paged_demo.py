@@ -1,17 +1,11 @@
 """Lesson 4 (pages): the learner drives a SMALL private block pool on the real model.
 
-Not the shared server: a pool of a few blocks (`Settings.paged_demo_blocks`, of
-`paged_demo_block_tokens` positions) so every block is visible. Plain functions, each one
-action, each returning a frozen `DemoView` that `visualizations/pool_view.py` draws:
-
-- `start_pool`: an empty pool of N blocks;
-- `add_request`: a prompt is admitted (the blocks it needs now) and prefilled: first token;
-- `step_pool`: one decode step for every request; a request whose last block is full takes a new
-  one, and when none is left the newest is preempted (it waits, then resumes by recomputing);
-- `finish`: a request ends; its blocks go back: full ones stay cached (idle), the rest free;
-- `add_shared_prefix`: two prompts with one prefix: the second maps the first's full blocks;
-- `fill_pool`: requests are added and stepped until the pool runs out and one is preempted.
-The handler runs these on the compute thread; greedy decoding throughout.
+Not the shared server: a pool of a few blocks (`Settings.paged_demo_blocks`) so every block is
+visible. Each function is one action returning a frozen `DemoView` (`pool_view.py` draws it):
+start a pool, add a request (admitted and prefilled), step every request (a full last block
+takes a new one; none left: the newest is preempted and later resumes by recomputing), finish
+one (full blocks stay cached), add two prompts sharing a prefix, fill the pool until one is
+preempted. Greedy decoding throughout.
 """
 from __future__ import annotations
 

@@ -1,20 +1,17 @@
 """Lesson 2: parallel prefill against feeding the same tokens one at a time.
 
-Prefill pushes N prompt tokens through the model in ONE forward pass: the weights are read
-once and reused for all N positions, so the matrix units stay busy. Feeding the same N tokens
-one per forward pass (what decode is forced to do) reads all the weights N times.
-`prefill_sweep()` measures both on the real model for a list of prompt lengths; the
-sequential side is measured up to `max_sequential` tokens and, past that, extrapolated from
-`PER_TOKEN_FROM` tokens fed one at a time (and labelled so).
+Prefill pushes N prompt tokens through the model in ONE pass: the weights are read once for all
+N positions. Feeding them one per pass (what decode must do) reads all the weights N times.
+Past `max_sequential` tokens the one-at-a-time side is extrapolated from `PER_TOKEN_FROM`
+tokens (and labelled so).
 
-Measured so that a busy machine does not reach the figure (`robust.py`): each length runs
-`ROUNDS` interleaved rounds, each round one pass over all N tokens and then its share of the
-tokens fed one at a time, so both lanes share the machine's noise round by round. The one-pass
-lane counts at its low quantile (another program only adds time), each one-at-a-time step at
-the median of its neighbours; the speed-up carries its range over the rounds. Both lanes run
-at the faster of the default thread count and 1 (`thread_choice.fastest_threads`). N tokens
-in one pass cannot be more than N× faster than N passes of one token (`sanity.one_pass`): such
-a length is measured once more, and if it still is, the point says why it is not a result.
+Each length runs `ROUNDS` interleaved rounds (one pass over all N tokens, then its share fed one
+at a time), so both lanes share the machine's noise; the one pass counts at its low quantile,
+each fed step at its neighbours' median, at the faster thread count of the default and 1. N
+tokens in one pass cannot be more than N× faster than N passes (`sanity.one_pass`): such a
+length is measured once more, then its point says why it is not a result.
+`measure_prompt` is lesson 2's measurement of a learner's own prompt: one prefill, then a few
+decode steps to compare with.
 """
 from __future__ import annotations
 
@@ -26,15 +23,18 @@ import torch
 from transformers import DynamicCache
 
 from ..engine import forward, prefill
+from ..generation import stream
 from ..thread_choice import fastest_threads, num_threads
 from ..timing import stopwatch
 from . import sanity
+from .noise import Noise
 from .robust import ROUNDS, Robust, low_quantile, running_median
 
 WARM_UP_TOKENS = 8  # the untimed warm-up pass
 WARM_UP_PASSES = 4  # `fastest_threads` times it at 2 thread counts, twice each (or untimed)
 PARALLEL_REPEATS = 2  # `time_parallel`'s default: timed prefills, the best counts
 PER_TOKEN_FROM = 16  # tokens fed one at a time for a length that is extrapolated
+DECODE_STEPS = 4  # `measure_prompt`: decode steps timed after the prefill, for comparison
 
 
 @dataclass(frozen=True)
@@ -84,11 +84,6 @@ def time_parallel(model, ids: list[int], device, repeats: int = PARALLEL_REPEATS
 SEQUENTIAL_STRETCH = 16  # tokens fed one at a time between two yields (~1 s on 2 CPU cores)
 
 
-def one_pass_seconds(model, ids: list[int], device) -> float:
-    """One synced prefill of these tokens (seconds): one round's parallel lane."""
-    return prefill(model, torch.tensor([ids], device=device)).seconds
-
-
 def robust_point(tokens: int, parallel: Sequence[float], steps: Sequence[float],
                  rounds: Sequence[int], measured: bool, attempt: int = 0,
                  threads: int = 0) -> PrefillPoint:
@@ -126,7 +121,7 @@ def _rounds(model, ids: list[int], fed: list[int], device, threads: int, rounds:
     bounds = [len(fed) * k // rounds for k in range(rounds + 1)]
     for k in range(rounds):
         with num_threads(threads):
-            passes.append(one_pass_seconds(model, ids, device))
+            passes.append(time_parallel(model, ids, device, repeats=1))
         for i in range(bounds[k], bounds[k + 1]):
             with num_threads(threads), stopwatch(device) as t:
                 forward(model, torch.tensor([[fed[i]]], device=device), cache)
@@ -193,3 +188,27 @@ def prefill_sweep_tokens(lengths: Sequence[int], max_sequential: int) -> int:
     lengths = sorted(set(lengths))
     fed = sum(n if n <= max_sequential else min(n, PER_TOKEN_FROM) for n in lengths)
     return WARM_UP_PASSES * WARM_UP_TOKENS + ROUNDS * sum(lengths) + fed
+
+
+@dataclass(frozen=True)
+class PrefillMeasurement:
+    """One prefill of the learner's prompt and the decode steps after it (seconds, synced)."""
+
+    prompt_tokens: int
+    prefill_seconds: float  # the forward pass over the whole prompt
+    ttft_seconds: float  # prefill + choosing the first token
+    decode_step_seconds: float | None  # median decode step (None: the answer ended at once)
+    decode_steps: int
+    events: tuple = ()  # the measured StepEvents, the prefill first (for the diagram)
+    prompt_ids: tuple[int, ...] = ()
+    noise: Noise | None = None  # the noise rule's reading around it, where the caller took one
+
+
+def measure_prompt(lm, ids: list[int], decode_steps: int = DECODE_STEPS) -> PrefillMeasurement:
+    """Prefill the prompt's ids (checked and chat-templated by the caller), then take
+    `decode_steps` decode steps to compare with."""
+    first, *rest = stream(lm, ids, max_new_tokens=decode_steps + 1)
+    return PrefillMeasurement(
+        prompt_tokens=len(ids), prefill_seconds=first.forward_seconds, ttft_seconds=first.seconds,
+        decode_step_seconds=statistics.median(e.seconds for e in rest) if rest else None,
+        decode_steps=len(rest), events=(first, *rest), prompt_ids=tuple(ids))

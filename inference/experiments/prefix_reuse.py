@@ -1,17 +1,11 @@
 """Lesson 4: prefix reuse. A shared system prompt is prefilled once; its cache serves every
 question.
 
-Many requests start with the same tokens (a long system prompt, a document, a few-shot
-preamble). Their keys and values are the same every time, because each position only
-attends to the positions before it. So the server can prefill that prefix ONCE, keep its
-cache, and for a new question copy the cache and prefill only the question's tokens.
-Time to first token (TTFT) then pays for the question, not the whole prompt.
-
-`prefix_runs()` measures both ways for each question: a full prefill of the whole prompt,
-and a copy of the stored prefix cache plus a prefill of the rest. It then decodes a few
-greedy tokens each way to show the outputs are the same.
-
-Left out: cache eviction, sharing across processes, and paged caches (vLLM's approach).
+Each position attends only to the positions before it, so a shared prefix has the same keys
+and values every time: prefill it ONCE, then for each question copy its cache and prefill only
+the question. Time to first token then pays for the question, not the whole prompt.
+`prefix_runs` measures both ways per question and decodes a few greedy tokens each way to show
+the outputs are the same. Left out: eviction, sharing across processes, paged caches.
 """
 from __future__ import annotations
 

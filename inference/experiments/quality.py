@@ -1,16 +1,12 @@
 """Lesson 6: what a precision mode costs in quality and buys in speed, measured against fp32.
 
 On the same prompt, for each mode:
-- speed: a greedy generation with our own prefill + decode loop (prefill seconds, decode
-  tokens/s with the first step dropped as warm-up), plus one long prefill of a fixed text;
-- agreement: both models read the same text (prompt + fp32's greedy answer, "teacher
-  forcing"); top-1 agreement is the share of positions where the mode's first choice equals
-  fp32's, and KL divergence (nats) says how far its whole next-token distribution moved;
-  Small models meet many near-ties (fp32's top two tokens a few points apart); a tiny nudge
-  flips those, so agreement is also reported over the "decided" positions only (fp32's top
-  choice leads the runner-up by at least `NEAR_TIE` probability);
-- perplexity on a fixed English text shipped in `assets/perplexity_text.txt`: exp(mean
-  negative log-likelihood of each next token). Lower is better; fp32 is the baseline.
+- speed: a greedy run with our own prefill + decode loop (the first step dropped as warm-up);
+- agreement: both read the same text (prompt + fp32's greedy answer, "teacher forcing"): the
+  share of positions where the top-1 choices match, and KL divergence (nats) of the whole
+  distribution; also over "decided" positions only, where fp32's top choice leads by at least
+  `NEAR_TIE` (a tiny nudge flips a small model's many near-ties);
+- perplexity on the fixed text in `assets/perplexity_text.txt` (lower is better).
 """
 from __future__ import annotations
 
@@ -147,13 +143,6 @@ def perplexity(model, text_ids: list[int], device: torch.device) -> tuple[float,
     return float(torch.exp(nll)), t[0]
 
 
-def reference_run(model, prompt_ids: list[int], n: int, device: torch.device) -> Reference:
-    """fp32's greedy answer and its own teacher-forced log-probs."""
-    greedy = greedy_run(model, prompt_ids, n, device)
-    logprobs = teacher_forced_logprobs(model, prompt_ids, list(greedy.token_ids), device)
-    return Reference(tuple(prompt_ids), greedy, logprobs)
-
-
 @dataclass(frozen=True)
 class CompareProgress:
     """How far `compare_steps` has got with one mode; the last carries the report."""
@@ -178,8 +167,8 @@ def _timed_steps(model, prompt: list[int], n: int, device: torch.device
 
 def compare_steps(built, tokenizer, reference: Reference, text_ids: list[int],
                   device: torch.device) -> Iterator[CompareProgress]:
-    """`compare_mode`, yielding after the warm-up and after every timed decode step (a lesson
-    yields there, so the server's steps run between them); the last item has the report."""
+    """Measure one built mode (a `BuiltMode`) against the fp32 reference, yielding after the
+    warm-up and after every timed step (the server steps there); the last item has the report."""
     prompt = list(reference.prompt_ids)
     n = len(reference.greedy.token_ids)
     for own in _timed_steps(built.model, prompt, n, device):
@@ -203,13 +192,6 @@ def reference_steps(built, tokenizer, prompt_ids: list[int], n: int, text_ids: l
     reference = Reference(tuple(prompt), own, logprobs)
     yield CompareProgress(n - 1, n - 1, _report(built, tokenizer, reference, text_ids, device,
                                                 own, logprobs), reference)
-
-
-def compare_mode(built, tokenizer, reference: Reference, text_ids: list[int],
-                 device: torch.device) -> ModeReport:
-    """Measure one built mode (a `BuiltMode`) against the fp32 reference."""
-    *_, last = compare_steps(built, tokenizer, reference, text_ids, device)
-    return last.report
 
 
 def _report(built, tokenizer, reference: Reference, text_ids: list[int], device: torch.device,

@@ -1,23 +1,13 @@
 """Lesson 6's speed figure: a precision mode's decode speed against float32's, raced in pairs.
 
-`quality.py` measures each mode on its own, one after another; on a busy machine another
-program can slow one mode's run and not the next, and the ratio of the two then says more
-about the machine than about the bytes. So the headline ratio comes from a race: float32 and
-the mode decode the same prompt with caches of their own, taking turns step by step, both at
-the faster of the default thread count and 1 (`thread_choice.fastest_threads`). Each lane's
-steps are smoothed by the median of their neighbours and the lanes' totals divided
-(`robust.paired_ratio`), with the range over interleaved rounds: "2.8×, range 2.6–3.0 over 5
-rounds". The first step of each lane is warm-up and not counted.
-
-A decode step must read its bytes: the mode's tokens/s may not beat this machine's measured
-read bandwidth ÷ its bytes per token by more than the noise (`sanity.bandwidth`). float32's
-lane is not held to it: it runs close to that ceiling, where the measured bandwidth (one large
-sum) and what a matrix product reads differ by more than the noise. A race that
-does is run once more, the bandwidth measured again before it (a busy machine lowers that
-figure too; the higher counts) (`checked_speed_race`); if it still does,
-`SpeedRace.impossible` says why and no ratio is shown. Not covered: a machine whose caches
-hold a whole small model (its "bandwidth" is then the cache's, and the bound would speak
-falsely; the bound's noise margin is the only allowance).
+Run one after another, another program can slow one mode and not the next. So float32 and the
+mode decode the same prompt taking turns step by step, at the faster thread count of the
+default and 1; each lane's steps are smoothed by their neighbours' median and the totals divided
+(`robust.paired_ratio`): "2.8×, range 2.6–3.0 over 5 rounds". Each lane's first step is warm-up.
+The mode's tokens/s may not beat bandwidth ÷ its bytes per token by more than the noise
+(`sanity.bandwidth`; float32 runs too close to that ceiling to be held to it): a race that does
+runs once more, the bandwidth measured again first (the higher counts); still past it,
+`SpeedRace.impossible` says why and no ratio is shown.
 """
 from __future__ import annotations
 

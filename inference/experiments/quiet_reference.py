@@ -1,17 +1,11 @@
 """A quiet reference per machine: the first quiet run of each headline figure, kept on disk.
 
-A class on a busy machine still deserves the figure this machine gives when nothing else runs.
-So the first time the noise rule (`noise.py`) judges a headline run quiet, its figure is
-written to `quiet-reference.json` in the app's cache folder (`weight_cache_root()`), with the
-time and this machine's name; it is never overwritten by a later run. When a live run is busy,
-the screen shows that reference big ("measured on this machine at 09:12, quiet") and the live
-figure beside it, small. A file that cannot be read, or that another machine wrote (a copied
-cache folder), is ignored with a log line and replaced by the next quiet run.
-
-Each figure is kept under a key that names what was measured and how (e.g. the KV race at 24
-tokens after a 30-token prompt, float32), so only like is shown beside like. Not covered: a
-machine that changes under the same name (a new BIOS setting, another Space tenant): the
-reference says when it was measured, and deleting the file starts afresh.
+The first time the noise rule judges a headline run quiet, its figure is written to
+`quiet-reference.json` in the app's cache folder with the time and this machine's name, and is
+never overwritten. When a live run is busy, the screen shows that reference big and the live
+figure beside it, small. Each figure's key names what was measured and how, so only like is
+shown beside like. A file that cannot be read, or that another machine wrote, is ignored with a
+log line. Not covered: a machine that changes under the same name (delete the file to restart).
 """
 from __future__ import annotations
 

@@ -1,21 +1,15 @@
 """Figures that survive a busy machine: robust estimates from repeated, interleaved timings.
 
-Another program on the same cores can only ever *add* time to a step; it never makes one
-faster. So a figure drawn from many timings of the same work should lean on the low ones, and
-a comparison of two kinds of work should time them turn by turn, so that both lanes share
-whatever the machine was doing at that moment. Two estimators, each returning a `Robust`
-record with its spread:
-
-- **`low_ratio`**: repeats of two kinds of work (e.g. a 16-row and a 1-row decode step):
-  the ratio of their low quantiles (the 25th percentile), so a few steps slowed 10× by a
-  neighbour leave it unchanged. Its range: the ratio round by round (the k-th repeat of each).
-- **`paired_ratio`**: two lanes timed in pairs, step after step (the KV cache race: a cached
-  step, then the same position recomputed). Each lane's step is replaced by the median of it
-  and its neighbours (a lone slowed step is dropped, a steady trend kept), then the lanes'
-  totals are divided. Its range: the same ratio over interleaved rounds (every fifth pair).
-
-Not covered: a machine busy for the whole run slows every step alike; paired lanes cancel
-that in a ratio, but no estimator can recover a quiet machine's absolute seconds from it.
+Another program can only ever *add* time to a step, so a figure from many timings of the same
+work leans on the low ones, and two kinds of work are timed turn by turn so both share whatever
+the machine was doing. Each estimator returns a `Robust` with its range over rounds:
+- `low_ratio`: the ratio of two kinds of work's low quantiles (a few steps slowed 10× leave it
+  unchanged); its range, the ratio round by round;
+- `paired_ratio`: two lanes timed in pairs, each step replaced by the median of it and its
+  neighbours (a lone slowed step dropped, a trend kept), then the totals divided; its range,
+  the same ratio over interleaved rounds.
+Not covered: a machine busy for the whole run slows both lanes alike; a ratio cancels that,
+absolute seconds cannot.
 """
 from __future__ import annotations
 

@@ -1,25 +1,13 @@
 """How many rows the server's step holds on this machine: the knee of its batch sweep.
 
-Lesson 5's sweep shows it: a decode step reads every weight once however many rows it serves,
-so while the weights' bytes set the pace, adding rows costs little and tokens/s climbs; once
-the arithmetic sets it, a step's time grows in proportion to its rows and tokens/s stops
-rising. Rows past that knee buy no throughput: each costs its full share of every step, so
-everyone's next token comes later. The server's cap (vLLM's `max_num_seqs`) is that knee,
-measured on this machine, not a number written for another one:
-
-- `knee_rows(sweep)`: the largest batch whose tokens/s beats every smaller batch's by more
-  than the noise margin (a pure rule, worked on hand-made sweeps below);
-- `sweep_on_file()`: the sweep this machine already has. Its quiet reference
-  (`quiet_reference.py`) keeps each quiet sweep's largest batch gain over batch 1
-  ("batch_gain 64÷1 ..."), so the sweep is (1, 1.0) and (B, gain) for every B on file;
-- `for_server(settings, lm)`: the choice at start-up, with why. LLM_LAB_SERVER_ROWS wins; no
-  sweep on file gives `FALLBACK_ROWS` (a short sweep at start-up is not cheap on a busy CPU:
-  batches 1-128 took ~45 s on 2 shared cores); a sweep still rising at its largest batch says
-  only that the knee lies beyond it (the larger of it and the fallback); then the cap is cut
-  to what the block pool holds (`ROW_TOKENS` each) and below the step's token budget.
-
-Left out: a knee that moves with context length (a long cache makes the step memory-bound
-again) and re-measuring while serving.
+While the weights' bytes set a step's pace, rows cost little and tokens/s climbs; once the
+arithmetic sets it, each row costs its full share of every step. The server's cap (vLLM's
+`max_num_seqs`) is that knee, measured here: `knee_rows` is the rule, `sweep_on_file` reads
+this machine's quiet batch gains from its quiet reference, and `for_server` chooses at
+start-up, with why: LLM_LAB_SERVER_ROWS wins; no sweep on file gives `FALLBACK_ROWS` (a sweep
+at start-up is not cheap on a busy CPU); a sweep still rising at its largest batch says only
+that the knee lies beyond; then the cap is cut to what the block pool holds and below the
+step's token budget. Left out: a knee that moves with context length.
 """
 from __future__ import annotations
 

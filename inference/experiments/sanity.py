@@ -1,24 +1,13 @@
 """What physics allows a measurement to say: the bounds every headline figure is checked against.
 
-A busy machine can make any timing come out wrong, and some wrong figures are not merely noisy
-but impossible. Each bound below is one such fact, written as a pure function that returns
-None when the figure is possible, or one sentence saying what is wrong with it:
-
-- a batch of B rows reads the same weights once for all of them: it can raise throughput at
-  most B× over one row (`batch_gain`);
-- a B-row step does all of a 1-row step's work and more: it cannot be shorter (`batch_step`:
-  the same fact as `batch_gain` seen from the step time, for a screen that shows that);
-- a cached step runs one token where recomputing runs the whole sequence: it cannot be slower
-  (`cached_step`);
-- a decode step must read its bytes: tokens/s cannot beat bandwidth ÷ bytes (`bandwidth`);
-- one pass over N prompt tokens does all of a one-token pass's work: it cannot be more than
-  N× faster than feeding the N tokens one pass each (`one_pass`);
-- one visitor's cost and batch sweep measure the same throughput: they cannot disagree
-  (`same_throughput`).
-
-Each allows `noise` (a fraction, `Settings.sanity_noise`) past the bound before it speaks.
-A figure that fails is measured again once; if it still fails it is not shown as a result:
-the screen shows the sentence instead.
+Some wrong figures are not merely noisy but impossible. Each bound is a pure function that
+returns None when the figure is possible, or one sentence saying what is wrong with it: a batch
+of B rows gains at most B× and its step is not shorter than one row's (`batch_gain`,
+`batch_step`); a cached step is not slower than recomputing (`cached_step`); tokens/s cannot
+beat bandwidth ÷ bytes (`bandwidth`); one pass over N tokens is at most N× faster than N passes
+(`one_pass`); a visitor's cost and their batch sweep cannot disagree (`same_throughput`).
+Each allows `Settings.sanity_noise` past the bound. A figure that fails is measured again once;
+still failing, the screen shows the sentence instead of the figure.
 """
 from __future__ import annotations
 

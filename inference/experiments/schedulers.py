@@ -1,20 +1,12 @@
 """Lesson 5: two ways to serve the same stream of requests with the real model.
 
-- **Static batching** waits for a batch to fill (or for the oldest request to have waited
-  `fill_wait_s`), prefills it, and decodes in lock-step until the LONGEST request is done.
-  Rows that finished early keep their slot and are computed for nothing, and requests that
-  arrive meanwhile wait for the whole batch to end.
-- **Continuous batching** decides at every step: finished requests leave the batch at once
-  and waiting requests join it (prefilled, then their KV cache rows are merged into the
-  batch's cache, see `row_batch.py`). No slot idles while someone waits.
-
-Time is a *virtual clock*: it starts at 0, moves forward by the measured, synced seconds of
-each forward pass (plus the cache bookkeeping), and jumps ahead when the server is idle until
-the next arrival. Requests "arrive" when the clock passes their arrival time. So the
-timeline is made of real measured steps, but it replays the same way on every run.
-
-Both schedulers are generators: they yield a `SchedulerPass` per forward pass (which requests
-were in the batch, which got a useful token) and finally a `ScheduleResult`.
+- **Static batching** waits for a batch to fill (or `fill_wait_s`), prefills it and decodes in
+  lock-step until the LONGEST request is done: finished rows keep their slot, newcomers wait.
+- **Continuous batching** decides at every step: finished requests leave at once, waiting ones
+  join (their caches merged into the batch's, `row_batch.py`).
+Time is a *virtual clock*: it moves by each forward pass's measured, synced seconds and jumps
+ahead when idle, so the timeline is real measured steps yet replays the same way on every run.
+Both yield a `SchedulerPass` per forward pass, then a `ScheduleResult`.
 """
 from __future__ import annotations
 

@@ -1,33 +1,17 @@
 """Lesson 5: from measured tokens per second to dollars, the arithmetic behind API prices.
 
-A machine rented at P dollars per hour that produces R output tokens per second costs
+    $ per million tokens = price per hour ÷ (tokens/s × 3,600) × 1,000,000
+    one conversation     = prompt ÷ prefill rate + output ÷ decode rate   seconds of the machine
 
-    P / (R × 3600) × 1,000,000      dollars per million output tokens.
-
-Input (prompt) tokens are priced the same way from the measured prefill rate, which is much
-higher: that is why APIs charge less for input than for output. One conversation of
-`prompt_tokens` in and `output_tokens` out occupies the machine for
-
-    prompt_tokens / prefill rate + output_tokens / decode rate   seconds (its share of a batch)
-
-so its cost is that many seconds of the hourly price. Batching raises the decode rate, so the
-same hardware serves more conversations per hour and each one costs less.
-
-The sweep decodes with a short context (its prompt and a few tokens), but a conversation's
-later tokens read a longer KV cache every step. The decode rate is carried to the
-conversation's mean context C (prompt + half the answer) by adding only what a longer context
-adds to the measured step (an estimate, theoretical on top of the measurement): every row reads
-kv_per_token × (C − C_measured) more cache bytes and its attention does 4 × layers × heads ×
-head_dim FLOPs more per extra position, and the extra work takes whichever is slower, the
-bytes at the measured bandwidth or the FLOPs at the measured matmul peak:
+Input is priced from the prefill rate, much higher than decode's: why APIs charge less for it.
+The sweep decodes at a short context; the rate is carried to the conversation's mean context C
+(an estimate on top of the measurement) by adding only what a longer context adds, whichever is
+slower: the extra cache bytes at the measured bandwidth, or attention's extra FLOPs at the
+measured peak:
 
     step at C = measured step + max(B × kv × ΔC ÷ bandwidth,  B × attn × ΔC ÷ peak)
 
-The rest of the step (the weights, the arithmetic of B rows) is what the sweep measured, so a
-large batch whose step is bound by arithmetic is not slowed as if it were all memory time.
-
-What this leaves out: idle time between requests (a real server is not 100% busy), the
-memory that limits how large a batch can grow, and the provider's margin.
+Left out: idle time between requests, the memory that caps a batch, the provider's margin.
 """
 from __future__ import annotations
 

@@ -2,17 +2,11 @@
 
     cost = input_tokens × input_price / 1e6 + output_tokens × output_price / 1e6
 
-Output tokens usually cost more: each one needs its own decode step, while input tokens
-share one parallel prefill.
-
-A chat resends its whole history every turn (the model keeps nothing between requests), so
-turn k's input is every earlier question and answer plus the new question, wrapped in the chat
-template (its system message once, a few marker tokens around every message):
+A chat resends its whole history every turn, wrapped in the chat template:
 
     input tokens at turn k = template(k) + k × question + (k − 1) × answer
 
-and a conversation's input bill grows with the square of its turns. `templated_turn_inputs`
-counts template(k) with the model's real chat template.
+so a conversation's input bill grows with the square of its turns.
 """
 from __future__ import annotations
 
@@ -54,26 +48,11 @@ class TurnCost:
     total: float  # dollars for the conversation so far
 
 
-def conversation_costs(question_tokens: int, answer_tokens: int, turns: int,
-                       input_price_per_m: float, output_price_per_m: float) -> list[TurnCost]:
-    """Each turn of a chat whose questions are all `question_tokens` long and whose answers are
-    all `answer_tokens` long, the history resent every time."""
-    LIMITS.conversation_turns.check("Turns", turns)
-    rows, total = [], 0.0
-    for k in range(1, int(turns) + 1):
-        sent = k * question_tokens + (k - 1) * answer_tokens
-        cost = token_cost(sent, answer_tokens, input_price_per_m, output_price_per_m).total
-        total += cost
-        rows.append(TurnCost(k, sent, answer_tokens, cost, total))
-    return rows
-
-
 def templated_turn_inputs(tokenizer, question: str, answer_tokens: int, turns: int) -> list[int]:
     """Input tokens of each turn of a chat that asks `question` every turn and gets answers of
     `answer_tokens`, counted with the model's own chat template: the system message it adds
-    appears once per request, not once per turn, and every message gets its markers. The
-    template is rendered with empty messages (its markers only) and the typed texts are
-    counted apart (`encode_text`), so the count is exact up to a merge at a message's edge."""
+    appears once per request, and every message gets its markers (rendered with empty
+    messages; the typed texts counted apart, exact up to a merge at a message's edge)."""
     LIMITS.conversation_turns.check("Turns", turns)
     question_tokens = len(encode_text(tokenizer, question))
     out, messages = [], []
@@ -87,22 +66,13 @@ def templated_turn_inputs(tokenizer, question: str, answer_tokens: int, turns: i
     return out
 
 
-def conversation_costs_from_inputs(inputs: list[int], answer_tokens: int,
-                                   input_price_per_m: float,
-                                   output_price_per_m: float) -> list[TurnCost]:
-    """The turn-by-turn bill for these per-turn input counts (e.g. `templated_turn_inputs`)."""
-    rows, total = [], 0.0
-    for k, sent in enumerate(inputs, start=1):
-        cost = token_cost(sent, answer_tokens, input_price_per_m, output_price_per_m).total
-        total += cost
-        rows.append(TurnCost(k, sent, answer_tokens, cost, total))
-    return rows
-
-
 def templated_conversation_costs(tokenizer, question: str, answer_tokens: int, turns: int,
                                  input_price_per_m: float,
                                  output_price_per_m: float) -> list[TurnCost]:
     """Lesson 1's multi-turn table: every turn counted with the real chat template."""
-    inputs = templated_turn_inputs(tokenizer, question, answer_tokens, turns)
-    return conversation_costs_from_inputs(inputs, int(answer_tokens), input_price_per_m,
-                                          output_price_per_m)
+    rows, total = [], 0.0
+    for k, sent in enumerate(templated_turn_inputs(tokenizer, question, answer_tokens, turns), 1):
+        cost = token_cost(sent, int(answer_tokens), input_price_per_m, output_price_per_m).total
+        total += cost
+        rows.append(TurnCost(k, sent, int(answer_tokens), cost, total))
+    return rows
