@@ -14,10 +14,6 @@ MEMORY_BUTTON = "Measure attention memory"
 BATCH_COLOURS = {1: PALETTE["blue"], 8: PALETTE["vermillion"]}
 
 
-def _colour(batch: int) -> str:
-    return BATCH_COLOURS.get(batch, PALETTE["green"])
-
-
 def prefill_lengths_figure(points, curve=None, shares=(), caption: str = "") -> go.Figure:
     """Milliseconds per prompt token at each length (measured), the fit ÷ L and the same
     without its L² term; each point labelled with its L² share."""
@@ -72,11 +68,12 @@ def decode_lengths_figure(points, theory=None, window: int = 0, caption: str = "
         right = max([right] + [s for s in stars if s <= 2 * max(window, 1)])
     fig = go.Figure()
     for b in batches:
+        colour = BATCH_COLOURS.get(b, PALETTE["green"])
         mine = sorted((p for p in points if p.batch == b), key=lambda p: p.cache_tokens)
         fig.add_trace(go.Scatter(
             x=[p.cache_tokens for p in mine], y=[p.seconds * 1000 for p in mine],
             mode="lines+markers", name=f"batch {b}: one step ({MEASURED}, median)",
-            line=dict(color=_colour(b), width=3), marker=dict(size=9),
+            line=dict(color=colour, width=3), marker=dict(size=9),
             error_y=dict(type="data", symmetric=False,
                          array=[(p.seconds_max - p.seconds) * 1000 for p in mine],
                          arrayminus=[(p.seconds - p.seconds_min) * 1000 for p in mine])))
@@ -87,10 +84,10 @@ def decode_lengths_figure(points, theory=None, window: int = 0, caption: str = "
             x=line, y=[theory.seconds(x, b) * 1000 for x in line], mode="lines",
             name=f"batch {b}: floor ({THEORETICAL}: (weights + {b}·L·kv) ÷ "
                  f"{theory.bandwidth_gbs:.1f} GB/s)",
-            line=dict(color=_colour(b), dash="dash", width=2)))
+            line=dict(color=colour, dash="dash", width=2)))
         star = theory.crossover_tokens(b)
         if star <= right:
-            fig.add_vline(x=star, line=dict(color=_colour(b), dash="dot", width=2),
+            fig.add_vline(x=star, line=dict(color=colour, dash="dot", width=2),
                           annotation_text=f"L* = {star:,} (batch {b})",
                           annotation_position="top left" if b > 1 else "top right")
     if window:

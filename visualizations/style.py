@@ -19,11 +19,6 @@ MEASURED = "measured"
 THEORETICAL = "theoretical"
 
 
-def machine_caption(device: str, dtype: str, threads: int) -> str:
-    """'Measured live on cpu · float32 · 2 threads' — the caption under every timing chart."""
-    return f"Measured live on {device} · {dtype} · {threads} threads"
-
-
 ALONE = "each timed pass ran alone on the compute thread"
 
 
@@ -40,9 +35,9 @@ def sharing_sentence(chats: int | None) -> str:
 
 def info_caption(info, dtype: str | None = None, note: str = "", alone: bool = True,
                  chats: int | None = None) -> str:
-    """The caption for a model's `ModelInfo`: device, dtype, threads, `sharing_sentence`
-    (`alone=False`: a view that times nothing of its own) and a note ('median of 12 steps')."""
-    cap = machine_caption(info.device, dtype or info.dtype, info.threads)
+    """The caption under every timing chart, 'Measured live on cpu · float32 · 2 threads', then
+    `sharing_sentence` (`alone=False`: a view that times nothing of its own) and a `note`."""
+    cap = f"Measured live on {info.device} · {dtype or info.dtype} · {info.threads} threads"
     parts = [cap] + ([sharing_sentence(chats)] if alone else []) + ([note] if note else [])
     return " · ".join(parts)
 
