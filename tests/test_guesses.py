@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from datetime import datetime
 from types import SimpleNamespace
 
 import pytest
 
 from inference.config import Settings
 from inference.experiments.noise import judge
+from inference.experiments.quiet_reference import QuietFigure
 from inference.experiments.shared_results import SharedResults
 from lessons import (
     batching_handlers,
@@ -123,3 +125,26 @@ def test_a_ratio_at_or_below_one_is_never_called_faster():
     assert question("prefill_race").unit.strip().endswith("faster")  # the case this test is about
     measured = busy_slow.split("**measured:**")[1]
     assert "faster" not in measured and "0.7" in measured and "Why" not in busy_slow
+
+
+def test_a_busy_run_is_judged_against_this_machines_quiet_reference():
+    """Busy, with this machine's quiet figure for the same quantity: its verdict and why, named
+    quiet with its time, this run's number beside it; busy without one: no verdict; a quiet run
+    is judged on its own figure, the reference unused."""
+    ref = QuietFigure("kv_race 32 tokens after 24 float32", 2.9, "2.9×", "2025-11-02T09:12:00",
+                      "a test machine")
+    why = question("kv_race").why
+    busy = guess_md("kv_race", 3, 1.2, noisy=True, reference=ref)
+    assert "**Your guess:** 3 × faster · **this machine, quiet** (measured 2 Nov 09:12): 2.9 × " \
+           "faster, close: well predicted. This run: 1.2 × on a busy machine." in busy
+    assert f"**Why:** {why}" in busy
+    assert "too low: the measurement is 2.9× your guess" in guess_md("kv_race", 1, 1.2, True, ref)
+    now = datetime.now().replace(second=0)  # today: its time alone
+    slow_ref = replace(ref, value=0.9, measured_at=now.isoformat(timespec="seconds"))
+    slow = guess_md("kv_race", 2, 1.2, noisy=True, reference=slow_ref)
+    assert f"(measured {now:%H:%M}): 0.9 × (not faster on that run)" in slow
+    without = guess_md("kv_race", 3, 1.2, noisy=True)
+    assert "1.2 × on a busy machine: run again to compare" in without
+    assert "close" not in without and "quiet" not in without and why not in without
+    quiet = guess_md("kv_race", 3, 1.2, reference=ref)
+    assert quiet == guess_md("kv_race", 3, 1.2) and "too high" in quiet and "quiet" not in quiet

@@ -1,5 +1,6 @@
 """Predict, then measure: the learner commits to a number before the run, and afterwards sees
-their guess beside the measurement with one sentence of why (a verdict only from a quiet run).
+their guess beside the measurement with one sentence of why (a verdict only from a quiet run:
+this one, or on a busy machine this machine's quiet reference for the same figure).
 
 Plain functions: the presenter and the lessons show what they return. A lesson's guess box
 (`controls.guess_box`) asks about a measurement key; its unit and "why" are the presenter
@@ -10,6 +11,7 @@ from __future__ import annotations
 import math
 from functools import cache
 
+from inference.experiments.quiet_reference import QuietFigure
 from visualizations.cards import ratio_side
 
 from .presenter_screens import Screen, load_screens
@@ -39,14 +41,16 @@ def fmt(x: float) -> str:
     return f"{x:.1f}".rstrip("0").rstrip(".") if abs(x) < 10 else f"{x:,.0f}"
 
 
-def comparison_md(guess: float | None, measured: float, unit: str, why: str) -> str:
+def comparison_md(guess: float | None, measured: float, unit: str, why: str,
+                  source: str = "**measured:**", run: str = "this run") -> str:
     """Guess against measurement and why; without a guess, an invitation to make one next time.
-    0 is no guess: a Gradio number box shows and sends 0 when nothing was typed.
+    0 is no guess: a Gradio number box shows and sends 0 when nothing was typed. `source`
+    names the figure, `run` the run it came from.
 
     >>> comparison_md(2, 10, "×", "Because.").splitlines()[0]
     '**Your guess:** 2 × · **measured:** 10 ×, too low: the measurement is 5.0× your guess'
     """
-    got = f"**measured:** {measured_with_unit(measured, unit)}"
+    got = f"{source} {measured_with_unit(measured, unit, run)}"
     if guess is None or guess == 0 or not math.isfinite(guess):
         head = f"**No guess typed** · {got}. Next time, write a number first: it sticks better."
     elif guess <= 0:
@@ -61,14 +65,14 @@ def plain_unit(unit: str) -> str:
     return unit.removesuffix("faster").strip() if unit.endswith("faster") else unit.strip()
 
 
-def measured_with_unit(measured: float, unit: str) -> str:
+def measured_with_unit(measured: float, unit: str, run: str = "this run") -> str:
     """A measurement and its unit; "faster" only when the ratio is above the shared margin.
 
     >>> measured_with_unit(3.24, "× faster"), measured_with_unit(0.7, "× faster")
     ('3.2 × faster', '0.7 × (not faster on this run)')
     """
     if unit.endswith("faster") and ratio_side(measured) != "faster":
-        return f"{fmt(measured)} {plain_unit(unit)} (not faster on this run)"
+        return f"{fmt(measured)} {plain_unit(unit)} (not faster on {run})"
     return f"{fmt(measured)} {unit}".strip()
 
 
@@ -93,16 +97,24 @@ def question(key: str) -> Screen:
 
 
 def beside_guess_md(screen: Screen, guess: float | None, measured: float, shown: str,
-                    noisy: bool) -> str:
+                    noisy: bool, reference: QuietFigure | None = None) -> str:
     """The guess beside a measurement of `screen`'s question: the verdict and why from a quiet
-    run; from a busy one (`noisy`), beside the number as `shown`, with no verdict."""
-    if noisy:
+    run; from a busy one (`noisy`), against this machine's quiet `reference` for the same
+    figure with the number as `shown` beside it, small, or without one, no verdict."""
+    if not noisy:
+        return comparison_md(guess, measured, screen.unit, screen.why)
+    if reference is None:
         return beside_noisy_md(guess, screen.unit, shown)
-    return comparison_md(guess, measured, screen.unit, screen.why)
+    head = comparison_md(guess, reference.value, screen.unit, "",
+                         f"**this machine, quiet** (measured {reference.when()}):", "that run")
+    busy = f"{head.rstrip('.')}. This run: {shown} on a busy machine."
+    return f"{busy}\n\n**Why:** {screen.why}" if screen.why else busy
 
 
-def guess_md(key: str, guess: float | None, measured: float, noisy: bool = False) -> str:
-    """A lesson's guess box beside this run's measurement (0, an empty box: no guess)."""
+def guess_md(key: str, guess: float | None, measured: float, noisy: bool = False,
+             reference: QuietFigure | None = None) -> str:
+    """A lesson's guess box beside this run's measurement (0, an empty box: no guess); on a
+    busy run, judged against `reference` (this machine's quiet figure for the same quantity)."""
     q = question(key)
     return "\n\n---\n**Predict, then measure.** " + beside_guess_md(
-        q, guess, measured, f"{fmt(measured)} {plain_unit(q.unit)}", noisy)
+        q, guess, measured, f"{fmt(measured)} {plain_unit(q.unit)}", noisy, reference)
