@@ -181,11 +181,11 @@ def race_frames(lm, settings: Settings, prompt: str, new_tokens: int,
         if step.lane == RECOMPUTE:
             summary, last = summarize(steps, len(ids)), step.index == n - 1
             judged = noise.reading(race_repeats(steps), settings) if last else None
+            quiet = quiet_reference.for_race(summary, lm.info.dtype, judged) if last else None
             compared = (guess_md(GUESS_KEY, guess, summary.speedup,
-                                 noisy=not supports_verdict(judged))
+                                 noisy=not supports_verdict(judged), reference=quiet)
                         if last and not summary.impossible else "")
             caption = info_caption(lm.info, chats=served_alongside.chats_so_far())  # so far
-            quiet = quiet_reference.for_race(summary, lm.info.dtype, judged) if last else None
             yield RaceFrame(plot=kv_charts.race_figure(steps, caption),
                             summary=kv_text.race_summary_markdown(summary, judged, quiet)
                             + compared,
