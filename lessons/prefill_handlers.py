@@ -87,7 +87,7 @@ def run_prefill_sweep(lm, settings: Settings, shared, lengths: list[int], max_se
     reference = sweep_reference(points, lm.info.dtype, judged)
     yield PrefillSweepFrame(prefill_sweep_figure(drawn(points), caption),
                      sweep_verdict_md(points, judged, reference)
-                     + _compared(points, guess, judged))
+                     + _compared(points, guess, judged, reference))
 
 
 def drawn(points) -> list[PrefillPoint]:
@@ -113,8 +113,8 @@ def sweep_reference(points, dtype: str, judged: Noise | None):
                                          None if last.impossible else judged)
 
 
-def _compared(points, guess: float | None, judged: Noise | None) -> str:
+def _compared(points, guess: float | None, judged: Noise | None, reference=None) -> str:
     if not points or verdict_point(points)[0].impossible:
         return ""
     return guess_md(GUESS_KEY, guess, verdict_point(points)[1],
-                    noisy=judged is not None and judged.busy)
+                    noisy=judged is not None and judged.busy, reference=reference)
