@@ -173,12 +173,15 @@ def _diagram(lm, reports, bandwidth: float, judged: Noise | None = None) -> str:
                          noise=judged)
 
 
-def compared(reports, guess: float | None, judged: Noise | None = None) -> str:
+def compared(reports, guess: float | None, judged: Noise | None = None,
+             race: SpeedRace | None = None, reference: QuietFigure | None = None) -> str:
     """The learner's guess beside int8's measured speed against float32 (once both ran);
-    on a busy run (`judged`), beside the number with no verdict."""
+    on a busy run (`judged`), against this machine's quiet `reference` for the `race` when
+    int8 was the mode raced (the same quantity), else beside the number with no verdict."""
     by_key = {r.key: r for r in reports}
     if "int8" not in by_key or "fp32" not in by_key:
         return ""
+    same = reference if race is not None and race.key == GUESS_KEY else None
     return guess_md(GUESS_KEY, guess, by_key["int8"].decode_tokens_per_s
                     / by_key["fp32"].decode_tokens_per_s,
-                    noisy=judged is not None and judged.busy)
+                    noisy=judged is not None and judged.busy, reference=same)

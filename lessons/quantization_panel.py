@@ -100,7 +100,7 @@ def build(ctx: AppContext) -> None:
                 bars: charts.mode_bars_figure(r, caption), table: results_table_md(r),
                 texts: charts.side_by_side_html(r),
                 closing: closing_note_md(lm.info, r, bw, bf16, frame.noise)
-                + compared(r, guessed, frame.noise)}
+                + compared(r, guessed, frame.noise, frame.race, frame.reference)}
 
     def run(p: str, m: list[str], n: int, guessed: float | None) -> Iterator[dict]:
         for frame in compare_frames(lm, settings, shared, p, m, n):

@@ -111,6 +111,13 @@ def test_quantization_compares_int8_with_fp32_once_both_ran():
     assert quantization_handlers.compared([fp32], 1.5) == ""
     md = quantization_handlers.compared([fp32, int8], 1.5)
     assert "**Your guess:** 1.5 × faster" in md and measured_in(md) == pytest.approx(1.4)
+    ref = QuietFigure("quant_speed int8÷fp32", 1.6, "1.6×", "2025-11-02T09:12:00", "a machine")
+    busy, raced = judge(others_cpu=0.9), SimpleNamespace(key="int8")
+    judged = quantization_handlers.compared([fp32, int8], 1.5, busy, raced, ref)
+    assert "quiet** (measured 2 Nov 09:12): 1.6 × faster, close" in judged
+    other = quantization_handlers.compared([fp32, int8], 1.5, busy, SimpleNamespace(key="int4"),
+                                           ref)  # int4's race is not the int8 question
+    assert "quiet" not in other and "1.4 × on a busy machine: run again" in other
 
 
 def test_a_ratio_at_or_below_one_is_never_called_faster():
