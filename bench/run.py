@@ -146,8 +146,13 @@ def serving_race(clients: int = 30, new_tokens: int = 48) -> dict:
 
 
 def schedulers(lm) -> dict:
-    from inference.experiments.schedulers import run_schedule, serve_continuous, serve_static
-    from inference.experiments.workload import DEFAULT_PRESET, preset_trace
+    from inference.experiments.schedulers import (
+        DEFAULT_PRESET,
+        preset_trace,
+        run_schedule,
+        serve_continuous,
+        serve_static,
+    )
 
     trace = preset_trace(lm.tokenizer, DEFAULT_PRESET)
     batch, wait = int(LIMITS.scheduler_batch.default), LIMITS.fill_wait_s.default

@@ -13,8 +13,8 @@ from plotly.graph_objects import Figure
 from inference import served_alongside
 from inference.batching import padding_waste
 from inference.config import LIMITS, Settings
-from inference.experiments import memory_to_dollars as dollars
 from inference.experiments import noise, quiet_reference
+from inference.experiments import serving_cost as dollars
 from inference.experiments.batch_sweep import SweepUpdate, run_sweep, sweep_sizes
 from inference.experiments.memory_guard import (
     check_batch_fits,
@@ -23,12 +23,16 @@ from inference.experiments.memory_guard import (
     model_shape,
     plan_batch,
 )
-from inference.experiments.memory_to_dollars import measured_chain
 from inference.experiments.noise import Noise
 from inference.experiments.roofline import machine_bandwidth
-from inference.experiments.schedulers import ScheduleResult, serve_continuous, serve_static
-from inference.experiments.serving_cost import model_serving_costs
-from inference.experiments.workload import preset_trace, random_trace
+from inference.experiments.schedulers import (
+    ScheduleResult,
+    preset_trace,
+    random_trace,
+    serve_continuous,
+    serve_static,
+)
+from inference.experiments.serving_cost import measured_chain, model_serving_costs
 from inference.kv_cache import bytes_per_token
 from visualizations import batching_charts as charts
 from visualizations import batching_tables as tables

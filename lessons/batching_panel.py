@@ -11,8 +11,7 @@ from gradio.events import Dependency
 from inference.config import Settings
 from inference.experiments.batch_sweep import batch_sweep_tokens, sweep_sizes
 from inference.experiments.memory_guard import memory_budget_bytes
-from inference.experiments.schedulers import schedulers_tokens
-from inference.experiments.workload import PRESETS
+from inference.experiments.schedulers import PRESETS, schedulers_tokens
 from visualizations import batching_charts as charts
 from visualizations import batching_text as text
 from visualizations.mechanism_weights import batch_diagram

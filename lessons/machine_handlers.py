@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 
 from inference.experiments import noise, quiet_reference
+from inference.experiments.kv_projection import size_rows
 from inference.experiments.machine_roofline import (
     ROOFLINE_NEW_TOKENS,
     WatchedRoofline,
@@ -19,7 +20,6 @@ from inference.experiments.machine_roofline import (
     watched_roofline,
 )
 from inference.experiments.memory_guard import memory_budget_bytes
-from inference.experiments.model_sizes import size_rows
 from inference.experiments.noise import Noise
 from inference.experiments.roofline import Roofline
 from inference.experiments.step_bound import StepBound

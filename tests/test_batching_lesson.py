@@ -15,10 +15,17 @@ from inference.experiments.memory_guard import (
     model_shape,
     plan_batch,
 )
-from inference.experiments.schedulers import run_schedule, serve_continuous, serve_static
+from inference.experiments.schedulers import (
+    PROMPTS,
+    Request,
+    preset_trace,
+    random_trace,
+    run_schedule,
+    serve_continuous,
+    serve_static,
+)
 from inference.experiments.serving_cost import serving_costs
 from inference.experiments.shared_results import SharedResults
-from inference.experiments.workload import PROMPTS, Request, preset_trace, random_trace
 from inference.generation import stream
 from inference.stats import percentile
 from inference.tokens import prompt_ids
@@ -365,4 +372,3 @@ def test_row_batch_join_pads_left_and_keep_trims():
     assert kept.rows == [0, 2] and kept.width == 3
     assert kept.mask.tolist() == [[0, 1, 1], [1, 1, 1]]
     assert kept.cache.layers[0].keys[:, 0, :, 0].tolist() == [[0, 1, 2], [2, 3, 4]]
-    assert kept.padding_fraction() == pytest.approx(1 / 6)

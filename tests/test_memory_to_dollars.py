@@ -3,9 +3,10 @@ machine's cost rows (measured) and on a published GPU (theoretical), the levers 
 the section's text for hand-made chains."""
 import pytest
 
-from inference.experiments import memory_to_dollars as dollars
+from inference.experiments import serving_cost as dollars
 from inference.experiments.kv_projection import ModelSpec
-from inference.experiments.memory_to_dollars import (
+from inference.experiments.serving_cost import (
+    CostPoint,
     Gpu,
     gpu_chain,
     levers,
@@ -13,7 +14,6 @@ from inference.experiments.memory_to_dollars import (
     roofline_step,
     sequences_that_fit,
 )
-from inference.experiments.serving_cost import CostPoint
 from visualizations.batching_tables import NO_CHAIN, chain_md, levers_md, measured_chain_md
 
 # a toy model: 1 layer, 1 KV head of 4 dims, 10^9 parameters; KV per token = 2×1×1×4×2 = 16 B

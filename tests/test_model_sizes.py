@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from inference.experiments.kv_projection import SMOLLM2, size_rows
 from inference.experiments.machine_roofline import watched_roofline
-from inference.experiments.model_sizes import SMOLLM2, size_rows
 from lessons import machine_handlers
 from visualizations.machine_text import model_sizes_md
 

@@ -1,25 +1,37 @@
-"""Lesson 5: from measured tokens per second to dollars, the arithmetic behind API prices.
+"""Lesson 5: from measured tokens per second, and from KV memory, to dollars.
 
     $ per million tokens = price per hour ÷ (tokens/s × 3,600) × 1,000,000
     one conversation     = prompt ÷ prefill rate + output ÷ decode rate   seconds of the machine
+    sequences that fit   = (memory − weights) ÷ (KV bytes per token × tokens each one holds)
 
 Input is priced from the prefill rate, much higher than decode's: why APIs charge less for it.
-The sweep decodes at a short context; the rate is carried to the conversation's mean context C
-(an estimate on top of the measurement) by adding only what a longer context adds, whichever is
-slower: the extra cache bytes at the measured bandwidth, or attention's extra FLOPs at the
-measured peak:
+The sweep decodes at a short context; `serving_costs` carries its rate to the conversation's
+mean context C (an estimate on top of the measurement) by adding only what a longer context
+adds, whichever is slower: the extra cache bytes at the measured bandwidth, or attention's
+extra FLOPs at the measured peak:
 
     step at C = measured step + max(B × kv × ΔC ÷ bandwidth,  B × attn × ΔC ÷ peak)
 
-Left out: idle time between requests, the memory that caps a batch, the provider's margin.
+The memory chain: on this machine its step time is the batch sweep's (`measured_chain`); for a
+published model on a published GPU, the roofline's (`gpu_chain`, theoretical, a ceiling):
+
+    step = max((weights + batch × KV per token × mean context) ÷ bandwidth,
+               batch × (2 × parameters + 4 × layers × heads × head_dim × mean context) ÷ peak)
+
+`levers` adds the explainer's levers one at a time: batching, int8 weights, a paged cache that
+holds each conversation's own tokens, an 8-bit cache. Once caches fill memory, tokens/s
+approaches bandwidth ÷ (KV bytes per token × context): only fewer cache bytes raise it.
+Left out: idle time between requests, activations, the allocator's slack, the provider's margin.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from ..config import LIMITS
+from ..errors import check_range
 from ..kv_cache import bytes_per_token
 from .batch_sweep import BatchPoint
+from .kv_projection import PUBLISHED, ModelSpec
 
 
 @dataclass(frozen=True)
@@ -111,3 +123,168 @@ def model_serving_costs(lm, points, price_per_hour: float, prompt_tokens: int,
     return serving_costs(points, price_per_hour, prompt_tokens, output_tokens,
                          kv_bytes_per_token=kv, bandwidth_gbs=bandwidth_gbs,
                          attention_flops=attention_flops_per_position(info))
+
+
+@dataclass(frozen=True)
+class Gpu:
+    name: str
+    memory_bytes: int
+    bandwidth_gbs: float
+    peak_tflops: float  # dense 16-bit matrix arithmetic
+    usd_per_hour: float
+    source: str
+
+
+# NVIDIA's H200 (SXM) datasheet: 141 GB HBM3e, 4.8 TB/s, 989 TFLOPS dense BF16/FP16 (1,979
+# with sparsity). The hourly price is an assumption (cloud prices vary several-fold).
+H200 = Gpu("NVIDIA H200", 141 * 10**9, 4_800.0, 989.0, 4.00,
+           "NVIDIA's published spec: 141 GB, 4.8 TB/s, 989 TFLOPS fp16; $4.00/h assumed")
+CHAIN_MODELS = tuple(m for m in PUBLISHED if m.name in ("Llama-2-7B", "Llama-3-8B",
+                                                        "Llama-3-70B"))
+LEVER_MODEL = next(m for m in PUBLISHED if m.name == "Llama-3-8B")
+GPU_PROMPT, GPU_OUTPUT = 3_072, 1_024  # a 4,096-token conversation
+
+
+def sequences_that_fit(memory_bytes: float, weight_bytes: float, kv_bytes_per_token: float,
+                       tokens_per_sequence: float) -> int:
+    """(memory − weights) ÷ (KV per token × tokens per sequence), rounded down; 0 when the
+    weights alone do not fit.
+
+    >>> sequences_that_fit(141e9, 16.06e9, 131_072, 4_096)  # Llama-3-8B fp16 on an H200, 4k
+    232
+    >>> sequences_that_fit(141e9, 141.1e9, 131_072, 4_096)
+    0
+    """
+    check_range("Tokens per sequence", tokens_per_sequence, 1, 10**9)
+    left = memory_bytes - weight_bytes
+    return int(left // (kv_bytes_per_token * tokens_per_sequence)) if left > 0 else 0
+
+
+@dataclass(frozen=True)
+class Chain:
+    """Memory → sequences → batch → tokens/s → dollars, for one machine and model."""
+
+    label: str  # the machine and model
+    kind: str  # "measured" (this machine's sweep) or "theoretical" (roofline, published specs)
+    memory_bytes: float  # the budget the caches and weights share
+    weight_bytes: float
+    kv_bytes_per_token: float  # one sequence
+    tokens_held: float  # positions each sequence holds in memory
+    fits: int  # sequences that fit
+    batch: int  # the batch the rate is for (at most `fits`)
+    tokens_per_s: float  # output tokens per second, all sequences together
+    usd_per_hour: float
+    usd_per_conversation: float
+    bound: str = ""  # theoretical: "memory" or "compute"; measured: ""
+    largest_measured: int = 0  # measured: the largest batch the sweep ran
+
+    @property
+    def left_bytes(self) -> float:
+        return max(self.memory_bytes - self.weight_bytes, 0.0)
+
+    @property
+    def kv_bytes_per_sequence(self) -> float:
+        return self.kv_bytes_per_token * self.tokens_held
+
+    @property
+    def usd_per_million(self) -> float:
+        return usd_per_million(self.usd_per_hour, self.tokens_per_s)
+
+
+def measured_chain(costs, budget_bytes: float, weight_bytes: float, kv_bytes_per_token: float,
+                   prompt_tokens: int, output_tokens: int, price_per_hour: float,
+                   label: str) -> Chain | None:
+    """This machine's chain from the cost table's rows (`CostPoint`s, one per measured batch):
+    the largest measured batch that fits the memory budget, at its measured rate. None when
+    nothing was measured."""
+    if not costs:
+        return None
+    held = prompt_tokens + output_tokens
+    fits = sequences_that_fit(budget_bytes, weight_bytes, kv_bytes_per_token, held)
+    within = [c for c in costs if c.batch <= fits]
+    if not within:
+        return Chain(label, "measured", budget_bytes, weight_bytes, kv_bytes_per_token, held,
+                     fits, 0, 0.0, price_per_hour, float("inf"),
+                     largest_measured=max(c.batch for c in costs))
+    c = max(within, key=lambda c: c.batch)
+    return Chain(label, "measured", budget_bytes, weight_bytes, kv_bytes_per_token, held, fits,
+                 c.batch, c.output_tokens_per_s, price_per_hour, c.usd_per_conversation,
+                 largest_measured=max(p.batch for p in costs))
+
+
+def roofline_step(model: ModelSpec, gpu: Gpu, batch: int, context: float,
+                  weight_bytes_per_value: float = 2, kv_bytes_per_value: int = 2
+                  ) -> tuple[float, str]:
+    """(seconds, "memory" or "compute"): one decode step of `batch` sequences at `context`
+    positions each, on the roofline (theoretical).
+
+    >>> s, bound = roofline_step(LEVER_MODEL, H200, 1, 0)  # 16.06 GB ÷ 4.8 TB/s
+    >>> round(s * 1000, 2), bound
+    (3.35, 'memory')
+    """
+    read = (model.parameters * weight_bytes_per_value
+            + batch * model.bytes_per_token(kv_bytes_per_value) * context)
+    attention = 4 * model.layers * model.query_heads * model.head_dim * context
+    flops = batch * (2 * model.parameters + attention)
+    memory_s, compute_s = read / (gpu.bandwidth_gbs * 1e9), flops / (gpu.peak_tflops * 1e12)
+    return (memory_s, "memory") if memory_s >= compute_s else (compute_s, "compute")
+
+
+def gpu_chain(model: ModelSpec, gpu: Gpu, prompt_tokens: int = GPU_PROMPT,
+              output_tokens: int = GPU_OUTPUT, weight_bytes_per_value: float = 2,
+              kv_bytes_per_value: int = 2, tokens_held: float | None = None,
+              batch: int | None = None, label: str = "") -> Chain:
+    """The chain for a published model on a published GPU (theoretical). `tokens_held`: the
+    positions each sequence keeps in memory (default: the whole conversation); `batch`: a
+    fixed batch (default: as many as fit)."""
+    weights = model.parameters * weight_bytes_per_value
+    kv = model.bytes_per_token(kv_bytes_per_value)
+    held = prompt_tokens + output_tokens if tokens_held is None else tokens_held
+    fits = sequences_that_fit(gpu.memory_bytes, weights, kv, held)
+    b = fits if batch is None else min(batch, fits)
+    name = label or f"{model.name} on an {gpu.name}"
+    if b == 0:
+        return Chain(name, "theoretical", gpu.memory_bytes, weights, kv, held, fits, 0, 0.0,
+                     gpu.usd_per_hour, float("inf"))
+    step, bound = roofline_step(model, gpu, b, prompt_tokens + output_tokens / 2,
+                                weight_bytes_per_value, kv_bytes_per_value)
+    rate = b / step
+    prefill_rate = gpu.peak_tflops * 1e12 / (2 * model.parameters)
+    seconds = prompt_tokens / prefill_rate + output_tokens / rate
+    return Chain(name, "theoretical", gpu.memory_bytes, weights, kv, held, fits, b, rate,
+                 gpu.usd_per_hour, gpu.usd_per_hour * seconds / 3600, bound)
+
+
+def published_chains(gpu: Gpu = H200) -> list[Chain]:
+    """A few published models on `gpu`, fp16, 4,096-token conversations, as many as fit."""
+    return [gpu_chain(m, gpu) for m in CHAIN_MODELS]
+
+
+def levers(model: ModelSpec = LEVER_MODEL, gpu: Gpu = H200) -> list[Chain]:
+    """The explainer's levers added one at a time (theoretical): one conversation at a time;
+    + batching (each sequence reserving the model's whole window, as without paging);
+    + int8 weights; + a paged cache (each sequence holds its own tokens, on average the
+    conversation's mean context)."""
+    window = model.context_window or GPU_PROMPT + GPU_OUTPUT
+    mean = GPU_PROMPT + GPU_OUTPUT / 2
+    return [
+        gpu_chain(model, gpu, tokens_held=window, batch=1, label="one conversation at a time"),
+        gpu_chain(model, gpu, tokens_held=window, label="+ batching (window reserved)"),
+        gpu_chain(model, gpu, weight_bytes_per_value=1, tokens_held=window,
+                  label="+ int8 weights"),
+        gpu_chain(model, gpu, weight_bytes_per_value=1, tokens_held=mean,
+                  label="+ paged cache"),
+        gpu_chain(model, gpu, weight_bytes_per_value=1, kv_bytes_per_value=1, tokens_held=mean,
+                  label="+ 8-bit cache"),
+    ]
+
+
+def cache_bound_tokens_per_s(model: ModelSpec, gpu: Gpu, context: float,
+                             kv_bytes_per_value: int = 2) -> float:
+    """The throughput a memory-bound step approaches as the batch grows: each step then reads
+    mostly caches, so tokens/s → bandwidth ÷ (KV bytes per token × context) (theoretical).
+
+    >>> round(cache_bound_tokens_per_s(LEVER_MODEL, H200, 3_584))
+    10218
+    """
+    return gpu.bandwidth_gbs * 1e9 / (model.bytes_per_token(kv_bytes_per_value) * context)
