@@ -155,13 +155,13 @@ def _sweep_frame(lm, update: SweepUpdate, message: str, schedules: ScheduleCompa
     cap = info_caption(lm.info, note="low quartile of each batch's decode steps", chats=chats)
     done = update.finished
     one, big = (update.points[0], update.points[-1]) if update.points else (None, None)
+    quiet = quiet_reference.for_sweep(update, lm.info.dtype, judged)
     compared = (guess_md(GUESS_KEY, guess, big.gain_over(one).estimate,
-                         noisy=judged is not None and judged.busy)
+                         noisy=judged is not None and judged.busy, reference=quiet)
                 if done and one is not None else "")
     return SweepFrame(
         progress=text.sweep_progress_markdown(update, message),
-        cards=text.sweep_cards(update, judged, quiet_reference.for_sweep(update, lm.info.dtype,
-                                                                         judged)),
+        cards=text.sweep_cards(update, judged, quiet),
         throughput=charts.throughput_chart(update.points, cap, judged),
         step_time=charts.step_time_chart(update.points, update.bandwidth_gbs, cap),
         tradeoff=charts.tradeoff_chart(update.points, cap),
