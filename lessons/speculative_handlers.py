@@ -26,8 +26,14 @@ from inference.experiments.speculative_race import (
 )
 from inference.speculative import SpecPass, check_request
 from visualizations.noise_view import busy_notice_html
-from visualizations.spec_expectation_view import expectation_figure, expectation_md, sampled_md
-from visualizations.speculative_charts import batch_figure, batch_md, k_sweep_figure
+from visualizations.speculative_charts import (
+    batch_figure,
+    batch_md,
+    expectation_figure,
+    expectation_md,
+    k_sweep_figure,
+    sampled_md,
+)
 from visualizations.speculative_view import EMPTY_PASSES, passes_html, race_md
 from visualizations.style import info_caption
 

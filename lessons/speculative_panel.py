@@ -10,8 +10,13 @@ import gradio as gr
 from inference.config import Settings
 from inference.experiments.speculative_batch import spec_batch_tokens
 from inference.experiments.speculative_race import spec_race_tokens
-from visualizations.spec_expectation_view import EMPTY_SAMPLED, expectation_figure, expectation_md
-from visualizations.speculative_charts import batch_figure, k_sweep_figure
+from visualizations.speculative_charts import (
+    EMPTY_SAMPLED,
+    batch_figure,
+    expectation_figure,
+    expectation_md,
+    k_sweep_figure,
+)
 from visualizations.speculative_view import EMPTY_PASSES, EMPTY_RACE, SAMPLING_RULE, THREE_WAYS
 from visualizations.style import info_caption
 

@@ -18,7 +18,7 @@ from inference.experiments.spec_expectation import (
 )
 from inference.experiments.speculative_race import SpecRaceSummary
 from inference.speculative import SpecPass
-from visualizations.spec_expectation_view import expectation_figure, expectation_md, sampled_md
+from visualizations.speculative_charts import expectation_figure, expectation_md, sampled_md
 
 
 def test_expected_tokens_follow_the_geometric_sum_with_both_edges():
