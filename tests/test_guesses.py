@@ -73,6 +73,31 @@ def test_kv_race_compares_the_guess_on_its_last_step_only(lm, chat_ids):
         assert measured_in(frames[-1].summary) == pytest.approx(speedup, abs=0.06)
 
 
+def test_a_busy_kv_race_judges_the_guess_against_the_quiet_race(lm, chat_ids, tmp_path,
+                                                                 monkeypatch):
+    """On the real model: a race judged quiet keeps its figure; the same race judged busy sets
+    the guess against that figure (its verdict, named quiet with its time), its own beside."""
+    from inference.experiments import quiet_reference
+    from lessons.common.predictions import verdict
+
+    monkeypatch.setenv("LLM_LAB_QUIET_REFERENCE", str(tmp_path / "quiet-reference.json"))
+    prompt = lm.tokenizer.decode(chat_ids[:20])
+    quiet = replace(SETTINGS, noise_spread_limit=float("inf"))  # judged by the spread of 5 steps
+    list(kv_cache_handlers.race_frames(lm, quiet, prompt, 6, guess=2.5))
+    refs = list(quiet_reference.read().values())
+    busy = replace(SETTINGS, noise_spread_limit=-1.0)
+    last = list(kv_cache_handlers.race_frames(lm, busy, prompt, 6, guess=2.5))[-1]
+    assert last.noise.busy and "**Your guess:** 2.5 × faster" in last.summary
+    if not refs:  # the quiet race was impossible twice (sanity.py): nothing kept to judge by
+        assert "on a busy machine: run again to compare" in last.summary
+        return
+    ref, = refs
+    assert (f"**this machine, quiet** (measured {ref.when()}): {ref.value:.1f} × faster, "
+            f"{verdict(2.5, ref.value)}") in last.summary
+    assert "on a busy machine." in last.summary and "run again to compare" not in last.summary
+    assert f"**Why:** {question('kv_race').why}" in last.summary
+
+
 def test_batch_sweep_compares_the_guess_with_the_measured_gain(lm):
     frames = list(batching_handlers.sweep_frames(lm, SETTINGS, SharedResults(), max_batch=2,
                                                  steps=2, budget_mb=None, guess=1.8))
