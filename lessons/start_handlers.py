@@ -13,8 +13,13 @@ from inference.experiments import noise
 from inference.experiments.kv_race import RECOMPUTE, race, summarize
 from inference.experiments.noise import Noise
 from inference.sampling import SamplingSettings
-from visualizations.first_picture import empty_picture, live_picture, race_picture
-from visualizations.first_screen import live_cards_html, race_ratio_html
+from visualizations.first_screen import (
+    empty_picture,
+    live_cards_html,
+    live_picture,
+    race_picture,
+    race_ratio_html,
+)
 from visualizations.mechanism import RACE_TITLES
 from visualizations.noise_view import busy_notice_html
 

@@ -10,8 +10,7 @@ import gradio as gr
 
 from inference.experiments.kv_race import race_tokens
 from visualizations.cards import model_card_html
-from visualizations.first_picture import empty_picture
-from visualizations.first_screen import live_cards_html, race_ratio_html
+from visualizations.first_screen import empty_picture, live_cards_html, race_ratio_html
 
 from .common.context import AppContext
 from .common.feedback import guarded

@@ -16,9 +16,8 @@ from lessons import start_handlers
 from lessons.common.prompt_input import encode_prompt
 from lessons.start_handlers import about_model_md, live_frames, live_race_frames
 from polling import without_ticks
-from visualizations import first_picture
-from visualizations.first_picture import NARROW, WIDE, step_line
-from visualizations.first_screen import live_cards_html, race_ratio_html
+from visualizations import first_screen
+from visualizations.first_screen import NARROW, WIDE, live_cards_html, race_ratio_html, step_line
 from visualizations.noise_view import BUSY
 
 SETTINGS = replace(LIMITS, live_new_tokens=6, live_race_new_tokens=4,
@@ -167,14 +166,14 @@ def test_the_step_line_words_each_kind_of_pass_from_its_record():
 
 def test_each_lane_is_drawn_wide_and_narrow_with_no_label_under_13_units():
     events = [event(0, 5, 5, 0.2, piece="x"), event(1, 1, 6, 0.05, piece=" y")]
-    picture = first_picture.live_picture(list("abcde"), events, 30, capacity=12)
+    picture = first_screen.live_picture(list("abcde"), events, 30, capacity=12)
     wide, narrow = re.findall(r"<svg class='fs-(\w+)' viewBox='0 0 (\d+) ", picture)
     assert (wide, narrow) == (("wide", str(WIDE.width)), ("narrow", str(NARROW.width)))
     sizes = [float(x) for x in re.findall(r"font-size='([\d.]+)'", picture)]
-    assert sizes and min(sizes) >= first_picture.FONT == 13
+    assert sizes and min(sizes) >= first_screen.FONT == 13
     assert picture.count("class='mech-strip'") == WIDE.groups + NARROW.groups
     assert "layers 1–6" in picture and ">1–10<" in picture  # a simpler phone picture
     # never shown smaller than its own size × 12/13: its box's basis, and the wide one only in
     # a box wider than it
     assert f"flex: 1 1 {round(NARROW.width * 12 / 13)}px" in picture
-    assert first_picture.WIDE_FROM_PX >= WIDE.width * 12 / 13
+    assert first_screen.WIDE_FROM_PX >= WIDE.width * 12 / 13

@@ -1,13 +1,252 @@
-"""The first screen's big numbers: "first token: N ms" and "each next token: N ms" while the
-model answers, then the cache's measured speed-up when "Now without the cache" has raced.
-Pure: measured seconds in, card HTML out. Before a number exists its card says what will
-appear there and what fills it.
+"""The first screen: its big numbers ("first token: N ms", "each next token: N ms", then the
+cache's measured speed-up once "Now without the cache" has raced) and its live picture, the
+mechanism diagram small enough to share one screen with the answer, its text never under 12 px.
+
+A lane (one measured forward pass) is drawn twice at fixed sizes, a wide one (5 groups of
+layers) and a narrow one (3 groups, shorter labels); the page shows the one its box fits (a CSS
+container query), never scaled below its own size: a simpler picture on a phone, not a
+shrunken one. Not drawn: heads, attention and the MLP (lesson 4).
 """
 from __future__ import annotations
 
+import hashlib
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
 from .cards import WAITING, Card, cards_html, ratio_side, times
+from .mechanism import decode_lane, layer_groups, nice_capacity, race_lanes, slow_factor
+from .mechanism_style import GENERATED_COLOUR, PROMPT_COLOUR, READ_COLOUR, mechanism_css
+from .mechanism_svg import DECODE, PREFILL, Lane, anim, chip_label, esc
 from .noise_view import busy_notice_html, quiet_note, supports_verdict
 from .timing_text import prompt_work
+
+FONT = 13  # user units = CSS px at the smallest size a picture is shown (12 px at 12/13)
+ROW = 24  # one group of layers: its box and the gap above it
+TOP, BOTTOM = 24, 28  # the title row above the stack; the clock row under it
+
+
+@dataclass(frozen=True)
+class Size:
+    """One fixed drawing of a lane: its width in user units and what fits in it."""
+
+    name: str  # "wide" or "narrow" (the CSS shows the one its box fits)
+    width: int
+    groups: int  # groups of layers drawn
+    label_w: int  # the layer boxes' width
+
+    def label(self, lo: int, hi: int) -> str:
+        span = f"{lo}–{hi}" if hi > lo else f"{lo}"
+        return f"layers {span}" if self.name == "wide" else span
+
+
+WIDE = Size("wide", 560, 5, 104)
+NARROW = Size("narrow", 220, 3, 48)
+WIDE_FROM_PX = 540  # a box this wide shows the wide drawing (560 units at ≥ 12/13 scale)
+LARGEST_SCALE = 1.1  # a drawing grows to fill its box up to this, then stays centred
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:,.0f} ms"
+
+
+def _text(x: float, y: float, body: str, extra: str = "") -> str:
+    return f"<text x='{x:.1f}' y='{y:.1f}' font-size='{FONT}'{extra}>{body}</text>"
+
+
+def _strip(lane: Lane, x: float, y: float, w: float, cell_w: float, g: int) -> str:
+    """One group's cache strip: prompt cells, generated cells, the read flash, the new cells."""
+    h = ROW - 6
+    before = lane.cached - lane.new_cells
+    parts = [f"<g class='mech-strip' data-group='{g}' data-prompt-cells='{lane.prompt_cells}' "
+             f"data-generated-cells='{lane.generated_cells}' data-new-cells='{lane.new_cells}'>"
+             f"<rect x='{x}' y='{y}' width='{w:.1f}' height='{h}' fill='#f4f4f4' "
+             "stroke='#8a8a8a' stroke-dasharray='3 3'/>"]
+    if not lane.uses_cache:
+        parts.append(_text(x + 6, y + h - 5, "nothing kept"))
+    runs = ((0, lane.prompt_cells, PROMPT_COLOUR, "p"),
+            (lane.prompt_cells, lane.generated_cells, GENERATED_COLOUR, "g"))
+    for start, count, colour, kind in runs:
+        fresh = max(0, min(start + count, lane.cached) - max(start, before))
+        if count <= 0:
+            continue
+        parts.append(f"<rect class='mech-cells mech-cells-{kind}' data-cells='{count}' "
+                     f"data-new='{fresh}' x='{x + start * cell_w:.2f}' y='{y}' "
+                     f"width='{count * cell_w:.2f}' height='{h}' fill='{colour}'/>")
+    if lane.new_cells and lane.uses_cache:  # the pass's new cells appear as it ends
+        parts.append(f"<rect x='{x + before * cell_w:.2f}' y='{y}' "
+                     f"width='{max(lane.new_cells * cell_w, 2):.2f}' height='{h}' fill='none' "
+                     f"stroke='#111' stroke-width='2' {anim('appear', 0.6, 0.3)}/>")
+    if lane.kind == DECODE and before:  # the decode step reads every earlier cell
+        parts.append(f"<rect x='{x - 2}' y='{y - 2}' width='{before * cell_w + 4:.2f}' "
+                     f"height='{h + 4}' fill='none' stroke='{READ_COLOUR}' stroke-width='3' "
+                     f"{anim('read', 0.1, 0.6)}/>")
+    return "".join(parts) + "</g>"
+
+
+def lane_svg(lane: Lane, size: Size, layers: int, capacity: int, clock_s: float) -> str:
+    """One lane at one size: title, newest token, layer groups with their strips, a clock bar."""
+    groups = layer_groups(layers, size.groups)
+    strip_x = size.label_w + 8
+    strip_w = size.width - strip_x - 2
+    cell_w = strip_w / max(capacity, 1)
+    height = TOP + ROW * len(groups) + BOTTOM
+    fed = len(lane.fed)
+    fed_said = (f"{fed} tokens in" if lane.kind == PREFILL or not lane.uses_cache else
+                "1 token in") if fed else ""
+    parts = [_text(0, 16, f"<tspan font-weight='700'>{esc(lane.title)}</tspan>"
+                   + (f" · {fed_said}" if fed_said else ""))]
+    if lane.output and size.name == "wide":  # the token this pass wrote, at the top right
+        parts.append(_text(size.width - 2, 16, "→ " + esc(chip_label(lane.output[-1], 10)),
+                           " text-anchor='end' font-weight='700' class='mech-chip-text "
+                           "mech-anim mech-do-appear' style='--at:0.86;--for:0.14'"))
+    length = 0.7 / len(groups)
+    for g, (lo, hi) in enumerate(groups):  # bottom group first
+        y = TOP + ROW * (len(groups) - 1 - g)
+        parts.append(f"<rect x='0' y='{y}' width='{size.label_w}' height='{ROW - 6}' rx='4' "
+                     f"fill='#e9e9e9' stroke='#222' stroke-width='1.5' "
+                     f"{anim('lit', 0.08 + g * length, length * 2)}/>"
+                     + _text(size.label_w / 2, y + ROW - 11, size.label(lo, hi),
+                             " text-anchor='middle' font-weight='600'"))
+        parts.append(_strip(lane, strip_x, y, strip_w, cell_w, g))
+    y = TOP + ROW * len(groups) + 4
+    bar_w = strip_w - 64  # room after the longest bar for its "1,234 ms"
+    w = max(lane.seconds / clock_s * bar_w, 2.0) if clock_s > 0 else 0.0
+    if lane.fed:
+        parts.append(_text(0, y + 14, "time") +
+                     f"<rect x='{strip_x}' y='{y}' width='{w:.1f}' height='18' fill='#ddd'/>"
+                     f"<rect class='mech-anim mech-do-clock mech-clock' style='--at:0;--for:1' "
+                     f"x='{strip_x}' y='{y}' width='{w:.1f}' height='18' fill='#111'/>"
+                     + _text(strip_x + w + 6, y + 14,
+                             _ms(lane.seconds), " font-weight='700' class='fs-ms'"))
+    return (f"<svg class='fs-{size.name}' viewBox='0 0 {size.width} {height}' "
+            f"style='max-width:{size.width * LARGEST_SCALE:.0f}px' role='img' "
+            f"aria-label='{esc(lane.title)}' xmlns='http://www.w3.org/2000/svg'>"
+            f"<g class='mech-lane' data-kind='{lane.kind}' data-cached='{lane.cached}' "
+            f"data-ms='{lane.seconds * 1000:.3f}' style='--measured:{lane.seconds:.6f}s'>"
+            + "".join(parts) + "</g></svg>")
+
+
+_CSS = f"""
+.fs-picture {{ color: #111; }}
+.fs-step {{ font-weight: 600; font-size: 0.92em; margin: 0 0 4px; line-height: 1.3;
+  min-height: 2.6em; }}  /* two lines kept: the cards under it stay put as steps come */
+.fs-lanes {{ display: flex; flex-wrap: wrap; gap: 6px 10px; }}
+.fs-lane {{ flex: 1 1 {NARROW.width * 12 / FONT:.0f}px; container-type: inline-size; }}
+.fs-lane svg {{ width: 100%; height: auto; margin: 0 auto; }}
+.fs-lane svg text {{ font-family: system-ui, sans-serif; fill: #111; }}
+.fs-lane svg .mech-chip-text {{ font-family: ui-monospace, monospace; }}
+.fs-lane .fs-wide {{ display: none; }}
+.fs-lane .fs-narrow {{ display: block; }}
+@container (min-width: {WIDE_FROM_PX}px) {{
+  .fs-lane .fs-wide {{ display: block; }}
+  .fs-lane .fs-narrow {{ display: none; }}
+}}
+.fs-legend {{ margin-top: 2px; font-size: 0.85em; line-height: 1.3; }}
+.fs-key {{ display: inline-block; width: 0.9em; height: 0.9em; vertical-align: -0.1em;
+  border: 1px solid #111; margin: 0 3px 0 6px; }}
+"""
+
+
+def _legend(factor: int | None) -> str:
+    return ("<div class='fs-legend'>KV cache:"
+            f"<span class='fs-key' style='background:{PROMPT_COLOUR}'></span>prompt"
+            f"<span class='fs-key' style='background:{GENERATED_COLOUR}'></span>answer"
+            f"<span class='fs-key' style='border:2px solid {READ_COLOUR}'></span>read"
+            + (f" · shown {factor}× slower" if factor else "")
+            +
+            "<span class='mech-still'> (motion reduced: the end of each step)</span></div>")
+
+
+def picture_html(lanes: Sequence[Lane], layers: int, step_said: str, *, name: str,
+                 capacity: int, factor: int | None = None, step: int | None = None) -> str:
+    """The whole picture: the step line, each lane (wide and narrow drawings), the legend."""
+    factor = factor or slow_factor(min(ln.seconds for ln in lanes))
+    clock_s = max(ln.seconds for ln in lanes)
+    uid = "fs-" + name + "-" + hashlib.sha1(repr((lanes, capacity)).encode()).hexdigest()[:8]
+    drawn = "".join(
+        "<div class='fs-lane'>" + "".join(lane_svg(ln, size, layers, capacity, clock_s)
+                                          for size in (WIDE, NARROW)) + "</div>"
+        for ln in lanes)
+    return (f"<div class='fs-picture fs-{name}' id='{uid}' data-kind='{lanes[0].kind}' "
+            f"data-step='{'' if step is None else step}' data-factor='{factor}' "
+            f"data-cached='{lanes[0].cached}' data-layers='{layers}'>"
+            f"<style>{mechanism_css()}{_CSS}</style>"
+            f"<div class='fs-step'>{step_said}</div>"
+            f"<div class='mech-stage fs-lanes' style='--slow:{factor}'>{drawn}</div>"
+            + _legend(factor if any(ln.fed for ln in lanes) else None) + "</div>")
+
+
+def empty_picture(layers: int, message: str, name: str,
+                  titles: tuple[str, ...] = ("the model",)) -> str:
+    """The groups with empty strips and what will happen, one lane per title."""
+    lanes = [Lane(title=t, kind=PREFILL, fed=(), prompt_cells=0, generated_cells=0,
+                  new_cells=0, output=(), seconds=0.0) for t in titles]
+    body = picture_html(lanes, layers, message, name=name, capacity=16, factor=1)
+    return body.replace("class='fs-picture", "class='fs-picture fs-empty", 1)
+
+
+def step_line(ev) -> str:
+    """What one `StepEvent`'s pass did, in plain words from its measured fields.
+
+    >>> from types import SimpleNamespace as E
+    >>> step_line(E(index=23, forward_tokens=1, cache_tokens=63, seconds=0.177))
+    'step 23: the model read 62 earlier tokens from its cache and wrote one more in 177 ms'
+    """
+    shared = getattr(ev, "batch_rows", 1)
+    with_others = f", sharing the pass with {shared - 1} other request(s)" if shared > 1 else ""
+    if ev.index and ev.forward_tokens == 1:
+        read = ev.cache_tokens - 1
+        return (f"step {ev.index}: the model read {read} earlier token{'s' if read != 1 else ''} "
+                f"from its cache and wrote one more in {_ms(ev.seconds)}{with_others}")
+    cached = getattr(ev, "prefix_cached_tokens", 0)
+    passes = getattr(ev, "prefill_passes", 1)
+    how = ("in one pass" if passes == 1 else f"in {passes} passes" if passes > 1 else
+           "")  # 0: another engine's answer, its passes its own
+    took = (f"took {cached} prompt tokens from its prefix cache, read the other "
+            f"{ev.forward_tokens} {how}".rstrip() if cached else
+            f"read all {ev.forward_tokens} tokens {how}").rstrip()
+    if ev.index:  # a freed cache: the whole text fed again
+        return (f"step {ev.index}: the cache was freed, so the model {took} and wrote one more "
+                f"in {_ms(ev.seconds)}{with_others}")
+    timed = f"; its last pass took {_ms(ev.seconds)}" if passes > 1 else f" in {_ms(ev.seconds)}"
+    return (f"step 0, the prompt: the model {took}, kept their keys and values in its cache "
+            f"and wrote the first token{timed}{with_others}")
+
+
+def race_line(cached: Lane, plain: Lane, step: int) -> str:
+    """The race's newest step in plain words: what each lane fed and its measured time."""
+    read = cached.cached - cached.new_cells
+    return (f"step {step}: with the cache the model fed {len(cached.fed)} token"
+            f"{'s' if len(cached.fed) != 1 else ''}"
+            + (f" and read {read} from its cache" if read else "")
+            + f" in <b>{_ms(cached.seconds)}</b>; without it, it fed all {len(plain.fed)} again "
+            f"in <b>{_ms(plain.seconds)}</b>")
+
+
+def live_picture(prompt: Sequence[str], events: Sequence, layers: int, *, capacity: int,
+                 name: str = "live") -> str:
+    """The newest step of the live answer, at a slow-down fitting the median decode step."""
+    e = events[-1]  # its title short: the step line above says the rest
+    lane = replace(decode_lane(prompt, events), title=f"step {e.index}" + (
+        "" if e.index and e.forward_tokens == 1 else ": refill" if e.index else ": the prompt"))
+    typical = statistics.median(e.seconds for e in events[1:]) if len(events) > 1 else None
+    return picture_html([lane], layers, step_line(events[-1]), name=name,
+                        capacity=max(capacity, lane.cached), step=events[-1].index,
+                        factor=slow_factor(typical or lane.seconds))
+
+
+def race_picture(prompt: Sequence[str], steps: Sequence, layers: int, *,
+                 output: Sequence[str] = (), capacity: int | None = None,
+                 name: str = "live-race") -> str:
+    """The race's newest step both lanes finished, side by side at one slow-down."""
+    lanes = race_lanes(prompt, steps, output)
+    c, r = lanes
+    cached = [s.seconds for s in steps if s.lane == "cached" and s.index > 0]
+    step = len(c.output) - 1
+    return picture_html(lanes, layers, race_line(c, r, step), name=name,
+                        capacity=capacity or nice_capacity(len(r.fed)), step=step,
+                        factor=slow_factor(statistics.median(cached) if cached else c.seconds))
 
 
 def live_cards_html(ttft_s: float | None, per_token_s: float | None, prompt_tokens: int,
@@ -31,8 +270,8 @@ def live_cards_html(ttft_s: float | None, per_token_s: float | None, prompt_toke
 
 
 def race_ratio_html(summary, noise=None) -> str:
-    """The race's ending: the measured ratio big, both totals under it, and either the busy
-    notice or the one sentence the numbers support. `summary`: a `RaceSummary`, by attribute."""
+    """The race's ending: the measured ratio big, both totals under it, then the busy notice
+    or the one sentence the numbers support."""
     if summary is None or not summary.new_tokens:
         return ("*Press **Now without the cache**: the same answer made twice, once reading "
                 "the stored keys and values, once recomputing the whole text at every step. "
