@@ -203,8 +203,7 @@ class LengthPoint:
         return self.tokens * self.kv_bytes_per_token / self.bytes_read(self.tokens)
 
     def cached_theory_seconds(self, tokens: int) -> float:
-        """Theoretical cached step at `tokens`: (weights + L × KV bytes) ÷ the bandwidth this
-        point's measured step reached (its bytes ÷ its seconds)."""
+        """Theoretical: (weights + L × KV bytes) ÷ the bandwidth this point's step reached."""
         return self.cached_seconds * self.bytes_read(tokens) / self.bytes_read(self.tokens)
 
 
@@ -237,17 +236,14 @@ def step_costs(lm, text_ids: list[int], lengths=LENGTHS, repeats: int = REPEATS
 
 
 def fit(points: list[LengthPoint]) -> QuadraticFit:
-    """The recompute step's cost as a + b·L + c·L²: least squares through the measured points
-    (the L² term is attention's scores, each of L + 1 queries against up to L + 1 keys)."""
+    """The recompute step's cost, a + b·L + c·L², fitted through the measured points."""
     return fit_quadratic([p.tokens for p in points], [p.recompute_seconds for p in points])
 
 
 def generation_seconds(points: list[LengthPoint], prompt: int, new_tokens: int
                        ) -> tuple[float, float]:
-    """Theoretical time to generate `new_tokens` after a `prompt`-token prompt, (with the cache,
-    without it): with it, step i reads the weights and prompt + i cached positions
-    (`cached_theory_seconds` of the longest measured point); without it, step i costs
-    a + b·(prompt + i) + c·(prompt + i)², so the total grows at least with the square of n."""
+    """Theoretical (with the cache, without it) seconds for `new_tokens` after `prompt` tokens:
+    step i as the longest point's `cached_theory_seconds`, or as the fit at prompt + i."""
     longest = max(points, key=lambda p: p.tokens)
     cached = sum(longest.cached_theory_seconds(prompt + i) for i in range(new_tokens))
     curve = fit(points)

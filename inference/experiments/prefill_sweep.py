@@ -108,16 +108,17 @@ def robust_point(tokens: int, parallel: Sequence[float], steps: Sequence[float],
                         sanity.one_pass(tokens, estimate), attempt, threads)
 
 
-def _rounds(model, ids: list[int], fed: list[int], device, threads: int, rounds: int = ROUNDS
-            ) -> Iterator[tuple[int, float, float] | tuple[list[float], list[float], list[int]]]:
-    """One length's interleaved rounds: round k is one pass over `ids`, then its share of `fed`
-    fed one at a time (one cache for all of `fed`), each step timed. Yields (fed so far, that
-    round's pass, one-at-a-time seconds so far) after every `SEQUENTIAL_STRETCH` tokens fed
-    (never inside a timed step), then (passes, steps, each step's round)."""
-    cache = DynamicCache()
-    passes: list[float] = []
-    steps: list[float] = []
-    owner: list[int] = []
+def measure_length(lm, n: int, max_sequential: int, threads: int, attempt: int = 0,
+                   rounds: int = ROUNDS) -> Iterator[tuple[int, float, float] | PrefillPoint]:
+    """One length's interleaved rounds: round k is one pass over the n tokens, then its share of
+    the tokens fed one at a time (one cache for all of them), each step timed. Yields (fed so
+    far, that round's pass, one-at-a-time seconds so far) after every `SEQUENTIAL_STRETCH`
+    tokens fed (never inside a timed step), then the length's `PrefillPoint`."""
+    model, device = lm.model, lm.device
+    ids = sweep_tokens(lm.tokenizer, n)
+    measured = n <= max_sequential
+    fed = ids if measured else ids[:PER_TOKEN_FROM]
+    cache, passes, steps, owner = DynamicCache(), [], [], []
     bounds = [len(fed) * k // rounds for k in range(rounds + 1)]
     for k in range(rounds):
         with num_threads(threads):
@@ -129,20 +130,6 @@ def _rounds(model, ids: list[int], fed: list[int], device, threads: int, rounds:
             owner.append(k)
             if (i + 1) % SEQUENTIAL_STRETCH == 0 and i + 1 < len(fed):
                 yield i + 1, passes[-1], sum(steps)  # a job ends here: the server may step
-    yield passes, steps, owner
-
-
-def measure_length(lm, n: int, max_sequential: int, threads: int, attempt: int = 0
-                   ) -> Iterator[tuple[int, float, float] | PrefillPoint]:
-    """One length: progress while it is fed one at a time, then its `PrefillPoint`."""
-    ids = sweep_tokens(lm.tokenizer, n)
-    measured = n <= max_sequential
-    fed = ids if measured else ids[:PER_TOKEN_FROM]
-    for item in _rounds(lm.model, ids, fed, lm.device, threads):
-        if isinstance(item[0], int):
-            yield item
-        else:
-            passes, steps, owner = item
     yield robust_point(n, passes, steps, owner, measured, attempt, threads)
 
 

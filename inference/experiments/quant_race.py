@@ -22,7 +22,7 @@ from ..thread_choice import fastest_threads, num_threads
 from ..timing import stopwatch
 from . import sanity
 from .robust import Robust, paired_ratio, running_median
-from .roofline import measure_read_bandwidth
+from .roofline import ceiling_tokens_per_s, measure_read_bandwidth
 
 WARM_UP_TOKENS = 8  # the untimed warm-up pass of each model: at most the prompt's first 8
 BASE_WARM_UPS = 4  # float32's: `fastest_threads` times 2 thread counts twice (or untimed)
@@ -120,15 +120,6 @@ def checked_speed_race(key: str, base_model, mode_model, prompt_ids: list[int], 
             yield item
         if item.impossible is None:
             return
-
-
-def ceiling_tokens_per_s(bandwidth_gbs: float, bytes_per_token: int) -> float:
-    """Tokens/s a decode step's reads allow: bandwidth ÷ bytes per token (0: not measured).
-
-    >>> ceiling_tokens_per_s(20.0, 500_000_000)
-    40.0
-    """
-    return bandwidth_gbs * 1e9 / bytes_per_token if bandwidth_gbs and bytes_per_token else 0.0
 
 
 def speed_race_tokens(prompt: int, new: int) -> int:
