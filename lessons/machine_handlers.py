@@ -25,8 +25,7 @@ from inference.experiments.roofline import Roofline
 from inference.experiments.step_bound import StepBound
 from visualizations.machine_text import model_sizes_md, roofline_md
 from visualizations.noise_view import supports_verdict
-from visualizations.roofline_bytes import roofline_figure
-from visualizations.roofline_charts import compute_roof_md, two_roof_figure
+from visualizations.roofline_charts import compute_roof_md, roofline_figure, two_roof_figure
 from visualizations.step_charts import (
     split_unreliable_figure,
     split_unreliable_md,

@@ -21,7 +21,7 @@ from visualizations.quant_text import (
     results_table_md,
     weights_origin_md,
 )
-from visualizations.roofline_bytes import WEIGHT_BYTES_AXIS, roofline_figure
+from visualizations.roofline_charts import WEIGHT_BYTES_AXIS, roofline_figure
 from visualizations.style import info_caption
 
 from .common.context import AppContext

@@ -10,7 +10,7 @@ import pytest
 
 from chart_reading import caption_text, plot_height
 from chart_samples import BATCH, MODES, decode_steps, figures
-from visualizations import roofline_bytes, timing_charts
+from visualizations import roofline_charts, timing_charts
 from visualizations.style import PLOT_MIN, TITLE_CHARS, Y_AXIS_CHARS, one_line_title
 
 FIGURES = figures()
@@ -66,7 +66,7 @@ def test_quantization_roofline_spreads_the_modes_over_the_plot():
     low, high = fig.layout.yaxis.range
     assert fig.layout.yaxis.type != "log" and low == 0
     assert max(speeds) < high <= 2 * max(speeds)  # the fastest mode in the top half
-    gpu = roofline_bytes.roofline_figure([MODES[0], MODES[-1]], 4800.0)  # ceiling ~100× speeds
+    gpu = roofline_charts.roofline_figure([MODES[0], MODES[-1]], 4800.0)  # ceiling ~100× speeds
     assert gpu.layout.yaxis.type == "log"
     lo, hi = gpu.layout.yaxis.range
     assert all(lo < math.log10(s) < hi for s in (MODES[0].decode_tokens_per_s,

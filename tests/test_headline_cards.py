@@ -11,7 +11,7 @@ import pytest
 from inference.experiments.batch_sweep import BatchPoint
 from inference.experiments.noise import judge
 from inference.experiments.quality import ModeReport
-from visualizations import batching_text, quant_text, roofline_bytes
+from visualizations import batching_text, quant_text, roofline_charts
 
 W = 500_000_000  # weight bytes
 QUIET, BUSY_RUN = judge(spread=0.03, others_cpu=0.02), judge(others_cpu=0.6)
@@ -112,7 +112,7 @@ def test_mode_cards_say_faster_only_above_one(modes):
     # between 1 and the roofline title's 1.2 the card agrees with the title: not faster
     edge = [modes[0], replace(modes[2], decode_tokens_per_s=11.0)]
     assert notes(quant_text.mode_cards_html(edge, QUIET))[-1].endswith("tok/s: not faster")
-    assert "not faster here" in roofline_bytes.roofline_title(edge, 20.0, QUIET)
+    assert "not faster here" in roofline_charts.roofline_title(edge, 20.0, QUIET)
 
 
 def test_a_busy_comparison_keeps_its_numbers_and_draws_no_word(modes):

@@ -7,7 +7,7 @@ from chart_reading import caption_text
 from inference.experiments.noise import judge
 from inference.experiments.quality import ModeReport
 from inference.experiments.roofline import Roofline, ceiling_tokens_per_s
-from visualizations import machine_text, quant_text, roofline_bytes
+from visualizations import machine_text, quant_text, roofline_charts
 from visualizations import quant_charts as charts
 
 
@@ -28,15 +28,15 @@ def reports():
 
 
 def test_ceiling_is_bandwidth_over_bytes():
-    assert roofline_bytes.ceiling_at(20.0, 500e6) == pytest.approx(40.0)
-    assert roofline_bytes.ceiling_at(20.0, 0) == 0.0
+    assert roofline_charts.ceiling_at(20.0, 500e6) == pytest.approx(40.0)
+    assert roofline_charts.ceiling_at(20.0, 0) == 0.0
     # the chart's curve and the engine's roofline use the same formula
-    assert roofline_bytes.ceiling_at(22.5, 541e6) == pytest.approx(
+    assert roofline_charts.ceiling_at(22.5, 541e6) == pytest.approx(
         ceiling_tokens_per_s(22.5, 541e6))
 
 
 def test_roofline_has_ceiling_and_one_point_per_mode(reports):
-    fig = roofline_bytes.roofline_figure(reports, 20.0, ", read-only sum, measured", "caption")
+    fig = roofline_charts.roofline_figure(reports, 20.0, ", read-only sum, measured", "caption")
     ceiling, *points = fig.data
     assert "theoretical" in ceiling.name and "20.0 GB/s" in ceiling.name
     assert ceiling.y[0] == pytest.approx(20e9 / (ceiling.x[0] * 1e6))  # x in MB
@@ -46,15 +46,15 @@ def test_roofline_has_ceiling_and_one_point_per_mode(reports):
     assert [p.text for p in points] == [("fp32",), ("int8",)]
     assert not fig.layout.showlegend
     assert [a.text for a in fig.layout.annotations] == ["ceiling (theoretical)"]
-    more = roofline_bytes.roofline_figure(reports * 3, 20.0)
+    more = roofline_charts.roofline_figure(reports * 3, 20.0)
     assert more.layout.height == fig.layout.height
     assert points[1].x[0] == pytest.approx(125.0) and points[1].y[0] == 20.0
     assert "12%" in points[1].hovertemplate  # 20 tok/s of a 160 tok/s ceiling
     assert "MB" in fig.layout.xaxis.title.text and "tokens/s" in fig.layout.yaxis.title.text
     # the axis says what its bytes count; "weight bytes" only when told so
     assert not fig.layout.xaxis.title.text.startswith("Weight")
-    weights_only = roofline_bytes.roofline_figure(reports, 20.0,
-                                                  x_title=roofline_bytes.WEIGHT_BYTES_AXIS)
+    weights_only = roofline_charts.roofline_figure(reports, 20.0,
+                                                  x_title=roofline_charts.WEIGHT_BYTES_AXIS)
     assert "KV cache not counted" in weights_only.layout.xaxis.title.text.replace("<br>", " ")
 
 
@@ -62,17 +62,17 @@ def test_roofline_title_says_what_the_run_measured(reports):
     """The title once claimed "fewer bytes, faster decode" over modes that all decoded at
     9-11 tokens/s; now it says what this run found."""
     quiet, busy = judge(others_cpu=0.02), judge(others_cpu=0.6)
-    shown = caption_text(roofline_bytes.roofline_figure(reports, 20.0, noise=quiet))
+    shown = caption_text(roofline_charts.roofline_figure(reports, 20.0, noise=quiet))
     assert shown.startswith("Fewer bytes per token, faster decode here: int8 2.0× fp32.")
     flat = [reports[0], replace(reports[1], decode_tokens_per_s=10.5)]
-    title = roofline_bytes.roofline_title(flat, 20.0, quiet)
+    title = roofline_charts.roofline_title(flat, 20.0, quiet)
     assert title.startswith("Fewer bytes per token, not faster here: int8 10.5 vs fp32 10.0")
     # a busy run, or one not yet judged (still running), names both speeds and no verdict
     for noise in (busy, None):
-        title = roofline_bytes.roofline_title(reports, 20.0, noise)
+        title = roofline_charts.roofline_title(reports, 20.0, noise)
         assert "faster" not in title and "int8 20.0 vs fp32 10.0 tokens/s" in title, title
-    assert "busy machine" in roofline_bytes.roofline_title(reports, 20.0, busy)
-    alone = roofline_bytes.roofline_title(reports[:1], 20.0)  # fp32: 10 of a 40 tok/s ceiling
+    assert "busy machine" in roofline_charts.roofline_title(reports, 20.0, busy)
+    alone = roofline_charts.roofline_title(reports[:1], 20.0)  # fp32: 10 of a 40 tok/s ceiling
     assert alone == "Decode here: 10.0 tokens/s, 25% of the bandwidth ceiling"
 
 
@@ -91,7 +91,7 @@ def test_weights_origin_note_follows_the_source():
 
 
 def test_empty_figures_say_what_to_do():
-    assert "Compare modes" in roofline_bytes.roofline_figure([], 0.0).layout.annotations[0].text
+    assert "Compare modes" in roofline_charts.roofline_figure([], 0.0).layout.annotations[0].text
     assert charts.mode_bars_figure([]).layout.annotations
 
 

@@ -224,7 +224,7 @@ def test_the_vllm_comparison_says_which_backend_and_what_a_gpu_changes():
 
 
 def test_a_simulated_mode_is_not_drawn_as_a_point_the_bandwidth_line_explains():
-    from visualizations.roofline_bytes import roofline_figure
+    from visualizations.roofline_charts import roofline_figure
     mode = SimpleNamespace(key="int4", label="int4 (simulated)", kernel="simulated (dequantize "
                            "on the fly)", bytes_per_token=84e6, decode_tokens_per_s=9.0)
     fast = SimpleNamespace(key="fp32", label="float32", kernel="PyTorch", bytes_per_token=541e6,

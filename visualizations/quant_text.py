@@ -6,7 +6,7 @@ from __future__ import annotations
 from .cards import WAITING, Card, cards_html, human_bytes, times
 from .noise_view import busy_notice_html, quiet_note, reference_card, supports_verdict
 from .quant_charts import mode_table
-from .roofline_bytes import FASTER
+from .roofline_charts import FASTER
 
 NO_MODES_CARDS = ("*float32's decode speed, the smallest mode's and its bytes per weight appear "
                   "here, measured, as **Compare modes** measures them.*")
