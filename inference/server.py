@@ -1,45 +1,28 @@
 """The serving engine: one continuous batcher that owns the model for every visitor.
 
-This is lesson 5's continuous batching serving the room for real, with its KV cache in pages
-(PagedAttention: one pool of fixed-size blocks sized from `server_cache_mb`, `paged_batch.py`)
-and chunked prefill, as vLLM v1's scheduler. One thread runs the loop; each step's arithmetic
-runs on the compute thread, as every lesson's does. A step is
+Lesson 5's continuous batching serving the room for real, its KV cache in pages (one block pool
+sized from `server_cache_mb`, `paged_batch.py`), with chunked prefill, as vLLM v1's scheduler.
+One thread runs the loop; each step's arithmetic runs on the compute thread. A step is
 
-1. `plan = self._schedule()` (`server_plan.py`): finished, stopped or abandoned rows leave,
-   and so does a row whose stream nobody has read for `Settings.unread_stream_s` (their blocks
-   go back; keyed full blocks stay cached until the pool needs the room). Every row whose
-   last block is full takes a new one; when the pool is out of blocks the NEWEST row is
-   preempted: its blocks go back, it returns to the FRONT of the line, and on resuming its
-   prompt and tokens so far are prefilled again (its seeded generator kept). Then waiting
-   requests join in the line's order (round robin by visitor, `server_line.py`) while
-   `admission` lets them, as vLLM's `max_num_seqs` and `max_num_batched_tokens`: a row under
-   `Settings.server_rows`, some of the step's token budget left, the blocks their prompt
-   needs NOW. The full blocks a prompt shares with earlier ones (the chat template, a
-   teacher's pasted prompt) are mapped, not computed again, and a request whose next block
-   another row is computing this very step waits a step to map it. Then `split_budget` gives
-   the step's token budget (`Settings.step_token_budget`; 0 = whole prompts) one token to
-   every decoding row and the rest to the rows mid-prefill, oldest first, a chunk each. The
-   plan is a frozen `StepPlan` (with why the line's first request waits), kept as
-   `last_plan` and in `stats()` for the live view;
+1. `plan = self._schedule()` (`server_plan.py`): finished, stopped or unread rows leave (their
+   blocks go back; keyed full blocks stay cached). Every row whose last block is full takes a
+   new one; when the pool is out of blocks the NEWEST row is preempted and returns to the FRONT
+   of the line, to be prefilled again later. Then waiting requests join in the line's order
+   (round robin by visitor, `server_line.py`) while `admission` lets them: a row under
+   `server_rows`, budget left, the blocks their prompt needs NOW (a shared prefix's full
+   blocks are mapped, not computed again). `split_budget` gives `step_token_budget` one token
+   to every decoding row and the rest to the rows mid-prefill, oldest first, a chunk each;
 2. `self._execute(plan)`: one decode pass for the decoding rows, then the prompt chunks in a
-   second pass. Our paged forward takes rows of equal query length (left-padded), so 30
-   one-token decode rows beside a 256-token chunk would be padded to 256 queries each; a
-   running stream waits at most one chunk's pass per token, never a whole long prompt;
-3. after each pass, every row whose tokens are now all computed gets its next token, chosen
-   with that request's own sampling settings and seeded generator (so a request gets exactly
-   the tokens it would get alone; a prompt's first token comes from its LAST chunk), and its
-   event is emitted.
+   second pass (our paged forward pads rows to equal query length, so a running stream waits
+   at most one chunk's pass per token, never a whole long prompt);
+3. after each pass, every row whose tokens are all computed gets its next token, chosen with
+   its own sampling settings and seeded generator (so it gets exactly the tokens it would get
+   alone), and its event is emitted.
 
-Each request's progress is ONE count, its row's `computed` positions in the pool (vLLM's
-`num_computed_tokens`): what it still needs is its tokens past that count.
-
-Every step leaves a `StepRecord` (`step_record.py`): its budget split and its parts' synced
-times (forward pass, cache work, sampling + detokenizing, handing events to handlers).
-
-A lesson measurement does not stop the server: its jobs take turns with the server's steps
-on the compute thread (`turn()`, `alongside()`, `exclusive()`: `compute_turns.py`). Handlers
-never run the model for generation themselves: they `submit()` and read their request's
-events.
+Each request's progress is ONE count, its row's `computed` positions (vLLM's
+`num_computed_tokens`). Every step leaves a `StepRecord` (`step_record.py`). Lesson
+measurements take turns with the steps on the compute thread (`compute_turns.py`); handlers
+never run the model for generation themselves: they `submit()` and read their request's events.
 """
 from __future__ import annotations
 
@@ -80,8 +63,7 @@ from .server_plan import (
     admission,
     split_budget,
 )
-from .server_stats import ServerRecord, ServerStats
-from .step_record import StepClock
+from .step_record import ServerRecord, ServerStats, StepClock
 from .thread_choice import ThreadChoice
 from .timing import stopwatch
 
@@ -104,21 +86,16 @@ class Server:
             raise SettingOutOfRangeError(
                 f"The step token budget ({s.step_token_budget}) must exceed the server's rows "
                 f"({s.server_rows}), or a full batch leaves newcomers no tokens.")
-        # read once: the tokenizer's property rebuilds its list on every call
         self._special_ids = frozenset(lm.tokenizer.all_special_ids)
-        # the block pool, its free blocks' memory given back when idle (paged_batch.py)
         self.batch = PagedBatch.for_server(lm, s)
         self._cond = threading.Condition()
         self._waiting = WaitingLine()  # round robin by visitor (server_line.py)
         self._running: dict[int, ServedRequest] = {}  # rid -> request in the batch
         self.last_plan: StepPlan | None = None  # the newest step's plan (read-only)
-        # CPU threads per pass, chosen by timing the passes (None on a GPU)
         self._threads = ThreadChoice.for_device(lm.device, s.server_threads)
         self._next_rid = self._step_no = 0
         self._closed = False
-        # what the live view reads: passes, step records, the pool after the newest step
         self.record = ServerRecord(s.server_window_s, s.server_steps_kept, self.batch.stats())
-        # taking turns with lesson measurements on the compute thread
         self.turns = ComputeTurns(self._cond, lambda: not self._closed and bool(
             self._waiting or self._running))
         # caches that visitors keep between clicks (lesson 3) share one memory budget
@@ -130,11 +107,9 @@ class Server:
     def submit(self, prompt_ids: list[int], sampling: SamplingSettings | None = None,
                max_new_tokens: int | None = None, candidates: int = 0,
                visitor: str = "") -> ServedRequest:
-        """Queue a request; raise ServerBusyError (with a plain message) when the queue is full
-        or `visitor` already has `Settings.visitor_chats` requests running or waiting.
-        `candidates`: how many top candidates each event lists (0 for a chat, which shows
-        none: listing them costs a softmax and ten token decodes per row and step).
-        `visitor`: who asks (the line is fair by it); "" = a visitor of its own, uncapped."""
+        """Queue a request; ServerBusyError when the queue is full or `visitor` already has
+        `Settings.visitor_chats` requests in flight. `candidates`: top candidates each event
+        lists (0 for a chat). `visitor`: who asks; "" = a visitor of its own, uncapped."""
         s = self.settings
         n = s.new_tokens.default if max_new_tokens is None else max_new_tokens
         if isinstance(n, bool) or not isinstance(n, int):
@@ -244,7 +219,7 @@ class Server:
             self.record.steps_detail.append(clock.record(
                 index=plan.index, budget_tokens=plan.budget, decode_tokens=len(plan.decode),
                 prefill_tokens=prefill, rows=len(plan.decode) + len(plan.chunks),
-                prefill_rows=len(plan.chunks), first_tokens=first_tokens,
+                first_tokens=first_tokens,
                 decoded_rids=plan.decode, chunk_rids=tuple(rid for rid, _ in plan.chunks)))
             self.record.threads = figures
 
@@ -274,12 +249,9 @@ class Server:
         return plan
 
     def _admit(self, budget_left: float) -> tuple[list[int], str]:
-        """Waiting requests join in the line's order (preempted ones first, then round robin
-        by visitor: `server_line.py`) while `admission` lets them: a free row, some of the
-        step's token budget left (`budget_left`, after the rows already running), the blocks
-        their tokens need now. A request whose next block another row is computing this very
-        step stays in its place (it maps that block once written) and those behind it go
-        ahead. -> (the ids admitted, why the first one left waits)."""
+        """Waiting requests join in the line's order while `admission` lets them; one whose
+        next block another row is computing this step keeps its place (it maps that block
+        next step). -> (the ids admitted, why the first one left waits)."""
         out: list[int] = []
         why = ""
         with self._cond:
@@ -326,10 +298,9 @@ class Server:
         return len(done)
 
     def _forward(self, clock: StepClock, kind: str, tokens: int, call, *args):
-        """Run one of the batch's model calls -> (its result, its synced seconds); the time
-        inside the model counts as the forward pass, the rest of the call as cache work. On
-        a CPU the pass runs at the thread count its shape (`kind`, `tokens`) was fastest at
-        (`thread_choice.py`), and its time is recorded for the next choice."""
+        """Run one of the batch's model calls -> (its result, its synced seconds); time inside
+        the model counts as the forward pass, the rest as cache work. On a CPU the pass runs
+        at the thread count its shape was fastest at (`thread_choice.py`)."""
         before = self.batch.forward_s
         with (self._threads.run(kind, tokens) if self._threads else nullcontext(0)) as threads:
             with stopwatch(self.lm.device) as t:
@@ -347,8 +318,7 @@ class Server:
               rows: int | None = None, prefill: bool = False) -> None:
         """Choose each row's token with its own sampling, send its event, set its next input.
         `rows`: rows in the forward pass (default: these). `prefill`: the pass computed their
-        prompts' last chunks (the event says how many tokens their prefill computed). Handing
-        the events over is timed apart from choosing and detokenizing."""
+        prompts' last chunks."""
         rows, tok = rows or len(rids), self.lm.tokenizer
         t0, handoff = time.perf_counter(), 0.0
         # One op each for every row, not one per row: a step's Python work grows with its rows.
@@ -399,8 +369,7 @@ class Server:
 
     def _stop_unread(self) -> None:
         """Stop every request whose reader has left an event untaken for
-        `Settings.unread_stream_s` (a client that joined and never opened its stream): its
-        row goes to someone who reads (freed by `_drop_finished`). 0 = never."""
+        `Settings.unread_stream_s` (0 = never): its row goes to someone who reads."""
         limit = self.settings.unread_stream_s
         if not limit:
             return

@@ -1,21 +1,24 @@
-"""Where one server step's time and token budget go, recorded by the server's loop.
+"""What the server's loop records, and what its live "Server" view reads.
 
-A step of the serving engine is: cache work (blocks taken and given back, block tables built,
-fresh blocks zeroed), the forward pass (the model, with the paged cache's writes and gathers
-inside it), choosing each row's token and turning it into text (sampling + detokenizing), and
-handing each request its event (the queue its handler reads). `StepRecord` holds those four
-parts, device-synced, and the step's token budget split: how many tokens went to running rows
-(one each) and how many to newcomers' prompt chunks (chunked prefill, `server.py`).
-
-`StepClock` is the small accumulator the loop fills while it runs one step.
+`StepRecord` holds one step's four parts, device-synced: cache work (blocks, tables, zeroing),
+the forward pass (paged cache reads and writes inside), sampling + detokenizing, and handing
+each request its event; and the budget split: tokens for running rows (one each) and for
+newcomers' prompt chunks. `StepClock` is the accumulator the loop fills during one step.
+`ServerRecord` is the server's running account (passes over the last window, the newest step
+records, the pool) and `ServerStats` the snapshot of it the view reads between steps.
+Bookkeeping only: the server calls it under its own lock; nothing here runs the model.
 """
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from .paged_batch import PoolStats
+from .server_plan import StepPlan
+from .thread_choice import ThreadFigure
 from .timing import sync
 
 
@@ -29,7 +32,6 @@ class StepRecord:
     decode_tokens: int  # tokens fed for running rows (one per row)
     prefill_tokens: int  # prompt tokens computed for newcomers (chunks, or whole prompts)
     rows: int  # requests in the batch during the step (decoding + prefilling)
-    prefill_rows: int  # requests whose prompt (or a chunk of it) ran this step
     first_tokens: int  # requests whose prefill finished this step (their first token)
     decoded_rids: tuple[int, ...]  # request ids that got a decode token this step
     chunk_rids: tuple[int, ...]  # request ids whose prompt chunk ran this step
@@ -77,12 +79,6 @@ class StepClock:
     def add(self, name: str, seconds: float) -> None:
         self.seconds[name] += seconds
 
-    def move(self, src: str, dst: str, seconds: float) -> None:
-        """Re-label seconds already counted (the forward pass timed inside a cache call)."""
-        seconds = min(seconds, self.seconds[src])
-        self.seconds[src] -= seconds
-        self.seconds[dst] += seconds
-
     def record(self, **split) -> StepRecord:
         sync(self.device)
         now = time.perf_counter()
@@ -96,3 +92,64 @@ def mean_parts(records: list[StepRecord] | tuple[StepRecord, ...]) -> dict[str, 
     if not records:
         return dict.fromkeys(names, 0.0)
     return {n: sum(getattr(r, n) for r in records) / len(records) for n in names}
+
+
+@dataclass(frozen=True)
+class ServerStats:
+    """What the live "Server" view shows, read between steps."""
+
+    active: int  # rows in the current batch
+    queued: int  # requests waiting for a row
+    paused: bool  # the loop is held by `exclusive()` (a test or benchmark filling the queue)
+    steps: int  # forward passes since start
+    served: int  # requests finished since start
+    unread: int  # requests stopped since start because nobody read their stream
+    last_step_s: float  # duration of the newest forward pass (synced)
+    tokens_per_s: float  # tokens given to requests over the last window (or since start)
+    cache_bytes: int  # bytes of the blocks the batch holds now
+    held_bytes: int  # caches visitors keep between clicks (lesson 3), under `budget`
+    history: tuple[tuple[float, int, float], ...]  # (seconds ago, rows, step seconds), oldest first
+    pool: PoolStats | None = None  # the block pool after the newest step
+    steps_detail: tuple[StepRecord, ...] = ()  # the newest steps' budget split and parts
+    step_token_budget: int = 0  # tokens per step the server spends (0 = whole prompts)
+    threads: tuple[ThreadFigure, ...] = ()  # CPU threads per pass: the timed figures (CPU)
+    plan: StepPlan | None = None  # the newest step's plan
+
+
+class ServerRecord:
+    """The server's account of its work since start (call under the server's lock)."""
+
+    def __init__(self, window_s: float, steps_kept: int, pool: PoolStats) -> None:
+        self.window_s = window_s  # the "last minute" of tokens/s and history
+        self.steps_detail: deque[StepRecord] = deque(maxlen=steps_kept)
+        self.threads: tuple[ThreadFigure, ...] = ()  # CPU threads per pass (CPU only)
+        self.steps = self.served = self.unread = 0
+        self.last_step_s = 0.0
+        self.pool, self.cache_bytes = pool, 0  # after the newest step
+        self._started = time.perf_counter()
+        self._passes: deque[tuple[float, int, float, int]] = deque()  # (time, rows, s, tokens)
+
+    def note_pass(self, rows: int, seconds: float, tokens: int, pool: PoolStats,
+                  cache_bytes: int) -> None:
+        """A forward pass of `rows` rows took `seconds` and gave `tokens` requests a token."""
+        self.steps += 1
+        self.last_step_s = seconds
+        self.pool, self.cache_bytes = pool, cache_bytes
+        self._passes.append((time.perf_counter(), rows, seconds, tokens))
+
+    def stats(self, *, active: int, queued: int, paused: bool, held_bytes: int,
+              step_token_budget: int, plan: StepPlan | None) -> ServerStats:
+        """The snapshot, with what only the server knows now (its rows, line and plan)."""
+        now = time.perf_counter()
+        while self._passes and now - self._passes[0][0] > self.window_s:
+            self._passes.popleft()
+        span = max(min(self.window_s, now - self._started), 1e-9)
+        tokens = sum(t for _, _, _, t in self._passes)
+        return ServerStats(
+            active=active, queued=queued, paused=paused, steps=self.steps, served=self.served,
+            unread=self.unread, last_step_s=self.last_step_s,
+            tokens_per_s=tokens / span if self._passes else 0.0,
+            cache_bytes=self.cache_bytes, held_bytes=held_bytes,
+            history=tuple((round(now - t, 2), r, s) for t, r, s, _ in self._passes),
+            pool=self.pool, steps_detail=tuple(self.steps_detail),
+            step_token_budget=step_token_budget, threads=self.threads, plan=plan)

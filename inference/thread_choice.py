@@ -1,28 +1,17 @@
 """How many CPU threads a server pass should use: decided by timing the passes, not assumed.
 
-On a CPU, PyTorch splits each matrix product across threads, one per core by default. That
-pays on a quiet machine, and collapses when another program holds a core: every product
-waits for its slowest thread, and a thread the system has set aside waits out a whole time
-slice: on 2 cores with one other busy program, a pass on 2 threads can take several times
-as long as on 1, while on a quiet machine 2 threads win. A class on a free Space is rarely
-quiet, so the server asks the machine instead of trusting the default.
+PyTorch splits each CPU matrix product across threads, one per core by default. That pays on a
+quiet machine and collapses when another program holds a core: every product waits for its
+slowest thread, so on 2 cores with one other busy program a pass on 2 threads can take several
+times as long as on 1. A class on a free Space is rarely quiet, so the server asks the machine.
 
-`ThreadChoice` keeps, for each kind of pass ("decode", "prefill") and size (its tokens, by
-powers of two), the newest seconds per token at each thread count it tried. A pass runs at
-the count that was fastest (another than the default only when 1.25x faster than it, so one
-noisy pass does not move a quiet machine off its default); each other count is tried again
-after `probe_every` passes of that shape, the wait doubling (up to `probe_max`) each time the
-try loses, so the choice follows the machine as other programs come and go while a losing
-try stays rare. A try replaces that count's figure (old figures are stale); a count in use
-blends its new passes in. Only the server's own passes use it, and each pass restores the
-thread count after it, so a lesson's measurement on the same compute thread runs at the
-default. Results do not depend on it (the tokens are the same at any thread count; tests
-check the server's rows against solo runs).
-
-A lesson's measurement that compares two kinds of pass (the KV cache race) asks once, before
-it starts: `fastest_threads` times a short pass at the default and at 1 thread, and the whole
-measurement runs at the faster (`num_threads`), both lanes alike, the count restored around
-each timed step so nothing else on the compute thread inherits it.
+`ThreadChoice` keeps, per kind of pass ("decode", "prefill") and size (tokens, by powers of
+two), the newest seconds per token at each count it tried. A pass runs at the fastest count
+(another than the default only when `margin` faster, so one noisy pass does not move a quiet
+machine off it); each other count is tried again after `probe_every` passes of that shape, the
+wait doubling (up to `probe_max`) each time the try loses. Each pass restores the thread count
+after it, and the tokens are the same at any count (tests check rows against solo runs).
+`fastest_threads` makes the same choice once for a lesson measurement comparing two passes.
 """
 from __future__ import annotations
 
@@ -62,7 +51,6 @@ class ThreadChoice:
         self.probe_every, self.probe_max, self.blend = probe_every, probe_max, blend
         self.margin = margin  # how much faster than the default another count must be
         self._shapes: dict[tuple[str, int], _Shape] = {}
-        self.last = self.counts[0]  # the newest pass's count
 
     @staticmethod
     def for_device(device: torch.device | str, fixed: int = 0) -> ThreadChoice | None:
@@ -91,9 +79,7 @@ class ThreadChoice:
         return best
 
     def _best(self, shape: _Shape) -> int:
-        """The fastest count; another count than the default must beat the default by
-        `margin` (one noisy pass, e.g. while the web server answered 30 newcomers, does not
-        move a quiet machine off its faster default; a busy one differs by 5-15x)."""
+        """The fastest count; another count than the default must beat it by `margin`."""
         default = self.counts[0]
         fastest = min(shape.per_token, key=shape.per_token.__getitem__)
         if default in shape.per_token and fastest != default and (
@@ -116,18 +102,13 @@ class ThreadChoice:
             shape.wait[threads] = (self.probe_every if won else
                                    min(2 * shape.wait.get(threads, self.probe_every),
                                        self.probe_max))
-        self.last = threads
 
     @contextmanager
     def run(self, kind: str, tokens: int) -> Iterator[int]:
         """`with choice.run("decode", rows) as threads:` one pass at the chosen count (the
         caller times it and calls `record`); the thread count is restored afterwards."""
-        threads, before = self.choose(kind, tokens), torch.get_num_threads()
-        torch.set_num_threads(threads)
-        try:
+        with num_threads(self.choose(kind, tokens)) as threads:
             yield threads
-        finally:
-            torch.set_num_threads(before)
 
     def figures(self) -> tuple[ThreadFigure, ...]:
         """Every shape's newest figures, for the server view (largest shapes first)."""
@@ -144,9 +125,8 @@ class ThreadChoice:
 def fastest_threads(run: Callable[[], object], device: torch.device | str,
                     repeats: int = 2, margin: float = 1.25) -> int:
     """For a lesson's measurement: time `run` (a short pass like the ones to be measured) at
-    the default count and at 1 thread, best of `repeats` each, and return the count to measure
-    at: 1 when it was `margin`× faster than the default (another program holds a core), else
-    the default. On a GPU, or with one thread already, the default without timing."""
+    the default count and at 1 thread, best of `repeats` each -> 1 when it was `margin`×
+    faster, else the default (on a GPU, the default without timing)."""
     default = torch.get_num_threads()
     if torch.device(device).type != "cpu" or default == 1:
         return default

@@ -6,7 +6,7 @@ from visualizations.server_view import budget_split_figure, step_parts_figure
 def rec(i, dec, pre, fwd=0.4):
     return StepRecord(index=i, ended=float(i), budget_tokens=128, decode_tokens=dec,
                       prefill_tokens=pre, rows=dec + (1 if pre else 0),
-                      prefill_rows=1 if pre else 0, first_tokens=0,
+                      first_tokens=0,
                       decoded_rids=tuple(range(dec)), chunk_rids=(9,) if pre else (),
                       forward_s=fwd, cache_s=0.02, sample_s=0.01, handoff_s=0.001,
                       total_s=fwd + 0.05)
