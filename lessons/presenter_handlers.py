@@ -15,7 +15,7 @@ from collections.abc import Callable, Generator, Iterator
 
 from inference.config import LIMITS, Settings
 from inference.drafts import make_draft
-from inference.experiments import noise
+from inference.experiments import noise, quiet_reference
 from inference.experiments.batch_sweep import run_sweep
 from inference.experiments.context_sweep import compare_lengths, decode_lengths_sweep
 from inference.experiments.context_theory import decode_theory
@@ -39,6 +39,7 @@ from . import presenter_steps as lines
 from .common.latest import PRESENTER_BATCH, keep, reuse, shared_key
 from .common.presenter_screens import Screen
 from .common.prompt_input import encode_prompt
+from .prefill_handlers import sweep_reference
 from .presenter_progress import (
     RECAP,
     Measured,
@@ -144,7 +145,8 @@ def prefill_race(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
                    ratio_label(ratio, "faster in one pass", "one token at a time ÷ one pass",
                                f"{p.tokens} tokens", judged),
                    f"one pass {p.parallel_seconds * 1000:.0f} ms · one token at a time "
-                   f"{p.sequential_seconds * 1000:.0f} ms", judged.busy)
+                   f"{p.sequential_seconds * 1000:.0f} ms", judged.busy,
+                   reference=sweep_reference(last.points, lm.info.dtype, judged))
 
 
 def decode(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
@@ -257,7 +259,8 @@ def kv_race(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     yield Measured("kv_race", s.speedup, f"{s.speedup:.1f}×", label,
                     f"cached {s.cached_seconds:.2f} s · recomputed "
                     f"{s.recompute_seconds:.2f} s · {s.work_ratio:.0f}× the tokens through the "
-                    f"model without it · {same}", judged.busy)
+                    f"model without it · {same}", judged.busy,
+                    reference=quiet_reference.for_race(s, lm.info.dtype, judged))
 
 
 def long_context(lm, settings: Settings, shared) -> Iterator[Measured | Step]:

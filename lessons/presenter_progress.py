@@ -1,8 +1,9 @@
 """The presenter's record of one visitor: which screen they are on, the guesses they typed and
 the results measured for them, kept in their browser (a reload resumes there) and cleaned
 whatever storage held. Also what a result shows: the guess beside it (a verdict only from a
-quiet run), a cost withdrawn when the visitor's newer batch sweep contradicts it, and the recap
-slide's five big numbers, each saying where it came from (never a number for a screen not run).
+quiet run: this one, or this machine's quiet reference), a cost withdrawn when the visitor's
+newer batch sweep contradicts it, and the recap slide's five big numbers, each saying where it
+came from (never a number for a screen not run).
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 from inference.experiments.batch_sweep import BatchPoint
 from inference.experiments.noise import Noise
+from inference.experiments.quiet_reference import QuietFigure
 from inference.experiments.sanity import same_throughput
 from visualizations.noise_view import BUSY
 
@@ -37,6 +39,8 @@ class Measured:
     noisy: bool = False  # the machine was busy while measuring (noise.py): no verdict drawn
     figures: dict = field(default_factory=dict)  # plain numbers another screen reads (the
     # batch sweep's points for the cost screen, the first and next token for the recap)
+    reference: QuietFigure | None = None  # this machine's quiet figure for the same quantity:
+    # a busy run's guess is judged against it (kept in the record as a dict)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -74,7 +78,20 @@ def compare_text(screen: Screen, progress: dict) -> str:
     if screen.predict is None or got is None:
         return ""
     return beside_guess_md(screen, progress["guesses"].get(screen.measure), got.get("value"),
-                           got.get("shown"), bool(got.get("noisy")))
+                           got.get("shown"), bool(got.get("noisy")), kept(got.get("reference")))
+
+
+def kept(stored) -> QuietFigure | None:
+    """The quiet reference a stored result carries, or None (none, or one that does not read
+    back: the record lives in the visitor's browser)."""
+    if not isinstance(stored, dict):
+        return None
+    try:
+        ref = QuietFigure(**stored)
+        ref.when()  # its time reads back
+    except (TypeError, ValueError):
+        return None
+    return ref if isinstance(ref.value, (int, float)) and ref.value > 0 else None
 
 
 def busy_label(label: str, judged: Noise) -> str:

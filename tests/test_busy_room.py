@@ -58,6 +58,13 @@ def measuring(device):
         yield outcome
 
 
+@pytest.fixture(autouse=True)
+def no_quiet_reference(tmp_path, monkeypatch):
+    """No quiet reference on file: a busy run has nothing to judge a guess by (judged against
+    one, named quiet, in test_guesses.py)."""
+    monkeypatch.setenv("LLM_LAB_QUIET_REFERENCE", str(tmp_path / "quiet-reference.json"))
+
+
 @pytest.fixture
 def busy_room():
     """One spinning process per core but one (at least one), each burning a core until the

@@ -137,6 +137,14 @@ def test_progress_from_the_browser_is_cleaned_and_compared():
     assert (f"**Your guess:** 2 {race.unit} · **measured:** 3.5× on a busy machine: run again"
             in noisy)
     assert "too" not in noisy and "Why" not in noisy and "faster ·" not in noisy.split("·")[-1]
+    p["results"]["kv_race"]["reference"] = {"key": "kv_race 8 tokens", "value": 2.2,
+                                            "label": "2.2×", "measured_at": "2025-11-02T09:12:00",
+                                            "machine": "a test machine"}  # as the record keeps it
+    judged = compare_text(race, p)
+    assert ("**this machine, quiet** (measured 2 Nov 09:12): 2.2 × faster, close: well "
+            "predicted. This run: 3.5× on a busy machine." in judged and "**Why:**" in judged)
+    p["results"]["kv_race"]["reference"] = {"value": "2.2"}  # one that does not read back
+    assert compare_text(race, p) == noisy
 
 
 def test_the_recap_shows_the_five_big_numbers_each_with_its_source():
