@@ -53,7 +53,9 @@ def test_live_answer_streams_prefill_then_one_token_beats(lm, serving):
         cached = [int(_attr(b.diagram, "cached")) for b in beats]
         assert cached == list(range(len(ids), len(ids) + len(beats)))  # one column per step
         assert re.search(r"each next token.*?[\d,]+ ms", beats[-1].cards)
-    assert re.search(r"first token</span><span class='lab-big-value'>[\d,]+ ms", beats[-1].cards)
+    # a busy machine labels the card "noisy, busy machine": the normal case under load
+    assert re.search(r"first token( · noisy, busy machine)?</span><span class='lab-big-value'>"
+                     r"[\d,]+ ms", beats[-1].cards)
     # each step said in plain words, its time the one the picture's lane carries (measured)
     for k, b in enumerate(beats[1:], 1):
         said = re.fullmatch(rf"step {k}: the model read {len(ids) + k - 1} earlier tokens from "
