@@ -92,12 +92,8 @@ def prefill_prefix(lm, ids: list[int]) -> PrefixCache:
 
 
 def common_length(a: list[int] | tuple[int, ...], b: list[int] | tuple[int, ...]) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
+    """How many leading tokens `a` and `b` share."""
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
 
 @torch.inference_mode()
