@@ -20,8 +20,8 @@ from .errors import (
                      PromptTooLongError,
                      SettingOutOfRangeError,
 )
-from .events import BatchStep, Candidate, StepEvent
-from .generation import Generation, branch, continue_branch, next_token, start, stream
+from .events import Candidate, StepEvent
+from .generation import Generation, continue_branch, next_token, start, stream
 from .kv_cache import cache_tensor_bytes, kv_cache_bytes, snapshot
 from .loading import LoadedModel, ModelInfo, load_model
 from .sampling import SamplingSettings
@@ -30,7 +30,7 @@ from .tokens import prompt_ids
 __all__ = [
     "LIMITS", "Range", "Settings", "decode_step", "forward", "prefill", "EmptyPromptError",
     "GenerationFinishedError", "InferenceInputError", "NotReadyError", "PromptTooLongError",
-    "SettingOutOfRangeError", "BatchStep", "Candidate", "StepEvent", "Generation", "branch",
+    "SettingOutOfRangeError", "Candidate", "StepEvent", "Generation",
     "continue_branch", "next_token", "start", "stream", "cache_tensor_bytes", "kv_cache_bytes",
     "snapshot", "LoadedModel", "ModelInfo", "load_model", "SamplingSettings", "prompt_ids",
 ]

@@ -35,15 +35,3 @@ class StepEvent:
     prefix_cached_tokens: int = 0  # prompt tokens read from the prefix cache, not computed
     prefill_passes: int = 1  # forward passes its computed prompt tokens took (chunked prefill)
 
-
-@dataclass(frozen=True)
-class BatchStep:
-    """One step of a batched decode: every active row gets one token from one forward pass."""
-
-    index: int
-    token_ids: tuple[int, ...]  # one per row; -1 for rows that had already finished
-    active: int  # rows that produced a real token this step
-    forward_tokens: int  # batch × tokens per row processed by this forward pass
-    seconds: float
-    cache_tokens: int  # padded sequence length held in the cache
-    cache_bytes: int

@@ -193,12 +193,6 @@ def top_candidates(tokenizer, raw: torch.Tensor, probs: torch.Tensor, k: int
                  for p, i in zip(top.values.tolist(), top.indices.tolist()))
 
 
-def branch(gen: Generation, step: int, token_id: int) -> None:
-    """Rewind `gen` to before output token `step` with `token_id` as the next pick
-    (see `Generation.branch`); `continue_branch` then takes that step."""
-    gen.branch(step, token_id)
-
-
 def continue_branch(lm, gen: Generation) -> StepEvent:
     """Take the step that `branch()` prepared, with the learner's picked token."""
     token, gen.pending_force = gen.pending_force, None

@@ -1,21 +1,12 @@
 """Lesson 5 (engine side): a decode batch whose rows can join and leave between steps.
 
-Continuous batching needs one KV cache for many requests that started at different times.
-This is the padded layout the scheduler experiment teaches (`experiments/schedulers.py`); the
-serving engine keeps its cache in pages instead (`paged_batch.py`).
-Each row's keys and values sit in the same tensors, `[B, H_kv, S, D]`, LEFT-padded so every
-row's newest position is the last column. The attention mask (1 = real, 0 = padding) hides
-the padding, and each row's position is its count of real tokens, so a row computes exactly
-what it would compute alone.
-
-- `RowBatch.prefill` runs new prompts through the model (one padded forward pass).
-- `RowBatch.join` glues two batches together: the shorter cache is padded on the left along
-  the sequence axis with zeros (masked out), then the two are stacked along the batch axis.
-- `RowBatch.keep` drops finished rows by index selection, and trims columns that became
-  padding in every remaining row, so the cache does not keep growing.
-- `RowBatch.decode` is one decode step for every row (greedy).
-
-Only greedy decoding is done here: the scheduler lessons compare timing, not sampling.
+Prompts of different lengths are LEFT-padded to one length (`left_pad`), so every row's newest
+token sits in the last column of the same tensors, `[B, H_kv, S, D]`; the mask keeps padding
+out of attention and position ids count only real tokens, so each row computes what it would
+alone. Padding still costs work (`padding_waste`). `join` pads the shorter cache on the left
+and stacks the rows; `keep` drops finished rows and the columns that became padding in every
+remaining row. This is the layout the scheduler experiment teaches (`experiments/schedulers.py`,
+greedy only); the serving engine keeps its cache in pages instead (`paged_batch.py`).
 """
 from __future__ import annotations
 
@@ -25,10 +16,28 @@ import torch
 import torch.nn.functional as F
 from transformers import DynamicCache
 
-from .batching import left_pad
 from .engine import decode_step, prefill
 from .kv_cache import cache_layers, cache_length
 from .timing import stopwatch
+
+
+def left_pad(prompts: list[list[int]], pad_id: int, device: torch.device | str = "cpu"
+             ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token lists -> (input_ids [B, S], attention_mask [B, S]), padding on the left."""
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for row, p in enumerate(prompts):
+        ids[row, width - len(p):] = torch.tensor(p, dtype=torch.long)
+        mask[row, width - len(p):] = 1
+    return ids.to(device), mask.to(device)
+
+
+def padding_waste(prompts: list[list[int]]) -> tuple[int, int]:
+    """(padded positions, total positions) when these prompts share one prefill."""
+    width = max(len(p) for p in prompts)
+    total = width * len(prompts)
+    return total - sum(len(p) for p in prompts), total
 
 
 def _cache_from_layers(layers: list[tuple[torch.Tensor, torch.Tensor]]) -> DynamicCache:
@@ -56,9 +65,8 @@ class RowBatch:
 
     @staticmethod
     def prefill(lm, rows: list[int], prompts: list[list[int]]) -> tuple[RowBatch, float]:
-        """Prompts -> a batch holding their caches and first output tokens; and the seconds.
-
-        Prompts of different lengths share one left-padded forward pass; greedy first tokens."""
+        """Prompts -> (a batch holding their caches and greedy first tokens, the seconds), in
+        one left-padded forward pass."""
         pad = lm.tokenizer.pad_token_id
         pad = lm.tokenizer.eos_token_id if pad is None else pad
         with stopwatch(lm.device) as t:
@@ -100,10 +108,6 @@ class RowBatch:
                    v.index_select(0, index)[:, :, start:, :]) for k, v in cache_layers(self.cache)]
         return RowBatch([self.rows[i] for i in keep_rows], _cache_from_layers(layers),
                         mask[:, start:], self.next_token.index_select(0, index))
-
-    def padding_fraction(self) -> float:
-        """Share of cached positions that are padding (work and memory spent on nothing)."""
-        return 1.0 - float(self.mask.float().mean()) if self.mask.numel() else 0.0
 
 
 def _pad_seq_left(x: torch.Tensor, width: int) -> torch.Tensor:

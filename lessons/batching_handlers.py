@@ -11,7 +11,6 @@ from dataclasses import dataclass, replace
 from plotly.graph_objects import Figure
 
 from inference import served_alongside
-from inference.batching import padding_waste
 from inference.config import LIMITS, Settings
 from inference.experiments import noise, quiet_reference
 from inference.experiments import serving_cost as dollars
@@ -34,6 +33,7 @@ from inference.experiments.schedulers import (
 )
 from inference.experiments.serving_cost import measured_chain, model_serving_costs
 from inference.kv_cache import bytes_per_token
+from inference.row_batch import padding_waste
 from visualizations import batching_charts as charts
 from visualizations import batching_tables as tables
 from visualizations import batching_text as text

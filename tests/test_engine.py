@@ -2,11 +2,10 @@
 import pytest
 import torch
 
-from inference.batching import batch_generate, batch_tokens, left_pad, padding_waste
-from inference.config import LIMITS
 from inference.engine import recompute_logits
 from inference.errors import EmptyPromptError, PromptTooLongError, SettingOutOfRangeError
-from inference.generation import branch, continue_branch, next_token, start, stream
+from inference.generation import continue_branch, next_token, start, stream
+from inference.row_batch import left_pad, padding_waste
 from inference.sampling import SamplingSettings
 from inference.tokens import prompt_ids
 
@@ -70,16 +69,6 @@ def test_stops_at_end_of_turn(lm, tok):
     assert events[-1].token_id == tok.eos_token_id
 
 
-def test_batched_rows_equal_single_runs(lm, tok):
-    texts = ["Hi", LIMITS.default_prompt,
-             "Write a haiku about autumn leaves falling slowly to the ground."]
-    prompts = [prompt_ids(tok, t) for t in texts]
-    assert len({len(p) for p in prompts}) == 3  # different lengths: padding is exercised
-    alone = [[e.token_id for e in stream(lm, p, max_new_tokens=20)] for p in prompts]
-    together = batch_tokens(list(batch_generate(lm, prompts, 20)), len(prompts))
-    assert together == alone
-
-
 def test_left_pad_and_waste():
     ids, mask = left_pad([[5, 6, 7], [8]], pad_id=0)
     assert ids.tolist() == [[5, 6, 7], [0, 0, 8]]
@@ -102,7 +91,7 @@ def test_branch_continues_like_a_fresh_run(lm, chat_ids):
     for _ in range(6):
         next_token(lm, gen)
     alt = gen.events[3].candidates[1].token_id  # the runner-up at step 3
-    branch(gen, 3, alt)
+    gen.branch(3, alt)
     assert gen.cache.get_seq_length() == len(chat_ids) + 2  # cache kept, not rebuilt
     ev = continue_branch(lm, gen)
     assert ev.token_id == alt and ev.chosen_by == "your pick"

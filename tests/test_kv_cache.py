@@ -4,7 +4,6 @@ import pytest
 import torch
 
 from chart_reading import caption_text
-from inference.batching import batch_generate
 from inference.config import Settings
 from inference.engine import prefill
 from inference.errors import EmptyPromptError, PromptTooLongError, SettingOutOfRangeError
@@ -33,6 +32,7 @@ from inference.kv_cache import (
     kv_cache_bytes,
     snapshot,
 )
+from inference.row_batch import RowBatch
 from inference.tokens import prompt_ids
 
 # Same scores up to rounding in the loaded dtype (logits reach ~20; ulps grow with fewer bits).
@@ -56,11 +56,11 @@ def test_formula_equals_tensor_bytes_after_prefill(lm, chat_ids, length, batch):
 
 def test_formula_equals_tensor_bytes_while_batch_decodes(lm, tok):
     prompts = [prompt_ids(tok, "Hi"), prompt_ids(tok, "Name three colours of the rainbow.")]
-    steps = list(batch_generate(lm, prompts, max_new_tokens=3, stop_at_eos=False))
-    lengths = [s.cache_tokens for s in steps]
-    assert lengths == list(range(len(prompts[1]), len(prompts[1]) + 3))
-    for s in steps:
-        assert s.cache_bytes == _formula(lm, s.cache_tokens, 2)
+    batch, _ = RowBatch.prefill(lm, [0, 1], prompts)
+    for step in range(3):
+        assert batch.width == len(prompts[1]) + step
+        assert cache_tensor_bytes(batch.cache) == _formula(lm, batch.width, 2)
+        batch.decode(lm)
 
 
 def test_growth_adds_one_column_per_token(lm, chat_ids):

@@ -16,7 +16,7 @@ from lessons import TABS
 ROOT = Path(__file__).resolve().parent.parent
 # Engine modules that run (or load, or serve) a model: a chart that imported one could call it.
 MODEL_RUNNERS = ("torch", "inference.loading", "inference.engine", "inference.generation",
-                 "inference.server", "inference.batching", "inference.row_batch",
+                 "inference.server", "inference.row_batch",
                  "inference.kv_cache", "inference.quantize", "inference.quant_modes",
                  "inference.captured_decode", "inference.profile_step",
                  "inference.compute_thread", "inference.experiments")
