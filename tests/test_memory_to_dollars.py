@@ -23,7 +23,7 @@ GPU = Gpu("Toy GPU", 10 * 10**9, 1_000.0, 1_000.0, 3.60, "hand-made")
 
 
 def cost(batch: int, rate: float, conversation: float) -> CostPoint:
-    return CostPoint(batch=batch, output_tokens_per_s=rate, input_tokens_per_s=1000.0,
+    return CostPoint(batch=batch, output_tokens_per_s=rate,
                      usd_per_million_output=0.1 / (rate * 3600) * 1e6, usd_per_million_input=0,
                      seconds_per_conversation=0, usd_per_conversation=conversation,
                      conversations_per_hour=0, measured_output_tokens_per_s=rate)

@@ -139,7 +139,6 @@ class LengthShare:
     """What the L² term is worth at one prompt length."""
 
     tokens: int  # prompt length L
-    fitted_seconds: float  # a + b·L + c·L² at L
     quadratic_share: float  # c·L² ÷ the fitted time (0 to 1), from the measured fit
     measurable: bool  # the L² term at L stands clear of the fit's noise (twice its residual)
     attention_flops_share: float  # theoretical: attention's share of the arithmetic at L
@@ -149,7 +148,7 @@ def length_shares(curve: QuadraticFit, lengths: Sequence[int], matmul_parameters
                   layers: int, heads: int, head_dim: int) -> tuple[LengthShare, ...]:
     """One `LengthShare` per length: the fitted share beside the arithmetic's own."""
     return tuple(LengthShare(
-        n, curve.at(n), curve.quadratic_share(n), curve.quadratic_is_measurable(n),
+        n, curve.quadratic_share(n), curve.quadratic_is_measurable(n),
         attention_flops_share(n, matmul_parameters, layers, heads, head_dim)) for n in lengths)
 
 

@@ -38,7 +38,6 @@ from .kv_projection import PUBLISHED, ModelSpec
 class CostPoint:
     batch: int
     output_tokens_per_s: float  # decode throughput, all requests together, at `context_tokens`
-    input_tokens_per_s: float  # measured prefill throughput
     usd_per_million_output: float
     usd_per_million_input: float
     seconds_per_conversation: float  # machine time one conversation uses, at this batch
@@ -102,7 +101,7 @@ def serving_costs(points: tuple[BatchPoint, ...] | list[BatchPoint], price_per_h
                                        attention_flops, peak_gflops)
         seconds = prompt_tokens / in_rate + output_tokens / out_rate
         costs.append(CostPoint(
-            batch=p.batch, output_tokens_per_s=out_rate, input_tokens_per_s=in_rate,
+            batch=p.batch, output_tokens_per_s=out_rate,
             usd_per_million_output=usd_per_million(price_per_hour, out_rate),
             usd_per_million_input=usd_per_million(price_per_hour, in_rate),
             seconds_per_conversation=seconds,
