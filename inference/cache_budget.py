@@ -1,15 +1,9 @@
 """A memory budget for the KV caches that visitors keep between clicks.
 
-A learner stepping through lesson 3 holds a `Generation` whose KV cache lives on between
-clicks: about 46 KB per token in float32, so a 4,000-token prompt keeps ~180 MB. A room of
-thirty such learners could fill a small machine. `CacheBudget` tracks every held generation
-and frees caches, oldest use first, when
-
-- a generation has been idle longer than `idle_s`, or
-- all held caches together exceed `cap_bytes` (the one just used is kept).
-
-Freeing drops only the cache: the tokens stay, and the next step feeds them all again (one
-prefill) and carries on with the same tokens. The learner is told it happened.
+A learner stepping through lesson 3 holds a `Generation` whose KV cache lives on between clicks
+(~180 MB for a 4,000-token prompt in float32). `CacheBudget` frees caches, oldest use first,
+when one has been idle longer than `idle_s` or all together exceed `cap_bytes` (the one just
+used is kept). Only the cache goes: the next step feeds the tokens again in one prefill.
 """
 from __future__ import annotations
 

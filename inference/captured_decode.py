@@ -1,23 +1,13 @@
 """Decode without the launch overhead: a static KV cache and one step captured as a CUDA graph.
 
-On a GPU one eager decode step of this model launches ~2,400 small kernels, one after another
-from Python; the GPU finishes each long before the next arrives, so the step takes the time of
-the launches (H200: 18.8 ms a step, GPU busy 4.3 ms of it). A CUDA graph records the whole step
-once and replays it with one launch. Two things make that possible:
-
-- a *static* cache (`StaticCache`): its key/value tensors are allocated once for `max_len`
-  positions and written in place, and its length is a device tensor that the step itself
-  advances, so every replay reads and writes the same addresses;
-- static inputs: the newest token lives in one [1, 1] tensor; the step reads it, runs the
-  model, and writes its greedy choice back into it, so a replay needs no input from Python.
-
-Then decoding n tokens is n replays. Outputs are copied out of the graph's buffers (never
-kept by reference: the next replay overwrites them). On a CPU there are no graphs; the same
-static-cache step runs eagerly (`capture=False`), which is how the tests check it gives the
-engine's tokens. (`torch.compile` of the same step on a CPU is not used: its warm-up takes
-most of the minute a Space has to answer, for a small gain over the eager step.) What this
-file leaves out: sampling (greedy only), batches, stop tokens (it decodes exactly n tokens,
-as a race does).
+On a GPU one eager decode step of this model launches ~2,400 small kernels from Python, and the
+GPU finishes each long before the next arrives (H200: 18.8 ms a step, GPU busy 4.3 ms of it).
+A CUDA graph records the whole step once and replays it with one launch. That needs a *static*
+cache (`StaticCache`: allocated once, written in place, its length a device tensor the step
+advances) and a static input: the newest token lives in one [1, 1] tensor the step reads and
+overwrites with its greedy choice. Then n tokens are n replays; outputs are copied out of the
+graph's buffers. On a CPU the same step runs eagerly (`capture=False`), which is how the tests
+check it gives the engine's tokens. Left out: sampling, batches, stop tokens.
 """
 from __future__ import annotations
 

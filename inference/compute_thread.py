@@ -1,26 +1,16 @@
 """All of the model's arithmetic on one thread, and why that makes a CPU app faster.
 
-On a CPU PyTorch splits each operation over the cores with OpenMP, and OpenMP keeps a team of
-helper threads for every thread that calls it. A web app answers each request on a thread of
-its own, so every thread that ever ran the model keeps a team. GNU OpenMP's rule: once it
-manages more threads than there are cores, its helpers stop waiting hot between operations and
-go to sleep, and each of a decode step's ~200 matrix products must wake them again: a decode
-stream on any thread but the first to use the model runs at about one core's speed, with two
-cores' overhead (`make bench` on a 2-core CPU shows it).
+PyTorch splits each CPU operation over the cores with OpenMP, which keeps a team of helper
+threads for every thread that calls it. Once GNU OpenMP manages more threads than cores, its
+helpers sleep between operations, and each of a decode step's ~200 matrix products must wake
+them: a web app running the model on many request threads decodes at about one core's speed.
 
 So every computation is handed to one long-lived thread (`run`, or `iterate` for a generator
-whose steps the caller streams), loading included. Work queues in order of arrival; a long job
-delays the next, as it would compete for the same cores anyway. Called from the compute thread
-itself, both run inline (no deadlock on re-entry). Whatever waits for other work to finish
-(a chat handler waiting for the server's steps) must not run here: it would wait for itself.
-
-Because the thread runs one job at a time, a job is a unit of honest timing: a stopwatch started
-and stopped inside one job times that job's arithmetic and nothing else of the app's. A lesson
-measurement is a generator whose steps are jobs, so the server's steps can run between them
-(`iterate(gen, call=server.turn)` takes turns with the server) and never inside one.
-
-When its work stops for `Settings.idle_trim_s`, the heap that work freed is handed back to the
-system, once, on this thread (`idle`, `idle_trim.py`).
+whose steps the caller streams), loading included; called from the compute thread itself, both
+run inline. Whatever waits for other work (a chat handler waiting for the server) must not run
+here: it would wait for itself. One job at a time makes a job a unit of honest timing: a lesson
+measurement's steps are jobs, so the server's steps run between them, never inside one.
+When the work stops for `Settings.idle_trim_s`, freed memory goes back to the system (`idle`).
 """
 from __future__ import annotations
 
@@ -83,9 +73,8 @@ def run(fn: Callable[..., T], *args, **kwargs) -> T:
 
 
 def submit(fn: Callable[..., T], *args, **kwargs) -> Future:
-    """Queue `fn(*args, **kwargs)` behind the work already queued and return at once (its
-    Future). For a caller that must queue a job while holding a lock of its own (the server's
-    turn-taking); not from the compute thread itself, which would wait for itself."""
+    """Queue `fn(*args, **kwargs)` and return its Future at once (for a caller holding a lock
+    of its own; not from the compute thread itself, which would wait for itself)."""
     return _queue(fn, *args, **kwargs)
 
 
@@ -98,11 +87,8 @@ def _next(gen: Iterator[T]):
 
 def iterate(gen: Iterator[T], call: Callable[..., object] = run) -> Iterator[T]:
     """Each step of `gen` on the compute thread, its items yielded here; `call(fn, gen)` runs
-    one step there (default `run`; a lesson measurement passes the server's `turn`, so the
-    server's steps and its steps take turns). Closing this iterator
-    (a Stop, a closed tab) queues closing `gen` there, so its `finally` blocks run after the
-    work ahead of it, without waiting: Gradio closes a stopped handler on its event loop, which
-    must never wait for a long computation."""
+    one step there (a measurement passes the server's `turn`). Closing this iterator queues
+    closing `gen` there without waiting: Gradio closes a stopped handler on its event loop."""
     if on_compute_thread():
         yield from gen
         return

@@ -1,16 +1,11 @@
 """Who runs next on the one compute thread: the server's steps or a lesson measurement's jobs.
 
-A lesson measurement (a sweep, a race) does not stop the server: it runs as a series of jobs
-on the compute thread, each through `turn()`, which queues it only after a server step was
-queued since the previous measurement job (of any measurement) and once the steps since have
-repaid the compute time the jobs before took. While anyone chats, at most one measurement job
-runs between two server steps, chats keep at least about half the thread, and each timed pass
-(inside one job) still has the cores to itself. `alongside()` counts the chats served
-meanwhile, for the measurement's caption. `exclusive()` holds the server's loop between steps
-(tests and benchmarks fill the queue before a step).
-
-One `ComputeTurns` belongs to one server and shares its lock (`cond`); it keeps its own count
-of steps, pauses and what the server is owed, and asks the server only whether it has work.
+A measurement does not stop the server: each of its jobs goes through `turn()`, which queues it
+only after a server step was queued since the previous measurement job and once the steps since
+have repaid the compute time the jobs took. So while anyone chats, at most one measurement job
+runs between two server steps, chats keep about half the thread, and each timed pass (inside
+one job) still has the cores to itself. `alongside()` counts the chats served meanwhile;
+`exclusive()` holds the server's loop between steps (tests and benchmarks fill the queue).
 """
 from __future__ import annotations
 
@@ -58,13 +53,9 @@ class ComputeTurns:
                 self._cond.notify_all()
 
     def turn(self, fn: Callable[..., T], *args) -> T:
-        """`fn(*args)`: one job of a lesson measurement on the compute thread, taking turns
-        with the server. While the server has work, the job is queued only once a server step
-        has been queued after the previous measurement job (so a chat waits for at most one
-        job per step, however many measurements run) and the steps since have taken as much
-        compute time as the measurement jobs before (so chats keep at least about half the
-        thread: a job longer than a step is repaid with several steps). Paused, idle or
-        closed, the server takes no turn and the job is queued at once."""
+        """`fn(*args)`: one job of a lesson measurement on the compute thread. While the server
+        has work, the job waits for a server step queued after the previous job and for the
+        steps to repay the jobs' compute time; otherwise it is queued at once."""
         if compute_thread.on_compute_thread():
             return fn(*args)
         with self._cond:

@@ -3,21 +3,15 @@
 A draft only has to be cheap and often right; the model's verification pass decides every
 token, so a bad guess costs time, never correctness.
 
-- **Prompt lookup** (`PromptLookup`): find the last few tokens earlier in the prompt + output
-  and propose what followed them there. No second model, almost free. It shines when the answer
-  repeats its input ("fix the spelling in ...", code edits, quoting summaries) and proposes
-  nothing (a plain decode step) when the text is new.
-- **A draft model** (`ModelDraft`): a smaller, faster model runs k cheap decode steps with its
-  own KV cache, kept in step with the model's (cut back to what was accepted). The bundled
-  package holds one model, so the draft is built from it: `early_exit_model` (its first N
-  layers, then the final norm and the head, sharing the model's weights) or `int4_draft_model`
-  (the whole model quantized to int4, lesson 6's mode). int4 is the default draft
-  (`Settings.spec_draft`): this model's head cannot read an early layer's hidden state, so
-  early exit's guesses are almost never kept and every pass pays a draft and a check for one
-  token. int4 guesses well, but on a CPU one int4 step costs about what a float32 step does,
-  so a draft model pays only where its step is much cheaper than the model's (a GPU, a larger
-  model); prompt lookup, with no draft cost, is the one that wins on a CPU. The lesson shows
-  each run's own figures (`make bench` measures both).
+- **Prompt lookup** (`PromptLookup`): propose what followed the last few tokens earlier in the
+  prompt + output. No second model, almost free; it shines when the answer repeats its input
+  (spelling fixes, code edits, quotes) and proposes nothing when the text is new.
+- **A draft model** (`ModelDraft`): a smaller model runs k cheap decode steps with its own KV
+  cache, cut back to what was accepted. The bundled package holds one model, so the draft is
+  built from it: `early_exit_model` (its first N layers, sharing the weights) or the whole
+  model in lesson 6's int4 mode, the default (`Settings.spec_draft`): this model's head cannot
+  read an early layer's hidden state, so early exit's guesses are almost never kept. A draft
+  model pays only where its step is much cheaper than the model's (a GPU, a larger model).
 """
 from __future__ import annotations
 
@@ -158,24 +152,15 @@ def early_exit_model(model: nn.Module, layers: int) -> nn.Module:
     return outer
 
 
-INT4_MODE = "int4-g32"  # lesson 6's int4 mode (groups of 32 weights share a scale)
-DRAFT_KEYS = ("prompt_lookup", "int4", "early_exit_N")  # N: the layers kept, e.g. early_exit_8
-
-
-def int4_draft_model(lm, shared) -> nn.Module:
-    """The whole model in lesson 6's int4 mode (built once per process in `shared`)."""
-    from .quant_modes import build_mode
-
-    return build_mode(lm, INT4_MODE, shared).model
-
-
 def make_draft(lm, key: str, shared=None) -> Draft:
     """A fresh draft by key: "prompt_lookup", "int4" (needs `shared`, a SharedResults that keeps
     the built int4 model) or "early_exit_N" (the first N layers)."""
     if key == "prompt_lookup":
         return PromptLookup()
     if key == "int4":
-        return ModelDraft(int4_draft_model(lm, shared), key,
+        from .quant_modes import build_mode  # imports quantize: only when an int4 draft is built
+
+        return ModelDraft(build_mode(lm, "int4-g32", shared).model, key,
                           "the same model in int4 (lesson 6's int4-g32 mode)")
     if key.startswith("early_exit_") and key.removeprefix("early_exit_").isdigit():
         n = int(key.removeprefix("early_exit_"))

@@ -32,9 +32,7 @@ from .packed_head import pack_output_head
 from .weights import parameter_count, weight_bytes
 
 log = logging.getLogger(__name__)
-# What a cache folder left half-written or from another version raises when read: a missing or
-# unreadable file, a bad safetensors header, a config that does not parse, weights whose
-# shapes do not fit the config.
+# What a cache folder left half-written or from another version raises when read
 BROKEN_CACHE = (OSError, ValueError, RuntimeError, SafetensorError)
 
 GGUF_SOURCE = "bundled GGUF (Q4_1 linear layers, Q8_0 embedding/head; dequantized)"
@@ -99,12 +97,9 @@ def default_device() -> torch.device:
 
 
 def default_dtype(device: torch.device) -> torch.dtype:
-    """The rule, from `make bench` figures: float16 on a GPU (native half-precision arithmetic,
-    half the bytes; bfloat16 measured 3.5× slower on an H200); float32 on a CPU. On a CPU
-    float16 is faster but not by the factor its halved bytes promise (the CPU converts what it
-    reads), it sits further below its own roofline than float32, and its greedy picks part
-    from float32's at near-ties. float32 stays
-    the reference the lessons compare against; LLM_LAB_DTYPE=float16 runs the app in half."""
+    """float16 on a GPU (native half-precision arithmetic, half the bytes); float32 on a CPU,
+    where float16 gains less than its halved bytes promise and its greedy picks part from
+    float32's at near-ties. LLM_LAB_DTYPE overrides it."""
     return torch.float16 if device.type == "cuda" else torch.float32
 
 
@@ -113,9 +108,7 @@ DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.
 
 
 def dtype_from_env() -> torch.dtype | None:
-    """The dtype named by LLM_LAB_DTYPE (float32, float16 or bfloat16), or None if unset.
-
-    `make test-dtypes` sets it to run the model-level tests again in each dtype on a CPU."""
+    """The dtype named by LLM_LAB_DTYPE (float32, float16 or bfloat16), or None if unset."""
     name = os.environ.get(DTYPE_ENV, "").strip().lower()
     if not name:
         return None

@@ -1,21 +1,12 @@
 """The output head on a CPU: one product that reads 113 MB of weights per pass, done faster.
 
-The last layer turns each position's 576 numbers into 49,152 logits, one per vocabulary
-entry: a [rows, 576] × [576, 49,152] product, the biggest of a decode pass. Its weights do
-not fit in any cache, and PyTorch's default product (MKL) reads them slowly at few rows.
-oneDNN (bundled with PyTorch) can first lay the weights out in blocks its kernel reads in
-order ("packing"), which roughly halves the head's time at a batch's rows and shortens a
-whole decode pass by a fifth or so on a small CPU. The 30 other layers' products gained
-nothing packed, so only the head is.
-
-`pack_output_head(model)` makes the head compute through a packed copy of its weights when
-it runs on a CPU in float32 without gradients; elsewhere (a GPU, float16 or bfloat16, a
-quantized twin, a copy made in inference mode) it is the plain product. The weight itself
-stays the model's parameter (tied to the embedding; parameter counts and the quantization
-lesson read it), the packed copy is rebuilt if the weight changes, and every caller (the
-engine's own step loop, the server, the lessons, and the tests' reference decoding) uses the
-same head, so the tokens still match that reference. The packed logits differ from MKL's
-in the last bits (~3e-6), as any change of product kernel does.
+The head is a [rows, 576] × [576, 49,152] product, the biggest of a decode pass, and MKL reads
+its weights slowly at few rows. oneDNN (bundled with PyTorch) can first lay them out in blocks
+its kernel reads in order ("packing"), roughly halving the head's time and shortening a decode
+pass by a fifth on a small CPU (the other layers gained nothing packed). `pack_output_head`
+makes the head compute through a packed copy on a CPU in float32 without gradients, and the
+plain product elsewhere; the weight stays the model's (tied) parameter and every caller uses
+the same head, so tokens still match the reference (logits differ by ~3e-6, as any kernel).
 """
 from __future__ import annotations
 

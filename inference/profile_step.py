@@ -1,20 +1,12 @@
 """What bounds one decode step here: the big matrix products, or everything around them?
 
-The roofline says a decode step must at least read every weight once, so its time should be
-bytes ÷ bandwidth. Measured steps sit below that ceiling on every machine, and the profiler
-says why: one step of this model dispatches thousands of small operations (norms, rotary
-embeddings, reshapes, attention over a few positions, casts), and each costs a fixed few
-microseconds of dispatch whatever its size.
-
-`profile_decode_step` runs a few real decode steps under `torch.profiler` and returns:
-- on a CPU, the operations dispatched per step and how the step divides: time inside the big
-  matrix products (the Linear layers and the output head), inside every other operation, and
-  what is left (Python and framework code between operations);
-- on a GPU as well, the kernels launched per step and the share of the step the GPU was busy
-  (the rest is the GPU waiting for the next launch).
-`tiny_op_seconds` measures the fixed cost of one do-nothing operation here, so ops per step ×
-that cost gives the dispatch bill of a step (theoretical, from two measured figures).
-What this file leaves out: memory traffic per operation (the roofline lesson measures that).
+The roofline says a decode step must at least read every weight once, yet measured steps sit
+below that ceiling, and the profiler says why: one step dispatches thousands of small operations
+(norms, rotary embeddings, reshapes, casts), each costing a fixed few microseconds.
+`profile_decode_step` runs real decode steps under `torch.profiler`: operations per step and the
+time inside the big matrix products, inside every other operation, and left over (Python); on
+a GPU also kernels per step and the share the GPU was busy. `tiny_op_seconds` measures one
+do-nothing operation, so ops per step × that cost is a step's dispatch bill.
 """
 from __future__ import annotations
 

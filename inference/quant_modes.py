@@ -1,22 +1,11 @@
 """Lesson 6: the precision modes, named explicitly, and building each one from the loaded model.
 
-Every mode starts from the same float32 weights (dequantized from the bundled GGUF file, whose
-linear layers are Q4_1 and whose tied embedding/output head is Q8_0, when that is the source).
-A mode is chosen by its key from `MODES`, never guessed from a file name. Building a mode
-copies the shared model (`copy.deepcopy`) and converts the copy, so the model every other
-lesson uses is never touched (`_private_copy` skips copying the float weights a conversion
-replaces anyway, and the built copy is checked to share none of its storage with the loaded
-model). Built modes are kept once per process in the `SharedResults`
-the app passes in; only modes somebody asked for are built (an fp32 copy takes 4 bytes per
-parameter; the quantized ones are far smaller once built).
+Every mode starts from the same float32 weights and is chosen by its key from `MODES`, never
+guessed from a file name. Building a mode converts a private copy of the shared model (checked
+to share no storage with it), so the model every other lesson uses is never touched. Built
+modes are kept once per process in the `SharedResults` the app passes in.
 
-The tied embedding / output head (one [49152, 576] matrix, 21% of all weights):
-- float modes: still tied, cast to the mode's dtype.
-- int8: the output head becomes an int8 Linear with one scale per vocabulary row, and the
-  embedding lookup reads those same int8 rows and scales. Still one copy, still tied.
-- int4: the output head becomes an int4 Linear like the others. The kernel's packed layout
-  cannot be read row by row, so the embedding lookup keeps its own int8 table (one scale per
-  row): stored, but only one row of it is read per token.
+The tied embedding / output head (21% of all weights) is treated per kind: `HEAD_TREATMENT`.
 """
 from __future__ import annotations
 
@@ -45,18 +34,17 @@ class QuantMode:
     key: str
     label: str
     kind: str  # "float", "int8" or "int4"
-    bits: int  # bits per weight of the Linear layers
     dtype: torch.dtype | None = None  # float modes only
     group_size: int | None = None  # int4 only
 
 
 MODES: dict[str, QuantMode] = {
-    "fp32": QuantMode("fp32", "float32", "float", 32, torch.float32),
-    "fp16": QuantMode("fp16", "float16", "float", 16, torch.float16),
-    "bf16": QuantMode("bf16", "bfloat16", "float", 16, torch.bfloat16),
-    "int8": QuantMode("int8", "int8 weight-only (per-channel scales)", "int8", 8),
-    "int4-g32": QuantMode("int4-g32", "int4 weight-only (groups of 32)", "int4", 4, group_size=32),
-    "int4-g64": QuantMode("int4-g64", "int4 weight-only (groups of 64)", "int4", 4, group_size=64),
+    "fp32": QuantMode("fp32", "float32", "float", torch.float32),
+    "fp16": QuantMode("fp16", "float16", "float", torch.float16),
+    "bf16": QuantMode("bf16", "bfloat16", "float", torch.bfloat16),
+    "int8": QuantMode("int8", "int8 weight-only (per-channel scales)", "int8"),
+    "int4-g32": QuantMode("int4-g32", "int4 weight-only (groups of 32)", "int4", group_size=32),
+    "int4-g64": QuantMode("int4-g64", "int4 weight-only (groups of 64)", "int4", group_size=64),
 }
 DEFAULT_MODES = ("fp32", "fp16", "bf16", "int8", "int4-g32")
 
@@ -112,13 +100,10 @@ def _kernel_label(mode: QuantMode, device: torch.device) -> str:
 
 
 def _private_copy(model: nn.Module, mode: QuantMode) -> nn.Module:
-    """A copy of `model` for `mode` that never shares a tensor with it once converted, without
-    first copying the float weights the conversion replaces anyway (a whole float32 model, 4
-    bytes a parameter, for nothing):
-    - float modes: each parameter is cast into the copy directly (no float32 copy first);
-    - int modes: the Linears' and the input embedding's weights are left shared for the
-      moment; `_convert` swaps every one of those modules for a quantized one, built from
-      those weights without writing to them. The rest (norms, buffers) is copied."""
+    """A copy of `model` for `mode` that shares no tensor with it once converted, without first
+    copying the float weights the conversion replaces: float modes cast each parameter into
+    the copy; int modes leave the Linears' and embedding's weights shared until `_convert`
+    swaps those modules. The rest (norms, buffers) is copied."""
     if mode.kind == "float":
         memo = {id(p): nn.Parameter(p.detach().to(mode.dtype, copy=True),
                                     requires_grad=p.requires_grad) for p in model.parameters()}

@@ -10,21 +10,15 @@
    fly ("simulated": same numbers, same bytes stored, but no speed-up from reading fewer bytes).
 3. `swap_linears` walks a model and replaces every `nn.Linear` with its quantized twin.
 
-Only the *weights* are quantized; activations stay floating point ("weight-only"). The fast
-kernels take bfloat16 activations (on the CPU their float32 paths are very slow), so the
-Linear casts its input to bf16 and its output back. On CUDA the int4 Linear uses
-`aten._weight_int4pack_mm` (tensor-core tiles, its own packing) where a probe on the device
-gives the reference path's numbers; int8 likewise where the build has a CUDA int8 kernel
-(else simulated).
-The simulated int8 path dequantizes the weights *before* the matmul: x @ qᵀ with q up to 127
-sums products ~100x larger than the real ones and overflowed float16 (max 65,504) to inf, then
-NaN, on a GPU.
-What this file leaves out: activation quantization (int8 × int8 matmuls), GPTQ/AWQ-style
-calibration.
+Only the *weights* are quantized ("weight-only"). The fast kernels take bfloat16 activations,
+so the Linear casts its input to bf16 and its output back; a kernel is used only where a probe
+on the device gives the reference path's numbers. The simulated int8 path dequantizes *before*
+the matmul: x @ qᵀ with q up to 127 overflowed float16 to inf on a GPU.
+Left out: activation quantization (int8 × int8 matmuls), GPTQ/AWQ-style calibration.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
@@ -274,12 +268,3 @@ def iter_swap_linears(model: nn.Module, mode: str, group_size: int = 32,
         setattr(model.get_submodule(parent_name) if parent_name else model, child, new)
         yield i + 1, len(targets), name
 
-
-def swap_linears(model: nn.Module, mode: str, group_size: int = 32, use_kernel: bool = True,
-                 on_progress: Callable[[int, int, str], None] | None = None) -> int:
-    """Quantize all Linears of `model` in place; returns how many were swapped."""
-    done = 0
-    for done, total, name in iter_swap_linears(model, mode, group_size, use_kernel):
-        if on_progress:
-            on_progress(done, total, name)
-    return done

@@ -1,18 +1,12 @@
 """When a class outgrows one machine: "Try it" chats served by another engine.
 
 Set `LLM_LAB_SERVE_URL` to an OpenAI-compatible server (for example vLLM on a GPU box, started
-with `--tensor-parallel-size N` to split the model over its N GPUs) and the chat tab sends its
-requests there instead of to this process's own continuous batcher, streaming as before. The
-lessons keep running on the local model: they measure this machine.
-
-The request is the chat's own token ids (the chat template already applied, typed markers kept
-as text) sent to `POST /v1/completions` with `"stream": true`; each streamed chunk's text
-becomes one `StepEvent`, its time the wall time since the previous chunk as this process saw it
-(the remote engine's own step times are not visible from here). The server view reads the
-engine's Prometheus metrics (`GET /metrics`): requests running and waiting, and the share of its
-KV cache in use, named as that engine reports them (vLLM's `vllm:` metrics).
-
-Standard library only: no client package is needed.
+with `--tensor-parallel-size N` to split the model over its N GPUs) and the chat tab streams its
+requests from there instead of this process's continuous batcher; the lessons keep measuring
+this machine. A request is the chat's token ids sent to `POST /v1/completions` with
+`"stream": true`; each streamed chunk becomes one `StepEvent`, timed as this process saw it.
+The server view reads the engine's Prometheus metrics (`GET /metrics`, vLLM's `vllm:` names).
+Standard library only.
 """
 from __future__ import annotations
 

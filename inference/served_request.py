@@ -1,9 +1,6 @@
-"""One visitor's request to the serving engine (`server.py`): its prompt, settings and
-seeded generator, the tokens it got so far, and the queue its events arrive on. Iterating
-`events()` streams them; leaving early (a closed tab, Stop) cancels the request, and the
-server frees its row and its KV blocks at the next step. The request also notes when each event
-was put and not yet taken (`unread_s`): a stream nobody reads is stopped by the server, its
-row given to someone who is reading."""
+"""One visitor's request to the serving engine (`server.py`): its prompt, settings and seeded
+generator, the tokens it got so far, and the queue its events arrive on. Leaving `events()`
+early cancels it; a stream nobody reads (`unread_s`) is stopped by the server."""
 from __future__ import annotations
 
 import asyncio
@@ -78,11 +75,8 @@ class ServedRequest:
     def events(self, timeout_s: float = 600.0, idle_s: float | None = None
                ) -> Iterator[StepEvent | None]:
         """Yield this request's events until it finishes. Leaving the loop early cancels it.
-
-        With `idle_s`, a `None` comes whenever `idle_s` seconds pass with no event (the request
-        waits in the queue, was preempted, or a long step runs): a consumer streaming to a
-        browser yields then, so a Stop pressed meanwhile lands within `idle_s`, not at the
-        next token. `timeout_s` with no event at all ends the request with a message."""
+        With `idle_s`, a `None` comes whenever `idle_s` seconds pass with no event, so a Stop
+        pressed meanwhile lands within `idle_s`. `timeout_s` with no event ends it."""
         deadline = time.monotonic() + timeout_s
         try:
             while True:
@@ -103,10 +97,8 @@ class ServedRequest:
 
     async def aevents(self, timeout_s: float = 600.0, idle_s: float | None = None
                       ) -> AsyncIterator[StepEvent | None]:
-        """`events()` for a handler on an event loop (the web server's): each event is awaited
-        there, woken by the server's step, with no thread of its own waiting for it. Thirty
-        waiting chats in threads meant thirty threads waking after every step, each taking
-        Python's lock from the step's arithmetic; on the loop they cost one wake-up."""
+        """`events()` awaited on the web server's event loop, woken by the server's step: no
+        thread per waiting chat taking Python's lock from the step's arithmetic."""
         loop, arrived = asyncio.get_running_loop(), asyncio.Event()
 
         def wake() -> None:  # on the server's thread

@@ -11,10 +11,9 @@ that runs k + 1 tokens reads the same weights once and costs little more. So:
    (`acceptance.py`): every pass gains 1 to k + 1 tokens;
 4. the cache is cut back past the rejected guesses, as if they had never been run.
 
-Greedy output is exactly plain greedy decoding's (the model chooses every token; the draft only
-decides how many are checked at once). With sampling, the acceptance rule keeps the output
-distribution the model's own. Each pass yields one `SpecPass`. Index 0 is the prefill, which
-proposes nothing; its token is the first output token, as in `generation.py`.
+Greedy output is exactly plain greedy decoding's (the draft only decides how many tokens are
+checked at once); with sampling, the acceptance rule keeps the output distribution the model's
+own. Each pass yields one `SpecPass`; index 0 is the prefill, which proposes nothing.
 
 Left out: tree drafts (several guesses per position), and batching several requests'
 guesses in one pass (`experiments/speculative_race.py` measures what that costs).
@@ -69,11 +68,6 @@ class SpecPass:
         """Guesses the model judged: the kept ones and the first rejected one (the guesses
         after a rejection were never judged)."""
         return self.accepted + (1 if self.accepted < len(self.proposed) else 0)
-
-    @property
-    def rejected(self) -> int:
-        """Guesses thrown away (the first one replaced by the model's token)."""
-        return len(self.proposed) - self.accepted
 
 
 @torch.inference_mode()

@@ -22,10 +22,10 @@ from inference.quantize import (
     dequantize_int8_per_channel,
     int4_kernel_available,
     int8_kernel_available,
+    iter_swap_linears,
     pack_int4,
     quantize_int4_groupwise,
     quantize_int8_per_channel,
-    swap_linears,
     unpack_int4,
 )
 from inference.weights import bytes_read_per_token
@@ -105,12 +105,11 @@ def test_int4_kernel_matches_reference_path(group):
 
 def test_swap_linears_replaces_every_linear():
     net = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Linear(32, 16))
-    seen = []
-    assert swap_linears(net, "int8", on_progress=lambda d, t, n: seen.append((d, t))) == 2
+    seen = [(d, t) for d, t, _ in iter_swap_linears(net, "int8")]
     assert seen == [(1, 2), (2, 2)]
     assert not any(isinstance(m, torch.nn.Linear) for m in net.modules())
     with pytest.raises(ValueError):
-        swap_linears(net, "int3")
+        list(iter_swap_linears(net, "int3"))
 
 
 # ------------------------------------------------------------- the real model

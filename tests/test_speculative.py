@@ -78,7 +78,7 @@ def test_speculative_cache_after_rejection_equals_plain_decode(lm, references):
     runs = speculate(lm, ids, wrong, 3, max_new_tokens=8, cache=cache)
     next(runs)  # the prefill
     p = next(runs)  # one pass with a rejection
-    assert (p.accepted, p.rejected, p.new_ids) == (1, 2, tuple(ref[1:3]))
+    assert (p.accepted, len(p.proposed), p.new_ids) == (1, 3, tuple(ref[1:3]))
     assert p.cache_tokens == len(ids) + 2 == cache.get_seq_length()
 
     plain = DynamicCache()
@@ -115,7 +115,7 @@ def test_speculative_end_of_turn_inside_accepted_run(lm):
     assert spec_tokens(passes) == ref
     assert last.finished == "end of turn" and last.new_ids[-1] in lm.stop_ids
     assert last.model_token is None and last.accepted == len(last.new_ids)
-    assert last.rejected == 2  # the guesses past the end were thrown away
+    assert len(last.proposed) - last.accepted == 2  # the guesses past the end were thrown away
 
 
 def test_speculative_draft_longer_than_tokens_left_is_cut(lm, references):
