@@ -209,8 +209,10 @@ def test_sweep_handler_streams_and_shares(lm):
     shared, settings = SharedResults(), Settings()
     frames = list(run.sweep_frames(lm, settings, shared, max_batch=2, steps=2, budget_mb=None))
     # per batch size: a prefill notice, a prefilled one (each ends a job: the server's steps
-    # run between) and 2 timed steps, then the result
-    assert len(frames) == 2 * 4 + 1
+    # run between) and 2 timed steps, then the result; on a loaded machine a figure that is
+    # impossible against batch 1 is measured once more, its frames said as such
+    again = any("Impossible figure" in (f.progress or "") for f in frames)
+    assert len(frames) > 2 * 4 + 1 if again else len(frames) == 2 * 4 + 1
     progress_only = [f for f in frames if f.throughput is None]
     assert progress_only and all(f.progress.startswith("⏳") and f.sweep is None
                                  and f.closing is None and f.table is None
