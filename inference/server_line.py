@@ -1,17 +1,11 @@
 """The server's waiting line, fair by visitor: requests join the batch round robin across
-visitors, as a fair scheduler serves its users (start-time fair queuing), so a visitor who
-queues 100 chats delays another visitor's one chat by at most one of theirs per turn, not
-by the whole flood.
+visitors (start-time fair queuing), so a visitor who queues 100 chats delays another's one chat
+by at most one of theirs per turn, not by the whole flood.
 
-Each request gets a turn number when it joins the line: one past its visitor's newest turn
-still waiting, and never before the turn being served now (`served`). The line is ordered by
-(turn, arrival): the first turn holds every visitor's first waiting request in arrival order,
-the second turn their second ones, and so on. A visitor arriving late joins the current turn;
-a visitor gains nothing by waiting idle (turns are not saved up). A request preempted for
-room goes back to the FRONT, ahead of every turn: it had been admitted already.
-
-A request with no visitor key (`""`: a test, a benchmark, a caller that knows no visitor) is a
-visitor of its own, so such requests are served first come, first served among themselves.
+Each request's turn is one past its visitor's newest turn still waiting, never before the turn
+being served now (`served`), so turns are not saved up by waiting idle. The line is ordered by
+(turn, arrival). A preempted request goes back to the FRONT: it had been admitted already. A
+request with no visitor key (`""`) is a visitor of its own (first come, first served).
 
 >>> class R:
 ...     def __init__(self, rid, visitor): self.rid, self.visitor = rid, visitor

@@ -4,11 +4,6 @@
 whether it is a special token (like the chat template's `<|im_start|>` markers).
 `chat_prompt()` wraps a user message in the model's chat template, the exact text the model
 reads, so the cost of the role markers can be counted in tokens.
-
-Example:
-    >>> t = tokenize(tok, "Hello world")
-    >>> [(x.text, x.id) for x in t.tokens]
-    [('Hello', 19556), (' world', 905)]
 """
 from __future__ import annotations
 

@@ -88,7 +88,7 @@ def test_chunked_long_newcomer_never_stalls_a_running_stream(lm, chunked):
 
 
 def test_a_newcomer_waits_while_the_steps_budget_is_spent_then_joins(lm, chunked):
-    from inference.server import WAIT_BUDGET
+    from inference.server_plan import WAIT_BUDGET
 
     plans, schedule = [], chunked._schedule
     chunked._schedule = lambda: plans.append(schedule()) or plans[-1]

@@ -80,7 +80,7 @@ def freeze_run(lm):
     try:
         assert wait_for(lambda: all(r.generated for r in chats)), "the chats never started"
         before = [len(r.generated) for r in chats]
-        jobs_before, log_start = srv.measurement_jobs, len(log)
+        jobs_before, log_start = srv.turns.jobs, len(log)
         race = guarded(lambda p, n, g: jobs(kv_cache_handlers.race_frames(
             lm, settings, p, n, g), log), alone=srv)
         race_frames = list(race(LIMITS.default_prompt, 6, None))
@@ -90,7 +90,7 @@ def freeze_run(lm):
         after = [len(r.generated) for r in chats]
         yield dict(log=log[log_start:], before=before, after=after, chats=chats,
                    race=race_frames, sweep=sweep_frames,
-                   jobs=srv.measurement_jobs - jobs_before)
+                   jobs=srv.turns.jobs - jobs_before)
     finally:
         patch.undo()
         for r in chats:

@@ -115,7 +115,7 @@ def test_paged_prefill_groups_rows_of_similar_length():
 
 
 def test_admission_a_full_pool_waits_and_a_freed_block_admits():
-    from inference.server import WAIT_BLOCKS, WAIT_BUDGET, WAIT_ROWS, admission
+    from inference.server_plan import WAIT_BLOCKS, WAIT_BUDGET, WAIT_ROWS, admission
 
     pool = BlockPool(num_blocks=3, block_tokens=4)
     pool.allocate(0, list(range(8)))  # two blocks held by a running request
@@ -134,7 +134,7 @@ def test_admission_a_full_pool_waits_and_a_freed_block_admits():
 
 
 def test_admission_maps_a_cached_prefix_instead_of_needing_its_blocks():
-    from inference.server import admission
+    from inference.server_plan import admission
 
     pool = BlockPool(num_blocks=2, block_tokens=2)
     pool.allocate(0, [1, 2, 3, 4])
