@@ -12,9 +12,10 @@ One thread runs the loop; each step's arithmetic runs on the compute thread. A s
    `server_rows`, budget left, the blocks their prompt needs NOW (a shared prefix's full
    blocks are mapped, not computed again). `split_budget` gives `step_token_budget` one token
    to every decoding row and the rest to the rows mid-prefill, oldest first, a chunk each;
-2. `self._execute(plan)`: one decode pass for the decoding rows, then the prompt chunks in a
-   second pass (our paged forward pads rows to equal query length, so a running stream waits
-   at most one chunk's pass per token, never a whole long prompt);
+2. `self._execute(plan)`: the prompt chunks in one pass (a newcomer's first token comes as
+   soon as its last chunk is computed), then one decode pass for the decoding rows (our paged
+   forward pads rows to equal query length, so a running stream waits at most one chunk's
+   pass per token, never a whole long prompt);
 3. after each pass, every row whose tokens are all computed gets its next token, chosen with
    its own sampling settings and seeded generator (so it gets exactly the tokens it would get
    alone), and its event is emitted.
@@ -267,14 +268,19 @@ class Server:
         return out, why
 
     def _execute(self, plan: StepPlan, clock: StepClock) -> int:
-        """The plan's forward passes; after each, the rows it completed get their token.
-        -> requests whose prefill finished this step (their first token)."""
+        """The plan's forward passes, the prompt chunks first (a newcomer's first token need
+        not wait for the running rows' pass), then the decode rows; after each, the rows it
+        completed get their token. -> requests whose prefill finished this step."""
+        done = self._prefill_chunks(plan, clock) if plan.chunks else 0
         if plan.decode:
             logits, seconds = self._forward(clock, "decode", len(plan.decode),
                                             self.batch.decode, list(plan.decode))  # [B, V]
             self._emit(list(plan.decode), logits, seconds, clock)
-        if not plan.chunks:
-            return 0
+        return done
+
+    def _prefill_chunks(self, plan: StepPlan, clock: StepClock) -> int:
+        """One pass over the newcomers' prompt chunks; the rows whose prompt it finished get
+        their first token. -> how many."""
         chunks = dict(plan.chunks)
         logits, seconds = self._forward(clock, "prefill", sum(chunks.values()),
                                         self.batch.prefill_chunks, chunks)  # [C, V]
