@@ -1,72 +1,21 @@
-"""The presenter, pure parts: links to a prepared state, the presenter's screens, predict-then-
-measure sentences, and the exports (CSV equal to the chart's numbers, the machine summary).
-No model is loaded here except in the last test (the cheap measurements, on the real model)."""
+"""The presenter: its screens in order, predict-then-measure sentences, the visitor's progress
+record and recap, and its measurements (the cheap ones and the cost screen on the real model).
+Links are in test_links.py, the CSV and machine-summary exports in test_exports.py."""
 from __future__ import annotations
 
-import csv
-import io
 import json
-import re
 from types import SimpleNamespace
 
 import gradio as gr
 import pytest
 
 from inference.config import Settings
-from lessons.common.links import LESSONS, PROMPT_BOXES, read_link
 from lessons.common.predictions import comparison_md, guess_error, verdict
 from lessons.common.presenter_screens import load_screens, parse_screens
 from lessons.common.progress import STEPS, path_md, visit, visited
 from lessons.presenter_handlers import MEASURES, measure_screen_steps, measure_steps
 from lessons.presenter_progress import RECAP, PageScreens, clean, compare_text, fresh
-from visualizations.exports import (
-    batch_sweep_csv,
-    machine_figures_md,
-    prefill_sweep_csv,
-    write_csv,
-)
 from visualizations.presenter_view import recap_html, result_html, screen_md
-
-LIMIT = 100
-
-
-# --- links ---------------------------------------------------------------------------------
-def test_link_opens_lesson_and_fills_its_prompts():
-    state = read_link({"lesson": "kv", "prompt": "Why is the sky blue?"}, LIMIT)
-    assert state.tab == "kv" and state.prompt == "Why is the sky blue?"
-    assert state.boxes == PROMPT_BOXES["kv"] and not state.notices
-
-
-@pytest.mark.parametrize("tab", LESSONS)
-def test_every_tab_id_opens(tab):
-    state = read_link({"lesson": tab.upper()}, LIMIT)
-    assert state.tab == tab and not state.notices
-
-
-def test_unknown_lesson_is_ignored_with_a_notice():
-    state = read_link({"lesson": "<script>x</script>" * 10, "prompt": "hi"}, LIMIT)
-    assert state.tab is None and state.prompt is None and state.boxes == ()
-    assert "does not exist" in state.notice_md and "<script>" not in state.notice_md
-
-
-def test_oversized_prompt_is_ignored_but_the_lesson_opens():
-    state = read_link({"lesson": "prefill", "prompt": "x" * (LIMIT + 1)}, LIMIT)
-    assert state.tab == "prefill" and state.prompt is None and state.boxes == ()
-    assert "101 characters" in state.notice_md and "limit of 100" in state.notice_md
-    assert read_link({"lesson": "prefill", "prompt": "x" * LIMIT}, LIMIT).prompt == "x" * LIMIT
-
-
-def test_prompt_for_a_lesson_without_a_prompt_box():
-    state = read_link({"lesson": "machine", "prompt": "hi"}, LIMIT)
-    assert state.tab == "machine" and state.prompt is None and "no prompt box" in state.notice_md
-    assert read_link({"prompt": "hi"}, LIMIT).notices  # a prompt and no lesson
-
-
-def test_present_opens_the_presenter_and_no_params_change_nothing():
-    assert read_link({"present": "1"}, LIMIT).tab == "present"
-    assert read_link({"present": "0"}, LIMIT).tab is None
-    assert read_link({}, LIMIT) == read_link({"lesson": ""}, LIMIT)
-    assert read_link({}, LIMIT).notice_md == ""
 
 
 # --- screens ----------------------------------------------------------------------------------
@@ -211,17 +160,6 @@ def test_the_cost_screen_prices_the_visitors_own_batch_sweep(lm):
 
 
 # --- exports ----------------------------------------------------------------------------------
-def _prefill_points():
-    from inference.experiments.prefill_sweep import PrefillPoint
-    return [PrefillPoint(8, 0.0213, 0.5901, True), PrefillPoint(512, 0.9, 36.5, False)]
-
-
-def _batch_points():
-    from inference.experiments.batch_sweep import BatchPoint
-    return [BatchPoint(b, 20, 0.05 * b, 0.07 + 0.002 * b, (0.07,), 1000 * b, 538_000_000)
-            for b in (1, 2, 4)]
-
-
 def test_two_visitors_never_share_a_progress_record():
     """The fresh record was once one dict shared by every visitor (a shallow copy kept the
     same inner `guesses` and `results`), so one room's guesses could show in another's."""
@@ -235,60 +173,6 @@ def test_two_visitors_never_share_a_progress_record():
     a, b = {**fresh(), "screen": recap}, {**fresh(), "screen": recap}
     list(measure_screen_steps(a, screens, None, None, Settings(), None))  # recap: no model
     assert RECAP in a["results"] and b["results"] == {} and fresh()["results"] == {}
-
-
-def test_prefill_csv_matches_the_chart():
-    from visualizations.style import info_caption
-    from visualizations.timing_charts import prefill_sweep_figure
-
-    points = _prefill_points()
-    rows = list(csv.DictReader(io.StringIO(prefill_sweep_csv(points))))
-    fig = prefill_sweep_figure(points, info_caption(SimpleNamespace(
-        device="cpu", dtype="float32", threads=2)))
-    plotted = {(int(x), round(float(y), 4)) for t in fig.data for x, y in zip(t.x, t.y)}
-    for row, p in zip(rows, points, strict=True):
-        assert int(row["prompt_tokens"]) == p.tokens
-        assert float(row["one_pass_ms"]) == pytest.approx(p.parallel_seconds * 1000)
-        assert float(row["one_at_a_time_ms"]) == pytest.approx(p.sequential_seconds * 1000)
-        for col in ("one_pass_ms", "one_at_a_time_ms"):  # every CSV value is a drawn point
-            assert (p.tokens, round(float(row[col]), 4)) in plotted, (row, plotted)
-    assert rows[1]["one_at_a_time_measured"] == "extrapolated"
-
-
-def test_batch_csv_matches_the_chart():
-    from visualizations.batching_charts import throughput_chart
-
-    points = _batch_points()
-    rows = list(csv.DictReader(io.StringIO(batch_sweep_csv(points))))
-    assert [int(r["batch"]) for r in rows] == [1, 2, 4]
-    fig = throughput_chart(points)
-    plotted = [float(y) for trace in fig.data for y in (trace.y or ())]
-    for row, p in zip(rows, points, strict=True):
-        assert float(row["tokens_per_s"]) == pytest.approx(p.tokens_per_s, rel=1e-4)
-        assert any(float(row["tokens_per_s"]) == pytest.approx(y, rel=1e-3) for y in plotted)
-
-
-def test_csv_file_and_machine_summary(tmp_path):
-    from inference.experiments.roofline import Roofline
-
-    path = write_csv("a,b\n1,2\n", "prefill sweep/../x")
-    assert re.search(r"prefill-sweep-x-[0-9a-f]{8}\.csv$", path)
-    assert open(path).read() == "a,b\n1,2\n"
-    info = SimpleNamespace(name="SmolLM2-135M-Instruct", parameters=134_515_008,
-                           weight_bytes=538_000_000, dtype="float32", device="cpu", threads=2)
-    empty = machine_figures_md(info)
-    assert "cpu, 2 threads" in empty and "Nothing measured yet" in empty
-    md = machine_figures_md(info, Roofline(22.5, 541_000_000, 13.6), _prefill_points(),
-                            _batch_points(), when="today")
-    assert "22.5 GB/s" in md and "41.6 tokens/s" in md and "13.6 tokens/s" in md
-    assert "Prefill of 512 tokens" in md and "(extrapolated)" in md
-    assert "Decode at batch 4" in md and "Nothing measured" not in md
-    busy = machine_figures_md(info, Roofline(22.5, 541_000_000, 13.6), busy=True)
-    assert "13.6 tokens/s (measured, on a busy machine: noisy, no share" in busy
-    assert "%" not in busy.split("Decode at batch 1")[1]
-    past = machine_figures_md(info, Roofline(22.5, 541_000_000, 90.0))  # ceiling 41.6
-    assert "Decode at batch 1: not a possible result" in past and "90.0" not in past.split(
-        "Decode at batch 1")[1].split("(")[0]
 
 
 # --- the cheap measurements, on the real model ---------------------------------------------------
@@ -399,21 +283,6 @@ def test_presenter_cost_is_lesson_5s_figure_for_the_same_batch(lm):
         output_tokens=settings.conversation_output_tokens.default)
     assert screen.shown in view.table  # e.g. "$0.52": the same figure in lesson 5's table
     assert "batch 16" in screen.label and "estimate" in screen.detail
-
-
-def test_link_markdown_and_html_show_as_plain_text():
-    """A link's own text never becomes markup inside the app's notice: a visitor's link
-    must not inject markup."""
-    from markdown_it import MarkdownIt
-
-    render = MarkdownIt("commonmark", {"html": True}).render
-    for lesson in ["[Log in](https://evil.example/login)", "![x](https://evil.example/i.png)",
-                   "<img src=https://evil.example/i.png>", "https://evil.example",
-                   "`[x](y)` **bold**", "<a href='https://e.example'>hi</a>"]:
-        html = render(read_link({"lesson": lesson}, LIMIT).notice_md)
-        assert "does not exist" in html
-        assert "<a " not in html and "<img" not in html and "<strong" not in html, html
-        assert "evil.example" in html or "e.example" in html or "bold" in html  # shown, as text
 
 
 def test_a_measurement_that_ends_late_does_not_turn_the_page_back():
