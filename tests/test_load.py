@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import re
 import statistics
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 from gradio_client import Client
 
+from bench.app_server import RssWatch
 from e2e_server import ARTIFACTS, server_peak_rss_bytes, server_rss_bytes
 from inference.stats import percentile
 
@@ -24,27 +24,6 @@ SHORT_NEW_TOKENS = 6
 HEAVY_SWEEPS = [([8, 32, 128], 32), ([1, 8, 32], 16), ([8, 32, 128], 32)]  # last: shared result
 REQUEST_TIMEOUT_S = 150  # a request still unanswered after this counts as hung
 BUSY = re.compile(r"queue is full|busy|try again", re.IGNORECASE)
-
-
-class MemorySampler:
-    """Samples the server's resident memory every 0.2 s in a background thread."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid, self.peak = pid, server_rss_bytes(pid)
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._done.wait(0.2):
-            self.peak = max(self.peak, server_rss_bytes(self.pid))
-
-    def __enter__(self) -> MemorySampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._done.set()
-        self._thread.join()
 
 
 def outcome(call) -> tuple[str, float, str]:
@@ -83,7 +62,7 @@ def test_a_classroom_at_once(server):
                                                  httpx_kwargs={"timeout": 60}), range(n_total)))
     rss_before = server_rss_bytes(server.pid)
     started = time.monotonic()
-    with MemorySampler(server.pid) as memory, ThreadPoolExecutor(max_workers=n_total) as pool:
+    with RssWatch(server.pid) as memory, ThreadPoolExecutor(max_workers=n_total) as pool:
         heavy = [pool.submit(heavy_request, clients[SHORT_CLIENTS + j], lengths, max_seq)
                  for j, (lengths, max_seq) in enumerate(HEAVY_SWEEPS)]
         short = [pool.submit(short_request, clients[i], i) for i in range(SHORT_CLIENTS)]
@@ -107,7 +86,7 @@ def test_a_classroom_at_once(server):
                    "seconds": round(s, 2), "message": m}
                   for (lengths, max_seq), (kind, s, m) in zip(HEAVY_SWEEPS, heavy_results)],
         "server_rss_before_bytes": rss_before,
-        "server_peak_rss_sampled_bytes": memory.peak,
+        "server_peak_rss_sampled_bytes": int(memory.peak_mb() * 2**20),
         "server_peak_rss_lifetime_bytes": server_peak_rss_bytes(server.pid),
     }
     ARTIFACTS.mkdir(exist_ok=True)
@@ -115,7 +94,7 @@ def test_a_classroom_at_once(server):
     print(f"\nload: {len(ok)}/{SHORT_CLIENTS} short requests done, {report['short_busy']} busy, "
           f"p50 {report['short_p50_seconds']} s, p95 {report['short_p95_seconds']} s, "
           f"wall {wall:.1f} s; heavy: {[h['outcome'] for h in report['heavy']]}; server RSS "
-          f"{rss_before / 1e6:.0f} MB before, peak {memory.peak / 1e6:.0f} MB during the test")
+          f"{rss_before / 1e6:.0f} MB before, peak {memory.peak_mb():.0f} MB during the test")
 
     assert report["short_errors"] == []
     assert len(ok) + report["short_busy"] == SHORT_CLIENTS
