@@ -78,7 +78,7 @@ def test_a_busy_kv_race_judges_the_guess_against_the_quiet_race(lm, chat_ids, tm
     """On the real model: a race judged quiet keeps its figure; the same race judged busy sets
     the guess against that figure (its verdict, named quiet with its time), its own beside."""
     from inference.experiments import quiet_reference
-    from lessons.common.predictions import verdict
+    from lessons.common.predictions import measured_with_unit, verdict
 
     monkeypatch.setenv("LLM_LAB_QUIET_REFERENCE", str(tmp_path / "quiet-reference.json"))
     prompt = lm.tokenizer.decode(chat_ids[:20])
@@ -92,7 +92,8 @@ def test_a_busy_kv_race_judges_the_guess_against_the_quiet_race(lm, chat_ids, tm
         assert "on a busy machine: run again to compare" in last.summary
         return
     ref, = refs
-    assert (f"**this machine, quiet** (measured {ref.when()}): {ref.value:.1f} × faster, "
+    assert (f"**this machine, quiet** (measured {ref.when()}): "  # 2.0 is shown as "2"
+            f"{measured_with_unit(ref.value, '× faster', 'that run')}, "
             f"{verdict(2.5, ref.value)}") in last.summary
     assert "on a busy machine." in last.summary and "run again to compare" not in last.summary
     assert f"**Why:** {question('kv_race').why}" in last.summary
