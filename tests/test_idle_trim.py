@@ -62,3 +62,24 @@ def test_the_server_going_idle_trims_the_heap_on_the_compute_thread(lm, chat_ids
         assert wait_for(lambda: len(trims) > done, timeout=60)
     finally:
         srv.close()
+
+
+def test_an_idle_app_lets_go_of_lesson_6s_built_copies(lm, monkeypatch):
+    """A quantized copy is kept while work runs (a second ask within the job reuses it) and
+    dropped once the compute thread idles, so the ~0.5 GB lesson 6 builds can go back."""
+    import gc
+    import weakref
+
+    from inference.experiments.shared_results import SharedResults
+    from inference.quant_modes import build_mode
+
+    monkeypatch.setattr(compute_thread.idle, "after_s", IDLE_S)
+    shared = SharedResults()
+    compute_thread.idle.also(shared.release_idle)
+    first, again = compute_thread.run(
+        lambda: (build_mode(lm, "int8", shared), build_mode(lm, "int8", shared)))
+    assert again is first and first.model is not lm.model
+    copy = weakref.ref(first.model)
+    del first, again
+    assert wait_for(lambda: gc.collect() >= 0 and copy() is None, timeout=60)
+    assert shared.get(("quant-model", "int8", str(lm.device))) is None

@@ -3,7 +3,9 @@
 A classroom of thirty should not run the same 30-second batch sweep thirty times. A
 `SharedResults` object remembers finished results by key; while one visitor computes a key,
 others asking for it wait for that result instead of starting their own run.
-Only *finished* runs are stored: a stopped run leaves nothing behind.
+Only *finished* runs are stored: a stopped run leaves nothing behind. What is cheap to rebuild
+and big to hold (a quantized copy of the model) is kept only while the app is busy
+(`until_idle`): `release_idle` drops it when the work stops (`compute_thread.idle`).
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from collections.abc import Callable, Hashable
 from typing import TypeVar
 
 T = TypeVar("T")
+_MISSING = object()  # a stored result may itself be None
 
 
 class SharedResults:
@@ -19,6 +22,7 @@ class SharedResults:
         self._results: dict[Hashable, object] = {}
         self._locks: dict[Hashable, threading.Lock] = {}
         self._guard = threading.Lock()
+        self._until_idle: set[Hashable] = set()  # keys `release_idle` drops
 
     def get(self, key: Hashable):
         """The stored result for `key`, or None."""
@@ -27,16 +31,29 @@ class SharedResults:
     def put(self, key: Hashable, value: object) -> None:
         self._results[key] = value
 
-    def get_or_compute(self, key: Hashable, compute: Callable[[], T]) -> T:
-        """Return the stored result, computing it once (other callers wait, then share it)."""
-        if key in self._results:
-            return self._results[key]  # type: ignore[return-value]
+    def get_or_compute(self, key: Hashable, compute: Callable[[], T],
+                       until_idle: bool = False) -> T:
+        """Return the stored result, computing it once (other callers wait, then share it).
+        `until_idle`: kept only until `release_idle` (big, and cheap to compute again)."""
+        if (held := self._results.get(key, _MISSING)) is not _MISSING:
+            return held  # type: ignore[return-value]
         with self._guard:
             lock = self._locks.setdefault(key, threading.Lock())
         with lock:
-            if key not in self._results:
-                self._results[key] = compute()
-        return self._results[key]  # type: ignore[return-value]
+            if (held := self._results.get(key, _MISSING)) is _MISSING:
+                held = self._results[key] = compute()
+                if until_idle:
+                    with self._guard:
+                        self._until_idle.add(key)
+        return held  # type: ignore[return-value]
+
+    def release_idle(self) -> int:
+        """Drop the results kept `until_idle` (the next ask computes them again); how many."""
+        with self._guard:
+            keys, self._until_idle = self._until_idle, set()
+        for key in keys:
+            self._results.pop(key, None)
+        return len(keys)
 
     def clear(self) -> None:
         self._results.clear()
