@@ -1,10 +1,11 @@
 """Who runs next on the one compute thread: the server's steps or a lesson measurement's jobs.
 
 A measurement does not stop the server: each of its jobs goes through `turn()`, which queues it
-only after a server step was queued since the previous measurement job and once the steps since
-have repaid the compute time the jobs took. So while anyone chats, at most one measurement job
-runs between two server steps, chats keep about half the thread, and each timed pass (inside
-one job) still has the cores to itself. `alongside()` counts the chats served meanwhile;
+once the server's steps have repaid the compute time the measurement's jobs took. A step's
+surplus is kept as credit, at most that step's own time, so short jobs (one decode step each)
+run a step's worth between two steps instead of one each. So while anyone chats, chats and the
+measurement each keep about half the thread, whatever the size of the jobs, and each timed pass
+(inside one job) still has the cores to itself. `alongside()` counts the chats served meanwhile;
 `exclusive()` holds the server's loop between steps (tests and benchmarks fill the queue).
 """
 from __future__ import annotations
@@ -32,7 +33,9 @@ class ComputeTurns:
         self.in_step = False  # a server step is queued or running
         self._steps_queued = 0  # steps handed to the compute thread since start
         self._turn_mark = -1  # _steps_queued when the newest measurement job was queued
-        self._owed_s = 0.0  # compute seconds measurement jobs took that steps have not repaid
+        # compute seconds measurement jobs took that steps have not repaid; below 0, the credit
+        # the last step left (never more than that step's own seconds)
+        self._owed_s = 0.0
         self.jobs = 0  # measurement jobs queued through turn() (read by tests)
         self._alongside: list[Alongside] = []  # measurements running now, told who was served
 
@@ -54,12 +57,12 @@ class ComputeTurns:
 
     def turn(self, fn: Callable[..., T], *args) -> T:
         """`fn(*args)`: one job of a lesson measurement on the compute thread. While the server
-        has work, the job waits for a server step queued after the previous job and for the
-        steps to repay the jobs' compute time; otherwise it is queued at once."""
+        has work, the job waits until the steps have repaid the jobs' compute time (with no
+        credit left, for a step queued after the previous job); otherwise it is queued at once."""
         if compute_thread.on_compute_thread():
             return fn(*args)
         with self._cond:
-            while self.serving() and (self._turn_mark >= self._steps_queued or self._owed_s > 0):
+            while self.serving() and not self._may_run():
                 self._cond.wait()
             if not self.serving():
                 self._owed_s = 0.0  # nobody is waiting to be repaid
@@ -79,6 +82,11 @@ class ComputeTurns:
         finally:
             with self._cond:
                 self._alongside.remove(seen)
+
+    def _may_run(self) -> bool:
+        """A measurement job may start: credit is left, or the debt is repaid by a step queued
+        since the previous job (call with `cond` held)."""
+        return self._owed_s < 0 or (self._owed_s == 0 and self._turn_mark < self._steps_queued)
 
     def serving(self) -> bool:
         """The loop will queue another step (call with `cond` held)."""
@@ -105,11 +113,14 @@ class ComputeTurns:
 
     def _timed(self, fn: Callable[..., T], args: tuple, sign: int) -> T:
         """`fn(*args)` on the compute thread, its seconds added to (a measurement job, +1) or
-        taken from (a server step, -1) what the server is owed, never below 0."""
+        taken from (a server step, -1) what the server is owed; a step leaves at most its own
+        seconds as credit."""
         start = time.perf_counter()
         try:
             return fn(*args)
         finally:
             with self._cond:
-                self._owed_s = max(self._owed_s + sign * (time.perf_counter() - start), 0.0)
+                took = time.perf_counter() - start
+                self._owed_s = (self._owed_s + took if sign > 0
+                                else max(self._owed_s - took, -took))
                 self._cond.notify_all()
