@@ -73,6 +73,9 @@ def test_line_figures_first_update_place_and_queue_order():
     swapped[3] = swapped[3] | {"end": 100.0}  # the third in line ended after the fourth
     got = line_figures(swapped)
     assert not got["in_queue_order"] and got["out_of_order"] == 1
+    tie = in_order[:3] + [in_order[3] | {"start": 2.05, "end": 29.0}]  # sent 50 ms after
+    assert line_figures(tie)["in_queue_order"]  # the third: the network orders the two
+    assert not line_figures(tie, jitter_s=0.01)["in_queue_order"]
     assert line_figures([_press("kv_race", 1.0, ok=False)])["no_first_update"] == 1
 
 
