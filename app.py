@@ -41,6 +41,7 @@ SERVER = Server(LM, SETTINGS)  # one continuous batcher: every visitor's chat go
 # LLM_LAB_SERVE_URL: Try it's chats go to that OpenAI-compatible engine instead (lessons stay here)
 CHAT = RemoteEngine(SETTINGS.serve_url) if SETTINGS.serve_url else None
 RUNS = classroom.SharedRuns(SETTINGS.shared_run_reuse_s)  # identical measurements share one run
+SERVER.turns.measuring = RUNS.waiting_visitors  # a room waiting on a sweep outweighs a few chats
 
 
 with gr.Blocks(title="LLM Inference, Step by Step",  # served files' copies are swept hourly

@@ -174,6 +174,13 @@ class SharedRuns:
                 self.line = MeasureLine.of(settings)
             return self.line
 
+    def waiting_visitors(self) -> int:
+        """Visitors waiting on measurements now: each press in the line, each follower
+        watching a run (the server's turns weigh measurements by it)."""
+        pressed = len(self.line) if self.line is not None else 0
+        with self._lock:
+            return pressed + sum(r.watchers for r in self._runs.values() if not r.done)
+
     def tag(self, event_id: str, key: tuple) -> None:
         with self._lock:
             self._tags[event_id] = key, time.monotonic()

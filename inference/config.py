@@ -84,6 +84,9 @@ class Settings:
     session_events: int = 6  # one visitor's events waiting or running at once
     lane_waiting: int = 64  # events waiting in one lane ("model", "heavy", "chat", ...)
     heavy_lane_limit: int = 1  # the "heavy" lane (sweeps, races, comparisons) runs one at a time
+    # a measurement many visitors wait on takes up to this many times the chats' compute
+    # (compute_turns.py: fair by visitor; 1 = half the thread each)
+    measure_weight: float = 3.0
     # Gradio's per-event `time_limit` (enforced only on `.stream` events; see measure_limit_s).
     step_time_limit_s: int = 60  # one short model run: a prefill, a decode step, attention
     measure_time_limit_s: int = 300  # a measurement: a race, a sweep, a presenter screen

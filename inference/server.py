@@ -93,7 +93,7 @@ class Server:
         self._closed = False
         self.record = ServerRecord(s.server_window_s, s.server_steps_kept, self.batch.stats())
         self.turns = ComputeTurns(self._cond, lambda: not self._closed and bool(
-            self._waiting or self._running))
+            self._waiting or self._running), self._chatting, s.measure_weight)
         # caches that visitors keep between clicks (lesson 3) share one memory budget
         self.budget = CacheBudget(s.held_cache_mb * 2**20, s.held_idle_s)
         self._thread = threading.Thread(target=self._run, name="llm-lab-server", daemon=True)
@@ -174,6 +174,12 @@ class Server:
         """Count the requests this server answers while a measurement runs."""
         return self.turns.alongside()
 
+    def _chatting(self) -> int:
+        """Visitors with a request running or waiting (one with no key counts as its own;
+        call with `_cond`)."""
+        return len({r.visitor or f"#{r.rid}" for r in (*self._running.values(), *self._waiting)
+                    if not r.cancelled})
+
     def _in_flight(self, visitor: str) -> int:
         """This visitor's requests running or waiting, not yet stopped (call with `_cond`)."""
         running = sum(1 for r in self._running.values()
@@ -186,6 +192,9 @@ class Server:
             with self._cond:
                 while not self._closed and not self.turns.serving():
                     self._cond.wait()
+                # a running measurement spends its credit first (compute_turns.py)
+                if not self._closed and not self.turns.make_way():
+                    continue  # no work left (or a pause) meanwhile: wait again
                 if self._closed:
                     break
                 job = self.turns.queue_step(self._step)
