@@ -193,11 +193,13 @@ def result_figures(presses: list[dict]) -> dict:
 def line_figures(presses: list[dict], jitter_s: float = JITTER_S) -> dict:
     """How the line answered: p95 seconds from a press to its first update (its place, or its
     run's progress), how many were told a place, and whether the results came in the order the
-    class pressed (`out_of_order`: presses that ended before one pressed more than `jitter_s`
-    ahead of them; two presses sent closer than that reach the app in the network's order)."""
+    class pressed (`out_of_order`: presses whose result came more than `jitter_s` before that
+    of one pressed more than `jitter_s` ahead of them; closer than that, two presses reach the
+    app, and two results their browsers, in the network's order)."""
     firsts = [p["first"] - p["start"] for p in presses if p.get("first") is not None]
     ok = [p for p in presses if p["ok"]]
-    late = sum(any(a["start"] < b["start"] - jitter_s and b["end"] < a["end"] for a in ok)
+    late = sum(any(a["start"] < b["start"] - jitter_s and b["end"] < a["end"] - jitter_s
+                   for a in ok)
                for b in ok)
     return {"p95_first_update_s": percentile(firsts, 95) if firsts else None,
             "no_first_update": len(presses) - len(firsts),

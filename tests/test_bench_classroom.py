@@ -76,6 +76,8 @@ def test_line_figures_first_update_place_and_queue_order():
     tie = in_order[:3] + [in_order[3] | {"start": 2.05, "end": 29.0}]  # sent 50 ms after
     assert line_figures(tie)["in_queue_order"]  # the third: the network orders the two
     assert not line_figures(tie, jitter_s=0.01)["in_queue_order"]
+    close = in_order[:3] + [in_order[3] | {"end": 31.95}]  # a result 50 ms before the third's
+    assert line_figures(close)["in_queue_order"]  # (an instant rerun behind a finished one)
     assert line_figures([_press("kv_race", 1.0, ok=False)])["no_first_update"] == 1
 
 
