@@ -198,13 +198,18 @@ def line_figures(presses: list[dict], jitter_s: float = JITTER_S) -> dict:
     app, and two results their browsers, in the network's order)."""
     firsts = [p["first"] - p["start"] for p in presses if p.get("first") is not None]
     ok = [p for p in presses if p["ok"]]
-    late = sum(any(a["start"] < b["start"] - jitter_s and b["end"] < a["end"] - jitter_s
-                   for a in ok)
-               for b in ok)
+    t0 = min((p["start"] for p in ok), default=0.0)
+    late = [(b, a) for b in ok for a in ok
+            if a["start"] < b["start"] - jitter_s and b["end"] < a["end"] - jitter_s]
+    late = list({id(b): (b, a) for b, a in late}.values())  # one pair per late press
     return {"p95_first_update_s": percentile(firsts, 95) if firsts else None,
             "no_first_update": len(presses) - len(firsts),
             "told_place": sum(bool(p.get("waited")) for p in presses),
-            "in_queue_order": bool(ok) and late == 0, "out_of_order": late}
+            "in_queue_order": bool(ok) and not late, "out_of_order": len(late),
+            "out_of_order_examples": [  # seconds from the first press
+                f"{b['lesson']} pressed at {b['start'] - t0:.2f} s, answered at "
+                f"{b['end'] - t0:.2f} s, before {a['lesson']} pressed at {a['start'] - t0:.2f} s "
+                f"(answered at {a['end'] - t0:.2f} s)" for b, a in late[:3]]}
 
 
 def peak_in_line(presses: list[dict], jitter_s: float = JITTER_S) -> int:

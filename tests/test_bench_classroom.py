@@ -73,6 +73,9 @@ def test_line_figures_first_update_place_and_queue_order():
     swapped[3] = swapped[3] | {"end": 100.0}  # the third in line ended after the fourth
     got = line_figures(swapped)
     assert not got["in_queue_order"] and got["out_of_order"] == 1
+    assert got["out_of_order_examples"] == [
+        "kv_race pressed at 3.00 s, answered at 43.00 s, before kv_race pressed at 2.00 s "
+        "(answered at 100.00 s)"]
     tie = in_order[:3] + [in_order[3] | {"start": 2.05, "end": 29.0}]  # sent 50 ms after
     assert line_figures(tie)["in_queue_order"]  # the third: the network orders the two
     assert not line_figures(tie, jitter_s=0.01)["in_queue_order"]
