@@ -8,8 +8,9 @@ step's worth between two steps instead of one each. The weight is fair by visito
 waiting on measurements (`measuring`: a class that pressed Run) per visitor chatting, between
 1 / `most_weight` (one visitor's measurement beside many chats) and `most_weight` (a room
 waiting on a sweep beside a few chats, which still stream); at 1 each keeps about half the
-thread. Each timed pass (inside one job) still has the cores to itself. `alongside()` counts the chats served meanwhile;
-`exclusive()` holds the server's loop between steps (tests and benchmarks fill the queue).
+thread. Each timed pass (inside one job) still has the cores to itself. `alongside()` counts
+the chats served meanwhile; `exclusive()` holds the server's loop between steps (tests and
+benchmarks fill the queue).
 """
 from __future__ import annotations
 
