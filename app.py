@@ -36,7 +36,7 @@ ROWS = row_cap.for_server(SETTINGS, LM)
 SETTINGS = replace(SETTINGS, server_rows=ROWS.rows)
 print(f"Server rows: {ROWS.rows} ({ROWS.why})", flush=True)
 SHARED = SharedResults()  # finished sweeps, shared by all visitors of this process
-compute_thread.idle.also(SHARED.release_idle)  # lesson 6's built copies (~0.5 GB) go when idle
+compute_thread.idle.also(SHARED.release_idle)  # lesson 6's model copies go when idle
 SERVER = Server(LM, SETTINGS)  # one continuous batcher: every visitor's chat goes through it
 # LLM_LAB_SERVE_URL: Try it's chats go to that OpenAI-compatible engine instead (lessons stay here)
 CHAT = RemoteEngine(SETTINGS.serve_url) if SETTINGS.serve_url else None

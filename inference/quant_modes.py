@@ -177,7 +177,7 @@ def build_steps(lm, key: str, shared, simulated: bool = False) -> Iterator[Build
                       bytes_per_token=bytes_read_per_token(model), fp32_bytes=fp32_bytes,
                       kernel=kernel, head_treatment=HEAD_TREATMENT[mode.kind],
                       build_seconds=spent + time.perf_counter() - start)
-    built = shared.get_or_compute(cache_key, lambda: built, until_idle=True)  # ~0.5 GB
+    built = shared.get_or_compute(cache_key, lambda: built, until_idle=True)  # a model copy
     yield BuildProgress(1, 1, f"{mode.label}: built in {built.build_seconds:.1f} s", built)
 
 

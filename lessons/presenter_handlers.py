@@ -16,7 +16,7 @@ from collections.abc import Callable, Generator, Iterator
 from inference.config import LIMITS, Settings
 from inference.drafts import make_draft
 from inference.experiments import noise, quiet_reference
-from inference.experiments.batch_sweep import run_sweep
+from inference.experiments.batch_sweep import SweepUpdate, run_sweep
 from inference.experiments.context_sweep import compare_lengths, decode_lengths_sweep
 from inference.experiments.context_theory import decode_theory
 from inference.experiments.kv_race import RECOMPUTE, checked_race, summarize
@@ -291,10 +291,10 @@ def long_context(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
 
 
 def batch_sweep_steps(lm, settings: Settings, shared
-                      ) -> Generator[Step, None, tuple[tuple, Noise]]:
+                      ) -> Generator[Step, None, tuple[SweepUpdate, Noise]]:
     """Decode 1, 2, 4, 8 and 16 copies of a prompt, a `Step` after each step (its batch sizes
-    finished of those that fit the memory budget); returns the finished sweep's points and the
-    noise rule's reading, kept in `shared` for the cost screen (which reuses a quiet one)."""
+    finished of those that fit the memory budget); returns the finished sweep and the noise
+    rule's reading, its points kept in `shared` for the cost screen (which reuses a quiet one)."""
     ids = encode_prompt(lm, settings, PROMPT)
     for last in run_sweep(lm, ids, BATCH, BATCH_STEPS, memory_budget_bytes(lm.device, 0.5),
                           bandwidth_gbs=machine_bandwidth(shared, lm.device)):
@@ -303,22 +303,26 @@ def batch_sweep_steps(lm, settings: Settings, shared
                    lines.batch_running(last))
     judged = noise.reading(settings=settings)
     keep(shared, shared_key(lm, PRESENTER_BATCH), last.points, judged)
-    return last.points, judged
+    return last, judged
 
 
 def batch(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
-    points, judged = yield from batch_sweep_steps(lm, settings, shared)
+    """Lesson 5's gain at the largest batch (the same paired estimate the lesson shows),
+    judged on a busy run against this machine's quiet figure for the same sweep."""
+    update, judged = yield from batch_sweep_steps(lm, settings, shared)
+    points = update.points
     one, big = points[0], points[-1]
     if big.impossible:  # measured again by the sweep, still impossible
         yield withheld("batch", big.impossible, f"batch {big.batch}")
         return
-    ratio = big.tokens_per_s / one.tokens_per_s
+    ratio = big.gain_over(one).estimate
     yield Measured("batch", ratio, f"{ratio:.1f}×",
                    busy_label(f"the tokens/s at batch {big.batch}", judged),
                    f"batch 1: {one.tokens_per_s:.1f} tokens/s ({one.step_seconds * 1000:.0f} "
                    f"ms a step) · batch {big.batch}: {big.tokens_per_s:.1f} tokens/s "
                    f"({big.step_seconds * 1000:.0f} ms a step)", judged.busy,
-                   sweep_figures(points))  # the cost screen prices these same points
+                   sweep_figures(points),  # the cost screen prices these same points
+                   reference=quiet_reference.for_sweep(update, lm.info.dtype, judged))
 
 
 def int8(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
@@ -359,8 +363,8 @@ def cost(lm, settings: Settings, shared, results: dict | None = None
         (points, judged), busy = kept, False
         source = f"a quiet batch sweep kept on this machine (run “{BATCH_SCREEN}” for yours)"
     else:
-        points, judged = yield from batch_sweep_steps(lm, settings, shared)
-        busy = judged.busy
+        update, judged = yield from batch_sweep_steps(lm, settings, shared)
+        points, busy = update.points, judged.busy
         source = f"a batch sweep measured now (run “{BATCH_SCREEN}” for yours)"
     price = settings.price_per_hour.default
     p_in = settings.conversation_prompt_tokens.default

@@ -181,3 +181,39 @@ def test_a_busy_run_is_judged_against_this_machines_quiet_reference():
     assert "close" not in without and "quiet" not in without and why not in without
     quiet = guess_md("kv_race", 3, 1.2, reference=ref)
     assert quiet == guess_md("kv_race", 3, 1.2) and "too high" in quiet and "quiet" not in quiet
+
+
+def test_the_presenters_batch_screen_shows_the_lessons_gain_and_its_quiet_reference(
+        lm, tmp_path, monkeypatch):
+    """On the real model, Present's batching screen: the lesson's paired gain (not a ratio of
+    two separately timed speeds), and on a busy run this machine's quiet figure for the same
+    sweep beside it, as the KV race and prefill screens carry theirs."""
+    from inference.experiments import quiet_reference
+    from lessons import presenter_handlers as ph
+
+    monkeypatch.setenv("LLM_LAB_QUIET_REFERENCE", str(tmp_path / "quiet-reference.json"))
+    monkeypatch.setattr(ph, "BATCH", 2)  # batches 1 and 2, two timed steps each: quick
+    monkeypatch.setattr(ph, "BATCH_STEPS", 2)
+    sweeps = []
+    real = ph.batch_sweep_steps
+
+    def recorded(*args):
+        update, judged = yield from real(*args)
+        sweeps.append(update)
+        return update, judged
+    monkeypatch.setattr(ph, "batch_sweep_steps", recorded)
+
+    quiet = replace(SETTINGS, noise_spread_limit=float("inf"))
+    first = list(ph.measure_steps("batch", lm, quiet, SharedResults()))[-1]
+    refs = list(quiet_reference.read().values())
+    busy = replace(SETTINGS, noise_spread_limit=-1.0)
+    last = list(ph.measure_steps("batch", lm, busy, SharedResults()))[-1]
+    for m, update in zip((first, last), sweeps):
+        if m.shown != "—":  # not withheld as impossible
+            one, big = update.points[0], update.points[-1]
+            assert m.value == pytest.approx(big.gain_over(one).estimate)
+    if not refs:  # the quiet sweep was impossible twice: nothing kept to judge by
+        assert last.reference is None
+        return
+    ref, = refs
+    assert last.noisy and last.reference is not None and last.reference.value == ref.value
