@@ -203,13 +203,13 @@ def test_the_presenters_batch_screen_shows_the_lessons_gain_and_its_quiet_refere
         return update, judged
     monkeypatch.setattr(ph, "batch_sweep_steps", recorded)
 
-    quiet = replace(SETTINGS, noise_spread_limit=float("inf"))
-    first = list(ph.measure_steps("batch", lm, quiet, SharedResults()))[-1]
+    quiet, shared = replace(SETTINGS, noise_spread_limit=float("inf")), SharedResults()
+    first = list(ph.measure_steps("batch", lm, quiet, shared))[-1]  # bandwidth measured once
     refs = list(quiet_reference.read().values())
     real_reading = ph.noise.reading  # the sweep's reading has no step spread to judge by:
     monkeypatch.setattr(ph.noise, "reading", lambda *a, **k: replace(  # judged busy here
         real_reading(*a, **k), busy=True, reasons=("other programs used the CPU",)))
-    last = list(ph.measure_steps("batch", lm, quiet, SharedResults()))[-1]
+    last = list(ph.measure_steps("batch", lm, quiet, shared))[-1]
     for m, update in zip((first, last), sweeps):
         if m.shown != "—":  # not withheld as impossible
             one, big = update.points[0], update.points[-1]
