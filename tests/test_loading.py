@@ -59,9 +59,8 @@ def test_bad_override_falls_back_with_a_note(tmp_path):
 def test_without_the_bundled_package_it_tries_the_hub(monkeypatch):
     """A Space installs only requirements.txt: the app then loads the Hub copy. Offline
     (as here) that fails, and the error says what to install instead."""
-    import pytest
-
     import huggingface_hub.constants
+    import pytest
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     # read once at import: without this the hub is tried over the network until it times out
