@@ -11,7 +11,6 @@ inside it. And the caption says how many chats were served."""
 from __future__ import annotations
 
 import contextlib
-import time
 
 import pytest
 
@@ -23,6 +22,7 @@ from inference.tokens import prompt_ids
 from lessons import batching_handlers, kv_cache_handlers
 from lessons.common.feedback import guarded
 from polling import wait_for
+from turn_log import log_turns
 from visualizations.style import sharing_sentence
 
 CHATS = ["Write a long story about a lighthouse keeper and the sea.",
@@ -62,16 +62,7 @@ def freeze_run(lm):
         return real_step()
 
     srv._step = step  # the loop looks it up on every step
-    real_timed = srv.turns._timed  # compute_turns.py times every job and step
-
-    def timed(fn, args, sign):  # every job's compute seconds: (+1 measurement | -1 step, s)
-        start = time.perf_counter()
-        try:
-            return real_timed(fn, args, sign)
-        finally:
-            log.append((sign, time.perf_counter() - start))
-
-    srv.turns._timed = timed
+    log_turns(srv, log)  # every job's and step's compute seconds
     patch = pytest.MonkeyPatch()
     for module in (kv_race, batch_sweep):
         patch.setattr(module, "stopwatch", logged_stopwatch(module.stopwatch, log))

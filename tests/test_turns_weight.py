@@ -5,8 +5,6 @@ of jobs ever takes more than its weight allows. Hand-made jobs (a small matmul e
 a lesson's decode steps; every job and step is timed where `compute_turns` times it."""
 from __future__ import annotations
 
-import time
-
 import pytest
 import torch
 
@@ -14,6 +12,7 @@ from inference.config import LIMITS, Settings
 from inference.server import Server
 from inference.tokens import prompt_ids
 from polling import wait_for
+from turn_log import log_turns
 
 CHATS = ["Write a long story about a lighthouse keeper and the sea.",
          "Explain in detail how bread is made, step by step."]
@@ -28,16 +27,7 @@ def turns_log(lm, measuring: int) -> list[tuple[float, float]]:
     srv = Server(lm, Settings(server_rows=4, measure_weight=WEIGHT))
     srv.turns.measuring = lambda: measuring
     log: list[tuple[float, float]] = []
-    real_timed = srv.turns._timed
-
-    def timed(fn, args, sign):
-        start = time.perf_counter()
-        try:
-            return real_timed(fn, args, sign)
-        finally:
-            log.append((sign, time.perf_counter() - start))
-
-    srv.turns._timed = timed
+    log_turns(srv, log)
     chats = [srv.submit(prompt_ids(lm.tokenizer, c), max_new_tokens=LIMITS.new_tokens.high,
                         visitor=f"visitor-{k}") for k, c in enumerate(CHATS)]
     weight = next(lm.model.parameters())
