@@ -41,9 +41,10 @@ from .quantization_handlers import (
 )
 
 BANDWIDTH_NOTE = ", read-only sum, measured"
-# px: the roofline shorter than elsewhere, so Compare modes, its progress line, its headline
-# cards and the roofline share one 1280×720 or 390×844 screen
-ROOFLINE_HEIGHT = 340  # 20 px to spare: the cards above it change height with what they say
+# px: the roofline no taller than its plot area's minimum and its captions need, so Compare
+# modes, its progress line, its headline cards and the roofline share one 1280×720 or 390×844
+# screen (test_quant_charts bounds that height for any verdict, caption and speed)
+ROOFLINE_HEIGHT = 0
 
 
 def _controls(settings: Settings, ticked: list[str]

@@ -56,8 +56,8 @@ SPEC = [replace(_summary(), draft=d, k=k, accepted=a)
         for d in ("prompt_lookup", "smaller model") for k, a in ((1, 8), (2, 14), (4, 22))]
 COSTS = [VerifyCost(1, 4, 0.05, 0.06, "memory", "memory", 5.0, 25.0),
          VerifyCost(16, 4, 0.10, 0.40, "memory", "compute", 40.0, 50.0)]
-CAPTION = "Measured live on cpu · float32 · 2 threads · each timed pass ran alone on the compute " \
-          "thread; no chat was being served"
+CAPTION = "Measured live on cpu · float32 · 2 threads · each timed pass had the model to itself; " \
+          "no chat was served"
 
 
 def _prefill_points() -> list[PrefillPoint]:

@@ -148,18 +148,18 @@ def test_freeze_no_timed_pass_straddles_a_server_step_or_a_job(freeze_run):
 def test_freeze_the_captions_count_the_chats_served_meanwhile(freeze_run):
     chats = len(freeze_run["chats"])
     race_caption = caption_text(freeze_run["race"][-1].plot)
-    assert f"the server answered {chats} chats between passes" in race_caption
+    assert f"{chats} chats answered between passes" in race_caption
     sweep_caption = [f.throughput for f in freeze_run["sweep"] if f.throughput is not None][-1]
     assert "between passes" in caption_text(sweep_caption)
 
 
 def test_freeze_sharing_sentence_for_no_chat_and_for_some():
-    assert sharing_sentence(0).endswith("no chat was being served")
-    assert sharing_sentence(1).endswith("the server answered 1 chat between passes")
-    assert sharing_sentence(12).endswith("the server answered 12 chats between passes")
+    assert sharing_sentence(0).endswith("no chat was served")
+    assert sharing_sentence(1).endswith("; 1 chat answered between passes")
+    assert sharing_sentence(12).endswith("; 12 chats answered between passes")
     assert "chat" not in sharing_sentence(None)  # not counted: nothing said about chats
     for n in (None, 0, 5):
-        assert sharing_sentence(n).startswith("each timed pass ran alone on the compute thread")
+        assert sharing_sentence(n).startswith("each timed pass had the model to itself")
 
 
 def test_freeze_long_loops_yield_between_timed_stretches(lm, monkeypatch):

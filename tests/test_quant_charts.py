@@ -76,6 +76,28 @@ def test_roofline_title_says_what_the_run_measured(reports):
     assert alone == "Decode here: 10.0 tokens/s, 25% of the bandwidth ceiling"
 
 
+def test_lesson_6_roofline_has_one_height_for_any_verdict_caption_and_speed(reports):
+    """Lesson 6's run button, cards and roofline share one 1280×720 screen only if the chart
+    stays short whatever its note says: a busy, unfinished, faster or not-faster run, a caption
+    naming chats, three-digit speeds (a GPU). A prefix on the busy note once made it a line
+    taller than the quiet one, past the screen on a busy CI machine."""
+    from types import SimpleNamespace
+
+    from lessons.quantization_panel import ROOFLINE_HEIGHT
+    from visualizations.style import info_caption
+    info = SimpleNamespace(device="cuda", dtype="float32", threads=16)
+    caption = info_caption(info, dtype="dtype per mode", chats=123)
+    fast = [reports[0], replace(reports[1], decode_tokens_per_s=999.9)]
+    flat = [replace(reports[0], decode_tokens_per_s=888.8),
+            replace(reports[1], decode_tokens_per_s=999.9)]
+    heights = {roofline_charts.roofline_figure(r, 2000.0, ", read-only sum, measured", caption,
+                                               roofline_charts.WEIGHT_BYTES_AXIS,
+                                               ROOFLINE_HEIGHT, noise).layout.height
+               for r in (reports, fast, flat)
+               for noise in (None, judge(others_cpu=0.02), judge(others_cpu=0.6))}
+    assert max(heights) <= 420, heights  # the browser fit had 432 px for it at 1280×720
+
+
 def test_weights_origin_note_follows_the_source():
     """GGUF quantization is named only where the GGUF was loaded, with the
     head's Q8_0 beside the linear layers' Q4_1."""

@@ -147,7 +147,7 @@ def roofline_title(reports, bandwidth_gbs: float, noise=None) -> str:
     speeds = (f"{small.key} {small.decode_tokens_per_s:.1f} vs {big.key} "
               f"{big.decode_tokens_per_s:.1f} tokens/s")
     if not supports_verdict(noise):
-        return f"Decode speed against bytes per token: {speeds} ({withheld(noise)})"
+        return f"Decode: {speeds} ({withheld(noise)})"  # two caption lines, as a verdict takes
     gain = small.decode_tokens_per_s / big.decode_tokens_per_s
     if gain >= FASTER:
         return (f"Fewer bytes per token, faster decode here: {small.key} {gain:.1f}× "

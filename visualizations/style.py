@@ -19,7 +19,7 @@ MEASURED = "measured"
 THEORETICAL = "theoretical"
 
 
-ALONE = "each timed pass ran alone on the compute thread"
+ALONE = "each timed pass had the model to itself"
 
 
 def sharing_sentence(chats: int | None) -> str:
@@ -29,8 +29,8 @@ def sharing_sentence(chats: int | None) -> str:
     if chats is None:
         return ALONE
     if chats == 0:
-        return f"{ALONE}; no chat was being served"
-    return f"{ALONE}; the server answered {chats} chat{'s' if chats != 1 else ''} between passes"
+        return f"{ALONE}; no chat was served"
+    return f"{ALONE}; {chats} chat{'s' if chats != 1 else ''} answered between passes"
 
 
 def info_caption(info, dtype: str | None = None, note: str = "", alone: bool = True,
