@@ -192,19 +192,32 @@ def test_lesson_5_batching(visitor):
     wait_until(lambda: plot_points(page, "batch-sweep-throughput") == 9, 10, "the throughput chart")
     title = plot_caption(page, "batch-sweep-throughput")  # the data's verdict: no "grows" on a fall
     grew = all(b > a for a, b in zip(rates, rates[1:]))
-    assert title.startswith("Decode throughput") and ("grows" in title) == (grew and not busy)
+    # a disturbed run can measure more than n rows' gain twice: named impossible, no verdict
+    impossible = "impossible figure" in title
+    assert title.startswith("Decode throughput")
+    assert ("grows" in title) == (grew and not busy and not impossible), title
     assert plot_caption(page, "batch-sweep-steptime").startswith("One step serves the whole")
     closing = wait_text_change(page, "batch-closing", closing0, 10)
-    assert number(r"([\d.]+) tokens/s at batch 1", closing) == rates[0]
-    assert number(r"([\d.]+) tokens/s at batch 4", closing) == rates[-1]
+    assert ("Not a possible result" in closing) == impossible, closing
+    if impossible:  # the gain it would have shown is withheld, and the closing says why
+        assert "no gain is shown" in closing and "tokens/s at batch" not in closing, closing
+    else:
+        assert number(r"([\d.]+) tokens/s at batch 1", closing) == rates[0]
+        assert number(r"([\d.]+) tokens/s at batch 4", closing) == rates[-1]
     # The same numbers as big cards right under Run sweep (≥ 28 px: a back row
     # reads them), the ratio's word only from a quiet run whose numbers support it.
     cards = card_values(page, "batch-cards")
-    assert [float(v) for v in cards[:2]] == [rates[0], rates[-1]], cards
-    assert ratio_shown(cards[2], rates[-1], rates[0]), cards
     assert min(card_sizes(page, "batch-cards")) >= 28
     said = text_of(page, "batch-cards")
-    if busy:  # the numbers stand; no word drawn from them
+    if impossible and number(r"(\d+) rows measured", closing) == 4:  # the largest batch's
+        assert float(cards[0]) == rates[0] and cards[1:3] == ["—", "—"], cards
+        assert "Not a possible result" in said, said
+    else:
+        assert [float(v) for v in cards[:2]] == [rates[0], rates[-1]], cards
+        assert ratio_shown(cards[2], rates[-1], rates[0]), cards
+    if impossible:
+        pass  # the cards' word is the impossible note's, checked above where it applies
+    elif busy:  # the numbers stand; no word drawn from them
         assert "busy machine" in said and not re.search(r"grows|fell|levelled", said), said
     else:
         assert ("grows" in said) == grew, said
