@@ -26,7 +26,6 @@ from e2e_browser import (
 from inference.config import LIMITS
 
 SIZES = [(1280, 720), (390, 844)]
-SIZE_IDS = ["projector", "phone"]
 MAX_GAP = 72  # px between two items in the chain: Gradio's 16-px gaps and an empty block or two
 
 # (tab, sub-tab (None: the one it opens on), main button, its headline cards, its first chart),
@@ -155,16 +154,17 @@ def open_lesson(page, tab: str, sub: str | None) -> None:
         page.get_by_role("tab", name=sub, selected=True).wait_for()
 
 
-@pytest.mark.parametrize("size", SIZES, ids=SIZE_IDS)
 @pytest.mark.parametrize("tab, sub, button, cards, chart", LESSONS,
                          ids=[row[2].lstrip("#") for row in LESSONS])
-def test_button_cards_and_first_chart_share_one_screen(visitor, size, tab, sub, button, cards,
-                                                       chart):
+def test_button_cards_and_first_chart_share_one_screen(visitor, tab, sub, button, cards, chart):
+    """Opened at the first size, then the window resized to each (one page per lesson)."""
     page, watch = visitor
-    page.set_viewport_size({"width": size[0], "height": size[1]})
+    page.set_viewport_size({"width": SIZES[0][0], "height": SIZES[0][1]})
     open_lesson(page, tab, sub)
-    first = [PHONE_FIRST[button]] if size[0] <= 640 and button in PHONE_FIRST else []
-    assert_fits(page, tab, size, [button, *first, *cards, chart])
+    for size in SIZES:
+        page.set_viewport_size({"width": size[0], "height": size[1]})
+        first = [PHONE_FIRST[button]] if size[0] <= 640 and button in PHONE_FIRST else []
+        assert_fits(page, tab, size, [button, *first, *cards, chart])
     assert_clean(page, watch)
 
 

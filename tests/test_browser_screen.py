@@ -211,7 +211,7 @@ def test_decode_chips_wrap_after_many_steps(visitor):
     page.set_viewport_size({"width": 390, "height": 844})
     open_tab(page, "3 · Decode")
     fill_text(page, "decode-prompt", "Write a long story about a dragon who learns to bake.")
-    set_slider(page, "decode-step", "Max new tokens", 48)
+    set_slider(page, "decode-step", "Max new tokens", 28)  # at least 20 made: rows to wrap
     set_slider(page, "decode-step", "Play: pause between steps (s)", 0.05)
     page.locator("#decode-play").click()
     wait_until(lambda: "Finished" in text_of(page, "decode-stats"), 240, "Play to finish")
