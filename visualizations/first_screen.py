@@ -257,7 +257,7 @@ def live_cards_html(ttft_s: float | None, per_token_s: float | None, prompt_toke
     prefill); `per_token_s`: mean wall time between later tokens."""
     work = (prompt_work(first_event, queued_s) if first_event is not None
             else f"{prompt_tokens} prompt tokens")
-    noisy = " · noisy" if busy else ""  # short: one label line; the busy notice under the cards says why
+    noisy = " · noisy" if busy else ""  # one label line: the busy notice under them says why
     first = Card(f"first token{noisy}", WAITING if ttft_s is None else f"{ttft_s * 1000:,.0f} ms",
                  "appears when the prompt's prefill ends" if ttft_s is None else
                  f"measured: {work}")
