@@ -13,19 +13,18 @@ def log_turns(srv, log: list) -> None:
     """Append each of `srv`'s timed jobs and steps to `log`."""
     real_timed = srv.turns._timed
 
+    def logged(fn, sign):
+        def run(*args):
+            start = time.perf_counter()
+            try:
+                return fn(*args)
+            finally:
+                log.append((sign, time.perf_counter() - start))
+        return run
+
     def timed(fn, args, sign):
         if sign > 0:
-            def job(*a):
-                start = time.perf_counter()
-                try:
-                    return fn(*a)
-                finally:
-                    log.append((sign, time.perf_counter() - start))
-            return real_timed(job, args, sign)
-        start = time.perf_counter()
-        try:
-            return real_timed(fn, args, sign)
-        finally:
-            log.append((sign, time.perf_counter() - start))
+            return real_timed(logged(fn, sign), args, sign)
+        return logged(real_timed, sign)(fn, args, sign)
 
     srv.turns._timed = timed
