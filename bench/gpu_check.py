@@ -18,6 +18,7 @@ import argparse
 import importlib.util
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -36,8 +37,6 @@ from bench.workloads import (
     ROOT,
 )
 
-NO_CUDA_EXIT = 2
-# The model-level tests (tests/model_level.txt) and the prompts and modes: bench/workloads.py.
 # Model-level tests that call a lesson's panel code (plotly/gradio), absent on the GPU machine.
 NEEDS_UI = ("tests/test_abuse_engine.py::test_concurrent_steps_on_one_session_take_turns",
             "tests/test_kv_cache.py::test_panel_handlers_on_the_real_model",
@@ -51,15 +50,6 @@ TARGETS = {  # what a GPU run must reach
     "captured.speedup_vs_eager": (">=", 5),
     "captured.same_tokens": ("==", True),
 }
-
-
-def no_cuda_message() -> str | None:
-    """Why this machine cannot run the check, or None when it can."""
-    if not torch.cuda.is_available():
-        return (f"No CUDA device here (torch {torch.__version__}, "
-                f"CUDA build: {torch.version.cuda or 'none'}). bench.gpu_check measures the app "
-                "on a GPU: run it on a machine with one (see README, 'On a GPU').")
-    return None
 
 
 def run_tests(timeout_s: int = 1_500) -> dict:
@@ -99,7 +89,7 @@ def decode_figures(lm, ids: list[int]) -> dict:
     measure.engine_decode_rate(lm, ids, 4)  # warm-up
     rates = [measure.engine_decode_rate(lm, ids, 32) for _ in range(3)]
     bw = measure_read_bandwidth(lm.device)
-    eager = measure.median(rates)
+    eager = statistics.median(rates)
     roof = Roofline(bw, bytes_read_per_token(lm.model), eager)
     return {"engine_tokens_per_s": eager, "runs": rates, "bandwidth_read_gbs": bw,
             "roofline_tokens_per_s": roof.ceiling_tokens_per_s,
@@ -142,10 +132,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-bench", action="store_true")
     ap.add_argument("--out", default=str(ROOT / "bench" / "gpu-results.json"))
     args = ap.parse_args(argv)
-    why = no_cuda_message()
-    if why:
-        print(why, file=sys.stderr)
-        return NO_CUDA_EXIT
+    if not torch.cuda.is_available():
+        print(f"No CUDA device here (torch {torch.__version__}, CUDA build: "
+              f"{torch.version.cuda or 'none'}). bench.gpu_check measures the app on a GPU: run "
+              "it on a machine with one (see README, 'On a GPU').", file=sys.stderr)
+        return 2
     out = Path(args.out)
     results: dict = {"when": time.strftime("%Y-%m-%d %H:%M:%S"),
                      "machine": {"device": torch.cuda.get_device_name(0),

@@ -8,7 +8,7 @@ a noisy neighbour slows both sides alike and the ratio stays meaningful.
 """
 from __future__ import annotations
 
-import statistics
+from statistics import median
 
 import torch
 
@@ -21,10 +21,6 @@ from inference.experiments.prefill_sweep import sweep_tokens, time_parallel
 from inference.generation import stream
 from inference.kv_cache import kv_cache_bytes
 from inference.timing import stopwatch
-
-
-def median(xs) -> float:
-    return float(statistics.median(xs))
 
 
 def engine_decode_rate(lm, ids: list[int], new_tokens: int) -> float:
@@ -53,13 +49,10 @@ def decode_comparison(lm, ids: list[int], new_tokens: int = 32, repeats: int = 5
     engine_decode_rate(lm, ids, 4)  # warm-up
     generate_decode_rate(lm, ids, 4)
     eng, gen = [], []
+    lanes = [(eng, engine_decode_rate), (gen, generate_decode_rate)]
     for i in range(repeats):  # interleaved, alternating which goes first
-        if i % 2:
-            gen.append(generate_decode_rate(lm, ids, new_tokens))
-            eng.append(engine_decode_rate(lm, ids, new_tokens))
-        else:
-            eng.append(engine_decode_rate(lm, ids, new_tokens))
-            gen.append(generate_decode_rate(lm, ids, new_tokens))
+        for runs, rate in lanes[::-1] if i % 2 else lanes:
+            runs.append(rate(lm, ids, new_tokens))
     ratios = [e / g for e, g in zip(eng, gen)]
     return {"new_tokens": new_tokens, "engine_tokens_per_s": median(eng),
             "generate_tokens_per_s": median(gen), "engine_vs_generate": median(ratios),
