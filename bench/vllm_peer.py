@@ -38,14 +38,10 @@ SERVER_ENV = {"VLLM_CPU_KVCACHE_SPACE": "4", "VLLM_TARGET_DEVICE": "cpu"}
 BROKEN_EXTRAS = ("torchvision", "torchaudio", "torchcodec")
 
 
-def venv_python() -> Path:
-    return VENV / "bin" / "python"
-
-
 def ensure_vllm(log=print) -> str | None:
     """Make `.venv-vllm` with vLLM's CPU build if it is not there yet. None when ready, else
     the reason it could not be set up (the bench prints it and skips the comparison)."""
-    py = venv_python()
+    py = VENV / "bin" / "python"
     if not _imports_vllm(py):
         if VENV.is_symlink() and not VENV.exists():  # a link to a folder on another machine
             log(f"{VENV.name} links to {os.readlink(VENV)}, which is not here: link removed")
@@ -59,7 +55,7 @@ def ensure_vllm(log=print) -> str | None:
             done = subprocess.run(cmd, capture_output=True, text=True)
             if done.returncode != 0 and "uninstall" not in cmd:
                 return f"`{' '.join(cmd[2:5])}` failed: {(done.stderr or done.stdout)[-300:]}"
-    write_dist_info(py)
+    write_dist_info()
     if not _imports_vllm(py):
         return "vLLM was installed but does not import in its venv"
     return None
@@ -73,7 +69,7 @@ def _imports_vllm(py: Path) -> bool:
     return done.returncode == 0
 
 
-def write_dist_info(py: Path) -> Path | None:
+def write_dist_info() -> Path | None:
     """A minimal `vllm-<ver>.dist-info` (Name: vllm) in the venv's site-packages, so the CLI's
     version lookup of a distribution named `vllm` succeeds. Returns the folder written."""
     sites = glob.glob(str(VENV / "lib" / "python*" / "site-packages"))
@@ -97,28 +93,23 @@ def weights_folder() -> str | None:
     return os.path.dirname(found[-1]) if found else None
 
 
-def start_vllm(folder: str) -> AppServer:
-    """vLLM's OpenAI server on a free loopback port, serving `folder`; returns once
-    `/v1/models` answers (polled), or raises RuntimeError with the log's tail."""
-    port = free_port()
-    cmd = [str(venv_python()), "-m", "vllm.entrypoints.openai.api_server", "--model", folder,
-           "--host", "127.0.0.1", "--port", str(port), *SERVER_ARGS]
-    return launch("vLLM", cmd, os.environ | SERVER_ENV, port,
-                  ROOT / "test-artifacts" / "vllm-server.log", "v1/models", STARTUP_TIMEOUT_S,
-                  POLL_S)
-
-
 def start_peer(log=print) -> tuple[AppServer | None, str]:
-    """vLLM set up and started on the app's weights -> (server, the model's name it serves:
-    its folder), or (None, why not)."""
+    """vLLM set up and its OpenAI server started on the app's weights, on a free loopback port,
+    once `/v1/models` answers -> (server, the model's name it serves: its folder), or (None,
+    why not: the log's tail where it did not start)."""
     reason = ensure_vllm(log)
     folder = weights_folder()
     if reason is None and folder is None:
         reason = "the app's weight cache is empty (start the app once first)"
     if reason is not None:
         return None, reason
+    port = free_port()
+    cmd = [str(VENV / "bin" / "python"), "-m", "vllm.entrypoints.openai.api_server", "--model",
+           folder, "--host", "127.0.0.1", "--port", str(port), *SERVER_ARGS]
     try:
-        return start_vllm(folder), folder
+        return launch("vLLM", cmd, os.environ | SERVER_ENV, port,
+                      ROOT / "test-artifacts" / "vllm-server.log", "v1/models",
+                      STARTUP_TIMEOUT_S, POLL_S), folder
     except RuntimeError as exc:
         return None, str(exc)[-400:]
 

@@ -23,7 +23,7 @@ def test_dist_info_shim_names_the_vllm_distribution(tmp_path, monkeypatch):
     site = tmp_path / "lib" / "python3.11" / "site-packages"
     site.mkdir(parents=True)
     monkeypatch.setattr(vllm_peer, "VENV", tmp_path)
-    folder = vllm_peer.write_dist_info(tmp_path / "bin" / "python")
+    folder = vllm_peer.write_dist_info()
     meta = (folder / "METADATA").read_text()
     assert "Name: vllm" in meta and f"Version: {vllm_peer.VLLM_VERSION}+cpu" in meta
 
