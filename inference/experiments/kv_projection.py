@@ -152,48 +152,30 @@ def doubling_range(start: int, stop: int) -> list[int]:
     return out
 
 
-@dataclass(frozen=True)
-class ModelShape:
-    name: str
-    layers: int
-    hidden: int
-    heads: int
-    kv_heads: int
-    intermediate: int
-    vocab: int = 49_152
-
-    @property
-    def head_dim(self) -> int:
-        return self.hidden // self.heads
-
-    @property
-    def parameters(self) -> int:
-        kv = self.kv_heads * self.head_dim
-        per_layer = (2 * self.hidden**2 + 2 * self.hidden * kv
-                     + 3 * self.hidden * self.intermediate + 2 * self.hidden)
-        return self.vocab * self.hidden + self.layers * per_layer + self.hidden
-
-    def weight_bytes(self, bytes_per_value: float) -> float:
-        return self.parameters * bytes_per_value
-
-    def kv_bytes_per_token(self, bytes_per_value: int) -> int:
-        return bytes_per_token(self.layers, self.kv_heads, self.head_dim, bytes_per_value)
+def published_llama(name: str, layers: int, hidden: int, heads: int, kv_heads: int,
+                    intermediate: int, vocab: int = 49_152) -> ModelSpec:
+    """A Llama-style published config as a `ModelSpec`, its parameters by the formula above."""
+    head_dim = hidden // heads
+    per_layer = (2 * hidden**2 + 2 * hidden * kv_heads * head_dim + 3 * hidden * intermediate
+                 + 2 * hidden)
+    return ModelSpec(name, layers, heads, kv_heads, head_dim,
+                     vocab * hidden + layers * per_layer + hidden, _PUB)
 
 
-# Published configs (huggingface.co/HuggingFaceTB/SmolLM2-*-Instruct, config.json).
+# Published configs (huggingface.co/HuggingFaceTB/SmolLM2-*-Instruct, config.json):
+# name, layers, hidden, heads, kv_heads, intermediate.
 SMOLLM2 = (
-    ModelShape("SmolLM2-135M", layers=30, hidden=576, heads=9, kv_heads=3, intermediate=1536),
-    ModelShape("SmolLM2-360M", layers=32, hidden=960, heads=15, kv_heads=5, intermediate=2560),
-    ModelShape("SmolLM2-1.7B", layers=24, hidden=2048, heads=32, kv_heads=32,
-               intermediate=8192),
+    published_llama("SmolLM2-135M", 30, 576, 9, 3, 1536),
+    published_llama("SmolLM2-360M", 32, 960, 15, 5, 2560),
+    published_llama("SmolLM2-1.7B", 24, 2048, 32, 32, 8192),
 )
 
 
 @dataclass(frozen=True)
 class SizeRow:
-    shape: ModelShape
-    weight_bytes: float  # at the loaded dtype
-    int8_bytes: float  # one byte per weight (scales left out)
+    shape: ModelSpec
+    weight_bytes: int  # at the loaded dtype
+    int8_bytes: int  # one byte per weight (scales left out)
     kv_bytes_per_token: int
     ceiling_tokens_per_s: float  # batch 1, this machine's bandwidth, weights only
     fits: bool  # weights in the memory free now
@@ -205,6 +187,6 @@ def size_rows(bandwidth_gbs: float, bytes_per_value: int, free_bytes: int,
     rows = []
     for s in shapes:
         weights = s.weight_bytes(bytes_per_value)
-        rows.append(SizeRow(s, weights, s.weight_bytes(1), s.kv_bytes_per_token(bytes_per_value),
+        rows.append(SizeRow(s, weights, s.weight_bytes(1), s.bytes_per_token(bytes_per_value),
                             ceiling_tokens_per_s(bandwidth_gbs, weights), weights < free_bytes))
     return rows
