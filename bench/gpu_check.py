@@ -3,10 +3,10 @@
 Runs on a machine with a CUDA GPU and without gradio or plotly (this file imports neither):
 1. the model-level tests (MODEL_TESTS) with pytest, on the device and dtype the app chooses;
 2. the figures that matter on a GPU, with the lessons' own functions where a lesson measures
-   one: eager decode tokens/s at batch 1 beside the bandwidth ceiling, prefill of 16 and 1,024
-   tokens, the KV cache race (`kv_race`), the batch sweep (`batch_sweep`), every quantization
-   mode's speed and agreement (lesson 6's `compare_frames`), what bounds a step (kernels
-   launched, share of the step the GPU was busy, through "This machine"'s own
+   one: decode tokens/s at batch 1 against `generate()` and the bandwidth ceiling, prefill of 16
+   and 1,024 tokens, the KV cache race (`kv_race`), the batch sweep (`batch_sweep`), every
+   quantization mode's speed and agreement (lesson 6's `compare_frames`), what bounds a step
+   (kernels launched, share of the step the GPU was busy, through "This machine"'s own
    `inference.experiments.step_bound`) and the captured decode (CUDA graph) against eager.
 Each section's result (or its error) is written to bench/gpu-results.json as soon as it is
 known, so a run cut short still leaves what it measured. Without CUDA it says so and exits 2.
@@ -18,7 +18,6 @@ import argparse
 import importlib.util
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -81,22 +80,6 @@ def run_tests(timeout_s: int = 1_500) -> dict:
     return out
 
 
-def decode_figures(lm, ids: list[int]) -> dict:
-    from bench import measure
-    from inference.experiments.roofline import Roofline, measure_read_bandwidth
-    from inference.weights import bytes_read_per_token
-
-    measure.engine_decode_rate(lm, ids, 4)  # warm-up
-    rates = [measure.engine_decode_rate(lm, ids, 32) for _ in range(3)]
-    bw = measure_read_bandwidth(lm.device)
-    eager = statistics.median(rates)
-    roof = Roofline(bw, bytes_read_per_token(lm.model), eager)
-    return {"engine_tokens_per_s": eager, "runs": rates, "bandwidth_read_gbs": bw,
-            "roofline_tokens_per_s": roof.ceiling_tokens_per_s,
-            "fraction_of_roofline": roof.fraction,
-            "generate_tokens_per_s": measure.generate_decode_rate(lm, ids, 32)}
-
-
 def captured_vs_eager(lm, ids: list[int], new_tokens: int = 128) -> dict:
     """The engine's eager greedy loop (DynamicCache) against the captured static-cache step:
     tokens/s at batch 1 and whether every token is the same."""
@@ -110,12 +93,13 @@ def captured_vs_eager(lm, ids: list[int], new_tokens: int = 128) -> dict:
 def bench_sections(lm) -> dict:
     """Name -> zero-argument function, in the order they run."""
     from bench import measure
+    from inference.experiments.roofline import measure_read_bandwidth
     from inference.experiments.step_bound import measure_step_bound, step_figures
     from inference.tokens import prompt_ids
 
     ids = prompt_ids(lm.tokenizer, PROMPT)
     return {
-        "decode": lambda: decode_figures(lm, ids),
+        "decode": lambda: measure.decode(lm, ids, measure_read_bandwidth(lm.device)),
         # "This machine"'s own measurement; its race is the "captured" section, run once
         "step_profile": lambda: step_figures(measure_step_bound(lm, ids, race_tokens=0)),
         "prefill": lambda: measure.prefill_speeds(lm, (16, 1024)),

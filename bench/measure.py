@@ -18,9 +18,11 @@ from inference.experiments.kv_growth import watch_growth
 from inference.experiments.kv_race import race, summarize
 from inference.experiments.memory_guard import memory_budget_bytes
 from inference.experiments.prefill_sweep import sweep_tokens, time_parallel
+from inference.experiments.roofline import Roofline
 from inference.generation import stream
 from inference.kv_cache import kv_cache_bytes
 from inference.timing import stopwatch
+from inference.weights import bytes_read_per_token
 
 
 def engine_decode_rate(lm, ids: list[int], new_tokens: int) -> float:
@@ -57,6 +59,20 @@ def decode_comparison(lm, ids: list[int], new_tokens: int = 32, repeats: int = 5
     return {"new_tokens": new_tokens, "engine_tokens_per_s": median(eng),
             "generate_tokens_per_s": median(gen), "engine_vs_generate": median(ratios),
             "engine_runs": eng, "generate_runs": gen}
+
+
+def decode(lm, ids: list[int], bandwidth_gbs: float) -> dict:
+    """Engine against `generate()`, and the engine's share of the bandwidth ceiling (the
+    weights and the cache a step reads, in the loaded dtype's bytes per value)."""
+    dec = decode_comparison(lm, ids)
+    info = lm.info
+    kv_bytes = kv_cache_bytes(info.layers, info.kv_heads, info.head_dim, lm.bytes_per_value,
+                              tokens=len(ids) + 24)
+    roof = Roofline(bandwidth_gbs, bytes_read_per_token(lm.model) + kv_bytes,
+                    dec["engine_tokens_per_s"])
+    return dec | {"roofline_tokens_per_s": roof.ceiling_tokens_per_s,
+                  "fraction_of_roofline": roof.fraction,
+                  "bytes_read_per_token": roof.bytes_per_token, "bandwidth_read_gbs": bandwidth_gbs}
 
 
 def prefill_speeds(lm, lengths=(16, 64, 256, 1024)) -> list[dict]:

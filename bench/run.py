@@ -24,11 +24,9 @@ from bench.targets import finish
 from bench.workloads import KV_PROMPT, PROMPT, QUALITY_PROMPT
 from inference.config import LIMITS
 from inference.experiments.cpu_flags import this_cpu as cpu_name
-from inference.experiments.roofline import Roofline, measure_read_bandwidth
-from inference.kv_cache import kv_cache_bytes
+from inference.experiments.roofline import measure_read_bandwidth
 from inference.loading import load_model
 from inference.tokens import prompt_ids
-from inference.weights import bytes_read_per_token
 
 TARGETS = {  # what a 2-core CPU must reach for the lessons' claims to hold
     "decode.engine_vs_generate": (">=", 0.95),
@@ -76,20 +74,6 @@ def machine_and_model(lm) -> tuple[dict, dict]:
                                  "copy: 256 MB copy, read + write bytes counted"},
             {"name": lm.info.name, "source": lm.info.source, "parameters": lm.info.parameters,
              "weight_bytes": lm.info.weight_bytes})
-
-
-def decode(lm, ids: list[int], bandwidth_gbs: float) -> dict:
-    """Engine against `generate()`, and the engine's share of the bandwidth ceiling (the
-    weights and the cache a step reads, in the loaded dtype's bytes per value)."""
-    dec = measure.decode_comparison(lm, ids)
-    info = lm.info
-    kv_bytes = kv_cache_bytes(info.layers, info.kv_heads, info.head_dim, lm.bytes_per_value,
-                              tokens=len(ids) + 24)
-    roof = Roofline(bandwidth_gbs, bytes_read_per_token(lm.model) + kv_bytes,
-                    dec["engine_tokens_per_s"])
-    return dec | {"roofline_tokens_per_s": roof.ceiling_tokens_per_s,
-                  "fraction_of_roofline": roof.fraction,
-                  "bytes_read_per_token": roof.bytes_per_token}
 
 
 def ui(lm, ids: list[int], n: int = 48) -> dict:
@@ -173,8 +157,9 @@ def model_sections(results: dict) -> None:
     lm = load_model()
     ids = prompt_ids(lm.tokenizer, PROMPT)
     results["machine"], results["model"] = section("machine", lambda: machine_and_model(lm))
+    bandwidth = results["machine"]["bandwidth_read_gbs"]
     results["decode"] = section("decode: engine vs model.generate(), batch 1",
-                                lambda: decode(lm, ids, results["machine"]["bandwidth_read_gbs"]))
+                                lambda: measure.decode(lm, ids, bandwidth))
     from inference.experiments.step_bound import measure_step_bound, step_figures
     results["step_profile"] = section(
         "decode step profile: ops per step, share outside the big matmuls",
