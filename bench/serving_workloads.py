@@ -245,13 +245,10 @@ def targets(workloads=WORKLOADS) -> dict[str, tuple[str, float]]:
     return out
 
 
-CLASS = "class_30x48"  # the workload the serving-peer card and the older keys describe
-
-
 def class_record(workloads: dict) -> dict:
     """The 30 x 48 workload under the keys the serving-peer card and `make bench` read."""
     from bench import vllm_peer  # its own venv's paths: imported where vLLM is used
-    w = workloads[CLASS]
+    w = workloads["class_30x48"]
     vllm = (w["vllm"] | {"version": vllm_peer.VLLM_VERSION} if w["vllm"]
             else {"skipped": w.get("vllm_reason", "no figures")})
     return {"clients": 30, "new_tokens": 48, "batched": w["app"], "vllm": vllm,
