@@ -168,25 +168,6 @@ def chat_flood(url: str, floods: int = 100, flood_tokens: int = 256, new_tokens:
             "flood_errors": sorted({c["error"][:120] for c in theirs if "error" in c})[:3]}
 
 
-def school(students: int = 30, chats: int = 3, chat_tokens: int = 48,
-           spread_s: float = 3.0) -> dict:
-    """(a) then (b), one class on one fresh app behind the proxy (stopped at the end)."""
-    with start_app(BEHIND_PROXY) as app:
-        room = class_of(app.url, students + chats)
-        cookies = sum(bool(s.cookies) for s in room)
-        first = at_once(app.url, room[:students], room[students:], chat_tokens, spread_s)
-        return {"cookies": cookies, "at_once": first,
-                "own_settings": own_settings(app.url, room[:students], spread_s)}
-
-
-def abuse(presses: int = 100, floods: int = 100, flood_tokens: int = 256,
-          new_tokens: int = 48) -> dict:
-    """(c) then (d) on one fresh app behind the proxy (stopped at the end)."""
-    with start_app(BEHIND_PROXY) as app:
-        return {"forged": forged(app.url, presses),
-                "chat_flood": chat_flood(app.url, floods, flood_tokens, new_tokens)}
-
-
 def soak_on(url: str, pid: int, duration_s: float, idle_s: float, every_s: float = 30.0,
             chats: int = 3, chat_tokens: int = 48,
             lessons: tuple[str, ...] = LESSONS) -> dict:
@@ -217,12 +198,6 @@ def soak_on(url: str, pid: int, duration_s: float, idle_s: float, every_s: float
             "errors": len(failed) + sum(len(t["errors"]) for t in talk),
             "error_messages": ([p["error"] for p in failed]
                                + [e for t in talk for e in t["errors"]])[:5]}
-
-
-def soak(duration_s: float = 1_200.0, idle_s: float = 300.0, every_s: float = 30.0) -> dict:
-    """`serving.soak` on its own fresh app behind the proxy (stopped at the end)."""
-    with start_app(BEHIND_PROXY) as app:
-        return soak_on(app.url, app.pid, duration_s, idle_s, every_s)
 
 
 def overlap_share(span: tuple[float, float], busy: list[tuple[float, float]]) -> float:
@@ -265,20 +240,28 @@ def chats_while_measuring(chats: int = 10, new_tokens: int = 48) -> dict:
 def measure_classroom(students: int = 30, chats: int = 3, measuring_chats: int = 10,
                       new_tokens: int = 48, soak_s: float = 1_200.0,
                       idle_s: float = 300.0) -> dict:
-    """Every figure, each group on its own fresh app: the keys `make bench` puts in `serving`."""
+    """Every figure, each group on its own fresh app (behind the proxy but the chats while
+    measuring, stopped at the end): the keys `make bench` puts in `serving`."""
     def say(what: str) -> None:
         print(f"== {what} ({time.strftime('%H:%M:%S')})", flush=True)
     say(f"one school address: {students} students press the four lessons' Run with defaults "
         f"while {chats} chat, then each with their own settings")
-    room = school(students, chats, new_tokens)
+    with start_app(BEHIND_PROXY) as app:
+        room = class_of(app.url, students + chats)
+        figures = {"cookies": sum(bool(s.cookies) for s in room),
+                   "at_once": at_once(app.url, room[:students], room[students:], new_tokens),
+                   "own_settings": own_settings(app.url, room[:students])}
     say("a script forging X-Forwarded-For: 100 measurements, then 100 chats")
-    room.update(abuse(new_tokens=new_tokens))
+    with start_app(BEHIND_PROXY) as app:
+        figures |= {"forged": forged(app.url),
+                    "chat_flood": chat_flood(app.url, new_tokens=new_tokens)}
     say(f"chats while measuring: {measuring_chats} chats alone, then beside the KV race and "
         "the batch sweep")
     measuring = chats_while_measuring(measuring_chats, new_tokens)
     say(f"soak: {soak_s:.0f} s of chats and a measurement every 30 s, then {idle_s:.0f} s idle")
-    return {"classroom": room, "chats_while_measuring": measuring,
-            "soak": soak(soak_s, idle_s)}
+    with start_app(BEHIND_PROXY) as app:
+        soaked = soak_on(app.url, app.pid, soak_s, idle_s)
+    return {"classroom": figures, "chats_while_measuring": measuring, "soak": soaked}
 
 
 def main() -> dict:
