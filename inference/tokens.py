@@ -7,6 +7,7 @@ reads, so the cost of the role markers can be counted in tokens.
 """
 from __future__ import annotations
 
+import re
 import unicodedata
 from dataclasses import dataclass
 
@@ -45,18 +46,10 @@ class TokenizedText:
 def clean_text(text: str) -> str:
     """Make user text safe to tokenize: drop lone surrogates and control characters
     (keeping newlines and tabs), normalise to NFC. Emoji and right-to-left text pass through."""
-    text = text.encode("utf-8", "replace").decode("utf-8") if _has_surrogates(text) else text
+    text = text.encode("utf-8", "replace").decode("utf-8")  # a lone surrogate becomes "?"
     keep = {"\n", "\t"}
     text = "".join(c for c in text if c in keep or unicodedata.category(c) not in ("Cc", "Cs"))
     return unicodedata.normalize("NFC", text)
-
-
-def _has_surrogates(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-        return False
-    except UnicodeEncodeError:
-        return True
 
 
 def tokenize(tokenizer, text: str, typed: bool = True) -> TokenizedText:
@@ -120,25 +113,12 @@ def encode_chat(tokenizer, user_text: str, system: str | None = None) -> list[in
     full = chat_prompt(tokenizer, slots["user"], slots["system"] if system else None)
     typed = {slots["user"]: user_text, slots["system"]: system or ""}
     ids: list[int] = []
-    for part in _split_keep(full, list(typed)):
+    for part in re.split("(" + "|".join(map(re.escape, typed)) + ")", full):  # slots kept
         if part in typed:
             ids += encode_text(tokenizer, typed[part])
         elif part:
             ids += tokenizer(part, add_special_tokens=False)["input_ids"]
     return ids
-
-
-def _split_keep(text: str, seps: list[str]) -> list[str]:
-    """'a<S>b' -> ['a', '<S>', 'b'] for every separator in `seps`."""
-    parts = [text]
-    for sep in seps:
-        out = []
-        for p in parts:
-            pieces = p.split(sep)
-            for i, piece in enumerate(pieces):
-                out += [piece] + ([sep] if i < len(pieces) - 1 else [])
-        parts = out
-    return parts
 
 
 def prompt_ids(tokenizer, user_text: str, *, chat: bool = True, system: str | None = None,
