@@ -19,7 +19,6 @@ from inference.experiments.quality import (
     ModeReport,
     compare_steps,
     load_perplexity_text,
-    reference_steps,
 )
 from inference.experiments.quant_race import SpeedRace, checked_speed_race
 from inference.experiments.quiet_reference import QuietFigure
@@ -96,9 +95,7 @@ def compare_frames(lm, settings: Settings, shared, prompt: str, modes: list[str]
                                  f"({step.done}/{step.total})")
         built_modes[key] = built
         yield QuantFrame(f"⏳ [{i}/{len(keys)}] measuring {built.mode.label}…")
-        steps = (reference_steps(built, lm.tokenizer, ids, n, text_ids, device) if ref is None
-                 else compare_steps(built, lm.tokenizer, ref, text_ids, device))
-        for step in steps:
+        for step in compare_steps(built, lm.tokenizer, ids, n, text_ids, device, ref):
             if step.reference is not None:  # float32's own run: the others' reference
                 ref = step.reference
                 if ref_key is not None:

@@ -150,62 +150,31 @@ class CompareProgress:
     done: int  # decode steps timed so far
     total: int  # decode steps to time
     report: ModeReport | None = None
-    reference: Reference | None = None  # `reference_steps`' last item: the run it measured
+    reference: Reference | None = None  # float32's last item: the run it measured
 
 
-def _timed_steps(model, prompt: list[int], n: int, device: torch.device
-                 ) -> Iterator[CompareProgress | GreedyRun]:
-    """A mode's warm-up, then its timed greedy run: progress after the warm-up and after every
-    timed step (a lesson yields there, so the server's steps run between them); the last item
-    is the `GreedyRun` itself."""
-    greedy_run(model, prompt, 2, device)  # warm-up, untimed: first calls pay for allocation
-    yield CompareProgress(0, n - 1)
-    for own in greedy_steps(model, prompt, n, device):
-        yield CompareProgress(len(own.step_seconds), n - 1)
-    yield own
-
-
-def compare_steps(built, tokenizer, reference: Reference, text_ids: list[int],
-                  device: torch.device) -> Iterator[CompareProgress]:
-    """Measure one built mode (a `BuiltMode`) against the fp32 reference, yielding after the
-    warm-up and after every timed step (the server steps there); the last item has the report."""
-    prompt = list(reference.prompt_ids)
-    n = len(reference.greedy.token_ids)
-    for own in _timed_steps(built.model, prompt, n, device):
-        if isinstance(own, CompareProgress):
-            yield own
-    yield CompareProgress(n - 1, n - 1, _report(built, tokenizer, reference, text_ids, device,
-                                                own))
-
-
-def reference_steps(built, tokenizer, prompt_ids: list[int], n: int, text_ids: list[int],
-                    device: torch.device) -> Iterator[CompareProgress]:
-    """float32 (`built`) measured like any mode, with its own timed greedy run and
-    teacher-forced pass serving as the `Reference` too: one run, not a second identical one.
-    Agreement with itself is 1 and KL 0 by construction. The last item carries both the report
-    and the `Reference` (for the other modes, and for keeping)."""
+def compare_steps(built, tokenizer, prompt_ids: list[int], n: int, text_ids: list[int],
+                  device: torch.device, reference: Reference | None = None
+                  ) -> Iterator[CompareProgress]:
+    """Measure one built mode (a `BuiltMode`): a warm-up, then its timed greedy run of `n`
+    tokens, yielding after the warm-up and after every timed step (a lesson yields there, so
+    the server's steps run between them); the last item has the report against `reference`.
+    Without one, the mode (float32) is measured like any other and its own run and
+    teacher-forced pass become the `Reference` (agreement 1 and KL 0 by construction), carried
+    by the last item: one run, not a second identical one."""
     prompt = list(prompt_ids)
-    for own in _timed_steps(built.model, prompt, n, device):
-        if isinstance(own, CompareProgress):
-            yield own
-    logprobs = teacher_forced_logprobs(built.model, prompt, list(own.token_ids), device)
-    reference = Reference(tuple(prompt), own, logprobs)
-    yield CompareProgress(n - 1, n - 1, _report(built, tokenizer, reference, text_ids, device,
-                                                own, logprobs), reference)
-
-
-def _report(built, tokenizer, reference: Reference, text_ids: list[int], device: torch.device,
-            own: GreedyRun, logprobs: torch.Tensor | None = None) -> ModeReport:
-    """The agreement, KL and perplexity of a mode whose greedy run `own` is timed
-    (`logprobs`: its teacher-forced pass, when already run)."""
-    prompt = list(reference.prompt_ids)
-    targets = list(reference.greedy.token_ids)
-    if logprobs is None:
-        logprobs = teacher_forced_logprobs(built.model, prompt, targets, device)
-    top1, kl = agreement_and_kl(reference.logprobs, logprobs)
-    decided, n_decided = decided_agreement(reference.logprobs, logprobs)
+    greedy_run(built.model, prompt, 2, device)  # warm-up, untimed: first calls pay for allocation
+    yield CompareProgress(0, n - 1)
+    for own in greedy_steps(built.model, prompt, n, device):
+        yield CompareProgress(len(own.step_seconds), n - 1)
+    targets = reference.greedy.token_ids if reference else own.token_ids
+    logprobs = teacher_forced_logprobs(built.model, prompt, list(targets), device)
+    made = None if reference else Reference(tuple(prompt), own, logprobs)
+    ref = reference or made
+    top1, kl = agreement_and_kl(ref.logprobs, logprobs)
+    decided, n_decided = decided_agreement(ref.logprobs, logprobs)
     ppl, text_seconds = perplexity(built.model, text_ids, device)
-    return ModeReport(
+    report = ModeReport(
         key=built.mode.key, label=built.mode.label, kernel=built.kernel,
         head_treatment=built.head_treatment, weight_bytes=built.weight_bytes,
         bytes_per_token=built.bytes_per_token, ratio_to_fp32=built.ratio_to_fp32,
@@ -215,6 +184,7 @@ def _report(built, tokenizer, reference: Reference, text_ids: list[int], device:
         pieces=tuple(tokenizer.decode([i]) for i in own.token_ids),
         top1_agreement=top1, top1_decided=decided, decided_positions=n_decided, kl_mean=kl,
         perplexity=ppl)
+    yield CompareProgress(n - 1, n - 1, report, made)
 
 
 def greedy_tokens(prompt: int, new: int) -> int:
