@@ -115,7 +115,7 @@ def measure_all(lm, sizes: Sizes, shared, keep_quiet: bool = False) -> dict[str,
     for name, measure in FIGURES.items():
         watch = noise.begin(lm.device)
         figure = measure(lm, sizes, shared)
-        judged = noise.end(lm.device, watch)
+        judged, _ = noise.end(lm.device, watch)
         if keep_quiet and figure.robust is not None and figure.withheld is None:
             key = f"bench {name} {dataclasses.astuple(sizes)}"
             quiet_reference.keep_if_quiet(key, figure.robust.estimate, figure.robust.label(),

@@ -78,7 +78,7 @@ def test_a_real_busy_process_is_reported(lm):
                 with noise.stopwatch(lm.device) as t:
                     lm.model(ids)
                 steps.append(t[0])
-        judged = noise.end(lm.device, watch, steps)
+        judged, _ = noise.end(lm.device, watch, steps)
     finally:
         spinner.kill()
         spinner.wait()

@@ -133,19 +133,13 @@ def begin(device, calibrate: bool = True) -> Watch:
     return Watch(cpu_reading(), calib)
 
 
-def end(device, watch: Watch, repeats: Sequence[float] = (),
-        settings: Settings = LIMITS) -> Noise:
-    """Readings after the measurement, and the decision. `repeats`: timings of the same work
-    (e.g. every decode step of one length), for their spread. A measurement shorter than the
-    CPU counters can see (`MIN_CPU_WINDOW_S`) waits out the rest of that window before the
-    last reading, so a short run on a busy machine is still seen as busy (other programs
-    keep the cores busy while this one waits)."""
-    return _ended(device, watch, repeats, settings)[0]
-
-
-def _ended(device, watch: Watch, repeats: Sequence[float], settings: Settings
-           ) -> tuple[Noise, Watch]:
-    """`end`'s decision, and the readings it took (a watch from here on)."""
+def end(device, watch: Watch, repeats: Sequence[float] = (), settings: Settings = LIMITS
+        ) -> tuple[Noise, Watch]:
+    """Readings after the measurement: the decision, and the readings taken (a watch from here
+    on). `repeats`: timings of the same work (e.g. every decode step of one length), for their
+    spread. A measurement shorter than the CPU counters can see (`MIN_CPU_WINDOW_S`) waits out
+    the rest of that window before the last reading, so a short run on a busy machine is still
+    seen as busy (other programs keep the cores busy while this one waits)."""
     ratio = after = None
     if watch.calibration_s is not None:
         after = calibration_seconds(device)
@@ -188,7 +182,7 @@ def reading(repeats: Sequence[float] = (), settings: Settings = LIMITS) -> Noise
     measured = getattr(_open, "now", None)
     if measured is None:
         return judge(repeat_spread(repeats), settings=settings)
-    judged, measured.watch = _ended(measured.device, measured.watch, repeats, settings)
+    judged, measured.watch = end(measured.device, measured.watch, repeats, settings)
     measured.readings.append(judged)
     return judged
 
