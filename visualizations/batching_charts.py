@@ -1,7 +1,5 @@
 """Lesson 5 charts: batch sweep, the throughput/latency trade-off, padding, scheduler
-timelines and cost. Pure functions: measured records in (read by attribute, so tests pass
-hand-made stand-ins), plotly figures out.
-"""
+timelines and cost."""
 from __future__ import annotations
 
 import math

@@ -1,7 +1,6 @@
-"""Lesson 5 tables: the memory plan, the sweep's measurements with their explanation, the
-scheduler summary, the cost arithmetic, and the chain from KV memory to dollars (this machine's,
-measured; published models on a published GPU and the explainer's levers, theoretical), as
-markdown. Pure functions: records in, text out."""
+"""Lesson 5 tables, as markdown: the memory plan, the sweep with its explanation, the scheduler
+summary, the cost arithmetic, and the chain from KV memory to dollars (this machine's, measured;
+published models on a published GPU and the explainer's levers, theoretical)."""
 from __future__ import annotations
 
 from .cards import human_bytes

@@ -1,6 +1,5 @@
 """Lesson 5 text: sweep and scheduler progress, the padding explanation and the closing note
-that quotes what this machine measured. Pure functions: records in (read by attribute only),
-markdown out. The tables live in `batching_tables`."""
+that quotes what this machine measured (the tables live in `batching_tables`)."""
 from __future__ import annotations
 
 from collections.abc import Sequence

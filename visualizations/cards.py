@@ -41,9 +41,9 @@ def cards_html(cards: list[Card]) -> str:
     return "<div class='lab-cards'>" + "".join(one(c) for c in cards) + "</div>\n\n"
 
 
-def ms(seconds: float) -> str:
+def ms(seconds: float, digits: int = 1) -> str:
     """Seconds in milliseconds, as a table or a diagram shows them: 12.3 ms, 1,234.5 ms."""
-    return f"{seconds * 1000:,.1f} ms"
+    return f"{seconds * 1000:,.{digits}f} ms"
 
 
 def times(x: float) -> str:
@@ -53,8 +53,8 @@ def times(x: float) -> str:
 
 def human_bytes(n: float) -> str:
     """1536 -> '1.5 KB' (decimal units, as memory bandwidth is quoted)."""
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(n) < 1000:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1000
     return f"{n:.1f} TB"

@@ -1,7 +1,5 @@
 """Long contexts, drawn: prefill time per prompt token with its a + b·L + c·L² fit, one decode
-step against the cache length beside the bandwidth floor, and attention's peak memory. Pure:
-`inference.experiments.context_*` records in, a plotly Figure out.
-"""
+step against the cache length beside the bandwidth floor, and attention's peak memory."""
 from __future__ import annotations
 
 import plotly.graph_objects as go

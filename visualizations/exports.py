@@ -1,8 +1,6 @@
-"""Exports for slides and notes: a chart's data as CSV, and this machine's figures as a short
-markdown summary to paste. Pure: built from the same measured records the charts and reports
-use (read by attribute), so an export always matches what is drawn. Plotly's own toolbar (the
-camera icon on every chart) downloads the picture as PNG.
-"""
+"""Exports for slides and notes: a chart's data as CSV, and this machine's figures as markdown to
+paste, built from the records the charts use, so an export always matches what is drawn
+(Plotly's camera icon on every chart downloads the picture as PNG)."""
 from __future__ import annotations
 
 import atexit

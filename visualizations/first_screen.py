@@ -14,7 +14,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from .cards import WAITING, Card, cards_html, ratio_side, times
+from .cards import WAITING, Card, cards_html, ms, ratio_side, times
 from .mechanism import decode_lane, layer_groups, nice_capacity, race_lanes, slow_factor
 from .mechanism_style import GENERATED_COLOUR, PROMPT_COLOUR, READ_COLOUR, mechanism_css
 from .mechanism_svg import DECODE, PREFILL, Lane, anim, chip_label, esc
@@ -44,10 +44,6 @@ WIDE = Size("wide", 560, 5, 104)
 NARROW = Size("narrow", 220, 3, 48)
 WIDE_FROM_PX = 540  # a box this wide shows the wide drawing (560 units at ≥ 12/13 scale)
 LARGEST_SCALE = 1.1  # a drawing grows to fill its box up to this, then stays centred
-
-
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1000:,.0f} ms"
 
 
 def _text(x: float, y: float, body: str, extra: str = "") -> str:
@@ -118,7 +114,7 @@ def lane_svg(lane: Lane, size: Size, layers: int, capacity: int, clock_s: float)
                      f"<rect class='mech-anim mech-do-clock mech-clock' style='--at:0;--for:1' "
                      f"x='{strip_x}' y='{y}' width='{w:.1f}' height='18' fill='#111'/>"
                      + _text(strip_x + w + 6, y + 14,
-                             _ms(lane.seconds), " font-weight='700' class='fs-ms'"))
+                             ms(lane.seconds, 0), " font-weight='700' class='fs-ms'"))
     return (f"<svg class='fs-{size.name}' viewBox='0 0 {size.width} {height}' "
             f"style='max-width:{size.width * LARGEST_SCALE:.0f}px' role='img' "
             f"aria-label='{esc(lane.title)}' xmlns='http://www.w3.org/2000/svg'>"
@@ -198,7 +194,7 @@ def step_line(ev) -> str:
     if ev.index and ev.forward_tokens == 1:
         read = ev.cache_tokens - 1
         return (f"step {ev.index}: the model read {read} earlier token{'s' if read != 1 else ''} "
-                f"from its cache and wrote one more in {_ms(ev.seconds)}{with_others}")
+                f"from its cache and wrote one more in {ms(ev.seconds, 0)}{with_others}")
     cached = getattr(ev, "prefix_cached_tokens", 0)
     passes = getattr(ev, "prefill_passes", 1)
     how = ("in one pass" if passes == 1 else f"in {passes} passes" if passes > 1 else
@@ -208,8 +204,9 @@ def step_line(ev) -> str:
             f"read all {ev.forward_tokens} tokens {how}").rstrip()
     if ev.index:  # a freed cache: the whole text fed again
         return (f"step {ev.index}: the cache was freed, so the model {took} and wrote one more "
-                f"in {_ms(ev.seconds)}{with_others}")
-    timed = f"; its last pass took {_ms(ev.seconds)}" if passes > 1 else f" in {_ms(ev.seconds)}"
+                f"in {ms(ev.seconds, 0)}{with_others}")
+    took_ms = ms(ev.seconds, 0)
+    timed = f"; its last pass took {took_ms}" if passes > 1 else f" in {took_ms}"
     return (f"step 0, the prompt: the model {took}, kept their keys and values in its cache "
             f"and wrote the first token{timed}{with_others}")
 
@@ -220,8 +217,8 @@ def race_line(cached: Lane, plain: Lane, step: int) -> str:
     return (f"step {step}: with the cache the model fed {len(cached.fed)} token"
             f"{'s' if len(cached.fed) != 1 else ''}"
             + (f" and read {read} from its cache" if read else "")
-            + f" in <b>{_ms(cached.seconds)}</b>; without it, it fed all {len(plain.fed)} again "
-            f"in <b>{_ms(plain.seconds)}</b>")
+            + f" in <b>{ms(cached.seconds, 0)}</b>; without it, it fed all {len(plain.fed)} again "
+            f"in <b>{ms(plain.seconds, 0)}</b>")
 
 
 def live_picture(prompt: Sequence[str], events: Sequence, layers: int, *, capacity: int,

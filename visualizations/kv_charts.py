@@ -1,8 +1,5 @@
-"""Lesson 4 charts: the cache drawn from its tensors, the race, the projections, prefix reuse.
-
-Pure functions: plain data in (the frozen records from `inference/`), a plotly Figure out
-(the lesson's markdown is in `kv_text`). No model calls, so each is tested on hand-made data.
-"""
+"""Lesson 4 charts: the cache drawn from its tensors, the race, the projections, prefix reuse
+(the lesson's markdown is in `kv_text`)."""
 from __future__ import annotations
 
 import plotly.graph_objects as go

@@ -1,9 +1,5 @@
 """Lesson 4 text: the cache formula filled in, each growth step, the race verdict, the
-projection table and the prefix-reuse table, as markdown.
-
-Pure functions: the frozen records of `inference.experiments` in (read by attribute only, so
-tests pass hand-made stand-ins), a markdown string out. No model calls, no Gradio.
-"""
+projection table and the prefix-reuse table, as markdown."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence

@@ -1,13 +1,10 @@
 """'This machine' in words: the roofline (bandwidth ÷ bytes per token = the decode ceiling,
-beside the measured speed) and choosing a model size for this machine (theoretical rows from
-published shapes and the measured bandwidth). A busy run shows the busy notice, its figure
-without a share of the ceiling, and this machine's quiet figure beside it when one is on file.
-Pure: rows and figures in, markdown out.
-"""
+beside the measured speed) and choosing a model size (theoretical rows from published shapes and
+the measured bandwidth). A busy run's figure gets no share of the ceiling."""
 from __future__ import annotations
 
 from .cards import human_bytes
-from .noise_view import busy_notice_html, reference_html, supports_verdict, withheld
+from .noise_view import busy_notice_html, reference_html, withheld
 
 
 def model_sizes_md(rows, bandwidth_gbs: float, dtype: str, free_bytes: int,
@@ -47,25 +44,21 @@ def model_sizes_md(rows, bandwidth_gbs: float, dtype: str, free_bytes: int,
     return "\n".join(lines)
 
 
-def decode_speed(r, noise=None, attempt: int = 0) -> str:
-    """The measured speed against the ceiling (past it: the reason instead of the figure)."""
-    if r.impossible:
-        again = " twice (the second time with the bandwidth read again)" if attempt else ""
-        return (f"not a possible result, measured{again}: {r.impossible} One of the two "
-                "measurements was disturbed (most likely the bandwidth, measured low): measure "
-                "again")
-    if noise is not None and not supports_verdict(noise):
-        return (f"**{r.measured_tokens_per_s:.1f} tokens/s**, noisy: no share of the ceiling "
-                f"({withheld(noise)})")
-    return f"**{r.measured_tokens_per_s:.1f} tokens/s**, **{r.fraction:.0%}** of the ceiling"
-
-
 def roofline_md(r, weight_bytes: int, noise=None, attempt: int = 0, reference=None,
                 now=None) -> str:
-    """The roofline in four measured-or-theoretical lines, then what the gap means. `attempt`
-    1: measured again after a speed past the ceiling."""
+    """The roofline in four measured-or-theoretical lines, then what the gap means; a speed
+    past the ceiling gives its reason instead (`attempt` 1: measured again after one)."""
     per_token = human_bytes(r.bytes_per_token)
-    speed = decode_speed(r, noise, attempt)
+    if r.impossible:
+        again = " twice (the second time with the bandwidth read again)" if attempt else ""
+        speed = (f"not a possible result, measured{again}: {r.impossible} One of the two "
+                 "measurements was disturbed (most likely the bandwidth, measured low): measure "
+                 "again")
+    elif noise is not None and noise.busy:
+        speed = (f"**{r.measured_tokens_per_s:.1f} tokens/s**, noisy: no share of the ceiling "
+                 f"({withheld(noise)})")
+    else:
+        speed = f"**{r.measured_tokens_per_s:.1f} tokens/s**, **{r.fraction:.0%}** of the ceiling"
     head = busy_notice_html(noise) + reference_html(
         reference, "Decode speed", f"{r.measured_tokens_per_s or 0.0:.1f} tokens/s", noise, now,
         shown=lambda v: f"{v:.1f} tokens/s")

@@ -1,13 +1,9 @@
 """The weight read, on the mechanism diagram: what lessons 5 and 6 change about one forward pass.
 
-Every decode step reads every weight of the model once. Lesson 5 shares that read: B requests
-enter the layer stack together as B rows, one token each. Lesson 6 shrinks it: the same pass
-with fewer bytes per weight. Each beat is one measured step beside batch 1 or float32, at one
-slow-down, so the beats' lengths keep their measured ratio.
-
-Every number is the run's own; the one theoretical figure, the floor of a step (bytes read ÷
-the measured read bandwidth), says its formula. A comparison is the two numbers and their
-ratio, never a word like "faster"; a busy run (`noise.busy`) carries the busy notice.
+Every decode step reads every weight once. Lesson 5 shares that read: B requests enter the
+layer stack together as B rows, one token each. Lesson 6 shrinks it: fewer bytes per weight.
+Each beat is one measured step beside batch 1 or float32, at one slow-down, so the beats keep
+their measured ratio. A comparison is two numbers and their ratio, never a word like "faster".
 """
 from __future__ import annotations
 

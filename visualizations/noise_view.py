@@ -1,11 +1,9 @@
 """How a measurement's noise is shown: the busy notice, one quiet line that says how quiet, and
 beside a busy run this machine's quiet reference (the figure it gives when nothing else runs).
 
-Reads a `Noise` record (inference/experiments/noise.py) and a `QuietFigure`
-(inference/experiments/quiet_reference.py) by attribute. A busy run keeps its numbers on screen
-(they were measured) but under the notice, and the caller draws no verdict from them:
-`supports_verdict(noise)` is the one check every "faster", "grows" or "bound by" sentence goes
-through.
+A busy run keeps its numbers on screen (they were measured) but under the notice, and the caller
+draws no verdict from them: `supports_verdict(noise)` is the one check every "faster", "grows"
+or "bound by" sentence goes through.
 """
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
-"""The server's KV cache in pages, drawn from a `PoolStats` record (read by attribute): the
-pool one cell per block (coloured by the request holding it; a shared prefix block striped and
-marked "⧉"; a cached-idle block, whose keys wait for the next prompt with that prefix, hatched
-grey; a free block blank), each request's block table, and the bytes a left-padded tensor
-would hold against the bytes the pages hold. Every number comes from the record.
+"""The server's KV cache in pages, drawn from a `PoolStats` record: the pool one cell per block
+(coloured by the request holding it; a shared prefix block striped and marked "⧉"; a cached-idle
+block, kept for the next prompt with that prefix, hatched grey; a free block blank), each
+request's block table, and the bytes a left-padded tensor would hold against the pages' bytes.
 """
 from __future__ import annotations
 

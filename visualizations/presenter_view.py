@@ -1,6 +1,5 @@
 """What the presenter shows, as text: the screen in large type, the measured number big, and
-the recap of everything measured. Pure: reads records by attribute (screens) or by key (the
-measurements kept in the visitor's browser as dicts); never runs a model."""
+the recap of everything measured (read from the dicts kept in the visitor's browser)."""
 from __future__ import annotations
 
 import html

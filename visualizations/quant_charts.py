@@ -1,7 +1,4 @@
-"""Lesson 6 charts: bytes per weight against speed and quality. Pure functions:
-`inference.experiments.quality.ModeReport` records in (read by attribute, so tests pass
-hand-made stand-ins), plotly figures / HTML out.
-"""
+"""Lesson 6 charts: bytes per weight against speed and quality, from `ModeReport`s."""
 from __future__ import annotations
 
 import html

@@ -1,6 +1,5 @@
 """The written side of Lesson 6: the table of every measured number per precision mode and
-what this run showed. Pure functions over `ModeReport`s and a model info, read by attribute.
-"""
+what this run showed."""
 from __future__ import annotations
 
 from .cards import WAITING, Card, cards_html, human_bytes, times

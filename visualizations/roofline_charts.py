@@ -1,11 +1,8 @@
 """This machine's roofline, two ways. By bytes: measured decode tokens/s against the bytes one
-decode step reads, under the curve the measured bandwidth sets (bandwidth ÷ bytes per token);
-'This machine' draws the loaded model's one point, lesson 6 one point per precision mode.
-With both roofs: achieved GFLOP/s against arithmetic intensity (FLOPs per byte read), log-log.
-The bandwidth roof rises with intensity until it meets the flat compute roof at the ridge
-point; decode sits far left, where the bandwidth roof is its ceiling, and a long prefill far
-right, where the compute roof is. What bound each pass is read from the figures
-(`decide_bound`), not from where it sits.
+decode step reads, under the curve bandwidth ÷ bytes per token ('This machine' draws one point,
+lesson 6 one per precision mode). With both roofs: achieved GFLOP/s against arithmetic
+intensity, log-log; the bandwidth roof rises until it meets the flat compute roof at the ridge.
+What bound each pass is read from the figures (`decide_bound`), not from where it sits.
 """
 from __future__ import annotations
 

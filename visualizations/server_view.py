@@ -1,11 +1,9 @@
-"""The live "Server" view: the real continuous batcher serving this room, drawn from its
-`ServerStats` (rows in the batch, queue, step time, tokens/s, batch size over time), where each
-step's token budget and time go, and this server beside vLLM serving the same class.
+"""The live "Server" view: the continuous batcher serving this room, drawn from its
+`ServerStats`, where each step's token budget and time go, and this server beside vLLM.
 
-Chunked prefill gives each step a token budget: every running row's one decode token first,
-then newcomers' prompt chunks with the rest, so a long prompt shows up as a run of steps whose
-prefill part fills the budget while the decode part never drops to zero (the running streams
-keep going). Pure: records in (read by attribute), Plotly figures or markdown out.
+Chunked prefill gives each step a token budget: every running row's decode token first, then
+newcomers' prompt chunks, so a long prompt shows as a run of steps whose prefill part fills the
+budget while the decode part never drops to zero (the running streams keep going).
 """
 from __future__ import annotations
 

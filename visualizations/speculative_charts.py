@@ -1,9 +1,6 @@
-"""The speculative-decoding lesson's charts: the k sweep for both drafts, the cost of a
-verification pass against a plain step at batch 1 and batch 16, and the expected-value view
-(the formula's tokens per pass and speed-up at every k, from one race's α and times, beside
-what the race and a k sweep measured; the sampled acceptance rule's count at a temperature).
-Pure: records in (read by attribute), plotly figures and markdown out.
-"""
+"""The speculative-decoding lesson's charts: the k sweep for both drafts, a verification pass
+against a plain step at batch 1 and 16, and the expected-value view (the formula's tokens per
+pass and speed-up at every k from one race's α and times, beside what was measured)."""
 from __future__ import annotations
 
 import plotly.graph_objects as go

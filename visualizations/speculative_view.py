@@ -1,6 +1,5 @@
 """The speculative-decoding lesson's text views: each verification pass as a row of chips, the
-headline cards of a race, and the sentences under them. Pure: `SpecPass` and `SpecRaceSummary`
-records in (read by attribute), HTML / markdown out; every verdict comes from `speed_verdict`.
+headline cards of a race, and the sentences under them.
 
 A pass row: the draft's k guesses as chips, kept ones green (✓), the first rejected one red (✗,
 struck through) and the ones after it grey (never used: they followed a wrong guess), then the

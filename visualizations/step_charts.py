@@ -1,11 +1,9 @@
 """What one decode step spends its time on ('This machine'), beside the bandwidth floor.
 
 The roofline's ceiling assumes a step is nothing but reading the weights. The profiler splits
-a real step three ways: the big matrix products (they do read the weights), every other small
-operation (norms, rotary embeddings, attention, cache appends, casts), and the time between
-operations (Python and framework code; on a GPU, the GPU idle while the next kernel is
-launched), so the gap the roofline shows becomes visible as the parts that are not weight
-reading. Pure: a `StepProfile` or `StepBound`, read by attribute, in; a figure or markdown out.
+a real step three ways: the matrix products (they read the weights), every other small
+operation, and the time between operations (Python and framework code; on a GPU, the GPU idle
+until the next launch), so the roofline's gap shows as the parts that are not weight reading.
 """
 from __future__ import annotations
 

@@ -17,8 +17,6 @@ SEQUENCE = [PALETTE[k] for k in
 CAPTION_GREY = "#595959"  # 7.0:1 on white
 MEASURED = "measured"
 THEORETICAL = "theoretical"
-
-
 ALONE = "each timed pass had the model to itself"
 
 
@@ -124,11 +122,10 @@ def styled(fig: go.Figure, title: str, x_title: str, y_title: str, caption: str 
     x_lines = max([x_text.count("<br>") + 1 if x_text else 0] + [
         a.title.text.count("<br>") + 1 for a in fig.select_xaxes() if a.title.text])
     sub_lines = sub.count("<br>") + 1 if sub else 0
-    top = LABEL_ROOM + 26 + 16 * sub_lines + 12
+    top = max(LABEL_ROOM + 38 + 16 * sub_lines, TOP_MIN)
     shown = len(entries) > 1 or (entries and fig.layout.showlegend)
     legend = legend_rows_px([e[0] for e in entries]) if shown and not legend_inside else 0
     bottom = 50 + 20 * x_lines + legend + _slanted_labels_px(fig) + 8  # 10 px to spare
-    top = max(top, TOP_MIN)
     fig.update_layout(  # title and caption placed from the top, under Gradio's label badge
         title=dict(text=title, x=0.01, xref="container", xanchor="left", y=1,
                    yref="container", yanchor="top", automargin=False, pad=dict(t=LABEL_ROOM),

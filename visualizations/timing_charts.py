@@ -1,7 +1,4 @@
-"""Timing charts for Lessons 2 and 3: prefill vs sequential, and per-token latency.
-
-Pure functions: measured numbers in, Plotly figures out.
-"""
+"""Timing charts for Lessons 2 and 3: prefill vs sequential, and per-token latency."""
 from __future__ import annotations
 
 import plotly.graph_objects as go

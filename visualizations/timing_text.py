@@ -1,9 +1,5 @@
 """The measured-timing sentences of 'Try it' and Lesson 2: time to first token, time per output
-token, and why one prefill pass beats feeding the prompt one token at a time.
-
-Pure functions: measured records in (read by attribute), markdown out. They compute only
-ratios of the numbers they are given; nothing here times or runs a model.
-"""
+token, and why one prefill pass beats feeding the prompt one token at a time."""
 from __future__ import annotations
 
 from .cards import Card, cards_html, ratio_side, times
