@@ -189,15 +189,11 @@ def measure_visitor_memory(sessions: int = 2_000, attention: int = 10) -> dict:
     return {"fresh_sessions": fresh, "attention_sessions": attention_sessions(attention)}
 
 
-def machine() -> dict:
-    """What the figures were measured on (this machine's cores are shared with others)."""
-    return {"cpus": os.cpu_count(), "memory_gb": psutil.virtual_memory().total / 2**30,
-            "load_1min_at_start": os.getloadavg()[0]}
-
-
 def main() -> dict:
     t0 = time.perf_counter()
-    results: dict = {"when": time.strftime("%Y-%m-%d %H:%M:%S"), "machine": machine(),
+    machine = {"cpus": os.cpu_count(), "memory_gb": psutil.virtual_memory().total / 2**30,
+               "load_1min_at_start": os.getloadavg()[0]}  # its cores are shared with others
+    results: dict = {"when": time.strftime("%Y-%m-%d %H:%M:%S"), "machine": machine,
                      "serving": measure_visitor_memory()}
     print(json.dumps(results["serving"], indent=1))
     return finish(results, TARGETS, t0, "visitor-memory-results.json")
