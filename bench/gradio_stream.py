@@ -12,15 +12,9 @@ almost nothing. The wire is what a browser speaks:
    `["append", [1, "content", 0, "text"], " there"]`), `process_completed` the final outputs
    in full (the chat, then the stats line with "N tokens generated").
 
-`app_tokens()` is a chat for the serving workloads (`bench.serving_workloads`), on one asyncio
-loop for every student (`bench.openai_client.http_lines`). `call()` is the same wire for any
-endpoint, read to its end (the classroom's and the memory bench's visitors), with
-`endpoint_data()` to fill an endpoint's inputs from the app's config by elem_id.
-
-A visitor with a browser's cookies: `page_cookies()` loads the page as a browser does first and
-returns the cookies it set (the app's signed visitor token), and `cookie_header()` sends them
-back. `headers` may be a function, asked again for every request (a client that forges a new
-X-Forwarded-For each time).
+`app_tokens()` speaks it on one asyncio loop for every student of the serving workloads;
+`call()`, for any endpoint and read to its end, for the classroom's and the memory bench's
+visitors, who may carry a browser's cookies (`page_cookies()`, `cookie_header()`).
 
     >>> answer_text([["append", [1, "content", 0, "text"], "Hi"]])
     'Hi'
