@@ -33,6 +33,8 @@ _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=NAME,
 
 
 def _give_back() -> None:
+    """Hand the memory the work freed back to the system, on the compute thread (so never
+    beside a timed pass)."""
     from .cache_budget import trim_heap  # imports the model's modules, so not at start-up
 
     for release in idle.extras():  # the KV pool's free blocks (`IdleHook.also`)
@@ -43,17 +45,14 @@ def _give_back() -> None:
     trim_heap()
 
 
-def _trim_when_idle() -> None:
-    """Hand the memory the work freed back to the system, on the compute thread (so never
-    beside a timed pass), queued uncounted: it does not start another idle spell."""
-    _executor.submit(_give_back)
+# idle_trim.py says why; queued uncounted, so giving back starts no other idle spell
+idle = IdleHook(Settings().idle_trim_s, lambda: _executor.submit(_give_back))
 
 
-idle = IdleHook(Settings().idle_trim_s, _trim_when_idle)  # idle_trim.py says why
-
-
-def _queue(fn: Callable[..., T], *args, **kwargs) -> Future:
-    """`fn` queued on the compute thread, counted as work (`idle`)."""
+def submit(fn: Callable[..., T], *args, **kwargs) -> Future:
+    """Queue `fn(*args, **kwargs)`, counted as work (`idle`), and return its Future at once
+    (for a caller holding a lock of its own; not from the compute thread itself, which would
+    wait for itself)."""
     idle.started()
     future = _executor.submit(fn, *args, **kwargs)
     future.add_done_callback(lambda _: idle.finished())
@@ -69,32 +68,22 @@ def run(fn: Callable[..., T], *args, **kwargs) -> T:
     """`fn(*args, **kwargs)` on the compute thread; its result, or its exception raised here."""
     if on_compute_thread():
         return fn(*args, **kwargs)
-    return _queue(fn, *args, **kwargs).result()
-
-
-def submit(fn: Callable[..., T], *args, **kwargs) -> Future:
-    """Queue `fn(*args, **kwargs)` and return its Future at once (for a caller holding a lock
-    of its own; not from the compute thread itself, which would wait for itself)."""
-    return _queue(fn, *args, **kwargs)
+    return submit(fn, *args, **kwargs).result()
 
 
 _DONE = object()
 
 
-def _next(gen: Iterator[T]):
-    return next(gen, _DONE)
-
-
 def iterate(gen: Iterator[T], call: Callable[..., object] = run) -> Iterator[T]:
-    """Each step of `gen` on the compute thread, its items yielded here; `call(fn, gen)` runs
+    """Each step of `gen` on the compute thread, its items yielded here; `call(fn, *args)` runs
     one step there (a measurement passes the server's `turn`). Closing this iterator queues
     closing `gen` there without waiting: Gradio closes a stopped handler on its event loop."""
     if on_compute_thread():
         yield from gen
         return
     try:
-        while (item := call(_next, gen)) is not _DONE:
+        while (item := call(next, gen, _DONE)) is not _DONE:
             yield item
     finally:
         if hasattr(gen, "close"):  # a generator (a plain iterator has nothing to clean up)
-            _queue(gen.close)
+            submit(gen.close)
