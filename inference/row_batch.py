@@ -40,11 +40,6 @@ def padding_waste(prompts: list[list[int]]) -> tuple[int, int]:
     return total - sum(len(p) for p in prompts), total
 
 
-def _cache_from_layers(layers: list[tuple[torch.Tensor, torch.Tensor]]) -> DynamicCache:
-    """A DynamicCache holding these (keys, values) per layer, each [B, H_kv, S, D]."""
-    return DynamicCache(ddp_cache_data=[(k, v) for k, v in layers])
-
-
 @dataclass
 class RowBatch:
     """Rows decoding together. `rows[i]` names the request in row i (a request id)."""
@@ -90,12 +85,11 @@ class RowBatch:
         width = max(self.width, other.width)
         layers = []
         for (ka, va), (kb, vb) in zip(cache_layers(self.cache), cache_layers(other.cache)):
-            ka, va = _pad_seq_left(ka, width), _pad_seq_left(va, width)  # [Ba, H, W, D]
-            kb, vb = _pad_seq_left(kb, width), _pad_seq_left(vb, width)  # [Bb, H, W, D]
-            layers.append((torch.cat([ka, kb], dim=0), torch.cat([va, vb], dim=0)))
-        mask = torch.cat([_pad_mask_left(self.mask, width), _pad_mask_left(other.mask, width)])
+            layers.append((torch.cat([_pad_left(ka, width, -2), _pad_left(kb, width, -2)]),
+                           torch.cat([_pad_left(va, width, -2), _pad_left(vb, width, -2)])))
+        mask = torch.cat([_pad_left(self.mask, width, -1), _pad_left(other.mask, width, -1)])
         token = torch.cat([self.next_token, other.next_token])
-        return RowBatch(self.rows + other.rows, _cache_from_layers(layers), mask, token)
+        return RowBatch(self.rows + other.rows, DynamicCache(ddp_cache_data=layers), mask, token)
 
     @torch.inference_mode()
     def keep(self, keep_rows: list[int]) -> RowBatch:
@@ -106,15 +100,11 @@ class RowBatch:
         start = int(real_cols[0]) if len(real_cols) else mask.shape[1]
         layers = [(k.index_select(0, index)[:, :, start:, :],
                    v.index_select(0, index)[:, :, start:, :]) for k, v in cache_layers(self.cache)]
-        return RowBatch([self.rows[i] for i in keep_rows], _cache_from_layers(layers),
+        return RowBatch([self.rows[i] for i in keep_rows], DynamicCache(ddp_cache_data=layers),
                         mask[:, start:], self.next_token.index_select(0, index))
 
 
-def _pad_seq_left(x: torch.Tensor, width: int) -> torch.Tensor:
-    """x [B, H, S, D] -> [B, H, width, D] with zeros on the left of the sequence axis."""
-    return F.pad(x, (0, 0, width - x.shape[-2], 0))
-
-
-def _pad_mask_left(mask: torch.Tensor, width: int) -> torch.Tensor:
-    """mask [B, S] -> [B, width] with zeros (padding) on the left."""
-    return F.pad(mask, (width - mask.shape[-1], 0))
+def _pad_left(x: torch.Tensor, width: int, dim: int) -> torch.Tensor:
+    """Zeros on the left of axis `dim` (-2: keys/values [B, H, S, D]; -1: a mask [B, S]) up to
+    `width` positions."""
+    return F.pad(x, (0, 0) * (-1 - dim) + (width - x.shape[dim], 0))
