@@ -11,13 +11,12 @@ check it gives the engine's tokens. Left out: sampling, batches, stop tokens.
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import torch
 from transformers import StaticCache
 
-from .timing import sync
+from .timing import stopwatch
 
 WARM_UP_STEPS = 2  # eager steps on a side stream before capture (CUDA's allocator warms up)
 
@@ -49,16 +48,14 @@ class StaticDecoder:
     @torch.inference_mode()
     def prefill(self, prompt_ids: list[int]) -> int:
         """The whole prompt in one eager pass; the first greedy token goes into `token`."""
-        x = torch.tensor([prompt_ids], device=self.device)  # [1, P]
-        logits = self.model(input_ids=x, cache=self.cache, use_cache=True,
-                            logits_to_keep=1).logits[:, -1, :]  # [1, V]
-        self.token.copy_(logits.argmax(-1, keepdim=True))
+        self._step(torch.tensor([prompt_ids], device=self.device))  # [1, P]
         return int(self.token)
 
-    def _step(self) -> None:
-        """Read `token`, append its keys/values at the cache's length, write the next token."""
-        logits = self.model(input_ids=self.token, cache=self.cache, use_cache=True,
-                            logits_to_keep=1).logits[:, -1, :]  # [1, V]
+    def _step(self, ids: torch.Tensor | None = None) -> None:
+        """Feed `ids` (default: `token`), appending their keys/values at the cache's length;
+        write the greedy next token into `token`."""
+        logits = self.model(input_ids=self.token if ids is None else ids, cache=self.cache,
+                            use_cache=True, logits_to_keep=1).logits[:, -1, :]  # [1, V]
         self.token.copy_(logits.argmax(-1, keepdim=True))
 
     @torch.inference_mode()
@@ -104,19 +101,14 @@ def captured_greedy(model, prompt_ids: list[int], new_tokens: int, capture: bool
     device = next(model.parameters()).device
     capture = capture and device.type == "cuda"
     dec = StaticDecoder(model, max_len=len(prompt_ids) + new_tokens + WARM_UP_STEPS + 1)
-    sync(device)
-    t0 = time.perf_counter()
-    ids = [dec.prefill(prompt_ids)]
-    sync(device)
-    t1 = time.perf_counter()
-    if capture and new_tokens > 1:
-        ids += dec.capture(min(WARM_UP_STEPS, new_tokens - 1))
-    sync(device)
-    t2 = time.perf_counter()
+    with stopwatch(device) as pre:
+        ids = [dec.prefill(prompt_ids)]
+    with stopwatch(device) as rec:
+        if capture and new_tokens > 1:
+            ids += dec.capture(min(WARM_UP_STEPS, new_tokens - 1))
     steps = max(0, new_tokens - len(ids))
-    outs = [dec.step() for _ in range(steps)]  # no sync per step: tokens read at the end
-    sync(device)
-    t3 = time.perf_counter()
+    with stopwatch(device) as run:
+        outs = [dec.step() for _ in range(steps)]  # no sync per step: tokens read at the end
     ids += [int(t) for t in outs]
-    return CapturedRun(tuple(ids), dec.graph is not None, t1 - t0,
-                       (t2 - t1) if capture else 0.0, t3 - t2, steps)
+    return CapturedRun(tuple(ids), dec.graph is not None, pre[0],
+                       rec[0] if capture else 0.0, run[0], steps)

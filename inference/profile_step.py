@@ -11,14 +11,13 @@ do-nothing operation, so ops per step × that cost is a step's dispatch bill.
 from __future__ import annotations
 
 import statistics
-import time
 from dataclasses import dataclass
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
 from .engine import decode_step, prefill
-from .timing import sync
+from .timing import stopwatch
 
 # The big matrix products: every Linear (q/k/v/o, gate/up/down) and the output head.
 MATMUL_OPS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::mkldnn_linear",
@@ -55,11 +54,9 @@ class StepProfile:
 def _timed_steps(model, token: torch.Tensor, cache, n: int) -> tuple[list[float], torch.Tensor]:
     times = []
     for _ in range(n):
-        sync(token.device)
-        t = time.perf_counter()
-        token = decode_step(model, token, cache).argmax(-1)  # [1]
-        sync(token.device)
-        times.append(time.perf_counter() - t)
+        with stopwatch(token.device) as t:
+            token = decode_step(model, token, cache).argmax(-1)  # [1]
+        times.append(t[0])
     return times, token
 
 
@@ -122,10 +119,8 @@ def tiny_op_seconds(device: torch.device | str, n: int = 2000, repeats: int = 5)
     a = torch.ones(1, device=device)
     times = []
     for _ in range(repeats):
-        sync(device)
-        t = time.perf_counter()
-        for _ in range(n):
-            torch.add(a, a)
-        sync(device)
-        times.append((time.perf_counter() - t) / n)
+        with stopwatch(device) as t:
+            for _ in range(n):
+                torch.add(a, a)
+        times.append(t[0] / n)
     return statistics.median(times)
