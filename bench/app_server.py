@@ -109,8 +109,7 @@ def launch(name: str, cmd: list[str], env: dict[str, str], port: int, log_path: 
     raise RuntimeError(f"{name} did not answer within {timeout_s:.0f} s:\n{server.log_tail()}")
 
 
-def start_app(extra_env: dict[str, str] | None = None, log_dir: Path | None = None,
-              timeout_s: float = STARTUP_TIMEOUT_S) -> AppServer:
+def start_app(extra_env: dict[str, str] | None = None, log_dir: Path | None = None) -> AppServer:
     """`python app.py` on a free loopback port (no analytics, no proxy for loopback), its
     output in `<log_dir>/server-<port>.log` (the system's temp folder by default)."""
     port = free_port()
@@ -119,8 +118,7 @@ def start_app(extra_env: dict[str, str] | None = None, log_dir: Path | None = No
                NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
     env.update(extra_env or {})
     return launch("app.py", [sys.executable, str(ROOT / "app.py")], env, port,
-                  Path(log_dir or tempfile.gettempdir()) / f"server-{port}.log",
-                  timeout_s=timeout_s)
+                  Path(log_dir or tempfile.gettempdir()) / f"server-{port}.log")
 
 
 class RssWatch:
