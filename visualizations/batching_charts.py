@@ -152,7 +152,10 @@ def gantt_chart(result, title: str, caption: str = "", horizon: float | None = N
     """One bar per request: waiting, prefill, decoding, and (static) holding a finished slot."""
     if result is None:
         return empty_figure("Press “Serve the workload” to run both schedulers.")
-    slot_end = _slot_end(result.steps)
+    slot_end: dict[int, float] = {}  # when the last pass that carried each request's row ended
+    for s in result.steps:
+        for rid in s.rows:
+            slot_end[rid] = max(slot_end.get(rid, 0.0), s.start + s.seconds)
     names = [f"req {r.rid}" for r in result.requests]
     parts = [
         ("waiting in queue", PALETTE["grey"], [(r.arrival, r.start) for r in result.requests]),
@@ -175,15 +178,6 @@ def gantt_chart(result, title: str, caption: str = "", horizon: float | None = N
         fig.update_xaxes(range=[0, horizon])
     return styled(fig, title, "Virtual clock (s): sum of measured step times", "", caption,
                   height=max(300, 110 + 28 * len(names)))
-
-
-def _slot_end(steps) -> dict[int, float]:
-    """For each request, when the last forward pass that carried its row ended."""
-    end: dict[int, float] = {}
-    for s in steps:
-        for rid in s.rows:
-            end[rid] = max(end.get(rid, 0.0), s.start + s.seconds)
-    return end
 
 
 def scheduler_summary_chart(summaries, caption: str = "") -> go.Figure:

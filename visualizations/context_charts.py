@@ -29,8 +29,9 @@ def prefill_lengths_figure(points, curve=None, shares=(), caption: str = "") -> 
         customdata=[p.seconds for p in points],
         hovertemplate="L = %{x:,}: %{y:.2f} ms per token, %{customdata:.1f} s in all"
                       "<extra></extra>"))
-    if curve is not None:
-        line = _span(xs)
+    if curve is not None:  # evenly spread on the log axis, shortest to longest length
+        lo, hi = min(xs), max(xs)
+        line = [lo * (hi / lo) ** (i / 40) for i in range(41)] if hi > lo else [float(lo)]
         fig.add_trace(go.Scatter(
             x=line, y=[curve.at(x) / x * 1000 for x in line], mode="lines",
             name=f"fit a + b·L + c·L², per token ({THEORETICAL}, least squares)",
@@ -43,14 +44,6 @@ def prefill_lengths_figure(points, curve=None, shares=(), caption: str = "") -> 
     return styled(fig, "Prefill time per prompt token", "prompt length L (tokens, log)",
                   "ms per prompt token", caption, height=420,
                   note="Time per prompt token at each prompt length.")
-
-
-def _span(xs: list[int], steps: int = 40) -> list[float]:
-    """Points spread evenly on a log axis from the shortest to the longest length."""
-    lo, hi = min(xs), max(xs)
-    if lo == hi:
-        return [float(lo)]
-    return [lo * (hi / lo) ** (i / steps) for i in range(steps + 1)]
 
 
 def decode_lengths_figure(points, theory=None, window: int = 0, caption: str = "") -> go.Figure:

@@ -72,11 +72,6 @@ def fit_reading(curve, tail, tokens: int, noise) -> str:
             f"{tail.attention_flops_share:.0%} of the arithmetic there (theoretical).")
 
 
-def _apart(a, b) -> bool:
-    """The two points' ranges (min to max over their repeats) do not overlap."""
-    return a.seconds_min > b.seconds_max or b.seconds_min > a.seconds_max
-
-
 def decode_markdown(points, theory=None, window: int = 0, noise=None) -> str:
     """The decode table per cache length and batch (measured beside the floor) and L*."""
     if not points:
@@ -126,7 +121,8 @@ def decode_verdict(lo, hi, noise) -> str:
     if not supports_verdict(noise):
         return (f"steps at {lo.cache_tokens:,} and {hi.cache_tokens:,} cached tokens are in the "
                 f"table ({withheld(noise)})")
-    if _apart(lo, hi) and hi.seconds > lo.seconds:
+    apart = lo.seconds_min > hi.seconds_max or hi.seconds_min > lo.seconds_max  # no overlap
+    if apart and hi.seconds > lo.seconds:
         return (f"a step with {hi.cache_tokens:,} cached tokens took "
                 f"**{hi.seconds / lo.seconds:.1f}×** one with {lo.cache_tokens:,}")
     return (f"steps at {lo.cache_tokens:,} and {hi.cache_tokens:,} cached tokens could not be "

@@ -62,14 +62,6 @@ def results_table_md(reports) -> str:
     return "\n".join(lines)
 
 
-def _mode_line(r) -> str:
-    return (f"- **{r.key}**: {r.weight_bytes / 1e6:.0f} MB ({r.ratio_to_fp32:.2f}× fp32), "
-            f"decode **{r.decode_tokens_per_s:.1f} tokens/s**, prefill of {r.prompt_tokens} "
-            f"tokens {r.prefill_seconds * 1000:.0f} ms, top-1 agreement "
-            f"**{100 * r.top1_agreement:.0f}%** ({100 * r.top1_decided:.0f}% where fp32 was "
-            f"decided), KL {r.kl_mean:.4f} nats, perplexity {r.perplexity:.2f} · {r.kernel}")
-
-
 def weights_origin_md(source: str, dtype: str = "float32") -> str:
     """What precision the loaded weights had before any mode below, from `ModelInfo.source`
     (GGUF quantization is named only where the GGUF was loaded)."""
@@ -90,16 +82,6 @@ def weights_origin_md(source: str, dtype: str = "float32") -> str:
             "mode below is their first rounding to fewer bits.")
 
 
-def bf16_slower_md(bf16_native: bool | None) -> str:
-    """Why bfloat16 decoded slower than float32, only as far as checked: `bf16_native` False
-    means the CPU flags lack it; None (not checked) claims no cause."""
-    head = "bfloat16 holds half the bytes yet decoded slower than float32 here: "
-    if bf16_native is False:
-        return (head + "this CPU has no native bfloat16 arithmetic (no avx512_bf16 or amx_bf16 "
-                "among its flags), so the kernel, not memory, is the limit.")
-    return head + "its kernel, not memory, was the limit on this device."
-
-
 def closing_note_md(info, reports, bandwidth_gbs: float | None,
                     bf16_native: bool | None = None, noise=None) -> str:
     """What this machine showed, from this run's numbers only."""
@@ -110,7 +92,11 @@ def closing_note_md(info, reports, bandwidth_gbs: float | None,
     by_key = {r.key: r for r in reports}
     base = by_key.get("fp32")
     lines = [head] + ([_mode_cards(reports, base)] if base and len(reports) > 1 else []) + [
-        _mode_line(r) for r in reports]
+        f"- **{r.key}**: {r.weight_bytes / 1e6:.0f} MB ({r.ratio_to_fp32:.2f}× fp32), decode "
+        f"**{r.decode_tokens_per_s:.1f} tokens/s**, prefill of {r.prompt_tokens} tokens "
+        f"{r.prefill_seconds * 1000:.0f} ms, top-1 agreement **{100 * r.top1_agreement:.0f}%** "
+        f"({100 * r.top1_decided:.0f}% where fp32 was decided), KL {r.kl_mean:.4f} nats, "
+        f"perplexity {r.perplexity:.2f} · {r.kernel}" for r in reports]
     if noise is not None and noise.busy:
         lines.insert(1, busy_notice_html(noise))
         lines.append("\nNo verdict on which mode decodes fastest from this run.")
@@ -120,8 +106,13 @@ def closing_note_md(info, reports, bandwidth_gbs: float | None,
         lines.append(f"\nFastest decode here: **{fastest.key}**, "
                      f"{fastest.decode_tokens_per_s / base.decode_tokens_per_s:.1f}× float32.")
         bf16 = by_key.get("bf16")
-        if bf16 and bf16.decode_tokens_per_s < base.decode_tokens_per_s:
-            lines.append(bf16_slower_md(bf16_native))
+        if bf16 and bf16.decode_tokens_per_s < base.decode_tokens_per_s:  # why, as far as
+            lines.append(  # checked: `bf16_native` None (not checked) claims no cause
+                "bfloat16 holds half the bytes yet decoded slower than float32 here: "
+                + ("this CPU has no native bfloat16 arithmetic (no avx512_bf16 or amx_bf16 "
+                   "among its flags), so the kernel, not memory, is the limit."
+                   if bf16_native is False else
+                   "its kernel, not memory, was the limit on this device."))
     quiet = quiet_note(noise)
     lines.append(f"\n*{quiet[:1].upper() + quiet[1:]}.*" if quiet else
                  "\n*Timings on a shared machine are noisy; rerun to see the spread.*")

@@ -187,27 +187,21 @@ def roofline_figure(reports, bandwidth_gbs: float, bandwidth_note: str = "",
                            + ("<br>stored bytes; each step also rebuilds float weights, "
                               "so it reads more" if simulated else "")
                            + "<extra></extra>")))
-    _speed_axis(fig, reports, bandwidth_gbs, top)
+    # y linear from 0 when the ceiling is within 4× the fastest point, else log (on a GPU the
+    # ceiling is ~100× the measured speeds: a linear axis pressed every mode onto its floor)
+    fastest = max(r.decode_tokens_per_s for r in reports)
+    slowest = min(r.decode_tokens_per_s for r in reports)
+    lowest_ceiling = ceiling_at(bandwidth_gbs, top)
+    if lowest_ceiling <= 4 * fastest:
+        fig.update_yaxes(range=[0, max(fastest * 1.35, lowest_ceiling * 1.1)])
+    else:
+        fig.update_yaxes(type="log", range=[math.log10(slowest / 2), math.log10(fastest * 3)])
     # the ceiling named on its curve, not in a legend: a legend's two lines pushed lesson 6's
     # run button, cards and chart past one 1280×720 screen
-    fig.add_annotation(x=top / MB, y=ceiling_at(bandwidth_gbs, top), xanchor="right",
+    fig.add_annotation(x=top / MB, y=lowest_ceiling, xanchor="right",
                        yanchor="bottom", showarrow=False, text="ceiling (theoretical)",
                        font=dict(size=13, color=PALETTE["grey"]))
     fig.update_layout(showlegend=False)
     title = "Decode vs its ceiling" if len(reports) == 1 else "Bytes per token vs speed"
     return styled(fig, title, x_title, "Decode speed (tokens/s)", caption, height=height,
                   note=roofline_title(reports, bandwidth_gbs, noise) + ".")
-
-
-def _speed_axis(fig: go.Figure, reports, bandwidth_gbs: float, top_bytes: float) -> None:
-    """Linear from 0 when the ceiling is within 4× the fastest point, else log (on a GPU the
-    ceiling is ~100× the measured speeds: a linear axis pressed every mode onto its floor)."""
-    fastest = max(r.decode_tokens_per_s for r in reports)
-    slowest = min(r.decode_tokens_per_s for r in reports)
-    lowest_ceiling = ceiling_at(bandwidth_gbs, top_bytes)
-    if lowest_ceiling <= 4 * fastest:
-        fig.update_yaxes(range=[0, max(fastest * 1.35, lowest_ceiling * 1.1)])
-    else:
-        fig.update_yaxes(type="log", range=[math.log10(slowest / 2), math.log10(fastest * 3)])
-
-

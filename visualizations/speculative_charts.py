@@ -101,8 +101,9 @@ def batch_md(costs, tokens_per_pass: float | None, noise=None) -> str:
              "| speed-up (derived) |", "|---|---|---|---|---|---|"]
     for c in costs:
         derived = times(c.derived_speedup(tokens_per_pass)) if tokens_per_pass else "—"
+        bounds = f"{c.plain_bound or '—'}, {c.verify_bound or '—'}"
         lines.append(f"| {c.batch} | {c.plain_seconds * 1000:.1f} | {c.verify_seconds * 1000:.1f}"
-                     f" | {c.cost_ratio:.2f} | {_bounds(c) if judged else '— (noisy)'} "
+                     f" | {c.cost_ratio:.2f} | {bounds if judged else '— (noisy)'} "
                      f"| {derived} |")
     notes = [_bound_sentence(c, noise) for c in costs]
     how = ("*Speed-up derived, not raced: tokens per pass from the batch-1 race "
@@ -112,10 +113,6 @@ def batch_md(costs, tokens_per_pass: float | None, noise=None) -> str:
            "*Race first: the derived speed-up needs the race's tokens per pass.*")
     return (busy_notice_html(noise) + "\n".join(lines) + "\n\n" + "  \n".join(notes) + "\n\n"
             + how)
-
-
-def _bounds(c) -> str:
-    return f"{c.plain_bound or '—'}, {c.verify_bound or '—'}"
 
 
 def _bound_sentence(c, noise=None) -> str:

@@ -48,7 +48,8 @@ def token_counts_md(text: str, n_tokens: int, n_special: int = 0) -> str:
     """Characters, words, tokens and tokens per word as a markdown line. Words are counted
     between spaces, so text in a script written without them (Chinese, Japanese) gets no word
     count: characters per token is the figure that means something there."""
-    words = 0 if _unspaced(text) else len(text.split())
+    unspaced = any("\u3040" <= c <= "\u30ff" or "\u3400" <= c <= "\u9fff" for c in text)
+    words = 0 if unspaced else len(text.split())  # Japanese and Chinese: no spaces between
     per_word = f"{n_tokens / words:.2f}" if words else "—"
     chars_per_tok = f"{len(text) / n_tokens:.1f}" if n_tokens else "—"
     extra = f" ({n_special} special)" if n_special else ""
@@ -57,11 +58,6 @@ def token_counts_md(text: str, n_tokens: int, n_special: int = 0) -> str:
     return (f"**{len(text):,}** characters · {counted}"
             f"**{n_tokens:,}** tokens{extra} · **{per_word}** tokens per word · "
             f"**{chars_per_tok}** characters per token")
-
-
-def _unspaced(text: str) -> bool:
-    """True when the text holds Chinese or Japanese characters (written without spaces)."""
-    return any("\u3040" <= c <= "\u30ff" or "\u3400" <= c <= "\u9fff" for c in text)
 
 
 def template_note_md(plain_tokens: int, wrapped_tokens: int, special_tokens: int) -> str:
