@@ -128,25 +128,20 @@ def long_prompt(url: str, config: dict) -> tuple[str, int]:
     return text, count(text)
 
 
-def _visitors(url: str, fn: int, data: list, n: int, threads: int) -> list[str]:
-    """`n` calls, each with a new session hash, `threads` at a time: the errors."""
+def rss_of_visitors(app: AppServer, fn: int, data: list, n: int, threads: int) -> dict:
+    """RSS before, at peak and after expiry of `n` calls of `fn` with `data`, `threads` at a
+    time, each a visitor of its own (a new session hash)."""
     def one(_: int) -> str | None:
         try:
-            call(url, fn, data, session=uuid.uuid4().hex[:12])
+            call(app.url, fn, data, session=uuid.uuid4().hex[:12])
             return None
         except Exception as exc:  # counted in the figure
             return f"{type(exc).__name__}: {exc}"[:200]
 
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        return [e for e in pool.map(one, range(n)) if e]
-
-
-def rss_of_visitors(app: AppServer, fn: int, data: list, n: int, threads: int) -> dict:
-    """RSS before, at peak and after expiry of `n` calls of `fn` with `data`, each a visitor
-    of its own (`_visitors`)."""
     with RssWatch(app.pid) as watch:
         start_mb, began = watch.now_mb(), time.monotonic()
-        errors = _visitors(app.url, fn, data, n, threads)
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            errors = [e for e in pool.map(one, range(n)) if e]
         ended = time.monotonic()
         after_mb, waited = rss_after_expiry(watch, ended + IDLE_S + 2 * SWEEP_EVERY_S)
         return {"start_mb": start_mb, "peak_mb": watch.peak_mb(began), "after_mb": after_mb,
