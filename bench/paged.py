@@ -40,12 +40,6 @@ def long_text(tok, tokens: int, variant: int = 0) -> str:
     return " ".join(parts)
 
 
-def mixed_prompts(tok, long: int = 3, short: int = 12, long_tokens: int = 1000) -> list[list[int]]:
-    out = [prompt_ids(tok, "Summarise this in one sentence: " + long_text(tok, long_tokens, i))
-           for i in range(long)]
-    return out + class_prompts(tok, short)
-
-
 def serve_all(lm, settings: Settings, prompts: list[list[int]], new_tokens: int) -> dict:
     """Submit every prompt at once; read each stream on its own thread; poll the server's
     stats for the peak. -> tokens per request, wall seconds, tokens/s, TTFTs, peak stats."""
@@ -101,7 +95,7 @@ def prefix_ttft(lm, settings: Settings, prefix_tokens: int = 1000, asks: int = 3
     tok = lm.tokenizer
     questions = ["Who climbs the steps?", "What is trimmed?", "What passes the reef?"]
     srv = Server(lm, settings)
-    miss, hit, hit_tokens, checks = [], [], [], []
+    miss, hit, checks = [], [], []
     try:
         def ask(ids: list[int]) -> tuple[float, list[int]]:
             t0 = time.perf_counter()
@@ -121,13 +115,13 @@ def prefix_ttft(lm, settings: Settings, prefix_tokens: int = 1000, asks: int = 3
             t, toks = ask(ids)
             hit.append(t)
             checks.append((ids, toks))
-        hit_tokens.append(srv.stats().pool.prefix_hit_tokens - before)
+        hit_tokens = srv.stats().pool.prefix_hit_tokens - before
     finally:
         srv.close()
     identical = all(toks == _solo(lm, ids, new_tokens) for ids, toks in checks)
     p50_hit, p50_miss = statistics.median(hit), statistics.median(miss)
     return {"ttft_p50_prefix_hit_s": p50_hit, "ttft_p50_no_hit_s": p50_miss,
-            "ttft_ratio_prefix_hit": p50_hit / p50_miss, "prefix_hit_tokens": hit_tokens[0],
+            "ttft_ratio_prefix_hit": p50_hit / p50_miss, "prefix_hit_tokens": hit_tokens,
             "prefix_tokens": len(prompt_ids(tok, "x", system=shared)), "identical": identical}
 
 
@@ -144,9 +138,10 @@ def measure_paged(lm, settings: Settings | None = None, clients: int = 30, new_t
     all_same = all(r["tokens"] == runs[0]["tokens"] for r in runs)
     sample = list(range(min(solo_sample, clients)))
     same_solo = all(paged["tokens"][i] == _solo(lm, room[i], new_tokens) for i in sample)
-    mixed_prompts_ = mixed_prompts(tok)
-    mixed = serve_all(lm, s, mixed_prompts_, 32)
-    mixed_solo = mixed["tokens"][0] == _solo(lm, mixed_prompts_[0], 32)  # a long one
+    mixed_prompts = [prompt_ids(tok, "Summarise this in one sentence: " + long_text(tok, 1000, i))
+                     for i in range(3)] + class_prompts(tok, 12)  # 3 long among 12 short
+    mixed = serve_all(lm, s, mixed_prompts, 32)
+    mixed_solo = mixed["tokens"][0] == _solo(lm, mixed_prompts[0], 32)  # a long one
     prefix = prefix_ttft(lm, s)
     cls, mix = paged["peak_pool"], mixed["peak_pool"]
     return {
@@ -154,10 +149,8 @@ def measure_paged(lm, settings: Settings | None = None, clients: int = 30, new_t
         "peak_blocks_used": mix.blocks_used,
         "padded_bytes": mix.padded_bytes, "paged_bytes": mix.paged_bytes,
         "waste_padded_pct": mix.waste_padded_pct, "waste_paged_pct": mix.waste_paged_pct,
-        "prefix_hit_tokens": prefix["prefix_hit_tokens"],
-        "ttft_p50_prefix_hit_s": prefix["ttft_p50_prefix_hit_s"],
-        "ttft_p50_no_hit_s": prefix["ttft_p50_no_hit_s"],
-        "ttft_ratio_prefix_hit": prefix["ttft_ratio_prefix_hit"],
+        **{k: prefix[k] for k in ("prefix_hit_tokens", "ttft_p50_prefix_hit_s",
+                                  "ttft_p50_no_hit_s", "ttft_ratio_prefix_hit")},
         "identical_tokens": all_same and same_solo and mixed_solo and prefix["identical"],
         "class": {"clients": clients, "new_tokens": new_tokens,
                   "paged_tokens_per_s": paged["tokens_per_s"],
@@ -169,7 +162,7 @@ def measure_paged(lm, settings: Settings | None = None, clients: int = 30, new_t
                   "paged_server_peak_cache_bytes": paged["peak_cache_bytes"],
                   "solo_checked": len(sample), "repeats": len(runs),
                   "paged_runs_tokens_per_s": [r["tokens_per_s"] for r in runs]},
-        "mixed": {"prompts": [len(p) for p in mixed_prompts_], "new_tokens": 32,
+        "mixed": {"prompts": [len(p) for p in mixed_prompts], "new_tokens": 32,
                   "paged_tokens_per_s": mixed["tokens_per_s"]},
         "prefix": {"prefix_tokens": prefix["prefix_tokens"]},
     }
