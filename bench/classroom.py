@@ -5,33 +5,30 @@ A school is one address: the app is started behind one trusted proxy
 address, loads the page first and keeps its cookie (`bench/classroom_school.py`: how the bench
 plays the proxy and the browsers). The figures, under `serving.classroom`:
 
-- `at_once`: a teacher says "everyone press Run now". A class of `students` (30), spread in
-  turn over the four lesson measurements, press with the page's defaults within `spread_s`
-  (3 s) while `chats` (3) classmates keep streaming answers. A result is the handler's final
-  output, timed from the student's own press. Reported: presses refused, each lesson's p95 time
-  to a result and the worst of the four, presses without a result (errors), results served by
-  another visitor's identical run (`shared_results`), and the p95 gap between a chat's updates.
+- `at_once`: a teacher says "everyone press Run now". A class of `students` (30), in turn over
+  the four lesson measurements, press with the page's defaults within `spread_s` (3 s) while
+  `chats` (3) classmates keep streaming answers. A result is the handler's final output, timed
+  from the student's own press; one served by another visitor's identical run is counted
+  (`shared_results`), as is the p95 gap between a chat's updates.
 - `own_settings`: the same class presses again, each with settings of its own (`own_inputs`: no
-  two alike, so nothing is shared). Reported: refused; the p95 time from a press to its first
-  update (its place in line, or its run's progress); how many were told a place; whether the
-  results came in the order the line took the presses; the p95 time to a result.
+  two alike, so nothing is shared): the time to a first update (a place in line, or progress),
+  and whether the results came in the order the line took the presses.
 - `forged`: one script (no page, no cookie) presses `presses` (100) measurements within
   `spread_s`, writing a new X-Forwarded-For first hop on every request, while a student at the
-  school presses one. Reported: the script's presses accepted, the most of them in the queue at
-  once (`peak_in_line`: one visitor's share is 1), whether the student's press was refused.
+  school presses one: the most of the script's presses in the queue at once (`peak_in_line`:
+  one visitor's share is 1), and whether the student's press was refused.
 - `chat_flood`: one script, forging as above, floods `floods` (100) chats of `flood_tokens`
-  (256); a student at the school then asks a 48-token question. Reported: the flood's answers
-  and refusals, and the student's time to a complete answer (`other_chat_s`).
+  (256); then a student at the school asks a 48-token question (`other_chat_s`: to a complete
+  answer).
 
 `chats_while_measuring` (a fresh app, no proxy: every client is one local visitor): ten chats
-(the serving workloads' `drive`) stream alone, then while one visitor runs the KV race and the
-batch sweep back to back (the chats start once the race runs): tokens/s both ways, their ratio,
-and the share of the chats' wall time that a measurement was running.
+stream alone, then while one visitor runs the KV race and the batch sweep back to back (the
+chats start once the race runs): tokens/s both ways, and the share of the chats' wall time that
+a measurement was running.
 
 `soak` (`serving.soak`, its own app behind the proxy): `duration_s` (20 min) of `chats` (3)
 students chatting without pause and a student pressing a measurement every `every_s` (30 s),
-then `idle_s` (5 min) of nothing: the app's RSS idle, at its peak and after, their ratio, and
-errors (chats and measurements without an answer).
+then `idle_s` (5 min) of nothing: the app's RSS idle, at its peak and after, and errors.
 
 Run: `make bench-classroom` (`--help` for the sizes) writes bench/classroom-results.json;
 `make bench` runs the same into `results["serving"]`. Run it on a quiet machine.
