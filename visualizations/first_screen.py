@@ -144,16 +144,6 @@ _CSS = f"""
 """
 
 
-def _legend(factor: int | None) -> str:
-    return ("<div class='fs-legend'>KV cache:"
-            f"<span class='fs-key' style='background:{PROMPT_COLOUR}'></span>prompt"
-            f"<span class='fs-key' style='background:{GENERATED_COLOUR}'></span>answer"
-            f"<span class='fs-key' style='border:2px solid {READ_COLOUR}'></span>read"
-            + (f" · shown {factor}× slower" if factor else "")
-            +
-            "<span class='mech-still'> (motion reduced: the end of each step)</span></div>")
-
-
 def picture_html(lanes: Sequence[Lane], layers: int, step_said: str, *, name: str,
                  capacity: int, factor: int | None = None, step: int | None = None) -> str:
     """The whole picture: the step line, each lane (wide and narrow drawings), the legend."""
@@ -170,7 +160,12 @@ def picture_html(lanes: Sequence[Lane], layers: int, step_said: str, *, name: st
             f"<style>{mechanism_css()}{_CSS}</style>"
             f"<div class='fs-step'>{step_said}</div>"
             f"<div class='mech-stage fs-lanes' style='--slow:{factor}'>{drawn}</div>"
-            + _legend(factor if any(ln.fed for ln in lanes) else None) + "</div>")
+            + "<div class='fs-legend'>KV cache:"
+            f"<span class='fs-key' style='background:{PROMPT_COLOUR}'></span>prompt"
+            f"<span class='fs-key' style='background:{GENERATED_COLOUR}'></span>answer"
+            f"<span class='fs-key' style='border:2px solid {READ_COLOUR}'></span>read"
+            + (f" · shown {factor}× slower" if any(ln.fed for ln in lanes) else "")
+            + "<span class='mech-still'> (motion reduced: the end of each step)</span></div></div>")
 
 
 def empty_picture(layers: int, message: str, name: str,

@@ -211,13 +211,6 @@ def _form_pattern(written: str) -> str:
     return f"(?-i:{body})" if written.isupper() else body
 
 
-def _forms(keys: Iterable[str]) -> list[tuple[str, str]]:
-    """(pattern, key) for every form of `keys`, longest first: "KV cache" wins over a shorter
-    form starting at the same place."""
-    found = [(f, k) for k in keys for f in term_forms(k)]
-    return [(_form_pattern(f), k) for f, k in sorted(found, key=lambda fk: -len(fk[0]))]
-
-
 def link_terms(markdown: str, keys: Iterable[str] | None = None) -> str:
     """`markdown` with the first use of each term (`keys`: all by default) linked to its entry,
     titled with its definition; later uses, and code, links, HTML and headings, left as they are.
@@ -225,7 +218,9 @@ def link_terms(markdown: str, keys: Iterable[str] | None = None) -> str:
     >>> link_terms("The KV cache, and the KV cache again.").count("](?lesson=glossary#gl-kv")
     1
     """
-    forms = _forms(keys if keys is not None else ORDER)
+    found = [(f, k) for k in (keys if keys is not None else ORDER) for f in term_forms(k)]
+    # (pattern, key), longest first: "KV cache" wins over a shorter form starting there
+    forms = [(_form_pattern(f), k) for f, k in sorted(found, key=lambda fk: -len(fk[0]))]
     pattern = re.compile(r"(?<![\w/-])(?:" + "|".join(p for p, _ in forms) + r")(?![\w/-])",
                          re.IGNORECASE)
     linked: set[str] = set()

@@ -81,12 +81,6 @@ def quant_lane(report, parameters: int) -> Lane:
                         f"{_mb(report.bytes_per_token)} read")
 
 
-def _mode_says(report, parameters: int) -> str:
-    return (f"{html.escape(report.label)}: {bytes_per_weight(report, parameters):.2f} B per "
-            f"weight, {_mb(report.bytes_per_token)} read per step, measured "
-            f"<b>{ms(1 / report.decode_tokens_per_s)}</b>")
-
-
 def quant_diagram(reports: Sequence, layers: int, parameters: int, *,
                   bandwidth_gbs: float | None = None, noise=None, name: str = "quant") -> str:
     """The newest measured mode beside float32: one decode step each, at its bytes per weight."""
@@ -98,7 +92,9 @@ def quant_diagram(reports: Sequence, layers: int, parameters: int, *,
     newest = reports[-1]
     shown = [base] if newest is base else [base, newest]
     head = _busy(noise) + "Every decode step reads every weight · " + " · ".join(
-        _mode_says(r, parameters) for r in shown)
+        f"{html.escape(r.label)}: {bytes_per_weight(r, parameters):.2f} B per weight, "
+        f"{_mb(r.bytes_per_token)} read per step, measured <b>{ms(1 / r.decode_tokens_per_s)}</b>"
+        for r in shown)
     if newest is not base:
         head += (f" · {newest.key}: {newest.bytes_per_token / base.bytes_per_token:.2f}× the "
                  f"bytes, {base.decode_tokens_per_s / newest.decode_tokens_per_s:.2f}× the "

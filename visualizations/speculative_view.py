@@ -25,8 +25,9 @@ def _label(piece: str) -> str:
     return visible_whitespace(piece) if piece else "▯"
 
 
-def pass_chips(p) -> list[str]:
-    """The chips of one pass, in order: guesses (kept / rejected / unused), the model's token."""
+def pass_row_html(p) -> str:
+    """One pass: its label, its chips (guesses kept / rejected / unused, then the model's
+    token), tokens gained and its measured time."""
     chips = []
     for i, piece in enumerate(p.proposed_pieces):
         if i < p.accepted:
@@ -40,11 +41,6 @@ def pass_chips(p) -> list[str]:
     if p.model_token is not None:
         chips.append(chip("★" + _label(p.model_piece), "the model's own token from this pass",
                           MODEL, False))
-    return chips
-
-
-def pass_row_html(p) -> str:
-    """One pass: its label, its chips, tokens gained and its measured time."""
     if p.index == 0:
         what = "prefill (the prompt in one pass; no guesses)"
     elif not p.proposed_pieces:
@@ -53,7 +49,7 @@ def pass_row_html(p) -> str:
         what = f"{len(p.proposed_pieces)} guesses, {p.accepted} kept"
     end = f" · {html.escape(p.finished)}" if p.finished else ""
     return (f"<div class='lab-spec-pass'><b>Pass {p.index}</b> · {what} "
-            f"<div class='lab-tokens'>{''.join(pass_chips(p))}</div>"
+            f"<div class='lab-tokens'>{''.join(chips)}</div>"
             f"<span>+{p.gained} token{'s' if p.gained != 1 else ''} · "
             f"{p.seconds * 1000:.0f} ms (draft {p.draft_seconds * 1000:.0f} ms, model pass "
             f"{p.verify_seconds * 1000:.0f} ms, measured){end}</span></div>")

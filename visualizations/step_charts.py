@@ -83,14 +83,6 @@ def split_unreliable_figure(p, message: str) -> go.Figure:
     return empty_figure(f"One step took {p.step_seconds * 1000:.1f} ms (measured); {message}.")
 
 
-def _products(count: float, layers: int) -> str:
-    """'211 products a step (7 per layer, and the output head)' when the count says so."""
-    per_layer = (count - 1) / layers if layers else 0
-    how = (f" ({per_layer:.0f} per layer, and the output head)"
-           if per_layer and per_layer == int(per_layer) else "")
-    return f"{count:,.0f} products a step{how}"
-
-
 def _matmul_rate(weight_bytes: int, seconds: float, bandwidth_gbs: float) -> str:
     """': 538 MB in 20.4 ms is 26.3 GB/s, 98% of the measured bandwidth.' (and what a share
     above 100% means: the sum that measured the bandwidth is not the fastest reader)."""
@@ -115,6 +107,9 @@ def step_bound_md(bound, floor_seconds: float, bytes_per_token: int, bandwidth_g
     p, race, ms = bound.profile, bound.race, 1000
     gpu = _on_gpu(p)
     other_ops = p.ops_per_step - p.matmul_ops_per_step
+    per_layer = (p.matmul_ops_per_step - 1) / layers if layers else 0  # and the output head
+    by_layer = (f" ({per_layer:.0f} per layer, and the output head)"
+                if per_layer and per_layer == int(per_layer) else "")
     lines = [
         f"- **One step (measured, median of {p.steps} after a warm-up step):** "
         f"{p.step_seconds * ms:.1f} ms ({1 / p.step_seconds:.1f} tokens/s), split below by "
@@ -124,7 +119,7 @@ def step_bound_md(bound, floor_seconds: float, bytes_per_token: int, bandwidth_g
         f"bandwidth a step can be no faster. This step took "
         f"{p.step_seconds / floor_seconds:.1f}× that.",
         f"- **Matrix products ({MEASURED}, profiler):** {p.matmul_seconds * ms:.1f} ms in "
-        f"{_products(p.matmul_ops_per_step, layers)}. They are the part that reads the "
+        f"{p.matmul_ops_per_step:,.0f} products a step{by_layer}. They are the part that reads the "
         "weights" + _matmul_rate(weight_bytes, p.matmul_seconds, bandwidth_gbs),
     ]
     if gpu:
