@@ -215,13 +215,7 @@ def measure_robust(lm, sizes: Sizes = Sizes(), loads: tuple[str, ...] = LOADS) -
     return report(quiet, loaded)
 
 
-def main() -> dict:
+if __name__ == "__main__":
     from inference.loading import load_model
 
-    out = measure_robust(load_model())
-    print(json.dumps(out, indent=1))
-    return out
-
-
-if __name__ == "__main__":
-    main()
+    print(json.dumps(measure_robust(load_model()), indent=1))
