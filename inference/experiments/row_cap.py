@@ -101,7 +101,7 @@ def choose_rows(sweep: Sequence[tuple[int, float]], memory_rows: int,
 
 
 def pool_rows(lm, settings: Settings) -> int:
-    """Rows of `ROW_TOKENS` positions the server's block pool holds (as `PagedBatch.for_memory`
+    """Rows of `ROW_TOKENS` positions the server's block pool holds (as `PagedBatch.for_server`
     sizes it)."""
     info = lm.info
     per_block = kv_cache_bytes(info.layers, info.kv_heads, info.head_dim, lm.bytes_per_value,
