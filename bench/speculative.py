@@ -25,8 +25,6 @@ from inference.experiments.speculative_race import (
 )
 from inference.tokens import prompt_ids
 
-REPEATS = 3
-
 
 def race_figures(runs: list[SpecRaceSummary]) -> dict:
     """The bench's keys for one draft: the median run's figures, every repeat's speed-up."""
@@ -42,7 +40,7 @@ def race_figures(runs: list[SpecRaceSummary]) -> dict:
             "ceiling_tokens_per_s": mid.ceiling_tokens_per_s}
 
 
-def measure_speculative(lm, settings, repeats: int = REPEATS) -> dict:
+def measure_speculative(lm, settings, repeats: int = 3) -> dict:
     """Race prompt lookup and the draft model (`settings.spec_draft`) at k =
     `settings.spec_k.default` on the edit workload; time the verification pass at batch 16."""
     shared = SharedResults()

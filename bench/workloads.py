@@ -23,8 +23,7 @@ BATCH_STEPS = 8  # timed decode steps per batch size
 def listed(name: str) -> tuple[str, ...]:
     """The entries of a list file under tests/ (one per line, '#' comments and blanks left out)."""
     lines = (ROOT / "tests" / name).read_text(encoding="utf-8").splitlines()
-    return tuple(line.split("#", 1)[0].strip() for line in lines
-                 if line.split("#", 1)[0].strip())
+    return tuple(filter(None, (line.split("#", 1)[0].strip() for line in lines)))
 
 
 MODEL_TESTS = listed("model_level.txt")
