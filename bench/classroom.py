@@ -40,6 +40,7 @@ import asyncio
 import json
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from bench.app_server import RssWatch, start_app
@@ -79,11 +80,12 @@ TARGETS = {"serving.classroom.at_once.refused": ("<=", 0),
            "serving.soak.errors": ("<=", 0)}
 
 
-def class_presses(url: str, students: list[Student], own: bool, chats: list[Student],
-                  chat_tokens: int = 48, spread_s: float = 3.0,
+def class_presses(url: str, students: list[Student], own: bool = False,
+                  chats: Sequence[Student] = (), chat_tokens: int = 48, spread_s: float = 3.0,
                   lessons: tuple[str, ...] = LESSONS) -> dict:
-    """Every student presses a lesson (in turn) within `spread_s`, while `chats` stream:
-    the presses, the chats' update gaps meanwhile, the wall time."""
+    """Every student presses a lesson (in turn) within `spread_s`: (a) `at_once`, with the
+    page's defaults while `chats` stream (and the gaps between their updates meanwhile), or
+    (b) `own_settings`, each with settings of its own (and how the line answered)."""
     pick, fn = lesson_inputs(url, lessons, own), chat_fn_index(url)
     stop = threading.Event()
     with ThreadPoolExecutor(max_workers=len(students) + len(chats)) as pool:
@@ -96,27 +98,13 @@ def class_presses(url: str, students: list[Student], own: bool, chats: list[Stud
         stop.set()
         talk = [s.result() for s in streams]
     end = max(p["end"] for p in presses)
+    figures = {"students": len(students), "spread_s": spread_s, **result_figures(presses),
+               "wall_s": end - go}
+    if own:
+        return figures | line_figures(presses)
     gaps = update_gaps([a for t in talk for a in t["answers"]], go, end)
-    return {"presses": presses, "wall_s": end - go,
-            "chat_p95_gap_s": percentile(gaps, 95) if gaps else None,
-            "chat_errors": sum(len(t["errors"]) for t in talk)}
-
-
-def at_once(url: str, students: list[Student], chats: list[Student], chat_tokens: int = 48,
-            spread_s: float = 3.0, lessons: tuple[str, ...] = LESSONS) -> dict:
-    """(a) The class presses the lessons with their defaults while `chats` stream."""
-    run = class_presses(url, students, False, chats, chat_tokens, spread_s, lessons)
-    return {"students": len(students), "chats": len(chats), "spread_s": spread_s,
-            **result_figures(run.pop("presses")), **run}
-
-
-def own_settings(url: str, students: list[Student], spread_s: float = 3.0,
-                 lessons: tuple[str, ...] = LESSONS) -> dict:
-    """(b) The class presses the lessons, each student with settings of its own."""
-    run = class_presses(url, students, True, [], spread_s=spread_s, lessons=lessons)
-    presses = run.pop("presses")
-    return {"students": len(students), "spread_s": spread_s, **result_figures(presses),
-            **line_figures(presses), "wall_s": run["wall_s"]}
+    return figures | {"chats": len(chats), "chat_p95_gap_s": percentile(gaps, 95) if gaps else None,
+                      "chat_errors": sum(len(t["errors"]) for t in talk)}
 
 
 def forged(url: str, presses: int = 100, spread_s: float = 5.0,
@@ -246,8 +234,9 @@ def measure_classroom(students: int = 30, chats: int = 3, measuring_chats: int =
     with start_app(BEHIND_PROXY) as app:
         room = class_of(app.url, students + chats)
         figures = {"cookies": sum(bool(s.cookies) for s in room),
-                   "at_once": at_once(app.url, room[:students], room[students:], new_tokens),
-                   "own_settings": own_settings(app.url, room[:students])}
+                   "at_once": class_presses(app.url, room[:students], chats=room[students:],
+                                            chat_tokens=new_tokens),
+                   "own_settings": class_presses(app.url, room[:students], own=True)}
     say("a script forging X-Forwarded-For: 100 measurements, then 100 chats")
     with start_app(BEHIND_PROXY) as app:
         figures |= {"forged": forged(app.url),

@@ -253,8 +253,8 @@ def test_students_keep_their_own_cookie_and_send_it_with_every_request(small_app
     assert all(s.cookies for s in room) and len({s.cookies[classroom_school.COOKIE]
                                                  for s in room}) == 6
     del small_app.seen[:]
-    r = classroom.at_once(small_app.url, room[:4], room[4:], chat_tokens=4, spread_s=0.3,
-                          lessons=LESSONS)
+    r = classroom.class_presses(small_app.url, room[:4], chats=room[4:], chat_tokens=4,
+                                spread_s=0.3, lessons=LESSONS)
     assert r["students"] == 4 and r["refused"] == 0 and r["errors"] == 0
     assert r["worst_p95_result_s"] == max(v for v in r["p95_result_s"].values())
     queue = [(h, v) for path, h, v in small_app.seen if "/queue/" in path]
@@ -267,7 +267,7 @@ def test_students_keep_their_own_cookie_and_send_it_with_every_request(small_app
 
 def test_own_settings_wait_in_line_told_their_place_and_end_in_order(small_app):
     room = classroom_school.class_of(small_app.url, 6)
-    r = classroom.own_settings(small_app.url, room, spread_s=0.3, lessons=LESSONS)
+    r = classroom.class_presses(small_app.url, room, own=True, spread_s=0.3, lessons=LESSONS)
     assert r["refused"] == 0 and r["errors"] == 0 and r["no_first_update"] == 0
     assert r["told_place"] >= 1  # runs one at a time: those behind the first are in line
     assert r["in_queue_order"] and r["out_of_order"] == 0
