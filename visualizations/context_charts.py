@@ -107,7 +107,6 @@ def attention_memory_figure(peaks, caption: str = "") -> go.Figure:
                    marker=dict(symbol="line-ew-open", size=40, color=PALETTE["grey"],
                                line=dict(width=3)))])
     top = max(max(p.peak_bytes, p.scores_bytes) for p in peaks) / 1e6
-    styled(fig, "Attention's peak memory", "attention implementation", "MB", caption,
-           height=420, note="The score table written out, or computed in tiles.")
     fig.update_yaxes(range=[0, top * 1.25])
-    return fig
+    return styled(fig, "Attention's peak memory", "attention implementation", "MB", caption,
+                  height=420, note="The score table written out, or computed in tiles.")

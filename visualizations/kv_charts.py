@@ -169,10 +169,9 @@ def gqa_figure(rows: list[tuple[str, int]], caption: str = "") -> go.Figure:
     fig = go.Figure(go.Bar(x=[r[0] for r in rows], y=[r[1] for r in rows],
                            marker_color=SEQUENCE[:len(rows)],
                            text=[human_bytes(r[1]) for r in rows], textposition="outside"))
-    styled(fig, "Cache bytes per token", "attention layout", "bytes per token", caption,
-           note=f"Grouped-query vs multi-head attention ({THEORETICAL}).")
     fig.update_yaxes(range=[0, max((r[1] for r in rows), default=1) * 1.2])
-    return fig
+    return styled(fig, "Cache bytes per token", "attention layout", "bytes per token", caption,
+                  note=f"Grouped-query vs multi-head attention ({THEORETICAL}).")
 
 
 def prefix_figure(runs, caption: str = "") -> go.Figure:
@@ -191,10 +190,9 @@ def prefix_figure(runs, caption: str = "") -> go.Figure:
                textposition="outside"),
     ])
     fig.update_layout(barmode="group")
-    styled(fig, "Time to first token", "question", "time to first token (ms)", caption,
-           note="With and without the shared prefix cache.")
     fig.update_yaxes(range=[0, max(max(r.ttft_full, r.ttft_reuse) for r in runs) * 1000 * 1.2])
-    return fig
+    return styled(fig, "Time to first token", "question", "time to first token (ms)", caption,
+                  note="With and without the shared prefix cache.")
 
 
 def attention_figure(view, layer: int, head: int, caption: str = "") -> go.Figure:
