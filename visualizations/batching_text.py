@@ -25,10 +25,8 @@ def sweep_progress_markdown(update, message: str) -> str:
 
 
 def sweep_cards(sweep, noise=None, reference=None) -> str:
-    """The sweep's headline cards: batch 1's tokens/s, the largest measured batch's, and their
-    ratio, worded (`throughput_trend`) on a quiet finished run only; a busy run gets the
-    numbers, no word, and the quiet `reference` beside them. Short values, the unit in the
-    label: three cards share one row on a phone."""
+    """Batch 1's tokens/s, the largest batch's and their ratio, worded only on a quiet finished
+    run (a busy one: the quiet `reference` beside them). Short values: one row on a phone."""
     points = sorted(sweep.points, key=lambda p: p.batch) if sweep is not None else []
     if not points:
         return NO_SWEEP_CARDS

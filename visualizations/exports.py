@@ -76,9 +76,8 @@ def write_csv(text: str, name: str, keep: int = 32) -> str:
 
 def machine_figures_md(info, roofline=None, prefill_points=(), batch_points=(),
                        when: str = "", busy: bool = False) -> str:
-    """"This machine's figures" as markdown to paste into notes: the machine, then each
-    measured figure that exists (roofline, prefill sweep, batch sweep); nothing is invented,
-    a figure physics rules out is not copied, and a busy decode run draws no share."""
+    """The machine, then each measured figure that exists; a figure physics rules out is not
+    copied, and a busy decode run draws no share."""
     lines = [f"## LLM inference measured on this machine{f' ({when})' if when else ''}",
              f"- Model: {info.name}, {info.parameters / 1e6:,.0f} M parameters, "
              f"{info.weight_bytes / 1e6:,.0f} MB of weights in {info.dtype}",

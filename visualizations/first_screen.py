@@ -244,9 +244,8 @@ def race_picture(prompt: Sequence[str], steps: Sequence, layers: int, *,
 def live_cards_html(ttft_s: float | None, per_token_s: float | None, prompt_tokens: int,
                     decoded: int, batch_rows: int = 1, first_event=None,
                     queued_s: float = 0.0, busy: bool = False) -> str:
-    """The two live cards (`busy`: each says its figure is noisy; the notice goes below them).
-    `ttft_s`: from sending the prompt to its first token (any wait for a row, then the
-    prefill); `per_token_s`: mean wall time between later tokens."""
+    """The two live cards (`busy`: each says noisy). `ttft_s`: from sending the prompt to its
+    first token (any wait for a row, then the prefill); `per_token_s`: mean between tokens."""
     work = (prompt_work(first_event, queued_s) if first_event is not None
             else f"{prompt_tokens} prompt tokens")
     noisy = " · noisy" if busy else ""  # one label line: the busy notice under them says why
@@ -262,8 +261,7 @@ def live_cards_html(ttft_s: float | None, per_token_s: float | None, prompt_toke
 
 
 def race_ratio_html(summary, noise=None) -> str:
-    """The race's ending: the measured ratio big, both totals under it, then the busy notice
-    or the one sentence the numbers support."""
+    """The race's measured ratio big, both totals, then the busy notice or what they support."""
     if summary is None or not summary.new_tokens:
         return ("*Press **Now without the cache**: the same answer made twice, once reading "
                 "the stored keys and values, once recomputing the whole text at every step. "

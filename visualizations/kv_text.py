@@ -23,8 +23,7 @@ def formula_markdown(snap) -> str:
 
 
 def growth_step_markdown(step) -> str:
-    """One `GrowthStep`: what the step was, how long it took, what the cache holds now, e.g.
-    '**Step 0** (prefill of the prompt, 120 ms): cache holds **12 tokens** (12 prompt + 0 ...'."""
+    """One `GrowthStep`: what the step was, how long it took, what the cache holds now."""
     snap = step.cache
     what = "prefill of the prompt" if step.index == 0 else "one decode step"
     generated = snap.tokens - step.prompt_tokens

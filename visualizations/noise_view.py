@@ -54,9 +54,8 @@ def quiet_note(noise) -> str:
 
 def reference_card(reference, title: str, noise, now=None,
                    shown: Callable[[float], str] = times) -> Card | None:
-    """The quiet reference as one card, for a busy live run with one on file (else None): a
-    view whose cards must keep one row (lesson 5's, above its chart) sets it beside them.
-    `shown` formats its value (a speed-up by default)."""
+    """The quiet reference as one card for a busy run with one on file (else None), for a view
+    whose cards keep one row; `shown` formats its value (a speed-up by default)."""
     if reference is None or noise is None or not noise.busy:
         return None
     return Card(f"{title}, quiet", shown(reference.value),
@@ -65,9 +64,8 @@ def reference_card(reference, title: str, noise, now=None,
 
 def reference_html(reference, title: str, live: str, noise, now=None,
                    shown: Callable[[float], str] = times) -> str:
-    """For a busy live run with a reference on file: its card ("measured on this machine at
-    09:12, quiet"), then this run's figure `live` in small type with the reasons the noise rule
-    gave. '' otherwise (a quiet run's figure, with its spread, stands alone)."""
+    """For a busy run with a reference on file: its card, then this run's figure `live` in small
+    type with the noise rule's reasons ('' otherwise: a quiet figure stands alone)."""
     card = reference_card(reference, title, noise, now, shown)
     if card is None:
         return ""

@@ -12,12 +12,10 @@ NO_MODES_CARDS = ("*float32's decode speed, the smallest mode's and its bytes pe
 
 
 def mode_cards_html(reports, noise=None, race=None, reference=None) -> str:
-    """The comparison's headline cards: the smallest mode's (picked by bytes, never by a
-    timing) weight bytes and decode tokens/s, each ÷ float32's. "faster" only on a quiet
-    finished run whose ratio reaches the roofline title's `FASTER`, so card and title never
-    disagree. `race`: that mode raced against float32 (`quant_race.SpeedRace`): its range in
-    the note, an impossible one not shown; `reference`: the quiet figure, a third card on a
-    busy run. Two cards, short words: one row on a phone."""
+    """The smallest mode's (by bytes, never by a timing) weight bytes and decode tokens/s, each
+    ÷ float32's; "faster" only where the roofline title's `FASTER` says so on a quiet run.
+    `race`: that mode raced against float32 (its range in the note); `reference`: the quiet
+    figure, a third card on a busy run."""
     base = next((r for r in reports or () if r.key == "fp32"), None)
     if base is None:
         return NO_MODES_CARDS

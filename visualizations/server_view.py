@@ -121,8 +121,7 @@ def limit_note(finished: str | None, max_new: int) -> str:
 
 
 def budget_split_figure(steps, budget: int, caption: str = "") -> go.Figure:
-    """Stacked bars per step: decode tokens (one per running row) and prefill-chunk tokens;
-    a dashed line at the budget (none when unchunked, budget 0)."""
+    """Stacked decode and prefill-chunk tokens per step; the budget dashed (0: unchunked)."""
     if not steps:
         return empty_figure(EMPTY_STEPS)
     x = [s.index for s in steps]

@@ -34,8 +34,7 @@ def sweep_title(points, noise=None) -> str:
 
 
 def k_sweep_figure(points, caption: str = "", noise=None) -> go.Figure:
-    """Two panels against k: tokens per pass, and speed-up over plain decoding (both measured),
-    one line per draft; a dashed line marks 1 (plain decoding) in each."""
+    """Tokens per pass and speed-up against k (measured), one line per draft, 1 dashed."""
     if not points:
         return empty_figure(EMPTY_SWEEP)
     judged = supports_verdict(noise)
@@ -69,8 +68,7 @@ def k_sweep_figure(points, caption: str = "", noise=None) -> go.Figure:
 
 
 def batch_figure(costs, caption: str = "") -> go.Figure:
-    """Per batch size: a plain step (B × 1 tokens) and a verification pass (B × (k + 1)),
-    measured milliseconds, the pass's cost in plain steps written on its bar."""
+    """Per batch size, a plain step beside a verification pass (measured ms, its cost in steps)."""
     if not costs:
         return empty_figure(EMPTY_BATCH)
     xs = [f"batch {c.batch}" for c in costs]

@@ -26,8 +26,7 @@ def _label(piece: str) -> str:
 
 
 def pass_row_html(p) -> str:
-    """One pass: its label, its chips (guesses kept / rejected / unused, then the model's
-    token), tokens gained and its measured time."""
+    """One pass: its label, its chips, tokens gained and its measured time."""
     chips = []
     for i, piece in enumerate(p.proposed_pieces):
         if i < p.accepted:

@@ -21,9 +21,8 @@ ALONE = "each timed pass had the model to itself"
 
 
 def sharing_sentence(chats: int | None) -> str:
-    """What else the app did while a lesson measured: each timed pass had the compute thread
-    to itself; the server answered `chats` chats between passes (None: not counted, nothing
-    said). Other programs on the machine are judged apart (the busy notice)."""
+    """Each timed pass had the compute thread to itself; the server answered `chats` chats
+    between passes (None: not counted). Other programs are judged apart (the busy notice)."""
     if chats is None:
         return ALONE
     if chats == 0:
@@ -104,12 +103,10 @@ def legend_rows_px(names: list[str], width: int = LEGEND_WIDTH) -> int:
 
 def styled(fig: go.Figure, title: str, x_title: str, y_title: str, caption: str = "",
            height: int = 380, note: str = "", legend_inside: bool = False) -> go.Figure:
-    """Apply the one chart style: a one-line title, the caption (`note` first, then the machine
-    caption) under it, axis titles with units, readable fonts, and a plot area of at least
-    `PLOT_MIN` px whatever the width (the figure grows by what the titles and the legend, its
-    rows counted at a phone's width, take). The legend sits at the bottom, so one that wraps on
-    a phone grows away from the title, never over it; `legend_inside`: in the plot's empty
-    top-left corner instead, for a chart that must stay short."""
+    """The one chart style: a one-line title, `note` then the caption under it, axis titles,
+    readable fonts, a plot area of at least `PLOT_MIN` px (the figure grows by what titles and
+    legend rows take on a phone). The legend sits at the bottom, so one that wraps grows away
+    from the title; `legend_inside`: the plot's top-left corner, for a chart that stays short."""
     entries = []
     for trace in fig.data:  # a legend entry wider than a phone would run off its side
         if trace.name and trace.showlegend is not False and trace.legendgroup not in {

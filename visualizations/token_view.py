@@ -45,9 +45,8 @@ def token_html(tokens) -> str:
 
 
 def token_counts_md(text: str, n_tokens: int, n_special: int = 0) -> str:
-    """Characters, words, tokens and tokens per word as a markdown line. Words are counted
-    between spaces, so text in a script written without them (Chinese, Japanese) gets no word
-    count: characters per token is the figure that means something there."""
+    """Characters, words, tokens and tokens per word as a markdown line (text written without
+    spaces, Chinese or Japanese, gets no word count: characters per token means more there)."""
     unspaced = any("\u3040" <= c <= "\u30ff" or "\u3400" <= c <= "\u9fff" for c in text)
     words = 0 if unspaced else len(text.split())  # Japanese and Chinese: no spaces between
     per_word = f"{n_tokens / words:.2f}" if words else "—"
