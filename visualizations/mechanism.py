@@ -48,10 +48,7 @@ def slow_factor(seconds: float, longest_s: float = LONGEST_BEAT_S) -> int:
 
 def nice_capacity(positions: int) -> int:
     """Strip capacity for `positions`: the next of 16, 32, 64, ... so cells keep their width."""
-    cap = 16
-    while cap < positions:
-        cap *= 2
-    return cap
+    return max(16, 1 << (positions - 1).bit_length())
 
 
 def _label(token) -> str:

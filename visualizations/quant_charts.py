@@ -9,6 +9,8 @@ from plotly.subplots import make_subplots
 from .style import PALETTE, SEQUENCE, empty_figure, styled
 
 MB = 1e6
+
+
 def mode_bars_figure(reports, caption: str = "") -> go.Figure:
     """Four small bar charts side by side: size, speed, agreement, perplexity per mode."""
     if not reports:
@@ -51,10 +53,8 @@ def mode_table(reports) -> tuple[list[str], list[list]]:
 
 def first_difference(reference_ids, ids) -> int | None:
     """Index of the first token that differs from the reference (None if all the same)."""
-    for i, (a, b) in enumerate(zip(reference_ids, ids)):
-        if a != b:
-            return i
-    return None if len(reference_ids) == len(ids) else min(len(reference_ids), len(ids))
+    shorter = None if len(reference_ids) == len(ids) else min(len(reference_ids), len(ids))
+    return next((i for i, (a, b) in enumerate(zip(reference_ids, ids)) if a != b), shorter)
 
 
 def _token_spans(ids, pieces, reference_ids) -> str:
