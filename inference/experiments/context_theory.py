@@ -67,6 +67,8 @@ def decode_theory(lm, shared=None) -> DecodeTheory:
     kv = bytes_per_token(info.layers, info.kv_heads, info.head_dim, lm.bytes_per_value)
     return DecodeTheory(bytes_read_per_token(lm.model), kv,
                         machine_bandwidth(shared, lm.device), str(lm.dtype).replace("torch.", ""))
+
+
 @dataclass(frozen=True)
 class QuadraticFit:
     """seconds(L) = a + b·L + c·L², least squares through measured (L, seconds) points."""

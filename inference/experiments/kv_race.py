@@ -4,12 +4,11 @@ Two lanes make the same greedy tokens:
 - **cached**: step 0 prefills the prompt into a KV cache; every later step runs ONE token
   through the model and reads the stored keys/values for the rest;
 - **recompute**: no cache; every step runs the WHOLE sequence so far through the model again.
-The lanes take turns, so both see the same machine noise, at the faster CPU thread count of
-the default and 1 (`thread_choice.fastest_threads`). `summarize`'s speed-up is the robust paired
-ratio of the lanes (`robust.paired_ratio`), the first step (the same pass over the prompt in
-both) at its faster time. A speed-up below 1 beyond the noise is impossible
-(`sanity.cached_step`): `checked_race` then races once more. `logit_gap` says how far the
-recomputed scores are from the cached ones: float rounding, so the cache is a pure speed-up.
+The lanes take turns at one CPU thread count (`thread_choice.fastest_threads`), so both see
+the same machine noise, and `summarize` pairs their steps (`robust.paired_ratio`). A speed-up
+below 1 beyond the noise is impossible (`sanity.cached_step`): `checked_race` races once more.
+`logit_gap` says how far the recomputed scores are from the cached ones: float rounding, so the
+cache is a pure speed-up.
 
 Why the race's first tokens undersell the cache (`step_costs`): while L tokens still fit in one
 memory-bound pass, recomputing them costs little more than one token (the weights are read once
@@ -45,6 +44,8 @@ WARM_UP_TOKENS = 8  # the untimed warm-up pass: at most the prompt's first 8 tok
 WARM_UP_PASSES = 4  # at most: `fastest_threads` times it at 2 thread counts, twice each
 LENGTHS = (32, 128, 512)  # `step_costs`; each recompute step at 512 takes ~1 s on 2 CPU cores
 REPEATS = 3  # steps timed per length and lane (median)
+
+
 @dataclass(frozen=True)
 class RaceStep:
     index: int  # output token number, 0 = first token (after the prefill)
@@ -139,15 +140,6 @@ def checked_race(lm, prompt_ids: list[int], new_tokens: int = LIMITS.race_new_to
             yield replace(step, attempt=1)
 
 
-def robust_speedup(cached: list[RaceStep], plain: list[RaceStep]) -> Robust | None:
-    """The lanes' paired ratio over steps 1.. (decode steps), plus step 0 counted once in each
-    lane at the faster of its two times (both lanes ran the same pass over the prompt)."""
-    if len(cached) < 2 or len(plain) < 2:
-        return None
-    return paired_ratio([s.seconds for s in plain[1:]], [s.seconds for s in cached[1:]],
-                        common=min(cached[0].seconds, plain[0].seconds))
-
-
 def summarize(steps: list[RaceStep], prompt_tokens: int) -> RaceSummary:
     """Totals over the steps both lanes have finished (a stopped race is summarized fairly),
     of the newest attempt only."""
@@ -157,7 +149,9 @@ def summarize(steps: list[RaceStep], prompt_tokens: int) -> RaceSummary:
     plain = [s for s in steps if s.lane == RECOMPUTE]
     n = min(len(cached), len(plain))
     cached, plain = cached[:n], plain[:n]
-    robust = robust_speedup(cached, plain)
+    # decode steps paired; step 0 (the same pass over the prompt in both) once, at its faster time
+    robust = (paired_ratio([s.seconds for s in plain[1:]], [s.seconds for s in cached[1:]],
+                           common=min(cached[0].seconds, plain[0].seconds)) if n > 1 else None)
     return RaceSummary(
         prompt_tokens=prompt_tokens, new_tokens=n,
         cached_seconds=sum(s.seconds for s in cached),
