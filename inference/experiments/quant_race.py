@@ -12,7 +12,7 @@ runs once more, the bandwidth measured again first (the higher counts); still pa
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from transformers import DynamicCache
@@ -67,9 +67,8 @@ def judged(key: str, base: list[float], mode: list[float], ceilings: tuple[float
     """
     robust = paired_ratio(base[1:], mode[1:]) if min(len(base), len(mode)) > 1 else None
     race = SpeedRace(key, tuple(base), tuple(mode), robust, ceilings, None, attempt, threads)
-    impossible = sanity.bandwidth(race.tokens_per_s[1], ceilings[1]) if robust else None
-    return SpeedRace(key, tuple(base), tuple(mode), robust, ceilings, impossible, attempt,
-                     threads)
+    return replace(race, impossible=sanity.bandwidth(race.tokens_per_s[1], ceilings[1])
+                   if robust else None)
 
 
 @torch.inference_mode()
