@@ -75,19 +75,13 @@ def rate_at_context(p: BatchPoint, kv_bytes_per_token: int, context: float,
     return p.batch / (p.step_seconds + max(memory_s, compute_s))
 
 
-def attention_flops_per_position(info) -> float:
-    """FLOPs one row's attention spends per cached position in one decode step (scores and
-    the weighted sum: 2 × 2 × head_dim per head per layer)."""
-    return 4.0 * info.layers * info.heads * info.head_dim
-
-
 def serving_costs(points: tuple[BatchPoint, ...] | list[BatchPoint], price_per_hour: float,
                   prompt_tokens: int = 200, output_tokens: int = 300,
                   kv_bytes_per_token: int | None = None, bandwidth_gbs: float = 0.0,
                   attention_flops: float = 0.0, peak_gflops: float = 0.0) -> list[CostPoint]:
     """One CostPoint per measured batch size; with `kv_bytes_per_token` and the measured
     `bandwidth_gbs`, the decode rate at the conversation's mean context (`rate_at_context`),
-    else as measured. Lesson 5's table and the presenter's cost screen both call this."""
+    else as measured."""
     LIMITS.price_per_hour.check("Price per hour ($)", price_per_hour)
     LIMITS.conversation_prompt_tokens.check("Prompt tokens per conversation", prompt_tokens)
     LIMITS.conversation_output_tokens.check("Output tokens per conversation", output_tokens)
@@ -119,9 +113,10 @@ def model_serving_costs(lm, points, price_per_hour: float, prompt_tokens: int,
     cost screen both call this, so one batch gets one figure on both."""
     info = lm.info
     kv = bytes_per_token(info.layers, info.kv_heads, info.head_dim, lm.bytes_per_value)
+    attention = 4.0 * info.layers * info.heads * info.head_dim  # FLOPs per cached position
     return serving_costs(points, price_per_hour, prompt_tokens, output_tokens,
                          kv_bytes_per_token=kv, bandwidth_gbs=bandwidth_gbs,
-                         attention_flops=attention_flops_per_position(info))
+                         attention_flops=attention)
 
 
 @dataclass(frozen=True)
@@ -200,14 +195,10 @@ def measured_chain(costs, budget_bytes: float, weight_bytes: float, kv_bytes_per
         return None
     held = prompt_tokens + output_tokens
     fits = sequences_that_fit(budget_bytes, weight_bytes, kv_bytes_per_token, held)
-    within = [c for c in costs if c.batch <= fits]
-    if not within:
-        return Chain(label, "measured", budget_bytes, weight_bytes, kv_bytes_per_token, held,
-                     fits, 0, 0.0, price_per_hour, float("inf"),
-                     largest_measured=max(c.batch for c in costs))
-    c = max(within, key=lambda c: c.batch)
+    c = max((c for c in costs if c.batch <= fits), key=lambda c: c.batch, default=None)
     return Chain(label, "measured", budget_bytes, weight_bytes, kv_bytes_per_token, held, fits,
-                 c.batch, c.output_tokens_per_s, price_per_hour, c.usd_per_conversation,
+                 c.batch if c else 0, c.output_tokens_per_s if c else 0.0, price_per_hour,
+                 c.usd_per_conversation if c else float("inf"),
                  largest_measured=max(p.batch for p in costs))
 
 
