@@ -157,11 +157,9 @@ def compare_steps(built, tokenizer, prompt_ids: list[int], n: int, text_ids: lis
                   device: torch.device, reference: Reference | None = None
                   ) -> Iterator[CompareProgress]:
     """Measure one built mode (a `BuiltMode`): a warm-up, then its timed greedy run of `n`
-    tokens, yielding after the warm-up and after every timed step (a lesson yields there, so
-    the server's steps run between them); the last item has the report against `reference`.
-    Without one, the mode (float32) is measured like any other and its own run and
-    teacher-forced pass become the `Reference` (agreement 1 and KL 0 by construction), carried
-    by the last item: one run, not a second identical one."""
+    tokens, yielding after the warm-up and after every timed step (the server steps there);
+    the last item has the report against `reference`. Without one (float32), this run becomes
+    the `Reference`, carried by the last item: agreement 1 and KL 0 by construction."""
     prompt = list(prompt_ids)
     greedy_run(built.model, prompt, 2, device)  # warm-up, untimed: first calls pay for allocation
     yield CompareProgress(0, n - 1)

@@ -77,7 +77,7 @@ def read(path: str | None = None, machine: str | None = None) -> dict[str, Quiet
 
 
 def keep_if_quiet(key: str, value: float, label: str, noise, path: str | None = None,
-         machine: str | None = None, now: datetime | None = None) -> QuietFigure | None:
+                  machine: str | None = None, now: datetime | None = None) -> QuietFigure | None:
     """This machine's reference for `key`: the one on file, else this run's figure, written
     when `noise` (the run's `Noise`) judged it quiet. None: no quiet run of it yet."""
     path, machine = path or default_path(), machine or this_machine()
@@ -105,7 +105,7 @@ def for_race(summary, dtype: str, noise) -> QuietFigure | None:
         return None
     key = f"kv_race {summary.new_tokens} tokens after {summary.prompt_tokens} {dtype}"
     return keep_if_quiet(key, summary.speedup, summary.robust.label(),
-                None if summary.impossible else noise)
+                         None if summary.impossible else noise)
 
 
 def for_sweep(update, dtype: str, noise) -> QuietFigure | None:
