@@ -216,27 +216,25 @@ def race_line(cached: Lane, plain: Lane, step: int) -> str:
             f"in <b>{ms(plain.seconds, 0)}</b>")
 
 
-def live_picture(prompt: Sequence[str], events: Sequence, layers: int, *, capacity: int,
-                 name: str = "live") -> str:
+def live_picture(prompt: Sequence[str], events: Sequence, layers: int, *, capacity: int) -> str:
     """The newest step of the live answer, at a slow-down fitting the median decode step."""
     e = events[-1]  # its title short: the step line above says the rest
     lane = replace(decode_lane(prompt, events), title=f"step {e.index}" + (
         "" if e.index and e.forward_tokens == 1 else ": refill" if e.index else ": the prompt"))
     typical = statistics.median(e.seconds for e in events[1:]) if len(events) > 1 else None
-    return picture_html([lane], layers, step_line(events[-1]), name=name,
+    return picture_html([lane], layers, step_line(events[-1]), name="live",
                         capacity=max(capacity, lane.cached), step=events[-1].index,
                         factor=slow_factor(typical or lane.seconds))
 
 
 def race_picture(prompt: Sequence[str], steps: Sequence, layers: int, *,
-                 output: Sequence[str] = (), capacity: int | None = None,
-                 name: str = "live-race") -> str:
+                 output: Sequence[str] = (), capacity: int | None = None) -> str:
     """The race's newest step both lanes finished, side by side at one slow-down."""
     lanes = race_lanes(prompt, steps, output)
     c, r = lanes
     cached = [s.seconds for s in steps if s.lane == "cached" and s.index > 0]
     step = len(c.output) - 1
-    return picture_html(lanes, layers, race_line(c, r, step), name=name,
+    return picture_html(lanes, layers, race_line(c, r, step), name="live-race",
                         capacity=capacity or nice_capacity(len(r.fed)), step=step,
                         factor=slow_factor(statistics.median(cached) if cached else c.seconds))
 

@@ -40,9 +40,9 @@ def layer_groups(layers: int, most: int = MOST_GROUPS) -> tuple[tuple[int, int],
     return tuple((lo, min(lo + size - 1, layers)) for lo in range(1, max(layers, 1) + 1, size))
 
 
-def slow_factor(seconds: float, longest_s: float = LONGEST_BEAT_S) -> int:
-    """The largest offered slow-down that shows `seconds` in at most `longest_s` on screen."""
-    fitting = [f for f in FACTORS if seconds * f <= longest_s]
+def slow_factor(seconds: float) -> int:
+    """The largest offered slow-down that shows `seconds` in at most `LONGEST_BEAT_S`."""
+    fitting = [f for f in FACTORS if seconds * f <= LONGEST_BEAT_S]
     return fitting[-1] if fitting else FACTORS[0]
 
 
@@ -170,13 +170,12 @@ def empty_diagram(layers: int, message: str, name: str) -> str:
 
 
 def decode_diagram(prompt: Sequence, events: Sequence, layers: int, *,
-                   capacity: int | None = None, factor: int | None = None,
-                   name: str = "decode") -> str:
+                   capacity: int | None = None, factor: int | None = None) -> str:
     """The newest step of a generation (`events`: its `StepEvent`s so far), at a slow-down
     fitting the median decode step, so it stays put while the steps come."""
     if not events:
         return empty_diagram(layers, "The model waits: press <b>Step</b> and watch the prompt "
-                             "go through its layers.", name)
+                             "go through its layers.", "decode")
     lane = decode_lane(prompt, events)
     e = events[-1]
     typical = statistics.median(ev.seconds for ev in events[1:]) if len(events) > 1 else e.seconds
@@ -190,17 +189,16 @@ def decode_diagram(prompt: Sequence, events: Sequence, layers: int, *,
             f"(forward {ms(e.forward_seconds)})")
     if getattr(e, "batch_rows", 1) > 1:
         head += f" · shared with {e.batch_rows - 1} other request(s)"
-    return diagram_html([lane], layers, head, name=name, capacity=capacity, step=e.index,
+    return diagram_html([lane], layers, head, name="decode", capacity=capacity, step=e.index,
                         factor=factor or slow_factor(typical))
 
 
-def prefill_diagram(prompt: Sequence, events: Sequence, layers: int, *,
-                    factor: int | None = None, name: str = "prefill") -> str:
+def prefill_diagram(prompt: Sequence, events: Sequence, layers: int) -> str:
     """The prefill beat (`events[0]`) and the decode step after it, at one slow-down: the
     prompt's many tokens in one pass against one token in the next."""
     if not events:
         return empty_diagram(layers, "Press <b>Prefill it</b>: the whole prompt goes through "
-                             "the layers in one pass.", name)
+                             "the layers in one pass.", "prefill")
     lanes = [decode_lane(prompt, events[:1])]
     first = events[0]
     head = (f"Prefill: {first.forward_tokens} tokens in one pass, measured "
@@ -210,19 +208,17 @@ def prefill_diagram(prompt: Sequence, events: Sequence, layers: int, *,
         head += (f" · then decode step 1: 1 token in, <b>{ms(events[1].seconds)}</b>: "
                  f"{first.seconds / max(events[1].seconds, 1e-9):.1f}× the time for "
                  f"{first.forward_tokens}× the tokens")
-    return diagram_html(lanes, layers, head, name=name, step=0,
-                        factor=factor or slow_factor(min(ln.seconds for ln in lanes)))
+    return diagram_html(lanes, layers, head, name="prefill", step=0)
 
 
 def race_diagram(prompt: Sequence, steps: Sequence, layers: int, *,
-                 output: Sequence[str] = (), capacity: int | None = None,
-                 factor: int | None = None, name: str = "race") -> str:
+                 output: Sequence[str] = (), capacity: int | None = None) -> str:
     """The race's newest finished step, both lanes at one slow-down. `output`: the cached
     lane's token texts (the race records only ids)."""
     lanes = race_lanes(prompt, steps, output)
     if not lanes:
         return empty_diagram(layers, "Press <b>Race</b>: with the cache one token enters per "
-                             "step; without it, the whole sequence does.", name)
+                             "step; without it, the whole sequence does.", "race")
     c, r = lanes
     cached = [s.seconds for s in steps if s.lane == "cached" and s.index > 0]
     typical = statistics.median(cached) if cached else c.seconds
@@ -231,5 +227,5 @@ def race_diagram(prompt: Sequence, steps: Sequence, layers: int, *,
             f"{len(c.fed)} token{'s' if len(c.fed) != 1 else ''} in, <b>{ms(c.seconds)}</b> "
             f"· without it {len(r.fed)} "
             f"tokens in again, <b>{ms(r.seconds)}</b>")
-    return diagram_html(lanes, layers, head, name=name, capacity=capacity,
-                        factor=factor or slow_factor(typical), step=step)
+    return diagram_html(lanes, layers, head, name="race", capacity=capacity,
+                        factor=slow_factor(typical), step=step)

@@ -40,13 +40,13 @@ def batch_lane(point) -> Lane:
 
 
 def batch_diagram(points: Sequence, layers: int, *, bandwidth_gbs: float | None = None,
-                  noise=None, name: str = "batch") -> str:
+                  noise=None) -> str:
     """The newest batch size measured beside batch 1: the same weights read once per step,
     for B rows or for one. `bandwidth_gbs`: the measured read bandwidth (for the floor)."""
     if not points:
         return empty_diagram(layers, "Press <b>Run sweep</b>: B requests go through the layers "
                              "together, as B rows of one pass that reads the weights once.",
-                             name)
+                             "batch")
     one, big = points[0], points[-1]
     shown = [big] if big is one else [one, big]
     head = (f"{_busy(noise)}Batch {big.batch}: {big.batch} row{'s' if big.batch != 1 else ''} "
@@ -61,7 +61,7 @@ def batch_diagram(points: Sequence, layers: int, *, bandwidth_gbs: float | None 
     if floor is not None:
         head += (f" · theoretical floor of batch {big.batch}'s step = (weights + KV cache "
                  f"bytes) ÷ {bandwidth_gbs:,.1f} GB/s measured = {ms(floor)}")
-    return diagram_html([batch_lane(p) for p in shown], layers, head, name=name,
+    return diagram_html([batch_lane(p) for p in shown], layers, head, name="batch",
                         step=big.batch)
 
 
@@ -82,12 +82,12 @@ def quant_lane(report, parameters: int) -> Lane:
 
 
 def quant_diagram(reports: Sequence, layers: int, parameters: int, *,
-                  bandwidth_gbs: float | None = None, noise=None, name: str = "quant") -> str:
+                  bandwidth_gbs: float | None = None, noise=None) -> str:
     """The newest measured mode beside float32: one decode step each, at its bytes per weight."""
     if not reports:
         return empty_diagram(layers, "Press <b>Compare modes</b>: every decode step reads every "
                              "weight; a mode with fewer bytes per weight has less to read.",
-                             name)
+                             "quant")
     base = next((r for r in reports if r.key == "fp32"), reports[0])
     newest = reports[-1]
     shown = [base] if newest is base else [base, newest]
@@ -104,5 +104,5 @@ def quant_diagram(reports: Sequence, layers: int, parameters: int, *,
                            for r in shown)
         head += (f" · theoretical floor = bytes read ÷ {bandwidth_gbs:,.1f} GB/s measured: "
                  f"{floors}")
-    return diagram_html([quant_lane(r, parameters) for r in shown], layers, head, name=name,
+    return diagram_html([quant_lane(r, parameters) for r in shown], layers, head, name="quant",
                         step=len(newest.pieces) - 1)
