@@ -60,7 +60,6 @@ class Sizes:
 class Figure:
     """One headline figure as a lesson would show it, and the bound checked again here."""
 
-    name: str
     robust: Robust | None  # the estimate and its range (None: not measured)
     withheld: str | None  # the measurement's own reason not to show it (None: shown)
     bound: str | None  # what the sanity bound says of the figure (None: possible)
@@ -73,8 +72,7 @@ class Figure:
 def kv_race(lm, sizes: Sizes, shared) -> Figure:
     ids = prompt_ids(lm.tokenizer, KV_PROMPT)
     s = summarize(list(checked_race(lm, ids, sizes.race_tokens)), len(ids))
-    return Figure("kv_race", s.robust, s.impossible,
-                  sanity.cached_step(1.0, s.speedup) if s.robust else None)
+    return Figure(s.robust, s.impossible, sanity.cached_step(1.0, s.speedup) if s.robust else None)
 
 
 def batch_gain(lm, sizes: Sizes, shared) -> Figure:
@@ -83,14 +81,13 @@ def batch_gain(lm, sizes: Sizes, shared) -> Figure:
     *_, done = run_sweep(lm, ids, sizes.batch, sizes.batch_steps, bandwidth_gbs=bw)
     one, big = done.points[0], done.points[-1]
     gain = big.gain_over(one)
-    return Figure("batch_gain", gain, big.impossible,
-                  sanity.batch_gain(big.batch // one.batch, gain.estimate))
+    return Figure(gain, big.impossible, sanity.batch_gain(big.batch // one.batch, gain.estimate))
 
 
 def prefill_ratio(lm, sizes: Sizes, shared) -> Figure:
     *_, done = prefill_sweep(lm, [sizes.prefill_tokens], max_sequential=0)
     p = done.points[-1]
-    return Figure("prefill_ratio", p.robust, p.impossible, sanity.one_pass(p.tokens, p.speedup))
+    return Figure(p.robust, p.impossible, sanity.one_pass(p.tokens, p.speedup))
 
 
 def int4_speed(lm, sizes: Sizes, shared) -> Figure:
@@ -102,7 +99,7 @@ def int4_speed(lm, sizes: Sizes, shared) -> Figure:
                                   shared.get("bandwidth"))
     assert isinstance(race, SpeedRace)
     bound = sanity.bandwidth(race.tokens_per_s[1], race.ceilings[1])  # int4's lane
-    return Figure("int4_speed", race.robust, race.impossible, bound)
+    return Figure(race.robust, race.impossible, bound)
 
 
 FIGURES: dict[str, Callable] = {"kv_race": kv_race, "batch_gain": batch_gain,
@@ -167,8 +164,8 @@ def report(quiet: dict[str, Figure], loaded: dict[str, dict[str, Figure]]) -> di
     and `withheld` counted over every run.
 
     >>> quiet, busy = Robust(2.8, 2.6, 3.0, 5), Robust(2.1, 2.0, 2.2, 5)
-    >>> f = report({"kv_race": Figure("kv_race", quiet, None, None)},
-    ...            {"spinner": {"kv_race": Figure("kv_race", busy, None, None)}})
+    >>> f = report({"kv_race": Figure(quiet, None, None)},
+    ...            {"spinner": {"kv_race": Figure(busy, None, None)}})
     >>> f["kv_race"]["spinner"]["loaded_vs_quiet"], f["kv_race"]["spinner"]["off"]
     (0.75, 1.333)
     >>> f["impossible_shown"], f["kv_race"]["quiet_range"]

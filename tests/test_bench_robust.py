@@ -24,15 +24,14 @@ def test_tiny_run_reports_every_figure_quiet_and_loaded(lm):
 
 def test_impossible_shown_counts_a_planted_figure_only_when_shown():
     fine = Robust(2.0, 1.9, 2.1, 5)
-    shown = Figure("prefill_ratio", Robust(90.0, 80.0, 95.0, 5), None,
+    shown = Figure(Robust(90.0, 80.0, 95.0, 5), None,
                    "one pass over 32 tokens measured 90.0× faster ...")  # planted: shown
-    withheld = Figure("prefill_ratio", Robust(90.0, 80.0, 95.0, 5), "past its bound",
+    withheld = Figure(Robust(90.0, 80.0, 95.0, 5), "past its bound",
                       "one pass over 32 tokens measured 90.0× faster ...")
-    quiet = {"kv_race": Figure("kv_race", fine, None, None), "prefill_ratio": shown}
+    quiet = {"kv_race": Figure(fine, None, None), "prefill_ratio": shown}
     assert report(quiet, {})["impossible_shown"] == 1
     out = report({**quiet, "prefill_ratio": withheld},
-                 {"spinner": {"prefill_ratio": shown, "kv_race": Figure("kv_race", fine, None,
-                                                                        None)}})
+                 {"spinner": {"prefill_ratio": shown, "kv_race": Figure(fine, None, None)}})
     assert out["impossible_shown"] == 1 and out["withheld"] == 1  # the loaded run showed it
     assert out["prefill_ratio"]["quiet"] is None  # a withheld figure is no quiet figure
     assert out["prefill_ratio"]["spinner"]["loaded_vs_quiet"] is None
