@@ -154,22 +154,22 @@ def _slanted_labels_px(fig: go.Figure) -> int:
     return min(int(7.5 * longest * 0.8), 110) if longest > 6 and len(set(labels)) > 1 else 0
 
 
-def integer_ticks(fig: go.Figure, count: int, axis: str = "x", start: int = 0, **kw) -> go.Figure:
-    """Whole-number ticks (1, 2, 5, 10, … apart) on an axis of token numbers `start` ..
+def integer_ticks(fig: go.Figure, count: int, start: int = 0, **kw) -> go.Figure:
+    """Whole-number ticks (1, 2, 5, 10, … apart) on an x axis of token numbers `start` ..
     `start + count - 1`: no tick at −0.5 or 1.5, whatever the count."""
     step = next(s for s in (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10**4)
                 if count / s <= 10 or s == 10**4)
-    update = fig.update_xaxes if axis == "x" else fig.update_yaxes
-    update(tickmode="linear", tick0=start if step == 1 else 0, dtick=step, tickformat="d", **kw)
+    fig.update_xaxes(tickmode="linear", tick0=start if step == 1 else 0, dtick=step,
+                     tickformat="d", **kw)
     return fig
 
 
-def empty_figure(message: str, height: int = 300) -> go.Figure:
+def empty_figure(message: str) -> go.Figure:
     """A blank chart that says what to do to fill it (the empty state)."""
     fig = go.Figure()
     fig.add_annotation(text=message, xref="paper", yref="paper", x=0.5, y=0.5,
                        showarrow=False, font=dict(size=16, color=CAPTION_GREY))
-    fig.update_layout(template="plotly_white", height=height,
+    fig.update_layout(template="plotly_white", height=300,
                       xaxis=dict(visible=False), yaxis=dict(visible=False),
                       margin=dict(l=20, r=20, t=20, b=20))
     return fig
