@@ -28,8 +28,8 @@ def chat_body(model: str, prompt: str, new_tokens: int) -> dict:
             "stream_options": {"include_usage": True}}
 
 
-async def http_lines(base_url: str, method: str, path: str, body: dict | None = None,
-                     headers: dict | None = None) -> AsyncIterator[bytes]:
+async def http_lines(base_url: str, method: str, path: str, body: dict | None = None
+                     ) -> AsyncIterator[bytes]:
     """One HTTP/1.1 request on its own connection (`Connection: close`); yields the response
     body's lines as they arrive (chunked, sized or read to the end), or raises RuntimeError
     with the start of the body when the status is not 200."""
@@ -41,7 +41,6 @@ async def http_lines(base_url: str, method: str, path: str, body: dict | None = 
                 f"Host: {url.hostname}:{url.port or 80}", "Connection: close"]
         if body is not None:
             head += ["Content-Type: application/json", f"Content-Length: {len(data)}"]
-        head += [f"{k}: {v}" for k, v in (headers or {}).items()]
         writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + data)
         await writer.drain()
         status_line = (await reader.readline()).split()
