@@ -13,37 +13,11 @@ from plotly.graph_objects import Figure
 from inference import served_alongside
 from inference.config import Settings
 from inference.errors import SettingOutOfRangeError
-from inference.experiments import noise
+from inference.experiments import context_sweep, context_theory, noise
 from inference.experiments.attention_memory import compare_attention_memory
-from inference.experiments.context_sweep import (
-    check_fits_window,
-    compare_lengths,
-    decode_lengths,
-    decode_lengths_sweep,
-    prefill_lengths,
-    prefill_lengths_sweep,
-)
-from inference.experiments.context_theory import (
-    cost_cuts,
-    decode_theory,
-    fit_quadratic,
-    length_shares,
-    matmul_parameters,
-    measured_bytes_per_token,
-)
 from inference.experiments.noise import Noise
-from visualizations.context_charts import (
-    attention_memory_figure,
-    decode_lengths_figure,
-    prefill_lengths_figure,
-)
-from visualizations.context_text import (
-    cuts_markdown,
-    decode_markdown,
-    guess_verdict_markdown,
-    memory_markdown,
-    prefill_markdown,
-)
+from visualizations import context_charts as charts
+from visualizations import context_text
 from visualizations.style import info_caption
 
 from .common.latest import keep, reuse, shared_key
@@ -64,7 +38,7 @@ class ContextFrame:
 
 def length_choices(lm, settings: Settings) -> tuple[int, ...]:
     """The longest lengths a learner may pick: the prefill lengths up to the model's window."""
-    return prefill_lengths(settings, lm.info.context_window)
+    return context_sweep.prefill_lengths(settings, lm.info.context_window)
 
 
 def default_length(lm, settings: Settings) -> int:
@@ -81,14 +55,14 @@ def _longest(lm, max_tokens) -> int:
         raise SettingOutOfRangeError("Choose a longest length from the list.") from exc
     if most < 1:
         raise SettingOutOfRangeError(f"The longest length must be 1 token or more (got {most}).")
-    check_fits_window(most, lm.info.context_window, "A longest length")
+    context_sweep.check_fits_window(most, lm.info.context_window, "A longest length")
     return most
 
 
 def sweep_prefill_lengths(lm, settings: Settings, max_tokens) -> tuple[int, ...]:
     """The prompt lengths the prefill sweep times: the Settings' lengths up to the longest."""
     most = _longest(lm, max_tokens)
-    return tuple(sorted({n for n in prefill_lengths(settings, lm.info.context_window)
+    return tuple(sorted({n for n in context_sweep.prefill_lengths(settings, lm.info.context_window)
                          if n < most} | {most}))
 
 
@@ -96,7 +70,7 @@ def sweep_decode_lengths(lm, settings: Settings, max_tokens) -> tuple[int, ...]:
     """The cache lengths the decode sweep times: those below the longest, then the longest
     (or window - 1, which leaves room for the step's own token)."""
     most, window = _longest(lm, max_tokens), lm.info.context_window
-    return tuple(sorted({n for n in decode_lengths(settings, window) if n < most}
+    return tuple(sorted({n for n in context_sweep.decode_lengths(settings, window) if n < most}
                         | {min(most, window - 1)}))
 
 
@@ -105,13 +79,14 @@ def _prefill_view(lm, points, caption: str, judged: Noise | None = None
     info = lm.info
     curve = shares = None
     if len(points) >= 3:  # a + b·L + c·L² needs three lengths to pin down
-        curve = fit_quadratic([p.tokens for p in points], [p.seconds for p in points])
-        shares = length_shares(curve, [p.tokens for p in points],
-                               matmul_parameters(info.parameters, info.vocab_size,
-                                                 info.hidden_size),
-                               info.layers, info.heads, info.head_dim)
-    return (prefill_lengths_figure(points, curve, shares or (), caption),
-            prefill_markdown(points, curve, shares or (), judged))
+        lengths = [p.tokens for p in points]
+        curve = context_theory.fit_quadratic(lengths, [p.seconds for p in points])
+        matmul = context_theory.matmul_parameters(info.parameters, info.vocab_size,
+                                                  info.hidden_size)
+        shares = context_theory.length_shares(curve, lengths, matmul, info.layers, info.heads,
+                                              info.head_dim)
+    return (charts.prefill_lengths_figure(points, curve, shares or (), caption),
+            context_text.prefill_markdown(points, curve, shares or (), judged))
 
 
 def prefill_frames(lm, settings: Settings, shared, max_tokens) -> Iterator[ContextFrame]:
@@ -121,10 +96,11 @@ def prefill_frames(lm, settings: Settings, shared, max_tokens) -> Iterator[Conte
     key = shared_key(lm, "context-prefill") + (lengths, settings.context_prefill_repeats)
     done = reuse(shared, key)
     if done is None:
-        yield ContextFrame(prefill_lengths_figure([], caption=caption), "",
+        yield ContextFrame(charts.prefill_lengths_figure([], caption=caption), "",
                            f"⏳ Step 1 of {len(lengths)}: one prefill of {lengths[0]:,} tokens…")
         points = ()
-        for progress in prefill_lengths_sweep(lm, lengths, settings.context_prefill_repeats):
+        for progress in context_sweep.prefill_lengths_sweep(lm, lengths,
+                                                            settings.context_prefill_repeats):
             points, last = progress.points, progress.points[-1]
             caption = info_caption(lm.info, note=f"best of {settings.context_prefill_repeats} "
                                    "per length", chats=served_alongside.chats_so_far())
@@ -148,11 +124,10 @@ def cuts_text(lm, settings: Settings, decode_points=()) -> str:
     """'What cuts the cost' at the model's window; the GQA row measured from the decode
     sweep's real tensors once there are any (theoretical before)."""
     info = lm.info
-    return cuts_markdown(cost_cuts(info.layers, info.heads, info.kv_heads, info.head_dim,
-                                   lm.bytes_per_value, info.context_window,
-                                   settings.context_sliding_window,
-                                   measured_bytes_per_token=measured_bytes_per_token(
-                                       decode_points)))
+    measured = context_theory.measured_bytes_per_token(decode_points)
+    return context_text.cuts_markdown(context_theory.cost_cuts(
+        info.layers, info.heads, info.kv_heads, info.head_dim, lm.bytes_per_value,
+        info.context_window, settings.context_sliding_window, measured_bytes_per_token=measured))
 
 
 def _guess_text(lm, settings: Settings, points, theory, guess: float | None,
@@ -160,8 +135,8 @@ def _guess_text(lm, settings: Settings, points, theory, guess: float | None,
     """The answer to the guess box: measured at the asked lengths, or why this run cannot;
     beside the number alone when the machine was busy (`judged`)."""
     short, long = settings.context_guess_lengths
-    comparison = compare_lengths(points, short, long)
-    answer = (("\n\n---\n" + guess_verdict_markdown(comparison, theory, judged))
+    comparison = context_sweep.compare_lengths(points, short, long)
+    answer = (("\n\n---\n" + context_text.guess_verdict_markdown(comparison, theory, judged))
               if comparison else "")
     reached = max((p.cache_tokens for p in points), default=0)
     if comparison is None or comparison.long.cache_tokens < long:
@@ -182,19 +157,19 @@ def decode_frames(lm, settings: Settings, shared, max_tokens, guess: float | Non
     window = lm.info.context_window
     caption = info_caption(lm.info, note=f"median of {repeats} steps per point")
     key = shared_key(lm, "context-decode") + (lengths, batches, repeats)
-    theory = decode_theory(lm, shared)  # the machine's one bandwidth figure, measured once
+    theory = context_theory.decode_theory(lm, shared)  # the bandwidth, measured once
     done = reuse(shared, key)
     if done is None:
-        yield ContextFrame(decode_lengths_figure([], caption=caption), "",
+        yield ContextFrame(charts.decode_lengths_figure([], caption=caption), "",
                            f"⏳ Filling a cache of {lengths[-1]:,} tokens with one prefill "
                            f"(untimed), then {len(lengths) * len(batches)} timed steps…")
         points = ()
-        for progress in decode_lengths_sweep(lm, lengths, batches, repeats):
+        for progress in context_sweep.decode_lengths_sweep(lm, lengths, batches, repeats):
             points, last = progress.points, progress.points[-1]
             caption = info_caption(lm.info, note=f"median of {repeats} steps per point",
                                    chats=served_alongside.chats_so_far())
-            yield ContextFrame(decode_lengths_figure(points, theory, window, caption),
-                               decode_markdown(points, theory, window),
+            yield ContextFrame(charts.decode_lengths_figure(points, theory, window, caption),
+                               context_text.decode_markdown(points, theory, window),
                                f"⏳ Step {progress.done} of {progress.total}: batch "
                                f"{last.batch}, {last.cache_tokens:,} cached tokens: one step "
                                f"{last.seconds * 1000:,.1f} ms.")
@@ -204,8 +179,8 @@ def decode_frames(lm, settings: Settings, shared, max_tokens, guess: float | Non
     else:
         note = SHARED_NOTE
     points, judged = done
-    yield ContextFrame(decode_lengths_figure(points, theory, window, caption),
-                       decode_markdown(points, theory, window, judged)
+    yield ContextFrame(charts.decode_lengths_figure(points, theory, window, caption),
+                       context_text.decode_markdown(points, theory, window, judged)
                        + _guess_text(lm, settings, points, theory, guess, judged), note,
                        cuts_text(lm, settings, points))
 
@@ -218,13 +193,15 @@ def memory_frames(lm, settings: Settings, shared, max_tokens) -> Iterator[Contex
     caption = info_caption(lm.info)
     done = reuse(shared, key)
     if done is None:
-        yield ContextFrame(attention_memory_figure([], caption), memory_markdown([]),
+        yield ContextFrame(charts.attention_memory_figure([], caption),
+                           context_text.memory_markdown([]),
                            f"⏳ Step 1 of 2: one prefill of {tokens:,} tokens with sdpa…")
         peaks = []
         for peak in compare_attention_memory(lm, tokens, settings.context_eager_max_tokens):
             peaks.append(peak)
             nxt = " Now step 2 of 2: the same with eager attention…" if len(peaks) == 1 else ""
-            yield ContextFrame(attention_memory_figure(peaks, caption), memory_markdown(peaks),
+            yield ContextFrame(charts.attention_memory_figure(peaks, caption),
+                               context_text.memory_markdown(peaks),
                                f"⏳ Step {len(peaks)} of 2: {peak.implementation}, peak "
                                f"{peak.peak_bytes / 1e6:,.0f} MB above the start.{nxt}")
         done = tuple(peaks), noise.reading(settings=settings)
@@ -233,5 +210,5 @@ def memory_frames(lm, settings: Settings, shared, max_tokens) -> Iterator[Contex
     else:
         note = SHARED_NOTE
     peaks, judged = done
-    yield ContextFrame(attention_memory_figure(peaks, caption), memory_markdown(peaks, judged),
-                       note)
+    yield ContextFrame(charts.attention_memory_figure(peaks, caption),
+                       context_text.memory_markdown(peaks, judged), note)

@@ -11,14 +11,7 @@ import gradio as gr
 from inference.config import Settings
 from inference.experiments.attention_memory import attention_memory_tokens
 from inference.experiments.context_sweep import decode_lengths_tokens, prefill_lengths_tokens
-from visualizations.context_charts import (
-    DECODE_BUTTON,
-    MEMORY_BUTTON,
-    PREFILL_BUTTON,
-    attention_memory_figure,
-    decode_lengths_figure,
-    prefill_lengths_figure,
-)
+from visualizations import context_charts
 from visualizations.context_text import FLASH_ATTENTION
 from visualizations.style import info_caption
 
@@ -74,9 +67,10 @@ def build(ctx: AppContext) -> None:
     cuts = gr.Markdown(run.cuts_text(lm, settings), render=False, elem_id="ctx-cuts")
     with gr.Tabs(overflow_behavior="wrap"):
         with gr.Tab("1 · Prefill vs prompt length"):
-            chart = gr.Plot(prefill_lengths_figure([], caption=caption), render=False,
-                            label="Prefill per prompt token", elem_id="ctx-prefill-chart")
-            _sweep("prefill", PREFILL_BUTTON, chart,
+            chart = gr.Plot(context_charts.prefill_lengths_figure([], caption=caption),
+                            render=False, label="Prefill per prompt token",
+                            elem_id="ctx-prefill-chart")
+            _sweep("prefill", context_charts.PREFILL_BUTTON, chart,
                    lambda n: run.prefill_frames(lm, settings, shared, n),
                    lambda n: prefill_lengths_tokens(run.sweep_prefill_lengths(lm, settings, n),
                                                     settings.context_prefill_repeats),
@@ -86,9 +80,9 @@ def build(ctx: AppContext) -> None:
             guess = guess_box(settings, run.GUESS_KEY, f"one decode step with {long:,} cached "
                               f"tokens against {short:,}, how many times as long",
                               "ctx-decode-guess")
-            chart = gr.Plot(decode_lengths_figure([], caption=caption), render=False,
+            chart = gr.Plot(context_charts.decode_lengths_figure([], caption=caption), render=False,
                             label="One decode step per cache length", elem_id="ctx-decode-chart")
-            _sweep("decode", DECODE_BUTTON, chart,
+            _sweep("decode", context_charts.DECODE_BUTTON, chart,
                    lambda n, g: run.decode_frames(lm, settings, shared, n, g),
                    lambda n, g: decode_lengths_tokens(run.sweep_decode_lengths(lm, settings, n),
                                                       settings.context_decode_batches,
@@ -98,9 +92,9 @@ def build(ctx: AppContext) -> None:
             gr.Markdown(f"The same prefill twice, at the longest length above (at most "
                         f"{settings.context_eager_max_tokens:,} tokens: eager attention's score "
                         "tables grow with L²).")
-            chart = gr.Plot(attention_memory_figure([], caption), render=False,
+            chart = gr.Plot(context_charts.attention_memory_figure([], caption), render=False,
                             label="Peak memory of one prefill", elem_id="ctx-memory-chart")
-            _sweep("memory", MEMORY_BUTTON, chart,
+            _sweep("memory", context_charts.MEMORY_BUTTON, chart,
                    lambda n: run.memory_frames(lm, settings, shared, n),
                    lambda n: attention_memory_tokens(
                        run.sweep_prefill_lengths(lm, settings, n)[-1],

@@ -10,18 +10,12 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
+from inference import generation
 from inference.config import Settings
 from inference.errors import NotReadyError, SettingOutOfRangeError
 from inference.experiments import noise
 from inference.experiments.noise import Noise
-from inference.generation import (
-    Generation,
-    continue_branch,
-    next_token,
-    reshaped,
-    set_sampling,
-    start,
-)
+from inference.generation import Generation
 from inference.sampling import SamplingSettings
 from visualizations.mechanism import decode_diagram
 from visualizations.noise_view import busy_notice_html
@@ -68,7 +62,7 @@ def views(lm, gen: Generation | None, sampling: SamplingSettings,
         newest = len(events) - 1
         at = newest if at_step is None else max(0, min(int(at_step), newest))
         ev = events[at] if events else None
-        shaped = reshaped(gen, sampling) if gen is not None and at == newest else None
+        shaped = generation.reshaped(gen, sampling) if gen is not None and at == newest else None
         choices = [(f"{c.piece!r}  ({c.raw_probability:.1%})", c.token_id)
                    for c in ev.candidates] if ev else []
         pick = next((c.token_id for c in ev.candidates if c.token_id != ev.token_id),
@@ -106,16 +100,16 @@ def step(lm, settings: Settings, gen: Generation | None, prompt: str, max_new: i
     """One Step: start a generation if there is none (or the prompt changed), then one token."""
     ids = encode_prompt(lm, settings, prompt)
     if gen is None or gen.prompt_ids != ids or gen.finished:
-        gen = start(lm, ids, sampling, int(max_new), top_k_shown=settings.top_k_shown,
+        gen = generation.start(lm, ids, sampling, int(max_new), top_k_shown=settings.top_k_shown,
                     max_new_limit=settings.new_tokens.high)
     with gen.lock:  # two Steps sent at once take turns, never interleave
         gen.set_max_new_tokens(int(max_new), settings.new_tokens.high)
         if gen.sampling != sampling:
-            set_sampling(lm, gen, sampling)
+            generation.set_sampling(lm, gen, sampling)
         if gen.pending_force is not None:
-            continue_branch(lm, gen)
+            generation.continue_branch(lm, gen)
         else:
-            next_token(lm, gen)
+            generation.next_token(lm, gen)
     return gen
 
 
@@ -158,6 +152,6 @@ def branch_to(lm, gen: Generation | None, at_step: int, token_id: int | None) ->
     with gen.lock:
         check_branch(gen, at_step, token_id)
         gen.branch(int(at_step), int(token_id))
-        continue_branch(lm, gen)
+        generation.continue_branch(lm, gen)
     return gen
 

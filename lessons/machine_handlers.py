@@ -10,28 +10,17 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
-from inference.experiments import noise, quiet_reference
+from inference.experiments import machine_roofline, noise, quiet_reference
 from inference.experiments.kv_projection import size_rows
-from inference.experiments.machine_roofline import (
-    ROOFLINE_NEW_TOKENS,
-    WatchedRoofline,
-    measure_compute_roof,
-    measure_roofline_step_bound,
-    watched_roofline,
-)
+from inference.experiments.machine_roofline import WatchedRoofline
 from inference.experiments.memory_guard import memory_budget_bytes
 from inference.experiments.noise import Noise
 from inference.experiments.roofline import Roofline
 from inference.experiments.step_bound import StepBound
+from visualizations import step_charts
 from visualizations.machine_text import model_sizes_md, roofline_md
 from visualizations.noise_view import supports_verdict
 from visualizations.roofline_charts import compute_roof_md, roofline_figure, two_roof_figure
-from visualizations.step_charts import (
-    split_unreliable_figure,
-    split_unreliable_md,
-    step_bound_md,
-    step_split_figure,
-)
 from visualizations.style import info_caption
 
 from .common.latest import figures_md, latest_batch_points
@@ -58,11 +47,12 @@ def step_bound_outputs(lm, r: Roofline, bound: StepBound, caption: str,
     floor, p = 1 / r.ceiling_tokens_per_s, bound.profile
     if judged is not None and not noise.split_holds(
             judged, [p.matmul_seconds, p.other_ops_seconds], p.step_seconds):
-        return (split_unreliable_md(p, judged),
-                split_unreliable_figure(p, "the split was not reliable on this run: run again"))
-    text = step_bound_md(bound, floor, r.bytes_per_token, r.bandwidth_gbs, lm.info.weight_bytes,
-                         lm.info.layers)
-    return text, step_split_figure(p, floor, caption)
+        return (step_charts.split_unreliable_md(p, judged),
+                step_charts.split_unreliable_figure(
+                    p, "the split was not reliable on this run: run again"))
+    text = step_charts.step_bound_md(bound, floor, r.bytes_per_token, r.bandwidth_gbs,
+                                     lm.info.weight_bytes, lm.info.layers)
+    return text, step_charts.step_split_figure(p, floor, caption)
 
 
 def sizes_md(lm, r: Roofline, judged: Noise | None = None, reference=None) -> str:
@@ -120,11 +110,12 @@ def measure_machine_steps(lm, shared=None) -> Iterator[str | MachineView]:
     """Measure the roofline, both roofs and one decode step's split, a progress line before
     each part (the server's steps run between the parts), then the view."""
     yield "⏳ Part 1 of 3: reading memory bandwidth and timing decode…"
-    watched = watched_roofline(lm, shared=shared)
+    watched = machine_roofline.watched_roofline(lm, shared=shared)
     r = watched.roofline
     yield ("⏳ Part 1 of 3 done: read bandwidth and decode speed measured. Part 2 of 3: the "
            "arithmetic roof…")
-    roof = measure_compute_roof(lm, r, shared, batch_points=latest_batch_points(lm, shared))
+    roof = machine_roofline.measure_compute_roof(lm, r, shared,
+                                                 batch_points=latest_batch_points(lm, shared))
     judged = noise.reading()
     if watched.noise.busy:  # the roofs' decode point is the roofline's busy decode speed
         judged = watched.noise
@@ -136,8 +127,9 @@ def _machine_view(lm, shared, watched: WatchedRoofline, roof, roofs_noise: Noise
                   ) -> MachineView:
     caption, r = info_caption(lm.info), watched.roofline
     # this machine's quiet decode speed: on file, else this run's when it was quiet
-    ref = quiet_reference.for_decode(r, lm.info.name, ROOFLINE_NEW_TOKENS, watched.noise)
-    bound = measure_roofline_step_bound(lm)
+    ref = quiet_reference.for_decode(r, lm.info.name, machine_roofline.ROOFLINE_NEW_TOKENS,
+                                     watched.noise)
+    bound = machine_roofline.measure_roofline_step_bound(lm)
     judged = noise.reading()  # around the profiling
     step_md, step_fig = step_bound_outputs(lm, r, bound, caption, judged)
     fig = roofline_figure([roofline_point(lm, r)], r.bandwidth_gbs, ", read bandwidth measured",

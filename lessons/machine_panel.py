@@ -10,16 +10,9 @@ import gradio as gr
 from inference.config import Settings
 from inference.experiments.machine_roofline import ROOFLINE_PROMPT, roofline_tokens
 from inference.tokens import prompt_ids
+from visualizations import server_view
 from visualizations.pool_view import server_pool_parts
 from visualizations.roofline_charts import two_roof_figure
-from visualizations.server_view import (
-    batch_history_figure,
-    budget_split_figure,
-    peer_comparison_md,
-    remote_stats_md,
-    server_stats_md,
-    step_parts_figure,
-)
 from visualizations.step_charts import step_bound_md, step_split_figure
 from visualizations.style import empty_figure, info_caption
 
@@ -46,12 +39,12 @@ def server_section(lm, settings: Settings, server, chat=None) -> None:
         watch = gr.Checkbox(False, elem_id="server-watch",
                             label=f"Watch live (updates every {settings.watch_interval_s:g} s)")
         refresh = gr.Button("Refresh now", elem_id="server-refresh")
-    text = gr.Markdown(server_stats_md(None, settings.server_rows, settings.server_window_s),
-                       elem_id="server-stats")
-    chart = gr.Plot(batch_history_figure(None), label="Batch size over time",
+    rows, window_s = settings.server_rows, settings.server_window_s
+    text = gr.Markdown(server_view.server_stats_md(None, rows, window_s), elem_id="server-stats")
+    chart = gr.Plot(server_view.batch_history_figure(None), label="Batch size over time",
                     elem_id="server-chart")
     gr.Markdown("### The same class, served by vLLM\n"
-                + peer_comparison_md(serving_comparison()), elem_id="server-vs-vllm")
+                + server_view.peer_comparison_md(serving_comparison()), elem_id="server-vs-vllm")
     gr.Markdown("### Its KV cache, in pages\nThe same server keeps every request's keys and "
                 "values in one pool of fixed-size blocks (PagedAttention; lesson 4b): one cell "
                 "per block, coloured by the request holding it.")
@@ -66,10 +59,10 @@ def server_section(lm, settings: Settings, server, chat=None) -> None:
     def snapshot() -> dict:
         st = server.stats()
         cap = info_caption(lm.info, alone=False, note="live scheduler")
-        head = remote_stats_md(chat.stats()) + "\n\n" if chat is not None else ""
+        head = server_view.remote_stats_md(chat.stats()) + "\n\n" if chat is not None else ""
         parts = server_pool_parts(st, "The pool of the server serving this room, now.")
-        return {text: head + server_stats_md(st, settings.server_rows, settings.server_window_s),
-                chart: batch_history_figure(st, cap), **dict(zip(outputs[2:], parts))}
+        return {text: head + server_view.server_stats_md(st, rows, window_s),
+                chart: server_view.batch_history_figure(st, cap), **dict(zip(outputs[2:], parts))}
 
     live = SharedSnapshot(snapshot, settings.watch_interval_s)  # one per interval, every tab
     checked = guarded(live.get, compute=False)  # no model: answers while a measurement runs
@@ -88,14 +81,16 @@ def steps_section(lm, settings: Settings, server, refresh, timer) -> None:
                 "per step: with a budget above 0, a long prompt no longer freezes everyone's "
                 f"stream (`step_token_budget` = {settings.step_token_budget}; 0 = whole prompts "
                 "in one step, the running rows waiting).")
-    budget = gr.Plot(budget_split_figure((), 0), label="Tokens per step", elem_id="server-budget")
-    parts = gr.Plot(step_parts_figure(()), label="Time per step", elem_id="server-parts")
+    budget = gr.Plot(server_view.budget_split_figure((), 0), label="Tokens per step",
+                     elem_id="server-budget")
+    parts = gr.Plot(server_view.step_parts_figure(()), label="Time per step",
+                    elem_id="server-parts")
 
     def snapshot() -> dict:
         st = server.stats()
         cap = info_caption(lm.info, alone=False, note="live scheduler")
-        return {budget: budget_split_figure(st.steps_detail, st.step_token_budget, cap),
-                parts: step_parts_figure(st.steps_detail, cap)}
+        return {budget: server_view.budget_split_figure(st.steps_detail, st.step_token_budget, cap),
+                parts: server_view.step_parts_figure(st.steps_detail, cap)}
 
     live = SharedSnapshot(snapshot, settings.watch_interval_s)  # one per interval, every tab
     checked = guarded(live.get, compute=False)

@@ -9,23 +9,9 @@ from dataclasses import dataclass
 
 from inference.config import Settings
 from inference.errors import NotReadyError
-from inference.experiments.paged_demo import (
-    DemoPool,
-    DemoView,
-    add_request,
-    add_shared_prefix,
-    fill_pool,
-    finish,
-    start_pool,
-    step_pool,
-)
-from visualizations.pool_view import (
-    block_tables_html,
-    demo_md,
-    is_empty,
-    pool_bytes_md,
-    pool_grid_html,
-)
+from inference.experiments import paged_demo
+from inference.experiments.paged_demo import DemoPool, DemoView
+from visualizations import pool_view
 
 from .common.prompt_input import encode_prompt
 
@@ -47,16 +33,16 @@ class PagesFrame:
 
 def frame(demo: DemoPool | None, view: DemoView | None) -> PagesFrame:
     if view is None:
-        return PagesFrame(demo, None, EMPTY_STORY, pool_grid_html(None), block_tables_html(None),
-                          pool_bytes_md(None))
+        return PagesFrame(demo, None, EMPTY_STORY, pool_view.pool_grid_html(None),
+                          pool_view.block_tables_html(None), pool_view.pool_bytes_md(None))
     pool = view.pool
     caption = (f"Your private pool: {pool.blocks_total} blocks of {pool.block_tokens} tokens, "
                f"{pool.block_bytes:,} bytes each (keys and values of every layer).")
-    grid = (pool_grid_html(pool, caption) if not is_empty(pool) else
+    grid = (pool_view.pool_grid_html(pool, caption) if not pool_view.is_empty(pool) else
             f"<div class='lab-pool lab-empty'>{pool.blocks_total} free blocks: add a request "
             f"to see it take some.</div>")
-    return PagesFrame(demo, view, demo_md(view), grid, block_tables_html(pool),
-                      pool_bytes_md(pool))
+    return PagesFrame(demo, view, pool_view.demo_md(view), grid, pool_view.block_tables_html(pool),
+                      pool_view.pool_bytes_md(pool))
 
 
 def empty() -> PagesFrame:
@@ -65,7 +51,7 @@ def empty() -> PagesFrame:
 
 def new_pool(lm, settings: Settings, blocks: float) -> PagesFrame:
     """A fresh empty pool of `blocks` blocks (the old one, if any, is dropped)."""
-    demo, view = start_pool(lm, int(blocks) if blocks is not None else None, settings)
+    demo, view = paged_demo.start_pool(lm, int(blocks) if blocks is not None else None, settings)
     return frame(demo, view)
 
 
@@ -77,33 +63,33 @@ def add(lm, settings: Settings, demo: DemoPool | None, blocks: float, text: str)
     """Admit one prompt (checked against the app's limits) and prefill it: its first token."""
     encode_prompt(lm, settings, text)  # an empty or too-long prompt gets its sentence here
     demo = _pool(lm, settings, demo, blocks)
-    return frame(demo, add_request(lm, demo, text))
+    return frame(demo, paged_demo.add_request(lm, demo, text))
 
 
 def step_all(lm, settings: Settings, demo: DemoPool | None) -> PagesFrame:
     """One decode step for every running request (new blocks taken, preemption if none)."""
     if demo is None or not demo.prompts:
         raise NotReadyError("Add a request first: there is nothing in the pool to step.")
-    return frame(demo, step_pool(lm, demo))
+    return frame(demo, paged_demo.step_pool(lm, demo))
 
 
 def finish_oldest(lm, settings: Settings, demo: DemoPool | None) -> PagesFrame:
     """End the oldest running request: its blocks go back (full ones stay cached)."""
     if demo is None or not demo.batch.rows:
         raise NotReadyError("No request is running: add one first, then finish it.")
-    return frame(demo, finish(lm, demo))
+    return frame(demo, paged_demo.finish(lm, demo))
 
 
 def shared_prefix(lm, settings: Settings, demo: DemoPool | None, blocks: float) -> PagesFrame:
     """Two prompts with one system prefix: the second maps the first's full blocks."""
     demo = _pool(lm, settings, demo, blocks)
-    return frame(demo, add_shared_prefix(lm, demo, SHARED_PREFIX, *SHARED_QUESTIONS))
+    return frame(demo, paged_demo.add_shared_prefix(lm, demo, SHARED_PREFIX, *SHARED_QUESTIONS))
 
 
 def fill(lm, settings: Settings, demo: DemoPool | None, blocks: float) -> PagesFrame:
     """Add short requests and step until the pool runs out and the newest is preempted."""
     demo = _pool(lm, settings, demo, blocks)
-    return frame(demo, fill_pool(lm, demo))
+    return frame(demo, paged_demo.fill_pool(lm, demo))
 
 
 def forget(demo: DemoPool | None) -> None:

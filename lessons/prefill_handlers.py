@@ -13,15 +13,8 @@ import plotly.graph_objects as go
 
 from inference import served_alongside
 from inference.config import Settings
-from inference.experiments import noise, quiet_reference
+from inference.experiments import noise, prefill_sweep, quiet_reference
 from inference.experiments.noise import Noise
-from inference.experiments.prefill_sweep import (
-    PER_TOKEN_FROM,
-    PrefillMeasurement,
-    PrefillPoint,
-    measure_prompt,
-    prefill_sweep,
-)
 from visualizations.style import info_caption
 from visualizations.timing_charts import prefill_sweep_figure
 from visualizations.timing_text import sweep_progress_md, sweep_verdict_md, verdict_point
@@ -44,11 +37,11 @@ class PrefillSweepFrame(NamedTuple):
     progress: str
 
 
-def measure_text(lm, settings: Settings, prompt: str) -> PrefillMeasurement:
+def measure_text(lm, settings: Settings, prompt: str) -> prefill_sweep.PrefillMeasurement:
     """Prefill the learner's chat-templated prompt, then a few decode steps to compare with;
     the noise rule's reading around it rides along (`.noise`)."""
     ids = encode_prompt(lm, settings, prompt)
-    m = measure_prompt(lm, ids)
+    m = prefill_sweep.measure_prompt(lm, ids)
     judged = noise.reading([e.seconds for e in m.events[1:]], settings)
     return replace(m, noise=judged)
 
@@ -70,8 +63,8 @@ def run_prefill_sweep(lm, settings: Settings, shared, lengths: list[int], max_se
                          + "\n\n" + SHARED_NOTE)
         return
     yield PrefillSweepFrame(prefill_sweep_figure([], caption), "Warming up…")
-    points: tuple[PrefillPoint, ...] = ()
-    for progress in prefill_sweep(lm, lengths, int(max_sequential)):
+    points: tuple[prefill_sweep.PrefillPoint, ...] = ()
+    for progress in prefill_sweep.prefill_sweep(lm, lengths, int(max_sequential)):
         points = progress.points
         caption = info_caption(lm.info, chats=served_alongside.chats_so_far())  # so far
         if progress.feeding:  # a length in progress, fed one token at a time
@@ -90,14 +83,15 @@ def run_prefill_sweep(lm, settings: Settings, shared, lengths: list[int], max_se
                      + _compared(points, guess, judged, reference))
 
 
-def drawn(points) -> list[PrefillPoint]:
+def drawn(points) -> list[prefill_sweep.PrefillPoint]:
     """The points a chart may draw: none whose speed-up is impossible (its reason is said)."""
     return [p for p in points if not p.impossible]
 
 
-def reference_key(point: PrefillPoint, dtype: str) -> str:
+def reference_key(point: prefill_sweep.PrefillPoint, dtype: str) -> str:
     """What a sweep's verdict measured, and how: only like is shown beside like."""
-    how = "both ways" if point.sequential_measured else f"one at a time from {PER_TOKEN_FROM}"
+    how = ("both ways" if point.sequential_measured
+           else f"one at a time from {prefill_sweep.PER_TOKEN_FROM}")
     return f"prefill_sweep {point.tokens} tokens {how} {dtype}"
 
 

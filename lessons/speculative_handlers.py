@@ -15,25 +15,12 @@ import plotly.graph_objects as go
 from inference.config import LIMITS, Settings
 from inference.drafts import make_draft
 from inference.errors import SettingOutOfRangeError
-from inference.experiments import noise
+from inference.experiments import noise, speculative_race
 from inference.experiments.spec_expectation import SampledRun, expectation, fit_race, sampled_run
 from inference.experiments.speculative_batch import batch_interplay
-from inference.experiments.speculative_race import (
-    SpecRaceSummary,
-    race_updates,
-    spec_prompt,
-    sweep_k,
-)
 from inference.speculative import SpecPass, check_request
+from visualizations import speculative_charts as charts
 from visualizations.noise_view import busy_notice_html
-from visualizations.speculative_charts import (
-    batch_figure,
-    batch_md,
-    expectation_figure,
-    expectation_md,
-    k_sweep_figure,
-    sampled_md,
-)
 from visualizations.speculative_view import EMPTY_PASSES, passes_html, race_md
 from visualizations.style import info_caption
 
@@ -42,7 +29,7 @@ from .common.predictions import guess_md
 from .common.prompt_input import encode_prompt
 
 GUESS_KEY = "speculative"  # the presenter screen whose question the race answers
-PROMPT = spec_prompt()  # the edit workload: the answer repeats most of its input
+PROMPT = speculative_race.spec_prompt()  # the edit workload: the answer repeats most of its input
 DRAFTS = [("prompt lookup (no second model)", "prompt_lookup"),
           (f"draft model ({LIMITS.spec_draft}, built from this model)", LIMITS.spec_draft)]
 SHARED_NOTE = ("*Measured earlier on this machine with the same prompt and settings (shared "
@@ -60,7 +47,7 @@ class SpecRaceFrame(NamedTuple):
     passes_html: str
     cards_md: str
     progress: str
-    summary: SpecRaceSummary | None = None
+    summary: speculative_race.SpecRaceSummary | None = None
     passes: tuple = ()  # the SpecPass records so far
 
 
@@ -91,7 +78,7 @@ def _prepare(lm, settings: Settings, prompt: str, k, new_tokens) -> tuple[list[i
     return ids, int(k), int(new_tokens)
 
 
-def _compared(summary: SpecRaceSummary, guess: float | None) -> str:
+def _compared(summary: speculative_race.SpecRaceSummary, guess: float | None) -> str:
     """Tokens per pass is a count of tokens, not a timing: a busy machine does not change it,
     so the guess is compared with it either way."""
     return guess_md(GUESS_KEY, guess, summary.tokens_per_pass)
@@ -114,7 +101,7 @@ def run_spec_race(lm, settings: Settings, shared, prompt: str, draft: str, k, ne
         yield SpecRaceFrame(EMPTY_PASSES, "", BUILD_NOTE.format(draft=draft))
     d = make_draft(lm, draft, shared)
     yield SpecRaceFrame(EMPTY_PASSES, "", "Warming up both lanes (untimed), then racing…")
-    for u in race_updates(lm, ids, d, k, new_tokens, shared):
+    for u in speculative_race.race_updates(lm, ids, d, k, new_tokens, shared):
         if u.summary is None:
             yield SpecRaceFrame(passes_html(u.passes), "", f"{u.message} · plain lane: "
                             f"{u.plain_tokens} tokens", None, u.passes)
@@ -143,18 +130,19 @@ def run_k_sweep(lm, settings: Settings, shared, prompt: str, new_tokens) -> Iter
     done = reuse(shared, key)
     if done is not None:
         points, judged = done
-        yield ChartFrame(k_sweep_figure(points, caption, judged), SHARED_NOTE + SWEEP_BESIDE,
+        yield ChartFrame(charts.k_sweep_figure(points, caption, judged), SHARED_NOTE + SWEEP_BESIDE,
                          "Done (shared result).")
         return
-    yield ChartFrame(k_sweep_figure((), caption), "", BUILD_NOTE.format(draft=LIMITS.spec_draft))
+    yield ChartFrame(charts.k_sweep_figure((), caption), "",
+                     BUILD_NOTE.format(draft=LIMITS.spec_draft))
     drafts = [make_draft(lm, k, shared) for _, k in DRAFTS]
-    for u in sweep_k(lm, ids, drafts, ks, new_tokens, shared):
+    for u in speculative_race.sweep_k(lm, ids, drafts, ks, new_tokens, shared):
         if not u.finished:
-            yield ChartFrame(k_sweep_figure(u.points, caption), "", u.message)
+            yield ChartFrame(charts.k_sweep_figure(u.points, caption), "", u.message)
             continue
         judged = noise.reading(settings=settings)
         keep(shared, key, u.points, judged)
-        yield ChartFrame(k_sweep_figure(u.points, caption, judged),
+        yield ChartFrame(charts.k_sweep_figure(u.points, caption, judged),
                          busy_notice_html(judged) + SWEEP_BESIDE, u.message)
 
 
@@ -168,17 +156,18 @@ def run_batch(lm, settings: Settings, shared, prompt: str, k,
     done = reuse(shared, key)
     if done is not None:
         costs, judged = done
-        yield ChartFrame(batch_figure(costs, caption), batch_md(costs, tokens_per_pass, judged)
-                         + "\n\n" + SHARED_NOTE, "Done (shared result).")
+        yield ChartFrame(charts.batch_figure(costs, caption),
+                         charts.batch_md(costs, tokens_per_pass, judged) + "\n\n" + SHARED_NOTE,
+                         "Done (shared result).")
         return
     for u in batch_interplay(lm, ids, k, settings.spec_batches, shared=shared):
         if not u.finished:
-            yield ChartFrame(batch_figure(u.costs, caption), "", u.message)
+            yield ChartFrame(charts.batch_figure(u.costs, caption), "", u.message)
             continue
         judged = noise.reading(settings=settings)
         keep(shared, key, u.costs, judged)
-        yield ChartFrame(batch_figure(u.costs, caption), batch_md(u.costs, tokens_per_pass,
-                                                                  judged), u.message)
+        yield ChartFrame(charts.batch_figure(u.costs, caption),
+                         charts.batch_md(u.costs, tokens_per_pass, judged), u.message)
 
 
 @dataclass(frozen=True)
@@ -190,7 +179,7 @@ class ExpectationView:
 
 
 def expectation_view(lm, settings: Settings, shared, prompt: str, new_tokens,
-                     summary: SpecRaceSummary | None) -> ExpectationView:
+                     summary: speculative_race.SpecRaceSummary | None) -> ExpectationView:
     """E[tokens per pass] and the speed-up at k = 1..8 from the last race's α and times; a
     quiet k sweep of this prompt, when one is shared, adds its measured points."""
     e = expectation(summary, _ks(settings))
@@ -200,7 +189,8 @@ def expectation_view(lm, settings: Settings, shared, prompt: str, new_tokens,
         done = reuse(shared, _sweep_key(lm, settings, ids, n))
         sweep = done[0] if done is not None else ()
     caption = info_caption(lm.info, alone=False)
-    return ExpectationView(expectation_figure(e, sweep, caption), expectation_md(e, sweep))
+    return ExpectationView(charts.expectation_figure(e, sweep, caption),
+                           charts.expectation_md(e, sweep))
 
 
 class SampledFrame(NamedTuple):
@@ -213,7 +203,7 @@ class SampledFrame(NamedTuple):
 
 
 def run_sampled(lm, settings: Settings, shared, prompt: str, draft: str, k, new_tokens,
-                temperature: float, summary: SpecRaceSummary | None = None
+                temperature: float, summary: speculative_race.SpecRaceSummary | None = None
                 ) -> Iterator[SampledFrame]:
     """One seeded speculative run at `temperature` with the sampled acceptance rule, pass by
     pass, then guesses kept ÷ judged and E from it; the last greedy race's α beside it when it
@@ -232,5 +222,6 @@ def run_sampled(lm, settings: Settings, shared, prompt: str, draft: str, k, new_
             yield SampledFrame(passes_html(passes), "", f"Pass {r.index}: {r.tokens_so_far} "
                                "tokens")
         else:
-            yield SampledFrame(passes_html(passes), sampled_md(r, fit.alpha if fit else None),
+            yield SampledFrame(passes_html(passes),
+                               charts.sampled_md(r, fit.alpha if fit else None),
                                f"Done: {r.passes} passes.", r)

@@ -9,13 +9,7 @@ from inference.config import LIMITS
 from inference.errors import PromptTooLongError
 from inference.experiments.token_cost import templated_conversation_costs, token_cost
 from inference.tokens import clean_text, tokenize, tokenize_chat
-from visualizations.token_view import (
-    conversation_cost_md,
-    template_note_md,
-    token_cost_md,
-    token_counts_md,
-    token_html,
-)
+from visualizations import token_view
 
 EXAMPLES = [
     ["The cat sat on the mat."],
@@ -50,13 +44,15 @@ def show_tokens(tokenizer, text: str, with_template: bool, max_chars: int) -> To
     text = _checked_text(text, max_chars)
     plain = tokenize(tokenizer, text)
     if not with_template:
-        return TokenView(token_html(plain.tokens), token_counts_md(text, len(plain.tokens)),
+        return TokenView(token_view.token_html(plain.tokens),
+                         token_view.token_counts_md(text, len(plain.tokens)),
                          "*Tick the box to see the same text wrapped in the chat template.*")
     wrapped = tokenize_chat(tokenizer, text)
-    return TokenView(token_html(wrapped.tokens),
-                     token_counts_md(wrapped.text, len(wrapped.tokens), wrapped.special_count),
-                     template_note_md(len(plain.tokens), len(wrapped.tokens),
-                                      wrapped.special_count))
+    return TokenView(token_view.token_html(wrapped.tokens),
+                     token_view.token_counts_md(wrapped.text, len(wrapped.tokens),
+                                                wrapped.special_count),
+                     token_view.template_note_md(len(plain.tokens), len(wrapped.tokens),
+                                                 wrapped.special_count))
 
 
 def cost_md(tokenizer, text: str, output_tokens: float, price_in: float, price_out: float,
@@ -65,7 +61,7 @@ def cost_md(tokenizer, text: str, output_tokens: float, price_in: float, price_o
     text = _checked_text(text, max_chars)
     n_in = len(tokenize_chat(tokenizer, text).tokens)
     cost = token_cost(n_in, int(output_tokens), float(price_in), float(price_out))
-    return token_cost_md(cost, price_in, price_out)
+    return token_view.token_cost_md(cost, price_in, price_out)
 
 
 def conversation_md(tokenizer, text: str, output_tokens: float, price_in: float,
@@ -74,5 +70,5 @@ def conversation_md(tokenizer, text: str, output_tokens: float, price_in: float,
     """The multi-turn table: this text as every question (chat template included), the
     expected output as every answer."""
     question = clean_text(_checked_text(text, max_chars))
-    return conversation_cost_md(templated_conversation_costs(
+    return token_view.conversation_cost_md(templated_conversation_costs(
         tokenizer, question, int(output_tokens), int(turns), float(price_in), float(price_out)))
