@@ -32,7 +32,7 @@ def _last(progress):
     return record
 
 
-def measure_context(lm, settings: Settings = LIMITS, shared=None) -> dict:
+def measure_context(lm, settings: Settings = LIMITS) -> dict:
     """The bench's "context" keys (plus the fit, the bandwidth and the floor beside them)."""
     window = lm.info.context_window
     started = time.perf_counter()
@@ -42,7 +42,7 @@ def measure_context(lm, settings: Settings = LIMITS, shared=None) -> dict:
     dec = _last(decode_lengths_sweep(lm, decode_lengths(settings, window),
                                      settings.context_decode_batches,
                                      settings.context_decode_repeats)).points
-    theory = decode_theory(lm, shared)
+    theory = decode_theory(lm)
     peaks = {p.implementation: p for p in
              compare_attention_memory(lm, window, settings.context_eager_max_tokens)}
     top = max(p.tokens for p in pre)

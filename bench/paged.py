@@ -125,24 +125,23 @@ def prefix_ttft(lm, settings: Settings, prefix_tokens: int = 1000, asks: int = 3
             "prefix_tokens": len(prompt_ids(tok, "x", system=shared)), "identical": identical}
 
 
-def measure_paged(lm, settings: Settings | None = None, clients: int = 30, new_tokens: int = 48,
+def measure_paged(lm, settings: Settings, clients: int = 30, new_tokens: int = 48,
                   solo_sample: int = 4, repeats: int = 2) -> dict:
     """The bench's `serving.paged` keys, with the workloads' own figures beside them.
     The class is served `repeats` times and the best tokens/s kept (a shared machine's noise
     slows single runs, never speeds them)."""
-    s = settings or Settings()
     tok = lm.tokenizer
     room = class_prompts(tok, clients)
-    runs = [serve_all(lm, s, room, new_tokens) for _ in range(max(1, repeats))]
+    runs = [serve_all(lm, settings, room, new_tokens) for _ in range(max(1, repeats))]
     paged = max(runs, key=lambda r: r["tokens_per_s"])
     all_same = all(r["tokens"] == runs[0]["tokens"] for r in runs)
     sample = list(range(min(solo_sample, clients)))
     same_solo = all(paged["tokens"][i] == _solo(lm, room[i], new_tokens) for i in sample)
     mixed_prompts = [prompt_ids(tok, "Summarise this in one sentence: " + long_text(tok, 1000, i))
                      for i in range(3)] + class_prompts(tok, 12)  # 3 long among 12 short
-    mixed = serve_all(lm, s, mixed_prompts, 32)
+    mixed = serve_all(lm, settings, mixed_prompts, 32)
     mixed_solo = mixed["tokens"][0] == _solo(lm, mixed_prompts[0], 32)  # a long one
-    prefix = prefix_ttft(lm, s)
+    prefix = prefix_ttft(lm, settings)
     cls, mix = paged["peak_pool"], mixed["peak_pool"]
     return {
         "block_tokens": cls.block_tokens, "pool_blocks": cls.blocks_total,
