@@ -144,11 +144,9 @@ def measured_chain_md(c, caption: str = "") -> str:
     if not c.batch:
         return (f"{here} {memory}: fewer than the smallest batch the sweep measured "
                 f"({c.largest_measured}), so no measured rate applies.")
-    if c.fits > c.largest_measured:
-        which = (f"more than the sweep measured, so the rate is its largest batch's, "
-                 f"{c.batch}")
-    else:
-        which = f"so the batch is the largest measured one that fits, {c.batch}"
+    which = (f"more than the sweep measured, so the rate is its largest batch's, {c.batch}"
+             if c.fits > c.largest_measured else
+             f"so the batch is the largest measured one that fits, {c.batch}")
     return (f"{here} {memory}; {which}: **{c.tokens_per_s:,.1f} tokens/s** (the "
             f"cost table's rate: measured, carried to the conversation's context) → "
             f"**{_usd(c.usd_per_million)} per million output tokens** → "

@@ -20,8 +20,7 @@ NO_SWEEP_CARDS = ("*Batch 1's tokens/s, the largest batch's and their ratio appe
 
 def sweep_progress_markdown(update, message: str) -> str:
     """⏳ or ✅ and the message: one line, right under Run sweep."""
-    mark = "✅" if update.finished else "⏳"
-    return f"{mark} {message}"
+    return f"{'✅' if update.finished else '⏳'} {message}"
 
 
 def sweep_cards(sweep, noise=None, reference=None) -> str:
@@ -77,11 +76,9 @@ def scheduler_step_markdown(scheduler: str, step) -> str:
 
 def scheduler_done_markdown(measured_earlier_at: str | None = None) -> str:
     """✅ once both schedulers have served the trace (here, or earlier for another visitor)."""
-    if measured_earlier_at is None:
-        note = "✅ Both schedulers served every request."
-    else:
-        note = (f"✅ Measured earlier on this machine at {measured_earlier_at}, shared with every "
-                "visitor.")
+    note = ("✅ Both schedulers served every request." if measured_earlier_at is None else
+            f"✅ Measured earlier on this machine at {measured_earlier_at}, shared with every "
+            "visitor.")
     return f"{note} {VIRTUAL_CLOCK}"
 
 

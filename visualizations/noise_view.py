@@ -42,13 +42,10 @@ def quiet_note(noise) -> str:
     """'machine quiet while measuring: repeats within 4%, other programs 2% of the CPU'."""
     if noise is None or noise.busy:
         return ""
-    parts = []
-    if noise.spread is not None:
-        parts.append(f"repeats within {noise.spread:.0%}")
-    if noise.calibration_ratio is not None:
-        parts.append(f"test product steady ({noise.calibration_ratio:.2f}×)")
-    if noise.others_cpu is not None:
-        parts.append(f"other programs {noise.others_cpu:.0%} of the CPU")
+    parts = [said.format(value) for value, said in (
+        (noise.spread, "repeats within {:.0%}"),
+        (noise.calibration_ratio, "test product steady ({:.2f}×)"),
+        (noise.others_cpu, "other programs {:.0%} of the CPU")) if value is not None]
     return "machine quiet while measuring" + (": " + ", ".join(parts) if parts else "")
 
 

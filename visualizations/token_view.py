@@ -105,9 +105,7 @@ def output_html(events) -> str:
                 "Press <b>Step</b> or <b>Play</b>.</div>")
     spans = []
     for e in events:
-        label = visible_whitespace(e.piece) if e.piece else "▯"
-        if e.special:
-            label = "⏹ end of turn"
+        label = "⏹ end of turn" if e.special else visible_whitespace(e.piece) if e.piece else "▯"
         spans.append(chip(label, f"step {e.index} · id {e.token_id} · {e.chosen_by}",
                           TINTS[e.index % len(TINTS)], e.special or e.chosen_by == "your pick",
                           f"<sub>{e.index}</sub>", ends_line=e.piece.endswith("\n")))
