@@ -22,10 +22,9 @@ FORMULAS = ("E[tokens per pass] = (1 − α^(k+1)) ÷ (1 − α) · "
 
 def sweep_title(points, noise=None) -> str:
     """The best measured (draft, k) and whether it beat plain decoding, on a quiet run."""
-    if not supports_verdict(noise):
-        busy = noise is not None and noise.busy
-        return "Speed-up over plain decoding at each k" + (" (machine busy: noisy)" if busy
-                                                           else "")
+    if not supports_verdict(noise):  # busy, or not judged yet (no noise reading)
+        busy = " (machine busy: noisy)" if noise is not None else ""
+        return f"Speed-up over plain decoding at each k{busy}"
     best = max(points, key=lambda p: p.speedup)
     if best.verdict == "faster":
         return f"Best here: {best.draft} at k = {best.k}, {times(best.speedup)} plain decoding"
