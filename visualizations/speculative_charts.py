@@ -155,24 +155,18 @@ def expectation_figure(e, sweep_points=(), caption: str = "") -> go.Figure:
         return empty_figure(EMPTY_EXPECTATION)
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12, subplot_titles=(
         "Tokens per pass", "Speed-up over plain decode"))
-    ks = [r.k for r in e.rows]
-    dashed = dict(color=PALETTE["blue"], dash="dash", width=3)
-    for col, ys in ((1, [r.tokens_per_pass for r in e.rows]), (2, [r.speedup for r in e.rows])):
-        fig.add_trace(go.Scatter(x=ks, y=ys, name="formula (theoretical)", mode="lines",
-                                 line=dashed, showlegend=col == 1, legendgroup="formula"),
-                      row=1, col=col)
-    sweep = _mine(sweep_points, e.fit.draft)
-    if sweep:
-        for col, ys in ((1, [p.tokens_per_pass for p in sweep]), (2, [p.speedup for p in sweep])):
-            fig.add_trace(go.Scatter(x=[p.k for p in sweep], y=ys, mode="markers",
-                                     name="k sweep (measured)", showlegend=col == 1,
-                                     marker=dict(color=PALETTE["grey"], size=9),
-                                     legendgroup="sweep"), row=1, col=col)
-    for col, y in ((1, e.fit.tokens_per_pass), (2, e.fit.speedup)):
-        fig.add_trace(go.Scatter(x=[e.fit.k], y=[y], mode="markers", name="your race (measured)",
-                                 showlegend=col == 1, legendgroup="race",
-                                 marker=dict(color=PALETTE["orange"], size=14, symbol="diamond")),
-                      row=1, col=col)
+    layers = (  # (legend name, group, points with .k, .tokens_per_pass and .speedup, style)
+        ("formula (theoretical)", "formula", e.rows,
+         dict(mode="lines", line=dict(color=PALETTE["blue"], dash="dash", width=3))),
+        ("k sweep (measured)", "sweep", _mine(sweep_points, e.fit.draft),
+         dict(mode="markers", marker=dict(color=PALETTE["grey"], size=9))),
+        ("your race (measured)", "race", [e.fit],
+         dict(mode="markers", marker=dict(color=PALETTE["orange"], size=14, symbol="diamond"))))
+    for name, group, pts, style in layers:
+        for col, ys in ((1, [p.tokens_per_pass for p in pts]), (2, [p.speedup for p in pts])):
+            if pts:
+                fig.add_trace(go.Scatter(x=[p.k for p in pts], y=ys, name=name, legendgroup=group,
+                                         showlegend=col == 1, **style), row=1, col=col)
     fig.add_hline(y=1, line=dict(color=PALETTE["grey"], dash="dot"), row=1, col=2)
     fig.update_xaxes(title_text="k (guesses per pass)", dtick=1)
     fig.update_yaxes(rangemode="tozero")
