@@ -135,13 +135,10 @@ def chat_flood(url: str, floods: int = 100, flood_tokens: int = 256, new_tokens:
     fn = chat_fn_index(url)
     script, student = Student(url, ELSEWHERE, forges=True), class_of(url, 1)[0]
     step = spread_s / max(1, floods - 1)
-
-    def flood(i: int, at: float) -> dict:
-        time.sleep(max(0.0, at - time.perf_counter()))
-        return chat(script, fn, class_prompt(i), flood_tokens)
     with ThreadPoolExecutor(max_workers=floods) as pool:
         go = time.perf_counter() + 0.5
-        runs = [pool.submit(flood, i, go + i * step) for i in range(floods)]
+        runs = [pool.submit(chat, script, fn, class_prompt(i), flood_tokens, at=go + i * step)
+                for i in range(floods)]
         time.sleep(max(0.0, go + spread_s + 0.5 - time.perf_counter()))  # the flood is in
         mine = chat(student, fn, class_prompt(floods), new_tokens)
         theirs = [r.result() for r in runs]

@@ -232,9 +232,10 @@ def update_gaps(answers: list[list[float]], start: float, end: float) -> list[fl
 
 
 def chat(student: Student, fn_index: int, prompt: str, new_tokens: int,
-         stamps: list[float] | None = None) -> dict:
-    """One chat from `student`, start to end: ok (the app counted its tokens), seconds, tokens;
-    or ok=False with why."""
+         stamps: list[float] | None = None, at: float = 0.0) -> dict:
+    """One chat from `student` sent at perf_counter `at`, start to end: ok (the app counted its
+    tokens), seconds, tokens; or ok=False with why."""
+    time.sleep(max(0.0, at - time.perf_counter()))
     t0 = time.perf_counter()
     try:
         outputs = call(student.url, fn_index, [prompt, new_tokens], timeout_s=RESULT_WAIT_S,
