@@ -66,13 +66,10 @@ def throughput_chart(points, caption: str = "", noise=None) -> go.Figure:
     one = points[0].tokens_per_s / points[0].batch
     fig = go.Figure([
         go.Scatter(x=b, y=[p.tokens_per_s for p in points], mode="lines+markers",
-                   name="all requests (measured)",
-                   line=dict(color=PALETTE["blue"], width=3)),
+                   name="all requests (measured)", line=dict(color=PALETTE["blue"], width=3)),
         go.Scatter(x=b, y=[p.per_request_tokens_per_s for p in points], mode="lines+markers",
-                   name="each request (measured)",
-                   line=dict(color=PALETTE["orange"], width=3)),
-        go.Scatter(x=b, y=[one * x for x in b], mode="lines",
-                   name="B × batch 1 (theoretical)",
+                   name="each request (measured)", line=dict(color=PALETTE["orange"], width=3)),
+        go.Scatter(x=b, y=[one * x for x in b], mode="lines", name="B × batch 1 (theoretical)",
                    line=dict(color=PALETTE["grey"], dash="dash")),
     ])
     # every point inside, the top third left free for the legend
