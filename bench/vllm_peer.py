@@ -19,7 +19,6 @@ says why and skips the comparison: it never fails for it.
 """
 from __future__ import annotations
 
-import glob
 import os
 import subprocess
 import sys
@@ -72,10 +71,10 @@ def _imports_vllm(py: Path) -> bool:
 def write_dist_info() -> Path | None:
     """A minimal `vllm-<ver>.dist-info` (Name: vllm) in the venv's site-packages, so the CLI's
     version lookup of a distribution named `vllm` succeeds. Returns the folder written."""
-    sites = glob.glob(str(VENV / "lib" / "python*" / "site-packages"))
+    sites = list(VENV.glob("lib/python*/site-packages"))
     if not sites:
         return None
-    folder = Path(sites[0]) / f"vllm-{VLLM_VERSION}.dist-info"
+    folder = sites[0] / f"vllm-{VLLM_VERSION}.dist-info"
     folder.mkdir(exist_ok=True)
     # "+cpu": vLLM picks its platform from this version string (or VLLM_TARGET_DEVICE)
     (folder / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: "
@@ -88,9 +87,8 @@ def weights_folder() -> str | None:
     app's first start; None if the app has not run yet."""
     from inference.config import weight_cache_root
 
-    found = sorted(glob.glob(os.path.join(weight_cache_root(), "smollm2-135m-f32-*",
-                                          "model.safetensors")))
-    return os.path.dirname(found[-1]) if found else None
+    found = sorted(Path(weight_cache_root()).glob("smollm2-135m-f32-*/model.safetensors"))
+    return str(found[-1].parent) if found else None
 
 
 def start_peer(log=print) -> tuple[AppServer | None, str]:
