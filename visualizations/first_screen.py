@@ -186,10 +186,11 @@ def step_line(ev) -> str:
     """
     shared = getattr(ev, "batch_rows", 1)
     with_others = f", sharing the pass with {shared - 1} other request(s)" if shared > 1 else ""
+    took_ms = ms(ev.seconds, 0)
     if ev.index and ev.forward_tokens == 1:
         read = ev.cache_tokens - 1
         return (f"step {ev.index}: the model read {read} earlier token{'s' if read != 1 else ''} "
-                f"from its cache and wrote one more in {ms(ev.seconds, 0)}{with_others}")
+                f"from its cache and wrote one more in {took_ms}{with_others}")
     cached = getattr(ev, "prefix_cached_tokens", 0)
     passes = getattr(ev, "prefill_passes", 1)
     how = ("in one pass" if passes == 1 else f"in {passes} passes" if passes > 1 else
@@ -199,8 +200,7 @@ def step_line(ev) -> str:
             f"read all {ev.forward_tokens} tokens {how}").rstrip()
     if ev.index:  # a freed cache: the whole text fed again
         return (f"step {ev.index}: the cache was freed, so the model {took} and wrote one more "
-                f"in {ms(ev.seconds, 0)}{with_others}")
-    took_ms = ms(ev.seconds, 0)
+                f"in {took_ms}{with_others}")
     timed = f"; its last pass took {took_ms}" if passes > 1 else f" in {took_ms}"
     return (f"step 0, the prompt: the model {took}, kept their keys and values in its cache "
             f"and wrote the first token{timed}{with_others}")
