@@ -130,20 +130,15 @@ def serving_race(clients: int = 30, new_tokens: int = 48) -> dict:
 
 
 def schedulers(lm) -> dict:
-    from inference.experiments.schedulers import (
-        DEFAULT_PRESET,
-        preset_trace,
-        run_schedule,
-        serve_continuous,
-        serve_static,
-    )
+    """Lesson 5's static and continuous batchers on its default trace, at the page's defaults."""
+    from inference.experiments import schedulers as sched
 
-    trace = preset_trace(lm.tokenizer, DEFAULT_PRESET)
+    trace = sched.preset_trace(lm.tokenizer, sched.DEFAULT_PRESET)
     batch, wait = int(LIMITS.scheduler_batch.default), LIMITS.fill_wait_s.default
-    res = {"trace": DEFAULT_PRESET, "max_batch": batch, "static_fill_wait_s": wait}
-    for name, events in (("static", serve_static(lm, trace, batch, wait)),
-                         ("continuous", serve_continuous(lm, trace, batch))):
-        s = run_schedule(events).summary
+    res = {"trace": sched.DEFAULT_PRESET, "max_batch": batch, "static_fill_wait_s": wait}
+    for name, events in (("static", sched.serve_static(lm, trace, batch, wait)),
+                         ("continuous", sched.serve_continuous(lm, trace, batch))):
+        s = sched.run_schedule(events).summary
         res[name] = {"throughput_tokens_per_s": s.throughput, "mean_latency_s": s.mean_latency,
                      "p95_latency_s": s.p95_latency, "mean_ttft_s": s.mean_ttft,
                      "forward_passes": s.forward_passes, "wasted_row_steps": s.wasted_row_steps}
