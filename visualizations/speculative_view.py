@@ -29,14 +29,11 @@ def pass_row_html(p) -> str:
     """One pass: its label, its chips, tokens gained and its measured time."""
     chips = []
     for i, piece in enumerate(p.proposed_pieces):
-        if i < p.accepted:
-            chips.append(chip("✓" + _label(piece), f"guess {i + 1}: kept", KEPT, False))
-        elif i == p.accepted:
-            chips.append(chip("✗" + _label(piece), f"guess {i + 1}: rejected, replaced by "
-                              "the model's token", REJECTED, True))
-        else:
-            chips.append(chip(_label(piece), f"guess {i + 1}: not used (after a rejection)",
-                              UNUSED, False))
+        mark, said, tint = (
+            ("✓", "kept", KEPT) if i < p.accepted else
+            ("✗", "rejected, replaced by the model's token", REJECTED) if i == p.accepted else
+            ("", "not used (after a rejection)", UNUSED))
+        chips.append(chip(mark + _label(piece), f"guess {i + 1}: {said}", tint, i == p.accepted))
     if p.model_token is not None:
         chips.append(chip("★" + _label(p.model_piece), "the model's own token from this pass",
                           MODEL, False))
