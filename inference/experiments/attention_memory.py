@@ -13,7 +13,6 @@ import ctypes
 import ctypes.util
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import psutil
@@ -43,17 +42,6 @@ class PeakMemory:
         return self.method == SAMPLED_METHOD
 
 
-def _release_free_heap() -> None:
-    """Hand freed heap pages back to the system (glibc's malloc_trim), so that the resident
-    size starts low and the pass's allocations show in it instead of reusing retained pages."""
-    name = ctypes.util.find_library("c")
-    if name:
-        try:
-            ctypes.CDLL(name).malloc_trim(0)
-        except (OSError, AttributeError):
-            pass  # not glibc: the measurement may under-count reused pages
-
-
 def _rss() -> int:
     return psutil.Process().memory_info().rss
 
@@ -81,24 +69,6 @@ def peak_method(device: torch.device | str) -> str:
     return HWM_METHOD if _vm_hwm(reset=True) is not None else SAMPLED_METHOD
 
 
-@contextmanager
-def _sampled_peak(out: list[int]) -> Iterator[None]:
-    stop = threading.Event()
-
-    def watch() -> None:
-        while not stop.wait(0.001):
-            out[0] = max(out[0], _rss())
-
-    thread = threading.Thread(target=watch, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
-        out[0] = max(out[0], _rss())
-
-
 def measure_peak(device: torch.device | str, run: Callable[[], object]) -> tuple[int, str]:
     """(peak bytes above the start while `run()` ran, the method used on this device)."""
     dev = torch.device(device)
@@ -110,27 +80,31 @@ def measure_peak(device: torch.device | str, run: Callable[[], object]) -> tuple
         run()
         torch.cuda.synchronize(dev)
         return torch.cuda.max_memory_allocated(dev) - start, method
-    _release_free_heap()
+    # glibc's malloc_trim hands freed heap pages back, so the pass's allocations show in the
+    # resident size instead of reusing retained pages
+    try:
+        ctypes.CDLL(ctypes.util.find_library("c")).malloc_trim(0)
+    except (OSError, AttributeError, TypeError):
+        pass  # not glibc: the measurement may under-count reused pages
     start = _rss()
     if method == HWM_METHOD:
         _vm_hwm(reset=True)  # the high-water mark starts from now
         run()
         return max(0, (_vm_hwm() or start) - start), method
-    peak = [start]
-    with _sampled_peak(peak):
-        run()
-    return peak[0] - start, method
+    peak, stop = [start], threading.Event()
 
+    def watch() -> None:
+        while not stop.wait(0.001):
+            peak[0] = max(peak[0], _rss())
 
-@contextmanager
-def attention_implementation(model, name: str) -> Iterator[None]:
-    """Run the block with `name` attention ("eager", "sdpa"); the model's own comes back after."""
-    before = model.config._attn_implementation
-    model.set_attn_implementation(name)
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
     try:
-        yield
+        run()
     finally:
-        model.set_attn_implementation(before)
+        stop.set()
+        thread.join()
+    return max(peak[0], _rss()) - start, method
 
 
 @torch.inference_mode()
@@ -143,8 +117,12 @@ def prefill_peak_memory(lm, tokens: int, implementation: str) -> PeakMemory:
     def run() -> None:
         seconds[0] = prefill(lm.model, x).seconds  # the cache is dropped when it returns
 
-    with attention_implementation(lm.model, implementation):
+    before = lm.model.config._attn_implementation
+    lm.model.set_attn_implementation(implementation)
+    try:
         peak, method = measure_peak(lm.device, run)
+    finally:
+        lm.model.set_attn_implementation(before)  # the model's own comes back
     scores = lm.info.heads * tokens ** 2 * lm.bytes_per_value
     return PeakMemory(implementation, tokens, peak, method, scores, seconds[0])
 

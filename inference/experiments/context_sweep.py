@@ -60,16 +60,18 @@ class PrefillLengthPoint:
 
 
 @dataclass(frozen=True)
-class PrefillLengthsProgress:
-    done: int  # lengths measured so far
-    total: int  # lengths in the sweep
-    points: tuple[PrefillLengthPoint, ...]
-    next_tokens: int | None  # the length being measured next; None when finished
+class LengthsProgress:
+    """A sweep so far: its points (`PrefillLengthPoint`s or `DecodeLengthPoint`s)."""
+
+    done: int  # points measured so far
+    total: int  # points in the sweep (decode: lengths × batches)
+    points: tuple
+    next_tokens: int | None = None  # prefill: the length measured next; None when finished
 
 
 @torch.inference_mode()
 def prefill_lengths_sweep(lm, lengths: Iterable[int], repeats: int = 1
-                          ) -> Iterator[PrefillLengthsProgress]:
+                          ) -> Iterator[LengthsProgress]:
     """Time one prefill at each length (shortest first); yield progress after each."""
     lengths = sorted(set(lengths))
     window = lm.info.context_window
@@ -87,7 +89,7 @@ def prefill_lengths_sweep(lm, lengths: Iterable[int], repeats: int = 1
             del run
         points.append(PrefillLengthPoint(n, best, held))
         nxt = lengths[i + 1] if i + 1 < len(lengths) else None
-        yield PrefillLengthsProgress(i + 1, len(lengths), tuple(points), nxt)
+        yield LengthsProgress(i + 1, len(lengths), tuple(points), nxt)
 
 
 @dataclass(frozen=True)
@@ -98,13 +100,6 @@ class DecodeLengthPoint:
     seconds: float  # one decode step, device synced (median of the repeats)
     seconds_min: float  # fastest repeat (the run's own noise: min to max)
     seconds_max: float  # slowest repeat
-
-
-@dataclass(frozen=True)
-class DecodeLengthsProgress:
-    done: int
-    total: int  # points in the sweep: lengths × batches
-    points: tuple[DecodeLengthPoint, ...]
 
 
 @dataclass(frozen=True)
@@ -149,7 +144,7 @@ def _time_steps(model, cache: DynamicCache, tokens: int, token_id: int, batch: i
 
 @torch.inference_mode()
 def decode_lengths_sweep(lm, lengths: Iterable[int], batches: Iterable[int] = (1, 8),
-                         repeats: int = 3) -> Iterator[DecodeLengthsProgress]:
+                         repeats: int = 3) -> Iterator[LengthsProgress]:
     """Time one decode step at each cache length (longest first) and batch; progress after each.
     The cache is filled once by an untimed prefill of the longest length."""
     lengths, batches = sorted(set(lengths), reverse=True), sorted(set(batches))
@@ -167,7 +162,7 @@ def decode_lengths_sweep(lm, lengths: Iterable[int], batches: Iterable[int] = (1
         _time_steps(model, cache, lengths[0], ids[lengths[0]], batch, 1, device)  # warm-up
         for n in lengths:
             points.append(_time_steps(model, cache, n, ids[n], batch, max(1, repeats), device))
-            yield DecodeLengthsProgress(len(points), total, tuple(points))
+            yield LengthsProgress(len(points), total, tuple(points))
         del cache
 
 
