@@ -43,7 +43,7 @@ def test_intensity_alone_does_not_decide():
     slow = WorkPoint("decode, batch 1", flops=2e8, bytes_read=4e8, seconds=1.0)
     roof = ComputeRoof(peak_gflops=200.0, bandwidth_gbs=20.0, points=(slow,))
     assert slow.intensity < roof.ridge
-    assert roof.bound(slow) == "neither"
+    assert roof.verdict(slow).kind == "neither"
     quiet = judge(others_cpu=0.02)  # the noise rule's quiet reading: the verdict is drawn
     assert "| neither roof |" in compute_roof_md(roof, "float16", quiet)
 

@@ -50,7 +50,7 @@ def test_roofs_ridge_and_bound():
     assert roof.ridge == 10.0
     assert decode.intensity == 0.5 and decode.gflops == pytest.approx(5.0)
     assert roof.attainable_gflops(0.5) == 10.0 and roof.attainable_gflops(100) == 200.0
-    assert roof.bound(decode) == "memory" and roof.bound(prefill) == "compute"
+    assert roof.verdict(decode).kind == "memory" and roof.verdict(prefill).kind == "compute"
     md = compute_roof_md(roof, "float32", judge(others_cpu=0.02))  # judged quiet
     assert "200 GFLOP/s ÷ 20.0 GB/s = **10.0 FLOPs per byte**" in md
     assert "| decode, batch 1 | 0.2 | 400.0 MB | 0.50 | 40 | 5.0 | 50% | memory |" in md
@@ -85,7 +85,7 @@ def test_this_machine_places_decode_and_prefill_under_the_roofs(lm):
     decode, prefill = roof.points[0], roof.points[-1]
     assert decode.label == "decode, batch 1" and prefill.label == "prefill, 256 tokens"
     assert prefill.intensity > 100 * decode.intensity  # one weight read for 256 tokens
-    assert roof.bound(decode) in ("memory", "neither")  # left of the ridge: never compute
+    assert roof.verdict(decode).kind in ("memory", "neither")  # left of the ridge: never compute
     for p in roof.points:  # a FLOP count or a byte count off by a factor would break the roof
         assert 0 < p.gflops <= 1.5 * roof.attainable_gflops(p.intensity), p
     again = machine_roofline.measure_compute_roof(lm, r, shared, new_tokens=4)

@@ -78,7 +78,6 @@ def test_speculative_batch_costs_are_measured_per_batch(lm, edit_ids):
     assert updates[-1].finished and [c.batch for c in costs] == [1, 2]
     assert all(c.plain_seconds > 0 and c.verify_seconds > 0 for c in costs)
     assert all({c.plain_bound, c.verify_bound} <= {"memory", "compute", "neither"} for c in costs)
-    assert updates[-1].roof.ridge > 0 and all(c.verify_gflops > 0 for c in costs)
 
 
 def test_speculative_workload_names(lm):

@@ -237,10 +237,6 @@ class ComputeRoof:
                                       self.peak_gflops, self.bandwidth_gbs)
         return decide_bound(memory, compute, device=device)
 
-    def bound(self, point: WorkPoint) -> str:
-        """The verdict's kind: "memory", "compute" or "neither" (no step split here)."""
-        return self.verdict(point).kind
-
 
 def batch_work_points(info, points) -> list[WorkPoint]:
     """The batch sweep's measured steps (`BatchPoint`s) as roofline points: B tokens a step,

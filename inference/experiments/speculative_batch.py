@@ -5,7 +5,7 @@ weights are read once either way and the extra tokens are nearly free; at batch 
 step already reuses every weight 16 times, and if the pass's k + 1 times the arithmetic sets
 the pace, the guesses stop being free. Each batch size: prefill B copies of the prompt, then a
 plain step [B, 1] and a pass [B, k + 1] in turns (the cache cropped back after each), median of
-`repeats`; `ComputeRoof.bound` says which roof bounds each. The speed-up at batch B is
+`repeats`; `ComputeRoof.verdict` says which roof bounds each. The speed-up at batch B is
 **derived**, not raced: a batch-1 race's tokens per pass × plain step ÷ pass at batch B,
 assuming every row keeps as many guesses and a draft that costs nothing.
 """
@@ -35,10 +35,8 @@ class VerifyCost:
     k: int  # guesses per row in the verification pass
     plain_seconds: float  # median plain step: B × 1 tokens (synced)
     verify_seconds: float  # median verification pass: B × (k + 1) tokens (synced)
-    plain_bound: str  # "memory", "compute" or "neither" (ComputeRoof.bound, measured roofs)
+    plain_bound: str  # "memory", "compute" or "neither" (ComputeRoof.verdict's kind)
     verify_bound: str
-    plain_gflops: float  # achieved: theoretical FLOPs ÷ measured seconds
-    verify_gflops: float
 
     @property
     def cost_ratio(self) -> float:
@@ -51,8 +49,8 @@ class VerifyCost:
 
 
 @torch.inference_mode()
-def verify_cost(lm, prompt_ids: list[int], batch: int, k: int, repeats: int = REPEATS,
-                roof: ComputeRoof | None = None) -> VerifyCost:
+def verify_cost(lm, prompt_ids: list[int], batch: int, k: int, roof: ComputeRoof,
+                repeats: int = REPEATS) -> VerifyCost:
     """Time a plain step and a verification pass at `batch` rows, in turns (median)."""
     model, device = lm.model, lm.device
     ids = torch.tensor([prompt_ids] * batch, device=device)  # [B, S]
@@ -79,14 +77,12 @@ def verify_cost(lm, prompt_ids: list[int], batch: int, k: int, repeats: int = RE
     pp = WorkPoint(f"plain step, batch {batch}", forward_flops(info, batch, held), read, p)
     vp = WorkPoint(f"verification, batch {batch}", forward_flops(info, batch * (k + 1), held),
                    read, v)
-    return VerifyCost(batch, k, p, v, roof.bound(pp) if roof else "", roof.bound(vp) if roof
-                      else "", pp.gflops, vp.gflops)
+    return VerifyCost(batch, k, p, v, roof.verdict(pp).kind, roof.verdict(vp).kind)
 
 
 @dataclass(frozen=True)
 class BatchUpdate:
     costs: tuple[VerifyCost, ...]
-    roof: ComputeRoof
     message: str
     finished: bool = False
 
@@ -104,10 +100,10 @@ def batch_interplay(lm, prompt_ids: list[int], k: int = LIMITS.spec_k.default,
                        machine_bandwidth(shared, lm.device), ())
     costs: list[VerifyCost] = []
     for b in batches:
-        yield BatchUpdate(tuple(costs), roof, f"Batch {b}: plain step vs a pass of "
-                          f"{b} × {k + 1} tokens…")
-        costs.append(verify_cost(lm, prompt_ids, b, k, repeats, roof))
-    yield BatchUpdate(tuple(costs), roof, f"Done: {len(costs)} batch sizes.", finished=True)
+        yield BatchUpdate(tuple(costs), f"Batch {b}: plain step vs a pass of {b} × {k + 1} "
+                          "tokens…")
+        costs.append(verify_cost(lm, prompt_ids, b, k, roof, repeats))
+    yield BatchUpdate(tuple(costs), f"Done: {len(costs)} batch sizes.", finished=True)
 
 
 def spec_batch_tokens(prompt: int, k: int, batches: Sequence[int],
