@@ -55,9 +55,6 @@ class SharedResults:
             self._results.pop(key, None)
         return len(keys)
 
-    def clear(self) -> None:
-        self._results.clear()
-
 
 def once(shared: SharedResults | None, key: Hashable, compute: Callable[[], T]) -> T:
     """`shared.get_or_compute(key, compute)`; without a store (a script, a test), a fresh

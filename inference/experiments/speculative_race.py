@@ -175,12 +175,6 @@ def spec_race(lm, prompt_ids: list[int], draft: Draft, k: int = LIMITS.spec_k.de
                 break
 
 
-def draft_bytes(draft) -> int:
-    """Weights one step of `draft` reads: a draft model's; a lookup in the text reads none."""
-    model = getattr(draft, "model", None)
-    return bytes_read_per_token(model) if model is not None else 0
-
-
 def summarize_spec_race(lm, records: Sequence[SpecPass | PlainStep], prompt_tokens: int,
                         draft: str, k: int, bandwidth_gbs: float,
                         draft_bytes_per_step: int = 0) -> SpecRaceSummary:
@@ -204,16 +198,6 @@ def summarize_spec_race(lm, records: Sequence[SpecPass | PlainStep], prompt_toke
         plain_seconds=sum(steps), plain_step_seconds=steps, bandwidth_gbs=bandwidth_gbs,
         bytes_per_token=bytes_read_per_token(lm.model) + kv, noise=run_noise(steps),
         judged=sum(p.judged for p in counted), draft_bytes_per_step=draft_bytes_per_step)
-
-
-def run_race(lm, prompt_ids: list[int], draft: Draft, k: int = LIMITS.spec_k.default,
-             new_tokens: int = LIMITS.spec_new_tokens.default, shared=None,
-             bandwidth_gbs: float | None = None) -> SpecRaceSummary:
-    """The whole race, summed (`bandwidth_gbs`: already read, else this machine's figure)."""
-    records = list(spec_race(lm, prompt_ids, draft, k, new_tokens))
-    bandwidth = bandwidth_gbs or machine_bandwidth(shared, lm.device)
-    return summarize_spec_race(lm, records, len(prompt_ids), draft.key, k, bandwidth,
-                               draft_bytes(draft))
 
 
 @dataclass(frozen=True)
@@ -255,11 +239,11 @@ class RaceUpdate:
 
 
 def race_updates(lm, prompt_ids: list[int], draft: Draft, k: int = LIMITS.spec_k.default,
-                 new_tokens: int = LIMITS.spec_new_tokens.default, shared=None
-                 ) -> Iterator[RaceUpdate]:
+                 new_tokens: int = LIMITS.spec_new_tokens.default, shared=None,
+                 bandwidth_gbs: float | None = None) -> Iterator[RaceUpdate]:
     """`spec_race`, as one update after each speculative pass and its plain catch-up, then the
-    summary."""
-    bandwidth = machine_bandwidth(shared, lm.device)
+    summary (`bandwidth_gbs`: already read, else this machine's figure)."""
+    bandwidth = bandwidth_gbs or machine_bandwidth(shared, lm.device)
     records: list[SpecPass | PlainStep] = []
     passes: list[SpecPass] = []
     plain = 0
@@ -272,10 +256,19 @@ def race_updates(lm, prompt_ids: list[int], draft: Draft, k: int = LIMITS.spec_k
             passes.append(r)
         else:
             plain += 1
+    model = getattr(draft, "model", None)  # a lookup in the text reads no weights per guess
     summary = summarize_spec_race(lm, records, len(prompt_ids), draft.key, k, bandwidth,
-                                  draft_bytes(draft))
+                                  bytes_read_per_token(model) if model is not None else 0)
     yield RaceUpdate(tuple(passes), plain, f"Done: {summary.new_tokens} tokens in "
                      f"{summary.passes} passes.", summary)
+
+
+def run_race(lm, prompt_ids: list[int], draft: Draft, k: int = LIMITS.spec_k.default,
+             new_tokens: int = LIMITS.spec_new_tokens.default, shared=None,
+             bandwidth_gbs: float | None = None) -> SpecRaceSummary:
+    """The whole race, summed."""
+    *_, last = race_updates(lm, prompt_ids, draft, k, new_tokens, shared, bandwidth_gbs)
+    return last.summary
 
 
 def spec_race_tokens(prompt: int, new: int, k: int, model_draft: bool) -> int:
