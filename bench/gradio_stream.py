@@ -135,21 +135,17 @@ def event_messages(url, session: str, event: str, timeout_s: float,
         if resp.status != 200:
             raise RuntimeError(f"HTTP {resp.status} on the event stream")
         for line in iter(resp.readline, b""):
-            if not line.startswith(b"data:"):
-                continue
-            msg = json.loads(line[5:])
-            if msg.get("event_id") != event:
-                continue
-            yield msg
-            if msg.get("msg") == "process_completed":
-                return
+            msg = json.loads(line[5:]) if line.startswith(b"data:") else {}
+            if msg.get("event_id") == event:
+                yield msg
+                if msg.get("msg") == "process_completed":
+                    return
     finally:
         conn.close()
 
 
 def call(base_url: str, fn_index: int, data: list, session: str | None = None,
-         timeout_s: float = 300.0, headers: Headers = None,
-         stamps: list[float] | None = None,
+         timeout_s: float = 300.0, headers: Headers = None, stamps: list[float] | None = None,
          on_message: Callable[[dict], None] | None = None) -> list:
     """One event of any endpoint, start to end, as a visitor with `session` (a new one when
     None): its final outputs, or RuntimeError with the app's own message when it failed.
