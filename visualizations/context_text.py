@@ -133,13 +133,11 @@ def _against_floor(points, theory, noise=None) -> str:
     """How far the measured steps sat from their floor (why below 1 only on a quiet run)."""
     ratios = [p.seconds / theory.seconds(p.cache_tokens, p.batch) for p in points]
     lo, hi = min(ratios), max(ratios)
-    if lo >= 1:
-        return f"Here the measured steps took {lo:.1f}× to {hi:.1f}× their floor."
-    if not supports_verdict(noise):
-        return f"Here the measured steps took {lo:.2f}× to {hi:.1f}× their floor."
-    return (f"Here the measured steps took {lo:.2f}× to {hi:.1f}× their floor: below 1, the "
-            "step read faster than the bandwidth measurement did (a cache held part of it, or "
-            "its kernels stream better than a plain sum).")
+    said = f"Here the measured steps took {lo:.{1 if lo >= 1 else 2}f}× to {hi:.1f}× their floor"
+    if lo >= 1 or not supports_verdict(noise):
+        return said + "."
+    return (said + ": below 1, the step read faster than the bandwidth measurement did (a cache "
+            "held part of it, or its kernels stream better than a plain sum).")
 
 
 FLASH_ATTENTION = (
