@@ -7,7 +7,6 @@ from inference.errors import SettingOutOfRangeError
 from inference.experiments.noise import judge
 from inference.experiments.spec_expectation import (
     SampledRun,
-    best_k,
     expectation,
     expected_speedup,
     expected_tokens_per_pass,
@@ -81,14 +80,12 @@ def test_a_slow_draft_keeping_every_guess_is_predicted_slower_at_every_k():
 
 
 def test_a_free_draft_makes_a_larger_k_better_until_misses_cost_more():
-    fit = fit_race(race_summary(draft="prompt_lookup", accepted=24, judged=30,
-                                draft_seconds=0.001, spec_seconds=8 * 0.080))
-    assert fit.alpha == pytest.approx(0.8)
-    rows = predict(fit, range(1, 9))
-    best = best_k(rows)
-    assert best.speedup == max(r.speedup for r in rows) > 1
-    assert 1 < best.k < 8  # gains flatten (0.8^k) while the check keeps growing
-    assert best_k([]) is None
+    summary = race_summary(draft="prompt_lookup", accepted=24, judged=30, draft_seconds=0.001,
+                           spec_seconds=8 * 0.080)
+    assert fit_race(summary).alpha == pytest.approx(0.8)
+    e = expectation(summary, range(1, 9))
+    assert e.best.speedup == max(r.speedup for r in e.rows) > 1
+    assert 1 < e.best.k < 8  # gains flatten (0.8^k) while the check keeps growing
 
 
 def test_a_race_without_passes_has_no_fit():

@@ -126,11 +126,6 @@ def predict(fit: RaceFit, ks: Sequence[int]) -> list[KPrediction]:
     return rows
 
 
-def best_k(rows: Sequence[KPrediction]) -> KPrediction | None:
-    """The k with the highest predicted speed-up (the smallest such k on a tie)."""
-    return max(rows, key=lambda r: (r.speedup, -r.k), default=None)
-
-
 @dataclass(frozen=True)
 class Expectation:
     """The formula at every k beside one race: what the lesson draws."""
@@ -149,7 +144,7 @@ def expectation(summary, ks: Sequence[int]) -> Expectation | None:
     if fit is None:
         return None
     rows = tuple(predict(fit, sorted(set(ks) | {fit.k})))
-    best = best_k(rows)
+    best = max(rows, key=lambda r: (r.speedup, -r.k))  # the smallest such k on a tie
     return Expectation(fit, rows, next(r for r in rows if r.k == fit.k), best,
                        speed_verdict([best.speedup], fit.noise), summary.reading)
 
