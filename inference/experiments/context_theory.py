@@ -116,12 +116,8 @@ def fit_quadratic(tokens: Sequence[float], seconds: Sequence[float]) -> Quadrati
     xs, ys = np.asarray(tokens, dtype=float), np.asarray(seconds, dtype=float)
     distinct = len(set(tokens))
     candidates = [t for t in ((0, 1, 2), (0, 1), (0, 2), (0,)) if len(t) <= distinct]
-    best, best_sq = np.array([float(ys.mean()), 0.0, 0.0]), float("inf")
-    for terms in candidates:
-        coef = _solve(xs, ys, terms)
-        square = float(np.sum(_residual(xs, ys, coef) ** 2))
-        if coef[1] >= 0 and coef[2] >= 0 and square < best_sq:
-            best, best_sq = coef, square
+    fits = [c for c in (_solve(xs, ys, t) for t in candidates) if c[1] >= 0 and c[2] >= 0]
+    best = min(fits, key=lambda c: float(np.sum(_residual(xs, ys, c) ** 2)))  # (0,) always fits
     rms = math.sqrt(float(np.mean(_residual(xs, ys, best) ** 2)))
     return QuadraticFit(float(best[0]), float(best[1]), float(best[2]), rms, len(tokens))
 
