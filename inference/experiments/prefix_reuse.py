@@ -9,6 +9,7 @@ the outputs are the same. Left out: eviction, sharing across processes, paged ca
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -91,18 +92,13 @@ def prefill_prefix(lm, ids: list[int]) -> PrefixCache:
     return PrefixCache(ids=tuple(ids), cache=result.cache, seconds=result.seconds)
 
 
-def common_length(a: list[int] | tuple[int, ...], b: list[int] | tuple[int, ...]) -> int:
-    """How many leading tokens `a` and `b` share."""
-    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-
-
 @torch.inference_mode()
 def answer_with_reuse(lm, prefix: PrefixCache, ids: list[int]
                       ) -> tuple[float, torch.Tensor, DynamicCache, int]:
     """(ttft, logits [V], cache, reused positions): copy the prefix cache, prefill the rest.
 
     At least one token is always fed, because its forward pass gives the next token's scores."""
-    reused = min(common_length(prefix.ids, ids), len(ids) - 1)
+    reused = min(len(os.path.commonprefix([prefix.ids, tuple(ids)])), len(ids) - 1)
     with stopwatch(lm.device) as t:
         cache = copy_cache(prefix.cache)
         extra = cache_length(cache) - reused
