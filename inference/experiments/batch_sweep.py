@@ -95,11 +95,7 @@ class SweepUpdate:
 def sweep_sizes(max_batch: int) -> list[int]:
     """1, 2, 4, ... up to max_batch (max_batch itself included)."""
     LIMITS.batch.check("Largest batch", max_batch)
-    sizes, b = [], 1
-    while b < max_batch:
-        sizes.append(b)
-        b *= 2
-    return sizes + [max_batch]
+    return [1 << i for i in range((max_batch - 1).bit_length())] + [max_batch]
 
 
 @torch.inference_mode()

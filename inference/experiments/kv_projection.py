@@ -145,11 +145,7 @@ def _projection(shapes: list[ModelSpec], x_name: str, xs: list[int], bytes_per_v
 
 def doubling_range(start: int, stop: int) -> list[int]:
     """start, 2·start, 4·start, ... up to stop (inclusive if it lands on it)."""
-    out, x = [], start
-    while x <= stop:
-        out.append(x)
-        x *= 2
-    return out
+    return [start << i for i in range((stop // start).bit_length())]
 
 
 def published_llama(name: str, layers: int, hidden: int, heads: int, kv_heads: int,
