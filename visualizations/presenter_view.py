@@ -15,10 +15,10 @@ def screen_md(screen, index: int, total: int, compact: bool = False) -> str:
     return f"{head}\n\n{screen.body}"
 
 
-def result_html(measured: dict | None, waiting: str = "Press the button: measured live.") -> str:
+def result_html(measured: dict | None) -> str:
     """The headline number, big, with what it is and the figures behind it."""
     if not measured:
-        return f'<div class="present-result present-empty">{html.escape(waiting)}</div>'
+        return '<div class="present-result present-empty">Press the button: measured live.</div>'
     esc = {k: html.escape(str(measured.get(k, ""))) for k in ("shown", "label", "detail")}
     return ('<div class="present-result">'
             f'<div class="present-big">{esc["shown"]}</div>'
