@@ -95,19 +95,16 @@ def machine_figures_md(info, roofline=None, prefill_points=(), batch_points=(),
             lines.append(f"- Decode at batch 1: {roofline.measured_tokens_per_s:.1f} tokens/s "
                          f"(measured, {share})")
     for p in prefill_points:
-        if getattr(p, "impossible", None):
-            lines.append(f"- Prefill of {p.tokens} tokens: not a possible result "
-                         f"({p.impossible})")
-            continue
         how = "measured" if p.sequential_measured else "extrapolated"
-        lines.append(f"- Prefill of {p.tokens} tokens: {p.parallel_seconds * 1000:,.0f} ms in "
-                     f"one pass vs {p.sequential_seconds * 1000:,.0f} ms one at a time ({how})")
+        lines.append(f"- Prefill of {p.tokens} tokens: " + (
+            f"not a possible result ({p.impossible})" if getattr(p, "impossible", None) else
+            f"{p.parallel_seconds * 1000:,.0f} ms in one pass vs "
+            f"{p.sequential_seconds * 1000:,.0f} ms one at a time ({how})"))
     for p in batch_points:
-        if getattr(p, "impossible", None):
-            lines.append(f"- Decode at batch {p.batch}: not a possible result ({p.impossible})")
-            continue
-        lines.append(f"- Decode at batch {p.batch}: {p.tokens_per_s:,.1f} tokens/s in all, "
-                     f"{p.per_request_tokens_per_s:.1f} per request (measured)")
+        lines.append(f"- Decode at batch {p.batch}: " + (
+            f"not a possible result ({p.impossible})" if getattr(p, "impossible", None) else
+            f"{p.tokens_per_s:,.1f} tokens/s in all, {p.per_request_tokens_per_s:.1f} per "
+            "request (measured)"))
     if roofline is None and not prefill_points and not batch_points:
         lines.append("- (Nothing measured yet: press *Measure this machine*, or run the prefill "
                      "and batch sweeps.)")
