@@ -274,10 +274,8 @@ def serve_continuous(lm, requests: list[Request], max_batch: int = 8
     yield srv.result("continuous")
 
 
-def _without_finished(srv: _Server, batch: RowBatch | None) -> RowBatch | None:
+def _without_finished(srv: _Server, batch: RowBatch) -> RowBatch | None:
     """The batch minus its finished rows (None when none are left)."""
-    if batch is None:
-        return None
     keep = [i for i, rid in enumerate(batch.rows) if rid not in srv.finish]
     if len(keep) == batch.size:
         return batch
