@@ -66,9 +66,3 @@ TABS: tuple[Tab, ...] = (
     Tab("glossary", "Glossary", "glossary"),
 )
 BY_ID: dict[str, Tab] = {t.id: t for t in TABS}
-
-
-def lesson_path() -> tuple[Tab, ...]:
-    """The lessons in order along the "Next lesson" buttons: every tab some tab leads to."""
-    targets = {t.next for t in TABS if t.next}
-    return tuple(t for t in TABS if t.id in targets)

@@ -12,25 +12,11 @@ from plotly.graph_objects import Figure
 
 from inference import served_alongside
 from inference.config import LIMITS, Settings
-from inference.experiments import noise, quiet_reference
+from inference.experiments import memory_guard, noise, quiet_reference, schedulers
 from inference.experiments import serving_cost as dollars
 from inference.experiments.batch_sweep import SweepUpdate, run_sweep, sweep_sizes
-from inference.experiments.memory_guard import (
-    check_batch_fits,
-    largest_fitting_batch,
-    memory_budget_bytes,
-    model_shape,
-    plan_batch,
-)
 from inference.experiments.noise import Noise
 from inference.experiments.roofline import machine_bandwidth
-from inference.experiments.schedulers import (
-    ScheduleResult,
-    preset_trace,
-    random_trace,
-    serve_continuous,
-    serve_static,
-)
 from inference.experiments.serving_cost import measured_chain, model_serving_costs
 from inference.kv_cache import bytes_per_token
 from inference.row_batch import padding_waste
@@ -44,7 +30,7 @@ from visualizations.style import info_caption
 
 from .common.latest import keep, reuse, shared_key
 from .common.predictions import guess_md
-from .common.prompt_input import encode_prompt
+from .common.prompt_input import encode_prompt, prompt_lines
 
 GUESS_KEY = "batch"  # the presenter screen whose question the sweep answers
 COST_GUESS_KEY = "cost"  # ... and the one the cost view answers
@@ -56,8 +42,8 @@ RANDOM = "Random (seeded)"
 class ScheduleComparison:
     """Both schedulers on one trace: kept in the learner's state and shared with everyone."""
 
-    static: ScheduleResult
-    continuous: ScheduleResult
+    static: schedulers.ScheduleResult
+    continuous: schedulers.ScheduleResult
     trace: str  # the workload's name, with its seed, size and rate when random
     max_batch: int
     when: str  # wall-clock HH:MM of the measurement
@@ -104,7 +90,7 @@ class CostView:
 def budget_bytes(lm, settings: Settings, budget_mb: float | None) -> int:
     """The learner's memory budget in bytes; empty or 0 means half of the free memory."""
     if budget_mb is None or budget_mb <= 0:
-        return memory_budget_bytes(lm.device, 0.5)
+        return memory_guard.memory_budget_bytes(lm.device, 0.5)
     settings.memory_budget_mb.check("Memory budget (MB)", budget_mb)
     return int(budget_mb * 1e6)
 
@@ -120,7 +106,8 @@ def sweep_frames(lm, settings: Settings, shared, *, max_batch: int, steps: int,
     max_batch, steps = int(max_batch), int(steps)
     prompt = encode_prompt(lm, settings, SWEEP_PROMPT)
     budget, sizes = budget_bytes(lm, settings, budget_mb), sweep_sizes(max_batch)
-    cap = largest_fitting_batch(model_shape(lm), sizes, len(prompt), steps + 1, budget)
+    cap = memory_guard.largest_fitting_batch(memory_guard.model_shape(lm), sizes, len(prompt),
+                                             steps + 1, budget)
     key = shared_key(lm, "batch-sweep") + (tuple(s for s in sizes if s <= cap), steps)
     kept = reuse(shared, key)  # a quiet earlier run with these settings
     if kept is not None:
@@ -175,7 +162,7 @@ def _sweep_frame(lm, update: SweepUpdate, message: str, schedules: ScheduleCompa
 
 def padding_view(lm, settings: Settings, prompts: str) -> PaddingView:
     """The padded batch for the prompts typed one per line (chat-templated, left-padded)."""
-    lines = [t.strip() for t in (prompts or "").splitlines() if t.strip()][:settings.max_lines]
+    lines = prompt_lines(settings, prompts)
     if not lines:
         return PaddingView(plot=charts.padding_chart([]), text=text.NO_PROMPTS)
     ids = [encode_prompt(lm, settings, t) for t in lines]
@@ -188,12 +175,12 @@ def workload_trace(lm, settings: Settings, workload: str, seed: int, requests: i
                    rate: float):
     """The requests to serve and the workload's name for tables and the closing note."""
     if workload != RANDOM:
-        return preset_trace(lm.tokenizer, workload), workload
+        return schedulers.preset_trace(lm.tokenizer, workload), workload
     settings.seed.check("Seed (random trace)", seed)
     settings.trace_requests.check("Requests (random trace)", requests)
     settings.trace_rate_per_s.check("Arrivals per second (random trace)", rate)
     lengths = settings.trace_new_tokens  # output lengths drawn from low..default
-    trace = random_trace(lm.tokenizer, int(requests), float(rate), int(lengths.low),
+    trace = schedulers.random_trace(lm.tokenizer, int(requests), float(rate), int(lengths.low),
                          int(lengths.default), int(seed))
     return trace, f"{RANDOM}, seed {int(seed)}, {int(requests)} requests at {float(rate):g}/s"
 
@@ -208,19 +195,19 @@ def schedule_frames(lm, settings: Settings, shared, *, workload: str, seed: int,
     max_batch, fill_wait_s = int(max_batch), float(fill_wait_s)
     trace, name = workload_trace(lm, settings, workload, seed, requests, rate_per_s)
     longest = max(len(r.prompt_ids) for r in trace) + max(r.max_new_tokens for r in trace)
-    check_batch_fits(plan_batch(model_shape(lm), max_batch, longest, 0,
-                                budget_bytes(lm, settings, None)))
+    memory_guard.check_batch_fits(memory_guard.plan_batch(
+        memory_guard.model_shape(lm), max_batch, longest, 0, budget_bytes(lm, settings, None)))
     key = shared_key(lm, "schedulers") + (name, max_batch, fill_wait_s)
     kept = reuse(shared, key)
     saved, judged = kept if kept is not None else (None, None)
     progress = text.scheduler_done_markdown(saved.when if saved else None)
     if saved is None:
         results = {}
-        runs = {"static": serve_static(lm, trace, max_batch, fill_wait_s),
-                "continuous": serve_continuous(lm, trace, max_batch)}
+        runs = {"static": schedulers.serve_static(lm, trace, max_batch, fill_wait_s),
+                "continuous": schedulers.serve_continuous(lm, trace, max_batch)}
         for label, events in runs.items():
             for ev in events:
-                if isinstance(ev, ScheduleResult):
+                if isinstance(ev, schedulers.ScheduleResult):
                     results[label] = ev
                 else:
                     yield ScheduleFrame(progress=text.scheduler_step_markdown(label, ev))

@@ -19,7 +19,7 @@ from visualizations.server_view import peer_comparison_md
 
 from . import batching_handlers as run
 from .common.context import AppContext
-from .common.controls import guess_box, number, slider
+from .common.controls import guess_box, number, prompt_box, slider
 from .common.exports import wire_batch_csv
 from .common.feedback import guarded
 from .common.latest import latest_modes
@@ -95,9 +95,8 @@ def sweep_tab(ctx: AppContext, measured: SharedStates) -> Dependency:
 
 def padding_tab(lm, settings: Settings) -> None:
     """2 · Padding: how many positions a batched prefill spends on filler."""
-    prompts = gr.Textbox(DEFAULT_PADDING, lines=4, max_length=settings.max_prompt_chars,
-                         label=f"Prompts in one batch (one per line, up to {settings.max_lines})",
-                         elem_id="batch-pad-prompts")
+    prompts = prompt_box(settings, DEFAULT_PADDING, "batch-pad-prompts",
+                         f"Prompts in one batch (one per line, up to {settings.max_lines})", 4)
     show = gr.Button("Show the padded batch", elem_id="batch-pad-btn")
     first = run.padding_view(lm, settings, DEFAULT_PADDING)  # tokenizer only: cheap
     shown = {"text": gr.Markdown(first.text, elem_id="batch-pad-text"),

@@ -13,7 +13,7 @@ from visualizations.timing_text import live_stats_md
 
 from .chat_handlers import EXAMPLES, generate_chat
 from .common.context import AppContext
-from .common.controls import slider
+from .common.controls import prompt_box, slider
 from .common.feedback import guarded
 from .common.run_buttons import run_and_stop
 
@@ -27,12 +27,11 @@ def visitor_key(request: gr.Request | None, trusted_proxies: int) -> str:
 
 def build(ctx: AppContext) -> None:
     """'Try it' in the caller's tab (Start here's prompts fill its prompt box, by elem_id)."""
-    lm, settings, server = ctx.lm, ctx.settings, ctx.chat_server
+    lm, settings = ctx.lm, ctx.settings
+    server = ctx.chat if ctx.chat is not None else ctx.server  # LLM_LAB_SERVE_URL's, or ours
     with gr.Row():
         with gr.Column(scale=3):
-            prompt = gr.Textbox(label="Your prompt", lines=2, max_length=settings.max_prompt_chars,
-                                value=settings.default_prompt,
-                                elem_id="chat-prompt")
+            prompt = prompt_box(settings, settings.default_prompt, "chat-prompt", "Your prompt")
         with gr.Column(scale=1):
             max_new = slider(settings, "new_tokens", "Max new tokens")
     gr.Examples(EXAMPLES, inputs=[prompt], label="Tap a prompt to try it")

@@ -18,7 +18,7 @@ from visualizations.timing_charts import candidates_figure, decode_latency_figur
 from visualizations.token_view import CACHE_FREED, decode_stats_md, output_html
 
 from .common.context import AppContext
-from .common.controls import number, slider
+from .common.controls import number, prompt_box, slider
 from .common.feedback import guarded
 from .common.lesson_text import lesson_page
 from .common.read_more import lesson_markdown
@@ -35,10 +35,8 @@ class DecodeUI:
                               delete_callback=budget.forget if budget is not None else None)
         self.shown = gr.Number(0, visible=False)  # tokens on the learner's screen, for Stop
         with gr.Row():
-            self.prompt = gr.Textbox(label="Prompt", lines=2, scale=3,
-                                     max_length=settings.max_prompt_chars,
-                                     value="Write one sentence about the moon.",
-                                     elem_id="decode-prompt")
+            self.prompt = prompt_box(settings, "Write one sentence about the moon.",
+                                     "decode-prompt", scale=3)
             self.max_new = slider(settings, "new_tokens", "Max new tokens", scale=1)
         with gr.Row():
             self.temperature = slider(settings, "temperature", "Temperature (0 = greedy)",

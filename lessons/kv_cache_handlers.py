@@ -12,36 +12,11 @@ from plotly.graph_objects import Figure
 from inference import served_alongside
 from inference.config import Settings
 from inference.errors import PromptTooLongError, SettingOutOfRangeError
-from inference.experiments import noise, quiet_reference
+from inference.experiments import kv_projection, kv_race, noise, prefix_reuse, quiet_reference
 from inference.experiments.attention_view import AttentionView, HeldAttention, newest_attention
 from inference.experiments.kv_growth import watch_growth
-from inference.experiments.kv_projection import (
-    PUBLISHED,
-    as_mha,
-    crossover_tokens,
-    doubling_range,
-    project_batch,
-    project_context,
-    this_model,
-)
-from inference.experiments.kv_race import (
-    LENGTHS,
-    RECOMPUTE,
-    REPEATS,
-    LengthPoint,
-    checked_race,
-    fit,
-    generation_seconds,
-    step_costs,
-    summarize,
-)
+from inference.experiments.kv_race import LENGTHS, RECOMPUTE, REPEATS, LengthPoint, step_costs
 from inference.experiments.noise import Noise
-from inference.experiments.prefix_reuse import (
-    prefill_prefix,
-    prefix_request_tokens,
-    prefix_runs,
-    shared_prefix_ids,
-)
 from inference.experiments.quality import load_perplexity_text
 from inference.generation import stream
 from inference.kv_cache import cache_tensor_bytes
@@ -52,7 +27,7 @@ from visualizations.style import empty_figure, info_caption
 
 from .common.latest import keep, reuse
 from .common.predictions import guess_md
-from .common.prompt_input import encode_prompt
+from .common.prompt_input import encode_prompt, prompt_lines
 
 GUESS_KEY = "kv_race"  # the presenter screen whose question the race answers
 BYTES_PER_VALUE = (("fp32 (4 bytes)", 4), ("fp16/bf16 (2)", 2), ("int8/fp8 (1)", 1))
@@ -111,8 +86,8 @@ def race_lengths_frames(lm, shared=None) -> Iterator[LengthsFrame]:
     else:
         note = "✅ Measured earlier on this machine and shared with every visitor."
     points, judged = done
-    ab = fit(list(points))
-    cached, plain = generation_seconds(list(points), PROJECT_PROMPT, PROJECT_TOKENS)
+    ab = kv_race.fit(list(points))
+    cached, plain = kv_race.generation_seconds(list(points), PROJECT_PROMPT, PROJECT_TOKENS)
     yield LengthsFrame(note, kv_charts.race_lengths_figure(points, ab, caption),
                        kv_text.race_lengths_markdown(
                            points, (PROJECT_PROMPT, PROJECT_TOKENS, cached, plain), judged))
@@ -169,7 +144,7 @@ def race_frames(lm, settings: Settings, prompt: str, new_tokens: int,
     settings.race_new_tokens.check("New tokens", new_tokens)
     n, steps = int(new_tokens), []
     prompt, pieces = [lm.tokenizer.decode([i]) for i in ids], []
-    for step in checked_race(lm, ids, n):  # raced once more if the first speed-up is impossible
+    for step in kv_race.checked_race(lm, ids, n):  # raced again if its speed-up is impossible
         if step.attempt and step.index == 0 and step.lane != RECOMPUTE:
             steps, pieces = [], []
         steps.append(step)
@@ -179,7 +154,7 @@ def race_frames(lm, settings: Settings, prompt: str, new_tokens: int,
             yield RaceFrame(plot=None, summary=None,
                             progress=kv_text.race_cached_progress_markdown(step.index, n))
         if step.lane == RECOMPUTE:
-            summary, last = summarize(steps, len(ids)), step.index == n - 1
+            summary, last = kv_race.summarize(steps, len(ids)), step.index == n - 1
             judged = noise.reading(race_repeats(steps), settings) if last else None
             quiet = quiet_reference.for_race(summary, lm.info.dtype, judged) if last else None
             compared = (guess_md(GUESS_KEY, guess, summary.speedup,
@@ -209,16 +184,17 @@ def projection_view(lm, settings: Settings, batch: int, context: int,
         raise SettingOutOfRangeError("Bytes per value must be 1, 2 or 4.")
     batch, context, bpv = int(batch), int(context), int(bytes_per_value)
     contexts, batches = settings.projection_context, settings.projection_batch
-    mine = this_model(lm.info)
-    specs = [mine, *PUBLISHED]
-    by_context = project_context(specs, doubling_range(int(contexts.low), int(contexts.high)),
-                                 batch, bpv)
-    by_batch = project_batch(specs, doubling_range(int(batches.low), int(batches.high)),
-                             context, bpv)
-    mha = as_mha(mine)
+    mine = kv_projection.this_model(lm.info)
+    specs = [mine, *kv_projection.PUBLISHED]
+    doubling = kv_projection.doubling_range
+    by_context = kv_projection.project_context(
+        specs, doubling(int(contexts.low), int(contexts.high)), batch, bpv)
+    by_batch = kv_projection.project_batch(
+        specs, doubling(int(batches.low), int(batches.high)), context, bpv)
+    mha = kv_projection.as_mha(mine)
     gqa_rows = [(f"{mine.name}: {mine.kv_heads} KV heads (GQA)", mine.bytes_per_token(bpv)),
                 (f"as MHA: {mha.kv_heads} KV heads", mha.bytes_per_token(bpv))]
-    crossover = {s.name: crossover_tokens(s, bpv, batch) for s in specs}
+    crossover = {s.name: kv_projection.crossover_tokens(s, bpv, batch) for s in specs}
     return ProjectionView(
         by_context=kv_charts.projection_figure(by_context, FORMULA, highlight=mine.name),
         by_batch=kv_charts.projection_figure(by_batch, FORMULA, highlight=mine.name),
@@ -234,11 +210,11 @@ def prefix_frames(lm, settings: Settings, system: str, questions: str,
         raise PromptTooLongError(
             f"The system prompt is over {settings.max_prompt_chars:,} characters.")
     settings.prefix_new_tokens.check("Answer tokens", new_tokens)
-    ids = shared_prefix_ids(lm.tokenizer, system)
-    lines = question_lines(settings, questions)
-    prefix_request_tokens(lm.tokenizer, system, lines, int(new_tokens),  # before any model run
-                          settings.prefix_request_tokens)
-    prefix = prefill_prefix(lm, ids)
+    ids = prefix_reuse.shared_prefix_ids(lm.tokenizer, system)
+    lines = prompt_lines(settings, questions)
+    prefix_reuse.prefix_request_tokens(lm.tokenizer, system, lines, int(new_tokens),
+                                       settings.prefix_request_tokens)  # before any model run
+    prefix = prefix_reuse.prefill_prefix(lm, ids)
     caption, runs = info_caption(lm.info), []
 
     def frame(judged: Noise | None = None) -> PrefixFrame:
@@ -247,15 +223,10 @@ def prefix_frames(lm, settings: Settings, system: str, questions: str,
                            + kv_text.prefix_markdown(len(ids), prefix.seconds,
                                                      cache_tensor_bytes(prefix.cache), runs))
     yield frame()
-    for run in prefix_runs(lm, prefix, system, lines, int(new_tokens)):
+    for run in prefix_reuse.prefix_runs(lm, prefix, system, lines, int(new_tokens)):
         runs.append(run)
         yield frame(noise.reading(settings=settings)
                     if len(runs) == len(lines) else None)
-
-
-def question_lines(settings: Settings, questions: str | None) -> list[str]:
-    """The prefix demo's questions: one a line, blank lines dropped, at most `max_lines`."""
-    return [q.strip() for q in (questions or "").splitlines() if q.strip()][:settings.max_lines]
 
 
 def attention_run(lm, settings: Settings, prompt: str, new_tokens: int) -> AttentionView:

@@ -8,24 +8,19 @@ import gradio as gr
 from inference.config import LIMITS, Settings
 from inference.experiments.kv_race import race_lengths_tokens, race_tokens
 from inference.experiments.prefix_reuse import prefix_reuse_tokens
-from visualizations.kv_charts import (
-    cache_bytes_figure,
-    cache_grid_figure,
-    prefix_figure,
-    race_figure,
-    race_lengths_figure,
-)
+from visualizations import kv_charts
 from visualizations.kv_text import LAG_NOTE
 from visualizations.mechanism import race_diagram
 
 from . import kv_cache_handlers as run
 from .common.context import AppContext
-from .common.controls import guess_box, slider
+from .common.controls import guess_box, prompt_box, slider
 from .common.feedback import guarded
 from .common.lesson_text import lesson_page
 from .common.measurement import Measurement, prompt_tokens, shrunk
 from .common.measurement_wiring import wire_measurement
 from .common.named_outputs import showing
+from .common.prompt_input import prompt_lines
 from .common.read_more import lesson_markdown
 from .common.run_buttons import run_and_stop, wire_stoppable
 
@@ -42,26 +37,22 @@ DEFAULT_SYSTEM = (
 DEFAULT_QUESTIONS = "When does the museum close?\nHow much is a child ticket?\nWhere is the cafe?"
 
 
-def _prompt(settings: Settings, elem_id: str, value: str = DEFAULT_PROMPT) -> gr.Textbox:
-    return gr.Textbox(value, label="Prompt", lines=2, scale=3,
-                      max_length=settings.max_prompt_chars, elem_id=elem_id)
-
-
 def growth_tab(ctx: AppContext) -> None:
     """1 · Watch it grow: one column per cached token, bytes against the formula."""
     lm, settings = ctx.lm, ctx.settings
     with gr.Row():
-        prompt = _prompt(settings, "kv-growth-prompt")
+        prompt = prompt_box(settings, DEFAULT_PROMPT, "kv-growth-prompt", scale=3)
         new_tokens = slider(settings, "growth_new_tokens", "New tokens", scale=1)
     start, stop = run_and_stop("Generate and watch the cache", "kv-growth-btn",
                                 "kv-growth-stop")
     # The step's line, then the cache grid; why the cache lags the text, and the formula, under
     # the grid (above it they pushed the grid off a phone's screen).
     text = gr.Markdown(elem_id="kv-growth-text")
-    grid = gr.Plot(cache_grid_figure(None, 0), label="Cache tensors", elem_id="kv-growth-grid")
+    grid = gr.Plot(kv_charts.cache_grid_figure(None, 0), label="Cache tensors",
+                   elem_id="kv-growth-grid")
     gr.Markdown(LAG_NOTE, elem_id="kv-growth-lag")
     shown = {"text": text, "formula": gr.Markdown(elem_id="kv-formula"), "grid": grid,
-             "size": gr.Plot(cache_bytes_figure([]), label="Cache bytes",
+             "size": gr.Plot(kv_charts.cache_bytes_figure([]), label="Cache bytes",
                              elem_id="kv-growth-bytes")}
     wire_stoppable(start, stop, [prompt, new_tokens], list(shown.values()), Measurement(
         "kv_growth", showing(shown, lambda p, n: run.growth_frames(lm, settings, p, n)),
@@ -77,14 +68,15 @@ def race_tab(ctx: AppContext) -> None:
                 "window). Without the cache each step feeds the **whole sequence** again "
                 "(O(sequence) tokens), so its work grows with the text in every layer.")
     with gr.Row():
-        prompt = _prompt(settings, "kv-race-prompt")
+        prompt = prompt_box(settings, DEFAULT_PROMPT, "kv-race-prompt", scale=3)
         new_tokens = slider(settings, "race_new_tokens", "New tokens", scale=1)
     guess = guess_box(settings, run.GUESS_KEY, "generating with the cache against "
                       "recomputing, how many times faster", "kv-race-guess")
     start, stop = run_and_stop("Race", "kv-race-btn", "kv-race-stop")
     shown = {"progress": gr.Markdown(elem_id="kv-race-progress"),
              "summary": gr.Markdown(elem_id="kv-race-summary"),
-             "plot": gr.Plot(race_figure([]), label="Per-step latency", elem_id="kv-race-plot"),
+             "plot": gr.Plot(kv_charts.race_figure([]), label="Per-step latency",
+                             elem_id="kv-race-plot"),
              "diagram": gr.HTML(race_diagram([], [], lm.info.layers),
                                 elem_id="kv-race-diagram"),
              "noise": gr.State(None)}  # the last frame's busy-or-quiet reading
@@ -105,7 +97,7 @@ def lengths_section(ctx: AppContext) -> None:
                 "context, and see how the gap grows with the text.")
     start = gr.Button("Race at several lengths", elem_id="kv-lengths-btn")
     shown = {"progress": gr.Markdown(elem_id="kv-lengths-progress"),
-             "plot": gr.Plot(race_lengths_figure([]), elem_id="kv-lengths-plot",
+             "plot": gr.Plot(kv_charts.race_lengths_figure([]), elem_id="kv-lengths-plot",
                              label="One step at each length"),
              "table": gr.Markdown(elem_id="kv-lengths-table")}
     wire_measurement(start, None, list(shown.values()), Measurement(
@@ -136,28 +128,25 @@ def projection_tab(lm, settings: Settings) -> None:
 def prefix_tab(ctx: AppContext) -> None:
     """4 · Prefix reuse: a shared system prompt prefilled once, answered both ways."""
     lm, settings = ctx.lm, ctx.settings
-    system = gr.Textbox(DEFAULT_SYSTEM, label="Shared system prompt", lines=5,
-                        max_length=settings.max_prompt_chars, elem_id="kv-prefix-system")
+    system = prompt_box(settings, DEFAULT_SYSTEM, "kv-prefix-system", "Shared system prompt", 5)
     with gr.Row():
-        questions = gr.Textbox(DEFAULT_QUESTIONS, lines=3, scale=3,
-                               label=f"Questions (one per line, up to {settings.max_lines})",
-                               max_length=settings.max_prompt_chars,
-                               elem_id="kv-prefix-questions")
+        questions = prompt_box(settings, DEFAULT_QUESTIONS, "kv-prefix-questions",
+                               f"Questions (one per line, up to {settings.max_lines})", 3, scale=3)
         new_tokens = slider(settings, "prefix_new_tokens", "Answer tokens", scale=1)
     start, stop = run_and_stop("Run both ways", "kv-prefix-btn", "kv-prefix-stop")
     shown = {"text": gr.Markdown(elem_id="kv-prefix-text"),
-             "plot": gr.Plot(prefix_figure([]), elem_id="kv-prefix-plot",
+             "plot": gr.Plot(kv_charts.prefix_figure([]), elem_id="kv-prefix-plot",
                              label="Prefix reuse: time to first token")}
     handler = showing(shown, lambda s, q, n: run.prefix_frames(lm, settings, s, q, n))
     wire_stoppable(start, stop, [system, questions, new_tokens], list(shown.values()),
                    Measurement("kv_prefix", handler, work=lambda s, q, n: prefix_reuse_tokens(
-                       lm.tokenizer, s, run.question_lines(settings, q), int(n))), ctx)
+                       lm.tokenizer, s, prompt_lines(settings, q), int(n))), ctx)
 
 
 def attention_tab(lm, settings: Settings, server=None) -> None:
     """5 · What the cache is read for: the newest token's attention over every position."""
     with gr.Row():
-        prompt = _prompt(settings, "kv-attn-prompt")
+        prompt = prompt_box(settings, DEFAULT_PROMPT, "kv-attn-prompt", scale=3)
         new_tokens = slider(settings, "attention_new_tokens", "New tokens first", scale=1)
     start = gr.Button("Show attention of the newest token", variant="primary",
                       elem_id="kv-attn-btn")

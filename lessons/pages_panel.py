@@ -7,7 +7,7 @@ import gradio as gr
 
 from . import pages_handlers as run
 from .common.context import AppContext
-from .common.controls import slider
+from .common.controls import prompt_box, slider
 from .common.feedback import guarded
 from .common.lesson_text import lesson_page
 from .common.named_outputs import showing
@@ -21,8 +21,7 @@ def build(ctx: AppContext) -> None:
     first = run.empty()
     state = gr.State(None, time_to_live=settings.state_ttl_s, delete_callback=run.forget)
     with gr.Row():
-        prompt = gr.Textbox("Name a river.", label="Prompt", lines=1, scale=3,
-                            max_length=settings.max_prompt_chars, elem_id="pages-prompt")
+        prompt = prompt_box(settings, "Name a river.", "pages-prompt", lines=1, scale=3)
         blocks = slider(settings, "paged_demo_blocks",
                         f"Blocks in the pool ({settings.paged_demo_block_tokens} tokens each)",
                         scale=1, elem_id="pages-blocks")

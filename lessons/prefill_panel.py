@@ -13,37 +13,28 @@ from visualizations.style import info_caption
 from visualizations.timing_charts import prefill_sweep_figure
 from visualizations.timing_text import prefill_report_md
 
+from . import prefill_handlers as handlers
 from .common.context import AppContext
-from .common.controls import guess_box, slider
+from .common.controls import guess_box, prompt_box, slider
 from .common.exports import wire_prefill_csv
 from .common.lesson_text import lesson_page
 from .common.measurement import Measurement, shrunk
 from .common.measurement_wiring import wire_measurement
 from .common.read_more import lesson_markdown
 from .common.run_buttons import run_and_stop, wire_stoppable
-from .prefill_handlers import (
-    DEFAULT_LENGTHS,
-    GUESS_KEY,
-    LENGTH_CHOICES,
-    PROMPT,
-    measure_text,
-    run_prefill_sweep,
-)
 
 
 def _measure_section(ctx: AppContext) -> None:
     lm, settings = ctx.lm, ctx.settings
     with gr.Row():
-        prompt = gr.Textbox(label="Prompt", lines=2, scale=4, max_length=settings.max_prompt_chars,
-                            value=PROMPT,
-                            elem_id="prefill-prompt")
+        prompt = prompt_box(settings, handlers.PROMPT, "prefill-prompt", scale=4)
         run = gr.Button("Prefill it", variant="primary", scale=1, elem_id="prefill-run")
     result = gr.Markdown("*Press **Prefill it** to time one parallel pass over your prompt.*",
                          elem_id="prefill-result")
     diagram = gr.HTML(prefill_diagram([], [], lm.info.layers), elem_id="prefill-diagram")
 
     def on_run(p: str) -> Iterator[tuple[str, str]]:
-        m = measure_text(lm, settings, p)
+        m = handlers.measure_text(lm, settings, p)
         yield prefill_report_md(m), prefill_diagram(
             [lm.tokenizer.decode([i]) for i in m.prompt_ids], m.events, lm.info.layers)
 
@@ -55,14 +46,14 @@ def _sweep_section(ctx: AppContext) -> None:
     lm, settings, shared = ctx.lm, ctx.settings, ctx.shared
     gr.Markdown("### Sweep: one pass for the whole prompt vs one pass per token")
     with gr.Row():
-        lengths = gr.CheckboxGroup(LENGTH_CHOICES, value=DEFAULT_LENGTHS,
+        lengths = gr.CheckboxGroup(handlers.LENGTH_CHOICES, value=handlers.DEFAULT_LENGTHS,
                                    label="Prompt lengths (tokens)")
         max_seq = slider(settings, "prefill_sweep_tokens",
                          "Measure one-at-a-time up to (tokens); longer is extrapolated",
                          elem_id="prefill-maxseq")
     # the guess before the button (as in every lesson), so the sweep's button, its cards
     # (in `progress`) and its chart follow one another
-    guess = guess_box(settings, GUESS_KEY, "one pass against one token at a time, at the "
+    guess = guess_box(settings, handlers.GUESS_KEY, "one pass against one token at a time, at the "
                       "longest length measured both ways", "prefill-guess")
     sweep_btn, stop_btn = run_and_stop("Run the sweep", "prefill-sweep")
     progress = gr.Markdown(elem_id="prefill-progress")
@@ -70,7 +61,7 @@ def _sweep_section(ctx: AppContext) -> None:
                     elem_id="prefill-chart")
 
     def on_sweep(chosen: list[int], most: int, guessed: float | None) -> Iterator[dict]:
-        for frame in run_prefill_sweep(lm, settings, shared, chosen, most, guessed):
+        for frame in handlers.run_prefill_sweep(lm, settings, shared, chosen, most, guessed):
             yield {chart: frame.chart, progress: frame.progress}
 
     def smaller(chosen, most, g):  # the class-sized sweep, when the measurement line is long

@@ -39,6 +39,7 @@ from . import presenter_steps as lines
 from .common.latest import PRESENTER_BATCH, keep, reuse, shared_key
 from .common.presenter_screens import Screen
 from .common.prompt_input import encode_prompt
+from .kv_cache_handlers import race_repeats
 from .prefill_handlers import sweep_reference
 from .presenter_progress import (
     RECAP,
@@ -247,8 +248,7 @@ def kv_race(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
             steps = []  # the second race replaces the first
         steps.append(step)
         yield Step("race step", len(steps), 2 * RACE_TOKENS, lines.race_running(steps))
-    judged = noise.reading([t.seconds for t in steps if t.lane != RECOMPUTE and t.index > 0],
-                           settings)
+    judged = noise.reading(race_repeats(steps), settings)
     s = summarize(steps, len(ids))
     if s.impossible:
         yield withheld("kv_race", s.impossible, f"{s.new_tokens} tokens")

@@ -12,33 +12,18 @@ from inference.experiments.cpu_flags import device_bf16
 from inference.experiments.quality import load_perplexity_text, quant_tokens
 from inference.quant_modes import HEAD_TREATMENT, MODES
 from visualizations import quant_charts as charts
+from visualizations import quant_text
 from visualizations.mechanism_weights import quant_diagram
-from visualizations.quant_text import (
-    NO_MODES_CARDS,
-    closing_note_md,
-    head_treatment_md,
-    mode_cards_html,
-    results_table_md,
-    weights_origin_md,
-)
 from visualizations.roofline_charts import WEIGHT_BYTES_AXIS, roofline_figure
 from visualizations.style import info_caption
 
+from . import quantization_handlers as handlers
 from .common.context import AppContext
-from .common.controls import guess_box, slider
+from .common.controls import guess_box, prompt_box, slider
 from .common.lesson_text import lesson_page
 from .common.measurement import Measurement, prompt_tokens, shrunk
 from .common.read_more import lesson_markdown
 from .common.run_buttons import run_and_stop, wire_stoppable
-from .quantization_handlers import (
-    GUESS_KEY,
-    MAX_PROMPT_TOKENS,
-    QuantFrame,
-    chosen_modes,
-    compare_frames,
-    compared,
-    default_modes,
-)
 
 BANDWIDTH_NOTE = ", read-only sum, measured"
 # px: the roofline no taller than its plot area's minimum and its captions need, so Compare
@@ -51,8 +36,7 @@ def _controls(settings: Settings, ticked: list[str]
               ) -> tuple[gr.Textbox, gr.CheckboxGroup, gr.Slider, gr.Button, gr.Button]:
     with gr.Row():
         with gr.Column(scale=3):
-            prompt = gr.Textbox(label="Prompt", value=settings.default_prompt, lines=2,
-                                max_length=settings.max_prompt_chars, elem_id="quant-prompt")
+            prompt = prompt_box(settings, settings.default_prompt, "quant-prompt")
             modes = gr.CheckboxGroup(
                 choices=[(m.label, m.key) for m in MODES.values()], value=ticked,
                 label="Precision modes (float32 always runs: it is the baseline)",
@@ -60,7 +44,7 @@ def _controls(settings: Settings, ticked: list[str]
         with gr.Column(scale=1):
             new_tokens = slider(settings, "quant_new_tokens", "Greedy tokens to compare",
                                 elem_id="quant-new-tokens")
-            guess = guess_box(settings, GUESS_KEY, "int8 decode speed, in times float32's",
+            guess = guess_box(settings, handlers.GUESS_KEY, "int8 decode speed, in times float32's",
                               "quant-guess")
     # Under the controls, across the page, one line: the button, its progress line and the
     # roofline then share one screen (under the guess, Stop added a line).
@@ -70,14 +54,16 @@ def _controls(settings: Settings, ticked: list[str]
 
 def build(ctx: AppContext) -> None:
     lm, settings, shared = ctx.lm, ctx.settings, ctx.shared
-    origin = weights_origin_md(lm.info.source, lm.info.dtype)
+    origin = quant_text.weights_origin_md(lm.info.source, lm.info.dtype)
     lesson_markdown(lesson_page("lesson6_quantization.md", lm.info,
                                 {"weights_origin": origin}))
     bf16 = device_bf16(lm.device)  # checked once: said only where it was checked
-    prompt, modes, new_tokens, guess, run_btn, stop_btn = _controls(settings, default_modes(bf16))
+    prompt, modes, new_tokens, guess, run_btn, stop_btn = _controls(
+        settings, handlers.default_modes(bf16))
     progress = gr.Markdown("*Building a mode copies the model and converts it (seconds); it is "
                            "then kept for everyone using this app.*", elem_id="quant-progress")
-    cards = gr.Markdown(NO_MODES_CARDS, elem_id="quant-cards")  # the headline, by the button
+    # the headline, by the button
+    cards = gr.Markdown(quant_text.NO_MODES_CARDS, elem_id="quant-cards")
     roofline = gr.Plot(roofline_figure([], 0.0), label="Bytes per token vs decode speed",
                        elem_id="quant-roofline")
     diagram = gr.HTML(quant_diagram([], lm.info.layers, lm.info.parameters),
@@ -85,26 +71,27 @@ def build(ctx: AppContext) -> None:
     bars = gr.Plot(charts.mode_bars_figure([]), label="Per mode", elem_id="quant-bars")
     table = gr.Markdown(elem_id="quant-table")
     texts = gr.HTML(charts.side_by_side_html([]), elem_id="quant-texts")
-    closing = gr.Markdown(closing_note_md(lm.info, [], None, bf16), elem_id="quant-closing")
-    gr.Markdown(head_treatment_md(HEAD_TREATMENT))
+    closing = gr.Markdown(quant_text.closing_note_md(lm.info, [], None, bf16),
+                          elem_id="quant-closing")
+    gr.Markdown(quant_text.head_treatment_md(HEAD_TREATMENT))
     caption = info_caption(lm.info, dtype="dtype per mode")
 
-    def shown(frame: QuantFrame, guessed: float | None) -> dict:
+    def shown(frame: handlers.QuantFrame, guessed: float | None) -> dict:
         if frame.reports is None:
             return {progress: frame.message}
         r, bw = frame.reports, frame.bandwidth_gbs
         return {progress: frame.message,
-                cards: mode_cards_html(r, frame.noise, frame.race, frame.reference),
+                cards: quant_text.mode_cards_html(r, frame.noise, frame.race, frame.reference),
                 roofline: roofline_figure(r, bw, BANDWIDTH_NOTE, caption,
                                           WEIGHT_BYTES_AXIS, ROOFLINE_HEIGHT, frame.noise),
                 diagram: frame.diagram,
-                bars: charts.mode_bars_figure(r, caption), table: results_table_md(r),
+                bars: charts.mode_bars_figure(r, caption), table: quant_text.results_table_md(r),
                 texts: charts.side_by_side_html(r),
-                closing: closing_note_md(lm.info, r, bw, bf16, frame.noise)
-                + compared(r, guessed, frame.noise, frame.race, frame.reference)}
+                closing: quant_text.closing_note_md(lm.info, r, bw, bf16, frame.noise)
+                + handlers.compared(r, guessed, frame.noise, frame.race, frame.reference)}
 
     def run(p: str, m: list[str], n: int, guessed: float | None) -> Iterator[dict]:
-        for frame in compare_frames(lm, settings, shared, p, m, n):
+        for frame in handlers.compare_frames(lm, settings, shared, p, m, n):
             yield shown(frame, guessed)
 
     text = len(lm.tokenizer(load_perplexity_text(), add_special_tokens=False)["input_ids"])
@@ -114,6 +101,6 @@ def build(ctx: AppContext) -> None:
     wire_stoppable(run_btn, stop_btn, [prompt, modes, new_tokens, guess],
                    [progress, cards, roofline, diagram, bars, table, texts, closing],
                    Measurement("quant_compare", run, work=lambda p, m, n, g: quant_tokens(
-                       prompt_tokens(lm, settings, p, MAX_PROMPT_TOKENS), int(n),
-                       len(chosen_modes(m)), text), limit="long", smaller=smaller,
+                       prompt_tokens(lm, settings, p, handlers.MAX_PROMPT_TOKENS), int(n),
+                       len(handlers.chosen_modes(m)), text), limit="long", smaller=smaller,
                        label="quantization comparison"), ctx)

@@ -10,46 +10,31 @@ import gradio as gr
 from inference.config import Settings
 from inference.experiments.speculative_batch import spec_batch_tokens
 from inference.experiments.speculative_race import spec_race_tokens
-from visualizations.speculative_charts import (
-    EMPTY_SAMPLED,
-    batch_figure,
-    expectation_figure,
-    expectation_md,
-    k_sweep_figure,
-)
+from visualizations import speculative_charts as charts
 from visualizations.speculative_view import EMPTY_PASSES, EMPTY_RACE, SAMPLING_RULE, THREE_WAYS
 from visualizations.style import info_caption
 
+from . import speculative_handlers as run
 from .common.context import AppContext
-from .common.controls import guess_box, slider
+from .common.controls import guess_box, prompt_box, slider
 from .common.feedback import guarded
 from .common.lesson_text import lesson_page
 from .common.measurement import Measurement, prompt_tokens
 from .common.named_outputs import showing
 from .common.read_more import lesson_markdown
 from .common.run_buttons import run_and_stop, wire_stoppable
-from .speculative_handlers import (
-    DRAFTS,
-    GUESS_KEY,
-    PROMPT,
-    expectation_view,
-    run_batch,
-    run_k_sweep,
-    run_sampled,
-    run_spec_race,
-)
 
 
 def _race_section(lm, settings: Settings, shared, ctx: AppContext) -> tuple:
     with gr.Row():
-        prompt = gr.Textbox(label="Prompt", lines=4, scale=3, value=PROMPT,
-                            max_length=settings.max_prompt_chars, elem_id="spec-prompt")
+        prompt = prompt_box(settings, run.PROMPT, "spec-prompt", lines=4, scale=3)
         with gr.Column(scale=1):
-            draft = gr.Radio(DRAFTS, value=DRAFTS[0][1], label="Draft", elem_id="spec-draft")
+            draft = gr.Radio(run.DRAFTS, value=run.DRAFTS[0][1], label="Draft",
+                             elem_id="spec-draft")
             k = slider(settings, "spec_k", "k: guesses per pass", elem_id="spec-k")
             new_tokens = slider(settings, "spec_new_tokens", "New tokens",
                                 elem_id="spec-new-tokens")
-    guess = guess_box(settings, GUESS_KEY, "how many tokens will each pass gain on average",
+    guess = guess_box(settings, run.GUESS_KEY, "how many tokens will each pass gain on average",
                       "spec-guess")
     race_btn, stop_btn = run_and_stop("Race", "spec-race", "spec-stop")
     progress = gr.Markdown(elem_id="spec-progress")
@@ -58,7 +43,7 @@ def _race_section(lm, settings: Settings, shared, ctx: AppContext) -> tuple:
     last = gr.State(None)  # the learner's last race summary (the batch section derives from it)
 
     def on_race(p: str, d: str, kk: float, n: float, g: float | None) -> Iterator[dict]:
-        for f in run_spec_race(lm, settings, shared, p, d, kk, n, g):
+        for f in run.run_spec_race(lm, settings, shared, p, d, kk, n, g):
             out = {passes: f.passes_html, progress: f.progress, cards: f.cards_md or EMPTY_RACE}
             if f.summary is not None:
                 out[last] = f.summary
@@ -76,12 +61,12 @@ def _sweep_section(lm, settings: Settings, shared, ctx: AppContext, prompt, new_
     gr.Markdown(f"### Sweep k from {settings.spec_k.low} to {settings.spec_k.high}, both drafts")
     btn, stop = run_and_stop("Sweep k", "spec-sweep", "spec-sweep-stop")
     progress = gr.Markdown(elem_id="spec-sweep-progress")
-    chart = gr.Plot(k_sweep_figure((), info_caption(lm.info)), label="k sweep",
+    chart = gr.Plot(charts.k_sweep_figure((), info_caption(lm.info)), label="k sweep",
                     elem_id="spec-sweep-chart")
     note = gr.Markdown()
 
     def on_sweep(p: str, n: float) -> Iterator[dict]:
-        for f in run_k_sweep(lm, settings, shared, p, n):
+        for f in run.run_k_sweep(lm, settings, shared, p, n):
             yield {chart: f.chart, note: f.text, progress: f.progress}
 
     def work(p: str, n: float) -> int:  # both drafts at every k
@@ -102,13 +87,13 @@ def _batch_section(lm, settings: Settings, shared, ctx: AppContext, prompt, k, l
     gr.Markdown(f"### With batching: a verification pass against a plain step at batch {sizes}")
     btn, stop = run_and_stop(f"Measure at batch {sizes}", "spec-batch", "spec-batch-stop")
     progress = gr.Markdown(elem_id="spec-batch-progress")
-    chart = gr.Plot(batch_figure((), info_caption(lm.info)), label="Verification cost",
+    chart = gr.Plot(charts.batch_figure((), info_caption(lm.info)), label="Verification cost",
                     elem_id="spec-batch-chart")
     table = gr.Markdown(elem_id="spec-batch-table")
 
     def on_batch(p: str, kk: float, summary) -> Iterator[dict]:
         per_pass = summary.tokens_per_pass if summary is not None else None
-        for f in run_batch(lm, settings, shared, p, kk, per_pass):
+        for f in run.run_batch(lm, settings, shared, p, kk, per_pass):
             yield {chart: f.chart, table: f.text, progress: f.progress}
 
     wire_stoppable(btn, stop, [prompt, k, last], [chart, table, progress], Measurement(
@@ -121,10 +106,10 @@ def _expectation_section(lm, settings: Settings, shared, ctx: AppContext, prompt
     """The formula beside the last race (redrawn when a race or a sweep finishes; no model
     run), then the sampled acceptance rule counted at a temperature (one short run)."""
     gr.Markdown("### What to expect: the formula beside your race")
-    shown = {"chart": gr.Plot(expectation_figure(None), label="Expected value",
+    shown = {"chart": gr.Plot(charts.expectation_figure(None), label="Expected value",
                               elem_id="spec-expect-chart"),
-             "text": gr.Markdown(expectation_md(None), elem_id="spec-expect-text")}
-    draw = guarded(showing(shown, lambda p, n, s: expectation_view(lm, settings, shared, p, n,
+             "text": gr.Markdown(charts.expectation_md(None), elem_id="spec-expect-text")}
+    draw = guarded(showing(shown, lambda p, n, s: run.expectation_view(lm, settings, shared, p, n,
                                                                    s)), compute=False)
     for changed in (last, sweep_note):
         changed.change(draw, [prompt, new_tokens, last], list(shown.values()),
@@ -134,12 +119,13 @@ def _expectation_section(lm, settings: Settings, shared, ctx: AppContext, prompt
                          elem_id="spec-temperature")
     btn, stop = run_and_stop("Count at this temperature", "spec-sampled", "spec-sampled-stop")
     progress = gr.Markdown(elem_id="spec-sampled-progress")
-    text = gr.Markdown(EMPTY_SAMPLED, elem_id="spec-sampled-text")
+    text = gr.Markdown(charts.EMPTY_SAMPLED, elem_id="spec-sampled-text")
     passes = gr.HTML(elem_id="spec-sampled-passes")
 
     def on_sampled(p: str, d: str, kk: float, n: float, t: float, summary) -> Iterator[dict]:
-        for f in run_sampled(lm, settings, shared, p, d, kk, n, t, summary):
-            yield {passes: f.passes_html, text: f.text or EMPTY_SAMPLED, progress: f.progress}
+        for f in run.run_sampled(lm, settings, shared, p, d, kk, n, t, summary):
+            yield {passes: f.passes_html, text: f.text or charts.EMPTY_SAMPLED,
+                   progress: f.progress}
 
     wire_stoppable(btn, stop, [prompt, draft, k, new_tokens, temperature, last],
                    [passes, text, progress], Measurement(

@@ -13,19 +13,14 @@ from inference.experiments import noise
 from inference.experiments.kv_race import RECOMPUTE, race, summarize
 from inference.experiments.noise import Noise
 from inference.sampling import SamplingSettings
-from visualizations.first_screen import (
-    empty_picture,
-    live_cards_html,
-    live_picture,
-    race_picture,
-    race_ratio_html,
-)
+from visualizations import first_screen
 from visualizations.mechanism import RACE_TITLES
 from visualizations.noise_view import busy_notice_html
 
 from .common.client_timing import FramePace, timed_events
 from .common.lesson_text import lesson_page
 from .common.prompt_input import encode_prompt
+from .kv_cache_handlers import race_repeats
 
 STARTERS: tuple[str, ...] = (
     LIMITS.default_prompt,
@@ -64,8 +59,8 @@ def live_frames(lm, settings: Settings, server, prompt: str) -> Iterator[LiveFra
     req = server.submit(ids, SamplingSettings(), n)
     waiting = (f"Waiting for a free row: {req.ahead} request(s) ahead." if req.ahead else
                "Sending the prompt…")
-    frame = LiveFrame(empty_picture(lm.info.layers, waiting, "live"),
-                      live_cards_html(None, None, len(ids), 0), f"*{waiting}*")
+    frame = LiveFrame(first_screen.empty_picture(lm.info.layers, waiting, "live"),
+                      first_screen.live_cards_html(None, None, len(ids), 0), f"*{waiting}*")
     yield frame
     events, pace, behind = [], FramePace(settings.chat_frames_per_s), None
     gaps, so_far = [], 0.0  # wall seconds between successive tokens (the cards' repeats)
@@ -95,10 +90,10 @@ def _live_frame(lm, req, labels: list[str], events: list, n: int, ttft: float,
     text = ev.text.replace(lm.tokenizer.eos_token, "")
     judged = noise.reading(gaps) if gaps else None
     return LiveFrame(
-        live_picture(labels, events, lm.info.layers, capacity=len(labels) + n),
-        live_cards_html(ttft, between / decoded if decoded else None, len(labels), decoded,
-                        ev.batch_rows, events[0], req.queued_seconds,
-                        busy=judged is not None and judged.busy)
+        first_screen.live_picture(labels, events, lm.info.layers, capacity=len(labels) + n),
+        first_screen.live_cards_html(ttft, between / decoded if decoded else None, len(labels),
+                                     decoded, ev.batch_rows, events[0], req.queued_seconds,
+                                     busy=judged is not None and judged.busy)
         + busy_notice_html(judged),  # below: the cards keep their place in the one view
         (f"**The model's answer** ({stop_reason(ev, len(events), n)}): {html.escape(text)}"
          if ev.finished else f"**The model's answer:** {html.escape(text)} ▍"), judged)
@@ -126,20 +121,19 @@ def live_race_frames(lm, settings: Settings, prompt: str) -> Iterator[LiveRaceFr
     ids = encode_prompt(lm, settings, prompt, settings.race_max_prompt_tokens)
     n = settings.live_race_new_tokens
     labels, pieces, steps = [lm.tokenizer.decode([i]) for i in ids], [], []
-    yield LiveRaceFrame(empty_picture(lm.info.layers, "Racing: the first step runs with the "
-                                      "cache, then without it…", "live-race", RACE_TITLES),
+    yield LiveRaceFrame(first_screen.empty_picture(lm.info.layers, "Racing: the first step runs "
+                                                   "with the cache, then without it…",
+                                                   "live-race", RACE_TITLES),
                         "*Racing: the first step is running in both lanes…*")
     for step in race(lm, ids, n):
         steps.append(step)
         if step.lane != RECOMPUTE:
             pieces.append(lm.tokenizer.decode([step.token_id]))
             continue
-        judged = (noise.reading([s.seconds for s in steps
-                                 if s.lane != RECOMPUTE and s.index > 0], settings)
-                  if step.index == n - 1 else None)
-        yield LiveRaceFrame(race_picture(labels, steps, lm.info.layers, output=pieces,
+        judged = noise.reading(race_repeats(steps), settings) if step.index == n - 1 else None
+        yield LiveRaceFrame(first_screen.race_picture(labels, steps, lm.info.layers, output=pieces,
                                          capacity=len(ids) + n),
-                            race_ratio_html(summarize(steps, len(ids)), judged))
+                            first_screen.race_ratio_html(summarize(steps, len(ids)), judged))
 
 
 def about_model_md(info) -> str:

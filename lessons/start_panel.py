@@ -12,20 +12,14 @@ from inference.experiments.kv_race import race_tokens
 from visualizations.cards import model_card_html
 from visualizations.first_screen import empty_picture, live_cards_html, race_ratio_html
 
+from . import start_handlers as run
 from .common.context import AppContext
+from .common.controls import prompt_box
 from .common.feedback import guarded
 from .common.measurement import Measurement, prompt_tokens
 from .common.measurement_wiring import wire_measurement
 from .common.progress import progress_box, wire_progress
 from .common.teachers_guide import teachers_guide
-from .start_handlers import (
-    FIRST_STEP_MD,
-    STARTERS,
-    about_model_md,
-    live_frames,
-    live_race_frames,
-    overview_md,
-)
 
 CHAT_TAB, CHAT_PROMPT = "chat", "chat-prompt"  # where a starter prompt goes
 FIRST_WAIT = ("The model answers the prompt below as soon as the page has loaded: the prompt "
@@ -53,18 +47,17 @@ def first_screen(ctx: AppContext) -> None:
                                      elem_id="start-race")
                 result = gr.Markdown(race_ratio_html(None), elem_id="start-race-result")
     with gr.Row(equal_height=True, elem_id="start-prompt-row"):
-        prompt = gr.Textbox(settings.default_prompt, label="Being answered live: this prompt "
-                            "(change it, then press Answer)", lines=1, scale=4,
-                            max_length=settings.max_prompt_chars, elem_id="start-prompt")
+        prompt = prompt_box(settings, settings.default_prompt, "start-prompt", "Being answered "
+                            "live: this prompt (change it, then press Answer)", 1, scale=4)
         go = gr.Button("Answer", variant="primary", scale=1, min_width=90, elem_id="start-go")
         stop = gr.Button("Stop", variant="stop", scale=1, min_width=70, elem_id="start-stop")
 
     def live(p: str) -> Iterator[dict]:
-        for frame in live_frames(lm, settings, server, p):
+        for frame in run.live_frames(lm, settings, server, p):
             yield {diagram: frame.diagram, cards: frame.cards, answer: frame.answer}
 
     def racing(p: str) -> Iterator[dict]:
-        for frame in live_race_frames(lm, settings, p):
+        for frame in run.live_race_frames(lm, settings, p):
             yield {diagram: frame.diagram, result: frame.result}
 
     # The answer waits on the server's steps (compute=False: they run on the compute thread);
@@ -91,20 +84,20 @@ def build(ctx: AppContext) -> Callable[[], None]:
     (the starters fill 'Try it's prompt box; the path ticks every lesson tab)."""
     with gr.Column(elem_id="first-screen"):
         first_screen(ctx)
-    gr.Markdown(overview_md())
-    gr.Markdown(FIRST_STEP_MD)
+    gr.Markdown(run.overview_md())
+    gr.Markdown(run.FIRST_STEP_MD)
     with gr.Row(elem_id="start-prompts"):
-        buttons = [gr.Button(p, size="sm", elem_classes=["lab-starter"]) for p in STARTERS]
+        buttons = [gr.Button(p, size="sm", elem_classes=["lab-starter"]) for p in run.STARTERS]
     store, line = progress_box()
     with gr.Accordion("About this model", open=False, elem_id="about-model"):
-        gr.Markdown(about_model_md(ctx.lm.info))
+        gr.Markdown(run.about_model_md(ctx.lm.info))
         gr.HTML(model_card_html(ctx.lm.info), elem_id="model-card")
     teachers_guide("start-guide")  # for a teacher deciding whether to use Present
 
     def wire() -> None:
         prompt = next(b for b in ctx.demo.blocks.values()
                       if getattr(b, "elem_id", None) == CHAT_PROMPT)
-        for button, text in zip(buttons, STARTERS):
+        for button, text in zip(buttons, run.STARTERS):
             button.click(lambda t=text: (t, gr.Tabs(selected=CHAT_TAB)), None,
                          [prompt, ctx.tabs], scroll_to_output=True, queue=False,
                          api_visibility="private")

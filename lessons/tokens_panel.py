@@ -7,36 +7,28 @@ import gradio as gr
 
 from inference.config import Settings
 
+from . import tokens_handlers as run
 from .common.context import AppContext
-from .common.controls import number, slider
+from .common.controls import number, prompt_box, slider
 from .common.feedback import guarded
 from .common.lesson_text import lesson_page
 from .common.read_more import lesson_markdown
-from .tokens_handlers import (
-    EXAMPLES,
-    FIRST_TEXT,
-    OUTPUT_PRICE_PER_M,
-    conversation_md,
-    cost_md,
-    show_tokens,
-)
 
 
 def _token_section(lm, settings: Settings) -> tuple[gr.Textbox, gr.Checkbox]:
     # The text, its counts and its tokens first, on one phone screen; the
     # template switch, its note and the examples (~400 px on a phone) under them.
-    text = gr.Textbox(label="Text to tokenize", lines=3, value=FIRST_TEXT,
-                      max_length=settings.max_prompt_chars, elem_id="tok-text")
-    first = show_tokens(lm.tokenizer, FIRST_TEXT, False, settings.max_prompt_chars)
+    text = prompt_box(settings, run.FIRST_TEXT, "tok-text", "Text to tokenize", 3)
+    first = run.show_tokens(lm.tokenizer, run.FIRST_TEXT, False, settings.max_prompt_chars)
     counts = gr.Markdown(first.counts, elem_id="tok-counts")
     view = gr.HTML(first.html, elem_id="tok-view")
     template = gr.Checkbox(label="Show it as the model reads it (chat template)", value=False,
                            elem_id="tok-template")
     note = gr.Markdown(first.note)
-    gr.Examples(EXAMPLES, inputs=[text], label="Examples with surprising splits")
+    gr.Examples(run.EXAMPLES, inputs=[text], label="Examples with surprising splits")
 
     def on_text(t: str, with_template: bool) -> dict:
-        shown = show_tokens(lm.tokenizer, t, with_template, settings.max_prompt_chars)
+        shown = run.show_tokens(lm.tokenizer, t, with_template, settings.max_prompt_chars)
         return {view: shown.html, counts: shown.counts, note: shown.note}
 
     for trigger in (text.change, template.change):  # the tokenizer only: off the compute thread
@@ -51,24 +43,25 @@ def _cost_section(lm, settings: Settings, text: gr.Textbox) -> None:
             out_tokens = number(settings, "cost_output_tokens", "Expected output tokens")
             price_in = number(settings, "token_price_per_m", "Input price ($ per million tokens)")
             price_out = number(settings, "token_price_per_m",
-                               "Output price ($ per million tokens)", value=OUTPUT_PRICE_PER_M)
-        cost = gr.Markdown(cost_md(lm.tokenizer, FIRST_TEXT, out_tokens.value, price_in.value,
-                                   price_out.value), elem_id="tok-cost")
+                               "Output price ($ per million tokens)", value=run.OUTPUT_PRICE_PER_M)
+        cost = gr.Markdown(run.cost_md(lm.tokenizer, run.FIRST_TEXT, out_tokens.value,
+                                       price_in.value, price_out.value), elem_id="tok-cost")
         gr.Markdown("**A conversation, turn by turn.** Every turn resends the whole chat so far: "
                     "here each question is as long as the text above and each answer as long "
                     "as the expected output.")
         turns = slider(settings, "conversation_turns", "Turns in the conversation",
                        elem_id="tok-turns")
-        convo = gr.Markdown(conversation_md(lm.tokenizer, FIRST_TEXT, out_tokens.value,
+        convo = gr.Markdown(run.conversation_md(lm.tokenizer, run.FIRST_TEXT, out_tokens.value,
                                             price_in.value, price_out.value, turns.value),
                             elem_id="tok-conversation")
 
     def on_cost(t: str, n: float | None, p_in: float | None, p_out: float | None) -> str:
-        return cost_md(lm.tokenizer, t, n or 0, p_in or 0, p_out or 0, settings.max_prompt_chars)
+        return run.cost_md(lm.tokenizer, t, n or 0, p_in or 0, p_out or 0,
+                           settings.max_prompt_chars)
 
     def on_convo(t: str, n: float | None, p_in: float | None, p_out: float | None,
                  k: float) -> str:
-        return conversation_md(lm.tokenizer, t, n or 0, p_in or 0, p_out or 0, k,
+        return run.conversation_md(lm.tokenizer, t, n or 0, p_in or 0, p_out or 0, k,
                                settings.max_prompt_chars)
 
     for trigger in (text.change, out_tokens.change, price_in.change, price_out.change):

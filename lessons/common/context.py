@@ -19,7 +19,3 @@ class AppContext:
     tabs: object = None  # the gr.Tabs strip (buttons that switch tabs)
     chat: object = None  # where "Try it" chats go: `server`, or a RemoteEngine (LLM_LAB_SERVE_URL)
     runs: object = None  # SharedRuns: identical measurements share one run (classroom.shared_runs)
-
-    @property
-    def chat_server(self) -> object:
-        return self.chat if self.chat is not None else self.server

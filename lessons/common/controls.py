@@ -1,5 +1,5 @@
-"""Sliders and number boxes built from `Settings` ranges, so a control's bounds, default and
-step are the engine's own (the predict-then-measure guess box among them). Each control
+"""Sliders, number boxes and prompt boxes built from `Settings`, so a control's bounds, default
+and step are the engine's own (the predict-then-measure guess box among them). Each control
 carries its range's name as an element class (`limit-<name>`): the test that walks every
 slider reads it back and compares."""
 from __future__ import annotations
@@ -32,6 +32,13 @@ def number(settings: Settings, name: str, label: str, **kw) -> gr.Number:
         kw.setdefault("precision", 0)
     kw.setdefault("step", rng.step)
     return gr.Number(label=label, minimum=rng.low, maximum=rng.high, **kw)
+
+
+def prompt_box(settings: Settings, value: str, elem_id: str, label: str = "Prompt",
+               lines: int = 2, **kw) -> gr.Textbox:
+    """A text box holding at most `Settings.max_prompt_chars` characters."""
+    return gr.Textbox(value, label=label, lines=lines, max_length=settings.max_prompt_chars,
+                      elem_id=elem_id, **kw)
 
 
 def limit_name(component) -> str | None:

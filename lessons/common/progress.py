@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import gradio as gr
 
-from .. import BY_ID, lesson_path
+from .. import BY_ID, TABS
 
 STORAGE_KEY = "llm-lab-progress"
 # The lessons in order, with their tab labels (every tab some "Next lesson" button opens).
-STEPS: dict[str, str] = {t.id: t.label for t in lesson_path()}
+STEPS: dict[str, str] = {t.id: t.label for t in TABS if t.id in {s.next for s in TABS}}
 
 
 def visited(stored) -> list[str]:

@@ -13,3 +13,8 @@ def encode_prompt(lm, settings: Settings, text: str, max_tokens: int | None = No
     limit = settings.max_prompt_tokens if max_tokens is None else min(max_tokens,
                                                                       settings.max_prompt_tokens)
     return prompt_ids(lm.tokenizer, text, max_chars=settings.max_prompt_chars, max_tokens=limit)
+
+
+def prompt_lines(settings: Settings, text: str | None) -> list[str]:
+    """Prompts typed one a line: blank lines dropped, at most `Settings.max_lines`."""
+    return [t.strip() for t in (text or "").splitlines() if t.strip()][:settings.max_lines]
