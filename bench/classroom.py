@@ -151,8 +151,7 @@ def chat_flood(url: str, floods: int = 100, flood_tokens: int = 256, new_tokens:
 
 
 def soak_on(url: str, pid: int, duration_s: float, idle_s: float, every_s: float = 30.0,
-            chats: int = 3, chat_tokens: int = 48,
-            lessons: tuple[str, ...] = LESSONS) -> dict:
+            chats: int = 3, chat_tokens: int = 48, lessons: tuple[str, ...] = LESSONS) -> dict:
     """The soak on a running app (`pid`: its process): mixed load for `duration_s`, then
     `idle_s` of nothing; RSS idle (before the load), at peak, and after."""
     pick, fn = lesson_inputs(url, lessons, own=True), chat_fn_index(url)
@@ -209,10 +208,8 @@ def chats_while_measuring(chats: int = 10, new_tokens: int = 48) -> dict:
             measured = measuring.result()
     busy = [(m["start"], m["end"]) for m in measured]
     ratio = (during["tokens_per_s"] / alone["tokens_per_s"]) if alone["tokens_per_s"] else None
-    return {"chats": chats, "new_tokens": new_tokens,
-            "alone_tokens_per_s": alone["tokens_per_s"],
-            "measuring_tokens_per_s": during["tokens_per_s"],
-            "ratio_measuring_vs_alone": ratio,
+    return {"chats": chats, "new_tokens": new_tokens, "alone_tokens_per_s": alone["tokens_per_s"],
+            "measuring_tokens_per_s": during["tokens_per_s"], "ratio_measuring_vs_alone": ratio,
             "measuring_share_of_chat_wall": overlap_share((go, go + during["wall_s"]), busy),
             "measurements": [{"lesson": m["lesson"], "seconds": m["end"] - m["start"],
                               "error": m.get("error")} for m in measured],
