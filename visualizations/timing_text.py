@@ -126,17 +126,26 @@ def sweep_verdict_md(points, noise=None, reference=None) -> str:
     how = "measured both ways" if last.sequential_measured else "one-at-a-time extrapolated"
     seq_note = "measured" if last.sequential_measured else "extrapolated"
     impossible = getattr(last, "impossible", None)
+    robust = getattr(last, "robust", None)
     if impossible:
         head = Card("One token at a time ÷ one pass", "—", "impossible: not shown")
         said = (f"**not a possible result** at {last.tokens} tokens: {impossible} This machine "
                 "was disturbed; measured again: still impossible, so no speed-up is shown.")
+    elif supports_verdict(noise) and ratio_side(ratio) == "faster":
+        head = Card("One pass is faster by", times(ratio), f"at {last.tokens} tokens")
+        said = (f"Done. At {last.tokens} tokens ({how}), one pass is **{times(ratio)}** faster "
+                "than feeding the tokens one at a time.")
     else:
-        head, said = sweep_verdict(last, ratio, how, noise)
-        robust = getattr(last, "robust", None)
-        if robust is not None:
-            said += (f" Speed-up {robust.label()}: one pass counts at its faster rounds, each "
-                     "token fed one at a time at the median of its neighbours, so a step slowed "
-                     "by another program does not count.")
+        head = Card("One token at a time ÷ one pass", times(ratio),
+                    "noisy: run again" if noise is not None and noise.busy else
+                    "not faster on this run" if noise is not None else f"at {last.tokens} tokens")
+        said = (f"Done. At {last.tokens} tokens ({how}): one pass "
+                f"**{last.parallel_seconds * 1000:,.0f} ms**, one token at a time "
+                f"**{last.sequential_seconds * 1000:,.0f} ms** (no verdict from this run).")
+    if robust is not None and not impossible:
+        said += (f" Speed-up {robust.label()}: one pass counts at its faster rounds, each "
+                 "token fed one at a time at the median of its neighbours, so a step slowed "
+                 "by another program does not count.")
     live = "not a possible result" if impossible else times(ratio)
     return busy_notice_html(noise) + reference_html(
         reference, "One pass's speed-up", live, noise) + cards_html([
@@ -145,17 +154,3 @@ def sweep_verdict_md(points, noise=None, reference=None) -> str:
         Card("One token at a time", f"{last.sequential_seconds * 1000:,.0f} ms", seq_note),
         head,
     ]) + said
-
-
-def sweep_verdict(last, ratio: float, how: str, noise) -> tuple[Card, str]:
-    """The sweep's ratio card and sentence: "faster" only on a quiet run above the margin."""
-    if supports_verdict(noise) and ratio_side(ratio) == "faster":
-        return (Card("One pass is faster by", times(ratio), f"at {last.tokens} tokens"),
-                f"Done. At {last.tokens} tokens ({how}), one pass is **{times(ratio)}** faster "
-                "than feeding the tokens one at a time.")
-    note = ("noisy: run again" if noise is not None and noise.busy else
-            "not faster on this run" if noise is not None else f"at {last.tokens} tokens")
-    return (Card("One token at a time ÷ one pass", times(ratio), note),
-            f"Done. At {last.tokens} tokens ({how}): one pass "
-            f"**{last.parallel_seconds * 1000:,.0f} ms**, one token at a time "
-            f"**{last.sequential_seconds * 1000:,.0f} ms** (no verdict from this run).")
