@@ -65,8 +65,7 @@ def ratio_label(ratio: float, faster: str, plain: str, what: str,
                 judged: Noise | None = None) -> str:
     """A measured time ratio's label, decided from the number: "faster …" only when it is above
     the shared margin (`ratio_side`), else the ratio named plainly and said to be not faster on
-    this run; on a run the noise
-    rule judged busy (`judged`), the ratio named plainly with the busy notice.
+    this run; on a run the noise rule judged busy (`judged`), named plainly with the notice.
 
     >>> ratio_label(8.0, "faster in one pass", "one at a time ÷ one pass", "128 tokens")
     'faster in one pass (128 tokens)'
