@@ -67,7 +67,10 @@ def race_summary_markdown(summary, noise=None, reference=None) -> str:
              "noisy: run again" if busy else "so far" if noise is None
              else "same tokens" if summary.same_tokens else "tokens differ (near-tie)"),
     ])
-    verdict = (impossible_race_markdown(summary) if impossible else
+    again = ("measured again: still impossible, so no speed-up is shown"
+             if impossible and summary.attempt else "measuring once more…")
+    verdict = (f"**not a possible result**: {impossible} This machine was disturbed; {again}"
+               if impossible else
                _verdict(summary.speedup) if supports_verdict(noise) else
                "no verdict from a busy machine" if busy else
                "the verdict comes after the last step")
@@ -84,13 +87,6 @@ def race_summary_markdown(summary, noise=None, reference=None) -> str:
             f"tokens through the model ({summary.work_ratio:.1f}× more without the cache) · "
             f"{same} · largest score difference {summary.max_logit_gap:.1e}"
             + (f"  \n*{quiet}*" if quiet else ""))
-
-
-def impossible_race_markdown(summary) -> str:
-    """What stands where an impossible speed-up would (`summary.impossible`: the reason)."""
-    again = ("measured again: still impossible, so no speed-up is shown" if summary.attempt
-             else "measuring once more…")
-    return f"**not a possible result**: {summary.impossible} This machine was disturbed; {again}"
 
 
 def _verdict(speedup: float) -> str:
