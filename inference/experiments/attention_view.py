@@ -43,7 +43,6 @@ class AttentionView:
         return query_head // (self.query_heads // self.kv_heads)
 
 
-@torch.inference_mode()
 def newest_token_query(model, hidden: torch.Tensor, layer: int, position: int) -> torch.Tensor:
     """hidden [1, hidden_size] (the newest token entering `layer`) -> query [H_q, D], rotated."""
     block = model.model.layers[layer]
@@ -56,8 +55,7 @@ def newest_token_query(model, hidden: torch.Tensor, layer: int, position: int) -
     return q[0, :, 0, :]  # [H_q, D]
 
 
-@torch.inference_mode()
-def attention_weights(model, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+def attention_weights(query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
     """query [H_q, D], cached keys [1, H_kv, S, D] -> weights [H_q, S] (rows sum to 1)."""
     h_q, d = query.shape
     group = h_q // keys.shape[1]
@@ -79,7 +77,7 @@ def newest_attention(lm, ids: list[int]) -> AttentionView:
     for layer in range(len(model.model.layers)):
         hidden = out.hidden_states[layer][:, -1, :]  # [1, hidden]: input to this layer
         q = newest_token_query(model, hidden, layer, len(ids) - 1)
-        w = attention_weights(model, q, cache.layers[layer].keys)  # [H_q, S]
+        w = attention_weights(q, cache.layers[layer].keys)  # [H_q, S]
         rows.append(w.float().cpu())  # [H_q, S]
     pieces = tuple(lm.tokenizer.decode([i]) for i in ids)
     cfg = model.config
