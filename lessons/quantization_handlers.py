@@ -15,11 +15,7 @@ from typing import NamedTuple
 from inference.config import LIMITS, Settings
 from inference.experiments import noise, quiet_reference
 from inference.experiments.noise import Noise
-from inference.experiments.quality import (
-    ModeReport,
-    compare_steps,
-    load_perplexity_text,
-)
+from inference.experiments.quality import ModeReport, compare_steps, load_perplexity_text
 from inference.experiments.quant_race import SpeedRace, checked_speed_race
 from inference.experiments.quiet_reference import QuietFigure
 from inference.experiments.roofline import machine_bandwidth
