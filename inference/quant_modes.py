@@ -21,9 +21,8 @@ from .errors import InferenceInputError
 from .quantize import (
     SIMULATED,
     Int8Embedding,
-    int4_kernel_available,
-    int8_kernel_available,
     iter_swap_linears,
+    kernel_available,
     quantize_int8_per_channel,
 )
 from .weights import bytes_read_per_token, unique_tensors, weight_bytes
@@ -95,8 +94,7 @@ def get_mode(key: str) -> QuantMode:
 def _kernel_label(mode: QuantMode, device: torch.device) -> str:
     if mode.kind == "float":
         return f"dense matmul ({str(mode.dtype).replace('torch.', '')})"
-    probe = int8_kernel_available if mode.kind == "int8" else int4_kernel_available
-    return "" if probe(device) else SIMULATED
+    return "" if kernel_available(mode.kind, device) else SIMULATED
 
 
 def _private_copy(model: nn.Module, mode: QuantMode) -> nn.Module:

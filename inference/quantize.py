@@ -84,42 +84,31 @@ def unpack_int4(packed: torch.Tensor) -> torch.Tensor:
     return torch.stack([packed & 0xF, packed >> 4], dim=-1).reshape(packed.shape[0], -1)
 
 
-# ---------------------------------------------------------------- fast-kernel probes
-def int8_kernel_available(device: torch.device) -> bool:
-    """True where `aten._weight_int8pack_mm` exists, runs on this device and gives the reference
-    numbers on a small random layer (CPU here; newer PyTorch builds add CUDA)."""
+# ---------------------------------------------------------------- fast-kernel probe
+def kernel_available(kind: str, device: torch.device | str) -> bool:
+    """True where the fast `kind` ("int8" or "int4") kernel exists, runs on this device (CPU or
+    CUDA) and gives the reference path's numbers on a small random layer (a wrong packing
+    convention fails here, leaving the simulated path)."""
     device = torch.device(device)
-    if device.type not in ("cpu", "cuda") or not hasattr(torch.ops.aten, "_weight_int8pack_mm"):
+    if device.type not in ("cpu", "cuda") or (device.type == "cuda"
+                                              and not torch.cuda.is_available()):
         return False
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    w, x = torch.randn(64, 256, generator=gen), torch.randn(3, 256, generator=gen)
+    linear = nn.Linear(256, 64, bias=False, device=device)
+    with torch.no_grad():
+        linear.weight.copy_(w)
+    if kind == "int8":
+        ref = x @ dequantize_int8_per_channel(*quantize_int8_per_channel(w)).t()
+    else:
+        ref = x @ dequantize_int4_groupwise(*quantize_int4_groupwise(w, 32), 32).t()
     try:
-        gen = torch.Generator(device="cpu").manual_seed(0)
-        w, x = torch.randn(64, 128, generator=gen), torch.randn(3, 128, generator=gen)
-        q, scales = quantize_int8_per_channel(w)
-        y = torch.ops.aten._weight_int8pack_mm(
-            x.to(device, torch.bfloat16), q.to(device), scales.to(device, torch.bfloat16))
-        ref = x @ dequantize_int8_per_channel(q, scales).t()
-        return bool(torch.allclose(y.float().cpu(), ref, atol=0.1 + 0.02 * ref.abs().max().item(),
-                                   rtol=0.05))
-    except RuntimeError:
+        layer = (WeightOnlyInt8Linear.from_linear(linear, True) if kind == "int8"
+                 else WeightOnlyInt4Linear.from_linear(linear, 32, True))
+        y = layer(x.to(device)).float().cpu()
+    except (RuntimeError, AttributeError, NotImplementedError):  # no such op, or not here
         return False
-
-
-def int4_kernel_available(device: torch.device) -> bool:
-    """True where the int4 pack + matmul ops exist and run on this device (CPU or CUDA)."""
-    if torch.device(device).type == "cuda":
-        return _int4_cuda_kernel_agrees(torch.device(device))
-    names = ("_convert_weight_to_int4pack_for_cpu", "_weight_int4pack_mm_for_cpu")
-    if torch.device(device).type != "cpu" or not all(hasattr(torch.ops.aten, n) for n in names):
-        return False
-    try:
-        packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(
-            torch.zeros(16, 64, dtype=torch.int32), 2)
-        torch.ops.aten._weight_int4pack_mm_for_cpu(
-            torch.ones(1, 64, dtype=torch.bfloat16), packed, 32,
-            torch.ones(2, 16, 2, dtype=torch.bfloat16))
-        return True
-    except RuntimeError:
-        return False
+    return bool(torch.allclose(y, ref, atol=0.1 + 0.02 * ref.abs().max().item(), rtol=0.05))
 
 
 def pack_int4_for_cuda(q: torch.Tensor) -> torch.Tensor:
@@ -129,26 +118,6 @@ def pack_int4_for_cuda(q: torch.Tensor) -> torch.Tensor:
     q = q.to(torch.uint8)
     return torch.ops.aten._convert_weight_to_int4pack(q[:, 0::2] << 4 | q[:, 1::2],
                                                       CUDA_INNER_K_TILES)
-
-
-def _int4_cuda_kernel_agrees(device: torch.device) -> bool:
-    """The CUDA int4 kernel exists, runs here, and gives the reference path's numbers on a
-    random layer (a wrong packing convention would fail here, leaving the simulated path)."""
-    if not (torch.cuda.is_available() and hasattr(torch.ops.aten, "_weight_int4pack_mm")):
-        return False
-    try:
-        gen = torch.Generator(device="cpu").manual_seed(0)
-        w = torch.randn(64, 256, generator=gen)
-        x = torch.randn(3, 256, generator=gen)
-        q, scales, zeros = quantize_int4_groupwise(w, 32)
-        sz = torch.stack([scales.t(), zeros.t()], dim=-1).contiguous()  # [K/G, N, 2]
-        y = torch.ops.aten._weight_int4pack_mm(
-            x.to(device, torch.bfloat16), pack_int4_for_cuda(q.to(device)), 32,
-            sz.to(device, torch.bfloat16)).float().cpu()
-        ref = x @ dequantize_int4_groupwise(q, scales, zeros, 32).t()
-        return bool(torch.allclose(y, ref, atol=0.1 + 0.02 * ref.abs().max().item(), rtol=0.05))
-    except RuntimeError:
-        return False
 
 
 # ---------------------------------------------------------------- 2. Linear modules
@@ -174,11 +143,8 @@ class WeightOnlyInt8Linear(nn.Module):
             x2 = x.reshape(-1, self.in_features).to(torch.bfloat16)
             y = torch.ops.aten._weight_int8pack_mm(x2, self.weight, self.scales)
             return y.reshape(*x.shape[:-1], self.out_features).to(x.dtype)
-        return self.reference_forward(x)
-
-    def reference_forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Dequantize on the fly (w = q · scale, in float32, then the activation dtype), then
-        one matmul. Not `F.linear(x, q) * scale`: in float16 x @ qᵀ overflows (see top)."""
+        # Dequantize on the fly (w = q · scale, in float32, then the activation dtype), then one
+        # matmul. Not `F.linear(x, q) * scale`: in float16 x @ qᵀ overflows (see top).
         w = self.weight.float() * self.scales.float()[:, None]  # [N, K]
         return F.linear(x, w.to(x.dtype))
 
@@ -199,28 +165,27 @@ class WeightOnlyInt4Linear(nn.Module):
         self.kernel = (INT4_CUDA_KERNEL if self.on_cuda else INT4_KERNEL) if use_kernel \
             else SIMULATED
         sz = torch.stack([scales.t(), zeros.t()], dim=-1).contiguous()  # [K/G, N, 2]
-        if use_kernel and self.on_cuda:
-            self.register_buffer("weight", pack_int4_for_cuda(q))  # int32 tiles, kernel layout
-            self.register_buffer("scales_and_zeros", sz.to(torch.bfloat16))
-        elif use_kernel:
-            packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q.to(torch.int32), 2)
-            self.register_buffer("weight", packed)  # uint8 [N, K/2], kernel layout
-            self.register_buffer("scales_and_zeros", sz.to(torch.bfloat16))
-        else:
-            self.register_buffer("weight", pack_int4(q))  # uint8 [N, K/2]
-            self.register_buffer("scales_and_zeros", sz.float())
+        if not use_kernel:
+            weight = pack_int4(q)  # uint8 [N, K/2]
+        elif self.on_cuda:
+            weight = pack_int4_for_cuda(q)  # int32 tiles, the kernel's layout
+        else:  # uint8 [N, K/2], the kernel's layout
+            weight = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q.to(torch.int32), 2)
+        self.register_buffer("weight", weight)
+        self.register_buffer("scales_and_zeros", sz.to(torch.bfloat16 if use_kernel
+                                                       else torch.float32))
 
     @classmethod
     def from_linear(cls, linear: nn.Linear, group_size: int, use_kernel: bool
                     ) -> WeightOnlyInt4Linear:
-        q, scales, zeros = quantize_int4_groupwise(linear.weight.data, group_size)
-        q = q.to(linear.weight.device)
-        if linear.weight.device.type == "cuda":  # the CUDA packer's tile sizes
+        dev = linear.weight.device
+        q, scales, zeros = (t.to(dev) for t in quantize_int4_groupwise(linear.weight.data,
+                                                                        group_size))
+        if dev.type == "cuda":  # the CUDA packer's tile sizes
             fits = q.shape[0] % 8 == 0 and q.shape[1] % (16 * CUDA_INNER_K_TILES) == 0
         else:  # the CPU packer's tile sizes
             fits = q.shape[0] % 16 == 0 and q.shape[1] % 32 == 0
-        dev = linear.weight.device
-        return cls(q, scales.to(dev), zeros.to(dev), group_size, use_kernel and fits)
+        return cls(q, scales, zeros, group_size, use_kernel and fits)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.use_kernel:  # x [..., K] -> bf16 [M, K] -> kernel -> [..., N]

@@ -20,9 +20,8 @@ from inference.quantize import (
     WeightOnlyInt8Linear,
     dequantize_int4_groupwise,
     dequantize_int8_per_channel,
-    int4_kernel_available,
-    int8_kernel_available,
     iter_swap_linears,
+    kernel_available,
     pack_int4,
     quantize_int4_groupwise,
     quantize_int8_per_channel,
@@ -74,7 +73,7 @@ def test_int4_nibble_packing_round_trips():
 
 
 # ------------------------------------------------------------- kernel vs reference
-@pytest.mark.skipif(not int8_kernel_available(torch.device("cpu")), reason="no int8 CPU kernel")
+@pytest.mark.skipif(not kernel_available("int8", "cpu"), reason="no int8 CPU kernel")
 def test_int8_kernel_matches_reference_path():
     torch.manual_seed(1)
     linear = torch.nn.Linear(576, 192, bias=False)
@@ -88,7 +87,7 @@ def test_int8_kernel_matches_reference_path():
     assert torch.allclose(y_ref, linear(x), atol=0.03)
 
 
-@pytest.mark.skipif(not int4_kernel_available(torch.device("cpu")), reason="no int4 CPU kernel")
+@pytest.mark.skipif(not kernel_available("int4", "cpu"), reason="no int4 CPU kernel")
 @pytest.mark.parametrize("group", [32, 64])
 def test_int4_kernel_matches_reference_path(group):
     torch.manual_seed(2)
@@ -167,7 +166,7 @@ def test_int8_in_the_app_dtype_is_finite_and_agrees(lm, shared, chat_ids, refere
     """Both int8 paths, built from the model in the app's dtype (LLM_LAB_DTYPE): no NaN, and
     the reference's greedy choice kept wherever it was not a near-tie. On CUDA the simulated
     path is the one that runs; `make test-dtypes` runs this in float16 and bfloat16."""
-    if not simulated and not int8_kernel_available(lm.device):
+    if not simulated and not kernel_available("int8", lm.device):
         pytest.skip("no int8 kernel on this device")
     built = build_mode(lm, "int8", shared, simulated=simulated)
     assert (built.kernel == SIMULATED) == simulated
