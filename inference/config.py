@@ -31,9 +31,6 @@ class Range:
         """Raise SettingOutOfRangeError (a learner-facing message) unless low <= value <= high."""
         check_range(name, value, self.low, self.high)
 
-    def clamp(self, value: float) -> float:
-        return min(max(value, self.low), self.high)
-
 
 def _r(low: float, high: float, default: float, step: float = 1) -> Range:
     return field(default=Range(low, high, default, step))

@@ -88,7 +88,6 @@ def test_range_check_accepts_its_bounds():
     rng = Range(1, 8, 4)
     for ok in (1, 8, 4, 1.0, 7.5):
         rng.check("Batch size", ok)  # no error
-    assert rng.clamp(0) == 1 and rng.clamp(9) == 8 and rng.clamp(5) == 5
 
 
 @pytest.mark.parametrize("bad", [0, 9, -1e9, 1e18, 0.999, 8.001, float("nan"), float("inf"),
