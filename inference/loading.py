@@ -87,10 +87,6 @@ class LoadedModel:
         return frozenset(i for i in flat if i is not None)
 
 
-def default_device() -> torch.device:
-    return torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
-
-
 def default_dtype(device: torch.device) -> torch.dtype:
     """float16 on a GPU (native half-precision arithmetic, half the bytes); float32 on a CPU,
     where float16 gains less than its halved bytes promise and its greedy picks part from
@@ -147,13 +143,6 @@ def _cache_folder(gguf_path: str) -> str:
     return os.path.join(weight_cache_root(), f"smollm2-135m-f32-{digest}")
 
 
-def _load_gguf(gguf_path: str) -> tuple[torch.nn.Module, object]:
-    folder, name = os.path.split(gguf_path)
-    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
-    return model, tokenizer
-
-
 def write_weight_cache(model: torch.nn.Module, tokenizer: object, folder: str) -> None:
     """Save dequantized float32 weights as safetensors, plus config and tokenizer."""
     tmp = folder + f".tmp{os.getpid()}"
@@ -168,23 +157,17 @@ def write_weight_cache(model: torch.nn.Module, tokenizer: object, folder: str) -
     os.replace(tmp, folder) if not os.path.exists(folder) else None
 
 
-def read_weight_cache(folder: str) -> tuple[torch.nn.Module, object]:
-    """Rebuild the model from the cached safetensors (seconds instead of ~20 s)."""
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    return model, tokenizer
-
-
 def _load_bundled(gguf_path: str, use_cache: bool) -> tuple[torch.nn.Module, object, str]:
     folder = _cache_folder(gguf_path)
     if use_cache and os.path.exists(os.path.join(folder, "model.safetensors")):
         try:
-            model, tok = read_weight_cache(folder)
+            model, tok = _load_pretrained(folder)  # seconds instead of ~20 s
             return model, tok, GGUF_CACHE_SOURCE
         except BROKEN_CACHE as exc:  # a broken cache is rebuilt below
             log.warning("weight cache %s unreadable (%s: %s); rebuilding it from the GGUF file",
                         folder, type(exc).__name__, exc)
-    model, tok = _load_gguf(gguf_path)
+    model, tok = _load_pretrained(os.path.dirname(gguf_path),
+                                  gguf_file=os.path.basename(gguf_path))
     if use_cache:
         try:
             write_weight_cache(model, tok, folder)
@@ -206,10 +189,11 @@ def warm_up(model: torch.nn.Module, device: torch.device) -> None:
             model(input_ids=ids, cache=cache, use_cache=True)
 
 
-def _load_pretrained(name: str) -> tuple[torch.nn.Module, object]:
-    tokenizer = AutoTokenizer.from_pretrained(name)
-    model = AutoModelForCausalLM.from_pretrained(name, dtype=torch.float32)
-    return model, tokenizer
+def _load_pretrained(name: str, **gguf) -> tuple[torch.nn.Module, object]:
+    """The float32 model and its tokenizer from a Hub id or a folder (`gguf_file=`: from a
+    GGUF file in that folder, dequantized)."""
+    tokenizer = AutoTokenizer.from_pretrained(name, **gguf)
+    return AutoModelForCausalLM.from_pretrained(name, dtype=torch.float32, **gguf), tokenizer
 
 
 def load_model(
@@ -222,7 +206,9 @@ def load_model(
 
     The dtype: the argument, else LLM_LAB_DTYPE, else `default_dtype(device)`."""
     settings = settings or Settings.from_env()
-    device = torch.device(device) if device is not None else default_device()
+    if device is None:
+        device = "cuda:0" if torch.cuda.is_available() else "cpu"
+    device = torch.device(device)
     env_dtype = dtype_from_env()
     from_env = dtype is None and env_dtype is not None
     dtype = dtype or env_dtype or default_dtype(device)

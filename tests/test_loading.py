@@ -85,12 +85,13 @@ def test_a_broken_weight_cache_is_logged_and_rebuilt(tmp_path, monkeypatch, capl
     os.makedirs(folder)
     open(os.path.join(folder, "model.safetensors"), "wb").close()  # present, but unreadable
 
-    def broken(_folder):
-        raise SafetensorError("header too small")
+    def broken(_folder, **gguf):  # the cache unreadable, the GGUF file fine
+        if not gguf:
+            raise SafetensorError("header too small")
+        return "model", "tokenizer"
 
     written = []
-    monkeypatch.setattr(loading, "read_weight_cache", broken)
-    monkeypatch.setattr(loading, "_load_gguf", lambda path: ("model", "tokenizer"))
+    monkeypatch.setattr(loading, "_load_pretrained", broken)
     monkeypatch.setattr(loading, "write_weight_cache", lambda m, t, f: written.append(f))
     with caplog.at_level(logging.WARNING, logger="inference.loading"):
         model, tok, source = loading._load_bundled(str(gguf), use_cache=True)
@@ -100,6 +101,6 @@ def test_a_broken_weight_cache_is_logged_and_rebuilt(tmp_path, monkeypatch, capl
     def bug(_folder):  # a programming error is not a broken cache: it is raised, not hidden
         raise TypeError("bug")
 
-    monkeypatch.setattr(loading, "read_weight_cache", bug)
+    monkeypatch.setattr(loading, "_load_pretrained", bug)
     with pytest.raises(TypeError):
         loading._load_bundled(str(gguf), use_cache=True)
