@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from .paged_batch import PoolStats
 from .server_plan import StepPlan
 from .thread_choice import ThreadFigure
-from .timing import sync
+from .timing import stopwatch, sync
 
 
 @dataclass(frozen=True)
@@ -68,13 +68,9 @@ class StepClock:
     @contextmanager
     def part(self, name: str) -> Iterator[None]:
         """`with clock.part("cache_s"): ...` adds the synced seconds to that part."""
-        sync(self.device)
-        t0 = time.perf_counter()
-        try:
+        with stopwatch(self.device) as t:
             yield
-        finally:
-            sync(self.device)
-            self.seconds[name] += time.perf_counter() - t0
+        self.seconds[name] += t[0]
 
     def add(self, name: str, seconds: float) -> None:
         self.seconds[name] += seconds

@@ -103,13 +103,6 @@ class ThreadChoice:
                                    min(2 * shape.wait.get(threads, self.probe_every),
                                        self.probe_max))
 
-    @contextmanager
-    def run(self, kind: str, tokens: int) -> Iterator[int]:
-        """`with choice.run("decode", rows) as threads:` one pass at the chosen count (the
-        caller times it and calls `record`); the thread count is restored afterwards."""
-        with num_threads(self.choose(kind, tokens)) as threads:
-            yield threads
-
     def figures(self) -> tuple[ThreadFigure, ...]:
         """Every shape's newest figures, for the server view (largest shapes first)."""
         out = []

@@ -10,7 +10,7 @@ import torch
 from inference import compute_thread
 from inference.config import Settings
 from inference.server import Server
-from inference.thread_choice import ThreadChoice
+from inference.thread_choice import ThreadChoice, num_threads
 
 
 def generate_reference(lm, ids: list[int], n: int) -> list[int]:
@@ -76,7 +76,7 @@ def test_for_device_and_run_restore_the_count():
     choice = ThreadChoice.for_device("cpu")
     assert choice.counts[0] == n and choice.counts[-1] == 1
     forced = ThreadChoice((1,))
-    with forced.run("decode", 4) as threads:
+    with num_threads(forced.choose("decode", 4)) as threads:
         assert threads == 1 and torch.get_num_threads() == 1
     assert torch.get_num_threads() == n
 
