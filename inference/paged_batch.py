@@ -119,22 +119,15 @@ class PagedBatch:
     """Rows decoding together through one block pool. `rows` keeps admission order."""
 
     @staticmethod
-    def for_memory(lm, megabytes: int, block_tokens: int, blocks: int = 0,
-                   idle_blocks: int | None = None) -> PagedBatch:
-        """A batch whose pool holds `blocks` blocks, or (0) as many as `megabytes` holds,
-        keeping at most `idle_blocks` idle cached blocks (None: until room is needed)."""
+    def for_server(lm, s: Settings) -> PagedBatch:
+        """The server's batch: `server_pool_blocks` blocks, or (0) as many as `server_cache_mb`
+        holds; its free blocks' memory goes back to the system whenever the compute thread
+        idles (`give_back_free`)."""
         info = lm.info
         per_block = kv_cache_bytes(info.layers, info.kv_heads, info.head_dim,
-                                   lm.bytes_per_value, tokens=block_tokens)
-        return PagedBatch(lm, blocks or max(1, megabytes * 2**20 // per_block), block_tokens,
-                          idle_blocks=idle_blocks)
-
-    @staticmethod
-    def for_server(lm, s: Settings) -> PagedBatch:
-        """The server's batch, sized from `s`; its free blocks' memory goes back to the system
-        whenever the compute thread idles (`give_back_free`)."""
-        batch = PagedBatch.for_memory(lm, s.server_cache_mb, s.block_tokens,
-                                      s.server_pool_blocks, s.prefix_cache_blocks)
+                                   lm.bytes_per_value, tokens=s.block_tokens)
+        blocks = s.server_pool_blocks or max(1, s.server_cache_mb * 2**20 // per_block)
+        batch = PagedBatch(lm, blocks, s.block_tokens, idle_blocks=s.prefix_cache_blocks)
         batch.cascade = s.cascade_attention  # shared prefixes read once a step, or per row
         compute_thread.idle.also(batch.give_back_free)
         return batch
@@ -195,23 +188,25 @@ class PagedBatch:
         left-padded pass (`length_groups`), so a short prompt computes little padding."""
         out: dict[int, torch.Tensor] = {}
         for group in length_groups(chunks):
-            logits = self._prefill_group([self.rows[r] for r in group], [chunks[r] for r in group])
-            out.update(zip(group, logits))
+            out.update(zip(group, self._pass([self.rows[r] for r in group],
+                                             [chunks[r] for r in group])))
+        self.prefill_tokens += sum(chunks.values())  # each chunk at most the row's `pending`
         return torch.stack([out[r] for r in chunks])
 
-    def _prefill_group(self, rows: list[PagedRow], counts: list[int]) -> torch.Tensor:
+    def _pass(self, rows: list[PagedRow], counts: list[int]) -> torch.Tensor:
+        """The next `counts[b]` uncached tokens of each row in one left-padded pass -> logits
+        [B, V] of each row's last position; the blocks they fill are keyed for reuse."""
         new = [row.tokens[row.computed:row.computed + n] for row, n in zip(rows, counts)]
         q = max(len(n) for n in new)
-        ids = torch.zeros(len(rows), q, dtype=torch.long)  # [B, Q] left-padded
-        pos = torch.full((len(rows), q), -1, dtype=torch.long)  # [B, Q] padding: -1
-        for b, (row, n) in enumerate(zip(rows, new)):
-            ids[b, q - len(n):] = torch.tensor(n)
-            pos[b, q - len(n):] = torch.arange(row.computed, row.computed + len(n))
+        ids = torch.tensor([[0] * (q - len(n)) + n for n in new])  # [B, Q] left-padded
+        pos = torch.tensor([[-1] * (q - len(n)) + list(range(row.computed, row.computed + len(n)))
+                            for row, n in zip(rows, new)])  # [B, Q] padding: -1
         logits = self._forward(rows, ids, pos)  # [B, V]
+        bt = self.block_tokens
         for row, n in zip(rows, new):
             row.computed += len(n)
-            self.prefill_tokens += len(n)
-            self.pool.commit_full(row.rid, row.tokens[:row.computed])
+            if row.computed // bt > (row.computed - len(n)) // bt:  # a block filled up
+                self.pool.commit_full(row.rid, row.tokens[:row.computed])
         return logits
 
     def append(self, rid: int, token: int) -> None:
@@ -234,22 +229,13 @@ class PagedBatch:
                     preempted.append(victim)
         return preempted
 
-    def decoding(self) -> list[int]:
-        """Ids of the rows whose prompt is all in the pool (not mid-prefill), in `rows` order."""
-        return [rid for rid, row in self.rows.items() if row.decoding]
-
     def decode(self, rids: list[int] | None = None) -> torch.Tensor:
         """Feed these rows' newest token (default: every decoding row's) -> logits [B, V].
         Call `make_room` first: every row must have a slot for its next position."""
-        rows = [self.rows[r] for r in (self.decoding() if rids is None else rids)]
-        ids = torch.tensor([[row.tokens[row.computed]] for row in rows])  # [B, 1]
-        pos = torch.tensor([[row.computed] for row in rows])  # [B, 1]
-        logits = self._forward(rows, ids, pos)
-        for row in rows:
-            row.computed += 1
-            if row.computed % self.block_tokens == 0:
-                self.pool.commit_full(row.rid, row.tokens[:row.computed])
-        return logits
+        if rids is None:  # the rows whose prompt is all in the pool (not mid-prefill)
+            rids = [rid for rid, row in self.rows.items() if row.decoding]
+        rows = [self.rows[r] for r in rids]
+        return self._pass(rows, [1] * len(rows))
 
     def release(self, rid: int) -> None:
         """Finished, stopped, cancelled or preempted: every block goes back to the pool."""
