@@ -27,7 +27,7 @@ from transformers import DynamicCache
 from .config import LIMITS
 from .engine import forward
 from .errors import SettingOutOfRangeError
-from .kv_cache import cache_length
+from .kv_cache import crop_to
 from .sampling import SamplingSettings, choose
 
 
@@ -74,15 +74,12 @@ class PromptLookup:
     key = "prompt_lookup"
     label = "prompt lookup (n-gram match, no second model)"
 
-    def __init__(self, max_ngram: int = LIMITS.spec_lookup_ngram) -> None:
-        self.max_ngram = max_ngram
-
     def reset(self) -> None:
         pass
 
     def propose(self, ids: list[int], k: int, sampling: SamplingSettings,
                 generator: torch.Generator | None) -> Proposal:
-        return Proposal(tuple(lookup(ids, k, self.max_ngram)))
+        return Proposal(tuple(lookup(ids, k)))
 
 
 class ModelDraft:
@@ -105,9 +102,10 @@ class ModelDraft:
         if k <= 0:
             return Proposal(())
         device = next(self.model.parameters()).device
-        same = _common_prefix(self.fed, ids, len(ids) - 1)  # feed at least one token
-        if cache_length(self.cache) > same:
-            self.cache.crop(same - cache_length(self.cache))  # drop the rejected guesses
+        same = next((i for i, (a, b) in enumerate(zip(self.fed, ids)) if a != b),
+                    min(len(self.fed), len(ids)))
+        same = min(same, len(ids) - 1)  # feed at least one token
+        crop_to(self.cache, same)  # drop the rejected guesses
         self.fed = list(ids[:same])  # what the cache holds now
         pending, guesses, rows = list(ids[same:]), [], []
         for _ in range(k):
@@ -119,15 +117,6 @@ class ModelDraft:
             pending = [guesses[-1]]  # the last guess is fed next time, if it is kept
         q = None if sampling.greedy else torch.stack(rows)  # [k, V]
         return Proposal(tuple(guesses), q)
-
-
-def _common_prefix(a: Sequence[int], b: Sequence[int], cap: int) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y or n >= cap:
-            break
-        n += 1
-    return n
 
 
 def early_exit_model(model: nn.Module, layers: int) -> nn.Module:

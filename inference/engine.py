@@ -24,14 +24,6 @@ class Prefill:
     seconds: float  # synced wall time of the forward pass
 
 
-def positions_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
-    """mask [B, S] (1 = real token, 0 = left padding) -> position ids [B, S].
-
-    A left-padded row's first real token is position 0, as when it runs alone."""
-    pos = attention_mask.long().cumsum(-1) - 1
-    return pos.masked_fill(attention_mask == 0, 1)
-
-
 @torch.inference_mode()
 def forward(model, input_ids: torch.Tensor, cache: DynamicCache,
             attention_mask: torch.Tensor | None = None,
@@ -47,9 +39,11 @@ def forward(model, input_ids: torch.Tensor, cache: DynamicCache,
 
 def prefill(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
             ) -> Prefill:
-    """The whole prompt in one parallel forward pass into a fresh cache. input_ids [B, S]."""
-    cache = DynamicCache()
-    position_ids = positions_from_mask(attention_mask) if attention_mask is not None else None
+    """The whole prompt in one parallel forward pass into a fresh cache. input_ids [B, S];
+    attention_mask [B, S]: 1 = real token, 0 = left padding."""
+    cache, position_ids = DynamicCache(), None
+    if attention_mask is not None:  # a left-padded row's first real token is position 0, as alone
+        position_ids = (attention_mask.long().cumsum(-1) - 1).masked_fill(attention_mask == 0, 1)
     with stopwatch(input_ids.device) as t:
         logits = forward(model, input_ids, cache, attention_mask, position_ids)
     return Prefill(logits=logits, cache=cache, seconds=t[0])

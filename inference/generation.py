@@ -12,7 +12,6 @@ token the learner picked. `stream()` is the plain loop a chat app runs.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -30,9 +29,9 @@ from .errors import (
     check_range,
 )
 from .events import Candidate, StepEvent
-from .kv_cache import cache_tensor_bytes
+from .kv_cache import cache_tensor_bytes, crop_to
 from .sampling import SamplingSettings, choose, make_generator, shaped_probabilities
-from .timing import sync
+from .timing import stopwatch
 
 
 @dataclass
@@ -100,9 +99,7 @@ class Generation:
             raise SettingOutOfRangeError(f"There is no step {step} to branch from.")
         self.truncate(step)
         keep = len(self.tokens) - 1
-        held = self.cache.get_seq_length() if self.cache is not None else 0
-        if held > keep:
-            self.cache.crop(keep - held)  # a negative count: drop that many newest positions
+        crop_to(self.cache, keep)
         self.fed = min(self.fed, keep)
         self.pending_force = int(token_id)
         self.stopped = False
@@ -113,20 +110,26 @@ def start(lm, prompt_ids: list[int], sampling: SamplingSettings | None = None,
           max_new_limit: int = LIMITS.new_tokens.high) -> Generation:
     """Check the request and set up its state. Nothing runs on the model yet."""
     sampling = sampling or SamplingSettings()
+    check_prompt(lm, prompt_ids, max_new_tokens, LIMITS.new_tokens.low, max_new_limit)
+    return Generation(prompt_ids=list(prompt_ids), sampling=sampling,
+                      max_new_tokens=max_new_tokens, stop_ids=lm.stop_ids, top_k_shown=top_k_shown,
+                      generator=make_generator(sampling, lm.device))
+
+
+def check_prompt(lm, prompt_ids: list[int], max_new_tokens: int, low: int, high: int,
+                 name: str = "Max new tokens") -> None:
+    """Refuse, with a learner-facing message, an empty prompt, a `max_new_tokens` that is not
+    a whole number from `low` to `high`, or a request past the model's context window."""
     if not prompt_ids:
         raise EmptyPromptError("The prompt is empty: type some text first.")
     if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool):
-        raise SettingOutOfRangeError(
-            f"Max new tokens must be a whole number (got {max_new_tokens!r}).")
-    check_range("Max new tokens", max_new_tokens, LIMITS.new_tokens.low, max_new_limit)
+        raise SettingOutOfRangeError(f"{name} must be a whole number (got {max_new_tokens!r}).")
+    check_range(name, max_new_tokens, low, high)
     window = lm.info.context_window
     if len(prompt_ids) + max_new_tokens > window:
         raise PromptTooLongError(
             f"The prompt ({len(prompt_ids):,} tokens) plus {max_new_tokens} new tokens exceeds "
             f"the model's context window of {window:,} tokens.")
-    return Generation(prompt_ids=list(prompt_ids), sampling=sampling,
-                      max_new_tokens=max_new_tokens, stop_ids=lm.stop_ids, top_k_shown=top_k_shown,
-                      generator=make_generator(sampling, lm.device))
 
 
 def next_token(lm, gen: Generation, force_token: int | None = None) -> StepEvent:
@@ -134,28 +137,23 @@ def next_token(lm, gen: Generation, force_token: int | None = None) -> StepEvent
     if gen.finished:
         raise GenerationFinishedError(
             f"This generation has finished ({gen.finished}); start a new one.")
-    device = lm.device
-    sync(device)
-    t0 = time.perf_counter()
-    pending = gen.tokens[gen.fed:]  # [prompt] at step 0, [last token] afterwards
-    gen.cache_freed = False  # (all tokens again after the budget freed the cache)
-    if gen.cache is None:
-        gen.cache = DynamicCache()
-    logits = forward(lm.model, torch.tensor([pending], device=device), gen.cache)[0]  # [V]
-    gen.fed += len(pending)
-    gen.last_logits = logits
-    sync(device)
-    t1 = time.perf_counter()
-    if force_token is None:
-        token, probs = choose(logits[None], gen.sampling, gen.generator)
-        token, probs, how = int(token[0]), probs[0], gen.sampling.describe()
-    else:
-        probs = shaped_probabilities(logits, gen.sampling)
-        token, how = int(force_token), "your pick"
-    raw = probs if gen.sampling.greedy else torch.softmax(logits.float(), -1)  # greedy: the same
-    candidates = top_candidates(lm.tokenizer, raw, probs, gen.top_k_shown)
-    sync(device)
-    t2 = time.perf_counter()
+    with stopwatch(lm.device) as fwd:
+        pending = gen.tokens[gen.fed:]  # [prompt] at step 0, [last token] afterwards
+        gen.cache_freed = False  # (all tokens again after the budget freed the cache)
+        if gen.cache is None:
+            gen.cache = DynamicCache()
+        logits = forward(lm.model, torch.tensor([pending], device=lm.device), gen.cache)[0]
+        gen.fed += len(pending)
+        gen.last_logits = logits  # [V]
+    with stopwatch(lm.device) as pick:
+        if force_token is None:
+            token, probs = choose(logits[None], gen.sampling, gen.generator)
+            token, probs, how = int(token[0]), probs[0], gen.sampling.describe()
+        else:
+            probs = shaped_probabilities(logits, gen.sampling)
+            token, how = int(force_token), "your pick"
+        raw = probs if gen.sampling.greedy else torch.softmax(logits.float(), -1)  # greedy: same
+        candidates = top_candidates(lm.tokenizer, raw, probs, gen.top_k_shown)
 
     before = gen.events[-1].text if gen.events else ""  # events and tokens stay in step
     gen.generated.append(token)
@@ -164,7 +162,7 @@ def next_token(lm, gen: Generation, force_token: int | None = None) -> StepEvent
     event = StepEvent(
         index=len(gen.generated) - 1, token_id=token, piece=piece, text=text,
         special=token in lm.tokenizer.all_special_ids, candidates=candidates, chosen_by=how,
-        forward_tokens=len(pending), forward_seconds=t1 - t0, seconds=t2 - t0,
+        forward_tokens=len(pending), forward_seconds=fwd[0], seconds=fwd[0] + pick[0],
         cache_tokens=gen.fed, cache_bytes=cache_tensor_bytes(gen.cache), finished=finished)
     gen.events.append(event)
     return event

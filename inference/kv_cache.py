@@ -36,6 +36,13 @@ def cache_length(cache) -> int:
     return int(layers[0][0].shape[-2]) if layers else 0
 
 
+def crop_to(cache, length: int) -> None:
+    """Keep the first `length` positions of every layer (e.g. drop rejected guesses)."""
+    extra = cache_length(cache) - length
+    if extra > 0:
+        cache.crop(-extra)  # a negative count: drop that many newest positions
+
+
 def kv_cache_bytes(layers: int, kv_heads: int, head_dim: int, bytes_per_value: int,
                    tokens: int, batch: int = 1) -> int:
     """The formula: 2 × layers × kv_heads × head_dim × bytes_per_value × tokens × batch."""

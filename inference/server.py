@@ -42,14 +42,13 @@ from .compute_turns import ComputeTurns
 from .config import Settings
 from .errors import (
     InferenceInputError,
-    PromptTooLongError,
     RequestTooLargeError,
     ServerBusyError,
     ServerStoppedError,
     SettingOutOfRangeError,
 )
 from .events import StepEvent
-from .generation import finish_reason, output_text, top_candidates
+from .generation import check_prompt, finish_reason, output_text, top_candidates
 from .paged_batch import PagedBatch
 from .sampling import SamplingSettings, choose, make_generator, shaped_probabilities
 from .served_alongside import Alongside
@@ -63,7 +62,7 @@ from .server_plan import (
     split_budget,
 )
 from .step_record import ServerRecord, ServerStats, StepClock
-from .thread_choice import ThreadChoice
+from .thread_choice import ThreadChoice, num_threads
 from .timing import stopwatch
 
 log = logging.getLogger(__name__)
@@ -108,15 +107,7 @@ class Server:
         lists (0 for a chat). `visitor`: who asks; "" = a visitor of its own, uncapped."""
         s = self.settings
         n = s.new_tokens.default if max_new_tokens is None else max_new_tokens
-        if isinstance(n, bool) or not isinstance(n, int):
-            raise SettingOutOfRangeError(f"Max new tokens must be a whole number (got {n!r}).")
-        s.new_tokens.check("Max new tokens", n)
-        if not prompt_ids:
-            raise SettingOutOfRangeError("The prompt is empty: type some text first.")
-        if len(prompt_ids) + n > self.lm.info.context_window:
-            raise PromptTooLongError(
-                f"The prompt ({len(prompt_ids):,} tokens) plus {n} new tokens exceeds the model's "
-                f"context window of {self.lm.info.context_window:,} tokens.")
+        check_prompt(self.lm, prompt_ids, n, s.new_tokens.low, s.new_tokens.high)
         if not self.batch.fits_ever(len(prompt_ids) + n):
             bt, have = self.batch.block_tokens, self.batch.pool.num_blocks
             raise RequestTooLargeError(
@@ -308,7 +299,8 @@ class Server:
         the model counts as the forward pass, the rest as cache work. On a CPU the pass runs
         at the thread count its shape was fastest at (`thread_choice.py`)."""
         before = self.batch.forward_s
-        with (self._threads.run(kind, tokens) if self._threads else nullcontext(0)) as threads:
+        with (num_threads(self._threads.choose(kind, tokens)) if self._threads
+              else nullcontext(0)) as threads:
             with stopwatch(self.lm.device) as t:
                 out = call(*args)
         if self._threads:

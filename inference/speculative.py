@@ -30,10 +30,10 @@ from transformers import DynamicCache
 from .acceptance import accept_greedy, accept_sampled
 from .config import LIMITS
 from .drafts import Draft
-from .engine import decode_step, forward
-from .errors import EmptyPromptError, PromptTooLongError, SettingOutOfRangeError
-from .generation import finish_reason
-from .kv_cache import cache_length
+from .engine import forward
+from .errors import SettingOutOfRangeError
+from .generation import check_prompt, finish_reason
+from .kv_cache import cache_length, crop_to
 from .sampling import SamplingSettings, choose, make_generator, shaped_probabilities
 from .timing import stopwatch, sync
 
@@ -80,27 +80,13 @@ def verify_logits(model, token_ids: list[int], cache: DynamicCache, device) -> t
     return out.logits[0]  # [k + 1, V]
 
 
-def crop_to(cache: DynamicCache, length: int) -> None:
-    """Keep the first `length` positions of every layer (drop rejected guesses' keys/values)."""
-    extra = cache_length(cache) - length
-    if extra > 0:
-        cache.crop(-extra)  # a negative count: drop that many newest positions
-
-
 def check_request(lm, prompt_ids: list[int], k: int, max_new_tokens: int) -> None:
     """Refuse, with a learner-facing message, what the lesson's controls would not offer."""
-    if not prompt_ids:
-        raise EmptyPromptError("The prompt is empty: type some text first.")
-    for name, value, rng in (("Draft length k", k, LIMITS.spec_k),
-                             ("New tokens", max_new_tokens, LIMITS.spec_new_tokens)):
-        rng.check(name, value)
-        if value != int(value):
-            raise SettingOutOfRangeError(f"{name} must be a whole number (got {value!r}).")
-    window = lm.info.context_window
-    if len(prompt_ids) + max_new_tokens > window:
-        raise PromptTooLongError(
-            f"The prompt ({len(prompt_ids):,} tokens) plus {max_new_tokens} new tokens exceeds "
-            f"the model's context window of {window:,} tokens.")
+    check_prompt(lm, prompt_ids, max_new_tokens, LIMITS.spec_new_tokens.low,
+                 LIMITS.spec_new_tokens.high, "New tokens")
+    LIMITS.spec_k.check("Draft length k", k)
+    if k != int(k):
+        raise SettingOutOfRangeError(f"Draft length k must be a whole number (got {k!r}).")
 
 
 def speculate(lm, prompt_ids: list[int], draft: Draft, k: int = LIMITS.spec_k.default,
@@ -136,11 +122,8 @@ def speculate(lm, prompt_ids: list[int], draft: Draft, k: int = LIMITS.spec_k.de
         with stopwatch(device) as td:
             proposal = draft.propose(prompt_ids + out, min(k, left - 1), sampling, generator)
         guesses = list(proposal.ids[:max(0, min(k, left - 1))])
-        with stopwatch(device) as tv:
-            if guesses:
-                rows = verify_logits(model, [out[-1]] + guesses, cache, device)  # [k + 1, V]
-            else:
-                rows = decode_step(model, torch.tensor([out[-1]], device=device), cache)  # [1, V]
+        with stopwatch(device) as tv:  # no guesses: a plain decode step
+            rows = verify_logits(model, [out[-1]] + guesses, cache, device)  # [k + 1, V]
         if sampling.greedy:
             kept, model_token = accept_greedy(rows.argmax(-1).tolist(), guesses)
         else:
