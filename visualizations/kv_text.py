@@ -171,11 +171,10 @@ def projection_table_markdown(specs: Sequence, crossover: Mapping[str, int], min
                      f"{human_bytes(s.weight_bytes(bpv))} | {s.window_label} | "
                      f"{crossover[s.name]:,} tokens × {batch} sequence(s){beyond} |")
     ratio = mine.query_heads // mine.kv_heads
-    sliding = [s for s in specs if s.sliding_window]
     slide_note = "".join(
         f" {s.name} attends over a {s.sliding_window:,}-token sliding window, so a rolling-buffer "
         f"cache never needs more than {s.sliding_window:,} positions per sequence; the chart "
-        "counts every position, as a plain cache would." for s in sliding)
+        "counts every position, as a plain cache would." for s in specs if s.sliding_window)
     return ("\n".join(lines) + f"\n\n*Theoretical, {bpv} bytes per value for weights and cache.* "
             f"{mine.name} shares each KV head among {ratio} query heads, so its cache is {ratio}× "
             f"smaller than with full multi-head attention. This model's context window is "
