@@ -118,15 +118,14 @@ def decode_markdown(points, theory=None, window: int = 0, noise=None) -> str:
 
 def decode_verdict(lo, hi, noise) -> str:
     """The shortest and longest cache's steps of one batch: how many times as long."""
+    steps = f"steps at {lo.cache_tokens:,} and {hi.cache_tokens:,} cached tokens"
     if not supports_verdict(noise):
-        return (f"steps at {lo.cache_tokens:,} and {hi.cache_tokens:,} cached tokens are in the "
-                f"table ({withheld(noise)})")
+        return f"{steps} are in the table ({withheld(noise)})"
     apart = lo.seconds_min > hi.seconds_max or hi.seconds_min > lo.seconds_max  # no overlap
     if apart and hi.seconds > lo.seconds:
         return (f"a step with {hi.cache_tokens:,} cached tokens took "
                 f"**{hi.seconds / lo.seconds:.1f}×** one with {lo.cache_tokens:,}")
-    return (f"steps at {lo.cache_tokens:,} and {hi.cache_tokens:,} cached tokens could not be "
-            "told apart in this run (their times overlap)")
+    return f"{steps} could not be told apart in this run (their times overlap)"
 
 
 def _against_floor(points, theory, noise=None) -> str:

@@ -114,22 +114,18 @@ def batch_md(costs, tokens_per_pass: float | None, noise=None) -> str:
 
 def _bound_sentence(c, noise=None) -> str:
     """What this batch size's pass costs, and the roof the record says bounds it."""
-    tokens = c.batch * (c.k + 1)
+    cost = (f"Batch {c.batch}: a pass of {c.batch * (c.k + 1)} tokens cost "
+            f"**{c.cost_ratio:.2f}×** a plain step of {c.batch}")
     if not supports_verdict(noise):
-        return (f"Batch {c.batch}: a pass of {tokens} tokens cost **{c.cost_ratio:.2f}×** a "
-                f"plain step of {c.batch}, measured ({withheld(noise)} on what bounds it).")
-    if c.verify_bound == "compute":
-        why = ("its arithmetic, not the reading of the weights, sets its pace (right of the "
-               "ridge): the extra tokens are paid for")
-    elif c.verify_bound == "memory":
-        why = ("it still mostly waits for the weights to be read (left of the ridge), so "
-               "the extra tokens ride along on the same read")
-    else:
-        why = ("it reached under half of both measured roofs, so neither the reading of the "
-               "weights nor the arithmetic sets its pace; the ratio is what the extra tokens "
-               "cost here")
-    return (f"Batch {c.batch}: a pass of {tokens} tokens cost **{c.cost_ratio:.2f}×** a plain "
-            f"step of {c.batch}; by the roofline {why}.")
+        return f"{cost}, measured ({withheld(noise)} on what bounds it)."
+    why = {"compute": "its arithmetic, not the reading of the weights, sets its pace (right of "
+                      "the ridge): the extra tokens are paid for",
+           "memory": "it still mostly waits for the weights to be read (left of the ridge), so "
+                     "the extra tokens ride along on the same read"}.get(
+        c.verify_bound, "it reached under half of both measured roofs, so neither the reading of "
+                        "the weights nor the arithmetic sets its pace; the ratio is what the extra "
+                        "tokens cost here")
+    return f"{cost}; by the roofline {why}."
 
 
 def _mine(points, draft: str) -> list:
