@@ -142,7 +142,6 @@ TERMS: dict[str, tuple[str, str]] = {
                    "each layer's whole L × L table of scores to memory; sdpa (PyTorch's scaled "
                    "dot-product attention) picks a fused kernel, tiled where the device has one."),
 }
-ORDER = list(TERMS)
 
 
 def term_md(key: str, anchor: bool = False) -> str:
@@ -155,7 +154,7 @@ def glossary_md() -> str:
     """Every term, for the Glossary tab."""
     return ("## Glossary\nThe words this app uses, in plain language. Each lesson also lists its "
             "own under **Words in this lesson**.\n\n"
-            + "\n".join(term_md(k, anchor=True) for k in ORDER))
+            + "\n".join(term_md(k, anchor=True) for k in TERMS))
 
 
 def lesson_words_md(keys: list[str]) -> str:
@@ -218,7 +217,7 @@ def link_terms(markdown: str, keys: Iterable[str] | None = None) -> str:
     >>> link_terms("The KV cache, and the KV cache again.").count("](?lesson=glossary#gl-kv")
     1
     """
-    found = [(f, k) for k in (keys if keys is not None else ORDER) for f in term_forms(k)]
+    found = [(f, k) for k in (keys if keys is not None else TERMS) for f in term_forms(k)]
     # (pattern, key), longest first: "KV cache" wins over a shorter form starting there
     forms = [(_form_pattern(f), k) for f, k in sorted(found, key=lambda fk: -len(fk[0]))]
     pattern = re.compile(r"(?<![\w/-])(?:" + "|".join(p for p, _ in forms) + r")(?![\w/-])",
