@@ -133,8 +133,7 @@ class ServedRequest:
 
     def _take(self, timeout: float | None = None):
         """The next item, waiting up to `timeout` (None: do not wait); raises queue.Empty."""
-        item = self._events.get(timeout=timeout) if timeout is not None else \
-            self._events.get_nowait()
+        item = self._events.get(timeout is not None, timeout)
         if self._unread:
             self._unread.popleft()
         return item

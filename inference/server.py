@@ -20,10 +20,9 @@ One thread runs the loop; each step's arithmetic runs on the compute thread. A s
    its own sampling settings and seeded generator (so it gets exactly the tokens it would get
    alone), and its event is emitted.
 
-Each request's progress is ONE count, its row's `computed` positions (vLLM's
-`num_computed_tokens`). Every step leaves a `StepRecord` (`step_record.py`). Lesson
-measurements take turns with the steps on the compute thread (`compute_turns.py`); handlers
-never run the model for generation themselves: they `submit()` and read their request's events.
+Every step leaves a `StepRecord` (`step_record.py`). Lesson measurements take turns with the
+steps on the compute thread (`compute_turns.py`); handlers never run the model for generation
+themselves: they `submit()` and read their request's events.
 """
 from __future__ import annotations
 

@@ -20,7 +20,6 @@ guesses in one pass (`experiments/speculative_race.py` measures what that costs)
 """
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -35,7 +34,7 @@ from .errors import SettingOutOfRangeError
 from .generation import check_prompt, finish_reason
 from .kv_cache import cache_length, crop_to
 from .sampling import SamplingSettings, choose, make_generator, shaped_probabilities
-from .timing import stopwatch, sync
+from .timing import stopwatch
 
 
 @dataclass(frozen=True)
@@ -115,34 +114,32 @@ def speculate(lm, prompt_ids: list[int], draft: Draft, k: int = LIMITS.spec_k.de
     index = 0
     while finished is None:
         index += 1
-        sync(device)
-        t0 = time.perf_counter()
-        held = cache_length(cache)  # every token but the newest output token
-        left = max_new_tokens - len(out)
-        with stopwatch(device) as td:
-            proposal = draft.propose(prompt_ids + out, min(k, left - 1), sampling, generator)
-        guesses = list(proposal.ids[:max(0, min(k, left - 1))])
-        with stopwatch(device) as tv:  # no guesses: a plain decode step
-            rows = verify_logits(model, [out[-1]] + guesses, cache, device)  # [k + 1, V]
-        if sampling.greedy:
-            kept, model_token = accept_greedy(rows.argmax(-1).tolist(), guesses)
-        else:
-            q = None if proposal.probs is None else proposal.probs[:len(guesses)]
-            kept, model_token = accept_sampled(shaped_probabilities(rows, sampling), guesses, q,
-                                               generator)
-        crop_to(cache, held + 1 + kept)  # the newest token and the kept guesses stay
-        new, finished, used = _new_tokens(guesses[:kept], model_token, len(out), lm.stop_ids,
-                                          max_new_tokens)
-        out += new
-        text = tok.decode(out)
-        sync(device)
+        with stopwatch(device) as tp:  # the whole pass
+            held = cache_length(cache)  # every token but the newest output token
+            left = max_new_tokens - len(out)
+            with stopwatch(device) as td:
+                proposal = draft.propose(prompt_ids + out, min(k, left - 1), sampling, generator)
+            guesses = list(proposal.ids[:max(0, min(k, left - 1))])
+            with stopwatch(device) as tv:  # no guesses: a plain decode step
+                rows = verify_logits(model, [out[-1]] + guesses, cache, device)  # [k + 1, V]
+            if sampling.greedy:
+                kept, model_token = accept_greedy(rows.argmax(-1).tolist(), guesses)
+            else:
+                q = None if proposal.probs is None else proposal.probs[:len(guesses)]
+                kept, model_token = accept_sampled(shaped_probabilities(rows, sampling), guesses, q,
+                                                   generator)
+            crop_to(cache, held + 1 + kept)  # the newest token and the kept guesses stay
+            new, finished, used = _new_tokens(guesses[:kept], model_token, len(out), lm.stop_ids,
+                                              max_new_tokens)
+            out += new
+            text = tok.decode(out)
         yield SpecPass(
             index=index, proposed=tuple(guesses),
             proposed_pieces=tuple(tok.decode([g]) for g in guesses),
             accepted=len(new) - used, model_token=model_token if used else None,
             model_piece=tok.decode([model_token]) if used else "", new_ids=tuple(new),
             forward_tokens=1 + len(guesses), draft_seconds=td[0], verify_seconds=tv[0],
-            seconds=time.perf_counter() - t0, cache_tokens=cache_length(cache),
+            seconds=tp[0], cache_tokens=cache_length(cache),
             tokens_so_far=len(out), text=text, finished=finished)
 
 
