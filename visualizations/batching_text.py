@@ -41,13 +41,11 @@ def sweep_cards(sweep, noise=None, reference=None) -> str:
         return cards_html([first, Card(f"batch {big.batch} tok/s", "—", "impossible"),
                            Card(f"batch {big.batch} ÷ {one.batch}", "—", "not shown")] + quiet
                           ) + "\n\n" + impossible_markdown(big.impossible)
-    if noise is not None and noise.busy:
-        note = "busy machine: noisy"
-    elif supports_verdict(noise) and sweep.finished:
-        note = {"grows": "grows, measured", "fell": "fell here, measured",
-                "levelled": "levelled off, measured"}[throughput_trend(points)]
-    else:
-        note = "so far, measured" if not sweep.finished else "measured"
+    note = ("busy machine: noisy" if noise is not None and noise.busy else
+            {"grows": "grows, measured", "fell": "fell here, measured",
+             "levelled": "levelled off, measured"}[throughput_trend(points)]
+            if supports_verdict(noise) and sweep.finished else
+            "measured" if sweep.finished else "so far, measured")
     return cards_html([  # the ratio of the two figures shown beside it (the paired gain,
         first,           # with its range, is the closing note's)
         Card(f"batch {big.batch} tok/s", f"{big.tokens_per_s:.1f}", "measured"),

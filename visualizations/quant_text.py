@@ -27,12 +27,9 @@ def mode_cards_html(reports, noise=None, race=None, reference=None) -> str:
     small = min(others, key=lambda r: r.weight_bytes)
     raced = race is not None and race.key == small.key and race.robust is not None
     speed = small.decode_tokens_per_s / base.decode_tokens_per_s  # raced: the race's ratio
-    if noise is not None and noise.busy:
-        said = "noisy, busy machine"
-    elif supports_verdict(noise):  # the roofline title's rule: one verdict on one screen
-        said = "faster" if speed >= FASTER else "not faster"
-    else:
-        said = "so far"
+    said = ("noisy, busy machine" if noise is not None and noise.busy else
+            "so far" if not supports_verdict(noise) else  # the roofline title's rule
+            "faster" if speed >= FASTER else "not faster")
     bytes_card = Card(f"{small.key} bytes ÷ fp32", times(small.ratio_to_fp32),
                       f"measured: {human_bytes(small.weight_bytes)}")
     if raced and race.impossible:
