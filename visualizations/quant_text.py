@@ -101,13 +101,11 @@ def closing_note_md(info, reports, bandwidth_gbs: float | None,
         lines.append(f"\nFastest decode here: **{fastest.key}**, "
                      f"{fastest.decode_tokens_per_s / base.decode_tokens_per_s:.1f}× float32.")
         bf16 = by_key.get("bf16")
-        if bf16 and bf16.decode_tokens_per_s < base.decode_tokens_per_s:  # why, as far as
-            lines.append(  # checked: `bf16_native` None (not checked) claims no cause
-                "bfloat16 holds half the bytes yet decoded slower than float32 here: "
-                + ("this CPU has no native bfloat16 arithmetic (no avx512_bf16 or amx_bf16 "
-                   "among its flags), so the kernel, not memory, is the limit."
-                   if bf16_native is False else
-                   "its kernel, not memory, was the limit on this device."))
+        if bf16 and bf16.decode_tokens_per_s < base.decode_tokens_per_s:  # why, as far as checked
+            lines.append("bfloat16 holds half the bytes yet decoded slower than float32 here: " + (
+                "this CPU has no native bfloat16 arithmetic (no avx512_bf16 or amx_bf16 among its "
+                "flags), so the kernel, not memory, is the limit." if bf16_native is False else
+                "its kernel, not memory, was the limit on this device."))  # None: not checked
     quiet = quiet_note(noise)
     lines.append(f"\n*{quiet[:1].upper() + quiet[1:]}.*" if quiet else
                  "\n*Timings on a shared machine are noisy; rerun to see the spread.*")
