@@ -22,9 +22,8 @@ def supports_verdict(noise) -> bool:
 
 def withheld(noise) -> str:
     """What stands where a verdict would: the run was busy, or it has not been judged yet."""
-    if noise is not None and noise.busy:
-        return "no verdict from a busy machine"
-    return "the verdict comes when the run has finished"
+    return ("no verdict from a busy machine" if noise is not None and noise.busy else
+            "the verdict comes when the run has finished")
 
 
 def busy_notice_html(noise) -> str:

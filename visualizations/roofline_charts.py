@@ -23,9 +23,8 @@ POINT_COLOURS = {"decode": PALETTE["vermillion"], "prefill": PALETTE["blue"],
 
 
 def _kind(label: str) -> str:
-    if label.startswith("prefill"):
-        return "prefill"
-    return "decode" if label.endswith("batch 1") else "batch"
+    return ("prefill" if label.startswith("prefill") else
+            "decode" if label.endswith("batch 1") else "batch")
 
 
 def _hover(roof, p) -> str:

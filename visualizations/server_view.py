@@ -107,17 +107,14 @@ def shared_steps_note(mean_rows: float, queued_s: float) -> str:
 
 def waiting_md(ahead: int) -> str:
     """Shown while a request waits for a free row in the batch."""
-    if ahead <= 0:
-        return "*Joining the batch…*"
-    return f"*Waiting for a free row: {ahead} request(s) ahead of you.*"
+    return ("*Joining the batch…*" if ahead <= 0 else
+            f"*Waiting for a free row: {ahead} request(s) ahead of you.*")
 
 
 def limit_note(finished: str | None, max_new: int) -> str:
     """A line when the answer stopped at the token limit (not at the end of its turn)."""
-    if finished == "max tokens":
-        return (f"⚠️ The answer stopped at your limit of **{max_new} new tokens**, not at its "
-                f"end: raise *Max new tokens* to read more.")
-    return ""
+    return (f"⚠️ The answer stopped at your limit of **{max_new} new tokens**, not at its end: "
+            "raise *Max new tokens* to read more." if finished == "max tokens" else "")
 
 
 def budget_split_figure(steps, budget: int, caption: str = "") -> go.Figure:
