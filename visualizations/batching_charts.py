@@ -48,9 +48,8 @@ def throughput_trend(points) -> str:
     """"grows" (tokens/s rose at every step up in batch), "fell" (the largest batch below the
     smallest) or "levelled": the chart's title and lesson 5's ratio card both word it."""
     rates = [p.tokens_per_s for p in sorted(points, key=lambda p: p.batch)]
-    if all(b > a for a, b in zip(rates, rates[1:])):
-        return "grows"
-    return "fell" if rates[-1] < rates[0] else "levelled"
+    return ("grows" if all(b > a for a, b in zip(rates, rates[1:])) else
+            "fell" if rates[-1] < rates[0] else "levelled")
 
 
 # px before the legend: Run sweep, its progress line and headline cards above it on one

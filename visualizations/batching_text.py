@@ -162,11 +162,8 @@ def _pair(a, b) -> tuple[str, float, float]:
     """("stops" | "pays" | "close", rows ratio, step-time ratio) for one step up in batch."""
     rows, slower = b.batch / a.batch, b.step_seconds / a.step_seconds
     edge, tol = NEAR_LINEAR * rows, MARGIN + max(_spread(a), _spread(b))
-    if slower >= edge * (1 + tol):
-        return "stops", rows, slower
-    if slower <= edge * (1 - tol):
-        return "pays", rows, slower
-    return "close", rows, slower
+    return ("stops" if slower >= edge * (1 + tol) else "pays" if slower <= edge * (1 - tol)
+            else "close"), rows, slower
 
 
 def where_batching_stops_paying(points) -> str:
