@@ -122,7 +122,7 @@ def test_speculative_verdicts_quiet_and_busy():
     assert "machine busy" in speculative_charts.sweep_title([s], BUSY_READING)
     hover = speculative_charts.k_sweep_figure([s], "", BUSY_READING).data[1].customdata
     assert "faster" not in hover
-    costs = [VerifyCost(16, 4, 0.10, 0.40, "memory", "compute", 40.0, 50.0)]
+    costs = [VerifyCost(16, 4, 0.10, 0.40, "memory", "compute")]
     _both(lambda n: speculative_charts.batch_md(costs, 3.0, n), "by the roofline")
     _both(lambda n: speculative_charts.batch_md(costs, 3.0, n), "memory, compute")
 

@@ -100,8 +100,8 @@ def test_speculative_k_sweep_plots_both_drafts():
 
 
 def test_speculative_batch_cost_chart_and_table():
-    costs = [VerifyCost(1, 4, 0.05, 0.06, "memory", "memory", 5.0, 25.0),
-             VerifyCost(16, 4, 0.10, 0.40, "memory", "compute", 40.0, 50.0)]
+    costs = [VerifyCost(1, 4, 0.05, 0.06, "memory", "memory"),
+             VerifyCost(16, 4, 0.10, 0.40, "memory", "compute")]
     fig = batch_figure(costs)
     plain, verify = fig.data
     assert list(plain.y) == [50.0, 100.0] and [round(y) for y in verify.y] == [60, 400]
@@ -114,7 +114,7 @@ def test_speculative_batch_cost_chart_and_table():
     assert re.search(r"Batch 1: a pass of 5 tokens .*ride along", md)
     assert batch_figure([]).layout.annotations[0].text == EMPTY_BATCH
     # Neither roof reached (a busy or launch-bound run): no claim about the weights' read.
-    neither = batch_md([VerifyCost(4, 4, 0.05, 0.07, "neither", "neither", 2.0, 9.0)], 3.0,
+    neither = batch_md([VerifyCost(4, 4, 0.05, 0.07, "neither", "neither")], 3.0,
                        QUIET)
     assert re.search(r"Batch 4: .*under half of both measured roofs", neither)
     assert "ride along" not in neither and "arithmetic, not" not in neither
