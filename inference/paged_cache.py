@@ -66,10 +66,6 @@ class PagedKV:
     def scratch_block(self) -> int:
         return self.keys[0].shape[0] - 1
 
-    @property
-    def num_blocks(self) -> int:
-        return self.keys[0].shape[0] - 1
-
     @torch.inference_mode()
     def release_free(self, blocks: list[int]) -> int:
         """Give the memory of these free blocks back to the system -> bytes given back (0 where
