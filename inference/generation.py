@@ -152,8 +152,7 @@ def next_token(lm, gen: Generation, force_token: int | None = None) -> StepEvent
         else:
             probs = shaped_probabilities(logits, gen.sampling)
             token, how = int(force_token), "your pick"
-        raw = probs if gen.sampling.greedy else torch.softmax(logits.float(), -1)  # greedy: same
-        candidates = top_candidates(lm.tokenizer, raw, probs, gen.top_k_shown)
+        candidates = top_candidates(lm.tokenizer, logits, probs, gen.top_k_shown)
 
     before = gen.events[-1].text if gen.events else ""  # events and tokens stay in step
     gen.generated.append(token)
@@ -181,11 +180,13 @@ def finish_reason(token: int, made: int, stop_ids: frozenset[int], max_new: int)
     return "end of turn" if token in stop_ids else "max tokens" if made >= max_new else None
 
 
-def top_candidates(tokenizer, raw: torch.Tensor, probs: torch.Tensor, k: int
+def top_candidates(tokenizer, logits: torch.Tensor, probs: torch.Tensor | None, k: int
                    ) -> tuple[Candidate, ...]:
-    """The k likeliest tokens under the model's plain softmax `raw` [V], with their shaped
-    probabilities `probs` [V] beside them."""
-    top = torch.topk(raw, k)
+    """The k likeliest tokens under the model's plain softmax of `logits` [V] (temperature 1),
+    with their shaped probabilities `probs` [V] beside them; () for k = 0."""
+    if not k:
+        return ()
+    top = torch.topk(torch.softmax(logits.float(), -1), k)
     return tuple(Candidate(token_id=int(i), piece=tokenizer.decode([int(i)]),
                            probability=float(probs[i]), raw_probability=float(p))
                  for p, i in zip(top.values.tolist(), top.indices.tolist()))

@@ -49,7 +49,7 @@ from .errors import (
 from .events import StepEvent
 from .generation import check_prompt, finish_reason, output_text, top_candidates
 from .paged_batch import PagedBatch
-from .sampling import SamplingSettings, choose, make_generator, shaped_probabilities
+from .sampling import SamplingSettings, choose, make_generator
 from .served_alongside import Alongside
 from .served_request import ServedRequest
 from .server_line import WaitingLine
@@ -323,12 +323,10 @@ class Server:
         for j, rid in enumerate(rids):
             r, row, row_logits = self._running[rid], self.batch.rows[rid], logits[j]  # [V]
             if r.sampling.greedy and not r.top_k_shown:  # a chat: the argmax is all it needs
-                token, probs, raw = argmax[j], None, None
+                token, probs = argmax[j], None
             else:
                 token, probs = choose(row_logits[None], r.sampling, r.generator)
                 token, probs = int(token[0]), probs[0]
-                raw = (probs if r.sampling.greedy
-                       else shaped_probabilities(row_logits, SamplingSettings()))  # softmax
             self.batch.append(rid, token)
             before = r.text
             r.generated.append(token)
@@ -338,8 +336,7 @@ class Server:
             event = StepEvent(
                 index=len(r.generated) - 1, token_id=token, piece=piece, text=r.text,
                 special=token in self._special_ids,
-                candidates=(top_candidates(tok, raw, probs, r.top_k_shown)
-                            if r.top_k_shown else ()),
+                candidates=top_candidates(tok, row_logits, probs, r.top_k_shown),
                 chosen_by=r.sampling.describe(),
                 forward_tokens=row.computed - row.prefix_hit_tokens if prefill else 1,
                 forward_seconds=seconds, seconds=seconds, cache_tokens=row.computed,
