@@ -35,21 +35,14 @@ from inference.tokens import encode_text, tokenize
 from visualizations.cards import human_bytes
 from visualizations.noise_view import BUSY, supports_verdict
 
+from . import presenter_progress
 from . import presenter_steps as lines
 from .common.latest import PRESENTER_BATCH, keep, reuse, shared_key
 from .common.presenter_screens import Screen
 from .common.prompt_input import encode_prompt
 from .kv_cache_handlers import race_repeats
 from .prefill_handlers import sweep_reference
-from .presenter_progress import (
-    RECAP,
-    Measured,
-    at,
-    busy_label,
-    sweep_figures,
-    visitor_sweep,
-    withheld,
-)
+from .presenter_progress import RECAP, Measured, busy_label
 from .presenter_steps import Step, ratio_label
 
 QUESTION = "Name three colours of the rainbow."
@@ -140,7 +133,7 @@ def prefill_race(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     p = last.points[-1]
     ratio = p.speedup  # the rounds' robust estimate (one pass at its low quantile)
     if p.impossible:
-        yield withheld("prefill_race", p.impossible, f"{p.tokens} tokens")
+        yield presenter_progress.withheld("prefill_race", p.impossible, f"{p.tokens} tokens")
         return
     yield Measured("prefill_race", ratio, f"{ratio:.1f}×",
                    ratio_label(ratio, "faster in one pass", "one token at a time ÷ one pass",
@@ -251,7 +244,7 @@ def kv_race(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     judged = noise.reading(race_repeats(steps), settings)
     s = summarize(steps, len(ids))
     if s.impossible:
-        yield withheld("kv_race", s.impossible, f"{s.new_tokens} tokens")
+        yield presenter_progress.withheld("kv_race", s.impossible, f"{s.new_tokens} tokens")
         return
     same = "same tokens" if s.same_tokens else "tokens differ"
     label = ratio_label(s.speedup, "faster with the cache", "recomputing ÷ cached time",
@@ -313,7 +306,7 @@ def batch(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     points = update.points
     one, big = points[0], points[-1]
     if big.impossible:  # measured again by the sweep, still impossible
-        yield withheld("batch", big.impossible, f"batch {big.batch}")
+        yield presenter_progress.withheld("batch", big.impossible, f"batch {big.batch}")
         return
     ratio = big.gain_over(one).estimate
     yield Measured("batch", ratio, f"{ratio:.1f}×",
@@ -321,7 +314,7 @@ def batch(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
                    f"batch 1: {one.tokens_per_s:.1f} tokens/s ({one.step_seconds * 1000:.0f} "
                    f"ms a step) · batch {big.batch}: {big.tokens_per_s:.1f} tokens/s "
                    f"({big.step_seconds * 1000:.0f} ms a step)", judged.busy,
-                   sweep_figures(points),  # the cost screen prices these same points
+                   presenter_progress.sweep_figures(points),  # the cost screen prices them
                    reference=quiet_reference.for_sweep(update, lm.info.dtype, judged))
 
 
@@ -355,10 +348,10 @@ def cost(lm, settings: Settings, shared, results: dict | None = None
     (`model_serving_costs`, its default conversation), from the batch sweep this visitor's
     batching screen measured (`results`: their record's results); without one, a quiet sweep
     kept on this machine, else one measured now. Its detail names the sweep it prices."""
-    own = visitor_sweep((results or {}).get("batch"))
+    own = presenter_progress.visitor_sweep((results or {}).get("batch"))
     if own is not None:
-        points, busy, at = own
-        source = f"your batch sweep on “{BATCH_SCREEN}” ({at})"
+        points, busy, when = own
+        source = f"your batch sweep on “{BATCH_SCREEN}” ({when})"
     elif (kept := reuse(shared, shared_key(lm, PRESENTER_BATCH))) is not None:
         (points, judged), busy = kept, False
         source = f"a quiet batch sweep kept on this machine (run “{BATCH_SCREEN}” for yours)"
@@ -404,7 +397,7 @@ def measure_screen_steps(p: dict, screens: tuple[Screen, ...], typed: float | No
     """The progress after running the current screen's measurement (the guess typed first is
     kept on predict screens; the recap gathers the visitor's own results, no model run),
     after None or the measurement's `Step` between its parts (the server's steps run there)."""
-    _, s = at(screens, p)
+    _, s = presenter_progress.at(screens, p)
     if s.predict is not None and typed is not None:
         p["guesses"][s.measure] = float(typed)
     if s.measure == RECAP:  # the recap slide draws the visitor's own results (recap_figures)
