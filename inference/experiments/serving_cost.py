@@ -7,10 +7,10 @@
 Input is priced from the prefill rate, much higher than decode's: why APIs charge less for it.
 The sweep decodes at a short context; `serving_costs` carries its rate to the conversation's
 mean context C (an estimate on top of the measurement) by adding only what a longer context
-adds, whichever is slower: the extra cache bytes at the measured bandwidth, or attention's
-extra FLOPs at the measured peak:
+adds: the extra cache bytes, read at the measured bandwidth. Reading them takes at least that
+long, so the carried rate is a ceiling (and its dollars a floor):
 
-    step at C = measured step + max(B × kv × ΔC ÷ bandwidth,  B × attn × ΔC ÷ peak)
+    step at C = measured step + B × kv × ΔC ÷ bandwidth
 
 The memory chain: on this machine its step time is the batch sweep's (`measured_chain`); for a
 published model on a published GPU, the roofline's (`gpu_chain`, theoretical, a ceiling):
@@ -57,11 +57,9 @@ def usd_per_million(price_per_hour: float, tokens_per_s: float) -> float:
 
 
 def rate_at_context(p: BatchPoint, kv_bytes_per_token: int, context: float,
-                    bandwidth_gbs: float, attention_flops_per_position: float = 0.0,
-                    peak_gflops: float = 0.0) -> float:
+                    bandwidth_gbs: float) -> float:
     """The measured decode rate carried to `context` tokens per row (an estimate): the
-    measured step plus the time of the extra cache reads (at `bandwidth_gbs`) or of the extra
-    attention FLOPs (at `peak_gflops`, when given), whichever is longer.
+    measured step plus the time of the extra cache reads at `bandwidth_gbs`.
 
     >>> p = BatchPoint(batch=2, prompt_tokens=10, prefill_seconds=1, step_seconds=0.1,
     ...                step_times=(0.1, 0.1), cache_bytes=0, weight_bytes=10**9)
@@ -70,15 +68,13 @@ def rate_at_context(p: BatchPoint, kv_bytes_per_token: int, context: float,
     """
     extra = max(context - p.mean_context, 0.0) * p.batch  # extra positions read, all rows
     memory_s = extra * kv_bytes_per_token / (bandwidth_gbs * 1e9) if bandwidth_gbs > 0 else 0.0
-    compute_s = (extra * attention_flops_per_position / (peak_gflops * 1e9)
-                 if peak_gflops > 0 else 0.0)
-    return p.batch / (p.step_seconds + max(memory_s, compute_s))
+    return p.batch / (p.step_seconds + memory_s)
 
 
 def serving_costs(points: tuple[BatchPoint, ...] | list[BatchPoint], price_per_hour: float,
                   prompt_tokens: int = 200, output_tokens: int = 300,
-                  kv_bytes_per_token: int | None = None, bandwidth_gbs: float = 0.0,
-                  attention_flops: float = 0.0, peak_gflops: float = 0.0) -> list[CostPoint]:
+                  kv_bytes_per_token: int | None = None,
+                  bandwidth_gbs: float = 0.0) -> list[CostPoint]:
     """One CostPoint per measured batch size; with `kv_bytes_per_token` and the measured
     `bandwidth_gbs`, the decode rate at the conversation's mean context (`rate_at_context`),
     else as measured."""
@@ -91,8 +87,7 @@ def serving_costs(points: tuple[BatchPoint, ...] | list[BatchPoint], price_per_h
     for p in points:
         out_rate, in_rate = p.tokens_per_s, p.prefill_tokens_per_s
         if carry:
-            out_rate = rate_at_context(p, kv_bytes_per_token, context, bandwidth_gbs,
-                                       attention_flops, peak_gflops)
+            out_rate = rate_at_context(p, kv_bytes_per_token, context, bandwidth_gbs)
         seconds = prompt_tokens / in_rate + output_tokens / out_rate
         costs.append(CostPoint(
             batch=p.batch, output_tokens_per_s=out_rate,
@@ -108,15 +103,13 @@ def serving_costs(points: tuple[BatchPoint, ...] | list[BatchPoint], price_per_h
 
 def model_serving_costs(lm, points, price_per_hour: float, prompt_tokens: int,
                         output_tokens: int, bandwidth_gbs: float) -> list[CostPoint]:
-    """`serving_costs` for the loaded model: its KV bytes per token and attention FLOPs per
-    position, carried at the measured bandwidth. Lesson 5's cost table and the presenter's
+    """`serving_costs` for the loaded model: its KV bytes per token, carried at the measured
+    bandwidth. Lesson 5's cost table and the presenter's
     cost screen both call this, so one batch gets one figure on both."""
     info = lm.info
     kv = bytes_per_token(info.layers, info.kv_heads, info.head_dim, lm.bytes_per_value)
-    attention = 4.0 * info.layers * info.heads * info.head_dim  # FLOPs per cached position
     return serving_costs(points, price_per_hour, prompt_tokens, output_tokens,
-                         kv_bytes_per_token=kv, bandwidth_gbs=bandwidth_gbs,
-                         attention_flops=attention)
+                         kv_bytes_per_token=kv, bandwidth_gbs=bandwidth_gbs)
 
 
 @dataclass(frozen=True)
