@@ -26,9 +26,8 @@ class IdleHook:
     >>> idle = IdleHook(3.0, print)   # idle.started() before a job, idle.finished() after
     """
 
-    def __init__(self, after_s: float, hook: Callable[[], object],
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.after_s, self._hook, self._clock = after_s, hook, clock
+    def __init__(self, after_s: float, hook: Callable[[], object]) -> None:
+        self.after_s, self._hook = after_s, hook
         self._cond = threading.Condition()
         self._busy = 0  # jobs started and not finished
         self._idle_since: float | None = None  # when the work last stopped, until the hook ran
@@ -58,7 +57,7 @@ class IdleHook:
             self._busy -= 1
             if self._busy or self.after_s <= 0:
                 return
-            self._idle_since = self._clock()
+            self._idle_since = time.monotonic()
             if self._watcher is None:
                 self._watcher = threading.Thread(target=self._watch, name="idle-hook",
                                                  daemon=True)
@@ -70,7 +69,7 @@ class IdleHook:
             with self._cond:
                 while self._busy or self._idle_since is None:
                     self._cond.wait()
-                left = self._idle_since + self.after_s - self._clock()
+                left = self._idle_since + self.after_s - time.monotonic()
                 if left > 0:
                     self._cond.wait(left)  # new work, or the idle spell is long enough
                     continue
