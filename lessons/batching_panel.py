@@ -161,13 +161,12 @@ def cost_tab(lm, settings: Settings, measured: SharedStates, sweep_event: Depend
                                "Output tokens per conversation")
     guess = guess_box(settings, run.COST_GUESS_KEY, "a million output tokens at the largest "
                       "batch", "batch-cost-guess")
-    shown = {"table": gr.Markdown(text.NO_SWEEP_YET, elem_id="batch-cost-table"),
-             "plot": gr.Plot(charts.cost_chart([], 0), elem_id="batch-cost-plot",
-                             label="Cost per million tokens"),
-             "chain": gr.Markdown(run.chain_section(
-                 lm, None, [], settings.price_per_hour.default,
-                 settings.conversation_prompt_tokens.default,
-                 settings.conversation_output_tokens.default), elem_id="batch-cost-chain")}
+    first = run.cost_view(lm, settings, None, price_per_hour=price.value,  # no sweep yet
+                          prompt_tokens=prompt_tokens.value, output_tokens=output_tokens.value)
+    shown = {"table": gr.Markdown(first.table, elem_id="batch-cost-table"),
+             "plot": gr.Plot(first.plot, label="Cost per million tokens",
+                             elem_id="batch-cost-plot"),
+             "chain": gr.Markdown(first.chain, elem_id="batch-cost-chain")}
     inputs = {measured.sweep, price, prompt_tokens, output_tokens, guess}
     cost = guarded(showing(shown, lambda data: run.cost_view(
         lm, settings, data[measured.sweep], price_per_hour=data[price],
