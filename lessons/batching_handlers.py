@@ -181,7 +181,7 @@ def workload_trace(lm, settings: Settings, workload: str, seed: int, requests: i
     settings.trace_rate_per_s.check("Arrivals per second (random trace)", rate)
     lengths = settings.trace_new_tokens  # output lengths drawn from low..default
     trace = schedulers.random_trace(lm.tokenizer, int(requests), float(rate), int(lengths.low),
-                         int(lengths.default), int(seed))
+                                    int(lengths.default), int(seed))
     return trace, f"{RANDOM}, seed {int(seed)}, {int(requests)} requests at {float(rate):g}/s"
 
 

@@ -101,7 +101,7 @@ def step(lm, settings: Settings, gen: Generation | None, prompt: str, max_new: i
     ids = encode_prompt(lm, settings, prompt)
     if gen is None or gen.prompt_ids != ids or gen.finished:
         gen = generation.start(lm, ids, sampling, int(max_new), top_k_shown=settings.top_k_shown,
-                    max_new_limit=settings.new_tokens.high)
+                               max_new_limit=settings.new_tokens.high)
     with gen.lock:  # two Steps sent at once take turns, never interleave
         gen.set_max_new_tokens(int(max_new), settings.new_tokens.high)
         if gen.sampling != sampling:

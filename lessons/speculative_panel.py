@@ -109,8 +109,8 @@ def _expectation_section(lm, settings: Settings, shared, ctx: AppContext, prompt
     shown = {"chart": gr.Plot(charts.expectation_figure(None), label="Expected value",
                               elem_id="spec-expect-chart"),
              "text": gr.Markdown(charts.expectation_md(None), elem_id="spec-expect-text")}
-    draw = guarded(showing(shown, lambda p, n, s: run.expectation_view(lm, settings, shared, p, n,
-                                                                   s)), compute=False)
+    draw = guarded(showing(shown, lambda p, n, s: run.expectation_view(lm, settings, shared, p,
+                                                                       n, s)), compute=False)
     for changed in (last, sweep_note):
         changed.change(draw, [prompt, new_tokens, last], list(shown.values()),
                        api_visibility="undocumented")

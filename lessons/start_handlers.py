@@ -132,7 +132,7 @@ def live_race_frames(lm, settings: Settings, prompt: str) -> Iterator[LiveRaceFr
             continue
         judged = noise.reading(race_repeats(steps), settings) if step.index == n - 1 else None
         yield LiveRaceFrame(first_screen.race_picture(labels, steps, lm.info.layers, output=pieces,
-                                         capacity=len(ids) + n),
+                                                      capacity=len(ids) + n),
                             first_screen.race_ratio_html(summarize(steps, len(ids)), judged))
 
 

@@ -52,7 +52,7 @@ def _cost_section(lm, settings: Settings, text: gr.Textbox) -> None:
         turns = slider(settings, "conversation_turns", "Turns in the conversation",
                        elem_id="tok-turns")
         convo = gr.Markdown(run.conversation_md(lm.tokenizer, run.FIRST_TEXT, out_tokens.value,
-                                            price_in.value, price_out.value, turns.value),
+                                                price_in.value, price_out.value, turns.value),
                             elem_id="tok-conversation")
 
     def on_cost(t: str, n: float | None, p_in: float | None, p_out: float | None) -> str:
@@ -62,7 +62,7 @@ def _cost_section(lm, settings: Settings, text: gr.Textbox) -> None:
     def on_convo(t: str, n: float | None, p_in: float | None, p_out: float | None,
                  k: float) -> str:
         return run.conversation_md(lm.tokenizer, t, n or 0, p_in or 0, p_out or 0, k,
-                               settings.max_prompt_chars)
+                                   settings.max_prompt_chars)
 
     for trigger in (text.change, out_tokens.change, price_in.change, price_out.change):
         trigger(guarded(on_cost, compute=False), [text, out_tokens, price_in, price_out], cost,
