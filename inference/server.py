@@ -286,11 +286,8 @@ class Server:
         for rid in chunks:
             self._running[rid].prefill_passes += 1  # told in its first token's event
         done = [j for j, rid in enumerate(chunks) if self.batch.rows[rid].decoding]
-        if done:
-            self._emit([plan.chunks[j][0] for j in done], logits[done], seconds, clock,
-                       rows=len(chunks), prefill=True)
-        else:
-            self._note_pass(len(chunks), seconds, ())
+        self._emit([plan.chunks[j][0] for j in done], logits[done], seconds, clock,
+                   rows=len(chunks), prefill=True)  # none done: only the pass is noted
         return len(done)
 
     def _forward(self, clock: StepClock, kind: str, tokens: int, call, *args):
