@@ -52,6 +52,26 @@ KEYS_JS = """() => {
     if (tab) present(tab.dataset.tabId === 'present');
     if (e.target.closest && e.target.closest('#present-hint .lab-present-exit')) present(false);
   });
+  // Moves in order: Back and Next are two events, and a move sent while the one before is on
+  // its way could be answered first, then the earlier answer drawn over it. Each move waits
+  // for every earlier move's answer before it is sent (MOVE_JS); ANSWERED_JS, run once a
+  // move's answer is drawn, lets the next one go. A lost answer holds the others 10 s at most.
+  const waiting = [];
+  let last = Promise.resolve();
+  window.__labMoveTurn = () => {
+    const before = last;
+    let release;
+    last = new Promise((r) => { release = r; });
+    const done = () => {
+      const i = waiting.indexOf(done);
+      if (i >= 0) waiting.splice(i, 1);
+      release();
+    };
+    waiting.push(done);
+    setTimeout(done, 10000);
+    return before;
+  };
+  window.__labMoveAnswered = () => { if (waiting.length) waiting[0](); };
   const keys = {ArrowRight: 'present-next', PageDown: 'present-next',
                 ArrowLeft: 'present-back', PageUp: 'present-back'};
   document.addEventListener('keydown', (e) => {
@@ -70,6 +90,12 @@ KEYS_JS = """() => {
     b.click();
   });
 }"""
+
+MOVE_JS = """async (p) => {
+  if (window.__labMoveTurn) await window.__labMoveTurn();
+  return p;
+}"""
+ANSWERED_JS = "() => { if (window.__labMoveAnswered) window.__labMoveAnswered(); }"
 
 # Pressed, the screen's button draws its own "sent" line at once, in the browser: the run's
 # first frame needs a turn on the model's thread (the class's chats and other measurements
@@ -166,7 +192,9 @@ def build(ctx: AppContext) -> None:
     # default drops it: a presenter pressing twice quickly on a busy machine moved once)
     for button, step in ((back, -1), (forward, +1)):
         button.click(guarded(move(step), plain=True, compute=False), progress, outputs,
-                     queue=False, api_visibility="private", trigger_mode="always_last")
+                     js=MOVE_JS, queue=False, api_visibility="private",
+                     trigger_mode="always_last").then(
+            None, None, None, js=ANSWERED_JS, queue=False, api_visibility="private")
     run.click(None, None, None, js=SENT_JS, queue=False, api_visibility="private")
     wire_measurement(run, [progress, guess], outputs + [finished], Measurement(
         "presenter_measure", measure, work=lambda p, typed: screen_tokens(
