@@ -71,7 +71,7 @@ def class_step_parts(lm, settings: Settings, clients: int = 30, new_tokens: int 
     srv = Server(lm, replace(settings, server_rows=max(settings.server_rows, clients),
                              server_steps_kept=10_000))
     try:
-        with srv.exclusive():  # everyone presses Generate at once
+        with srv.turns.exclusive():  # everyone presses Generate at once
             reqs = [srv.submit(p, None, new_tokens) for p in class_prompts(lm.tokenizer, clients)]
         for r in reqs:
             list(r.events())

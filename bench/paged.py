@@ -62,7 +62,7 @@ def serve_all(lm, settings: Settings, prompts: list[list[int]], new_tokens: int)
                             or st.pool.paged_bytes > peak["pool"].paged_bytes):
                 peak["pool"] = st.pool
     try:
-        with srv.exclusive():  # everyone presses Generate at once
+        with srv.turns.exclusive():  # everyone presses Generate at once
             t0 = time.perf_counter()
             readers = [threading.Thread(target=read, args=(i, srv.submit(p, None, new_tokens),
                                                            t0)) for i, p in enumerate(prompts)]

@@ -30,8 +30,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
-from typing import TypeVar
+from contextlib import nullcontext
 
 import torch
 
@@ -50,7 +49,6 @@ from .events import StepEvent
 from .generation import check_prompt, finish_reason, output_text, top_candidates
 from .paged_batch import PagedBatch
 from .sampling import SamplingSettings, choose, make_generator
-from .served_alongside import Alongside
 from .served_request import ServedRequest
 from .server_line import WaitingLine
 from .server_plan import (
@@ -65,7 +63,6 @@ from .thread_choice import ThreadChoice, num_threads
 from .timing import stopwatch
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 
 class Server:
@@ -150,19 +147,6 @@ class Server:
             self._closed = True
             self._cond.notify_all()
         self._thread.join(timeout=30)
-
-    # ---- taking turns with lesson measurements (compute_turns.py) ------------------------
-    def exclusive(self) -> AbstractContextManager[None]:
-        """Run a measurement alone: the loop finishes its step, then waits until this ends."""
-        return self.turns.exclusive()
-
-    def turn(self, fn: Callable[..., T], *args) -> T:
-        """`fn(*args)`: one job of a lesson measurement, taking turns with the server."""
-        return self.turns.turn(fn, *args)
-
-    def alongside(self) -> AbstractContextManager[Alongside]:
-        """Count the requests this server answers while a measurement runs."""
-        return self.turns.alongside()
 
     def _chatting(self) -> int:
         """Visitors with a request running or waiting (one with no key counts as its own;

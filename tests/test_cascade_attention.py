@@ -131,7 +131,7 @@ def test_rows_after_a_long_shared_preamble_get_their_solo_tokens(lm, monkeypatch
     off.close()
     assert srv.batch.cascade and not off.batch.cascade  # the server follows its Settings
     try:
-        with srv.exclusive():
+        with srv.turns.exclusive():
             reqs = [srv.submit(i, SamplingSettings(), 12) for i in ids]
         got = [[e.token_id for e in r.events()] for r in reqs]
     finally:

@@ -94,7 +94,7 @@ def test_a_newcomer_waits_while_the_steps_budget_is_spent_then_joins(lm, chunked
     chunked._schedule = lambda: plans.append(schedule()) or plans[-1]
     long_ids = long_ask(lm, 400)
     short = prompt_ids(lm.tokenizer, "Name three planets.", system="Answer in one word.")
-    with chunked.exclusive():
+    with chunked.turns.exclusive():
         big, small = (chunked.submit(long_ids, SamplingSettings(), 3),
                       chunked.submit(short, SEEDED, 5))
     assert (tokens(big), tokens(small)) == (solo(lm, long_ids, SamplingSettings(), 3),

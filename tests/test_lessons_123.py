@@ -181,7 +181,7 @@ def test_stop_lands_while_the_server_is_held(lm, serving):
         assert serving.stats().queued == 1
         await chat.aclose()  # Stop
 
-    with serving.exclusive():
+    with serving.turns.exclusive():
         steps = serving.stats().steps
         asyncio.run(held_then_stopped(steps))
     assert wait_for(lambda: serving.stats().queued == 0)
@@ -202,7 +202,7 @@ def test_stop_cancels_a_chat_waiting_for_its_token(lm, serving):
         with pytest.raises(asyncio.CancelledError):
             await task
 
-    with serving.exclusive():
+    with serving.turns.exclusive():
         steps = serving.stats().steps
         asyncio.run(cancelled_mid_wait())
     assert wait_for(lambda: serving.stats().queued == 0)

@@ -85,7 +85,7 @@ def test_prefix_cache_refcounts_shared_blocks_while_both_run(lm, paged):
     next(events_a)  # a is prefilled: its prompt's full blocks are keyed
     b = paged.submit(ids_b, max_new_tokens=200)
     assert wait_for(lambda: len(paged.stats().pool.requests) == 2)
-    with paged.exclusive():  # nothing runs while we read
+    with paged.turns.exclusive():  # nothing runs while we read
         pool = paged.stats().pool
     ra, rb = pool.requests
     common = 0
@@ -110,7 +110,7 @@ def test_preempt_then_resume_gives_the_solo_tokens(lm, paged):
     exp_b = solo(lm, ids_b, SEEDED, 40)
     if exp_a[-1] in lm.stop_ids or exp_b[-1] in lm.stop_ids:
         pytest.skip("an answer ended early: the pool would not fill")
-    with paged.exclusive():  # b starts a step later, mapping the block a computed
+    with paged.turns.exclusive():  # b starts a step later, mapping the block a computed
         a = paged.submit(ids_a, max_new_tokens=40)
         b = paged.submit(ids_b, SEEDED, 40)
     got_a, got_b = tokens(a), tokens(b)
@@ -169,7 +169,7 @@ def test_a_class_at_once_computes_the_shared_system_prompt_once(lm):
     prompts = class_prompts(lm.tokenizer, 5) + [prompt_ids(lm.tokenizer, "Hi.", system=TEACHER)]
     srv = Server(lm, Settings(server_steps_kept=1_000))
     try:
-        with srv.exclusive():
+        with srv.turns.exclusive():
             reqs = [srv.submit(p, SamplingSettings(), 6) for p in prompts]
         got = [[e.token_id for e in r.events()] for r in reqs]
         steps = srv.stats().steps_detail

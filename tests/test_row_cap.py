@@ -93,7 +93,7 @@ def test_a_server_built_with_the_choice_holds_at_most_those_rows(lm, tmp_path):
                         env={})
     srv = Server(lm, replace(Settings(), server_rows=choice.rows))
     try:
-        with srv.exclusive():  # all waiting before the first step plans
+        with srv.turns.exclusive():  # all waiting before the first step plans
             reqs = [srv.submit(lm.tokenizer.encode(f"Count to {i}."), SamplingSettings(), 2)
                     for i in range(choice.rows + 4)]  # four more students than rows
         tokens = [[e.token_id for e in r.events() if e is not None] for r in reqs]

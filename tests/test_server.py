@@ -67,7 +67,7 @@ def test_cancel_frees_the_row_and_others_finish(lm, batcher):
 
 def test_full_queue_gives_a_message_then_serves(lm, batcher):
     ids = prompt_ids(lm.tokenizer, PROMPTS[3])
-    with batcher.exclusive():  # hold the loop so the queue fills
+    with batcher.turns.exclusive():  # hold the loop so the queue fills
         held = [batcher.submit(ids, max_new_tokens=2) for _ in range(3)]
         with pytest.raises(ServerBusyError, match="3 requests are ahead of you"):
             batcher.submit(ids, max_new_tokens=2)
@@ -82,7 +82,7 @@ def test_exclusive_pauses_and_in_flight_requests_finish_correctly(lm, batcher):
     req = batcher.submit(ids, SETTINGS[1], 16)
     events = req.events()
     head = [next(events).token_id for _ in range(4)]
-    with batcher.exclusive():
+    with batcher.turns.exclusive():
         steps = batcher.stats().steps
         alone = solo(lm, prompt_ids(lm.tokenizer, PROMPTS[2]), SamplingSettings(), 4)
         assert batcher.stats().steps == steps  # nothing ran beside the measurement
@@ -93,7 +93,7 @@ def test_exclusive_pauses_and_in_flight_requests_finish_correctly(lm, batcher):
 
 def test_a_waiting_request_ticks_and_leaving_at_a_tick_cancels_it(lm, batcher):
     ids = prompt_ids(lm.tokenizer, PROMPTS[3])
-    with batcher.exclusive():  # no step runs: the request waits in the queue
+    with batcher.turns.exclusive():  # no step runs: the request waits in the queue
         req = batcher.submit(ids, max_new_tokens=40)
         events = req.events(idle_s=0.05)
         assert next(events) is None and next(events) is None  # ticks instead of blocking
@@ -102,7 +102,7 @@ def test_a_waiting_request_ticks_and_leaving_at_a_tick_cancels_it(lm, batcher):
     assert wait_for(lambda: batcher.stats().queued == 0)
     assert req.generated == []  # it never took a row
     with pytest.raises(ServerStoppedError, match="did not answer in time"):
-        with batcher.exclusive():
+        with batcher.turns.exclusive():
             list(batcher.submit(ids, max_new_tokens=2).events(timeout_s=0.3, idle_s=0.1))
     later = batcher.submit(ids, max_new_tokens=3)
     tokens = [e for e in later.events(idle_s=0.05) if e is not None]

@@ -52,7 +52,7 @@ def test_fair_flood_lets_another_visitor_in_at_the_first_turn_with_solo_tokens(l
     srv = Server(lm, Settings(server_rows=2, visitor_chats=16, unread_stream_s=0))
     try:
         ids = [prompt_ids(lm.tokenizer, p) for p in PROMPTS]
-        with srv.exclusive():  # the flood is all in line before the first step
+        with srv.turns.exclusive():  # the flood is all in line before the first step
             flood = [srv.submit(ids[k % 3], None, 6, visitor="flood") for k in range(8)]
             other = srv.submit(ids[3], None, 6, visitor="other")
         assert other.ahead == 1
@@ -71,7 +71,7 @@ def test_fair_visitor_cap_refuses_past_it_with_a_message(lm):
     srv = Server(lm, Settings(server_rows=4, visitor_chats=2, unread_stream_s=0))
     try:
         ids = prompt_ids(lm.tokenizer, PROMPTS[3])
-        with srv.exclusive():
+        with srv.turns.exclusive():
             mine = [srv.submit(ids, None, 3, visitor="10.0.0.7") for _ in range(2)]
             with pytest.raises(ServerBusyError, match="You already have 2 answers running or "
                                                       "waiting"):

@@ -34,10 +34,10 @@ def turns_log(lm, measuring: int) -> list[tuple[float, float]]:
     x = torch.ones(384, 384, dtype=weight.dtype, device=weight.device)
     try:
         assert wait_for(lambda: all(r.generated for r in chats)), "the chats never started"
-        with srv.alongside():  # jobs until the server has stepped STEPS times among them
+        with srv.turns.alongside():  # jobs until the server has stepped STEPS times among them
             start = len(log)
             for _ in range(MOST_JOBS):
-                srv.turn(lambda: float((x @ x).sum()))
+                srv.turns.turn(lambda: float((x @ x).sum()))
                 if sum(sign < 0 for sign, _ in log[start:]) >= STEPS:
                     break
         return log[start:]

@@ -60,9 +60,9 @@ def guarded(fn, *, plain: bool = False, alone=None, compute: bool = True):
     @functools.wraps(fn)
     def run(*args, **kwargs):
         try:
-            with alone.alongside() if alone is not None else contextlib.nullcontext() as seen:
+            with alone.turns.alongside() if alone is not None else contextlib.nullcontext() as seen:
                 call = compute_thread.run if alone is None else (
-                    lambda job, *a: alone.turn(served_alongside.within(seen, job), *a))
+                    lambda job, *a: alone.turns.turn(served_alongside.within(seen, job), *a))
                 result = call(functools.partial(fn, *args, **kwargs)) if compute else fn(
                     *args, **kwargs)
                 if hasattr(result, "__next__"):
