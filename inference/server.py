@@ -287,8 +287,8 @@ class Server:
             self._threads.record(kind, tokens, threads, t[0])
             clock.threads = threads
         inside = self.batch.forward_s - before
-        clock.add("forward_s", inside)
-        clock.add("cache_s", t[0] - inside)
+        clock.seconds["forward_s"] += inside
+        clock.seconds["cache_s"] += t[0] - inside
         return out, t[0]
 
     @torch.inference_mode()
@@ -328,8 +328,8 @@ class Server:
             h0 = time.perf_counter()
             r._put(event)
             handoff += time.perf_counter() - h0
-        clock.add("sample_s", time.perf_counter() - t0 - handoff)
-        clock.add("handoff_s", handoff)
+        clock.seconds["sample_s"] += time.perf_counter() - t0 - handoff
+        clock.seconds["handoff_s"] += handoff
         with clock.part("cache_s"):
             self._note_pass(rows, seconds, tuple(rids))
 

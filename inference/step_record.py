@@ -72,9 +72,6 @@ class StepClock:
             yield
         self.seconds[name] += t[0]
 
-    def add(self, name: str, seconds: float) -> None:
-        self.seconds[name] += seconds
-
     def record(self, **split) -> StepRecord:
         sync(self.device)
         now = time.perf_counter()
