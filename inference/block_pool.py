@@ -115,8 +115,9 @@ class BlockPool:
             raise ValueError(f"request {rid} already holds blocks")
         if not self.can_allocate(len(tokens), hit_blocks):
             raise PoolFullError("The KV cache pool has no room for this request now.")
-        for b in hit_blocks:
-            self._map(b)
+        for b in hit_blocks:  # mapped: refcount + 1, and no longer idle (evictable)
+            self.idle.pop(b, None)
+            self.ref[b] += 1
         table = list(hit_blocks) + [self._take() for _ in range(self.needed(len(tokens),
                                                                              hit_blocks))]
         self.tables[rid] = table
@@ -161,11 +162,6 @@ class BlockPool:
         while self.max_idle is not None and len(self.idle) > self.max_idle:
             self.free.append(self._evict_oldest_idle())
         return table
-
-    def _map(self, b: int) -> None:
-        if self.ref[b] == 0:
-            self.idle.pop(b, None)
-        self.ref[b] += 1
 
     def _take(self) -> int:
         """A free block, else the least recently used idle cached block (its key dropped)."""

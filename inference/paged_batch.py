@@ -254,15 +254,12 @@ class PagedBatch:
         """Bytes of the blocks the rows hold (shared blocks once)."""
         return self.pool.counts().used * self.kv.block_bytes()
 
-    def _zero_fresh(self) -> None:
+    def _forward(self, rows: list[PagedRow], ids: torch.Tensor, pos: torch.Tensor
+                 ) -> torch.Tensor:
         fresh = sorted(set(self.pool.taken) - self._touched)  # blocks never used before
         self.pool.taken.clear()
         self._touched.update(fresh)
         self.kv.zero_blocks(fresh)
-
-    def _forward(self, rows: list[PagedRow], ids: torch.Tensor, pos: torch.Tensor
-                 ) -> torch.Tensor:
-        self._zero_fresh()
         width = max(len(self.pool.tables[row.rid]) for row in rows)
         tables = torch.full((len(rows), width), self.kv.scratch_block, dtype=torch.long)
         for b, row in enumerate(rows):
