@@ -18,9 +18,10 @@ import time
 from dataclasses import dataclass
 
 import torch
+import transformers
 from safetensors import SafetensorError
 from safetensors.torch import save_file
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 
 from .config import Settings, weight_cache_root
 from .packed_head import pack_output_head
@@ -135,8 +136,6 @@ def bundled_gguf_path(settings: Settings) -> str | None:
 
 def _cache_folder(gguf_path: str) -> str:
     st = os.stat(gguf_path)
-    import transformers
-
     name = os.path.basename(gguf_path)
     key = f"{name}|{st.st_size}|{int(st.st_mtime)}|{transformers.__version__}"
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
@@ -180,8 +179,6 @@ def _load_bundled(gguf_path: str, use_cache: bool) -> tuple[torch.nn.Module, obj
 def warm_up(model: torch.nn.Module, device: torch.device) -> None:
     """One short prefill and decode step, so the first visitor's timings are not the
     one-off costs of a cold start (lazy kernel set-up, first page faults)."""
-    from transformers import DynamicCache
-
     cache = DynamicCache()
     with torch.inference_mode():
         for n in (8, 1):  # a prefill of 8 tokens, then one decode step
