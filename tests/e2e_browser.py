@@ -322,3 +322,32 @@ def decode_count(stats: str) -> int:
 def decode_tokens(page) -> int:
     """How many tokens the decode lesson shows now."""
     return decode_count(text_of(page, "decode-stats"))
+
+
+def app_base(server) -> str:
+    return server.url.rstrip("/") + "/"
+
+
+# Requests a reload cuts off: the heartbeat, a quick unqueued event, and a script chunk the page
+# was still fetching for a tab just opened (a real asset failure is a 404, not an abort).
+DROPPED_BY_NAVIGATION = ("/gradio_api/heartbeat/", "/gradio_api/run/predict", "/assets/")
+# What Gradio's client logs when a reload cuts the stream of the first screen's live answer
+# (Start here answers on page load): the page went away mid-stream, nothing failed.
+STREAM_CUT_BY_NAVIGATION = ("AbortError: signal is aborted without reason",
+                            "Unexpected error Connection errored out")
+
+
+def assert_clean_after_navigation(page, watch) -> None:
+    """`assert_clean`, less the requests a page drops when the test navigates it away
+    (`DROPPED_BY_NAVIGATION`: aborted by the reload, not failed)."""
+    watch.problems[:] = [p for p in watch.problems if not (
+        ("ERR_ABORTED" in p and any(url in p for url in DROPPED_BY_NAVIGATION))
+        or any(cut in p for cut in STREAM_CUT_BY_NAVIGATION))]
+    assert watch.problems == [], watch.problems
+    assert_clean(page, watch)
+
+
+def goto(page, url: str) -> None:
+    """Open `url` and wait for the app's tab strip."""
+    page.goto(url)
+    page.wait_for_selector("#lesson-tabs", state="attached", timeout=60_000)

@@ -1,30 +1,24 @@
-"""In a real browser: presenter mode walked with the keyboard, measurements run from
-its screens, a prediction entered and compared (and remembered across a reload), links to a
-prepared state (`?lesson=kv&prompt=…`, a bad link's notice), and a chart's CSV export equal
-to the numbers the chart draws."""
+"""In a real browser: presenter mode walked with the keyboard (moves landing in order),
+measurements run from its screens, a prediction entered and compared (and remembered across a
+reload), and every screen's payoff fitting a projector at 150%."""
 from __future__ import annotations
 
 import base64
-import csv
 import time
-from pathlib import Path
-from urllib.parse import quote
 
 from e2e_browser import (
     SCREENSHOTS,
-    assert_clean,
+    app_base,
+    assert_clean_after_navigation,
+    goto,
     judged_busy,
-    open_tab,
     record_changes,
     recorded_changes,
-    set_slider,
     settled_value,
-    tab_panel,
     text_of,
     wait_until,
 )
 from lessons.common.presenter_screens import load_screens
-from lessons.common.progress import STEPS
 
 SCREENS = load_screens()
 TOTAL = len(SCREENS)
@@ -34,33 +28,6 @@ def _screen(page) -> int:
     text = text_of(page, "present-screen")
     return int(text.split("Screen ", 1)[1].split(" of")[0]) if "Screen " in text else 0
 
-
-def _base(server) -> str:
-    return server.url.rstrip("/") + "/"
-
-
-# Requests a reload cuts off: the heartbeat, a quick unqueued event, and a script chunk the page
-# was still fetching for a tab just opened (a real asset failure is a 404, not an abort).
-DROPPED_BY_NAVIGATION = ("/gradio_api/heartbeat/", "/gradio_api/run/predict", "/assets/")
-# What Gradio's client logs when a reload cuts the stream of the first screen's live answer
-# (Start here answers on page load): the page went away mid-stream, nothing failed.
-STREAM_CUT_BY_NAVIGATION = ("AbortError: signal is aborted without reason",
-                            "Unexpected error Connection errored out")
-
-
-def _clean(page, watch) -> None:
-    """`assert_clean`, less the requests a page drops when the test navigates it away
-    (`DROPPED_BY_NAVIGATION`: aborted by the reload, not failed)."""
-    watch.problems[:] = [p for p in watch.problems if not (
-        ("ERR_ABORTED" in p and any(url in p for url in DROPPED_BY_NAVIGATION))
-        or any(cut in p for cut in STREAM_CUT_BY_NAVIGATION))]
-    assert watch.problems == [], watch.problems
-    assert_clean(page, watch)
-
-
-def _go(page, url: str) -> None:
-    page.goto(url)
-    page.wait_for_selector("#lesson-tabs", state="attached", timeout=60_000)
 
 
 def _press(page, key: str, expect: int) -> None:
@@ -85,7 +52,7 @@ def _walk_to(page, index: int) -> None:
 
 def test_presenter_walks_measures_and_remembers(visitor, server):
     page, watch = visitor
-    _go(page, f"{_base(server)}?present=1")
+    goto(page, f"{app_base(server)}?present=1")
     wait_until(lambda: _screen(page) == 1, 30, "the presenter's first screen")
     record_changes(page, "present-screen")  # for the message when a press does not land
     assert page.locator("#present-screen").is_visible()
@@ -133,11 +100,11 @@ def test_presenter_walks_measures_and_remembers(visitor, server):
     assert _screen(page) == _index("int8") + 1
 
     # Remembered in this browser: reload, and the presenter is where it was, result and all.
-    _go(page, f"{_base(server)}?present=1")
+    goto(page, f"{app_base(server)}?present=1")
     wait_until(lambda: _screen(page) == _index("int8") + 1, 30, "the remembered screen")
     assert "decode speed of float32" in text_of(page, "present-result")
     assert "Your guess: 2 × faster" in text_of(page, "present-compare")
-    _clean(page, watch)
+    assert_clean_after_navigation(page, watch)
 
 
 def _component_id(page, elem_id: str) -> int:
@@ -151,7 +118,7 @@ def test_back_pressed_while_next_is_on_its_way_lands_where_it_started(visitor, s
     answers of the moves before them, so the page ends where it started."""
     page, watch = visitor
     page.evaluate("localStorage.clear()")  # not where an earlier test left the presenter
-    _go(page, f"{_base(server)}?present=1")
+    goto(page, f"{app_base(server)}?present=1")
     wait_until(lambda: _screen(page) == 1, 30, "the presenter's first screen")
     page.locator("#present-machine").click()  # focus on the page, not in a field
     _press(page, "ArrowRight", 2)
@@ -186,132 +153,9 @@ def test_back_pressed_while_next_is_on_its_way_lands_where_it_started(visitor, s
     page.unroute(moves)
     assert answered.index("next") < answered.index("back"), answered
     wait_until(lambda: _screen(page) == 2, 10, "screen 2 after Next then Back")
-    _clean(page, watch)
+    assert_clean_after_navigation(page, watch)
 
 
-def test_link_opens_kv_with_the_prompt(visitor, server):
-    page, watch = visitor
-    prompt = "Why do cats purr when they are happy?"
-    _go(page, f"{_base(server)}?lesson=kv&prompt={quote(prompt)}")
-    wait_until(lambda: page.locator("#kv-growth-prompt textarea").input_value() == prompt, 30,
-               "the KV prompt filled from the link")
-    assert page.get_by_role("tab", name="4 · KV cache", exact=True).get_attribute(
-        "aria-selected") == "true"
-    assert page.locator("#kv-growth-prompt").is_visible()
-    assert page.locator("#link-notice").is_hidden()
-    _clean(page, watch)
-
-
-def test_bad_links_show_a_notice(visitor, server):
-    page, watch = visitor
-    _go(page, f"{_base(server)}?lesson=nowhere&prompt=hello")
-    wait_until(lambda: "does not exist" in text_of(page, "link-notice"), 30, "the notice")
-    assert page.get_by_role("tab", name="Start here", exact=True).get_attribute(
-        "aria-selected") == "true"
-
-    _go(page, f"{_base(server)}?lesson=prefill&prompt={'x' * 20_001}")
-    wait_until(lambda: "over this app's limit" in text_of(page, "link-notice"), 30,
-               "the oversized-prompt notice")
-    assert page.get_by_role("tab", name="2 · Prefill", exact=True).get_attribute(
-        "aria-selected") == "true"
-    assert "x" * 100 not in page.locator("#prefill-prompt textarea").input_value()
-    _clean(page, watch)
-
-
-def test_prefill_sweep_csv_matches_the_chart(visitor, server, tmp_path):
-    page, watch = visitor
-    page.get_by_role("tab", name="2 · Prefill", exact=True).click()
-    panel = tab_panel(page, "prefill-sweep")
-    for n in ("32", "128", "512"):
-        panel.get_by_label(n, exact=True).uncheck()
-    set_slider(page, "prefill-sweep", "Measure one-at-a-time up to (tokens); longer is "
-               "extrapolated", 8)
-    page.locator("#prefill-sweep").click()
-    wait_until(lambda: page.locator("#prefill-csv").is_visible(), 180, "the CSV button")
-    with page.expect_download() as info:
-        page.locator("#prefill-csv").click()
-    path = Path(tmp_path) / "sweep.csv"
-    info.value.save_as(path)
-    rows = list(csv.DictReader(path.open()))
-    assert [int(r["prompt_tokens"]) for r in rows] == [1, 8]
-    wanted = {(int(r["prompt_tokens"]), round(float(r[col]), 4))
-              for r in rows for col in ("one_pass_ms", "one_at_a_time_ms")}
-
-    def drawn_now() -> list[dict]:  # the chart's last frame can be drawn after the button shows
-        return page.evaluate("""() => {
-            const g = document.querySelector('#prefill-chart .js-plotly-plot');
-            return g.data.map(t => ({name: t.name, x: t.x, y: t.y})); }""")
-
-    def points_of(drawn: list[dict]) -> set:
-        return {(int(x), round(float(y), 4)) for t in drawn for x, y in zip(t["x"], t["y"])}
-
-    drawn = settled_value(drawn_now, lambda d: wanted <= points_of(d))
-    points = points_of(drawn)
-    for r in rows:
-        for col in ("one_pass_ms", "one_at_a_time_ms"):
-            assert (int(r["prompt_tokens"]), round(float(r[col]), 4)) in points, (r, drawn)
-    # Plotly's own toolbar downloads the chart as a PNG.
-    page.locator("#prefill-chart .js-plotly-plot").hover()
-    assert page.locator('#prefill-chart .modebar-btn[data-title^="Download plot as"]').count()
-    assert_clean(page, watch)
-
-
-def test_lesson_path_is_remembered_across_a_reload(visitor, server):
-    """Lessons opened by a tap or by "Next lesson" are ticked on "Start here", and
-    the ticks come back after a reload (the browser's own storage, nothing on the server)."""
-    page, watch = visitor
-    _go(page, _base(server))
-    # Visitors of earlier tests share this browser's storage: start from an empty path.
-    page.evaluate("() => localStorage.removeItem('llm-lab-progress')")
-    _go(page, _base(server))
-    wait_until(lambda: "in this browser only" in text_of(page, "start-progress"), 15, "the line")
-    assert "✓" not in text_of(page, "start-progress")
-    open_tab(page, "1 · Tokens")
-    next_button = page.locator("#next-tokens")  # to 2 · Prefill without tapping its tab
-    next_button.scroll_into_view_if_needed()
-    next_button.click()
-    open_tab(page, "Start here")
-    wait_until(lambda: f"(2 of {len(STEPS)}," in text_of(page, "start-progress"), 15,
-               "two lessons ticked")
-    line = text_of(page, "start-progress")
-    assert "✓ 1 · Tokens" in line and "✓ 2 · Prefill" in line and "○ 3 · Decode" in line
-
-    _go(page, _base(server))
-    wait_until(lambda: f"(2 of {len(STEPS)}," in text_of(page, "start-progress"), 30,
-               "the remembered path")
-    assert "Next: Try it" in text_of(page, "start-progress")
-    _clean(page, watch)
-
-
-def test_every_chart_gives_its_drawn_points_as_csv(visitor, server, tmp_path):
-    """Every chart's data as CSV. Each drawn chart has the button; the file holds
-    exactly the points the chart draws (here lesson 4's projection, drawn without a run)."""
-    page, watch = visitor
-    open_tab(page, "4 · KV cache")
-    page.get_by_role("tab", name="3 · Memory projection", exact=True).click()
-    chart = page.locator("#kv-projection-context")
-    wait_until(lambda: chart.locator(".lab-csv").count() == 1, 30, "the chart's CSV button")
-    with page.expect_download() as info:
-        chart.locator(".lab-csv").click()
-    path = Path(tmp_path) / "chart.csv"
-    info.value.save_as(path)
-    assert info.value.suggested_filename.endswith(".csv")
-    rows = list(csv.DictReader(path.open()))
-    drawn = page.evaluate("""() => {
-        const g = document.querySelector('#kv-projection-context .js-plotly-plot');
-        return g.data.flatMap(t => (t.x || []).map((x, k) =>
-            [(t.name || '').replace(/<br>/g, ' '), String(x), String(t.y[k])])); }""")
-    assert len(rows) == len(drawn) > 0
-    assert [(r["trace"], r["x"], r["y"]) for r in rows] == [tuple(d) for d in drawn]
-    # every drawn chart on a page gets one button, and only one
-    charts = page.evaluate("""() => Array.from(document.querySelectorAll('.js-plotly-plot'))
-        .filter(g => (g.data || []).length && g.getBoundingClientRect().width > 0)
-        .map(g => g.parentElement.querySelectorAll(':scope > .lab-csv').length)""")
-    assert charts and set(charts) == {1}, charts
-    assert_clean(page, watch)
-
-
-# Where a presenter screen's parts are (viewport px), and whether the tab strip is shown.
 PARTS_JS = """() => { const box = s => { const e = document.querySelector(s);
     const r = e && e.getBoundingClientRect(); return r && r.height ? [r.top, r.bottom] : null; };
   return {title: box('#present-screen h2'), run: box('#present-run'),
@@ -328,7 +172,7 @@ def test_presenter_fits_a_projector_at_150_percent(visitor, server):
     # No figure remembered from earlier tests' visitors: screen 2's number must be this run's
     # (an earlier figure showing while this run still went on let the walk below race its end).
     page.evaluate("localStorage.clear()")
-    _go(page, f"{_base(server)}?present=1")
+    goto(page, f"{app_base(server)}?present=1")
     wait_until(lambda: _screen(page) >= 1, 30, "the presenter")
     record_changes(page, "present-screen")
     page.locator("#present-machine").click()  # focus on the page, not in a field
@@ -361,7 +205,7 @@ def test_presenter_fits_a_projector_at_150_percent(visitor, server):
     wait_until(lambda: page.evaluate(PARTS_JS)["tabs"] is None, 5, "Present to hide them again")
     page.locator("#present-hint .lab-present-exit").click()  # a phone has no Esc key
     wait_until(lambda: page.evaluate(PARTS_JS)["tabs"], 5, "the button to bring the tabs back")
-    _clean(page, watch)
+    assert_clean_after_navigation(page, watch)
 
 
 # In the page's own clock: from the press of the screen's button to the first frame of the
@@ -417,7 +261,7 @@ def test_every_screen_streams_at_once_and_its_payoff_fits_a_projector(visitor, s
     sweep it prices; the recap shows the five big numbers, each with where it came from."""
     page, watch = visitor
     page.evaluate("localStorage.clear()")  # this run's own figures only
-    _go(page, f"{_base(server)}?present=1")
+    goto(page, f"{app_base(server)}?present=1")
     emulation = _projector_at_150_percent(page)  # after loading: a navigation resets it
     wait_until(lambda: _screen(page) >= 1, 30, "the presenter")
     record_changes(page, "present-screen")
@@ -472,4 +316,4 @@ def test_every_screen_streams_at_once_and_its_payoff_fits_a_projector(visitor, s
     assert all(("measured here" in c or "theoretical" in c) and "not measured yet" not in c
                for c in cards), cards  # every screen ran: each card has its figure
     assert page.evaluate("window.devicePixelRatio") == 1.5
-    _clean(page, watch)
+    assert_clean_after_navigation(page, watch)
