@@ -17,7 +17,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
+from ..stats import percentile
 
 LOW_QUANTILE = 0.25  # interference only adds time: lean on the faster repeats, not the fastest
 ROUNDS = 5  # interleaved rounds a run's pairs are split into, for the range
@@ -51,14 +51,14 @@ class Robust:
 
 
 def low_quantile(seconds: Sequence[float], q: float = LOW_QUANTILE) -> float:
-    """The q-quantile of repeated timings (linearly interpolated, numpy's default).
+    """The q-quantile of repeated timings, by the project's one percentile rule (nearest rank).
 
     >>> low_quantile([1.0, 1.1, 1.0, 10.0, 1.05])  # one step slowed 10×: not seen
     1.0
     """
     if len(seconds) == 0:
         raise ValueError("no timings")
-    return float(np.quantile(np.asarray(seconds, dtype=float), q))
+    return float(percentile(seconds, q * 100))
 
 
 def running_median(seconds: Sequence[float], neighbours: int = NEIGHBOURS) -> list[float]:
