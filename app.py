@@ -1,9 +1,6 @@
 """The LLM inference teaching app: watch a real model serve text, one measured step at a time.
 
-Layout and wiring only: the engine lives in inference/, the charts in visualizations/,
-each tab's panel and handlers in lessons/ (one list of tabs: `lessons.TABS`). Run `make run`
-(or `python app.py`) and open the URL.
-"""
+Layout and wiring only: the tabs are `lessons.TABS`. Run `make run` (or `python app.py`)."""
 from __future__ import annotations
 
 import importlib
@@ -23,15 +20,15 @@ from inference.server import Server
 from lessons import TABS
 from lessons.common.context import AppContext
 from lessons.common.exports import wire_chart_csv
-from lessons.common.lesson_text import lesson_text
+from lessons.common.lesson_text import lesson_page, lesson_text
 from lessons.common.links import link_notice, wire_links
-from lessons.common.next_lesson import lesson_footer, wire_scroll
+from lessons.common.progress import lesson_footer, wire_scroll
+from lessons.common.read_more import lesson_markdown
 
 SETTINGS = Settings.from_env()
-# Loaded on the compute thread, where every handler runs the model (inference/compute_thread.py)
-LM = compute_thread.run(load_model, SETTINGS)  # read-only, shared by every visitor
-# The server's rows: where this machine's batch sweep levels off, cut to what its block pool
-# holds (LLM_LAB_SERVER_ROWS wins); inference/experiments/row_cap.py
+# loaded on the compute thread, where every handler runs the model; read-only, shared by all
+LM = compute_thread.run(load_model, SETTINGS)
+# the server's rows: where this machine's batch sweep levels off, cut to what its pool holds
 ROWS = row_cap.for_server(SETTINGS, LM)
 SETTINGS = replace(SETTINGS, server_rows=ROWS.rows)
 print(f"Server rows: {ROWS.rows} ({ROWS.why})", flush=True)
@@ -46,15 +43,15 @@ SERVER.turns.measuring = RUNS.waiting_visitors  # a room waiting on a sweep outw
 
 with gr.Blocks(title="LLM Inference, Step by Step",  # served files' copies are swept hourly
                delete_cache=(SETTINGS.file_cache_s, SETTINGS.file_cache_s)) as demo:
-    # No header above the lessons: the first screen is the model answering (Start here), and
-    # the model card sits in its "About this model" (lessons/start_panel.py).
     notice = link_notice()  # says what a ?lesson=…&prompt=… link asked for and did not get
-    # Every tab visible (wrapped, not folded into a "⋯" menu) and sticky (assets/style.css).
+    # every tab visible (wrapped, not folded into a "⋯" menu) and sticky (assets/style.css)
     with gr.Tabs(elem_id="lesson-tabs", overflow_behavior="wrap") as tabs:
         ctx = AppContext(LM, SETTINGS, SHARED, SERVER, demo, tabs, chat=CHAT, runs=RUNS)
         later = []  # wiring that needs every tab built (Start here's prompts fill Try it's box)
-        for tab in TABS:  # one entry per tab: lessons/<module>_panel.py builds it
+        for tab in TABS:
             with gr.Tab(tab.label, id=tab.id):
+                if tab.text:
+                    lesson_markdown(lesson_page(tab.text, LM.info), f"{tab.id}-lesson-text")
                 later.append(importlib.import_module(tab.panel).build(ctx))
                 if tab.words:
                     lesson_footer(tab.id, tabs)
@@ -66,7 +63,6 @@ with gr.Blocks(title="LLM Inference, Step by Step",  # served files' copies are 
     wire_scroll(demo)  # tab and Next lesson clicks land on the lesson's start
 
 demo.queue(max_size=SETTINGS.queue_size, default_concurrency_limit=2)
-# The class's limits: fair shares per visitor and address, shared runs, measurement budgets
 classroom.install(demo, SETTINGS, classroom.Fairness(SETTINGS, RUNS))
 
 

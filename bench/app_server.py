@@ -1,13 +1,6 @@
-"""A server started as its own process on a free loopback port, and its memory watched.
-
-One implementation for everything that needs a server running as visitors reach it: the real
-app, `python app.py` (the benchmark's start-up time, clients and RSS figures, and the
-end-to-end tests: browser, load, bad input; see tests/e2e_server.py), and vLLM beside it
-(`bench.vllm_peer`). `start_app()` returns once the app serves its config, polling for it (no
-fixed sleep), and says how long that took; the block it opens stops it.
-
-    with start_app({"LLM_LAB_CACHE": folder}) as server:
-        print(server.url, server.ready_seconds)
+"""Servers as child processes on free loopback ports, and their memory watched: the app
+(`start_app`, for the bench and end-to-end tests) and vLLM (`vllm_peer`). A start returns once
+the server answers (polled) and records how long that took (`ready_seconds`).
 """
 from __future__ import annotations
 
@@ -32,7 +25,6 @@ SAMPLE_S = 0.2  # how often `RssWatch` reads a process's memory
 
 
 def free_port() -> int:
-    """A TCP port nobody listens on right now (the OS picks it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -40,8 +32,6 @@ def free_port() -> int:
 
 @dataclass
 class AppServer:
-    """A running server child process, how to reach it and how long it took to answer."""
-
     process: subprocess.Popen
     port: int
     log_path: Path
@@ -59,7 +49,6 @@ class AppServer:
         return self.process.poll() is None
 
     def answers(self, path: str = "config") -> bool:
-        """True when `path` answers 200 (the app's config: the page and the API are ready)."""
         try:
             with urllib.request.urlopen(self.url + path, timeout=5) as r:
                 return r.status == 200
@@ -91,8 +80,7 @@ class AppServer:
 def launch(name: str, cmd: list[str], env: dict[str, str], port: int, log_path: Path,
            ready_path: str = "config", timeout_s: float = STARTUP_TIMEOUT_S,
            poll_s: float = POLL_S) -> AppServer:
-    """Start `cmd`, a server on loopback `port` writing to `log_path`; return once `ready_path`
-    answers. Raises RuntimeError, with the end of that log, if it exits or stays silent."""
+    """Start `cmd` and return once `ready_path` answers (RuntimeError with the log's end)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     with open(log_path, "wb") as log:
@@ -110,8 +98,7 @@ def launch(name: str, cmd: list[str], env: dict[str, str], port: int, log_path: 
 
 
 def start_app(extra_env: dict[str, str] | None = None, log_dir: Path | None = None) -> AppServer:
-    """`python app.py` on a free loopback port (no analytics, no proxy for loopback), its
-    output in `<log_dir>/server-<port>.log` (the system's temp folder by default)."""
+    """`python app.py` on a free port, logging to `<log_dir or temp>/server-<port>.log`."""
     port = free_port()
     env = dict(os.environ, GRADIO_SERVER_PORT=str(port), GRADIO_SERVER_NAME="127.0.0.1",
                GRADIO_ANALYTICS_ENABLED="False", PYTHONUNBUFFERED="1",
@@ -122,8 +109,7 @@ def start_app(extra_env: dict[str, str] | None = None, log_dir: Path | None = No
 
 
 class RssWatch:
-    """A process's RSS in MB (2**20 bytes), read every SAMPLE_S in a thread while the block
-    runs: `samples` [(monotonic t, MB)], `now_mb()`, `peak_mb(since)`."""
+    """A process's RSS in MB, sampled into `samples` [(monotonic t, MB)] during the block."""
 
     def __init__(self, pid: int) -> None:
         self.process = psutil.Process(pid)

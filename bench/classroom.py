@@ -1,72 +1,45 @@
-"""The classroom figures, measured on the running app (`start_app`) as a class reaches it.
-
-A school is one address: the app is started behind one trusted proxy
-(`LLM_LAB_TRUSTED_PROXIES=1`, as on a Space) and every student sends the same forwarded
-address, loads the page first and keeps its cookie (`bench/classroom_school.py`: how the bench
-plays the proxy and the browsers). The figures, under `serving.classroom`:
-
-- `at_once`: a teacher says "everyone press Run now". A class of `students` (30), in turn over
-  the four lesson measurements, press with the page's defaults within `spread_s` (3 s) while
-  `chats` (3) classmates keep streaming answers. A result is the handler's final output, timed
-  from the student's own press; one served by another visitor's identical run is counted
-  (`shared_results`), as is the p95 gap between a chat's updates.
-- `own_settings`: the same class presses again, each with settings of its own (`own_inputs`: no
-  two alike, so nothing is shared): the time to a first update (a place in line, or progress),
-  and whether the results came in the order the line took the presses.
-- `forged`: one script (no page, no cookie) presses `presses` (100) measurements within
-  `spread_s`, writing a new X-Forwarded-For first hop on every request, while a student at the
-  school presses one: the most of the script's presses in the queue at once (`peak_in_line`:
-  one visitor's share is 1), and whether the student's press was refused.
-- `chat_flood`: one script, forging as above, floods `floods` (100) chats of `flood_tokens`
-  (256); then a student at the school asks a 48-token question (`other_chat_s`: to a complete
-  answer).
-
-`chats_while_measuring` (a fresh app, no proxy: every client is one local visitor): ten chats
-stream alone, then while one visitor runs the KV race and the batch sweep back to back (the
-chats start once the race runs): tokens/s both ways, and the share of the chats' wall time that
-a measurement was running.
-
-`soak` (`serving.soak`, its own app behind the proxy): `duration_s` (20 min) of `chats` (3)
-students chatting without pause and a student pressing a measurement every `every_s` (30 s),
-then `idle_s` (5 min) of nothing: the app's RSS idle, at its peak and after, and errors.
-
-Run: `make bench-classroom` (`--help` for the sizes) writes bench/classroom-results.json;
-`make bench` runs the same into `results["serving"]`. Run it on a quiet machine.
+"""The classroom figures, measured on the running app as a class reaches it: behind one school
+address (the bench plays a Space's proxy, appending it to `X-Forwarded-For`), each `Student` a
+browser keeping the app's visitor cookie. A class presses every lesson's Run at once, with the
+defaults while classmates chat, then with settings of its own; a forger (no cookie, a new
+made-up first hop each request) presses 100 measurements, then floods 100 chats; ten chats run
+alone, then beside a measuring visitor; a 20-minute soak is followed by 5 idle minutes.
+Run alone: `make bench-classroom` (`--help` for the sizes).
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import ipaddress
+import itertools
 import json
 import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 
+from bench import clients
 from bench.app_server import RssWatch, start_app
-from bench.classroom_school import (
-    ELSEWHERE,
-    LESSONS,
-    Stamps,
-    Student,
-    chat,
-    chat_stream,
-    class_of,
-    lesson_inputs,
-    line_figures,
-    peak_in_line,
-    press,
-    result_figures,
-    update_gaps,
-)
-from bench.gradio_stream import chat_fn_index
 from bench.serving_workloads import Workload, app_stream, class_prompt, drive
 from bench.targets import finish
 from inference.stats import percentile
 
-FIGURES = ("classroom", "chats_while_measuring", "soak")  # their keys in results["serving"]
+LESSONS = ("/prefill_sweep", "/kv_race", "/batch_sweep", "/quant_compare")
 MEASURING = ("/kv_race", "/batch_sweep")  # chats_while_measuring's visitor, back to back
 BEHIND_PROXY = {"LLM_LAB_TRUSTED_PROXIES": "1"}  # the app as on a Space
+SCHOOL = "198.18.0.1"  # the class's one address, as the Space's proxy appends it
+ELSEWHERE = "198.18.1.1"  # a client at home: the forger's and the flooder's real address
+FORGED_FROM = ipaddress.ip_address("100.64.0.1")  # a forger's made-up hops count up from here
+COOKIE = "llm_lab_visitor"  # the app's visitor token (classroom.visitor_token.COOKIE)
+RESULT_WAIT_S = 1_000.0  # longer than the app's own longest time limit (900 s)
+TIME_UP_MARK = "⏱"  # a run stopped at its time limit (lessons/common/measurement.TIME_UP)
+LEFT_MARK = "The run you were following ended"  # its leader stopped (shared_runs.LEFT)
+SHARED_MARK = "for another visitor"  # a result from another visitor's run (shared_runs)
+IN_LINE_MARK = "Your measurement is"  # its place in line (measurement_wiring.IN_LINE)
+TURN_MARK = "Your turn"  # its run starts after waiting (measurement_wiring.YOUR_TURN)
+FULL_MARKS = ("HTTP 503", "measurement line is full")  # refused: at the queue, by the line
+JITTER_S = 0.1  # stamps on separate connections: an accept this close to another's end follows it
 TARGETS = {"serving.classroom.at_once.refused": ("<=", 0),
            "serving.classroom.at_once.worst_p95_result_s": ("<=", 60),  # a class's minute
            "serving.classroom.at_once.errors": ("<=", 0),
@@ -80,13 +53,222 @@ TARGETS = {"serving.classroom.at_once.refused": ("<=", 0),
            "serving.soak.errors": ("<=", 0)}
 
 
+def p95(values: list[float]) -> float | None:
+    return percentile(values, 95) if values else None
+
+
+@dataclass
+class Student:
+    """One browser behind the school's proxy (or a forging script: `forges`)."""
+
+    url: str
+    address: str | None = SCHOOL  # the hop the proxy appends (None: no proxy, a local client)
+    forges: bool = False  # writes a new first hop of its own on every request
+    cookies: dict[str, str] = field(default_factory=dict)  # this browser's own jar
+    _hops: itertools.count = field(default_factory=itertools.count)
+
+    def headers(self) -> dict:
+        if self.address is None:
+            return clients.cookie_header(self.cookies)
+        hops = self.address
+        if self.forges:
+            hops = f"{FORGED_FROM + next(self._hops)}, {self.address}"
+        return {"X-Forwarded-For": hops, **clients.cookie_header(self.cookies)}
+
+
+def class_of(url: str, n: int) -> list[Student]:
+    """`n` students at the school, each having loaded the page."""
+    students = [Student(url) for _ in range(n)]
+    for s in students:
+        s.cookies.update(clients.page_cookies(url, s.headers))
+    return students
+
+
+def own_inputs(config: dict, api_name: str, rank: int) -> tuple[int, list]:
+    """The endpoint's inputs with student `rank`'s own settings: its first slider `rank` steps
+    below the page's value (wrapping within its range, so the work stays within the default's)
+    and its last number box (the lessons' guess) `rank + 1`: no two ranks press the same."""
+    index, data = clients.endpoint_data(config, api_name.strip("/"), {})
+    kinds = {c["id"]: (c["type"], c.get("props", {})) for c in config["components"]}
+    inputs = next(d for d in config["dependencies"] if d["id"] == index)["inputs"]
+    sliders = [k for k, i in enumerate(inputs) if kinds[i][0] == "slider"]
+    numbers = [k for k, i in enumerate(inputs) if kinds[i][0] == "number"]
+    if sliders:
+        k = sliders[0]
+        props = kinds[inputs[k]][1]
+        step = props.get("step") or 1
+        below = int((data[k] - props.get("minimum", data[k])) // step) + 1
+        data[k] = data[k] - (rank % below) * step
+    if numbers:
+        data[numbers[-1]] = rank + 1
+    return index, data
+
+
+def lesson_inputs(url: str, lessons: tuple[str, ...], own: bool):
+    """student i -> (api name, endpoint): lesson i % n, defaults or (`own`) settings of its own."""
+    config = clients.app_config(url)  # as every student's page reads it first
+    defaults = {api: clients.endpoint_data(config, api.strip("/"), {}) for api in lessons}
+
+    def pick(i: int) -> tuple[str, tuple[int, list]]:
+        api = lessons[i % len(lessons)]
+        return api, own_inputs(config, api, i // len(lessons)) if own else defaults[api]
+    return pick
+
+
+def _texts(outputs) -> list[str]:
+    values = outputs if isinstance(outputs, (tuple, list)) else [outputs]
+    return [v for v in values if isinstance(v, str)]
+
+
+def no_result(outputs) -> str | None:
+    """Why a final output is not a measurement's result (stopped, its run left), else None."""
+    for text in _texts(outputs):
+        if text.lstrip().startswith(TIME_UP_MARK):
+            return "stopped at its time limit"
+        if LEFT_MARK in text:
+            return "the run it followed was stopped"
+    return None
+
+
+def shared(outputs) -> bool:
+    """True when the result came from another visitor's run (followed or reused)."""
+    return any(SHARED_MARK in text for text in _texts(outputs))
+
+
+class Stamps:
+    """A press's stamps: first message, first update, turn (first update without a place)."""
+
+    def __init__(self) -> None:
+        self.began = self.first = self.turn = None
+        self.waited = False
+
+    def __call__(self, msg: dict) -> None:
+        now = time.perf_counter()
+        self.began = self.began or now
+        if msg.get("msg") != "process_generating" or self.turn is not None:
+            return
+        self.first = self.first or now
+        text = json.dumps((msg.get("output") or {}).get("data"), default=str)
+        if IN_LINE_MARK in text:
+            self.waited = True
+        elif TURN_MARK in text or not self.waited:
+            self.turn = now
+
+
+def press(student: Student, api_name: str, endpoint: tuple[int, list], at: float,
+          seen: Stamps | None = None) -> dict:
+    """At perf_counter `at`, `student` presses and waits for the final output (or `refused`)."""
+    time.sleep(max(0.0, at - time.perf_counter()))
+    seen, t0 = seen or Stamps(), time.perf_counter()
+    lesson = api_name.strip("/")
+    try:
+        outputs = clients.call(student.url, *endpoint, timeout_s=RESULT_WAIT_S,
+                               headers=student.headers, on_message=seen)
+        end = time.perf_counter()
+        why = no_result(outputs)
+        out = {"lesson": lesson, "ok": why is None, "start": t0, "end": end,
+               "result_s": end - t0, "shared": shared(outputs)} | ({"error": why} if why else {})
+    except Exception as exc:  # refused, an error reply, no answer in time: counted
+        error = f"{type(exc).__name__}: {exc}"[:300]
+        out = {"lesson": lesson, "ok": False, "start": t0, "end": time.perf_counter(),
+               "error": error, "refused": any(m in error for m in FULL_MARKS)}
+    return out | {"began": seen.began, "first": seen.first, "turn": seen.turn,
+                  "waited": seen.waited}
+
+
+def chat(student: Student, fn_index: int, prompt: str, new_tokens: int,
+         stamps: list[float] | None = None, at: float = 0.0) -> dict:
+    """One chat sent at perf_counter `at`: ok (the app counted its tokens), seconds, tokens."""
+    time.sleep(max(0.0, at - time.perf_counter()))
+    t0 = time.perf_counter()
+    try:
+        outputs = clients.call(student.url, fn_index, [prompt, new_tokens],
+                               timeout_s=RESULT_WAIT_S, headers=student.headers, stamps=stamps)
+        m = clients.CHAT_TOKENS.search(str(outputs[1:2]))
+        return {"ok": m is not None, "seconds": time.perf_counter() - t0,
+                "tokens": int(m.group(1)) if m else 0} | (
+            {} if m else {"error": str(outputs)[-200:]})
+    except Exception as exc:  # refused or failed: counted
+        return {"ok": False, "seconds": time.perf_counter() - t0,
+                "error": f"{type(exc).__name__}: {exc}"[:300]}
+
+
+def chat_stream(student: Student, fn_index: int, prompt: str, new_tokens: int,
+                stop: threading.Event) -> dict:
+    """Ask again and again until `stop`; stamp every streamed update of every answer."""
+    answers, errors = [], []
+    while not stop.is_set():
+        stamps = [time.perf_counter()]
+        got = chat(student, fn_index, prompt, new_tokens, stamps)
+        if not got["ok"]:  # counted; the student asks again, a moment later
+            errors.append(got["error"])
+            stop.wait(1.0)
+        answers.append(stamps)
+    return {"answers": answers, "errors": errors}
+
+
+def result_figures(presses: list[dict]) -> dict:
+    """p95 seconds to a result per lesson, worst and overall; results shared; refused; errors."""
+    lessons = sorted({p["lesson"] for p in presses})
+    by_lesson = {lesson: [p for p in presses if p["lesson"] == lesson and p["ok"]]
+                 for lesson in lessons}
+    p95s = {lesson: p95([p["result_s"] for p in ok]) for lesson, ok in by_lesson.items()}
+    got = [v for v in p95s.values() if v is not None]
+    refused = sum(bool(p.get("refused")) for p in presses)
+    return {"p95_result_s": p95s, "worst_p95_result_s": max(got) if got else None,
+            "all_p95_result_s": p95([p["result_s"] for p in presses if p["ok"]]),
+            "refused": refused, "errors": sum(not p["ok"] for p in presses) - refused,
+            "shared_results": {k: sum(p["shared"] for p in ok) for k, ok in by_lesson.items()},
+            "error_messages": [p["error"] for p in presses if "error" in p][:5]}
+
+
+def line_figures(presses: list[dict], jitter_s: float = JITTER_S) -> dict:
+    """p95 seconds to a first update, presses told a place, and results out of order (answered
+    `jitter_s` before one pressed `jitter_s` ahead; closer, the network decides)."""
+    firsts = [p["first"] - p["start"] for p in presses if p.get("first") is not None]
+    ok = [p for p in presses if p["ok"]]
+    t0 = min((p["start"] for p in ok), default=0.0)
+    late = [(b, a) for b in ok for a in ok
+            if a["start"] < b["start"] - jitter_s and b["end"] < a["end"] - jitter_s]
+    late = list({id(b): (b, a) for b, a in late}.values())  # one pair per late press
+    return {"p95_first_update_s": p95(firsts), "no_first_update": len(presses) - len(firsts),
+            "told_place": sum(bool(p.get("waited")) for p in presses),
+            "in_queue_order": bool(ok) and not late, "out_of_order": len(late),
+            "out_of_order_examples": [  # seconds from the first press
+                f"{b['lesson']} pressed at {b['start'] - t0:.2f} s, answered at "
+                f"{b['end'] - t0:.2f} s, before {a['lesson']} pressed at {a['start'] - t0:.2f} s "
+                f"(answered at {a['end'] - t0:.2f} s)" for b, a in late[:3]]}
+
+
+def peak_in_line(presses: list[dict], jitter_s: float = JITTER_S) -> int:
+    """The most presses in the queue at once (one starting within `jitter_s` of an end follows)."""
+    edges = sorted([(p["began"], 1) for p in presses if p.get("began") is not None]
+                   + [(p["end"] - jitter_s, -1) for p in presses if p.get("began") is not None])
+    peak = now = 0
+    for _, step in edges:  # at equal times the end (-1) sorts first
+        now += step
+        peak = max(peak, now)
+    return peak
+
+
+def update_gaps(answers: list[list[float]], start: float, end: float) -> list[float]:
+    """Gaps between each answer's consecutive stamps that overlap [start, end]."""
+    return [b - a for stamps in answers for a, b in zip(stamps, stamps[1:])
+            if b >= start and a <= end]
+
+
+def overlap_share(span: tuple[float, float], busy: list[tuple[float, float]]) -> float:
+    """The share of `span` covered by the `busy` intervals (assumed not to overlap)."""
+    a, b = span
+    covered = sum(max(0.0, min(b, e) - max(a, s)) for s, e in busy)
+    return covered / (b - a) if b > a else 0.0
+
+
 def class_presses(url: str, students: list[Student], own: bool = False,
                   chats: Sequence[Student] = (), chat_tokens: int = 48, spread_s: float = 3.0,
                   lessons: tuple[str, ...] = LESSONS) -> dict:
-    """Every student presses a lesson (in turn) within `spread_s`: (a) `at_once`, with the
-    page's defaults while `chats` stream (and the gaps between their updates meanwhile), or
-    (b) `own_settings`, each with settings of its own (and how the line answered)."""
-    pick, fn = lesson_inputs(url, lessons, own), chat_fn_index(url)
+    """Every student presses a lesson within `spread_s`: defaults while `chats` stream, or own."""
+    pick, fn = lesson_inputs(url, lessons, own), clients.chat_fn_index(url)
     stop = threading.Event()
     with ThreadPoolExecutor(max_workers=len(students) + len(chats)) as pool:
         streams = [pool.submit(chat_stream, s, fn, class_prompt(k), chat_tokens, stop)
@@ -103,14 +285,13 @@ def class_presses(url: str, students: list[Student], own: bool = False,
     if own:
         return figures | line_figures(presses)
     gaps = update_gaps([a for t in talk for a in t["answers"]], go, end)
-    return figures | {"chats": len(chats), "chat_p95_gap_s": percentile(gaps, 95) if gaps else None,
+    return figures | {"chats": len(chats), "chat_p95_gap_s": p95(gaps),
                       "chat_errors": sum(len(t["errors"]) for t in talk)}
 
 
 def forged(url: str, presses: int = 100, spread_s: float = 5.0,
            lessons: tuple[str, ...] = LESSONS) -> dict:
-    """(c) A script forging its first hop on every request presses `presses` measurements (its
-    own settings each) within `spread_s`; a student at the school presses one halfway."""
+    """A forger presses `presses` measurements within `spread_s`; a student presses one halfway."""
     pick = lesson_inputs(url, lessons, own=True)
     script, student = Student(url, ELSEWHERE, forges=True), class_of(url, 1)[0]
     step = spread_s / max(1, presses - 1)
@@ -130,9 +311,9 @@ def forged(url: str, presses: int = 100, spread_s: float = 5.0,
 
 def chat_flood(url: str, floods: int = 100, flood_tokens: int = 256, new_tokens: int = 48,
                spread_s: float = 1.0) -> dict:
-    """(d) A script forging its first hop floods `floods` chats within `spread_s`; then a
-    student at the school asks one `new_tokens` question: its time to a complete answer."""
-    fn = chat_fn_index(url)
+    """A forger floods `floods` chats within `spread_s`; then a student at the school asks a
+    `new_tokens` question: its time to a complete answer."""
+    fn = clients.chat_fn_index(url)
     script, student = Student(url, ELSEWHERE, forges=True), class_of(url, 1)[0]
     step = spread_s / max(1, floods - 1)
     with ThreadPoolExecutor(max_workers=floods) as pool:
@@ -152,9 +333,8 @@ def chat_flood(url: str, floods: int = 100, flood_tokens: int = 256, new_tokens:
 
 def soak_on(url: str, pid: int, duration_s: float, idle_s: float, every_s: float = 30.0,
             chats: int = 3, chat_tokens: int = 48, lessons: tuple[str, ...] = LESSONS) -> dict:
-    """The soak on a running app (`pid`: its process): mixed load for `duration_s`, then
-    `idle_s` of nothing; RSS idle (before the load), at peak, and after."""
-    pick, fn = lesson_inputs(url, lessons, own=True), chat_fn_index(url)
+    """Chats and presses for `duration_s`, then `idle_s` of nothing: the app's (`pid`) RSS."""
+    pick, fn = lesson_inputs(url, lessons, own=True), clients.chat_fn_index(url)
     talkers, stop = class_of(url, chats), threading.Event()
     pressing = int(duration_s // every_s) + 1  # a thread each: a press waits in line, not here
     with RssWatch(pid) as watch, ThreadPoolExecutor(max_workers=chats + pressing) as pool:
@@ -179,13 +359,6 @@ def soak_on(url: str, pid: int, duration_s: float, idle_s: float, every_s: float
             "errors": len(failed) + sum(len(t["errors"]) for t in talk),
             "error_messages": ([p["error"] for p in failed]
                                + [e for t in talk for e in t["errors"]])[:5]}
-
-
-def overlap_share(span: tuple[float, float], busy: list[tuple[float, float]]) -> float:
-    """The share of `span` covered by the `busy` intervals (assumed not to overlap)."""
-    a, b = span
-    covered = sum(max(0.0, min(b, e) - max(a, s)) for s, e in busy)
-    return covered / (b - a) if b > a else 0.0
 
 
 def chats_while_measuring(chats: int = 10, new_tokens: int = 48) -> dict:
@@ -219,8 +392,7 @@ def chats_while_measuring(chats: int = 10, new_tokens: int = 48) -> dict:
 def measure_classroom(students: int = 30, chats: int = 3, measuring_chats: int = 10,
                       new_tokens: int = 48, soak_s: float = 1_200.0,
                       idle_s: float = 300.0) -> dict:
-    """Every figure, each group on its own fresh app (behind the proxy but the chats while
-    measuring, stopped at the end): the keys `make bench` puts in `serving`."""
+    """Every figure, each group on a fresh app: the keys `make bench` puts in `serving`."""
     def say(what: str) -> None:
         print(f"== {what} ({time.strftime('%H:%M:%S')})", flush=True)
     say(f"one school address: {students} students press the four lessons' Run with defaults "

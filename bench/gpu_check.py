@@ -1,16 +1,7 @@
 """`python -m bench.gpu_check`: is the app correct and fast on CUDA? One run, one JSON file.
 
-Runs on a machine with a CUDA GPU and without gradio or plotly (this file imports neither):
-1. the model-level tests (MODEL_TESTS) with pytest, on the device and dtype the app chooses;
-2. the figures that matter on a GPU, with the lessons' own functions where a lesson measures
-   one: decode tokens/s at batch 1 against `generate()` and the bandwidth ceiling, prefill of 16
-   and 1,024 tokens, the KV cache race (`kv_race`), the batch sweep (`batch_sweep`), every
-   quantization mode's speed and agreement (lesson 6's `compare_frames`), what bounds a step
-   (kernels launched, share of the step the GPU was busy, through "This machine"'s own
-   `inference.experiments.step_bound`) and the captured decode (CUDA graph) against eager.
-Each section's result (or its error) is written to bench/gpu-results.json as soon as it is
-known, so a run cut short still leaves what it measured. Without CUDA it says so and exits 2.
-Options: --skip-tests, --skip-bench, --out PATH.
+Needs no gradio or plotly: the model-level tests, then the GPU's figures with the lessons' own
+functions, each written to bench/gpu-results.json as soon as known. Without CUDA it exits 2.
 """
 from __future__ import annotations
 
@@ -27,14 +18,7 @@ from pathlib import Path
 import torch
 
 from bench.targets import check, print_targets
-from bench.workloads import (
-    HALF_PRECISION_DESELECT,
-    KV_PROMPT,
-    MODEL_TESTS,
-    PROMPT,
-    QUALITY_PROMPT,
-    ROOT,
-)
+from bench.workloads import HALF_PRECISION_DESELECT, MODEL_TESTS, ROOT
 
 # Model-level tests that call a lesson's panel code (plotly/gradio), absent on the GPU machine.
 NEEDS_UI = ("tests/test_abuse_engine.py::test_concurrent_steps_on_one_session_take_turns",
@@ -52,7 +36,7 @@ TARGETS = {  # what a GPU run must reach
 
 
 def run_tests(timeout_s: int = 1_500) -> dict:
-    """pytest on MODEL_TESTS in a child process; counts read from its JUnit report."""
+    """pytest on MODEL_TESTS in a child process, counted from its JUnit report."""
     import xml.etree.ElementTree as ET
 
     report = ROOT / "bench" / ".gpu-tests.xml"
@@ -81,8 +65,7 @@ def run_tests(timeout_s: int = 1_500) -> dict:
 
 
 def captured_vs_eager(lm, ids: list[int], new_tokens: int = 128) -> dict:
-    """The engine's eager greedy loop (DynamicCache) against the captured static-cache step:
-    tokens/s at batch 1 and whether every token is the same."""
+    """The eager greedy loop against the captured static-cache step, at batch 1."""
     from inference.experiments.step_bound import captured_race
 
     race = captured_race(lm, ids, new_tokens)
@@ -91,8 +74,8 @@ def captured_vs_eager(lm, ids: list[int], new_tokens: int = 128) -> dict:
 
 
 def bench_sections(lm) -> dict:
-    """Name -> zero-argument function, in the order they run."""
     from bench import measure
+    from bench.workloads import KV_PROMPT, PROMPT, QUALITY_PROMPT
     from inference.experiments.roofline import measure_read_bandwidth
     from inference.experiments.step_bound import measure_step_bound, step_figures
     from inference.tokens import prompt_ids

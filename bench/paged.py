@@ -1,33 +1,29 @@
-"""`serving.paged`: the server's KV cache in pages, in one run.
-
-In process (no web stack), the real model, the server's own loop:
-- the class workload (30 chat prompts × 48 greedy tokens, all at once): throughput, and every
-  request's tokens compared between runs and, for a sample, with a solo run;
-- a mixed workload (a few ~1,000-token prompts among short ones): the bytes a padded tensor
-  would hold and the bytes the pages hold at the batch's peak, and their waste;
-- a ~1,000-token shared prefix (a teacher's pasted text): time to first token of requests
-  that hit the prefix cache against requests whose prefix is not cached, one at a time.
-`measure_paged(lm, settings)` returns the `serving.paged` keys.
+"""The server in process on the real model: its paged KV cache (`serving.paged`: throughput,
+tokens against solo runs, padded vs paged bytes, prefix-cache hits) and chunked prefill
+(`serving.chunked`, `serving.step_parts`). Compare budgets: `python -m bench.paged 128 256`.
 """
 from __future__ import annotations
 
 import statistics
 import threading
 import time
+from dataclasses import replace
 
 from bench.serving_workloads import class_prompt
 from inference.config import Settings
 from inference.generation import stream
 from inference.sampling import SamplingSettings
 from inference.server import Server
+from inference.stats import percentile
+from inference.step_record import mean_parts
 from inference.tokens import prompt_ids
 
+RUNNING, RUNNING_TOKENS, LONG_TOKENS = 6, 96, 2_000  # streams running when a long prompt comes
 STORY = ("The keeper of the northern lighthouse climbed its {n} steps every evening, wound the "
          "clockwork, trimmed the wick and watched the ships pass the reef in the failing light.")
 
 
 def class_prompts(tok, clients: int = 30) -> list[list[int]]:
-    """The classroom of the serving workloads: distinct chat prompts."""
     return [prompt_ids(tok, class_prompt(i)) for i in range(clients)]
 
 
@@ -41,8 +37,7 @@ def long_text(tok, tokens: int, variant: int = 0) -> str:
 
 
 def serve_all(lm, settings: Settings, prompts: list[list[int]], new_tokens: int) -> dict:
-    """Submit every prompt at once; read each stream on its own thread; poll the server's
-    stats for the peak. -> tokens per request, wall seconds, tokens/s, TTFTs, peak stats."""
+    """Every prompt at once, each stream read on a thread, the stats polled for the peak pool."""
     srv = Server(lm, settings)
     got: list[list[int]] = [[] for _ in prompts]
     ttft: list[float] = [0.0] * len(prompts)
@@ -89,9 +84,7 @@ def _solo(lm, ids: list[int], n: int) -> list[int]:
 
 def prefix_ttft(lm, settings: Settings, prefix_tokens: int = 1000, asks: int = 3,
                 new_tokens: int = 8) -> dict:
-    """One request at a time on a fresh paged server: `asks` requests whose ~1,000-token
-    system prefix is not cached (each a different text), then one that caches a prefix and
-    `asks` that hit it. TTFT = submit to first token."""
+    """TTFT of requests one at a time whose ~1,000-token prefix misses the cache, then hits it."""
     tok = lm.tokenizer
     questions = ["Who climbs the steps?", "What is trimmed?", "What passes the reef?"]
     srv = Server(lm, settings)
@@ -127,9 +120,7 @@ def prefix_ttft(lm, settings: Settings, prefix_tokens: int = 1000, asks: int = 3
 
 def measure_paged(lm, settings: Settings, clients: int = 30, new_tokens: int = 48,
                   solo_sample: int = 4, repeats: int = 2) -> dict:
-    """The bench's `serving.paged` keys, with the workloads' own figures beside them.
-    The class is served `repeats` times and the best tokens/s kept (a shared machine's noise
-    slows single runs, never speeds them)."""
+    """`serving.paged`; the class is served `repeats` times, the best kept (noise only slows)."""
     tok = lm.tokenizer
     room = class_prompts(tok, clients)
     runs = [serve_all(lm, settings, room, new_tokens) for _ in range(max(1, repeats))]
@@ -166,3 +157,81 @@ def measure_paged(lm, settings: Settings, clients: int = 30, new_tokens: int = 4
         "prefix": {"prefix_tokens": prefix["prefix_tokens"]},
     }
 
+
+def arrival_gaps(lm, settings: Settings, budget: int) -> dict:
+    tok = lm.tokenizer
+    srv = Server(lm, replace(settings, step_token_budget=budget,
+                             server_steps_kept=1_000))
+    times: list[list[float]] = [[] for _ in range(RUNNING)]
+    try:
+        runners = [srv.submit(p, None, RUNNING_TOKENS) for p in class_prompts(tok, RUNNING)]
+
+        def read(i: int) -> None:
+            for _ in runners[i].events():
+                times[i].append(time.perf_counter())
+        readers = [threading.Thread(target=read, args=(i,)) for i in range(RUNNING)]
+        for r in readers:
+            r.start()
+        ready = threading.Event()
+        while not all(len(t) >= 3 for t in times):  # every stream is decoding
+            ready.wait(0.01)
+        ids = prompt_ids(tok, "Summarise this in one sentence: " + long_text(tok, LONG_TOKENS))
+        arrived = time.perf_counter()
+        long_req = srv.submit(ids, None, 4)
+        events = long_req.events()
+        next(events)
+        first = time.perf_counter()
+        list(events)
+        for r in runners:
+            r.cancel()
+        for r in readers:
+            r.join()
+        steps = [s for s in srv.stats().steps_detail if long_req.rid in s.chunk_rids]
+    finally:
+        srv.close()
+    gaps = [b - a for t in times for a, b in zip(t, t[1:]) if b > arrived and a < first]
+    return {"budget_tokens": budget, "prompt_tokens": len(ids), "ttft_s": first - arrived,
+            "gaps": len(gaps), "p95_gap_s": percentile(gaps, 95),
+            "max_gap_s": max(gaps, default=0.0), "prefill_steps": len(steps),
+            "max_step_tokens": max((s.step_tokens for s in steps), default=0)}
+
+
+def class_step_parts(lm, settings: Settings, clients: int = 30, new_tokens: int = 48) -> dict:
+    srv = Server(lm, replace(settings, server_rows=max(settings.server_rows, clients),
+                             server_steps_kept=10_000))
+    try:
+        with srv.turns.exclusive():  # everyone presses Generate at once
+            reqs = [srv.submit(p, None, new_tokens) for p in class_prompts(lm.tokenizer, clients)]
+        for r in reqs:
+            list(r.events())
+        steps = [s for s in srv.stats().steps_detail
+                 if s.decode_tokens == clients and s.prefill_tokens == 0]
+    finally:
+        srv.close()
+    parts = mean_parts(steps)
+    total = parts["total_s"] or 1e-12
+    return {"rows": clients, "steps": len(steps), **{k: round(v, 5) for k, v in parts.items()},
+            "shares": {k: round(v / total, 3) for k, v in parts.items() if k != "total_s"}}
+
+
+def measure_chunked(lm, settings: Settings) -> dict:
+    """`chunked` with the settings' budget (256 when it is 0), and `step_parts`."""
+    budget = settings.step_token_budget or 256
+    on, off = arrival_gaps(lm, settings, budget), arrival_gaps(lm, settings, 0)
+    return {"chunked": {"with": on, "without": off,
+                        "p95_gap_ratio": on["p95_gap_s"] / max(off["p95_gap_s"], 1e-12)},
+            "step_parts": class_step_parts(lm, settings)}
+
+
+if __name__ == "__main__":
+    import json
+    import sys
+
+    from inference.loading import load_model
+
+    lm, s = load_model(), Settings.from_env()
+    budgets = [int(b) for b in sys.argv[1:]]
+    if budgets:  # compare budgets: python -m bench.paged 128 256 512
+        print(json.dumps([arrival_gaps(lm, s, b) for b in budgets + [0]], indent=1))
+    else:
+        print(json.dumps(measure_chunked(lm, s), indent=1))

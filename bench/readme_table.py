@@ -1,10 +1,6 @@
-"""The README's "What to expect" table, written from one `bench/results.json`: one run, one
-machine, its date in the heading, so no row mixes figures from different machines or days.
-
-`make bench` calls `write_readme` after it writes the results; by hand:
-`.venv/bin/python -m bench.readme_table` rewrites the table between the README's two markers
-from the results file on disk. A figure the run did not produce reads "not measured in this
-run" (never an older figure).
+"""README's "What to expect" table, written from one results file: one run, one machine, its
+date in the heading, and "not measured in this run" for a figure it lacks (never an older one).
+`make bench` rewrites it; `python -m bench.readme_table [results.json]` does so by hand.
 """
 from __future__ import annotations
 
@@ -88,7 +84,6 @@ def _class(r: dict) -> str | None:
 
 
 def _workload(w: dict) -> str:
-    """One serving workload: the app against vLLM, same client, same run."""
     app, vllm = w.get("app") or {}, w.get("vllm")
     mine = (f"{app.get('tokens_per_s', 0):.1f} tokens/s, p95 latency "
             f"{app.get('p95_latency_s') or 0:.1f} s, p95 first token "
@@ -114,13 +109,7 @@ ROWS: tuple[tuple[str, Callable[[dict], str | None]], ...] = (
 
 
 def table(results: dict) -> str:
-    """The markdown table (with its heading line) for one run's results.
-
-    >>> print(table({"when": "2026-12-03 05:00:00", "machine": {"device": "cpu (X)",
-    ...              "dtype": "torch.float32"}, "kv_cache": {"speedup": 2.9, "new_tokens": 64,
-    ...              "same_tokens": True}}).splitlines()[0])
-    Measured by `make bench` on cpu (X), torch.float32, 2026-12-03 05:00:00 (one run, one machine):
-    """
+    """The markdown table, with its heading line."""
     machine = results.get("machine", {})
     lines = [f"Measured by `make bench` on {machine.get('device', 'an unnamed machine')}, "
              f"{machine.get('dtype', 'unknown dtype')}, {results.get('when', 'undated')} "

@@ -1,18 +1,8 @@
-"""`make bench` section `robust`: do the four headline figures survive a busy machine?
-
-The lessons measure their headline figures so that noise does not reach them
-(`inference/experiments/robust.py`) and check them against physics before drawing (`sanity.py`).
-This section measures each with the lessons' own functions: `kv_race` (the KV race's speed-up
-at 64 new tokens), `batch_gain` (batch 16's throughput ÷ batch 1's), `prefill_ratio` (one pass
-over 1,024 tokens against feeding them one at a time, per token) and `int4_speed` (int4's
-decode speed ÷ float32's, raced step by step), first on a quiet machine, then under each load:
-`spinner`, one other process keeping one core busy, and `chats`, the app serving 30 streaming
-chats the whole time. Reported per figure: `robust.<figure>.quiet`, `.<load>.loaded`,
-`.<load>.loaded_vs_quiet` (the target band: 0.75–1.33, checked as `.<load>.off` ≤ 1.33) and
-the spreads; and `robust.impossible_shown`: figures a sanity bound, checked again here, would
-have withheld but the measurement showed (must be 0). Each quiet run is this machine's quiet
-reference too (`quiet_reference.keep_if_quiet`), as the lessons keep theirs.
-Run alone: `.venv/bin/python -m bench.robust`.
+"""`make bench` section `robust`: do the four headline figures (KV race, batch gain, one-pass
+prefill, int4 speed) survive a busy machine? Each is measured with the lessons' noise-proof
+functions quiet, then beside a spinning core and beside 30 chats; loaded ÷ quiet should stay
+within 0.75–1.33 and no figure a sanity bound would withhold may be shown. Run alone:
+`python -m bench.robust`.
 """
 from __future__ import annotations
 
@@ -38,15 +28,13 @@ from inference.experiments.shared_results import SharedResults
 from inference.quant_modes import build_mode
 from inference.tokens import prompt_ids
 
-CHATS = 30  # streaming chats the app serves during the `chats` load
-CHAT_TOKENS = 48
 LOADS = ("spinner", "chats")
 SPIN = "import sys\nprint('spinning', flush=True)\nwhile True: pass\n"  # one core, busy
 
 
 @dataclass(frozen=True)
 class Sizes:
-    """How big each figure's measurement is (the bench's; a test passes tiny ones)."""
+    """How big each figure's measurement is (a test passes tiny ones)."""
 
     race_tokens: int = 64  # the KV race's new tokens
     batch: int = 16  # the batch sweep's largest batch, against batch 1
@@ -58,7 +46,7 @@ class Sizes:
 
 @dataclass(frozen=True)
 class Figure:
-    """One headline figure as a lesson would show it, and the bound checked again here."""
+    """One headline figure as a lesson would show it, and the sanity bound checked again."""
 
     robust: Robust | None  # the estimate and its range (None: not measured)
     withheld: str | None  # the measurement's own reason not to show it (None: shown)
@@ -67,6 +55,17 @@ class Figure:
     @property
     def impossible_shown(self) -> bool:
         return self.bound is not None and self.withheld is None
+
+    @property
+    def shown(self) -> float | None:
+        """The estimate a lesson would show (None: withheld or not measured)."""
+        return self.robust.estimate if self.robust and not self.withheld else None
+
+    def keys(self, prefix: str) -> dict:
+        """Its report under `prefix`: shown estimate, range, spread, reason withheld."""
+        r = self.robust
+        return {prefix: self.shown, f"{prefix}_range": r.label() if r else None,
+                f"{prefix}_spread": r.spread if r else None, f"{prefix}_withheld": self.withheld}
 
 
 def kv_race(lm, sizes: Sizes, shared) -> Figure:
@@ -107,8 +106,7 @@ FIGURES: dict[str, Callable] = {"kv_race": kv_race, "batch_gain": batch_gain,
 
 
 def measure_all(lm, sizes: Sizes, shared, keep_quiet: bool = False) -> dict[str, Figure]:
-    """Every figure once; with `keep_quiet`, each shown figure the noise rule judged quiet
-    becomes this machine's reference (the first one only: `keep_if_quiet`)."""
+    """Every figure once; with `keep_quiet`, those judged quiet become this machine's reference."""
     out = {}
     for name, measure in FIGURES.items():
         watch = noise.begin(lm.device)
@@ -124,8 +122,7 @@ def measure_all(lm, sizes: Sizes, shared, keep_quiet: bool = False) -> dict[str,
 
 @contextlib.contextmanager
 def spinner(timeout_s: float = 30.0) -> Iterator[subprocess.Popen]:
-    """Another process keeping one core busy, from the moment it says it runs (polled: its
-    first line) until the block ends."""
+    """Another process keeping one core busy, from its first line until the block ends."""
     proc = subprocess.Popen([sys.executable, "-c", SPIN], stdout=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline()  # blocks until the loop has started, or the process died
@@ -138,12 +135,11 @@ def spinner(timeout_s: float = 30.0) -> Iterator[subprocess.Popen]:
 
 
 @contextlib.contextmanager
-def serving_chats(chats: int = CHATS, tokens: int = CHAT_TOKENS) -> Iterator[None]:
-    """The app serving `chats` streaming chats for the whole block, each client (a local
-    visitor, as the app's own page) asking again as its answer ends (`chat_stream`)."""
+def serving_chats(chats: int = 30, tokens: int = 48) -> Iterator[None]:
+    """The app serving `chats` streaming chats, asked again and again, for the whole block."""
     from bench.app_server import start_app
-    from bench.classroom_school import Student, chat_stream
-    from bench.gradio_stream import chat_fn_index
+    from bench.classroom import Student, chat_stream
+    from bench.clients import chat_fn_index
 
     stop = threading.Event()
     with start_app() as app, ThreadPoolExecutor(max_workers=chats) as pool:
@@ -157,36 +153,17 @@ def serving_chats(chats: int = CHATS, tokens: int = CHAT_TOKENS) -> Iterator[Non
 
 
 def report(quiet: dict[str, Figure], loaded: dict[str, dict[str, Figure]]) -> dict:
-    """The section's figures, nested as `results["robust"]` (the dotted keys `robust.<figure>.
-    quiet`, `robust.<figure>.<load>.loaded_vs_quiet`, ...): per figure its quiet estimate and
-    range, per load its loaded estimate, range, loaded ÷ quiet and how far that is off 1
-    (`off`: the larger of it and its inverse, the target's one number); and `impossible_shown`
-    and `withheld` counted over every run.
-
-    >>> quiet, busy = Robust(2.8, 2.6, 3.0, 5), Robust(2.1, 2.0, 2.2, 5)
-    >>> f = report({"kv_race": Figure(quiet, None, None)},
-    ...            {"spinner": {"kv_race": Figure(busy, None, None)}})
-    >>> f["kv_race"]["spinner"]["loaded_vs_quiet"], f["kv_race"]["spinner"]["off"]
-    (0.75, 1.333)
-    >>> f["impossible_shown"], f["kv_race"]["quiet_range"]
-    (0, '2.8×, range 2.6–3.0 over 5 rounds')
-    """
+    """Per figure the quiet and loaded figures, loaded ÷ quiet and `off` (the larger of it and
+    its inverse, what the target checks); `impossible_shown` and `withheld` over every run."""
     out: dict = {}
     for name, q in quiet.items():
-        base = q.robust.estimate if q.robust and not q.withheld else None
-        fig = out[name] = {"quiet": base, "quiet_range": q.robust.label() if q.robust else None,
-                           "quiet_spread": q.robust.spread if q.robust else None,
-                           "quiet_withheld": q.withheld}
+        fig = out[name] = q.keys("quiet")
         for load, figures in loaded.items():
-            f = figures.get(name)
-            if f is None:
-                continue
-            est = f.robust.estimate if f.robust and not f.withheld else None
-            ratio = round(est / base, 3) if est and base else None
-            fig[load] = {"loaded": est, "loaded_range": f.robust.label() if f.robust else None,
-                         "loaded_spread": f.robust.spread if f.robust else None,
-                         "loaded_withheld": f.withheld, "loaded_vs_quiet": ratio,
-                         "off": round(max(ratio, 1 / ratio), 3) if ratio else None}
+            if (f := figures.get(name)) is not None:
+                ratio = round(f.shown / q.shown, 3) if f.shown and q.shown else None
+                fig[load] = f.keys("loaded") | {
+                    "loaded_vs_quiet": ratio,
+                    "off": round(max(ratio, 1 / ratio), 3) if ratio else None}
     runs = [*quiet.values(), *(f for figures in loaded.values() for f in figures.values())]
     out["impossible_shown"] = sum(f.impossible_shown for f in runs)
     out["withheld"] = sum(f.withheld is not None for f in runs)
@@ -201,8 +178,7 @@ TARGETS = {  # loaded ÷ quiet within 0.75–1.33 under each load; no impossible
 
 def measure_robust(lm, sizes: Sizes = Sizes(), loads: tuple[str, ...] = LOADS) -> dict:
     """The section: quiet, then under each of `loads`."""
-    shared = SharedResults()
-    # the ceiling for every run: the best of 3 (another program only ever lowers it)
+    shared = SharedResults()  # every run's ceiling: the best of 3 bandwidth reads
     shared.put("bandwidth", max(measure_read_bandwidth(lm.device) for _ in range(3)))
     quiet = measure_all(lm, sizes, shared, keep_quiet=True)
     loaded = {}

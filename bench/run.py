@@ -1,10 +1,6 @@
-"""`make bench`: every lesson's headline figure, measured side by side in one run, and the
-whole app's: start-up, a streaming client against the engine, a class served by the
-continuous batcher against one row at a time.
-
-Prints a table and writes bench/results.json. Figures are medians of repeated runs after a
-warm-up, device synced before each clock read; compared things are measured in the same run.
-Run: `.venv/bin/python -m bench.run` (or `make bench`). Takes a few minutes on 2 cores.
+"""`make bench`: every headline figure in one run (each lesson's, and the whole app's: start-up,
+streaming, classes served against one row at a time and against vLLM); writes
+bench/results.json and README's table.
 """
 from __future__ import annotations
 
@@ -19,6 +15,7 @@ import torch
 
 from bench import classroom, measure, robust, serving_workloads, visitor_memory
 from bench.app_server import RssWatch, start_app
+from bench.clients import call, chat_fn_index
 from bench.serving_workloads import Workload, app_stream, drive
 from bench.targets import finish
 from bench.workloads import KV_PROMPT, PROMPT, QUALITY_PROMPT
@@ -79,12 +76,10 @@ def machine_and_model(lm) -> tuple[dict, dict]:
 def ui(lm, ids: list[int], n: int = 48) -> dict:
     """Decode tokens/s a streaming client sees through the app (updates after the first ÷
     their time) against the engine's own, measured before and after the client, averaged."""
-    from gradio_client import Client
-
+    stamps: list[float] = []
     with start_app() as app:
         engine = measure.engine_decode_rate(lm, ids, n)
-        stamps = [time.perf_counter() for _ in Client(app.url, verbose=False).submit(
-            PROMPT, n, api_name="/chat")]
+        call(app.url, chat_fn_index(app.url), [PROMPT, n], stamps=stamps)
         engine2 = measure.engine_decode_rate(lm, ids, n)
     if len(stamps) < 4:
         raise RuntimeError("the stream produced too few updates to time")
@@ -107,9 +102,7 @@ def startup_seconds() -> dict:
 
 
 def serving_load(clients: int = 30, new_tokens: int = 48, rows: int | None = None) -> dict:
-    """Start the app (its server limited to `rows` active rows if given), let `clients`
-    streaming chat clients ask at once (distinct prompts), and report latency, TTFT,
-    throughput, errors and the app's peak resident memory against its idle memory."""
+    """`clients` chats at once (the server held to `rows` rows if given), and the app's RSS."""
     env = {"LLM_LAB_SERVER_ROWS": str(rows)} if rows else {}
     with start_app(env) as app, RssWatch(app.pid) as watch:
         idle_mb = watch.now_mb()
@@ -118,8 +111,7 @@ def serving_load(clients: int = 30, new_tokens: int = 48, rows: int | None = Non
 
 
 def serving_race(clients: int = 30, new_tokens: int = 48) -> dict:
-    """The same classroom served twice in one run: by the continuous batcher, and with it
-    limited to one active row (every request alone, one after another)."""
+    """The same class served by the continuous batcher, then one row at a time."""
     batched = serving_load(clients, new_tokens)
     serial = serving_load(clients, new_tokens, rows=1)
     return {"clients": clients, "new_tokens": new_tokens, "batched": batched, "serial": serial,
@@ -148,7 +140,7 @@ def schedulers(lm) -> dict:
 
 
 def model_sections(results: dict) -> None:
-    """Every section measured with the model loaded in this process (freed on return)."""
+    """Every section that needs the model loaded in this process (freed on return)."""
     lm = load_model()
     ids = prompt_ids(lm.tokenizer, PROMPT)
     results["machine"], results["model"] = section("machine", lambda: machine_and_model(lm))
@@ -170,19 +162,19 @@ def model_sections(results: dict) -> None:
     results["startup"] = section("startup (cold: empty weight cache; warm: cache present)",
                                  startup_seconds)
     results["ui"] = section("ui: streaming client vs engine", lambda: ui(lm, ids))
-    from bench import chunked, context, paged, speculative
+    from bench import paged
     results["speculative"] = section(
         "speculative decoding: prompt lookup and an int4 draft against plain greedy decode",
-        lambda: speculative.measure_speculative(lm, LIMITS))
+        lambda: measure.measure_speculative(lm, LIMITS))
     chunked_figures = section(
         "chunked prefill: running streams' gaps while a long prompt arrives; step parts",
-        lambda: chunked.measure_chunked(lm, LIMITS))
+        lambda: paged.measure_chunked(lm, LIMITS))
     paged_figures = section(
         "paged KV cache: the server's pool, its waste against a padded tensor, prefix hits",
         lambda: paged.measure_paged(lm, LIMITS))
     results["context"] = section(
         "long contexts: prefill and decode to the model's window, eager vs sdpa memory",
-        lambda: context.measure_context(lm, LIMITS))
+        lambda: measure.measure_context(lm, LIMITS))
     results["robust"] = section(
         "robust: four headline figures quiet, beside a spinning core, beside 30 chats",
         lambda: robust.measure_robust(lm))
@@ -212,21 +204,10 @@ def main() -> dict:
     return finish(results, TARGETS, t0, "results.json")
 
 
-def print_summary(r: dict) -> None:
-    d = r["decode"]
-    print(f"decode: engine {d['engine_tokens_per_s']:.1f} tok/s, "
-          f"generate {d['generate_tokens_per_s']:.1f}, "
-          f"roofline {d['roofline_tokens_per_s']:.1f} "
-          f"(read bw {r['machine']['bandwidth_read_gbs']:.1f} GB/s)")
-    for b in r["batching"]["sizes"]:
-        print(f"batch {b['batch']:3d}: {b['step_seconds'] * 1000:7.1f} ms/step  "
-              f"{b['tokens_per_s']:7.1f} tok/s")
-    print(f"total bench time {r['bench_seconds']:.0f} s")
-
-
 if __name__ == "__main__":
+    from bench.readme_table import table, write_readme
+
     res = main()
-    print_summary(res)
-    from bench.readme_table import write_readme
+    print(f"{table(res)}\n\ntotal bench time {res['bench_seconds']:.0f} s")
     wrote = write_readme(res)
     print("README.md's table rewritten" if wrote else "README.md has no bench-table markers")

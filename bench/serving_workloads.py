@@ -1,27 +1,8 @@
-"""Four shapes of class, served by the app and by vLLM in one run, timed by one client.
-
-A class is not one shape. The bench serves four, each to both engines, with the same prompts
-and the same client (one asyncio loop, raw HTTP: `bench.openai_client.http_lines`):
-
-- `class_30x48`: 30 students press Generate at once, 48 tokens each;
-- `class_60x128`: 60 students at once, 128 tokens each (more rows than a small server holds);
-- `preamble_30x64`: 30 students at once, each question after the same ~900-token handout
-  (`PREAMBLE`): a long shared prefix, as when a teacher pastes the day's notes;
-- `arrivals_2_per_s`: students arrive over a minute, a Poisson process at ~2 a second (seeded,
-  so both engines see the same schedule), 128 tokens each, as vLLM's `benchmark_serving`
-  sends requests at a rate.
-
-Per workload and engine (`workload_figures`): output tokens/s over the workload's wall time,
-p50/p95 latency (submit to last token), p50/p95 TTFT (submit to first token), p95 TPOT (time
-per output token after the first: (latency - TTFT) / (tokens - 1)) and errors, every
-percentile by `inference.stats.percentile`. The ratios app ÷ vLLM (`ratios`) are the bench's
-targets. What is left out: request throughput, inter-token gaps, goodput under a deadline.
-Run alone: `make bench-serving` (`main`).
-
-`drive(workload, stream_one)` is the whole driver: `stream_one(prompt, new_tokens)` is an
-async iterator yielding the tokens received so far (its last value is the answer's count), so
-the same driver times the app (`bench.gradio_stream.app_tokens`), vLLM
-(`bench.openai_client.chat_tokens`) or a fake (tests/test_bench_workloads.py).
+"""Four shapes of class, served by the app and by vLLM in one run, timed by one client: 30 or 60
+students at once, 30 after a shared ~900-token handout (`PREAMBLE`), and seeded Poisson arrivals
+(as vLLM's `benchmark_serving`). Per workload and engine: tokens/s, p50/p95 latency and time to
+first token, p95 time per output token, errors; the app ÷ vLLM ratios are the targets.
+Run alone: `make bench-serving`.
 """
 from __future__ import annotations
 
@@ -43,11 +24,9 @@ TOPICS = ["the sea", "volcanoes", "bread", "owls", "trains", "winter", "bees", "
 
 
 def class_prompt(i: int) -> str:
-    """Student i's question: the same prompts for the app and for every peer."""
     return f"Write about {TOPICS[i % len(TOPICS)]} in {3 + i % 4} sentences (#{i})."
 
 
-# The handout: ~900 tokens of a teacher's notes, the same text before every question.
 PREAMBLE = " ".join((Path(__file__).parent / "class_handout.txt").read_text().split())
 
 
@@ -64,11 +43,9 @@ class Workload:
     seed: int = 0  # the arrival schedule's seed
 
     def prompt(self, i: int) -> str:
-        """Student i's prompt: the handout (if any), then their own question."""
         return f"{self.preamble}\n\n{class_prompt(i)}" if self.preamble else class_prompt(i)
 
     def offsets(self) -> list[float]:
-        """Each request's start, in seconds after the workload begins."""
         if self.per_s:
             return arrival_offsets(self.per_s, self.seconds, self.seed)
         return [0.0] * self.requests
@@ -80,8 +57,8 @@ WORKLOADS = (Workload("class_30x48", 30, 48), Workload("class_60x128", 60, 128),
 
 
 def arrival_offsets(per_s: float, seconds: float, seed: int) -> list[float]:
-    """A Poisson process's arrival times in [0, `seconds`): gaps drawn from an exponential of
-    mean 1/`per_s`, from `random.Random(seed)` (the same seed, the same schedule).
+    """A Poisson process's arrival times in [0, `seconds`): exponential gaps of mean 1/`per_s`
+    from `random.Random(seed)` (the same seed, the same schedule).
 
     >>> arrival_offsets(2.0, 3.0, seed=1) == arrival_offsets(2.0, 3.0, seed=1)
     True
@@ -96,19 +73,8 @@ def arrival_offsets(per_s: float, seconds: float, seed: int) -> list[float]:
     return out
 
 
-def request_timing(start: float, first: float, end: float, tokens: int) -> dict:
-    """One finished request's figures from its three instants and its token count.
-
-    >>> request_timing(start=10.0, first=10.5, end=12.5, tokens=5)["tpot_s"]
-    0.5
-    """
-    return {"ok": True, "start": start, "end": end, "tokens": tokens, "latency_s": end - start,
-            "ttft_s": first - start, "tpot_s": (end - first) / (tokens - 1) if tokens > 1 else None}
-
-
 def workload_figures(runs: list[dict]) -> dict:
-    """Tokens/s over the wall time (first submit to last answer's end), latency, TTFT and TPOT
-    percentiles over the requests that succeeded, and the errors (with the first messages)."""
+    """Tokens/s over the wall time; percentiles of the requests that succeeded; errors."""
     ok = [r for r in runs if r["ok"]]
     wall = max(r["end"] for r in runs) - min(r["start"] for r in runs) if runs else 0.0
 
@@ -128,8 +94,7 @@ async def drive(workload: Workload, stream_one: StreamOne,
                 clock: Callable[[], float] = time.perf_counter,
                 sleep: Callable[[float], Awaitable] = asyncio.sleep,
                 timeout_s: float = REQUEST_TIMEOUT_S) -> dict:
-    """Send the workload's requests at their offsets, each through `stream_one`, all on this
-    loop; time them with `clock` (`sleep` waits for an arrival) -> `workload_figures`."""
+    """Send the workload's requests at their offsets through `stream_one`, timed by `clock`."""
     t0 = clock()
 
     async def one(i: int, at: float) -> dict:
@@ -146,15 +111,17 @@ async def drive(workload: Workload, stream_one: StreamOne,
                     "error": f"{type(exc).__name__}: {exc}"[:300]}
         if first is None:
             return {"ok": False, "start": start, "end": clock(), "error": "no tokens"}
-        return request_timing(start, first, clock(), tokens)
+        end = clock()
+        return {"ok": True, "start": start, "end": end, "tokens": tokens,
+                "latency_s": end - start, "ttft_s": first - start,
+                "tpot_s": (end - first) / (tokens - 1) if tokens > 1 else None}
 
     runs = await asyncio.gather(*(one(i, at) for i, at in enumerate(workload.offsets())))
     return workload_figures(list(runs))
 
 
 async def serve_all(stream_one: StreamOne, workloads=WORKLOADS, log=print) -> dict:
-    """Every workload, one after another, after one untimed warm-up request (whose failure
-    is logged: the workloads then count their own errors)."""
+    """Every workload in turn, after an untimed warm-up request (its failure only logged)."""
     warm = await drive(Workload("warm-up", 1, 8), stream_one)
     if warm["errors"]:
         log(f"  warm-up failed: {warm['error_messages'][0]}", flush=True)
@@ -168,8 +135,8 @@ async def serve_all(stream_one: StreamOne, workloads=WORKLOADS, log=print) -> di
 
 
 def ratios(app: dict, vllm: dict | None) -> dict:
-    """app ÷ vLLM: throughput (≥ 1: the app serves more tokens/s), p95 latency and p95 TTFT
-    (≤ 1: the app's slowest students wait less); None where either side has no figure.
+    """app ÷ vLLM: throughput (≥ 1: the app is faster), p95 latency and p95 TTFT (≤ 1: its
+    slowest students wait less); None where either side has no figure.
 
     >>> ratios({"tokens_per_s": 30, "p95_latency_s": 4, "p95_ttft_s": 1},
     ...        {"tokens_per_s": 20, "p95_latency_s": 8, "p95_ttft_s": None})
@@ -179,21 +146,18 @@ def ratios(app: dict, vllm: dict | None) -> dict:
         a, v = app.get(key), (vllm or {}).get(key)
         return a / v if a is not None and v else None
 
-    return {"app_vs_vllm_throughput": ratio("tokens_per_s"),
-            "app_vs_vllm_p95_latency": ratio("p95_latency_s"),
-            "app_vs_vllm_p95_ttft": ratio("p95_ttft_s")}
+    keys = {"throughput": "tokens_per_s", "p95_latency": "p95_latency_s", "p95_ttft": "p95_ttft_s"}
+    return {f"app_vs_vllm_{name}": ratio(key) for name, key in keys.items()}
 
 
 def app_stream(url: str) -> StreamOne:
-    """The running app's chat as a `StreamOne` (its endpoint's number read from its config)."""
-    from bench.gradio_stream import app_tokens, chat_fn_index
+    from bench.clients import app_tokens, chat_fn_index
 
     fn = chat_fn_index(url)
     return lambda prompt, new_tokens: app_tokens(url, fn, prompt, new_tokens)
 
 
 def app_side(workloads=WORKLOADS, log=print) -> dict:
-    """The workloads served by the app (`python app.py`, its own settings), one start."""
     from bench.app_server import start_app
 
     with start_app() as app:
@@ -201,9 +165,9 @@ def app_side(workloads=WORKLOADS, log=print) -> dict:
 
 
 def vllm_side(workloads=WORKLOADS, log=print) -> tuple[dict | None, str | None]:
-    """The workloads served by vLLM, one start -> (figures, None), or (None, why not)."""
+    """The workloads served by vLLM -> (figures, None), or (None, why not)."""
     from bench import vllm_peer
-    from bench.openai_client import chat_tokens
+    from bench.clients import chat_tokens
 
     server, said = vllm_peer.start_peer(log)  # said: the model it serves, or why it did not start
     if server is None:
@@ -218,8 +182,7 @@ def vllm_side(workloads=WORKLOADS, log=print) -> tuple[dict | None, str | None]:
 
 
 def measure_workloads(workloads=WORKLOADS, log=print) -> dict:
-    """`serving.workloads`: per workload, the app's figures, vLLM's (None, with
-    `vllm_reason`, where vLLM is absent or failed) and the ratios app ÷ vLLM."""
+    """Per workload the app's figures, vLLM's (None and `vllm_reason` without it), the ratios."""
     log("== serving workloads: the app", flush=True)
     app = app_side(workloads, log)
     log("== serving workloads: vLLM", flush=True)
@@ -256,10 +219,7 @@ def class_record(workloads: dict) -> dict:
 
 
 def main() -> dict:
-    """`make bench-serving`: only these workloads, the app and vLLM, one run (the part of
-    `make bench` the server is judged on; run it with nothing else busy: both servers share
-    the cores). bench/serving-results.json holds the keys of `make bench`'s
-    `serving.workloads`, and the 30 x 48 class as `serving.batched` / `serving.vllm`."""
+    """`make bench-serving` (both servers share the cores: run it with nothing else busy)."""
     from bench.targets import finish
     from inference.experiments.cpu_flags import this_cpu
 

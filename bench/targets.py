@@ -1,5 +1,5 @@
-"""The bench's targets, checked in one place: a dotted key into the results, `>=`, `<=` or `==`
-a goal; and `finish`, how every bench run ends (targets checked, results written, table shown).
+"""The bench's targets, checked in one place (a dotted key into the results, `>=`, `<=` or `==`
+a goal), and `finish`, how every bench run ends.
 
 >>> check({"a": {"b": 2.0}}, {"a.b": (">=", 1), "a.c": ("<=", 0)})["a.b"]
 {'value': 2.0, 'target': '>= 1', 'met': True}
@@ -17,7 +17,6 @@ OPS = {">=": operator.ge, "<=": operator.le, "==": operator.eq}
 
 
 def dotted_value(results: dict, dotted: str):
-    """`results["a"]["b"]` for "a.b"; None where a part is missing."""
     cur = results
     for part in dotted.split("."):
         cur = cur.get(part) if isinstance(cur, dict) else None
@@ -35,7 +34,6 @@ def check(results: dict, targets: Targets) -> dict:
 
 
 def print_targets(checked: dict) -> None:
-    """One line a target: its key, the value measured, the goal, met or MISSED."""
     width = max(map(len, checked), default=0)
     for key, t in checked.items():
         v = t["value"]
@@ -44,8 +42,6 @@ def print_targets(checked: dict) -> None:
 
 
 def finish(results: dict, targets: Targets, started: float, name: str) -> dict:
-    """The end of a bench run: `targets` checked, its time since perf_counter `started`, the
-    results written to bench/<name>, the targets printed."""
     results["targets"] = check(results, targets)
     results["bench_seconds"] = time.perf_counter() - started
     (ROOT / "bench" / name).write_text(json.dumps(results, indent=2))

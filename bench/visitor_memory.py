@@ -1,29 +1,8 @@
-"""Two memory figures: what visitors leave in the running app's memory once gone.
-
-Both watch the app process's resident memory (RSS, `RssWatch`) on a fresh app and report it at
-the start (after one warm call), at its peak, and after the visitors' time is up;
-`rss_growth_mb` is after − start. Every visitor speaks Gradio's queue protocol
-(`bench.gradio_stream.call`) with its own session hash, as an API client does; nobody closes a
-tab, so what ends a session is its idle time.
-
-`fresh_sessions`: 2,000 calls of the cheapest endpoint (the tokenizer view: no model pass),
-8 at a time, each with a new session hash. Gradio keeps a `SessionState` per hash (over a
-gigabyte for 2,000 such calls when uncapped, kept for good); the app caps them
-(`Settings.sessions_held`) and sweeps those unused for `state_ttl_s`
-(classroom/session_budget.py).
-
-`attention_sessions`: 10 visitors at once each run lesson 4's attention view once on the
-longest prompt the app accepts (the lessons' own prose, cut to `Settings.max_prompt_tokens` as
-the tokenizer view counts it), then leave. Each view is held under the held-cache budget
-(`held_idle_s`) and in the visitor's session (`state_ttl_s`).
-
-An hour's wait is not a bench: the app runs with both idle times at `IDLE_S` (60 s, longer
-than 2,000 calls take, so the peak holds what the cap allows). The app exposes no session
-count, so "after" waits for the sweep's deadline (the last call + the idle time + two sweeps),
-then polls RSS until it stops falling (`settled`), at most `SETTLE_BOUND_S` longer.
-
-Run: `make bench-memory` writes bench/visitor-memory-results.json; `make bench` puts the same
-keys in `results["serving"]`.
+"""What visitors leave in the running app's memory once gone: its RSS at the start, at the peak
+and after the visitors' idle time is up, for 2,000 fresh sessions of the tokenizer view
+(`fresh_sessions`) and 10 attention views on the longest prompt the app accepts
+(`attention_sessions`). Idle times are cut to `IDLE_S`; "after" waits for the session sweep,
+then for RSS to stop falling (`settled`). Run alone: `make bench-memory`.
 """
 from __future__ import annotations
 
@@ -37,12 +16,11 @@ from concurrent.futures import ThreadPoolExecutor
 import psutil
 
 from bench.app_server import ROOT, SAMPLE_S, AppServer, RssWatch, start_app
-from bench.gradio_stream import app_config, call, endpoint_data
+from bench.clients import app_config, call, endpoint_data
 from bench.targets import finish
 from classroom.session_budget import SWEEP_EVERY_S
 from inference.config import LIMITS
 
-FIGURES = ("fresh_sessions", "attention_sessions")  # their keys in results["serving"]
 TARGETS = {"serving.fresh_sessions.rss_growth_mb": ("<=", 200),
            "serving.attention_sessions.rss_growth_mb": ("<=", 300)}
 IDLE_S = 60  # the bench's idle time for sessions and held caches (the app's: 3,600 and 600 s)
@@ -55,7 +33,7 @@ TOKENS = re.compile(r"\*\*([\d,]+)\*\* tokens")  # the tokenizer view's count li
 def settled(samples: list[tuple[float, float]], window_s: float = SETTLE_WINDOW_S,
             tolerance_mb: float = SETTLE_MB) -> bool:
     """True when the samples [(t, MB)] span `window_s` and RSS fell by less than
-    `tolerance_mb` over that last window (it stopped falling; a rise counts as settled).
+    `tolerance_mb` over the last window (a rise counts as settled).
 
     >>> settled([(0, 900.0), (5, 700.0), (10, 699.0), (20, 698.5)])
     True
@@ -69,20 +47,8 @@ def settled(samples: list[tuple[float, float]], window_s: float = SETTLE_WINDOW_
     return start_mb - samples[-1][1] < tolerance_mb
 
 
-def rss_after_expiry(watch: RssWatch, deadline: float) -> tuple[float, float]:
-    """RSS once the visitors' time is up: from monotonic `deadline` on, poll until `settled`,
-    at most SETTLE_BOUND_S longer. Returns (MB, seconds waited past the deadline)."""
-    while time.monotonic() < deadline + SETTLE_BOUND_S:
-        since = [s for s in watch.samples if s[0] >= deadline]
-        if settled(since):
-            break
-        time.sleep(SAMPLE_S)  # the next sample
-    return watch.now_mb(), time.monotonic() - deadline
-
-
 def fitting_prompt(text: str, count_tokens, limit: int, max_chars: int) -> str:
-    """The longest start of `text`, cut where a word ends, within `max_chars` whose token
-    count (`count_tokens(cut)`) is at most `limit`; found by bisection (a dozen counts).
+    """The longest start of `text` ending a word, within `max_chars` and `limit` tokens.
 
     >>> fitting_prompt("one two\\n\\nthree four five", lambda t: len(t.split()), 3, 100)
     'one two\\n\\nthree'
@@ -99,8 +65,7 @@ def fitting_prompt(text: str, count_tokens, limit: int, max_chars: int) -> str:
 
 
 def lesson_prose() -> str:
-    """The lessons' own paragraphs (assets/lesson*.md, then the story the quality check
-    reads), headings, tables and placeholders left out, one blank line apart."""
+    """The prose paragraphs of assets/lesson*.md and of the quality check's story."""
     out = []
     for path in sorted((ROOT / "assets").glob("lesson*.md")) + [ROOT / "assets" /
                                                                "perplexity_text.txt"]:
@@ -111,9 +76,7 @@ def lesson_prose() -> str:
 
 
 def long_prompt(url: str, config: dict) -> tuple[str, int]:
-    """The longest prompt of lesson prose the app accepts (`max_prompt_tokens` as the model
-    reads it: the tokenizer view's count with the chat template), and its tokens; counted
-    by one visitor (one session)."""
+    """The longest lesson prose the app accepts, and its tokens as the tokenizer view counts."""
     session = uuid.uuid4().hex[:12]
 
     def count(text: str) -> int:
@@ -129,8 +92,7 @@ def long_prompt(url: str, config: dict) -> tuple[str, int]:
 
 
 def rss_of_visitors(app: AppServer, fn: int, data: list, n: int, threads: int) -> dict:
-    """RSS before, at peak and after expiry of `n` calls of `fn` with `data`, `threads` at a
-    time, each a visitor of its own (a new session hash)."""
+    """RSS before, at peak and after expiry of `n` calls, each a visitor of its own."""
     def one(_: int) -> str | None:
         try:
             call(app.url, fn, data, session=uuid.uuid4().hex[:12])
@@ -143,7 +105,11 @@ def rss_of_visitors(app: AppServer, fn: int, data: list, n: int, threads: int) -
         with ThreadPoolExecutor(max_workers=threads) as pool:
             errors = [e for e in pool.map(one, range(n)) if e]
         ended = time.monotonic()
-        after_mb, waited = rss_after_expiry(watch, ended + IDLE_S + 2 * SWEEP_EVERY_S)
+        deadline = ended + IDLE_S + 2 * SWEEP_EVERY_S
+        while time.monotonic() < deadline + SETTLE_BOUND_S and not settled(
+                [s for s in watch.samples if s[0] >= deadline]):
+            time.sleep(SAMPLE_S)  # the next sample
+        after_mb, waited = watch.now_mb(), time.monotonic() - deadline
         return {"start_mb": start_mb, "peak_mb": watch.peak_mb(began), "after_mb": after_mb,
                 "rss_growth_mb": after_mb - start_mb, "calls_s": ended - began,
                 "errors": len(errors), "error_messages": errors[:5], "idle_s": IDLE_S,
@@ -151,7 +117,6 @@ def rss_of_visitors(app: AppServer, fn: int, data: list, n: int, threads: int) -
 
 
 def fresh_sessions(n: int = 2_000, threads: int = 8) -> dict:
-    """`n` tokenizer-view calls, each a new session hash; RSS before, at peak, after expiry."""
     with start_app(SHORT_IDLE) as app:
         fn, data = endpoint_data(app_config(app.url), "tokenize",
                                  {"tok-text": "Hello, class!", "tok-template": False})
@@ -161,7 +126,6 @@ def fresh_sessions(n: int = 2_000, threads: int = 8) -> dict:
 
 
 def attention_sessions(n: int = 10) -> dict:
-    """`n` visitors' attention views on the longest prompt; RSS before, at peak, after."""
     with start_app(SHORT_IDLE) as app:
         config = app_config(app.url)
         prompt, tokens = long_prompt(app.url, config)
@@ -174,7 +138,6 @@ def attention_sessions(n: int = 10) -> dict:
 
 
 def measure_visitor_memory(sessions: int = 2_000, attention: int = 10) -> dict:
-    """Both figures, each on its own fresh app: the keys `make bench` puts in `serving`."""
     print(f"== fresh sessions: {sessions} calls, a new session hash each "
           f"({time.strftime('%H:%M:%S')})", flush=True)
     fresh = fresh_sessions(sessions)

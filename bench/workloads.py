@@ -1,9 +1,6 @@
-"""What the bench and the GPU check run, written once: the prompts, the precision modes and the
-model-level test files. `bench/run.py` and `bench/gpu_check.py` import this; the Makefile reads
-the same test lists from the two text files beside the tests (`tests/model_level.txt`,
-`tests/half_precision_deselect.txt`), so a test added there runs everywhere.
-
-Plain data: no torch, no UI (the GPU check imports it without gradio or plotly).
+"""What the bench and the GPU check run, written once: prompts, precision modes and the
+model-level test lists (`tests/model_level.txt`, `tests/half_precision_deselect.txt`, which
+the Makefile reads too). Plain data: no torch, no UI.
 """
 from __future__ import annotations
 

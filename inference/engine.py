@@ -1,11 +1,11 @@
 """Lessons 2 and 3: prefill and decode, as our own loop of one forward pass per step.
 
-- `prefill` runs the whole prompt through the model in ONE forward pass: all prompt
-  positions are computed in parallel, and their keys/values fill a fresh KV cache.
-- `decode_step` runs ONE new token through the model, reading the cache for everything
-  before it, and appends its own keys/values.
-Both return the scores (logits) for the next position only. Hugging Face's built-in
-generation loop does the same work; the tests check our tokens against it.
+- `prefill` runs the whole prompt in ONE forward pass: all positions in parallel, their
+  keys/values filling a fresh KV cache.
+- `decode_step` runs ONE new token, reading the cache for everything before it, and appends
+  its own keys/values.
+Both return the scores (logits) for the next position only; the tests check our tokens
+against Hugging Face's own generation loop.
 """
 from __future__ import annotations
 
@@ -28,10 +28,8 @@ class Prefill:
 def forward(model, input_ids: torch.Tensor, cache: DynamicCache,
             attention_mask: torch.Tensor | None = None,
             position_ids: torch.Tensor | None = None) -> torch.Tensor:
-    """input_ids [B, S] -> logits [B, V] for the position after the last one.
-
-    The cache grows by S positions. `logits_to_keep=1` skips the vocabulary projection for
-    all but the last position (it is the largest matrix in this model)."""
+    """input_ids [B, S] -> logits [B, V] for the position after the last one; the cache grows
+    by S. `logits_to_keep=1`: the (largest) vocabulary projection for the last position only."""
     out = model(input_ids=input_ids, cache=cache, attention_mask=attention_mask,
                 position_ids=position_ids, use_cache=True, logits_to_keep=1)
     return out.logits[:, -1, :]
@@ -51,10 +49,8 @@ def prefill(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None 
 
 def decode_step(model, token_ids: torch.Tensor, cache: DynamicCache,
                 attention_mask: torch.Tensor | None = None) -> torch.Tensor:
-    """token_ids [B] (the newest token of each row) -> logits [B, V]. Cache grows by 1.
-
-    With `attention_mask` [B, S+1] (already extended by one column for this token) each row's
-    position is its count of real tokens, so left-padded rows stay aligned."""
+    """token_ids [B] (each row's newest token) -> logits [B, V]; the cache grows by 1. With
+    `attention_mask` [B, S+1] (this token's column included) left-padded rows stay aligned."""
     position_ids = None
     if attention_mask is not None:
         position_ids = (attention_mask.long().sum(-1, keepdim=True) - 1)  # [B, 1]
@@ -63,8 +59,7 @@ def decode_step(model, token_ids: torch.Tensor, cache: DynamicCache,
 
 @torch.inference_mode()
 def recompute_logits(model, ids: list[int], device: torch.device) -> torch.Tensor:
-    """No cache: run the whole sequence again and return the last position's logits [V].
-
-    This is what every decode step would cost without a KV cache."""
+    """No cache: the whole sequence again -> the last position's logits [V] (what every decode
+    step would cost without a KV cache)."""
     x = torch.tensor([ids], device=device)
     return model(input_ids=x, use_cache=False, logits_to_keep=1).logits[0, -1, :]

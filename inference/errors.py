@@ -1,7 +1,5 @@
-"""The project's typed errors. Each carries a message written for the learner: the UI shows it
-as it is (one wrapper in `lessons/common/feedback.py`), never a stack trace or a class name.
-
-Engine and experiments raise these; nothing below `lessons/` knows how they are displayed.
+"""The project's typed errors. Each carries a message written for the learner, which the UI
+shows as it is (one wrapper in `lessons/common/feedback.py`), never a trace or a class name.
 """
 
 

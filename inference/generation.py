@@ -1,13 +1,10 @@
 """One request, token by token: the state a learner steps through in Lesson 3.
 
-A `Generation` holds the prompt, the tokens generated so far, the KV cache and how many
-tokens the cache already holds. `next_token()` feeds whatever the cache lacks (the whole
-prompt at first: that is the prefill; one token afterwards: a decode step), then chooses
-the next token. Because choosing needs the forward pass that came before it, step 0's time
-is the time to first token (TTFT) and every later step's time is one decode step (TPOT).
-
-`branch()` rewinds to an earlier step, keeps the cache up to there, and continues with a
-token the learner picked. `stream()` is the plain loop a chat app runs.
+A `Generation` holds the prompt, the tokens so far and the KV cache. `next_token()` feeds what
+the cache lacks (the whole prompt at first: the prefill; then one token: a decode step) and
+chooses the next token, so step 0's time is the time to first token (TTFT) and every later
+step's is one decode step (TPOT). `branch()` rewinds to an earlier step, keeping the cache up
+to there, to continue with a token the learner picked. `stream()` is a chat app's plain loop.
 """
 from __future__ import annotations
 
@@ -65,21 +62,18 @@ class Generation:
         return self.events[-1].finished if self.events else None
 
     def stop(self, keep: int | None = None) -> None:
-        """Stop for good. With `keep`, only the first `keep` tokens stay (e.g. those the learner
-        had on screen when pressing Stop; a token computed just before is dropped)."""
+        """Stop for good; with `keep`, only the first `keep` tokens stay (those on screen)."""
         self.stopped = True
         if keep is not None:
             self.truncate(keep)
 
     def truncate(self, keep: int) -> None:
-        """Forget every token after the first `keep` (events and tokens stay in step). The cache
-        may still hold them; `branch()` crops it before it is read again."""
+        """Forget every token after the first `keep`; `branch()` crops the cache later."""
         keep = max(0, int(keep))
         del self.events[keep:], self.generated[keep:]
 
     def free_cache(self) -> None:
-        """Drop the KV cache (the memory budget needs it) but keep every token: the next step
-        feeds them all again in one pass and continues exactly as before."""
+        """Drop the KV cache but keep every token: the next step feeds them all again."""
         if self.cache is not None:
             self.cache, self.fed, self.last_logits = None, 0, None
             self.cache_freed = True
@@ -89,10 +83,8 @@ class Generation:
         self.max_new_tokens = max(len(self.generated) + 1, min(int(max_new_tokens), limit))
 
     def branch(self, step: int, token_id: int) -> None:
-        """Rewind to before output token `step` and make `token_id` the next pick.
-
-        The cache is cropped, not rebuilt: it keeps every position up to that step, minus the
-        one token that must be fed again to recompute the scores for the picked position."""
+        """Rewind to before output token `step` and make `token_id` the next pick. The cache is
+        cropped to all but the last token before it, which is fed again for its scores."""
         if not self.events:
             raise NotReadyError("Generate a few tokens first, then branch from one of them.")
         if not 0 <= step <= len(self.generated):
@@ -118,8 +110,8 @@ def start(lm, prompt_ids: list[int], sampling: SamplingSettings | None = None,
 
 def check_prompt(lm, prompt_ids: list[int], max_new_tokens: int, low: int, high: int,
                  name: str = "Max new tokens") -> None:
-    """Refuse, with a learner-facing message, an empty prompt, a `max_new_tokens` that is not
-    a whole number from `low` to `high`, or a request past the model's context window."""
+    """Refuse an empty prompt, a `max_new_tokens` that is not a whole number from `low` to
+    `high`, or a request past the model's context window (learner-facing messages)."""
     if not prompt_ids:
         raise EmptyPromptError("The prompt is empty: type some text first.")
     if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool):
@@ -133,7 +125,7 @@ def check_prompt(lm, prompt_ids: list[int], max_new_tokens: int, low: int, high:
 
 
 def next_token(lm, gen: Generation, force_token: int | None = None) -> StepEvent:
-    """Feed what the cache lacks, choose one token, return its event. The core of decoding."""
+    """Feed what the cache lacks, choose one token, return its event."""
     if gen.finished:
         raise GenerationFinishedError(
             f"This generation has finished ({gen.finished}); start a new one.")
@@ -182,8 +174,8 @@ def finish_reason(token: int, made: int, stop_ids: frozenset[int], max_new: int)
 
 def top_candidates(tokenizer, logits: torch.Tensor, probs: torch.Tensor | None, k: int
                    ) -> tuple[Candidate, ...]:
-    """The k likeliest tokens under the model's plain softmax of `logits` [V] (temperature 1),
-    with their shaped probabilities `probs` [V] beside them; () for k = 0."""
+    """The k likeliest tokens under the plain softmax of `logits` [V], with their shaped
+    probabilities `probs` [V] beside them."""
     if not k:
         return ()
     top = torch.topk(torch.softmax(logits.float(), -1), k)
@@ -199,8 +191,8 @@ def continue_branch(lm, gen: Generation) -> StepEvent:
 
 
 def reshaped(gen: Generation, sampling: SamplingSettings) -> list[float] | None:
-    """The newest step's candidates' probabilities under other sampling settings
-    (None for greedy). Lets the learner see temperature/top-k/top-p reshape the choice."""
+    """The newest step's candidates' probabilities under other sampling settings (None for
+    greedy): temperature, top-k and top-p reshaping the choice."""
     if gen.last_logits is None or not gen.events or sampling.greedy:
         return None
     probs = shaped_probabilities(gen.last_logits, sampling)
@@ -215,9 +207,7 @@ def set_sampling(lm, gen: Generation, sampling: SamplingSettings) -> None:
 
 def stream(lm, prompt_ids: list[int], sampling: SamplingSettings | None = None,
            max_new_tokens: int = LIMITS.new_tokens.default) -> Iterator[StepEvent]:
-    """Generate until end of turn or max tokens, yielding each token as it is chosen.
-
-    Stop early by simply not asking for more (break out of the loop)."""
+    """Yield each token as it is chosen, until end of turn or max tokens."""
     gen = start(lm, prompt_ids, sampling, max_new_tokens)
     while not gen.finished:
         yield next_token(lm, gen)

@@ -18,9 +18,7 @@ from transformers import DynamicCache
 
 def cache_layers(cache) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """(keys, values) per layer, each [batch, kv_heads, seq, head_dim]; [] for no cache."""
-    if cache is None:
-        return []
-    return [(layer.keys, layer.values) for layer in cache.layers
+    return [(layer.keys, layer.values) for layer in getattr(cache, "layers", ())
             if getattr(layer, "keys", None) is not None and layer.keys.numel() > 0]
 
 
@@ -56,10 +54,7 @@ def bytes_per_token(layers: int, kv_heads: int, head_dim: int, bytes_per_value: 
 
 @dataclass(frozen=True)
 class CacheSnapshot:
-    """The real cache at one moment, read from its tensors (nothing here is predicted).
-
-    `key_norms[layer][position]` is the length of that position's key vector (mean over
-    KV heads, first row of the batch): one column per token, for drawing the cache."""
+    """The real cache at one moment, read from its tensors (nothing here is predicted)."""
 
     layers: int
     batch: int
@@ -70,7 +65,7 @@ class CacheSnapshot:
     bytes_per_value: int
     tensor_bytes: int  # bytes the key and value tensors hold, all layers
     shapes: tuple[tuple[int, int, int, int], ...]  # per layer, keys: [B, H_kv, S, D]
-    key_norms: tuple[tuple[float, ...], ...]  # [layers][tokens]
+    key_norms: tuple[tuple[float, ...], ...]  # [layers][tokens] key length, mean over heads, row 0
 
     @property
     def formula_bytes(self) -> int:
@@ -79,7 +74,6 @@ class CacheSnapshot:
 
     @property
     def bytes_per_token(self) -> int:
-        """Per token of one sequence (as the formula counts it)."""
         return bytes_per_token(self.layers, self.kv_heads, self.head_dim, self.bytes_per_value)
 
 

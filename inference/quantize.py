@@ -4,16 +4,13 @@
    - int8, per output channel (symmetric): one scale per row, w ≈ q · scale, q in [-127, 127].
    - int4, group-wise (asymmetric): every `group_size` weights along a row share a scale and a
      zero point, w ≈ (q - 8) · scale + zero, q in [0, 15].
-   Rounding to the nearest level means each weight is off by at most half a step (scale / 2).
-2. Linear modules hold the integers and scales and do the matrix product. Where PyTorch has a
-   fast kernel for this device they call it; otherwise they rebuild the float weights on the
-   fly ("simulated": same numbers, same bytes stored, but no speed-up from reading fewer bytes).
-3. `swap_linears` walks a model and replaces every `nn.Linear` with its quantized twin.
+   Rounding to the nearest level puts each weight at most half a step (scale / 2) off.
+2. Linear modules hold the integers and scales and do the matrix product: through PyTorch's
+   fast kernel where a probe on this device gives the reference path's numbers (bfloat16
+   activations), else by rebuilding the float weights on the fly ("simulated": same numbers,
+   same bytes stored, no speed-up from reading fewer bytes).
+3. `iter_swap_linears` replaces every `nn.Linear` of a model with its quantized twin.
 
-Only the *weights* are quantized ("weight-only"). The fast kernels take bfloat16 activations,
-so the Linear casts its input to bf16 and its output back; a kernel is used only where a probe
-on the device gives the reference path's numbers. The simulated int8 path dequantizes *before*
-the matmul: x @ qᵀ with q up to 127 overflowed float16 to inf on a GPU.
 Left out: activation quantization (int8 × int8 matmuls), GPTQ/AWQ-style calibration.
 """
 from __future__ import annotations
@@ -51,9 +48,8 @@ def quantize_int4_groupwise(w: torch.Tensor, group_size: int = 32
                             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """w [N, K] -> (q uint8 [N, K] in 0..15, scales [N, K/G], zeros [N, K/G]), all float32.
 
-    Each group of G weights spans [min, max] in 15 equal steps: scale = (max - min) / 15 and
-    w ≈ (q - 8) * scale + zero with zero = min + 8 * scale (the layout PyTorch's int4 kernels
-    use)."""
+    Each group of G weights spans [min, max] in 15 equal steps: scale = (max - min) / 15,
+    w ≈ (q - 8) * scale + zero with zero = min + 8 * scale (PyTorch's int4 kernels' layout)."""
     n, k = w.shape
     if k % group_size:
         raise ValueError(f"in_features {k} is not a multiple of group_size {group_size}")
@@ -84,42 +80,6 @@ def unpack_int4(packed: torch.Tensor) -> torch.Tensor:
     return torch.stack([packed & 0xF, packed >> 4], dim=-1).reshape(packed.shape[0], -1)
 
 
-# ---------------------------------------------------------------- fast-kernel probe
-def kernel_available(kind: str, device: torch.device | str) -> bool:
-    """True where the fast `kind` ("int8" or "int4") kernel exists, runs on this device (CPU or
-    CUDA) and gives the reference path's numbers on a small random layer (a wrong packing
-    convention fails here, leaving the simulated path)."""
-    device = torch.device(device)
-    if device.type not in ("cpu", "cuda") or (device.type == "cuda"
-                                              and not torch.cuda.is_available()):
-        return False
-    gen = torch.Generator(device="cpu").manual_seed(0)
-    w, x = torch.randn(64, 256, generator=gen), torch.randn(3, 256, generator=gen)
-    linear = nn.Linear(256, 64, bias=False, device=device)
-    with torch.no_grad():
-        linear.weight.copy_(w)
-    if kind == "int8":
-        ref = x @ dequantize_int8_per_channel(*quantize_int8_per_channel(w)).t()
-    else:
-        ref = x @ dequantize_int4_groupwise(*quantize_int4_groupwise(w, 32), 32).t()
-    try:
-        layer = (WeightOnlyInt8Linear.from_linear(linear, True) if kind == "int8"
-                 else WeightOnlyInt4Linear.from_linear(linear, 32, True))
-        y = layer(x.to(device)).float().cpu()
-    except (RuntimeError, AttributeError, NotImplementedError):  # no such op, or not here
-        return False
-    return bool(torch.allclose(y, ref, atol=0.1 + 0.02 * ref.abs().max().item(), rtol=0.05))
-
-
-def pack_int4_for_cuda(q: torch.Tensor) -> torch.Tensor:
-    """q [N, K] in 0..15 (on a CUDA device) -> the CUDA kernel's tiled int4 layout.
-
-    The packer reads uint8 [N, K/2] with the EVEN column in the high nibble (PyTorch >= 2.5)."""
-    q = q.to(torch.uint8)
-    return torch.ops.aten._convert_weight_to_int4pack(q[:, 0::2] << 4 | q[:, 1::2],
-                                                      CUDA_INNER_K_TILES)
-
-
 # ---------------------------------------------------------------- 2. Linear modules
 class WeightOnlyInt8Linear(nn.Module):
     """y = x @ (q * scales)ᵀ with q int8 [N, K] and one scale per output channel [N]."""
@@ -143,18 +103,15 @@ class WeightOnlyInt8Linear(nn.Module):
             x2 = x.reshape(-1, self.in_features).to(torch.bfloat16)
             y = torch.ops.aten._weight_int8pack_mm(x2, self.weight, self.scales)
             return y.reshape(*x.shape[:-1], self.out_features).to(x.dtype)
-        # Dequantize on the fly (w = q · scale, in float32, then the activation dtype), then one
-        # matmul. Not `F.linear(x, q) * scale`: in float16 x @ qᵀ overflows (see top).
-        w = self.weight.float() * self.scales.float()[:, None]  # [N, K]
-        return F.linear(x, w.to(x.dtype))
+        # Dequantize first, then one matmul. Not `F.linear(x, q) * scale`: x @ qᵀ with q up to
+        # 127 overflows float16 to inf on a GPU.
+        return F.linear(x, dequantize_int8_per_channel(self.weight, self.scales).to(x.dtype))
 
 
 class WeightOnlyInt4Linear(nn.Module):
     """y = x @ ((q - 8) * scale + zero)ᵀ with 4-bit q, a scale and zero per group of G weights.
-
-    Kernel path: `weight` is the kernel's own packed layout (CPU: uint8 [N, K/2]; CUDA: int32
-    tiles) and `scales_and_zeros` is bf16 [K/G, N, 2]. Simulated path: `weight` is our nibble
-    packing (`pack_int4`), unpacked and dequantized at every call."""
+    `weight` is the kernel's own packed layout, or on the simulated path our nibble packing
+    (`pack_int4`), unpacked and dequantized at every call."""
 
     def __init__(self, q: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor,
                  group_size: int, use_kernel: bool) -> None:
@@ -167,8 +124,10 @@ class WeightOnlyInt4Linear(nn.Module):
         sz = torch.stack([scales.t(), zeros.t()], dim=-1).contiguous()  # [K/G, N, 2]
         if not use_kernel:
             weight = pack_int4(q)  # uint8 [N, K/2]
-        elif self.on_cuda:
-            weight = pack_int4_for_cuda(q)  # int32 tiles, the kernel's layout
+        elif self.on_cuda:  # int32 tiles; the packer reads the EVEN column in the high nibble
+            q8 = q.to(torch.uint8)
+            weight = torch.ops.aten._convert_weight_to_int4pack(q8[:, 0::2] << 4 | q8[:, 1::2],
+                                                                CUDA_INNER_K_TILES)
         else:  # uint8 [N, K/2], the kernel's layout
             weight = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q.to(torch.int32), 2)
         self.register_buffer("weight", weight)
@@ -201,8 +160,7 @@ class WeightOnlyInt4Linear(nn.Module):
 
 class Int8Embedding(nn.Module):
     """Embedding lookup from an int8 table with one scale per row: row = q[id] * scale[id].
-
-    Passing the int8 output head's own `weight` and `scales` keeps the tie: one stored copy."""
+    Given the int8 output head's own `weight` and `scales`, the tie is kept: one copy."""
 
     def __init__(self, q: torch.Tensor, scales: torch.Tensor, dtype: torch.dtype) -> None:
         super().__init__()
@@ -216,20 +174,44 @@ class Int8Embedding(nn.Module):
 
 
 # ---------------------------------------------------------------- 3. module swap
+def quantized_linear(linear: nn.Linear, mode: str, group_size: int = 32,
+                     use_kernel: bool = True) -> nn.Module:
+    """`linear`'s int8 or int4 twin."""
+    if mode == "int8":
+        return WeightOnlyInt8Linear.from_linear(linear, use_kernel)
+    return WeightOnlyInt4Linear.from_linear(linear, group_size, use_kernel)
+
+
 def iter_swap_linears(model: nn.Module, mode: str, group_size: int = 32,
                       use_kernel: bool = True) -> Iterator[tuple[int, int, str]]:
-    """Replace every nn.Linear in `model` (in place) with its int8/int4 twin.
-
-    Yields (done, total, name) after each swap so a caller can show progress."""
+    """Replace every nn.Linear in `model` (in place) with its int8/int4 twin, yielding
+    (done, total, name) after each swap so a caller can show progress."""
     if mode not in ("int8", "int4"):
         raise ValueError(f"unknown quantization mode {mode!r}; expected 'int8' or 'int4'")
     targets = [(n, m) for n, m in model.named_modules() if isinstance(m, nn.Linear)]
     for i, (name, linear) in enumerate(targets):
-        if mode == "int8":
-            new = WeightOnlyInt8Linear.from_linear(linear, use_kernel)
-        else:
-            new = WeightOnlyInt4Linear.from_linear(linear, group_size, use_kernel)
         parent_name, _, child = name.rpartition(".")
-        setattr(model.get_submodule(parent_name) if parent_name else model, child, new)
+        setattr(model.get_submodule(parent_name) if parent_name else model, child,
+                quantized_linear(linear, mode, group_size, use_kernel))
         yield i + 1, len(targets), name
+
+
+def kernel_available(kind: str, device: torch.device | str) -> bool:
+    """True where the fast `kind` ("int8" or "int4") kernel runs on this device (CPU or CUDA)
+    and gives the simulated path's numbers on a small random layer (a wrong packing fails)."""
+    device = torch.device(device)
+    if device.type not in ("cpu", "cuda") or (device.type == "cuda"
+                                              and not torch.cuda.is_available()):
+        return False
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    w, x = torch.randn(64, 256, generator=gen), torch.randn(3, 256, generator=gen)
+    linear = nn.Linear(256, 64, bias=False)
+    with torch.no_grad():
+        linear.weight.copy_(w)
+        ref = quantized_linear(linear, kind, use_kernel=False)(x)
+        try:
+            y = quantized_linear(linear.to(device), kind)(x.to(device)).float().cpu()
+        except (RuntimeError, AttributeError, NotImplementedError):  # no such op, or not here
+            return False
+    return bool(torch.allclose(y, ref, atol=0.1 + 0.02 * ref.abs().max().item(), rtol=0.05))
 

@@ -1,12 +1,11 @@
 """When a class outgrows one machine: "Try it" chats served by another engine.
 
-Set `LLM_LAB_SERVE_URL` to an OpenAI-compatible server (for example vLLM on a GPU box, started
-with `--tensor-parallel-size N` to split the model over its N GPUs) and the chat tab streams its
-requests from there instead of this process's continuous batcher; the lessons keep measuring
-this machine. A request is the chat's token ids sent to `POST /v1/completions` with
-`"stream": true`; each streamed chunk becomes one `StepEvent`, timed as this process saw it.
-The server view reads the engine's Prometheus metrics (`GET /metrics`, vLLM's `vllm:` names).
-Standard library only.
+With `LLM_LAB_SERVE_URL` set to an OpenAI-compatible server (e.g. vLLM on a GPU box, with
+`--tensor-parallel-size N` over its N GPUs) the chat tab streams from there instead of this
+process's batcher; the lessons keep measuring this machine. The chat's token ids go to
+`POST /v1/completions` (`"stream": true`); each chunk becomes one `StepEvent`, timed as this
+process saw it. The server view reads its Prometheus metrics (`GET /metrics`, vLLM's `vllm:`
+names). Standard library only.
 """
 from __future__ import annotations
 
@@ -15,6 +14,7 @@ import json
 import threading
 import time
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -103,8 +103,12 @@ class RemoteRequest:
     def cancel(self) -> None:
         self._cancelled.set()
 
-    def body(self) -> dict:
-        s = self.sampling
+    def events(self, timeout_s: float = TIMEOUT_S, idle_s: float | None = None
+               ) -> Iterator[StepEvent]:
+        """Stream the answer: one event per chunk of text, the last one marked finished.
+        `idle_s` is accepted for the local request's signature; the HTTP stream has no idle
+        ticks (a Stop lands at the next chunk, or when the stream is closed)."""
+        s, text, last, index = self.sampling, "", self.submitted, 0
         body = {"model": self.engine.model, "prompt": self.prompt_ids,
                 "max_tokens": self.max_new_tokens, "temperature": s.temperature,
                 "top_p": s.top_p, "stream": True}
@@ -112,16 +116,8 @@ class RemoteRequest:
             body["top_k"] = s.top_k
         if s.seed is not None and not s.greedy:
             body["seed"] = s.seed
-        return body
-
-    def events(self, timeout_s: float = TIMEOUT_S, idle_s: float | None = None
-               ) -> Iterator[StepEvent]:
-        """Stream the answer: one event per chunk of text, the last one marked finished.
-        `idle_s` is accepted for the local request's signature; the HTTP stream has no idle
-        ticks (a Stop lands at the next chunk, or when the stream is closed)."""
-        text, last, index = "", self.submitted, 0
         try:
-            for chunk in self.engine.stream("/v1/completions", self.body(), timeout_s):
+            for chunk in self.engine.stream("/v1/completions", body, timeout_s):
                 if self._cancelled.is_set():
                     return
                 choice = (chunk.get("choices") or [{}])[0]
@@ -172,25 +168,34 @@ class RemoteEngine:
         return f"{self.stats().engine} at {self.url} (model {self.model})"
 
     # ---- HTTP -----------------------------------------------------------------------------
-    def _connection(self, timeout_s: float) -> tuple[http.client.HTTPConnection, str]:
+    @contextmanager
+    def _response(self, path: str, timeout_s: float, body: dict | None = None
+                  ) -> Iterator[http.client.HTTPResponse]:
+        """GET `path` (or POST `body` to it) -> the engine's answer, which must be HTTP 200;
+        RemoteEngineError, with a sentence, otherwise or when it cannot be reached."""
         u = urlsplit(self.url)
         cls = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
-        return cls(u.hostname, u.port, timeout=timeout_s), u.path.rstrip("/")
-
-    def _get(self, path: str, timeout_s: float = 5.0) -> bytes:
-        conn, base = self._connection(timeout_s)
+        conn = cls(u.hostname, u.port, timeout=timeout_s)
         try:
-            conn.request("GET", base + path)
+            conn.request("GET" if body is None else "POST", u.path.rstrip("/") + path,
+                         body=None if body is None else json.dumps(body),
+                         headers={"Content-Type": "application/json"})
             resp = conn.getresponse()
             if resp.status != 200:
-                raise RemoteEngineError(f"The serving engine at {self.url} answered "
-                                        f"HTTP {resp.status} for {path}.")
-            return resp.read()
+                why = (f"answered HTTP {resp.status} for {path}" if body is None else
+                       f"refused the request (HTTP {resp.status}: "
+                       f"{resp.read(200).decode('utf-8', 'replace')})")
+                raise RemoteEngineError(f"The serving engine at {self.url} {why}.")
+            yield resp
         except OSError as exc:
             raise RemoteEngineError(f"The serving engine at {self.url} cannot be reached "
                                     f"({type(exc).__name__}).") from None
         finally:
             conn.close()
+
+    def _get(self, path: str) -> bytes:
+        with self._response(path, 5.0) as resp:
+            return resp.read()
 
     def _first_model(self) -> str:
         try:
@@ -201,19 +206,5 @@ class RemoteEngine:
 
     def stream(self, path: str, body: dict, timeout_s: float) -> Iterator[dict]:
         """POST `body` and yield each server-sent event's JSON payload until `[DONE]`."""
-        conn, base = self._connection(timeout_s)
-        try:
-            conn.request("POST", base + path, body=json.dumps(body),
-                         headers={"Content-Type": "application/json"})
-            resp = conn.getresponse()
-            if resp.status != 200:
-                detail = resp.read(200).decode("utf-8", "replace")
-                raise RemoteEngineError(f"The serving engine at {self.url} refused the request "
-                                        f"(HTTP {resp.status}: {detail}).")
+        with self._response(path, timeout_s, body) as resp:
             yield from sse_payloads(iter(resp.readline, b""))
-        except OSError as exc:
-            raise RemoteEngineError(f"The serving engine at {self.url} cannot be reached "
-                                    f"({type(exc).__name__}).") from None
-        finally:
-            conn.close()
-

@@ -1,11 +1,9 @@
 """Lesson 5 (engine side): a decode batch whose rows can join and leave between steps.
 
-Prompts of different lengths are LEFT-padded to one length (`left_pad`), so every row's newest
-token sits in the last column of the same tensors, `[B, H_kv, S, D]`; the mask keeps padding
-out of attention and position ids count only real tokens, so each row computes what it would
-alone. Padding still costs work (`padding_waste`). `join` pads the shorter cache on the left
-and stacks the rows; `keep` drops finished rows and the columns that became padding in every
-remaining row. This is the layout the scheduler experiment teaches (`experiments/schedulers.py`,
+Prompts are LEFT-padded to one length (`left_pad`), so every row's newest token sits in the last
+column of `[B, H_kv, S, D]`; the mask keeps padding out of attention and position ids count
+real tokens only, so each row computes what it would alone, though padding still costs work
+(`padding_waste`). The scheduler experiment teaches this layout (`experiments/schedulers.py`,
 greedy only); the serving engine keeps its cache in pages instead (`paged_batch.py`).
 """
 from __future__ import annotations
@@ -60,8 +58,7 @@ class RowBatch:
 
     @staticmethod
     def prefill(lm, rows: list[int], prompts: list[list[int]]) -> tuple[RowBatch, float]:
-        """Prompts -> (a batch holding their caches and greedy first tokens, the seconds), in
-        one left-padded forward pass."""
+        """Prompts -> (a batch of their caches and greedy first tokens, seconds): one pass."""
         pad = lm.tokenizer.pad_token_id
         pad = lm.tokenizer.eos_token_id if pad is None else pad
         with stopwatch(lm.device) as t:
@@ -71,8 +68,7 @@ class RowBatch:
         return batch, t[0]
 
     def decode(self, lm) -> tuple[list[int], float]:
-        """One greedy decode step for every row (the cache grows by one column):
-        (each row's new token, synced seconds)."""
+        """One greedy step for every row -> (each row's new token, synced seconds)."""
         with stopwatch(lm.device) as t:
             self.mask = torch.cat([self.mask, torch.ones_like(self.mask[:, :1])], dim=1)
             logits = decode_step(lm.model, self.next_token, self.cache, self.mask)  # [B, V]
@@ -81,7 +77,7 @@ class RowBatch:
 
     @torch.inference_mode()
     def join(self, other: RowBatch) -> RowBatch:
-        """Both batches' rows in one batch: pad the shorter cache on the left, stack rows."""
+        """Both batches' rows in one: the shorter cache padded on the left, rows stacked."""
         width = max(self.width, other.width)
         layers = []
         for (ka, va), (kb, vb) in zip(cache_layers(self.cache), cache_layers(other.cache)):
@@ -105,6 +101,5 @@ class RowBatch:
 
 
 def _pad_left(x: torch.Tensor, width: int, dim: int) -> torch.Tensor:
-    """Zeros on the left of axis `dim` (-2: keys/values [B, H, S, D]; -1: a mask [B, S]) up to
-    `width` positions."""
+    """Zeros on the left of axis `dim` (-2: keys/values [B, H, S, D]; -1: a mask [B, S])."""
     return F.pad(x, (0, 0) * (-1 - dim) + (width - x.shape[dim], 0))

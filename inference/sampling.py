@@ -1,7 +1,6 @@
-"""How the next token is chosen from the model's scores (logits).
+"""How the next token is chosen from the model's scores (logits), one per vocabulary entry.
 
-The model gives one score per vocabulary entry. Softmax turns scores into probabilities;
-then:
+Softmax turns scores into probabilities; then:
 - greedy (temperature 0) takes the most likely token: the same text every run;
 - temperature T divides the scores by T first: T < 1 sharpens, T > 1 flattens;
 - top-k keeps only the k most likely tokens; top-p keeps the smallest set whose
@@ -47,10 +46,8 @@ class SamplingSettings:
 
 
 def shaped_probabilities(logits: torch.Tensor, s: SamplingSettings) -> torch.Tensor:
-    """logits [..., V] -> probabilities [..., V] after temperature, top-k and top-p.
-
-    Greedy returns the plain softmax (T = 1), so the learner still sees the distribution.
-    """
+    """logits [..., V] -> probabilities [..., V] after temperature, top-k and top-p (greedy:
+    the plain softmax, so the learner still sees the distribution)."""
     logits = logits.float()
     if s.greedy:
         return torch.softmax(logits, dim=-1)

@@ -1,6 +1,6 @@
-"""One visitor's request to the serving engine (`server.py`): its prompt, settings and seeded
-generator, the tokens it got so far, and the queue its events arrive on. Leaving `events()`
-early cancels it; a stream nobody reads (`unread_s`) is stopped by the server."""
+"""One visitor's request to the serving engine (`server.py`): its prompt, settings, seeded
+generator, tokens so far, and the queue its events arrive on. Leaving `events()` early cancels
+it; a stream nobody reads (`unread_s`) is stopped by the server."""
 from __future__ import annotations
 
 import asyncio
@@ -23,7 +23,7 @@ class ServedRequest:
                  visitor: str = "", clock: Callable[[], float] = time.monotonic) -> None:
         self.rid, self.prompt_ids, self.sampling = rid, list(prompt_ids), sampling
         self.visitor = visitor  # who asked ("" = a visitor of its own): the line is fair by it
-        self.turn = 0  # its turn in the server's waiting line (`server_line.py`)
+        self.turn = 0  # its turn in the server's waiting line (`server_plan.WaitingLine`)
         self.max_new_tokens, self.top_k_shown = max_new_tokens, top_k_shown
         self.generator = generator
         self.ahead = ahead  # requests in the queue before this one when it arrived
@@ -81,12 +81,12 @@ class ServedRequest:
         try:
             while True:
                 try:
-                    item = self._take(timeout=_wait_s(deadline, idle_s))
+                    event = self._take(_wait_s(deadline, idle_s))
                 except queue.Empty:
                     _check_deadline(deadline)
                     yield None
                     continue
-                if (event := _opened(item)) is None:
+                if event is None:  # it ended
                     return
                 yield event
                 if event.finished:
@@ -113,7 +113,7 @@ class ServedRequest:
             while True:
                 arrived.clear()  # before looking: an event put after the look sets it again
                 try:
-                    item = self._take()
+                    event = self._take()
                 except queue.Empty:
                     try:
                         await asyncio.wait_for(arrived.wait(), _wait_s(deadline, idle_s))
@@ -121,7 +121,7 @@ class ServedRequest:
                         _check_deadline(deadline)
                         yield None
                     continue
-                if (event := _opened(item)) is None:
+                if event is None:  # it ended
                     return
                 yield event
                 if event.finished:
@@ -131,11 +131,14 @@ class ServedRequest:
             self._wake = None
             self.cancel()
 
-    def _take(self, timeout: float | None = None):
-        """The next item, waiting up to `timeout` (None: do not wait); raises queue.Empty."""
+    def _take(self, timeout: float | None = None) -> StepEvent | None:
+        """The next event (None: it ended), waiting up to `timeout` (None: do not wait); raises
+        queue.Empty, or the failure the server put."""
         item = self._events.get(timeout is not None, timeout)
         if self._unread:
             self._unread.popleft()
+        if isinstance(item, Exception):
+            raise item
         return item
 
     def _end(self) -> None:
@@ -160,9 +163,3 @@ def _check_deadline(deadline: float) -> None:
     if time.monotonic() >= deadline:
         raise ServerStoppedError("The server did not answer in time; try again.")
 
-
-def _opened(item) -> StepEvent | None:
-    """The event a queue item carries; None when the request ended; a failure is raised."""
-    if isinstance(item, Exception):
-        raise item
-    return item

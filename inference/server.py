@@ -1,28 +1,13 @@
 """The serving engine: one continuous batcher that owns the model for every visitor.
 
-Lesson 5's continuous batching serving the room for real, its KV cache in pages (one block pool
-sized from `server_cache_mb`, `paged_batch.py`), with chunked prefill, as vLLM v1's scheduler.
-One thread runs the loop; each step's arithmetic runs on the compute thread. A step is
-
-1. `plan = self._schedule()` (`server_plan.py`): finished, stopped or unread rows leave (their
-   blocks go back; keyed full blocks stay cached). Every row whose last block is full takes a
-   new one; when the pool is out of blocks the NEWEST row is preempted and returns to the FRONT
-   of the line, to be prefilled again later. Then waiting requests join in the line's order
-   (round robin by visitor, `server_line.py`) while `admission` lets them: a row under
-   `server_rows`, budget left, the blocks their prompt needs NOW (a shared prefix's full
-   blocks are mapped, not computed again). `split_budget` gives `step_token_budget` one token
-   to every decoding row and the rest to the rows mid-prefill, oldest first, a chunk each;
-2. `self._execute(plan)`: the prompt chunks in one pass (a newcomer's first token comes as
-   soon as its last chunk is computed), then one decode pass for the decoding rows (our paged
-   forward pads rows to equal query length, so a running stream waits at most one chunk's
-   pass per token, never a whole long prompt);
-3. after each pass, every row whose tokens are all computed gets its next token, chosen with
-   its own sampling settings and seeded generator (so it gets exactly the tokens it would get
-   alone), and its event is emitted.
-
-Every step leaves a `StepRecord` (`step_record.py`). Lesson measurements take turns with the
-steps on the compute thread (`compute_turns.py`); handlers never run the model for generation
-themselves: they `submit()` and read their request's events.
+Lesson 5's continuous batching, its KV cache in pages (`paged_batch.py`), prefill in chunks, as
+vLLM v1's scheduler. One thread runs the loop; each step runs on the compute thread, taking
+turns with lesson measurements (`compute_turns.py`): `plan = self._schedule()` (who leaves, is
+preempted or joins, and how the token budget splits: `server_plan.py`), `self._execute(plan)`
+(the prompt chunks in one pass, then one decode pass: a running stream waits at most one
+chunk's pass per token, never a whole long prompt), and the events emitted, each row's token
+chosen with its own sampling and seeded generator: exactly the tokens it would get alone. Each
+step leaves a `StepRecord`. Handlers never run the model: they `submit()` and read the events.
 """
 from __future__ import annotations
 
@@ -50,14 +35,7 @@ from .generation import check_prompt, finish_reason, output_text, top_candidates
 from .paged_batch import PagedBatch
 from .sampling import SamplingSettings, choose, make_generator
 from .served_request import ServedRequest
-from .server_line import WaitingLine
-from .server_plan import (
-    WAIT_BLOCKS,
-    WAIT_SHARED,
-    StepPlan,
-    admission,
-    split_budget,
-)
+from .server_plan import WAIT_BLOCKS, WAIT_SHARED, StepPlan, WaitingLine, admission, split_budget
 from .step_record import ServerRecord, ServerStats, StepClock
 from .thread_choice import ThreadChoice, num_threads
 from .timing import stopwatch
@@ -80,7 +58,7 @@ class Server:
         self._special_ids = frozenset(lm.tokenizer.all_special_ids)
         self.batch = PagedBatch.for_server(lm, s)
         self._cond = threading.Condition()
-        self._waiting = WaitingLine()  # round robin by visitor (server_line.py)
+        self._waiting = WaitingLine()  # round robin by visitor
         self._running: dict[int, ServedRequest] = {}  # rid -> request in the batch
         self.last_plan: StepPlan | None = None  # the newest step's plan (read-only)
         self._threads = ThreadChoice.for_device(lm.device, s.server_threads)
@@ -120,7 +98,9 @@ class Server:
                 raise ServerBusyError(
                     f"The model is busy: {len(self._waiting)} requests are ahead of you and "
                     f"{len(self._running)} are being answered. Try again in a few seconds.")
-            if visitor and self._in_flight(visitor) >= s.visitor_chats:
+            running = sum(1 for r in self._running.values()  # its own, not yet stopped
+                          if r.visitor == visitor and not (r.cancelled or r.finished))
+            if visitor and running + self._waiting.waiting(visitor) >= s.visitor_chats:
                 raise ServerBusyError(
                     f"You already have {s.visitor_chats} answers running or waiting, the most one "
                     f"visitor may have at once: wait for one to finish (or press Stop), then "
@@ -149,16 +129,10 @@ class Server:
         self._thread.join(timeout=30)
 
     def _chatting(self) -> int:
-        """Visitors with a request running or waiting (one with no key counts as its own;
-        call with `_cond`)."""
+        """Visitors with a request running or waiting, keyless ones each their own (with
+        `_cond`)."""
         return len({r.visitor or f"#{r.rid}" for r in (*self._running.values(), *self._waiting)
                     if not r.cancelled})
-
-    def _in_flight(self, visitor: str) -> int:
-        """This visitor's requests running or waiting, not yet stopped (call with `_cond`)."""
-        running = sum(1 for r in self._running.values()
-                      if r.visitor == visitor and not (r.cancelled or r.finished))
-        return running + self._waiting.waiting(visitor)
 
     # ---- the loop ------------------------------------------------------------------------
     def _run(self) -> None:
@@ -189,13 +163,12 @@ class Server:
         with clock.part("cache_s"):
             self._drop_finished()
         figures = self._threads.figures() if self._threads else ()
-        prefill = sum(n for _, n in plan.chunks)
         with self._cond:
             self.record.steps_detail.append(clock.record(
                 index=plan.index, budget_tokens=plan.budget, decode_tokens=len(plan.decode),
-                prefill_tokens=prefill, rows=len(plan.decode) + len(plan.chunks),
-                first_tokens=first_tokens,
-                decoded_rids=plan.decode, chunk_rids=tuple(rid for rid, _ in plan.chunks)))
+                prefill_tokens=plan.tokens - len(plan.decode), first_tokens=first_tokens,
+                rows=len(plan.decode) + len(plan.chunks), decoded_rids=plan.decode,
+                chunk_rids=tuple(rid for rid, _ in plan.chunks)))
             self.record.threads = figures
 
     def _schedule(self) -> StepPlan:
@@ -254,24 +227,20 @@ class Server:
         """The plan's forward passes, the prompt chunks first (a newcomer's first token need
         not wait for the running rows' pass), then the decode rows; after each, the rows it
         completed get their token. -> requests whose prefill finished this step."""
-        done = self._prefill_chunks(plan, clock) if plan.chunks else 0
+        done: list[int] = []
+        if plan.chunks:
+            chunks = dict(plan.chunks)
+            logits, seconds = self._forward(clock, "prefill", sum(chunks.values()),
+                                            self.batch.prefill_chunks, chunks)  # [C, V]
+            for rid in chunks:
+                self._running[rid].prefill_passes += 1  # told in its first token's event
+            done = [j for j, rid in enumerate(chunks) if self.batch.rows[rid].decoding]
+            self._emit([plan.chunks[j][0] for j in done], logits[done], seconds, clock,
+                       rows=len(chunks), prefill=True)  # none done: only the pass is noted
         if plan.decode:
             logits, seconds = self._forward(clock, "decode", len(plan.decode),
                                             self.batch.decode, list(plan.decode))  # [B, V]
             self._emit(list(plan.decode), logits, seconds, clock)
-        return done
-
-    def _prefill_chunks(self, plan: StepPlan, clock: StepClock) -> int:
-        """One pass over the newcomers' prompt chunks; the rows whose prompt it finished get
-        their first token. -> how many."""
-        chunks = dict(plan.chunks)
-        logits, seconds = self._forward(clock, "prefill", sum(chunks.values()),
-                                        self.batch.prefill_chunks, chunks)  # [C, V]
-        for rid in chunks:
-            self._running[rid].prefill_passes += 1  # told in its first token's event
-        done = [j for j, rid in enumerate(chunks) if self.batch.rows[rid].decoding]
-        self._emit([plan.chunks[j][0] for j in done], logits[done], seconds, clock,
-                   rows=len(chunks), prefill=True)  # none done: only the pass is noted
         return len(done)
 
     def _forward(self, clock: StepClock, kind: str, tokens: int, call, *args):
@@ -295,8 +264,7 @@ class Server:
     def _emit(self, rids: list[int], logits: torch.Tensor, seconds: float, clock: StepClock,
               rows: int | None = None, prefill: bool = False) -> None:
         """Choose each row's token with its own sampling, send its event, set its next input.
-        `rows`: rows in the forward pass (default: these). `prefill`: the pass computed their
-        prompts' last chunks."""
+        `rows`: rows in the pass (default: these); `prefill`: it ended their prompts."""
         rows, tok = rows or len(rids), self.lm.tokenizer
         t0, handoff = time.perf_counter(), 0.0
         # One op each for every row, not one per row: a step's Python work grows with its rows.
@@ -330,17 +298,12 @@ class Server:
             handoff += time.perf_counter() - h0
         clock.seconds["sample_s"] += time.perf_counter() - t0 - handoff
         clock.seconds["handoff_s"] += handoff
-        with clock.part("cache_s"):
-            self._note_pass(rows, seconds, tuple(rids))
-
-    def _note_pass(self, rows: int, seconds: float, served: tuple[int, ...]) -> None:
-        """A forward pass for the live view: its rows, its seconds, the requests it gave a
-        token (told to any measurement running meanwhile)."""
-        pool, cache_bytes = self.batch.stats(), self.batch.cache_bytes()
-        with self._cond:
-            if served:
-                self.turns.served(list(served))
-            self.record.note_pass(rows, seconds, len(served), pool, cache_bytes)
+        with clock.part("cache_s"):  # the pass, for the live view and any measurement
+            pool, cache_bytes = self.batch.stats(), self.batch.cache_bytes()
+            with self._cond:
+                if rids:
+                    self.turns.served(list(rids))
+                self.record.note_pass(rows, seconds, len(rids), pool, cache_bytes)
 
     def _stop_unread(self) -> None:
         """Stop every request whose reader has left an event untaken for

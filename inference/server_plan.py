@@ -1,13 +1,12 @@
-"""One server step's schedule, decided before any forward pass, as vLLM v1's scheduler: who
-may join the batch now (`admission`), how the step's token budget is split between the
-decoding rows and the rows mid-prefill (`split_budget`), and the frozen record of it all
-(`StepPlan`, vLLM's `SchedulerOutput`) that the step executes and the live view draws.
-
-Pure bookkeeping: nothing here runs the model or touches the server's threads.
+"""One server step's schedule, decided before any forward pass, as vLLM v1's scheduler
+(vllm/v1/core/sched/scheduler.py): the waiting line, fair by visitor (`WaitingLine`), who may
+join the batch now (`admission`), how the step's token budget splits between decoding rows and
+rows mid-prefill (`split_budget`), and the frozen record of it all (`StepPlan`, vLLM's
+`SchedulerOutput`). Pure bookkeeping: nothing here runs the model or touches the server's threads.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from .block_pool import BlockPool
@@ -78,3 +77,65 @@ class StepPlan:
     def tokens(self) -> int:
         """Tokens the step's forward passes compute (what the budget limits)."""
         return len(self.decode) + sum(n for _, n in self.chunks)
+
+
+class WaitingLine:
+    """Requests waiting for a row, round robin by visitor (start-time fair queuing): a
+    visitor who queues 100 chats delays another's one chat by one of theirs per turn at most.
+    A request's turn is one past its visitor's newest turn still waiting, never before the
+    turn served now (`served`: turns are not saved up by waiting idle); the line is ordered by
+    (turn, arrival). A preempted request goes back to the FRONT. The visitor `""` is a visitor
+    of its own. A request needs `rid`, `visitor` and `cancelled`; the line sets `turn`. Call
+    under the server's lock.
+
+    >>> class R:
+    ...     def __init__(self, rid, visitor): self.rid, self.visitor = rid, visitor
+    >>> line = WaitingLine()
+    >>> for rid, who in enumerate("AAAABCC"):
+    ...     _ = line.add(R(rid, who))
+    >>> [f"{r.visitor}{r.rid}" for r in line]
+    ['A0', 'B4', 'C5', 'A1', 'C6', 'A2', 'A3']
+    """
+
+    def __init__(self) -> None:
+        self._line: list = []
+        self.served = 0  # the newest turn a request joined the batch at
+
+    def add(self, req) -> int:
+        """Queue a new request at its visitor's next turn. -> requests now ahead of it."""
+        newest = max((r.turn for r in self._line if req.visitor and r.visitor == req.visitor),
+                     default=0)
+        req.turn = max(newest, self.served) + 1
+        key = (req.turn, req.rid)
+        i = len(self._line)
+        while i and (self._line[i - 1].turn, self._line[i - 1].rid) > key:
+            i -= 1
+        self._line.insert(i, req)
+        return i
+
+    def put_back(self, preempted: Iterable) -> None:
+        """Preempted requests return to the front, newest first (the oldest ends first)."""
+        for req in preempted:
+            self._line.insert(0, req)
+
+    def take(self, req) -> None:
+        """`req` joins the batch: its turn is now being served."""
+        self._line.remove(req)
+        self.served = max(self.served, req.turn)
+
+    def drop(self, req) -> None:
+        """`req` leaves the line without being served (Stop, a closed tab)."""
+        self._line.remove(req)
+
+    def clear(self) -> None:
+        self._line.clear()
+
+    def waiting(self, visitor: str) -> int:
+        """This visitor's requests in the line, less those stopped (0 for the anonymous `""`)."""
+        return sum(1 for r in self._line if visitor and r.visitor == visitor and not r.cancelled)
+
+    def __iter__(self) -> Iterator:
+        return iter(list(self._line))  # a copy: callers remove as they go
+
+    def __len__(self) -> int:
+        return len(self._line)

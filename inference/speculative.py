@@ -1,40 +1,200 @@
 """Speculative decoding: more than one token per read of the weights, with the same output.
 
-Plain decoding runs one forward pass per token, and at batch 1 that pass mostly waits for the
-weights to be read (lesson 3), so one stream cannot beat bandwidth ÷ bytes per token. A pass
-that runs k + 1 tokens reads the same weights once and costs little more. So:
+A batch-1 decode pass mostly waits for the weights (lesson 3); a pass of k + 1 tokens costs
+little more. So a cheap **draft** guesses k tokens d1..dk (`PromptLookup`: what followed the
+last few tokens earlier in the text; `ModelDraft`: this model in int4, or its first N layers),
+ONE **verification pass** gives the model's own distribution p_i at all k + 1 positions, the
+**acceptance rule** keeps a prefix of the guesses plus one token of the model's own, and the
+cache is cut back past the rest.
 
-1. a cheap **draft** guesses the next k tokens (`drafts.py`: prompt lookup, or a smaller model);
-2. ONE **verification pass** runs the newest accepted token plus the k guesses through the model
-   over its KV cache, giving the model's own scores at all k + 1 positions;
-3. the longest prefix of guesses the model agrees with is kept, plus the model's own next token
-   (`acceptance.py`): every pass gains 1 to k + 1 tokens;
-4. the cache is cut back past the rejected guesses, as if they had never been run.
+Greedy keeps guesses while they equal the model's argmax: exactly plain greedy output. Sampled
+(Leviathan et al. 2023, Chen et al. 2023) keeps d_i with probability min(1, p_i(d_i) / q_i(d_i)),
+q_i the draft's distribution (one-hot for prompt lookup), and at the first rejection draws
+from the normalised max(0, p_i - q_i): each token is distributed exactly as p_i, so a bad
+draft costs speed, never quality. Left out: tree drafts; several requests' guesses in one pass.
 
-Greedy output is exactly plain greedy decoding's (the draft only decides how many tokens are
-checked at once); with sampling, the acceptance rule keeps the output distribution the model's
-own. Each pass yields one `SpecPass`; index 0 is the prefill, which proposes nothing.
-
-Left out: tree drafts (several guesses per position), and batching several requests'
-guesses in one pass (`experiments/speculative_race.py` measures what that costs).
+>>> accept_greedy(picks=[5, 7, 9], draft_ids=[5, 8])  # kept 5; 8 rejected, the model says 7
+(1, 7)
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+import copy
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
+from torch import nn
 from transformers import DynamicCache
 
-from .acceptance import accept_greedy, accept_sampled
 from .config import LIMITS
-from .drafts import Draft
 from .engine import forward
 from .errors import SettingOutOfRangeError
 from .generation import check_prompt, finish_reason
 from .kv_cache import cache_length, crop_to
 from .sampling import SamplingSettings, choose, make_generator, shaped_probabilities
 from .timing import stopwatch
+
+
+@dataclass(frozen=True)
+class Proposal:
+    ids: tuple[int, ...]  # the guessed next tokens, in order (may be empty)
+    probs: torch.Tensor | None = None  # [len(ids), V] the draft's q; None: one-hot or greedy
+
+
+class Draft(Protocol):
+    key: str  # "prompt_lookup", "int4", "early_exit_8"
+    label: str  # what the lesson calls it
+
+    def reset(self) -> None:
+        """Forget any state from an earlier generation."""
+
+    def propose(self, ids: list[int], k: int, sampling: SamplingSettings,
+                generator: torch.Generator | None) -> Proposal:
+        """Up to k guesses of what follows `ids` (the prompt and the output so far)."""
+
+
+def lookup(ids: Sequence[int], k: int, max_ngram: int = LIMITS.spec_lookup_ngram) -> list[int]:
+    """Prompt lookup: the tokens that followed the most recent earlier occurrence of the last
+    n tokens (n = max_ngram down to 1), at most k of them; [] when nothing matches.
+
+    >>> lookup([1, 2, 3, 9, 1, 2], k=2)  # "1 2" came before, followed by "3 9"
+    [3, 9]
+    """
+    if k <= 0:
+        return []
+    ids = list(ids)
+    for n in range(min(max_ngram, len(ids) - 1), 0, -1):
+        tail = ids[-n:]
+        for start in range(len(ids) - n - 1, -1, -1):  # most recent match first
+            if ids[start:start + n] == tail:
+                return ids[start + n:start + n + k]
+    return []
+
+
+class PromptLookup:
+    """The n-gram draft: no model, no state; guesses are certain (a one-hot q)."""
+
+    key = "prompt_lookup"
+    label = "prompt lookup (n-gram match, no second model)"
+
+    def reset(self) -> None:
+        pass
+
+    def propose(self, ids: list[int], k: int, sampling: SamplingSettings,
+                generator: torch.Generator | None) -> Proposal:
+        return Proposal(tuple(lookup(ids, k)))
+
+
+class ModelDraft:
+    """A small model proposing k tokens by k decode steps on its own KV cache (holding
+    `self.fed`), first cropped to the part that still agrees with `ids`."""
+
+    def __init__(self, model: nn.Module, key: str, label: str) -> None:
+        self.model, self.key, self.label = model, key, label
+        self.reset()
+
+    def reset(self) -> None:
+        self.cache, self.fed = DynamicCache(), []
+
+    @torch.inference_mode()
+    def propose(self, ids: list[int], k: int, sampling: SamplingSettings,
+                generator: torch.Generator | None) -> Proposal:
+        if k <= 0:
+            return Proposal(())
+        device = next(self.model.parameters()).device
+        same = next((i for i, (a, b) in enumerate(zip(self.fed, ids)) if a != b),
+                    min(len(self.fed), len(ids)))
+        same = min(same, len(ids) - 1)  # feed at least one token
+        crop_to(self.cache, same)  # drop the rejected guesses
+        self.fed = list(ids[:same])  # what the cache holds now
+        pending, guesses, rows = list(ids[same:]), [], []
+        for _ in range(k):
+            logits = forward(self.model, torch.tensor([pending], device=device), self.cache)
+            token, probs = choose(logits, sampling, generator)  # [1], [1, V]
+            self.fed += pending
+            guesses.append(int(token[0]))
+            rows.append(probs[0])
+            pending = [guesses[-1]]  # the last guess is fed next time, if it is kept
+        q = None if sampling.greedy else torch.stack(rows)  # [k, V]
+        return Proposal(tuple(guesses), q)
+
+
+def early_exit_model(model: nn.Module, layers: int) -> nn.Module:
+    """The model's first `layers` decoder layers, then its own final norm and head: a shallower
+    model sharing every weight (no copy)."""
+    total = len(model.model.layers)
+    if not 1 <= layers < total:
+        raise SettingOutOfRangeError(
+            f"An early-exit draft keeps 1 to {total - 1} of the model's {total} layers "
+            f"(got {layers}).")
+    inner = copy.copy(model.model)  # shallow: shares weights; own module table and config
+    inner._modules = dict(inner._modules)
+    inner.layers = nn.ModuleList(list(model.model.layers)[:layers])
+    inner.config = copy.copy(model.model.config)
+    inner.config.num_hidden_layers = layers
+    if getattr(inner.config, "layer_types", None):
+        inner.config.layer_types = list(inner.config.layer_types)[:layers]
+    outer = copy.copy(model)
+    outer._modules = dict(outer._modules)
+    outer.model, outer.config = inner, inner.config
+    return outer
+
+
+def make_draft(lm, key: str, shared=None) -> Draft:
+    """A fresh draft by key: "prompt_lookup", "int4" (needs `shared`, a SharedResults that keeps
+    the built int4 model) or "early_exit_N" (the first N layers)."""
+    if key == "prompt_lookup":
+        return PromptLookup()
+    if key == "int4":
+        from .quant_modes import build_mode  # imports quantize: only when an int4 draft is built
+
+        return ModelDraft(build_mode(lm, "int4-g32", shared).model, key,
+                          "the same model in int4 (lesson 6's int4-g32 mode)")
+    if key.startswith("early_exit_") and key.removeprefix("early_exit_").isdigit():
+        n = int(key.removeprefix("early_exit_"))
+        return ModelDraft(early_exit_model(lm.model, n), key,
+                          f"the model's first {n} of {len(lm.model.model.layers)} layers "
+                          "+ its final norm and head (early exit)")
+    raise SettingOutOfRangeError(
+        f"Unknown draft {key!r}; choose prompt_lookup, int4 or early_exit_N (N layers).")
+
+
+def accept_greedy(picks: Sequence[int], draft_ids: Sequence[int]) -> tuple[int, int]:
+    """picks: the model's argmax at each of the k + 1 positions; draft_ids: the k guesses.
+    -> (guesses kept, the model's own token after them)."""
+    kept = 0
+    while kept < len(draft_ids) and int(picks[kept]) == int(draft_ids[kept]):
+        kept += 1
+    return kept, int(picks[kept])
+
+
+def residual(p: torch.Tensor, q: torch.Tensor | None, guess: int) -> torch.Tensor:
+    """Normalised max(0, p - q) [V], drawn from after rejecting `guess` (q None: one-hot on
+    `guess`); p itself where nothing is left (p <= q everywhere, only by rounding)."""
+    if q is None:
+        rest = p.clone()
+        rest[guess] = 0.0
+    else:
+        rest = (p - q).clamp(min=0.0)
+    total = rest.sum()
+    return rest / total if float(total) > 0 else p
+
+
+def accept_sampled(p: torch.Tensor, draft_ids: Sequence[int], q: torch.Tensor | None,
+                   generator: torch.Generator | None) -> tuple[int, int]:
+    """p [k + 1, V] the model's (shaped) probabilities, q [k, V] the draft's (None: one-hot)
+    -> (guesses kept, the model's token after them). A seeded `generator` repeats exactly."""
+    device = p.device
+    for i, guess in enumerate(int(d) for d in draft_ids):
+        q_guess = 1.0 if q is None else float(q[i, guess])
+        u = float(torch.rand((), generator=generator, device=device))
+        if q_guess > 0 and u * q_guess < float(p[i, guess]):  # u < p / q, i.e. min(1, p / q)
+            continue
+        rest = residual(p[i], None if q is None else q[i], guess)
+        return i, int(torch.multinomial(rest, 1, generator=generator))
+    k = len(draft_ids)
+    return k, int(torch.multinomial(p[k], 1, generator=generator))
 
 
 @dataclass(frozen=True)
@@ -64,16 +224,14 @@ class SpecPass:
 
     @property
     def judged(self) -> int:
-        """Guesses the model judged: the kept ones and the first rejected one (the guesses
-        after a rejection were never judged)."""
+        """Guesses the model judged: the kept ones and the first rejected one."""
         return self.accepted + (1 if self.accepted < len(self.proposed) else 0)
 
 
 @torch.inference_mode()
 def verify_logits(model, token_ids: list[int], cache: DynamicCache, device) -> torch.Tensor:
-    """The verification pass: token_ids (the newest accepted token, then the k guesses) through
-    the model in ONE forward pass over `cache` -> logits [k + 1, V] for every position.
-    The cache grows by k + 1; the caller crops it."""
+    """The newest accepted token and the k guesses in ONE forward pass over `cache` -> logits
+    [k + 1, V] at every position. The cache grows by k + 1; the caller crops it."""
     x = torch.tensor([token_ids], device=device)  # [1, k + 1]
     out = model(input_ids=x, cache=cache, use_cache=True, logits_to_keep=len(token_ids))
     return out.logits[0]  # [k + 1, V]
@@ -92,11 +250,9 @@ def speculate(lm, prompt_ids: list[int], draft: Draft, k: int = LIMITS.spec_k.de
               sampling: SamplingSettings | None = None,
               max_new_tokens: int = LIMITS.spec_new_tokens.default,
               cache: DynamicCache | None = None) -> Iterator[SpecPass]:
-    """Generate with `draft` proposing up to k tokens per pass; yield one `SpecPass` per pass.
-
-    A guess list longer than the tokens left is cut (a pass never overshoots max_new_tokens);
-    an empty one (the draft has nothing to say) makes the pass a plain decode step.
-    `cache`: an empty DynamicCache to fill, for a caller that reads it between passes."""
+    """Generate with `draft` proposing up to k tokens per pass; yield one `SpecPass` per pass
+    (never past max_new_tokens; no guesses: a plain decode step). `cache`: an empty
+    DynamicCache to fill, for a caller that reads it between passes."""
     check_request(lm, prompt_ids, k, max_new_tokens)
     sampling = sampling or SamplingSettings()
     model, device, tok = lm.model, lm.device, lm.tokenizer
@@ -116,10 +272,10 @@ def speculate(lm, prompt_ids: list[int], draft: Draft, k: int = LIMITS.spec_k.de
         index += 1
         with stopwatch(device) as tp:  # the whole pass
             held = cache_length(cache)  # every token but the newest output token
-            left = max_new_tokens - len(out)
+            most = min(k, max_new_tokens - len(out) - 1)  # guesses that cannot overshoot
             with stopwatch(device) as td:
-                proposal = draft.propose(prompt_ids + out, min(k, left - 1), sampling, generator)
-            guesses = list(proposal.ids[:max(0, min(k, left - 1))])
+                proposal = draft.propose(prompt_ids + out, most, sampling, generator)
+            guesses = list(proposal.ids[:most])
             with stopwatch(device) as tv:  # no guesses: a plain decode step
                 rows = verify_logits(model, [out[-1]] + guesses, cache, device)  # [k + 1, V]
             if sampling.greedy:
@@ -129,8 +285,13 @@ def speculate(lm, prompt_ids: list[int], draft: Draft, k: int = LIMITS.spec_k.de
                 kept, model_token = accept_sampled(shaped_probabilities(rows, sampling), guesses, q,
                                                    generator)
             crop_to(cache, held + 1 + kept)  # the newest token and the kept guesses stay
-            new, finished, used = _new_tokens(guesses[:kept], model_token, len(out), lm.stop_ids,
-                                              max_new_tokens)
+            new = []
+            for token in guesses[:kept] + [model_token]:  # an end of turn ends the run there
+                new.append(token)
+                finished = finish_reason(token, len(out) + len(new), lm.stop_ids, max_new_tokens)
+                if finished:
+                    break
+            used = len(new) > kept  # the model's own token is among them
             out += new
             text = tok.decode(out)
         yield SpecPass(
@@ -143,19 +304,5 @@ def speculate(lm, prompt_ids: list[int], draft: Draft, k: int = LIMITS.spec_k.de
             tokens_so_far=len(out), text=text, finished=finished)
 
 
-def _new_tokens(kept: list[int], model_token: int, made: int, stop_ids: frozenset[int],
-                max_new: int) -> tuple[list[int], str | None, bool]:
-    """(the tokens a pass adds, why the run ends or None, whether the model's own token is among
-    them). An end-of-turn among the kept guesses ends the run there, as plain decoding would."""
-    new: list[int] = []
-    for token in kept + [model_token]:
-        new.append(token)
-        reason = finish_reason(token, made + len(new), stop_ids, max_new)
-        if reason:
-            return new, reason, len(new) > len(kept)
-    return new, None, True
-
-
 def spec_tokens(passes: list[SpecPass]) -> list[int]:
-    """The output token ids of a run's passes, in order."""
     return [t for p in passes for t in p.new_ids]

@@ -1,12 +1,7 @@
-"""What the server's loop records, and what its live "Server" view reads.
-
-`StepRecord` holds one step's four parts, device-synced: cache work (blocks, tables, zeroing),
-the forward pass (paged cache reads and writes inside), sampling + detokenizing, and handing
-each request its event; and the budget split: tokens for running rows (one each) and for
-newcomers' prompt chunks. `StepClock` is the accumulator the loop fills during one step.
-`ServerRecord` is the server's running account (passes over the last window, the newest step
-records, the pool) and `ServerStats` the snapshot of it the view reads between steps.
-Bookkeeping only: the server calls it under its own lock; nothing here runs the model.
+"""What the server's loop records, and what its live "Server" view reads: one step's parts
+and budget split (`StepRecord`, filled by a `StepClock` during the step), the server's running
+account (`ServerRecord`) and the snapshot of it the view reads between steps (`ServerStats`).
+Bookkeeping only, called under the server's lock.
 """
 from __future__ import annotations
 
@@ -67,7 +62,7 @@ class StepClock:
 
     @contextmanager
     def part(self, name: str) -> Iterator[None]:
-        """`with clock.part("cache_s"): ...` adds the synced seconds to that part."""
+        """`with clock.part("cache_s"):` adds the block's synced seconds to that part."""
         with stopwatch(self.device) as t:
             yield
         self.seconds[name] += t[0]

@@ -1,17 +1,12 @@
 """How many CPU threads a server pass should use: decided by timing the passes, not assumed.
 
-PyTorch splits each CPU matrix product across threads, one per core by default. That pays on a
-quiet machine and collapses when another program holds a core: every product waits for its
-slowest thread, so on 2 cores with one other busy program a pass on 2 threads can take several
-times as long as on 1. A class on a free Space is rarely quiet, so the server asks the machine.
-
-`ThreadChoice` keeps, per kind of pass ("decode", "prefill") and size (tokens, by powers of
-two), the newest seconds per token at each count it tried. A pass runs at the fastest count
-(another than the default only when `margin` faster, so one noisy pass does not move a quiet
-machine off it); each other count is tried again after `probe_every` passes of that shape, the
-wait doubling (up to `probe_max`) each time the try loses. Each pass restores the thread count
-after it, and the tokens are the same at any count (tests check rows against solo runs).
-`fastest_threads` makes the same choice once for a lesson measurement comparing two passes.
+PyTorch splits each CPU matrix product across one thread per core, and when another program
+holds a core every product waits for its slowest thread (on 2 cores beside one busy program,
+2 threads can take several times as long as 1). So `ThreadChoice` keeps, per kind and size of
+pass, the newest seconds per token at each count tried, runs the fastest (another than the
+default only when `margin` faster) and tries each other count again after `probe_every` passes,
+the wait doubling up to `probe_max` each time the try loses. The tokens are the same at any
+count. `fastest_threads` makes the same choice once for a lesson measurement.
 """
 from __future__ import annotations
 
@@ -61,14 +56,14 @@ class ThreadChoice:
         n = torch.get_num_threads()
         return ThreadChoice((fixed,) if fixed else (n, max(1, n // 2), 1))
 
-    @staticmethod
-    def _key(kind: str, tokens: int) -> tuple[str, int]:
-        return kind, 1 << (max(tokens, 1).bit_length() - 1)
+    def _shape(self, kind: str, tokens: int) -> _Shape:
+        """The passes of this kind and size (tokens, by powers of two)."""
+        return self._shapes.setdefault((kind, 1 << (max(tokens, 1).bit_length() - 1)), _Shape())
 
     def choose(self, kind: str, tokens: int) -> int:
         """The count for the next pass of this shape: one never tried, else a try that is
         due, else the fastest so far."""
-        shape = self._shapes.setdefault(self._key(kind, tokens), _Shape())
+        shape = self._shape(kind, tokens)
         for c in self.counts:
             if c not in shape.per_token:
                 return c
@@ -89,7 +84,7 @@ class ThreadChoice:
 
     def record(self, kind: str, tokens: int, threads: int, seconds: float) -> None:
         """A pass of this shape took `seconds` at `threads`."""
-        shape = self._shapes.setdefault(self._key(kind, tokens), _Shape())
+        shape = self._shape(kind, tokens)
         per_token = seconds / max(tokens, 1)
         best_before = self._best(shape) if shape.per_token else threads
         if threads in shape.per_token and shape.since.get(threads, 0) == 0:  # in use: blend

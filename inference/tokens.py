@@ -2,8 +2,8 @@
 
 `tokenize()` returns each piece with its id, its place in the text (character offsets) and
 whether it is a special token (like the chat template's `<|im_start|>` markers).
-`chat_prompt()` wraps a user message in the model's chat template, the exact text the model
-reads, so the cost of the role markers can be counted in tokens.
+`tokenize_chat()` does the same for the exact text the model reads: the chat template around
+the typed text, whose markers are counted in tokens too.
 """
 from __future__ import annotations
 
@@ -47,8 +47,7 @@ def clean_text(text: str) -> str:
     """Make user text safe to tokenize: drop lone surrogates and control characters
     (keeping newlines and tabs), normalise to NFC. Emoji and right-to-left text pass through."""
     text = text.encode("utf-8", "replace").decode("utf-8")  # a lone surrogate becomes "?"
-    keep = {"\n", "\t"}
-    text = "".join(c for c in text if c in keep or unicodedata.category(c) not in ("Cc", "Cs"))
+    text = "".join(c for c in text if c in "\n\t" or unicodedata.category(c) not in ("Cc", "Cs"))
     return unicodedata.normalize("NFC", text)
 
 
@@ -58,15 +57,18 @@ def tokenize(tokenizer, text: str, typed: bool = True) -> TokenizedText:
     return TokenizedText(text=text, tokens=_tokens(tokenizer, text, typed, 0))
 
 
-def tokenize_chat(tokenizer, user_text: str) -> TokenizedText:
-    """The chat template around `user_text`, tokenized as the model receives it (the same ids
-    as `encode_chat`): the template's markers special, the typed text plain."""
-    slot = _SLOT.format("user")
-    before, after = chat_prompt(tokenizer, slot).split(slot)
-    tokens = (_tokens(tokenizer, before, False, 0)
-              + _tokens(tokenizer, user_text, True, len(before))
-              + _tokens(tokenizer, after, False, len(before) + len(user_text)))
-    return TokenizedText(text=before + user_text + after, tokens=tokens)
+def tokenize_chat(tokenizer, user_text: str, system: str | None = None) -> TokenizedText:
+    """The chat template around the typed texts, tokenized as the model receives it: the
+    template's own markers special, the typed texts plain (as `encode_text` encodes them)."""
+    user, sys_slot = _SLOT.format("user"), _SLOT.format("system")
+    slots = {user: user_text, sys_slot: system or ""}
+    template = chat_prompt(tokenizer, user, sys_slot if system else None)
+    text, tokens = "", ()
+    for part in re.split("(" + "|".join(map(re.escape, slots)) + ")", template):  # slots kept
+        piece = slots.get(part, part)
+        tokens += _tokens(tokenizer, piece, part in slots, len(text))
+        text += piece
+    return TokenizedText(text=text, tokens=tokens)
 
 
 def _tokens(tokenizer, text: str, typed: bool, shift: int) -> tuple[Token, ...]:
@@ -106,35 +108,19 @@ def encode_text(tokenizer, text: str) -> list[int]:
     return tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
 
 
-def encode_chat(tokenizer, user_text: str, system: str | None = None) -> list[int]:
-    """The chat template's ids around the typed texts: the template's own markers are real
-    special tokens, the typed texts are encoded with `encode_text`."""
-    slots = {"user": _SLOT.format("user"), "system": _SLOT.format("system")}
-    full = chat_prompt(tokenizer, slots["user"], slots["system"] if system else None)
-    typed = {slots["user"]: user_text, slots["system"]: system or ""}
-    ids: list[int] = []
-    for part in re.split("(" + "|".join(map(re.escape, typed)) + ")", full):  # slots kept
-        if part in typed:
-            ids += encode_text(tokenizer, typed[part])
-        elif part:
-            ids += tokenizer(part, add_special_tokens=False)["input_ids"]
-    return ids
-
-
 def prompt_ids(tokenizer, user_text: str, *, chat: bool = True, system: str | None = None,
                max_chars: int = LIMITS.max_prompt_chars,
                max_tokens: int = LIMITS.max_prompt_tokens) -> list[int]:
     """Validate and encode a user's prompt; raise a clear error for empty or oversized input.
     The limits default to the app's (`Settings`); every lesson encodes typed text here."""
-    if user_text is None or not clean_text(user_text).strip():
+    text = clean_text(user_text or "")
+    if not text.strip():
         raise EmptyPromptError("The prompt is empty: type some text first.")
     if len(user_text) > max_chars:
         raise PromptTooLongError(
             f"The prompt has {len(user_text):,} characters; the limit is {max_chars:,}.")
-    text = clean_text(user_text)
-    if system is not None:
-        system = clean_text(system)
-    ids = encode_chat(tokenizer, text, system) if chat else encode_text(tokenizer, text)
+    system = None if system is None else clean_text(system)
+    ids = tokenize_chat(tokenizer, text, system).ids if chat else encode_text(tokenizer, text)
     if len(ids) > max_tokens:
         raise PromptTooLongError(
             f"The prompt is {len(ids):,} tokens; this app's limit is {max_tokens:,} tokens.")

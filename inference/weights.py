@@ -1,8 +1,7 @@
 """How many bytes the model's weights hold, and how many one decode step reads.
 
-Decode at batch 1 reads every weight once per token, so these two numbers set the ceiling
-that lessons 5 and 6 and "This machine" draw: tokens/s <= bandwidth / bytes read per token.
-Tied tensors (this model's embedding is also its output head) are counted once.
+Decode at batch 1 reads every weight once per token, so these set the ceiling lessons 5 and 6
+draw: tokens/s <= bandwidth / bytes read per token. Tied tensors are counted once.
 """
 from __future__ import annotations
 
@@ -11,8 +10,7 @@ from torch import nn
 
 
 def unique_tensors(module: nn.Module) -> dict[int, torch.Tensor]:
-    """Parameters and persistent buffers, keyed by storage address (a tied tensor counts once).
-    Quantized modules keep their int8/int4 values and scales as buffers: they count too."""
+    """Parameters and persistent buffers (quantized values and scales), keyed by address."""
     return {t.data_ptr(): t for t in module.state_dict(keep_vars=True).values()}
 
 

@@ -1,7 +1,6 @@
 """Lesson 5 handlers: the batch sweep, padding, static vs continuous scheduling and the cost
-of a token, as plain functions returning (or yielding) named records (None: leave that
-component as it is). A finished quiet sweep or schedule is shared with the next visitor who
-asks for the same settings."""
+of a token. A record's None field leaves its component as it is; a finished quiet sweep or
+schedule is shared with the next visitor asking for the same settings."""
 from __future__ import annotations
 
 import time
@@ -10,21 +9,18 @@ from dataclasses import dataclass, replace
 
 from plotly.graph_objects import Figure
 
-from inference import served_alongside
+from inference import compute_turns
 from inference.config import LIMITS, Settings
 from inference.experiments import memory_guard, noise, quiet_reference, schedulers
 from inference.experiments import serving_cost as dollars
 from inference.experiments.batch_sweep import SweepUpdate, run_sweep, sweep_sizes
-from inference.experiments.noise import Noise
 from inference.experiments.roofline import machine_bandwidth
-from inference.experiments.serving_cost import measured_chain, model_serving_costs
 from inference.kv_cache import bytes_per_token
 from inference.row_batch import padding_waste
 from visualizations import batching_charts as charts
 from visualizations import batching_tables as tables
 from visualizations import batching_text as text
-from visualizations.batching_tables import chain_md
-from visualizations.mechanism_weights import batch_diagram
+from visualizations.mechanism import batch_diagram
 from visualizations.noise_view import busy_notice_html, supports_verdict
 from visualizations.style import info_caption
 
@@ -60,7 +56,7 @@ class SweepFrame:
     closing: str | None = None
     diagram: str | None = None  # the newest batch size's step beside batch 1, on the mechanism
     plan: str | None = None  # the memory plan of every batch size asked for (markdown)
-    cards: str | None = None  # the headline cards under Run sweep: batch 1, the largest, ratio
+    cards: str | None = None  # the headline cards under Run sweep
 
 
 @dataclass(frozen=True)
@@ -98,9 +94,8 @@ def budget_bytes(lm, settings: Settings, budget_mb: float | None) -> int:
 def sweep_frames(lm, settings: Settings, shared, *, max_batch: int, steps: int,
                  budget_mb: float | None, schedules: ScheduleComparison | None = None,
                  guess: float | None = None) -> Iterator[SweepFrame]:
-    """Decode batches of 1, 2, 4, ... up to `max_batch` copies of one prompt; stream progress
-    and redraw the charts whenever a batch size is done. The finished table sets the learner's
-    `guess` (× the batch-1 tokens/s) beside the measured gain."""
+    """Decode batches of 1, 2, 4, ... up to `max_batch` copies of one prompt, the charts redrawn
+    after each size; the finished table sets the `guess` (× batch 1's tokens/s) beside the gain."""
     settings.batch.check("Largest batch", max_batch)
     settings.sweep_decode_steps.check("Timed decode steps", steps)
     max_batch, steps = int(max_batch), int(steps)
@@ -124,7 +119,7 @@ def sweep_frames(lm, settings: Settings, shared, *, max_batch: int, steps: int,
         if judged is not None:
             keep(shared, key, (update, time.strftime("%H:%M")), judged)
         yield (_sweep_frame(lm, update, update.message, schedules, guess, judged,
-                            served_alongside.chats_so_far()) if grew
+                            compute_turns.chats_so_far()) if grew
                else SweepFrame(progress=f"⏳ {update.message}"))
 
 
@@ -136,7 +131,7 @@ def sweep_repeats(update: SweepUpdate) -> list[float]:
 
 
 def _sweep_frame(lm, update: SweepUpdate, message: str, schedules: ScheduleComparison | None,
-                 guess: float | None = None, judged: Noise | None = None,
+                 guess: float | None = None, judged: noise.Noise | None = None,
                  chats: int | None = None) -> SweepFrame:
     """`chats`: answered by the server during this run so far (None: a shared earlier run)."""
     cap = info_caption(lm.info, note="low quartile of each batch's decode steps", chats=chats)
@@ -161,7 +156,7 @@ def _sweep_frame(lm, update: SweepUpdate, message: str, schedules: ScheduleCompa
 
 
 def padding_view(lm, settings: Settings, prompts: str) -> PaddingView:
-    """The padded batch for the prompts typed one per line (chat-templated, left-padded)."""
+    """The padded batch of the prompts, one per line (chat-templated, left-padded)."""
     lines = prompt_lines(settings, prompts)
     if not lines:
         return PaddingView(plot=charts.padding_chart([]), text=text.NO_PROMPTS)
@@ -188,8 +183,7 @@ def workload_trace(lm, settings: Settings, workload: str, seed: int, requests: i
 def schedule_frames(lm, settings: Settings, shared, *, workload: str, seed: int, requests: int,
                     rate_per_s: float, max_batch: int, fill_wait_s: float,
                     sweep: SweepUpdate | None = None) -> Iterator[ScheduleFrame]:
-    """Serve the trace with static, then continuous batching; a progress line per forward
-    pass, then both timelines, the summary and the closing note."""
+    """Serve the trace with static, then continuous batching, a progress line per forward pass."""
     settings.scheduler_batch.check("Max batch", max_batch)
     settings.fill_wait_s.check("Batch fill wait (s)", fill_wait_s)
     max_batch, fill_wait_s = int(max_batch), float(fill_wait_s)
@@ -238,9 +232,8 @@ def schedule_frame(lm, schedules: ScheduleComparison, progress: str,
 def cost_view(lm, settings: Settings, sweep: SweepUpdate | None, *, price_per_hour: float,
               prompt_tokens: int, output_tokens: int, modes=(),
               guess: float | None = None) -> CostView:
-    """Cost per token and per conversation from the last measured sweep and an hourly price;
-    `modes`: lesson 6's measured precision modes (`ModeReport`s), priced at batch 1; `guess`:
-    the learner's $ per million output tokens at the largest batch, set beside the result."""
+    """Cost per token and per conversation from the last sweep at an hourly price; `modes`:
+    lesson 6's `ModeReport`s, priced at batch 1; `guess`: $ per million output tokens."""
     settings.price_per_hour.check("Hardware price ($ per hour)", price_per_hour)
     settings.conversation_prompt_tokens.check("Prompt tokens per conversation", prompt_tokens)
     settings.conversation_output_tokens.check("Output tokens per conversation", output_tokens)
@@ -248,7 +241,7 @@ def cost_view(lm, settings: Settings, sweep: SweepUpdate | None, *, price_per_ho
     if sweep is None or not sweep.points:
         return CostView(plot=charts.cost_chart([], 0), table=text.NO_SWEEP_YET,
                         chain=chain_section(lm, None, [], price, p_in, p_out))
-    costs = model_serving_costs(lm, sweep.points, price, p_in, p_out, sweep.bandwidth_gbs)
+    costs = dollars.model_serving_costs(lm, sweep.points, price, p_in, p_out, sweep.bandwidth_gbs)
     return CostView(plot=charts.cost_chart(costs, price, info_caption(lm.info)),
                     table=tables.cost_table(costs, p_in, p_out)
                     + guess_md(COST_GUESS_KEY, guess, costs[-1].usd_per_million_output,
@@ -259,18 +252,17 @@ def cost_view(lm, settings: Settings, sweep: SweepUpdate | None, *, price_per_ho
 
 def chain_section(lm, sweep: SweepUpdate | None, costs, price_per_hour: float,
                   prompt_tokens: int, output_tokens: int) -> str:
-    """From KV memory to dollars: this machine's chain from the visitor's sweep (its memory
-    budget, the model's weights, the cost rows above; none without a sweep), then published
-    models on an H200 and the levers together (theoretical, no model run)."""
+    """From KV memory to dollars: this machine's chain from the sweep (none without one), then
+    published models on an H200 and the levers (theoretical)."""
     measured = None
     if sweep is not None and sweep.points and sweep.plans:
         info = lm.info
         kv = bytes_per_token(info.layers, info.kv_heads, info.head_dim, lm.bytes_per_value)
-        measured = measured_chain(costs, sweep.plans[0].budget_bytes, sweep.points[0].weight_bytes,
-                                  kv, prompt_tokens, output_tokens, price_per_hour,
-                                  f"{info.name} here")
+        measured = dollars.measured_chain(costs, sweep.plans[0].budget_bytes,
+                                          sweep.points[0].weight_bytes, kv, prompt_tokens,
+                                          output_tokens, price_per_hour, f"{info.name} here")
     mean = dollars.GPU_PROMPT + dollars.GPU_OUTPUT / 2
-    return chain_md(measured, dollars.published_chains(), dollars.H200.source, dollars.levers(),
-                    dollars.LEVER_MODEL.name,
-                    dollars.cache_bound_tokens_per_s(dollars.LEVER_MODEL, dollars.H200, mean),
-                    info_caption(lm.info, alone=False))
+    bound = dollars.cache_bound_tokens_per_s(dollars.LEVER_MODEL, dollars.H200, mean)
+    return tables.chain_md(measured, dollars.published_chains(), dollars.H200.source,
+                           dollars.levers(), dollars.LEVER_MODEL.name, bound,
+                           info_caption(lm.info, alone=False))

@@ -1,6 +1,5 @@
-"""Lesson 5 panel: batching measured. A batch-size sweep, padding, static vs continuous
-scheduling of a real workload, and what it all means for the price of a token. One sub-tab
-per function below; what each button does is `batching_handlers`."""
+"""Lesson 5 panel: one sub-tab per function below: the batch sweep, padding, static vs
+continuous scheduling and the price of a token (the measurements: `batching_handlers`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -14,7 +13,7 @@ from inference.experiments.memory_guard import memory_budget_bytes
 from inference.experiments.schedulers import PRESETS, schedulers_tokens
 from visualizations import batching_charts as charts
 from visualizations import batching_text as text
-from visualizations.mechanism_weights import batch_diagram
+from visualizations.mechanism import batch_diagram
 from visualizations.server_view import peer_comparison_md
 
 from . import batching_handlers as run
@@ -23,11 +22,9 @@ from .common.controls import guess_box, number, prompt_box, slider
 from .common.exports import wire_batch_csv
 from .common.feedback import guarded
 from .common.latest import latest_modes
-from .common.lesson_text import lesson_page
 from .common.measurement import Measurement, prompt_tokens, shrunk
+from .common.measurement_wiring import run_and_stop, wire_stoppable
 from .common.named_outputs import showing
-from .common.read_more import lesson_markdown
-from .common.run_buttons import run_and_stop, wire_stoppable
 from .common.serving_peer import serving_comparison
 
 DEFAULT_PADDING = ("Hi!\nWhat is the capital of France?\n"
@@ -36,8 +33,7 @@ DEFAULT_PADDING = ("Hi!\nWhat is the capital of France?\n"
 
 @dataclass(frozen=True)
 class SharedStates:
-    """What the sub-tabs share: the last sweep and schedule comparison, and the closing note
-    that quotes both."""
+    """The last sweep and schedule comparison, and the closing note quoting both."""
 
     sweep: gr.State
     schedules: gr.State
@@ -60,7 +56,7 @@ def sweep_tab(ctx: AppContext, measured: SharedStates) -> Dependency:
                       "tokens/s in total", "batch-sweep-guess")
     start, stop = run_and_stop("Run sweep", "batch-sweep-btn", "batch-sweep-stop")
     shown = {"progress": gr.Markdown(elem_id="batch-sweep-progress"),
-             # the headline numbers, big, right under the button, where a phone shows them with it
+             # the headline numbers right under the button, where a phone shows them with it
              "cards": gr.Markdown(text.NO_SWEEP_CARDS, elem_id="batch-cards"),
              "throughput": gr.Plot(charts.throughput_chart([]), elem_id="batch-sweep-throughput",
                                    label="Throughput vs batch size"),
@@ -70,8 +66,7 @@ def sweep_tab(ctx: AppContext, measured: SharedStates) -> Dependency:
              "tradeoff": gr.Plot(charts.tradeoff_chart([]), elem_id="batch-sweep-tradeoff",
                                  label="Throughput vs latency"),
              "table": gr.Markdown(elem_id="batch-sweep-table"),
-             # under the charts, so Run sweep, its progress line and the throughput chart
-             # share one screen (above them the plan pushed the chart ~200 px down)
+             # under the charts: above them it pushed the throughput chart off the screen
              "plan": gr.Markdown(elem_id="batch-sweep-plan"),
              "sweep": measured.sweep, "closing": measured.closing}
     handler = showing(shown, lambda data: run.sweep_frames(
@@ -102,7 +97,7 @@ def padding_tab(lm, settings: Settings) -> None:
     shown = {"text": gr.Markdown(first.text, elem_id="batch-pad-text"),
              "plot": gr.Plot(first.plot, elem_id="batch-pad-plot", label="Padding")}
     handler = showing(shown, lambda t: run.padding_view(lm, settings, t))
-    show.click(guarded(handler, compute=False), [prompts], list(shown.values()),  # tokenizer only
+    show.click(guarded(handler, compute=False), [prompts], list(shown.values()),
                api_name="batch_padding")
 
 
@@ -149,9 +144,8 @@ def schedulers_tab(ctx: AppContext, measured: SharedStates) -> None:
 
 def cost_tab(lm, settings: Settings, measured: SharedStates, sweep_event: Dependency,
              page: gr.Tab, shared=None) -> None:
-    """4 · Cost per request: the measured sweep priced at an hourly rate (and lesson 6's
-    precision modes, once measured), redrawn when `page` opens: lesson 6 may have measured
-    them meanwhile."""
+    """4 · Cost per request: the sweep (and lesson 6's modes) priced at an hourly rate, redrawn
+    when `page` opens: lesson 6 may have measured meanwhile."""
     with gr.Row():
         price = number(settings, "price_per_hour", "Hardware price ($ per hour)",
                        elem_id="batch-cost-price")
@@ -180,7 +174,6 @@ def cost_tab(lm, settings: Settings, measured: SharedStates, sweep_event: Depend
 def build(ctx: AppContext) -> None:
     """Lay out Lesson 5 inside the caller's tab."""
     lm, settings, shared = ctx.lm, ctx.settings, ctx.shared
-    lesson_markdown(lesson_page("lesson5_batching.md", lm.info), elem_id="batch-lesson-text")
     measured = SharedStates(sweep=gr.State(None), schedules=gr.State(None),
                             closing=gr.Markdown(text.closing_note(lm.info, None, None),
                                                 elem_id="batch-closing", render=False))

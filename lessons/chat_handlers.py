@@ -1,9 +1,6 @@
-"""'Try it', the plain part: the answer to a prompt streaming in as a chat app shows it, with
-time to first token and tokens/s measured live. Every answer is served by the app's one
-continuous batcher (`inference.server.Server`): the line under the answer says how many
-requests shared its forward passes. `generate_chat` waits for its tokens on the web server's
-event loop, not in a thread of its own, so a class of waiting chats costs one wake-up per
-step, not thirty threads taking Python's lock from the step."""
+"""'Try it' handlers: the answer streaming in, timed live, served by the app's one continuous
+batcher. `generate_chat` waits on the event loop, not in a thread of its own: a class of waiting
+chats costs one wake-up per step, not thirty threads taking Python's lock from it."""
 from __future__ import annotations
 
 import asyncio
@@ -33,9 +30,8 @@ class ChatFrame:
 
 async def generate_chat(lm, settings: Settings, server, prompt: str, max_new: int,
                         visitor: str = "") -> AsyncIterator[ChatFrame]:
-    """Stream a greedy answer from the shared server. Times are what this visitor experienced:
-    TTFT from pressing Generate (queue and prefill), then the wall time between tokens.
-    `visitor`: who asks; the server's line takes visitors in turn and caps each one's chats."""
+    """Stream a greedy answer from the shared server, timed as this visitor saw it (TTFT from
+    pressing Generate). `visitor`: who asks, for the server's fair line."""
     ids = encode_prompt(lm, settings, prompt)
     shown = clean_text(prompt)  # echo the cleaned text (a lone surrogate cannot be sent back)
     history = [{"role": "user", "content": shown}, {"role": "assistant", "content": ""}]
@@ -76,9 +72,8 @@ def _judged(timed, marks: list[float], settings: Settings) -> noise.Noise | None
 
 def _chat_frame(lm, req, ids: list[int], history: list[dict], remote: str, timed,
                 first=None, judged: noise.Noise | None = None) -> ChatFrame:
-    """The chat after `timed`'s event: the answer so far and its measured times (`first`: the
-    first token's event, whose record says what the prefill computed; `judged`: the finished
-    answer's noise reading, its busy notice above the stats)."""
+    """The chat after `timed`'s event: the answer so far and its times (`first`: the first
+    token's event, what the prefill computed; `judged`: the finished answer's reading)."""
     ev, ttft, decode_s, n = timed
     ended = ev.finished == "end of turn"
     history[1]["content"] = ev.text.replace(lm.tokenizer.eos_token, "") if ended else ev.text

@@ -1,6 +1,5 @@
 """'Try it' panel: a prompt, Generate and Stop, and the answer streaming in with its measured
-times. The streaming generator is `chat_handlers.generate_chat` (every answer is served by the
-app's one continuous batcher)."""
+times (`chat_handlers.generate_chat`)."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
@@ -15,7 +14,7 @@ from .chat_handlers import EXAMPLES, generate_chat
 from .common.context import AppContext
 from .common.controls import prompt_box, slider
 from .common.feedback import guarded
-from .common.run_buttons import run_and_stop
+from .common.measurement_wiring import run_and_stop
 
 
 def visitor_key(request: gr.Request | None, trusted_proxies: int) -> str:
@@ -44,8 +43,7 @@ def build(ctx: AppContext) -> None:
                                             visitor_key(request, settings.trusted_proxies)):
             yield {chat: frame.history, stats: frame.stats}
 
-    # Handlers only wait on their request's events, on the event loop: many may wait at once,
-    # one model runs. compute=False: the server's steps run on the compute thread.
+    # many may wait on their request's events at once: the server's steps run the model
     ev = go_btn.click(guarded(run, compute=False), [prompt, max_new], [chat, stats],
                       concurrency_id="chat",
                       concurrency_limit=settings.server_rows + settings.server_queue,

@@ -1,8 +1,6 @@
 """Lesson 4c handlers: what a long prompt and a long cache cost, measured up to the length the
-learner picks (at most the model's context window). Each sweep yields a `ContextFrame` after
-every measured point, then one with the table and its verdicts (none from a busy machine); a
-finished quiet sweep is shared with every visitor.
-"""
+learner picks (at most the model's window). Each sweep yields a `ContextFrame` per point, then
+the table and its verdicts; a finished quiet sweep is shared with every visitor."""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -10,12 +8,11 @@ from dataclasses import dataclass
 
 from plotly.graph_objects import Figure
 
-from inference import served_alongside
+from inference import compute_turns
 from inference.config import Settings
 from inference.errors import SettingOutOfRangeError
 from inference.experiments import context_sweep, context_theory, noise
 from inference.experiments.attention_memory import compare_attention_memory
-from inference.experiments.noise import Noise
 from visualizations import context_charts as charts
 from visualizations import context_text
 from visualizations.style import info_caption
@@ -37,7 +34,7 @@ class ContextFrame:
 
 
 def length_choices(lm, settings: Settings) -> tuple[int, ...]:
-    """The longest lengths a learner may pick: the prefill lengths up to the model's window."""
+    """The longest lengths a learner may pick: the prefill lengths up to the window."""
     return context_sweep.prefill_lengths(settings, lm.info.context_window)
 
 
@@ -60,21 +57,20 @@ def _longest(lm, max_tokens) -> int:
 
 
 def sweep_prefill_lengths(lm, settings: Settings, max_tokens) -> tuple[int, ...]:
-    """The prompt lengths the prefill sweep times: the Settings' lengths up to the longest."""
+    """The prompt lengths the prefill sweep times: the Settings' ones up to the longest."""
     most = _longest(lm, max_tokens)
     return tuple(sorted({n for n in context_sweep.prefill_lengths(settings, lm.info.context_window)
                          if n < most} | {most}))
 
 
 def sweep_decode_lengths(lm, settings: Settings, max_tokens) -> tuple[int, ...]:
-    """The cache lengths the decode sweep times: those below the longest, then the longest
-    (or window - 1, which leaves room for the step's own token)."""
+    """The cache lengths the decode sweep times, up to the longest (at most window - 1)."""
     most, window = _longest(lm, max_tokens), lm.info.context_window
     return tuple(sorted({n for n in context_sweep.decode_lengths(settings, window) if n < most}
                         | {min(most, window - 1)}))
 
 
-def _prefill_view(lm, points, caption: str, judged: Noise | None = None
+def _prefill_view(lm, points, caption: str, judged: noise.Noise | None = None
                   ) -> tuple[Figure, str]:
     info = lm.info
     curve = shares = None
@@ -103,7 +99,7 @@ def prefill_frames(lm, settings: Settings, shared, max_tokens) -> Iterator[Conte
                                                             settings.context_prefill_repeats):
             points, last = progress.points, progress.points[-1]
             caption = info_caption(lm.info, note=f"best of {settings.context_prefill_repeats} "
-                                   "per length", chats=served_alongside.chats_so_far())
+                                   "per length", chats=compute_turns.chats_so_far())
             chart, text = _prefill_view(lm, points, caption)
             nxt = (f" Now step {progress.done + 1} of {progress.total}: "
                    f"{progress.next_tokens:,} tokens…" if progress.next_tokens else "")
@@ -121,8 +117,7 @@ def prefill_frames(lm, settings: Settings, shared, max_tokens) -> Iterator[Conte
 
 
 def cuts_text(lm, settings: Settings, decode_points=()) -> str:
-    """'What cuts the cost' at the model's window; the GQA row measured from the decode
-    sweep's real tensors once there are any (theoretical before)."""
+    """'What cuts the cost' at the window, the GQA row from the decode sweep's tensors once run."""
     info = lm.info
     measured = context_theory.measured_bytes_per_token(decode_points)
     return context_text.cuts_markdown(context_theory.cost_cuts(
@@ -131,9 +126,8 @@ def cuts_text(lm, settings: Settings, decode_points=()) -> str:
 
 
 def _guess_text(lm, settings: Settings, points, theory, guess: float | None,
-                judged: Noise | None = None) -> str:
-    """The answer to the guess box: measured at the asked lengths, or why this run cannot;
-    beside the number alone when the machine was busy (`judged`)."""
+                judged: noise.Noise | None = None) -> str:
+    """The answer to the guess box at its lengths, or why this run cannot answer it."""
     short, long = settings.context_guess_lengths
     comparison = context_sweep.compare_lengths(points, short, long)
     answer = (("\n\n---\n" + context_text.guess_verdict_markdown(comparison, theory, judged))
@@ -149,9 +143,8 @@ def _guess_text(lm, settings: Settings, points, theory, guess: float | None,
 
 def decode_frames(lm, settings: Settings, shared, max_tokens, guess: float | None = None
                   ) -> Iterator[ContextFrame]:
-    """One decode step at each cache length up to `max_tokens`, batch 1 and 8, beside the
-    bandwidth floor; a frame after each point. The last frame answers the learner's `guess`
-    (× slower at the long length than the short one) with the measured ratio."""
+    """One decode step at each cache length up to `max_tokens` and each batch, beside the
+    bandwidth floor; the last frame answers the `guess` (× slower long than short)."""
     lengths = sweep_decode_lengths(lm, settings, max_tokens)
     batches, repeats = settings.context_decode_batches, settings.context_decode_repeats
     window = lm.info.context_window
@@ -167,7 +160,7 @@ def decode_frames(lm, settings: Settings, shared, max_tokens, guess: float | Non
         for progress in context_sweep.decode_lengths_sweep(lm, lengths, batches, repeats):
             points, last = progress.points, progress.points[-1]
             caption = info_caption(lm.info, note=f"median of {repeats} steps per point",
-                                   chats=served_alongside.chats_so_far())
+                                   chats=compute_turns.chats_so_far())
             yield ContextFrame(charts.decode_lengths_figure(points, theory, window, caption),
                                context_text.decode_markdown(points, theory, window),
                                f"⏳ Step {progress.done} of {progress.total}: batch "
@@ -186,8 +179,7 @@ def decode_frames(lm, settings: Settings, shared, max_tokens, guess: float | Non
 
 
 def memory_frames(lm, settings: Settings, shared, max_tokens) -> Iterator[ContextFrame]:
-    """The same prefill with tiled ("sdpa") and then "eager" attention, its peak memory
-    measured, at the longest length capped by `Settings.context_eager_max_tokens`."""
+    """Peak memory of one prefill, tiled ("sdpa") then "eager", at the longest length (capped)."""
     tokens = min(_longest(lm, max_tokens), settings.context_eager_max_tokens)
     key = shared_key(lm, "context-memory") + (tokens,)
     caption = info_caption(lm.info)

@@ -1,7 +1,5 @@
-"""Lesson 4c panel: long contexts. A longest length picked once (up to the model's window),
-then four sub-tabs: prefill against prompt length, one decode step against cache length (with
-a guess first), attention's memory eager against tiled, and what cuts the cost. The
-measurements are `context_handlers`."""
+"""Lesson 4c panel: a longest length picked once (up to the window), then a sub-tab per measurement
+and what cuts the cost (`context_handlers`)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
@@ -18,10 +16,8 @@ from visualizations.style import info_caption
 from . import context_handlers as run
 from .common.context import AppContext
 from .common.controls import guess_box
-from .common.lesson_text import lesson_page
 from .common.measurement import Measurement
-from .common.read_more import lesson_markdown
-from .common.run_buttons import run_and_stop, wire_stoppable
+from .common.measurement_wiring import run_and_stop, wire_stoppable
 
 
 def _longest(lm, settings: Settings) -> gr.Dropdown:
@@ -35,15 +31,14 @@ def _longest(lm, settings: Settings) -> gr.Dropdown:
              "minutes on a small CPU.", elem_id="ctx-longest")
 
 
-def _sweep(name: str, label: str, chart: gr.Plot, frames: Callable[..., Iterator],
+def _sweep(name: str, label: str, figure, chart_label: str, frames: Callable[..., Iterator],
            work: Callable[..., int], inputs: list, ctx: AppContext, text_value: str = "",
            cuts: gr.Markdown | None = None) -> None:
-    """Run and Stop, the progress line and the text under `chart`, wired to `frames(*inputs)`
-    (long time limit: the window takes minutes). `cuts`: the "what cuts the cost" table,
-    refreshed by frames that carry one."""
+    """Run and Stop, the progress line, the chart and the text, wired to `frames(*inputs)`;
+    `cuts`: the "what cuts the cost" table, refreshed by frames that carry one."""
     start, stop = run_and_stop(label, f"ctx-{name}-btn", f"ctx-{name}-stop")
     progress = gr.Markdown(elem_id=f"ctx-{name}-progress")
-    chart.render()
+    chart = gr.Plot(figure, label=chart_label, elem_id=f"ctx-{name}-chart")
     text = gr.Markdown(text_value, elem_id=f"ctx-{name}-text")
 
     def on_run(*args) -> Iterator[dict]:
@@ -62,15 +57,13 @@ def build(ctx: AppContext) -> None:
     """Lesson 4c in the caller's tab."""
     lm, settings, shared = ctx.lm, ctx.settings, ctx.shared
     caption = info_caption(lm.info)
-    lesson_markdown(lesson_page("lesson4c_context.md", lm.info), elem_id="ctx-lesson-text")
     longest = _longest(lm, settings)
     cuts = gr.Markdown(run.cuts_text(lm, settings), render=False, elem_id="ctx-cuts")
     with gr.Tabs(overflow_behavior="wrap"):
         with gr.Tab("1 · Prefill vs prompt length"):
-            chart = gr.Plot(context_charts.prefill_lengths_figure([], caption=caption),
-                            render=False, label="Prefill per prompt token",
-                            elem_id="ctx-prefill-chart")
-            _sweep("prefill", context_charts.PREFILL_BUTTON, chart,
+            _sweep("prefill", context_charts.PREFILL_BUTTON,
+                   context_charts.prefill_lengths_figure([], caption=caption),
+                   "Prefill per prompt token",
                    lambda n: run.prefill_frames(lm, settings, shared, n),
                    lambda n: prefill_lengths_tokens(run.sweep_prefill_lengths(lm, settings, n),
                                                     settings.context_prefill_repeats),
@@ -80,9 +73,9 @@ def build(ctx: AppContext) -> None:
             guess = guess_box(settings, run.GUESS_KEY, f"one decode step with {long:,} cached "
                               f"tokens against {short:,}, how many times as long",
                               "ctx-decode-guess")
-            chart = gr.Plot(context_charts.decode_lengths_figure([], caption=caption), render=False,
-                            label="One decode step per cache length", elem_id="ctx-decode-chart")
-            _sweep("decode", context_charts.DECODE_BUTTON, chart,
+            _sweep("decode", context_charts.DECODE_BUTTON,
+                   context_charts.decode_lengths_figure([], caption=caption),
+                   "One decode step per cache length",
                    lambda n, g: run.decode_frames(lm, settings, shared, n, g),
                    lambda n, g: decode_lengths_tokens(run.sweep_decode_lengths(lm, settings, n),
                                                       settings.context_decode_batches,
@@ -92,16 +85,15 @@ def build(ctx: AppContext) -> None:
             gr.Markdown(f"The same prefill twice, at the longest length above (at most "
                         f"{settings.context_eager_max_tokens:,} tokens: eager attention's score "
                         "tables grow with L²).")
-            chart = gr.Plot(context_charts.attention_memory_figure([], caption), render=False,
-                            label="Peak memory of one prefill", elem_id="ctx-memory-chart")
-            _sweep("memory", context_charts.MEMORY_BUTTON, chart,
+            _sweep("memory", context_charts.MEMORY_BUTTON,
+                   context_charts.attention_memory_figure([], caption),
+                   "Peak memory of one prefill",
                    lambda n: run.memory_frames(lm, settings, shared, n),
                    lambda n: attention_memory_tokens(
                        run.sweep_prefill_lengths(lm, settings, n)[-1],
                        settings.context_eager_max_tokens),
                    [longest], ctx, text_value=FLASH_ATTENTION)
         with gr.Tab("4 · What cuts the cost"):
-            gr.Markdown("Each row counts the KV cache of one context as long as the window. "
-                        "Before the decode sweep every row is theoretical; after it, the GQA row "
-                        "uses the bytes per token read from the sweep's real cache tensors.")
+            gr.Markdown("Each row counts the KV cache of one window-long context, in theory; "
+                        "after the decode sweep the GQA row uses its cache's real bytes per token.")
             cuts.render()

@@ -1,8 +1,6 @@
-"""Lesson 3's rules, as plain functions tested on the real model: what Step, a Play tick, Stop
-and Branch do to a learner's `Generation`, and what the panel shows for it (`views`: a
-`DecodeView` record, its stats under the busy notice when the noise rule judged the decode
-steps' times busy). A Play tick queued after Stop does nothing; Stop keeps exactly the tokens
-on the learner's screen; Branch rewinds to a step and continues with another candidate."""
+"""Lesson 3 handlers: what Step, a Play tick, Stop and Branch do to a learner's `Generation`,
+and what the panel shows for it (`views`). A Play tick queued after Stop does nothing; Stop
+keeps exactly the tokens on screen; Branch rewinds to a step and takes another candidate."""
 from __future__ import annotations
 
 import contextlib
@@ -32,7 +30,7 @@ class DecodeView:
 
     gen: Generation | None
     text_html: str  # the answer so far, one numbered tile per token
-    stats_md: str  # TTFT, TPOT, tokens/s, cache size
+    stats_md: str  # TTFT, TPOT, tokens/s, cache size, under the busy notice
     candidates: go.Figure  # the looked-at step's candidates (and reshaped by sampling)
     timing: go.Figure  # per-token latency
     tokens: int  # tokens on screen (sent back with Stop)
@@ -53,9 +51,8 @@ def sampling_from(temperature: float | None, top_k: int | None, top_p: float | N
 
 def views(lm, gen: Generation | None, sampling: SamplingSettings,
           at_step: int | None = None) -> DecodeView:
-    """What the panel shows for this generation, looking at step `at_step` (default: the
-    newest). Reshaped probabilities are drawn for the newest step only. Drawn under the
-    generation's lock: a Stop pressed meanwhile waits, so its view is the newer one."""
+    """The view looking at step `at_step` (default: the newest, the only one whose reshaped
+    probabilities are drawn); under the generation's lock, so a Stop's view is the newer."""
     with gen.lock if gen is not None else contextlib.nullcontext():
         caption = info_caption(lm.info)
         events = gen.events if gen else []
@@ -85,9 +82,8 @@ def views(lm, gen: Generation | None, sampling: SamplingSettings,
 
 
 def stop(gen: Generation | None, tokens_shown: float | None) -> None:
-    """Stop for good, keeping exactly the tokens the learner saw when pressing Stop: a token
-    computed just before (its display still on the way) is dropped with the rest. Waits for
-    a step in flight, so that step's view is drawn before Stop's, never after it."""
+    """Stop for good, keeping exactly the tokens on screen (one computed but not yet shown is
+    dropped); waits for a step in flight, so its view is drawn before Stop's."""
     if gen is None:
         return
     shown = tokens_shown if isinstance(tokens_shown, (int, float)) else None
@@ -115,9 +111,7 @@ def step(lm, settings: Settings, gen: Generation | None, prompt: str, max_new: i
 
 def play_tick(lm, settings: Settings, gen: Generation | None, prompt: str, max_new: int,
               sampling: SamplingSettings) -> tuple[Generation | None, bool]:
-    """What one tick of Play does: a Step, then whether Play should stop (finished).
-
-    A tick that was already queued when the learner pressed Stop does nothing."""
+    """One tick of Play: a Step, then whether Play stops (a tick queued after Stop does nothing)."""
     if gen is not None and gen.stopped:
         return gen, True
     before = len(gen.events) if gen is not None else 0
@@ -128,30 +122,22 @@ def play_tick(lm, settings: Settings, gen: Generation | None, prompt: str, max_n
     return gen, gen.finished is not None
 
 
-def check_branch(gen: Generation, at_step: int, token_id: int) -> None:
-    """Branch only with a candidate of that very step: a token offered for another step (the
-    list on screen not yet redrawn for the step typed) would splice a stranger into the text."""
-    step_no = int(at_step)
-    if not 0 <= step_no < len(gen.events):
-        raise SettingOutOfRangeError(
-            f"There is no step {step_no} to branch from (steps 0 to {len(gen.events) - 1}).")
-    offered = {c.token_id for c in gen.events[step_no].candidates}
-    if int(token_id) not in offered:
-        raise SettingOutOfRangeError(
-            f"That candidate was not one of step {step_no}'s: the list was for another step. "
-            "Pick a candidate again from the list now shown, then press Branch.")
-
-
 def branch_to(lm, gen: Generation | None, at_step: int, token_id: int | None) -> Generation:
-    """Rewind to `at_step`, pick `token_id` there (one of that step's own candidates, else a
-    `SettingOutOfRangeError`), and take that step."""
+    """Rewind to `at_step` and take that step with `token_id`, refused unless one of that very
+    step's candidates (a list not yet redrawn for the step typed would splice in a stranger)."""
     if gen is None or not gen.events:
         raise NotReadyError("Generate a few tokens first, then branch from one of them.")
     if token_id is None:
         raise NotReadyError("Choose a candidate token to branch with.")
+    step_no = int(at_step)
     with gen.lock:
-        check_branch(gen, at_step, token_id)
-        gen.branch(int(at_step), int(token_id))
+        if not 0 <= step_no < len(gen.events):
+            raise SettingOutOfRangeError(
+                f"There is no step {step_no} to branch from (steps 0 to {len(gen.events) - 1}).")
+        if int(token_id) not in {c.token_id for c in gen.events[step_no].candidates}:
+            raise SettingOutOfRangeError(
+                f"That candidate was not one of step {step_no}'s: the list was for another "
+                "step. Pick a candidate again from the list now shown, then press Branch.")
+        gen.branch(step_no, int(token_id))
         generation.continue_branch(lm, gen)
     return gen
-

@@ -1,10 +1,7 @@
-"""Lesson 3 panel: decode one token at a time: Step, Play/Pause, Stop, Reset, Branch,
-with the candidates and the per-token timing drawn after every step.
-
-Play is a `gr.Timer` that presses Step for you: each tick is one short event, so a whole
-classroom playing at once shares the model fairly and Pause is instant. What each button does
-is `decode_handlers`. Handlers with many inputs take them as a set (`data[component]`), which
-Gradio orders by creation: `DecodeUI` creates them in the order the named endpoints take them."""
+"""Lesson 3 panel: decode one token at a time (Step, Play/Pause, Stop, Reset, Branch). Play is a
+`gr.Timer` pressing Step: each tick one short event, so a class playing at once shares the model
+fairly. Handlers take many inputs as a set, which Gradio orders by creation: `DecodeUI` creates
+them in the order the named endpoints take them."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -20,8 +17,6 @@ from visualizations.token_view import CACHE_FREED, decode_stats_md, output_html
 from .common.context import AppContext
 from .common.controls import number, prompt_box, slider
 from .common.feedback import guarded
-from .common.lesson_text import lesson_page
-from .common.read_more import lesson_markdown
 from .decode_handlers import DecodeView, branch_to, play_tick, sampling_from, step, stop, views
 
 
@@ -29,8 +24,8 @@ class DecodeUI:
     """The lesson's components, laid out in the order the named endpoints take them."""
 
     def __init__(self, settings: Settings, budget=None, layers: int = 1) -> None:
-        # The learner's Generation: dropped (its cache freed) when the tab closes or after
-        # `state_ttl_s` unused; meanwhile the server's memory budget may free its cache.
+        # the learner's Generation: dropped when the tab closes or idles; the server's memory
+        # budget may free its cache before
         self.state = gr.State(None, time_to_live=settings.state_ttl_s,
                               delete_callback=budget.forget if budget is not None else None)
         self.shown = gr.Number(0, visible=False)  # tokens on the learner's screen, for Stop
@@ -52,9 +47,8 @@ class DecodeUI:
             self.stop_btn = gr.Button("Stop ⏹", variant="stop", elem_id="decode-stop")
             self.reset_btn = gr.Button("Reset ↺", elem_id="decode-reset")
         self.timer = gr.Timer(settings.play_interval_s.default, active=False)
-        # The charts right under the buttons: at 1280×720 (a projector) Step and both charts
-        # fit one screen; the text, which grows with every token, and the diagram follow. A
-        # phone stacks the cards and charts, so there the text comes first (assets/style.css).
+        # the charts under the buttons: Step and both fit a 1280×720 screen; the growing text
+        # follows (a phone shows it first: assets/style.css)
         with gr.Column(elem_id="decode-results"):
             self.stats = gr.Markdown(decode_stats_md([], None), elem_id="decode-stats")
             with gr.Row():
@@ -70,8 +64,7 @@ class DecodeUI:
                                       elem_id="decode-branch-choice")
             self.branch_btn = gr.Button("Branch here ↳", elem_id="decode-branch")
         self.diagram = gr.HTML(decode_diagram([], [], layers), elem_id="decode-diagram")
-        # Whether Play is on, kept on the server: a tick the timer sent just before Pause (its
-        # reply still on the way) reads False here and takes no step.
+        # whether Play is on, kept on the server: a tick sent just before Pause takes no step
         self.play_on = gr.State(False)
         self.sampling_inputs = {self.temperature, self.top_k, self.top_p, self.seed}
         self.view_outputs = [self.state, self.text, self.stats, self.candidates, self.timing,
@@ -131,19 +124,15 @@ def _wire_steps(lm, settings: Settings, ui: DecodeUI, server) -> None:
         return shown(before, gen, ui.sampling(data))
 
     step_inputs = {ui.state, ui.prompt, ui.max_new} | ui.sampling_inputs
+    on_model = dict(concurrency_id="model", time_limit=settings.step_time_limit_s)
     ui.step_btn.click(guarded(on_step, alone=server), step_inputs, ui.view_outputs,
-                      concurrency_id="model",
-                      time_limit=settings.step_time_limit_s, api_name="decode_step")
+                      api_name="decode_step", **on_model)
     ui.timer.tick(guarded(on_tick, plain=True, alone=server), step_inputs | {ui.play_on},
-                  ui.view_outputs + ui.play_outputs,
-                  concurrency_id="model",
-                  time_limit=settings.step_time_limit_s, trigger_mode="once",
-                  show_progress="hidden", api_name="decode_play_tick")
+                  ui.view_outputs + ui.play_outputs, trigger_mode="once",
+                  show_progress="hidden", api_name="decode_play_tick", **on_model)
     ui.branch_btn.click(guarded(on_branch, alone=server),
                         {ui.state, ui.at_step, ui.choice} | ui.sampling_inputs,
-                        ui.view_outputs, concurrency_id="model",
-                        time_limit=settings.step_time_limit_s,
-                        api_name="decode_branch")
+                        ui.view_outputs, api_name="decode_branch", **on_model)
 
 
 def _wire_controls(lm, ui: DecodeUI) -> None:
@@ -171,21 +160,19 @@ def _wire_controls(lm, ui: DecodeUI) -> None:
         return {ui.candidates: v.candidates, ui.timing: v.timing,
                 ui.choice: gr.update(choices=v.choices, value=v.pick)}
 
-    # Play and Pause only switch the timer: they answer at once, even while a step runs.
+    # Play and Pause only switch the timer: they answer at once, even while a step runs
     ui.play_btn.click(guarded(on_play, compute=False), [ui.state, ui.speed],
                       ui.play_outputs + [ui.state], api_name="decode_play")
     ui.pause_btn.click(guarded(on_pause, compute=False), None, ui.play_outputs,
                        api_name="decode_pause")
-    # Stop waits for a step in flight; the chained redraw then makes the stopped view the last
-    # one the screen gets, whatever order the two events' replies travel in.
+    # Stop waits for a step in flight; the chained redraw makes the stopped view the last one
     ui.stop_btn.click(guarded(on_stop), {ui.state, ui.shown} | ui.sampling_inputs,
                       ui.play_outputs + ui.view_outputs, api_name="decode_stop").then(
         guarded(on_sampling), {ui.state} | ui.sampling_inputs, ui.view_outputs,
         show_progress="hidden")
     ui.reset_btn.click(guarded(on_reset), ui.sampling_inputs, ui.play_outputs + ui.view_outputs,
                        api_name="decode_reset")
-    # `.input` fires for a drag and for a value typed into a slider's number box (`.release`
-    # alone missed typing: the chart kept showing another step, and Branch used its token).
+    # `.input` fires for a drag and for a value typed into a slider's box (`.release` misses it)
     gr.on([c.input for c in (ui.temperature, ui.top_k, ui.top_p)], guarded(on_sampling),
           {ui.state} | ui.sampling_inputs, ui.view_outputs, show_progress="hidden",
           trigger_mode="always_last", api_name="decode_sampling")
@@ -195,10 +182,8 @@ def _wire_controls(lm, ui: DecodeUI) -> None:
 
 
 def build(ctx: AppContext) -> None:
-    """Lesson 3 in the caller's tab. Each Step runs alone on the compute thread (the `server`'s
-    steps take turns with it there), so the step times shown are one request's own."""
+    """Lesson 3 in the caller's tab: each Step runs alone on the compute thread (its own times)."""
     lm, settings, server = ctx.lm, ctx.settings, ctx.server
-    lesson_markdown(lesson_page("lesson3_decode.md", lm.info))
     ui = DecodeUI(settings, server.budget if server is not None else None, lm.info.layers)
     _wire_steps(lm, settings, ui, server)
     _wire_controls(lm, ui)

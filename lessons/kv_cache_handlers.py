@@ -1,7 +1,5 @@
 """Lesson 4 handlers: the KV cache seen growing, raced against recomputation, projected to
-large models, reused across questions and read by attention, as plain functions returning
-(or yielding) named records of what to show.
-"""
+large models, reused across questions and read by attention."""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -9,7 +7,7 @@ from dataclasses import dataclass
 
 from plotly.graph_objects import Figure
 
-from inference import served_alongside
+from inference import compute_turns
 from inference.config import Settings
 from inference.errors import PromptTooLongError, SettingOutOfRangeError
 from inference.experiments import kv_projection, kv_race, noise, prefix_reuse, quiet_reference
@@ -63,8 +61,7 @@ PROJECT_PROMPT, PROJECT_TOKENS = 32, 1000  # the theoretical long generation the
 
 
 def race_lengths_frames(lm, shared=None) -> Iterator[LengthsFrame]:
-    """One step with and without the cache at 32, 128 and 512 tokens; a frame per length, then
-    the theory beyond. A quiet run is shared with every visitor."""
+    """One step both ways at each of `LENGTHS`, a frame per length, then the theory beyond."""
     caption = info_caption(lm.info, note=f"median of {REPEATS} steps per length and lane")
     key = ("race-lengths", lm.info.device, lm.info.dtype)
     done = reuse(shared, key)
@@ -114,8 +111,7 @@ class AttentionShown:
 
 
 def growth_frames(lm, settings: Settings, prompt: str, new_tokens: int) -> Iterator[GrowthFrame]:
-    """Generate greedily; after every step, the real cache drawn and its bytes counted (the
-    last frame carries the busy notice when the machine was busy)."""
+    """Generate greedily, the real cache drawn and its bytes counted after every step."""
     ids = encode_prompt(lm, settings, prompt)
     settings.growth_new_tokens.check("New tokens", new_tokens)
     caption = info_caption(lm.info)
@@ -134,8 +130,8 @@ def growth_frames(lm, settings: Settings, prompt: str, new_tokens: int) -> Itera
 
 def race_frames(lm, settings: Settings, prompt: str, new_tokens: int,
                 guess: float | None = None) -> Iterator[RaceFrame]:
-    """Race the cached lane against recomputation; a frame after every pair of steps. The last
-    sets the learner's `guess` (× faster) beside the measured speed-up."""
+    """Race the cached lane against recomputation, a frame after every pair of steps; the last
+    sets the `guess` (× faster) beside the measured speed-up."""
     ids = encode_prompt(lm, settings, prompt)
     limit = settings.race_max_prompt_tokens
     if len(ids) > limit:
@@ -150,7 +146,7 @@ def race_frames(lm, settings: Settings, prompt: str, new_tokens: int,
         steps.append(step)
         if step.lane != RECOMPUTE:
             pieces.append(lm.tokenizer.decode([step.token_id]))
-            # a frame between the lanes: the lesson's job ends here and the server may step
+            # a frame between the lanes: the server may step here
             yield RaceFrame(plot=None, summary=None,
                             progress=kv_text.race_cached_progress_markdown(step.index, n))
         if step.lane == RECOMPUTE:
@@ -160,7 +156,7 @@ def race_frames(lm, settings: Settings, prompt: str, new_tokens: int,
             compared = (guess_md(GUESS_KEY, guess, summary.speedup,
                                  noisy=not supports_verdict(judged), reference=quiet)
                         if last and not summary.impossible else "")
-            caption = info_caption(lm.info, chats=served_alongside.chats_so_far())  # so far
+            caption = info_caption(lm.info, chats=compute_turns.chats_so_far())  # so far
             yield RaceFrame(plot=kv_charts.race_figure(steps, caption),
                             summary=kv_text.race_summary_markdown(summary, judged, quiet)
                             + compared,
@@ -171,7 +167,7 @@ def race_frames(lm, settings: Settings, prompt: str, new_tokens: int,
 
 
 def race_repeats(steps) -> list[float]:
-    """The cached lane's decode steps: the same work repeated (one token in), for their spread."""
+    """The cached lane's decode steps (the same work repeated), for the noise rule."""
     return [s.seconds for s in steps if s.lane != RECOMPUTE and s.index > 0]
 
 
@@ -186,11 +182,10 @@ def projection_view(lm, settings: Settings, batch: int, context: int,
     contexts, batches = settings.projection_context, settings.projection_batch
     mine = kv_projection.this_model(lm.info)
     specs = [mine, *kv_projection.PUBLISHED]
-    doubling = kv_projection.doubling_range
     by_context = kv_projection.project_context(
-        specs, doubling(int(contexts.low), int(contexts.high)), batch, bpv)
+        specs, kv_projection.doubling_range(int(contexts.low), int(contexts.high)), batch, bpv)
     by_batch = kv_projection.project_batch(
-        specs, doubling(int(batches.low), int(batches.high)), context, bpv)
+        specs, kv_projection.doubling_range(int(batches.low), int(batches.high)), context, bpv)
     mha = kv_projection.as_mha(mine)
     gqa_rows = [(f"{mine.name}: {mine.kv_heads} KV heads (GQA)", mine.bytes_per_token(bpv)),
                 (f"as MHA: {mha.kv_heads} KV heads", mha.bytes_per_token(bpv))]
@@ -225,8 +220,7 @@ def prefix_frames(lm, settings: Settings, system: str, questions: str,
     yield frame()
     for run in prefix_reuse.prefix_runs(lm, prefix, system, lines, int(new_tokens)):
         runs.append(run)
-        yield frame(noise.reading(settings=settings)
-                    if len(runs) == len(lines) else None)
+        yield frame(noise.reading(settings=settings) if len(runs) == len(lines) else None)
 
 
 def attention_run(lm, settings: Settings, prompt: str, new_tokens: int) -> AttentionView:
@@ -243,8 +237,7 @@ FREED = ("This attention view was freed to make room for other visitors (the ser
 
 def attention_redraw(lm, view: AttentionView | HeldAttention | None, layer: int,
                      head: int) -> Figure:
-    """One layer's and query head's weights (clamped to the model's); empty before a run or
-    once the budget freed the view."""
+    """One layer's and query head's weights (clamped); empty before a run or once freed."""
     if isinstance(view, HeldAttention):
         if view.view is None:
             return empty_figure(FREED)
@@ -259,8 +252,8 @@ def attention_redraw(lm, view: AttentionView | HeldAttention | None, layer: int,
 
 def show_attention(lm, settings: Settings, prompt: str, new_tokens: int, layer: int,
                    head: int, budget=None) -> AttentionShown:
-    """Run the attention view, then draw the layer and head the sliders point at. `budget`
-    (the server's `CacheBudget`): the view is held under it, with the decode caches."""
+    """Run the attention view and draw the sliders' layer and head; `budget` (the server's
+    `CacheBudget`) holds the view with the decode caches."""
     view = attention_run(lm, settings, prompt, new_tokens)
     plot = attention_redraw(lm, view, layer, head)
     if budget is not None:

@@ -1,6 +1,4 @@
-"""Lesson 4 panel: the KV cache seen growing, raced against recomputation, projected to large
-models, reused across questions, and read by attention: one sub-tab per function below, what
-each button does in `kv_cache_handlers`."""
+"""Lesson 4 panel: one sub-tab per function below (the measurements: `kv_cache_handlers`)."""
 from __future__ import annotations
 
 import gradio as gr
@@ -16,24 +14,14 @@ from . import kv_cache_handlers as run
 from .common.context import AppContext
 from .common.controls import guess_box, prompt_box, slider
 from .common.feedback import guarded
-from .common.lesson_text import lesson_page
+from .common.lesson_text import lesson_text
 from .common.measurement import Measurement, prompt_tokens, shrunk
-from .common.measurement_wiring import wire_measurement
+from .common.measurement_wiring import run_and_stop, wire_measurement, wire_stoppable
 from .common.named_outputs import showing
 from .common.prompt_input import prompt_lines
-from .common.read_more import lesson_markdown
-from .common.run_buttons import run_and_stop, wire_stoppable
 
 DEFAULT_PROMPT = LIMITS.default_prompt
-DEFAULT_SYSTEM = (
-    "You are the visitor assistant of the Riverside Science Museum. The museum opens at 9:00 "
-    "and closes at 17:00 every day except Monday. Tickets cost 12 euros for adults, 6 euros "
-    "for children under 14, and entry is free for members. The galleries are: Fossils and Deep "
-    "Time on the ground floor, Light and Colour on the first floor, and the Planetarium on the "
-    "top floor, with shows every hour. The cafe is next to the main entrance and serves lunch "
-    "from 11:30. Lockers are free and are found by the cloakroom. Photography without flash is "
-    "allowed everywhere except the Planetarium. Answer visitors briefly, politely and only from "
-    "these facts.")
+DEFAULT_SYSTEM = lesson_text("kv_prefix_system.txt").strip()  # a museum's visitor assistant
 DEFAULT_QUESTIONS = "When does the museum close?\nHow much is a child ticket?\nWhere is the cafe?"
 
 
@@ -45,8 +33,7 @@ def growth_tab(ctx: AppContext) -> None:
         new_tokens = slider(settings, "growth_new_tokens", "New tokens", scale=1)
     start, stop = run_and_stop("Generate and watch the cache", "kv-growth-btn",
                                 "kv-growth-stop")
-    # The step's line, then the cache grid; why the cache lags the text, and the formula, under
-    # the grid (above it they pushed the grid off a phone's screen).
+    # the lag note and the formula under the grid: above it they pushed it off a phone's screen
     text = gr.Markdown(elem_id="kv-growth-text")
     grid = gr.Plot(kv_charts.cache_grid_figure(None, 0), label="Cache tensors",
                    elem_id="kv-growth-grid")
@@ -60,13 +47,13 @@ def growth_tab(ctx: AppContext) -> None:
 
 
 def race_tab(ctx: AppContext) -> None:
-    """2 · Race: the same greedy tokens with the cache and by recomputing everything."""
+    """2 · Race: the same greedy tokens with the cache and by recomputing, then by length."""
     lm, settings = ctx.lm, ctx.settings
     gr.Markdown("Same prompt, same greedy tokens. With the cache each step feeds **one** token "
-                "through the model, but still reads every cached key and value: a read that "
-                "grows by one token's worth each step (lesson 4c measures it to the model's "
-                "window). Without the cache each step feeds the **whole sequence** again "
-                "(O(sequence) tokens), so its work grows with the text in every layer.")
+                "but still reads every cached key and value, a read growing by one token each "
+                "step (lesson 4c measures it to the window). Without it each step feeds the "
+                "**whole sequence** again (O(sequence) tokens): its work grows with the text "
+                "in every layer.")
     with gr.Row():
         prompt = prompt_box(settings, DEFAULT_PROMPT, "kv-race-prompt", scale=3)
         new_tokens = slider(settings, "race_new_tokens", "New tokens", scale=1)
@@ -87,21 +74,16 @@ def race_tab(ctx: AppContext) -> None:
         "kv_race", showing(shown, lambda p, n, g: run.race_frames(lm, settings, p, n, g)),
         work=lambda p, n, g: race_tokens(prompt_tokens(lm, settings, p), int(n)),
         smaller=smaller, label="KV race"), ctx)
-    lengths_section(ctx)
 
-
-def lengths_section(ctx: AppContext) -> None:
-    """The race at several lengths: why a short race undersells the cache."""
-    gr.Markdown("### Race at several lengths\nA short race shows only a few times faster. "
-                "Time one step, with and without the cache, at 32, 128 and 512 tokens of "
-                "context, and see how the gap grows with the text.")
+    gr.Markdown("### Race at several lengths\nA short race shows only a few times faster: time "
+                "one step both ways at 32, 128 and 512 tokens and see the gap grow.")
     start = gr.Button("Race at several lengths", elem_id="kv-lengths-btn")
     shown = {"progress": gr.Markdown(elem_id="kv-lengths-progress"),
              "plot": gr.Plot(kv_charts.race_lengths_figure([]), elem_id="kv-lengths-plot",
                              label="One step at each length"),
              "table": gr.Markdown(elem_id="kv-lengths-table")}
     wire_measurement(start, None, list(shown.values()), Measurement(
-        "kv_race_lengths", showing(shown, lambda: run.race_lengths_frames(ctx.lm, ctx.shared)),
+        "kv_race_lengths", showing(shown, lambda: run.race_lengths_frames(lm, ctx.shared)),
         work=race_lengths_tokens), ctx)
 
 
@@ -174,7 +156,6 @@ def attention_tab(lm, settings: Settings, server=None) -> None:
 def build(ctx: AppContext) -> None:
     """Lay out Lesson 4 inside the caller's tab."""
     lm, settings, server = ctx.lm, ctx.settings, ctx.server
-    lesson_markdown(lesson_page("lesson4_kv_cache.md", lm.info), elem_id="kv-lesson-text")
     with gr.Tabs(overflow_behavior="wrap"):  # every sub-tab one tap away on a phone
         with gr.Tab("1 · Watch it grow"):
             growth_tab(ctx)

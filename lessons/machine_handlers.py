@@ -1,8 +1,6 @@
-"""'This machine', the plain part: the roofline measured here (`inference.experiments.
-machine_roofline`) as one `MachineView`: the loaded model's decode speed under the bandwidth
-ceiling, both roofs, what bounds a decode step, which model sizes fit, and the figures to copy.
-A busy decode run shows no share of the ceiling, and this machine's quiet reference beside it.
-"""
+"""'This machine' handlers: the roofline measured here as one `MachineView`: the model's decode
+speed under the bandwidth ceiling, both roofs, what bounds a decode step, which model sizes
+fit, and the figures to copy. A busy run shows this machine's quiet reference beside it."""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -12,7 +10,6 @@ import plotly.graph_objects as go
 
 from inference.experiments import machine_roofline, noise, quiet_reference
 from inference.experiments.kv_projection import size_rows
-from inference.experiments.machine_roofline import WatchedRoofline
 from inference.experiments.memory_guard import memory_budget_bytes
 from inference.experiments.noise import Noise
 from inference.experiments.roofline import Roofline
@@ -31,7 +28,7 @@ BYTES_AXIS = "Bytes read per decode token (MB: weights + KV cache)"
 
 @dataclass(frozen=True)
 class RooflinePoint:
-    """One measured point for `roofline_figure` (the same fields a quantization report has)."""
+    """One measured point for `roofline_figure` (the fields a quantization report has)."""
 
     key: str
     label: str
@@ -42,8 +39,8 @@ class RooflinePoint:
 
 def step_bound_outputs(lm, r: Roofline, bound: StepBound, caption: str,
                        judged: Noise | None = None) -> tuple[str, object]:
-    """The step's split in words and as a chart, against `r`'s bandwidth floor. `judged`: the
-    noise rule's reading around the profiling; a split that does not hold up is not drawn."""
+    """The step's split in words and as a chart, against `r`'s bandwidth floor; a split that
+    does not hold up under `judged` (the reading around the profiling) is not drawn."""
     floor, p = 1 / r.ceiling_tokens_per_s, bound.profile
     if judged is not None and not noise.split_holds(
             judged, [p.matmul_seconds, p.other_ops_seconds], p.step_seconds):
@@ -56,10 +53,8 @@ def step_bound_outputs(lm, r: Roofline, bound: StepBound, caption: str,
 
 
 def sizes_md(lm, r: Roofline, judged: Noise | None = None, reference=None) -> str:
-    """This model and its siblings on this machine (theoretical, from the measured bandwidth);
-    the measured speed is carried over only when the loaded model is the first row's shape and
-    the figure is possible. From a busy run (`judged`), the quiet `reference` stands in for it
-    when there is one, and the text says which it used."""
+    """This model and its siblings here (theoretical), with the measured speed when the model is
+    the first row's shape and the figure possible (from a busy run, the quiet `reference`)."""
     free = memory_budget_bytes(lm.device, 1.0)
     rows = size_rows(r.bandwidth_gbs, lm.bytes_per_value, free)
     mine = lm.info.parameters == rows[0].shape.parameters and not r.impossible
@@ -75,8 +70,7 @@ def sizes_md(lm, r: Roofline, judged: Noise | None = None, reference=None) -> st
 
 
 def gpu_note_md(lm) -> str:
-    """On a CPU: what the H200 check measured (labelled, from that machine). On a GPU: that
-    every figure here is this GPU's own."""
+    """On a CPU what the H200 check measured (labelled); on a GPU, that every figure is its own."""
     if lm.device.type == "cuda":
         return (f"### On a GPU\nThis machine is a GPU ({lm.info.device}): every figure on this "
                 "page was measured on it, now.")
@@ -84,7 +78,6 @@ def gpu_note_md(lm) -> str:
 
 
 def roofline_point(lm, r: Roofline) -> RooflinePoint:
-    """The loaded model's measured decode speed as one point on the roofline chart."""
     info = lm.info
     return RooflinePoint(info.dtype, f"{info.name} ({info.dtype})", "PyTorch", r.bytes_per_token,
                          r.measured_tokens_per_s)
@@ -92,7 +85,7 @@ def roofline_point(lm, r: Roofline) -> RooflinePoint:
 
 @dataclass(frozen=True)
 class MachineView:
-    """Everything one press of "Measure this machine" shows (markdown and Plotly figures)."""
+    """Everything one press of "Measure this machine" shows."""
 
     roofline: Roofline  # the measured bandwidth, bytes per token and decode speed
     roofline_md: str
@@ -107,37 +100,29 @@ class MachineView:
 
 
 def measure_machine_steps(lm, shared=None) -> Iterator[str | MachineView]:
-    """Measure the roofline, both roofs and one decode step's split, a progress line before
-    each part (the server's steps run between the parts), then the view."""
+    """The roofline, both roofs and a decode step's split, a progress line before each part."""
     yield "⏳ Part 1 of 3: reading memory bandwidth and timing decode…"
     watched = machine_roofline.watched_roofline(lm, shared=shared)
-    r = watched.roofline
+    r, caption = watched.roofline, info_caption(lm.info)
     yield ("⏳ Part 1 of 3 done: read bandwidth and decode speed measured. Part 2 of 3: the "
            "arithmetic roof…")
     roof = machine_roofline.measure_compute_roof(lm, r, shared,
                                                  batch_points=latest_batch_points(lm, shared))
-    judged = noise.reading()
+    roofs_noise = noise.reading()
     if watched.noise.busy:  # the roofs' decode point is the roofline's busy decode speed
-        judged = watched.noise
+        roofs_noise = watched.noise
     yield "⏳ Part 2 of 3 done: both roofs measured. Part 3 of 3: profiling one decode step…"
-    yield _machine_view(lm, shared, watched, roof, judged)
-
-
-def _machine_view(lm, shared, watched: WatchedRoofline, roof, roofs_noise: Noise | None = None
-                  ) -> MachineView:
-    caption, r = info_caption(lm.info), watched.roofline
     # this machine's quiet decode speed: on file, else this run's when it was quiet
     ref = quiet_reference.for_decode(r, lm.info.name, machine_roofline.ROOFLINE_NEW_TOKENS,
                                      watched.noise)
     bound = machine_roofline.measure_roofline_step_bound(lm)
-    judged = noise.reading()  # around the profiling
-    step_md, step_fig = step_bound_outputs(lm, r, bound, caption, judged)
+    step_md, step_fig = step_bound_outputs(lm, r, bound, caption, noise.reading())
     fig = roofline_figure([roofline_point(lm, r)], r.bandwidth_gbs, ", read bandwidth measured",
                           caption, x_title=BYTES_AXIS)
-    return MachineView(r, roofline_md(r, lm.info.weight_bytes, watched.noise, watched.attempt,
-                                      ref), fig,
-                       compute_roof_md(roof, lm.info.dtype, roofs_noise),
-                       two_roof_figure(roof, caption),
-                       step_md, step_fig, sizes_md(lm, r, watched.noise, ref),
-                       figures_md(lm, shared, r, busy=not supports_verdict(watched.noise)),
-                       watched.noise)
+    yield MachineView(r, roofline_md(r, lm.info.weight_bytes, watched.noise, watched.attempt,
+                                     ref), fig,
+                      compute_roof_md(roof, lm.info.dtype, roofs_noise),
+                      two_roof_figure(roof, caption),
+                      step_md, step_fig, sizes_md(lm, r, watched.noise, ref),
+                      figures_md(lm, shared, r, busy=not supports_verdict(watched.noise)),
+                      watched.noise)

@@ -1,6 +1,5 @@
-"""'This machine' panel: the live server view, then one button that measures this machine's
-roofline, both roofs, what bounds a decode step and the model sizes that fit
-(`machine_handlers.measure_machine_steps`)."""
+"""'This machine' panel: the live server view, then one button measuring this machine's
+roofline, both roofs, what bounds a decode step and the model sizes that fit."""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -19,22 +18,24 @@ from visualizations.style import empty_figure, info_caption
 from .common.context import AppContext
 from .common.exports import figures_box
 from .common.feedback import guarded
+from .common.latest import SharedSnapshot
+from .common.lesson_text import lesson_text
 from .common.measurement import Measurement
 from .common.measurement_wiring import wire_measurement
 from .common.serving_peer import serving_comparison
-from .common.shared_snapshot import SharedSnapshot
 from .machine_handlers import gpu_note_md, measure_machine_steps
+
+
+def texts(settings: Settings) -> list[str]:
+    """The tab's section texts, in order (assets/machine.md)."""
+    extra = {"step_token_budget": str(settings.step_token_budget)}
+    return lesson_text("machine.md", extra=extra).split("<!-- part -->")
 
 
 def server_section(lm, settings: Settings, server, chat=None) -> None:
     """The live view of the real scheduler serving this room (polled while switched on)."""
-    gr.Markdown("## The server, live\nEvery answer in *Try it* (yours and everyone else's) is "
-                "served by one continuous batcher: requests join and leave between steps, and all "
-                "active ones get their next token from one shared forward pass. This is lesson "
-                "5's continuous batching, serving this room right now. Its steps and every "
-                "lesson's measurements take turns on one compute thread: on a CPU, a second "
-                "thread running the model drags every decode down to one core's speed "
-                "(inference/compute_thread.py says why).")
+    server_md, pages_md, budget_md = texts(settings)[:3]
+    gr.Markdown(server_md)
     with gr.Row():
         watch = gr.Checkbox(False, elem_id="server-watch",
                             label=f"Watch live (updates every {settings.watch_interval_s:g} s)")
@@ -45,24 +46,29 @@ def server_section(lm, settings: Settings, server, chat=None) -> None:
                     elem_id="server-chart")
     gr.Markdown("### The same class, served by vLLM\n"
                 + server_view.peer_comparison_md(serving_comparison()), elem_id="server-vs-vllm")
-    gr.Markdown("### Its KV cache, in pages\nThe same server keeps every request's keys and "
-                "values in one pool of fixed-size blocks (PagedAttention; lesson 4b): one cell "
-                "per block, coloured by the request holding it.")
+    gr.Markdown(pages_md)
     grid0, tables0, bytes0 = server_pool_parts(None)
     with gr.Row():
         grid = gr.HTML(grid0, elem_id="server-pool")
         pool_bytes = gr.Markdown(bytes0, elem_id="server-pool-bytes")
     tables = gr.HTML(tables0, elem_id="server-pool-tables")
+    gr.Markdown(budget_md)
+    budget = gr.Plot(server_view.budget_split_figure((), 0), label="Tokens per step",
+                     elem_id="server-budget")
+    parts = gr.Plot(server_view.step_parts_figure(()), label="Time per step",
+                    elem_id="server-parts")
     timer = gr.Timer(settings.watch_interval_s, active=False)
-    outputs = [text, chart, grid, tables, pool_bytes]
+    outputs = [text, chart, grid, tables, pool_bytes, budget, parts]
 
     def snapshot() -> dict:
         st = server.stats()
         cap = info_caption(lm.info, alone=False, note="live scheduler")
         head = server_view.remote_stats_md(chat.stats()) + "\n\n" if chat is not None else ""
-        parts = server_pool_parts(st, "The pool of the server serving this room, now.")
+        pool = server_pool_parts(st, "The pool of the server serving this room, now.")
         return {text: head + server_view.server_stats_md(st, rows, window_s),
-                chart: server_view.batch_history_figure(st, cap), **dict(zip(outputs[2:], parts))}
+                chart: server_view.batch_history_figure(st, cap), **dict(zip(outputs[2:5], pool)),
+                budget: server_view.budget_split_figure(st.steps_detail, st.step_token_budget, cap),
+                parts: server_view.step_parts_figure(st.steps_detail, cap)}
 
     live = SharedSnapshot(snapshot, settings.watch_interval_s)  # one per interval, every tab
     checked = guarded(live.get, compute=False)  # no model: answers while a measurement runs
@@ -71,54 +77,24 @@ def server_section(lm, settings: Settings, server, chat=None) -> None:
                api_visibility="undocumented")
     watch.change(guarded(lambda on: gr.Timer(active=bool(on)), compute=False), watch, timer,
                  api_visibility="undocumented")
-    steps_section(lm, settings, server, refresh, timer)
-
-
-def steps_section(lm, settings: Settings, server, refresh, timer) -> None:
-    """Each step's token budget split (chunked prefill) and its measured parts."""
-    gr.Markdown("### Each step's budget\nA step decodes every running row first (one token "
-                "each), then spends the rest of its token budget on newcomers' prompts, a chunk "
-                "per step: with a budget above 0, a long prompt no longer freezes everyone's "
-                f"stream (`step_token_budget` = {settings.step_token_budget}; 0 = whole prompts "
-                "in one step, the running rows waiting).")
-    budget = gr.Plot(server_view.budget_split_figure((), 0), label="Tokens per step",
-                     elem_id="server-budget")
-    parts = gr.Plot(server_view.step_parts_figure(()), label="Time per step",
-                    elem_id="server-parts")
-
-    def snapshot() -> dict:
-        st = server.stats()
-        cap = info_caption(lm.info, alone=False, note="live scheduler")
-        return {budget: server_view.budget_split_figure(st.steps_detail, st.step_token_budget, cap),
-                parts: server_view.step_parts_figure(st.steps_detail, cap)}
-
-    live = SharedSnapshot(snapshot, settings.watch_interval_s)  # one per interval, every tab
-    checked = guarded(live.get, compute=False)
-    for event in (refresh.click, timer.tick):
-        event(checked, None, [budget, parts], show_progress="hidden",
-              api_visibility="undocumented")
 
 
 def build(ctx: AppContext) -> None:
     lm, settings, shared, server = ctx.lm, ctx.settings, ctx.shared, ctx.server
     if server is not None:
         server_section(lm, settings, server, ctx.chat)
-    gr.Markdown("## This machine's roofline\nHow fast *can* decode be here? Measure the memory "
-                "bandwidth, then see where this model's measured decode speed sits under it.")
+    roofline_md, roofs_md, bound_md = texts(settings)[3:]
+    gr.Markdown(roofline_md)
     run = gr.Button("Measure this machine", variant="primary", elem_id="perf-run")
     text = gr.Markdown("*Press the button: it measures in three parts and says here which one "
                        "it is on.*", elem_id="perf-result")
     chart = gr.Plot(empty_figure("The roofline appears here after measuring."), label="Roofline",
                     elem_id="perf-chart")
-    gr.Markdown("### Two roofs: memory and arithmetic\nThe same button also measures how fast "
-                "this machine multiplies, and places a decode step, a 256-token prefill and (once "
-                "lesson 5's batch sweep has run) each batch size under both roofs.")
+    gr.Markdown(roofs_md)
     compute_text = gr.Markdown(elem_id="perf-compute")
     compute_chart = gr.Plot(two_roof_figure(None), label="Roofline with both roofs",
                             elem_id="perf-compute-chart")
-    gr.Markdown("### What bounds a decode step\nThe same button profiles a few decode steps: "
-                "how much of a step is the matrix products that read the weights, and how much "
-                "is everything around them.")
+    gr.Markdown(bound_md)
     step_text = gr.Markdown(step_bound_md(None, 0, 0, 0), elem_id="perf-step")
     step_chart = gr.Plot(step_split_figure(None, 0), label="One decode step, split",
                          elem_id="perf-step-chart")

@@ -1,8 +1,5 @@
-"""Lesson 4b handlers: the learner drives a small private block pool on the real model. Each
-button runs one action of `inference.experiments.paged_demo` and returns a `PagesFrame`: the
-pool drawn (one cell per block), the block tables, padded vs paged bytes and one sentence of
-what happened, every number read from the pool's own `PoolStats`.
-"""
+"""Lesson 4b handlers: the learner drives a small private block pool on the real model, each
+button one action of `paged_demo` (every number from the pool's own `PoolStats`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -93,8 +90,7 @@ def fill(lm, settings: Settings, demo: DemoPool | None, blocks: float) -> PagesF
 
 
 def forget(demo: DemoPool | None) -> None:
-    """The tab closed or idled: every request's blocks go back; the pool's tensors are freed
-    with the state that held them."""
+    """The tab closed or idled: every request's blocks go back (the tensors go with the state)."""
     if demo is None:
         return
     for rid in list(demo.batch.rows):

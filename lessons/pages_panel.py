@@ -1,6 +1,5 @@
-"""Lesson 4b panel: KV pages. The learner's own small block pool on the real model: add a
-request, step, finish one, two prompts sharing a prefix, fill the pool until a preemption.
-The pool lives in a `gr.State`, dropped (its blocks released) when the tab closes or idles."""
+"""Lesson 4b panel: the learner's own block pool on the real model (add, step, finish, share a
+prefix, fill until a preemption), kept in a `gr.State` released when the tab closes or idles."""
 from __future__ import annotations
 
 import gradio as gr
@@ -9,15 +8,12 @@ from . import pages_handlers as run
 from .common.context import AppContext
 from .common.controls import prompt_box, slider
 from .common.feedback import guarded
-from .common.lesson_text import lesson_page
 from .common.named_outputs import showing
-from .common.read_more import lesson_markdown
 
 
 def build(ctx: AppContext) -> None:
     """Lay out lesson 4b inside the caller's tab."""
     lm, settings = ctx.lm, ctx.settings
-    lesson_markdown(lesson_page("lesson4b_pages.md", lm.info), elem_id="pages-lesson-text")
     first = run.empty()
     state = gr.State(None, time_to_live=settings.state_ttl_s, delete_callback=run.forget)
     with gr.Row():

@@ -1,8 +1,5 @@
-"""Lesson 2, the plain part: one parallel pass over the learner's prompt, measured
-(`inference.experiments.prefill_sweep`), and a sweep of prefill against one token at a time
-over prompt lengths, streamed as `PrefillSweepFrame`s and shared with every visitor once
-finished quiet. An impossible speed-up is not drawn (its reason is said); a quiet one becomes
-this machine's reference (`quiet_reference`), shown big beside a busy run's own figure."""
+"""Lesson 2 handlers: one prompt's parallel pass measured, and prefill swept against one token at
+a time over prompt lengths; an impossible speed-up is not drawn, a quiet one is kept."""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -11,10 +8,9 @@ from typing import NamedTuple
 
 import plotly.graph_objects as go
 
-from inference import served_alongside
+from inference import compute_turns
 from inference.config import Settings
 from inference.experiments import noise, prefill_sweep, quiet_reference
-from inference.experiments.noise import Noise
 from visualizations.style import info_caption
 from visualizations.timing_charts import prefill_sweep_figure
 from visualizations.timing_text import sweep_progress_md, sweep_verdict_md, verdict_point
@@ -38,8 +34,7 @@ class PrefillSweepFrame(NamedTuple):
 
 
 def measure_text(lm, settings: Settings, prompt: str) -> prefill_sweep.PrefillMeasurement:
-    """Prefill the learner's chat-templated prompt, then a few decode steps to compare with;
-    the noise rule's reading around it rides along (`.noise`)."""
+    """Prefill the chat-templated prompt, then a few decode steps (`.noise`: their reading)."""
     ids = encode_prompt(lm, settings, prompt)
     m = prefill_sweep.measure_prompt(lm, ids)
     judged = noise.reading([e.seconds for e in m.events[1:]], settings)
@@ -48,9 +43,7 @@ def measure_text(lm, settings: Settings, prompt: str) -> prefill_sweep.PrefillMe
 
 def run_prefill_sweep(lm, settings: Settings, shared, lengths: list[int], max_sequential: int,
               guess: float | None = None) -> Iterator[PrefillSweepFrame]:
-    """Yield a frame as each length is measured; share a finished quiet sweep with every
-    visitor. The last frame sets the learner's `guess` (× faster) beside the measured
-    speed-up (beside the number alone when the machine was busy)."""
+    """A frame per measured length; the last sets the `guess` (× faster) beside the speed-up."""
     settings.prefill_sweep_tokens.check("Measure one-at-a-time up to", max_sequential)
     caption = info_caption(lm.info)
     lengths = sorted({int(n) for n in lengths}) or [8, 32, 128]
@@ -66,7 +59,7 @@ def run_prefill_sweep(lm, settings: Settings, shared, lengths: list[int], max_se
     points: tuple[prefill_sweep.PrefillPoint, ...] = ()
     for progress in prefill_sweep.prefill_sweep(lm, lengths, int(max_sequential)):
         points = progress.points
-        caption = info_caption(lm.info, chats=served_alongside.chats_so_far())  # so far
+        caption = info_caption(lm.info, chats=compute_turns.chats_so_far())  # so far
         if progress.feeding:  # a length in progress, fed one token at a time
             n = lengths[progress.done]
             yield PrefillSweepFrame(prefill_sweep_figure(drawn(points), caption),
@@ -95,9 +88,8 @@ def reference_key(point: prefill_sweep.PrefillPoint, dtype: str) -> str:
     return f"prefill_sweep {point.tokens} tokens {how} {dtype}"
 
 
-def sweep_reference(points, dtype: str, judged: Noise | None):
-    """This machine's quiet reference for the sweep's verdict point: kept from a quiet run
-    whose figure is possible; an impossible one only reads what is on file."""
+def sweep_reference(points, dtype: str, judged: noise.Noise | None):
+    """This machine's quiet reference for the verdict point, kept from a quiet, possible run."""
     if not points:
         return None
     last, ratio = verdict_point(points)
@@ -107,7 +99,8 @@ def sweep_reference(points, dtype: str, judged: Noise | None):
                                          None if last.impossible else judged)
 
 
-def _compared(points, guess: float | None, judged: Noise | None, reference=None) -> str:
+def _compared(points, guess: float | None, judged: noise.Noise | None,
+              reference=None) -> str:
     if not points or verdict_point(points)[0].impossible:
         return ""
     return guess_md(GUESS_KEY, guess, verdict_point(points)[1],

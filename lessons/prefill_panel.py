@@ -1,6 +1,5 @@
-"""Lesson 2 panel: time one parallel pass over a prompt, then sweep prefill against one token
-at a time over prompt lengths. The measurements are `prefill_handlers`; this file lays them
-out and wires them (the sweep is a long, stoppable event in the "heavy" lane)."""
+"""Lesson 2 panel: one parallel pass over a prompt timed, then prefill swept against one token
+at a time over prompt lengths (`prefill_handlers`)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -17,15 +16,13 @@ from . import prefill_handlers as handlers
 from .common.context import AppContext
 from .common.controls import guess_box, prompt_box, slider
 from .common.exports import wire_prefill_csv
-from .common.lesson_text import lesson_page
 from .common.measurement import Measurement, shrunk
-from .common.measurement_wiring import wire_measurement
-from .common.read_more import lesson_markdown
-from .common.run_buttons import run_and_stop, wire_stoppable
+from .common.measurement_wiring import run_and_stop, wire_measurement, wire_stoppable
 
 
-def _measure_section(ctx: AppContext) -> None:
-    lm, settings = ctx.lm, ctx.settings
+def build(ctx: AppContext) -> None:
+    """Lesson 2 in the caller's tab: one prompt's pass timed, then the sweep."""
+    lm, settings, shared = ctx.lm, ctx.settings, ctx.shared
     with gr.Row():
         prompt = prompt_box(settings, handlers.PROMPT, "prefill-prompt", scale=4)
         run = gr.Button("Prefill it", variant="primary", scale=1, elem_id="prefill-run")
@@ -40,10 +37,6 @@ def _measure_section(ctx: AppContext) -> None:
 
     wire_measurement(run, [prompt], [result, diagram], Measurement(
         "prefill_measure", on_run, work=None, limit="step", lane="model"), ctx)
-
-
-def _sweep_section(ctx: AppContext) -> None:
-    lm, settings, shared = ctx.lm, ctx.settings, ctx.shared
     gr.Markdown("### Sweep: one pass for the whole prompt vs one pass per token")
     with gr.Row():
         lengths = gr.CheckboxGroup(handlers.LENGTH_CHOICES, value=handlers.DEFAULT_LENGTHS,
@@ -51,8 +44,6 @@ def _sweep_section(ctx: AppContext) -> None:
         max_seq = slider(settings, "prefill_sweep_tokens",
                          "Measure one-at-a-time up to (tokens); longer is extrapolated",
                          elem_id="prefill-maxseq")
-    # the guess before the button (as in every lesson), so the sweep's button, its cards
-    # (in `progress`) and its chart follow one another
     guess = guess_box(settings, handlers.GUESS_KEY, "one pass against one token at a time, at the "
                       "longest length measured both ways", "prefill-guess")
     sweep_btn, stop_btn = run_and_stop("Run the sweep", "prefill-sweep")
@@ -72,10 +63,3 @@ def _sweep_section(ctx: AppContext) -> None:
     ev = wire_stoppable(sweep_btn, stop_btn, [lengths, max_seq, guess], [chart, progress], sweep,
                         ctx, lock=True)
     wire_prefill_csv(lm, shared, ev, lengths, max_seq)  # the chart's data as CSV, once finished
-
-
-def build(ctx: AppContext) -> None:
-    """Lesson 2 in the caller's tab."""
-    lesson_markdown(lesson_page("lesson2_prefill.md", ctx.lm.info))
-    _measure_section(ctx)
-    _sweep_section(ctx)

@@ -1,11 +1,8 @@
 """The presenter's live measurements: one function per screen (`MEASURES`, keyed by the
-screen's `measure:`), each a small run on a prepared prompt through the engine functions the
-lessons use, ending in one `Measured` headline (stored in the visitor's browser: plain numbers
-and text only). A long one is a generator yielding a `Step` ("decode step k of N" and the figure
-so far) between its parts: each part is one job on the compute thread, so the server answers
-the class's chats between them. Every timed screen is watched by the noise rule
-(`inference.experiments.noise`): on a busy machine its label carries the busy notice, `noisy`
-is set, and no "faster" or "beyond noise" is said of its figures.
+screen's `measure:`), a small run through the lessons' own engine functions ending in one
+`Measured` headline (plain numbers and text: it is kept in the visitor's browser). A long one
+yields a `Step` between its parts, each one job on the compute thread, so the class's chats are
+answered between them. A busy machine (`noise`) marks the label and withholds "faster".
 """
 from __future__ import annotations
 
@@ -14,36 +11,41 @@ import time
 from collections.abc import Callable, Generator, Iterator
 
 from inference.config import LIMITS, Settings
-from inference.drafts import make_draft
-from inference.experiments import noise, quiet_reference
-from inference.experiments.batch_sweep import SweepUpdate, run_sweep
-from inference.experiments.context_sweep import compare_lengths, decode_lengths_sweep
+from inference.experiments import context_sweep, noise, quiet_reference
+from inference.experiments.batch_sweep import SweepUpdate, batch_sweep_tokens, run_sweep
 from inference.experiments.context_theory import decode_theory
-from inference.experiments.kv_race import RECOMPUTE, checked_race, summarize
-from inference.experiments.machine_roofline import roofline_steps
+from inference.experiments.kv_race import RECOMPUTE, checked_race, race_tokens, summarize
+from inference.experiments.machine_roofline import ROOFLINE_PROMPT, roofline_steps
 from inference.experiments.memory_guard import memory_budget_bytes
 from inference.experiments.noise import Noise
-from inference.experiments.prefill_sweep import DECODE_STEPS, measure_prompt, prefill_sweep
-from inference.experiments.quality import greedy_steps
+from inference.experiments.prefill_sweep import (
+    DECODE_STEPS,
+    measure_prompt,
+    prefill_sweep,
+    prefill_sweep_tokens,
+)
+from inference.experiments.quality import greedy_steps, greedy_tokens
 from inference.experiments.roofline import machine_bandwidth
 from inference.experiments.serving_cost import model_serving_costs
-from inference.experiments.speculative_race import race_updates, spec_prompt
-from inference.experiments.step_bound import measure_step_bound
+from inference.experiments.speculative_race import race_updates, spec_prompt, spec_race_tokens
+from inference.experiments.step_bound import measure_step_bound, step_profile_tokens
 from inference.generation import stream
 from inference.quant_modes import build_steps
-from inference.tokens import encode_text, tokenize
+from inference.speculative import make_draft
+from inference.tokens import encode_text, prompt_ids, tokenize
 from visualizations.cards import human_bytes
 from visualizations.noise_view import BUSY, supports_verdict
 
 from . import presenter_progress
 from . import presenter_steps as lines
 from .common.latest import PRESENTER_BATCH, keep, reuse, shared_key
+from .common.measurement import prompt_tokens
 from .common.presenter_screens import Screen
 from .common.prompt_input import encode_prompt
 from .kv_cache_handlers import race_repeats
 from .prefill_handlers import sweep_reference
-from .presenter_progress import RECAP, Measured, busy_label
-from .presenter_steps import Step, ratio_label
+from .presenter_progress import RECAP
+from .presenter_steps import Measured, Step, busy_label, ratio_label, withheld
 
 QUESTION = "Name three colours of the rainbow."
 PROMPT = LIMITS.default_prompt
@@ -64,8 +66,8 @@ BATCH_SCREEN = "Serving many people at once"  # the batching screen's title (ass
 
 
 def streamed(lm, ids: list[int], n: int, counted: str, running) -> Iterator[Step]:
-    """A greedy answer of `n` tokens, a `Step` after each token (its `StepEvent`s so far in
-    `running`'s words); returns the events (a part each: the server steps between them)."""
+    """A greedy answer of `n` tokens, a `Step` after each (`running` words the events so
+    far); returns the events."""
     events = []
     for e in stream(lm, ids, max_new_tokens=n):
         events.append(e)
@@ -124,8 +126,7 @@ def prefill(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
 
 
 def prefill_race(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
-    """Lesson 2's race at one length: a `Step` after each stretch fed one token at a time
-    (a part each) and after the finished point."""
+    """Lesson 2's race at one length: a `Step` after each stretch fed one token at a time."""
     for last in prefill_sweep(lm, [PREFILL_TOKENS], PREFILL_TOKENS):
         yield Step("token", last.feeding or last.points[-1].tokens, PREFILL_TOKENS,
                    lines.prefill_running(last))
@@ -133,7 +134,7 @@ def prefill_race(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     p = last.points[-1]
     ratio = p.speedup  # the rounds' robust estimate (one pass at its low quantile)
     if p.impossible:
-        yield presenter_progress.withheld("prefill_race", p.impossible, f"{p.tokens} tokens")
+        yield withheld("prefill_race", p.impossible, f"{p.tokens} tokens")
         return
     yield Measured("prefill_race", ratio, f"{ratio:.1f}×",
                    ratio_label(ratio, "faster in one pass", "one token at a time ÷ one pass",
@@ -175,8 +176,7 @@ def roofline(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
 
 
 def speculative(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
-    """Lesson 3b's race, short: prompt lookup on the edit prompt, tokens per pass; a `Step`
-    after each verification pass and its plain catch-up."""
+    """Lesson 3b's race, short: prompt lookup on the edit prompt, tokens per pass."""
     ids = encode_prompt(lm, settings, spec_prompt())
     for u in race_updates(lm, ids, make_draft(lm, "prompt_lookup"), SPEC_K, SPEC_TOKENS, shared):
         if u.summary is None:
@@ -233,7 +233,7 @@ def kv_bytes(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
 
 
 def kv_race(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
-    """Lesson 4's race, short: a `Step` after each timed step, the two lanes' time so far."""
+    """Lesson 4's race, short: a `Step` after each timed step."""
     ids = encode_prompt(lm, settings, PROMPT, max_tokens=settings.race_max_prompt_tokens)
     steps = []
     for step in checked_race(lm, ids, RACE_TOKENS):  # raced again if impossible; a step a part
@@ -244,7 +244,7 @@ def kv_race(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     judged = noise.reading(race_repeats(steps), settings)
     s = summarize(steps, len(ids))
     if s.impossible:
-        yield presenter_progress.withheld("kv_race", s.impossible, f"{s.new_tokens} tokens")
+        yield withheld("kv_race", s.impossible, f"{s.new_tokens} tokens")
         return
     same = "same tokens" if s.same_tokens else "tokens differ"
     label = ratio_label(s.speedup, "faster with the cache", "recomputing ÷ cached time",
@@ -257,16 +257,16 @@ def kv_race(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
 
 
 def long_context(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
-    """One decode step with 100 and with 4,000 real cached tokens (batch 1), lesson 4c's sweep:
-    a `Step` before the long prefill that fills the cache and after each cache length."""
+    """One decode step with 100 and with 4,000 real cached tokens (batch 1), lesson 4c's sweep."""
     short, long = LONG_CONTEXT
     repeats = max(1, settings.context_decode_repeats)
     yield Step("cache length", 0, len(LONG_CONTEXT), f"one prefill fills a cache of {long:,} "
                "tokens (not timed), then a decode step is timed at each length")
-    for last in decode_lengths_sweep(lm, LONG_CONTEXT, batches=(1,), repeats=repeats):
+    for last in context_sweep.decode_lengths_sweep(lm, LONG_CONTEXT, batches=(1,),
+                                                   repeats=repeats):
         yield Step("cache length", last.done, last.total, lines.long_running(last.points, repeats))
     judged = noise.reading(settings=settings)
-    c = compare_lengths(last.points, short, long)
+    c = context_sweep.compare_lengths(last.points, short, long)
     floor = decode_theory(lm, shared)
     predicted = floor.seconds(long) / floor.seconds(short)
     apart = ("no verdict from a busy machine" if not supports_verdict(judged) else
@@ -285,9 +285,8 @@ def long_context(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
 
 def batch_sweep_steps(lm, settings: Settings, shared
                       ) -> Generator[Step, None, tuple[SweepUpdate, Noise]]:
-    """Decode 1, 2, 4, 8 and 16 copies of a prompt, a `Step` after each step (its batch sizes
-    finished of those that fit the memory budget); returns the finished sweep and the noise
-    rule's reading, its points kept in `shared` for the cost screen (which reuses a quiet one)."""
+    """Decode 1, 2, 4, 8 and 16 copies of a prompt; returns the finished sweep and its noise
+    reading, its points kept in `shared` for the cost screen (which reuses a quiet one)."""
     ids = encode_prompt(lm, settings, PROMPT)
     for last in run_sweep(lm, ids, BATCH, BATCH_STEPS, memory_budget_bytes(lm.device, 0.5),
                           bandwidth_gbs=machine_bandwidth(shared, lm.device)):
@@ -300,13 +299,12 @@ def batch_sweep_steps(lm, settings: Settings, shared
 
 
 def batch(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
-    """Lesson 5's gain at the largest batch (the same paired estimate the lesson shows),
-    judged on a busy run against this machine's quiet figure for the same sweep."""
+    """Lesson 5's gain at the largest batch (the lesson's paired estimate)."""
     update, judged = yield from batch_sweep_steps(lm, settings, shared)
     points = update.points
     one, big = points[0], points[-1]
     if big.impossible:  # measured again by the sweep, still impossible
-        yield presenter_progress.withheld("batch", big.impossible, f"batch {big.batch}")
+        yield withheld("batch", big.impossible, f"batch {big.batch}")
         return
     ratio = big.gain_over(one).estimate
     yield Measured("batch", ratio, f"{ratio:.1f}×",
@@ -319,8 +317,7 @@ def batch(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
 
 
 def int8(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
-    """Build float32 and int8 and decode the same greedy tokens with each: a `Step` after each
-    weight matrix converted and after each token (a part each)."""
+    """Build float32 and int8 and decode the same greedy tokens with each."""
     ids = encode_prompt(lm, settings, PROMPT)
     runs, per_weight = {}, {}
     for key, name in (("fp32", "float32"), ("int8", "int8")):
@@ -344,10 +341,9 @@ def int8(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
 
 def cost(lm, settings: Settings, shared, results: dict | None = None
          ) -> Iterator[Measured | Step]:
-    """$ per million output tokens at the largest batch: lesson 5's own figure
-    (`model_serving_costs`, its default conversation), from the batch sweep this visitor's
-    batching screen measured (`results`: their record's results); without one, a quiet sweep
-    kept on this machine, else one measured now. Its detail names the sweep it prices."""
+    """$ per million output tokens at the largest batch (lesson 5's `model_serving_costs`),
+    priced from this visitor's own batch sweep (in `results`), else a quiet one kept on this
+    machine, else one measured now; its detail names which."""
     own = presenter_progress.visitor_sweep((results or {}).get("batch"))
     if own is not None:
         points, busy, when = own
@@ -360,9 +356,8 @@ def cost(lm, settings: Settings, shared, results: dict | None = None
         points, busy = update.points, judged.busy
         source = f"a batch sweep measured now (run “{BATCH_SCREEN}” for yours)"
     price = settings.price_per_hour.default
-    p_in = settings.conversation_prompt_tokens.default
-    p_out = settings.conversation_output_tokens.default
-    costs = model_serving_costs(lm, points, price, p_in, p_out,
+    costs = model_serving_costs(lm, points, price, settings.conversation_prompt_tokens.default,
+                                settings.conversation_output_tokens.default,
                                 machine_bandwidth(shared, lm.device))
     one, big = costs[0], costs[-1]
     label = f"per million output tokens at batch {big.batch}"
@@ -385,26 +380,24 @@ MEASURES: dict[str, Callable[..., Iterator[Measured | Step | None]]] = {
 
 def measure_steps(key: str, lm, settings: Settings, shared, results: dict | None = None
                   ) -> Iterator[Measured | Step | None]:
-    """Screen `key`'s measurement: None or a `Step` between its parts (a long one's), its
-    `Measured` last; `results`: the visitor's results so far (the cost screen reads their
-    batch sweep)."""
+    """Screen `key`'s measurement: None or a `Step` between its parts, its `Measured` last;
+    `results`: the visitor's results so far (the cost screen reads their batch sweep)."""
     yield from (cost(lm, settings, shared, results) if key == "cost"
                 else MEASURES[key](lm, settings, shared))
 
 
 def measure_screen_steps(p: dict, screens: tuple[Screen, ...], typed: float | None, lm,
                          settings: Settings, shared) -> Iterator[dict | Step | None]:
-    """The progress after running the current screen's measurement (the guess typed first is
-    kept on predict screens; the recap gathers the visitor's own results, no model run),
-    after None or the measurement's `Step` between its parts (the server's steps run there)."""
+    """The progress after running the current screen's measurement (keeping the typed guess),
+    after the measurement's None or `Step`s; the recap gathers the results, no model run."""
     _, s = presenter_progress.at(screens, p)
     if s.predict is not None and typed is not None:
         p["guesses"][s.measure] = float(typed)
     if s.measure == RECAP:  # the recap slide draws the visitor's own results (recap_figures)
         n = sum(k in p["results"] for k in MEASURES)
-        p["results"][RECAP] = {"key": RECAP, "value": n, "shown": f"{n} of {len(MEASURES)}",
-                               "label": "figures measured on this machine",
-                               "detail": f"gathered at {time.strftime('%H:%M')}"}
+        p["results"][RECAP] = Measured(RECAP, n, f"{n} of {len(MEASURES)}",
+                                       "figures measured on this machine",
+                                       f"gathered at {time.strftime('%H:%M')}").as_dict()
     else:
         # at once, before any model work: the screen shows its own line, not a grey veil
         yield Step(f"{s.button}: started", 0, 0, "each step's figure shows here as it is measured")
@@ -414,3 +407,32 @@ def measure_screen_steps(p: dict, screens: tuple[Screen, ...], typed: float | No
             else:
                 p["results"][s.measure] = m.as_dict()
     yield p
+
+
+def screen_tokens(lm, settings: Settings, measure: str) -> int:
+    """The tokens screen `measure`'s button feeds (0: no model run), from the screens' sizes
+    above and the experiments' own work formulas, so the work budget refuses it before it runs;
+    the cost screen counts the batch sweep it runs when its visitor has none to reuse."""
+    prompt = prompt_tokens(lm, settings, PROMPT)
+    batch_tokens = batch_sweep_tokens(prompt, BATCH, BATCH_STEPS)
+    work = {
+        "answer": lambda: greedy_tokens(prompt_tokens(lm, settings, QUESTION), DECODE_TOKENS),
+        "prefill": lambda: greedy_tokens(prompt, DECODE_STEPS + 1),
+        "prefill_race": lambda: prefill_sweep_tokens([PREFILL_TOKENS], PREFILL_TOKENS),
+        "decode": lambda: greedy_tokens(prompt, DECODE_TOKENS),
+        "roofline": lambda: greedy_tokens(len(prompt_ids(lm.tokenizer, ROOFLINE_PROMPT)),
+                                          DECODE_TOKENS),
+        "speculative": lambda: spec_race_tokens(prompt_tokens(lm, settings, spec_prompt()),
+                                                SPEC_TOKENS, SPEC_K, model_draft=False),
+        "step_split": lambda: step_profile_tokens(prompt),
+        "kv_bytes": lambda: greedy_tokens(prompt, DECODE_TOKENS),
+        "kv_race": lambda: race_tokens(prompt_tokens(lm, settings, PROMPT,
+                                                     settings.race_max_prompt_tokens),
+                                       RACE_TOKENS),
+        "long_context": lambda: context_sweep.decode_lengths_tokens(
+            LONG_CONTEXT, (1,), settings.context_decode_repeats),
+        "batch": lambda: batch_tokens,
+        "int8": lambda: 2 * greedy_tokens(prompt, INT8_TOKENS),
+        "cost": lambda: batch_tokens,
+    }
+    return work[measure]() if measure in work else 0  # tokenizer-only screens, the recap

@@ -1,10 +1,9 @@
 """Presenter mode: the whole story (tokens → prefill → decode → KV cache → batching →
-quantization → cost) as one idea per screen in large type, each screen with one button that
-runs its live measurement and shows the number big; the room types a guess first on the
-screens marked `predict:`. Next/Back, or the arrow keys (a clicker's Page Up/Down) when no text
-box has the focus; `?present=1` opens it. The visitor's screen, guesses and results live in
-their own browser (`gr.BrowserState`): a reload picks up where it was, nothing is kept on the
-server. Screens: `assets/presenter.md`; measurements: `presenter_handlers`."""
+quantization → cost), one idea per screen in large type, each with one button that measures it
+live and shows the number big; on `predict:` screens the room guesses first. Next/Back, or the
+arrow keys (a clicker's Page Up/Down); `?present=1` opens it. The visitor's screen, guesses and
+results live in their browser (`gr.BrowserState`): a reload resumes, the server keeps nothing.
+Screens: `assets/presenter.md`; measurements: `presenter_handlers`."""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -20,7 +19,7 @@ from .common.measurement import Measurement
 from .common.measurement_wiring import wire_measurement
 from .common.presenter_screens import load_screens
 from .common.teachers_guide import teachers_guide
-from .presenter_handlers import Step, measure_screen_steps
+from .presenter_handlers import Step, measure_screen_steps, screen_tokens
 from .presenter_progress import (
     RECAP,
     PageScreens,
@@ -32,13 +31,11 @@ from .presenter_progress import (
     recap_figures,
     shown_result,
 )
-from .presenter_work import screen_tokens
 
 STORAGE_KEY = "llm-lab-presenter"
 # Arrow keys / Page Up-Down click Back and Next when no field has the focus. Presenting
-# (`?present=1`, or a tap on the Present tab) hides the page's chrome, tab strip included
-# (assets/presenter.css), so a projector at 150% zoom (853×480) shows a screen's title, button
-# and number at once; Esc (or the "Show the tabs" button under the screen) brings it back.
+# (`?present=1`, or the Present tab) hides the page's chrome (assets/presenter.css), so a
+# projector at 150% zoom (853×480) shows title, button and number at once; Esc brings it back.
 KEYS_JS = """() => {
   const present = (on) => {
     document.body.classList.toggle('lab-presenting', on);
@@ -52,10 +49,9 @@ KEYS_JS = """() => {
     if (tab) present(tab.dataset.tabId === 'present');
     if (e.target.closest && e.target.closest('#present-hint .lab-present-exit')) present(false);
   });
-  // Moves in order: Back and Next are two events, and a move sent while the one before is on
-  // its way could be answered first, then the earlier answer drawn over it. Each move waits
-  // for every earlier move's answer before it is sent (MOVE_JS); ANSWERED_JS, run once a
-  // move's answer is drawn, lets the next one go. A lost answer holds the others 10 s at most.
+  // Moves in order: a move is sent once every earlier move's answer is drawn (MOVE_JS waits,
+  // ANSWERED_JS releases), or else an earlier answer could land over a later one. A lost
+  // answer holds the others 10 s at most.
   const waiting = [];
   let last = Promise.resolve();
   window.__labMoveTurn = () => {
@@ -97,9 +93,8 @@ MOVE_JS = """async (p) => {
 }"""
 ANSWERED_JS = "() => { if (window.__labMoveAnswered) window.__labMoveAnswered(); }"
 
-# Pressed, the screen's button draws its own "sent" line at once, in the browser: the run's
-# first frame needs a turn on the model's thread (the class's chats and other measurements
-# share it), which a busy machine can hold for seconds. The run's own lines replace it.
+# Pressed, the button draws a "sent" line at once, in the browser: the run's first frame waits
+# for a turn on the model's thread, seconds on a busy machine. The run's own lines replace it.
 SENT_JS = """() => {
   const r = document.querySelector('#present-result .present-result');
   const b = document.getElementById('present-run');
@@ -114,7 +109,7 @@ SENT_JS = """() => {
 
 
 def build(ctx: AppContext) -> None:
-    """The presenter inside the caller's tab; `ctx.demo`: the app, to bind the keys on load."""
+    """The presenter inside the caller's tab (`ctx.demo` binds the keys on load)."""
     lm, settings, shared, demo = ctx.lm, ctx.settings, ctx.shared, ctx.demo
     screens = load_screens(lm.info)
     progress = gr.BrowserState(fresh(), storage_key=STORAGE_KEY)
@@ -155,8 +150,7 @@ def build(ctx: AppContext) -> None:
         def go(p, request: gr.Request = None) -> dict:
             p = clean(p)
             p["page"] = page_id(request)
-            # from the screen this page's own moves reached: the stored progress can be a
-            # step behind when a measurement's last frame landed after a move
+            # from this page's own moves: the stored progress can lag behind a measurement
             here = turned.now(p["page"], p["screen"])
             p["screen"] = min(max(here + step, 0), len(screens) - 1)
             turned.moved(p["page"], p["screen"])
@@ -166,19 +160,18 @@ def build(ctx: AppContext) -> None:
     def measure(p, typed: float | None, request: gr.Request = None) -> Iterator[dict]:
         p = clean(p)
         p["page"] = page_id(request)
-        measuring, _ = at(screens, p)  # the screen measured (its progress line shows there)
+        measuring, _ = at(screens, p)
         for done in measure_screen_steps(p, screens, typed, lm, settings, shared):
-            if done is None or isinstance(done, Step):  # between two parts (the server steps)
+            if done is None or isinstance(done, Step):  # between two parts
                 still = isinstance(done, Step) and turned.now(p["page"], measuring) == measuring
                 yield {result: step_html(done) if still else gr.skip()}  # on its own screen only
             else:
                 yield {finished: done}  # shown by `show_finished`, once this event has ended
 
     def show_finished(done, request: gr.Request = None) -> dict:
-        """The finished measurement, on the screen this page shows now. A separate event: when
-        a streamed event ends, Gradio sends its outputs' last values once more, so a page drawn
-        by the stream's last frame would come back over a move made just before that."""
-        if not isinstance(done, dict):  # nothing new finished (a run stopped at its time limit)
+        """The finished measurement, on the screen this page shows now. A separate event: at a
+        stream's end Gradio resends its last values, which could undo a move made just before."""
+        if not isinstance(done, dict):  # nothing finished (stopped at its time limit)
             return {c: gr.skip() for c in outputs} | {finished: None}
         done = clean(done)
         done["page"] = page_id(request)  # a followed run carries its leader's page
@@ -188,8 +181,7 @@ def build(ctx: AppContext) -> None:
     outputs = [progress, shown, guess, run, result, compare]
     finished = gr.State(None)  # a measurement's progress, from its run to `show_finished`
     turned = PageScreens(settings.sessions_held)  # each page's newest screen, by its moves
-    # always_last: a press while the previous move is still on its way runs after it (Gradio's
-    # default drops it: a presenter pressing twice quickly on a busy machine moved once)
+    # always_last: a press while the previous move is on its way runs after it (not dropped)
     for button, step in ((back, -1), (forward, +1)):
         button.click(guarded(move(step), plain=True, compute=False), progress, outputs,
                      js=MOVE_JS, queue=False, api_visibility="private",
@@ -201,10 +193,9 @@ def build(ctx: AppContext) -> None:
             lm, settings, at(screens, clean(p))[1].measure)), ctx).success(
         guarded(show_finished, plain=True, compute=False), finished, outputs + [finished],
         queue=False, api_visibility="private", show_progress="hidden")
-    # The browser restores the stored progress after the page has loaded and reports it as a
-    # change: show that screen (not writing `progress` back, which would report again). A change
-    # this page wrote itself (a move, a measurement) is already on screen: redrawing it could
-    # land after the next move's answer and put the old screen back.
+    # The browser restores the stored progress after load as a change: show that screen (not
+    # writing `progress` back). A change this page wrote itself is already shown: redrawing it
+    # could land after the next move and put the old screen back.
     def restore(p, request: gr.Request = None) -> dict:
         p = clean(p)
         if p["page"] is not None and p["page"] == page_id(request):

@@ -1,22 +1,18 @@
-"""The presenter's record of one visitor: which screen they are on, the guesses they typed and
-the results measured for them, kept in their browser (a reload resumes there) and cleaned
-whatever storage held. Also what a result shows: the guess beside it (a verdict only from a
-quiet run: this one, or this machine's quiet reference), a cost withdrawn when the visitor's
-newer batch sweep contradicts it, and the recap slide's five big numbers, each saying where it
-came from (never a number for a screen not run).
+"""The presenter's record of one visitor (their screen, guesses and results, kept in their
+browser and cleaned whatever it held) and what a result shows: the guess beside it, a cost
+withdrawn when their newer batch sweep contradicts it, and the recap's five numbers, each
+saying where it came from (never one for a screen not run).
 """
 from __future__ import annotations
 
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 
 from inference.experiments.batch_sweep import BatchPoint
-from inference.experiments.noise import Noise
 from inference.experiments.quiet_reference import QuietFigure
 from inference.experiments.sanity import same_throughput
-from visualizations.noise_view import BUSY
 
 from .common.predictions import beside_guess_md
 from .common.presenter_screens import Screen
@@ -27,27 +23,8 @@ BATCH_KEY, COST_KEY = "batch", "cost"  # the two screens' `measure:` keys
 POINT_FIELDS = {f.name for f in fields(BatchPoint)}
 
 
-@dataclass(frozen=True)
-class Measured:
-    """One screen's headline: the number, how it is shown, what it is, and the figures behind."""
-
-    key: str
-    value: float  # the headline number, compared with a guess on predict screens
-    shown: str  # e.g. "12.3×", "41 ms"
-    label: str  # e.g. "faster in one pass"
-    detail: str  # one line of the measured figures behind the headline
-    noisy: bool = False  # the machine was busy while measuring (noise.py): no verdict drawn
-    figures: dict = field(default_factory=dict)  # plain numbers another screen reads (the
-    # batch sweep's points for the cost screen, the first and next token for the recap)
-    reference: QuietFigure | None = None  # this machine's quiet figure for the same quantity:
-    # a busy run's guess is judged against it (kept in the record as a dict)
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-
 def fresh() -> dict:
-    """A new visitor's progress (new inner dicts: no visitor's guess lands in another's)."""
+    """A new visitor's progress (new inner dicts each time)."""
     return {"screen": 0, "guesses": {}, "results": {}, "page": None}  # page: who wrote it last
 
 
@@ -55,15 +32,15 @@ def clean(progress) -> dict:
     """The visitor's stored progress, or a fresh one where storage held something else."""
     if not isinstance(progress, dict):
         return fresh()
-    return {"screen": progress.get("screen", 0) if isinstance(progress.get("screen"), int)
-            else 0,
+    screen, page = progress.get("screen"), progress.get("page")
+    return {"screen": screen if isinstance(screen, int) else 0,
             "guesses": dict(progress.get("guesses") or {}),
             "results": dict(progress.get("results") or {}),
-            "page": progress.get("page") if isinstance(progress.get("page"), str) else None}
+            "page": page if isinstance(page, str) else None}
 
 
 def page_id(request) -> str | None:
-    """This page load's id (Gradio's session hash): a reload or another tab gets a new one."""
+    """This page load's id (Gradio's session hash): new on a reload or in another tab."""
     return getattr(request, "session_hash", None) if request is not None else None
 
 
@@ -73,7 +50,7 @@ def at(screens: tuple[Screen, ...], progress: dict) -> tuple[int, Screen]:
 
 
 def compare_text(screen: Screen, progress: dict) -> str:
-    """Below the result: guess vs measurement, or (before the run, or no guess asked) nothing."""
+    """Below the result: guess vs measurement ("" before the run, or with no guess asked)."""
     got = shown_result(screen.measure, progress["results"])  # a withdrawn cost: no verdict
     if screen.predict is None or got is None:
         return ""
@@ -82,8 +59,7 @@ def compare_text(screen: Screen, progress: dict) -> str:
 
 
 def kept(stored) -> QuietFigure | None:
-    """The quiet reference a stored result carries, or None (none, or one that does not read
-    back: the record lives in the visitor's browser)."""
+    """The quiet reference a stored result carries, or None where it does not read back."""
     if not isinstance(stored, dict):
         return None
     try:
@@ -94,27 +70,14 @@ def kept(stored) -> QuietFigure | None:
     return ref if isinstance(ref.value, (int, float)) and ref.value > 0 else None
 
 
-def busy_label(label: str, judged: Noise) -> str:
-    """A headline's label, with the busy notice after it when the machine was busy."""
-    return f"{label} · {BUSY}" if judged.busy else label
-
-
-def withheld(key: str, why: str, detail: str) -> Measured:
-    """A figure physics rules out (`sanity.py`), still so when measured again: no number on
-    the screen, no guess judged against it, the reason instead."""
-    return Measured(key, 0.0, "—", "no figure from this run: it cannot be right",
-                    f"{why} Measured twice; press the button again. ({detail})", True)
-
-
 def sweep_figures(points) -> dict:
-    """A finished batch sweep as plain numbers the visitor's record holds (the cost screen
-    prices them instead of measuring another sweep), with when it ran."""
+    """A finished batch sweep as plain numbers for the visitor's record (the cost screen
+    prices them), with when it ran."""
     return {"sweep": [asdict(p) for p in points], "at": time.strftime("%H:%M")}
 
 
 def visitor_sweep(result: dict | None) -> tuple[tuple[BatchPoint, ...], bool, str] | None:
-    """(points, measured on a busy machine, when) of the sweep a visitor's batching screen
-    measured; None when they have not run it (or their record's copy does not read back)."""
+    """(points, busy, when) of the visitor's batch sweep; None when not run or unreadable."""
     figures = (result or {}).get("figures") or {}
     raw = figures.get("sweep")
     if not isinstance(raw, list) or not raw:
@@ -129,21 +92,15 @@ def visitor_sweep(result: dict | None) -> tuple[tuple[BatchPoint, ...], bool, st
     return points, bool((result or {}).get("noisy")), str(figures.get("at", ""))
 
 
-def withdrawn_cost(results: dict) -> str | None:
-    """Why the visitor's cost no longer stands (their newest batch sweep measured another
-    throughput at the batch it priced), or None."""
-    cost = (results.get(COST_KEY) or {}).get("figures") or {}
+def shown_result(key: str, results: dict) -> dict | None:
+    """The result a screen shows: as measured, except a cost withdrawn (and why) when the
+    visitor's newer batch sweep measured another throughput at the batch it priced."""
+    got = results.get(key)
+    cost = (got.get("figures") or {}) if key == COST_KEY and got else {}
     own = visitor_sweep(results.get(BATCH_KEY)) if "batch" in cost else None
     at_batch = [p for p in own[0] if p.batch == cost["batch"]] if own else []
-    if not at_batch:
-        return None
-    return same_throughput(cost["batch"], float(cost["tokens_per_s"]), at_batch[0].tokens_per_s)
-
-
-def shown_result(key: str, results: dict) -> dict | None:
-    """The result a screen shows: as measured, except a withdrawn cost (no figure, and why)."""
-    got = results.get(key)
-    why = withdrawn_cost(results) if key == COST_KEY and got else None
+    why = (same_throughput(cost["batch"], float(cost["tokens_per_s"]), at_batch[0].tokens_per_s)
+           if at_batch else None)
     if why is None:
         return got
     return {**got, "shown": "—", "noisy": True, "label": "no cost from this run",
@@ -152,7 +109,7 @@ def shown_result(key: str, results: dict) -> dict | None:
 
 @dataclass(frozen=True)
 class RecapFigure:
-    """One of the five: its name, the number as shown (or None), what it is, where it is from."""
+    """One of the recap's five numbers."""
 
     name: str
     shown: str | None  # None: not measured yet
@@ -170,7 +127,7 @@ def _not_yet(screens, key: str, name: str) -> RecapFigure:
 
 def _measured(screens, key: str, results: dict, name: str, label: str,
               shown: str | None = None) -> RecapFigure:
-    """A screen's own headline (or `shown`, a figure from it), labelled with its screen."""
+    """A screen's headline (or `shown`, a figure from it), labelled with its screen."""
     got = shown_result(key, results)
     if not got or got.get("shown") in (None, "—"):
         return _not_yet(screens, key, name)
@@ -180,8 +137,7 @@ def _measured(screens, key: str, results: dict, name: str, label: str,
 
 
 def first_vs_next(screens, results: dict) -> RecapFigure:
-    """The first token's wait against each next token's, from the first screen that timed both
-    (the prompt's screen, then decoding's, then the opening answer)."""
+    """The first token's wait against each next one's, from the first screen that timed both."""
     for key in ("prefill", "decode", "answer"):
         f = (results.get(key) or {}).get("figures") or {}
         if f.get("first_ms") and f.get("next_ms"):
@@ -192,8 +148,8 @@ def first_vs_next(screens, results: dict) -> RecapFigure:
 
 
 def bytes_per_weight(screens, results: dict, dtype_bytes: int) -> RecapFigure:
-    """int8's bytes per weight against the loaded model's: counted from the built models'
-    tensors when the int8 screen ran, else the formats' own sizes (theoretical)."""
+    """int8's bytes per weight against float32's as counted by the int8 screen, else the
+    loaded model's against int8's (theoretical)."""
     f = (results.get("int8") or {}).get("figures") or {}
     if f.get("fp32_bytes_per_weight") and f.get("int8_bytes_per_weight"):
         return _measured(screens, "int8", results, "Bytes per weight",
@@ -205,7 +161,6 @@ def bytes_per_weight(screens, results: dict, dtype_bytes: int) -> RecapFigure:
 
 
 def recap_figures(screens, results: dict, dtype_bytes: int) -> list[RecapFigure]:
-    """The five, in the story's order."""
     return [first_vs_next(screens, results),
             _measured(screens, "kv_race", results, "KV cache",
                       "recomputing ÷ cached, same tokens"),
@@ -216,9 +171,8 @@ def recap_figures(screens, results: dict, dtype_bytes: int) -> list[RecapFigure]
 
 
 class PageScreens:
-    """Which screen each open page shows now, as its own moves said (the newest of at most
-    `limit` pages): a measurement that ends after the presenter turned pages lands in the
-    visitor's progress without turning the page back to the screen it was started on."""
+    """Which screen each open page shows, by its own moves (the newest `limit` pages), so a
+    measurement ending after a move does not turn the page back."""
 
     def __init__(self, limit: int) -> None:  # Settings.sessions_held: as many as visitors held
         self._limit = limit
@@ -226,7 +180,7 @@ class PageScreens:
         self._lock = threading.Lock()
 
     def moved(self, page: str | None, screen: int) -> None:
-        """Page `page` now shows `screen` (None: a page without an id, not remembered)."""
+        """Page `page` now shows `screen` (None: not remembered)."""
         if page is None:
             return
         with self._lock:
@@ -236,6 +190,6 @@ class PageScreens:
                 self._at.popitem(last=False)
 
     def now(self, page: str | None, otherwise: int) -> int:
-        """The screen `page` shows now, or `otherwise` when it never moved (or was forgotten)."""
+        """The screen `page` shows now, or `otherwise` when not remembered."""
         with self._lock:
             return self._at.get(page, otherwise) if page is not None else otherwise

@@ -1,32 +1,58 @@
-"""The presenter's running lines: what a long screen shows between its parts ("⏳ race step 5
-of 64 · with the cache 0.41 s · recomputing everything 1.92 s so far (measured)"), built from
-the items its measurement yields, and the headline labels decided from a measured ratio.
-`presenter_handlers` runs the measurements; these only word what they have measured so far."""
+"""What a presenter measurement yields, worded: a `Step` between its parts with its running line
+("⏳ race step 5 of 64 · with the cache 0.41 s · recomputing everything 1.92 s so far
+(measured)"), then one `Measured` headline, its label decided from the measured figure."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 
 from inference.experiments.kv_race import RECOMPUTE
 from inference.experiments.noise import Noise
+from inference.experiments.quiet_reference import QuietFigure
 from visualizations.cards import human_bytes, ratio_side
 from visualizations.noise_view import BUSY
 
 
 @dataclass(frozen=True)
 class Step:
-    """A long measurement between two parts: `counted` `done` of `total` and the number so far
-    (shown as "⏳ decode step 5 of 23 · 13.4 tokens/s so far")."""
+    """A long measurement between two parts: "⏳ decode step 5 of 23 · 13.4 tokens/s so far"."""
 
     counted: str  # what is counted, e.g. "decode step", "token"
     done: int
     total: int
-    running: str  # the running figure, measured so far, e.g. "13.4 tokens/s so far (median)"
+    running: str  # the figure measured so far, e.g. "13.4 tokens/s so far (median)"
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One screen's headline: the number, as shown, what it is, and the figures behind it."""
+
+    key: str
+    value: float  # the headline number, compared with a guess on predict screens
+    shown: str  # e.g. "12.3×", "41 ms"
+    label: str  # e.g. "faster in one pass"
+    detail: str  # one line of the measured figures behind the headline
+    noisy: bool = False  # the machine was busy while measuring (noise.py): no verdict drawn
+    figures: dict = field(default_factory=dict)  # plain numbers the cost screen or recap reads
+    reference: QuietFigure | None = None  # this machine's quiet figure, a busy run's guess is
+    # judged against (a dict in the record)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def busy_label(label: str, judged: Noise) -> str:
+    return f"{label} · {BUSY}" if judged.busy else label
+
+
+def withheld(key: str, why: str, detail: str) -> Measured:
+    """A figure physics rules out (`sanity.py`) twice: the reason instead of a number."""
+    return Measured(key, 0.0, "—", "no figure from this run: it cannot be right",
+                    f"{why} Measured twice; press the button again. ({detail})", True)
 
 
 def first_and_next(events) -> str:
-    """A streamed answer so far: the first token's time (the prefill), the next tokens' median
-    time (measured), and the newest words of the text."""
+    """A streamed answer so far: the first token's time, the next tokens' median, the text."""
     first = f"first token {events[0].seconds * 1000:.0f} ms"
     later = sorted(e.seconds for e in events[1:])
     median = f" · next tokens {later[len(later) // 2] * 1000:.0f} ms each so far" if later else ""
@@ -35,13 +61,11 @@ def first_and_next(events) -> str:
 
 
 def cache_running(events) -> str:
-    """The KV cache as it grows: its bytes after the tokens so far (measured)."""
     e = events[-1]
     return f"cache {human_bytes(e.cache_bytes)} after {e.cache_tokens} tokens (measured)"
 
 
 def prefill_running(progress) -> str:
-    """The one pass and the tokens fed one at a time so far, both measured (ms)."""
     if progress.feeding:
         one, fed, so_far = progress.one_pass_seconds, progress.fed_seconds, " so far"
     else:
@@ -63,12 +87,9 @@ def spec_running(passes) -> str:
 
 def ratio_label(ratio: float, faster: str, plain: str, what: str,
                 judged: Noise | None = None) -> str:
-    """A measured time ratio's label, decided from the number: "faster …" only when it is above
-    the shared margin (`ratio_side`), else the ratio named plainly and said to be not faster on
-    this run; on a run the noise rule judged busy (`judged`), named plainly with the notice.
+    """A time ratio's label: "faster …" only above the shared margin (`ratio_side`), else the
+    ratio named `plain`ly, "not faster on this run"; on a busy run, plainly with the notice.
 
-    >>> ratio_label(8.0, "faster in one pass", "one at a time ÷ one pass", "128 tokens")
-    'faster in one pass (128 tokens)'
     >>> ratio_label(0.9, "faster with the cache", "recomputing ÷ cached", "24 tokens")
     'recomputing ÷ cached (24 tokens): not faster on this run'
     """
@@ -79,7 +100,6 @@ def ratio_label(ratio: float, faster: str, plain: str, what: str,
 
 
 def race_running(steps) -> str:
-    """Both lanes' measured seconds so far (the cached lane, then recomputing everything)."""
     cached = sum(t.seconds for t in steps if t.lane != RECOMPUTE)
     again = sum(t.seconds for t in steps if t.lane == RECOMPUTE)
     return (f"with the cache {cached:.2f} s · recomputing everything {again:.2f} s so far "
@@ -87,14 +107,12 @@ def race_running(steps) -> str:
 
 
 def long_running(points, repeats: int) -> str:
-    """Each cache length measured so far, longest first: its one decode step (median)."""
     steps = " · ".join(f"{p.cache_tokens:,} cached tokens: {p.seconds * 1000:.1f} ms a step"
                        for p in points)
     return f"{steps} (measured, " + (f"median of {repeats} runs)" if repeats > 1 else "one run)")
 
 
 def batch_running(update) -> str:
-    """The newest finished batch size's tokens/s (measured), then what the sweep does now."""
     if not update.points:
         return update.message  # e.g. "Batch 1: prefilling 1 × 20 prompt tokens…"
     p = update.points[-1]
@@ -106,15 +124,13 @@ LAYER = re.compile(r"\blayers\.(\d+)\.")  # a decoder layer's matrix: "model.lay
 
 def build_step(name: str, progress, layers: int) -> Step:
     """A mode's build as "building int8: layers converted 12 of 30": the layers before the one
-    whose matrices are being converted (0 while the model is copied; all of them for the
-    output head, a float cast and the built model); the build's own message beside it."""
+    being converted (0 while the model is copied, all once past the last layer)."""
     now = LAYER.search(progress.message)
     done = int(now.group(1)) if now else (layers if progress.done else 0)
     return Step(f"building {name}: layers converted", done, layers, progress.message)
 
 
 def int8_running(run, fp32=None) -> str:
-    """A greedy run's decode speed so far (measured), with float32's finished one beside it."""
     now = (f"{run.decode_tokens_per_s:.1f} tokens/s so far (measured)" if run.step_seconds
            else f"prefill {run.prefill_seconds * 1000:.0f} ms, the first token (measured)")
     return now if fp32 is None else f"{now} · float32 {fp32.decode_tokens_per_s:.1f} tokens/s"

@@ -1,10 +1,6 @@
-"""Lesson 6, the plain part: build each chosen precision mode from the loaded model (cached per
-process) and compare it with float32 on one prompt: bytes, prefill, decode speed, agreement, KL
-and perplexity (`inference.experiments.quality`). float32 runs first and is the others'
-reference; the default prompt's reference is kept for every visitor. The headline speed (the
-smallest mode against float32) is raced step by step so both share the machine's noise
-(`quant_race`). The bench and the GPU check call `compare_frames` too.
-"""
+"""Lesson 6 handlers: each chosen precision mode built from the loaded model (cached) and
+compared with float32 on one prompt (bytes, speeds, agreement, KL, perplexity); the smallest
+mode is raced against float32 step by step, so both share the machine's noise."""
 from __future__ import annotations
 
 import time
@@ -20,7 +16,7 @@ from inference.experiments.quant_race import SpeedRace, checked_speed_race
 from inference.experiments.quiet_reference import QuietFigure
 from inference.experiments.roofline import machine_bandwidth
 from inference.quant_modes import DEFAULT_MODES, MODES, build_steps, get_mode
-from visualizations.mechanism_weights import quant_diagram
+from visualizations.mechanism import quant_diagram
 
 from .common.latest import keep_modes
 from .common.predictions import guess_md
@@ -33,8 +29,7 @@ BUILD_UPDATE_S = 0.5  # at most two progress lines a second while a mode is buil
 
 
 class QuantFrame(NamedTuple):
-    """One update of the comparison: a progress line, and the reports so far when they
-    changed (None: only the progress line is new)."""
+    """A progress line, and the reports so far when they changed."""
 
     message: str
     reports: tuple[ModeReport, ...] | None = None
@@ -46,9 +41,8 @@ class QuantFrame(NamedTuple):
 
 
 def default_modes(native_bf16: bool | None) -> list[str]:
-    """The modes ticked when the lesson opens: all on a GPU (`native_bf16` None); on a CPU
-    float32, int8 and int4, plus bfloat16 where it computes bfloat16 natively (a CPU without
-    converts every weight it reads: the slowest modes of a run there)."""
+    """The modes ticked at first: all on a GPU (`native_bf16` None); on a CPU float32, int8 and
+    int4, plus bfloat16 where native (elsewhere converting every weight read makes it slowest)."""
     if native_bf16 is None:
         return list(DEFAULT_MODES)
     half = {"fp16", "bf16"} - ({"bf16"} if native_bf16 else set())
@@ -104,11 +98,17 @@ def compare_frames(lm, settings: Settings, shared, prompt: str, modes: list[str]
         yield QuantFrame(f"⏳ measured {len(reports)} of {len(keys)} modes", tuple(reports),
                          bandwidth, diagram=_diagram(lm, reports, bandwidth))
     race = None
-    for item in _race(lm, built_modes, ids, n, bandwidth):
-        if isinstance(item, SpeedRace):
-            race = item
-        else:
-            yield QuantFrame(item)
+    others = [k for k in built_modes if k != "fp32"]
+    if others:  # the smallest mode raced against float32, step by step
+        key = min(others, key=lambda k: built_modes[k].weight_bytes)  # never a timing
+        base, mode = built_modes["fp32"], built_modes[key]
+        for item in checked_speed_race(key, base.model, mode.model, ids, n, device,
+                                       (base.bytes_per_token, mode.bytes_per_token), bandwidth):
+            if isinstance(item, SpeedRace):
+                race = item
+            else:
+                yield QuantFrame(f"⏳ {mode.mode.label} against float32, step by step (both "
+                                 f"share the machine's noise): step {item} of {n}…")
     reports = raced_speeds(reports, race)
     keep_modes(lm, shared, reports)
     judged = noise.reading(race.mode_seconds[1:] if race else (), settings=settings)
@@ -120,9 +120,8 @@ def compare_frames(lm, settings: Settings, shared, prompt: str, modes: list[str]
 
 
 def raced_speeds(reports: list[ModeReport], race: SpeedRace | None) -> list[ModeReport]:
-    """The reports with float32's and the raced mode's decode speed from the race's paired
-    lanes (their ratio is the race's figure), so every view shows one speed per mode; an
-    impossible race leaves their own runs' speeds (the cards withhold the ratio)."""
+    """The reports with float32's and the raced mode's speeds from the race's paired lanes, so
+    every view shows one speed per mode (an impossible race leaves their own runs' speeds)."""
     if race is None or race.robust is None or race.impossible:
         return reports
     speed = dict(zip(("fp32", race.key), race.tokens_per_s, strict=True))
@@ -130,28 +129,9 @@ def raced_speeds(reports: list[ModeReport], race: SpeedRace | None) -> list[Mode
             for r in reports]
 
 
-def _race(lm, built_modes: dict, ids: list[int], n: int, bandwidth: float
-          ) -> Iterator[str | SpeedRace]:
-    """The smallest mode raced against float32 (`quant_race`): a progress line after every
-    pair of steps, then the `SpeedRace`; nothing when float32 ran alone."""
-    others = [k for k in built_modes if k != "fp32"]
-    if not others:
-        return
-    key = min(others, key=lambda k: built_modes[k].weight_bytes)  # never a timing
-    base, mode = built_modes["fp32"], built_modes[key]
-    for item in checked_speed_race(key, base.model, mode.model, ids, n, lm.device,
-                                   (base.bytes_per_token, mode.bytes_per_token), bandwidth):
-        if isinstance(item, SpeedRace):
-            yield item
-        else:
-            yield (f"⏳ {mode.mode.label} against float32, step by step (both share the "
-                   f"machine's noise): step {item} of {n}…")
-
-
 def race_reference(race: SpeedRace | None, prompt: int, dtype: str, judged: Noise | None
                    ) -> QuietFigure | None:
-    """This machine's quiet figure for such a race: kept from a quiet run whose figure is
-    possible; an impossible one only reads what is on file."""
+    """This machine's quiet figure for such a race, kept from a quiet, possible run."""
     if race is None or race.robust is None:
         return None
     key = (f"quant_speed {race.key}÷fp32 {len(race.mode_seconds)} steps after {prompt} "
@@ -161,16 +141,14 @@ def race_reference(race: SpeedRace | None, prompt: int, dtype: str, judged: Nois
 
 
 def _diagram(lm, reports, bandwidth: float, judged: Noise | None = None) -> str:
-    """The mechanism with float32's decode step beside the newest measured mode's."""
     return quant_diagram(reports, lm.info.layers, lm.info.parameters, bandwidth_gbs=bandwidth,
                          noise=judged)
 
 
 def compared(reports, guess: float | None, judged: Noise | None = None,
              race: SpeedRace | None = None, reference: QuietFigure | None = None) -> str:
-    """The learner's guess beside int8's measured speed against float32 (once both ran);
-    on a busy run (`judged`), against this machine's quiet `reference` for the `race` when
-    int8 was the mode raced (the same quantity), else beside the number with no verdict."""
+    """The guess beside int8's speed against float32; on a busy run, against the quiet
+    `reference` when int8 was the mode raced, else beside the number with no verdict."""
     by_key = {r.key: r for r in reports}
     if "int8" not in by_key or "fp32" not in by_key:
         return ""

@@ -1,9 +1,6 @@
-"""Lesson 3b's rules, as plain functions tested on the real model: race speculative decoding
-against plain decoding on the learner's prompt (streamed pass by pass), sweep k for both
-drafts, time a verification pass against a plain step at batch 1 and 16, and count the sampled
-acceptance rule. Each yields frames; finished quiet results are shared with every visitor by
-(name, device, dtype, settings), so a classroom pressing Race on the default prompt runs it once.
-"""
+"""Lesson 3b handlers: speculative decoding raced against plain decoding pass by pass, k swept,
+a verification pass timed with batching, the sampled acceptance rule counted. Finished quiet
+results are shared, so a class pressing Race on the default prompt runs it once."""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -13,12 +10,11 @@ from typing import NamedTuple
 import plotly.graph_objects as go
 
 from inference.config import LIMITS, Settings
-from inference.drafts import make_draft
 from inference.errors import SettingOutOfRangeError
 from inference.experiments import noise, speculative_race
 from inference.experiments.spec_expectation import SampledRun, expectation, fit_race, sampled_run
 from inference.experiments.speculative_batch import batch_interplay
-from inference.speculative import SpecPass, check_request
+from inference.speculative import SpecPass, check_request, make_draft
 from visualizations import speculative_charts as charts
 from visualizations.noise_view import busy_notice_html
 from visualizations.speculative_view import EMPTY_PASSES, passes_html, race_md
@@ -41,13 +37,10 @@ BUILD_NOTE = ("Building the {draft} draft model from this model's weights: the f
 
 
 class SpecRaceFrame(NamedTuple):
-    """One update of the race: the pass rows, the cards (or empty state), a progress line and,
-    at the end, the summary (None until then)."""
-
     passes_html: str
     cards_md: str
     progress: str
-    summary: speculative_race.SpecRaceSummary | None = None
+    summary: speculative_race.SpecRaceSummary | None = None  # at the end
     passes: tuple = ()  # the SpecPass records so far
 
 
@@ -63,13 +56,12 @@ def check_draft(key: str) -> str:
     """The draft's key, or a sentence naming the choices."""
     keys = [k for _, k in DRAFTS]
     if key not in keys:
-        raise SettingOutOfRangeError(
-            f"Unknown draft {key!r}: choose one of {', '.join(keys)}.")
+        raise SettingOutOfRangeError(f"Unknown draft {key!r}: choose one of {', '.join(keys)}.")
     return key
 
 
 def _prepare(lm, settings: Settings, prompt: str, k, new_tokens) -> tuple[list[int], int, int]:
-    """The encoded prompt, k and new tokens, all checked before any model work."""
+    """The encoded prompt, k and new tokens, checked before any model work."""
     ids = encode_prompt(lm, settings, prompt)
     for name, value in (("Draft length k", k), ("New tokens", new_tokens)):
         if value is None or value != int(value):
@@ -78,24 +70,18 @@ def _prepare(lm, settings: Settings, prompt: str, k, new_tokens) -> tuple[list[i
     return ids, int(k), int(new_tokens)
 
 
-def _compared(summary: speculative_race.SpecRaceSummary, guess: float | None) -> str:
-    """Tokens per pass is a count of tokens, not a timing: a busy machine does not change it,
-    so the guess is compared with it either way."""
-    return guess_md(GUESS_KEY, guess, summary.tokens_per_pass)
-
-
 def run_spec_race(lm, settings: Settings, shared, prompt: str, draft: str, k, new_tokens,
              guess: float | None = None) -> Iterator[SpecRaceFrame]:
-    """Stream the race: a frame after every verification pass (and its plain catch-up), then
-    the headline cards from the summary, the learner's guess of tokens per pass beside it."""
+    """A frame after every verification pass (and its plain catch-up), then the cards, the
+    guess of tokens per pass beside them (a count, not a timing: compared even when busy)."""
     ids, k, new_tokens = _prepare(lm, settings, prompt, k, new_tokens)
     key = shared_key(lm, "spec_race") + (tuple(ids), check_draft(draft), k, new_tokens)
     done = reuse(shared, key)
     if done is not None:
         (passes, summary), judged = done
         yield SpecRaceFrame(passes_html(passes), race_md(summary, judged)
-                        + _compared(summary, guess) + "\n\n" + SHARED_NOTE,
-                        "Done (shared result).", summary, passes)
+                            + guess_md(GUESS_KEY, guess, summary.tokens_per_pass) + "\n\n"
+                            + SHARED_NOTE, "Done (shared result).", summary, passes)
         return
     if draft != "prompt_lookup":
         yield SpecRaceFrame(EMPTY_PASSES, "", BUILD_NOTE.format(draft=draft))
@@ -104,28 +90,28 @@ def run_spec_race(lm, settings: Settings, shared, prompt: str, draft: str, k, ne
     for u in speculative_race.race_updates(lm, ids, d, k, new_tokens, shared):
         if u.summary is None:
             yield SpecRaceFrame(passes_html(u.passes), "", f"{u.message} · plain lane: "
-                            f"{u.plain_tokens} tokens", None, u.passes)
+                                f"{u.plain_tokens} tokens", None, u.passes)
             continue
         judged = noise.reading(u.summary.plain_step_seconds, settings)
         summary = replace(u.summary, reading=judged)  # later views judge it the same
         keep(shared, key, (u.passes, summary), judged)
         yield SpecRaceFrame(passes_html(u.passes), race_md(summary, judged)
-                            + _compared(summary, guess), u.message, summary, u.passes)
+                            + guess_md(GUESS_KEY, guess, summary.tokens_per_pass), u.message,
+                            summary, u.passes)
 
 
-def _ks(settings: Settings) -> tuple[int, ...]:
+def k_range(settings: Settings) -> tuple[int, ...]:
     return tuple(range(settings.spec_k.low, settings.spec_k.high + 1))
 
 
 def _sweep_key(lm, settings: Settings, ids: list[int], new_tokens: int) -> tuple:
-    return shared_key(lm, "spec_sweep") + (tuple(ids), _ks(settings), new_tokens)
+    return shared_key(lm, "spec_sweep") + (tuple(ids), k_range(settings), new_tokens)
 
 
 def run_k_sweep(lm, settings: Settings, shared, prompt: str, new_tokens) -> Iterator[ChartFrame]:
-    """Race both drafts at k = 1..8 on one prompt, a frame after each race (shared once done)."""
+    """Race both drafts at every k on one prompt, a frame after each race."""
     ids, _, new_tokens = _prepare(lm, settings, prompt, LIMITS.spec_k.low, new_tokens)
     caption = info_caption(lm.info)
-    ks = _ks(settings)
     key = _sweep_key(lm, settings, ids, new_tokens)
     done = reuse(shared, key)
     if done is not None:
@@ -136,7 +122,7 @@ def run_k_sweep(lm, settings: Settings, shared, prompt: str, new_tokens) -> Iter
     yield ChartFrame(charts.k_sweep_figure((), caption), "",
                      BUILD_NOTE.format(draft=LIMITS.spec_draft))
     drafts = [make_draft(lm, k, shared) for _, k in DRAFTS]
-    for u in speculative_race.sweep_k(lm, ids, drafts, ks, new_tokens, shared):
+    for u in speculative_race.sweep_k(lm, ids, drafts, k_range(settings), new_tokens, shared):
         if not u.finished:
             yield ChartFrame(charts.k_sweep_figure(u.points, caption), "", u.message)
             continue
@@ -148,8 +134,7 @@ def run_k_sweep(lm, settings: Settings, shared, prompt: str, new_tokens) -> Iter
 
 def run_batch(lm, settings: Settings, shared, prompt: str, k,
               tokens_per_pass: float | None = None) -> Iterator[ChartFrame]:
-    """Time a plain step and a verification pass at batch 1 and 16 (shared once done); the
-    derived speed-up uses the learner's last race's tokens per pass, when there is one."""
+    """A plain step and a verification pass timed at each batch (`tokens_per_pass`: last race's)."""
     ids, k, _ = _prepare(lm, settings, prompt, k, LIMITS.spec_new_tokens.low)
     caption = info_caption(lm.info)
     key = shared_key(lm, "spec_batch") + (tuple(ids), k, tuple(settings.spec_batches))
@@ -172,17 +157,14 @@ def run_batch(lm, settings: Settings, shared, prompt: str, k,
 
 @dataclass(frozen=True)
 class ExpectationView:
-    """The formula at every k beside the learner's last race (no model run)."""
-
     chart: go.Figure
     text: str
 
 
 def expectation_view(lm, settings: Settings, shared, prompt: str, new_tokens,
                      summary: speculative_race.SpecRaceSummary | None) -> ExpectationView:
-    """E[tokens per pass] and the speed-up at k = 1..8 from the last race's α and times; a
-    quiet k sweep of this prompt, when one is shared, adds its measured points."""
-    e = expectation(summary, _ks(settings))
+    """The formula at every k from the last race (no model run), beside a shared quiet k sweep."""
+    e = expectation(summary, k_range(settings))
     sweep = ()
     if e is not None:
         ids, _, n = _prepare(lm, settings, prompt, LIMITS.spec_k.low, new_tokens)
@@ -194,10 +176,8 @@ def expectation_view(lm, settings: Settings, shared, prompt: str, new_tokens,
 
 
 class SampledFrame(NamedTuple):
-    """One update of the sampled count: the pass rows, the count's text (at the end), progress."""
-
     passes_html: str
-    text: str
+    text: str  # the count, at the end
     progress: str
     run: SampledRun | None = None
 
@@ -205,9 +185,8 @@ class SampledFrame(NamedTuple):
 def run_sampled(lm, settings: Settings, shared, prompt: str, draft: str, k, new_tokens,
                 temperature: float, summary: speculative_race.SpecRaceSummary | None = None
                 ) -> Iterator[SampledFrame]:
-    """One seeded speculative run at `temperature` with the sampled acceptance rule, pass by
-    pass, then guesses kept ÷ judged and E from it; the last greedy race's α beside it when it
-    used the same draft. A count, not a timing: no plain lane, no noise reading."""
+    """One seeded run at `temperature` with the sampled acceptance rule, then guesses kept ÷
+    judged and E, beside the last greedy race's α with that draft (a count: no noise reading)."""
     ids, k, new_tokens = _prepare(lm, settings, prompt, k, new_tokens)
     settings.temperature.check("Temperature", temperature)
     if check_draft(draft) != "prompt_lookup":

@@ -1,6 +1,5 @@
-"""Lesson 3b panel: speculative decoding raced against plain decoding, pass by pass, then a
-sweep over k for both drafts, the formula beside the race, the sampled rule counted, and the
-cost of a verification pass at batch 1 and 16 (the measurements are `speculative_handlers`)."""
+"""Lesson 3b panel: the race pass by pass, the k sweep, the formula beside the race, the sampled
+rule counted, and a verification pass's cost with batching (`speculative_handlers`)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -11,18 +10,16 @@ from inference.config import Settings
 from inference.experiments.speculative_batch import spec_batch_tokens
 from inference.experiments.speculative_race import spec_race_tokens
 from visualizations import speculative_charts as charts
-from visualizations.speculative_view import EMPTY_PASSES, EMPTY_RACE, SAMPLING_RULE, THREE_WAYS
+from visualizations.speculative_view import EMPTY_PASSES, EMPTY_RACE
 from visualizations.style import info_caption
 
 from . import speculative_handlers as run
 from .common.context import AppContext
 from .common.controls import guess_box, prompt_box, slider
 from .common.feedback import guarded
-from .common.lesson_text import lesson_page
 from .common.measurement import Measurement, prompt_tokens
+from .common.measurement_wiring import run_and_stop, wire_stoppable
 from .common.named_outputs import showing
-from .common.read_more import lesson_markdown
-from .common.run_buttons import run_and_stop, wire_stoppable
 
 
 def _race_section(lm, settings: Settings, shared, ctx: AppContext) -> tuple:
@@ -70,13 +67,11 @@ def _sweep_section(lm, settings: Settings, shared, ctx: AppContext, prompt, new_
             yield {chart: f.chart, note: f.text, progress: f.progress}
 
     def work(p: str, n: float) -> int:  # both drafts at every k
-        tokens, ks = prompt_tokens(lm, settings, p), range(settings.spec_k.low,
-                                                            settings.spec_k.high + 1)
-        return sum(spec_race_tokens(tokens, int(n), k, model) for k in ks
+        tokens = prompt_tokens(lm, settings, p)
+        return sum(spec_race_tokens(tokens, int(n), k, model) for k in run.k_range(settings)
                    for model in (False, True))
-    # Its own budget: 16 races. At 256 new tokens on the lesson's edit prompt it counts 44,788
-    # tokens at most (every guess rejected; that prompt's guesses are mostly kept, so a real
-    # run feeds far less); 49,152 lets a prompt ~100 tokens longer sweep to 256 tokens too.
+    # Its own budget, 16 races: the edit prompt at 256 new tokens counts 44,788 at most (every
+    # guess rejected); 49,152 lets a prompt ~100 tokens longer sweep to 256 too.
     wire_stoppable(btn, stop, [prompt, new_tokens], [chart, note, progress],
                    Measurement("speculative_sweep", on_sweep, work, budget=49_152), ctx, lock=True)
     return note
@@ -103,8 +98,7 @@ def _batch_section(lm, settings: Settings, shared, ctx: AppContext, prompt, k, l
 
 def _expectation_section(lm, settings: Settings, shared, ctx: AppContext, prompt, draft, k,
                          new_tokens, last, sweep_note) -> None:
-    """The formula beside the last race (redrawn when a race or a sweep finishes; no model
-    run), then the sampled acceptance rule counted at a temperature (one short run)."""
+    """The formula beside the last race, then the sampled acceptance rule counted."""
     gr.Markdown("### What to expect: the formula beside your race")
     shown = {"chart": gr.Plot(charts.expectation_figure(None), label="Expected value",
                               elem_id="spec-expect-chart"),
@@ -138,8 +132,6 @@ def _expectation_section(lm, settings: Settings, shared, ctx: AppContext, prompt
 def build(ctx: AppContext) -> None:
     """Lesson 3b in the caller's tab."""
     lm, settings, shared = ctx.lm, ctx.settings, ctx.shared
-    lesson_markdown(lesson_page("lesson3b_speculative.md", lm.info,
-                                {"sampling_rule": SAMPLING_RULE, "three_ways": THREE_WAYS}))
     prompt, draft, k, new_tokens, last = _race_section(lm, settings, shared, ctx)
     sweep_note = _sweep_section(lm, settings, shared, ctx, prompt, new_tokens)
     _expectation_section(lm, settings, shared, ctx, prompt, draft, k, new_tokens, last,

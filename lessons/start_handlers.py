@@ -1,7 +1,5 @@
-"""'Start here', the plain part: the first screen's live answer (the real model answering a
-prompt on page load, every forward pass drawn on the mechanism diagram with its measured
-time), its race against recomputation, the example prompts a newcomer taps next (each opens
-'Try it' with the prompt filled in), and the text of the overview."""
+"""'Start here' handlers: the first screen's live answer (every forward pass drawn with its
+measured time), its race against recomputation, the example prompts and the overview."""
 from __future__ import annotations
 
 import html
@@ -43,16 +41,14 @@ class LiveFrame:
     """One moment of the first screen's live answer."""
 
     diagram: str  # the mechanism diagram: the newest forward pass animated
-    cards: str  # "first token: N ms", "each next token: N ms" (measured); the busy notice
-    # below them when the noise rule judged the finished answer's token gaps busy
+    cards: str  # first token and each next token (measured), the busy notice below
     answer: str  # the answer so far, or what is happening
     noise: Noise | None = None  # the reading of the one-token steps' gaps (finished answer)
 
 
 def live_frames(lm, settings: Settings, server, prompt: str) -> Iterator[LiveFrame]:
-    """The first screen's answer, served by the app's one server as Try it's is: a frame per
-    token, paced with every other answer (`FramePace`). The finished answer's cards carry the
-    noise rule's reading of the gaps between its tokens."""
+    """The first screen's answer from the app's one server: a frame per token, paced with every
+    other answer; the finished answer's cards judge the gaps between its tokens."""
     ids = encode_prompt(lm, settings, prompt)
     n = settings.live_new_tokens
     labels = [lm.tokenizer.decode([i]) for i in ids]  # the prompt as the model reads it
@@ -84,8 +80,7 @@ def live_frames(lm, settings: Settings, server, prompt: str) -> Iterator[LiveFra
 
 def _live_frame(lm, req, labels: list[str], events: list, n: int, ttft: float,
                 between: float, gaps: list[float] | None = None) -> LiveFrame:
-    """The first screen after the newest of `events`: the picture, cards and answer so far.
-    `gaps` (the finished answer's): read by the noise rule, its notice below the cards."""
+    """The picture, cards and answer after the newest of `events` (`gaps`: the finished one's)."""
     ev, decoded = events[-1], len(events) - 1
     text = ev.text.replace(lm.tokenizer.eos_token, "")
     judged = noise.reading(gaps) if gaps else None
@@ -100,8 +95,7 @@ def _live_frame(lm, req, labels: list[str], events: list, n: int, ttft: float,
 
 
 def stop_reason(last, tokens: int, most: int) -> str:
-    """Why the answer ends where it does, from its last event's `finished`; `most`: the first
-    screen's answer length (`Settings.live_new_tokens`)."""
+    """Why the answer ends where it does; `most`: `Settings.live_new_tokens`."""
     if last.finished == "end of turn":
         return f"ended by the model after {tokens} tokens: it chose its end-of-turn token"
     if last.finished == "max tokens":
@@ -116,8 +110,7 @@ class LiveRaceFrame:
 
 
 def live_race_frames(lm, settings: Settings, prompt: str) -> Iterator[LiveRaceFrame]:
-    """Lesson 4's race (the same greedy tokens, cached vs recomputed) on the first screen's
-    prompt, ending on its measured ratio, judged quiet or busy (`inference.experiments.noise`)."""
+    """Lesson 4's race on the first screen's prompt, ending on its ratio, judged quiet or busy."""
     ids = encode_prompt(lm, settings, prompt, settings.race_max_prompt_tokens)
     n = settings.live_race_new_tokens
     labels, pieces, steps = [lm.tokenizer.decode([i]) for i in ids], [], []

@@ -1,7 +1,6 @@
-"""'Start here' panel: the first screen, in one view: the real model answering a prompt the
-moment the page loads, each forward pass drawn live with its measured time, and one button
-racing the cache against recomputing. Below: the example prompts (each opens 'Try it' filled
-in), the learner's path through the lessons, and "About this model"."""
+"""'Start here' panel: the first screen (the model answering as the page loads, each pass drawn
+live, a button racing the cache against recomputing), then the example prompts, the learner's
+path and "About this model"."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
@@ -18,6 +17,7 @@ from .common.controls import prompt_box
 from .common.feedback import guarded
 from .common.measurement import Measurement, prompt_tokens
 from .common.measurement_wiring import wire_measurement
+from .common.named_outputs import showing
 from .common.progress import progress_box, wire_progress
 from .common.teachers_guide import teachers_guide
 
@@ -29,8 +29,8 @@ TITLE = ("<div class='fs-title' role='heading' aria-level='1'>LLM inference, liv
 
 
 def first_screen(ctx: AppContext) -> None:
-    """The title line; the live picture with its cards beside the answer, the race button and
-    its ratio; the prompt under them (one screen at 1280×720, 853×480 and 390×844)."""
+    """The title, the live picture and cards beside the answer and the race, the prompt under
+    them: one screen at 1280×720, 853×480 and 390×844."""
     lm, settings, server = ctx.lm, ctx.settings, ctx.server
     gr.HTML(TITLE, elem_id="start-title", padding=False)
     with gr.Row(elem_id="start-main"):
@@ -56,12 +56,7 @@ def first_screen(ctx: AppContext) -> None:
         for frame in run.live_frames(lm, settings, server, p):
             yield {diagram: frame.diagram, cards: frame.cards, answer: frame.answer}
 
-    def racing(p: str) -> Iterator[dict]:
-        for frame in run.live_race_frames(lm, settings, p):
-            yield {diagram: frame.diagram, result: frame.result}
-
-    # The answer waits on the server's steps (compute=False: they run on the compute thread);
-    # the race takes turns with the server on the compute thread: each timed pass runs alone.
+    # the answer waits on the server's steps; the race's timed passes run alone
     answering = dict(concurrency_id="chat",
                      concurrency_limit=settings.server_rows + settings.server_queue,
                      time_limit=settings.long_time_limit_s, api_visibility="private")
@@ -69,6 +64,8 @@ def first_screen(ctx: AppContext) -> None:
                             **answering)
     on_go = go.click(guarded(live, compute=False), [prompt], [diagram, cards, answer],
                      **answering)
+    racing = showing({"diagram": diagram, "result": result},
+                     lambda p: run.live_race_frames(lm, settings, p))
     on_race = wire_measurement(race_btn, [prompt], [diagram, result], Measurement(
         "first_race", racing, work=lambda p: race_tokens(prompt_tokens(
             lm, settings, p, settings.race_max_prompt_tokens), settings.live_race_new_tokens)),
@@ -80,8 +77,7 @@ def first_screen(ctx: AppContext) -> None:
 
 
 def build(ctx: AppContext) -> Callable[[], None]:
-    """'Start here' in the caller's tab. Returns the wiring to run once every tab is built
-    (the starters fill 'Try it's prompt box; the path ticks every lesson tab)."""
+    """'Start here' in the caller's tab; returns the wiring to run once every tab is built."""
     with gr.Column(elem_id="first-screen"):
         first_screen(ctx)
     gr.Markdown(run.overview_md())

@@ -1,6 +1,5 @@
-"""Lesson 1, the plain part: a text's tokens as typed or as the model reads it (chat template),
-their counts, and what a request or a whole conversation would cost at a price per million
-tokens. Plain functions over the real tokenizer, returning a `TokenView` or markdown."""
+"""Lesson 1 handlers: a text's tokens as typed or as the model reads it (chat template), their
+counts, and what a request or a conversation would cost at a price per million tokens."""
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -57,7 +56,7 @@ def show_tokens(tokenizer, text: str, with_template: bool, max_chars: int) -> To
 
 def cost_md(tokenizer, text: str, output_tokens: float, price_in: float, price_out: float,
             max_chars: int = LIMITS.max_prompt_chars) -> str:
-    """Markdown for the cost of one request with this prompt (chat template included)."""
+    """The cost of one request with this prompt (chat template included)."""
     text = _checked_text(text, max_chars)
     n_in = len(tokenize_chat(tokenizer, text).tokens)
     cost = token_cost(n_in, int(output_tokens), float(price_in), float(price_out))
@@ -67,8 +66,7 @@ def cost_md(tokenizer, text: str, output_tokens: float, price_in: float, price_o
 def conversation_md(tokenizer, text: str, output_tokens: float, price_in: float,
                     price_out: float, turns: float,
                     max_chars: int = LIMITS.max_prompt_chars) -> str:
-    """The multi-turn table: this text as every question (chat template included), the
-    expected output as every answer."""
+    """The multi-turn table: this text as every question, the expected output as every answer."""
     question = clean_text(_checked_text(text, max_chars))
     return token_view.conversation_cost_md(templated_conversation_costs(
         tokenizer, question, int(output_tokens), int(turns), float(price_in), float(price_out)))

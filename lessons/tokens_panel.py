@@ -1,23 +1,18 @@
-"""Lesson 1 panel: type text, see its tokens, counts, the chat template and the cost. The
-token view and the prices are `tokens_handlers`; this file lays out the two sections (the
-token view and the cost estimator) and wires them."""
+"""Lesson 1 panel: type text, see its tokens, counts, the chat template and the cost
+(`tokens_handlers`)."""
 from __future__ import annotations
 
 import gradio as gr
-
-from inference.config import Settings
 
 from . import tokens_handlers as run
 from .common.context import AppContext
 from .common.controls import number, prompt_box, slider
 from .common.feedback import guarded
-from .common.lesson_text import lesson_page
-from .common.read_more import lesson_markdown
 
 
-def _token_section(lm, settings: Settings) -> tuple[gr.Textbox, gr.Checkbox]:
-    # The text, its counts and its tokens first, on one phone screen; the
-    # template switch, its note and the examples (~400 px on a phone) under them.
+def build(ctx: AppContext) -> None:
+    lm, settings = ctx.lm, ctx.settings
+    # the text, its counts and tokens on one phone screen; the template and examples under them
     text = prompt_box(settings, run.FIRST_TEXT, "tok-text", "Text to tokenize", 3)
     first = run.show_tokens(lm.tokenizer, run.FIRST_TEXT, False, settings.max_prompt_chars)
     counts = gr.Markdown(first.counts, elem_id="tok-counts")
@@ -34,10 +29,7 @@ def _token_section(lm, settings: Settings) -> tuple[gr.Textbox, gr.Checkbox]:
     for trigger in (text.change, template.change):  # the tokenizer only: off the compute thread
         trigger(guarded(on_text, compute=False), [text, template], [view, counts, note],
                 trigger_mode="always_last", show_progress="hidden", api_name="tokenize")
-    return text, template
 
-
-def _cost_section(lm, settings: Settings, text: gr.Textbox) -> None:
     with gr.Accordion("What would this cost? (cost estimator)", open=True):
         with gr.Row():
             out_tokens = number(settings, "cost_output_tokens", "Expected output tokens")
@@ -47,8 +39,7 @@ def _cost_section(lm, settings: Settings, text: gr.Textbox) -> None:
         cost = gr.Markdown(run.cost_md(lm.tokenizer, run.FIRST_TEXT, out_tokens.value,
                                        price_in.value, price_out.value), elem_id="tok-cost")
         gr.Markdown("**A conversation, turn by turn.** Every turn resends the whole chat so far: "
-                    "here each question is as long as the text above and each answer as long "
-                    "as the expected output.")
+                    "each question here is the text above, each answer the expected output.")
         turns = slider(settings, "conversation_turns", "Turns in the conversation",
                        elem_id="tok-turns")
         convo = gr.Markdown(run.conversation_md(lm.tokenizer, run.FIRST_TEXT, out_tokens.value,
@@ -71,10 +62,3 @@ def _cost_section(lm, settings: Settings, text: gr.Textbox) -> None:
            turns.input], guarded(on_convo, compute=False),
           [text, out_tokens, price_in, price_out, turns], convo,
           trigger_mode="always_last", show_progress="hidden", api_name="conversation_cost")
-
-
-def build(ctx: AppContext) -> None:
-    lm, settings = ctx.lm, ctx.settings
-    lesson_markdown(lesson_page("lesson1_tokens.md", lm.info))
-    text, _template = _token_section(lm, settings)
-    _cost_section(lm, settings, text)

@@ -12,16 +12,16 @@ import time
 
 import pytest
 
-from bench import classroom, classroom_school, gradio_stream, targets
+from bench import classroom, clients, targets
 from bench.app_server import ROOT
-from bench.classroom import overlap_share
-from bench.classroom_school import (
+from bench.classroom import (
     ELSEWHERE,
     SCHOOL,
     Stamps,
     Student,
     line_figures,
     no_result,
+    overlap_share,
     own_inputs,
     peak_in_line,
     result_figures,
@@ -130,14 +130,14 @@ def test_the_marks_are_the_apps_own_sentences():
     limits, runs = (_constants("lessons/common/measurement.py"),
                     _constants("classroom/shared_runs.py"))
     wiring = _constants("lessons/common/measurement_wiring.py")
-    assert limits["TIME_UP"].startswith(classroom_school.TIME_UP_MARK)
-    assert runs["LEFT"].startswith(classroom_school.LEFT_MARK)
+    assert limits["TIME_UP"].startswith(classroom.TIME_UP_MARK)
+    assert runs["LEFT"].startswith(classroom.LEFT_MARK)
     for sentence in (runs["SHARED_NOW"], runs["SHARED_EARLIER"]):
-        assert classroom_school.SHARED_MARK in sentence
-    assert classroom_school.IN_LINE_MARK in wiring["IN_LINE"]
-    assert classroom_school.TURN_MARK in wiring["YOUR_TURN"]
-    assert classroom_school.FULL_MARKS[1] in wiring["LINE_FULL"]
-    assert _constants("classroom/visitor_token.py")["COOKIE"] == classroom_school.COOKIE
+        assert classroom.SHARED_MARK in sentence
+    assert classroom.IN_LINE_MARK in wiring["IN_LINE"]
+    assert classroom.TURN_MARK in wiring["YOUR_TURN"]
+    assert classroom.FULL_MARKS[1] in wiring["LINE_FULL"]
+    assert _constants("classroom/visitor_token.py")["COOKIE"] == classroom.COOKIE
 
 
 def test_overlap_share_of_the_chats_wall_time():
@@ -173,7 +173,7 @@ def test_own_inputs_differ_for_every_student_and_stay_in_range_below_the_default
 
 def test_targets_check_and_its_doctests():
     assert doctest.testmod(targets).failed == 0
-    assert doctest.testmod(gradio_stream).failed == 0
+    assert doctest.testmod(clients).failed == 0
     got = targets.check({"serving": {"classroom": {"at_once": {"errors": 2}}}},
                         classroom.TARGETS)
     assert not got["serving.classroom.at_once.errors"]["met"]
@@ -249,8 +249,8 @@ LESSONS = ("/kv_race", "/batch_sweep")
 
 
 def test_students_keep_their_own_cookie_and_send_it_with_every_request(small_app):
-    room = classroom_school.class_of(small_app.url, 6)
-    assert all(s.cookies for s in room) and len({s.cookies[classroom_school.COOKIE]
+    room = classroom.class_of(small_app.url, 6)
+    assert all(s.cookies for s in room) and len({s.cookies[classroom.COOKIE]
                                                  for s in room}) == 6
     del small_app.seen[:]
     r = classroom.class_presses(small_app.url, room[:4], chats=room[4:], chat_tokens=4,
@@ -259,14 +259,14 @@ def test_students_keep_their_own_cookie_and_send_it_with_every_request(small_app
     assert r["worst_p95_result_s"] == max(v for v in r["p95_result_s"].values())
     queue = [(h, v) for path, h, v in small_app.seen if "/queue/" in path]
     assert queue and all(h["x-forwarded-for"] == SCHOOL for h, _ in queue)
-    tokens = {s.cookies[classroom_school.COOKIE] for s in room}
+    tokens = {s.cookies[classroom.COOKIE] for s in room}
     assert {h["cookie"].split("=", 1)[1] for h, _ in queue} == tokens  # each its own
     joins = {v for path, _, v in small_app.seen if path.endswith("/queue/join")}
     assert len(joins) == 6 and all(v.startswith("v:") for v in joins)  # 4 press, 2 chat
 
 
 def test_own_settings_wait_in_line_told_their_place_and_end_in_order(small_app):
-    room = classroom_school.class_of(small_app.url, 6)
+    room = classroom.class_of(small_app.url, 6)
     r = classroom.class_presses(small_app.url, room, own=True, spread_s=0.3, lessons=LESSONS)
     assert r["refused"] == 0 and r["errors"] == 0 and r["no_first_update"] == 0
     assert r["told_place"] >= 1  # runs one at a time: those behind the first are in line

@@ -1,4 +1,4 @@
-"""The bench's light client of Gradio's queue protocol (`bench.gradio_stream`), against a fake
+"""The bench's light client of Gradio's queue protocol (`bench.clients`), against a fake
 queue on loopback: it joins the queue and reads the event stream as a browser does, sends the
 visitor's own headers (the classroom's X-Forwarded-For) on both requests, stamps each streamed
 update, and returns the final outputs; a failed event raises with the app's message."""
@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from bench.gradio_stream import call
+from bench.clients import call
 
 
 class FakeQueue(BaseHTTPRequestHandler):

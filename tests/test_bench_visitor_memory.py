@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import doctest
 
-from bench import gradio_stream, targets, visitor_memory
+from bench import clients, targets, visitor_memory
 from bench.visitor_memory import fitting_prompt, lesson_prose, settled
 from inference.config import LIMITS
 
@@ -47,9 +47,9 @@ def test_pileup_endpoint_data_and_the_doctests():
                              {"id": 9, "props": {"elem_id": "q", "value": False}}],
               "dependencies": [{"id": 0, "api_name": "other", "inputs": []},
                                {"id": 5, "api_name": "run", "inputs": [9, 3, 4]}]}
-    assert gradio_stream.endpoint_data(config, "run", {"p": "long text", "q": True}) \
+    assert clients.endpoint_data(config, "run", {"p": "long text", "q": True}) \
         == (5, [True, "long text", 8])
-    for module in (gradio_stream, visitor_memory):
+    for module in (clients, visitor_memory):
         assert doctest.testmod(module).failed == 0
 
 

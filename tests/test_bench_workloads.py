@@ -15,8 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from bench.gradio_stream import app_tokens
-from bench.openai_client import chat_tokens
+from bench.clients import app_tokens, chat_tokens
 from bench.serving_workloads import (
     WORKLOADS,
     Workload,
@@ -245,7 +244,7 @@ def test_the_worked_examples():
 
 
 def test_the_real_app_serves_a_tiny_workload_through_the_light_client(server):
-    from bench.gradio_stream import chat_fn_index
+    from bench.clients import chat_fn_index
 
     fn = chat_fn_index(server.url)
     got = asyncio.run(drive(Workload("smoke", 3, 4),

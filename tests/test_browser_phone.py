@@ -3,7 +3,7 @@ that scrolls sideways (at most 2 rows, ≤ 100 px: wrapped, the 14 tabs took 5 r
 the open tab is scrolled into it when a button (not a tap on the strip) opens a lesson far
 along, and checkboxes, a slider's number box and accordion headers are at least 24 px tall.
 
-The app's own tabs (lessons.TABS), CSS and tab listener (`next_lesson.wire_scroll`) in a small
+The app's own tabs (lessons.TABS), CSS and tab listener (`progress.wire_scroll`) in a small
 Blocks holding a checkbox, a slider and an accordion, so the test takes seconds instead of the
 minute the real app needs to load its model. Screenshot: test-artifacts/screenshots/.
 """
@@ -35,7 +35,7 @@ def phone_page():
 
     from lessons import TABS
     from lessons.common.lesson_text import lesson_text
-    from lessons.common.next_lesson import wire_scroll
+    from lessons.common.progress import wire_scroll
 
     with gr.Blocks() as demo:
         with gr.Tabs(elem_id="lesson-tabs", overflow_behavior="wrap") as tabs:

@@ -1,5 +1,5 @@
 """In a real browser: lessons 5 and 6's live beats on the mechanism diagram
-(`visualizations/mechanism_weights.py`), shown right under each lesson's first chart.
+(`visualizations/mechanism.py`), shown right under each lesson's first chart.
 
 Each test runs its lesson's measurement with the smallest settings (lesson 5: batch sizes 1
 and 2, the fewest timed steps; lesson 6: float32 and int8, the fewest greedy tokens), reads the

@@ -5,10 +5,14 @@ import json
 import pytest
 import torch
 
-from inference.captured_decode import StaticDecoder, captured_greedy
 from inference.experiments.quality import NEAR_TIE, greedy_run, teacher_forced_logprobs
 from inference.experiments.step_bound import captured_race, measure_step_bound, step_figures
-from inference.profile_step import profile_decode_step, tiny_op_seconds
+from inference.profile_step import (
+    StaticDecoder,
+    captured_greedy,
+    profile_decode_step,
+    tiny_op_seconds,
+)
 from inference.tokens import prompt_ids
 
 PROMPT = "Write a long story about a lighthouse keeper."

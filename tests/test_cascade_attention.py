@@ -42,7 +42,7 @@ def batch(tables: list[list[int]], positions: list[list[int]], kv: PagedKV):
 
 def gathered(kv: PagedKV, query: torch.Tensor, positions, tables) -> torch.Tensor:
     """The reference: each row's blocks gathered, one masked softmax in float32."""
-    step = PagedStep.rows(kv, positions, tables)
+    step = PagedStep(kv, positions, tables)
     n, bt, h_kv, d = kv.keys[0].shape
     b, h = query.shape[:2]
     k, v = (pool.view(n, -1).index_select(0, step.read_blocks).view(b, -1, h_kv, d)

@@ -1,4 +1,4 @@
-"""Memory that comes back (`inference/idle_trim.py`): once the compute thread's work has
+"""Memory that comes back (`inference/compute_thread.py`): once the compute thread's work has
 stopped for `Settings.idle_trim_s`, the freed heap is handed back, once per idle spell and
 never while work runs. First `IdleHook` on hand-made jobs, then the real server on the real
 model: a chat ends, the server goes idle, and the trim runs on the compute thread."""
@@ -7,8 +7,8 @@ from __future__ import annotations
 import threading
 
 from inference import cache_budget, compute_thread
+from inference.compute_thread import IdleHook
 from inference.config import Settings
-from inference.idle_trim import IdleHook
 from inference.sampling import SamplingSettings
 from inference.server import Server
 from polling import wait_for

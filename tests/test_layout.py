@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 MODEL_RUNNERS = ("torch", "inference.loading", "inference.engine", "inference.generation",
                  "inference.server", "inference.row_batch",
                  "inference.kv_cache", "inference.quantize", "inference.quant_modes",
-                 "inference.captured_decode", "inference.profile_step",
+                 "inference.profile_step",
                  "inference.compute_thread", "inference.experiments")
 UI = ("gradio", "plotly")
 

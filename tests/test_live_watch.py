@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from lessons.common.shared_snapshot import SharedSnapshot
+from lessons.common.latest import SharedSnapshot
 
 
 def test_freeze_thirty_watchers_share_one_snapshot_per_interval():

@@ -14,15 +14,16 @@ import pytest
 
 from inference.events import StepEvent
 from visualizations.mechanism import (
+    batch_diagram,
     decode_diagram,
     layer_groups,
     nice_capacity,
     prefill_diagram,
+    quant_diagram,
     race_diagram,
     slow_factor,
 )
 from visualizations.mechanism_style import FACTORS, mechanism_css
-from visualizations.mechanism_weights import batch_diagram, quant_diagram
 
 PROMPT = ["<|im_start|>", "user", "\n", "Write", " one", " sentence", "<|im_end|>", "\n"]
 P = len(PROMPT)
@@ -206,7 +207,7 @@ def test_token_text_is_escaped():
     assert "<img" not in page and "<b>&" not in page
 
 
-# ---- lessons 5 and 6: rows sharing one pass, fewer bytes per weight (mechanism_weights) ----
+# ---- lessons 5 and 6: rows sharing one pass, fewer bytes per weight ----
 
 def batch_point(batch: int, step_s: float, prompt: int = 14, steps: int = 4) -> SimpleNamespace:
     return SimpleNamespace(batch=batch, prompt_tokens=prompt, step_seconds=step_s,

@@ -18,9 +18,9 @@ import pytest
 import torch
 
 from inference import compute_thread
+from inference.compute_thread import IdleHook
 from inference.config import Settings
 from inference.generation import stream
-from inference.idle_trim import IdleHook
 from inference.paged_cache import PagedKV
 from inference.sampling import SamplingSettings
 from inference.server import Server

@@ -13,7 +13,7 @@ from inference.errors import ServerBusyError, ServerStoppedError
 from inference.generation import stream
 from inference.sampling import SamplingSettings
 from inference.server import Server
-from inference.server_line import WaitingLine
+from inference.server_plan import WaitingLine
 from inference.tokens import prompt_ids
 from polling import wait_for
 

@@ -3,14 +3,13 @@ import pytest
 import torch
 from transformers import DynamicCache
 
-from inference.drafts import Proposal, make_draft
 from inference.engine import decode_step, forward
 from inference.experiments.shared_results import SharedResults
 from inference.experiments.speculative_race import SPEC_PROMPTS
 from inference.generation import stream
 from inference.kv_cache import cache_layers
 from inference.sampling import SamplingSettings
-from inference.speculative import spec_tokens, speculate
+from inference.speculative import Proposal, make_draft, spec_tokens, speculate
 from inference.tokens import prompt_ids
 
 NEW = 16  # short runs: the tests check behaviour, the bench checks speed

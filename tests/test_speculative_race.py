@@ -1,8 +1,7 @@
 """The speculative race, the k sweep and the batch measurement on the real model (short runs:
-behaviour here, speed in bench/speculative.py)."""
+behaviour here, speed in bench/measure.py)."""
 import pytest
 
-from inference.drafts import make_draft
 from inference.errors import SettingOutOfRangeError
 from inference.experiments.shared_results import SharedResults
 from inference.experiments.speculative_batch import batch_interplay
@@ -15,7 +14,7 @@ from inference.experiments.speculative_race import (
     summarize_spec_race,
     sweep_k,
 )
-from inference.speculative import SpecPass
+from inference.speculative import SpecPass, make_draft
 from inference.tokens import prompt_ids
 
 NEW = 12

@@ -3,8 +3,6 @@ the verdict. The rule must leave the output distributed exactly as the model's o
 import pytest
 import torch
 
-from inference.acceptance import accept_greedy, accept_sampled, residual
-from inference.drafts import lookup
 from inference.experiments.speculative_race import (
     FASTER,
     NOISE,
@@ -12,6 +10,7 @@ from inference.experiments.speculative_race import (
     run_noise,
     speed_verdict,
 )
+from inference.speculative import accept_greedy, accept_sampled, lookup, residual
 
 P = torch.tensor([0.5, 0.3, 0.15, 0.05])  # the model's distribution at one position
 Q = torch.tensor([0.1, 0.6, 0.1, 0.2])  # a draft that likes token 1 too much

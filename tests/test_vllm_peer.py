@@ -4,7 +4,7 @@ client against a fake server: tests/test_bench_workloads.py."""
 from __future__ import annotations
 
 from bench import vllm_peer
-from bench.openai_client import chat_body
+from bench.clients import chat_body
 from inference.remote_engine import sse_payloads
 
 

@@ -1,5 +1,4 @@
-"""Lesson 5 charts: batch sweep, the throughput/latency trade-off, padding, scheduler
-timelines and cost."""
+"""Lesson 5 charts: batch sweep, throughput/latency trade-off, padding, schedulers, cost."""
 from __future__ import annotations
 
 import math
@@ -7,7 +6,7 @@ import math
 import plotly.graph_objects as go
 
 from .noise_view import supports_verdict
-from .style import PALETTE, empty_figure, integer_ticks, styled
+from .style import PALETTE, empty_state, integer_ticks, styled
 
 
 def log_ticks(low: float, high: float) -> list[float]:
@@ -32,7 +31,7 @@ def _log_y(fig: go.Figure, values: list[float], headroom: float = 0.25) -> go.Fi
 
 
 def throughput_title(points, noise=None) -> str:
-    """The throughput chart's title, worded from the data (`throughput_trend`) on a quiet run."""
+    """The throughput chart's verdict, worded from the data only on a quiet run."""
     neutral = "Decode throughput against batch size"
     if any(p.impossible for p in points):
         return neutral + " (an impossible figure: see the notes)"
@@ -45,22 +44,15 @@ def throughput_title(points, noise=None) -> str:
 
 
 def throughput_trend(points) -> str:
-    """"grows" (tokens/s rose at every step up in batch), "fell" (the largest batch below the
-    smallest) or "levelled": the chart's title and lesson 5's ratio card both word it."""
+    """"grows" (up at every batch step), "fell" (largest batch below smallest) or "levelled"."""
     rates = [p.tokens_per_s for p in sorted(points, key=lambda p: p.batch)]
     return ("grows" if all(b > a for a, b in zip(rates, rates[1:])) else
             "fell" if rates[-1] < rates[0] else "levelled")
 
 
-# px before the legend: Run sweep, its progress line and headline cards above it on one
-# 1280×720 or 390×844 screen (380 left no room for the cards)
-THROUGHPUT_HEIGHT = 350
-
-
+@empty_state("Press “Run sweep” to measure decode at each batch size.")
 def throughput_chart(points, caption: str = "", noise=None) -> go.Figure:
-    """Aggregate and per-request tokens/s against batch size, with perfect scaling for scale."""
-    if not points:
-        return empty_figure("Press “Run sweep” to measure decode at each batch size.")
+    """Aggregate and per-request tokens/s against batch size, beside perfect scaling."""
     b = [p.batch for p in points]
     one = points[0].tokens_per_s / points[0].batch
     fig = go.Figure([
@@ -75,24 +67,23 @@ def throughput_chart(points, caption: str = "", noise=None) -> go.Figure:
     _log_y(fig, [y for trace in fig.data for y in trace.y], 0.75)
     fig.update_xaxes(type="log", tickvals=b, ticktext=[str(x) for x in b])  # 1, 2, 4, … evenly
     return styled(fig, "Throughput vs batch size", "Batch size (requests)",
-                  "Tokens per second (log scale)", caption, height=THROUGHPUT_HEIGHT,
+                  "Tokens per second (log scale)", caption,
+                  height=350,  # with Run sweep and the cards above it on a 1280×720 screen
                   note=throughput_title(points, noise) + ".", legend_inside=True)
 
 
+@empty_state("Step times appear here as the sweep runs.")
 def step_time_chart(points, bandwidth_gbs: float, caption: str = "") -> go.Figure:
     """Measured step time against batch size, beside the memory-bandwidth floor."""
-    if not points:
-        return empty_figure("Step times appear here as the sweep runs.")
     b = [str(p.batch) for p in points]
     first = points[0].step_seconds * 1000
     fig = go.Figure([
         go.Bar(x=b, y=[p.step_seconds * 1000 for p in points], name="median step (measured)",
-               marker_color=PALETTE["blue"], text=[f"{p.step_seconds * 1000:.0f}" for p in points],
-               textposition="outside"),
+               marker_color=PALETTE["blue"], textposition="outside",
+               text=[f"{p.step_seconds * 1000:.0f}" for p in points]),
         go.Scatter(x=b, y=[p.floor_seconds(bandwidth_gbs) * 1000 for p in points],
-                   mode="lines+markers",
-                   name=f"bytes read ÷ {bandwidth_gbs:.1f} GB/s (theoretical)",
-                   line=dict(color=PALETTE["green"], width=3)),
+                   mode="lines+markers", line=dict(color=PALETTE["green"], width=3),
+                   name=f"bytes read ÷ {bandwidth_gbs:.1f} GB/s (theoretical)"),
         go.Scatter(x=b, y=[first * p.batch / points[0].batch for p in points], mode="lines",
                    name="time × batch (theoretical)",
                    line=dict(color=PALETTE["grey"], dash="dash")),
@@ -104,10 +95,9 @@ def step_time_chart(points, bandwidth_gbs: float, caption: str = "") -> go.Figur
                   note="One step serves the whole batch.")
 
 
+@empty_state("The trade-off curve appears after the sweep.")
 def tradeoff_chart(points, caption: str = "") -> go.Figure:
     """The serving trade-off: total throughput against each request's time per token."""
-    if not points:
-        return empty_figure("The trade-off curve appears after the sweep.")
     fig = go.Figure(go.Scatter(
         x=[p.step_seconds * 1000 for p in points], y=[p.tokens_per_s for p in points],
         mode="lines+markers+text", text=[f"B={p.batch}" for p in points], textposition="top left",
@@ -118,25 +108,21 @@ def tradeoff_chart(points, caption: str = "") -> go.Figure:
                   note="What batching trades.")
 
 
+@empty_state("Type a few prompts, one per line.")
 def padding_chart(lengths: list[int], labels: list[str] | None = None) -> go.Figure:
-    """Rows of a left-padded batch: real tokens vs padding positions, one cell each (the prompt
-    in the hover: long row labels left a phone's plot a sliver wide)."""
-    if not lengths:
-        return empty_figure("Type a few prompts, one per line.")
+    """Rows of a left-padded batch, one cell per position: real tokens vs padding."""
     width = max(lengths)
     labels = labels or [f"request {i + 1}" for i in range(len(lengths))]
     z = [[0] * (width - n) + [1] * n for n in lengths]
-    padded = sum(width - n for n in lengths)
+    padded, total = sum(width - n for n in lengths), width * len(lengths)
     rows = [f"row {i + 1} · {n} tokens" for i, n in enumerate(lengths)]
     fig = go.Figure(go.Heatmap(
-        z=z, y=rows, x=list(range(1, width + 1)),
-        zmin=0, zmax=1, showscale=False, xgap=1, ygap=3,
+        z=z, y=rows, x=list(range(1, width + 1)), zmin=0, zmax=1, showscale=False, xgap=1, ygap=3,
         colorscale=[[0, PALETTE["grey"]], [0.5, PALETTE["grey"]], [0.5, PALETTE["blue"]],
                     [1, PALETTE["blue"]]],
         customdata=[[lab] * width for lab in labels],
         hovertemplate="%{customdata}<br>position %{x}<extra></extra>"))
     fig.update_yaxes(autorange="reversed")
-    total = width * len(lengths)
     integer_ticks(fig, width, start=1)
     return styled(fig, "Padding", "Position (tokens)", "",
                   "blue: prompt tokens · grey: padding (computed, masked out)",
@@ -144,29 +130,26 @@ def padding_chart(lengths: list[int], labels: list[str] | None = None) -> go.Fig
                   note=f"{padded} of {total} positions are filler ({padded / total:.0%}).")
 
 
+@empty_state("Press “Serve the workload” to run both schedulers.")
 def gantt_chart(result, title: str, caption: str = "", horizon: float | None = None) -> go.Figure:
     """One bar per request: waiting, prefill, decoding, and (static) holding a finished slot."""
-    if result is None:
-        return empty_figure("Press “Serve the workload” to run both schedulers.")
     slot_end: dict[int, float] = {}  # when the last pass that carried each request's row ended
     for s in result.steps:
         for rid in s.rows:
             slot_end[rid] = max(slot_end.get(rid, 0.0), s.start + s.seconds)
-    names = [f"req {r.rid}" for r in result.requests]
-    parts = [
-        ("waiting in queue", PALETTE["grey"], [(r.arrival, r.start) for r in result.requests]),
-        ("prefill → first token", PALETTE["orange"],
-         [(r.start, r.first_token) for r in result.requests]),
-        ("decoding", PALETTE["blue"], [(r.first_token, r.finish) for r in result.requests]),
-        ("done, slot still busy", PALETTE["vermillion"],
-         [(r.finish, max(r.finish, slot_end.get(r.rid, r.finish))) for r in result.requests]),
-    ]
+    reqs = result.requests
+    names = [f"req {r.rid}" for r in reqs]
+    parts = [("waiting in queue", PALETTE["grey"], [(r.arrival, r.start) for r in reqs]),
+             ("prefill → first token", PALETTE["orange"], [(r.start, r.first_token) for r in reqs]),
+             ("decoding", PALETTE["blue"], [(r.first_token, r.finish) for r in reqs]),
+             ("done, slot still busy", PALETTE["vermillion"],
+              [(r.finish, max(r.finish, slot_end.get(r.rid, r.finish))) for r in reqs])]
     fig = go.Figure()
     for name, colour, spans in parts:
         fig.add_bar(y=names, x=[b - a for a, b in spans], base=[a for a, _ in spans],
                     orientation="h", name=name, marker_color=colour,
                     hovertemplate="%{base:.2f} s → +%{x:.2f} s<extra>" + name + "</extra>")
-    fig.add_scatter(y=names, x=[r.arrival for r in result.requests], mode="markers",
+    fig.add_scatter(y=names, x=[r.arrival for r in reqs], mode="markers",
                     name="arrival", marker=dict(symbol="line-ns-open", size=14, color="black"))
     fig.update_layout(barmode="overlay")
     fig.update_yaxes(autorange="reversed")
@@ -176,10 +159,9 @@ def gantt_chart(result, title: str, caption: str = "", horizon: float | None = N
                   height=max(300, 110 + 28 * len(names)))
 
 
+@empty_state("Latency figures appear after both schedulers have run.")
 def scheduler_summary_chart(summaries, caption: str = "") -> go.Figure:
     """Mean and p95 latency and time to first token, per scheduler (seconds, lower is better)."""
-    if not summaries:
-        return empty_figure("Latency figures appear after both schedulers have run.")
     metrics = [("mean latency", "mean_latency"), ("p95 latency", "p95_latency"),
                ("mean TTFT", "mean_ttft"), ("p95 TTFT", "p95_ttft")]
     colours = [PALETTE["vermillion"], PALETTE["green"], PALETTE["blue"]]
@@ -194,25 +176,21 @@ def scheduler_summary_chart(summaries, caption: str = "") -> go.Figure:
                   note="How long requests wait.")
 
 
+@empty_state("Run the batch sweep: costs are computed from its measured throughput.")
 def cost_chart(costs, price_per_hour: float, caption: str = "") -> go.Figure:
     """Dollars per million output tokens at each batch size, from measured throughput."""
-    if not costs:
-        return empty_figure("Run the batch sweep: costs are computed from its measured throughput.")
     b = [str(c.batch) for c in costs]
     context = costs[0].context_tokens
     output_name = (f"output tokens (estimate: measured decode carried to {context:,.0f} "
                    "tokens of context)" if context else "output tokens (from measured decode)")
     fig = go.Figure([
-        go.Bar(x=b, y=[c.usd_per_million_output for c in costs],
-               name=output_name,
-               marker_color=PALETTE["vermillion"],
-               text=[f"${c.usd_per_million_output:,.2f}" for c in costs], textposition="outside"),
+        go.Bar(x=b, y=[c.usd_per_million_output for c in costs], name=output_name,
+               marker_color=PALETTE["vermillion"], textposition="outside",
+               text=[f"${c.usd_per_million_output:,.2f}" for c in costs]),
         go.Bar(x=b, y=[c.usd_per_million_input for c in costs],
-               name="input tokens (from measured prefill)",
-               marker_color=PALETTE["sky"]),
+               name="input tokens (from measured prefill)", marker_color=PALETTE["sky"]),
     ])
-    _log_y(fig, [c.usd_per_million_output for c in costs]
-           + [c.usd_per_million_input for c in costs])
+    _log_y(fig, [y for trace in fig.data for y in trace.y])
     return styled(fig, f"Cost at ${price_per_hour:,.2f} per hour", "Batch size (requests)",
                   "US dollars per million tokens (log scale)", caption,
                   note="What a million tokens cost at each batch size.")

@@ -4,19 +4,13 @@ published models on a published GPU and the explainer's levers, theoretical)."""
 from __future__ import annotations
 
 from .cards import human_bytes
+from .glossary import NOTES
 from .noise_view import supports_verdict, withheld
 
-NO_CHAIN = ("*Run the batch sweep (tab 1): this machine's chain starts from its measured "
-            "throughput.*")
-FORMULAS = ("*Sequences that fit = (memory − weights) ÷ (KV bytes per token × tokens held); "
-            "tokens/s = batch ÷ step time; $ per million = price per hour ÷ (tokens/s × 3,600) "
-            "× 10⁶. Theoretical rows: step = max(bytes read ÷ bandwidth, FLOPs ÷ peak), a "
-            "ceiling a real server reaches only part of. Left out: activations, the allocator's "
-            "slack, idle time, the provider's margin.*")
+NO_CHAIN = NOTES["no_chain"]
 
 
 def plan_table(plans) -> str:
-    """Markdown: the memory each batch size needs vs the budget, computed before running."""
     rows = [f"| {p.batch} | {human_bytes(p.weight_bytes)} | {human_bytes(p.kv_bytes)} | "
             f"~{human_bytes(p.activation_bytes)} | {human_bytes(p.total_bytes)} | "
             f"{'✓ runs' if p.fits else '✗ skipped'} |" for p in plans]
@@ -27,7 +21,6 @@ def plan_table(plans) -> str:
 
 
 def sweep_table(upd, noise=None) -> str:
-    """Markdown table of measured points, then the explanation with this run's numbers."""
     pts, gbs = upd.points, upd.bandwidth_gbs
     if not pts:
         return ""
@@ -43,8 +36,7 @@ def sweep_table(upd, noise=None) -> str:
 
 
 def _why(one, big, gbs: float, noise=None) -> str:
-    """Why throughput moved as it did: the weights read once for every row. Drawn only from a
-    quiet run; a busy or unfinished one gets its two measured steps and no explanation."""
+    """Why throughput moved as it did (a busy or unfinished run: its two steps, no why)."""
     gain, growth = big.tokens_per_s / one.tokens_per_s, big.step_seconds / one.step_seconds
     if not supports_verdict(noise):
         return (f"**Measured:** at batch {one.batch} a step took "
@@ -54,19 +46,17 @@ def _why(one, big, gbs: float, noise=None) -> str:
                 f"{big.tokens_per_s:.1f} tokens/s (**{gain:.1f}×**; {withheld(noise)}).")
     return (f"**Why.** At batch 1 a step took {one.step_seconds * 1000:.0f} ms; reading the "
             f"weights and KV cache ({human_bytes(one.weight_bytes + one.cache_bytes)}) at the "
-            f"measured {gbs:.1f} GB/s "
-            f"takes at least {one.floor_seconds(gbs) * 1000:.0f} ms (theoretical). At batch "
-            f"{big.batch} the step took {big.step_seconds * 1000:.0f} ms: **{growth:.1f}× the "
-            f"time for {big.batch}× the tokens**, so throughput went from "
-            f"{one.tokens_per_s:.1f} to {big.tokens_per_s:.1f} tokens/s (**{gain:.1f}×**). The "
-            "weights are read once per step for all rows; each extra row adds only its own KV "
-            "cache reads and its arithmetic. The price: each request now waits "
+            f"measured {gbs:.1f} GB/s takes at least {one.floor_seconds(gbs) * 1000:.0f} ms "
+            f"(theoretical). At batch {big.batch} it took {big.step_seconds * 1000:.0f} ms: "
+            f"**{growth:.1f}× the time for {big.batch}× the tokens**, so throughput went from "
+            f"{one.tokens_per_s:.1f} to {big.tokens_per_s:.1f} tokens/s (**{gain:.1f}×**): the "
+            "weights are read once per step for all rows, each extra row adds only its own KV "
+            "cache reads and arithmetic. The price: each request waits "
             f"{big.step_seconds * 1000:.0f} ms per token instead of "
             f"{one.step_seconds * 1000:.0f} ms.")
 
 
 def scheduler_table(static, continuous) -> str:
-    """Markdown: the measured summary of both schedulers, and whether their tokens agree."""
     rows = []
     for res in (static, continuous):
         s = res.summary
@@ -85,7 +75,6 @@ def scheduler_table(static, continuous) -> str:
 
 
 def cost_table(costs, prompt_tokens: int, output_tokens: int) -> str:
-    """Markdown: cost per million tokens and per conversation at each measured batch size."""
     context = costs[0].context_tokens if costs else 0
     rows = [f"| {c.batch} | {c.measured_output_tokens_per_s:.1f} | "
             + (f"{c.output_tokens_per_s:.1f} | " if context else "")
@@ -96,12 +85,11 @@ def cost_table(costs, prompt_tokens: int, output_tokens: int) -> str:
     head = ("| batch | output tokens/s (measured, short context) | " + at_context
             + "$ / M output | $ / M input | $ / conversation | conversations / hour |\n"
             + "|---" * (7 if context else 6) + "|\n")
-    carried = (f" Later tokens of a conversation read a longer KV cache: the decode rate is "
-               f"carried from the sweep's short context to the conversation's mean context "
-               f"({prompt_tokens} in + half of {output_tokens} out = {context:,.0f} tokens), an "
-               "estimate: the measured step plus its extra cache reads at the measured "
-               "bandwidth, which they take at least, so the rate is a ceiling and the dollars a "
-               "floor." if context else "")
+    carried = (f" Later tokens read a longer KV cache: the decode rate is carried from the sweep's "
+               f"short context to the conversation's mean ({prompt_tokens} in + half of "
+               f"{output_tokens} out = {context:,.0f} tokens), an estimate (the measured step plus "
+               "its extra cache reads at the measured bandwidth, at least that long), so the rate "
+               "is a ceiling and the dollars a floor." if context else "")
     carried += (" The input rate is the sweep's own short prefill, measured; a longer prompt's "
                 "per-token rate differs.")
     return (head + "\n".join(rows)
@@ -133,7 +121,6 @@ def _usd(x: float) -> str:
 
 
 def measured_chain_md(c, caption: str = "") -> str:
-    """This machine's chain in one paragraph (measured rate, formula memory)."""
     if c is None:
         return NO_CHAIN
     memory = (f"{human_bytes(c.memory_bytes)} memory budget − {human_bytes(c.weight_bytes)} "
@@ -147,14 +134,13 @@ def measured_chain_md(c, caption: str = "") -> str:
     which = (f"more than the sweep measured, so the rate is its largest batch's, {c.batch}"
              if c.fits > c.largest_measured else
              f"so the batch is the largest measured one that fits, {c.batch}")
-    return (f"{here} {memory}; {which}: **{c.tokens_per_s:,.1f} tokens/s** (the "
-            f"cost table's rate: measured, carried to the conversation's context) → "
+    return (f"{here} {memory}; {which}: **{c.tokens_per_s:,.1f} tokens/s** (the cost table's "
+            f"rate: measured, carried to the conversation's context) → "
             f"**{_usd(c.usd_per_million)} per million output tokens** → "
             f"**{_usd(c.usd_per_conversation)} per conversation** at ${c.usd_per_hour:,.2f}/h.")
 
 
 def published_md(chains, gpu_source: str) -> str:
-    """A few published models on one GPU (theoretical), one row each."""
     rows = [f"| {c.label.split(' on ')[0]} | {human_bytes(c.kv_bytes_per_token)} | "
             f"{human_bytes(c.kv_bytes_per_sequence)} | {c.fits:,} | "
             + (f"{c.tokens_per_s:,.0f} ({c.bound}) | {_usd(c.usd_per_million)} | "
@@ -170,7 +156,6 @@ def published_md(chains, gpu_source: str) -> str:
 
 
 def levers_md(chains, model: str, cache_ceiling: float) -> str:
-    """The levers added one at a time (theoretical), each row's cost against the first."""
     if not chains:
         return ""
     first = chains[0].usd_per_conversation
@@ -184,14 +169,13 @@ def levers_md(chains, model: str, cache_ceiling: float) -> str:
             "|---|---|---|---|---|---|---|\n" + "\n".join(rows)
             + f"\n\nOnce the caches fill memory, each step reads mostly caches: with a 16-bit "
             f"cache, tokens/s can only approach bandwidth ÷ (KV bytes per token × mean context) "
-            f"= {cache_ceiling:,.0f}, however many sequences fit. More sequences bring it "
-            "closer; only fewer cache bytes per token raise it.")
+            f"= {cache_ceiling:,.0f}; more sequences only bring it closer, fewer cache bytes per "
+            "token raise it.")
 
 
 def chain_md(measured, published, gpu_source: str, lever_chains, lever_model: str,
              cache_ceiling: float, caption: str = "") -> str:
-    """The whole section: the chain here, the published models, the levers, the formulas."""
     return "\n\n".join([
         "#### From KV memory to dollars", measured_chain_md(measured, caption),
         published_md(published, gpu_source), levers_md(lever_chains, lever_model, cache_ceiling),
-        FORMULAS])
+        NOTES["chain_formulas"]])

@@ -1,18 +1,13 @@
 """Headline cards: the one number a class must read from the back row, large, with a label
-above it and a short note below (measured, theoretical, or shared). Each lesson's result text
-starts with its cards; the sentence that explains them follows in normal type. Plain HTML for
-a `gr.Markdown` (styled by `.lab-cards` / `.lab-big` in `assets/style.css`). Also the header
-card (which model, on what hardware, how big) and the number formats the cards share.
-"""
+above and a short note below (measured, theoretical, or shared), as plain HTML for a
+`gr.Markdown`; the header card (model, hardware, size) and the number formats cards share."""
 from __future__ import annotations
 
 import html
 from dataclasses import dataclass
 
 WAITING = "—"  # the value of a card whose number is not measured yet
-# One margin for every "faster"/"slower" read off a measured time ratio: within 10% of 1, one
-# run's steps vary that much, so the sentence says "about the same" instead.
-SAME_WITHIN = 1.1
+SAME_WITHIN = 1.1  # a time ratio within 10% of 1 is "about the same": a run's steps vary that much
 
 
 def ratio_side(ratio: float) -> str:
@@ -61,7 +56,7 @@ def human_bytes(n: float) -> str:
 
 
 def model_card_html(info) -> str:
-    """HTML for a ModelInfo-like object (name, source, device, dtype, threads, ...)."""
+    """The header card for a ModelInfo (name, source, device, dtype, threads, ...)."""
     items = [
         ("Model", info.name), ("Source", info.source), ("Device", info.device),
         ("Weights dtype", info.dtype), ("CPU threads", str(info.threads)),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from .style import MEASURED, PALETTE, THEORETICAL, empty_figure, styled
+from .style import MEASURED, PALETTE, THEORETICAL, empty_state, styled
 
 PREFILL_BUTTON = "Measure prefill lengths"  # the panel's buttons, named in the empty states
 DECODE_BUTTON = "Measure decode lengths"
@@ -12,21 +12,17 @@ MEMORY_BUTTON = "Measure attention memory"
 BATCH_COLOURS = {1: PALETTE["blue"], 8: PALETTE["vermillion"]}
 
 
+@empty_state(f"Press “{PREFILL_BUTTON}”: one prefill at each prompt length, up to the model's "
+             "context window.")
 def prefill_lengths_figure(points, curve=None, shares=(), caption: str = "") -> go.Figure:
-    """Milliseconds per prompt token at each length (measured), the fit ÷ L and the same
-    without its L² term; each point labelled with its L² share."""
-    if not points:
-        return empty_figure(f"Press “{PREFILL_BUTTON}”: one prefill at each prompt length, "
-                            "up to the model's context window.")
+    """ms per prompt token at each length (measured), the fit ÷ L, and it without L²."""
     xs = [p.tokens for p in points]
     share_of = {s.tokens: s.quadratic_share for s in shares}
     fig = go.Figure(go.Scatter(
         x=xs, y=[p.seconds_per_token * 1000 for p in points], mode="markers+text",
-        name=f"one prefill ÷ its tokens ({MEASURED})",
-        marker=dict(color=PALETTE["blue"], size=11),
+        name=f"one prefill ÷ its tokens ({MEASURED})", marker=dict(color=PALETTE["blue"], size=11),
         text=[f"L²: {share_of[x]:.0%}" if x in share_of else "" for x in xs],
-        textposition="top center",
-        customdata=[p.seconds for p in points],
+        textposition="top center", customdata=[p.seconds for p in points],
         hovertemplate="L = %{x:,}: %{y:.2f} ms per token, %{customdata:.1f} s in all"
                       "<extra></extra>"))
     if curve is not None:  # evenly spread on the log axis, shortest to longest length
@@ -46,12 +42,9 @@ def prefill_lengths_figure(points, curve=None, shares=(), caption: str = "") -> 
                   note="Time per prompt token at each prompt length.")
 
 
+@empty_state(f"Press “{DECODE_BUTTON}”: one decode step at each cache length, batch 1 and batch 8.")
 def decode_lengths_figure(points, theory=None, window: int = 0, caption: str = "") -> go.Figure:
-    """One decode step against its cache length per batch (measured, min-max bars), the floor
-    per batch, and L* (cache reads = weight reads) marked."""
-    if not points:
-        return empty_figure(f"Press “{DECODE_BUTTON}”: one decode step at each cache length, "
-                            "batch 1 and batch 8.")
+    """One decode step against its cache length per batch, the floor per batch, and L*."""
     batches = sorted({p.batch for p in points})
     right = max([window] + [p.cache_tokens for p in points])
     if theory is not None:
@@ -90,11 +83,10 @@ def decode_lengths_figure(points, theory=None, window: int = 0, caption: str = "
                   note="One step against the length of the cache it reads.")
 
 
+@empty_state(f"Press “{MEMORY_BUTTON}”: the same long prefill with eager and "
+             "with tiled (sdpa) attention.")
 def attention_memory_figure(peaks, caption: str = "") -> go.Figure:
     """Peak memory of one prefill per attention implementation, beside one layer's scores."""
-    if not peaks:
-        return empty_figure(f"Press “{MEMORY_BUTTON}”: the same long prefill with eager and "
-                            "with tiled (sdpa) attention.")
     labels = [f"{p.implementation} ({p.tokens:,} tokens)" for p in peaks]
     fig = go.Figure([
         go.Bar(x=labels, y=[p.peak_bytes / 1e6 for p in peaks],

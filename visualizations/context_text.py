@@ -1,19 +1,17 @@
-"""Long contexts, in words: the prefill table and what its L² share is, the decode table
-against the bandwidth floor, attention's memory (and FlashAttention), what cuts the cost, and
-the answer to "how much slower is one decode step at 8,000 tokens than at 100?". Every verdict
-is decided from the run's own figures and withheld inside its noise.
+"""Long contexts, in words: prefill and its L² share, decode against the bandwidth floor,
+attention's memory, what cuts the cost, the guess's answer; no verdict inside the run's noise.
 """
 from __future__ import annotations
 
 from .cards import SAME_WITHIN, human_bytes, ms
 from .context_charts import DECODE_BUTTON, MEMORY_BUTTON, PREFILL_BUTTON
+from .glossary import NOTES
 from .noise_view import busy_notice_html, supports_verdict, withheld
 
 MARGIN = SAME_WITHIN  # a ratio of single measurements within 10% of 1 gets no verdict
 
 
 def prefill_markdown(points, curve=None, shares=(), noise=None) -> str:
-    """The prefill table (measured, with the fitted L² share) and what that share is."""
     if not points:
         return f"*Press **{PREFILL_BUTTON}**: the table and the fit appear here.*"
     by_length = {s.tokens: s for s in shares}
@@ -27,9 +25,8 @@ def prefill_markdown(points, curve=None, shares=(), noise=None) -> str:
     text = [busy_notice_html(noise) + "\n".join(lines), "",
             f"**Measured:** {prefill_trend(points, curve, noise)}. A pass over L tokens does the "
             "matrix products once per token, the same work per token at any length, and "
-            "attention: each token's query is scored against the key of every token up to "
-            "itself, L²/2 pairs per head per layer, and the values are mixed by those scores. "
-            "That is the L² term."]
+            "attention, the L² term: each token's query is scored against the key of every token "
+            "up to itself (L²/2 pairs per head per layer) and the values mixed by those scores."]
     tail = by_length.get(points[-1].tokens)
     if curve is not None and tail is not None:
         text += ["", fit_reading(curve, tail, points[-1].tokens, noise)]
@@ -37,7 +34,6 @@ def prefill_markdown(points, curve=None, shares=(), noise=None) -> str:
 
 
 def prefill_trend(points, curve, noise) -> str:
-    """How the time per prompt token moved from the shortest length to the longest."""
     first, last = points[0], points[-1]
     span = f"from {first.tokens:,} to {last.tokens:,} tokens"
     if not supports_verdict(noise):
@@ -53,7 +49,6 @@ def prefill_trend(points, curve, noise) -> str:
 
 
 def fit_reading(curve, tail, tokens: int, noise) -> str:
-    """What the fit says of the L² term at the longest length (or that noise hides it)."""
     if not supports_verdict(noise):
         return (f"**Fit** ({curve.points} points): the L² share is in the table; no reading of "
                 f"it here ({withheld(noise)}). Attention is {tail.attention_flops_share:.0%} of "
@@ -73,7 +68,6 @@ def fit_reading(curve, tail, tokens: int, noise) -> str:
 
 
 def decode_markdown(points, theory=None, window: int = 0, noise=None) -> str:
-    """The decode table per cache length and batch (measured beside the floor) and L*."""
     if not points:
         return f"*Press **{DECODE_BUTTON}**: the table appears here.*"
     batches = sorted({p.batch for p in points})
@@ -82,15 +76,14 @@ def decode_markdown(points, theory=None, window: int = 0, noise=None) -> str:
     head = "| cache L |" + "".join(f" batch {b} (measured) |" for b in batches)
     if theory is not None:
         head += "".join(f" batch {b} floor (theoretical) |" for b in batches)
-    cols = len(batches) * (2 if theory is not None else 1)
-    lines = [head, "|---|" + "---|" * cols]
+    lines = [head, "|---" * head.count(" |") + "|"]  # a rule under every column
     for n in lengths:
         row = f"| {n:,} |" + "".join(
             f" {ms(at[(b, n)].seconds)} |" if (b, n) in at else " … |" for b in batches)
         if theory is not None:
             row += "".join(f" {ms(theory.seconds(n, b))} |" for b in batches)
         lines.append(row)
-    text = [busy_notice_html(noise) + "\n".join(lines), ""]
+    text = [busy_notice_html(noise) + "\n".join(lines)]
     for b in batches:
         mine = sorted((p for p in points if p.batch == b), key=lambda p: p.cache_tokens)
         lo, hi = mine[0], mine[-1]
@@ -113,11 +106,10 @@ def decode_markdown(points, theory=None, window: int = 0, noise=None) -> str:
             f"{theory.bandwidth_gbs:.1f} GB/s, in {theory.dtype}. A real step also computes, "
             "launches kernels and copies the cache as it grows (Hugging Face's cache grows by "
             "concatenation). " + _against_floor(points, theory, noise))
-    return "\n\n".join(t for t in text if t)
+    return "\n\n".join(text)
 
 
 def decode_verdict(lo, hi, noise) -> str:
-    """The shortest and longest cache's steps of one batch: how many times as long."""
     steps = f"steps at {lo.cache_tokens:,} and {hi.cache_tokens:,} cached tokens"
     if not supports_verdict(noise):
         return f"{steps} are in the table ({withheld(noise)})"
@@ -129,7 +121,6 @@ def decode_verdict(lo, hi, noise) -> str:
 
 
 def _against_floor(points, theory, noise=None) -> str:
-    """How far the measured steps sat from their floor (why below 1 only on a quiet run)."""
     ratios = [p.seconds / theory.seconds(p.cache_tokens, p.batch) for p in points]
     lo, hi = min(ratios), max(ratios)
     said = f"Here the measured steps took {lo:.{1 if lo >= 1 else 2}f}× to {hi:.1f}× their floor"
@@ -139,18 +130,10 @@ def _against_floor(points, theory, noise=None) -> str:
             "held part of it, or its kernels stream better than a plain sum).")
 
 
-FLASH_ATTENTION = (
-    "**FlashAttention** (Dao et al., 2022) computes the same attention in tiles: a block of "
-    "queries meets one block of keys and values at a time in fast memory (a GPU's on-chip "
-    "memory, a CPU's caches), and a running maximum and running sum per query finish the "
-    "softmax without ever holding a whole row of scores. Only the output, head dim numbers per "
-    "token and head, goes back to slow memory; the L × L table is never written there. The "
-    "arithmetic is the same or a little more; what it saves is memory and the traffic to it. "
-    "PyTorch's `sdpa` picks such a tiled kernel where one exists for the device, dtype and mask.")
+FLASH_ATTENTION = NOTES["flash_attention"]
 
 
 def memory_markdown(peaks, noise=None) -> str:
-    """The eager-vs-sdpa table, a verdict, and the FlashAttention paragraph."""
     if not peaks:
         return (f"*Press **{MEMORY_BUTTON}**: the same prefill runs both ways.*\n\n"
                 + FLASH_ATTENTION)
@@ -167,24 +150,22 @@ def memory_markdown(peaks, noise=None) -> str:
 
 
 def memory_verdict(eager, sdpa, noise=None) -> str:
-    """Eager's peak against sdpa's. Other programs do not change this process's peak memory,
-    so the verdict stands on a busy machine, unless a peak was *sampled* (a busy CPU delays the
-    sampler, which can miss the top)."""
+    """Eager's peak against sdpa's: other programs do not change this process's peak, so the
+    verdict stands when busy, unless a peak was *sampled* (a busy sampler can miss the top)."""
     if noise is not None and noise.busy and (eager.sampled or sdpa.sampled):
         return (f"The peaks are in the table; {withheld(noise)} (a sampled peak can miss its "
                 "top while the CPU is busy).")
     extra = eager.peak_bytes - sdpa.peak_bytes
     if eager.peak_bytes > MARGIN * sdpa.peak_bytes and extra > 0.1 * eager.scores_bytes:
         return (f"Eager attention needed **{human_bytes(extra)} more** at its peak "
-                f"({eager.peak_bytes / max(sdpa.peak_bytes, 1):.1f}×): the score table, "
-                "and its softmax, written out whole for one layer at a time. Both peaks "
-                "include the KV cache the prefill fills.")
-    return ("In this run the two peaks are within 10% of each other: the score "
-            "table did not stand out from the rest of the pass.")
+                f"({eager.peak_bytes / max(sdpa.peak_bytes, 1):.1f}×): the score table and its "
+                "softmax, written out whole for one layer at a time. Both peaks include the KV "
+                "cache the prefill fills.")
+    return ("In this run the two peaks are within 10% of each other: the score table did not "
+            "stand out from the rest of the pass.")
 
 
 def cuts_markdown(cuts) -> str:
-    """'What cuts the cost': one row per `CostCut`, labelled measured or theoretical."""
     if not cuts:
         return ""
     tokens = cuts[0].tokens
@@ -199,8 +180,7 @@ def cuts_markdown(cuts) -> str:
 
 
 def guess_verdict_markdown(comparison, theory=None, noise=None) -> str:
-    """The answer to "how much slower is one decode step at 8,000 tokens than at 100?" from a
-    `LengthComparison` (measured), with the floor's ratio beside it if `theory` is given."""
+    """The guess's answer from a `LengthComparison`, with the floor's ratio if `theory` is given."""
     if comparison is None:
         return f"*Press **{DECODE_BUTTON}** first: the answer is measured.*"
     s, g = comparison.short, comparison.long

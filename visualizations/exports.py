@@ -1,6 +1,5 @@
-"""Exports for slides and notes: a chart's data as CSV, and this machine's figures as markdown to
-paste, built from the records the charts use, so an export always matches what is drawn
-(Plotly's camera icon on every chart downloads the picture as PNG)."""
+"""Exports for slides and notes: a chart's data as CSV and this machine's figures as markdown,
+built from the records the charts draw, so an export matches the chart (PNG: Plotly's camera)."""
 from __future__ import annotations
 
 import atexit
@@ -56,9 +55,8 @@ def export_folder() -> str:
 
 
 def write_csv(text: str, name: str, keep: int = 32) -> str:
-    """Write CSV text to `<name>-<hash of the text>.csv` in the process's one export folder
-    and return its path; only the `keep` newest exports stay (a click a second cannot pile
-    files up). Same text, same file: two visitors never overwrite each other's export."""
+    """Write CSV text to `<name>-<hash of the text>.csv` in the export folder (same text, same
+    file: visitors never overwrite each other's) and return its path; the `keep` newest stay."""
     safe = re.sub(r"[^A-Za-z0-9_-]+", "-", name).strip("-") or "data"
     digest = hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:8]
     folder = export_folder()
@@ -76,8 +74,7 @@ def write_csv(text: str, name: str, keep: int = 32) -> str:
 
 def machine_figures_md(info, roofline=None, prefill_points=(), batch_points=(),
                        when: str = "", busy: bool = False) -> str:
-    """The machine, then each measured figure that exists; a figure physics rules out is not
-    copied, and a busy decode run draws no share."""
+    """The machine, then each measured figure (not one physics rules out; busy: no share)."""
     lines = [f"## LLM inference measured on this machine{f' ({when})' if when else ''}",
              f"- Model: {info.name}, {info.parameters / 1e6:,.0f} M parameters, "
              f"{info.weight_bytes / 1e6:,.0f} MB of weights in {info.dtype}",

@@ -1,11 +1,7 @@
-"""The first screen: its big numbers ("first token: N ms", "each next token: N ms", then the
-cache's measured speed-up once "Now without the cache" has raced) and its live picture, the
-mechanism diagram small enough to share one screen with the answer, its text never under 12 px.
-
-A lane (one measured forward pass) is drawn twice at fixed sizes, a wide one (5 groups of
-layers) and a narrow one (3 groups, shorter labels); the page shows the one its box fits (a CSS
-container query), never scaled below its own size: a simpler picture on a phone, not a
-shrunken one. Not drawn: heads, attention and the MLP (lesson 4).
+"""The first screen: its big numbers (first token, each next token, then the cache's measured
+speed-up once raced) and its live picture, the mechanism diagram small enough to share one
+screen with the answer, its text never under 12 px. Each lane is drawn wide (5 groups of
+layers) and narrow (3); a CSS container query shows the one its box fits, never shrunk.
 """
 from __future__ import annotations
 
@@ -13,8 +9,11 @@ import hashlib
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
+from string import Template
 
 from .cards import WAITING, Card, cards_html, ms, ratio_side, times
+from .glossary import NOTES
 from .mechanism import decode_lane, layer_groups, nice_capacity, race_lanes, slow_factor
 from .mechanism_style import GENERATED_COLOUR, PROMPT_COLOUR, READ_COLOUR, mechanism_css
 from .mechanism_svg import DECODE, PREFILL, Lane, anim, chip_label, esc
@@ -81,7 +80,6 @@ def _strip(lane: Lane, x: float, y: float, w: float, cell_w: float, g: int) -> s
 
 
 def lane_svg(lane: Lane, size: Size, layers: int, capacity: int, clock_s: float) -> str:
-    """One lane at one size: title, newest token, layer groups with their strips, a clock bar."""
     groups = layer_groups(layers, size.groups)
     strip_x = size.label_w + 8
     strip_w = size.width - strip_x - 2
@@ -123,30 +121,13 @@ def lane_svg(lane: Lane, size: Size, layers: int, capacity: int, clock_s: float)
             + "".join(parts) + "</g></svg>")
 
 
-_CSS = f"""
-.fs-picture {{ color: #111; }}
-.fs-step {{ font-weight: 600; font-size: 0.92em; margin: 0 0 4px; line-height: 1.3;
-  min-height: 2.6em; }}  /* two lines kept: the cards under it stay put as steps come */
-.fs-lanes {{ display: flex; flex-wrap: wrap; gap: 6px 10px; }}
-.fs-lane {{ flex: 1 1 {NARROW.width * 12 / FONT:.0f}px; container-type: inline-size; }}
-.fs-lane svg {{ width: 100%; height: auto; margin: 0 auto; }}
-.fs-lane svg text {{ font-family: system-ui, sans-serif; fill: #111; }}
-.fs-lane svg .mech-chip-text {{ font-family: ui-monospace, monospace; }}
-.fs-lane .fs-wide {{ display: none; }}
-.fs-lane .fs-narrow {{ display: block; }}
-@container (min-width: {WIDE_FROM_PX}px) {{
-  .fs-lane .fs-wide {{ display: block; }}
-  .fs-lane .fs-narrow {{ display: none; }}
-}}
-.fs-legend {{ margin-top: 2px; font-size: 0.85em; line-height: 1.3; }}
-.fs-key {{ display: inline-block; width: 0.9em; height: 0.9em; vertical-align: -0.1em;
-  border: 1px solid #111; margin: 0 3px 0 6px; }}
-"""
+_CSS = Template((Path(__file__).resolve().parent.parent / "assets" / "first_screen.css")
+                .read_text(encoding="utf-8")).substitute(
+    lane_px=f"{NARROW.width * 12 / FONT:.0f}", wide_from_px=WIDE_FROM_PX)
 
 
 def picture_html(lanes: Sequence[Lane], layers: int, step_said: str, *, name: str,
                  capacity: int, factor: int | None = None, step: int | None = None) -> str:
-    """The whole picture: the step line, each lane (wide and narrow drawings), the legend."""
     factor = factor or slow_factor(min(ln.seconds for ln in lanes))
     clock_s = max(ln.seconds for ln in lanes)
     uid = "fs-" + name + "-" + hashlib.sha1(repr((lanes, capacity)).encode()).hexdigest()[:8]
@@ -170,7 +151,6 @@ def picture_html(lanes: Sequence[Lane], layers: int, step_said: str, *, name: st
 
 def empty_picture(layers: int, message: str, name: str,
                   titles: tuple[str, ...] = ("the model",)) -> str:
-    """The groups with empty strips and what will happen, one lane per title."""
     lanes = [Lane(title=t, kind=PREFILL, fed=(), prompt_cells=0, generated_cells=0,
                   new_cells=0, output=(), seconds=0.0) for t in titles]
     body = picture_html(lanes, layers, message, name=name, capacity=16, factor=1)
@@ -178,12 +158,7 @@ def empty_picture(layers: int, message: str, name: str,
 
 
 def step_line(ev) -> str:
-    """What one `StepEvent`'s pass did, in plain words from its measured fields.
-
-    >>> from types import SimpleNamespace as E
-    >>> step_line(E(index=23, forward_tokens=1, cache_tokens=63, seconds=0.177))
-    'step 23: the model read 62 earlier tokens from its cache and wrote one more in 177 ms'
-    """
+    """What one `StepEvent`'s pass did, in plain words from its measured fields."""
     shared = getattr(ev, "batch_rows", 1)
     with_others = f", sharing the pass with {shared - 1} other request(s)" if shared > 1 else ""
     took_ms = ms(ev.seconds, 0)
@@ -207,7 +182,6 @@ def step_line(ev) -> str:
 
 
 def race_line(cached: Lane, plain: Lane, step: int) -> str:
-    """The race's newest step in plain words: what each lane fed and its measured time."""
     read = cached.cached - cached.new_cells
     return (f"step {step}: with the cache the model fed {len(cached.fed)} token"
             f"{'s' if len(cached.fed) != 1 else ''}"
@@ -217,19 +191,17 @@ def race_line(cached: Lane, plain: Lane, step: int) -> str:
 
 
 def live_picture(prompt: Sequence[str], events: Sequence, layers: int, *, capacity: int) -> str:
-    """The newest step of the live answer, at a slow-down fitting the median decode step."""
     e = events[-1]  # its title short: the step line above says the rest
     lane = replace(decode_lane(prompt, events), title=f"step {e.index}" + (
         "" if e.index and e.forward_tokens == 1 else ": refill" if e.index else ": the prompt"))
     typical = statistics.median(e.seconds for e in events[1:]) if len(events) > 1 else None
-    return picture_html([lane], layers, step_line(events[-1]), name="live",
-                        capacity=max(capacity, lane.cached), step=events[-1].index,
+    return picture_html([lane], layers, step_line(e), name="live",
+                        capacity=max(capacity, lane.cached), step=e.index,
                         factor=slow_factor(typical or lane.seconds))
 
 
 def race_picture(prompt: Sequence[str], steps: Sequence, layers: int, *,
                  output: Sequence[str] = (), capacity: int | None = None) -> str:
-    """The race's newest step both lanes finished, side by side at one slow-down."""
     lanes = race_lanes(prompt, steps, output)
     c, r = lanes
     cached = [s.seconds for s in steps if s.lane == "cached" and s.index > 0]
@@ -242,8 +214,7 @@ def race_picture(prompt: Sequence[str], steps: Sequence, layers: int, *,
 def live_cards_html(ttft_s: float | None, per_token_s: float | None, prompt_tokens: int,
                     decoded: int, batch_rows: int = 1, first_event=None,
                     queued_s: float = 0.0, busy: bool = False) -> str:
-    """The two live cards (`busy`: each says noisy). `ttft_s`: from sending the prompt to its
-    first token (any wait for a row, then the prefill); `per_token_s`: mean between tokens."""
+    """The two live cards: `ttft_s` from sending (any wait for a row, then the prefill)."""
     work = (prompt_work(first_event, queued_s) if first_event is not None
             else f"{prompt_tokens} prompt tokens")
     noisy = " · noisy" if busy else ""  # one label line: the busy notice under them says why
@@ -261,9 +232,7 @@ def live_cards_html(ttft_s: float | None, per_token_s: float | None, prompt_toke
 def race_ratio_html(summary, noise=None) -> str:
     """The race's measured ratio big, both totals, then the busy notice or what they support."""
     if summary is None or not summary.new_tokens:
-        return ("*Press **Now without the cache**: the same answer made twice, once reading "
-                "the stored keys and values, once recomputing the whole text at every step. "
-                "The measured ratio appears here.*")
+        return NOTES["race_waiting"]
     busy = noise is not None and noise.busy
     note = ("noisy: run again" if busy else "so far" if noise is None else
             "measured, same tokens" if summary.same_tokens else "measured, tokens differ")

@@ -1,5 +1,4 @@
-"""Lesson 4 charts: the cache drawn from its tensors, the race, the projections, prefix reuse
-(the lesson's markdown is in `kv_text`)."""
+"""Lesson 4 charts: the cache drawn from its tensors, the race, the projections, prefix reuse."""
 from __future__ import annotations
 
 import plotly.graph_objects as go
@@ -65,13 +64,12 @@ def race_figure(steps, caption: str = "") -> go.Figure:
                           "<extra></extra>"), secondary_y=False)
         fig.add_trace(go.Scatter(
             x=[s.index for s in mine], y=[s.forward_tokens for s in mine], mode="lines",
-            name=f"{label}: tokens per forward pass",
-            line=dict(color=colour, dash="dot", width=1.5), hoverinfo="skip"), secondary_y=True)
+            name=f"{label}: tokens per forward pass", hoverinfo="skip",
+            line=dict(color=colour, dash="dot", width=1.5)), secondary_y=True)
     styled(fig, "Cache on vs off", "output token (0 = first, after prefill)",
            "milliseconds per step", caption, height=420, note="Time for each new token.")
     integer_ticks(fig, max(s.index for s in steps) + 1)
-    fig.update_yaxes(title_text="tokens per pass (dotted)", secondary_y=True,
-                     showgrid=False)
+    fig.update_yaxes(title_text="tokens per pass (dotted)", secondary_y=True, showgrid=False)
     return fig
 
 
@@ -79,8 +77,7 @@ THEORY_UP_TO = 4096  # tokens: where the theoretical lines of the length race st
 
 
 def race_lengths_figure(points, curve=None, caption: str = "") -> go.Figure:
-    """One step's time at each context length, both lanes: measured points, then the theory
-    up to `THEORY_UP_TO` (each trace's name gives its formula)."""
+    """One step's time at each context length, both lanes, then the theory to THEORY_UP_TO."""
     if not points:
         return empty_figure("Press “Race at several lengths”: one step at each length, both ways.")
     xs = [p.tokens for p in points]
@@ -115,11 +112,10 @@ def race_lengths_figure(points, curve=None, caption: str = "") -> go.Figure:
 
 
 def _cache_traces(proj, i: int, colour: str, width: float) -> list[go.Scatter]:
-    """One model's cache line: solid within its context window; past it, a dotted line named
-    "beyond its context window" (joined to the last point within, so the line is unbroken)."""
+    """One model's cache line: solid within its context window, dotted beyond it."""
     name, values = proj.series[i]
     inside = proj.within[i] if proj.within else (True,) * len(proj.xs)
-    xs, ys = list(proj.xs), list(values)
+    xs, ys = proj.xs, values
     shown = [k for k, ok in enumerate(inside) if ok]
     past = [k for k, ok in enumerate(inside) if not ok]
     traces = []
@@ -142,8 +138,7 @@ def _cache_traces(proj, i: int, colour: str, width: float) -> list[go.Scatter]:
 
 
 def projection_figure(proj, caption: str = "", highlight: str | None = None) -> go.Figure:
-    """Cache bytes per model against context length or batch size (log-log), weights dashed;
-    a model's points beyond its context window are dotted and say so."""
+    """Cache bytes per model against context length or batch size (log-log), weights dashed."""
     fig = go.Figure()
     for i, ((name, _), (_, weights)) in enumerate(zip(proj.series, proj.weights)):
         colour = SEQUENCE[i % len(SEQUENCE)]
@@ -182,13 +177,11 @@ def prefix_figure(runs, caption: str = "") -> go.Figure:
     labels = [r.question if len(r.question) <= 28 else r.question[:27] + "…" for r in runs]
     fig = go.Figure([
         go.Bar(x=labels, y=[r.ttft_full * 1000 for r in runs], name=f"full prefill ({MEASURED})",
-               marker_color=PALETTE["vermillion"],
-               text=[f"{r.prompt_tokens} tokens" for r in runs], textposition="outside"),
+               marker_color=PALETTE["vermillion"], textposition="outside",
+               text=[f"{r.prompt_tokens} tokens" for r in runs]),
         go.Bar(x=labels, y=[r.ttft_reuse * 1000 for r in runs], name=f"prefix reused ({MEASURED})",
-               marker_color=PALETTE["green"],
-               text=[f"{r.prompt_tokens - r.reused_tokens} tokens" for r in runs],
-               textposition="outside"),
-    ])
+               marker_color=PALETTE["green"], textposition="outside",
+               text=[f"{r.prompt_tokens - r.reused_tokens} tokens" for r in runs])])
     fig.update_layout(barmode="group")
     fig.update_yaxes(range=[0, max(max(r.ttft_full, r.ttft_reuse) for r in runs) * 1000 * 1.2])
     return styled(fig, "Time to first token", "question", "time to first token (ms)", caption,

@@ -1,15 +1,15 @@
-"""Lesson 4 text: the cache formula filled in, each growth step, the race verdict, the
-projection table and the prefix-reuse table, as markdown."""
+"""Lesson 4 text: the cache formula filled in, each growth step, the race and its verdict, the
+projection table and the prefix-reuse table."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
 from .cards import Card, cards_html, human_bytes, ratio_side, times
+from .glossary import NOTES
 from .noise_view import busy_notice_html, quiet_note, reference_html, supports_verdict, withheld
 
 
 def formula_markdown(snap) -> str:
-    """The formula with this cache's numbers filled in, next to what the tensors hold."""
     if not snap.tokens:
         return "*The formula fills in once the cache holds its first tokens.*"
     match = "✓ equal" if snap.formula_bytes == snap.tensor_bytes else "✗ different"
@@ -23,7 +23,6 @@ def formula_markdown(snap) -> str:
 
 
 def growth_step_markdown(step) -> str:
-    """One `GrowthStep`: what the step was, how long it took, what the cache holds now."""
     snap = step.cache
     what = "prefill of the prompt" if step.index == 0 else "one decode step"
     generated = snap.tokens - step.prompt_tokens
@@ -32,24 +31,19 @@ def growth_step_markdown(step) -> str:
             f"{human_bytes(snap.tensor_bytes)}  \n*Output so far:* {step.text!r}")
 
 
-# Why the cache holds one token fewer than the text: shown under the cache grid it explains.
-LAG_NOTE = ("*The cache is one token behind the text: the newest token, just chosen, has no keys "
-            "and values yet. They are written by the next forward pass, the one that reads it.*")
+LAG_NOTE = NOTES["cache_lag"]  # shown under the cache grid it explains
 
 
 def race_progress_markdown(index: int, new_tokens: int) -> str:
-    """The progress line after both lanes ran output token `index` (0-based)."""
     return f"Step {index + 1} of {new_tokens} · both lanes ran it"
 
 
 def race_cached_progress_markdown(index: int, new_tokens: int) -> str:
-    """The progress line after the cached lane ran output token `index`, before the other."""
     return f"Step {index + 1} of {new_tokens} · cached lane done, now recomputing everything…"
 
 
 def race_summary_markdown(summary, noise=None, reference=None) -> str:
-    """The race's `RaceSummary`: both lanes' time, their work, and whether their tokens agree;
-    the verdict only once a quiet `noise` reading is in, the quiet `reference` above a busy one."""
+    """The race's `RaceSummary`, its verdict only on a quiet `noise` (busy: the `reference`)."""
     if not summary.new_tokens:
         return "*Press **Race**: the same prompt runs with and without the cache.*"
     same = ("the same greedy tokens in both lanes" if summary.same_tokens
@@ -74,9 +68,8 @@ def race_summary_markdown(summary, noise=None, reference=None) -> str:
                _verdict(summary.speedup) if supports_verdict(noise) else
                "no verdict from a busy machine" if busy else
                "the verdict comes after the last step")
-    robust = summary.robust
-    if robust is not None and not impossible:
-        verdict += (f" (speed-up {robust.label()}: each step's time is the median of its "
+    if summary.robust is not None and not impossible:
+        verdict += (f" (speed-up {summary.robust.label()}: each step's time is the median of its "
                     "neighbours, so a lone step slowed by another program does not count)")
     quiet = quiet_note(noise)
     return head + (f"**Measured over {summary.new_tokens} new tokens** after a "
@@ -102,8 +95,8 @@ def _verdict(speedup: float) -> str:
 
 def race_lengths_markdown(points, projection: tuple[int, int, float, float] | None = None,
                           noise=None) -> str:
-    """The length race as a table, what it shows, and what grows with L in each lane.
-    `projection`: (prompt, new tokens, seconds with the cache, seconds without), theoretical."""
+    """The length race as a table and what it shows. `projection` (theoretical): (prompt, new
+    tokens, seconds with the cache, seconds without)."""
     if not points:
         return ""
     rows = "\n".join(f"| {p.tokens:,} | {p.cached_seconds * 1000:,.0f} | "
@@ -124,7 +117,6 @@ def race_lengths_markdown(points, projection: tuple[int, int, float, float] | No
 
 
 def length_gap_markdown(short, long, noise=None) -> str:
-    """Why a short race undersells the cache, and whether the gap grew with the length."""
     if not supports_verdict(noise):
         return (f"At {short.tokens} tokens, running all {short.tokens + 1} tokens again took "
                 f"**{short.ratio:.1f}×** one cached step; at {long.tokens:,} tokens, "
@@ -132,34 +124,32 @@ def length_gap_markdown(short, long, noise=None) -> str:
     gap = "grows to" if long.ratio > 1.1 * short.ratio else "is"  # 10%: beyond noise
     return (
         f"At {short.tokens} tokens, running all {short.tokens + 1} tokens again costs only "
-        f"**{short.ratio:.1f}×** one cached step: they go through in one parallel pass that, like "
-        "a decode step, reads every weight once (lesson 2's prefill). That is why a short race "
-        f"undersells the cache. At {long.tokens:,} tokens the gap {gap} **{long.ratio:.1f}×**: "
-        f"that pass does the matrix products for {long.tokens + 1:,} tokens, and its attention "
-        "scores every one of them against all the tokens before it.")
+        f"**{short.ratio:.1f}×** one cached step: one parallel pass that, like a decode step, "
+        "reads every weight once (lesson 2's prefill), so a short race undersells the cache. At "
+        f"{long.tokens:,} tokens the gap {gap} **{long.ratio:.1f}×**: that pass does the matrix "
+        f"products for {long.tokens + 1:,} tokens, and attention scores each against all before "
+        "it.")
 
 
 def growth_with_length_markdown(point) -> str:
-    """What grows with the context length L in each lane, from one point's byte counts."""
     kv, weights = point.kv_bytes_per_token, point.weight_bytes
     crossover = weights / kv if kv else float("inf")
     return (
         f"**What grows with L.** *With the cache*, each step reads the same "
-        f"{human_bytes(weights)} of weights and does the same matrix products at any L. What "
+        f"{human_bytes(weights)} of weights and does the same matrix products at any L; what "
         f"grows is the cache it reads, {human_bytes(kv)} per position "
         f"({human_bytes(point.tokens * kv)} at {point.tokens:,} tokens, "
-        f"{point.cache_share:.0%} of the bytes read), and its attention: one score per head per "
-        "cached position. So the cached step grows with L too, by a fixed amount per token on "
-        "top of its fixed weight reads (a line, not a proportion): slowly while the "
-        f"cache is small against the weights; the two are equal at about {crossover:,.0f} "
-        "tokens. *Without the cache*, the matrix products grow in proportion to L and "
-        "attention with L²: generating n tokens redoes about n²/2 tokens of work, against n "
-        "with the cache.")
+        f"{point.cache_share:.0%} of the bytes read), and attention, one score per head per "
+        "cached position. So the cached step grows with L too, a fixed amount per token on top "
+        "of the weight reads (a line, not a proportion), slowly while the cache is small against "
+        f"the weights; the two are equal at about {crossover:,.0f} tokens. *Without the cache*, "
+        "the matrix products grow in proportion to L and attention with L²: n tokens redo about "
+        "n²/2 tokens of work, against n with the cache.")
 
 
 def projection_table_markdown(specs: Sequence, crossover: Mapping[str, int], mine,
                               bytes_per_value: int, batch: int, context_window: int) -> str:
-    """One row per `ModelSpec`: its attention layout, cache per token, weights, and the context
+    """One row per `ModelSpec`: attention layout, cache per token, weights, and the context
     (`crossover[name]` tokens per sequence, for `batch` sequences) where cache = weights."""
     bpv = bytes_per_value
     lines = ["| model | attention | KV heads / query heads | cache per token | weights "
@@ -177,16 +167,15 @@ def projection_table_markdown(specs: Sequence, crossover: Mapping[str, int], min
         "counts every position, as a plain cache would." for s in specs if s.sliding_window)
     return ("\n".join(lines) + f"\n\n*Theoretical, {bpv} bytes per value for weights and cache.* "
             f"{mine.name} shares each KV head among {ratio} query heads, so its cache is {ratio}× "
-            f"smaller than with full multi-head attention. This model's context window is "
-            f"{context_window:,} tokens. Past a model's own context window its line turns dotted "
-            "and is labelled *beyond its context window*: the formula still counts the bytes, but "
-            f"the model was not trained to read that far.{slide_note} Mistral-7B and Llama-3-8B "
-            "have the same cache shape, so their cache lines coincide.")
+            f"smaller than with full multi-head attention; its context window is "
+            f"{context_window:,} tokens. Past a model's own window its line turns dotted, "
+            "*beyond its context window*: the formula still counts the bytes, but the model was "
+            f"not trained to read that far.{slide_note} Mistral-7B and Llama-3-8B have the same "
+            "cache shape, so their lines coincide.")
 
 
 def prefix_markdown(prefix_tokens: int, prefix_seconds: float, prefix_bytes: int,
                     runs: Sequence) -> str:
-    """The shared prefix (prefilled once), then one table row per answered `PrefixRun`."""
     head = (f"Shared prefix: **{prefix_tokens} tokens**, prefilled once in "
             f"**{prefix_seconds * 1000:.0f} ms** ({human_bytes(prefix_bytes)} of cache, "
             f"kept for every question).")

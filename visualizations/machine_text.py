@@ -1,18 +1,17 @@
 """'This machine' in words: the roofline (bandwidth ÷ bytes per token = the decode ceiling,
-beside the measured speed) and choosing a model size (theoretical rows from published shapes and
-the measured bandwidth). A busy run's figure gets no share of the ceiling."""
+beside the measured speed) and choosing a model size from published shapes."""
 from __future__ import annotations
 
 from .cards import human_bytes
+from .glossary import NOTES
 from .noise_view import busy_notice_html, reference_html, withheld
 
 
 def model_sizes_md(rows, bandwidth_gbs: float, dtype: str, free_bytes: int,
                    measured_tokens_per_s: float | None = None, source: str = "",
                    share: bool = True) -> str:
-    """The size table and what it means here (`rows`: `SizeRow`s, the loaded model first).
-    `source`: where the measured speed comes from, when not this quiet run ("this machine's
-    quiet reference, 09:12"); `share`: False for a busy run's figure (no share drawn)."""
+    """The size table (`rows`: `SizeRow`s, the loaded model first) and what it means here.
+    `source`: where the measured speed comes from, if not this quiet run; `share`: False if busy."""
     lines = [
         "### Choosing a model size",
         f"This model beside its larger siblings, from their published shapes. **Theoretical:** "
@@ -37,17 +36,16 @@ def model_sizes_md(rows, bandwidth_gbs: float, dtype: str, free_bytes: int,
                ": noisy (this machine was busy), so no share of its ceiling is drawn. ")
             + f"{big.shape.name} could not beat **{big.ceiling_tokens_per_s:.1f} "
             f"tokens/s** here ({rows[0].weight_bytes / big.weight_bytes:.0%} of this one's "
-            f"ceiling, for a model {big.shape.parameters / rows[0].shape.parameters:.0f}× the "
-            "size), and its share would not be this one's: a step's fixed per-operation cost is "
-            "a smaller part of a bigger model's step. The right size is the smallest one good "
-            "enough for the task: every parameter is read for every token.")
+            f"ceiling, for {big.shape.parameters / rows[0].shape.parameters:.0f}× the size), at "
+            "a share of it not this one's: a step's fixed per-operation cost is a smaller part of "
+            "a bigger model's step. Choose the smallest model good enough for the task: every "
+            "parameter is read for every token.")
     return "\n".join(lines)
 
 
 def roofline_md(r, weight_bytes: int, noise=None, attempt: int = 0, reference=None,
                 now=None) -> str:
-    """The roofline in four measured-or-theoretical lines, then what the gap means; a speed
-    past the ceiling gives its reason instead (`attempt` 1: measured again after one)."""
+    """The roofline in four lines and what the gap means; past the ceiling, its reason."""
     per_token = human_bytes(r.bytes_per_token)
     if r.impossible:
         again = " twice (the second time with the bandwidth read again)" if attempt else ""
@@ -72,10 +70,4 @@ def roofline_md(r, weight_bytes: int, noise=None, attempt: int = 0, reference=No
         f"= **{r.ceiling_tokens_per_s:.1f} tokens/s** at batch 1.\n"
         f"- **Decode speed (measured, median step: the forward pass and choosing the token, "
         f"its softmax and top candidates):** {speed}.\n\n"
-        "Decoding one token per pass cannot beat a true ceiling: every pass streams all the "
-        "weights from memory (a share above 100% means the bandwidth was measured low; "
-        "batching, quantization and speculative decoding are the ways past it). "
-        "The gap is time spent on other things (attention, thousands of small operations, "
-        "matrix-vector products that do not reach full bandwidth): *What bounds a decode step* "
-        "below splits one step to show how much. Other visitors' requests share these cores, "
-        "so every figure here rises and falls with the load.")
+        + NOTES["roofline_gap"])

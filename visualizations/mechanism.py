@@ -1,12 +1,7 @@
-"""The mechanism, animated: the model as a stack of layers, tokens climbing it, and the KV cache
-as one strip per group of layers that gains one cell per cached position. Every beat is one
-real, measured forward pass (a prefill: the whole prompt at once; a decode step: one token that
-reads every strip; the race's no-cache lane: the whole sequence again, nothing kept).
-
-A beat lasts its measured seconds × one visible slow-down factor ("slowed 20×: 1 s on screen
-= 50 ms measured"), chosen so a beat takes at most ~2 s on screen; Replay, Pause and a few
-speeds are pure CSS (no script), and `prefers-reduced-motion` shows the end of the beat.
-Not drawn: heads, attention weights and the MLP inside a layer (lesson 4 charts those).
+"""The mechanism, animated: the model as a stack of layers, tokens climbing it, the KV cache as
+one strip per group of layers. Every beat is one measured forward pass (prefill, decode step, the
+race's no-cache lane; lessons 5 and 6: B rows sharing one weight read, fewer bytes per weight),
+lasting its measured seconds × one visible slow-down. Not drawn: heads, attention, the MLP.
 """
 from __future__ import annotations
 
@@ -16,18 +11,10 @@ import statistics
 from collections.abc import Sequence
 
 from .cards import ms
+from .glossary import NOTES
 from .mechanism_style import FACTORS, GENERATED_COLOUR, PROMPT_COLOUR, mechanism_css
-from .mechanism_svg import (
-    DECODE,
-    PREFILL,
-    RECOMPUTE,
-    STACK_X,
-    WIDTH,
-    Frame,
-    Lane,
-    lane_svg,
-    patterns,
-)
+from .mechanism_svg import DECODE, PREFILL, RECOMPUTE, WIDTH, Frame, Lane, lane_svg, patterns
+from .noise_view import BUSY
 
 LONGEST_BEAT_S = 2.0  # the factor is the largest that keeps a typical beat this short
 MOST_GROUPS = 10
@@ -51,15 +38,15 @@ def nice_capacity(positions: int) -> int:
     return max(16, 1 << (positions - 1).bit_length())
 
 
-def _label(token) -> str:
-    """A prompt token's text: a `Token`-like record's .text, or the string itself."""
-    return token if isinstance(token, str) else str(getattr(token, "text", token))
+def _labels(prompt: Sequence) -> list[str]:
+    """The prompt's token texts: `Token`-like records' .text, or the strings themselves."""
+    return [t if isinstance(t, str) else str(getattr(t, "text", t)) for t in prompt]
 
 
 def decode_lane(prompt: Sequence, events: Sequence) -> Lane:
     """The newest event's forward pass: what it fed, what the cache held after it."""
     e = events[-1]
-    labels = [_label(t) for t in prompt]
+    labels = _labels(prompt)
     n_prompt = len(labels) or events[0].forward_tokens
     sequence = labels + [ev.piece for ev in events]
     before = max(e.cache_tokens - e.forward_tokens, 0)  # a prefill: its prefix-cache hit
@@ -81,7 +68,7 @@ def race_lanes(prompt: Sequence, steps: Sequence, output: Sequence[str] = ()) ->
     if not done:
         return []
     i = max(done)
-    labels = [_label(t) for t in prompt]
+    labels = _labels(prompt)
     ids = [by[("cached", k)].token_id for k in range(i + 1) if ("cached", k) in by]
     pieces = [output[k] if k < len(output) else f"#{t}" for k, t in enumerate(ids)]
     sequence = labels + pieces
@@ -100,10 +87,8 @@ def _controls(uid: str, factor: int) -> str:
     """Replay, Pause and speed: hidden inputs first (the CSS reads them), then their labels."""
     i = FACTORS.index(factor)
     offered = FACTORS[max(i - 1, 0):i + 3]
-    inputs = [f"<input type='checkbox' id='{uid}-replay' class='mech-toggle mech-replay' "
-              "aria-label='Replay'>",
-              f"<input type='checkbox' id='{uid}-pause' class='mech-toggle mech-pause' "
-              "aria-label='Pause'>"]
+    inputs = [f"<input type='checkbox' id='{uid}-{what}' class='mech-toggle mech-{what}' "
+              f"aria-label='{what.capitalize()}'>" for what in ("replay", "pause")]
     labels = [f"<label for='{uid}-replay' class='mech-replay-label'>↻ Replay</label>",
               f"<label for='{uid}-pause' class='mech-pause-label'>⏸ Pause</label>",
               "<span>slow-down:</span>"]
@@ -134,8 +119,6 @@ def _caption(layers: int, groups: tuple[tuple[int, int], ...]) -> str:
 def diagram_html(lanes: Sequence[Lane], layers: int, head: str, *, name: str,
                  capacity: int | None = None, factor: int | None = None,
                  step: int | None = None) -> str:
-    """The whole diagram: controls, a headline, one SVG with each lane, the caption. `capacity`
-    (positions across a strip) defaults to a power of two, so cells keep their width."""
     groups = layer_groups(layers)
     cap = capacity or nice_capacity(max([ln.cached for ln in lanes] + [len(ln.fed) for ln in lanes]
                                         + [1]))
@@ -143,10 +126,9 @@ def diagram_html(lanes: Sequence[Lane], layers: int, head: str, *, name: str,
     longest = max(ln.seconds for ln in lanes)
     uid = "mech-" + name + "-" + hashlib.sha1(repr((lanes, cap, factor)).encode()).hexdigest()[:8]
     row_h = 34 if len(lanes) == 1 else 26
-    scale = (WIDTH - STACK_X - 120) / longest if longest > 0 else 0.0
     frames, y = [], 0
     for _ in lanes:
-        frame = Frame(y=y, row_h=row_h, groups=groups, capacity=cap, uid=uid, clock_scale=scale)
+        frame = Frame(y=y, row_h=row_h, groups=groups, capacity=cap, uid=uid, longest_s=longest)
         frames.append(frame)
         y += frame.height + 10
     svg = (f"<svg viewBox='0 0 {WIDTH} {y}' role='img' aria-label='{html.escape(head, True)}' "
@@ -162,7 +144,6 @@ def diagram_html(lanes: Sequence[Lane], layers: int, head: str, *, name: str,
 
 
 def empty_diagram(layers: int, message: str, name: str) -> str:
-    """The stack with empty strips and what to press to set it going."""
     lane = Lane(title="", kind=PREFILL, fed=(), prompt_cells=0, generated_cells=0, new_cells=0,
                 output=(), seconds=0.0)
     body = diagram_html([lane], layers, message, name=name, capacity=16)
@@ -171,11 +152,9 @@ def empty_diagram(layers: int, message: str, name: str) -> str:
 
 def decode_diagram(prompt: Sequence, events: Sequence, layers: int, *,
                    capacity: int | None = None, factor: int | None = None) -> str:
-    """The newest step of a generation (`events`: its `StepEvent`s so far), at a slow-down
-    fitting the median decode step, so it stays put while the steps come."""
+    """The newest of a generation's `StepEvent`s, at a slow-down fitting its median step."""
     if not events:
-        return empty_diagram(layers, "The model waits: press <b>Step</b> and watch the prompt "
-                             "go through its layers.", "decode")
+        return empty_diagram(layers, NOTES["diagram_decode"], "decode")
     lane = decode_lane(prompt, events)
     e = events[-1]
     typical = statistics.median(ev.seconds for ev in events[1:]) if len(events) > 1 else e.seconds
@@ -183,9 +162,8 @@ def decode_diagram(prompt: Sequence, events: Sequence, layers: int, *,
     what = (f"{e.forward_tokens} tokens computed in "
             + ("one pass" if passes <= 1 else f"{passes} passes (chunked prefill)")
             if lane.kind == PREFILL else f"1 token in, {e.cache_tokens - 1} cached positions read")
-    title = lane.title
     measured = "last pass measured" if passes > 1 else "measured"  # the event times its pass
-    head = (f"{html.escape(title.capitalize())}: {what} · {measured} <b>{ms(e.seconds)}</b> "
+    head = (f"{html.escape(lane.title.capitalize())}: {what} · {measured} <b>{ms(e.seconds)}</b> "
             f"(forward {ms(e.forward_seconds)})")
     if getattr(e, "batch_rows", 1) > 1:
         head += f" · shared with {e.batch_rows - 1} other request(s)"
@@ -194,11 +172,8 @@ def decode_diagram(prompt: Sequence, events: Sequence, layers: int, *,
 
 
 def prefill_diagram(prompt: Sequence, events: Sequence, layers: int) -> str:
-    """The prefill beat (`events[0]`) and the decode step after it, at one slow-down: the
-    prompt's many tokens in one pass against one token in the next."""
     if not events:
-        return empty_diagram(layers, "Press <b>Prefill it</b>: the whole prompt goes through "
-                             "the layers in one pass.", "prefill")
+        return empty_diagram(layers, NOTES["diagram_prefill"], "prefill")
     lanes = [decode_lane(prompt, events[:1])]
     first = events[0]
     head = (f"Prefill: {first.forward_tokens} tokens in one pass, measured "
@@ -213,19 +188,95 @@ def prefill_diagram(prompt: Sequence, events: Sequence, layers: int) -> str:
 
 def race_diagram(prompt: Sequence, steps: Sequence, layers: int, *,
                  output: Sequence[str] = (), capacity: int | None = None) -> str:
-    """The race's newest finished step, both lanes at one slow-down. `output`: the cached
-    lane's token texts (the race records only ids)."""
+    """The race's newest finished step at one slow-down (`output`: the cached lane's texts)."""
     lanes = race_lanes(prompt, steps, output)
     if not lanes:
-        return empty_diagram(layers, "Press <b>Race</b>: with the cache one token enters per "
-                             "step; without it, the whole sequence does.", "race")
+        return empty_diagram(layers, NOTES["diagram_race"], "race")
     c, r = lanes
     cached = [s.seconds for s in steps if s.lane == "cached" and s.index > 0]
-    typical = statistics.median(cached) if cached else c.seconds
     step = len(c.output) - 1
-    head = (f"Step {step}: with the cache "
-            f"{len(c.fed)} token{'s' if len(c.fed) != 1 else ''} in, <b>{ms(c.seconds)}</b> "
-            f"· without it {len(r.fed)} "
-            f"tokens in again, <b>{ms(r.seconds)}</b>")
+    head = (f"Step {step}: with the cache {len(c.fed)} token{'s' if len(c.fed) != 1 else ''} "
+            f"in, <b>{ms(c.seconds)}</b> · without it {len(r.fed)} tokens in again, "
+            f"<b>{ms(r.seconds)}</b>")
     return diagram_html(lanes, layers, head, name="race", capacity=capacity,
-                        factor=slow_factor(typical), step=step)
+                        factor=slow_factor(statistics.median(cached) if cached else c.seconds),
+                        step=step)
+
+
+def _mb(n_bytes: float) -> str:
+    return f"{n_bytes / 1e6:,.0f} MB"
+
+
+def _busy(noise) -> str:
+    return f"⚠️ {html.escape(BUSY.capitalize())}. " if noise is not None and noise.busy else ""
+
+
+def batch_lane(point) -> Lane:
+    """One timed decode step of B rows, each caching the prompt, the warm-up and timed tokens."""
+    generated = 1 + len(point.step_times)
+    return Lane(title=f"batch of {point.batch}", kind=DECODE, fed=("",) * point.batch,
+                prompt_cells=point.prompt_tokens, generated_cells=generated, new_cells=1,
+                output=(), seconds=point.step_seconds, rows=point.batch,
+                weights=f"weights read once: {_mb(point.weight_bytes)}")
+
+
+def batch_diagram(points: Sequence, layers: int, *, bandwidth_gbs: float | None = None,
+                  noise=None) -> str:
+    """The newest batch size beside batch 1 (`bandwidth_gbs`, measured: the floor shown)."""
+    if not points:
+        return empty_diagram(layers, NOTES["diagram_batch"], "batch")
+    one, big = points[0], points[-1]
+    shown = [big] if big is one else [one, big]
+    head = (f"{_busy(noise)}Batch {big.batch}: {big.batch} row{'s' if big.batch != 1 else ''} "
+            f"in one pass share one read of the weights ({_mb(big.weight_bytes)}) · measured "
+            f"step <b>{ms(big.step_seconds)}</b> = {big.batch / big.step_seconds:,.1f} "
+            "tokens/s in total")
+    if big is not one:
+        head += (f" · batch {one.batch}: <b>{ms(one.step_seconds)}</b> = "
+                 f"{one.batch / one.step_seconds:,.1f} tokens/s · {big.batch / one.batch:g}× the "
+                 f"rows took {big.step_seconds / one.step_seconds:.2f}× the step time")
+    if bandwidth_gbs:
+        floor = (big.weight_bytes + big.cache_bytes) / (bandwidth_gbs * 1e9)  # theoretical
+        head += (f" · theoretical floor of batch {big.batch}'s step = (weights + KV cache "
+                 f"bytes) ÷ {bandwidth_gbs:,.1f} GB/s measured = {ms(floor)}")
+    return diagram_html([batch_lane(p) for p in shown], layers, head, name="batch",
+                        step=big.batch)
+
+
+def bytes_per_weight(report, parameters: int) -> float:
+    """Stored weight bytes ÷ parameters: 4 for float32, about 1 for int8 (its scales too)."""
+    return report.weight_bytes / max(parameters, 1)
+
+
+def quant_lane(report, parameters: int) -> Lane:
+    """The mode's last decode step; its time is the measured mean step (1 ÷ decode tokens/s)."""
+    pieces = tuple(report.pieces)
+    return Lane(title=report.key, kind=DECODE, fed=pieces[-2:-1] or ("…",),
+                prompt_cells=report.prompt_tokens, generated_cells=max(len(pieces) - 1, 0),
+                new_cells=1, output=pieces, seconds=1 / report.decode_tokens_per_s,
+                weights=f"{bytes_per_weight(report, parameters):.2f} B/weight · "
+                        f"{_mb(report.bytes_per_token)} read")
+
+
+def quant_diagram(reports: Sequence, layers: int, parameters: int, *,
+                  bandwidth_gbs: float | None = None, noise=None) -> str:
+    if not reports:
+        return empty_diagram(layers, NOTES["diagram_quant"], "quant")
+    base = next((r for r in reports if r.key == "fp32"), reports[0])
+    newest = reports[-1]
+    shown = [base] if newest is base else [base, newest]
+    head = _busy(noise) + "Every decode step reads every weight · " + " · ".join(
+        f"{html.escape(r.label)}: {bytes_per_weight(r, parameters):.2f} B per weight, "
+        f"{_mb(r.bytes_per_token)} read per step, measured <b>{ms(1 / r.decode_tokens_per_s)}</b>"
+        for r in shown)
+    if newest is not base:
+        head += (f" · {newest.key}: {newest.bytes_per_token / base.bytes_per_token:.2f}× the "
+                 f"bytes, {base.decode_tokens_per_s / newest.decode_tokens_per_s:.2f}× the "
+                 "step time")
+    if bandwidth_gbs:
+        floors = ", ".join(f"{r.key} {ms(r.bytes_per_token / (bandwidth_gbs * 1e9))}"
+                           for r in shown)
+        head += (f" · theoretical floor = bytes read ÷ {bandwidth_gbs:,.1f} GB/s measured: "
+                 f"{floors}")
+    return diagram_html([quant_lane(r, parameters) for r in shown], layers, head, name="quant",
+                        step=len(newest.pieces) - 1)

@@ -1,11 +1,6 @@
-"""Draw one lane of the mechanism diagram as SVG: the tokens fed in, the model as a stack of
-layer groups, one KV-cache strip per group, the output row and a clock of the measured time.
-
-A `Lane` is one forward pass (a beat). The fed tokens, a block under the stack as wide as their
-count on the cells' scale, climb it while each layer group lights up in turn, reads its strip
-(decode: the old cells flash) and appends the beat's new cells; at the top the chosen token
-joins the output. Times are fractions of the beat (`--at`, `--for`), so the lane's measured
-seconds alone set how long all of it takes.
+"""One lane of the mechanism diagram as SVG: one forward pass (a beat) whose fed tokens climb the
+layer groups, each reading its KV strip and appending the new cells, the chosen token joining the
+output. Times are fractions of the beat (`--at`, `--for`): the measured seconds set its length.
 """
 from __future__ import annotations
 
@@ -13,7 +8,7 @@ import html
 from dataclasses import dataclass
 
 from .mechanism_style import GENERATED_COLOUR, PROMPT_COLOUR, READ_COLOUR, RECOMPUTE_COLOUR
-from .token_view import visible_whitespace
+from .token_view import shown_piece
 
 PREFILL, DECODE, RECOMPUTE = "prefill", "decode", "recompute"
 WIDTH = 1000  # the SVG's user units across
@@ -47,18 +42,22 @@ class Lane:
 
 @dataclass(frozen=True)
 class Frame:
-    """Where a lane is drawn and the shared scales."""
+    """Where a lane is drawn and the scales lanes share."""
 
     y: int  # top of the lane
     row_h: int  # height of one layer group
     groups: tuple[tuple[int, int], ...]  # (first layer, last layer), 1-based, bottom first
     capacity: int  # positions a strip holds at full width
     uid: str  # prefix for ids, unique in the page
-    clock_scale: float  # user units per measured second, shared by lanes
+    longest_s: float  # the longest lane's measured seconds: its clock bar is the full width
 
     @property
     def cell_w(self) -> float:
         return STRIP_W / max(self.capacity, 1)
+
+    @property
+    def clock_scale(self) -> float:  # user units per measured second
+        return (WIDTH - STACK_X - 120) / self.longest_s if self.longest_s > 0 else 0.0
 
     @property
     def stack_top(self) -> int:
@@ -78,8 +77,7 @@ def esc(text: str) -> str:
 
 
 def chip_label(text: str, most: int = 12) -> str:
-    """A token as a chip shows it: whitespace made visible, long pieces cut."""
-    shown = visible_whitespace(text) or "▯"
+    shown = shown_piece(text)
     return shown if len(shown) <= most else shown[:most - 1] + "…"
 
 
@@ -92,8 +90,8 @@ def anim(name: str, at: float, length: float, style: str = "") -> str:
 def patterns(uid: str, cell_w: float, row_h: int) -> str:
     """One pattern per kind of cell: a coloured square with a white gap, one per position."""
     out = []
+    gap = 1.5 if cell_w >= 4 else 0
     for kind, colour in (("p", PROMPT_COLOUR), ("g", GENERATED_COLOUR)):
-        gap = 1.5 if cell_w >= 4 else 0
         out.append(f"<pattern id='{uid}-{kind}' x='{STRIP_X}' y='0' width='{cell_w:.3f}' "
                    f"height='{row_h}' patternUnits='userSpaceOnUse'>"
                    f"<rect width='{max(cell_w - gap, 0.5):.3f}' height='{row_h}' "
@@ -137,7 +135,6 @@ def _strip(lane: Lane, f: Frame, g: int, y: int, at: float, length: float) -> st
 
 
 def _stack(lane: Lane, f: Frame) -> str:
-    """The layer groups (bottom = first layers), each lighting as the wavefront passes."""
     parts, n = [], len(f.groups)
     length = (CLIMB_END - CLIMB_START) / n
     for g, (lo, hi) in enumerate(f.groups):
@@ -154,29 +151,26 @@ def _stack(lane: Lane, f: Frame) -> str:
     return "".join(parts)
 
 
-def _chips(labels: tuple[str, ...], x: int, y: int, max_w: int, colour: str,
-           newest: str = "") -> str:
-    """Token chips in a row from (x, y), the rest counted; `newest` animates the last chip."""
-    shown = labels[-MAX_CHIPS:] if newest else labels[:MAX_CHIPS]
+def _output_chips(lane: Lane, f: Frame) -> str:
+    """The newest output tokens as chips (earlier ones counted), the chosen one appearing last."""
+    x, y = STACK_X + 60, f.y + 2
+    shown = lane.output[-MAX_CHIPS:]
     parts, cx = [], x
-    hidden = len(labels) - len(shown)
-    if hidden and newest:
-        parts.append(f"<text x='{cx}' y='{y + 19}' font-size='14'>+{hidden} earlier</text>")
+    if len(lane.output) > len(shown):
+        parts.append(f"<text x='{cx}' y='{y + 19}' font-size='14'>"
+                     f"+{len(lane.output) - len(shown)} earlier</text>")
         cx += 86
     for i, text in enumerate(shown):
         label = chip_label(text)
         w = 12 + 8.4 * len(label)
-        if cx + w > x + max_w:
-            hidden += len(shown) - i
+        if cx + w > WIDTH - 10:
             break
-        appear = " " + newest if newest and i == len(shown) - 1 else ""
+        appear = " " + anim("appear", CLIMB_END, 1 - CLIMB_END) if i == len(shown) - 1 else ""
         parts.append(f"<g{appear}><rect x='{cx:.1f}' y='{y}' width='{w:.1f}' "
-                     f"height='26' rx='4' fill='{colour}' stroke='#111'/>"
+                     f"height='26' rx='4' fill='#fde9b8' stroke='#111'/>"
                      f"<text class='mech-chip-text' x='{cx + 6:.1f}' y='{y + 18}' "
                      f"font-size='14'>{esc(label)}</text></g>")
         cx += w + 4
-    if hidden and not newest:
-        parts.append(f"<text x='{cx:.1f}' y='{y + 19}' font-size='14'>+{hidden} more</text>")
     return "".join(parts)
 
 
@@ -223,7 +217,6 @@ def _block(lane: Lane, f: Frame) -> str:
 
 
 def _clock(lane: Lane, f: Frame) -> str:
-    """A bar filling over the beat, as long as the measured time on the shared scale."""
     y = f.stack_bottom + 52
     w = max(lane.seconds * f.clock_scale, 2.0)
     return (f"<text x='10' y='{y + 15}' font-size='15' font-weight='700'>measured time</text>"
@@ -235,11 +228,8 @@ def _clock(lane: Lane, f: Frame) -> str:
 
 
 def lane_svg(lane: Lane, f: Frame) -> str:
-    """Everything of one lane, as SVG elements inside a <g> carrying its measured seconds."""
     top = (f"<text x='10' y='{f.y + 20}' font-size='17' font-weight='700'>{esc(lane.title)}"
            f"</text><text x='{STACK_X}' y='{f.y + 20}' font-size='15'>output:</text>")
-    newest = anim("appear", CLIMB_END, 1 - CLIMB_END) if lane.output else ""
-    out = _chips(lane.output, STACK_X + 60, f.y + 2, WIDTH - STACK_X - 70, "#fde9b8", newest)
     per = f"per group, × {lane.rows} rows" if lane.rows > 1 else "per group"
     strip_note = (f"<text x='{STRIP_X}' y='{f.stack_top - 4}' font-size='14'>KV cache: "
                   f"{lane.cached} positions {per} ({lane.prompt_cells} prompt + "
@@ -249,6 +239,6 @@ def lane_svg(lane: Lane, f: Frame) -> str:
     return (f"<g class='mech-lane' data-kind='{lane.kind}' data-cached='{lane.cached}' "
             f"data-rows='{lane.rows}' data-ms='{lane.seconds * 1000:.3f}' "
             f"style='--measured:{lane.seconds:.6f}s'>"
-            + top + out + strip_note + weights + _stack(lane, f)
+            + top + _output_chips(lane, f) + strip_note + weights + _stack(lane, f)
             + (_fed_column(lane, f) + _block(lane, f) + _clock(lane, f) if lane.fed else "")
             + "</g>")

@@ -1,10 +1,6 @@
-"""How a measurement's noise is shown: the busy notice, one quiet line that says how quiet, and
-beside a busy run this machine's quiet reference (the figure it gives when nothing else runs).
-
-A busy run keeps its numbers on screen (they were measured) but under the notice, and the caller
-draws no verdict from them: `supports_verdict(noise)` is the one check every "faster", "grows"
-or "bound by" sentence goes through.
-"""
+"""How a measurement's noise is shown: the busy notice, a line saying how quiet a run was, and
+beside a busy run this machine's quiet reference. A busy run keeps its numbers but draws no
+verdict: `supports_verdict(noise)` is the one check every "faster" or "bound by" goes through."""
 from __future__ import annotations
 
 import html
@@ -27,8 +23,7 @@ def withheld(noise) -> str:
 
 
 def busy_notice_html(noise) -> str:
-    """The notice for a busy run (empty for a quiet one): one line, the signals that tripped it
-    folded under "why?" (a phone keeps the run's button and its chart on one screen)."""
+    """The notice for a busy run (empty for a quiet one), its reasons folded under "why?"."""
     if noise is None or not noise.busy:
         return ""
     why = "; ".join(noise.reasons)
@@ -50,8 +45,7 @@ def quiet_note(noise) -> str:
 
 def reference_card(reference, title: str, noise, now=None,
                    shown: Callable[[float], str] = times) -> Card | None:
-    """The quiet reference as one card for a busy run with one on file (else None), for a view
-    whose cards keep one row; `shown` formats its value (a speed-up by default)."""
+    """The quiet reference as a card for a busy run with one on file (else None)."""
     if reference is None or noise is None or not noise.busy:
         return None
     return Card(f"{title}, quiet", shown(reference.value),
@@ -60,8 +54,7 @@ def reference_card(reference, title: str, noise, now=None,
 
 def reference_html(reference, title: str, live: str, noise, now=None,
                    shown: Callable[[float], str] = times) -> str:
-    """For a busy run with a reference on file: its card, then this run's figure `live` in small
-    type with the noise rule's reasons ('' otherwise: a quiet figure stands alone)."""
+    """For a busy run with a reference on file: its card, then this run's figure `live`."""
     card = reference_card(reference, title, noise, now, shown)
     if card is None:
         return ""

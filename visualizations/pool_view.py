@@ -1,8 +1,6 @@
-"""The server's KV cache in pages, drawn from a `PoolStats` record: the pool one cell per block
-(coloured by the request holding it; a shared prefix block striped and marked "⧉"; a cached-idle
-block, kept for the next prompt with that prefix, hatched grey; a free block blank), each
-request's block table, and the bytes a left-padded tensor would hold against the pages' bytes.
-"""
+"""The server's KV cache in pages, from a `PoolStats` record: one cell per block (coloured by
+its request; shared prefix blocks striped "⧉"; cached-idle blocks hatched; free blocks blank),
+each request's block table, and a left-padded tensor's bytes against the pages' bytes."""
 from __future__ import annotations
 
 import html
@@ -10,7 +8,7 @@ import html
 from .token_view import TINTS
 
 EMPTY = "No requests yet: send a chat in “Try it”, then watch its blocks fill here."
-FREE, IDLE = "#ffffff", "#e4e4e4"
+IDLE = "#e4e4e4"
 SHARED_MARK = "⧉"
 
 
@@ -51,7 +49,7 @@ def pool_grid_html(pool, caption: str = "") -> str:
             style = f"background:repeating-linear-gradient(135deg,{IDLE} 0 3px,#fff 3px 6px)"
             kind, label = "cached, idle (kept for its prefix)", ""
         else:
-            style, kind, label = f"background:{FREE}", "free", ""
+            style, kind, label = "background:#ffffff", "free", ""
         cells.append(
             f"<span class='lab-block' data-block='{b}' data-kind='{html.escape(kind)}' "
             f"title='block {b}: {html.escape(kind)}' style='display:inline-block;width:{size}px;"
@@ -85,23 +83,17 @@ def block_tables_html(pool) -> str:
     return f"<table class='lab-block-tables'>{head}{''.join(rows)}</table>"
 
 
-def _mb(n: int) -> str:
-    return f"{n / 1e6:.2f} MB"
-
-
 def pool_bytes_md(pool) -> str:
     """The two byte figures side by side for the batch now, then the prefix-cache counts."""
     if is_empty(pool):
         return f"*{EMPTY}*"
-    rows = len(pool.requests)
     lines = [
         "| the batch now | bytes | waste |", "|---|---|---|",
-        f"| padded: {rows} rows × the longest row, one tensor | {_mb(pool.padded_bytes)} | "
-        f"{pool.waste_padded_pct:.1f}% |",
+        f"| padded: {len(pool.requests)} rows × the longest row, one tensor | "
+        f"{pool.padded_bytes / 1e6:.2f} MB | {pool.waste_padded_pct:.1f}% |",
         f"| paged: the blocks these rows hold ({pool.block_tokens} tokens each) | "
-        f"{_mb(pool.paged_bytes)} | {pool.waste_paged_pct:.1f}% |",
-        f"| the tokens themselves, each row its own | {_mb(pool.real_bytes)} | |",
-        "",
+        f"{pool.paged_bytes / 1e6:.2f} MB | {pool.waste_paged_pct:.1f}% |",
+        f"| the tokens themselves, each row its own | {pool.real_bytes / 1e6:.2f} MB | |", "",
         f"Prefix cache: **{pool.prefix_hit_tokens:,}** prompt tokens mapped from cached "
         f"blocks, **{pool.prefill_tokens:,}** computed by prefill "
         f"(**{pool.prefill_skipped_pct:.0f}%** of prefill skipped) · "

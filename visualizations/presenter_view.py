@@ -6,8 +6,7 @@ import html
 
 
 def screen_md(screen, index: int, total: int, compact: bool = False) -> str:
-    """One screen: where we are, the idea as a heading, the text under it (`compact`: folded,
-    so the payoff and the number fit a projector's screen)."""
+    """One screen: where we are, the idea as a heading, the text under it (`compact`: folded)."""
     head = f"<small>Screen {index + 1} of {total}</small>\n\n## {screen.title}"
     if compact:
         return (f"{head}\n\n<details><summary>The screen's text</summary>\n\n{screen.body}"
@@ -16,7 +15,6 @@ def screen_md(screen, index: int, total: int, compact: bool = False) -> str:
 
 
 def result_html(measured: dict | None) -> str:
-    """The headline number, big, with what it is and the figures behind it."""
     if not measured:
         return '<div class="present-result present-empty">Press the button: measured live.</div>'
     esc = {k: html.escape(str(measured.get(k, ""))) for k in ("shown", "label", "detail")}
@@ -27,8 +25,6 @@ def result_html(measured: dict | None) -> str:
 
 
 def step_html(step) -> str:
-    """A long measurement while it runs: "⏳ decode step 5 of 23" big enough to read from the
-    back, and the figure measured so far under it (`step`: a `presenter_handlers.Step`)."""
     count = f" {step.done} of {step.total}" if step.total else ""
     return ('<div class="present-result present-running" role="status">'
             f'<div class="present-label">⏳ {html.escape(step.counted)}{count}</div>'
@@ -36,7 +32,6 @@ def step_html(step) -> str:
 
 
 def recap_html(figures) -> str:
-    """The recap slide: the story's big numbers as cards (one not measured yet shows "—")."""
     cards = []
     for f in figures:
         big = (f'<div class="present-big">{html.escape(f.shown)}</div>' if f.shown is not None

@@ -6,15 +6,15 @@ import html
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .style import PALETTE, SEQUENCE, empty_figure, styled
+from .style import PALETTE, SEQUENCE, empty_state, styled
 
 MB = 1e6
+DIFFERS = f"background:{PALETTE['orange']}55;border-bottom:2px solid {PALETTE['vermillion']}"
 
 
+@empty_state("Bars per mode appear as each one is measured.")
 def mode_bars_figure(reports, caption: str = "") -> go.Figure:
-    """Four small bar charts side by side: size, speed, agreement, perplexity per mode."""
-    if not reports:
-        return empty_figure("Bars per mode appear as each one is measured.")
+    """Four small bar charts, two by two: size, speed, agreement, perplexity per mode."""
     keys = [r.key for r in reports]
     panels = [
         ("Weights (MB)", [r.weight_bytes / MB for r in reports], "{:.0f}"),
@@ -22,7 +22,6 @@ def mode_bars_figure(reports, caption: str = "") -> go.Figure:
         ("Same top-1 as fp32 (%)", [100 * r.top1_agreement for r in reports], "{:.0f}"),
         ("Perplexity (lower: better)", [r.perplexity for r in reports], "{:.2f}"),
     ]
-    # two by two: four panels in a row left a phone's bars 60 px wide under overlapping titles
     fig = make_subplots(rows=2, cols=2, horizontal_spacing=0.2, vertical_spacing=0.16)
     for n, (title, values, fmt) in enumerate(panels):
         row, col = divmod(n, 2)
@@ -61,11 +60,10 @@ def _token_spans(ids, pieces, reference_ids) -> str:
     out = []
     for i, (tid, piece) in enumerate(zip(ids, pieces)):
         text = html.escape(piece).replace("\n", "↵")
-        same = i < len(reference_ids) and reference_ids[i] == tid
-        style = "" if same else (f"background:{PALETTE['orange']}55;"
-                                 f"border-bottom:2px solid {PALETTE['vermillion']};")
-        cls = "q6-tok" if same else "q6-tok q6-diff"
-        out.append(f"<span class='{cls}' style='{style}'>{text}</span>")
+        if i < len(reference_ids) and reference_ids[i] == tid:
+            out.append(f"<span class='q6-tok' style=''>{text}</span>")
+        else:
+            out.append(f"<span class='q6-tok q6-diff' style='{DIFFERS};'>{text}</span>")
     return "".join(out)
 
 
@@ -84,8 +82,7 @@ def side_by_side_html(reports, reference_key: str = "fp32") -> str:
             f"margin:4px 0'><b>{html.escape(r.key)}</b> <small>({html.escape(r.label)}; "
             f"{verdict})</small><div style='white-space:pre-wrap;margin-top:4px'>"
             f"{_token_spans(r.token_ids, r.pieces, ref.token_ids)}</div></div>")
-    legend = ("<small>Same prompt, greedy decoding. <span style='background:"
-              f"{PALETTE['orange']}55;border-bottom:2px solid {PALETTE['vermillion']}'>Highlighted"
-              "</span> tokens differ from fp32 at the same position; after the first difference "
-              "each text follows its own path, so later highlights are expected.</small>")
+    legend = (f"<small>Same prompt, greedy decoding. <span style='{DIFFERS}'>Highlighted</span> "
+              "tokens differ from fp32 at the same position; after the first difference each "
+              "text follows its own path, so later highlights are expected.</small>")
     return legend + "".join(cards)

@@ -1,21 +1,19 @@
-"""The written side of Lesson 6: the table of every measured number per precision mode and
-what this run showed."""
+"""Lesson 6 in words: the headline cards, every measured number per precision mode, where the
+weights came from and what this run showed."""
 from __future__ import annotations
 
 from .cards import WAITING, Card, cards_html, human_bytes, times
+from .glossary import NOTES
 from .noise_view import busy_notice_html, quiet_note, reference_card, supports_verdict
 from .quant_charts import mode_table
 from .roofline_charts import FASTER
 
-NO_MODES_CARDS = ("*float32's decode speed, the smallest mode's and its bytes per weight appear "
-                  "here, measured, as **Compare modes** measures them.*")
+NO_MODES_CARDS = NOTES["no_modes_cards"]
 
 
 def mode_cards_html(reports, noise=None, race=None, reference=None) -> str:
-    """The smallest mode's (by bytes, never by a timing) weight bytes and decode tokens/s, each
-    ÷ float32's; "faster" only where the roofline title's `FASTER` says so on a quiet run.
-    `race`: that mode raced against float32 (its range in the note); `reference`: the quiet
-    figure, a third card on a busy run."""
+    """The smallest mode's weight bytes and decode tokens/s ÷ float32's. `race`: that mode raced
+    against float32 (its range in the note); `reference`: the quiet figure, when busy."""
     base = next((r for r in reports or () if r.key == "fp32"), None)
     if base is None:
         return NO_MODES_CARDS
@@ -48,7 +46,6 @@ def mode_cards_html(reports, noise=None, race=None, reference=None) -> str:
 
 
 def results_table_md(reports) -> str:
-    """Markdown table of every measured number per mode ('' before anything is measured)."""
     if not reports:
         return ""
     headers, rows = mode_table(reports)
@@ -58,35 +55,32 @@ def results_table_md(reports) -> str:
 
 
 def weights_origin_md(source: str, dtype: str = "float32") -> str:
-    """What precision the loaded weights had before any mode below, from `ModelInfo.source`
-    (GGUF quantization is named only where the GGUF was loaded)."""
+    """What precision the loaded weights had before any mode below, from `ModelInfo.source`."""
     if source.startswith("bundled GGUF"):
-        return (
-            "- *Most of these weights were 4-bit before you got them.* The bundled model ships "
-            "as a GGUF file whose 210 linear layers are **Q4_1** (groups of 32 weights sharing "
-            "a scale and a minimum), while the shared embedding / output head is **Q8_0** "
-            "(groups of 32 int8 weights sharing a scale). Loading expands them to float32 (this "
-            f"run then holds them in {dtype}). int4 with groups of 32 lines its groups up with "
-            "the original Q4_1 ones and lands close to the same levels (not exactly: the kernel "
-            "keeps scales in bfloat16), so the linear layers lose little; the head, though, goes "
-            "from 8 to 4 bits, a real loss on the matrix every token reads in full. Groups of 64 "
-            "have to cover two original groups with one scale, and the perplexity shows the "
-            "price.")
-    return (f"- *These weights were not quantized before this lesson.* This run loaded them from "
-            f"the {source}, not from the bundled GGUF file, and holds them in {dtype}: every "
-            "mode below is their first rounding to fewer bits.")
+        return NOTES["weights_from_gguf"].format(dtype=dtype)
+    return NOTES["weights_not_quantized"].format(source=source, dtype=dtype)
 
 
 def closing_note_md(info, reports, bandwidth_gbs: float | None,
                     bf16_native: bool | None = None, noise=None) -> str:
-    """What this machine showed, from this run's numbers only."""
     bandwidth = f", read bandwidth {bandwidth_gbs:.1f} GB/s measured" if bandwidth_gbs else ""
     head = f"### What this machine showed ({info.device}, {info.threads} threads{bandwidth})"
     if not reports:
         return head + "\n\nPress **Compare modes** to fill this in."
     by_key = {r.key: r for r in reports}
     base = by_key.get("fp32")
-    lines = [head] + ([_mode_cards(reports, base)] if base and len(reports) > 1 else []) + [
+    lines = [head]
+    if base and len(reports) > 1:  # the smallest mode against float32, as cards
+        small = min(reports, key=lambda r: r.weight_bytes)
+        lines.append(cards_html([
+            Card(f"{small.key} weights", times(small.weight_bytes / base.weight_bytes) + " fp32",
+                 human_bytes(small.weight_bytes)),
+            Card(f"{small.key} decode",
+                 times(small.decode_tokens_per_s / base.decode_tokens_per_s) + " fp32",
+                 f"{small.decode_tokens_per_s:.1f} tok/s, measured"),
+            Card(f"{small.key} agrees with fp32", f"{small.top1_decided:.0%}",
+                 f"top-1 where fp32 was decided; {small.top1_agreement:.0%} of all")]))
+    lines += [
         f"- **{r.key}**: {r.weight_bytes / 1e6:.0f} MB ({r.ratio_to_fp32:.2f}× fp32), decode "
         f"**{r.decode_tokens_per_s:.1f} tokens/s**, prefill of {r.prompt_tokens} tokens "
         f"{r.prefill_seconds * 1000:.0f} ms, top-1 agreement **{100 * r.top1_agreement:.0f}%** "
@@ -112,20 +106,6 @@ def closing_note_md(info, reports, bandwidth_gbs: float | None,
     return "\n".join(lines)
 
 
-def _mode_cards(reports, base) -> str:
-    """The smallest mode against float32, as cards: size, decode speed, agreement."""
-    small = min(reports, key=lambda r: r.weight_bytes)
-    return cards_html([
-        Card(f"{small.key} weights", times(small.weight_bytes / base.weight_bytes) + " fp32",
-             human_bytes(small.weight_bytes)),
-        Card(f"{small.key} decode", times(small.decode_tokens_per_s / base.decode_tokens_per_s)
-             + " fp32", f"{small.decode_tokens_per_s:.1f} tok/s, measured"),
-        Card(f"{small.key} agrees with fp32", f"{small.top1_decided:.0%}",
-             f"top-1 where fp32 was decided; {small.top1_agreement:.0%} of all"),
-    ])
-
-
 def head_treatment_md(treatments: dict[str, str]) -> str:
-    """One line on how each kind of mode stores the tied embedding / output head."""
     return "**Embedding / output head:** " + " ".join(
         f"*{kind}*: {text}" for kind, text in treatments.items())

@@ -1,9 +1,6 @@
-"""This machine's roofline, two ways. By bytes: measured decode tokens/s against the bytes one
-decode step reads, under the curve bandwidth ÷ bytes per token ('This machine' draws one point,
-lesson 6 one per precision mode). With both roofs: achieved GFLOP/s against arithmetic
-intensity, log-log; the bandwidth roof rises until it meets the flat compute roof at the ridge.
-What bound each pass is read from the figures (`decide_bound`), not from where it sits.
-"""
+"""This machine's roofline, two ways: measured decode tokens/s against the bytes a step reads,
+under bandwidth ÷ bytes per token; and achieved GFLOP/s against arithmetic intensity under the
+bandwidth roof and the flat compute roof that meet at the ridge."""
 from __future__ import annotations
 
 import html
@@ -13,13 +10,15 @@ import plotly.graph_objects as go
 
 from .cards import human_bytes
 from .noise_view import busy_notice_html, supports_verdict, withheld
-from .style import PALETTE, SEQUENCE, THEORETICAL, empty_figure, styled
+from .style import PALETTE, SEQUENCE, THEORETICAL, empty_figure, empty_state, styled
 
 MB = 1e6
 BYTES_AXIS = "Bytes read per decode token (MB)"
 WEIGHT_BYTES_AXIS = "Weight bytes per token (MB; KV cache not counted)"
-POINT_COLOURS = {"decode": PALETTE["vermillion"], "prefill": PALETTE["blue"],
-                 "batch": PALETTE["orange"]}
+PASS_KINDS = {"decode": ("decode, batch 1 (measured)", PALETTE["vermillion"]),  # legend, colour
+              "batch": ("decode, batch sweep (measured)", PALETTE["orange"]),
+              "prefill": ("prefill (measured)", PALETTE["blue"])}
+FASTER = 1.2  # a speed-up the title calls "faster": well above run-to-run noise
 
 
 def _kind(label: str) -> str:
@@ -46,17 +45,13 @@ def two_roof_figure(roof, caption: str = "") -> go.Figure:
         name=(f"roofs ({THEORETICAL}): {roof.bandwidth_gbs:.1f} GB/s × intensity, "
               f"capped at {roof.peak_gflops:,.0f} GFLOP/s (both measured)"),
         line=dict(color=PALETTE["grey"], dash="dash", width=3)))
-    for kind in ("decode", "batch", "prefill"):
+    for kind, (name, colour) in PASS_KINDS.items():
         pts = [p for p in roof.points if _kind(p.label) == kind]
-        if not pts:
-            continue
-        fig.add_trace(go.Scatter(
-            x=[p.intensity for p in pts], y=[p.gflops for p in pts], mode="markers+text",
-            name={"decode": "decode, batch 1 (measured)", "batch": "decode, batch sweep "
-                  "(measured)", "prefill": "prefill (measured)"}[kind],
-            text=[p.label.split(", ")[-1] for p in pts], textposition="top center",
-            marker=dict(size=13, color=POINT_COLOURS[kind]),
-            hovertemplate=[_hover(roof, p) for p in pts]))
+        if pts:
+            fig.add_trace(go.Scatter(
+                x=[p.intensity for p in pts], y=[p.gflops for p in pts], mode="markers+text",
+                name=name, text=[p.label.split(", ")[-1] for p in pts], textposition="top center",
+                marker=dict(size=13, color=colour), hovertemplate=[_hover(roof, p) for p in pts]))
     # The ridge as a trace, not a shape: a shape's x on a log axis is read as log10(x).
     bottom = min(p.gflops for p in roof.points) / 3
     fig.add_trace(go.Scatter(
@@ -125,14 +120,12 @@ def contrast_sentence(decode_kind: str, prefill_kind: str) -> str:
 
 
 def ceiling_at(bandwidth_gbs: float, bytes_per_token: float) -> float:
-    """Theoretical decode ceiling when memory-bound: bandwidth ÷ bytes read per token (the
-    engine's `ceiling_tokens_per_s`, restated: visualizations import no engine)."""
+    """Theoretical decode ceiling when memory-bound: bandwidth ÷ bytes read per token."""
     return bandwidth_gbs * 1e9 / bytes_per_token if bytes_per_token > 0 else 0.0
 
 
 def roofline_title(reports, bandwidth_gbs: float, noise=None) -> str:
-    """Whether the mode with the fewest bytes per token decoded faster than the one with the
-    most (on some kernels it does not), on a quiet finished run; else both speeds, no verdict."""
+    """Whether the mode with the fewest bytes per token decoded fastest (quiet runs only)."""
     if len(reports) == 1:
         r = reports[0]
         share = r.decode_tokens_per_s / ceiling_at(bandwidth_gbs, r.bytes_per_token)
@@ -151,28 +144,21 @@ def roofline_title(reports, bandwidth_gbs: float, noise=None) -> str:
     return f"Fewer bytes per token, not faster here: {speeds} (the kernel sets the pace)"
 
 
-FASTER = 1.2  # a speed-up the title calls "faster": well above run-to-run noise
-
-
+@empty_state("Press “Compare modes” to measure each precision mode.")
 def roofline_figure(reports, bandwidth_gbs: float, bandwidth_note: str = "",
                     caption: str = "", x_title: str = BYTES_AXIS,
                     height: int = 440, noise=None) -> go.Figure:
-    """Measured decode tokens/s per mode at its bytes per token, under the bandwidth curve.
-    Points and the ceiling are labelled on the chart: no legend, one height for any count."""
-    if not reports:
-        return empty_figure("Press “Compare modes” to measure each precision mode.")
+    """Measured decode tokens/s per mode at its bytes per token, under the bandwidth curve."""
     top = max(r.bytes_per_token for r in reports) * 1.15
     low = min(r.bytes_per_token for r in reports) * 0.7
     xs = [low + (top - low) * i / 99 for i in range(100)]
     fig = go.Figure([go.Scatter(
-        x=[x / MB for x in xs], y=[ceiling_at(bandwidth_gbs, x) for x in xs],
-        mode="lines",
+        x=[x / MB for x in xs], y=[ceiling_at(bandwidth_gbs, x) for x in xs], mode="lines",
         name=f"ceiling: {bandwidth_gbs:.1f} GB/s ÷ bytes per token (theoretical{bandwidth_note})",
         line=dict(color=PALETTE["grey"], dash="dash", width=3))])
     for i, r in enumerate(reports):
         share = r.decode_tokens_per_s / ceiling_at(bandwidth_gbs, r.bytes_per_token)
-        # a simulated mode stores few bytes but rebuilds float weights each step: it reads more
-        # than its x says, so it is drawn hollow and labelled, not as a point the line explains
+        # a simulated mode rebuilds float weights each step: it reads more than its x says
         simulated = r.kernel.startswith("simulated")
         fig.add_trace(go.Scatter(
             x=[r.bytes_per_token / MB], y=[r.decode_tokens_per_s], mode="markers+text",
@@ -186,8 +172,7 @@ def roofline_figure(reports, bandwidth_gbs: float, bandwidth_note: str = "",
                            + ("<br>stored bytes; each step also rebuilds float weights, "
                               "so it reads more" if simulated else "")
                            + "<extra></extra>")))
-    # y linear from 0 when the ceiling is within 4× the fastest point, else log (on a GPU the
-    # ceiling is ~100× the measured speeds: a linear axis pressed every mode onto its floor)
+    # y linear from 0 when the ceiling is within 4× the fastest point, else log (a GPU's)
     fastest = max(r.decode_tokens_per_s for r in reports)
     slowest = min(r.decode_tokens_per_s for r in reports)
     lowest_ceiling = ceiling_at(bandwidth_gbs, top)
@@ -195,8 +180,6 @@ def roofline_figure(reports, bandwidth_gbs: float, bandwidth_note: str = "",
         fig.update_yaxes(range=[0, max(fastest * 1.35, lowest_ceiling * 1.1)])
     else:
         fig.update_yaxes(type="log", range=[math.log10(slowest / 2), math.log10(fastest * 3)])
-    # the ceiling named on its curve, not in a legend: a legend's two lines pushed lesson 6's
-    # run button, cards and chart past one 1280×720 screen
     fig.add_annotation(x=top / MB, y=lowest_ceiling, xanchor="right",
                        yanchor="bottom", showarrow=False, text="ceiling (theoretical)",
                        font=dict(size=13, color=PALETTE["grey"]))

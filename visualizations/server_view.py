@@ -1,15 +1,10 @@
-"""The live "Server" view: the continuous batcher serving this room, drawn from its
-`ServerStats`, where each step's token budget and time go, and this server beside vLLM.
-
-Chunked prefill gives each step a token budget: every running row's decode token first, then
-newcomers' prompt chunks, so a long prompt shows as a run of steps whose prefill part fills the
-budget while the decode part never drops to zero (the running streams keep going).
-"""
+"""The live "Server" view, from the continuous batcher's `ServerStats`: the batch, where each
+step's token budget and time go, and this server beside vLLM."""
 from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from .style import MEASURED, PALETTE, empty_figure, styled
+from .style import MEASURED, PALETTE, empty_figure, empty_state, styled
 
 EMPTY_STEPS = ("No server steps yet: ask something in “Try it”, then each step's split between "
                "decode tokens and prompt chunks appears here.")
@@ -32,8 +27,7 @@ def server_stats_md(stats, rows_limit: int, window_s: float) -> str:
     why = f" (the oldest: {plan.waiting})" if stats.queued and plan and plan.waiting else ""
     return (f"**Server now:** {state}  \n"
             f"**{stats.active}** of {rows_limit} rows in the batch · **{stats.queued}** waiting"
-            f"{why} · "
-            f"newest step **{stats.last_step_s * 1000:.0f} ms** · "
+            f"{why} · newest step **{stats.last_step_s * 1000:.0f} ms** · "
             f"**{stats.tokens_per_s:.1f} tokens/s** over the last {window_s:.0f} s "
             f"(measured) · KV cache of the batch **{stats.cache_bytes / 1e6:.1f} MB** · "
             f"caches kept by learners between steps **{stats.held_bytes / 1e6:.1f} MB** · "
@@ -42,9 +36,7 @@ def server_stats_md(stats, rows_limit: int, window_s: float) -> str:
 
 
 def threads_md(figures) -> str:
-    """The CPU threads the server's passes use now, and the timings that chose them: for the
-    busiest shape timed so far (most tokens per pass, decode first), each count's newest
-    milliseconds per token. The count shown is the one with the lowest figure."""
+    """The CPU threads per pass now, and each count's newest ms per token that chose them."""
     if not figures:
         return ""
     kinds = [f for f in figures if f.kind == "decode"] or list(figures)
@@ -56,13 +48,12 @@ def threads_md(figures) -> str:
     what = "decode passes" if chosen.kind == "decode" else "prompt passes"
     size = "1 token" if top == 1 else f"{top}-{2 * top - 1} tokens"
     return (f"**CPU threads per pass: {chosen.threads}**, the count that timed fastest "
-            f"({what} of {size}, newest: {timed}). The other counts are "
-            "tried again now and then, as other programs come and go.")
+            f"({what} of {size}, newest: {timed}). The other counts are tried again now and "
+            "then, as other programs come and go.")
 
 
 def remote_stats_md(stats) -> str:
-    """When Try it's chats go to another engine (LLM_LAB_SERVE_URL): which one, and its own
-    figures from its metrics endpoint (what it does not report is said, not guessed)."""
+    """Which engine serves Try it's chats (LLM_LAB_SERVE_URL) and its own metrics."""
     def shown(value, fmt) -> str:
         return fmt.format(value) if value is not None else "not reported"
 
@@ -82,12 +73,12 @@ def batch_history_figure(stats, caption: str = "") -> go.Figure:
         return empty_figure("No requests in the last minute: ask something in “Try it”, "
                             "then watch the batch here.")
     ago = [-h[0] for h in stats.history]
-    fig = go.Figure()
-    fig.add_trace(go.Bar(x=ago, y=[h[1] for h in stats.history], name="rows in the pass",
-                         marker_color=PALETTE["blue"]))
-    fig.add_trace(go.Scatter(x=ago, y=[h[2] * 1000 for h in stats.history], yaxis="y2",
-                             mode="lines+markers", name="pass time (ms, measured)",
-                             line=dict(color=PALETTE["orange"], width=2)))
+    fig = go.Figure([
+        go.Bar(x=ago, y=[h[1] for h in stats.history], name="rows in the pass",
+               marker_color=PALETTE["blue"]),
+        go.Scatter(x=ago, y=[h[2] * 1000 for h in stats.history], yaxis="y2",
+                   mode="lines+markers", name="pass time (ms, measured)",
+                   line=dict(color=PALETTE["orange"], width=2))])
     fig.update_layout(yaxis2=dict(title="pass time (ms)", overlaying="y", side="right",
                                   rangemode="tozero"), bargap=0.1)
     return styled(fig, "Rows per forward pass", "seconds ago", "requests in the pass", caption,
@@ -117,16 +108,15 @@ def limit_note(finished: str | None, max_new: int) -> str:
             "raise *Max new tokens* to read more." if finished == "max tokens" else "")
 
 
+@empty_state(EMPTY_STEPS)
 def budget_split_figure(steps, budget: int, caption: str = "") -> go.Figure:
     """Stacked decode and prefill-chunk tokens per step; the budget dashed (0: unchunked)."""
-    if not steps:
-        return empty_figure(EMPTY_STEPS)
     x = [s.index for s in steps]
-    fig = go.Figure()
-    fig.add_trace(go.Bar(x=x, y=[s.decode_tokens for s in steps], name="decode tokens "
-                         "(running rows)", marker_color=PALETTE["blue"]))
-    fig.add_trace(go.Bar(x=x, y=[s.prefill_tokens for s in steps], name="prefill-chunk tokens "
-                         "(newcomers' prompts)", marker_color=PALETTE["orange"]))
+    fig = go.Figure([
+        go.Bar(x=x, y=[s.decode_tokens for s in steps], name="decode tokens (running rows)",
+               marker_color=PALETTE["blue"]),
+        go.Bar(x=x, y=[s.prefill_tokens for s in steps],
+               name="prefill-chunk tokens (newcomers' prompts)", marker_color=PALETTE["orange"])])
     if budget:
         fig.add_trace(go.Scatter(x=[x[0] - 0.5, x[-1] + 0.5], y=[budget, budget], mode="lines",
                                  name=f"token budget per step ({budget})",
@@ -138,15 +128,12 @@ def budget_split_figure(steps, budget: int, caption: str = "") -> go.Figure:
                   note=note)
 
 
+@empty_state(EMPTY_STEPS)
 def step_parts_figure(steps, caption: str = "") -> go.Figure:
     """Stacked bars per step of its measured parts, in ms."""
-    if not steps:
-        return empty_figure(EMPTY_STEPS)
-    x = [s.index for s in steps]
-    fig = go.Figure()
-    for field, name, colour in PARTS:
-        fig.add_trace(go.Bar(x=x, y=[getattr(s, field) * 1000 for s in steps],
-                             name=f"{name} ({MEASURED})", marker_color=colour))
+    fig = go.Figure([go.Bar(x=[s.index for s in steps], y=[getattr(s, field) * 1000 for s in steps],
+                            name=f"{name} ({MEASURED})", marker_color=colour)
+                     for field, name, colour in PARTS])
     fig.update_layout(barmode="stack", bargap=0.1)
     return styled(fig, "Where each step's time goes", "server step", "milliseconds", caption)
 

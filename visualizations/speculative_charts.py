@@ -1,6 +1,5 @@
 """The speculative-decoding lesson's charts: the k sweep for both drafts, a verification pass
-against a plain step at batch 1 and 16, and the expected-value view (the formula's tokens per
-pass and speed-up at every k from one race's α and times, beside what was measured)."""
+against a plain step at batch 1 and 16, and the formula's expected value beside the race."""
 from __future__ import annotations
 
 import plotly.graph_objects as go
@@ -8,7 +7,7 @@ from plotly.subplots import make_subplots
 
 from .cards import times
 from .noise_view import busy_notice_html, supports_verdict, withheld
-from .style import PALETTE, SEQUENCE, empty_figure, styled
+from .style import PALETTE, SEQUENCE, empty_state, styled
 
 EMPTY_SWEEP = "Press “Sweep k” to race both drafts at k = 1 to 8."
 EMPTY_BATCH = "Press “Measure at batch 1 and 16” to time a verification pass against a step."
@@ -32,13 +31,11 @@ def sweep_title(points, noise=None) -> str:
             f"{times(best.speedup)})")
 
 
+@empty_state(EMPTY_SWEEP)
 def k_sweep_figure(points, caption: str = "", noise=None) -> go.Figure:
     """Tokens per pass and speed-up against k (measured), one line per draft, 1 dashed."""
-    if not points:
-        return empty_figure(EMPTY_SWEEP)
     judged = supports_verdict(noise)
-    # one panel above the other, each named by its y axis: side by side, a phone's panels were
-    # 120 px wide under titles that ran into each other
+    # one panel above the other, each named by its y axis (side by side was too narrow on a phone)
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
     drafts = list(dict.fromkeys(p.draft for p in points))
     for i, d in enumerate(drafts):
@@ -66,15 +63,14 @@ def k_sweep_figure(points, caption: str = "", noise=None) -> go.Figure:
     return fig
 
 
+@empty_state(EMPTY_BATCH)
 def batch_figure(costs, caption: str = "") -> go.Figure:
     """Per batch size, a plain step beside a verification pass (measured ms, its cost in steps)."""
-    if not costs:
-        return empty_figure(EMPTY_BATCH)
     xs = [f"batch {c.batch}" for c in costs]
     fig = go.Figure([
         go.Bar(x=xs, y=[c.plain_seconds * 1000 for c in costs], name="plain step: B × 1 tokens",
-               marker_color=PALETTE["blue"],
-               text=[f"{c.plain_seconds * 1000:.0f} ms" for c in costs], textposition="outside"),
+               marker_color=PALETTE["blue"], textposition="outside",
+               text=[f"{c.plain_seconds * 1000:.0f} ms" for c in costs]),
         go.Bar(x=xs, y=[c.verify_seconds * 1000 for c in costs],
                name=f"verification pass: B × {costs[0].k + 1} tokens",
                marker_color=PALETTE["orange"], textposition="outside",
@@ -144,11 +140,9 @@ def expectation_title(e) -> str:
     return f"Formula: k = {b.k}, within noise"
 
 
+@empty_state(EMPTY_EXPECTATION)
 def expectation_figure(e, sweep_points=(), caption: str = "") -> go.Figure:
-    """Two panels against k: tokens per pass and speed-up, the formula as a dashed line
-    (theoretical), the race's k and any sweep points of the same draft as markers (measured)."""
-    if e is None:
-        return empty_figure(EMPTY_EXPECTATION)
+    """Tokens per pass and speed-up against k: the formula dashed, measured points as markers."""
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12, subplot_titles=(
         "Tokens per pass", "Speed-up over plain decode"))
     layers = (  # (legend name, group, points with .k, .tokens_per_pass and .speedup, style)
@@ -216,8 +210,7 @@ def _best_sentence(e) -> str:
 
 
 def sampled_md(run, greedy_alpha: float | None = None) -> str:
-    """The sampled rule's count at a temperature, E from its α beside its measured tokens per
-    pass, and the greedy race's α when there is one for the same draft."""
+    """The sampled rule's α at a temperature, its E beside the measured tokens per pass."""
     if run is None:
         return EMPTY_SAMPLED
     rule = ("Greedy rule: keep a guess if it is the model's top pick" if run.temperature == 0

@@ -1,17 +1,13 @@
-"""What one decode step spends its time on ('This machine'), beside the bandwidth floor.
-
-The roofline's ceiling assumes a step is nothing but reading the weights. The profiler splits
-a real step three ways: the matrix products (they read the weights), every other small
-operation, and the time between operations (Python and framework code; on a GPU, the GPU idle
-until the next launch), so the roofline's gap shows as the parts that are not weight reading.
-"""
+"""What one decode step spends its time on, beside the bandwidth floor: the profiler splits it
+into matrix products (they read the weights), other small operations, and the time between
+operations (Python and framework; on a GPU, idle until the next launch)."""
 from __future__ import annotations
 
 import plotly.graph_objects as go
 
 from .cards import human_bytes
 from .noise_view import busy_notice_html
-from .style import MEASURED, PALETTE, THEORETICAL, empty_figure, styled
+from .style import MEASURED, PALETTE, THEORETICAL, empty_figure, empty_state, styled
 
 MEASURED_ROW = "one step<br>(measured)"
 FLOOR_ROW = "bandwidth<br>floor"
@@ -44,11 +40,9 @@ def step_title(p) -> str:
             f"{p.overhead_share:.0%} everything else")
 
 
+@empty_state("Press “Measure this machine”: one decode step, split by the profiler, appears here.")
 def step_split_figure(p, floor_seconds: float, caption: str = "") -> go.Figure:
     """Two stacked bars in ms: the measured step's parts, and the bandwidth floor."""
-    if p is None:
-        return empty_figure("Press “Measure this machine”: one decode step, split by the "
-                            "profiler, appears here.")
     fig = go.Figure()
     for name, seconds, colour in segments(p):
         fig.add_trace(go.Bar(
@@ -84,29 +78,26 @@ def split_unreliable_figure(p, message: str) -> go.Figure:
 
 
 def _matmul_rate(weight_bytes: int, seconds: float, bandwidth_gbs: float) -> str:
-    """': 538 MB in 20.4 ms is 26.3 GB/s, 98% of the measured bandwidth.' (and what a share
-    above 100% means: the sum that measured the bandwidth is not the fastest reader)."""
+    """': 538 MB in 20.4 ms is 26.3 GB/s, 98% of the measured bandwidth.' (and above 100%)"""
     if not weight_bytes or seconds <= 0 or bandwidth_gbs <= 0:
         return "."
     rate = weight_bytes / seconds / 1e9
     text = (f": {human_bytes(weight_bytes)} in {seconds * 1000:.1f} ms is {rate:,.1f} GB/s, "
             f"{rate / bandwidth_gbs:.0%} of the measured bandwidth.")
     if rate > bandwidth_gbs:
-        text += (" Above 100%: here the matrix products read memory faster than the simple "
-                 "sum that measured the bandwidth, so the roof is a little low; both are "
-                 "measured, and a roof is only as good as its measurement.")
+        text += (" Above 100%: the matrix products read memory faster than the simple sum that "
+                 "measured the bandwidth, so the roof is a little low (a roof is only as good "
+                 "as its measurement).")
     return text
 
 
 def step_bound_md(bound, floor_seconds: float, bytes_per_token: int, bandwidth_gbs: float,
                   weight_bytes: int = 0, layers: int = 0) -> str:
-    """The split in words, the dispatch bill, and (on a GPU) the captured race, from a
-    `StepBound`. `weight_bytes` (what the matrix products read) and `layers`: the model's."""
+    """The split in words, the dispatch bill, and (on a GPU) the captured race."""
     if bound is None:
         return "*Press **Measure this machine**: the profiler splits one decode step.*"
     p, race, ms = bound.profile, bound.race, 1000
     gpu = _on_gpu(p)
-    other_ops = p.ops_per_step - p.matmul_ops_per_step
     per_layer = (p.matmul_ops_per_step - 1) / layers if layers else 0  # and the output head
     by_layer = (f" ({per_layer:.0f} per layer, and the output head)"
                 if per_layer and per_layer == int(per_layer) else "")
@@ -128,21 +119,19 @@ def step_bound_md(bound, floor_seconds: float, bytes_per_token: int, bandwidth_g
             f"{p.kernels_per_step:,.0f} kernels a step and was busy "
             f"**{p.device_busy_share:.0%}** of it.",
             f"- **GPU idle ({MEASURED}, what is left):** {p.between_ops_seconds * ms:.1f} ms, "
-            "waiting for Python to launch the next kernel.",
-        ]
+            "waiting for Python to launch the next kernel."]
     else:
         lines += [
             f"- **Other operations ({MEASURED}):** {p.other_ops_seconds * ms:.1f} ms inside "
-            f"{other_ops:,.0f} small operations (norms, rotary embeddings, attention, cache "
-            "appends, casts).",
+            f"{p.ops_per_step - p.matmul_ops_per_step:,.0f} small operations (norms, rotary "
+            "embeddings, attention, cache appends, casts).",
             f"- **Between operations ({MEASURED}, what is left):** "
-            f"{p.between_ops_seconds * ms:.1f} ms of Python and framework code.",
-        ]
+            f"{p.between_ops_seconds * ms:.1f} ms of Python and framework code."]
     slow_products = not weight_bytes or weight_bytes / max(p.matmul_seconds, 1e-12) / 1e9 < (
         0.9 * bandwidth_gbs)  # the products read below 90% of the measured bandwidth
-    verdict = bound.verdict(floor_seconds)  # the one rule (roofline.decide_bound)
     lines += [
-        f"- **What bounds this step (decided from the figures above):** {verdict.sentence}",
+        "- **What bounds this step (decided from the figures above):** "
+        + bound.verdict(floor_seconds).sentence,
         f"- **The dispatch bill ({THEORETICAL}, from two measurements):** "
         f"{p.ops_per_step:,.0f} operations a step × {bound.tiny_op_seconds * 1e6:.2f} µs (one "
         f"do-nothing operation, measured here) ≈ **{bound.dispatch_seconds * ms:.1f} ms** a step "
@@ -150,13 +139,11 @@ def step_bound_md(bound, floor_seconds: float, bytes_per_token: int, bandwidth_g
         "",
         "The roofline's ceiling counts only the bytes a step must read. Every operation also "
         "pays a fixed cost to be " + ("launched" if gpu else "dispatched") + ", whatever its "
-        "size, and one step of this small model is thousands of tiny operations: that, with "
-        "their own real work (attention, copies, norms)"
+        "size, and this small model's step is thousands of tiny operations: that cost, with "
+        "their own work (attention, copies, norms)"
         + (" and matrix products that fall short of the full bandwidth," if slow_products
            else ",") + " is the gap between the measured point and the roof. Fewer, larger "
-        "operations (fused kernels, a compiled step, a bigger batch sharing each operation) "
-        "close it.",
-    ]
+        "operations (fused kernels, a compiled step, a bigger batch sharing each one) close it."]
     if race is not None and race.captured:
         same = ("the same tokens" if race.same_tokens else
                 f"**different tokens from token {race.first_difference_at}**")
@@ -166,14 +153,12 @@ def step_bound_md(bound, floor_seconds: float, bytes_per_token: int, bandwidth_g
             f"and replayed with one launch decoded {race.new_tokens} tokens at "
             f"**{race.captured_tokens_per_s:,.0f} tokens/s** against "
             f"{race.eager_tokens_per_s:,.0f} for the eager loop (**{race.speedup:.1f}×**), with "
-            f"{same}; recording it took {race.capture_seconds * ms:.0f} ms once.",
-        ]
+            f"{same}; recording it took {race.capture_seconds * ms:.0f} ms once."]
     elif not gpu:
         lines += [
             "",
-            "On a GPU (an H200, measured elsewhere) launching a kernel took longer "
-            "than most of this model's kernels ran, so the same split was far more lopsided "
-            "there. Capturing the step as a CUDA graph (one launch per token) removes the gaps "
-            "between launches, not the kernels' own time: see *On a GPU* below.",
-        ]
+            "On a GPU (an H200, measured elsewhere) launching a kernel took longer than most of "
+            "this model's kernels ran, so the same split was far more lopsided there. Capturing "
+            "the step as a CUDA graph (one launch per token) removes the gaps between launches, "
+            "not the kernels' own time: see *On a GPU* below."]
     return "\n".join(lines)

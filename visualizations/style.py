@@ -2,7 +2,9 @@
 projector, titled axes with units, and a caption naming the machine the numbers came from."""
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Callable
 
 import plotly.graph_objects as go
 
@@ -21,8 +23,7 @@ ALONE = "each timed pass had the model to itself"
 
 
 def sharing_sentence(chats: int | None) -> str:
-    """Each timed pass had the compute thread to itself; the server answered `chats` chats
-    between passes (None: not counted). Other programs are judged apart (the busy notice)."""
+    """What shared the compute thread: `chats` answered between passes (None: not counted)."""
     if chats is None:
         return ALONE
     if chats == 0:
@@ -32,8 +33,7 @@ def sharing_sentence(chats: int | None) -> str:
 
 def info_caption(info, dtype: str | None = None, note: str = "", alone: bool = True,
                  chats: int | None = None) -> str:
-    """The caption under every timing chart, 'Measured live on cpu · float32 · 2 threads', then
-    `sharing_sentence` (`alone=False`: a view that times nothing of its own) and a `note`."""
+    """'Measured live on cpu · float32 · 2 threads', then `sharing_sentence` and a `note`."""
     cap = f"Measured live on {info.device} · {dtype or info.dtype} · {info.threads} threads"
     parts = [cap] + ([sharing_sentence(chats)] if alone else []) + ([note] if note else [])
     return " · ".join(parts)
@@ -50,8 +50,8 @@ LABEL_ROOM = 2  # px above the title (Gradio's label badge over a chart is hidde
 
 
 def wrapped_title(text: str, width: int = TITLE_CHARS) -> str:
-    """Text broken into lines of about `width` characters (Plotly never wraps one: a long title
-    ran off a phone's screen); a bracketed group such as "[1, 3, 4, 64]" stays on one line.
+    """Text broken into lines of about `width` characters (Plotly never wraps); a bracketed
+    group such as "[1, 3, 4, 64]" stays on one line.
 
     >>> wrapped_title("Prefill is parallel: N prompt tokens in one forward pass", 36)
     'Prefill is parallel: N prompt tokens<br>in one forward pass'
@@ -87,8 +87,7 @@ def one_line_title(title: str, note: str = "") -> tuple[str, str]:
 
 
 def legend_rows_px(names: list[str], width: int = LEGEND_WIDTH) -> int:
-    """Height (px) a horizontal legend of these entries takes at `width` px: entries packed
-    into rows as Plotly packs them (a 40-px symbol and ~8.2 px per 14-px character each)."""
+    """Height (px) of a horizontal legend of these entries, packed as Plotly packs them."""
     rows, used, tallest = [], 0, 0
     for name in names:
         lines = name.split("<br>")
@@ -104,9 +103,8 @@ def legend_rows_px(names: list[str], width: int = LEGEND_WIDTH) -> int:
 def styled(fig: go.Figure, title: str, x_title: str, y_title: str, caption: str = "",
            height: int = 380, note: str = "", legend_inside: bool = False) -> go.Figure:
     """The one chart style: a one-line title, `note` then the caption under it, axis titles,
-    readable fonts, a plot area of at least `PLOT_MIN` px (the figure grows by what titles and
-    legend rows take on a phone). The legend sits at the bottom, so one that wraps grows away
-    from the title; `legend_inside`: the plot's top-left corner, for a chart that stays short."""
+    a plot area of at least `PLOT_MIN` px on a phone, the legend at the bottom
+    (`legend_inside`: in the plot's top-left corner, for a chart that stays short)."""
     entries = []
     for trace in fig.data:  # a legend entry wider than a phone would run off its side
         if trace.name and trace.showlegend is not False and trace.legendgroup not in {
@@ -129,8 +127,7 @@ def styled(fig: go.Figure, title: str, x_title: str, y_title: str, caption: str 
                    font=dict(size=17),
                    subtitle=dict(text=sub, font=dict(size=12, color=CAPTION_GREY))),
         xaxis_title=x_text, yaxis_title=wrapped_title(y_title, Y_AXIS_CHARS),
-        template="plotly_white", height=max(height, PLOT_MIN + top + bottom),
-        colorway=SEQUENCE,
+        template="plotly_white", height=max(height, PLOT_MIN + top + bottom), colorway=SEQUENCE,
         font=dict(size=15), margin=dict(l=70, r=20, t=top, b=bottom, autoexpand=True),
         legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", xref="container",
                     x=0, xanchor="left", font=dict(size=14)),
@@ -146,8 +143,7 @@ def styled(fig: go.Figure, title: str, x_title: str, y_title: str, caption: str 
 
 
 def _slanted_labels_px(fig: go.Figure) -> int:
-    """Room for category labels under the x axis that Plotly slants when a narrow chart has
-    no room for them side by side (most of their length, slanted)."""
+    """Room for the category labels Plotly slants under the x axis of a narrow chart."""
     labels = [str(x) for t in fig.data if getattr(t, "orientation", None) != "h" and t.x is not None
               for x in t.x if isinstance(x, str)]
     longest = max((len(x.split("<br>")[0]) for x in labels), default=0)
@@ -155,8 +151,7 @@ def _slanted_labels_px(fig: go.Figure) -> int:
 
 
 def integer_ticks(fig: go.Figure, count: int, start: int = 0, **kw) -> go.Figure:
-    """Whole-number ticks (1, 2, 5, 10, … apart) on an x axis of token numbers `start` ..
-    `start + count - 1`: no tick at −0.5 or 1.5, whatever the count."""
+    """Whole-number ticks (1, 2, 5, 10, … apart) on an x axis of token numbers from `start`."""
     step = next(s for s in (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10**4)
                 if count / s <= 10 or s == 10**4)
     fig.update_xaxes(tickmode="linear", tick0=start if step == 1 else 0, dtick=step,
@@ -173,3 +168,13 @@ def empty_figure(message: str) -> go.Figure:
                       xaxis=dict(visible=False), yaxis=dict(visible=False),
                       margin=dict(l=20, r=20, t=20, b=20))
     return fig
+
+
+def empty_state(message: str) -> Callable:
+    """A chart builder that draws `message` while its records (first argument) are empty."""
+    def decorate(build: Callable[..., go.Figure]) -> Callable[..., go.Figure]:
+        @functools.wraps(build)
+        def chart(records, *args, **kwargs) -> go.Figure:
+            return build(records, *args, **kwargs) if records else empty_figure(message)
+        return chart
+    return decorate

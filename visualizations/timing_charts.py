@@ -3,25 +3,21 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from .style import PALETTE, empty_figure, integer_ticks, styled
+from .style import PALETTE, empty_state, integer_ticks, styled
 
 
+@empty_state("Press “Run the sweep” to measure prefill against one-at-a-time.")
 def prefill_sweep_figure(points, caption: str) -> go.Figure:
     """Both ways against the prompt length (`.sequential_measured` False: extrapolated)."""
-    if not points:
-        return empty_figure("Press “Run the sweep” to measure prefill against one-at-a-time.")
-    n = [p.tokens for p in points]
-    fig = go.Figure()
-    fig.add_trace(go.Scatter(x=n, y=[p.parallel_seconds * 1000 for p in points],
-                             mode="lines+markers",
-                             name="prefill: all tokens in one pass (measured)",
-                             line=dict(color=PALETTE["blue"], width=3)))
     meas = [p for p in points if p.sequential_measured]
     extra = [p for p in points if not p.sequential_measured]
-    fig.add_trace(go.Scatter(x=[p.tokens for p in meas],
-                             y=[p.sequential_seconds * 1000 for p in meas],
-                             mode="lines+markers", name="one token per pass (measured)",
-                             line=dict(color=PALETTE["vermillion"], width=3)))
+    fig = go.Figure([
+        go.Scatter(x=[p.tokens for p in points], y=[p.parallel_seconds * 1000 for p in points],
+                   mode="lines+markers", name="prefill: all tokens in one pass (measured)",
+                   line=dict(color=PALETTE["blue"], width=3)),
+        go.Scatter(x=[p.tokens for p in meas], y=[p.sequential_seconds * 1000 for p in meas],
+                   mode="lines+markers", name="one token per pass (measured)",
+                   line=dict(color=PALETTE["vermillion"], width=3))])
     if extra:
         tail = meas[-1:] + extra
         fig.add_trace(go.Scatter(
@@ -35,12 +31,10 @@ def prefill_sweep_figure(points, caption: str) -> go.Figure:
                   "time (ms, log scale)", caption, note="N prompt tokens in one forward pass.")
 
 
+@empty_state("Press Step or Play: each token's time appears here.")
 def decode_latency_figure(step_seconds: list[float], caption: str,
                           forced: list[int] | tuple[int, ...] = ()) -> go.Figure:
-    """Per-token latency bars (token 0 = prefill + first pick) and running tokens/s. `forced`:
-    steps that are not ordinary decode steps, drawn in purple and left out of tokens/s."""
-    if not step_seconds:
-        return empty_figure("Press Step or Play: each token's time appears here.")
+    """Per-token latency bars and running tokens/s; `forced` steps purple, not counted."""
     idx = list(range(len(step_seconds)))
     skip = set(forced) | {0}
     fig = go.Figure()
@@ -69,20 +63,17 @@ def decode_latency_figure(step_seconds: list[float], caption: str,
                   caption)
 
 
+@empty_state("Press Step or Play: the likeliest next tokens appear here.")
 def candidates_figure(candidates, chosen_id: int | None, shaped: list[float] | None,
                       caption: str = "", step: int | None = None) -> go.Figure:
-    """Top-k candidates as horizontal bars: model probability, and after sampling settings
-    (`shaped`: per candidate, None for greedy)."""
-    if not candidates:
-        return empty_figure("Press Step or Play: the likeliest next tokens appear here.")
+    """Top-k candidates' probabilities, before and after sampling settings (`shaped`)."""
     labels = [f"{repr(c.piece)[1:-1] or '∅'}  #{c.token_id}" for c in candidates][::-1]
     raw = [c.raw_probability * 100 for c in candidates][::-1]
     edge = [PALETTE["vermillion"] if c.token_id == chosen_id else "rgba(0,0,0,0)"
             for c in candidates][::-1]
-    fig = go.Figure()
-    fig.add_trace(go.Bar(y=labels, x=raw, orientation="h", name="model's probability (T = 1)",
-                         marker=dict(color=PALETTE["sky"], line=dict(color=edge, width=3)),
-                         text=[f"{v:.1f}%" for v in raw], textposition="outside"))
+    fig = go.Figure(go.Bar(y=labels, x=raw, orientation="h", name="model's probability (T = 1)",
+                           marker=dict(color=PALETTE["sky"], line=dict(color=edge, width=3)),
+                           text=[f"{v:.1f}%" for v in raw], textposition="outside"))
     if shaped is not None:
         sh = [v * 100 for v in shaped][::-1]
         fig.add_trace(go.Bar(y=labels, x=sh, orientation="h", name="after your sampling settings",

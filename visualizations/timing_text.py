@@ -10,12 +10,7 @@ WAIT_SHOWN_S = 0.02  # a shorter wait is the server's own wake-up between steps,
 
 def prompt_work(first, queued_s: float = 0.0) -> str:
     """What a time to first token paid for, from the first event's record: prompt tokens
-    computed (in how many passes), those read from the prefix cache, and the wait for a row.
-
-    >>> from types import SimpleNamespace as R
-    >>> prompt_work(R(forward_tokens=30, prefix_cached_tokens=0, prefill_passes=1))
-    '30 prompt tokens computed in one pass'
-    """
+    computed (in how many passes), those read from the prefix cache, and the wait for a row."""
     computed = first.forward_tokens
     cached = getattr(first, "prefix_cached_tokens", 0)
     passes = getattr(first, "prefill_passes", 1)
@@ -31,13 +26,10 @@ def prompt_work(first, queued_s: float = 0.0) -> str:
 
 def live_stats_md(ttft: float | None, decode_seconds: float, decoded: int,
                   prompt_tokens: int, first=None, queued_s: float = 0.0) -> str:
-    """TTFT, time per output token and tokens/s of a streaming answer, all measured. `first`:
-    the answer's first event (`prompt_work`); `queued_s`: its wait for a row."""
     if ttft is None:
         return "*Press **Generate**: the answer streams in token by token.*"
     tpot = decode_seconds / decoded if decoded else None
-    rate = f"{1 / tpot:.1f} tokens/s" if tpot else "—"
-    tpot_s = f"{tpot * 1000:.0f} ms" if tpot else "—"
+    rate, tpot_s = (f"{1 / tpot:.1f} tokens/s", f"{tpot * 1000:.0f} ms") if tpot else ("—", "—")
     cards = cards_html([Card("Time to first token", f"{ttft * 1000:,.0f} ms", "measured"),
                         Card("Time per output token", tpot_s, "measured, mean"),
                         Card("Decode speed", rate, "measured")])
@@ -49,11 +41,9 @@ def live_stats_md(ttft: float | None, decode_seconds: float, decoded: int,
 
 
 def prefill_report_md(m) -> str:
-    """Explain one measured prefill `m` (.decode_step_seconds None: no decode step ran; .noise
-    busy: the notice and the numbers, no "cheaper" or "why")."""
-    n, prefill = m.prompt_tokens, m.prefill_seconds
+    """Explain one measured prefill `m` (.decode_step_seconds None: no decode step ran)."""
+    n, prefill, tpot = m.prompt_tokens, m.prefill_seconds, m.decode_step_seconds
     noise = getattr(m, "noise", None)
-    tpot = m.decode_step_seconds
     heads = [Card(f"Prefill, {n} tokens", f"{prefill * 1000:,.0f} ms", "measured, one pass"),
              Card("Time to first token", f"{m.ttft_seconds * 1000:,.0f} ms", "measured")]
     lines = [
@@ -70,8 +60,7 @@ def prefill_report_md(m) -> str:
 
 
 def per_token_verdict(m, noise) -> tuple[Card, list[str]]:
-    """Prefill's time per prompt token against a decode step's: the card and the sentences,
-    with a verdict and its why only on a quiet run; otherwise the two times, named plainly."""
+    """Prefill's time per prompt token against a decode step's: a card and sentences."""
     n, prefill, tpot = m.prompt_tokens, m.prefill_seconds, m.decode_step_seconds
     per_tok, ratio = prefill / n, tpot / (prefill / n)
     if not supports_verdict(noise):
@@ -94,9 +83,9 @@ def per_token_verdict(m, noise) -> tuple[Card, list[str]]:
     return card, [
         f"- So prefill spent **{per_tok * 1000:.1f} ms per prompt token**, {said}.",
         f"- Why the first token is slower: it waits for the whole prefill "
-        f"({m.ttft_seconds * 1000:.0f} ms ≈ {m.ttft_seconds / tpot:.1f} decode steps here). "
-        "Longer prompts push it further; the next tokens each cost about one decode step, "
-        "which grows slowly as the text gets longer (lesson 4c measures it).",
+        f"({m.ttft_seconds * 1000:.0f} ms ≈ {m.ttft_seconds / tpot:.1f} decode steps here), longer "
+        "for longer prompts; each next token costs about one decode step, which grows slowly "
+        "with the text (lesson 4c measures it).",
     ]
 
 
@@ -109,22 +98,18 @@ def sweep_progress_md(done: int, total: int, point) -> str:
 
 
 def verdict_point(points):
-    """The point a sweep's verdict quotes: the longest length measured both ways (the longest
-    of all, extrapolated, only when none was), and its speed-up of one pass over one-at-a-time."""
+    """The longest length measured both ways (else the longest) and one pass's speed-up there."""
     measured = [p for p in points if p.sequential_measured]
     last = measured[-1] if measured else points[-1]
     return last, last.sequential_seconds / last.parallel_seconds
 
 
 def sweep_verdict_md(points, noise=None, reference=None) -> str:
-    """The closing line of a sweep: the speed-up at `verdict_point`, with its range over the
-    rounds; busy `noise`: both times, no "faster", the quiet `reference` above them. A speed-up
-    past its bound (`.impossible`) is not shown: its reason is."""
+    """A sweep's closing line at `verdict_point` (busy: the quiet `reference`; impossible: why)."""
     if not points:
         return "No prompt lengths were measured."
     last, ratio = verdict_point(points)
     how = "measured both ways" if last.sequential_measured else "one-at-a-time extrapolated"
-    seq_note = "measured" if last.sequential_measured else "extrapolated"
     impossible = getattr(last, "impossible", None)
     robust = getattr(last, "robust", None)
     if impossible:
@@ -151,6 +136,7 @@ def sweep_verdict_md(points, noise=None, reference=None) -> str:
         reference, "One pass's speed-up", live, noise) + cards_html([
         Card(f"One pass, {last.tokens} tokens", f"{last.parallel_seconds * 1000:,.0f} ms",
              "measured"),
-        Card("One token at a time", f"{last.sequential_seconds * 1000:,.0f} ms", seq_note),
+        Card("One token at a time", f"{last.sequential_seconds * 1000:,.0f} ms",
+             "measured" if last.sequential_measured else "extrapolated"),
         head,
     ]) + said

@@ -1,15 +1,12 @@
-"""Text as coloured token pieces: lesson 1's picture, with ids underneath, and lesson 3's answer
-so far, each token a tile numbered by its step (with the step's measured cards).
-
-Whitespace is made visible (· for a space, ↵ for a newline, → for a tab) because it is part
-of the tokens: " world" with its leading space is one token, "world" without it another.
-Special tokens (the chat template's markers) get a dashed outline.
+"""Text as coloured token pieces (lesson 1 with ids, lesson 3's answer numbered by step), their
+whitespace made visible (· space, ↵ newline, → tab): " world" and "world" are two tokens.
 """
 from __future__ import annotations
 
 import html
 
 from .cards import Card, cards_html
+from .glossary import NOTES
 
 # Light tints of the Okabe–Ito colours: dark text stays readable on each.
 TINTS = ["#cfe3f1", "#f7e2b3", "#bfe6d8", "#f3cdb5", "#d5ecf9", "#efd3e3"]
@@ -19,10 +16,14 @@ def visible_whitespace(text: str) -> str:
     return text.replace(" ", "·").replace("\n", "↵").replace("\t", "→")
 
 
+def shown_piece(piece: str) -> str:
+    """A token's text as a chip shows it (▯: a byte piece of a character split over tokens)."""
+    return visible_whitespace(piece) or "▯"
+
+
 def chip(label: str, info: str, tint: str, special: bool, sub: str = "",
          ends_line: bool = False) -> str:
-    """One token chip. `info` shows on tap (focus) or hover, so touch screens get it too; a
-    chip whose text ends a line is followed by a line break, as the text itself is."""
+    """One token chip: `info` shows on tap (focus) or hover; a chip ending a line breaks it."""
     cls = "lab-tok special" if special else "lab-tok"
     info = html.escape(info, quote=True)
     out = (f"<span class='{cls}' tabindex='0' style='background:{tint};color:#111' "
@@ -31,13 +32,11 @@ def chip(label: str, info: str, tint: str, special: bool, sub: str = "",
 
 
 def token_html(tokens) -> str:
-    """tokens: objects with .id, .text, .vocab_piece, .special (see inference.tokens.Token)."""
     if not tokens:
         return "<div class='lab-tokens lab-empty'>Type some text to see its tokens.</div>"
     spans = []
     for i, t in enumerate(tokens):
-        shown = t.text if t.text else "▯"  # ▯: a byte piece of a character split over tokens
-        label = visible_whitespace(t.vocab_piece if t.special else shown)
+        label = visible_whitespace(t.vocab_piece) if t.special else shown_piece(t.text or "")
         spans.append(chip(label, f"id {t.id} · vocabulary entry {t.vocab_piece!r}",
                           TINTS[i % len(TINTS)], t.special, f"<sub>{t.id}</sub>",
                           ends_line=(t.text or "").endswith("\n")))
@@ -45,10 +44,9 @@ def token_html(tokens) -> str:
 
 
 def token_counts_md(text: str, n_tokens: int, n_special: int = 0) -> str:
-    """Characters, words, tokens and tokens per word as a markdown line (text written without
-    spaces, Chinese or Japanese, gets no word count: characters per token means more there)."""
+    """Characters, words, tokens and their ratios (no word count for Chinese or Japanese)."""
     unspaced = any("\u3040" <= c <= "\u30ff" or "\u3400" <= c <= "\u9fff" for c in text)
-    words = 0 if unspaced else len(text.split())  # Japanese and Chinese: no spaces between
+    words = 0 if unspaced else len(text.split())
     per_word = f"{n_tokens / words:.2f}" if words else "—"
     chars_per_tok = f"{len(text) / n_tokens:.1f}" if n_tokens else "—"
     extra = f" ({n_special} special)" if n_special else ""
@@ -60,7 +58,6 @@ def token_counts_md(text: str, n_tokens: int, n_special: int = 0) -> str:
 
 
 def template_note_md(plain_tokens: int, wrapped_tokens: int, special_tokens: int) -> str:
-    """What the chat template adds: its tokens are paid on every turn."""
     return (f"Wrapped in the chat template, your {plain_tokens} tokens become "
             f"**{wrapped_tokens}**: **{wrapped_tokens - plain_tokens}** tokens of role markers "
             f"and the default system message ({special_tokens} special tokens), paid on every "
@@ -99,13 +96,12 @@ def conversation_cost_md(rows) -> str:
 
 
 def output_html(events) -> str:
-    """events: objects with .index, .piece, .special, .token_id, .chosen_by."""
     if not events:
         return ("<div class='lab-tokens lab-empty'>The answer appears here, one token per step. "
                 "Press <b>Step</b> or <b>Play</b>.</div>")
     spans = []
     for e in events:
-        label = "⏹ end of turn" if e.special else visible_whitespace(e.piece) if e.piece else "▯"
+        label = "⏹ end of turn" if e.special else shown_piece(e.piece)
         spans.append(chip(label, f"step {e.index} · id {e.token_id} · {e.chosen_by}",
                           TINTS[e.index % len(TINTS)], e.special or e.chosen_by == "your pick",
                           f"<sub>{e.index}</sub>", ends_line=e.piece.endswith("\n")))
@@ -113,15 +109,13 @@ def output_html(events) -> str:
 
 
 def timed_step(event) -> bool:
-    """Whether a step counts in 'time per output token'. Left out: the first token (prefill),
-    a branch pick (it re-reads a token after the cache was cropped) and a step that re-fed the
-    text after the cache was freed (a prefill in disguise)."""
+    """Whether a step counts in 'time per output token': not the first (prefill), a branch pick
+    (it re-reads a token after a crop) nor a refill after a freed cache (a prefill in disguise)."""
     return event.index > 0 and event.chosen_by != "your pick" and event.forward_tokens <= 1
 
 
 def decode_stats_md(events, finished: str | None) -> str:
-    """TTFT, TPOT, tokens/s and the cache's size as cards (the numbers a class reads, each
-    with how it was taken), then one line: the token count, any step left out, how it ended."""
+    """TTFT, TPOT, tokens/s and the cache's size as cards, then the count and how it ended."""
     if not events:
         return "*No tokens yet.*"
     ttft = events[0].seconds
@@ -149,6 +143,4 @@ def decode_stats_md(events, finished: str | None) -> str:
     return cards + " · ".join(parts)
 
 
-CACHE_FREED = ("ℹ️ *Your KV cache had been freed to keep the room's memory within its budget "
-               "(idle too long, or others needed the space). Your tokens were kept: this step "
-               "fed them all again in one pass, so its time includes that prefill.*")
+CACHE_FREED = NOTES["cache_freed"]

@@ -1,11 +1,9 @@
 """Attention's memory: the L × L score table, written out in full or computed in tiles.
 
-"eager" attention keeps the whole score table, [batch, heads, L, L], then its softmax: heads ×
-L² numbers per layer (9 × 4,096² × 4 bytes = 604 MB in float32). "sdpa" (flash-style kernels)
-walks the keys in tiles with a running maximum and sum, so the table never exists.
-`prefill_peak_memory` runs one prefill with the implementation asked for and measures the peak
-memory above the start (`peak_method`: the one method this device offers). The peak includes
-the KV cache and other activations, the same for both: the difference is the score tables.
+"eager" attention keeps the whole [batch, heads, L, L] table; "sdpa" (flash-style kernels)
+walks the keys in tiles with a running maximum and sum, so it never exists. One prefill each,
+its peak memory above the start measured: everything else being equal, the difference is the
+score tables.
 """
 from __future__ import annotations
 
@@ -47,8 +45,7 @@ def _rss() -> int:
 
 
 def _vm_hwm(reset: bool = False) -> int | None:
-    """Peak resident bytes since the last reset (Linux), or None where it cannot be read or
-    reset. With `reset`, the peak is first set back to the current resident size."""
+    """Peak resident bytes (Linux; `reset`: set back to the current size first), or None."""
     try:
         if reset:
             with open("/proc/self/clear_refs", "w") as f:
@@ -63,7 +60,6 @@ def _vm_hwm(reset: bool = False) -> int | None:
 
 
 def peak_method(device: torch.device | str) -> str:
-    """The method `measure_peak` uses on `device`."""
     if torch.device(device).type == "cuda":
         return CUDA_METHOD
     return HWM_METHOD if _vm_hwm(reset=True) is not None else SAMPLED_METHOD
@@ -109,7 +105,6 @@ def measure_peak(device: torch.device | str, run: Callable[[], object]) -> tuple
 
 @torch.inference_mode()
 def prefill_peak_memory(lm, tokens: int, implementation: str) -> PeakMemory:
-    """One prefill of `tokens` tokens with `implementation` attention, its peak memory measured."""
     check_fits_window(tokens, lm.info.context_window)
     x = torch.tensor([sweep_tokens(lm.tokenizer, tokens)], device=lm.device)  # [1, L]
     seconds = [0.0]
@@ -129,18 +124,12 @@ def prefill_peak_memory(lm, tokens: int, implementation: str) -> PeakMemory:
 
 def compare_attention_memory(lm, tokens: int, max_eager_tokens: int
                              ) -> Iterator[PeakMemory]:
-    """The same prefill with "sdpa", then "eager" attention, at `tokens` capped to
-    `max_eager_tokens` (eager's score tables grow with L²: 2.4 GB per layer at 8,192 tokens in
-    float32, so the cap keeps the machine responsive). One record after each."""
+    """The same prefill with "sdpa", then "eager", capped (eager's tables grow with L²)."""
     n = min(tokens, max_eager_tokens)
     for name in ("sdpa", "eager"):
         yield prefill_peak_memory(lm, n, name)
 
 
 def attention_memory_tokens(tokens: int, max_eager_tokens: int) -> int:
-    """Tokens `compare_attention_memory` feeds: the same capped prefill twice (sdpa, eager).
-
-    >>> attention_memory_tokens(8192, max_eager_tokens=2048)
-    4096
-    """
+    """Tokens `compare_attention_memory` feeds: the same capped prefill twice."""
     return 2 * min(tokens, max_eager_tokens)

@@ -1,13 +1,10 @@
-"""Lesson 4: what the cache is read for. The newest token's attention over cached positions.
-
-Computed from the REAL cached keys and the newest token's real query, in every layer:
+"""Lesson 4: what the cache is read for. The newest token's attention over cached positions,
+from the REAL cached keys and the newest token's recomputed query, in every layer:
 
     q = rotary(q_proj(input_layernorm(h)))        # h: the newest token entering layer l
     weights = softmax(q · Kᵀ / √head_dim)         # K: layer l's cached keys, all positions
 
-With grouped-query attention, query head h reads KV head h // (query_heads / kv_heads). No
-hooks and no switch of attention implementation: the layer inputs come from
-`output_hidden_states`, and the small query computation is redone here.
+With grouped-query attention, query head h reads KV head h // (query_heads / kv_heads).
 """
 from __future__ import annotations
 
@@ -24,15 +21,15 @@ from ..errors import EmptyPromptError
 @dataclass(frozen=True)
 class AttentionView:
     pieces: tuple[str, ...]  # one text piece per cached position
-    # weights[layer][query head][position]: a float32 array [L, H_q, S] (4 bytes a weight; as
-    # Python floats a 4,000-token view took ~40 MB a visitor), or nested tuples in tests
+    # weights[layer][query head][position]: a float32 array [L, H_q, S] (4 bytes a weight, not
+    # a Python float's ~32), or nested tuples in tests
     weights: Any
     kv_heads: int
     query_heads: int
 
     @property
     def nbytes(self) -> int:
-        """Bytes the weights hold (what a visitor's view costs the server between clicks)."""
+        """Bytes the weights hold (what the view costs the server between clicks)."""
         return int(getattr(self.weights, "nbytes", 0))
 
     @property
@@ -66,7 +63,7 @@ def attention_weights(query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
 
 @torch.inference_mode()
 def newest_attention(lm, ids: list[int]) -> AttentionView:
-    """Run `ids` once into a cache; return the last token's attention in every layer and head."""
+    """Run `ids` once into a cache: the last token's attention in every layer and head."""
     if not ids:
         raise EmptyPromptError("The prompt is empty: type some text first.")
     model = lm.model
@@ -77,19 +74,16 @@ def newest_attention(lm, ids: list[int]) -> AttentionView:
     for layer in range(len(model.model.layers)):
         hidden = out.hidden_states[layer][:, -1, :]  # [1, hidden]: input to this layer
         q = newest_token_query(model, hidden, layer, len(ids) - 1)
-        w = attention_weights(q, cache.layers[layer].keys)  # [H_q, S]
-        rows.append(w.float().cpu())  # [H_q, S]
-    pieces = tuple(lm.tokenizer.decode([i]) for i in ids)
+        rows.append(attention_weights(q, cache.layers[layer].keys).float().cpu())  # [H_q, S]
     cfg = model.config
-    weights = torch.stack(rows).numpy()  # [L, H_q, S] float32
-    return AttentionView(pieces=pieces, weights=weights, kv_heads=cfg.num_key_value_heads,
-                         query_heads=cfg.num_attention_heads)
+    return AttentionView(pieces=tuple(lm.tokenizer.decode([i]) for i in ids),
+                         weights=torch.stack(rows).numpy(),  # [L, H_q, S] float32
+                         kv_heads=cfg.num_key_value_heads, query_heads=cfg.num_attention_heads)
 
 
 class HeldAttention:
-    """A visitor's attention view kept between clicks (to redraw another layer or head), held
-    under the same budget as the decode caches (`inference.cache_budget.CacheBudget`): when
-    the budget frees it, `view` becomes None and the learner is asked to run it again."""
+    """A visitor's view kept between clicks (to redraw another layer or head) under the decode
+    caches' budget (`cache_budget.CacheBudget`): freed, `view` is None and the learner reruns."""
 
     def __init__(self, view: AttentionView) -> None:
         self.view: AttentionView | None = view

@@ -1,16 +1,9 @@
 """Lesson 5: measure decode at batch sizes 1, 2, 4, ... and watch throughput climb.
 
-Each decode step reads every weight once, whether it serves one request or sixty-four, so
-the step time grows far more slowly than the batch: aggregate tokens/s climbs while each
-request's own speed drops, until the arithmetic, not the memory, bounds the step.
-
-Each size: B copies of one prompt prefilled (no padding), a warm-up step (on a CPU at two thread
-counts, the faster kept: `thread_choice`), then `decode_steps` timed steps, each after a 1-row
-step on batch 1's cache at the same thread count (so the gain compares pairs that saw the same
-machine), kept at their low quantile (another program only adds time). The floor of a step is
-the bytes it reads ÷ the measured bandwidth. A size whose figure is impossible against batch 1
-(`sanity.py`) is measured once more after batch 1 again; still impossible, its point says why.
-Sizes over the memory budget are skipped (`memory_guard.py`), with the arithmetic.
+A decode step reads every weight once however many rows it serves, so step time grows far more
+slowly than the batch: tokens/s climbs while each request's own speed drops, until arithmetic,
+not memory, bounds the step. Each timed step follows a 1-row step, so the gain compares pairs
+that saw the same machine. Sizes over the memory budget are skipped, with the arithmetic.
 """
 from __future__ import annotations
 
@@ -33,8 +26,6 @@ from .roofline import ceiling_tokens_per_s, measure_read_bandwidth
 
 @dataclass(frozen=True)
 class BatchPoint:
-    """Measured decode at one batch size."""
-
     batch: int
     prompt_tokens: int  # per request
     prefill_seconds: float  # all B prompts in one pass
@@ -48,12 +39,12 @@ class BatchPoint:
 
     @property
     def mean_context(self) -> float:
-        """Positions each row attended to, on average, over the timed steps."""
+        """Positions each row attended to on average over the timed steps."""
         return self.prompt_tokens + len(self.step_times) / 2
 
     @property
     def tokens_per_s(self) -> float:
-        """Aggregate decode throughput: tokens for all requests per second."""
+        """All requests' tokens per second."""
         return self.batch / self.step_seconds
 
     @property
@@ -66,9 +57,7 @@ class BatchPoint:
         return self.batch * self.prompt_tokens / self.prefill_seconds
 
     def gain_over(self, one: BatchPoint) -> Robust:
-        """This size's throughput ÷ `one`'s (batch 1), with its range over the timed steps:
-        against the 1-row steps timed beside this size's (paired: both saw the machine as it
-        was then) when there are any, else against `one`'s own steps (low quantiles of each)."""
+        """Throughput ÷ batch 1's, against the 1-row steps timed beside these if any."""
         ones = self.one_row_times or one.step_times
         return low_ratio(ones, self.step_times, scale=self.batch / one.batch)
 
@@ -79,7 +68,7 @@ class BatchPoint:
 
 @dataclass(frozen=True)
 class SweepUpdate:
-    """Progress of a sweep; the last one (finished=True) is the result."""
+    """Progress of a sweep; the last (finished=True) is the result."""
 
     points: tuple[BatchPoint, ...]
     plans: tuple[BatchMemoryPlan, ...]  # every size asked for, fitting or not
@@ -102,8 +91,7 @@ def sweep_sizes(max_batch: int) -> list[int]:
 def run_sweep(lm, prompt: list[int], max_batch: int = 32, decode_steps: int = 12,
               budget_bytes: int = 8 * 10**9,
               bandwidth_gbs: float | None = None) -> Iterator[SweepUpdate]:
-    """Decode B copies of `prompt` for each batch size; yields progress after every step.
-    `bandwidth_gbs`: the machine's measured read bandwidth (measured here when not given)."""
+    """Decode B copies of `prompt` for each batch size; yields progress after every step."""
     if not prompt:
         raise EmptyPromptError("The sweep needs a non-empty prompt.")
     LIMITS.sweep_decode_steps.check("Decode steps", decode_steps)
@@ -117,7 +105,6 @@ def run_sweep(lm, prompt: list[int], max_batch: int = 32, decode_steps: int = 12
     lane = {}  # the 1-row lane: batch 1's cache and token, stepped beside the rest
 
     def measure(b: int, again: str = "") -> Iterator[SweepUpdate]:
-        """Time one batch size; yields progress, returns its `BatchPoint`."""
         ids = torch.tensor([prompt] * b, device=device)  # [B, S]
         yield SweepUpdate(tuple(points), plans, b, 0, decode_steps, bandwidth,
                           f"{again}Batch {b}: prefilling {b} × {len(prompt)} prompt tokens…")
@@ -173,13 +160,8 @@ def impossible_point(one: BatchPoint, point: BatchPoint) -> str | None:
 
 
 def batch_sweep_tokens(prompt: int, max_batch: int, decode_steps: int) -> int:
-    """Tokens `run_sweep` feeds at most (every size fitting, no size measured again): at each
-    batch size b, b copies of the prompt, up to two warm-up steps (one per thread count tried)
-    and `decode_steps` timed steps; past batch 1, a 1-row step beside each timed step.
-
-    >>> batch_sweep_tokens(prompt=30, max_batch=4, decode_steps=12)
-    332
-    """
+    """Tokens `run_sweep` feeds at most (no size measured again): per size b, b rows of the
+    prompt, two warm-up and `decode_steps` timed steps; past batch 1, a 1-row step beside each."""
     sizes = sweep_sizes(max_batch)
     return (sum(b * (prompt + decode_steps + 2) for b in sizes)
             + decode_steps * (len(sizes) - 1))

@@ -1,14 +1,9 @@
-"""Long contexts, measured: what a longer prompt and a longer cache cost, up to the model's
-context window (read from the model: 8,192 tokens for SmolLM2).
+"""Long contexts, measured: what a longer prompt and a longer cache cost, up to the window.
 
-- `prefill_lengths_sweep` times one prefill at each prompt length: its time grows faster than
-  the length (`context_theory.fit_quadratic`).
-- `decode_lengths_sweep` times one decode step with the cache REALLY at each length, at batch 1
-  and 8: one prefill of the longest length fills a cache, each shorter length is that cache cut
-  back (`DynamicCache.crop`), batch 8 repeats its rows (`batch_repeat_interleave`), and each
-  point records the length read from the tensors. `DynamicCache` grows by concatenation, so
-  each step also copies the cache once: bytes the theory's floor does not count.
-A prompt or cache beyond the context window is refused with `PromptTooLongError`.
+`prefill_lengths_sweep` times one prefill per prompt length. `decode_lengths_sweep` times one
+decode step with the cache really at each length: one prefill of the longest, cropped for each
+shorter one. `DynamicCache` grows by concatenation, so each step also copies the cache once:
+bytes the theory's floor does not count.
 """
 from __future__ import annotations
 
@@ -36,14 +31,13 @@ def check_fits_window(tokens: int, window: int, what: str = "A prompt") -> None:
 
 
 def prefill_lengths(settings, window: int) -> tuple[int, ...]:
-    """The prompt lengths to time: the Settings' lengths below the window, then the window."""
+    """The Settings' prompt lengths below the window, then the window."""
     return tuple(sorted({n for n in settings.context_prefill_lengths if 0 < n < window}
                         | {window}))
 
 
 def decode_lengths(settings, window: int) -> tuple[int, ...]:
-    """Cache lengths to time: the Settings' lengths that leave room for the step's own token,
-    and the longest that does (window - 1: the step fills the window)."""
+    """The Settings' cache lengths that leave room for the step's own token, and window - 1."""
     return tuple(sorted({n for n in settings.context_decode_lengths if 0 <= n < window}
                         | {window - 1}))
 
@@ -61,8 +55,6 @@ class PrefillLengthPoint:
 
 @dataclass(frozen=True)
 class LengthsProgress:
-    """A sweep so far: its points (`PrefillLengthPoint`s or `DecodeLengthPoint`s)."""
-
     done: int  # points measured so far
     total: int  # points in the sweep (decode: lengths × batches)
     points: tuple
@@ -72,7 +64,6 @@ class LengthsProgress:
 @torch.inference_mode()
 def prefill_lengths_sweep(lm, lengths: Iterable[int], repeats: int = 1
                           ) -> Iterator[LengthsProgress]:
-    """Time one prefill at each length (shortest first); yield progress after each."""
     lengths = sorted(set(lengths))
     window = lm.info.context_window
     check_fits_window(max(lengths), window)
@@ -104,8 +95,6 @@ class DecodeLengthPoint:
 
 @dataclass(frozen=True)
 class LengthComparison:
-    """One decode step at a long cache against one at a short cache, same batch."""
-
     short: DecodeLengthPoint
     long: DecodeLengthPoint
     ratio: float  # long step ÷ short step (medians)
@@ -114,8 +103,7 @@ class LengthComparison:
 
 def compare_lengths(points, short: int, long: int, batch: int = 1
                     ) -> LengthComparison | None:
-    """The measured points at `batch` nearest to `short` and `long` cache tokens, compared;
-    None if the sweep has no two distinct points at that batch."""
+    """The points at `batch` nearest to `short` and `long` cache tokens (None: not two)."""
     mine = [p for p in points if p.batch == batch]
     if len(mine) < 2:
         return None
@@ -145,8 +133,7 @@ def _time_steps(model, cache: DynamicCache, tokens: int, token_id: int, batch: i
 @torch.inference_mode()
 def decode_lengths_sweep(lm, lengths: Iterable[int], batches: Iterable[int] = (1, 8),
                          repeats: int = 3) -> Iterator[LengthsProgress]:
-    """Time one decode step at each cache length (longest first) and batch; progress after each.
-    The cache is filled once by an untimed prefill of the longest length."""
+    """Time one decode step at each cache length (longest first) and batch."""
     lengths, batches = sorted(set(lengths), reverse=True), sorted(set(batches))
     check_fits_window(lengths[0] + 1, lm.info.context_window,
                       "A cache plus the step's own token")
@@ -167,21 +154,13 @@ def decode_lengths_sweep(lm, lengths: Iterable[int], batches: Iterable[int] = (1
 
 
 def prefill_lengths_tokens(lengths: Iterable[int], repeats: int = 1) -> int:
-    """Tokens `prefill_lengths_sweep` feeds: its warm-up, then `repeats` prefills per length.
-
-    >>> prefill_lengths_tokens([256, 1024], repeats=2)
-    2568
-    """
+    """Tokens `prefill_lengths_sweep` feeds: its warm-up, then `repeats` prefills per length."""
     return WARM_UP_TOKENS + max(1, repeats) * sum(set(lengths))
 
 
 def decode_lengths_tokens(lengths: Iterable[int], batches: Iterable[int], repeats: int) -> int:
-    """Tokens `decode_lengths_sweep` feeds: one prefill of the longest cache, then per batch b
-    a warm-up step and `repeats` steps per cache length, b tokens each.
-
-    >>> decode_lengths_tokens([0, 1024, 4096], batches=(1, 8), repeats=3)
-    4186
-    """
+    """Tokens `decode_lengths_sweep` feeds: one prefill of the longest, then per batch b a
+    warm-up step and `repeats` steps per length, b tokens each."""
     lengths = set(lengths)
     steps = 1 + len(lengths) * max(1, repeats)
     return max(max(lengths), 1) + sum(b * steps for b in set(batches))

@@ -1,24 +1,10 @@
 """Lesson 4c's theory beside its measurements: what a long context must cost, and what cuts it.
 
-**The bandwidth floor of a decode step.** At batch B a step reads every weight once and, for
-each row, the keys and values of all L cached positions:
+    decode bytes read = weight bytes + B × L × KV bytes per token;  floor = bytes ÷ bandwidth
+    prefill seconds   = a + b·L + c·L²   (fixed part, matrix products, attention; fitted)
 
-    bytes read = weight bytes + B × L × KV bytes per token;  floor = bytes read ÷ bandwidth
-
-The terms are equal at L* = weight bytes ÷ (B × KV bytes per token): past it the cache costs a
-step more reading than the whole model (SmolLM2-135M in float32: ~11,700 tokens at batch 1).
-
-**A prefill's time, fitted.** A pass over L tokens costs a + b·L + c·L²: a fixed part, the
-matrix products (every token times every weight) and attention (each of L queries against up to
-L keys). `fit_quadratic` finds a, b, c by least squares (fewer than three lengths: fewer terms;
-a negative b or c is noise, so the best fit with none negative is kept).
-
-**Four ways to hold fewer cache bytes** (`cost_cuts`), each labelled measured or theoretical:
-grouped-query attention, an 8-bit cache, a sliding window, prefix caching.
-
->>> f = fit_quadratic([1, 2, 3, 4], [1 + 2 + 3, 1 + 4 + 12, 1 + 6 + 27, 1 + 8 + 48])
->>> round(f.a, 6), round(f.b, 6), round(f.c, 6)
-(1.0, 2.0, 3.0)
+Past L* = weight bytes ÷ (B × KV bytes per token) the cache outweighs the model in every step.
+`cost_cuts`: four ways to hold fewer cache bytes (GQA, 8-bit, a sliding window, prefix caching).
 """
 from __future__ import annotations
 
@@ -57,12 +43,11 @@ class DecodeTheory:
         return self.bytes_read(tokens, batch) / (self.bandwidth_gbs * 1e9)
 
     def crossover_tokens(self, batch: int = 1) -> int:
-        """L*: the cache length at which the cache reads equal the weight reads."""
+        """L*: where the cache reads equal the weight reads."""
         return round(self.weight_bytes / (batch * self.kv_bytes_per_token))
 
 
 def decode_theory(lm, shared=None) -> DecodeTheory:
-    """The floor for `lm` on this machine (bandwidth from `shared`, measured once)."""
     info = lm.info
     kv = bytes_per_token(info.layers, info.kv_heads, info.head_dim, lm.bytes_per_value)
     return DecodeTheory(bytes_read_per_token(lm.model), kv,
@@ -80,7 +65,6 @@ class QuadraticFit:
     points: int  # how many measured points it went through
 
     def at(self, tokens: float) -> float:
-        """Fitted seconds at `tokens`."""
         return self.a + self.b * tokens + self.c * tokens ** 2
 
     def quadratic_seconds(self, tokens: float) -> float:
@@ -105,20 +89,17 @@ def _solve(xs: np.ndarray, ys: np.ndarray, terms: tuple[int, ...]) -> np.ndarray
     return full
 
 
-def _residual(xs: np.ndarray, ys: np.ndarray, coef: np.ndarray) -> np.ndarray:
-    return ys - (coef[0] + coef[1] * xs + coef[2] * xs ** 2)
-
-
 def fit_quadratic(tokens: Sequence[float], seconds: Sequence[float]) -> QuadraticFit:
-    """Least-squares a + b·L + c·L² through the points, b and c kept at zero or above."""
+    """Least-squares a + b·L + c·L², fewer terms for fewer lengths, none negative (noise)."""
     if len(tokens) != len(seconds) or not tokens:
         raise ValueError("fit_quadratic needs as many times as lengths, at least one.")
     xs, ys = np.asarray(tokens, dtype=float), np.asarray(seconds, dtype=float)
     distinct = len(set(tokens))
     candidates = [t for t in ((0, 1, 2), (0, 1), (0, 2), (0,)) if len(t) <= distinct]
     fits = [c for c in (_solve(xs, ys, t) for t in candidates) if c[1] >= 0 and c[2] >= 0]
-    best = min(fits, key=lambda c: float(np.sum(_residual(xs, ys, c) ** 2)))  # (0,) always fits
-    rms = math.sqrt(float(np.mean(_residual(xs, ys, best) ** 2)))
+    residuals = [ys - (c[0] + c[1] * xs + c[2] * xs ** 2) for c in fits]
+    best, res = min(zip(fits, residuals), key=lambda pair: float(np.sum(pair[1] ** 2)))
+    rms = math.sqrt(float(np.mean(res ** 2)))  # (0,) always fits, so `fits` is never empty
     return QuadraticFit(float(best[0]), float(best[1]), float(best[2]), rms, len(tokens))
 
 
@@ -126,7 +107,7 @@ def attention_flops_share(tokens: int, matmul_parameters: int, layers: int, head
                           head_dim: int) -> float:
     """Theoretical: attention's share of a causal prefill's arithmetic at `tokens`: matrix
     products 2 × matmul_parameters × L; scores and weights·V, each 2 × layers × heads ×
-    head_dim × L²/2 (causal: a query sees only the keys before it)."""
+    head_dim × L²/2 (a query sees only the keys before it)."""
     matmul = 2 * matmul_parameters * tokens
     attention = 2 * layers * heads * head_dim * tokens ** 2
     return attention / (attention + matmul) if tokens > 0 else 0.0
@@ -134,8 +115,6 @@ def attention_flops_share(tokens: int, matmul_parameters: int, layers: int, head
 
 @dataclass(frozen=True)
 class LengthShare:
-    """What the L² term is worth at one prompt length."""
-
     tokens: int  # prompt length L
     quadratic_share: float  # c·L² ÷ the fitted time (0 to 1), from the measured fit
     measurable: bool  # the L² term at L stands clear of the fit's noise (twice its residual)
@@ -144,15 +123,13 @@ class LengthShare:
 
 def length_shares(curve: QuadraticFit, lengths: Sequence[int], matmul_parameters: int,
                   layers: int, heads: int, head_dim: int) -> tuple[LengthShare, ...]:
-    """One `LengthShare` per length: the fitted share beside the arithmetic's own."""
     return tuple(LengthShare(
         n, curve.quadratic_share(n), curve.quadratic_is_measurable(n),
         attention_flops_share(n, matmul_parameters, layers, heads, head_dim)) for n in lengths)
 
 
 def matmul_parameters(parameters: int, vocab_size: int, hidden_size: int) -> int:
-    """The parameters a prefill multiplies every token by: all but the embedding table (looked
-    up, not multiplied; tied to the output head, which a prefill runs for its last token only)."""
+    """Parameters a prefill multiplies every token by: all but the (tied) embedding table."""
     return parameters - vocab_size * hidden_size
 
 
@@ -168,20 +145,17 @@ class CostCut:
 
     @property
     def factor(self) -> float:
-        """How many times fewer bytes."""
         return self.bytes_before / self.bytes_after if self.bytes_after else float("inf")
 
 
 def cost_cuts(layers: int, heads: int, kv_heads: int, head_dim: int, bytes_per_value: int,
               tokens: int, sliding_window: int, requests: int = 8,
               measured_bytes_per_token: int | None = None) -> tuple[CostCut, ...]:
-    """The four rows for a model of this shape at `tokens` positions. `measured_bytes_per_token`:
-    this model's cache bytes per position read from real tensors (the GQA row is then measured)."""
+    """The four rows at `tokens` positions (GQA measured given `measured_bytes_per_token`)."""
     def cache(kv: int = kv_heads, bpv: int = bytes_per_value, n: int = tokens) -> int:
         return kv_cache_bytes(layers, kv, head_dim, bpv, n)
 
-    ours = cache()
-    gqa_label = THEORETICAL
+    ours, gqa_label = cache(), THEORETICAL
     if measured_bytes_per_token is not None:
         ours, gqa_label = measured_bytes_per_token * tokens, MEASURED
     ratio = heads // kv_heads if kv_heads else 1
@@ -208,8 +182,7 @@ def cost_cuts(layers: int, heads: int, kv_heads: int, head_dim: int, bytes_per_v
 
 
 def measured_bytes_per_token(points) -> int | None:
-    """Cache bytes per position and row read from a sweep's real tensors (`DecodeLengthPoint`s
-    with a non-empty cache), for the GQA row; None without such a point."""
+    """Cache bytes per position and row from a sweep's real tensors (None: none held)."""
     held = [p for p in points if p.cache_tokens > 0]
     if not held:
         return None

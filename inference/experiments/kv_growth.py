@@ -1,8 +1,7 @@
 """Lesson 4: watch the real KV cache grow, one generated token at a time.
 
-Built on the engine's `Generation`: after every step it reads the cache's real tensors with
-`kv_cache.snapshot`. Step 0 is the prefill, which fills the cache with the whole prompt; each
-later step adds one position to every layer.
+After every step the cache's real tensors are read (`kv_cache.snapshot`): the prefill fills it
+with the whole prompt; each later step adds one position to every layer.
 """
 from __future__ import annotations
 
@@ -28,10 +27,8 @@ class GrowthStep:
 
 def watch_growth(lm, prompt_ids: list[int], max_new_tokens: int = 24,
                  max_new_limit: int = 512) -> Iterator[GrowthStep]:
-    """Generate greedily and yield the real cache after every step (step 0: the prefill).
-
-    Note the cache lags the text by one token: the newest token's keys and values are
-    written by the NEXT forward pass, the one that reads it."""
+    """Generate greedily and yield the real cache after every step (step 0: the prefill). The
+    cache lags the text by one token: the next pass writes the newest token's keys/values."""
     gen = start(lm, prompt_ids, max_new_tokens=max_new_tokens, max_new_limit=max_new_limit)
     while not gen.finished:
         ev = next_token(lm, gen)

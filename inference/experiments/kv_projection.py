@@ -2,19 +2,9 @@
 
     bytes = 2 × layers × kv_heads × head_dim × bytes_per_value × tokens × batch
 
-The formula, checked against this model's tensors, predicts the cache of published models too.
-It grows with context AND batch while the weights stay the same, so past some tokens ×
-sequences the cache outweighs the model (`crossover_tokens`). Grouped-query attention shares
-each KV head among several query heads (SmolLM2-135M: 3 for 9, a 3× smaller cache than MHA).
-Each model's context window is published too: every projected point says whether it lies
-within it (Mistral-7B's 4,096-token sliding window caps its cache per sequence).
-
-This machine's model beside its larger siblings (`size_rows`), from their published shapes:
-
-    parameters = vocab × hidden + hidden + layers × (2 × hidden² + 2 × hidden × kv_heads ×
-                 head_dim + 3 × hidden × intermediate + 2 × hidden)
-
-and the batch-1 decode ceiling, this machine's bandwidth ÷ the weights' bytes (theoretical).
+Checked against this model's tensors, the formula predicts published models' caches too. It
+grows with context AND batch while the weights stay the same, so past some tokens × sequences
+the cache outweighs the model. `size_rows` sets this model beside its larger siblings.
 """
 from __future__ import annotations
 
@@ -74,7 +64,6 @@ PUBLISHED = (
 
 
 def this_model(info) -> ModelSpec:
-    """The running model's shape, from its ModelInfo."""
     return ModelSpec(info.name, info.layers, info.heads, info.kv_heads, info.head_dim,
                       info.parameters, "this model (formula checked against its tensors)",
                       info.context_window)
@@ -91,8 +80,7 @@ def cache_bytes(shape: ModelSpec, tokens: int, batch: int = 1, bytes_per_value: 
 
 
 def crossover_tokens(shape: ModelSpec, bytes_per_value: int = 2, batch: int = 1) -> int:
-    """Total context (tokens per sequence) at which the cache for `batch` sequences
-    equals the weights in size."""
+    """Tokens per sequence at which the cache for `batch` sequences equals the weights."""
     per_token = shape.bytes_per_token(bytes_per_value) * batch
     return -(-shape.weight_bytes(bytes_per_value) // per_token)  # ceiling division
 
@@ -150,7 +138,11 @@ def doubling_range(start: int, stop: int) -> list[int]:
 
 def published_llama(name: str, layers: int, hidden: int, heads: int, kv_heads: int,
                     intermediate: int, vocab: int = 49_152) -> ModelSpec:
-    """A Llama-style published config as a `ModelSpec`, its parameters by the formula above."""
+    """A Llama-style published config as a `ModelSpec`, its parameters counted:
+
+    vocab × hidden + hidden + layers × (2 × hidden² + 2 × hidden × kv_heads × head_dim
+                                       + 3 × hidden × intermediate + 2 × hidden)
+    """
     head_dim = hidden // heads
     per_layer = (2 * hidden**2 + 2 * hidden * kv_heads * head_dim + 3 * hidden * intermediate
                  + 2 * hidden)

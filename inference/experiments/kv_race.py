@@ -1,22 +1,9 @@
 """Lesson 4: cache on vs off, raced on the same prompt step by step, then at longer lengths.
 
-Two lanes make the same greedy tokens:
-- **cached**: step 0 prefills the prompt into a KV cache; every later step runs ONE token
-  through the model and reads the stored keys/values for the rest;
-- **recompute**: no cache; every step runs the WHOLE sequence so far through the model again.
-The lanes take turns at one CPU thread count (`thread_choice.fastest_threads`), so both see
-the same machine noise, and `summarize` pairs their steps (`robust.paired_ratio`). A speed-up
-below 1 beyond the noise is impossible (`sanity.cached_step`): `checked_race` races once more.
-`logit_gap` says how far the recomputed scores are from the cached ones: float rounding, so the
-cache is a pure speed-up.
-
-Why the race's first tokens undersell the cache (`step_costs`): while L tokens still fit in one
-memory-bound pass, recomputing them costs little more than one token (the weights are read once
-either way); once the pass is compute-bound its time grows with L and attention's with L², so
-n tokens redo about n²/2 tokens of work. The cached step still reads L × KV bytes per step (at
-4,096 tokens in float32, 35% of this model's weights). Beyond the measured lengths the lesson
-draws theory from them: the cached step as (weights + L × KV bytes) ÷ the bandwidth its longest
-measured step reached, the recompute step as a fitted a + b·L + c·L², both labelled theoretical.
+**cached** prefills the prompt, then runs ONE token a step and reads the stored keys/values;
+**recompute** runs the WHOLE sequence again every step. The lanes take turns, so both see the
+same machine noise, and make the same greedy tokens. Short races undersell the cache
+(`step_costs`): beyond the measured lengths, theory extends them (labelled so).
 """
 from __future__ import annotations
 
@@ -75,9 +62,7 @@ class RaceSummary:
     @property
     def speedup(self) -> float:
         """The headline: the robust paired ratio (the ratio of totals for a single step)."""
-        if self.robust is not None:
-            return self.robust.estimate
-        return self.totals_ratio
+        return self.robust.estimate if self.robust is not None else self.totals_ratio
 
     @property
     def totals_ratio(self) -> float:
@@ -86,15 +71,13 @@ class RaceSummary:
 
     @property
     def work_ratio(self) -> float:
-        """How many more tokens the recompute lane pushed through the model."""
         return self.recompute_forward_tokens / max(self.cached_forward_tokens, 1)
 
 
 @torch.inference_mode()
 def race(lm, prompt_ids: list[int], new_tokens: int = LIMITS.race_new_tokens.default
          ) -> Iterator[RaceStep]:
-    """Yield a cached step, then the matching recompute step, for `new_tokens` tokens. Greedy;
-    the run does not stop at end-of-turn: both lanes do exactly N steps."""
+    """A cached step, then its recompute step, for `new_tokens` greedy tokens (no stopping)."""
     if not prompt_ids:
         raise EmptyPromptError("The prompt is empty: type some text first.")
     LIMITS.race_new_tokens.check("New tokens", new_tokens)
@@ -129,8 +112,7 @@ def race(lm, prompt_ids: list[int], new_tokens: int = LIMITS.race_new_tokens.def
 
 def checked_race(lm, prompt_ids: list[int], new_tokens: int = LIMITS.race_new_tokens.default
                  ) -> Iterator[RaceStep]:
-    """`race`, run once more (its steps marked `attempt=1`) when the first run's speed-up is
-    impossible; `summarize` then reads the second run and says if it still is."""
+    """`race`, run once more (steps marked `attempt=1`) when the first speed-up is impossible."""
     steps = []
     for step in race(lm, prompt_ids, new_tokens):
         steps.append(step)
@@ -141,8 +123,7 @@ def checked_race(lm, prompt_ids: list[int], new_tokens: int = LIMITS.race_new_to
 
 
 def summarize(steps: list[RaceStep], prompt_tokens: int) -> RaceSummary:
-    """Totals over the steps both lanes have finished (a stopped race is summarized fairly),
-    of the newest attempt only."""
+    """Totals over the steps both lanes finished, of the newest attempt only."""
     attempt = max((s.attempt for s in steps), default=0)
     steps = [s for s in steps if s.attempt == attempt]
     cached = [s for s in steps if s.lane == CACHED]
@@ -164,13 +145,8 @@ def summarize(steps: list[RaceStep], prompt_tokens: int) -> RaceSummary:
 
 
 def race_tokens(prompt: int, new: int) -> int:
-    """Tokens `race` feeds through the model at most, its warm-ups included: the cached lane
-    prefills the prompt, then feeds one token a step (P + n − 1); the recomputing lane feeds
-    the whole sequence every step (Σ_{i<n} P + i).
-
-    >>> race_tokens(prompt=20, new=48)
-    2187
-    """
+    """Tokens `race` feeds at most, warm-ups included: the cached lane P + n − 1, the
+    recomputing lane the whole sequence every step, Σ_{i<n} P + i."""
     return (WARM_UP_PASSES * WARM_UP_TOKENS + prompt + new - 1 + new * prompt
             + new * (new - 1) // 2)
 
@@ -188,7 +164,6 @@ class LengthPoint:
         return self.recompute_seconds / self.cached_seconds
 
     def bytes_read(self, tokens: int) -> int:
-        """Bytes a cached step at context length `tokens` reads: weights + L × KV bytes."""
         return self.weight_bytes + tokens * self.kv_bytes_per_token
 
     @property
@@ -204,7 +179,7 @@ class LengthPoint:
 @torch.inference_mode()
 def step_costs(lm, text_ids: list[int], lengths=LENGTHS, repeats: int = REPEATS
                ) -> Iterator[LengthPoint]:
-    """Yield one measured `LengthPoint` per length (`text_ids` repeated to fill the longest)."""
+    """One measured `LengthPoint` per length (`text_ids` repeated to fill the longest)."""
     if not text_ids:
         raise EmptyPromptError("The race needs some text to repeat.")
     model, device, info = lm.model, lm.device, lm.info
@@ -230,26 +205,20 @@ def step_costs(lm, text_ids: list[int], lengths=LENGTHS, repeats: int = REPEATS
 
 
 def fit(points: list[LengthPoint]) -> QuadraticFit:
-    """The recompute step's cost, a + b·L + c·L², fitted through the measured points."""
+    """The recompute step's a + b·L + c·L² through the measured points."""
     return fit_quadratic([p.tokens for p in points], [p.recompute_seconds for p in points])
 
 
 def generation_seconds(points: list[LengthPoint], prompt: int, new_tokens: int
                        ) -> tuple[float, float]:
-    """Theoretical (with the cache, without it) seconds for `new_tokens` after `prompt` tokens:
-    step i as the longest point's `cached_theory_seconds`, or as the fit at prompt + i."""
-    longest = max(points, key=lambda p: p.tokens)
-    cached = sum(longest.cached_theory_seconds(prompt + i) for i in range(new_tokens))
-    curve = fit(points)
-    plain = sum(curve.at(prompt + i) for i in range(new_tokens))
-    return cached, plain
+    """Theoretical seconds (cached, recomputing) for `new_tokens` after `prompt` tokens."""
+    longest, curve = max(points, key=lambda p: p.tokens), fit(points)
+    lengths = range(prompt, prompt + new_tokens)
+    return (sum(longest.cached_theory_seconds(n) for n in lengths),
+            sum(curve.at(n) for n in lengths))
 
 
 def race_lengths_tokens(lengths: Sequence[int] = LENGTHS, repeats: int = REPEATS) -> int:
     """Tokens `step_costs` feeds: its warm-up, then at each length L an untimed prefill of L,
-    `repeats` cached steps and `repeats` recomputes of L + 1 tokens.
-
-    >>> race_lengths_tokens()
-    2714
-    """
+    `repeats` cached steps and `repeats` recomputes of L + 1 tokens."""
     return WARM_UP_TOKENS + sum(n + repeats + repeats * (n + 1) for n in lengths)

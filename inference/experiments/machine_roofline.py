@@ -1,12 +1,7 @@
-"""'This machine', measured on the loaded model with device-synced timing: the read bandwidth
-and the batch-1 decode speed under it (the roofline), the matmul GFLOP/s with the passes
-placed under both roofs, and what bounds one decode step.
-
-`roofline_steps` times one decode step at a time (a screen shows "step k of N" and the speed so
-far); `watched_roofline` reads the noise rule from those steps' times and holds the speed to
-the bandwidth ceiling: a figure past it by more than the noise is measured once more, the
-bandwidth read again first (another program only lowers a measured bandwidth, so the higher
-counts); still past it, `Roofline.impossible` says why and the screen shows that instead.
+"""'This machine', measured on the loaded model: the read bandwidth and the batch-1 decode
+speed under it (the roofline), the matmul GFLOP/s with the passes under both roofs, and what
+bounds one decode step. A speed past the bandwidth ceiling is measured once more, the bandwidth
+read again first (another program only lowers it, so the higher counts).
 """
 from __future__ import annotations
 
@@ -16,20 +11,10 @@ from dataclasses import dataclass
 
 from ..generation import stream
 from ..tokens import prompt_ids
-from . import noise, step_bound
+from . import noise, roofline, step_bound
 from .noise import Noise
 from .quality import greedy_tokens
-from .roofline import (
-    ComputeRoof,
-    Roofline,
-    WorkPoint,
-    batch_work_points,
-    forward_flops,
-    machine_bandwidth,
-    machine_gflops,
-    measure_read_bandwidth,
-    prefill_flops,
-)
+from .roofline import ComputeRoof, Roofline, WorkPoint, measure_read_bandwidth
 from .step_bound import StepBound
 
 ROOFLINE_PROMPT = "Write a short story about a lighthouse keeper and a storm."
@@ -39,8 +24,6 @@ PREFILL_TOKENS = 256  # a long prompt: intensity ~256× decode's, right of most 
 
 @dataclass(frozen=True)
 class RooflineProgress:
-    """`roofline_steps` so far: decode steps timed, and the roofline once they are all done."""
-
     steps: int  # decode steps timed so far (the prefill is not one)
     total: int  # decode steps asked for (fewer if the answer ends first)
     bandwidth_gbs: float  # measured read bandwidth (the machine's one figure)
@@ -51,10 +34,8 @@ class RooflineProgress:
 
 def roofline_steps(lm, new_tokens: int = ROOFLINE_NEW_TOKENS, shared=None,
                    bandwidth_gbs: float | None = None) -> Iterator[RooflineProgress]:
-    """Measured read bandwidth (the machine's one figure, kept in `shared`; `bandwidth_gbs`: one
-    read already), then an update after each timed decode step (each timed alone, yielded
-    after), then the roofline."""
-    bandwidth = bandwidth_gbs or machine_bandwidth(shared, lm.device)
+    """An update after each timed decode step, then the roofline."""
+    bandwidth = bandwidth_gbs or roofline.machine_bandwidth(shared, lm.device)
     ids = prompt_ids(lm.tokenizer, ROOFLINE_PROMPT)
     total = max(new_tokens - 1, 1)
     yield RooflineProgress(0, total, bandwidth, None)
@@ -76,8 +57,6 @@ def roofline_steps(lm, new_tokens: int = ROOFLINE_NEW_TOKENS, shared=None,
 
 @dataclass(frozen=True)
 class WatchedRoofline:
-    """The roofline with the noise rule's reading of its decode steps."""
-
     roofline: Roofline  # its `impossible` says why a speed past the ceiling is not shown
     noise: Noise  # the reading of the decode steps' own times (busy: no share, no verdict)
     step_seconds: tuple[float, ...]  # each timed decode step (seconds)
@@ -86,9 +65,8 @@ class WatchedRoofline:
 
 def watched_roofline(lm, new_tokens: int = ROOFLINE_NEW_TOKENS, shared=None,
                      runs=roofline_steps) -> WatchedRoofline:
-    """`roofline_steps` under the noise rule, its speed held to the bandwidth ceiling: past
-    it, measured once more with the bandwidth read again (the higher read counts). `runs`:
-    the measurement (a test plants one)."""
+    """`roofline_steps` under the noise rule; a speed past the ceiling is measured once more,
+    and still past it, `Roofline.impossible` says why. `runs`: a test plants one."""
     *_, last = runs(lm, new_tokens, shared, None)
     judged, attempt = noise.reading(last.step_seconds), 0
     if last.roofline.impossible is not None:
@@ -100,20 +78,20 @@ def watched_roofline(lm, new_tokens: int = ROOFLINE_NEW_TOKENS, shared=None,
 
 def measure_compute_roof(lm, r: Roofline, shared=None, new_tokens: int = ROOFLINE_NEW_TOKENS,
                          batch_points=()) -> ComputeRoof:
-    """The second roof and the passes under it: the machine's matmul GFLOP/s (shared like the
-    bandwidth), `r`'s decode step, a prefill of `PREFILL_TOKENS` (median of 3), and the batch
-    sweep's steps (`batch_points`, its `BatchPoint`s) when a sweep has run on this machine."""
+    """The second roof and the passes under it: `r`'s decode step, a prefill of
+    `PREFILL_TOKENS` (median of 3) and the batch sweep's `BatchPoint`s if one has run."""
     info = lm.info
-    peak = machine_gflops(shared, lm.device, lm.model.dtype)
+    peak = roofline.machine_gflops(shared, lm.device, lm.model.dtype)
     prompt = prompt_ids(lm.tokenizer, ROOFLINE_PROMPT)
-    decode = WorkPoint("decode, batch 1", forward_flops(info, 1, len(prompt) + new_tokens / 2),
+    decode = WorkPoint("decode, batch 1",
+                       roofline.forward_flops(info, 1, len(prompt) + new_tokens / 2),
                        r.bytes_per_token, 1 / r.measured_tokens_per_s)
     ids = (prompt * (PREFILL_TOKENS // len(prompt) + 1))[:PREFILL_TOKENS]
     firsts = [next(iter(stream(lm, ids, max_new_tokens=1))) for _ in range(3)]
     first = sorted(firsts, key=lambda e: e.forward_seconds)[1]  # the median run
-    prefill = WorkPoint(f"prefill, {len(ids)} tokens", prefill_flops(info, len(ids)),
+    prefill = WorkPoint(f"prefill, {len(ids)} tokens", roofline.prefill_flops(info, len(ids)),
                         info.weight_bytes + first.cache_bytes, first.forward_seconds)
-    batch = [p for p in batch_work_points(info, batch_points)
+    batch = [p for p in roofline.batch_work_points(info, batch_points)
              if not p.label.endswith("batch 1")]
     return ComputeRoof(peak, r.bandwidth_gbs, (decode, *batch, prefill))
 
@@ -124,13 +102,8 @@ def measure_roofline_step_bound(lm) -> StepBound:
 
 
 def roofline_tokens(prompt: int, cuda: bool) -> int:
-    """Tokens 'Measure this machine' feeds for a `prompt`-token `ROOFLINE_PROMPT`: its greedy
-    run of `ROOFLINE_NEW_TOKENS`, three prefills of `PREFILL_TOKENS` and a profiled decode; on
-    a GPU the captured race adds five greedy runs (two warm-ups, three races).
-
-    >>> roofline_tokens(prompt=16, cuda=False)
-    832
-    """
+    """Tokens 'Measure this machine' feeds: a greedy run, three prefills and a profiled decode;
+    on a GPU the captured race adds five greedy runs (two warm-ups, three races)."""
     work = (greedy_tokens(prompt, ROOFLINE_NEW_TOKENS) + 3 * PREFILL_TOKENS
             + step_bound.step_profile_tokens(prompt))
     if cuda:

@@ -4,9 +4,6 @@
     KV cache     2 × layers × kv_heads × head_dim × bytes × tokens × batch
     activations  bytes × batch × [tokens × (4 × hidden + 3 × intermediate) + heads × tokens²
                  + vocab]   (the batched prefill's transient tensors: an estimate)
-
-The budget is a share of the memory free now (`memory_budget_bytes`) or a number the user sets;
-`check_batch_fits` refuses a batch that would not fit, with the arithmetic.
 """
 from __future__ import annotations
 
@@ -21,8 +18,6 @@ from ..kv_cache import kv_cache_bytes
 
 @dataclass(frozen=True)
 class MemoryShape:
-    """The numbers the memory formulas need."""
-
     weight_bytes: int
     layers: int
     heads: int
@@ -35,7 +30,6 @@ class MemoryShape:
 
 
 def model_shape(lm) -> MemoryShape:
-    """Read the shape from a loaded model."""
     info = lm.info
     inter = int(getattr(lm.model.config, "intermediate_size", 4 * info.hidden_size))
     return MemoryShape(info.weight_bytes, info.layers, info.heads, info.kv_heads, info.head_dim,
@@ -73,7 +67,6 @@ def memory_budget_bytes(device: torch.device | str = "cpu", fraction: float = 0.
 
 
 def activation_bytes(shape: MemoryShape, batch: int, prompt_tokens: int) -> int:
-    """Estimate of one batched prefill's transient tensors (see the module docstring)."""
     per_row = (prompt_tokens * (4 * shape.hidden_size + 3 * shape.intermediate_size)
                + shape.heads * prompt_tokens ** 2 + shape.vocab_size)
     return shape.bytes_per_value * batch * per_row
@@ -81,7 +74,6 @@ def activation_bytes(shape: MemoryShape, batch: int, prompt_tokens: int) -> int:
 
 def plan_batch(shape: MemoryShape, batch: int, prompt_tokens: int, new_tokens: int,
                budget_bytes: int) -> BatchMemoryPlan:
-    """The memory a batch of `batch` requests needs at its longest, against a budget."""
     tokens = prompt_tokens + new_tokens
     kv = kv_cache_bytes(shape.layers, shape.kv_heads, shape.head_dim, shape.bytes_per_value,
                         tokens, batch)
@@ -94,7 +86,6 @@ def _mb(n: int) -> str:
 
 
 def check_batch_fits(plan: BatchMemoryPlan) -> None:
-    """Raise SettingOutOfRangeError, with the arithmetic, if the plan exceeds its budget."""
     if plan.fits:
         return
     raise SettingOutOfRangeError(

@@ -1,15 +1,9 @@
 """Was the machine busy while we measured? One rule decides, from the measurement itself.
 
-Another program on the same cores can double a step's time, and a "2× faster" drawn from it is
-noise dressed as a finding. Three signals, each measured during the run:
-- **repeat spread**: the interquartile range ÷ median of timings of the same step;
-- **calibration drift**: a small fixed matrix product timed before and after the run;
-- **other programs' CPU**: their share of the machine's CPU time meanwhile (Linux `/proc/stat`).
-`judge` is the rule: any signal past its limit in `Settings` marks the run busy, and a busy run
-shows its numbers with a notice and draws no verdict. A lesson's measurement wrapper
-(`lessons.common.measurement`) keeps a watch open while each step of its handler runs
-(`watching`); the handler takes the reading where it has its repeats (`reading`). Not covered:
-other kernels on a shared GPU show up only through the spread.
+Three signals, measured during the run: the **repeat spread** (interquartile range ÷ median of
+one step's timings), the **calibration drift** (a fixed matrix product timed before and after)
+and **other programs' CPU** (Linux `/proc/stat`). Any past its limit marks the run busy: its
+numbers are shown with a notice and no verdict. Not covered: other kernels on a shared GPU.
 """
 from __future__ import annotations
 
@@ -33,7 +27,7 @@ MIN_CPU_WINDOW_S = 0.3  # /proc/stat counts in 10 ms ticks: shorter windows say 
 
 @dataclass(frozen=True)
 class CpuReading:
-    """Counters at one moment (Linux); `None` fields where the system does not expose them."""
+    """Counters at one moment (Linux); None where the system does not expose them."""
 
     wall_s: float  # time.perf_counter() (seconds)
     machine_busy_s: float | None  # CPU-seconds every core has been busy since boot (all processes)
@@ -42,16 +36,12 @@ class CpuReading:
 
 @dataclass(frozen=True)
 class Watch:
-    """The readings taken before a measurement."""
-
     cpu: CpuReading
     calibration_s: float | None  # the calibration op before the run (seconds), None if skipped
 
 
 @dataclass(frozen=True)
 class Noise:
-    """How noisy one measurement was, and the decision."""
-
     spread: float | None  # repeats' interquartile range ÷ median (unitless); None: < 4 repeats
     calibration_ratio: float | None  # slower ÷ faster calibration, before vs after (≥ 1)
     others_cpu: float | None  # share of the machine's CPU other processes used (0..1)
@@ -79,7 +69,7 @@ def repeat_spread(seconds: Sequence[float]) -> float | None:
 
 def judge(spread: float | None = None, calibration_ratio: float | None = None,
           others_cpu: float | None = None, settings: Settings = LIMITS) -> Noise:
-    """The one rule: busy if any signal measured is past its limit (`settings.noise_*`)."""
+    """Busy if any signal measured is past its limit (`settings.noise_*`)."""
     reasons = []
     if spread is not None and spread > settings.noise_spread_limit:
         reasons.append(f"repeats of the same step varied by {spread:.0%}")
@@ -92,7 +82,6 @@ def judge(spread: float | None = None, calibration_ratio: float | None = None,
 
 
 def cpu_reading() -> CpuReading:
-    """Wall clock, the machine's busy CPU time (Linux `/proc/stat`) and this process's own."""
     busy = None
     try:
         with open("/proc/stat", encoding="ascii") as f:
@@ -106,7 +95,6 @@ def cpu_reading() -> CpuReading:
 
 
 def others_cpu_share(start: CpuReading, end: CpuReading) -> float | None:
-    """Share of all cores' time, between two readings, that went to other processes."""
     wall = end.wall_s - start.wall_s
     if start.machine_busy_s is None or end.machine_busy_s is None or wall < MIN_CPU_WINDOW_S:
         return None
@@ -116,7 +104,6 @@ def others_cpu_share(start: CpuReading, end: CpuReading) -> float | None:
 
 @torch.inference_mode()
 def calibration_seconds(device) -> float:
-    """The fixed calibration op on `device`: the fastest of 3 timed runs (seconds)."""
     a = torch.ones(CALIBRATION_SIZE, CALIBRATION_SIZE, device=device)  # a: [N, N], float32
     best = float("inf")
     for _ in range(3):
@@ -128,25 +115,19 @@ def calibration_seconds(device) -> float:
 
 
 def begin(device, calibrate: bool = True) -> Watch:
-    """Readings before a measurement (the calibration op takes a few milliseconds)."""
     calib = calibration_seconds(device) if calibrate else None
     return Watch(cpu_reading(), calib)
 
 
 def end(device, watch: Watch, repeats: Sequence[float] = (), settings: Settings = LIMITS
         ) -> tuple[Noise, Watch]:
-    """Readings after the measurement: the decision, and the readings taken (a watch from here
-    on). `repeats`: timings of the same work (e.g. every decode step of one length), for their
-    spread. A measurement shorter than the CPU counters can see (`MIN_CPU_WINDOW_S`) waits out
-    the rest of that window before the last reading, so a short run on a busy machine is still
-    seen as busy (other programs keep the cores busy while this one waits)."""
+    """The decision and the next watch. `repeats`: timings of the same work, for their spread;
+    a run shorter than `MIN_CPU_WINDOW_S` waits it out, so a busy machine is still seen."""
     ratio = after = None
     if watch.calibration_s is not None:
         after = calibration_seconds(device)
         ratio = max(after, watch.calibration_s) / max(min(after, watch.calibration_s), 1e-12)
-    short = MIN_CPU_WINDOW_S - (time.perf_counter() - watch.cpu.wall_s)
-    if short > 0:  # the counters tick every 10 ms: wait until they can say who used the CPU
-        time.sleep(short)
+    time.sleep(max(0.0, MIN_CPU_WINDOW_S - (time.perf_counter() - watch.cpu.wall_s)))
     cpu = cpu_reading()
     judged = judge(repeat_spread(repeats), ratio, others_cpu_share(watch.cpu, cpu), settings)
     return judged, Watch(cpu, after)
@@ -154,7 +135,7 @@ def end(device, watch: Watch, repeats: Sequence[float] = (), settings: Settings 
 
 @dataclass
 class Watching:
-    """One measurement under the noise rule: the watch open now and every reading taken."""
+    """One measurement under the noise rule: its open watch and every reading taken."""
 
     device: object
     watch: Watch
@@ -176,9 +157,8 @@ def watching(measured: Watching) -> Iterator[Watching]:
 
 
 def reading(repeats: Sequence[float] = (), settings: Settings = LIMITS) -> Noise:
-    """The noise rule's reading of the measurement running now: its open watch ended (the
-    next one starts here), `repeats` for their spread. Outside a measurement (a handler called
-    on its own), from the spread of `repeats` alone."""
+    """The reading of the measurement running now (its watch ends; the next starts here).
+    Outside a measurement, from the spread of `repeats` alone."""
     measured = getattr(_open, "now", None)
     if measured is None:
         return judge(repeat_spread(repeats), settings=settings)
@@ -191,9 +171,7 @@ SPLIT_FLOOR = 0.01  # a part under 1% of the step, though it ran operations, was
 
 
 def split_holds(noise: Noise, parts_seconds: Sequence[float], step_seconds: float) -> bool:
-    """Whether a split of one step into parts (each of which ran operations) can be shown: the
-    run was quiet, and no part came out at ~0 or the parts to more than the step (the
-    profiler's shares and the unprofiled step then disagree)."""
+    """Whether a split of one step into parts can be shown: quiet, no part ~0, none too many."""
     if noise.busy or step_seconds <= 0:
         return False
     small = any(s < SPLIT_FLOOR * step_seconds for s in parts_seconds)

@@ -1,11 +1,7 @@
 """Lesson 4 (pages): the learner drives a SMALL private block pool on the real model.
 
-Not the shared server: a pool of a few blocks (`Settings.paged_demo_blocks`) so every block is
-visible. Each function is one action returning a frozen `DemoView` (`pool_view.py` draws it):
-start a pool, add a request (admitted and prefilled), step every request (a full last block
-takes a new one; none left: the newest is preempted and later resumes by recomputing), finish
-one (full blocks stay cached), add two prompts sharing a prefix, fill the pool until one is
-preempted. Greedy decoding throughout.
+Not the shared server: a few blocks, so every one is visible. Each action (start, add, step,
+finish, share a prefix, fill until a preemption) returns a frozen `DemoView`. Greedy throughout.
 """
 from __future__ import annotations
 
@@ -63,7 +59,6 @@ def view(lm, demo: DemoPool, note: str, seconds: float = 0.0) -> DemoView:
 
 def start_pool(lm, blocks: int | None = None, settings: Settings = LIMITS
                ) -> tuple[DemoPool, DemoView]:
-    """An empty private pool of `blocks` blocks (checked against its Range)."""
     n = settings.paged_demo_blocks.default if blocks is None else blocks
     settings.paged_demo_blocks.check("Blocks in the pool", n)
     demo = DemoPool(PagedBatch(lm, int(n), settings.paged_demo_block_tokens))
@@ -85,7 +80,7 @@ def _admit(demo: DemoPool, rid: int) -> bool:
 
 
 def add_request(lm, demo: DemoPool, text: str, system: str = SYSTEM) -> DemoView:
-    """Admit one prompt (the blocks it needs now, cached prefix mapped) and prefill it."""
+    """Admit one prompt (its cached prefix mapped) and prefill it."""
     ids = prompt_ids(lm.tokenizer, text, system=system)
     if not demo.batch.fits_ever(len(ids) + 1):
         raise RequestTooLargeError(
@@ -111,8 +106,7 @@ def step_pool(lm, demo: DemoPool) -> DemoView:
     left), then one decode step for every running request."""
     notes, seconds = [], 0.0
     resumed = [rid for rid in list(demo.waiting) if _admit(demo, rid)]
-    for rid in resumed:
-        demo.waiting.remove(rid)
+    demo.waiting = [rid for rid in demo.waiting if rid not in resumed]
     if resumed:
         seconds += _prefill(lm, demo, resumed)  # prompt + answer so far, computed again
         notes.append(f"request(s) {resumed} resumed: their tokens were prefilled again")
@@ -137,7 +131,7 @@ def step_pool(lm, demo: DemoPool) -> DemoView:
 
 
 def finish(lm, demo: DemoPool, rid: int | None = None) -> DemoView:
-    """End a running request (the oldest by default): every block goes back to the pool."""
+    """End a running request (the oldest by default): its blocks go back to the pool."""
     running = list(demo.batch.rows)
     if not running:
         return view(lm, demo, "No request is running.")

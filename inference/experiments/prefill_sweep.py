@@ -1,17 +1,9 @@
 """Lesson 2: parallel prefill against feeding the same tokens one at a time.
 
-Prefill pushes N prompt tokens through the model in ONE pass: the weights are read once for all
-N positions. Feeding them one per pass (what decode must do) reads all the weights N times.
-Past `max_sequential` tokens the one-at-a-time side is extrapolated from `PER_TOKEN_FROM`
-tokens (and labelled so).
-
-Each length runs `ROUNDS` interleaved rounds (one pass over all N tokens, then its share fed one
-at a time), so both lanes share the machine's noise; the one pass counts at its low quantile,
-each fed step at its neighbours' median, at the faster thread count of the default and 1. N
-tokens in one pass cannot be more than N× faster than N passes (`sanity.one_pass`): such a
-length is measured once more, then its point says why it is not a result.
-`measure_prompt` is lesson 2's measurement of a learner's own prompt: one prefill, then a few
-decode steps to compare with.
+Prefill pushes N prompt tokens through the model in ONE pass, reading the weights once; one
+token per pass (what decode must do) reads them N times. The two lanes run in interleaved
+rounds, so both share the machine's noise. Past `max_sequential` tokens the one-at-a-time side
+is extrapolated from `PER_TOKEN_FROM` tokens (and labelled so).
 """
 from __future__ import annotations
 
@@ -67,7 +59,7 @@ class SweepProgress:
 
 
 def sweep_tokens(tokenizer, n: int) -> list[int]:
-    """n real token ids of ordinary English text (repeated as needed), for timing."""
+    """n token ids of ordinary English text (repeated as needed), for timing."""
     base = tokenizer(
         "The quick brown fox jumps over the lazy dog while the teacher explains how a "
         "language model reads a prompt and writes an answer one piece at a time. ",
@@ -87,15 +79,9 @@ SEQUENTIAL_STRETCH = 16  # tokens fed one at a time between two yields (~1 s on 
 def robust_point(tokens: int, parallel: Sequence[float], steps: Sequence[float],
                  rounds: Sequence[int], measured: bool, attempt: int = 0,
                  threads: int = 0) -> PrefillPoint:
-    """A length's point from its rounds: `parallel[k]` is round k's one pass over `tokens`,
-    `steps[i]` a token fed one at a time in round `rounds[i]`. The one-at-a-time total is the
-    steps' running medians added up (scaled to `tokens` when extrapolated), the one pass its
-    low quantile; the range is round k's own ratio (its steps' mean × tokens ÷ its pass).
-
-    >>> p = robust_point(4, [0.02, 0.5, 0.02], [0.02, 0.02, 0.9, 0.02], [0, 1, 1, 2], True)
-    >>> round(p.speedup, 1), p.impossible  # one pass and one step slowed: neither counts
-    (4.0, None)
-    """
+    """A length's point: `parallel[k]` is round k's one pass, `steps[i]` a token fed one at a
+    time in round `rounds[i]`. The one pass counts at its low quantile, the fed steps at their
+    running medians (scaled to `tokens`); the range is each round's own ratio."""
     smooth = running_median(steps)
     per_token = statistics.fmean(smooth)
     sequential, one = per_token * tokens, low_quantile(parallel)
@@ -110,10 +96,8 @@ def robust_point(tokens: int, parallel: Sequence[float], steps: Sequence[float],
 
 def measure_length(lm, n: int, max_sequential: int, threads: int, attempt: int = 0,
                    rounds: int = ROUNDS) -> Iterator[tuple[int, float, float] | PrefillPoint]:
-    """One length's interleaved rounds: round k is one pass over the n tokens, then its share of
-    the tokens fed one at a time (one cache for all of them), each step timed. Yields (fed so
-    far, that round's pass, one-at-a-time seconds so far) after every `SEQUENTIAL_STRETCH`
-    tokens fed (never inside a timed step), then the length's `PrefillPoint`."""
+    """One length's rounds (a pass over the n tokens, then its share fed one at a time): yields
+    (fed, that round's pass, fed seconds) every `SEQUENTIAL_STRETCH` tokens, then the point."""
     model, device = lm.model, lm.device
     ids = sweep_tokens(lm.tokenizer, n)
     measured = n <= max_sequential
@@ -135,9 +119,8 @@ def measure_length(lm, n: int, max_sequential: int, threads: int, attempt: int =
 
 def prefill_sweep(lm, lengths: list[int], max_sequential: int = 128
                   ) -> Iterator[SweepProgress]:
-    """Measure each length; yield progress after each measurement, and while a length is fed
-    one token at a time, after each stretch (`feeding` > 0, no new point yet). A length whose
-    speed-up is impossible is measured once more (its point then has `attempt` 1)."""
+    """Measure each length; yield progress after each, and after each stretch fed one token at
+    a time (`feeding` > 0). An impossible speed-up is measured once more (`attempt` 1)."""
     device, model = lm.device, lm.model
     warm = torch.tensor([sweep_tokens(lm.tokenizer, WARM_UP_TOKENS)], device=device)
     warmed = []
@@ -165,13 +148,8 @@ def prefill_sweep(lm, lengths: list[int], max_sequential: int = 128
 
 
 def prefill_sweep_tokens(lengths: Sequence[int], max_sequential: int) -> int:
-    """Tokens `prefill_sweep` feeds at most: its warm-ups, `ROUNDS` passes over each length,
-    each length up to `max_sequential` fed one token at a time (`PER_TOKEN_FROM` for one that
-    is extrapolated); an impossible length measured once more is not counted.
-
-    >>> prefill_sweep_tokens([1, 8, 32, 128, 512], max_sequential=32)
-    3510
-    """
+    """Tokens `prefill_sweep` feeds (no length measured again): warm-ups, `ROUNDS` passes over
+    each length, and each fed one token at a time (`PER_TOKEN_FROM` past `max_sequential`)."""
     lengths = sorted(set(lengths))
     fed = sum(n if n <= max_sequential else min(n, PER_TOKEN_FROM) for n in lengths)
     return WARM_UP_PASSES * WARM_UP_TOKENS + ROUNDS * sum(lengths) + fed
@@ -179,7 +157,7 @@ def prefill_sweep_tokens(lengths: Sequence[int], max_sequential: int) -> int:
 
 @dataclass(frozen=True)
 class PrefillMeasurement:
-    """One prefill of the learner's prompt and the decode steps after it (seconds, synced)."""
+    """Lesson 2's measurement of a learner's own prompt (seconds, synced)."""
 
     prompt_tokens: int
     prefill_seconds: float  # the forward pass over the whole prompt
@@ -192,8 +170,7 @@ class PrefillMeasurement:
 
 
 def measure_prompt(lm, ids: list[int], decode_steps: int = DECODE_STEPS) -> PrefillMeasurement:
-    """Prefill the prompt's ids (checked and chat-templated by the caller), then take
-    `decode_steps` decode steps to compare with."""
+    """Prefill the prompt's ids (checked by the caller), then `decode_steps` to compare."""
     first, *rest = stream(lm, ids, max_new_tokens=decode_steps + 1)
     return PrefillMeasurement(
         prompt_tokens=len(ids), prefill_seconds=first.forward_seconds, ttft_seconds=first.seconds,

@@ -1,11 +1,10 @@
 """Lesson 4: prefix reuse. A shared system prompt is prefilled once; its cache serves every
 question.
 
-Each position attends only to the positions before it, so a shared prefix has the same keys
-and values every time: prefill it ONCE, then for each question copy its cache and prefill only
-the question. Time to first token then pays for the question, not the whole prompt.
-`prefix_runs` measures both ways per question and decodes a few greedy tokens each way to show
-the outputs are the same. Left out: eviction, sharing across processes, paged caches.
+A shared prefix has the same keys and values every time (a position attends only to those
+before it), so per question copy its cache and prefill only the question: time to first token
+pays for the question alone, and the outputs match. Left out: eviction, sharing across
+processes, paged caches.
 """
 from __future__ import annotations
 
@@ -26,8 +25,6 @@ from ..tokens import clean_text, prompt_ids
 
 @dataclass(frozen=True)
 class PrefixCache:
-    """The shared prefix, prefilled once."""
-
     ids: tuple[int, ...]
     cache: DynamicCache
     seconds: float  # the one-time prefill, paid before any question arrives
@@ -54,8 +51,7 @@ class PrefixRun:
 
 
 def shared_prefix_ids(tokenizer, system: str) -> list[int]:
-    """Tokens of the chat template up to the end of the system turn (what every request
-    shares). The app's character and token limits apply, as to any typed text."""
+    """Chat-template tokens up to the end of the system turn (what every request shares)."""
     if not system or not clean_text(system).strip():
         raise EmptyPromptError("The system prompt is empty: the demo needs a shared prefix.")
     full = full_prompt_ids(tokenizer, system, "x")
@@ -72,10 +68,9 @@ def full_prompt_ids(tokenizer, system: str, question: str) -> list[int]:
 
 def prefix_request_tokens(tokenizer, system: str, questions: list[str], new_tokens: int,
                           budget_tokens: int) -> int:
-    """The work of one prefix-reuse request, in tokens through the model, counted before any
-    of it runs: every question's whole prompt is prefilled twice (from scratch, then its new
-    part after the stored prefix, counted as the whole to bound it) and answered twice.
-    Raises PromptTooLongError over `budget_tokens` (all questions together, not each)."""
+    """Tokens one prefix-reuse request feeds, counted before it runs: every question's whole
+    prompt prefilled twice (bounding the reuse path's) and answered twice. Raises
+    PromptTooLongError over `budget_tokens` (all questions together)."""
     work = sum(2 * (len(full_prompt_ids(tokenizer, system, q)) + new_tokens) for q in questions)
     if work > budget_tokens:
         raise PromptTooLongError(
@@ -87,7 +82,6 @@ def prefix_request_tokens(tokenizer, system: str, questions: list[str], new_toke
 
 
 def prefill_prefix(lm, ids: list[int]) -> PrefixCache:
-    """Prefill the shared prefix once and keep its cache."""
     result = prefill(lm.model, torch.tensor([ids], device=lm.device))
     return PrefixCache(ids=tuple(ids), cache=result.cache, seconds=result.seconds)
 
@@ -95,9 +89,8 @@ def prefill_prefix(lm, ids: list[int]) -> PrefixCache:
 @torch.inference_mode()
 def answer_with_reuse(lm, prefix: PrefixCache, ids: list[int]
                       ) -> tuple[float, torch.Tensor, DynamicCache, int]:
-    """(ttft, logits [V], cache, reused positions): copy the prefix cache, prefill the rest.
-
-    At least one token is always fed, because its forward pass gives the next token's scores."""
+    """(ttft, logits [V], cache, reused positions): copy the prefix cache, prefill the rest
+    (at least one token: its pass gives the next token's scores)."""
     reused = min(len(os.path.commonprefix([prefix.ids, tuple(ids)])), len(ids) - 1)
     with stopwatch(lm.device) as t:
         cache = copy_cache(prefix.cache)
@@ -120,7 +113,6 @@ def answer_from_scratch(lm, ids: list[int]) -> tuple[float, torch.Tensor, Dynami
 
 @torch.inference_mode()
 def greedy_continue(lm, logits: torch.Tensor, cache: DynamicCache, new_tokens: int) -> list[int]:
-    """Greedy tokens starting from the first token's scores; the cache grows as it goes."""
     out = [int(logits.argmax())]
     stop = lm.stop_ids
     while len(out) < new_tokens and out[-1] not in stop:
@@ -131,7 +123,7 @@ def greedy_continue(lm, logits: torch.Tensor, cache: DynamicCache, new_tokens: i
 
 def prefix_runs(lm, prefix: PrefixCache, system: str, questions: list[str],
                 new_tokens: int = LIMITS.prefix_new_tokens.default) -> Iterator[PrefixRun]:
-    """For each question: TTFT with a full prefill and with the stored prefix, and both outputs."""
+    """Per question: TTFT with a full prefill and with the stored prefix, and both outputs."""
     LIMITS.prefix_new_tokens.check("New tokens", new_tokens)
     if not questions:
         raise EmptyPromptError("Type at least one question.")
@@ -148,7 +140,6 @@ def prefix_runs(lm, prefix: PrefixCache, system: str, questions: list[str],
 
 
 def prefix_reuse_tokens(tokenizer, system: str, questions: list[str], new_tokens: int) -> int:
-    """Tokens the prefix-reuse demo feeds: the shared prefix once, then every question's
-    request (`prefix_request_tokens`, with no budget of its own)."""
+    """Tokens the demo feeds: the shared prefix once, then `prefix_request_tokens`."""
     return len(shared_prefix_ids(tokenizer, system)) + prefix_request_tokens(
         tokenizer, system, questions, new_tokens, budget_tokens=2**62)

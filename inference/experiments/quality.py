@@ -1,12 +1,8 @@
 """Lesson 6: what a precision mode costs in quality and buys in speed, measured against fp32.
 
-On the same prompt, for each mode:
-- speed: a greedy run with our own prefill + decode loop (the first step dropped as warm-up);
-- agreement: both read the same text (prompt + fp32's greedy answer, "teacher forcing"): the
-  share of positions where the top-1 choices match, and KL divergence (nats) of the whole
-  distribution; also over "decided" positions only, where fp32's top choice leads by at least
-  `NEAR_TIE` (a tiny nudge flips a small model's many near-ties);
-- perplexity on the fixed text in `assets/perplexity_text.txt` (lower is better).
+Per mode: its greedy decode speed; its agreement with fp32 reading the same text (prompt +
+fp32's answer, "teacher forcing"): top-1 matches and KL divergence, also where fp32's top choice
+leads by at least `NEAR_TIE`; and perplexity on `assets/perplexity_text.txt`.
 """
 from __future__ import annotations
 
@@ -34,18 +30,14 @@ class GreedyRun:
 
     @property
     def decode_tokens_per_s(self) -> float:
-        """Decode speed without the first step (warm-up: caches, allocator), from the steps'
-        low quantile (`robust.low_quantile`): another program only ever adds time, so a few
-        steps it slowed do not move the figure."""
+        """From the steps' low quantile (a few slowed steps do not move it), warm-up dropped."""
         steps = self.step_seconds[1:] or self.step_seconds
         typical = low_quantile(steps) if steps else 0.0
         return 1 / typical if typical > 0 else 0.0
 
 
 @dataclass(frozen=True)
-class Reference:
-    """fp32's answers that every mode is compared with."""
-
+class Reference:  # fp32's answers that every mode is compared with
     prompt_ids: tuple[int, ...]
     greedy: GreedyRun
     logprobs: torch.Tensor  # [n, V] teacher-forced next-token log-probabilities
@@ -81,9 +73,8 @@ def load_perplexity_text(path: str = TEXT_PATH) -> str:
 
 def greedy_steps(model, prompt_ids: list[int], n: int, device: torch.device
                  ) -> Iterator[GreedyRun]:
-    """`greedy_run` a step at a time: the run so far after the prefill and after each decode
-    step (the last is the whole run). Each timed step lies between two yields, so a lesson that
-    yields here lets the server take its steps between them, never inside one."""
+    """`greedy_run` a step at a time: the run so far after the prefill and after each step
+    (the server may step at each yield, never inside a timed step)."""
     pre = prefill(model, torch.tensor([list(prompt_ids)], device=device))
     token = pre.logits.argmax(-1)  # [1]
     ids, times = [int(token)], []
@@ -98,7 +89,6 @@ def greedy_steps(model, prompt_ids: list[int], n: int, device: torch.device
 
 
 def greedy_run(model, prompt_ids: list[int], n: int, device: torch.device) -> GreedyRun:
-    """Greedy generation of n tokens with our prefill + decode_step loop, each step timed."""
     *_, run = greedy_steps(model, prompt_ids, n, device)
     return run
 
@@ -106,8 +96,7 @@ def greedy_run(model, prompt_ids: list[int], n: int, device: torch.device) -> Gr
 @torch.inference_mode()
 def teacher_forced_logprobs(model, prompt_ids: list[int], continuation: list[int],
                             device: torch.device) -> torch.Tensor:
-    """Log-probs [n, V] of the next token at each of the n continuation positions, with the
-    model reading prompt + continuation (its own choices play no part)."""
+    """Log-probs [n, V] of the next token at each position of `continuation`, read whole."""
     n = len(continuation)
     x = torch.tensor([list(prompt_ids) + list(continuation[:-1])], device=device)  # [1, P+n-1]
     logits = model(input_ids=x, use_cache=False, logits_to_keep=n).logits[0]  # [n, V]
@@ -123,8 +112,7 @@ def agreement_and_kl(ref_logprobs: torch.Tensor, logprobs: torch.Tensor) -> tupl
 
 def decided_agreement(ref_logprobs: torch.Tensor, logprobs: torch.Tensor,
                       near_tie: float = NEAR_TIE) -> tuple[float, int]:
-    """(top-1 agreement over positions where fp32's top-1 leads its top-2 by >= near_tie
-    probability, how many such positions)."""
+    """(top-1 agreement where fp32's top-1 leads its top-2 by >= near_tie, how many such)."""
     top2 = ref_logprobs.exp().topk(2, dim=-1).values  # [n, 2]
     decided = (top2[:, 0] - top2[:, 1]) >= near_tie  # [n]
     same = ref_logprobs.argmax(-1) == logprobs.argmax(-1)
@@ -145,8 +133,6 @@ def perplexity(model, text_ids: list[int], device: torch.device) -> tuple[float,
 
 @dataclass(frozen=True)
 class CompareProgress:
-    """How far `compare_steps` has got with one mode; the last carries the report."""
-
     done: int  # decode steps timed so far
     total: int  # decode steps to time
     report: ModeReport | None = None
@@ -156,10 +142,8 @@ class CompareProgress:
 def compare_steps(built, tokenizer, prompt_ids: list[int], n: int, text_ids: list[int],
                   device: torch.device, reference: Reference | None = None
                   ) -> Iterator[CompareProgress]:
-    """Measure one built mode (a `BuiltMode`): a warm-up, then its timed greedy run of `n`
-    tokens, yielding after the warm-up and after every timed step (the server steps there);
-    the last item has the report against `reference`. Without one (float32), this run becomes
-    the `Reference`, carried by the last item: agreement 1 and KL 0 by construction."""
+    """Measure one `BuiltMode` (a warm-up, then a timed greedy run, yielding after each step);
+    the last item has the report. Without a `reference` (float32), it carries this run as one."""
     prompt = list(prompt_ids)
     greedy_run(built.model, prompt, 2, device)  # warm-up, untimed: first calls pay for allocation
     yield CompareProgress(0, n - 1)
@@ -186,22 +170,13 @@ def compare_steps(built, tokenizer, prompt_ids: list[int], n: int, text_ids: lis
 
 
 def greedy_tokens(prompt: int, new: int) -> int:
-    """Tokens a greedy run of `new` tokens feeds: the prompt's prefill, then one token a step.
-
-    >>> greedy_tokens(prompt=20, new=8)
-    27
-    """
+    """Tokens a greedy run of `new` tokens feeds: the prompt, then one token a step."""
     return prompt + new - 1
 
 
 def quant_tokens(prompt: int, new: int, modes: int, text: int) -> int:
-    """Tokens `compare_steps` feeds for `modes` modes (float32, the reference, among them): per
-    mode a warm-up run of 2, its greedy run of `new`, its teacher-forced pass and the
-    perplexity text's `text` tokens; with another mode than float32, the headline's race of
-    the smallest against float32 (`quant_race.speed_race_tokens`).
-
-    >>> quant_tokens(prompt=40, new=32, modes=3, text=600)
-    2533
-    """
+    """Tokens `compare_steps` feeds for `modes` modes (float32 among them): per mode a warm-up
+    run of 2, its greedy run of `new`, its teacher-forced pass and the `text` tokens; with
+    more than float32, the headline's race against float32 (`quant_race.speed_race_tokens`)."""
     race = speed_race_tokens(prompt, new) if modes > 1 else 0
     return modes * (3 * prompt + 2 * new - 1 + text) + race

@@ -1,13 +1,8 @@
 """Lesson 6's speed figure: a precision mode's decode speed against float32's, raced in pairs.
 
-Run one after another, another program can slow one mode and not the next. So float32 and the
-mode decode the same prompt taking turns step by step, at the faster thread count of the
-default and 1; each lane's steps are smoothed by their neighbours' median and the totals divided
-(`robust.paired_ratio`): "2.8×, range 2.6–3.0 over 5 rounds". Each lane's first step is warm-up.
-The mode's tokens/s may not beat bandwidth ÷ its bytes per token by more than the noise
-(`sanity.bandwidth`; float32 runs too close to that ceiling to be held to it): a race that does
-runs once more, the bandwidth measured again first (the higher counts); still past it,
-`SpeedRace.impossible` says why and no ratio is shown.
+Run one after another, another program can slow one mode and not the next, so the two decode
+the same prompt taking turns step by step. The mode's tokens/s is held to bandwidth ÷ its bytes
+per token (float32 runs too close to that ceiling to be held to it).
 """
 from __future__ import annotations
 
@@ -30,8 +25,6 @@ BASE_WARM_UPS = 4  # float32's: `fastest_threads` times 2 thread counts twice (o
 
 @dataclass(frozen=True)
 class SpeedRace:
-    """A mode's decode speed raced against float32's, step by step."""
-
     key: str  # the mode raced against float32 ("int4")
     base_seconds: tuple[float, ...]  # float32's decode steps, in order (the first is warm-up)
     mode_seconds: tuple[float, ...]  # the mode's, each timed right after float32's
@@ -48,23 +41,14 @@ class SpeedRace:
 
     @property
     def tokens_per_s(self) -> tuple[float, float]:
-        """(float32's, the mode's) decode tokens/s: steps 1.., each at the median of its
-        neighbours (`robust.running_median`), so the two divide to the paired ratio exactly."""
+        """(float32's, the mode's) tokens/s, smoothed as `paired_ratio` does (they divide to it)."""
         return tuple(len(s) / sum(running_median(s)) if s else 0.0
                      for s in (self.base_seconds[1:], self.mode_seconds[1:]))
 
 
 def judged(key: str, base: list[float], mode: list[float], ceilings: tuple[float, float],
            attempt: int = 0, threads: int = 0) -> SpeedRace:
-    """The race's record from its step times: the paired ratio (steps 1.., step 0 is warm-up)
-    and the mode's speed checked against its bandwidth ceiling (`ceilings[1]`).
-
-    >>> r = judged("int4", [0.04] * 8, [0.02] * 7 + [0.2], (0.0, 0.0))  # last step slowed 10×
-    >>> r.robust.label(), r.impossible
-    ('2.0×, range 2.0–2.0 over 5 rounds', None)
-    >>> judged("int4", [0.04] * 8, [0.02] * 8, (30.0, 30.0)).impossible[:30]
-    '50.0 tokens/s is past this mac'
-    """
+    """The race's record from its step times, the mode's speed held to `ceilings[1]`."""
     robust = paired_ratio(base[1:], mode[1:]) if min(len(base), len(mode)) > 1 else None
     race = SpeedRace(key, tuple(base), tuple(mode), robust, ceilings, None, attempt, threads)
     return replace(race, impossible=sanity.bandwidth(race.tokens_per_s[1], ceilings[1])
@@ -75,9 +59,8 @@ def judged(key: str, base: list[float], mode: list[float], ceilings: tuple[float
 def speed_race(key: str, base_model, mode_model, prompt_ids: list[int], n: int, device,
                ceilings: tuple[float, float] = (0.0, 0.0), attempt: int = 0
                ) -> Iterator[int | SpeedRace]:
-    """Prefill the prompt in both models (untimed), then `n` decode steps each, float32's then
-    the mode's, each timed; yields the steps done after each pair (a lesson yields there, so
-    the server's steps run between pairs, never inside one), then the `SpeedRace`."""
+    """`n` timed decode steps each, float32's then the mode's; the steps done after each pair
+    (the server may step there), then the race."""
     warm = torch.tensor([list(prompt_ids[:WARM_UP_TOKENS])], device=device)
     forward(mode_model, warm, DynamicCache())  # the mode's warm-up, untimed
     warmed = []
@@ -108,8 +91,7 @@ def checked_speed_race(key: str, base_model, mode_model, prompt_ids: list[int], 
                        bytes_per_token: tuple[int, int] = (0, 0), bandwidth_gbs: float = 0.0
                        ) -> Iterator[int | SpeedRace]:
     """`speed_race` with each lane's ceiling (`bandwidth_gbs` ÷ its `bytes_per_token`), run once
-    more (`attempt` 1) when the first race's figure is impossible, the bandwidth measured again
-    before it: another program only ever lowers a measured bandwidth, so the higher counts."""
+    more when impossible, the bandwidth measured again first (the higher counts)."""
     for attempt in (0, 1):
         if attempt and bandwidth_gbs:
             bandwidth_gbs = max(bandwidth_gbs, measure_read_bandwidth(device))
@@ -122,10 +104,6 @@ def checked_speed_race(key: str, base_model, mode_model, prompt_ids: list[int], 
 
 
 def speed_race_tokens(prompt: int, new: int) -> int:
-    """Tokens `speed_race` feeds: per model warm-ups of at most 8 (float32's `BASE_WARM_UPS`
-    times, the mode's once), the prompt's prefill and `new` decode steps.
-
-    >>> speed_race_tokens(prompt=40, new=16)
-    152
-    """
+    """Tokens `speed_race` feeds: warm-ups of at most 8 (float32's `BASE_WARM_UPS`, the mode's
+    one), then per model the prompt's prefill and `new` decode steps."""
     return (BASE_WARM_UPS + 1) * min(prompt, WARM_UP_TOKENS) + 2 * (prompt + new)

@@ -1,11 +1,8 @@
 """A quiet reference per machine: the first quiet run of each headline figure, kept on disk.
 
-The first time the noise rule judges a headline run quiet, its figure is written to
-`quiet-reference.json` in the app's cache folder with the time and this machine's name, and is
-never overwritten. When a live run is busy, the screen shows that reference big and the live
-figure beside it, small. Each figure's key names what was measured and how, so only like is
-shown beside like. A file that cannot be read, or that another machine wrote, is ignored with a
-log line. Not covered: a machine that changes under the same name (delete the file to restart).
+Written once to `quiet-reference.json` (the app's cache folder) with the time and the machine's
+name; when a live run is busy, the screen shows it big and the live figure small beside it. A
+key names what was measured and how. Not covered: a machine changed under the same name.
 """
 from __future__ import annotations
 
@@ -27,8 +24,6 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class QuietFigure:
-    """One headline figure from this machine's first quiet run."""
-
     key: str  # what was measured, and how: "kv_race 24+30 float32"
     value: float  # the figure (e.g. 2.9 for "2.9×")
     label: str  # how it reads with its spread: "2.9×, range 2.7–3.0 over 5 rounds"
@@ -42,7 +37,6 @@ class QuietFigure:
 
 
 def this_machine() -> str:
-    """This machine's name for the file: its CPU, its cores, and its GPU when there is one."""
     name = f"{this_cpu()}, {os.cpu_count() or 1} cores"
     if torch.cuda.is_available():
         name += f", {torch.cuda.get_device_name()}"
@@ -50,14 +44,12 @@ def this_machine() -> str:
 
 
 def default_path() -> str:
-    """The reference file in the app's cache folder (LLM_LAB_QUIET_REFERENCE: another file;
-    the tests use one of their own, so a test's small run never becomes the app's reference)."""
+    """The file in the app's cache folder, or LLM_LAB_QUIET_REFERENCE (the tests' own)."""
     return os.environ.get("LLM_LAB_QUIET_REFERENCE") or os.path.join(weight_cache_root(), FILE)
 
 
 def read(path: str | None = None, machine: str | None = None) -> dict[str, QuietFigure]:
-    """This machine's references by key; {} (with a log line) for a missing file, one that
-    cannot be parsed, or one another machine wrote."""
+    """This machine's references by key; {} for a missing, unreadable or other machine's file."""
     path, machine = path or default_path(), machine or this_machine()
     try:
         with open(path, encoding="utf-8") as f:
@@ -78,8 +70,8 @@ def read(path: str | None = None, machine: str | None = None) -> dict[str, Quiet
 
 def keep_if_quiet(key: str, value: float, label: str, noise, path: str | None = None,
                   machine: str | None = None, now: datetime | None = None) -> QuietFigure | None:
-    """This machine's reference for `key`: the one on file, else this run's figure, written
-    when `noise` (the run's `Noise`) judged it quiet. None: no quiet run of it yet."""
+    """The reference for `key` on file, else this run's figure, written when `noise` judged
+    it quiet. None: no quiet run of it yet."""
     path, machine = path or default_path(), machine or this_machine()
     refs = read(path, machine)
     if key in refs or noise is None or noise.busy:
@@ -99,8 +91,7 @@ def keep_if_quiet(key: str, value: float, label: str, noise, path: str | None = 
 
 
 def for_race(summary, dtype: str, noise) -> QuietFigure | None:
-    """The KV race's reference (a `RaceSummary`): its robust speed-up, kept from a quiet run
-    whose figure is possible; an impossible one only reads what is on file."""
+    """The KV race's robust speed-up (a `RaceSummary`); an impossible one only reads."""
     if summary.robust is None:
         return None
     key = f"kv_race {summary.new_tokens} tokens after {summary.prompt_tokens} {dtype}"
@@ -109,8 +100,7 @@ def for_race(summary, dtype: str, noise) -> QuietFigure | None:
 
 
 def for_sweep(update, dtype: str, noise) -> QuietFigure | None:
-    """The batch sweep's reference (a finished `SweepUpdate`): the largest batch's gain over
-    batch 1, kept from a quiet run whose figures are all possible."""
+    """The largest batch's gain over batch 1 (a finished `SweepUpdate`), all figures possible."""
     if not update.finished or len(update.points) < 2:
         return None
     one, big = update.points[0], update.points[-1]
@@ -122,8 +112,7 @@ def for_sweep(update, dtype: str, noise) -> QuietFigure | None:
 
 
 def for_decode(r, model: str, new_tokens: int, noise) -> QuietFigure | None:
-    """This machine's reference (a `Roofline`): the batch-1 decode speed, kept from a quiet
-    run whose speed is possible against the bandwidth ceiling; an impossible one only reads."""
+    """The batch-1 decode speed (a `Roofline`); one past the ceiling only reads."""
     if r.measured_tokens_per_s is None:
         return None
     key = f"decode_tokens_per_s {model} batch 1, {new_tokens} tokens"

@@ -1,15 +1,8 @@
 """Figures that survive a busy machine: robust estimates from repeated, interleaved timings.
 
-Another program can only ever *add* time to a step, so a figure from many timings of the same
-work leans on the low ones, and two kinds of work are timed turn by turn so both share whatever
-the machine was doing. Each estimator returns a `Robust` with its range over rounds:
-- `low_ratio`: the ratio of two kinds of work's low quantiles (a few steps slowed 10× leave it
-  unchanged); its range, the ratio round by round;
-- `paired_ratio`: two lanes timed in pairs, each step replaced by the median of it and its
-  neighbours (a lone slowed step dropped, a trend kept), then the totals divided; its range,
-  the same ratio over interleaved rounds.
-Not covered: a machine busy for the whole run slows both lanes alike; a ratio cancels that,
-absolute seconds cannot.
+Another program can only *add* time to a step, so a figure leans on the low timings, and two
+kinds of work are timed turn by turn so both share whatever the machine was doing. Not
+covered: a machine busy for the whole run slows both lanes alike (a ratio cancels that).
 """
 from __future__ import annotations
 
@@ -51,7 +44,7 @@ class Robust:
 
 
 def low_quantile(seconds: Sequence[float], q: float = LOW_QUANTILE) -> float:
-    """The q-quantile of repeated timings, by the project's one percentile rule (nearest rank).
+    """The q-quantile of repeated timings (the project's nearest-rank percentile rule).
 
     >>> low_quantile([1.0, 1.1, 1.0, 10.0, 1.05])  # one step slowed 10×: not seen
     1.0
@@ -62,10 +55,8 @@ def low_quantile(seconds: Sequence[float], q: float = LOW_QUANTILE) -> float:
 
 
 def running_median(seconds: Sequence[float], neighbours: int = NEIGHBOURS) -> list[float]:
-    """Each step's time as the median of it and up to `neighbours` steps on each side (the
-    window slides inwards at the ends, keeping its width). A lone slowed step is dropped; a
-    lane whose work grows steadily keeps its trend (the median of a straight line's window is
-    its middle).
+    """Each step's time as the median of it and `neighbours` steps each side (the window
+    slides inwards at the ends). A lone slowed step is dropped; a steady trend is kept.
 
     >>> running_median([1.0, 1.1, 1.2, 9.0, 1.4, 1.5, 1.6])  # step 3 slowed: gone
     [1.2, 1.2, 1.2, 1.4, 1.5, 1.5, 1.5]
@@ -96,11 +87,9 @@ def low_ratio(numerator: Sequence[float], denominator: Sequence[float],
 
 def paired_ratio(numerator: Sequence[float], denominator: Sequence[float],
                  common: float = 0.0, rounds: int = ROUNDS, unit: str = "×") -> Robust:
-    """Two lanes timed in pairs (numerator[i] right after denominator[i]): the ratio of their
-    totals after `running_median` smooths each lane, plus `common` seconds of identical work in
-    both (the race's first step). The range: the same ratio over `rounds` interleaved rounds
-    (round j holds pairs j, j + rounds, j + 2 × rounds, ...), so every round spans the whole
-    run and they measure the same thing; the estimate always lies inside it.
+    """Two lanes timed in pairs: the ratio of their totals after `running_median`, plus
+    `common` seconds of identical work in both. The range: the same ratio over `rounds`
+    interleaved rounds (round j holds pairs j, j + rounds, ...), each spanning the whole run.
 
     >>> paired_ratio([3.0] * 10, [1.0] * 10).label()
     '3.0×, range 3.0–3.0 over 5 rounds'

@@ -3,27 +3,9 @@
     decode tokens/s  ≤ memory bandwidth ÷ bytes read per token           (the bandwidth roof)
     attainable FLOP/s = min(peak FLOP/s, bandwidth × arithmetic intensity) (the compute roof)
 
-Every decode step reads every weight (plus the KV cache) once; with batch B one read serves B
-tokens, so the ceiling on aggregate tokens/s rises about B-fold until the arithmetic becomes
-the limit. Arithmetic intensity = FLOPs ÷ bytes read; the roofs meet at the ridge, peak ÷
-bandwidth. Decode at batch 1 does about 2 FLOPs per weight read (0.5 FLOP/byte in float32), far
-left of the ridge; a prefill of n tokens (or a batch of n rows) is about n times as intense.
-Bandwidth is measured by summing a buffer much larger than the CPU caches (a decode step's
-traffic: read once, write almost nothing), the peak by large matrix products; FLOP counts are
-theoretical (`forward_flops`).
-
-Intensity says which roof a pass *could* reach first, not which one it did: `decide_bound`
-reads each step's measured share of both roofs. At least half of a roof: that roof. Neither,
-and a large share of the time measured outside the real work (dispatch on a CPU, the gaps
-between kernel launches on a GPU): that. Otherwise "neither roof", with no cause claimed that
-was not measured.
-
-    >>> decide_bound(0.85, 0.02).kind
-    'memory'
-    >>> decide_bound(0.05, 0.01, overhead_share=0.7, device="cuda").kind
-    'launches'
-    >>> decide_bound(0.2, 0.1).kind
-    'neither'
+At batch B one read of the weights serves B tokens, so the ceiling rises about B-fold until the
+arithmetic limits it. Intensity says which roof a pass *could* reach first, not which it did:
+`decide_bound` reads the step's measured share of each roof, and claims no unmeasured cause.
 """
 from __future__ import annotations
 
@@ -84,18 +66,15 @@ def measure_read_bandwidth(device: torch.device | str, megabytes: int = 512,
 
 
 def machine_bandwidth(shared, device: torch.device | str) -> float:
-    """This machine's one read-bandwidth figure: measured once per process and device, then
-    shared (a `SharedResults`) by every lesson, so the screen never shows two numbers for one
-    machine. Without `shared`, a fresh measurement."""
+    """This machine's one read-bandwidth figure, measured once and shared by every lesson."""
     return once(shared, ("read-bandwidth", str(device)), lambda: measure_read_bandwidth(device))
 
 
 def measure_matmul_gflops(device: torch.device | str, dtype: torch.dtype = torch.float32,
                           size: int | None = None, repeats: int = 5,
                           inner: int | None = None) -> float:
-    """GFLOP/s of `inner` back-to-back `size`³ matrix products in `dtype` (2·size³ FLOPs each,
-    median of `repeats`). A GPU does one 1024³ product in about one kernel launch, so there
-    the default is a sustained run (4096³, 20 in a row); a CPU's already takes milliseconds."""
+    """GFLOP/s of `inner` back-to-back `size`³ matrix products (median of `repeats`). On a GPU
+    one 1024³ product lasts about a kernel launch, so the default there is 20 of 4096³."""
     gpu = torch.device(device).type == "cuda"
     size, inner = size or (4096 if gpu else 1024), inner or (20 if gpu else 1)
     a = torch.randn(size, size, device=device).to(dtype)  # [size, size]
@@ -117,19 +96,10 @@ def machine_gflops(shared, device: torch.device | str, dtype: torch.dtype) -> fl
 
 
 def forward_flops(info, tokens: int, context: float, logits_tokens: int | None = None) -> float:
-    """Theoretical FLOPs of one forward pass: `tokens` new tokens each attending to `context`
-    positions on average, the output head run for `logits_tokens` of them (default: all).
-
-    Linear layers: 2 FLOPs per weight per token, the tied embedding counted once as the output
-    head. Attention: scores and the weighted sum, 2 × 2 × hidden per position per layer. Norms,
-    activations and softmax are left out (well under 1%).
-
-    >>> from types import SimpleNamespace
-    >>> info = SimpleNamespace(parameters=100, vocab_size=5, hidden_size=4, layers=1, heads=1,
-    ...                        head_dim=1)
-    >>> forward_flops(info, tokens=3, context=0, logits_tokens=1)  # 2·80·3 + 2·20·1
-    520.0
-    """
+    """Theoretical FLOPs of one pass: `tokens` new tokens each attending to `context` positions
+    on average, the output head run for `logits_tokens` of them (default: all). Linear layers:
+    2 per weight per token (the tied embedding once, as the head); attention: 4 × hidden per
+    position per layer; norms, activations and softmax left out (under 1%)."""
     head = info.vocab_size * info.hidden_size  # the output head's weights (tied embedding)
     kept = tokens if logits_tokens is None else logits_tokens
     linear = 2 * (info.parameters - head) * tokens + 2 * head * kept
@@ -138,15 +108,12 @@ def forward_flops(info, tokens: int, context: float, logits_tokens: int | None =
 
 
 def prefill_flops(info, prompt_tokens: int) -> float:
-    """A causal prefill: each position attends to half the prompt on average; logits for the
-    last position only."""
+    """A causal prefill: on average half the prompt attended to; logits for the last only."""
     return forward_flops(info, prompt_tokens, prompt_tokens / 2, logits_tokens=1)
 
 
 @dataclass(frozen=True)
 class WorkPoint:
-    """One measured forward pass placed on the roofline."""
-
     label: str  # "decode, batch 1", "prefill, 256 tokens"
     flops: float  # theoretical, `forward_flops`
     bytes_read: float  # weights + KV cache read by the pass
@@ -159,35 +126,29 @@ class WorkPoint:
 
     @property
     def gflops(self) -> float:
-        """Achieved GFLOP/s: the theoretical FLOPs over the measured time."""
+        """Achieved: theoretical FLOPs over the measured time."""
         return self.flops / self.seconds / 1e9
 
 
 @dataclass(frozen=True)
 class BoundVerdict:
     kind: str  # "memory", "compute", "dispatch", "launches" or "neither"
-    memory_share: float  # achieved bytes/s ÷ measured bandwidth (0..~1)
-    compute_share: float  # achieved FLOP/s ÷ measured matmul peak (0..~1; 0 if not measured)
-    overhead_share: float | None  # share of the step outside the real work, if measured
     label: str  # the table's word: "memory", "arithmetic", "dispatch", "kernel launches", ...
     sentence: str  # the one sentence every view prints for this verdict
 
 
 def decide_bound(memory_share: float, compute_share: float | None,
                  overhead_share: float | None = None, device: str = "cpu") -> BoundVerdict:
-    """The bound of one measured step from its shares of each roof (`compute_share` None: not
-    measured) and, when measured, the share of its time outside the real work. `device` names
-    the overhead: dispatch on "cpu", kernel launches on "cuda"."""
+    """The bound of one step from its shares of each roof (None: not measured) and of time
+    outside the real work (dispatch on "cpu", kernel launches on "cuda")."""
     mem = max(memory_share, 0.0)
     comp = max(compute_share, 0.0) if compute_share is not None else 0.0
     shares = (f"{mem:.0%} of the measured bandwidth and {comp:.0%} of the measured matmul peak"
               if compute_share is not None else f"{mem:.0%} of the measured bandwidth")
     if max(mem, comp) >= ROOF_SHARE:
         if mem >= comp:
-            return BoundVerdict("memory", mem, comp, overhead_share, "memory",
-                                f"Bound by memory: it read at {shares}.")
-        return BoundVerdict("compute", mem, comp, overhead_share, "arithmetic",
-                            f"Bound by arithmetic: it reached {shares}.")
+            return BoundVerdict("memory", "memory", f"Bound by memory: it read at {shares}.")
+        return BoundVerdict("compute", "arithmetic", f"Bound by arithmetic: it reached {shares}.")
     gpu = str(device).startswith("cuda")
     if overhead_share is not None and overhead_share >= OVERHEAD_SHARE:
         kind, label = ("launches", "kernel launches") if gpu else ("dispatch", "dispatch")
@@ -196,20 +157,18 @@ def decide_bound(memory_share: float, compute_share: float | None,
         what = ("kernel launches", "to the GPU waiting between kernel launches") if gpu else (
             "small operations", "outside the matrix products, to thousands of small operations "
             "(attention, copies, norms) and starting each one (dispatch: at most that share)")
-        return BoundVerdict(kind, mem, comp, overhead_share, label,
-                            f"Bound by {what[0]}, not by either roof: it reached only {shares}, "
-                            f"and {overhead_share:.0%} of the step went {what[1]}.")
-    tail = (" The step split measured " f"{overhead_share:.0%} of it outside the real work."
+        return BoundVerdict(kind, label, f"Bound by {what[0]}, not by either roof: it reached "
+                            f"only {shares}, and {overhead_share:.0%} of the step went {what[1]}.")
+    tail = (f" The step split measured {overhead_share:.0%} of it outside the real work."
             if overhead_share is not None else
             " What fills the rest is not measured here (see the step split on This machine).")
-    return BoundVerdict("neither", mem, comp, overhead_share, "neither roof",
+    return BoundVerdict("neither", "neither roof",
                         f"Neither roof bounds it: it reached only {shares}.{tail}")
 
 
 def step_shares(flops: float, bytes_read: float, seconds: float, peak_gflops: float,
                 bandwidth_gbs: float) -> tuple[float, float]:
-    """(memory share, compute share) of one step from its theoretical FLOPs and bytes, its
-    measured seconds and the machine's two measured roofs."""
+    """(memory share, compute share) of one step against the two measured roofs."""
     if seconds <= 0:
         return 0.0, 0.0
     memory = bytes_read / seconds / (bandwidth_gbs * 1e9) if bandwidth_gbs > 0 else 0.0
@@ -225,21 +184,19 @@ class ComputeRoof:
 
     @property
     def ridge(self) -> float:
-        """FLOPs per byte where the roofs meet: left of it memory limits, right of it arithmetic."""
+        """FLOPs per byte where the roofs meet."""
         return self.peak_gflops / self.bandwidth_gbs
 
     def attainable_gflops(self, intensity: float) -> float:
         return min(self.peak_gflops, self.bandwidth_gbs * intensity)
 
     def verdict(self, point: WorkPoint, device: str = "cpu") -> BoundVerdict:
-        """What bounded this pass, from its measured shares of both roofs."""
         memory, compute = step_shares(point.flops, point.bytes_read, point.seconds,
                                       self.peak_gflops, self.bandwidth_gbs)
         return decide_bound(memory, compute, device=device)
 
 
 def batch_work_points(info, points) -> list[WorkPoint]:
-    """The batch sweep's measured steps (`BatchPoint`s) as roofline points: B tokens a step,
-    each attending to about the prompt plus half the decoded tokens."""
+    """The batch sweep's `BatchPoint`s as roofline points: B tokens a step."""
     return [WorkPoint(f"decode, batch {p.batch}", forward_flops(info, p.batch, p.mean_context),
                       p.weight_bytes + p.cache_bytes, p.step_seconds) for p in points]

@@ -1,13 +1,8 @@
 """How many rows the server's step holds on this machine: the knee of its batch sweep.
 
 While the weights' bytes set a step's pace, rows cost little and tokens/s climbs; once the
-arithmetic sets it, each row costs its full share of every step. The server's cap (vLLM's
-`max_num_seqs`) is that knee, measured here: `knee_rows` is the rule, `sweep_on_file` reads
-this machine's quiet batch gains from its quiet reference, and `for_server` chooses at
-start-up, with why: LLM_LAB_SERVER_ROWS wins; no sweep on file gives `FALLBACK_ROWS` (a sweep
-at start-up is not cheap on a busy CPU); a sweep still rising at its largest batch says only
-that the knee lies beyond; then the cap is cut to what the block pool holds and below the
-step's token budget. Left out: a knee that moves with context length.
+arithmetic sets it, each row costs its full share. The server's cap (vLLM's `max_num_seqs`) is
+that knee, read from this machine's quiet batch gains. Left out: a knee that moves with context.
 """
 from __future__ import annotations
 
@@ -55,9 +50,8 @@ def knee_rows(sweep: Sequence[tuple[int, float]], margin: float = MARGIN) -> int
 
 
 def sweep_on_file(path: str | None = None, machine: str | None = None) -> list[tuple[int, float]]:
-    """This machine's quiet batch gains as a sweep of relative tokens/s: (1, 1.0), then
-    (B, gain of B rows over one) for each "batch_gain B÷1" figure on file (the highest where
-    several runs measured B); [] when there is none."""
+    """This machine's quiet batch gains on file as (rows, relative tokens/s), the highest per
+    size; [] if none."""
     gains: dict[int, float] = {}
     for key, figure in quiet_reference.read(path, machine).items():
         if m := GAIN_KEY.match(key):
@@ -67,8 +61,6 @@ def sweep_on_file(path: str | None = None, machine: str | None = None) -> list[t
 
 @dataclass(frozen=True)
 class RowChoice:
-    """The server's row cap and why (the app logs it at start-up)."""
-
     rows: int
     why: str
 
@@ -101,8 +93,7 @@ def choose_rows(sweep: Sequence[tuple[int, float]], memory_rows: int,
 
 
 def pool_rows(lm, settings: Settings) -> int:
-    """Rows of `ROW_TOKENS` positions the server's block pool holds (as `PagedBatch.for_server`
-    sizes it)."""
+    """Rows of `ROW_TOKENS` the server's block pool holds (sized as `PagedBatch.for_server`)."""
     info = lm.info
     per_block = kv_cache_bytes(info.layers, info.kv_heads, info.head_dim, lm.bytes_per_value,
                                tokens=settings.block_tokens)
@@ -112,8 +103,8 @@ def pool_rows(lm, settings: Settings) -> int:
 
 def for_server(settings: Settings, lm, reference: str | None = None,
                env: Mapping[str, str] | None = None) -> RowChoice:
-    """The server's rows on this machine: LLM_LAB_SERVER_ROWS when it is set (above 0), else
-    `choose_rows` from this machine's quiet batch sweep (`reference`: its file)."""
+    """LLM_LAB_SERVER_ROWS when set above 0, else `choose_rows` from this machine's quiet batch
+    sweep (`reference`: its file)."""
     value = (os.environ if env is None else env).get("LLM_LAB_SERVER_ROWS", "").strip()
     if value.isdigit() and int(value) > 0:
         return RowChoice(settings.server_rows, "set by LLM_LAB_SERVER_ROWS")

@@ -1,13 +1,8 @@
 """What physics allows a measurement to say: the bounds every headline figure is checked against.
 
-Some wrong figures are not merely noisy but impossible. Each bound is a pure function that
-returns None when the figure is possible, or one sentence saying what is wrong with it: a batch
-of B rows gains at most B× and its step is not shorter than one row's (`batch_gain`,
-`batch_step`); a cached step is not slower than recomputing (`cached_step`); tokens/s cannot
-beat bandwidth ÷ bytes (`bandwidth`); one pass over N tokens is at most N× faster than N passes
-(`one_pass`); a visitor's cost and their batch sweep cannot disagree (`same_throughput`).
-Each allows `Settings.sanity_noise` past the bound. A figure that fails is measured again once;
-still failing, the screen shows the sentence instead of the figure.
+Some wrong figures are not noisy but impossible. Each bound returns None when the figure is
+possible, else one sentence saying what is wrong, allowing `Settings.sanity_noise` past it. A
+figure that fails is measured again once; still failing, the screen shows the sentence.
 """
 from __future__ import annotations
 
@@ -39,8 +34,7 @@ def batch_step(batch: int, step_seconds: float, one_row_seconds: float,
 
 def cached_step(cached_seconds: float, recompute_seconds: float,
                 noise: float = NOISE) -> str | None:
-    """The cached lane took `cached_seconds` where recomputing the same positions took
-    `recompute_seconds` (one step or a whole race)."""
+    """The cached lane against recomputing the same positions (one step or a whole race)."""
     if cached_seconds > recompute_seconds * (1 + noise):
         return (f"the cached lane measured {cached_seconds / recompute_seconds:.2f}× as long as "
                 "recomputing the same positions: it runs one token where recomputing runs them "
@@ -50,7 +44,6 @@ def cached_step(cached_seconds: float, recompute_seconds: float,
 
 def bandwidth(tokens_per_s: float, ceiling_tokens_per_s: float,
               noise: float = NOISE) -> str | None:
-    """`tokens_per_s` measured against the bandwidth ceiling (bandwidth ÷ bytes per token)."""
     if ceiling_tokens_per_s > 0 and tokens_per_s > ceiling_tokens_per_s * (1 + noise):
         return (f"{tokens_per_s:.1f} tokens/s is past this machine's measured ceiling of "
                 f"{ceiling_tokens_per_s:.1f} tokens/s: each token must read its bytes from "
@@ -73,8 +66,7 @@ def one_pass(tokens: int, speedup: float, noise: float = NOISE) -> str | None:
 
 def same_throughput(batch: int, used_tokens_per_s: float, sweep_tokens_per_s: float,
                     noise: float = NOISE) -> str | None:
-    """A cost computed from `used_tokens_per_s` at `batch` rows, where the same visitor's batch
-    sweep measured `sweep_tokens_per_s` at that batch.
+    """A cost's tokens/s at `batch` rows against the same visitor's batch sweep there.
 
     >>> same_throughput(16, 126.0, 8.6)  # doctest: +ELLIPSIS
     'this cost uses 126.0 tokens/s at batch 16, but your batch sweep measured 8.6 ...'

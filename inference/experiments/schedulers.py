@@ -1,14 +1,9 @@
 """Lesson 5: two ways to serve the same stream of requests with the real model.
 
-- **Static batching** waits for a batch to fill (or `fill_wait_s`), prefills it and decodes in
-  lock-step until the LONGEST request is done: finished rows keep their slot, newcomers wait.
-- **Continuous batching** decides at every step: finished requests leave at once, waiting ones
-  join (their caches merged into the batch's, `row_batch.py`).
-Time is a *virtual clock*: it moves by each forward pass's measured, synced seconds and jumps
-ahead when idle, so the timeline is real measured steps yet replays the same way on every run.
-Both yield a `SchedulerPass` per forward pass, then a `ScheduleResult`. The workload: requests
-arriving over time with different prompt and output lengths, from a preset or a seeded random
-trace, served by each scheduler in turn.
+**Static batching** fills a batch and decodes it in lock-step until its LONGEST request ends;
+**continuous batching** lets finished requests leave and waiting ones join at every step. A
+*virtual clock* moves by each pass's measured seconds and jumps ahead when idle, so the timeline
+is real measured steps yet replays the same way on every run.
 """
 from __future__ import annotations
 
@@ -39,8 +34,6 @@ PROMPTS = (
 
 @dataclass(frozen=True)
 class Request:
-    """One request: when it arrives, what it asks, and how many tokens it may generate."""
-
     rid: int
     arrival: float  # seconds on the virtual clock
     text: str
@@ -61,7 +54,6 @@ DEFAULT_PRESET = "Steady mix"
 
 
 def preset_trace(tokenizer, name: str = DEFAULT_PRESET) -> list[Request]:
-    """The named preset as requests (raises a clear error for an unknown name)."""
     if name not in PRESETS:
         raise SettingOutOfRangeError(
             f"Unknown workload {name!r}; choose one of: {', '.join(PRESETS)}.")
@@ -71,7 +63,7 @@ def preset_trace(tokenizer, name: str = DEFAULT_PRESET) -> list[Request]:
 
 def random_trace(tokenizer, requests: int = 10, rate_per_s: float = 2.0, min_new: int = 4,
                  max_new: int = 32, seed: int = 0) -> list[Request]:
-    """A seeded random trace: Poisson arrivals at `rate_per_s`, random prompts and lengths."""
+    """Poisson arrivals at `rate_per_s`, random prompts and lengths, seeded."""
     LIMITS.trace_requests.check("Requests", requests)
     LIMITS.trace_rate_per_s.check("Arrival rate (requests/s)", rate_per_s)
     LIMITS.trace_new_tokens.check("Shortest output (tokens)", min_new)
@@ -92,8 +84,6 @@ def _request(tokenizer, rid: int, arrival: float, text: str, max_new: int) -> Re
 
 @dataclass(frozen=True)
 class SchedulerPass:
-    """One forward pass of the server."""
-
     index: int
     kind: str  # "prefill" (new requests' prompts) or "decode" (one token per row)
     start: float  # virtual clock when it began (s)
@@ -147,13 +137,13 @@ class ScheduleResult:
 
 
 class _Server:
-    """The virtual clock and each request's progress, shared by both schedulers."""
+    """The virtual clock and each request's progress."""
 
     def __init__(self, lm, requests: list[Request], max_batch: int) -> None:
         if not requests:
             raise SettingOutOfRangeError("The workload has no requests.")
         LIMITS.scheduler_batch.check("Max batch", max_batch)
-        self.lm, self.max_batch = lm, max_batch
+        self.max_batch = max_batch
         self.by_id = {r.rid: r for r in requests}
         self.pending = sorted(requests, key=lambda r: (r.arrival, r.rid))
         self.waiting: list[Request] = []
@@ -275,7 +265,6 @@ def serve_continuous(lm, requests: list[Request], max_batch: int = 8
 
 
 def _without_finished(srv: _Server, batch: RowBatch) -> RowBatch | None:
-    """The batch minus its finished rows (None when none are left)."""
     keep = [i for i, rid in enumerate(batch.rows) if rid not in srv.finish]
     if len(keep) == batch.size:
         return batch
@@ -283,7 +272,6 @@ def _without_finished(srv: _Server, batch: RowBatch) -> RowBatch | None:
 
 
 def run_schedule(events: Iterator[SchedulerPass | ScheduleResult]) -> ScheduleResult:
-    """Drain a scheduler generator and return its final result."""
     for ev in events:
         if isinstance(ev, ScheduleResult):
             return ev
@@ -291,12 +279,7 @@ def run_schedule(events: Iterator[SchedulerPass | ScheduleResult]) -> ScheduleRe
 
 
 def schedulers_tokens(prompts: Sequence[int], outputs: Sequence[int]) -> int:
-    """Tokens both schedulers feed for one trace (each request's prompt and output length), at
-    most: static batching computes every row at the batch's padded width W for its longest
-    output N; continuous batching prefills each request at most at W, decodes it for its own.
-
-    >>> schedulers_tokens(prompts=[10, 20], outputs=[5, 8])
-    109
-    """
+    """Tokens both schedulers feed at most: static computes every row at the padded width W for
+    the longest output; continuous prefills each at most at W and decodes its own output."""
     width, longest = max(prompts, default=0), max(outputs, default=0)
     return len(prompts) * (2 * width + longest) + sum(outputs)

@@ -5,22 +5,6 @@
     sequences that fit   = (memory − weights) ÷ (KV bytes per token × tokens each one holds)
 
 Input is priced from the prefill rate, much higher than decode's: why APIs charge less for it.
-The sweep decodes at a short context; `serving_costs` carries its rate to the conversation's
-mean context C (an estimate on top of the measurement) by adding only what a longer context
-adds: the extra cache bytes, read at the measured bandwidth. Reading them takes at least that
-long, so the carried rate is a ceiling (and its dollars a floor):
-
-    step at C = measured step + B × kv × ΔC ÷ bandwidth
-
-The memory chain: on this machine its step time is the batch sweep's (`measured_chain`); for a
-published model on a published GPU, the roofline's (`gpu_chain`, theoretical, a ceiling):
-
-    step = max((weights + batch × KV per token × mean context) ÷ bandwidth,
-               batch × (2 × parameters + 4 × layers × heads × head_dim × mean context) ÷ peak)
-
-`levers` adds the explainer's levers one at a time: batching, int8 weights, a paged cache that
-holds each conversation's own tokens, an 8-bit cache. Once caches fill memory, tokens/s
-approaches bandwidth ÷ (KV bytes per token × context): only fewer cache bytes raise it.
 Left out: idle time between requests, activations, the allocator's slack, the provider's margin.
 """
 from __future__ import annotations
@@ -48,18 +32,13 @@ class CostPoint:
 
 
 def usd_per_million(price_per_hour: float, tokens_per_s: float) -> float:
-    """Dollars per million tokens at this hourly price and rate.
-
-    >>> usd_per_million(3.6, 1000.0)
-    1.0
-    """
     return price_per_hour / (tokens_per_s * 3600) * 1e6 if tokens_per_s > 0 else float("inf")
 
 
 def rate_at_context(p: BatchPoint, kv_bytes_per_token: int, context: float,
                     bandwidth_gbs: float) -> float:
-    """The measured decode rate carried to `context` tokens per row (an estimate): the
-    measured step plus the time of the extra cache reads at `bandwidth_gbs`.
+    """The measured decode rate carried to `context` tokens per row (an estimate, and a ceiling:
+    the extra cache reads take at least  step at C = step + B × kv × ΔC ÷ bandwidth)
 
     >>> p = BatchPoint(batch=2, prompt_tokens=10, prefill_seconds=1, step_seconds=0.1,
     ...                step_times=(0.1, 0.1), cache_bytes=0, weight_bytes=10**9)
@@ -75,9 +54,8 @@ def serving_costs(points: tuple[BatchPoint, ...] | list[BatchPoint], price_per_h
                   prompt_tokens: int = 200, output_tokens: int = 300,
                   kv_bytes_per_token: int | None = None,
                   bandwidth_gbs: float = 0.0) -> list[CostPoint]:
-    """One CostPoint per measured batch size; with `kv_bytes_per_token` and the measured
-    `bandwidth_gbs`, the decode rate at the conversation's mean context (`rate_at_context`),
-    else as measured."""
+    """One CostPoint per measured batch, the decode rate carried to the conversation's mean
+    context when `kv_bytes_per_token` and `bandwidth_gbs` are given."""
     LIMITS.price_per_hour.check("Price per hour ($)", price_per_hour)
     LIMITS.conversation_prompt_tokens.check("Prompt tokens per conversation", prompt_tokens)
     LIMITS.conversation_output_tokens.check("Output tokens per conversation", output_tokens)
@@ -103,9 +81,7 @@ def serving_costs(points: tuple[BatchPoint, ...] | list[BatchPoint], price_per_h
 
 def model_serving_costs(lm, points, price_per_hour: float, prompt_tokens: int,
                         output_tokens: int, bandwidth_gbs: float) -> list[CostPoint]:
-    """`serving_costs` for the loaded model: its KV bytes per token, carried at the measured
-    bandwidth. Lesson 5's cost table and the presenter's
-    cost screen both call this, so one batch gets one figure on both."""
+    """`serving_costs` for the loaded model: lesson 5 and the presenter show the same figures."""
     info = lm.info
     kv = bytes_per_token(info.layers, info.kv_heads, info.head_dim, lm.bytes_per_value)
     return serving_costs(points, price_per_hour, prompt_tokens, output_tokens,
@@ -122,26 +98,16 @@ class Gpu:
     source: str
 
 
-# NVIDIA's H200 (SXM) datasheet: 141 GB HBM3e, 4.8 TB/s, 989 TFLOPS dense BF16/FP16 (1,979
-# with sparsity). The hourly price is an assumption (cloud prices vary several-fold).
+# NVIDIA's H200 (SXM) datasheet, dense BF16/FP16; the hourly price is an assumption.
 H200 = Gpu("NVIDIA H200", 141 * 10**9, 4_800.0, 989.0, 4.00,
            "NVIDIA's published spec: 141 GB, 4.8 TB/s, 989 TFLOPS fp16; $4.00/h assumed")
-CHAIN_MODELS = tuple(m for m in PUBLISHED if m.name in ("Llama-2-7B", "Llama-3-8B",
-                                                        "Llama-3-70B"))
 LEVER_MODEL = next(m for m in PUBLISHED if m.name == "Llama-3-8B")
 GPU_PROMPT, GPU_OUTPUT = 3_072, 1_024  # a 4,096-token conversation
 
 
 def sequences_that_fit(memory_bytes: float, weight_bytes: float, kv_bytes_per_token: float,
                        tokens_per_sequence: float) -> int:
-    """(memory − weights) ÷ (KV per token × tokens per sequence), rounded down; 0 when the
-    weights alone do not fit.
-
-    >>> sequences_that_fit(141e9, 16.06e9, 131_072, 4_096)  # Llama-3-8B fp16 on an H200, 4k
-    232
-    >>> sequences_that_fit(141e9, 141.1e9, 131_072, 4_096)
-    0
-    """
+    """(memory − weights) ÷ (KV per token × tokens per sequence), rounded down, at least 0."""
     check_range("Tokens per sequence", tokens_per_sequence, 1, 10**9)
     left = memory_bytes - weight_bytes
     return int(left // (kv_bytes_per_token * tokens_per_sequence)) if left > 0 else 0
@@ -181,9 +147,7 @@ class Chain:
 def measured_chain(costs, budget_bytes: float, weight_bytes: float, kv_bytes_per_token: float,
                    prompt_tokens: int, output_tokens: int, price_per_hour: float,
                    label: str) -> Chain | None:
-    """This machine's chain from the cost table's rows (`CostPoint`s, one per measured batch):
-    the largest measured batch that fits the memory budget, at its measured rate. None when
-    nothing was measured."""
+    """This machine's chain: the largest measured batch that fits the budget, at its rate."""
     if not costs:
         return None
     held = prompt_tokens + output_tokens
@@ -199,7 +163,10 @@ def roofline_step(model: ModelSpec, gpu: Gpu, batch: int, context: float,
                   weight_bytes_per_value: float = 2, kv_bytes_per_value: int = 2
                   ) -> tuple[float, str]:
     """(seconds, "memory" or "compute"): one decode step of `batch` sequences at `context`
-    positions each, on the roofline (theoretical).
+    positions each, on the roofline (theoretical):
+
+    step = max((weights + batch × KV per token × context) ÷ bandwidth,
+               batch × (2 × parameters + 4 × layers × heads × head_dim × context) ÷ peak)
 
     >>> s, bound = roofline_step(LEVER_MODEL, H200, 1, 0)  # 16.06 GB ÷ 4.8 TB/s
     >>> round(s * 1000, 2), bound
@@ -217,9 +184,8 @@ def gpu_chain(model: ModelSpec, gpu: Gpu, prompt_tokens: int = GPU_PROMPT,
               output_tokens: int = GPU_OUTPUT, weight_bytes_per_value: float = 2,
               kv_bytes_per_value: int = 2, tokens_held: float | None = None,
               batch: int | None = None, label: str = "") -> Chain:
-    """The chain for a published model on a published GPU (theoretical). `tokens_held`: the
-    positions each sequence keeps in memory (default: the whole conversation); `batch`: a
-    fixed batch (default: as many as fit)."""
+    """The chain for a published model on a published GPU (theoretical). `tokens_held`:
+    positions each sequence keeps (default: the conversation); `batch`: default as many as fit."""
     weights = model.parameters * weight_bytes_per_value
     kv = model.bytes_per_token(kv_bytes_per_value)
     held = prompt_tokens + output_tokens if tokens_held is None else tokens_held
@@ -240,14 +206,13 @@ def gpu_chain(model: ModelSpec, gpu: Gpu, prompt_tokens: int = GPU_PROMPT,
 
 def published_chains(gpu: Gpu = H200) -> list[Chain]:
     """A few published models on `gpu`, fp16, 4,096-token conversations, as many as fit."""
-    return [gpu_chain(m, gpu) for m in CHAIN_MODELS]
+    return [gpu_chain(m, gpu) for m in PUBLISHED
+            if m.name in ("Llama-2-7B", "Llama-3-8B", "Llama-3-70B")]
 
 
 def levers(model: ModelSpec = LEVER_MODEL, gpu: Gpu = H200) -> list[Chain]:
-    """The explainer's levers added one at a time (theoretical): one conversation at a time;
-    + batching (each sequence reserving the model's whole window, as without paging);
-    + int8 weights; + a paged cache (each sequence holds its own tokens, on average the
-    conversation's mean context)."""
+    """The explainer's levers one at a time (theoretical): batching (each sequence reserving
+    the window), int8 weights, a paged cache (each holds its own tokens), an 8-bit cache."""
     window = model.context_window or GPU_PROMPT + GPU_OUTPUT
     mean = GPU_PROMPT + GPU_OUTPUT / 2
     return [
@@ -264,8 +229,8 @@ def levers(model: ModelSpec = LEVER_MODEL, gpu: Gpu = H200) -> list[Chain]:
 
 def cache_bound_tokens_per_s(model: ModelSpec, gpu: Gpu, context: float,
                              kv_bytes_per_value: int = 2) -> float:
-    """The throughput a memory-bound step approaches as the batch grows: each step then reads
-    mostly caches, so tokens/s → bandwidth ÷ (KV bytes per token × context) (theoretical).
+    """Theoretical: as the batch grows a step reads mostly caches, so tokens/s approaches
+    bandwidth ÷ (KV bytes per token × context).
 
     >>> round(cache_bound_tokens_per_s(LEVER_MODEL, H200, 3_584))
     10218

@@ -1,11 +1,8 @@
 """Results that every visitor can share: long sweeps run once per process and machine.
 
-A classroom of thirty should not run the same 30-second batch sweep thirty times. A
-`SharedResults` object remembers finished results by key; while one visitor computes a key,
-others asking for it wait for that result instead of starting their own run.
-Only *finished* runs are stored: a stopped run leaves nothing behind. What is cheap to rebuild
-and big to hold (a quantized copy of the model) is kept only while the app is busy
-(`until_idle`): `release_idle` drops it when the work stops (`compute_thread.idle`).
+A class of thirty should not run the same sweep thirty times: finished results are kept by
+key, and while one visitor computes a key, others wait for that result. Big results that are
+cheap to rebuild are kept only `until_idle`.
 """
 from __future__ import annotations
 
@@ -25,7 +22,6 @@ class SharedResults:
         self._until_idle: set[Hashable] = set()  # keys `release_idle` drops
 
     def get(self, key: Hashable):
-        """The stored result for `key`, or None."""
         return self._results.get(key)
 
     def put(self, key: Hashable, value: object) -> None:
@@ -33,8 +29,8 @@ class SharedResults:
 
     def get_or_compute(self, key: Hashable, compute: Callable[[], T],
                        until_idle: bool = False) -> T:
-        """Return the stored result, computing it once (other callers wait, then share it).
-        `until_idle`: kept only until `release_idle` (big, and cheap to compute again)."""
+        """The stored result, computed once (other callers wait, then share it); `until_idle`:
+        kept only until `release_idle`."""
         if (held := self._results.get(key, _MISSING)) is not _MISSING:
             return held  # type: ignore[return-value]
         with self._guard:
@@ -57,6 +53,5 @@ class SharedResults:
 
 
 def once(shared: SharedResults | None, key: Hashable, compute: Callable[[], T]) -> T:
-    """`shared.get_or_compute(key, compute)`; without a store (a script, a test), a fresh
-    `compute()`."""
+    """`shared.get_or_compute(key, compute)`; without a store, a fresh `compute()`."""
     return compute() if shared is None else shared.get_or_compute(key, compute)

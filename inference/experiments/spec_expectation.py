@@ -1,30 +1,21 @@
 """Lesson 3b: what speculative decoding should gain, from two numbers and three times.
 
-If the model keeps each guess with the same probability α, independently, and a pass stops at
-the first rejection, a pass of k guesses gains 1 + α + α² + … + α^k tokens on average:
+With each guess kept with probability α, independently, and a pass stopping at the first
+rejection, a pass of k guesses gains on average
 
     E[tokens per pass] = (1 − α^(k+1)) ÷ (1 − α)          (k + 1 when α = 1; 1 when α = 0)
     speed-up           = E × T_step ÷ (k · T_draft + T_verify)
 
-α, T_step, T_draft and T_verify are measured by one race (`fit_race`); the formula then
-predicts every other k (`predict`). Its assumptions, said where it is shown: guesses are kept
-independently at one rate, and the verification pass's cost grows in a straight line from a
-plain step (k = 0) through the measured pass. α = guesses kept ÷ guesses the model judged
-(each pass's kept ones and its first rejection), not ÷ guesses proposed.
-
-`sampled_run` counts α live at a temperature: a guess d is then kept with probability
-min(1, p(d) ÷ q(d)) (`acceptance.py`), so α depends on how the two distributions overlap.
-Nothing is timed there: a sampled run's text differs from a greedy one, so there is no race.
+One race measures α and the times; `predict` extends them to every k.
 """
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from ..drafts import Draft
 from ..errors import check_range
 from ..sampling import SamplingSettings
-from ..speculative import SpecPass, speculate
+from ..speculative import Draft, SpecPass, speculate
 from .speculative_race import speed_verdict
 
 
@@ -45,35 +36,20 @@ def expected_tokens_per_pass(alpha: float, k: int) -> float:
 
 def expected_speedup(alpha: float, k: int, step_s: float, draft_s: float,
                      verify_s: float) -> float:
-    """E × T_step ÷ (k · T_draft + T_verify).
-
-    >>> round(expected_speedup(1.0, 3, step_s=0.04, draft_s=0.0, verify_s=0.05), 3)  # 4 × 40 ÷ 50
-    3.2
-    """
+    """E × T_step ÷ (k · T_draft + T_verify)."""
     cost = k * draft_s + verify_s
     return expected_tokens_per_pass(alpha, k) * step_s / cost if cost > 0 else 0.0
 
 
 def verify_seconds_at(k: int, step_s: float, measured_k: int, measured_verify_s: float) -> float:
-    """The verification pass at k guesses, on the straight line from a plain step (k = 0)
-    through the pass measured at `measured_k` (an assumption).
-
-    >>> round(verify_seconds_at(8, step_s=0.04, measured_k=4, measured_verify_s=0.05), 3)
-    0.06
-    """
+    """Assumed: the pass at k guesses, on the line from a plain step through the measured one."""
     if measured_k <= 0:
         return measured_verify_s
     return max(step_s + (measured_verify_s - step_s) * k / measured_k, 0.0)
 
 
 def judged_guesses(passes: Iterable) -> tuple[int, int]:
-    """(guesses kept, guesses the model judged) over `SpecPass` records, the prefill left out.
-
-    >>> from types import SimpleNamespace as P
-    >>> judged_guesses([P(index=0, accepted=0, judged=0), P(index=1, accepted=1, judged=2),
-    ...                 P(index=2, accepted=2, judged=2)])
-    (3, 4)
-    """
+    """(guesses kept, guesses the model judged) over `SpecPass` records, the prefill left out."""
     counted = [p for p in passes if p.index > 0]
     return sum(p.accepted for p in counted), sum(p.judged for p in counted)
 
@@ -117,7 +93,6 @@ def fit_race(s) -> RaceFit | None:
 
 
 def predict(fit: RaceFit, ks: Sequence[int]) -> list[KPrediction]:
-    """E and the speed-up at every k, from one race's α and times."""
     rows = []
     for k in ks:
         verify = verify_seconds_at(k, fit.step_s, fit.k, fit.verify_s)
@@ -139,7 +114,7 @@ class Expectation:
 
 
 def expectation(summary, ks: Sequence[int]) -> Expectation | None:
-    """`predict` over `ks` (and the race's own k) from a `SpecRaceSummary`; None without one."""
+    """`predict` over `ks` and the race's own k, from a `SpecRaceSummary` (None: no race)."""
     fit = fit_race(summary) if summary is not None else None
     if fit is None:
         return None
@@ -151,8 +126,6 @@ def expectation(summary, ks: Sequence[int]) -> Expectation | None:
 
 @dataclass(frozen=True)
 class SampledRun:
-    """One seeded speculative run at a temperature, counted (nothing timed)."""
-
     draft: str  # the draft's key
     k: int  # guesses per pass asked for
     temperature: float  # 0: greedy acceptance
@@ -169,7 +142,6 @@ class SampledRun:
 
     @property
     def tokens_per_pass(self) -> float:
-        """Measured."""
         return self.decoded / self.passes if self.passes else 0.0
 
     @property
@@ -180,7 +152,8 @@ class SampledRun:
 
 def sampled_run(lm, prompt_ids: list[int], draft: Draft, k: int, temperature: float,
                 new_tokens: int, seed: int = 0) -> Iterator[SpecPass | SampledRun]:
-    """Yield each pass of one seeded speculative run at `temperature`, then its count."""
+    """One seeded run at `temperature`, where a guess d is kept with probability
+    min(1, p(d) ÷ q(d)): its passes, then their count (nothing timed)."""
     sampling = SamplingSettings(temperature=temperature, seed=seed)
     passes: list[SpecPass] = []
     for p in speculate(lm, prompt_ids, draft, k, sampling, new_tokens):

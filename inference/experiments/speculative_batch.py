@@ -1,13 +1,8 @@
 """Speculative decoding meets batching: what the extra guessed tokens cost at batch B.
 
-A verification pass runs B rows × (k + 1) tokens where a plain step runs B × 1. At batch 1 the
-weights are read once either way and the extra tokens are nearly free; at batch 16 the plain
-step already reuses every weight 16 times, and if the pass's k + 1 times the arithmetic sets
-the pace, the guesses stop being free. Each batch size: prefill B copies of the prompt, then a
-plain step [B, 1] and a pass [B, k + 1] in turns (the cache cropped back after each), median of
-`repeats`; `ComputeRoof.verdict` says which roof bounds each. The speed-up at batch B is
-**derived**, not raced: a batch-1 race's tokens per pass × plain step ÷ pass at batch B,
-assuming every row keeps as many guesses and a draft that costs nothing.
+A verification pass runs B × (k + 1) tokens where a plain step runs B × 1. At batch 1 the extra
+tokens are nearly free; at batch 16 the plain step already reuses each weight 16 times, and
+once arithmetic sets the pace the guesses stop being free.
 """
 from __future__ import annotations
 
@@ -44,14 +39,16 @@ class VerifyCost:
         return self.verify_seconds / self.plain_seconds
 
     def derived_speedup(self, tokens_per_pass: float) -> float:
-        """Derived (see the module docstring): tokens per pass × plain step ÷ pass."""
+        """Derived, not raced: tokens per pass × plain step ÷ pass (every row assumed to keep
+        as many guesses, the draft free)."""
         return tokens_per_pass * self.plain_seconds / self.verify_seconds
 
 
 @torch.inference_mode()
 def verify_cost(lm, prompt_ids: list[int], batch: int, k: int, roof: ComputeRoof,
                 repeats: int = REPEATS) -> VerifyCost:
-    """Time a plain step and a verification pass at `batch` rows, in turns (median)."""
+    """Prefill `batch` copies of the prompt, then time a plain step and a verification pass in
+    turns (the cache cropped back after each; median of `repeats`)."""
     model, device = lm.model, lm.device
     ids = torch.tensor([prompt_ids] * batch, device=device)  # [B, S]
     first = prefill(model, ids)
@@ -90,7 +87,6 @@ class BatchUpdate:
 def batch_interplay(lm, prompt_ids: list[int], k: int = LIMITS.spec_k.default,
                     batches: Sequence[int] = LIMITS.spec_batches, repeats: int = REPEATS,
                     shared=None) -> Iterator[BatchUpdate]:
-    """Measure `verify_cost` at each batch size; yield after each."""
     if not prompt_ids:
         raise EmptyPromptError("The measurement needs a non-empty prompt.")
     LIMITS.spec_k.check("Draft length k", k)
@@ -108,10 +104,6 @@ def batch_interplay(lm, prompt_ids: list[int], k: int = LIMITS.spec_k.default,
 
 def spec_batch_tokens(prompt: int, k: int, batches: Sequence[int],
                       repeats: int = REPEATS) -> int:
-    """Tokens `batch_interplay` feeds: at each batch b, b copies of the prompt, then
-    `repeats` + 1 rounds of a plain step and a pass of k + 1 tokens (the first a warm-up).
-
-    >>> spec_batch_tokens(prompt=50, k=4, batches=(1, 8))
-    774
-    """
+    """Tokens `batch_interplay` feeds: per batch b, the prompt b times, then `repeats` + 1
+    rounds of a plain step and a pass of k + 1 tokens, b times."""
     return sum(b * (prompt + (repeats + 1) * (k + 2)) for b in batches)

@@ -1,16 +1,9 @@
 """Speculative decoding raced against plain greedy decoding on the same prompt, same tokens.
 
-Two lanes make the same greedy tokens and take turns, so both see the same machine noise:
-- **speculative**: each pass the draft guesses k tokens and ONE model pass checks them all
-  (`inference/speculative.py`); a pass gains 1 to k + 1 tokens;
-- **plain**: one model pass per token (`engine.decode_step`).
-After every speculative pass the plain lane catches up to the same token count. Both lanes'
-first token comes from a prefill, not counted in tokens/s (that is the time to first token).
-
-Beside them: the batch-1 one-token ceiling, bandwidth ÷ bytes read per token (lesson 3), which
-bounds decoding that makes ONE token per read of the weights. The lesson's prompts are here:
-**edit** copies most of the prompt back, so prompt lookup's guesses are usually right; an
-**open question**'s answer is new text, where only a draft model still guesses common words.
+**speculative**: the draft guesses k tokens and ONE model pass checks them all (1 to k + 1
+tokens a pass); **plain**: one pass per token, catching up after every speculative pass. The
+lanes take turns, so both see the same machine noise. Prompts: **edit** copies most of the
+prompt back (prompt lookup guesses well); an **open question**'s answer is new text.
 """
 from __future__ import annotations
 
@@ -23,11 +16,10 @@ import torch
 from transformers import DynamicCache
 
 from ..config import LIMITS
-from ..drafts import Draft
 from ..engine import decode_step, forward
 from ..errors import SettingOutOfRangeError
 from ..kv_cache import kv_cache_bytes
-from ..speculative import SpecPass, check_request, speculate
+from ..speculative import Draft, SpecPass, check_request, speculate
 from ..timing import stopwatch
 from ..weights import bytes_read_per_token
 from .roofline import ceiling_tokens_per_s, machine_bandwidth
@@ -47,7 +39,6 @@ FASTER, SLOWER, NOISE = "faster", "slower", "within noise"
 
 
 def spec_prompt(name: str = DEFAULT_SPEC_PROMPT) -> str:
-    """The named workload's prompt text (a clear error for an unknown name)."""
     if name not in SPEC_PROMPTS:
         raise SettingOutOfRangeError(
             f"Unknown workload {name!r}; choose one of: {', '.join(SPEC_PROMPTS)}.")
@@ -84,7 +75,7 @@ class SpecRaceSummary:
 
     @property
     def decoded(self) -> int:
-        """Tokens after the first one (those the passes made)."""
+        """Tokens the passes made (all but the first)."""
         return max(self.new_tokens - 1, 0)
 
     @property
@@ -127,8 +118,8 @@ class SpecRaceSummary:
 
 
 def run_noise(step_seconds: Sequence[float], floor: float = LIMITS.spec_noise) -> float:
-    """How far from 1 a ratio of two lanes' totals can drift by chance in this run: twice the
-    relative standard error of the plain lane's total, never less than `floor`."""
+    """How far from 1 the lanes' ratio can drift by chance: twice the relative standard error
+    of the plain lane's total, at least `floor`."""
     if len(step_seconds) < 2:
         return max(floor, 1.0)
     cv = statistics.stdev(step_seconds) / statistics.mean(step_seconds)
@@ -136,11 +127,7 @@ def run_noise(step_seconds: Sequence[float], floor: float = LIMITS.spec_noise) -
 
 
 def speed_verdict(speedups: Sequence[float], noise: float) -> str:
-    """FASTER if every speed-up is above 1 + noise, SLOWER if every one is below 1 - noise.
-
-    >>> speed_verdict([1.8], 0.05), speed_verdict([0.7, 1.1], 0.05), speed_verdict([0.9], 0.05)
-    ('faster', 'within noise', 'slower')
-    """
+    """FASTER if every speed-up is above 1 + noise, SLOWER if every one is below 1 - noise."""
     if not speedups:
         return NOISE
     if min(speedups) > 1 + noise:
@@ -153,8 +140,8 @@ def speed_verdict(speedups: Sequence[float], noise: float) -> str:
 @torch.inference_mode()
 def spec_race(lm, prompt_ids: list[int], draft: Draft, k: int = LIMITS.spec_k.default,
               new_tokens: int = LIMITS.spec_new_tokens.default) -> Iterator[SpecPass | PlainStep]:
-    """Yield each speculative pass, then the plain steps that catch up to its token count.
-    Greedy; both lanes stop at end of turn or after `new_tokens`."""
+    """Each speculative pass, then the plain steps that catch up to its token count (greedy;
+    both lanes stop at end of turn or after `new_tokens`)."""
     check_request(lm, prompt_ids, k, new_tokens)
     model, device = lm.model, lm.device
     list(speculate(lm, prompt_ids, draft, k, max_new_tokens=3))  # warm-up of both lanes
@@ -178,7 +165,7 @@ def spec_race(lm, prompt_ids: list[int], draft: Draft, k: int = LIMITS.spec_k.de
 def summarize_spec_race(lm, records: Sequence[SpecPass | PlainStep], prompt_tokens: int,
                         draft: str, k: int, bandwidth_gbs: float,
                         draft_bytes_per_step: int = 0) -> SpecRaceSummary:
-    """Totals over the tokens both lanes have made (a stopped race is summed fairly)."""
+    """Totals over the tokens both lanes have made."""
     passes = [r for r in records if isinstance(r, SpecPass)]
     plain = [r for r in records if isinstance(r, PlainStep)]
     spec_ids = [t for p in passes for t in p.new_ids]
@@ -202,8 +189,6 @@ def summarize_spec_race(lm, records: Sequence[SpecPass | PlainStep], prompt_toke
 
 @dataclass(frozen=True)
 class SpecSweepUpdate:
-    """Progress of a k sweep; `points` are the races finished so far (the last update: all)."""
-
     points: tuple[SpecRaceSummary, ...]
     message: str
     finished: bool = False
@@ -213,7 +198,6 @@ def sweep_k(lm, prompt_ids: list[int], drafts: Sequence[Draft],
             ks: Sequence[int] = tuple(range(1, 9)),
             new_tokens: int = LIMITS.spec_new_tokens.default, shared=None
             ) -> Iterator[SpecSweepUpdate]:
-    """Race every draft at every k on one prompt; yield after each race."""
     for k in ks:
         LIMITS.spec_k.check("Draft length k", k)
     bandwidth = machine_bandwidth(shared, lm.device)
@@ -229,9 +213,6 @@ def sweep_k(lm, prompt_ids: list[int], drafts: Sequence[Draft],
 
 @dataclass(frozen=True)
 class RaceUpdate:
-    """What the lesson streams: the passes so far, the plain lane's count, and at the end the
-    summary (None until then)."""
-
     passes: tuple[SpecPass, ...]
     plain_tokens: int
     message: str
@@ -241,8 +222,7 @@ class RaceUpdate:
 def race_updates(lm, prompt_ids: list[int], draft: Draft, k: int = LIMITS.spec_k.default,
                  new_tokens: int = LIMITS.spec_new_tokens.default, shared=None,
                  bandwidth_gbs: float | None = None) -> Iterator[RaceUpdate]:
-    """`spec_race`, as one update after each speculative pass and its plain catch-up, then the
-    summary (`bandwidth_gbs`: already read, else this machine's figure)."""
+    """`spec_race` as an update after each pass and its catch-up, then the summary."""
     bandwidth = bandwidth_gbs or machine_bandwidth(shared, lm.device)
     records: list[SpecPass | PlainStep] = []
     passes: list[SpecPass] = []
@@ -266,18 +246,12 @@ def race_updates(lm, prompt_ids: list[int], draft: Draft, k: int = LIMITS.spec_k
 def run_race(lm, prompt_ids: list[int], draft: Draft, k: int = LIMITS.spec_k.default,
              new_tokens: int = LIMITS.spec_new_tokens.default, shared=None,
              bandwidth_gbs: float | None = None) -> SpecRaceSummary:
-    """The whole race, summed."""
     *_, last = race_updates(lm, prompt_ids, draft, k, new_tokens, shared, bandwidth_gbs)
     return last.summary
 
 
 def spec_race_tokens(prompt: int, new: int, k: int, model_draft: bool) -> int:
-    """Tokens `spec_race` feeds at most (every guess rejected), its warm-up included: the
-    speculative lane's prefill and at most n − 1 passes of k + 1 tokens, the plain lane's
-    greedy run; a draft model feeds its own prompt, then up to k + 1 tokens a pass.
-
-    >>> spec_race_tokens(prompt=107, new=64, k=4, model_draft=False)
-    710
-    """
+    """Tokens `spec_race` feeds at most (every guess rejected, warm-ups included): the prefill
+    and n − 1 passes of k + 1 tokens, the plain lane's run; a draft model feeds its own too."""
     lanes = 3 * prompt + (new - 1) * (k + 2) + 3 + WARM_UP_TOKENS
     return lanes + (2 * prompt + (new - 1) * (k + 1) + 3 if model_draft else 0)

@@ -1,21 +1,14 @@
 """What bounds a decode step on this machine, in one measurement ('This machine').
 
-Three parts: the profiler's split of a few real decode steps (`profile_decode_step`), the fixed
-cost of one do-nothing operation (`tiny_op_seconds`: operations per step × this = the dispatch
-bill), and on a GPU the eager loop raced against the captured step (`captured_race`).
-
-The captured race: the engine's loop (a growing `DynamicCache`, one Python call per layer per
-step) against the static-cache step of `inference.captured_decode`, recorded once as a CUDA
-graph and replayed with one launch per token. Both are greedy, so their tokens must be
-identical. On a CPU there is nothing to capture: the race then runs the static-cache step
-eagerly, and `measure_step_bound` leaves it out.
+The profiler's split of a few real decode steps, the fixed cost of one do-nothing operation
+(operations per step × this = the dispatch bill), and on a GPU the eager loop raced against the
+static-cache step recorded once as a CUDA graph (their greedy tokens must be identical).
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from ..captured_decode import captured_greedy
-from ..profile_step import StepProfile, profile_decode_step, tiny_op_seconds
+from ..profile_step import StepProfile, captured_greedy, profile_decode_step, tiny_op_seconds
 from .quality import greedy_run
 from .roofline import BoundVerdict, decide_bound
 
@@ -42,7 +35,7 @@ class CapturedRace:
 
 
 def captured_race(lm, ids: list[int], new_tokens: int = RACE_TOKENS) -> CapturedRace:
-    """Warm both paths up, then decode `new_tokens` greedy tokens each way (batch 1)."""
+    """`new_tokens` greedy tokens each way after a warm-up (on a CPU, static cache eagerly)."""
     greedy_run(lm.model, ids, WARM_UP_TOKENS, lm.device)  # warm-up
     captured_greedy(lm.model, ids, WARM_UP_TOKENS, capture=False)
     eager = greedy_run(lm.model, ids, new_tokens, lm.device)
@@ -63,9 +56,8 @@ class StepBound:
     race: CapturedRace | None  # None on a CPU (nothing to capture) or when not asked for
 
     def verdict(self, floor_seconds: float) -> BoundVerdict:
-        """What bounds this step, by the one rule: its share of the bandwidth roof (floor ÷
-        step) and the share of the step outside the weight-reading work (on a GPU the time it
-        was idle between kernels; on a CPU everything but the matrix products)."""
+        """The one rule on this step: its share of the bandwidth roof (floor ÷ step) and of time
+        outside the real work (a GPU's idle time between kernels; on a CPU all but matmuls)."""
         p = self.profile
         gpu = p.kernels_per_step is not None and p.device_busy_share is not None
         step = max(p.step_seconds, 1e-12)
@@ -75,14 +67,13 @@ class StepBound:
 
     @property
     def dispatch_seconds(self) -> float:
-        """The dispatch bill of one step (theoretical): operations per step × one's fixed cost."""
+        """Theoretical: operations per step × one's fixed cost."""
         return self.profile.ops_per_step * self.tiny_op_seconds
 
 
 def measure_step_bound(lm, prompt_ids: list[int], steps: int = PROFILED_STEPS,
                        race_tokens: int = RACE_TOKENS) -> StepBound:
-    """Profile `steps` decode steps after `prompt_ids`; on a GPU, race the captured step over
-    `race_tokens` tokens (0: no race)."""
+    """Profile `steps` decode steps; on a GPU, race the captured step (`race_tokens` 0: no)."""
     profile = profile_decode_step(lm.model, prompt_ids, steps=steps)
     race = (captured_race(lm, prompt_ids, race_tokens)
             if lm.device.type == "cuda" and race_tokens > 0 else None)
@@ -90,16 +81,12 @@ def measure_step_bound(lm, prompt_ids: list[int], steps: int = PROFILED_STEPS,
 
 
 def step_figures(bound: StepBound) -> dict:
-    """The measurement as plain figures for a results file (`make bench`, `bench.gpu_check`)."""
+    """The measurement as plain figures for a results file."""
     return asdict(bound) | {"between_ops_seconds": bound.profile.between_ops_seconds,
                             "dispatch_seconds": bound.dispatch_seconds}
 
 
 def step_profile_tokens(prompt: int, steps: int = PROFILED_STEPS) -> int:
-    """Tokens `profile_decode_step` feeds on a CPU: the prefill, a warm-up step and `steps`
-    timed steps, then `steps` profiled ones (a GPU's captured race adds its own).
-
-    >>> step_profile_tokens(prompt=20)
-    29
-    """
+    """Tokens `profile_decode_step` feeds: the prefill, a warm-up step, `steps` timed steps
+    and `steps` profiled ones (a GPU's captured race adds its own)."""
     return prompt + 1 + 2 * steps

@@ -1,12 +1,9 @@
 """Lesson 1: what tokens cost. Hosted APIs price input and output tokens per million.
 
     cost = input_tokens × input_price / 1e6 + output_tokens × output_price / 1e6
-
-A chat resends its whole history every turn, wrapped in the chat template:
-
     input tokens at turn k = template(k) + k × question + (k − 1) × answer
 
-so a conversation's input bill grows with the square of its turns.
+A chat resends its whole history every turn, so its input bill grows with the square of turns.
 """
 from __future__ import annotations
 
@@ -30,7 +27,6 @@ class TokenCost:
 
 def token_cost(input_tokens: int, output_tokens: int, input_price_per_m: float,
                output_price_per_m: float) -> TokenCost:
-    """Dollars for one request at the given prices per million tokens."""
     LIMITS.token_price_per_m.check("Input price", input_price_per_m)
     LIMITS.token_price_per_m.check("Output price", output_price_per_m)
     LIMITS.cost_output_tokens.check("Output tokens", output_tokens)
@@ -49,10 +45,8 @@ class TurnCost:
 
 
 def templated_turn_inputs(tokenizer, question: str, answer_tokens: int, turns: int) -> list[int]:
-    """Input tokens of each turn of a chat that asks `question` every turn and gets answers of
-    `answer_tokens`, counted with the model's own chat template: the system message it adds
-    appears once per request, and every message gets its markers (rendered with empty
-    messages; the typed texts counted apart, exact up to a merge at a message's edge)."""
+    """Input tokens of each turn of a chat asking `question` each time: the model's chat
+    template rendered empty, the texts counted apart (exact up to a merge at an edge)."""
     LIMITS.conversation_turns.check("Turns", turns)
     question_tokens = len(encode_text(tokenizer, question))
     out, messages = [], []
@@ -69,7 +63,6 @@ def templated_turn_inputs(tokenizer, question: str, answer_tokens: int, turns: i
 def templated_conversation_costs(tokenizer, question: str, answer_tokens: int, turns: int,
                                  input_price_per_m: float,
                                  output_price_per_m: float) -> list[TurnCost]:
-    """Lesson 1's multi-turn table: every turn counted with the real chat template."""
     rows, total = [], 0.0
     for k, sent in enumerate(templated_turn_inputs(tokenizer, question, answer_tokens, turns), 1):
         cost = token_cost(sent, int(answer_tokens), input_price_per_m, output_price_per_m).total

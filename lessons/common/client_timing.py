@@ -1,15 +1,14 @@
-"""What a visitor experienced while a served answer streamed in: time to first token from
-pressing the button (queue and prefill), then the wall time between tokens. One place for the
-chat's and the first screen's figures, read in a thread (`timed_events`) or on the web
-server's event loop (`atimed_events`, the chat's: no thread waits per visitor), and when such
-an answer shows its next frame (`FramePace`)."""
+"""What a visitor experienced while a served answer streamed in: time to first token from the
+press (queue and prefill), then the wall time between tokens, read in a thread (`timed_events`)
+or on the event loop (`atimed_events`, the chat's); and when it shows its next frame
+(`FramePace`)."""
 from __future__ import annotations
 
 import asyncio
 import time
 from collections.abc import AsyncIterator, Iterator
 
-Timed = tuple[object, float, float, int]  # (event, ttft s, s between tokens so far, tokens)
+Timed = tuple[object, float, float, int]  # (event, ttft s, s between tokens, tokens after 1st)
 
 
 class _ClientClock:
@@ -30,11 +29,10 @@ class _ClientClock:
 
 
 class FramePace:
-    """When a streamed answer shows its next frame, all answers together sharing
-    `frames_per_s` (`Settings.chat_frames_per_s`): with B rows in the step that made an event,
-    the next frame is due B / frames_per_s seconds after the last one. The first token and the
-    finished answer are always due; alone (B = 1) every token is, below 60 a second. Thirty
-    streams meant thirty frames a step, each holding Python's lock the step needs."""
+    """When a streamed answer shows its next frame, all answers sharing `frames_per_s`
+    (`Settings.chat_frames_per_s`): with B rows in the step that made an event, B / frames_per_s
+    seconds after the last one (a frame holds the Python lock the step needs). The first token
+    and the finished answer are always due."""
 
     def __init__(self, frames_per_s: float) -> None:
         self.frames_per_s, self.due_at = frames_per_s, 0.0
@@ -48,35 +46,28 @@ class FramePace:
 
 
 def timed_events(req, idle_s: float | None = None) -> Iterator[Timed | None]:
-    """Each of `req`'s events with (ttft seconds, seconds between tokens so far, tokens after
-    the first so far), all measured on this process's clock. With `idle_s`, a `None` whenever
-    that long passes with no event: the caller yields its last frame again, which is where a
-    Stop or a closed tab can end the stream (`ServedRequest.events`)."""
+    """Each of `req`'s events as `Timed`. With `idle_s`, a `None` whenever that long passes
+    with no event: the caller yields its last frame again, where a Stop or a closed tab can end
+    the stream (`ServedRequest.events`)."""
     clock = _ClientClock(req)
     for ev in req.events(idle_s=idle_s):
         yield None if ev is None else clock.saw(ev)
 
 
 async def atimed_events(req, idle_s: float | None = None) -> AsyncIterator[Timed | None]:
-    """`timed_events` awaited on an event loop: `req.aevents` where the request has it (the
-    local server's), else its blocking `events()` read off the loop, an event at a time (a
-    remote engine's HTTP stream)."""
+    """`timed_events` on an event loop: `req.aevents` where the request has it (the local
+    server's), else its blocking `events()` read off the loop (a remote engine's stream)."""
     clock = _ClientClock(req)
-    async for ev in _events(req, idle_s):
-        yield None if ev is None else clock.saw(ev)
-
-
-_END = object()
-
-
-async def _events(req, idle_s: float | None) -> AsyncIterator[object]:
     if hasattr(req, "aevents"):
         async for ev in req.aevents(idle_s=idle_s):
-            yield ev
+            yield None if ev is None else clock.saw(ev)
         return
     events = req.events(idle_s=idle_s)
     try:
         while (ev := await asyncio.to_thread(next, events, _END)) is not _END:
-            yield ev
+            yield None if ev is None else clock.saw(ev)
     finally:
         req.cancel()  # the thread reading it may be mid-read: it ends at its next chunk
+
+
+_END = object()

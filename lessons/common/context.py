@@ -1,5 +1,5 @@
-"""What every tab's `build` receives: one record, the same for all tabs, so `app.py` builds
-them all in one loop from `lessons.TABS`."""
+"""What every tab's `build` receives: one record for all tabs, so `app.py` builds them in one
+loop from `lessons.TABS`."""
 from __future__ import annotations
 
 from dataclasses import dataclass

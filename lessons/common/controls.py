@@ -1,7 +1,6 @@
-"""Sliders, number boxes and prompt boxes built from `Settings`, so a control's bounds, default
-and step are the engine's own (the predict-then-measure guess box among them). Each control
-carries its range's name as an element class (`limit-<name>`): the test that walks every
-slider reads it back and compares."""
+"""Sliders, number boxes, prompt boxes and guess boxes built from `Settings`, so a control's
+bounds, default and step are the engine's own. Each carries its range's name as an element
+class (`limit-<name>`), which the test that walks every slider reads back."""
 from __future__ import annotations
 
 import gradio as gr
@@ -50,8 +49,8 @@ def limit_name(component) -> str | None:
 
 
 def guess_box(settings: Settings, key: str, ask: str, elem_id: str) -> gr.Number:
-    """'Your guess first: <ask> (<unit>; 0 = no guess)', bounded by `Settings.guess`. A number
-    box shows 0 when empty, so 0 means "no guess" (the result then invites one next time)."""
+    """'Your guess first: <ask> (<unit>; 0 = no guess)', bounded by `Settings.guess` (an
+    empty number box shows 0, so 0 is "no guess")."""
     unit = question(key).unit.strip()
     return number(settings, "guess", f"Your guess first: {ask} ({unit}; 0 = no guess)",
                   value=0, elem_id=elem_id, elem_classes=["lab-guess"])

@@ -1,9 +1,7 @@
-"""Exports wired into the lessons: every chart's "Data as CSV" button (in the browser, from the
-points the chart draws), a "CSV of this chart" download under the prefill and batch sweeps (what
-a chart does not draw, such as extrapolated flags) and the "copy this machine's figures" box on
-This machine. The sweeps' text is built by `visualizations.exports` from the records the charts
-draw; their finished points are also kept in `SharedResults` (`latest`), so the machine's
-summary quotes the latest sweeps whoever ran them.
+"""Exports: every chart's "Data as CSV" button (in the browser, from the points it draws), a
+CSV download under the prefill and batch sweeps (with what the chart does not draw, such as
+extrapolated flags) and the copyable figures box on This machine. The sweeps' points are also
+kept in `SharedResults` (`latest`), so the machine's summary quotes the latest, whoever ran them.
 """
 from __future__ import annotations
 
@@ -19,15 +17,14 @@ KEPT = LIMITS.export_files_kept  # CSV files kept in the process's one export fo
 
 
 def _csv_button(elem_id: str, event, inputs, fill) -> None:
-    """A download button for a chart's data under it, hidden until the sweep `event` has
-    finished with data: then `fill(*inputs)` gives it its file."""
+    """A chart's CSV download, hidden until `event` finishes and `fill(*inputs)` gives a file."""
     button = gr.DownloadButton("⬇ Chart data (CSV)", visible=False, size="sm", elem_id=elem_id)
     event.then(guarded(fill, plain=True, compute=False), inputs, button, api_visibility="private")
 
 
 def wire_prefill_csv(lm, shared, event, lengths, most) -> None:
-    """The prefill sweep's finished points (from `shared`, where `run_prefill_sweep` put them)
-    as a CSV file; hidden when the sweep was stopped before the end."""
+    """The prefill sweep's finished points (put in `shared` by `run_prefill_sweep`) as CSV;
+    hidden when the sweep was stopped before the end."""
     def fill(chosen: list[int], most_tokens: int) -> gr.DownloadButton:
         key = ("prefill_sweep", tuple(sorted({int(n) for n in chosen}) or [8, 32, 128]),
                int(most_tokens))

@@ -1,17 +1,17 @@
-"""Finished results kept in the app's `SharedResults`, for the next visitor and for the other
-lessons. Plain functions, no Gradio: handlers call them.
+"""What the visitors of one app share: finished results kept in its `SharedResults`, and
+views many tabs watch, computed once per interval (`SharedSnapshot`). No Gradio.
 
-A finished measurement is kept with the noise rule's reading beside it (`keep`), and shown again
-to the next visitor only when that reading was quiet (`reuse`): a busy room's numbers are shown
-to the visitor who measured them, under the notice, and measured afresh for the next
-(`inference/experiments/noise.py`). The lessons quote one another's latest results under a
-plain key + device + dtype (`shared_key`): the latest prefill and batch sweeps (the machine's
-summary quotes them, whoever ran them), lesson 6's latest comparison (lesson 5 prices it).
+A finished measurement is kept with its noise reading (`keep`) and shown to the next visitor
+only when that was quiet (`reuse`); a busy room's numbers are measured afresh for the next.
+The lessons quote one another's latest results under name + device + dtype (`shared_key`):
+the prefill and batch sweeps (the machine's summary), lesson 6's comparison (lesson 5 prices it).
 """
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
 
 from inference.experiments.noise import Noise
 from visualizations.exports import machine_figures_md
@@ -23,8 +23,7 @@ LAST_MODES = "export-modes"  # lesson 6's latest finished comparison (lesson 5 p
 
 
 def keep(shared, key: Hashable, value: object, judged: Noise | None) -> None:
-    """Store a finished run's value under `key` (the chart's CSV export and the machine's
-    summary read it there) and its reading beside it (`shared` None: nothing kept)."""
+    """Store a finished run's value under `key` and its reading beside it."""
     if shared is None:
         return
     shared.put(("noise", key), judged)
@@ -32,7 +31,7 @@ def keep(shared, key: Hashable, value: object, judged: Noise | None) -> None:
 
 
 def reuse(shared, key: Hashable) -> tuple[object, Noise] | None:
-    """(value, its quiet reading) when a run measured on a quiet machine is kept, else None."""
+    """(value, its reading) when a run measured on a quiet machine is kept, else None."""
     if shared is None:
         return None
     value, judged = shared.get(key), shared.get(("noise", key))
@@ -66,9 +65,33 @@ def latest_batch_points(lm, shared) -> tuple:
 
 
 def figures_md(lm, shared, roofline=None, busy: bool = False) -> str:
-    """This machine's figures: the roofline just measured (`busy`: its decode run was), the
-    latest shared sweeps."""
+    """This machine's figures: the roofline just measured (`busy`: its run was), the latest
+    shared sweeps."""
     get = shared.get if shared is not None else (lambda _key: None)
     batch = latest_batch_points(lm, shared)
     return machine_figures_md(lm.info, roofline, get(shared_key(lm, LAST_PREFILL)) or (), batch,
                               when=time.strftime("%Y-%m-%d %H:%M"), busy=busy)
+
+
+T = TypeVar("T")
+
+
+class SharedSnapshot(Generic[T]):
+    """A value recomputed at most once per `interval_s` and read by every caller (the first
+    after that recomputes while the others wait), so thirty watching tabs cost what one does."""
+
+    def __init__(self, compute: Callable[[], T], interval_s: float) -> None:
+        self.compute, self.interval_s = compute, interval_s
+        self._lock = threading.Lock()
+        self._value: T | None = None
+        self._at = -float("inf")  # time.monotonic() of the last computation, s
+        self.computations = 0  # how many times `compute` ran (the test counts them)
+
+    def get(self) -> T:
+        with self._lock:
+            now = time.monotonic()
+            if now - self._at >= self.interval_s or self.computations == 0:
+                self._value = self.compute()
+                self._at = time.monotonic()
+                self.computations += 1
+            return self._value

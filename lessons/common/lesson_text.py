@@ -1,15 +1,9 @@
-"""Lesson text lives in assets/ as markdown, written for this app.
-
-Figures of the loaded model are placeholders filled from its `ModelInfo` (`FROM_INFO`), so the
-text matches whatever model and dtype this run loaded; other `$` signs stay as written. A
-placeholder without a value drops its enclosing "( … )", or else its whole line: a sentence
-never shows a figure that was not read from the model.
+"""Lesson text lives in assets/ as markdown. The loaded model's figures are placeholders filled
+from its `ModelInfo` (`FROM_INFO`); other `$` signs stay. A placeholder without a value drops
+its enclosing "( … )", or else its whole line: no figure shows that was not read from the model.
 
     >>> fill_placeholders("all layers ($layers here) at once", None)
     'all layers at once'
-
-A lesson's tab shows `lesson_page(...)`: glossary terms linked at first use; its opening ends at
-the `<!-- read more -->` line (`split_more`), the rest folded under "Read more".
 """
 from __future__ import annotations
 
@@ -52,15 +46,13 @@ def fill_placeholders(text: str, info=None, extra: dict[str, str] | None = None)
 
 
 def lesson_text(name: str, info=None, extra: dict[str, str] | None = None) -> str:
-    """The markdown of assets/<name>, its placeholders filled from `info` (a ModelInfo) and
-    `extra` (more named blocks, e.g. a note that depends on where the weights came from)."""
+    """assets/<name>, filled from `info` (a ModelInfo) and `extra` (more named blocks)."""
     with open(os.path.join(ASSETS, name), encoding="utf-8") as f:
         return fill_placeholders(f.read(), info, extra)
 
 
 def lesson_page(name: str, info=None, extra: dict[str, str] | None = None) -> str:
-    """`lesson_text` as a lesson's tab shows it: each glossary term's first use a link to its
-    entry in the Glossary, with the definition as the link's title."""
+    """`lesson_text` with each glossary term's first use linked to its Glossary entry."""
     return link_terms(lesson_text(name, info, extra))
 
 
@@ -72,8 +64,6 @@ def split_more(text: str) -> tuple[str, str]:
 
     >>> split_more("Title\\n\\nShort.\\n<!-- read more -->\\nLong.\\n")
     ('Title\\n\\nShort.', 'Long.')
-    >>> split_more("No mark.")
-    ('No mark.', '')
     """
     opening, _, rest = text.partition(READ_MORE)
     return opening.strip(), rest.strip()

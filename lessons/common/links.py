@@ -1,9 +1,6 @@
-"""Links to a prepared state: a teacher hands out `?lesson=kv&prompt=Why+is+the+sky+blue%3F`
-and the app opens on that lesson with its prompt boxes filled (each box saying so under its
-label, `FILLED_INFO`); `?present=1` opens the presenter. Whatever the app cannot honour (an
-unknown lesson, a prompt over the limit or for a lesson without a prompt box) is left out with
-a visible notice: a link never raises an error. `read_link` is pure; `wire_links` fills the
-boxes, found by elem_id, on page load.
+"""Links to a prepared state: `?lesson=kv&prompt=Why+is+the+sky+blue%3F` opens that lesson with
+its prompt boxes filled (each saying so, `FILLED_INFO`); `?present=1` opens the presenter.
+Whatever the app cannot honour is left out with a visible notice: a link never raises an error.
 """
 from __future__ import annotations
 
@@ -20,14 +17,14 @@ PROMPT_BOXES: dict[str, tuple[str, ...]] = {t.id: t.prompt_boxes for t in TABS i
 PRESENT_TAB = "present"
 TRUE_WORDS = ("1", "true", "yes", "on")
 SHOWN_CHARS = 40  # an unknown lesson name is quoted at most this long in the notice
-# Under the label of each box a link filled (never the prompt itself: nothing to escape)
+# Under the label of each box a link filled
 FILLED_INFO = "The prompt from your teacher's link is filled in (edit it freely)."
 
 
 @dataclass(frozen=True)
 class LinkState:
-    """What a link asks for, after checking: the tab to open, the prompt to fill (and the
-    elem_ids of the boxes it goes into), and a notice for whatever was left out."""
+    """What a link asks for, checked: the tab, the prompt and the elem_ids of its boxes, and
+    a notice for whatever was left out."""
 
     tab: str | None = None
     prompt: str | None = None
@@ -40,16 +37,14 @@ class LinkState:
 
 
 def _quoted(text: str) -> str:
-    """A link's own text, quoted as plain text: inside a code span, where neither markdown
-    (a `[Log in](https://…)` link, an image) nor HTML is ever rendered."""
+    """A link's own text, quoted in a code span, where no markdown or HTML is rendered."""
     short = text[:SHOWN_CHARS] + ("…" if len(text) > SHOWN_CHARS else "")
     plain = " ".join(short.replace("`", "'").replace("<", "‹").split()) or "?"  # no ` ends it
     return f"“` {plain} `”"
 
 
 def read_link(params: Mapping[str, str], max_prompt_chars: int) -> LinkState:
-    """Check a page's query parameters: `lesson` (a tab id), `prompt` (text for that lesson's
-    prompt boxes) and `present` (1: open the presenter).
+    """Check a page's query parameters: `lesson` (a tab id), `prompt`, `present` (1: presenter).
 
     >>> read_link({"lesson": "kv", "prompt": "Hi"}, 100).boxes[0]
     'kv-growth-prompt'
@@ -59,28 +54,22 @@ def read_link(params: Mapping[str, str], max_prompt_chars: int) -> LinkState:
     notices: list[str] = []
     lesson = (params.get("lesson") or "").strip().lower()
     prompt = params.get("prompt")
-    tab = None
-    if lesson:
-        if lesson in LESSONS:
-            tab = lesson
-        else:
-            notices.append(f"This link names a lesson {_quoted(lesson)} that does not exist, so "
-                           "the app opened as usual. Lessons: " + ", ".join(LESSONS) + ".")
+    tab = lesson if lesson in LESSONS else None
+    if lesson and tab is None:
+        notices.append(f"This link names a lesson {_quoted(lesson)} that does not exist, so "
+                       "the app opened as usual. Lessons: " + ", ".join(LESSONS) + ".")
     if str(params.get("present", "")).strip().lower() in TRUE_WORDS:
         tab = PRESENT_TAB
     boxes: tuple[str, ...] = ()
-    if prompt:
-        if len(prompt) > max_prompt_chars:
-            notices.append(f"The link's prompt is {len(prompt):,} characters, over this app's "
-                           f"limit of {max_prompt_chars:,}, so it was left out.")
-            prompt = None
-        elif tab in PROMPT_BOXES:
-            boxes = PROMPT_BOXES[tab]
-        else:
-            where = f"the {_quoted(tab)} screen" if tab else "no lesson"
-            notices.append(f"The link gives a prompt for {where}, which has no prompt box, so "
-                           "it was left out. Prompts go with: " + ", ".join(PROMPT_BOXES) + ".")
-            prompt = None
+    if prompt and len(prompt) > max_prompt_chars:
+        notices.append(f"The link's prompt is {len(prompt):,} characters, over this app's "
+                       f"limit of {max_prompt_chars:,}, so it was left out.")
+    elif prompt and tab in PROMPT_BOXES:
+        boxes = PROMPT_BOXES[tab]
+    elif prompt:
+        where = f"the {_quoted(tab)} screen" if tab else "no lesson"
+        notices.append(f"The link gives a prompt for {where}, which has no prompt box, so "
+                       "it was left out. Prompts go with: " + ", ".join(PROMPT_BOXES) + ".")
     return LinkState(tab, prompt if boxes else None, boxes, tuple(notices))
 
 
@@ -91,8 +80,8 @@ def link_notice() -> gr.Markdown:
 
 def wire_links(demo: gr.Blocks, tabs: gr.Tabs, notice: gr.Markdown, max_prompt_chars: int
                ) -> None:
-    """On page load, open the linked tab and fill its prompt boxes, each saying under its label
-    that the link filled it (call after every tab is built: the boxes are found by elem_id)."""
+    """On page load, open the linked tab and fill its prompt boxes (call after every tab is
+    built: the boxes are found by elem_id)."""
     found = {b.elem_id: b for b in demo.blocks.values() if getattr(b, "elem_id", None)}
     boxes = {b: found[b] for ids in PROMPT_BOXES.values() for b in ids if b in found}
 
@@ -102,10 +91,8 @@ def wire_links(demo: gr.Blocks, tabs: gr.Tabs, notice: gr.Markdown, max_prompt_c
         out: dict = {notice: gr.Markdown(state.notice_md, visible=bool(state.notices))}
         if state.tab is not None:
             out[tabs] = gr.Tabs(selected=state.tab)
-        for elem_id in state.boxes:
-            if elem_id in boxes:
-                out[boxes[elem_id]] = gr.update(value=state.prompt, info=FILLED_INFO)
-        return out
+        return out | {boxes[elem_id]: gr.update(value=state.prompt, info=FILLED_INFO)
+                      for elem_id in state.boxes if elem_id in boxes}
 
     demo.load(on_load, None, [notice, tabs, *boxes.values()], queue=False,
               api_visibility="private", show_progress="hidden")

@@ -1,13 +1,9 @@
-"""The measurement line: a press that cannot run now waits in a first-come line and is told its
-place and an honest wait, instead of being refused.
-
-The heavy lane runs `slots` measurements at a time (`Settings.heavy_lane_limit`); every other
-press joins the line and its first frames are its place, refreshed every `update_s` (`turn`).
-The place is recomputed on every frame, so a press ahead that leaves (Stop, a closed tab) moves
-everyone behind it up at once. The wait is each measurement ahead's work (`Measurement.work`)
-times this machine's rate for it: seconds per work unit of its latest whole run here (`done`),
-at most `limit_s` a run; with no rate yet the estimate says so. Past `class_line` waiting a
-newcomer runs small (`Ticket.small`); past `bound` a press is refused (`LineFull`).
+"""The measurement line: a press that cannot run now waits first come, first served, told its
+place and an honest wait. `slots` measurements run at once; a waiting press's place is
+recomputed every `update_s` (`turn`), so one leaving ahead moves everyone up at once. The wait
+is the work ahead (`Measurement.work`) times this machine's rate for each measurement (seconds
+per unit of its latest whole run, at most `limit_s` a run), or says there is none yet. Past
+`class_line` waiting a newcomer runs small (`Ticket.small`); past `bound` it is refused.
 
 >>> t = [0.0]
 >>> line = MeasureLine(slots=1, bound=8, class_line=4, clock=lambda: t[0])
@@ -32,8 +28,7 @@ from inference.config import Settings
 
 
 class LineFull(Exception):
-    """The line holds `bound` waiting presses: `retry_s` is when the first place should free
-    (None: not estimated yet)."""
+    """The line is full: `retry_s` is when the first place should free (None: no estimate)."""
 
     def __init__(self, waiting: int, retry_s: float | None) -> None:
         super().__init__(f"{waiting} waiting")
@@ -42,7 +37,7 @@ class LineFull(Exception):
 
 @dataclass(eq=False)
 class Ticket:
-    """One press in the line, from the moment its handler starts until its run ends."""
+    """One press in the line, from its handler's start until its run ends."""
 
     title: str  # what it measures, as the line names it ("KV race")
     work: int  # tokens × passes its run will feed (its class-sized variant's when small)
@@ -53,7 +48,7 @@ class Ticket:
 
 @dataclass(frozen=True)
 class Place:
-    """Where a ticket stands: what its visitor is told."""
+    """Where a ticket stands."""
 
     position: int  # 1 = next to run; 0 = running now
     wait_s: float | None  # seconds until it starts, estimated; None: no rate known yet
@@ -62,7 +57,7 @@ class Place:
     untimed: str | None = None  # a title ahead with no rate here yet (why no figure)
 
     def sentence(self) -> str:
-        """'3rd in line, about 45 s: it starts after the KV race pressed before it'."""
+        """E.g. '3rd in line, about 45 s: it starts after the KV race pressed before it'."""
         if self.position == 0:
             return "measuring now"
         first = "next" if self.position == 1 else ordinal(self.position)
@@ -92,7 +87,7 @@ def estimate(wait_s: float | None, untimed: str | None = None) -> str:
 
 @dataclass
 class MeasureLine:
-    """Measurements waiting for the heavy lane, first come first served (one per app)."""
+    """Measurements waiting for the heavy lane (one line per app)."""
 
     slots: int = 1  # measurements running at once (Settings.heavy_lane_limit)
     bound: int = 24  # presses waiting at once; the next is refused (Settings.measure_line)
@@ -107,7 +102,6 @@ class MeasureLine:
 
     @classmethod
     def of(cls, settings: Settings) -> MeasureLine:
-        """The line `settings` describe."""
         return cls(slots=settings.heavy_lane_limit, bound=settings.measure_line,
                    class_line=settings.class_line, limit_s=settings.measure_limit_s,
                    update_s=settings.line_update_s)
@@ -121,8 +115,8 @@ class MeasureLine:
             return sum(t.started is None for t in self._tickets)
 
     def join(self, title: str, work: int, small_work: int | None = None) -> Ticket:
-        """A place at the end of the line (`small_work`: its class-sized variant's work, run
-        when the line is long). Raises LineFull past `bound` waiting."""
+        """A place at the end of the line (`small_work`: its class-sized variant's, run when
+        the line is long). Raises LineFull past `bound` waiting."""
         with self._cond:
             waiting = sum(t.started is None for t in self._tickets)
             if waiting >= self.bound:
@@ -148,8 +142,7 @@ class MeasureLine:
             return False
 
     def done(self, ticket: Ticket, whole: bool = False) -> None:
-        """`ticket` leaves the line (its run ended, or its visitor left before it ran). A whole
-        run (neither cut, stopped nor failed) sets its measurement's rate on this machine."""
+        """`ticket` leaves the line; a whole run (not cut, stopped or failed) sets its rate."""
         with self._cond:
             if ticket in self._tickets:
                 self._tickets.remove(ticket)
@@ -158,7 +151,6 @@ class MeasureLine:
             self._cond.notify_all()
 
     def place(self, ticket: Ticket) -> Place:
-        """Where `ticket` stands now, and how long until it starts (estimated)."""
         with self._cond:
             if ticket.started is not None:
                 return Place(0, 0.0, None, False)
@@ -175,7 +167,7 @@ class MeasureLine:
 
     def turn(self, ticket: Ticket) -> Iterator[Place]:
         """`ticket`'s place, at once and then every `update_s` or when the line moves, until
-        its run may start (then it returns: the run has begun)."""
+        its run has begun."""
         while not self.admit(ticket):
             yield self.place(ticket)
             with self._cond:

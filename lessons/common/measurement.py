@@ -1,15 +1,10 @@
-"""One heavy measurement (a race, a sweep, a comparison), declared once beside its handler.
-
-A `Measurement` names its endpoint, its handler (a generator of frames) and its work: a function
-of the handler's own arguments calling the work formula beside the experiment loop it counts
-(`inference.experiments.*`: `race_tokens`, `batch_sweep_tokens`, ...). The wiring
-(`measurement_wiring.wire_measurement`, the only way a heavy button is wired) adds, from
-`Settings`: the work budget (`over_budget`, checked as a run joins the queue and as it starts),
-the time limit (`timed`: a run still going stops at its next frame and shows what it measured
-under `TIME_UP`), the busy check (`watched`: the noise rule's watch open while each step runs;
-every reading kept in the run's `Outcome`), shared identical runs, and the line
-(`measure_line`), where a long wait runs the class-sized variant (`smaller`). A short timed run
-outside the heavy lane is a measurement in its own `lane`: no budget, never shared.
+"""One heavy measurement (a race, a sweep, a comparison), declared once beside its handler:
+its endpoint, its handler (a generator of frames) and its work, from the handler's own
+arguments by the formula beside the experiment loop it counts (`race_tokens`, ...). Here too
+what `measurement_wiring.wire_measurement` wraps every run in: the work budget
+(`over_budget`), the time limit (`timed`, `TIME_UP`) and the busy check (`watched`, its
+readings kept in the run's `Outcome`). A short timed run outside the heavy lane is a
+measurement in its own `lane`: no budget, never shared.
 """
 from __future__ import annotations
 
@@ -42,13 +37,12 @@ class Measurement:
 
     name: str  # the endpoint (api_name)
     run: Callable[..., Iterator]  # the handler: a generator of frames ({component: value})
-    work: Callable[..., int] | None  # tokens fed through the model, from the handler's own
+    work: Callable[..., int] | None  # tokens fed through the model, from the handler's
     # arguments (None only outside the heavy lane)
     budget: int | None = None  # its own work budget, where its page offers more than Settings'
     limit: str = "measure"  # Gradio's hard time limit: Settings.<limit>_time_limit_s
     lane: str = HEAVY  # its concurrency lane
-    # its class-sized variant, from the handler's arguments: (the arguments of a smaller run of
-    # the same measurement, what changed: "8 steps, not 24"); None: it has none
+    # its class-sized variant: handler's arguments -> (smaller arguments, "8 steps, not 24")
     smaller: Callable[..., tuple[tuple, str]] | None = None
     label: str = ""  # what the line calls it ("KV race"); its name's words when empty
 
@@ -61,8 +55,7 @@ class Measurement:
             raise ValueError(f"{self.name}: a heavy measurement says its work")
 
     def over_budget(self, settings: Settings, *args) -> str | None:
-        """The refusal sentence when a run with these arguments would feed more tokens than
-        its budget, else None (an error in the arguments is the handler's to word: raised)."""
+        """The refusal sentence when these arguments' work is over budget, else None."""
         if self.work is None:
             return None
         budget = self.budget or settings.measure_work_tokens
@@ -80,7 +73,7 @@ def shrunk(n, low: float, share: int) -> int:
 
 
 def measurement_of(block_fn) -> Measurement | None:
-    """The measurement a wired event runs (`measurement_wiring.measured` marks it), or None."""
+    """The measurement a wired event runs (marked by `measurement_wiring.measured`), or None."""
     return getattr(getattr(block_fn, "fn", None), "measurement", None)
 
 
@@ -91,7 +84,7 @@ def prompt_tokens(lm, settings: Settings, text, max_tokens: int | None = None) -
 
 @dataclass
 class Outcome:
-    """What one run came to, as its wrapper saw it (the shared-run rule reads this)."""
+    """What one run came to (the shared-run rule reads it)."""
 
     cut: bool = False  # stopped at its time limit
     readings: list = field(default_factory=list)  # the noise rule's `Noise` readings
@@ -105,9 +98,8 @@ _END = object()
 
 
 def watched(frames: Iterator, device, outcome: Outcome) -> Iterator:
-    """`frames` under the noise rule: its readings before the first step, then each step run
-    with this watch open, so the handler's `noise.reading(...)` ends it; every reading is kept
-    in `outcome.readings`. Each step runs on the thread that asks for it (the compute thread)."""
+    """`frames` under the noise rule: each step runs with the watch open (on the thread that
+    asks for it), so the handler's `noise.reading(...)` ends it; readings go to `outcome`."""
     measured = noise.Watching(device, noise.begin(device), outcome.readings)
     try:
         while True:
@@ -121,9 +113,8 @@ def watched(frames: Iterator, device, outcome: Outcome) -> Iterator:
 
 
 def timed(frames: Iterator, limit_s: float, annotate: Callable, outcome: Outcome) -> Iterator:
-    """`frames` until `limit_s` has passed, checked after each one; then stop the run (it
-    frees the lane and the compute thread), mark it cut and show its last outputs under
-    TIME_UP (`annotate(frame, sentence)`)."""
+    """`frames` until `limit_s` has passed, checked after each; then the run is closed, marked
+    cut, and its last outputs shown under TIME_UP (`annotate(frame, sentence)`)."""
     begun, merged = clock(), None
     try:
         for frame in frames:

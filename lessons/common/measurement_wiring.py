@@ -1,15 +1,8 @@
-"""The one way a heavy button is wired: `wire_measurement(button, inputs, outputs, m, ctx)`.
-
-It clicks `m.run` in the heavy lane (Gradio's `time_limit` is passed too, though Gradio enforces
-it only on `.stream` events: the limit that stops a run is `measurement.timed`) and wraps each
-run in the work budget (refused through `feedback.guarded`), turns with the server
-(`guarded(alone=ctx.server)`), the busy check (`watched`), the time limit and shared identical
-runs (`ctx.runs`, `classroom.shared_runs`). With the app's shared runs, the measurement line
-(`measure_line`) decides who runs: until its turn a press's first frames are its place and an
-estimated wait (`IN_LINE`, in its first Markdown output); a long line runs its class-sized
-variant (`SMALLER`); a full one refuses it (`LINE_FULL`); a press whose visitor leaves while it
-waits runs nothing. The wired handler carries its `Measurement`, so the queue's check and the
-budget test read the declarations from the built app (`declared`).
+"""The one way a heavy button is wired: `wire_measurement(button, inputs, outputs, m, ctx)`,
+with its Stop: `wire_stoppable`. Each run is wrapped in the work budget, turns with the server,
+the busy check, the time limit (`measurement.timed`: Gradio's `time_limit` binds only streams)
+and shared identical runs (`classroom.shared_runs`), whose measurement line (`measure_line`)
+shows a waiting press its place (`IN_LINE`), runs small on a long line and refuses when full.
 """
 from __future__ import annotations
 
@@ -48,7 +41,7 @@ def wire_measurement(button, inputs, outputs: list, m: Measurement, ctx) -> Depe
 
 
 def _line(m: Measurement, ctx):
-    """The app's measurement line for a heavy `m` (`lessons.common.measure_line`), or None."""
+    """The app's measurement line for a heavy `m`, or None."""
     line_for = getattr(ctx.runs, "line_for", None)
     return line_for(ctx.settings) if m.lane == HEAVY and line_for is not None else None
 
@@ -60,8 +53,8 @@ def measured(m: Measurement, ctx, outputs: list):
     annotate = functools.partial(with_sentence, markdown)
     line = _line(m, ctx)
 
-    def checked(outcome: Outcome, *args, **kwargs):  # the run's first job (guarded words it)
-        # the inputs' values: Gradio passes a handler's gr.Request among them, by position
+    def checked(outcome: Outcome, *args, **kwargs):  # the run's first job
+        # the inputs' values (Gradio passes a gr.Request among them)
         refusal = m.over_budget(settings, *(a for a in args if not isinstance(a, SPECIAL)))
         if refusal is not None:
             raise WorkOverBudgetError(refusal)
@@ -87,25 +80,28 @@ def measured(m: Measurement, ctx, outputs: list):
 
 class Turn:
     """One press's passage through the measurement line: its ticket, the arguments it runs
-    (its class-sized variant's, when the line was long) and what it says about them."""
+    (the class-sized variant's, when the line was long) and its note about them."""
 
     def __init__(self, args: tuple) -> None:
         self.args, self.ticket, self.note, self.waited = args, None, None, False
 
     def wait(self, line, m: Measurement, tell, say) -> Iterator:
-        """Join `line`; until this press's turn, its place (`say`: a frame showing a sentence),
-        also told to its followers (`tell`). Closed before its turn, it leaves the line."""
+        """Join `line`; until this press's turn, frames of its place (`say`), also told to its
+        followers (`tell`). Closed before its turn, it leaves the line."""
         values = [a for a in self.args if not isinstance(a, SPECIAL)]
-        smaller, work = self._smaller(m, values), _work(m, values)
+        work, (small, what) = _work(m, values), _smaller(m, values)
+        small_work = _work(m, small) if small is not None else 0
         try:
-            self.ticket = line.join(m.title, work, None if smaller is None else smaller[1])
+            self.ticket = line.join(m.title, work,
+                                    small_work if 0 < small_work < work else None)
         except LineFull as full:
             raise user_error(ServerBusyError(LINE_FULL.format(n=full.waiting, when=(
                 "in " + estimate(full.retry_s) if full.retry_s is not None
                 else "when the measurement running now has finished")))) from full
-        if self.ticket.small:
-            self.args = _with_values(self.args, smaller[0])
-            self.note = SMALLER.format(what=smaller[2])
+        if self.ticket.small:  # its input values replaced in order, Gradio's own arguments kept
+            given = iter(small)
+            self.args = tuple(a if isinstance(a, SPECIAL) else next(given) for a in self.args)
+            self.note = SMALLER.format(what=what)
         try:
             for place in line.turn(self.ticket):
                 self.waited = True
@@ -115,22 +111,9 @@ class Turn:
             line.done(self.ticket)
             raise
 
-    @staticmethod
-    def _smaller(m: Measurement, values: list) -> tuple | None:
-        """(its arguments, their work, what changed) for the class-sized variant, or None."""
-        if m.smaller is None:
-            return None
-        try:
-            args, what = m.smaller(*values)
-            work = _work(m, list(args))
-            return (tuple(args), work, what) if 0 < work < _work(m, values) else None
-        except Exception:  # noqa: BLE001 - arguments the handler itself will refuse, worded
-            return None
-
     def noted(self, frames: Iterator, markdown, line, outcome: Outcome) -> Iterator:
-        """The run's frames, after 'your turn' when it waited, with its class-size note above
-        every frame that shows its Markdown output; its place in `line` is given up as it ends
-        (a whole run, neither cut nor stopped, times this measurement on this machine)."""
+        """The run's frames, after 'your turn' when it waited, its class-size note above each
+        Markdown frame; its place is given up as it ends (a whole run times this machine)."""
         whole = False
         try:
             if markdown is not None and (self.waited or self.note):
@@ -147,17 +130,22 @@ class Turn:
 
 
 def _work(m: Measurement, values: list) -> int:
-    """`m`'s work for these values (0 when they are wrong: the handler's check words it)."""
+    """`m`'s work for these values (0 when they are wrong: the handler words that)."""
     try:
         return int(m.work(*values))
     except Exception:  # noqa: BLE001 - the run's own budget check raises it, worded
         return 0
 
 
-def _with_values(args: tuple, values: tuple) -> tuple:
-    """`args` with its input values replaced in order (Gradio's special arguments kept)."""
-    given = iter(values)
-    return tuple(a if isinstance(a, SPECIAL) else next(given) for a in args)
+def _smaller(m: Measurement, values: list) -> tuple[list | None, str]:
+    """(the class-sized variant's input values, what changed), or (None, "")."""
+    if m.smaller is None:
+        return None, ""
+    try:
+        args, what = m.smaller(*values)
+    except Exception:  # noqa: BLE001 - arguments the handler itself will refuse, worded
+        return None, ""
+    return list(args), what
 
 
 def said(markdown, outputs: list, sentence: str):
@@ -196,3 +184,29 @@ def with_sentence(markdown, frame, sentence: str):
 def _above(sentence: str, old) -> str:
     text = old.get("value") if isinstance(old, dict) else old
     return sentence if not isinstance(text, str) or not text else f"{sentence}\n\n{text}"
+
+
+def run_and_stop(label: str, run_id: str, stop_id: str | None = None
+                 ) -> tuple[gr.Button, gr.Button]:
+    """The run button and its Stop, on one line on a phone too (`lab-run-row`, style.css)."""
+    with gr.Row(elem_classes=["lab-run-row"]):
+        return (gr.Button(label, variant="primary", elem_id=run_id),
+                gr.Button("Stop", variant="stop", elem_id=stop_id))
+
+
+def _clickable(on: bool):
+    return guarded(lambda: gr.update(interactive=on), compute=False)
+
+
+def wire_stoppable(start: gr.Button, stop: gr.Button, inputs, outputs: list, m: Measurement,
+                   ctx, lock: bool = False) -> Dependency:
+    """`m` run by `start` and cancelled by `stop`. `lock`: `start` is off until the run ends."""
+    if not lock:
+        ev = wire_measurement(start, inputs, outputs, m, ctx)
+        stop.click(None, None, None, cancels=[ev])
+        return ev
+    off = start.click(_clickable(False), None, start, api_visibility="private")
+    ev = wire_measurement(off, inputs, outputs, m, ctx)
+    ev.then(_clickable(True), None, start, api_visibility="private")
+    stop.click(_clickable(True), None, start, cancels=[ev], api_visibility="private")
+    return ev

@@ -1,7 +1,6 @@
-"""Handlers return small named records; Gradio receives `{component: value}` dicts. A panel maps
-a record's field names to its components and wraps the handler with `showing(components, fn)`;
-a field left None is not sent, so its component keeps what it shows (no `gr.skip()` counted
-by position).
+"""Handlers return small named records; Gradio receives `{component: value}` dicts. A panel
+maps field names to its components with `showing(components, fn)`; a field left None is not
+sent, so its component keeps what it shows.
 
 >>> from dataclasses import dataclass
 >>> @dataclass(frozen=True)
@@ -26,8 +25,8 @@ def keyed(components: Mapping[str, Hashable], record) -> dict[Hashable, Any]:
 
 
 def showing(components: Mapping[str, Hashable], fn: Callable) -> Callable[..., Iterator[dict]]:
-    """Wrap a handler returning a record, or yielding records, so that Gradio gets dicts keyed
-    by component. List `components.values()` as the event's outputs."""
+    """A handler returning or yielding records, as dicts keyed by component (list
+    `components.values()` as the event's outputs)."""
     @functools.wraps(fn)
     def run(*args, **kwargs):
         result = fn(*args, **kwargs)

@@ -1,10 +1,7 @@
-"""Predict, then measure: the learner commits to a number before the run, and afterwards sees
-their guess beside the measurement with one sentence of why (a verdict only from a quiet run:
-this one, or on a busy machine this machine's quiet reference for the same figure).
-
-Plain functions: the presenter and the lessons show what they return. A lesson's guess box
-(`controls.guess_box`) asks about a measurement key; its unit and "why" are the presenter
-screen's with the same key (`assets/presenter.md`), so the two never explain it two ways.
+"""Predict, then measure: the learner commits to a number before the run, then sees their guess
+beside the measurement with one sentence of why (a verdict only from a quiet run: this one, or
+this machine's quiet reference). A lesson's guess box asks about a measurement key whose unit
+and "why" are the presenter screen's (`assets/presenter.md`), so it is never explained two ways.
 """
 from __future__ import annotations
 
@@ -43,9 +40,8 @@ def fmt(x: float) -> str:
 
 def comparison_md(guess: float | None, measured: float, unit: str, why: str,
                   source: str = "**measured:**", run: str = "this run") -> str:
-    """Guess against measurement and why; without a guess, an invitation to make one next time.
-    0 is no guess: a Gradio number box shows and sends 0 when nothing was typed. `source`
-    names the figure, `run` the run it came from.
+    """Guess against measurement and why; without a guess (0: an empty number box), an
+    invitation to make one next time. `source` names the figure, `run` its run.
 
     >>> comparison_md(2, 10, "×", "Because.").splitlines()[0]
     '**Your guess:** 2 × · **measured:** 10 ×, too low: the measurement is 5.0× your guess'
@@ -66,7 +62,7 @@ def plain_unit(unit: str) -> str:
 
 
 def measured_with_unit(measured: float, unit: str, run: str = "this run") -> str:
-    """A measurement and its unit; "faster" only when the ratio is above the shared margin.
+    """A measurement and its unit; "faster" only above the shared margin.
 
     >>> measured_with_unit(3.24, "× faster"), measured_with_unit(0.7, "× faster")
     ('3.2 × faster', '0.7 × (not faster on this run)')
@@ -74,17 +70,6 @@ def measured_with_unit(measured: float, unit: str, run: str = "this run") -> str
     if unit.endswith("faster") and ratio_side(measured) != "faster":
         return f"{fmt(measured)} {plain_unit(unit)} (not faster on {run})"
     return f"{fmt(measured)} {unit}".strip()
-
-
-def beside_noisy_md(guess: float | None, unit: str, measured: str) -> str:
-    """The guess beside a number measured on a busy machine: no verdict, no "faster", no why.
-    `measured`: the number as shown, e.g. "0.7 ×" or "1.8×".
-
-    >>> beside_noisy_md(2, "× faster", "0.7 ×")
-    '**Your guess:** 2 × faster · **measured:** 0.7 × on a busy machine: run again to compare.'
-    """
-    typed = f"**Your guess:** {fmt(guess)} {unit.strip()} · " if guess else ""
-    return f"{typed}**measured:** {measured} on a busy machine: run again to compare."
 
 
 @cache
@@ -98,13 +83,14 @@ def question(key: str) -> Screen:
 
 def beside_guess_md(screen: Screen, guess: float | None, measured: float, shown: str,
                     noisy: bool, reference: QuietFigure | None = None) -> str:
-    """The guess beside a measurement of `screen`'s question: the verdict and why from a quiet
-    run; from a busy one (`noisy`), against this machine's quiet `reference` for the same
-    figure with the number as `shown` beside it, small, or without one, no verdict."""
+    """The guess beside a measurement of `screen`'s question: judged against it from a quiet
+    run; from a busy one (`noisy`), against this machine's quiet `reference` with the number
+    as `shown` beside it, or without one, no verdict."""
     if not noisy:
         return comparison_md(guess, measured, screen.unit, screen.why)
-    if reference is None:
-        return beside_noisy_md(guess, screen.unit, shown)
+    if reference is None:  # no verdict, no "faster", no why
+        typed = f"**Your guess:** {fmt(guess)} {screen.unit.strip()} · " if guess else ""
+        return f"{typed}**measured:** {shown} on a busy machine: run again to compare."
     head = comparison_md(guess, reference.value, screen.unit, "",
                          f"**this machine, quiet** (measured {reference.when()}):", "that run")
     busy = f"{head.rstrip('.')}. This run: {shown} on a busy machine."
@@ -113,8 +99,7 @@ def beside_guess_md(screen: Screen, guess: float | None, measured: float, shown:
 
 def guess_md(key: str, guess: float | None, measured: float, noisy: bool = False,
              reference: QuietFigure | None = None) -> str:
-    """A lesson's guess box beside this run's measurement (0, an empty box: no guess); on a
-    busy run, judged against `reference` (this machine's quiet figure for the same quantity)."""
+    """A lesson's guess box beside this run's measurement (`beside_guess_md`)."""
     q = question(key)
     return "\n\n---\n**Predict, then measure.** " + beside_guess_md(
         q, guess, measured, f"{fmt(measured)} {plain_unit(q.unit)}", noisy, reference)

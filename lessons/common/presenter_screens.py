@@ -1,6 +1,6 @@
-"""The presenter's screens, read from `assets/presenter.md`: one `## ` heading per screen, its
-settings on the lines right under the heading (`measure`, `button`, and on the screens where
-the room guesses first `predict`, `unit`, `why`), then the screen's text."""
+"""The presenter's screens, read from `assets/presenter.md`: a `## ` heading per screen, its
+settings on the lines under it (`measure`, `button`, and where the room guesses first
+`predict`, `unit`, `why`), then its text."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -24,7 +24,7 @@ class Screen:
 
 
 def parse_screens(text: str) -> tuple[Screen, ...]:
-    """Split the presenter file into screens (the part before the first `## ` is a preface).
+    """The presenter file's screens (the part before the first `## ` is a preface).
 
     >>> s = parse_screens("# x\\n\\n## Hello\\nmeasure: tokens\\nbutton: Go\\n\\nText.")
     >>> (s[0].title, s[0].measure, s[0].body)

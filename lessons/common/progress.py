@@ -1,9 +1,12 @@
-"""A learner's path through the lessons, remembered in their own browser (`gr.BrowserState`,
-nothing kept on the server): every lesson tab they open is ticked on "Start here", and the
-first one not yet opened is suggested next. `visit` and `path_md` are pure."""
+"""The path through the lessons (`lessons.TABS`): under each lesson its words and a "Next
+lesson" button; each lesson opened is ticked on "Start here" (kept in the visitor's browser,
+`gr.BrowserState`) and the first not yet opened suggested next. Tab and Next clicks scroll to
+the lesson's start; a linked glossary term opens the Glossary tab at its entry."""
 from __future__ import annotations
 
 import gradio as gr
+
+from visualizations.glossary import lesson_words_md
 
 from .. import BY_ID, TABS
 
@@ -13,8 +16,7 @@ STEPS: dict[str, str] = {t.id: t.label for t in TABS if t.id in {s.next for s in
 
 
 def visited(stored) -> list[str]:
-    """The lesson ids in a stored record, in lesson order; anything else is dropped (the
-    record comes from the visitor's browser, so it may hold anything)."""
+    """The lesson ids in a stored record (from the browser: anything else dropped), in order."""
     seen = stored.get("visited") if isinstance(stored, dict) else None
     seen = set(seen) if isinstance(seen, list) else set()
     return [tab for tab in STEPS if tab in seen]
@@ -45,8 +47,7 @@ def progress_box() -> tuple[gr.BrowserState, gr.Markdown]:
 
 
 def wire_progress(demo: gr.Blocks, store: gr.BrowserState, box: gr.Markdown) -> None:
-    """Tick a lesson when its tab is opened (by a tap, or by a "Next lesson" button, which
-    switches tabs without a tap); redraw the line when the browser restores the record."""
+    """Tick a lesson when its tab is opened (tapped, or by a "Next lesson" button)."""
     def opened(tab_id: str):
         def tick(stored) -> tuple[dict, str]:
             record = visit(stored, tab_id)
@@ -64,3 +65,60 @@ def wire_progress(demo: gr.Blocks, store: gr.BrowserState, box: gr.Markdown) -> 
     # the line only (writing the record back would report again).
     store.change(path_md, store, box, queue=False, api_visibility="private",
                  show_progress="hidden")
+
+
+def lesson_footer(tab_id: str, tabs: gr.Tabs) -> None:
+    """The words of lesson `tab_id` and its "next lesson" button (call inside its tab)."""
+    tab = BY_ID[tab_id]
+    with gr.Accordion("Words in this lesson", open=False, elem_classes=["lab-words"]):
+        gr.Markdown(lesson_words_md(list(tab.words)) + "\n\nAll of them: the **Glossary** tab.")
+    if tab.next is None:
+        gr.Markdown("**That was the last lesson.** Go back to any tab above to run it again, or "
+                    "read the **Glossary**.", elem_classes=["lab-next"])
+        return
+    nxt = BY_ID[tab.next]
+    button = gr.Button(f"Next lesson → {nxt.label}: {nxt.teaser}", variant="secondary",
+                       elem_id=f"next-{tab_id}", elem_classes=["lab-next"])
+    button.click(lambda: gr.Tabs(selected=nxt.id), None, tabs, scroll_to_output=True,
+                 queue=False, api_visibility="private")
+
+
+# After a tab or "Next lesson" click, scroll up to the tabs (Gradio's scroll_to_output aims at
+# the sticky strip, always "in view"); a term's link (`?lesson=glossary#gl-<key>`) opens the
+# Glossary at its entry; on a phone, the open tab is kept in the strip.
+SCROLL_JS = """() => {
+  const toStart = () => { const t = document.querySelector('#lesson-tabs'); if (!t) return;
+    const y = t.getBoundingClientRect().top + window.scrollY;
+    if (window.scrollY > y + 1) window.scrollTo({top: y, behavior: 'instant'}); };
+  document.addEventListener('click', e => {
+    if (e.target.closest('#lesson-tabs > .tab-wrapper button[role=tab], button.lab-next'))
+      requestAnimationFrame(() => requestAnimationFrame(toStart)); }, true);
+  const showTerm = (id, tries) => { const t = document.getElementById(id);
+    if (t && t.offsetParent !== null) { t.scrollIntoView({block: 'center', behavior: 'instant'});
+      return; }
+    if (tries > 0) setTimeout(() => showTerm(id, tries - 1), 100); };
+  document.addEventListener('click', e => {
+    const a = e.target.closest && e.target.closest('a[href^="?lesson=glossary#gl-"]');
+    if (!a || e.button !== 0 || e.ctrlKey || e.metaKey || e.shiftKey) return;
+    e.preventDefault();
+    const tab = document.querySelector(
+      '#lesson-tabs > .tab-wrapper [role=tab][data-tab-id="glossary"]');
+    if (tab) tab.click();
+    showTerm(a.getAttribute('href').split('#')[1], 30); }, true);
+  if (location.hash.startsWith('#gl-')) showTerm(location.hash.slice(1), 100);
+  const showTab = () => {  // a phone's tab strip scrolls sideways: keep the open tab in it
+    const s = document.querySelector('#lesson-tabs > .tab-wrapper .tab-container');
+    const t = s && s.querySelector('[role=tab][aria-selected=true]');
+    if (!t || s.scrollWidth <= s.clientWidth) return;
+    const a = s.getBoundingClientRect(), b = t.getBoundingClientRect();
+    if (b.left < a.left || b.right > a.right)
+      s.scrollLeft += b.left - a.left - (a.width - b.width) / 2; };
+  new MutationObserver(showTab).observe(document.body,
+    {subtree: true, attributes: true, attributeFilter: ['aria-selected']});
+  showTab();
+}"""
+
+
+def wire_scroll(demo: gr.Blocks) -> None:
+    """Install the one listener that brings a newly opened lesson's start into view."""
+    demo.load(None, None, None, js=SCROLL_JS, queue=False, api_visibility="private")

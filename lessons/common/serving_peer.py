@@ -1,8 +1,7 @@
-"""The class served by this app's server and by vLLM, side by side: the figures `make
-bench-serving` (or `make bench`) measured, 30 chats at once, same prompts, same client code.
-Where that bench ran on this machine, its own results file is read (newest first) and labelled
-as measured here; elsewhere, the run recorded in `assets/serving_vs_vllm.json`, labelled with
-its machine and date. A figure never appears without the machine it was measured on."""
+"""The class served by this app's server and by vLLM, side by side, as `make bench-serving` (or
+`make bench`) measured it: 30 chats at once, same prompts, same client. This machine's own
+newest results where that bench ran here, else the run recorded in
+`assets/serving_vs_vllm.json`; a figure never appears without the machine it was measured on."""
 from __future__ import annotations
 
 import json
@@ -41,13 +40,12 @@ class PeerComparison:
 def read_comparison(results: dict, here_cpu: str | None = None,
                     source: str = "make bench-serving") -> PeerComparison | None:
     """The comparison in a bench results record, or None where it holds none (vLLM skipped,
-    a field missing or not a number). `here_cpu`: this machine's CPU, to say where it ran."""
+    a field missing or wrong). `here_cpu`: this machine's CPU, to say where it ran."""
     try:
         serving, when, cpu = results["serving"], str(results["when"]), _cpu(results["machine"])
         cores = results.get("cores")
         machine = f"{cores}-core {cpu}" if isinstance(cores, int) else cpu
-        # `make bench` keeps its own class race under "batched": the card pairs the two
-        # engines timed by the same client, the workloads' 30 x 48 class, where it has one.
+        # the two engines timed by the same client (`make bench`'s 30 x 48 workload) if any
         same_client = (serving.get("workloads") or {}).get("class_30x48") or {}
         pair = ((same_client["app"], same_client["vllm"]) if same_client.get("vllm")
                 else (serving["batched"], serving["vllm"]))
@@ -61,8 +59,7 @@ def read_comparison(results: dict, here_cpu: str | None = None,
 
 
 def _cpu(machine) -> str:
-    """The CPU named in a results record: `make bench-serving` writes its name, `make bench`
-    a dict whose device reads "cpu (Intel(R) Xeon(R) Processor)"."""
+    """The CPU in a results record: a name, or a dict whose device reads "cpu (Xeon ...)"."""
     if not isinstance(machine, dict):
         return str(machine)
     device = str(machine["device"])
@@ -71,13 +68,11 @@ def _cpu(machine) -> str:
 
 def serving_comparison(results: tuple[Path, ...] = RESULTS, recorded: Path = RECORDED,
                        here_cpu: str | None = None) -> PeerComparison | None:
-    """This machine's own newest comparison where its bench ran with vLLM, else the recorded
-    one (None only if that file is missing or broken)."""
+    """This machine's newest comparison, else the recorded one (None if that is unreadable)."""
     here_cpu = this_cpu() if here_cpu is None else here_cpu
     found = [c for c in (_read(p, here_cpu) for p in results) if c is not None and c.here]
-    if found:
-        return max(found, key=lambda c: c.when)
-    return _read(recorded, None)  # measured elsewhere, whatever its CPU's name
+    # else the one measured elsewhere, whatever its CPU's name
+    return max(found, key=lambda c: c.when, default=None) or _read(recorded, None)
 
 
 def _read(path: Path, here_cpu: str | None) -> PeerComparison | None:

@@ -1,7 +1,6 @@
-"""The teacher's guide (assets/teachers_guide.md): every Present screen with what to say and
-the expected results, then a 45- and a 15-minute plan; folded on Present and on Start here, with
-a button that prints it alone, and under it this machine's quiet reference figures
-(inference/experiments/quiet_reference.py)."""
+"""The teacher's guide (assets/teachers_guide.md: every Present screen, what to say, a 45- and a
+15-minute plan), folded on Present and Start here with a button that prints it alone, and under
+it this machine's quiet reference figures (`quiet_reference`)."""
 from __future__ import annotations
 
 import gradio as gr
@@ -15,8 +14,7 @@ LABEL = "Teacher's guide: every Present screen, what to say, expected answers"
 
 
 def print_js(text_id: str) -> str:
-    """The guide alone in a new window, then the browser's print dialog (the page's own print
-    would carry every tab with it)."""
+    """The guide alone in a new window, then the browser's print dialog."""
     return f"""() => {{
   const md = document.querySelector('#{text_id} .prose');
   const w = window.open('', '_blank');
@@ -40,7 +38,6 @@ def quiet_reference_md(refs: dict | None = None) -> str:
 
 
 def guide_md() -> str:
-    """The whole guide as shown: the asset, then this machine's quiet reference."""
     return lesson_text(GUIDE) + quiet_reference_md()
 
 
