@@ -1,6 +1,5 @@
 """The LLM inference teaching app: watch a real model serve text, one measured step at a time.
-
-Layout and wiring only: the tabs are `lessons.TABS`. Run `make run` (or `python app.py`)."""
+Layout and wiring only (the tabs are `lessons.TABS`); run `make run`."""
 from __future__ import annotations
 
 import importlib

@@ -66,7 +66,7 @@ def run_tests(timeout_s: int = 1_500) -> dict:
 
 def captured_vs_eager(lm, ids: list[int], new_tokens: int = 128) -> dict:
     """The eager greedy loop against the captured static-cache step, at batch 1."""
-    from inference.experiments.step_bound import captured_race
+    from inference.experiments.machine_roofline import captured_race
 
     race = captured_race(lm, ids, new_tokens)
     return vars(race) | {"speedup_vs_eager": race.speedup,
@@ -76,8 +76,8 @@ def captured_vs_eager(lm, ids: list[int], new_tokens: int = 128) -> dict:
 def bench_sections(lm) -> dict:
     from bench import measure
     from bench.workloads import KV_PROMPT, PROMPT, QUALITY_PROMPT
+    from inference.experiments.machine_roofline import measure_step_bound, step_figures
     from inference.experiments.roofline import measure_read_bandwidth
-    from inference.experiments.step_bound import measure_step_bound, step_figures
     from inference.tokens import prompt_ids
 
     ids = prompt_ids(lm.tokenizer, PROMPT)

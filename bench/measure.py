@@ -15,22 +15,22 @@ from bench.workloads import BATCH_STEPS, KV_RACE_TOKENS, MAX_BATCH, QUANT_MODES,
 from inference.config import LIMITS, Settings
 from inference.experiments import context_sweep as sweep
 from inference.experiments import speculative_race as spec
-from inference.experiments.attention_memory import compare_attention_memory
+from inference.experiments.attention_view import watch_growth
 from inference.experiments.batch_sweep import run_sweep
+from inference.experiments.context_sweep import compare_attention_memory
 from inference.experiments.context_theory import decode_theory, fit_quadratic
-from inference.experiments.kv_growth import watch_growth
 from inference.experiments.kv_race import race, summarize
 from inference.experiments.memory_guard import memory_budget_bytes
 from inference.experiments.prefill_sweep import sweep_tokens, time_parallel
 from inference.experiments.roofline import Roofline
 from inference.experiments.shared_results import SharedResults
-from inference.experiments.speculative_batch import batch_interplay
+from inference.experiments.speculative_race import batch_interplay
 from inference.generation import stream
 from inference.kv_cache import kv_cache_bytes
+from inference.loading import bytes_read_per_token
 from inference.speculative import make_draft
 from inference.timing import stopwatch
 from inference.tokens import prompt_ids
-from inference.weights import bytes_read_per_token
 
 
 def engine_decode_rate(lm, ids: list[int], new_tokens: int) -> float:

@@ -13,9 +13,8 @@ from bench.serving_workloads import class_prompt
 from inference.config import Settings
 from inference.generation import stream
 from inference.sampling import SamplingSettings
-from inference.server import Server
+from inference.server import Server, mean_parts
 from inference.stats import percentile
-from inference.step_record import mean_parts
 from inference.tokens import prompt_ids
 
 RUNNING, RUNNING_TOKENS, LONG_TOKENS = 6, 96, 2_000  # streams running when a long prompt comes
@@ -186,14 +185,14 @@ def arrival_gaps(lm, settings: Settings, budget: int) -> dict:
             r.cancel()
         for r in readers:
             r.join()
-        steps = [s for s in srv.stats().steps_detail if long_req.rid in s.chunk_rids]
+        steps = [s for s in srv.stats().steps_detail if long_req.rid in dict(s.plan.chunks)]
     finally:
         srv.close()
     gaps = [b - a for t in times for a, b in zip(t, t[1:]) if b > arrived and a < first]
     return {"budget_tokens": budget, "prompt_tokens": len(ids), "ttft_s": first - arrived,
             "gaps": len(gaps), "p95_gap_s": percentile(gaps, 95),
             "max_gap_s": max(gaps, default=0.0), "prefill_steps": len(steps),
-            "max_step_tokens": max((s.step_tokens for s in steps), default=0)}
+            "max_step_tokens": max((s.plan.tokens for s in steps), default=0)}
 
 
 def class_step_parts(lm, settings: Settings, clients: int = 30, new_tokens: int = 48) -> dict:
@@ -205,7 +204,7 @@ def class_step_parts(lm, settings: Settings, clients: int = 30, new_tokens: int 
         for r in reqs:
             list(r.events())
         steps = [s for s in srv.stats().steps_detail
-                 if s.decode_tokens == clients and s.prefill_tokens == 0]
+                 if len(s.plan.decode) == clients and not s.plan.chunks]
     finally:
         srv.close()
     parts = mean_parts(steps)

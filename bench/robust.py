@@ -21,11 +21,11 @@ from inference.experiments import noise, quiet_reference, sanity
 from inference.experiments.batch_sweep import run_sweep
 from inference.experiments.kv_race import checked_race, summarize
 from inference.experiments.prefill_sweep import prefill_sweep
-from inference.experiments.quant_race import SpeedRace, checked_speed_race
+from inference.experiments.quality import SpeedRace, checked_speed_race
 from inference.experiments.robust import Robust
 from inference.experiments.roofline import measure_read_bandwidth
 from inference.experiments.shared_results import SharedResults
-from inference.quant_modes import build_mode
+from inference.quantize import build_mode
 from inference.tokens import prompt_ids
 
 LOADS = ("spinner", "chats")

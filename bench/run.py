@@ -20,7 +20,7 @@ from bench.serving_workloads import Workload, app_stream, drive
 from bench.targets import finish
 from bench.workloads import KV_PROMPT, PROMPT, QUALITY_PROMPT
 from inference.config import LIMITS
-from inference.experiments.cpu_flags import this_cpu as cpu_name
+from inference.experiments.quiet_reference import this_cpu as cpu_name
 from inference.experiments.roofline import measure_read_bandwidth
 from inference.loading import load_model
 from inference.tokens import prompt_ids
@@ -147,7 +147,7 @@ def model_sections(results: dict) -> None:
     bandwidth = results["machine"]["bandwidth_read_gbs"]
     results["decode"] = section("decode: engine vs model.generate(), batch 1",
                                 lambda: measure.decode(lm, ids, bandwidth))
-    from inference.experiments.step_bound import measure_step_bound, step_figures
+    from inference.experiments.machine_roofline import measure_step_bound, step_figures
     results["step_profile"] = section(
         "decode step profile: ops per step, share outside the big matmuls",
         lambda: step_figures(measure_step_bound(lm, ids, race_tokens=0)))

@@ -221,7 +221,7 @@ def class_record(workloads: dict) -> dict:
 def main() -> dict:
     """`make bench-serving` (both servers share the cores: run it with nothing else busy)."""
     from bench.targets import finish
-    from inference.experiments.cpu_flags import this_cpu
+    from inference.experiments.quiet_reference import this_cpu
 
     t0 = time.perf_counter()
     results: dict = {"when": time.strftime("%Y-%m-%d %H:%M:%S"), "machine": this_cpu(),

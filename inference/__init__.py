@@ -9,7 +9,6 @@ quantization. It knows nothing of the UI. The public API, as in the README:
 Per-lesson measurements built on it live in `inference.experiments` (not imported here).
 """
 from .config import LIMITS, Range, Settings
-from .engine import decode_step, forward, prefill
 from .errors import (
                      EmptyPromptError,
                      GenerationFinishedError,
@@ -19,7 +18,16 @@ from .errors import (
                      SettingOutOfRangeError,
 )
 from .events import Candidate, StepEvent
-from .generation import Generation, continue_branch, next_token, start, stream
+from .generation import (
+                     Generation,
+                     continue_branch,
+                     decode_step,
+                     forward,
+                     next_token,
+                     prefill,
+                     start,
+                     stream,
+)
 from .kv_cache import cache_tensor_bytes, kv_cache_bytes, snapshot
 from .loading import LoadedModel, ModelInfo, load_model
 from .sampling import SamplingSettings

@@ -1,15 +1,12 @@
 """Lesson 4-5 (engine side): the server's KV memory as a pool of fixed-size blocks.
 
-PagedAttention (vLLM) keeps each request's keys and values in BLOCKS of `block_tokens`
-positions from one shared pool, not in one tensor sized for its longest possible answer. A
-request's BLOCK TABLE puts position p in block `table[p // block_tokens]` at offset
-`p % block_tokens`; a block is taken only when the last is full, so at most one partly filled
-block per request is wasted. Prefix caching: a FULL block is keyed by its tokens' hash chained
-with the previous block's key (`block_hash`), so a prompt starting with cached blocks maps them
-(refcount + 1) instead of computing them. A cached block nobody holds stays ("cached, idle")
-until evicted least-recently-used. Free blocks go out last-freed first, so a class reuses pages
-already written. Bookkeeping only (`paged_cache.py` holds the tensors), after vLLM's v1 block
-manager (vllm/v1/core/block_pool.py, kv_cache_utils.py) without its speculative and hybrid parts.
+PagedAttention (vLLM): each request's keys and values sit in BLOCKS of `block_tokens` positions
+from one shared pool; its BLOCK TABLE puts position p in block `table[p // block_tokens]`, so
+at most one partly filled block per request is wasted. Prefix caching: a FULL block is keyed by
+its tokens' hash chained with the previous block's key, so a prompt starting with cached blocks
+maps them (refcount + 1) instead of computing them; a cached block nobody holds stays ("cached,
+idle") until evicted least-recently-used. Bookkeeping only (`paged_cache.py` holds the tensors),
+after vLLM's v1 block manager (vllm/v1/core/block_pool.py).
 """
 from __future__ import annotations
 
@@ -101,8 +98,7 @@ class BlockPool:
     # ---- changing -----------------------------------------------------------------------
     def allocate(self, rid: int, tokens: Sequence[int], hit_blocks: Sequence[int] = ()
                  ) -> list[int]:
-        """A block table for request `rid` holding `tokens` positions, its first blocks the
-        cached `hit_blocks` (mapped, refcount + 1). Raises PoolFullError when it cannot."""
+        """A table for `rid`: the cached `hit_blocks`, then new ones (PoolFullError: no room)."""
         if rid in self.tables:
             raise ValueError(f"request {rid} already holds blocks")
         if not self.can_allocate(len(tokens), hit_blocks):
@@ -126,8 +122,7 @@ class BlockPool:
         return table[-1]
 
     def commit_full(self, rid: int, tokens: Sequence[int]) -> None:
-        """Key every block of `rid` that `tokens` (its tokens with KV written) now fills, so
-        later prompts with the same prefix can map it."""
+        """Key every block of `rid` that `tokens` (those with KV written) now fills."""
         keys, table, bt = self.keys_of[rid], self.tables[rid], self.block_tokens
         while len(keys) < len(tokens) // bt:
             i = len(keys)
@@ -138,8 +133,7 @@ class BlockPool:
                 self.key[b], self.by_key[k] = k, b
 
     def release(self, rid: int) -> list[int]:
-        """Give back every block of `rid` (finished, stopped, cancelled or preempted):
-        keyed blocks nobody else holds become cached-idle, the others free. -> its table."""
+        """Give back `rid`'s blocks: keyed ones nobody holds become cached-idle, the rest free."""
         table = self.tables.pop(rid, [])
         self.keys_of.pop(rid, None)
         for b in reversed(table):  # the tail first: a prefix's head stays cached longest

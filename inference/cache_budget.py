@@ -1,9 +1,7 @@
-"""A memory budget for the KV caches that visitors keep between clicks.
+"""A memory budget for the KV caches that visitors keep between clicks (lesson 3).
 
-A learner stepping through lesson 3 holds a `Generation` whose KV cache lives on between clicks
-(~180 MB for a 4,000-token prompt in float32). `CacheBudget` frees caches, oldest use first,
-once idle longer than `idle_s` or all together over `cap_bytes` (never the one just used).
-Only the cache goes: the next step feeds the tokens again in one prefill.
+`CacheBudget` frees caches, oldest use first, once idle longer than `idle_s` or while all
+together exceed `cap_bytes` (never the one just used); the next step feeds the tokens again.
 """
 from __future__ import annotations
 
@@ -18,8 +16,7 @@ from .kv_cache import cache_tensor_bytes
 
 
 def trim_heap() -> None:
-    """Hand freed memory back to the operating system (glibc keeps freed blocks for reuse,
-    so a process's resident memory would otherwise stay at its highest point)."""
+    """Hand freed memory back to the operating system (glibc keeps it for reuse otherwise)."""
     name = ctypes.util.find_library("c")
     try:
         ctypes.CDLL(name).malloc_trim(0)
@@ -28,8 +25,7 @@ def trim_heap() -> None:
 
 
 def item_bytes(item) -> int:
-    """Bytes one held item keeps: a Generation's KV cache, or anything else the budget holds
-    that says its own size (lesson 4's attention view: `held_bytes()`)."""
+    """Bytes one held item keeps: a Generation's KV cache, or its own `held_bytes()` (lesson 4)."""
     if hasattr(item, "held_bytes"):
         return int(item.held_bytes())
     return cache_tensor_bytes(item.cache)

@@ -1,11 +1,10 @@
 """Lesson 5 (engine side): cascade attention, a shared prefix read once per step, not per row.
 
-The paged pass (`paged_cache.py`) gathers each row's keys and values through its block table:
-thirty rows on one 900-token handout copy and read the SAME blocks thirty times per layer per
-step. Cascade attention (FlashInfer's shared-prefix batch decoding) splits each row's keys in
-two: the PREFIX its group shares, read once for the group (its queries stacked as extra heads of
-one matrix product), and the row's OWN blocks after it. Each part gives a partial softmax with
-its log-sum-exp `lse = log Σ e^{s_j}`, and the two merge exactly:
+The paged pass (`paged_cache.py`) gathers each row's blocks: thirty rows on one handout read
+the SAME blocks thirty times per layer per step. Cascade attention (FlashInfer's shared-prefix
+batch decoding) splits each row's keys in two: the PREFIX its group shares, read once for the
+group (its queries stacked as extra heads), and the row's OWN blocks after it. Each part gives
+a partial softmax with its log-sum-exp `lse = log Σ e^{s_j}`, and the two merge exactly:
 `o = (e^{lse_a} o_a + e^{lse_b} o_b) / (e^{lse_a} + e^{lse_b})` (`merge_states`).
 Worked example, one query, keys 0, 1, 2 with values 10, 20, 30, split after the second key:
 
@@ -22,11 +21,9 @@ Worked example, one query, keys 0, 1, 2 with values 10, 20, 30, split after the 
 >>> round(merged.item(), 3), round(whole.item(), 3)
 (25.752, 25.752)
 
-A group's prefix (`plan_groups`) stops before the block holding any of its rows' first query,
-so it needs no causal mask. The batch takes the cascade for decode passes where it at least
-halves the key positions read; prompt chunks keep the gathered path (its reference in the tests)
-and sdpa's fused kernel. Left out: multi-level cascades and a fused kernel. The model reaches
-this file through transformers' `AttentionInterface` ("paged_cascade": "sdpa" without a plan).
+A group's prefix (`plan_groups`) stops before its rows' first query, so it needs no causal
+mask. The batch takes the cascade for decode passes where it at least halves the key positions
+read. The model reaches this file through transformers' `AttentionInterface` ("paged_cascade").
 """
 from __future__ import annotations
 
@@ -64,8 +61,7 @@ def partial_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
 
 def merge_states(o_a: torch.Tensor, lse_a: torch.Tensor, o_b: torch.Tensor,
                  lse_b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Two partial attentions over disjoint keys -> attention over all of them.
-    o [B, H, Q, D], lse [B, H, Q] (float32)."""
+    """Two partial attentions over disjoint keys (o [B, H, Q, D], lse [B, H, Q]) -> over all."""
     m = torch.maximum(lse_a, lse_b)  # [B, H, Q]
     m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
     w_a, w_b = torch.exp(lse_a - m), torch.exp(lse_b - m)  # [B, H, Q] each
@@ -112,8 +108,7 @@ class CascadePlan:
 
     @staticmethod
     def build(kv, positions: torch.Tensor, tables: torch.Tensor) -> CascadePlan:
-        """positions [B, Q] (-1: left padding), tables [B, NB] (padded with the scratch
-        block), both on the CPU; the plan's tensors go to the pool's device."""
+        """positions [B, Q] (-1: left padding), tables [B, NB] (scratch-padded), on the CPU."""
         bt, scratch, dev = kv.block_tokens, kv.scratch_block, kv.keys[0].device
         rows = [[b for b in t if b != scratch] for t in tables.tolist()]
         real = torch.where(positions >= 0, positions, positions.max() + 1)  # [B, Q]
@@ -165,9 +160,8 @@ def cascade_attention_forward(module, query: torch.Tensor, key: torch.Tensor,
                               value: torch.Tensor, attention_mask: torch.Tensor | None,
                               scaling: float | None = None, cascade: CascadePlan | None = None,
                               **kwargs) -> tuple[torch.Tensor, None]:
-    """transformers' attention signature. With a plan: query [B, H, Q, D] attends through
-    the pool (key and value, the new positions only, are already in it) -> [B, Q, H, D];
-    without one, "sdpa"."""
+    """transformers' attention signature: with a plan, query [B, H, Q, D] attends through the
+    pool (holding key and value already) -> [B, Q, H, D]; without one, "sdpa"."""
     if cascade is None:
         return sdpa_attention_forward(module, query, key, value, attention_mask,
                                       scaling=scaling, **kwargs)
@@ -181,9 +175,8 @@ AttentionMaskInterface.register(NAME, sdpa_mask)
 
 
 def use_cascade(model) -> bool:
-    """Switch `model` to "paged_cascade" if it runs "sdpa" (the same function when no plan
-    is passed, so it stays). -> False while it runs anything else (a lesson measuring
-    "eager"): the caller then takes the gathered path."""
+    """Switch `model` to "paged_cascade" if it runs "sdpa" (the same without a plan). -> False
+    while it runs anything else (a lesson measuring "eager"): take the gathered path."""
     if model.config._attn_implementation == "sdpa":
         model.set_attn_implementation(NAME)
     return model.config._attn_implementation == NAME

@@ -1,13 +1,11 @@
 """All of the model's arithmetic on one thread, and why that makes a CPU app faster.
 
 PyTorch runs each CPU operation on an OpenMP team of helper threads, one team per calling
-thread. With more threads than cores, GNU OpenMP's helpers sleep between operations and each
-matrix product of a decode step must wake them: many request threads running the model decode
-at about one core's speed. So every computation, loading included, runs on one long-lived
-thread (`run`, or `iterate` for a generator's steps); called from it, both run inline, so
-nothing that waits for other work (a chat waiting for the server) may run there. One job at a
-time makes a job a unit of honest timing. When the work stops for `Settings.idle_trim_s`,
-`idle` gives back the memory it freed: the KV pool's free blocks, then the heap glibc keeps.
+thread: with more threads than cores, every matrix product must wake sleeping helpers, and many
+request threads decode at about one core's speed. So every computation runs on one long-lived
+thread (`run`, or `iterate` for a generator's steps), which also makes a job a unit of honest
+timing; called from it, both run inline, so nothing that waits for other work may run there.
+When the work stops for `Settings.idle_trim_s`, `idle` gives back the memory it freed.
 """
 from __future__ import annotations
 
@@ -27,11 +25,8 @@ NAME = "llm-lab-compute"
 
 
 class IdleHook:
-    """Call `hook()` once each time the counted jobs have all been done for `after_s` seconds
-    (on a watcher thread of its own, started with the first job; `after_s` <= 0: never).
-
-    >>> idle = IdleHook(3.0, print)   # idle.started() before a job, idle.finished() after
-    """
+    """Call `hook()` once each time the counted jobs (`started`, `finished`) have all been
+    done for `after_s` seconds, on a watcher thread of its own (`after_s` <= 0: never)."""
 
     def __init__(self, after_s: float, hook: Callable[[], object]) -> None:
         self.after_s, self._hook = after_s, hook
@@ -43,8 +38,7 @@ class IdleHook:
         self._also: list[weakref.WeakMethod] = []  # more to give back (`also`), held weakly
 
     def also(self, method: Callable[[], object]) -> None:
-        """Give back more when idle: `method` (a bound method, held weakly so its object can
-        go) runs before the trim."""
+        """Give back more when idle: `method` (held weakly) runs before the trim."""
         with self._cond:
             self._also = [m for m in self._also if m() is not None]
             self._also.append(weakref.WeakMethod(method))
@@ -94,8 +88,7 @@ _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=NAME,
 
 
 def _give_back() -> None:
-    """Hand freed memory back to the system: glibc keeps it in an arena per thread that ran
-    work, and `malloc_trim` costs a pass over the heap, so only when idle, on this thread."""
+    """Hand freed memory back to the system (only when idle, on the compute thread)."""
     from .cache_budget import trim_heap  # imports the model's modules, so not at start-up
 
     for release in idle.extras():  # the KV pool's free blocks
@@ -111,8 +104,7 @@ idle = IdleHook(Settings().idle_trim_s, lambda: _executor.submit(_give_back))
 
 
 def submit(fn: Callable[..., T], *args, **kwargs) -> Future:
-    """Queue `fn(*args, **kwargs)`, counted as work (`idle`), and return its Future at once
-    (for a caller holding a lock of its own; never from the compute thread itself)."""
+    """Queue `fn(*args, **kwargs)`, counted as work -> its Future (never from this thread)."""
     idle.started()
     future = _executor.submit(fn, *args, **kwargs)
     future.add_done_callback(lambda _: idle.finished())

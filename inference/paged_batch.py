@@ -1,23 +1,28 @@
-"""Lesson 5 (engine side): a decode batch whose KV cache lives in pages (PagedAttention).
+"""Lesson 5 (engine side): decode batches whose rows join and leave between steps.
 
-The server batches with `PagedBatch`: its rows are requests whose keys and values sit in one pool
-of blocks (`block_pool.py` keeps the books, `paged_cache.py` the tensors). A request joins with
-the blocks its prompt needs NOW, its cached prefix mapped; `make_room` preempts the NEWEST row
-when the pool runs dry. Each row keeps ONE count of progress, `computed` (vLLM's
-`num_computed_tokens`); joining and leaving move block ids, never a cache tensor.
+`RowBatch` (the scheduler experiment's) LEFT-pads prompts to one length: every row's newest
+token sits in the last column, the mask keeps padding out of attention, though padding still
+costs work (`padding_waste`). The server's `PagedBatch` keeps its rows' keys and values in one
+pool of blocks (PagedAttention; `block_pool.py` the books, `paged_cache.py` the tensors): a
+request joins with the blocks its prompt needs NOW, its cached prefix mapped, and `make_room`
+preempts the NEWEST row when the pool runs dry. Each row keeps ONE count of progress,
+`computed`; joining and leaving move block ids, never a cache tensor.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
+from transformers import DynamicCache
 
 from . import compute_thread
 from .block_pool import BlockPool, blocks_for
 from .cascade_attention import CascadePlan, use_cascade
 from .config import LIMITS, Settings
 from .errors import PoolFullError
-from .kv_cache import bytes_per_token, kv_cache_bytes
+from .generation import decode_step, prefill
+from .kv_cache import bytes_per_token, cache_layers, cache_length, kv_cache_bytes
 from .paged_cache import PagedKV, paged_forward
 from .timing import stopwatch
 
@@ -118,8 +123,7 @@ class PagedBatch:
 
     @staticmethod
     def for_server(lm, s: Settings) -> PagedBatch:
-        """`server_pool_blocks` blocks, or (0) as many as `server_cache_mb` holds; the free
-        blocks' memory goes back to the system whenever the compute thread idles."""
+        """`server_pool_blocks` blocks, or (0) as many as `server_cache_mb` holds."""
         info = lm.info
         per_block = kv_cache_bytes(info.layers, info.kv_heads, info.head_dim,
                                    lm.bytes_per_value, tokens=s.block_tokens)
@@ -153,8 +157,7 @@ class PagedBatch:
         return blocks_for(tokens, self.block_tokens) <= self.pool.num_blocks
 
     def computing_now(self, tokens: list[int]) -> bool:
-        """True when the first uncached full block of `tokens` is one another row is computing
-        right now: waiting one step maps it instead of computing it again."""
+        """Is another row computing the first uncached full block of `tokens` now (wait, map it)?"""
         bt, hits = self.block_tokens, self.pool.cached_prefix(tokens)
         end = (len(hits) + 1) * bt  # the end of the first block not cached yet
         if end > len(tokens) - 1:  # no full block left to share (as cached_prefix)
@@ -164,8 +167,7 @@ class PagedBatch:
                    and row.tokens[:end] == tokens[:end] for row in self.rows.values())
 
     def admit(self, rid: int, tokens: list[int]) -> bool:
-        """Map the cached prefix and take the blocks the rest of `tokens` needs now.
-        -> False (nothing taken) when the pool has no room for it yet."""
+        """Map the cached prefix, take the blocks the rest needs now; False when no room."""
         hits = self.pool.cached_prefix(tokens)
         if not self.pool.can_allocate(len(tokens), hits):
             return False
@@ -174,10 +176,6 @@ class PagedBatch:
         self.rows[rid] = PagedRow(rid, list(tokens), hit_tokens, hit_tokens, len(tokens))
         self.prefix_hit_tokens += hit_tokens
         return True
-
-    def prefill(self, rids: list[int]) -> torch.Tensor:
-        """Every uncached token of these rows -> logits [len(rids), V], in `rids` order."""
-        return self.prefill_chunks({r: self.rows[r].pending for r in rids})
 
     def prefill_chunks(self, chunks: dict[int, int]) -> torch.Tensor:
         """The next `n` uncached tokens of each row {rid: n} -> logits [len(chunks), V] of each
@@ -190,8 +188,7 @@ class PagedBatch:
         return torch.stack([out[r] for r in chunks])
 
     def _pass(self, rows: list[PagedRow], counts: list[int]) -> torch.Tensor:
-        """The next `counts[b]` uncached tokens of each row in one left-padded pass -> logits
-        [B, V] of each row's last position; the blocks they fill are keyed for reuse."""
+        """Each row's next `counts[b]` tokens in one left-padded pass (blocks keyed) -> [B, V]."""
         new = [row.tokens[row.computed:row.computed + n] for row, n in zip(rows, counts)]
         q = max(len(n) for n in new)
         ids = torch.tensor([[0] * (q - len(n)) + n for n in new])  # [B, Q] left-padded
@@ -224,11 +221,8 @@ class PagedBatch:
                     preempted.append(victim)
         return preempted
 
-    def decode(self, rids: list[int] | None = None) -> torch.Tensor:
-        """Feed these rows' newest token (default: every decoding row's) -> logits [B, V].
-        Call `make_room` first: every row must have a slot for its next position."""
-        if rids is None:  # the rows whose prompt is all in the pool (not mid-prefill)
-            rids = [rid for rid, row in self.rows.items() if row.decoding]
+    def decode(self, rids: list[int]) -> torch.Tensor:
+        """Feed these decoding rows' newest token -> logits [B, V]."""
         rows = [self.rows[r] for r in rids]
         return self._pass(rows, [1] * len(rows))
 
@@ -238,8 +232,7 @@ class PagedBatch:
         self.pool.release(rid)
 
     def give_back_free(self) -> int:
-        """The free blocks' memory back to the system -> bytes (never beside a pass). A
-        released block reads as zeros, so it stays in `_touched`."""
+        """The free blocks' memory back to the system -> bytes (they read as zeros after)."""
         return self.kv.release_free(list(self.pool.free))
 
     def row_bytes(self, rid: int) -> int:
@@ -294,3 +287,89 @@ class PagedBatch:
             paged_bytes=len(filled) * self.kv.block_bytes(),
             prefix_hit_tokens=self.prefix_hit_tokens, prefill_tokens=self.prefill_tokens,
             preemptions=self.preemptions, evictions=pool.evictions)
+
+
+def left_pad(prompts: list[list[int]], pad_id: int, device: torch.device | str = "cpu"
+             ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token lists -> (input_ids [B, S], attention_mask [B, S]), padding on the left."""
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for row, p in enumerate(prompts):
+        ids[row, width - len(p):] = torch.tensor(p, dtype=torch.long)
+        mask[row, width - len(p):] = 1
+    return ids.to(device), mask.to(device)
+
+
+def padding_waste(prompts: list[list[int]]) -> tuple[int, int]:
+    """(padded positions, total positions) when these prompts share one prefill."""
+    width = max(len(p) for p in prompts)
+    total = width * len(prompts)
+    return total - sum(len(p) for p in prompts), total
+
+
+@dataclass
+class RowBatch:
+    """Rows decoding together. `rows[i]` names the request in row i (a request id)."""
+
+    rows: list[int]
+    cache: DynamicCache  # keys/values: [B, H_kv, S, D], left-padded
+    mask: torch.Tensor  # [B, S] 1 = real position, 0 = padding
+    next_token: torch.Tensor  # [B] the token each row feeds at its next decode step
+
+    @property
+    def size(self) -> int:
+        return len(self.rows)
+
+    @property
+    def width(self) -> int:
+        """Positions held per row, padding included (the cache's sequence axis)."""
+        return cache_length(self.cache)
+
+    @staticmethod
+    def prefill(lm, rows: list[int], prompts: list[list[int]]) -> tuple[RowBatch, float]:
+        """Prompts -> (a batch of their caches and greedy first tokens, seconds): one pass."""
+        pad = lm.tokenizer.pad_token_id
+        pad = lm.tokenizer.eos_token_id if pad is None else pad
+        with stopwatch(lm.device) as t:
+            ids, mask = left_pad(prompts, pad, lm.device)  # [B, S], [B, S]
+            first = prefill(lm.model, ids, mask)
+            batch = RowBatch(list(rows), first.cache, mask, first.logits.argmax(-1))
+        return batch, t[0]
+
+    def decode(self, lm) -> tuple[list[int], float]:
+        """One greedy step for every row -> (each row's new token, synced seconds)."""
+        with stopwatch(lm.device) as t:
+            self.mask = torch.cat([self.mask, torch.ones_like(self.mask[:, :1])], dim=1)
+            logits = decode_step(lm.model, self.next_token, self.cache, self.mask)  # [B, V]
+            self.next_token = logits.argmax(-1)  # [B]
+        return self.next_token.tolist(), t[0]
+
+    @torch.inference_mode()
+    def join(self, other: RowBatch) -> RowBatch:
+        """Both batches' rows in one: the shorter cache padded on the left, rows stacked."""
+        width = max(self.width, other.width)
+        layers = []
+        for (ka, va), (kb, vb) in zip(cache_layers(self.cache), cache_layers(other.cache)):
+            layers.append((torch.cat([_pad_left(ka, width, -2), _pad_left(kb, width, -2)]),
+                           torch.cat([_pad_left(va, width, -2), _pad_left(vb, width, -2)])))
+        mask = torch.cat([_pad_left(self.mask, width, -1), _pad_left(other.mask, width, -1)])
+        token = torch.cat([self.next_token, other.next_token])
+        return RowBatch(self.rows + other.rows, DynamicCache(ddp_cache_data=layers), mask, token)
+
+    @torch.inference_mode()
+    def keep(self, keep_rows: list[int]) -> RowBatch:
+        """Only the rows at these indices, and without columns that are padding in all of them."""
+        index = torch.tensor(keep_rows, dtype=torch.long, device=self.mask.device)
+        mask = self.mask.index_select(0, index)  # [B', S]
+        real_cols = mask.any(dim=0).nonzero()
+        start = int(real_cols[0]) if len(real_cols) else mask.shape[1]
+        layers = [(k.index_select(0, index)[:, :, start:, :],
+                   v.index_select(0, index)[:, :, start:, :]) for k, v in cache_layers(self.cache)]
+        return RowBatch([self.rows[i] for i in keep_rows], DynamicCache(ddp_cache_data=layers),
+                        mask[:, start:], self.next_token.index_select(0, index))
+
+
+def _pad_left(x: torch.Tensor, width: int, dim: int) -> torch.Tensor:
+    """Zeros on the left of axis `dim` (-2: keys/values [B, H, S, D]; -1: a mask [B, S])."""
+    return F.pad(x, (0, 0) * (-1 - dim) + (width - x.shape[dim], 0))

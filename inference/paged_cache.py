@@ -1,14 +1,11 @@
 """Lesson 4-5 (engine side): attention that reads each request's keys and values through its
 block table.
 
-The pool holds per layer keys and values `[num_blocks + 1, block_tokens, H_kv, D]` (the last
-block is scratch: padding writes there, nothing reads it). Seen as slots `[N*bt, H_kv, D]`,
-writing new positions is one `index_copy_` and reading a row's blocks one `index_select` of
-whole blocks (advanced indexing, `pool[ids]`, was far slower on a CPU). `PagedStep` is the
-cache for ONE forward pass: each layer's `update` writes the new keys and values and returns
-every row's, gathered through its block table and masked, each row at its own positions, so it
-computes what it would alone. transformers' `PagedAttentionCache` belongs to its own batching
-loop; the server needs its own admission, seeded sampling, prefix sharing and preemption.
+Per layer the pool holds keys and values `[num_blocks + 1, block_tokens, H_kv, D]` (the last
+block is scratch: padding writes there, nothing reads it). `PagedStep` is the cache for ONE
+forward pass: each layer's `update` writes the new positions (one `index_copy_` into the pool
+seen as slots) and returns every row's keys and values, gathered through its block table
+(one `index_select` of whole blocks) and masked, so each row computes what it would alone.
 """
 from __future__ import annotations
 
@@ -37,8 +34,7 @@ class PagedKV:
     @staticmethod
     def allocate(layers: int, kv_heads: int, head_dim: int, num_blocks: int, block_tokens: int,
                  dtype: torch.dtype, device: torch.device) -> PagedKV:
-        """Uninitialised memory (zeroed block by block as blocks are first handed out, so an
-        idle server's pool costs no resident memory), the scratch block zeroed now."""
+        """Uninitialised (zeroed as blocks are first handed out), the scratch block zeroed now."""
         shape = (num_blocks + 1, block_tokens, kv_heads, head_dim)
         kv = PagedKV([torch.empty(shape, dtype=dtype, device=device) for _ in range(layers)],
                      [torch.empty(shape, dtype=dtype, device=device) for _ in range(layers)],
@@ -62,11 +58,8 @@ class PagedKV:
 
     @torch.inference_mode()
     def release_free(self, blocks: list[int]) -> int:
-        """Give the memory of these free blocks back to the system -> bytes given back. A page
-        stays resident once written: `madvise(MADV_DONTNEED)` drops the whole pages inside each
-        run of consecutive blocks (never one a kept block shares); they read as zeros after,
-        as a block's first use writes anyway. Only where work has stopped (the next write
-        faults them in again); 0 off Linux and on a GPU, whose caching allocator owns it."""
+        """Give these free blocks' whole pages back (`madvise(MADV_DONTNEED)`; they read as
+        zeros after) -> bytes; 0 off Linux and on a GPU, whose caching allocator owns it."""
         t0 = self.keys[0]
         if not blocks or not _can_release(t0):
             return 0
@@ -119,8 +112,7 @@ def _dontneed(address: int, length: int) -> None:
 
 
 class PagedStep:
-    """The cache for one forward pass of B rows of Q new positions each: where the new
-    positions go, which blocks each row reads, and the mask."""
+    """The cache for one forward pass: where the new positions go, what each row reads, the mask."""
 
     def __init__(self, kv: PagedKV, positions: torch.Tensor, tables: torch.Tensor,
                  reads_in_attention: bool = False) -> None:
@@ -163,10 +155,9 @@ class PagedStep:
 @torch.inference_mode()
 def paged_forward(model, kv: PagedKV, input_ids: torch.Tensor, positions: torch.Tensor,
                   tables: torch.Tensor, cascade: CascadePlan | None = None) -> torch.Tensor:
-    """One forward pass through the pool. input_ids, positions: [B, Q] (left padding has
-    position -1); tables: [B, NB]. -> logits [B, V] of each row's last position. With a
-    `cascade` plan (the model running "paged_cascade", `cascade_attention.py`), attention
-    reads shared prefixes once per group instead of this file's per-row gather."""
+    """One forward pass through the pool. input_ids, positions: [B, Q] (left padding: -1);
+    tables: [B, NB] -> logits [B, V] of each row's last position. With a `cascade` plan,
+    attention reads shared prefixes once per group (`cascade_attention.py`)."""
     step = PagedStep(kv, positions, tables, reads_in_attention=cascade is not None)
     extra = {} if cascade is None else {"cascade": cascade}
     out = model(input_ids=input_ids, cache=step, attention_mask=step.mask,

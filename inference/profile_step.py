@@ -19,7 +19,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 from transformers import StaticCache
 
-from .engine import decode_step, prefill
+from .generation import decode_step, prefill
 from .timing import stopwatch
 
 # The big matrix products: every Linear (q/k/v/o, gate/up/down) and the output head.
@@ -62,11 +62,8 @@ def _timed_steps(model, token: torch.Tensor, cache, n: int) -> tuple[list[float]
 
 def _device_time_us(event) -> float:
     """A kernel event's device time in µs, across profiler versions."""
-    for name in ("device_time", "cuda_time", "device_time_total", "cuda_time_total"):
-        value = getattr(event, name, None)
-        if value:
-            return float(value)
-    return 0.0
+    names = ("device_time", "cuda_time", "device_time_total", "cuda_time_total")
+    return float(next((v for v in (getattr(event, n, None) for n in names) if v), 0.0))
 
 
 def profile_decode_step(model, prompt_ids: list[int], steps: int = 4) -> StepProfile:
@@ -149,7 +146,7 @@ class StaticDecoder:
 
     @torch.inference_mode()
     def prefill(self, prompt_ids: list[int]) -> int:
-        """The whole prompt in one eager pass; the first greedy token goes into `token`."""
+        """The whole prompt in one eager pass -> the first greedy token (also in `token`)."""
         self._step(torch.tensor([prompt_ids], device=self.device))  # [1, P]
         return int(self.token)
 

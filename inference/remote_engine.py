@@ -1,11 +1,9 @@
 """When a class outgrows one machine: "Try it" chats served by another engine.
 
-With `LLM_LAB_SERVE_URL` set to an OpenAI-compatible server (e.g. vLLM on a GPU box, with
-`--tensor-parallel-size N` over its N GPUs) the chat tab streams from there instead of this
-process's batcher; the lessons keep measuring this machine. The chat's token ids go to
-`POST /v1/completions` (`"stream": true`); each chunk becomes one `StepEvent`, timed as this
-process saw it. The server view reads its Prometheus metrics (`GET /metrics`, vLLM's `vllm:`
-names). Standard library only.
+With `LLM_LAB_SERVE_URL` set to an OpenAI-compatible server (e.g. vLLM on a GPU box) the chat
+tab streams from `POST /v1/completions` there instead of this process's batcher, one
+`StepEvent` per chunk; the lessons keep measuring this machine. The server view reads its
+Prometheus metrics (`GET /metrics`). Standard library only.
 """
 from __future__ import annotations
 
@@ -87,8 +85,7 @@ def stats_from_metrics(url: str, metrics: dict[str, float]) -> RemoteStats:
 
 
 class RemoteRequest:
-    """One chat sent to the remote engine: iterate `events()` for its `StepEvent`s. Has the
-    attributes the chat handler reads from a local `ServedRequest`."""
+    """One chat sent to the remote engine, read like a local `ServedRequest`."""
 
     def __init__(self, engine: RemoteEngine, prompt_ids: list[int], sampling: SamplingSettings,
                  max_new_tokens: int) -> None:
@@ -105,9 +102,8 @@ class RemoteRequest:
 
     def events(self, timeout_s: float = TIMEOUT_S, idle_s: float | None = None
                ) -> Iterator[StepEvent]:
-        """Stream the answer: one event per chunk of text, the last one marked finished.
-        `idle_s` is accepted for the local request's signature; the HTTP stream has no idle
-        ticks (a Stop lands at the next chunk, or when the stream is closed)."""
+        """One event per chunk of text, the last one marked finished (`idle_s`: unused, the
+        HTTP stream has no idle ticks; a Stop lands at the next chunk)."""
         s, text, last, index = self.sampling, "", self.submitted, 0
         body = {"model": self.engine.model, "prompt": self.prompt_ids,
                 "max_tokens": self.max_new_tokens, "temperature": s.temperature,
@@ -152,8 +148,7 @@ class RemoteEngine:
     def submit(self, prompt_ids: list[int], sampling: SamplingSettings | None = None,
                max_new_tokens: int = 48, candidates: int = 0, visitor: str = ""
                ) -> RemoteRequest:
-        """Like `Server.submit`: nothing is sent until the request's events are read (the
-        remote engine keeps its own line: `visitor` is not sent)."""
+        """Like `Server.submit`; sent once its events are read (`visitor` is not sent)."""
         return RemoteRequest(self, prompt_ids, sampling or SamplingSettings(), max_new_tokens)
 
     def stats(self) -> RemoteStats:

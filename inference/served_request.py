@@ -19,14 +19,14 @@ class ServedRequest:
     """One visitor's request: iterate it to receive its `StepEvent`s as they are made."""
 
     def __init__(self, rid: int, prompt_ids: list[int], sampling: SamplingSettings,
-                 max_new_tokens: int, top_k_shown: int, generator, ahead: int,
-                 visitor: str = "", clock: Callable[[], float] = time.monotonic) -> None:
+                 max_new_tokens: int, top_k_shown: int, generator, visitor: str = "",
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.rid, self.prompt_ids, self.sampling = rid, list(prompt_ids), sampling
         self.visitor = visitor  # who asked ("" = a visitor of its own): the line is fair by it
         self.turn = 0  # its turn in the server's waiting line (`server_plan.WaitingLine`)
         self.max_new_tokens, self.top_k_shown = max_new_tokens, top_k_shown
         self.generator = generator
-        self.ahead = ahead  # requests in the queue before this one when it arrived
+        self.ahead = 0  # requests in the queue before this one when it arrived
         self.submitted = time.perf_counter()
         self.admitted: float | None = None
         self.generated: list[int] = []
@@ -63,8 +63,7 @@ class ServedRequest:
         self._cancelled.set()
 
     def stop(self, reason: Exception) -> None:
-        """The server ends it (e.g. its stream went unread): freed at the next step, and its
-        reader, if it comes back, is told `reason` after the events it had not read."""
+        """The server ends it: its reader, if it comes back, is told `reason` after its events."""
         self.ended_by = reason
         self._cancelled.set()
 
@@ -74,9 +73,8 @@ class ServedRequest:
 
     def events(self, timeout_s: float = 600.0, idle_s: float | None = None
                ) -> Iterator[StepEvent | None]:
-        """Yield this request's events until it finishes. Leaving the loop early cancels it.
-        With `idle_s`, a `None` comes whenever `idle_s` seconds pass with no event, so a Stop
-        pressed meanwhile lands within `idle_s`. `timeout_s` with no event ends it."""
+        """Yield this request's events until it finishes (leaving early cancels it); a `None`
+        after each `idle_s` with no event, so a Stop lands; `timeout_s` with none ends it."""
         deadline = time.monotonic() + timeout_s
         try:
             while True:
@@ -97,8 +95,7 @@ class ServedRequest:
 
     async def aevents(self, timeout_s: float = 600.0, idle_s: float | None = None
                       ) -> AsyncIterator[StepEvent | None]:
-        """`events()` awaited on the web server's event loop, woken by the server's step: no
-        thread per waiting chat taking Python's lock from the step's arithmetic."""
+        """`events()` awaited on the web server's event loop (no thread per waiting chat)."""
         loop, arrived = asyncio.get_running_loop(), asyncio.Event()
 
         def wake() -> None:  # on the server's thread
@@ -132,8 +129,7 @@ class ServedRequest:
             self.cancel()
 
     def _take(self, timeout: float | None = None) -> StepEvent | None:
-        """The next event (None: it ended), waiting up to `timeout` (None: do not wait); raises
-        queue.Empty, or the failure the server put."""
+        """The next event (None: it ended) within `timeout`; raises queue.Empty or its failure."""
         item = self._events.get(timeout is not None, timeout)
         if self._unread:
             self._unread.popleft()

@@ -1,21 +1,31 @@
 """The serving engine: one continuous batcher that owns the model for every visitor.
 
 Lesson 5's continuous batching, its KV cache in pages (`paged_batch.py`), prefill in chunks, as
-vLLM v1's scheduler. One thread runs the loop; each step runs on the compute thread, taking
-turns with lesson measurements (`compute_turns.py`): `plan = self._schedule()` (who leaves, is
-preempted or joins, and how the token budget splits: `server_plan.py`), `self._execute(plan)`
-(the prompt chunks in one pass, then one decode pass: a running stream waits at most one
-chunk's pass per token, never a whole long prompt), and the events emitted, each row's token
-chosen with its own sampling and seeded generator: exactly the tokens it would get alone. Each
-step leaves a `StepRecord`. Handlers never run the model: they `submit()` and read the events.
+vLLM v1's scheduler. One thread runs the loop; each step runs on the compute thread, taking turns
+with lesson measurements (`compute_turns.py`):
+
+1. `plan = self._schedule()` (`server_plan.py`): finished and stopped rows leave; when the pool
+   is out of blocks the NEWEST row is preempted back to the FRONT of the line; waiting requests
+   join (round robin by visitor) while `admission` lets them; `split_budget` gives each decoding
+   row one token of the step's budget and the rest to prompt chunks, oldest first.
+2. `self._execute(plan)`: the prompt chunks in one pass, then one decode pass, so a running
+   stream waits at most one chunk's pass per token, never a whole long prompt.
+3. emit: each row's token chosen with its own sampling and seeded generator: exactly the tokens
+   it would get alone.
+
+Each step leaves a `StepRecord` (timed by a `StepClock`); the live "Server" view reads a
+snapshot of the server's account between steps (`ServerStats`). Handlers never run the model:
+they `submit()` and read the events.
 """
 from __future__ import annotations
 
 import logging
 import threading
 import time
-from collections.abc import Callable
-from contextlib import nullcontext
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 
 import torch
 
@@ -32,15 +42,90 @@ from .errors import (
 )
 from .events import StepEvent
 from .generation import check_prompt, finish_reason, output_text, top_candidates
-from .paged_batch import PagedBatch
+from .paged_batch import PagedBatch, PoolStats
 from .sampling import SamplingSettings, choose, make_generator
 from .served_request import ServedRequest
 from .server_plan import WAIT_BLOCKS, WAIT_SHARED, StepPlan, WaitingLine, admission, split_budget
-from .step_record import ServerRecord, ServerStats, StepClock
-from .thread_choice import ThreadChoice, num_threads
-from .timing import stopwatch
+from .thread_choice import ThreadChoice, ThreadFigure, num_threads
+from .timing import stopwatch, sync
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One server step: its budget split and its parts' times (seconds, device-synced)."""
+
+    plan: StepPlan  # its schedule: the budget split, which rows decoded, whose chunks ran
+    ended: float  # perf_counter() seconds when the step ended
+    first_tokens: int  # requests whose prefill finished this step (their first token)
+    forward_s: float  # seconds in the model's forward passes (paged cache reads/writes inside)
+    cache_s: float  # seconds of block bookkeeping outside the model (make room, tables, drop)
+    sample_s: float  # seconds choosing tokens, detokenizing them, building their events
+    handoff_s: float  # seconds handing events to the requests' handlers
+    total_s: float  # seconds of the whole step (the parts plus the loop's own Python)
+    threads: int = 0  # CPU threads of the step's newest pass (thread_choice.py; 0: not chosen)
+
+    @property
+    def other_s(self) -> float:
+        """Seconds of the step outside the four named parts."""
+        return max(self.total_s - self.forward_s - self.cache_s - self.sample_s
+                   - self.handoff_s, 0.0)
+
+
+class StepClock:
+    """Seconds per part for one step, added up as the loop runs (synced at each edge)."""
+
+    PARTS = ("forward_s", "cache_s", "sample_s", "handoff_s")
+
+    def __init__(self, device) -> None:
+        self.device = device
+        self.seconds = dict.fromkeys(self.PARTS, 0.0)
+        self.threads = 0  # set by the server's passes on a CPU (thread_choice.py)
+        self.started = time.perf_counter()
+
+    @contextmanager
+    def part(self, name: str) -> Iterator[None]:
+        """`with clock.part("cache_s"):` adds the block's synced seconds to that part."""
+        with stopwatch(self.device) as t:
+            yield
+        self.seconds[name] += t[0]
+
+    def record(self, **split) -> StepRecord:
+        sync(self.device)
+        now = time.perf_counter()
+        return StepRecord(ended=now, total_s=now - self.started, threads=self.threads,
+                          **self.seconds, **split)
+
+
+def mean_parts(records: list[StepRecord] | tuple[StepRecord, ...]) -> dict[str, float]:
+    """Mean seconds per part over these steps (with `other_s` and `total_s`)."""
+    names = StepClock.PARTS + ("other_s", "total_s")
+    if not records:
+        return dict.fromkeys(names, 0.0)
+    return {n: sum(getattr(r, n) for r in records) / len(records) for n in names}
+
+
+@dataclass(frozen=True)
+class ServerStats:
+    """What the live "Server" view shows, read between steps."""
+
+    active: int  # rows in the current batch
+    queued: int  # requests waiting for a row
+    paused: bool  # the loop is held by `exclusive()` (a test or benchmark filling the queue)
+    steps: int  # forward passes since start
+    served: int  # requests finished since start
+    unread: int  # requests stopped since start because nobody read their stream
+    last_step_s: float  # duration of the newest forward pass (synced)
+    tokens_per_s: float  # tokens given to requests over the last window (or since start)
+    cache_bytes: int  # bytes of the blocks the batch holds now
+    held_bytes: int  # caches visitors keep between clicks (lesson 3), under `budget`
+    history: tuple[tuple[float, int, float], ...]  # (seconds ago, rows, step seconds), oldest first
+    pool: PoolStats | None = None  # the block pool after the newest step
+    steps_detail: tuple[StepRecord, ...] = ()  # the newest steps' budget split and parts
+    step_token_budget: int = 0  # tokens per step the server spends (0 = whole prompts)
+    threads: tuple[ThreadFigure, ...] = ()  # CPU threads per pass: the timed figures (CPU)
+    plan: StepPlan | None = None  # the newest step's plan
 
 
 class Server:
@@ -64,7 +149,13 @@ class Server:
         self._threads = ThreadChoice.for_device(lm.device, s.server_threads)
         self._next_rid = self._step_no = 0
         self._closed = False
-        self.record = ServerRecord(s.server_window_s, s.server_steps_kept, self.batch.stats())
+        # the account of its work since start that `stats()` reads (with `_cond`)
+        self._passes: deque[tuple[float, int, float, int]] = deque()  # (time, rows, s, tokens)
+        self._steps_detail: deque[StepRecord] = deque(maxlen=s.server_steps_kept)
+        self._figures: tuple[ThreadFigure, ...] = ()  # CPU threads per pass (CPU only)
+        self._passes_done = self._served = self._unread = 0
+        self._last_pass_s, self._started = 0.0, time.perf_counter()
+        self._pool, self._cache_bytes = self.batch.stats(), 0  # after the newest pass
         self.turns = ComputeTurns(self._cond, lambda: not self._closed and bool(
             self._waiting or self._running), self._chatting, s.measure_weight)
         # caches that visitors keep between clicks (lesson 3) share one memory budget
@@ -76,9 +167,8 @@ class Server:
     def submit(self, prompt_ids: list[int], sampling: SamplingSettings | None = None,
                max_new_tokens: int | None = None, candidates: int = 0,
                visitor: str = "") -> ServedRequest:
-        """Queue a request; ServerBusyError when the queue is full or `visitor` already has
-        `Settings.visitor_chats` requests in flight. `candidates`: top candidates each event
-        lists (0 for a chat). `visitor`: who asks; "" = a visitor of its own, uncapped."""
+        """Queue a request; ServerBusyError when the queue is full or `visitor` ("": uncapped)
+        has `Settings.visitor_chats` in flight. `candidates`: shown per event (0 for a chat)."""
         s = self.settings
         n = s.new_tokens.default if max_new_tokens is None else max_new_tokens
         check_prompt(self.lm, prompt_ids, n, s.new_tokens.low, s.new_tokens.high)
@@ -107,20 +197,30 @@ class Server:
                     f"ask again.")
             req = ServedRequest(self._next_rid, prompt_ids, sampling, n,
                                 min(max(int(candidates), 0), s.top_k_shown),
-                                make_generator(sampling, self.lm.device), ahead=0,
-                                visitor=visitor, clock=self._clock)
+                                make_generator(sampling, self.lm.device), visitor, self._clock)
             self._next_rid += 1
             req.ahead = self._waiting.add(req)
             self._cond.notify_all()
         return req
 
     def stats(self) -> ServerStats:
-        """What the live "Server" view shows, read between steps."""
+        window = self.settings.server_window_s  # the "last minute" of tokens/s and history
         with self._cond:
-            return self.record.stats(
+            now = time.perf_counter()
+            while self._passes and now - self._passes[0][0] > window:
+                self._passes.popleft()
+            span = max(min(window, now - self._started), 1e-9)
+            tokens = sum(t for _, _, _, t in self._passes)
+            return ServerStats(
                 active=len(self._running), queued=len(self._waiting),
-                paused=self.turns.pauses > 0, held_bytes=self.budget.held_bytes(),
-                step_token_budget=self.settings.step_token_budget, plan=self.last_plan)
+                paused=self.turns.pauses > 0, steps=self._passes_done, served=self._served,
+                unread=self._unread, last_step_s=self._last_pass_s,
+                tokens_per_s=tokens / span if self._passes else 0.0,
+                cache_bytes=self._cache_bytes, held_bytes=self.budget.held_bytes(),
+                history=tuple((round(now - t, 2), r, s) for t, r, s, _ in self._passes),
+                pool=self._pool, steps_detail=tuple(self._steps_detail),
+                step_token_budget=self.settings.step_token_budget, threads=self._figures,
+                plan=self.last_plan)
 
     def close(self) -> None:
         with self._cond:
@@ -129,8 +229,7 @@ class Server:
         self._thread.join(timeout=30)
 
     def _chatting(self) -> int:
-        """Visitors with a request running or waiting, keyless ones each their own (with
-        `_cond`)."""
+        """Visitors with a request running or waiting, keyless ones each their own."""
         return len({r.visitor or f"#{r.rid}" for r in (*self._running.values(), *self._waiting)
                     if not r.cancelled})
 
@@ -164,12 +263,8 @@ class Server:
             self._drop_finished()
         figures = self._threads.figures() if self._threads else ()
         with self._cond:
-            self.record.steps_detail.append(clock.record(
-                index=plan.index, budget_tokens=plan.budget, decode_tokens=len(plan.decode),
-                prefill_tokens=plan.tokens - len(plan.decode), first_tokens=first_tokens,
-                rows=len(plan.decode) + len(plan.chunks), decoded_rids=plan.decode,
-                chunk_rids=tuple(rid for rid, _ in plan.chunks)))
-            self.record.threads = figures
+            self._steps_detail.append(clock.record(plan=plan, first_tokens=first_tokens))
+            self._figures = figures
 
     def _schedule(self) -> StepPlan:
         """Who leaves, who is preempted for room, who joins, and how the budget is split."""
@@ -197,9 +292,8 @@ class Server:
         return plan
 
     def _admit(self, budget_left: float) -> tuple[list[int], str]:
-        """Waiting requests join in the line's order while `admission` lets them; one whose
-        next block another row is computing this step keeps its place (it maps that block
-        next step). -> (the ids admitted, why the first one left waits)."""
+        """Waiting requests join in the line's order while `admission` lets them (one whose
+        next block another row computes now waits a step) -> (ids admitted, why one waits)."""
         out: list[int] = []
         why = ""
         with self._cond:
@@ -224,9 +318,8 @@ class Server:
         return out, why
 
     def _execute(self, plan: StepPlan, clock: StepClock) -> int:
-        """The plan's forward passes, the prompt chunks first (a newcomer's first token need
-        not wait for the running rows' pass), then the decode rows; after each, the rows it
-        completed get their token. -> requests whose prefill finished this step."""
+        """The plan's passes, prompt chunks first, then decode rows, each followed by its rows'
+        tokens -> requests whose prefill finished this step."""
         done: list[int] = []
         if plan.chunks:
             chunks = dict(plan.chunks)
@@ -244,9 +337,8 @@ class Server:
         return len(done)
 
     def _forward(self, clock: StepClock, kind: str, tokens: int, call, *args):
-        """Run one of the batch's model calls -> (its result, its synced seconds); time inside
-        the model counts as the forward pass, the rest as cache work. On a CPU the pass runs
-        at the thread count its shape was fastest at (`thread_choice.py`)."""
+        """One of the batch's model calls, on a CPU at its fastest thread count -> (its result,
+        its synced seconds); time inside the model counts as the forward pass, the rest cache."""
         before = self.batch.forward_s
         with (num_threads(self._threads.choose(kind, tokens)) if self._threads
               else nullcontext(0)) as threads:
@@ -263,8 +355,8 @@ class Server:
     @torch.inference_mode()
     def _emit(self, rids: list[int], logits: torch.Tensor, seconds: float, clock: StepClock,
               rows: int | None = None, prefill: bool = False) -> None:
-        """Choose each row's token with its own sampling, send its event, set its next input.
-        `rows`: rows in the pass (default: these); `prefill`: it ended their prompts."""
+        """Each row's token, chosen with its own sampling, and its event. `rows`: rows in the
+        pass (default: these); `prefill`: it ended their prompts."""
         rows, tok = rows or len(rids), self.lm.tokenizer
         t0, handoff = time.perf_counter(), 0.0
         # One op each for every row, not one per row: a step's Python work grows with its rows.
@@ -303,11 +395,12 @@ class Server:
             with self._cond:
                 if rids:
                     self.turns.served(list(rids))
-                self.record.note_pass(rows, seconds, len(rids), pool, cache_bytes)
+                self._passes_done += 1
+                self._last_pass_s, self._pool, self._cache_bytes = seconds, pool, cache_bytes
+                self._passes.append((time.perf_counter(), rows, seconds, len(rids)))
 
     def _stop_unread(self) -> None:
-        """Stop every request whose reader has left an event untaken for
-        `Settings.unread_stream_s` (0 = never): its row goes to someone who reads."""
+        """Stop every request whose event stayed unread `Settings.unread_stream_s` (0: never)."""
         limit = self.settings.unread_stream_s
         if not limit:
             return
@@ -318,7 +411,7 @@ class Server:
                     r.stop(ServerStoppedError(
                         f"This answer was stopped: nothing read it for {limit:g} s, so its "
                         f"place went to someone reading. Ask again to get a new one."))
-                    self.record.unread += 1
+                    self._unread += 1
 
     def _drop_finished(self) -> None:
         """Finished or cancelled rows leave the batch; their blocks go back to the pool."""
@@ -333,12 +426,11 @@ class Server:
                 del self._running[r.rid]
                 if r.cancelled and not r.finished:
                     r._end()
-                self.record.served += 1
-            self.record.pool, self.record.cache_bytes = pool, cache_bytes
+                self._served += 1
+            self._pool, self._cache_bytes = pool, cache_bytes
 
     def _fail_all(self, exc: Exception, failed_step: bool = True) -> None:
-        """Every request in the batch (and the queue, when closing) gets one polite message;
-        a failed step is logged first with its trace, for whoever runs the server."""
+        """Every request in the batch (and the queue, when closing) gets one polite message."""
         if failed_step:
             log.exception("A server step failed; its requests are told to try again",
                           exc_info=exc)
@@ -348,9 +440,9 @@ class Server:
             failed = list(self._running.values()) + (list(self._waiting) if self._closed else [])
             self._running.clear()
             if self._closed:
-                self._waiting.clear()
+                self._waiting = WaitingLine()
             for rid in list(self.batch.rows):
                 self.batch.release(rid)
-            self.record.pool, self.record.cache_bytes = self.batch.stats(), 0
+            self._pool, self._cache_bytes = self.batch.stats(), 0
         for r in failed:
             r._put(msg)

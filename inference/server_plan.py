@@ -1,8 +1,6 @@
-"""One server step's schedule, decided before any forward pass, as vLLM v1's scheduler
-(vllm/v1/core/sched/scheduler.py): the waiting line, fair by visitor (`WaitingLine`), who may
-join the batch now (`admission`), how the step's token budget splits between decoding rows and
-rows mid-prefill (`split_budget`), and the frozen record of it all (`StepPlan`, vLLM's
-`SchedulerOutput`). Pure bookkeeping: nothing here runs the model or touches the server's threads.
+"""One server step's schedule, decided before any forward pass, as vLLM v1's scheduler: the
+waiting line, fair by visitor (`WaitingLine`), who may join now (`admission`), how the step's
+token budget splits (`split_budget`), and the frozen record of it (`StepPlan`). Bookkeeping only.
 """
 from __future__ import annotations
 
@@ -17,10 +15,9 @@ WAIT_BLOCKS, WAIT_SHARED = "no free block", "its prompt's next block is being co
 
 def admission(pool: BlockPool, tokens: Sequence[int], rows: int, max_rows: int,
               budget_left: float) -> str:
-    """Why a waiting request of these tokens cannot join the batch now ("" when it can), as
-    vLLM's scheduler: a row under `max_rows` (`max_num_seqs`), some of the step's token
-    budget left (`max_num_batched_tokens`), and the pool's blocks for its tokens now (cached
-    prefix blocks mapped, idle cached ones evictable), not for its longest possible answer.
+    """Why a waiting request of these tokens cannot join now ("" when it can), as vLLM: a row
+    under `max_rows`, some token budget left, and the pool's blocks for its tokens NOW (cached
+    prefix blocks mapped, idle ones evictable), not for its longest possible answer.
 
     >>> pool = BlockPool(num_blocks=2, block_tokens=4)
     >>> _ = pool.allocate(0, range(8))  # a running request holds both blocks
@@ -41,10 +38,9 @@ def admission(pool: BlockPool, tokens: Sequence[int], rows: int, max_rows: int,
 
 def split_budget(rows: Iterable[tuple[int, bool, int]], budget: int
                  ) -> tuple[tuple[int, ...], tuple[tuple[int, int], ...]]:
-    """Split a step's token budget: one token for every decoding row, the rest to the rows
-    mid-prefill, oldest first, a chunk each (0 = no budget: whole prompts).
-    `rows`: (rid, decoding, prompt tokens still pending), in admission order.
-    -> (rows that decode, (rid, prompt tokens it computes now) per prefilling row).
+    """One token of the budget for every decoding row, the rest to the rows mid-prefill, oldest
+    first, a chunk each (budget 0: whole prompts). `rows`: (rid, decoding, tokens pending) in
+    admission order -> (rows that decode, (rid, tokens it computes now) per prefilling row).
 
     >>> split_budget([(0, True, 0), (1, False, 300), (2, False, 40)], budget=256)
     ((0,), ((1, 255),))
@@ -74,19 +70,21 @@ class StepPlan:
     waiting: str = ""  # why the queue's first request did not join ("" when none waits)
 
     @property
+    def prefill_tokens(self) -> int:
+        return sum(n for _, n in self.chunks)
+
+    @property
     def tokens(self) -> int:
         """Tokens the step's forward passes compute (what the budget limits)."""
-        return len(self.decode) + sum(n for _, n in self.chunks)
+        return len(self.decode) + self.prefill_tokens
 
 
 class WaitingLine:
-    """Requests waiting for a row, round robin by visitor (start-time fair queuing): a
-    visitor who queues 100 chats delays another's one chat by one of theirs per turn at most.
-    A request's turn is one past its visitor's newest turn still waiting, never before the
-    turn served now (`served`: turns are not saved up by waiting idle); the line is ordered by
-    (turn, arrival). A preempted request goes back to the FRONT. The visitor `""` is a visitor
-    of its own. A request needs `rid`, `visitor` and `cancelled`; the line sets `turn`. Call
-    under the server's lock.
+    """Requests waiting for a row, round robin by visitor (start-time fair queuing: one
+    visitor's 100 chats delay another's one chat by one turn at most). A request's turn is one
+    past its visitor's newest turn still waiting, never before the turn served now; the line is
+    ordered by (turn, arrival). A preempted request goes back to the FRONT. The visitor `""` is
+    a visitor of its own. Call under the server's lock.
 
     >>> class R:
     ...     def __init__(self, rid, visitor): self.rid, self.visitor = rid, visitor
@@ -126,9 +124,6 @@ class WaitingLine:
     def drop(self, req) -> None:
         """`req` leaves the line without being served (Stop, a closed tab)."""
         self._line.remove(req)
-
-    def clear(self) -> None:
-        self._line.clear()
 
     def waiting(self, visitor: str) -> int:
         """This visitor's requests in the line, less those stopped (0 for the anonymous `""`)."""

@@ -28,9 +28,8 @@ from torch import nn
 from transformers import DynamicCache
 
 from .config import LIMITS
-from .engine import forward
 from .errors import SettingOutOfRangeError
-from .generation import check_prompt, finish_reason
+from .generation import check_prompt, finish_reason, forward
 from .kv_cache import cache_length, crop_to
 from .sampling import SamplingSettings, choose, make_generator, shaped_probabilities
 from .timing import stopwatch
@@ -147,7 +146,7 @@ def make_draft(lm, key: str, shared=None) -> Draft:
     if key == "prompt_lookup":
         return PromptLookup()
     if key == "int4":
-        from .quant_modes import build_mode  # imports quantize: only when an int4 draft is built
+        from .quantize import build_mode  # only when an int4 draft is built
 
         return ModelDraft(build_mode(lm, "int4-g32", shared).model, key,
                           "the same model in int4 (lesson 6's int4-g32 mode)")
@@ -228,15 +227,6 @@ class SpecPass:
         return self.accepted + (1 if self.accepted < len(self.proposed) else 0)
 
 
-@torch.inference_mode()
-def verify_logits(model, token_ids: list[int], cache: DynamicCache, device) -> torch.Tensor:
-    """The newest accepted token and the k guesses in ONE forward pass over `cache` -> logits
-    [k + 1, V] at every position. The cache grows by k + 1; the caller crops it."""
-    x = torch.tensor([token_ids], device=device)  # [1, k + 1]
-    out = model(input_ids=x, cache=cache, use_cache=True, logits_to_keep=len(token_ids))
-    return out.logits[0]  # [k + 1, V]
-
-
 def check_request(lm, prompt_ids: list[int], k: int, max_new_tokens: int) -> None:
     """Refuse, with a learner-facing message, what the lesson's controls would not offer."""
     check_prompt(lm, prompt_ids, max_new_tokens, LIMITS.spec_new_tokens.low,
@@ -276,8 +266,11 @@ def speculate(lm, prompt_ids: list[int], draft: Draft, k: int = LIMITS.spec_k.de
             with stopwatch(device) as td:
                 proposal = draft.propose(prompt_ids + out, most, sampling, generator)
             guesses = list(proposal.ids[:most])
-            with stopwatch(device) as tv:  # no guesses: a plain decode step
-                rows = verify_logits(model, [out[-1]] + guesses, cache, device)  # [k + 1, V]
+            # The newest token and the guesses in ONE pass (no guesses: a plain decode step).
+            with stopwatch(device) as tv, torch.inference_mode():
+                x = torch.tensor([[out[-1]] + guesses], device=device)  # [1, k + 1]
+                rows = model(input_ids=x, cache=cache, use_cache=True,
+                             logits_to_keep=x.shape[1]).logits[0]  # [k + 1, V]
             if sampling.greedy:
                 kept, model_token = accept_greedy(rows.argmax(-1).tolist(), guesses)
             else:

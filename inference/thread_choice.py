@@ -1,12 +1,10 @@
 """How many CPU threads a server pass should use: decided by timing the passes, not assumed.
 
-PyTorch splits each CPU matrix product across one thread per core, and when another program
-holds a core every product waits for its slowest thread (on 2 cores beside one busy program,
-2 threads can take several times as long as 1). So `ThreadChoice` keeps, per kind and size of
-pass, the newest seconds per token at each count tried, runs the fastest (another than the
-default only when `margin` faster) and tries each other count again after `probe_every` passes,
-the wait doubling up to `probe_max` each time the try loses. The tokens are the same at any
-count. `fastest_threads` makes the same choice once for a lesson measurement.
+When another program holds a core, every matrix product split across all cores waits for its
+slowest thread. So `ThreadChoice` keeps, per kind and size of pass, the newest seconds per token
+at each count tried, runs the fastest (another than the default only when `margin` faster) and
+tries the others again now and then, backing off while they lose. The tokens are the same at
+any count. `fastest_threads` makes the same choice once for a lesson measurement.
 """
 from __future__ import annotations
 
@@ -49,8 +47,7 @@ class ThreadChoice:
 
     @staticmethod
     def for_device(device: torch.device | str, fixed: int = 0) -> ThreadChoice | None:
-        """On a CPU: the default count, its half and 1 (or only `fixed` when set). On a GPU
-        the host threads hardly matter to the kernels: None (passes keep the default)."""
+        """On a CPU: the default count, its half and 1 (or only `fixed`); on a GPU, None."""
         if torch.device(device).type != "cpu":
             return None
         n = torch.get_num_threads()
@@ -61,8 +58,7 @@ class ThreadChoice:
         return self._shapes.setdefault((kind, 1 << (max(tokens, 1).bit_length() - 1)), _Shape())
 
     def choose(self, kind: str, tokens: int) -> int:
-        """The count for the next pass of this shape: one never tried, else a try that is
-        due, else the fastest so far."""
+        """One never tried, else a try that is due, else the fastest so far."""
         shape = self._shape(kind, tokens)
         for c in self.counts:
             if c not in shape.per_token:
@@ -111,21 +107,23 @@ class ThreadChoice:
 
 
 def fastest_threads(run: Callable[[], object], device: torch.device | str,
-                    repeats: int = 2, margin: float = 1.25) -> int:
+                    repeats: int = 2, margin: float = 1.25, runs: int = 0) -> int:
     """For a lesson's measurement: time `run` (a short pass like the ones to be measured) at
     the default count and at 1 thread, best of `repeats` each -> 1 when it was `margin`×
-    faster, else the default (on a GPU, the default without timing)."""
+    faster, else the default (on a GPU, the default without timing). `runs`: then `run` again
+    untimed until it has run that many times (the same warm-up on any machine)."""
     default = torch.get_num_threads()
-    if torch.device(device).type != "cpu" or default == 1:
-        return default
     best = {}
-    for count in (default, 1):
-        with num_threads(count):
-            for _ in range(repeats):
-                with stopwatch(device) as t:
-                    run()
-                best[count] = min(best.get(count, t[0]), t[0])
-    return 1 if best[1] * margin < best[default] else default
+    if torch.device(device).type == "cpu" and default > 1:
+        for count in (default, 1):
+            with num_threads(count):
+                for _ in range(repeats):
+                    with stopwatch(device) as t:
+                        run()
+                    best[count] = min(best.get(count, t[0]), t[0])
+    for _ in range(runs - 2 * repeats * bool(best)):
+        run()
+    return 1 if best and best[1] * margin < best[default] else default
 
 
 @contextmanager

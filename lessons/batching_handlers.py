@@ -1,6 +1,5 @@
 """Lesson 5 handlers: the batch sweep, padding, static vs continuous scheduling and the cost
-of a token. A record's None field leaves its component as it is; a finished quiet sweep or
-schedule is shared with the next visitor asking for the same settings."""
+of a token; a finished quiet sweep or schedule is shared with the next visitor."""
 from __future__ import annotations
 
 import time
@@ -16,7 +15,7 @@ from inference.experiments import serving_cost as dollars
 from inference.experiments.batch_sweep import SweepUpdate, run_sweep, sweep_sizes
 from inference.experiments.roofline import machine_bandwidth
 from inference.kv_cache import bytes_per_token
-from inference.row_batch import padding_waste
+from inference.paged_batch import padding_waste
 from visualizations import batching_charts as charts
 from visualizations import batching_tables as tables
 from visualizations import batching_text as text
@@ -94,8 +93,7 @@ def budget_bytes(lm, settings: Settings, budget_mb: float | None) -> int:
 def sweep_frames(lm, settings: Settings, shared, *, max_batch: int, steps: int,
                  budget_mb: float | None, schedules: ScheduleComparison | None = None,
                  guess: float | None = None) -> Iterator[SweepFrame]:
-    """Decode batches of 1, 2, 4, ... up to `max_batch` copies of one prompt, the charts redrawn
-    after each size; the finished table sets the `guess` (× batch 1's tokens/s) beside the gain."""
+    """Decode batches of 1, 2, 4, ... `max_batch`; `guess`: × batch 1's tokens/s."""
     settings.batch.check("Largest batch", max_batch)
     settings.sweep_decode_steps.check("Timed decode steps", steps)
     max_batch, steps = int(max_batch), int(steps)
@@ -252,8 +250,7 @@ def cost_view(lm, settings: Settings, sweep: SweepUpdate | None, *, price_per_ho
 
 def chain_section(lm, sweep: SweepUpdate | None, costs, price_per_hour: float,
                   prompt_tokens: int, output_tokens: int) -> str:
-    """From KV memory to dollars: this machine's chain from the sweep (none without one), then
-    published models on an H200 and the levers (theoretical)."""
+    """From KV memory to dollars: this machine's (from the sweep), published models, levers."""
     measured = None
     if sweep is not None and sweep.points and sweep.plans:
         info = lm.info

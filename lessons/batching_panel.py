@@ -1,5 +1,4 @@
-"""Lesson 5 panel: one sub-tab per function below: the batch sweep, padding, static vs
-continuous scheduling and the price of a token (the measurements: `batching_handlers`)."""
+"""Lesson 5 panel: a sub-tab each for the batch sweep, padding, scheduling and token cost."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,5 +1,4 @@
-"""'Try it' panel: a prompt, Generate and Stop, and the answer streaming in with its measured
-times (`chat_handlers.generate_chat`)."""
+"""'Try it' panel: a prompt, Generate and Stop, and the answer streaming in, timed."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator

@@ -1,6 +1,5 @@
 """Lesson 4c handlers: what a long prompt and a long cache cost, measured up to the length the
-learner picks (at most the model's window). Each sweep yields a `ContextFrame` per point, then
-the table and its verdicts; a finished quiet sweep is shared with every visitor."""
+learner picks (at most the window); a finished quiet sweep is shared with every visitor."""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -12,9 +11,9 @@ from inference import compute_turns
 from inference.config import Settings
 from inference.errors import SettingOutOfRangeError
 from inference.experiments import context_sweep, context_theory, noise
-from inference.experiments.attention_memory import compare_attention_memory
-from visualizations import context_charts as charts
+from inference.experiments.context_sweep import compare_attention_memory
 from visualizations import context_text
+from visualizations import kv_charts as charts
 from visualizations.style import info_caption
 
 from .common.latest import keep, reuse, shared_key
@@ -59,8 +58,7 @@ def _longest(lm, max_tokens) -> int:
 def sweep_prefill_lengths(lm, settings: Settings, max_tokens) -> tuple[int, ...]:
     """The prompt lengths the prefill sweep times: the Settings' ones up to the longest."""
     most = _longest(lm, max_tokens)
-    return tuple(sorted({n for n in context_sweep.prefill_lengths(settings, lm.info.context_window)
-                         if n < most} | {most}))
+    return tuple(sorted({n for n in length_choices(lm, settings) if n < most} | {most}))
 
 
 def sweep_decode_lengths(lm, settings: Settings, max_tokens) -> tuple[int, ...]:
@@ -143,8 +141,7 @@ def _guess_text(lm, settings: Settings, points, theory, guess: float | None,
 
 def decode_frames(lm, settings: Settings, shared, max_tokens, guess: float | None = None
                   ) -> Iterator[ContextFrame]:
-    """One decode step at each cache length up to `max_tokens` and each batch, beside the
-    bandwidth floor; the last frame answers the `guess` (× slower long than short)."""
+    """One decode step per cache length and batch; `guess`: × slower long than short."""
     lengths = sweep_decode_lengths(lm, settings, max_tokens)
     batches, repeats = settings.context_decode_batches, settings.context_decode_repeats
     window = lm.info.context_window

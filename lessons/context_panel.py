@@ -1,5 +1,4 @@
-"""Lesson 4c panel: a longest length picked once (up to the window), then a sub-tab per measurement
-and what cuts the cost (`context_handlers`)."""
+"""Lesson 4c panel: a longest length picked once, a sub-tab per measurement, what cuts it."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
@@ -7,9 +6,12 @@ from collections.abc import Callable, Iterator
 import gradio as gr
 
 from inference.config import Settings
-from inference.experiments.attention_memory import attention_memory_tokens
-from inference.experiments.context_sweep import decode_lengths_tokens, prefill_lengths_tokens
-from visualizations import context_charts
+from inference.experiments.context_sweep import (
+    attention_memory_tokens,
+    decode_lengths_tokens,
+    prefill_lengths_tokens,
+)
+from visualizations import kv_charts as context_charts
 from visualizations.context_text import FLASH_ATTENTION
 from visualizations.style import info_caption
 
@@ -34,8 +36,7 @@ def _longest(lm, settings: Settings) -> gr.Dropdown:
 def _sweep(name: str, label: str, figure, chart_label: str, frames: Callable[..., Iterator],
            work: Callable[..., int], inputs: list, ctx: AppContext, text_value: str = "",
            cuts: gr.Markdown | None = None) -> None:
-    """Run and Stop, the progress line, the chart and the text, wired to `frames(*inputs)`;
-    `cuts`: the "what cuts the cost" table, refreshed by frames that carry one."""
+    """Run, Stop, progress, chart and text wired to `frames`; `cuts` set by frames with one."""
     start, stop = run_and_stop(label, f"ctx-{name}-btn", f"ctx-{name}-stop")
     progress = gr.Markdown(elem_id=f"ctx-{name}-progress")
     chart = gr.Plot(figure, label=chart_label, elem_id=f"ctx-{name}-chart")

@@ -1,7 +1,6 @@
 """Lesson 3 panel: decode one token at a time (Step, Play/Pause, Stop, Reset, Branch). Play is a
-`gr.Timer` pressing Step: each tick one short event, so a class playing at once shares the model
-fairly. Handlers take many inputs as a set, which Gradio orders by creation: `DecodeUI` creates
-them in the order the named endpoints take them."""
+`gr.Timer` pressing Step, one short event per tick, so a class playing at once shares the model.
+`DecodeUI` creates inputs in the order the named endpoints take them (Gradio orders sets so)."""
 from __future__ import annotations
 
 from dataclasses import replace

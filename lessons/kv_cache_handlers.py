@@ -11,8 +11,12 @@ from inference import compute_turns
 from inference.config import Settings
 from inference.errors import PromptTooLongError, SettingOutOfRangeError
 from inference.experiments import kv_projection, kv_race, noise, prefix_reuse, quiet_reference
-from inference.experiments.attention_view import AttentionView, HeldAttention, newest_attention
-from inference.experiments.kv_growth import watch_growth
+from inference.experiments.attention_view import (
+    AttentionView,
+    HeldAttention,
+    newest_attention,
+    watch_growth,
+)
 from inference.experiments.kv_race import LENGTHS, RECOMPUTE, REPEATS, LengthPoint, step_costs
 from inference.experiments.noise import Noise
 from inference.experiments.quality import load_perplexity_text
@@ -130,8 +134,7 @@ def growth_frames(lm, settings: Settings, prompt: str, new_tokens: int) -> Itera
 
 def race_frames(lm, settings: Settings, prompt: str, new_tokens: int,
                 guess: float | None = None) -> Iterator[RaceFrame]:
-    """Race the cached lane against recomputation, a frame after every pair of steps; the last
-    sets the `guess` (× faster) beside the measured speed-up."""
+    """Cached lane against recomputation, a frame per pair of steps; `guess`: × faster."""
     ids = encode_prompt(lm, settings, prompt)
     limit = settings.race_max_prompt_tokens
     if len(ids) > limit:
@@ -252,8 +255,7 @@ def attention_redraw(lm, view: AttentionView | HeldAttention | None, layer: int,
 
 def show_attention(lm, settings: Settings, prompt: str, new_tokens: int, layer: int,
                    head: int, budget=None) -> AttentionShown:
-    """Run the attention view and draw the sliders' layer and head; `budget` (the server's
-    `CacheBudget`) holds the view with the decode caches."""
+    """Run the attention view and draw it; `budget` (`CacheBudget`) holds it like a cache."""
     view = attention_run(lm, settings, prompt, new_tokens)
     plot = attention_redraw(lm, view, layer, head)
     if budget is not None:

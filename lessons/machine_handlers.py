@@ -1,6 +1,5 @@
-"""'This machine' handlers: the roofline measured here as one `MachineView`: the model's decode
-speed under the bandwidth ceiling, both roofs, what bounds a decode step, which model sizes
-fit, and the figures to copy. A busy run shows this machine's quiet reference beside it."""
+"""'This machine' handlers: the roofline measured here (decode speed under the bandwidth
+ceiling, both roofs, what bounds a step, which sizes fit), beside a quiet reference if busy."""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -10,10 +9,10 @@ import plotly.graph_objects as go
 
 from inference.experiments import machine_roofline, noise, quiet_reference
 from inference.experiments.kv_projection import size_rows
+from inference.experiments.machine_roofline import StepBound
 from inference.experiments.memory_guard import memory_budget_bytes
 from inference.experiments.noise import Noise
 from inference.experiments.roofline import Roofline
-from inference.experiments.step_bound import StepBound
 from visualizations import step_charts
 from visualizations.machine_text import model_sizes_md, roofline_md
 from visualizations.noise_view import supports_verdict

@@ -1,5 +1,4 @@
-"""'This machine' panel: the live server view, then one button measuring this machine's
-roofline, both roofs, what bounds a decode step and the model sizes that fit."""
+"""'This machine' panel: the live server view, then one button measuring the roofline."""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -10,8 +9,8 @@ from inference.config import Settings
 from inference.experiments.machine_roofline import ROOFLINE_PROMPT, roofline_tokens
 from inference.tokens import prompt_ids
 from visualizations import server_view
-from visualizations.pool_view import server_pool_parts
 from visualizations.roofline_charts import two_roof_figure
+from visualizations.server_view import server_pool_parts
 from visualizations.step_charts import step_bound_md, step_split_figure
 from visualizations.style import empty_figure, info_caption
 

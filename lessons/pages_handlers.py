@@ -8,7 +8,7 @@ from inference.config import Settings
 from inference.errors import NotReadyError
 from inference.experiments import paged_demo
 from inference.experiments.paged_demo import DemoPool, DemoView
-from visualizations import pool_view
+from visualizations import server_view as pool_view
 
 from .common.prompt_input import encode_prompt
 
@@ -63,14 +63,14 @@ def add(lm, settings: Settings, demo: DemoPool | None, blocks: float, text: str)
     return frame(demo, paged_demo.add_request(lm, demo, text))
 
 
-def step_all(lm, settings: Settings, demo: DemoPool | None) -> PagesFrame:
+def step_all(lm, demo: DemoPool | None) -> PagesFrame:
     """One decode step for every running request (new blocks taken, preemption if none)."""
     if demo is None or not demo.prompts:
         raise NotReadyError("Add a request first: there is nothing in the pool to step.")
     return frame(demo, paged_demo.step_pool(lm, demo))
 
 
-def finish_oldest(lm, settings: Settings, demo: DemoPool | None) -> PagesFrame:
+def finish_oldest(lm, demo: DemoPool | None) -> PagesFrame:
     """End the oldest running request: its blocks go back (full ones stay cached)."""
     if demo is None or not demo.batch.rows:
         raise NotReadyError("No request is running: add one first, then finish it.")

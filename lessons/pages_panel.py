@@ -1,5 +1,4 @@
-"""Lesson 4b panel: the learner's own block pool on the real model (add, step, finish, share a
-prefix, fill until a preemption), kept in a `gr.State` released when the tab closes or idles."""
+"""Lesson 4b panel: the learner's own block pool, kept in a `gr.State` freed on close/idle."""
 from __future__ import annotations
 
 import gradio as gr
@@ -42,8 +41,8 @@ def build(ctx: AppContext) -> None:
 
     wire(add, lambda demo, n, text: run.add(lm, settings, demo, n, text),
          [state, blocks, prompt], "pages_add")
-    wire(step, lambda demo: run.step_all(lm, settings, demo), [state], "pages_step")
-    wire(finish, lambda demo: run.finish_oldest(lm, settings, demo), [state], "pages_finish")
+    wire(step, lambda demo: run.step_all(lm, demo), [state], "pages_step")
+    wire(finish, lambda demo: run.finish_oldest(lm, demo), [state], "pages_finish")
     wire(shared, lambda demo, n: run.shared_prefix(lm, settings, demo, n), [state, blocks],
          "pages_shared")
     wire(fill, lambda demo, n: run.fill(lm, settings, demo, n), [state, blocks], "pages_fill")

@@ -1,5 +1,4 @@
-"""Lesson 2 panel: one parallel pass over a prompt timed, then prefill swept against one token
-at a time over prompt lengths (`prefill_handlers`)."""
+"""Lesson 2 panel: one parallel pass timed, then prefill swept against one token at a time."""
 from __future__ import annotations
 
 from collections.abc import Iterator

@@ -1,8 +1,6 @@
-"""The presenter's live measurements: one function per screen (`MEASURES`, keyed by the
-screen's `measure:`), a small run through the lessons' own engine functions ending in one
-`Measured` headline (plain numbers and text: it is kept in the visitor's browser). A long one
-yields a `Step` between its parts, each one job on the compute thread, so the class's chats are
-answered between them. A busy machine (`noise`) marks the label and withholds "faster".
+"""The presenter's live measurements, one per screen (`MEASURES`, keyed by its `measure:`): a
+small run through the lessons' own engine functions, a `Step` between its parts (each one job on
+the compute thread), then one `Measured` headline. A busy machine marks it, withholding "faster".
 """
 from __future__ import annotations
 
@@ -11,11 +9,10 @@ import time
 from collections.abc import Callable, Generator, Iterator
 
 from inference.config import LIMITS, Settings
-from inference.experiments import context_sweep, noise, quiet_reference
+from inference.experiments import context_sweep, machine_roofline, noise, quiet_reference
 from inference.experiments.batch_sweep import SweepUpdate, batch_sweep_tokens, run_sweep
 from inference.experiments.context_theory import decode_theory
 from inference.experiments.kv_race import RECOMPUTE, checked_race, race_tokens, summarize
-from inference.experiments.machine_roofline import ROOFLINE_PROMPT, roofline_steps
 from inference.experiments.memory_guard import memory_budget_bytes
 from inference.experiments.noise import Noise
 from inference.experiments.prefill_sweep import (
@@ -28,24 +25,21 @@ from inference.experiments.quality import greedy_steps, greedy_tokens
 from inference.experiments.roofline import machine_bandwidth
 from inference.experiments.serving_cost import model_serving_costs
 from inference.experiments.speculative_race import race_updates, spec_prompt, spec_race_tokens
-from inference.experiments.step_bound import measure_step_bound, step_profile_tokens
 from inference.generation import stream
-from inference.quant_modes import build_steps
+from inference.quantize import build_steps
 from inference.speculative import make_draft
 from inference.tokens import encode_text, prompt_ids, tokenize
 from visualizations.cards import human_bytes
 from visualizations.noise_view import BUSY, supports_verdict
 
-from . import presenter_progress
-from . import presenter_steps as lines
+from . import presenter_progress as shown
 from .common.latest import PRESENTER_BATCH, keep, reuse, shared_key
 from .common.measurement import prompt_tokens
 from .common.presenter_screens import Screen
 from .common.prompt_input import encode_prompt
 from .kv_cache_handlers import race_repeats
 from .prefill_handlers import sweep_reference
-from .presenter_progress import RECAP
-from .presenter_steps import Measured, Step, busy_label, ratio_label, withheld
+from .presenter_progress import RECAP, Measured, Step, busy_label, ratio_label, withheld
 
 QUESTION = "Name three colours of the rainbow."
 PROMPT = LIMITS.default_prompt
@@ -66,8 +60,7 @@ BATCH_SCREEN = "Serving many people at once"  # the batching screen's title (ass
 
 
 def streamed(lm, ids: list[int], n: int, counted: str, running) -> Iterator[Step]:
-    """A greedy answer of `n` tokens, a `Step` after each (`running` words the events so
-    far); returns the events."""
+    """A greedy answer of `n` tokens, a `Step` after each; returns the events."""
     events = []
     for e in stream(lm, ids, max_new_tokens=n):
         events.append(e)
@@ -77,7 +70,7 @@ def streamed(lm, ids: list[int], n: int, counted: str, running) -> Iterator[Step
 
 def answer(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     events = yield from streamed(lm, encode_prompt(lm, settings, QUESTION), DECODE_TOKENS,
-                                 "token", lines.first_and_next)
+                                 "token", shown.first_and_next)
     judged = noise.reading([e.seconds for e in events[1:]], settings)
     later = sum(e.seconds for e in events[1:])  # decode: the first token's prefill apart
     rate = (len(events) - 1) / later if later else 0.0
@@ -129,7 +122,7 @@ def prefill_race(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     """Lesson 2's race at one length: a `Step` after each stretch fed one token at a time."""
     for last in prefill_sweep(lm, [PREFILL_TOKENS], PREFILL_TOKENS):
         yield Step("token", last.feeding or last.points[-1].tokens, PREFILL_TOKENS,
-                   lines.prefill_running(last))
+                   shown.prefill_running(last))
     judged = noise.reading(settings=settings)
     p = last.points[-1]
     ratio = p.speedup  # the rounds' robust estimate (one pass at its low quantile)
@@ -146,7 +139,7 @@ def prefill_race(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
 
 def decode(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     events = yield from streamed(lm, encode_prompt(lm, settings, PROMPT), DECODE_TOKENS,
-                                 "decode step", lines.first_and_next)
+                                 "decode step", shown.first_and_next)
     judged = noise.reading([e.seconds for e in events[1:]], settings)
     steps = [e.seconds for e in events[1:]] or [events[0].seconds]
     median = statistics.median(steps)
@@ -159,7 +152,7 @@ def decode(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
 
 def roofline(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     """The read bandwidth and the batch-1 decode speed under it, a `Step` per decode step."""
-    for p in roofline_steps(lm, DECODE_TOKENS, shared):
+    for p in machine_roofline.roofline_steps(lm, DECODE_TOKENS, shared):
         if p.roofline is None:
             speed = (f" · {p.tokens_per_s:.1f} tokens/s so far (median step)"
                      if p.tokens_per_s else "")
@@ -181,13 +174,12 @@ def speculative(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     for u in race_updates(lm, ids, make_draft(lm, "prompt_lookup"), SPEC_K, SPEC_TOKENS, shared):
         if u.summary is None:
             yield Step("token", u.passes[-1].tokens_so_far, SPEC_TOKENS,
-                       lines.spec_running(u.passes))
+                       shown.spec_running(u.passes))
     s = u.summary
     judged = noise.reading(s.plain_step_seconds, settings)
     same = "same tokens" if s.identical else "tokens differ"
     verdict = s.verdict if supports_verdict(judged) else "no verdict from a busy machine"
-    # tokens per pass is a count of tokens, which a busy machine does not change: the guess
-    # is compared with it either way; only the speeds carry the notice
+    # a count of tokens, which a busy machine does not change: only the speeds carry the notice
     yield Measured("speculative", s.tokens_per_pass, f"{s.tokens_per_pass:.2f}",
                     busy_label(f"tokens per pass (plain decoding: 1; k = {SPEC_K})", judged),
                     f"{s.new_tokens} tokens in {s.passes} verification passes after the "
@@ -198,7 +190,8 @@ def speculative(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
 
 def step_split(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     yield Step("decode step profiled", 0, 1, "every operation of one real decode step timed")
-    bound = measure_step_bound(lm, encode_prompt(lm, settings, PROMPT), race_tokens=0)
+    bound = machine_roofline.measure_step_bound(lm, encode_prompt(lm, settings, PROMPT),
+                                                race_tokens=0)
     judged = noise.reading(settings=settings)
     p, share = bound.profile, 100 * bound.profile.matmul_share
     if not noise.split_holds(judged, [p.matmul_seconds, p.other_ops_seconds], p.step_seconds):
@@ -220,7 +213,7 @@ def step_split(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
 
 def kv_bytes(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     events = yield from streamed(lm, encode_prompt(lm, settings, PROMPT), DECODE_TOKENS,
-                                 "token", lines.cache_running)
+                                 "token", shown.cache_running)
     first, last = events[0], events[-1]
     per_token = (last.cache_bytes - first.cache_bytes) / max(last.cache_tokens
                                                             - first.cache_tokens, 1)
@@ -240,7 +233,7 @@ def kv_race(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
         if step.attempt and step.index == 0 and step.lane != RECOMPUTE:
             steps = []  # the second race replaces the first
         steps.append(step)
-        yield Step("race step", len(steps), 2 * RACE_TOKENS, lines.race_running(steps))
+        yield Step("race step", len(steps), 2 * RACE_TOKENS, shown.race_running(steps))
     judged = noise.reading(race_repeats(steps), settings)
     s = summarize(steps, len(ids))
     if s.impossible:
@@ -264,7 +257,7 @@ def long_context(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
                "tokens (not timed), then a decode step is timed at each length")
     for last in context_sweep.decode_lengths_sweep(lm, LONG_CONTEXT, batches=(1,),
                                                    repeats=repeats):
-        yield Step("cache length", last.done, last.total, lines.long_running(last.points, repeats))
+        yield Step("cache length", last.done, last.total, shown.long_running(last.points, repeats))
     judged = noise.reading(settings=settings)
     c = context_sweep.compare_lengths(last.points, short, long)
     floor = decode_theory(lm, shared)
@@ -285,14 +278,13 @@ def long_context(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
 
 def batch_sweep_steps(lm, settings: Settings, shared
                       ) -> Generator[Step, None, tuple[SweepUpdate, Noise]]:
-    """Decode 1, 2, 4, 8 and 16 copies of a prompt; returns the finished sweep and its noise
-    reading, its points kept in `shared` for the cost screen (which reuses a quiet one)."""
+    """Decode 1, 2, 4, 8 and 16 copies of a prompt, kept in `shared` for the cost screen."""
     ids = encode_prompt(lm, settings, PROMPT)
     for last in run_sweep(lm, ids, BATCH, BATCH_STEPS, memory_budget_bytes(lm.device, 0.5),
                           bandwidth_gbs=machine_bandwidth(shared, lm.device)):
         # the sizes run are those that fit (a larger batch never needs less memory)
         yield Step("batch size", len(last.points), sum(p.fits for p in last.plans),
-                   lines.batch_running(last))
+                   shown.batch_running(last))
     judged = noise.reading(settings=settings)
     keep(shared, shared_key(lm, PRESENTER_BATCH), last.points, judged)
     return last, judged
@@ -312,7 +304,7 @@ def batch(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
                    f"batch 1: {one.tokens_per_s:.1f} tokens/s ({one.step_seconds * 1000:.0f} "
                    f"ms a step) · batch {big.batch}: {big.tokens_per_s:.1f} tokens/s "
                    f"({big.step_seconds * 1000:.0f} ms a step)", judged.busy,
-                   presenter_progress.sweep_figures(points),  # the cost screen prices them
+                   shown.sweep_figures(points),  # the cost screen prices them
                    reference=quiet_reference.for_sweep(update, lm.info.dtype, judged))
 
 
@@ -322,11 +314,11 @@ def int8(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     runs, per_weight = {}, {}
     for key, name in (("fp32", "float32"), ("int8", "int8")):
         for progress in build_steps(lm, key, shared):
-            yield lines.build_step(name, progress, lm.info.layers)
+            yield shown.build_step(name, progress, lm.info.layers)
         per_weight[f"{key}_bytes_per_weight"] = progress.built.weight_bytes / lm.info.parameters
         for run in greedy_steps(progress.built.model, ids, INT8_TOKENS, lm.device):
             yield Step(f"{name} decode: token", len(run.token_ids), INT8_TOKENS,
-                       lines.int8_running(run, runs.get("fp32")))
+                       shown.int8_running(run, runs.get("fp32")))
         runs[key] = run
     judged = noise.reading(settings=settings)
     fp32, q8 = runs["fp32"], runs["int8"]
@@ -341,10 +333,9 @@ def int8(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
 
 def cost(lm, settings: Settings, shared, results: dict | None = None
          ) -> Iterator[Measured | Step]:
-    """$ per million output tokens at the largest batch (lesson 5's `model_serving_costs`),
-    priced from this visitor's own batch sweep (in `results`), else a quiet one kept on this
-    machine, else one measured now; its detail names which."""
-    own = presenter_progress.visitor_sweep((results or {}).get("batch"))
+    """$ per million output tokens at the largest batch, priced from this visitor's own batch
+    sweep (in `results`), else a quiet one kept on this machine, else one measured now."""
+    own = shown.visitor_sweep((results or {}).get("batch"))
     if own is not None:
         points, busy, when = own
         source = f"your batch sweep on “{BATCH_SCREEN}” ({when})"
@@ -380,17 +371,16 @@ MEASURES: dict[str, Callable[..., Iterator[Measured | Step | None]]] = {
 
 def measure_steps(key: str, lm, settings: Settings, shared, results: dict | None = None
                   ) -> Iterator[Measured | Step | None]:
-    """Screen `key`'s measurement: None or a `Step` between its parts, its `Measured` last;
-    `results`: the visitor's results so far (the cost screen reads their batch sweep)."""
+    """Screen `key`'s measurement; `results`: the visitor's so far (the cost screen's)."""
     yield from (cost(lm, settings, shared, results) if key == "cost"
                 else MEASURES[key](lm, settings, shared))
 
 
 def measure_screen_steps(p: dict, screens: tuple[Screen, ...], typed: float | None, lm,
                          settings: Settings, shared) -> Iterator[dict | Step | None]:
-    """The progress after running the current screen's measurement (keeping the typed guess),
-    after the measurement's None or `Step`s; the recap gathers the results, no model run."""
-    _, s = presenter_progress.at(screens, p)
+    """The measurement's None or `Step`s, then the progress with its result and the typed
+    guess (the recap gathers the results: no model run)."""
+    s = screens[shown.screen_index(screens, p)]
     if s.predict is not None and typed is not None:
         p["guesses"][s.measure] = float(typed)
     if s.measure == RECAP:  # the recap slide draws the visitor's own results (recap_figures)
@@ -410,9 +400,8 @@ def measure_screen_steps(p: dict, screens: tuple[Screen, ...], typed: float | No
 
 
 def screen_tokens(lm, settings: Settings, measure: str) -> int:
-    """The tokens screen `measure`'s button feeds (0: no model run), from the screens' sizes
-    above and the experiments' own work formulas, so the work budget refuses it before it runs;
-    the cost screen counts the batch sweep it runs when its visitor has none to reuse."""
+    """The tokens screen `measure`'s button feeds (0: no model run), by the experiments' own
+    work formulas, so the work budget refuses it before it runs."""
     prompt = prompt_tokens(lm, settings, PROMPT)
     batch_tokens = batch_sweep_tokens(prompt, BATCH, BATCH_STEPS)
     work = {
@@ -420,11 +409,11 @@ def screen_tokens(lm, settings: Settings, measure: str) -> int:
         "prefill": lambda: greedy_tokens(prompt, DECODE_STEPS + 1),
         "prefill_race": lambda: prefill_sweep_tokens([PREFILL_TOKENS], PREFILL_TOKENS),
         "decode": lambda: greedy_tokens(prompt, DECODE_TOKENS),
-        "roofline": lambda: greedy_tokens(len(prompt_ids(lm.tokenizer, ROOFLINE_PROMPT)),
-                                          DECODE_TOKENS),
+        "roofline": lambda: greedy_tokens(
+            len(prompt_ids(lm.tokenizer, machine_roofline.ROOFLINE_PROMPT)), DECODE_TOKENS),
         "speculative": lambda: spec_race_tokens(prompt_tokens(lm, settings, spec_prompt()),
                                                 SPEC_TOKENS, SPEC_K, model_draft=False),
-        "step_split": lambda: step_profile_tokens(prompt),
+        "step_split": lambda: machine_roofline.step_profile_tokens(prompt),
         "kv_bytes": lambda: greedy_tokens(prompt, DECODE_TOKENS),
         "kv_race": lambda: race_tokens(prompt_tokens(lm, settings, PROMPT,
                                                      settings.race_max_prompt_tokens),

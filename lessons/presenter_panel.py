@@ -1,9 +1,7 @@
 """Presenter mode: the whole story (tokens → prefill → decode → KV cache → batching →
-quantization → cost), one idea per screen in large type, each with one button that measures it
-live and shows the number big; on `predict:` screens the room guesses first. Next/Back, or the
-arrow keys (a clicker's Page Up/Down); `?present=1` opens it. The visitor's screen, guesses and
-results live in their browser (`gr.BrowserState`): a reload resumes, the server keeps nothing.
-Screens: `assets/presenter.md`; measurements: `presenter_handlers`."""
+quantization → cost), one idea per screen in large type, each with a button that measures it
+live; on `predict:` screens the room guesses first. Next/Back or the arrow keys; `?present=1`
+opens it. The visitor's progress lives in their browser (`gr.BrowserState`): a reload resumes."""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -13,106 +11,35 @@ import gradio as gr
 from visualizations.presenter_view import recap_html, result_html, screen_md, step_html
 from visualizations.style import info_caption
 
+from . import presenter_progress as visitor
 from .common.context import AppContext
 from .common.feedback import guarded
+from .common.lesson_text import lesson_text
 from .common.measurement import Measurement
 from .common.measurement_wiring import wire_measurement
 from .common.presenter_screens import load_screens
 from .common.teachers_guide import teachers_guide
 from .presenter_handlers import Step, measure_screen_steps, screen_tokens
-from .presenter_progress import (
-    RECAP,
-    PageScreens,
-    at,
-    clean,
-    compare_text,
-    fresh,
-    page_id,
-    recap_figures,
-    shown_result,
-)
 
 STORAGE_KEY = "llm-lab-presenter"
 # Arrow keys / Page Up-Down click Back and Next when no field has the focus. Presenting
 # (`?present=1`, or the Present tab) hides the page's chrome (assets/presenter.css), so a
 # projector at 150% zoom (853×480) shows title, button and number at once; Esc brings it back.
-KEYS_JS = """() => {
-  const present = (on) => {
-    document.body.classList.toggle('lab-presenting', on);
-    if (on) window.scrollTo({top: 0, behavior: 'instant'});
-  };
-  if (new URLSearchParams(location.search).get('present') === '1') present(true);
-  if (window.__labPresenterKeys) return;
-  window.__labPresenterKeys = true;
-  document.addEventListener('click', (e) => {
-    const tab = e.target.closest && e.target.closest('#lesson-tabs > .tab-wrapper [role=tab]');
-    if (tab) present(tab.dataset.tabId === 'present');
-    if (e.target.closest && e.target.closest('#present-hint .lab-present-exit')) present(false);
-  });
-  // Moves in order: a move is sent once every earlier move's answer is drawn (MOVE_JS waits,
-  // ANSWERED_JS releases), or else an earlier answer could land over a later one. A lost
-  // answer holds the others 10 s at most.
-  const waiting = [];
-  let last = Promise.resolve();
-  window.__labMoveTurn = () => {
-    const before = last;
-    let release;
-    last = new Promise((r) => { release = r; });
-    const done = () => {
-      const i = waiting.indexOf(done);
-      if (i >= 0) waiting.splice(i, 1);
-      release();
-    };
-    waiting.push(done);
-    setTimeout(done, 10000);
-    return before;
-  };
-  window.__labMoveAnswered = () => { if (waiting.length) waiting[0](); };
-  const keys = {ArrowRight: 'present-next', PageDown: 'present-next',
-                ArrowLeft: 'present-back', PageUp: 'present-back'};
-  document.addEventListener('keydown', (e) => {
-    if (e.key === 'Escape' && document.body.classList.contains('lab-presenting')) {
-      present(false);
-      return;
-    }
-    const id = keys[e.key];
-    if (!id || e.altKey || e.ctrlKey || e.metaKey || e.shiftKey) return;
-    const t = e.target;
-    if (t && t.closest && t.closest(
-        'input, textarea, select, [contenteditable=true], [role=slider], [role=tab]')) return;
-    const b = document.getElementById(id);
-    if (!b || b.offsetParent === null || b.disabled) return;
-    e.preventDefault();
-    b.click();
-  });
-}"""
-
-MOVE_JS = """async (p) => {
-  if (window.__labMoveTurn) await window.__labMoveTurn();
-  return p;
-}"""
-ANSWERED_JS = "() => { if (window.__labMoveAnswered) window.__labMoveAnswered(); }"
-
+KEYS_JS = lesson_text("presenter_keys.js")
+# Moves in order: each waits until every earlier move's answer is drawn (MOVE_JS), released by
+# ANSWERED_JS; both are defined by KEYS_JS.
+MOVE_JS = lesson_text("presenter_move.js")
+ANSWERED_JS = lesson_text("presenter_answered.js")
 # Pressed, the button draws a "sent" line at once, in the browser: the run's first frame waits
 # for a turn on the model's thread, seconds on a busy machine. The run's own lines replace it.
-SENT_JS = """() => {
-  const r = document.querySelector('#present-result .present-result');
-  const b = document.getElementById('present-run');
-  if (!r || !b) return;
-  r.className = 'present-result present-running present-sent';
-  r.setAttribute('role', 'status');
-  r.replaceChildren(...['present-label', 'present-detail'].map(c => {
-    const d = document.createElement('div'); d.className = c; return d; }));
-  r.children[0].textContent = '⏳ ' + b.innerText.trim() + ': sent';
-  r.children[1].textContent = 'waiting for its turn on the model (the class shares it)';
-}"""
+SENT_JS = lesson_text("presenter_sent.js")
 
 
 def build(ctx: AppContext) -> None:
     """The presenter inside the caller's tab (`ctx.demo` binds the keys on load)."""
     lm, settings, shared, demo = ctx.lm, ctx.settings, ctx.shared, ctx.demo
     screens = load_screens(lm.info)
-    progress = gr.BrowserState(fresh(), storage_key=STORAGE_KEY)
+    progress = gr.BrowserState(visitor.fresh(), storage_key=STORAGE_KEY)
     with gr.Column(elem_id="presenter"):
         shown = gr.Markdown(screen_md(screens[0], 0, len(screens)), elem_id="present-screen")
         with gr.Row(elem_id="present-act", equal_height=True):  # one row: fits 853×480
@@ -132,13 +59,14 @@ def build(ctx: AppContext) -> None:
         teachers_guide("present-guide")
 
     def view(p: dict) -> dict:
-        i, s = at(screens, p)
+        i = visitor.screen_index(screens, p)
+        s = screens[i]
         ask = s.predict is not None
         results = p["results"]
-        payoff = compare_text(s, p)
-        recap = s.measure == RECAP and RECAP in results
-        number = (recap_html(recap_figures(screens, results, lm.bytes_per_value)) if recap
-                  else result_html(shown_result(s.measure, results)))
+        payoff = visitor.compare_text(s, p)
+        recap = s.measure == visitor.RECAP and visitor.RECAP in results
+        number = (recap_html(visitor.recap_figures(screens, results, lm.bytes_per_value)) if recap
+                  else result_html(visitor.shown_result(s.measure, results)))
         return {progress: p, shown: screen_md(s, i, len(screens), compact=bool(payoff) or recap),
                 guess: gr.Number(value=p["guesses"].get(s.measure), visible=ask,
                                  label=f"Your guess first: {s.predict} ({s.unit.strip()})"
@@ -148,8 +76,8 @@ def build(ctx: AppContext) -> None:
 
     def move(step: int):
         def go(p, request: gr.Request = None) -> dict:
-            p = clean(p)
-            p["page"] = page_id(request)
+            p = visitor.clean(p)
+            p["page"] = visitor.page_id(request)
             # from this page's own moves: the stored progress can lag behind a measurement
             here = turned.now(p["page"], p["screen"])
             p["screen"] = min(max(here + step, 0), len(screens) - 1)
@@ -158,9 +86,9 @@ def build(ctx: AppContext) -> None:
         return go
 
     def measure(p, typed: float | None, request: gr.Request = None) -> Iterator[dict]:
-        p = clean(p)
-        p["page"] = page_id(request)
-        measuring, _ = at(screens, p)
+        p = visitor.clean(p)
+        p["page"] = visitor.page_id(request)
+        measuring = visitor.screen_index(screens, p)
         for done in measure_screen_steps(p, screens, typed, lm, settings, shared):
             if done is None or isinstance(done, Step):  # between two parts
                 still = isinstance(done, Step) and turned.now(p["page"], measuring) == measuring
@@ -173,14 +101,14 @@ def build(ctx: AppContext) -> None:
         stream's end Gradio resends its last values, which could undo a move made just before."""
         if not isinstance(done, dict):  # nothing finished (stopped at its time limit)
             return {c: gr.skip() for c in outputs} | {finished: None}
-        done = clean(done)
-        done["page"] = page_id(request)  # a followed run carries its leader's page
+        done = visitor.clean(done)
+        done["page"] = visitor.page_id(request)  # a followed run carries its leader's page
         done["screen"] = turned.now(done["page"], done["screen"])
         return view(done) | {finished: None}  # used once: a later run's end can't replay it
 
     outputs = [progress, shown, guess, run, result, compare]
     finished = gr.State(None)  # a measurement's progress, from its run to `show_finished`
-    turned = PageScreens(settings.sessions_held)  # each page's newest screen, by its moves
+    turned = visitor.PageScreens(settings.sessions_held)  # each page's newest screen, by its moves
     # always_last: a press while the previous move is on its way runs after it (not dropped)
     for button, step in ((back, -1), (forward, +1)):
         button.click(guarded(move(step), plain=True, compute=False), progress, outputs,
@@ -188,17 +116,21 @@ def build(ctx: AppContext) -> None:
                      trigger_mode="always_last").then(
             None, None, None, js=ANSWERED_JS, queue=False, api_visibility="private")
     run.click(None, None, None, js=SENT_JS, queue=False, api_visibility="private")
-    wire_measurement(run, [progress, guess], outputs + [finished], Measurement(
-        "presenter_measure", measure, work=lambda p, typed: screen_tokens(
-            lm, settings, at(screens, clean(p))[1].measure)), ctx).success(
+
+    def work(p, typed: float | None) -> int:  # what the screen's button feeds (its budget)
+        i = visitor.screen_index(screens, visitor.clean(p))
+        return screen_tokens(lm, settings, screens[i].measure)
+
+    wire_measurement(run, [progress, guess], outputs + [finished],
+                     Measurement("presenter_measure", measure, work=work), ctx).success(
         guarded(show_finished, plain=True, compute=False), finished, outputs + [finished],
         queue=False, api_visibility="private", show_progress="hidden")
     # The browser restores the stored progress after load as a change: show that screen (not
     # writing `progress` back). A change this page wrote itself is already shown: redrawing it
     # could land after the next move and put the old screen back.
     def restore(p, request: gr.Request = None) -> dict:
-        p = clean(p)
-        if p["page"] is not None and p["page"] == page_id(request):
+        p = visitor.clean(p)
+        if p["page"] is not None and p["page"] == visitor.page_id(request):
             return {c: gr.skip() for c in outputs[1:]}
         shown_now = view(p)
         shown_now.pop(progress)

@@ -1,6 +1,5 @@
-"""Lesson 6 handlers: each chosen precision mode built from the loaded model (cached) and
-compared with float32 on one prompt (bytes, speeds, agreement, KL, perplexity); the smallest
-mode is raced against float32 step by step, so both share the machine's noise."""
+"""Lesson 6 handlers: each precision mode built (cached) and compared with float32 on one
+prompt; the smallest is raced against float32 step by step, so both share the noise."""
 from __future__ import annotations
 
 import time
@@ -11,11 +10,16 @@ from typing import NamedTuple
 from inference.config import LIMITS, Settings
 from inference.experiments import noise, quiet_reference
 from inference.experiments.noise import Noise
-from inference.experiments.quality import ModeReport, compare_steps, load_perplexity_text
-from inference.experiments.quant_race import SpeedRace, checked_speed_race
+from inference.experiments.quality import (
+    ModeReport,
+    SpeedRace,
+    checked_speed_race,
+    compare_steps,
+    load_perplexity_text,
+)
 from inference.experiments.quiet_reference import QuietFigure
 from inference.experiments.roofline import machine_bandwidth
-from inference.quant_modes import DEFAULT_MODES, MODES, build_steps, get_mode
+from inference.quantize import DEFAULT_MODES, MODES, build_steps, get_mode
 from visualizations.mechanism import quant_diagram
 
 from .common.latest import keep_modes

@@ -1,14 +1,13 @@
-"""Lesson 6 panel: precision modes compared with float32 on one prompt: the bytes-per-token
-roofline, bars per mode, the table and the texts side by side (`quantization_handlers`)."""
+"""Lesson 6 panel: precision modes against float32: roofline, bars, table and texts."""
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 import gradio as gr
 
-from inference.experiments.cpu_flags import device_bf16
 from inference.experiments.quality import load_perplexity_text, quant_tokens
-from inference.quant_modes import HEAD_TREATMENT, MODES
+from inference.experiments.quiet_reference import device_bf16
+from inference.quantize import HEAD_TREATMENT, MODES
 from visualizations import quant_charts as charts
 from visualizations import quant_text
 from visualizations.mechanism import quant_diagram

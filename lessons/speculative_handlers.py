@@ -1,6 +1,5 @@
-"""Lesson 3b handlers: speculative decoding raced against plain decoding pass by pass, k swept,
-a verification pass timed with batching, the sampled acceptance rule counted. Finished quiet
-results are shared, so a class pressing Race on the default prompt runs it once."""
+"""Lesson 3b handlers: speculative decoding raced against plain decoding, k swept, verification
+timed with batching, the sampled rule counted; finished quiet results are shared."""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -12,12 +11,17 @@ import plotly.graph_objects as go
 from inference.config import LIMITS, Settings
 from inference.errors import SettingOutOfRangeError
 from inference.experiments import noise, speculative_race
-from inference.experiments.spec_expectation import SampledRun, expectation, fit_race, sampled_run
-from inference.experiments.speculative_batch import batch_interplay
+from inference.experiments.speculative_race import (
+    SampledRun,
+    batch_interplay,
+    expectation,
+    fit_race,
+    sampled_run,
+)
 from inference.speculative import SpecPass, check_request, make_draft
 from visualizations import speculative_charts as charts
 from visualizations.noise_view import busy_notice_html
-from visualizations.speculative_view import EMPTY_PASSES, passes_html, race_md
+from visualizations.speculative_charts import EMPTY_PASSES, passes_html, race_md
 from visualizations.style import info_caption
 
 from .common.latest import keep, reuse, shared_key
@@ -72,8 +76,7 @@ def _prepare(lm, settings: Settings, prompt: str, k, new_tokens) -> tuple[list[i
 
 def run_spec_race(lm, settings: Settings, shared, prompt: str, draft: str, k, new_tokens,
              guess: float | None = None) -> Iterator[SpecRaceFrame]:
-    """A frame after every verification pass (and its plain catch-up), then the cards, the
-    guess of tokens per pass beside them (a count, not a timing: compared even when busy)."""
+    """A frame per verification pass, then the cards and the guess (a count: judged if busy)."""
     ids, k, new_tokens = _prepare(lm, settings, prompt, k, new_tokens)
     key = shared_key(lm, "spec_race") + (tuple(ids), check_draft(draft), k, new_tokens)
     done = reuse(shared, key)

@@ -1,5 +1,4 @@
-"""Lesson 3b panel: the race pass by pass, the k sweep, the formula beside the race, the sampled
-rule counted, and a verification pass's cost with batching (`speculative_handlers`)."""
+"""Lesson 3b panel: the race, the k sweep, the formula, the sampled rule, and batching."""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -7,10 +6,9 @@ from collections.abc import Iterator
 import gradio as gr
 
 from inference.config import Settings
-from inference.experiments.speculative_batch import spec_batch_tokens
-from inference.experiments.speculative_race import spec_race_tokens
+from inference.experiments.speculative_race import spec_batch_tokens, spec_race_tokens
 from visualizations import speculative_charts as charts
-from visualizations.speculative_view import EMPTY_PASSES, EMPTY_RACE
+from visualizations.speculative_charts import EMPTY_PASSES, EMPTY_RACE
 from visualizations.style import info_caption
 
 from . import speculative_handlers as run

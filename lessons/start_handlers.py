@@ -47,8 +47,7 @@ class LiveFrame:
 
 
 def live_frames(lm, settings: Settings, server, prompt: str) -> Iterator[LiveFrame]:
-    """The first screen's answer from the app's one server: a frame per token, paced with every
-    other answer; the finished answer's cards judge the gaps between its tokens."""
+    """The first screen's answer from the server, a frame per token; the cards judge its gaps."""
     ids = encode_prompt(lm, settings, prompt)
     n = settings.live_new_tokens
     labels = [lm.tokenizer.decode([i]) for i in ids]  # the prompt as the model reads it

@@ -1,6 +1,5 @@
-"""'Start here' panel: the first screen (the model answering as the page loads, each pass drawn
-live, a button racing the cache against recomputing), then the example prompts, the learner's
-path and "About this model"."""
+"""'Start here' panel: the first screen (a live answer, each pass drawn, a cache race), then
+the example prompts, the learner's path and "About this model"."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator

@@ -6,7 +6,7 @@ from typing import NamedTuple
 
 from inference.config import LIMITS
 from inference.errors import PromptTooLongError
-from inference.experiments.token_cost import templated_conversation_costs, token_cost
+from inference.experiments.serving_cost import templated_conversation_costs, token_cost
 from inference.tokens import clean_text, tokenize, tokenize_chat
 from visualizations import token_view
 
@@ -67,6 +67,6 @@ def conversation_md(tokenizer, text: str, output_tokens: float, price_in: float,
                     price_out: float, turns: float,
                     max_chars: int = LIMITS.max_prompt_chars) -> str:
     """The multi-turn table: this text as every question, the expected output as every answer."""
-    question = clean_text(_checked_text(text, max_chars))
     return token_view.conversation_cost_md(templated_conversation_costs(
-        tokenizer, question, int(output_tokens), int(turns), float(price_in), float(price_out)))
+        tokenizer, _checked_text(text, max_chars), int(output_tokens), int(turns),
+        float(price_in), float(price_out)))

@@ -1,5 +1,4 @@
-"""Lesson 1 panel: type text, see its tokens, counts, the chat template and the cost
-(`tokens_handlers`)."""
+"""Lesson 1 panel: type text, see its tokens, counts, the chat template and the cost."""
 from __future__ import annotations
 
 import gradio as gr

@@ -18,7 +18,7 @@ from inference.experiments.prefill_sweep import PrefillPoint
 from inference.experiments.prefix_reuse import PrefixRun
 from inference.experiments.roofline import ComputeRoof, WorkPoint
 from inference.experiments.serving_cost import serving_costs
-from inference.experiments.speculative_batch import VerifyCost
+from inference.experiments.speculative_race import VerifyCost
 from test_batching_charts import _result
 from test_chunked_charts import rec
 from test_kv_charts import _race_steps, _snap
@@ -29,7 +29,6 @@ from test_speculative_view import _summary
 from test_step_bound import CPU, GPU
 from visualizations import (
     batching_charts,
-    context_charts,
     kv_charts,
     quant_charts,
     roofline_charts,
@@ -100,9 +99,9 @@ def figures() -> dict[str, object]:
         "kv attention": kv_charts.attention_figure(
             AttentionView(pieces=("The", " sky", " is"), kv_heads=3, query_heads=9,
                           weights=(tuple((0.2, 0.3, 0.5) for _ in range(9)),)), 0, 4, CAPTION),
-        "context prefill": context_charts.prefill_lengths_figure(PREFILL, FIT, SHARES, CAPTION),
-        "context decode": context_charts.decode_lengths_figure(DECODE, THEORY, 8192, CAPTION),
-        "context memory": context_charts.attention_memory_figure(
+        "context prefill": kv_charts.prefill_lengths_figure(PREFILL, FIT, SHARES, CAPTION),
+        "context decode": kv_charts.decode_lengths_figure(DECODE, THEORY, 8192, CAPTION),
+        "context memory": kv_charts.attention_memory_figure(
             (_peak("sdpa", 400), _peak("eager", 1900)), CAPTION),
         "batch throughput": batching_charts.throughput_chart(BATCH, CAPTION, QUIET),
         "batch step time": batching_charts.step_time_chart(BATCH, 20.0, CAPTION),

@@ -25,7 +25,6 @@ from visualizations import (
     kv_text,
     roofline_charts,
     speculative_charts,
-    speculative_view,
     timing_text,
 )
 from visualizations.noise_view import BUSY, busy_notice_html
@@ -61,9 +60,10 @@ def replace_ns(ns: SimpleNamespace, **kw) -> SimpleNamespace:
 
 
 def test_context_verdicts_quiet_and_busy():
-    from inference.experiments.attention_memory import SAMPLED_METHOD, PeakMemory
     from inference.experiments.context_sweep import (
+        SAMPLED_METHOD,
         DecodeLengthPoint,
+        PeakMemory,
         PrefillLengthPoint,
         compare_lengths,
     )
@@ -106,17 +106,16 @@ def test_context_verdicts_quiet_and_busy():
 
 
 def test_speculative_verdicts_quiet_and_busy():
-    from inference.experiments.speculative_batch import VerifyCost
-    from inference.experiments.speculative_race import SpecRaceSummary
+    from inference.experiments.speculative_race import SpecRaceSummary, VerifyCost
 
     s = SpecRaceSummary(draft="prompt_lookup", k=4, prompt_tokens=60, new_tokens=33,
                         identical=True, passes=10, proposed=40, accepted=22, spec_seconds=1.0,
                         draft_seconds=0.01, plain_seconds=2.0,
                         plain_step_seconds=(0.0625,) * 32, bandwidth_gbs=20.0,
                         bytes_per_token=500_000_000, noise=0.05)
-    _both(lambda n: speculative_view.race_md(s, n), "was **faster**")
-    _both(lambda n: speculative_view.race_md(s, n), "below the one-token ceiling")
-    busy = speculative_view.race_md(s, BUSY_READING)
+    _both(lambda n: speculative_charts.race_md(s, n), "was **faster**")
+    _both(lambda n: speculative_charts.race_md(s, n), "below the one-token ceiling")
+    busy = speculative_charts.race_md(s, BUSY_READING)
     assert BUSY.capitalize() in busy and "2.0×" in busy and "noisy: run again" in busy
     _both(lambda n: speculative_charts.sweep_title([s], n), "Best here")
     assert "machine busy" in speculative_charts.sweep_title([s], BUSY_READING)

@@ -6,7 +6,7 @@ from fake_events import Ev
 from inference.events import Candidate
 from inference.experiments.noise import judge
 from inference.experiments.prefill_sweep import PrefillPoint
-from inference.experiments.token_cost import token_cost
+from inference.experiments.serving_cost import token_cost
 from inference.tokens import Token
 from visualizations.timing_charts import (
     candidates_figure,

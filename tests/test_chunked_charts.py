@@ -1,15 +1,13 @@
 """The chunked-prefill charts plot the step records' own numbers (hand-made records)."""
-from inference.step_record import StepRecord, mean_parts
+from inference.server import StepRecord, mean_parts
+from inference.server_plan import StepPlan
 from visualizations.server_view import budget_split_figure, step_parts_figure
 
 
 def rec(i, dec, pre, fwd=0.4):
-    return StepRecord(index=i, ended=float(i), budget_tokens=128, decode_tokens=dec,
-                      prefill_tokens=pre, rows=dec + (1 if pre else 0),
-                      first_tokens=0,
-                      decoded_rids=tuple(range(dec)), chunk_rids=(9,) if pre else (),
-                      forward_s=fwd, cache_s=0.02, sample_s=0.01, handoff_s=0.001,
-                      total_s=fwd + 0.05)
+    plan = StepPlan(i, tuple(range(dec)), ((9, pre),) if pre else (), budget=128)
+    return StepRecord(plan=plan, ended=float(i), first_tokens=0, forward_s=fwd, cache_s=0.02,
+                      sample_s=0.01, handoff_s=0.001, total_s=fwd + 0.05)
 
 
 def test_chunked_budget_chart_stacks_decode_and_chunk_tokens():

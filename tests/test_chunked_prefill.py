@@ -47,11 +47,11 @@ def test_chunked_solo_tokens_greedy_and_seeded_long_among_short(lm, chunked):
     assert got == expected
     assert wait_for(lambda: pool_idle(chunked))
     steps = chunked.stats().steps_detail
-    assert all(s.step_tokens <= BUDGET for s in steps)
-    assert max(s.prefill_tokens for s in steps) > 0
+    assert all(s.plan.tokens <= BUDGET for s in steps)
+    assert max(s.plan.prefill_tokens for s in steps) > 0
     # the first long prompt took several chunks; the second, the same prompt, waited for its
     # blocks and mapped them (computed once)
-    assert sum(1 for s in steps if s.chunk_rids) >= len(long_ids) // BUDGET
+    assert sum(1 for s in steps if s.plan.chunks) >= len(long_ids) // BUDGET
     assert chunked.stats().pool.prefix_hit_tokens >= (len(long_ids) - 1) // 16 * 16
 
 
@@ -76,12 +76,11 @@ def test_chunked_long_newcomer_never_stalls_a_running_stream(lm, chunked):
     assert not any(newcomer.rid in p.decode and newcomer.rid in dict(p.chunks) for p in plans)
     assert chunked.stats().plan == chunked.last_plan == plans[-1]
     steps = chunked.stats().steps_detail
-    long_steps = [s for s in steps if newcomer.rid in s.chunk_rids]
+    long_steps = [s for s in steps if newcomer.rid in dict(s.plan.chunks)]
     assert len(long_steps) >= 4  # ~600 tokens in 128-token steps
     for s in long_steps:  # every step that chunked the long prompt also decoded the runner
-        assert runner.rid in s.decoded_rids
-        assert s.step_tokens <= BUDGET
-        assert s.decode_tokens == len(s.decoded_rids)
+        assert runner.rid in s.plan.decode
+        assert s.plan.tokens <= BUDGET
     assert long_steps[-1].first_tokens == 1  # its first token came with its last chunk
     assert all(s.forward_s > 0 and s.total_s >= s.forward_s for s in long_steps)
     assert wait_for(lambda: pool_idle(chunked))
@@ -120,7 +119,8 @@ def test_chunked_prefix_hit_still_skips_blocks(lm, chunked):
     assert miss[0].prefill_passes == -(-len(ids) // BUDGET)  # alone: budget-sized chunks
     assert (hits[0].forward_tokens, hits[0].prefix_cached_tokens) == (len(ids) - hit, hit)
     assert hits[0].prefill_passes == 1
-    chunk = [s.prefill_tokens for s in chunked.stats().steps_detail if again.rid in s.chunk_rids]
+    chunk = [s.plan.prefill_tokens for s in chunked.stats().steps_detail
+             if again.rid in dict(s.plan.chunks)]
     assert sum(chunk) == len(ids) - hit
     assert wait_for(lambda: pool_idle(chunked))
 
@@ -132,7 +132,7 @@ def test_chunked_budget_zero_prefills_whole_prompts(lm):
         assert tokens(srv.submit(ids, SamplingSettings(), 3)) == solo(lm, ids,
                                                                        SamplingSettings(), 3)
         first = srv.stats().steps_detail[0]
-        assert first.prefill_tokens == len(ids) and first.budget_tokens == 0
+        assert first.plan.prefill_tokens == len(ids) and first.plan.budget == 0
     finally:
         srv.close()
     with pytest.raises(SettingOutOfRangeError):

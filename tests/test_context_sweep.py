@@ -8,24 +8,22 @@ import pytest
 
 from inference.config import LIMITS
 from inference.errors import PromptTooLongError
-from inference.experiments.attention_memory import (
+from inference.experiments.context_sweep import (
     CUDA_METHOD,
     HWM_METHOD,
     SAMPLED_METHOD,
     compare_attention_memory,
-    prefill_peak_memory,
-)
-from inference.experiments.context_sweep import (
     decode_lengths,
     decode_lengths_sweep,
     prefill_lengths,
     prefill_lengths_sweep,
+    prefill_peak_memory,
 )
 from inference.experiments.context_theory import decode_theory
 from inference.experiments.roofline import machine_bandwidth
 from inference.experiments.shared_results import SharedResults
 from inference.kv_cache import kv_cache_bytes
-from inference.weights import bytes_read_per_token
+from inference.loading import bytes_read_per_token
 
 
 def test_context_sweep_lengths_follow_the_models_window():

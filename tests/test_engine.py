@@ -2,10 +2,9 @@
 import pytest
 import torch
 
-from inference.engine import recompute_logits
 from inference.errors import EmptyPromptError, PromptTooLongError, SettingOutOfRangeError
-from inference.generation import continue_branch, next_token, start, stream
-from inference.row_batch import left_pad, padding_waste
+from inference.generation import continue_branch, next_token, recompute_logits, start, stream
+from inference.paged_batch import left_pad, padding_waste
 from inference.sampling import SamplingSettings
 from inference.tokens import prompt_ids
 
@@ -37,7 +36,7 @@ def test_cached_decode_matches_recomputation(lm, chat_ids):
 def _next_logits(lm, gen):
     import copy
 
-    from inference.engine import forward
+    from inference.generation import forward
     cache = copy.deepcopy(gen.cache)
     pending = gen.tokens[gen.fed:]
     return forward(lm.model, torch.tensor([pending], device=lm.device), cache)[0]

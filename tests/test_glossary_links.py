@@ -82,13 +82,15 @@ def test_each_lessons_text_links_its_terms_and_reads_the_same(name):
 
 
 def test_every_lesson_tab_shows_its_text_linked():
-    """Each lesson's panel renders its assets/ text through `lesson_page`, not the bare text."""
+    """Each lesson's assets/ text is rendered through `lesson_page`, not the bare text: by
+    app.py for a tab's `text`, or by its panel (a text with extra blocks)."""
+    from lessons import TABS
     for panel in sorted((ROOT / "lessons").glob("*_panel.py")):
         source = panel.read_text(encoding="utf-8")
         assert "gr.Markdown(lesson_text(" not in source, panel.name
-    shown = " ".join((ROOT / "lessons" / f"{m}_panel.py").read_text(encoding="utf-8")
-                     for m in ("tokens", "prefill", "decode", "speculative", "kv_cache", "pages",
-                               "context", "batching", "quantization"))
-    assert all(f'lesson_page("{name}"' in shown for name in LESSONS)
+    assert "lesson_page(tab.text" in (ROOT / "app.py").read_text(encoding="utf-8")
+    panels = " ".join(p.read_text(encoding="utf-8") for p in (ROOT / "lessons").glob("*_panel.py"))
+    by_app = {t.text for t in TABS if t.text}
+    assert all(name in by_app or f'lesson_page("{name}"' in panels for name in LESSONS)
     from lessons.start_handlers import overview_md  # the first screen's overview too
     assert links(overview_md()) and unlinked(overview_md()) == lesson_text("overview.md")

@@ -71,7 +71,7 @@ def test_an_idle_app_lets_go_of_lesson_6s_built_copies(lm, monkeypatch):
     import weakref
 
     from inference.experiments.shared_results import SharedResults
-    from inference.quant_modes import build_mode
+    from inference.quantize import build_mode
 
     monkeypatch.setattr(compute_thread.idle, "after_s", IDLE_S)
     shared = SharedResults()

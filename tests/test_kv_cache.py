@@ -5,10 +5,8 @@ import torch
 
 from chart_reading import caption_text
 from inference.config import Settings
-from inference.engine import prefill
 from inference.errors import EmptyPromptError, PromptTooLongError, SettingOutOfRangeError
-from inference.experiments.attention_view import newest_attention
-from inference.experiments.kv_growth import watch_growth
+from inference.experiments.attention_view import newest_attention, watch_growth
 from inference.experiments.kv_projection import (
     PUBLISHED,
     as_mha,
@@ -24,7 +22,7 @@ from inference.experiments.prefix_reuse import (
     prefix_runs,
     shared_prefix_ids,
 )
-from inference.generation import stream
+from inference.generation import prefill, stream
 from inference.kv_cache import (
     cache_length,
     cache_tensor_bytes,
@@ -32,7 +30,7 @@ from inference.kv_cache import (
     kv_cache_bytes,
     snapshot,
 )
-from inference.row_batch import RowBatch
+from inference.paged_batch import RowBatch
 from inference.tokens import prompt_ids
 
 # Same scores up to rounding in the loaded dtype (logits reach ~20; ulps grow with fewer bits).

@@ -131,7 +131,7 @@ def test_attention_figure_shows_one_head():
 
 
 def test_growth_step_text():
-    from inference.experiments.kv_growth import GrowthStep
+    from inference.experiments.attention_view import GrowthStep
     step = GrowthStep(index=0, piece="A", text="A", prompt_tokens=3, seconds=0.0425,
                       cache=_snap(tokens=3), finished=None)
     text = kv_text.growth_step_markdown(step)

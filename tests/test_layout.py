@@ -16,8 +16,8 @@ from lessons import TABS
 ROOT = Path(__file__).resolve().parent.parent
 # Engine modules that run (or load, or serve) a model: a chart that imported one could call it.
 MODEL_RUNNERS = ("torch", "inference.loading", "inference.engine", "inference.generation",
-                 "inference.server", "inference.row_batch",
-                 "inference.kv_cache", "inference.quantize", "inference.quant_modes",
+                 "inference.server", "inference.paged_batch",
+                 "inference.kv_cache", "inference.quantize",
                  "inference.profile_step",
                  "inference.compute_thread", "inference.experiments")
 UI = ("gradio", "plotly")

@@ -62,7 +62,7 @@ def test_lesson_6_embedding_share_and_shape_come_from_the_info():
 
 def test_fp32_mode_is_not_called_the_loaded_precision():
     """Item 3: on a GPU the loaded model is float16, so fp32 is not 'as loaded'."""
-    from inference.quant_modes import MODES
+    from inference.quantize import MODES
     assert "as loaded" not in MODES["fp32"].label
 
 
@@ -93,7 +93,7 @@ def test_perplexity_is_described_per_token():
 
 def test_native_bf16_is_read_from_the_cpu_flags():
     """Item 4: 'no native bfloat16' only where the flags were read and lack it."""
-    from inference.experiments.cpu_flags import device_bf16, native_bf16
+    from inference.experiments.quiet_reference import device_bf16, native_bf16
     plain = "processor\t: 0\nflags\t\t: fpu sse2 avx2 fma avx512f\n"
     assert native_bf16(plain) is False
     assert native_bf16(plain.replace("avx512f", "avx512f avx512_bf16")) is True

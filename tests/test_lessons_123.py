@@ -15,8 +15,8 @@ from inference.errors import (
 )
 from inference.experiments import machine_roofline, prefill_sweep
 from inference.experiments.roofline import machine_bandwidth
+from inference.experiments.serving_cost import templated_conversation_costs, templated_turn_inputs
 from inference.experiments.shared_results import SharedResults
-from inference.experiments.token_cost import templated_conversation_costs, templated_turn_inputs
 from inference.generation import reshaped, stream
 from inference.sampling import SamplingSettings
 from inference.tokens import prompt_ids
@@ -417,7 +417,7 @@ def test_every_slider_and_bounded_number_comes_from_settings(lm, serving):
 def test_conversation_turns_count_the_system_message_once(tok):
     """Turn k's input is what the real chat template sends for k questions
     and k - 1 answers (the system message once), not k copies of a one-turn prompt."""
-    from inference.experiments.token_cost import templated_conversation_costs
+    from inference.experiments.serving_cost import templated_conversation_costs
     from inference.tokens import encode_text, tokenize_chat
 
     q = "Why is the sky blue?"

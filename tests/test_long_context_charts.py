@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from inference.experiments.attention_memory import HWM_METHOD, PeakMemory
 from inference.experiments.context_sweep import (
+    HWM_METHOD,
     DecodeLengthPoint,
+    PeakMemory,
     PrefillLengthPoint,
     compare_lengths,
 )
@@ -23,7 +24,7 @@ from inference.experiments.context_theory import (
     measured_bytes_per_token,
 )
 from inference.experiments.noise import judge
-from visualizations import context_charts, context_text
+from visualizations import context_text, kv_charts
 
 A, B, C = 0.05, 2e-3, 3e-7  # seconds, s per token, s per token²
 LENGTHS = (256, 512, 1024, 2048, 4096, 8192)
@@ -108,15 +109,15 @@ SHARES = length_shares(FIT, LENGTHS, 106_000_000, 30, 9, 64)
 
 
 def test_long_context_prefill_chart_and_text():
-    fig = context_charts.prefill_lengths_figure(PREFILL, FIT, SHARES, "cap")
+    fig = kv_charts.prefill_lengths_figure(PREFILL, FIT, SHARES, "cap")
     measured, fitted, linear = fig.data
     assert list(measured.x) == list(LENGTHS) and "measured" in measured.name
     assert list(measured.y) == pytest.approx([quad(n) / n * 1000 for n in LENGTHS])
     assert measured.text[-1] == f"L²: {C * 8192**2 / quad(8192):.0%}"
     assert fitted.y[-1] == pytest.approx(quad(8192) / 8192 * 1000)
     assert linear.y[-1] == pytest.approx((A + B * 8192) / 8192 * 1000)
-    empty = context_charts.prefill_lengths_figure(())
-    assert context_charts.PREFILL_BUTTON in empty.layout.annotations[0].text
+    empty = kv_charts.prefill_lengths_figure(())
+    assert kv_charts.PREFILL_BUTTON in empty.layout.annotations[0].text
     md = context_text.prefill_markdown(PREFILL, FIT, SHARES, QUIET)
     rise = quad(8192) / 8192 / (quad(256) / 256)
     assert f"rose **{rise:.1f}×** from 256 to 8,192 tokens" in md
@@ -143,7 +144,7 @@ DECODE = tuple([_point(1, n, 40 + n * 0.003) for n in (0, 100, 4096, 8000)]
 
 
 def test_long_context_decode_chart_and_text():
-    fig = context_charts.decode_lengths_figure(DECODE, THEORY, 8192, "cap")
+    fig = kv_charts.decode_lengths_figure(DECODE, THEORY, 8192, "cap")
     b1, floor1, b8, floor8 = fig.data
     assert list(b1.x) == [0, 100, 4096, 8000]
     assert list(b8.y) == pytest.approx([60 + n * 0.02 for n in (0, 100, 4096, 8000)])
@@ -153,8 +154,8 @@ def test_long_context_decode_chart_and_text():
     assert "L* = 1,460 (batch 8)" in marks and "L* = 11,677 (batch 1)" in marks
     assert "context window 8,192" in marks
     assert max(floor1.x) >= 11_677  # batch 1's L* lies past the window: the line reaches it
-    empty = context_charts.decode_lengths_figure(())
-    assert context_charts.DECODE_BUTTON in empty.layout.annotations[0].text
+    empty = kv_charts.decode_lengths_figure(())
+    assert kv_charts.DECODE_BUTTON in empty.layout.annotations[0].text
     md = context_text.decode_markdown(DECODE, THEORY, 8192, QUIET)
     assert f"took **{(40 + 24) / 40:.1f}×** one with 0" in md
     assert "**L* = 11,677 tokens** (beyond the 8,192-token window)" in md
@@ -187,13 +188,13 @@ def _peak(name: str, mb: float) -> PeakMemory:
 
 def test_long_context_memory_bars_and_text():
     peaks = (_peak("sdpa", 400), _peak("eager", 1900))
-    fig = context_charts.attention_memory_figure(peaks, "cap")
+    fig = kv_charts.attention_memory_figure(peaks, "cap")
     bars, scores = fig.data
     assert list(bars.y) == pytest.approx([400, 1900]) and "measured" in bars.name
     assert list(scores.y) == pytest.approx([9 * 4096**2 * 4 / 1e6] * 2)
     assert "theoretical" in scores.name
-    empty = context_charts.attention_memory_figure(())
-    assert context_charts.MEMORY_BUTTON in empty.layout.annotations[0].text
+    empty = kv_charts.attention_memory_figure(())
+    assert kv_charts.MEMORY_BUTTON in empty.layout.annotations[0].text
     md = context_text.memory_markdown(peaks)
     assert "**1.5 GB more** at its peak (4.8×)" in md and "FlashAttention" in md
     assert "| eager | 4,096 | 1.9 GB | 604.0 MB |" in md and "VmHWM" in md

@@ -53,7 +53,7 @@ def test_interference_reads_busy_and_draws_no_share_of_the_ceiling():
     assert "% of the ceiling" not in md and "no verdict from a busy machine" in md
     runs, _ = planted(roof(10.0))
     quiet = watched_roofline(CPU, runs=runs)
-    assert quiet.noise.quiet
+    assert not quiet.noise.busy
     md = roofline_md(quiet.roofline, WEIGHTS, quiet.noise)
     assert "**25%** of the ceiling" in md and BUSY.capitalize() not in md
 

@@ -24,7 +24,7 @@ from visualizations.noise_view import BUSY, busy_notice_html, quiet_note, suppor
 
 def test_quiet_readings_allow_a_verdict():
     quiet = judge(spread=0.05, calibration_ratio=1.04, others_cpu=0.03)
-    assert quiet.quiet and not quiet.reasons and supports_verdict(quiet)
+    assert not quiet.busy and not quiet.reasons and supports_verdict(quiet)
     assert busy_notice_html(quiet) == ""
     assert quiet_note(quiet) == ("machine quiet while measuring: repeats within 5%, test product "
                                  "steady (1.04×), other programs 3% of the CPU")
@@ -43,10 +43,10 @@ def test_any_busy_signal_marks_the_run_busy(readings, reason):
 
 
 def test_limits_come_from_settings_and_missing_signals_count_as_no_signal():
-    assert judge().quiet  # nothing measured: nothing says busy (the caller decides verdicts)
+    assert not judge().busy  # nothing measured: nothing says busy (the caller decides verdicts)
     assert not supports_verdict(None)  # no reading yet: no verdict
     strict = replace(LIMITS, noise_spread_limit=0.01)
-    assert judge(spread=0.05, settings=strict).busy and judge(spread=0.05).quiet
+    assert judge(spread=0.05, settings=strict).busy and not judge(spread=0.05).busy
 
 
 def test_spread_and_cpu_share_arithmetic():

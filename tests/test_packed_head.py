@@ -1,4 +1,4 @@
-"""The output head's packed CPU product (inference/packed_head.py), on the real model.
+"""The output head's packed CPU product (inference/loading.py), on the real model.
 
 Same logits as the plain product to float32 rounding, the same greedy tokens as
 `model.generate()` through the engine, the plain product wherever packing does not apply
@@ -12,7 +12,7 @@ import torch
 from torch import nn
 from torch.profiler import profile
 
-from inference.packed_head import PackedHead, pack_output_head
+from inference.loading import PackedHead, pack_output_head
 from inference.profile_step import MATMUL_OPS
 
 

@@ -10,7 +10,7 @@ from inference.config import LIMITS
 from inference.errors import EmptyPromptError, NotReadyError
 from inference.tokens import prompt_ids
 from lessons import pages_handlers as run
-from visualizations.pool_view import SHARED_MARK, server_pool_parts
+from visualizations.server_view import SHARED_MARK, server_pool_parts
 
 
 def cells(grid: str, kind: str) -> int:
@@ -32,12 +32,12 @@ def test_paged_lesson_add_step_finish_draws_the_pools_numbers(lm):
     assert mb(pool.padded_bytes) in f.bytes_md and mb(pool.paged_bytes) in f.bytes_md
     demo = f.pool
     for _ in range(LIMITS.paged_demo_block_tokens):  # one block's worth: a new block is taken
-        f = run.step_all(lm, LIMITS, demo)
+        f = run.step_all(lm, demo)
     (r2,) = f.view.pool.requests
     assert len(r2.block_table) == len(r.block_table) + 1 and r2.tokens == r.tokens + 8
     assert cells(f.grid, "request 0") == len(r2.block_table) and "decode step" in f.story
     assert f.view.seconds > 0 and "ms, measured" in f.story
-    f = run.finish_oldest(lm, LIMITS, demo)
+    f = run.finish_oldest(lm, demo)
     pool = f.view.pool
     assert pool.blocks_used == 0 and not pool.requests and "finished" in f.story
     assert pool.blocks_cached_idle == r2.tokens // 8  # its full blocks stay cached
@@ -75,9 +75,9 @@ def test_paged_lesson_bad_input_and_empty_state_get_a_sentence(lm):
     with pytest.raises(EmptyPromptError):
         run.add(lm, LIMITS, None, 12, "   ")
     with pytest.raises(NotReadyError, match="Add a request first"):
-        run.step_all(lm, LIMITS, None)
+        run.step_all(lm, None)
     with pytest.raises(NotReadyError, match="No request is running"):
-        run.finish_oldest(lm, LIMITS, run.new_pool(lm, LIMITS, 8).pool)
+        run.finish_oldest(lm, run.new_pool(lm, LIMITS, 8).pool)
     with pytest.raises(Exception, match="Blocks in the pool"):
         run.new_pool(lm, LIMITS, 10_000)
     too_long = " ".join(["word"] * 200)

@@ -180,6 +180,7 @@ def test_a_class_at_once_computes_the_shared_system_prompt_once(lm):
     common = next(i for i in range(len(prompts[0])) if len({p[i] for p in prompts[:5]}) > 1)
     assert common >= bt  # the chat template's system prompt fills at least one block
     assert hits >= 4 * (common // bt * bt)  # computed once, mapped by the other four
-    assert set(steps[0].chunk_rids) == {reqs[0].rid, reqs[5].rid}  # the other prompt: at once
+    # the other prompt: at once
+    assert set(dict(steps[0].plan.chunks)) == {reqs[0].rid, reqs[5].rid}
     for p, tokens in zip(prompts, got):
         assert tokens == solo(lm, p, SamplingSettings(), 6)

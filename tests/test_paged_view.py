@@ -3,7 +3,7 @@ tables, the padded and paged byte figures with their waste, and an empty state (
 import re
 
 from inference.paged_batch import PoolStats, RequestBlocks
-from visualizations.pool_view import (
+from visualizations.server_view import (
     EMPTY,
     SHARED_MARK,
     block_tables_html,
@@ -62,7 +62,7 @@ def test_paged_view_empty_state():
 def test_paged_view_server_parts_and_demo_text():
     from types import SimpleNamespace
 
-    from visualizations.pool_view import demo_md, server_pool_parts
+    from visualizations.server_view import demo_md, server_pool_parts
 
     grid, tables, md = server_pool_parts(SimpleNamespace(pool=record()))
     assert "data-block='7'" in grid and "request 1" in tables and "25.0%" in md

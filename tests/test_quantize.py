@@ -13,13 +13,17 @@ from inference.experiments.quality import (
     teacher_forced_logprobs,
 )
 from inference.experiments.shared_results import SharedResults
-from inference.quant_modes import MODES, build_mode, get_mode
+from inference.loading import bytes_read_per_token
+from inference.loading import weight_bytes as model_weight_bytes
 from inference.quantize import (
+    MODES,
     SIMULATED,
     WeightOnlyInt4Linear,
     WeightOnlyInt8Linear,
+    build_mode,
     dequantize_int4_groupwise,
     dequantize_int8_per_channel,
+    get_mode,
     iter_swap_linears,
     kernel_available,
     pack_int4,
@@ -27,8 +31,6 @@ from inference.quantize import (
     quantize_int8_per_channel,
     unpack_int4,
 )
-from inference.weights import bytes_read_per_token
-from inference.weights import weight_bytes as model_weight_bytes
 
 
 @pytest.fixture(scope="module")
@@ -288,8 +290,8 @@ def test_second_comparison_builds_nothing_and_reuses_the_reference(lm, monkeypat
     once (as a mode, not again as a reference), and gets the same greedy tokens and quality
     figures; the bytes shown are the kept copies' real tensor bytes, and no copy shares a
     weight with (or has changed) the loaded model."""
-    import inference.quant_modes as quant_modes
-    from inference.experiments import quant_race
+    import inference.quantize as quant_modes
+    from inference.experiments import quality
     from inference.experiments.quality import load_perplexity_text, quant_tokens
     from lessons.common.prompt_input import encode_prompt
     from lessons.quantization_handlers import DEFAULT_PROMPT, compare_frames
@@ -329,7 +331,7 @@ def test_second_comparison_builds_nothing_and_reuses_the_reference(lm, monkeypat
     # then its lane of the headline race against int8 (its warm-ups, prefill, 8 steps)
     prompt = len(encode_prompt(lm, settings, DEFAULT_PROMPT, max_tokens=512))
     text = len(lm.tokenizer(load_perplexity_text(), add_special_tokens=False)["input_ids"])
-    race = quant_race.BASE_WARM_UPS * min(prompt, quant_race.WARM_UP_TOKENS) + prompt + 8
+    race = quality.WARM_UP_PASSES * min(prompt, quality.WARM_UP_TOKENS) + prompt + 8
     if lm.model.dtype == torch.float32:
         assert fed1 == fed2 == quant_tokens(prompt, 8, 1, text) + race
     race, (fp32_run, int8_run) = first[-1].race, first[-1].reports

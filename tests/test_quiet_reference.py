@@ -71,7 +71,7 @@ def test_a_foreign_machine_file_is_ignored_with_a_log_line(tmp_path, caplog):
 
 
 def test_this_machine_names_the_cpu():
-    from inference.experiments.cpu_flags import this_cpu
+    from inference.experiments.quiet_reference import this_cpu
 
     assert qr.this_machine().startswith(this_cpu()) and "cores" in qr.this_machine()
 

@@ -13,10 +13,10 @@ import pytest
 from inference.config import Settings
 from inference.experiments import prefill_sweep as sweep_module
 from inference.experiments.prefill_sweep import prefill_sweep, robust_point
-from inference.experiments.quant_race import SpeedRace, checked_speed_race, judged
+from inference.experiments.quality import SpeedRace, checked_speed_race, judged
 from inference.experiments.robust import ROUNDS
 from inference.experiments.shared_results import SharedResults
-from inference.quant_modes import build_mode
+from inference.quantize import build_mode
 from inference.sampling import SamplingSettings
 from inference.tokens import prompt_ids
 from lessons import chat_handlers, decode_handlers, prefill_handlers
@@ -176,10 +176,10 @@ def test_busy_sweep_shows_the_quiet_reference_big_and_its_own_figure_beside(tmp_
 def test_int4_race_past_a_ceiling_measured_while_busy_measures_both_again(lm, monkeypatch):
     """A bandwidth read at a busy moment (planted: 0.01 GB/s) makes the first race impossible;
     the race runs again with the bandwidth measured again, and the higher figure counts."""
-    from inference.experiments import quant_race
+    from inference.experiments import quality
 
     again = []
-    monkeypatch.setattr(quant_race, "measure_read_bandwidth",
+    monkeypatch.setattr(quality, "measure_read_bandwidth",
                         lambda device: again.append(device) or 1000.0)
     shared = SharedResults()
     base, int4 = build_mode(lm, "fp32", shared), build_mode(lm, "int4-g32", shared)

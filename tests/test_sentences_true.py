@@ -80,7 +80,7 @@ def test_a_slower_draft_that_kept_every_guess_is_not_called_faster():
 
 
 def test_the_speculative_ceiling_counts_the_drafts_own_weight_reads():
-    from visualizations.speculative_view import ceiling_sentence
+    from visualizations.speculative_charts import ceiling_sentence
     s = spec_summary(spec_seconds=5.0)  # 10 tokens/s: below every ceiling
     with_draft = 22.5e9 * 5 / (541e6 + 4 * 84e6)  # 128: not 41.6 × 5 = 208
     assert abs(s.pass_ceiling_tokens_per_s - with_draft) < 0.1
@@ -109,7 +109,7 @@ QUIET = judge(spread=0.03, others_cpu=0.02)  # a run the noise rule judged quiet
 def test_a_ratio_of_1_1_is_called_faster_or_cheaper_nowhere():
     """One margin for every ratio verdict: 1.1 is within it, at every site that says faster."""
     from lessons.common.predictions import measured_with_unit
-    from lessons.presenter_steps import ratio_label
+    from lessons.presenter_progress import ratio_label
     from visualizations import kv_text, timing_text
     from visualizations.cards import SAME_WITHIN, ratio_side
     from visualizations.context_text import MARGIN

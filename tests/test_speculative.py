@@ -3,10 +3,9 @@ import pytest
 import torch
 from transformers import DynamicCache
 
-from inference.engine import decode_step, forward
 from inference.experiments.shared_results import SharedResults
 from inference.experiments.speculative_race import SPEC_PROMPTS
-from inference.generation import stream
+from inference.generation import decode_step, forward, stream
 from inference.kv_cache import cache_layers
 from inference.sampling import SamplingSettings
 from inference.speculative import Proposal, make_draft, spec_tokens, speculate

@@ -4,23 +4,20 @@ from dataclasses import replace
 
 from chart_reading import caption_text
 from inference.experiments.noise import judge
-from inference.experiments.speculative_batch import VerifyCost
-from inference.experiments.speculative_race import SpecRaceSummary
+from inference.experiments.speculative_race import SpecRaceSummary, VerifyCost
 from inference.speculative import SpecPass
 from visualizations.speculative_charts import (
     EMPTY_BATCH,
-    EMPTY_SWEEP,
-    batch_figure,
-    batch_md,
-    k_sweep_figure,
-)
-from visualizations.speculative_view import (
     EMPTY_PASSES,
     EMPTY_RACE,
+    EMPTY_SWEEP,
     KEPT,
     MODEL,
     REJECTED,
     UNUSED,
+    batch_figure,
+    batch_md,
+    k_sweep_figure,
     passes_html,
     race_md,
 )

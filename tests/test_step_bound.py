@@ -7,7 +7,7 @@ import pytest
 
 from chart_reading import caption_text
 from inference.experiments import machine_roofline
-from inference.experiments.step_bound import PROFILED_STEPS, CapturedRace, StepBound
+from inference.experiments.machine_roofline import PROFILED_STEPS, CapturedRace, StepBound
 from inference.profile_step import StepProfile
 from lessons import machine_handlers
 from visualizations.step_charts import (

@@ -39,10 +39,9 @@ def _why(one, big, gbs: float, noise=None) -> str:
     """Why throughput moved as it did (a busy or unfinished run: its two steps, no why)."""
     gain, growth = big.tokens_per_s / one.tokens_per_s, big.step_seconds / one.step_seconds
     if not supports_verdict(noise):
-        return (f"**Measured:** at batch {one.batch} a step took "
-                f"{one.step_seconds * 1000:.0f} ms, at batch {big.batch} "
-                f"{big.step_seconds * 1000:.0f} ms: **{growth:.1f}× the time for {big.batch}× "
-                f"the tokens**, throughput from {one.tokens_per_s:.1f} to "
+        return (f"**Measured:** at batch {one.batch} a step took {one.step_seconds * 1000:.0f} ms, "
+                f"at batch {big.batch} {big.step_seconds * 1000:.0f} ms: **{growth:.1f}× the time "
+                f"for {big.batch}× the tokens**, throughput from {one.tokens_per_s:.1f} to "
                 f"{big.tokens_per_s:.1f} tokens/s (**{gain:.1f}×**; {withheld(noise)}).")
     return (f"**Why.** At batch 1 a step took {one.step_seconds * 1000:.0f} ms; reading the "
             f"weights and KV cache ({human_bytes(one.weight_bytes + one.cache_bytes)}) at the "
@@ -52,8 +51,8 @@ def _why(one, big, gbs: float, noise=None) -> str:
             f"{one.tokens_per_s:.1f} to {big.tokens_per_s:.1f} tokens/s (**{gain:.1f}×**): the "
             "weights are read once per step for all rows, each extra row adds only its own KV "
             "cache reads and arithmetic. The price: each request waits "
-            f"{big.step_seconds * 1000:.0f} ms per token instead of "
-            f"{one.step_seconds * 1000:.0f} ms.")
+            f"{big.step_seconds * 1000:.0f} ms per token instead of {one.step_seconds * 1000:.0f} "
+            "ms.")
 
 
 def scheduler_table(static, continuous) -> str:
@@ -125,8 +124,8 @@ def measured_chain_md(c, caption: str = "") -> str:
         return NO_CHAIN
     memory = (f"{human_bytes(c.memory_bytes)} memory budget − {human_bytes(c.weight_bytes)} "
               f"weights = {human_bytes(c.left_bytes)} for caches ÷ "
-              f"{human_bytes(c.kv_bytes_per_sequence)} per {c.tokens_held:,.0f}-token "
-              f"conversation = **{c.fits:,} sequences fit**")
+              f"{human_bytes(c.kv_bytes_per_sequence)} per {c.tokens_held:,.0f}-token conversation "
+              f"= **{c.fits:,} sequences fit**")
     here = f"**This machine** ({caption}):" if caption else "**This machine:**"
     if not c.batch:
         return (f"{here} {memory}: fewer than the smallest batch the sweep measured "
@@ -148,8 +147,8 @@ def published_md(chains, gpu_source: str) -> str:
                "weights do not fit | — | — |") for c in chains]
     held = f"{chains[0].tokens_held:,.0f}" if chains else "?"
     where = chains[0].label.split(" on ")[-1] if chains else "a GPU"
-    return (f"**Published models on {where}** (theoretical: {gpu_source}; 16-bit weights and "
-            f"cache, {held}-token conversations, as many as fit):\n\n"
+    return ((f"**Published models on {where}** (theoretical: {gpu_source}; 16-bit weights and "
+             f"cache, {held}-token conversations, as many as fit):") + "\n\n"
             f"| model | KV per token | per {held}-token sequence | sequences that fit | "
             "output tokens/s (ceiling, bound) | $ / M output | $ / conversation |\n"
             "|---|---|---|---|---|---|---|\n" + "\n".join(rows))
@@ -167,10 +166,10 @@ def levers_md(chains, model: str, cache_ceiling: float) -> str:
             "| lever | sequences that fit | batch | cache held per sequence | output tokens/s "
             "(ceiling) | $ / conversation | cheaper than one at a time |\n"
             "|---|---|---|---|---|---|---|\n" + "\n".join(rows)
-            + f"\n\nOnce the caches fill memory, each step reads mostly caches: with a 16-bit "
-            f"cache, tokens/s can only approach bandwidth ÷ (KV bytes per token × mean context) "
-            f"= {cache_ceiling:,.0f}; more sequences only bring it closer, fewer cache bytes per "
-            "token raise it.")
+            + "\n\n" + ("Once the caches fill memory, each step reads mostly caches: with a 16-bit "
+                        "cache, tokens/s can only approach bandwidth ÷ (KV bytes per token × mean "
+                        f"context) = {cache_ceiling:,.0f}; more sequences only bring it closer, "
+                        "fewer cache bytes per token raise it."))
 
 
 def chain_md(measured, published, gpu_source: str, lever_chains, lever_model: str,

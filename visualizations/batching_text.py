@@ -55,8 +55,8 @@ def impossible_markdown(reason: str) -> str:
 
 
 def shared_sweep_message(when: str, message: str) -> str:
-    return (f"Measured earlier on this machine at {when} and shared with every visitor "
-            f"(same settings). {message}")
+    return (f"Measured earlier on this machine at {when} and shared with every visitor (same "
+            f"settings). {message}")
 
 
 def scheduler_step_markdown(scheduler: str, step) -> str:
@@ -102,17 +102,18 @@ def closing_note(info, sweep, schedules, noise=None) -> str:
             Card(f"Batch {one.batch}", f"{one.tokens_per_s:.1f} tok/s", "measured"),
             Card(f"Batch {big.batch}", f"{big.tokens_per_s:.1f} tok/s", "measured, all rows"),
             Card("Throughput gain", times(gain.estimate), f"each step {longer:.1f}× as long")]))
-        parts.append(f"- Decode throughput: **{one.tokens_per_s:.1f} tokens/s at batch "
-                     f"{one.batch}**, **{big.tokens_per_s:.1f} tokens/s at batch {big.batch}** "
-                     f"({gain.estimate:.1f}×), while each step took **{longer:.1f}× as long**, "
-                     f"measured: gain {gain.label()}, each batch's 25th-percentile step against "
-                     "1-row steps timed right beside it, so neither a few slowed steps nor the "
-                     "load changing between batch sizes counts.")
+        parts.append("- " + (f"Decode throughput: **{one.tokens_per_s:.1f} tokens/s at batch "
+                             f"{one.batch}**, **{big.tokens_per_s:.1f} tokens/s at batch "
+                             f"{big.batch}** ({gain.estimate:.1f}×), while each step took "
+                             f"**{longer:.1f}× as long**, measured: gain {gain.label()}, each "
+                             "batch's 25th-percentile step against 1-row steps timed right beside "
+                             "it, so neither a few slowed steps nor the load changing between "
+                             "batch sizes counts."))
         one_thread = [p.batch for p in sweep.points if p.threads == 1]
         if one_thread and info.threads > 1:
-            parts.append(f"- Batch {', '.join(map(str, one_thread))} timed at 1 CPU thread: a "
-                         f"quick try found it faster than {info.threads} threads (other "
-                         "programs were using the cores).")
+            parts.append("- " + (f'Batch {", ".join(map(str, one_thread))} timed at 1 CPU thread: '
+                                 f'a quick try found it faster than {info.threads} threads (other '
+                                 'programs were using the cores).'))
         if noise is not None and noise.busy:  # the numbers stand; no verdict drawn from them
             parts.insert(1, busy_notice_html(noise))
             parts.append("- No verdict on where batching stops paying from this run.")
@@ -160,20 +161,20 @@ def where_batching_stops_paying(points) -> str:
     pairs = [(a, b, *_pair(a, b)) for a, b in zip(pts, pts[1:])]
     for i, (a, b, _kind, rows, slower) in enumerate(pairs):
         if all(k == "stops" for _, _, k, _, _ in pairs[i:]):
-            return (f"Batching stopped paying between batch {a.batch} and {b.batch}: "
-                    f"{rows:.0f}× the requests made each step {slower:.1f}× as long, so "
-                    f"throughput grew only {rows / slower:.2f}×, and every larger batch measured "
-                    "did the same: each extra request adds about its full share of step time.")
+            return (f"Batching stopped paying between batch {a.batch} and {b.batch}: {rows:.0f}× "
+                    f"the requests made each step {slower:.1f}× as long, so throughput grew only "
+                    f"{rows / slower:.2f}×, and every larger batch measured did the same: each "
+                    "extra request adds about its full share of step time.")
     close = next((p for p in pairs if p[2] == "close"), None)
     if close is not None:
         a, b, _, rows, slower = close
-        return (f"Too close to call on this run: from batch {a.batch} to {b.batch} the step "
-                f"grew {slower:.2f}× for {rows:.0f}× the requests, within this run's noise of "
-                f"the line where batching stops paying ({NEAR_LINEAR * rows:.2f}×). Run the "
-                "sweep again to see which side it falls on.")
+        return (f"Too close to call on this run: from batch {a.batch} to {b.batch} the step grew "
+                f"{slower:.2f}× for {rows:.0f}× the requests, within this run's noise of the line "
+                f"where batching stops paying ({NEAR_LINEAR * rows:.2f}×). Run the sweep again to "
+                "see which side it falls on.")
     return (f"Up to batch {pts[-1].batch}, the step time grew clearly less than the batch did: "
-            "batching still paid at the largest size measured here (it stops once the step "
-            "time grows about in proportion to the batch).")
+            "batching still paid at the largest size measured here (it stops once the step time "
+            "grows about in proportion to the batch).")
 
 
 def _served(s) -> str:

@@ -4,8 +4,8 @@ attention's memory, what cuts the cost, the guess's answer; no verdict inside th
 from __future__ import annotations
 
 from .cards import SAME_WITHIN, human_bytes, ms
-from .context_charts import DECODE_BUTTON, MEMORY_BUTTON, PREFILL_BUTTON
 from .glossary import NOTES
+from .kv_charts import DECODE_BUTTON, MEMORY_BUTTON, PREFILL_BUTTON
 from .noise_view import busy_notice_html, supports_verdict, withheld
 
 MARGIN = SAME_WITHIN  # a ratio of single measurements within 10% of 1 gets no verdict
@@ -50,21 +50,21 @@ def prefill_trend(points, curve, noise) -> str:
 
 def fit_reading(curve, tail, tokens: int, noise) -> str:
     if not supports_verdict(noise):
-        return (f"**Fit** ({curve.points} points): the L² share is in the table; no reading of "
-                f"it here ({withheld(noise)}). Attention is {tail.attention_flops_share:.0%} of "
-                f"the arithmetic at {tokens:,} tokens (theoretical).")
+        return (f"**Fit** ({curve.points} points): the L² share is in the table; no reading of it "
+                f"here ({withheld(noise)}). Attention is {tail.attention_flops_share:.0%} of the "
+                f"arithmetic at {tokens:,} tokens (theoretical).")
     if tail.measurable:
-        return (f"**Fit** (least squares, {curve.points} points): a = {curve.a * 1000:,.0f} ms, "
-                f"b = {curve.b * 1e6:,.1f} µs per token, c = {curve.c * 1e9:,.2f} ns per "
-                f"token². At {tokens:,} tokens the L² term is **{tail.quadratic_share:.0%}** "
-                f"of the fitted time; attention is {tail.attention_flops_share:.0%} of the "
-                "arithmetic (theoretical: 2 × layers × heads × head dim × L² against 2 × "
-                "parameters × L). The two differ where attention's kernels run faster or "
-                "slower per operation than the matrix products.")
-    return (f"**Fit** ({curve.points} points): this run cannot separate an L² term from "
-            f"its noise at {tokens:,} tokens (it is under twice the fit's residual of "
-            f"{ms(curve.rms_seconds)}); attention is still "
-            f"{tail.attention_flops_share:.0%} of the arithmetic there (theoretical).")
+        return (f"**Fit** (least squares, {curve.points} points): a = {curve.a * 1000:,.0f} ms, b "
+                f"= {curve.b * 1e6:,.1f} µs per token, c = {curve.c * 1e9:,.2f} ns per token². At "
+                f"{tokens:,} tokens the L² term is **{tail.quadratic_share:.0%}** of the fitted "
+                f"time; attention is {tail.attention_flops_share:.0%} of the arithmetic "
+                "(theoretical: 2 × layers × heads × head dim × L² against 2 × parameters × L). The "
+                "two differ where attention's kernels run faster or slower per operation than the "
+                "matrix products.")
+    return (f"**Fit** ({curve.points} points): this run cannot separate an L² term from its noise "
+            f"at {tokens:,} tokens (it is under twice the fit's residual of "
+            f"{ms(curve.rms_seconds)}); attention is still {tail.attention_flops_share:.0%} of the "
+            "arithmetic there (theoretical).")
 
 
 def decode_markdown(points, theory=None, window: int = 0, noise=None) -> str:
@@ -94,18 +94,19 @@ def decode_markdown(points, theory=None, window: int = 0, noise=None) -> str:
             star = theory.crossover_tokens(b)
             where = (f"beyond the {window:,}-token window" if window and star > window
                      else "within the window")
-            line += (f" The floor grows from {ms(theory.seconds(lo.cache_tokens, b))} to "
-                     f"{ms(theory.seconds(hi.cache_tokens, b))}: at {hi.cache_tokens:,} tokens "
-                     f"the cache is {theory.kv_share(hi.cache_tokens, b):.0%} of the bytes read. "
-                     f"Cache reads equal weight reads at **L* = {star:,} tokens** ({where}).")
+            line += " " + (f"The floor grows from {ms(theory.seconds(lo.cache_tokens, b))} to "
+                           f"{ms(theory.seconds(hi.cache_tokens, b))}: at {hi.cache_tokens:,} "
+                           f"tokens the cache is {theory.kv_share(hi.cache_tokens, b):.0%} of the "
+                           f"bytes read. Cache reads equal weight reads at **L* = {star:,} "
+                           f"tokens** ({where}).")
         text.append(line)
     if theory is not None:
-        text.append(
-            f"\n*Floor, theoretical:* (weights {human_bytes(theory.weight_bytes)} + batch × L × "
-            f"{human_bytes(theory.kv_bytes_per_token)} per token) ÷ this machine's measured "
-            f"{theory.bandwidth_gbs:.1f} GB/s, in {theory.dtype}. A real step also computes, "
-            "launches kernels and copies the cache as it grows (Hugging Face's cache grows by "
-            "concatenation). " + _against_floor(points, theory, noise))
+        floor = (f"*Floor, theoretical:* (weights {human_bytes(theory.weight_bytes)} + batch × L × "
+                 f"{human_bytes(theory.kv_bytes_per_token)} per token) ÷ this machine's measured "
+                 f"{theory.bandwidth_gbs:.1f} GB/s, in {theory.dtype}. A real step also computes, "
+                 "launches kernels and copies the cache as it grows (Hugging Face's cache grows by "
+                 "concatenation).")
+        text.append(f"\n{floor} {_against_floor(points, theory, noise)}")
     return "\n\n".join(text)
 
 
@@ -161,8 +162,8 @@ def memory_verdict(eager, sdpa, noise=None) -> str:
                 f"({eager.peak_bytes / max(sdpa.peak_bytes, 1):.1f}×): the score table and its "
                 "softmax, written out whole for one layer at a time. Both peaks include the KV "
                 "cache the prefill fills.")
-    return ("In this run the two peaks are within 10% of each other: the score table did not "
-            "stand out from the rest of the pass.")
+    return ("In this run the two peaks are within 10% of each other: the score table did not stand "
+            "out from the rest of the pass.")
 
 
 def cuts_markdown(cuts) -> str:
@@ -184,9 +185,9 @@ def guess_verdict_markdown(comparison, theory=None, noise=None) -> str:
     if comparison is None:
         return f"*Press **{DECODE_BUTTON}** first: the answer is measured.*"
     s, g = comparison.short, comparison.long
-    head = (f"One decode step with **{g.cache_tokens:,}** cached tokens took "
-            f"**{ms(g.seconds)}** against **{ms(s.seconds)}** with {s.cache_tokens:,} "
-            f"(batch {g.batch}, measured, median of its repeats)")
+    head = (f"One decode step with **{g.cache_tokens:,}** cached tokens took **{ms(g.seconds)}** "
+            f"against **{ms(s.seconds)}** with {s.cache_tokens:,} (batch {g.batch}, measured, "
+            "median of its repeats)")
     if not supports_verdict(noise):
         text = head + f" ({withheld(noise)})."
     elif comparison.beyond_noise:
@@ -198,7 +199,7 @@ def guess_verdict_markdown(comparison, theory=None, noise=None) -> str:
     if theory is not None:
         floor = theory.seconds(g.cache_tokens, g.batch) / theory.seconds(s.cache_tokens, s.batch)
         kv = theory.kv_bytes_per_token
-        text += (f" The bandwidth floor predicts **{floor:.2f}×**: the weights are read once "
-                 f"either way, the cache adds {human_bytes(g.batch * g.cache_tokens * kv)} "
-                 f"against {human_bytes(s.batch * s.cache_tokens * kv)}.")
+        text += " " + (f"The bandwidth floor predicts **{floor:.2f}×**: the weights are read once "
+                       f"either way, the cache adds {human_bytes(g.batch * g.cache_tokens * kv)} "
+                       f"against {human_bytes(s.batch * s.cache_tokens * kv)}.")
     return text

@@ -1,18 +1,21 @@
-"""Lesson 4 charts: the cache drawn from its tensors, the race, the projections, prefix reuse."""
+"""Lesson 4 charts: the cache drawn from its tensors, the race, the projections, prefix reuse;
+lesson 4c's long contexts: prefill time per prompt token with its a + b·L + c·L² fit, one decode
+step against the cache length beside the bandwidth floor, and attention's peak memory."""
 from __future__ import annotations
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from . import style
 from .cards import human_bytes
-from .style import MEASURED, PALETTE, SEQUENCE, THEORETICAL, empty_figure, integer_ticks, styled
+from .style import MEASURED, PALETTE, SEQUENCE, THEORETICAL, empty_state, integer_ticks, styled
 
 
 def cache_grid_figure(snap, prompt_tokens: int, caption: str = "") -> go.Figure:
     """The real cache: one row per layer, one column per cached token, colour = key length."""
     if snap is None or not snap.tokens:
-        return empty_figure("Press “Generate and watch the cache”: the real cache tensors "
-                            "appear here, one column per token.")
+        return style.empty_figure("Press “Generate and watch the cache”: the real cache "
+                                  "tensors appear here, one column per token.")
     fig = go.Figure(go.Heatmap(
         z=[list(row) for row in snap.key_norms], x=list(range(snap.tokens)),
         y=list(range(snap.layers)), colorscale="Viridis", colorbar=dict(title="|key|"),
@@ -29,11 +32,10 @@ def cache_grid_figure(snap, prompt_tokens: int, caption: str = "") -> go.Figure:
                   caption, height=360, note=note)
 
 
+@empty_state("Press “Generate and watch the cache”: its bytes appear here, token by token, "
+             "beside the formula.")
 def cache_bytes_figure(history: list[tuple[int, int, int]], caption: str = "") -> go.Figure:
     """history: (tokens, bytes the tensors hold, bytes the formula predicts) after each step."""
-    if not history:
-        return empty_figure("Press “Generate and watch the cache”: its bytes appear here, "
-                            "token by token, beside the formula.")
     tokens = [h[0] for h in history]
     fig = go.Figure([
         go.Scatter(x=tokens, y=[h[2] for h in history], mode="lines",
@@ -46,11 +48,9 @@ def cache_bytes_figure(history: list[tuple[int, int, int]], caption: str = "") -
                   note="The cache grows by the same bytes with every token.")
 
 
+@empty_state("Press Race: each step's time, with and without the cache, appears here.")
 def race_figure(steps, caption: str = "") -> go.Figure:
     """Per-step latency of both lanes (left axis) and tokens each forward pass processed (right)."""
-    if not steps:
-        return empty_figure("Press Race: each step's time, with and without the cache, "
-                            "appears here.")
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     lanes = (("cached", PALETTE["blue"], "with KV cache"),
              ("recompute", PALETTE["vermillion"], "no cache: recompute everything"))
@@ -76,10 +76,9 @@ def race_figure(steps, caption: str = "") -> go.Figure:
 THEORY_UP_TO = 4096  # tokens: where the theoretical lines of the length race stop
 
 
+@empty_state("Press “Race at several lengths”: one step at each length, both ways.")
 def race_lengths_figure(points, curve=None, caption: str = "") -> go.Figure:
     """One step's time at each context length, both lanes, then the theory to THEORY_UP_TO."""
-    if not points:
-        return empty_figure("Press “Race at several lengths”: one step at each length, both ways.")
     xs = [p.tokens for p in points]
     fig = go.Figure([
         go.Scatter(x=xs, y=[p.cached_seconds * 1000 for p in points], mode="lines+markers",
@@ -169,11 +168,10 @@ def gqa_figure(rows: list[tuple[str, int]], caption: str = "") -> go.Figure:
                   note=f"Grouped-query vs multi-head attention ({THEORETICAL}).")
 
 
+@empty_state("Press “Run both ways”: each question's time to first token, with and without "
+             "the stored prefix, appears here.")
 def prefix_figure(runs, caption: str = "") -> go.Figure:
     """Grouped bars: TTFT with a full prefill vs with the stored prefix cache, per question."""
-    if not runs:
-        return empty_figure("Press “Run both ways”: each question's time to first token, "
-                            "with and without the stored prefix, appears here.")
     labels = [r.question if len(r.question) <= 28 else r.question[:27] + "…" for r in runs]
     fig = go.Figure([
         go.Bar(x=labels, y=[r.ttft_full * 1000 for r in runs], name=f"full prefill ({MEASURED})",
@@ -202,3 +200,101 @@ def attention_figure(view, layer: int, head: int, caption: str = "") -> go.Figur
            note=f"Newest token {view.pieces[-1]!r} reads the cache: layer {layer}, query head "
                 f"{head} (KV head {view.kv_head_of(head)}).")
     return fig  # the caption sits under the title (styled), clear of the slanted labels
+
+
+PREFILL_BUTTON = "Measure prefill lengths"  # the panel's buttons, named in the empty states
+DECODE_BUTTON = "Measure decode lengths"
+MEMORY_BUTTON = "Measure attention memory"
+BATCH_COLOURS = {1: PALETTE["blue"], 8: PALETTE["vermillion"]}
+
+
+@empty_state(f"Press “{PREFILL_BUTTON}”: one prefill at each prompt length, up to the model's "
+             "context window.")
+def prefill_lengths_figure(points, curve=None, shares=(), caption: str = "") -> go.Figure:
+    """ms per prompt token at each length (measured), the fit ÷ L, and it without L²."""
+    xs = [p.tokens for p in points]
+    share_of = {s.tokens: s.quadratic_share for s in shares}
+    fig = go.Figure(go.Scatter(
+        x=xs, y=[p.seconds_per_token * 1000 for p in points], mode="markers+text",
+        name=f"one prefill ÷ its tokens ({MEASURED})", marker=dict(color=PALETTE["blue"], size=11),
+        text=[f"L²: {share_of[x]:.0%}" if x in share_of else "" for x in xs],
+        textposition="top center", customdata=[p.seconds for p in points],
+        hovertemplate="L = %{x:,}: %{y:.2f} ms per token, %{customdata:.1f} s in all"
+                      "<extra></extra>"))
+    if curve is not None:  # evenly spread on the log axis, shortest to longest length
+        lo, hi = min(xs), max(xs)
+        line = [lo * (hi / lo) ** (i / 40) for i in range(41)] if hi > lo else [float(lo)]
+        fig.add_trace(go.Scatter(
+            x=line, y=[curve.at(x) / x * 1000 for x in line], mode="lines",
+            name=f"fit a + b·L + c·L², per token ({THEORETICAL}, least squares)",
+            line=dict(color=PALETTE["orange"], width=3)))
+        fig.add_trace(go.Scatter(
+            x=line, y=[(curve.a + curve.b * x) / x * 1000 for x in line], mode="lines",
+            name="the same fit without its L² term (attention's scores)",
+            line=dict(color=PALETTE["grey"], dash="dash", width=2)))
+    fig.update_xaxes(type="log")
+    return styled(fig, "Prefill time per prompt token", "prompt length L (tokens, log)",
+                  "ms per prompt token", caption, height=420,
+                  note="Time per prompt token at each prompt length.")
+
+
+@empty_state(f"Press “{DECODE_BUTTON}”: one decode step at each cache length, batch 1 and batch 8.")
+def decode_lengths_figure(points, theory=None, window: int = 0, caption: str = "") -> go.Figure:
+    """One decode step against its cache length per batch, the floor per batch, and L*."""
+    batches = sorted({p.batch for p in points})
+    right = max([window] + [p.cache_tokens for p in points])
+    if theory is not None:
+        stars = [theory.crossover_tokens(b) for b in batches]
+        right = max([right] + [s for s in stars if s <= 2 * max(window, 1)])
+    fig = go.Figure()
+    for b in batches:
+        colour = BATCH_COLOURS.get(b, PALETTE["green"])
+        mine = sorted((p for p in points if p.batch == b), key=lambda p: p.cache_tokens)
+        fig.add_trace(go.Scatter(
+            x=[p.cache_tokens for p in mine], y=[p.seconds * 1000 for p in mine],
+            mode="lines+markers", name=f"batch {b}: one step ({MEASURED}, median)",
+            line=dict(color=colour, width=3), marker=dict(size=9),
+            error_y=dict(type="data", symmetric=False,
+                         array=[(p.seconds_max - p.seconds) * 1000 for p in mine],
+                         arrayminus=[(p.seconds - p.seconds_min) * 1000 for p in mine])))
+        if theory is None:
+            continue
+        line = [round(right * i / 32) for i in range(33)]
+        fig.add_trace(go.Scatter(
+            x=line, y=[theory.seconds(x, b) * 1000 for x in line], mode="lines",
+            name=f"batch {b}: floor ({THEORETICAL}: (weights + {b}·L·kv) ÷ "
+                 f"{theory.bandwidth_gbs:.1f} GB/s)",
+            line=dict(color=colour, dash="dash", width=2)))
+        star = theory.crossover_tokens(b)
+        if star <= right:
+            fig.add_vline(x=star, line=dict(color=colour, dash="dot", width=2),
+                          annotation_text=f"L* = {star:,} (batch {b})",
+                          annotation_position="top left" if b > 1 else "top right")
+    if window:
+        fig.add_vline(x=window, line=dict(color=PALETTE["grey"], width=2),
+                      annotation_text=f"context window {window:,}",
+                      annotation_position="bottom left")
+    return styled(fig, "Decode step vs cache length", "cache length L (tokens)",
+                  "milliseconds per step", caption, height=440,
+                  note="One step against the length of the cache it reads.")
+
+
+@empty_state(f"Press “{MEMORY_BUTTON}”: the same long prefill with eager and "
+             "with tiled (sdpa) attention.")
+def attention_memory_figure(peaks, caption: str = "") -> go.Figure:
+    """Peak memory of one prefill per attention implementation, beside one layer's scores."""
+    labels = [f"{p.implementation} ({p.tokens:,} tokens)" for p in peaks]
+    fig = go.Figure([
+        go.Bar(x=labels, y=[p.peak_bytes / 1e6 for p in peaks],
+               name=f"peak memory above the start ({MEASURED})",
+               marker_color=[PALETTE["vermillion"] if p.implementation == "eager"
+                             else PALETTE["green"] for p in peaks],
+               text=[f"{p.peak_bytes / 1e6:,.0f} MB" for p in peaks], textposition="outside"),
+        go.Scatter(x=labels, y=[p.scores_bytes / 1e6 for p in peaks], mode="markers",
+                   name=f"one layer's L × L scores, heads × L² values ({THEORETICAL})",
+                   marker=dict(symbol="line-ew-open", size=40, color=PALETTE["grey"],
+                               line=dict(width=3)))])
+    top = max(max(p.peak_bytes, p.scores_bytes) for p in peaks) / 1e6
+    fig.update_yaxes(range=[0, top * 1.25])
+    return styled(fig, "Attention's peak memory", "attention implementation", "MB", caption,
+                  height=420, note="The score table written out, or computed in tiles.")

@@ -69,13 +69,14 @@ def race_summary_markdown(summary, noise=None, reference=None) -> str:
                "no verdict from a busy machine" if busy else
                "the verdict comes after the last step")
     if summary.robust is not None and not impossible:
-        verdict += (f" (speed-up {summary.robust.label()}: each step's time is the median of its "
-                    "neighbours, so a lone step slowed by another program does not count)")
+        verdict += " " + (f"(speed-up {summary.robust.label()}: each step's time is the median of "
+                          "its neighbours, so a lone step slowed by another program does not "
+                          "count)")
     quiet = quiet_note(noise)
-    return head + (f"**Measured over {summary.new_tokens} new tokens** after a "
-            f"{summary.prompt_tokens}-token prompt: with cache "
-            f"**{summary.cached_seconds:.2f} s**, recomputing "
-            f"**{summary.recompute_seconds:.2f} s**: {verdict}.  \n"
+    return head + ((f"**Measured over {summary.new_tokens} new tokens** after a "
+                    f"{summary.prompt_tokens}-token prompt: with cache "
+                    f"**{summary.cached_seconds:.2f} s**, recomputing "
+                    f"**{summary.recompute_seconds:.2f} s**: {verdict}.") + "  \n"
             f"Work: {summary.cached_forward_tokens:,} vs {summary.recompute_forward_tokens:,} "
             f"tokens through the model ({summary.work_ratio:.1f}× more without the cache) · "
             f"{same} · largest score difference {summary.max_logit_gap:.1e}"
@@ -122,29 +123,27 @@ def length_gap_markdown(short, long, noise=None) -> str:
                 f"**{short.ratio:.1f}×** one cached step; at {long.tokens:,} tokens, "
                 f"**{long.ratio:.1f}×** ({withheld(noise)}).")
     gap = "grows to" if long.ratio > 1.1 * short.ratio else "is"  # 10%: beyond noise
-    return (
-        f"At {short.tokens} tokens, running all {short.tokens + 1} tokens again costs only "
-        f"**{short.ratio:.1f}×** one cached step: one parallel pass that, like a decode step, "
-        "reads every weight once (lesson 2's prefill), so a short race undersells the cache. At "
-        f"{long.tokens:,} tokens the gap {gap} **{long.ratio:.1f}×**: that pass does the matrix "
-        f"products for {long.tokens + 1:,} tokens, and attention scores each against all before "
-        "it.")
+    return (f"At {short.tokens} tokens, running all {short.tokens + 1} tokens again costs only "
+            f"**{short.ratio:.1f}×** one cached step: one parallel pass that, like a decode step, "
+            "reads every weight once (lesson 2's prefill), so a short race undersells the cache. "
+            f"At {long.tokens:,} tokens the gap {gap} **{long.ratio:.1f}×**: that pass does the "
+            f"matrix products for {long.tokens + 1:,} tokens, and attention scores each against "
+            "all before it.")
 
 
 def growth_with_length_markdown(point) -> str:
     kv, weights = point.kv_bytes_per_token, point.weight_bytes
-    crossover = weights / kv if kv else float("inf")
-    return (
-        f"**What grows with L.** *With the cache*, each step reads the same "
-        f"{human_bytes(weights)} of weights and does the same matrix products at any L; what "
-        f"grows is the cache it reads, {human_bytes(kv)} per position "
-        f"({human_bytes(point.tokens * kv)} at {point.tokens:,} tokens, "
-        f"{point.cache_share:.0%} of the bytes read), and attention, one score per head per "
-        "cached position. So the cached step grows with L too, a fixed amount per token on top "
-        "of the weight reads (a line, not a proportion), slowly while the cache is small against "
-        f"the weights; the two are equal at about {crossover:,.0f} tokens. *Without the cache*, "
-        "the matrix products grow in proportion to L and attention with L²: n tokens redo about "
-        "n²/2 tokens of work, against n with the cache.")
+    return ('**What grows with L.** *With the cache*, each step reads the same '
+            f'{human_bytes(weights)} of weights and does the same matrix products at any L; what '
+            f'grows is the cache it reads, {human_bytes(kv)} per position '
+            f'({human_bytes(point.tokens * kv)} at {point.tokens:,} tokens, '
+            f'{point.tokens * kv / (weights + point.tokens * kv):.0%} of the bytes read), and '
+            'attention, one score per head per cached position. So the cached step grows with L '
+            'too, a fixed amount per token on top of the weight reads (a line, not a proportion), '
+            'slowly while the cache is small against the weights; the two are equal at about '
+            f'{weights / kv if kv else float("inf"):,.0f} tokens. *Without the cache*, the matrix '
+            'products grow in proportion to L and attention with L²: n tokens redo about n²/2 '
+            'tokens of work, against n with the cache.')  # the cache's share of a read
 
 
 def projection_table_markdown(specs: Sequence, crossover: Mapping[str, int], mine,

@@ -14,9 +14,9 @@ def model_sizes_md(rows, bandwidth_gbs: float, dtype: str, free_bytes: int,
     `source`: where the measured speed comes from, if not this quiet run; `share`: False if busy."""
     lines = [
         "### Choosing a model size",
-        f"This model beside its larger siblings, from their published shapes. **Theoretical:** "
-        f"weights at {dtype}, and the batch-1 decode ceiling = this machine's measured "
-        f"{bandwidth_gbs:.1f} GB/s ÷ the weights' bytes (the KV cache left out).",
+        ("This model beside its larger siblings, from their published shapes. **Theoretical:** "
+         f"weights at {dtype}, and the batch-1 decode ceiling = this machine's measured "
+         f"{bandwidth_gbs:.1f} GB/s ÷ the weights' bytes (the KV cache left out)."),
         "",
         f"| model | parameters | weights ({dtype}) | weights (int8) | KV cache per token "
         f"| decode ceiling, batch 1 | fits in the {human_bytes(free_bytes)} free now |",
@@ -34,12 +34,12 @@ def model_sizes_md(rows, bandwidth_gbs: float, dtype: str, free_bytes: int,
             + (f" ({source})" if source else "")
             + (f", {of:.0%} of its ceiling. " if share else
                ": noisy (this machine was busy), so no share of its ceiling is drawn. ")
-            + f"{big.shape.name} could not beat **{big.ceiling_tokens_per_s:.1f} "
-            f"tokens/s** here ({rows[0].weight_bytes / big.weight_bytes:.0%} of this one's "
-            f"ceiling, for {big.shape.parameters / rows[0].shape.parameters:.0f}× the size), at "
-            "a share of it not this one's: a step's fixed per-operation cost is a smaller part of "
-            "a bigger model's step. Choose the smallest model good enough for the task: every "
-            "parameter is read for every token.")
+            + (f"{big.shape.name} could not beat **{big.ceiling_tokens_per_s:.1f} tokens/s** here "
+               f"({rows[0].weight_bytes / big.weight_bytes:.0%} of this one's ceiling, for "
+               f"{big.shape.parameters / rows[0].shape.parameters:.0f}× the size), at a share of "
+               "it not this one's: a step's fixed per-operation cost is a smaller part of a bigger "
+               "model's step. Choose the smallest model good enough for the task: every parameter "
+               "is read for every token."))
     return "\n".join(lines)
 
 

@@ -108,12 +108,11 @@ def _caption(layers: int, groups: tuple[tuple[int, int], ...]) -> str:
     grouped = (f"the model's {layers} layers drawn as {len(groups)} groups of {size}"
                if size > 1 else f"the model's {layers} layers")
     return (f"<div class='mech-caption'>Bottom to top: {grouped}; each group's strip is its KV "
-            f"cache, one cell per cached position:<span class='mech-key' "
+            "cache, one cell per cached position:<span class='mech-key' "
             f"style='background:{PROMPT_COLOUR}'></span>prompt<span class='mech-key' "
-            f"style='background:{GENERATED_COLOUR}'></span>generated. Each beat lasts its "
-            "measured time × the slow-down; the bar fills over it. "
-            "<span class='mech-still'>Motion is reduced: the end of the beat is shown.</span>"
-            "</div>")
+            f"style='background:{GENERATED_COLOUR}'></span>generated. Each beat lasts its measured "
+            "time × the slow-down; the bar fills over it. <span class='mech-still'>Motion is "
+            "reduced: the end of the beat is shown.</span></div>")
 
 
 def diagram_html(lanes: Sequence[Lane], layers: int, head: str, *, name: str,
@@ -227,14 +226,15 @@ def batch_diagram(points: Sequence, layers: int, *, bandwidth_gbs: float | None 
         return empty_diagram(layers, NOTES["diagram_batch"], "batch")
     one, big = points[0], points[-1]
     shown = [big] if big is one else [one, big]
-    head = (f"{_busy(noise)}Batch {big.batch}: {big.batch} row{'s' if big.batch != 1 else ''} "
-            f"in one pass share one read of the weights ({_mb(big.weight_bytes)}) · measured "
-            f"step <b>{ms(big.step_seconds)}</b> = {big.batch / big.step_seconds:,.1f} "
-            "tokens/s in total")
+    head = _busy(noise) + (f'Batch {big.batch}: {big.batch} row{"s" if big.batch != 1 else ""} in '
+                           f'one pass share one read of the weights ({_mb(big.weight_bytes)}) · '
+                           f'measured step <b>{ms(big.step_seconds)}</b> = '
+                           f'{big.batch / big.step_seconds:,.1f} tokens/s in total')
     if big is not one:
-        head += (f" · batch {one.batch}: <b>{ms(one.step_seconds)}</b> = "
-                 f"{one.batch / one.step_seconds:,.1f} tokens/s · {big.batch / one.batch:g}× the "
-                 f"rows took {big.step_seconds / one.step_seconds:.2f}× the step time")
+        head += " · " + (f"batch {one.batch}: <b>{ms(one.step_seconds)}</b> = "
+                         f"{one.batch / one.step_seconds:,.1f} tokens/s · "
+                         f"{big.batch / one.batch:g}× the rows took "
+                         f"{big.step_seconds / one.step_seconds:.2f}× the step time")
     if bandwidth_gbs:
         floor = (big.weight_bytes + big.cache_bytes) / (bandwidth_gbs * 1e9)  # theoretical
         head += (f" · theoretical floor of batch {big.batch}'s step = (weights + KV cache "

@@ -83,6 +83,6 @@ def side_by_side_html(reports, reference_key: str = "fp32") -> str:
             f"{verdict})</small><div style='white-space:pre-wrap;margin-top:4px'>"
             f"{_token_spans(r.token_ids, r.pieces, ref.token_ids)}</div></div>")
     legend = (f"<small>Same prompt, greedy decoding. <span style='{DIFFERS}'>Highlighted</span> "
-              "tokens differ from fp32 at the same position; after the first difference each "
-              "text follows its own path, so later highlights are expected.</small>")
+              "tokens differ from fp32 at the same position; after the first difference each text "
+              "follows its own path, so later highlights are expected.</small>")
     return legend + "".join(cards)

@@ -80,12 +80,13 @@ def closing_note_md(info, reports, bandwidth_gbs: float | None,
                  f"{small.decode_tokens_per_s:.1f} tok/s, measured"),
             Card(f"{small.key} agrees with fp32", f"{small.top1_decided:.0%}",
                  f"top-1 where fp32 was decided; {small.top1_agreement:.0%} of all")]))
-    lines += [
-        f"- **{r.key}**: {r.weight_bytes / 1e6:.0f} MB ({r.ratio_to_fp32:.2f}× fp32), decode "
-        f"**{r.decode_tokens_per_s:.1f} tokens/s**, prefill of {r.prompt_tokens} tokens "
-        f"{r.prefill_seconds * 1000:.0f} ms, top-1 agreement **{100 * r.top1_agreement:.0f}%** "
-        f"({100 * r.top1_decided:.0f}% where fp32 was decided), KL {r.kl_mean:.4f} nats, "
-        f"perplexity {r.perplexity:.2f} · {r.kernel}" for r in reports]
+    lines += ["- " + (f"**{r.key}**: {r.weight_bytes / 1e6:.0f} MB ({r.ratio_to_fp32:.2f}× fp32), "
+                      f"decode **{r.decode_tokens_per_s:.1f} tokens/s**, prefill of "
+                      f"{r.prompt_tokens} tokens {r.prefill_seconds * 1000:.0f} ms, top-1 "
+                      f"agreement **{r.top1_agreement:.0%}** ({r.top1_decided:.0%} where fp32 was "
+                      f"decided), KL {r.kl_mean:.4f} nats, perplexity {r.perplexity:.2f} · "
+                      f"{r.kernel}")
+              for r in reports]
     if noise is not None and noise.busy:
         lines.insert(1, busy_notice_html(noise))
         lines.append("\nNo verdict on which mode decodes fastest from this run.")

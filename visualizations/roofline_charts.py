@@ -81,10 +81,10 @@ def compute_roof_md(roof, dtype: str, noise=None) -> str:
     lines = [
         busy_notice_html(noise) + f"- **Compute roof (measured):** {roof.peak_gflops:,.0f} "
         f"GFLOP/s, large matrix products timed back to back in {dtype}.",
-        f"- **Ridge point (theoretical):** {roof.peak_gflops:,.0f} GFLOP/s ÷ "
-        f"{roof.bandwidth_gbs:.1f} GB/s = **{roof.ridge:.1f} FLOPs per byte**. Left of it a "
-        "pass can go no faster than memory allows, right of it than arithmetic allows; what "
-        "bound it here (launches or dispatch can, first) is the last column.",
+        "- " + (f"**Ridge point (theoretical):** {roof.peak_gflops:,.0f} GFLOP/s ÷ "
+                f"{roof.bandwidth_gbs:.1f} GB/s = **{roof.ridge:.1f} FLOPs per byte**. Left of it "
+                "a pass can go no faster than memory allows, right of it than arithmetic allows; "
+                "what bound it here (launches or dispatch can, first) is the last column."),
         "",
         "| pass | GFLOPs (theoretical) | bytes read | FLOPs per byte | time (ms, measured) "
         "| achieved GFLOP/s | of its roof | bound by |",
@@ -92,13 +92,13 @@ def compute_roof_md(roof, dtype: str, noise=None) -> str:
         rows, ""]
     if decode is not None:
         rows_to_ridge = roof.ridge / decode.intensity
-        lines.append(
-            f"Decode at batch 1 does **{decode.intensity:.2f} FLOPs per byte**, "
-            f"{rows_to_ridge:.0f}× left of the ridge: the bandwidth roof is the most it could "
-            f"reach.{' ' + roof.verdict(decode).sentence if judged else ''} A decode step at "
-            "batch B reads the weights once for B rows, so its intensity grows about B-fold: near "
-            f"**B ≈ {rows_to_ridge:.0f}** its ceiling meets the ridge, and past it each extra "
-            "row adds its own arithmetic time (the batch sweep measures how much).")
+        lines.append(f'Decode at batch 1 does **{decode.intensity:.2f} FLOPs per byte**, '
+                      f'{rows_to_ridge:.0f}× left of the ridge: the bandwidth roof is the most it '
+                      f'could reach.{" " + roof.verdict(decode).sentence if judged else ""} A '
+                      'decode step at batch B reads the weights once for B rows, so its intensity '
+                      f'grows about B-fold: near **B ≈ {rows_to_ridge:.0f}** its ceiling meets the '
+                      'ridge, and past it each extra row adds its own arithmetic time (the batch '
+                      'sweep measures how much).')
     if prefill is not None:
         verdict = roof.verdict(prefill)
         lines.append(

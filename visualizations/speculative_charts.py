@@ -1,14 +1,105 @@
-"""The speculative-decoding lesson's charts: the k sweep for both drafts, a verification pass
-against a plain step at batch 1 and 16, and the formula's expected value beside the race."""
+"""The speculative-decoding lesson's views: each verification pass as chips (guesses kept ✓, the
+first rejected ✗, the rest unused, the model's own token ★), a race's headline cards and
+sentences; the k sweep for both drafts, a verification pass against a plain step at batch 1 and
+16, and the formula's expected value beside the race."""
 from __future__ import annotations
+
+import html
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .cards import times
+from .cards import Card, cards_html, times
+from .glossary import NOTES
 from .noise_view import busy_notice_html, supports_verdict, withheld
 from .style import PALETTE, SEQUENCE, empty_state, styled
+from .token_view import chip, shown_piece
 
+KEPT, REJECTED, UNUSED, MODEL = "#bfe6d8", "#f3cdb5", "#e6e6e6", "#cfe3f1"
+EMPTY_PASSES = f"<div class='lab-tokens lab-empty'>{NOTES['spec_passes_waiting']}</div>"
+EMPTY_RACE = NOTES["spec_race_waiting"]
+
+
+def pass_row_html(p) -> str:
+    chips = []
+    for i, piece in enumerate(p.proposed_pieces):
+        mark, said, tint = (
+            ("✓", "kept", KEPT) if i < p.accepted else
+            ("✗", "rejected, replaced by the model's token", REJECTED) if i == p.accepted else
+            ("", "not used (after a rejection)", UNUSED))
+        chips.append(chip(mark + shown_piece(piece), f"guess {i + 1}: {said}", tint,
+                          i == p.accepted))
+    if p.model_token is not None:
+        chips.append(chip("★" + shown_piece(p.model_piece), "the model's own token from this pass",
+                          MODEL, False))
+    what = ("prefill (the prompt in one pass; no guesses)" if p.index == 0 else
+            "no guess: a plain decode step" if not p.proposed_pieces else
+            f"{len(p.proposed_pieces)} guesses, {p.accepted} kept")
+    end = f" · {html.escape(p.finished)}" if p.finished else ""
+    return (f"<div class='lab-spec-pass'><b>Pass {p.index}</b> · {what} "
+            f"<div class='lab-tokens'>{''.join(chips)}</div>"
+            f"<span>+{p.gained} token{'s' if p.gained != 1 else ''} · "
+            f"{p.seconds * 1000:.0f} ms (draft {p.draft_seconds * 1000:.0f} ms, model pass "
+            f"{p.verify_seconds * 1000:.0f} ms, measured){end}</span></div>")
+
+
+def passes_html(passes, last: int = 12) -> str:
+    if not passes:
+        return EMPTY_PASSES
+    hidden = len(passes) - last
+    more = f"<div><i>{hidden} earlier passes not shown</i></div>" if hidden > 0 else ""
+    return "<div id='spec-passes'>" + more + "".join(pass_row_html(p) for p in passes[-last:]) \
+        + "</div>"
+
+
+def ceiling_sentence(s, noise=None) -> str:
+    rate, ceiling_rate = s.tokens_per_s, s.ceiling_tokens_per_s
+    ceiling = (f"the one-token ceiling of {ceiling_rate:.1f} tokens/s (theoretical: bandwidth ÷ "
+               "bytes per token")
+    if not supports_verdict(noise):
+        where = f"this run {rate:.1f} tokens/s, {ceiling}; {withheld(noise)})"
+    elif rate > ceiling_rate:
+        where = f"**above** {ceiling}), which binds only decoding that makes one token per pass"
+    else:
+        where = (f"below {ceiling}; this run reached {rate / ceiling_rate:.0%} of it); at this "
+                 "many tokens per pass, with the draft's own weight reads, it would be "
+                 f"{s.pass_ceiling_tokens_per_s:.1f}")
+    return f"**{s.tokens_per_pass:.2f} tokens per read of the weights**: {where}."
+
+
+def verdict_sentence(s, noise=None) -> str:
+    how = (f"speculative {s.tokens_per_s:.1f} tokens/s against plain "
+           f"{s.plain_tokens_per_s:.1f} ({times(s.speedup)}; this run's noise ±{s.noise:.0%})")
+    if not supports_verdict(noise):
+        return f"Measured: {how}; {withheld(noise)}."
+    if s.verdict == "faster":
+        return f"Speculative decoding was **faster** here: {how}."
+    if s.verdict == "slower":
+        return (f"Speculative decoding was **slower** here: {how}. Its passes (the draft's "
+                "guessing and the model's checking) cost more than the extra tokens saved.")
+    return f"**No difference beyond this run's noise**: {how}."
+
+
+def race_md(s, noise=None) -> str:
+    if s is None or not s.new_tokens:
+        return EMPTY_RACE
+    same = "same tokens" if s.identical else "tokens differ"
+    head = cards_html([
+        Card("Tokens per pass", f"{s.tokens_per_pass:.2f}",
+             f"measured, {s.passes} passes (plain: 1)"),
+        Card("Speculative", f"{s.tokens_per_s:.1f} tok/s", f"measured, draft: {s.draft}, k={s.k}"),
+        Card("Plain decode", f"{s.plain_tokens_per_s:.1f} tok/s", f"measured, {same}"),
+        Card("Speed-up", times(s.speedup), s.verdict if supports_verdict(noise) else
+             "noisy: run again" if noise is not None else "measured"),
+        Card("Guesses kept", f"{s.acceptance:.0%}", f"{s.accepted} of {s.proposed}"),
+    ])
+    tokens = ("Both lanes made **the same tokens**" if s.identical else
+              "**The lanes' tokens differ** (rounding tipped a near-tie)")
+    return busy_notice_html(noise) + head + (
+        f"{verdict_sentence(s, noise)}  \n{ceiling_sentence(s, noise)}  \n"
+        + (f"{tokens} ({s.new_tokens} tokens after a {s.prompt_tokens}-token prompt; the first "
+           "token, from the prefill, is not counted in tokens/s). The draft spent "
+           f"{s.draft_seconds:.2f} s of the {s.spec_seconds:.2f} s."))
 EMPTY_SWEEP = "Press “Sweep k” to race both drafts at k = 1 to 8."
 EMPTY_BATCH = "Press “Measure at batch 1 and 16” to time a verification pass against a step."
 EMPTY_EXPECTATION = ("Race first: the formula takes α (the share of judged guesses kept) and "
@@ -99,11 +190,11 @@ def batch_md(costs, tokens_per_pass: float | None, noise=None) -> str:
                      f" | {c.cost_ratio:.2f} | {bounds if judged else '— (noisy)'} "
                      f"| {derived} |")
     notes = [_bound_sentence(c, noise) for c in costs]
-    how = ("*Speed-up derived, not raced: tokens per pass from the batch-1 race "
-           f"({tokens_per_pass:.2f}) × plain step ÷ verification pass, both measured at that "
-           "batch; it assumes every row keeps as many guesses and a draft that costs nothing "
-           "(prompt lookup).*" if tokens_per_pass else
-           "*Race first: the derived speed-up needs the race's tokens per pass.*")
+    how = (("*Speed-up derived, not raced: tokens per pass from the batch-1 race "
+            f"({tokens_per_pass:.2f}) × plain step ÷ verification pass, both measured at that "
+            "batch; it assumes every row keeps as many guesses and a draft that costs nothing "
+            "(prompt lookup).*") if tokens_per_pass
+           else "*Race first: the derived speed-up needs the race's tokens per pass.*")
     return (busy_notice_html(noise) + "\n".join(lines) + "\n\n" + "  \n".join(notes) + "\n\n"
             + how)
 
@@ -175,10 +266,10 @@ def expectation_md(e, sweep_points=()) -> str:
             "α = 0: the draft made no guess in this race")
     lines = [
         busy_notice_html(e.reading) + f"**{FORMULAS}** (theoretical).",
-        f"{kept}. At your k = {f.k}: E = **{r.tokens_per_pass:.2f}** tokens per pass by the "
-        f"formula, **{f.tokens_per_pass:.2f}** measured; speed-up {r.speedup:.2f}× by the "
-        f"formula ({r.tokens_per_pass:.2f} × {f.step_s * 1000:.0f} ms ÷ ({f.k} × "
-        f"{f.draft_s * 1000:.1f} ms + {f.verify_s * 1000:.0f} ms)), {times(f.speedup)} measured.",
+        (f"{kept}. At your k = {f.k}: E = **{r.tokens_per_pass:.2f}** tokens per pass by the "
+         f"formula, **{f.tokens_per_pass:.2f}** measured; speed-up {r.speedup:.2f}× by the formula "
+         f"({r.tokens_per_pass:.2f} × {f.step_s * 1000:.0f} ms ÷ ({f.k} × {f.draft_s * 1000:.1f} "
+         f"ms + {f.verify_s * 1000:.0f} ms)), {times(f.speedup)} measured."),
         _best_sentence(e),
     ]
     sweep = _mine(sweep_points, f.draft)
@@ -219,9 +310,9 @@ def sampled_md(run, greedy_alpha: float | None = None) -> str:
     if not run.judged:
         return f"{rule}: the draft made no guess in {run.passes} passes, so α cannot be counted."
     out = (f"{rule}: **{run.accepted} of {run.judged}** judged guesses kept, **α = "
-           f"{run.alpha:.2f}** (measured, seed {run.seed}, draft {run.draft}). E at k = "
-           f"{run.k}: **{run.expected_tokens_per_pass:.2f}** tokens per pass (theoretical); "
-           f"this run made **{run.tokens_per_pass:.2f}** (measured, {run.passes} passes).")
+           f"{run.alpha:.2f}** (measured, seed {run.seed}, draft {run.draft}). E at k = {run.k}: "
+           f"**{run.expected_tokens_per_pass:.2f}** tokens per pass (theoretical); this run made "
+           f"**{run.tokens_per_pass:.2f}** (measured, {run.passes} passes).")
     if greedy_alpha is not None:
         out += f" Your greedy race with this draft: α = {greedy_alpha:.2f}."
     return out

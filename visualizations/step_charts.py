@@ -85,9 +85,9 @@ def _matmul_rate(weight_bytes: int, seconds: float, bandwidth_gbs: float) -> str
     text = (f": {human_bytes(weight_bytes)} in {seconds * 1000:.1f} ms is {rate:,.1f} GB/s, "
             f"{rate / bandwidth_gbs:.0%} of the measured bandwidth.")
     if rate > bandwidth_gbs:
-        text += (" Above 100%: the matrix products read memory faster than the simple sum that "
-                 "measured the bandwidth, so the roof is a little low (a roof is only as good "
-                 "as its measurement).")
+        text += " " + ("Above 100%: the matrix products read memory faster than the simple sum "
+                       "that measured the bandwidth, so the roof is a little low (a roof is only "
+                       "as good as its measurement).")
     return text
 
 
@@ -102,7 +102,7 @@ def step_bound_md(bound, floor_seconds: float, bytes_per_token: int, bandwidth_g
     by_layer = (f" ({per_layer:.0f} per layer, and the output head)"
                 if per_layer and per_layer == int(per_layer) else "")
     lines = [
-        f"- **One step (measured, median of {p.steps} after a warm-up step):** "
+        f"- **One step ({MEASURED}, median of {p.steps} after a warm-up step):** "
         f"{p.step_seconds * ms:.1f} ms ({1 / p.step_seconds:.1f} tokens/s), split below by "
         "the profiler's shares of its own steps.",
         f"- **Bandwidth floor ({THEORETICAL}):** {human_bytes(bytes_per_token)} read ÷ "
@@ -147,18 +147,16 @@ def step_bound_md(bound, floor_seconds: float, bytes_per_token: int, bandwidth_g
     if race is not None and race.captured:
         same = ("the same tokens" if race.same_tokens else
                 f"**different tokens from token {race.first_difference_at}**")
-        lines += [
-            "",
-            f"**Captured step ({MEASURED} now):** the whole step recorded once as a CUDA graph "
-            f"and replayed with one launch decoded {race.new_tokens} tokens at "
-            f"**{race.captured_tokens_per_s:,.0f} tokens/s** against "
-            f"{race.eager_tokens_per_s:,.0f} for the eager loop (**{race.speedup:.1f}×**), with "
-            f"{same}; recording it took {race.capture_seconds * ms:.0f} ms once."]
+        lines += ["", ("**Captured step (measured now):** the whole step recorded once as a CUDA "
+                       f"graph and replayed with one launch decoded {race.new_tokens} tokens at "
+                       f"**{race.captured_tokens_per_s:,.0f} tokens/s** against "
+                       f"{race.eager_tokens_per_s:,.0f} for the eager loop "
+                       f"(**{race.speedup:.1f}×**), with {same}; recording it took "
+                       f"{race.capture_seconds * ms:.0f} ms once.")]
     elif not gpu:
-        lines += [
-            "",
-            "On a GPU (an H200, measured elsewhere) launching a kernel took longer than most of "
-            "this model's kernels ran, so the same split was far more lopsided there. Capturing "
-            "the step as a CUDA graph (one launch per token) removes the gaps between launches, "
-            "not the kernels' own time: see *On a GPU* below."]
+        lines += ["", ("On a GPU (an H200, measured elsewhere) launching a kernel took longer than "
+                       "most of this model's kernels ran, so the same split was far more lopsided "
+                       "there. Capturing the step as a CUDA graph (one launch per token) removes "
+                       "the gaps between launches, not the kernels' own time: see *On a GPU* "
+                       "below.")]
     return "\n".join(lines)

@@ -82,10 +82,10 @@ def per_token_verdict(m, noise) -> tuple[Card, list[str]]:
             if side == "slower" else "about what a decode step spends on its single token")
     return card, [
         f"- So prefill spent **{per_tok * 1000:.1f} ms per prompt token**, {said}.",
-        f"- Why the first token is slower: it waits for the whole prefill "
-        f"({m.ttft_seconds * 1000:.0f} ms ≈ {m.ttft_seconds / tpot:.1f} decode steps here), longer "
-        "for longer prompts; each next token costs about one decode step, which grows slowly "
-        "with the text (lesson 4c measures it).",
+        "- " + ("Why the first token is slower: it waits for the whole prefill "
+                f"({m.ttft_seconds * 1000:.0f} ms ≈ {m.ttft_seconds / tpot:.1f} decode steps "
+                "here), longer for longer prompts; each next token costs about one decode step, "
+                "which grows slowly with the text (lesson 4c measures it)."),
     ]
 
 
@@ -114,8 +114,8 @@ def sweep_verdict_md(points, noise=None, reference=None) -> str:
     robust = getattr(last, "robust", None)
     if impossible:
         head = Card("One token at a time ÷ one pass", "—", "impossible: not shown")
-        said = (f"**not a possible result** at {last.tokens} tokens: {impossible} This machine "
-                "was disturbed; measured again: still impossible, so no speed-up is shown.")
+        said = (f"**not a possible result** at {last.tokens} tokens: {impossible} This machine was "
+                "disturbed; measured again: still impossible, so no speed-up is shown.")
     elif supports_verdict(noise) and ratio_side(ratio) == "faster":
         head = Card("One pass is faster by", times(ratio), f"at {last.tokens} tokens")
         said = (f"Done. At {last.tokens} tokens ({how}), one pass is **{times(ratio)}** faster "
@@ -128,9 +128,9 @@ def sweep_verdict_md(points, noise=None, reference=None) -> str:
                 f"**{last.parallel_seconds * 1000:,.0f} ms**, one token at a time "
                 f"**{last.sequential_seconds * 1000:,.0f} ms** (no verdict from this run).")
     if robust is not None and not impossible:
-        said += (f" Speed-up {robust.label()}: one pass counts at its faster rounds, each "
-                 "token fed one at a time at the median of its neighbours, so a step slowed "
-                 "by another program does not count.")
+        said += " " + (f"Speed-up {robust.label()}: one pass counts at its faster rounds, each "
+                       "token fed one at a time at the median of its neighbours, so a step slowed "
+                       "by another program does not count.")
     live = "not a possible result" if impossible else times(ratio)
     return busy_notice_html(noise) + reference_html(
         reference, "One pass's speed-up", live, noise) + cards_html([

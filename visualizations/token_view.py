@@ -59,9 +59,8 @@ def token_counts_md(text: str, n_tokens: int, n_special: int = 0) -> str:
 
 def template_note_md(plain_tokens: int, wrapped_tokens: int, special_tokens: int) -> str:
     return (f"Wrapped in the chat template, your {plain_tokens} tokens become "
-            f"**{wrapped_tokens}**: **{wrapped_tokens - plain_tokens}** tokens of role markers "
-            f"and the default system message ({special_tokens} special tokens), paid on every "
-            "turn.")
+            f"**{wrapped_tokens}**: **{wrapped_tokens - plain_tokens}** tokens of role markers and "
+            f"the default system message ({special_tokens} special tokens), paid on every turn.")
 
 
 def token_cost_md(cost, input_price_per_m: float, output_price_per_m: float) -> str:
@@ -69,8 +68,8 @@ def token_cost_md(cost, input_price_per_m: float, output_price_per_m: float) -> 
     return (f"**{cost.input_tokens:,} input tokens** × ${input_price_per_m:g}/M = "
             f"${cost.input_cost:.6f} · **{cost.output_tokens:,} output tokens** × "
             f"${output_price_per_m:g}/M = ${cost.output_cost:.6f} · **per request "
-            f"${cost.total:.6f}**, per million requests **${cost.total * 1e6:,.0f}** "
-            "*(arithmetic: tokens × price per million ÷ 1,000,000)*")
+            f"${cost.total:.6f}**, per million requests **${cost.total * 1e6:,.0f}** *(arithmetic: "
+            "tokens × price per million ÷ 1,000,000)*")
 
 
 def conversation_cost_md(rows) -> str:
@@ -84,14 +83,13 @@ def conversation_cost_md(rows) -> str:
     first, last = rows[0], rows[-1]
     once = sum(first.cost for _ in rows)  # the same turns, had each been sent alone
     if len(rows) > 1 and first.input_tokens:
-        lines.append(
-            f"\nBy turn {last.turn} one request sends **{last.input_tokens:,} tokens**, "
-            f"{last.input_tokens / first.input_tokens:.0f}× the first: the model keeps nothing "
-            "between requests, so every earlier question and answer is sent, prefilled and paid "
-            f"for again. The {last.turn} turns cost **${last.total:.6f}**, "
-            f"{last.total / once:.1f}× what {last.turn} separate first turns would "
-            "*(arithmetic, the same prices; a provider's prompt cache may discount the resent "
-            "part)*.")
+        lines.append("\n" + (f"By turn {last.turn} one request sends **{last.input_tokens:,} "
+                             f"tokens**, {last.input_tokens / first.input_tokens:.0f}× the first: "
+                             "the model keeps nothing between requests, so every earlier question "
+                             f"and answer is sent, prefilled and paid for again. The {last.turn} "
+                             f"turns cost **${last.total:.6f}**, {last.total / once:.1f}× what "
+                             f"{last.turn} separate first turns would *(arithmetic, the same "
+                             "prices; a provider's prompt cache may discount the resent part)*."))
     return "\n".join(lines)
 
 

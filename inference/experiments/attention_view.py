@@ -1,5 +1,7 @@
-"""Lesson 4: what the cache is read for. The newest token's attention over cached positions,
-from the REAL cached keys and the newest token's recomputed query, in every layer:
+"""Lesson 4: the real KV cache. `watch_growth` reads its tensors after every step: the prefill
+fills it with the whole prompt; each later step adds one position to every layer. What it is
+read for: the newest token's attention over cached positions, from the REAL cached keys and
+the newest token's recomputed query, in every layer:
 
     q = rotary(q_proj(input_layernorm(h)))        # h: the newest token entering layer l
     weights = softmax(q · Kᵀ / √head_dim)         # K: layer l's cached keys, all positions
@@ -8,6 +10,7 @@ With grouped-query attention, query head h reads KV head h // (query_heads / kv_
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +19,33 @@ from transformers import DynamicCache
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 from ..errors import EmptyPromptError
+from ..generation import next_token, start
+from ..kv_cache import CacheSnapshot, snapshot
+
+
+@dataclass(frozen=True)
+class GrowthStep:
+    """One output token and the cache right after the step that chose it."""
+
+    index: int
+    piece: str
+    text: str
+    prompt_tokens: int
+    seconds: float
+    cache: CacheSnapshot
+    finished: str | None
+
+
+def watch_growth(lm, prompt_ids: list[int], max_new_tokens: int = 24,
+                 max_new_limit: int = 512) -> Iterator[GrowthStep]:
+    """Generate greedily and yield the real cache after every step (step 0: the prefill). The
+    cache lags the text by one token: the next pass writes the newest token's keys/values."""
+    gen = start(lm, prompt_ids, max_new_tokens=max_new_tokens, max_new_limit=max_new_limit)
+    while not gen.finished:
+        ev = next_token(lm, gen)
+        yield GrowthStep(index=ev.index, piece=ev.piece, text=ev.text,
+                         prompt_tokens=len(prompt_ids), seconds=ev.seconds,
+                         cache=snapshot(gen.cache), finished=ev.finished)
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ from dataclasses import dataclass, replace
 import torch
 
 from ..config import LIMITS
-from ..engine import decode_step, prefill
 from ..errors import EmptyPromptError
+from ..generation import decode_step, prefill
 from ..kv_cache import cache_tensor_bytes
 from ..thread_choice import fastest_threads, num_threads
 from ..timing import stopwatch

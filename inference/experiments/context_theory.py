@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..kv_cache import bytes_per_token, kv_cache_bytes
-from ..weights import bytes_read_per_token
+from ..loading import bytes_read_per_token
 from .roofline import machine_bandwidth
 
 MEASURED = "measured"

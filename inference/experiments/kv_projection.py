@@ -2,9 +2,9 @@
 
     bytes = 2 × layers × kv_heads × head_dim × bytes_per_value × tokens × batch
 
-Checked against this model's tensors, the formula predicts published models' caches too. It
-grows with context AND batch while the weights stay the same, so past some tokens × sequences
-the cache outweighs the model. `size_rows` sets this model beside its larger siblings.
+Checked against this model's tensors, it predicts published models' caches too: grown with
+context AND batch, past some tokens × sequences the cache outweighs the model. `size_rows` sets
+this model beside its larger siblings.
 """
 from __future__ import annotations
 

@@ -15,20 +15,18 @@ import torch
 from transformers import DynamicCache
 
 from ..config import LIMITS
-from ..engine import decode_step, forward, recompute_logits
 from ..errors import EmptyPromptError
+from ..generation import decode_step, forward, recompute_logits
 from ..kv_cache import bytes_per_token
+from ..loading import bytes_read_per_token
 from ..thread_choice import fastest_threads, num_threads
 from ..timing import stopwatch
-from ..weights import bytes_read_per_token
-from . import sanity
+from . import WARM_UP_PASSES, WARM_UP_TOKENS, sanity
 from .context_theory import QuadraticFit, fit_quadratic
 from .robust import Robust, paired_ratio
 
 CACHED = "cached"
 RECOMPUTE = "recompute"
-WARM_UP_TOKENS = 8  # the untimed warm-up pass: at most the prompt's first 8 tokens
-WARM_UP_PASSES = 4  # at most: `fastest_threads` times it at 2 thread counts, twice each
 LENGTHS = (32, 128, 512)  # `step_costs`; each recompute step at 512 takes ~1 s on 2 CPU cores
 REPEATS = 3  # steps timed per length and lane (median)
 

@@ -1,25 +1,29 @@
 """'This machine', measured on the loaded model: the read bandwidth and the batch-1 decode
 speed under it (the roofline), the matmul GFLOP/s with the passes under both roofs, and what
-bounds one decode step. A speed past the bandwidth ceiling is measured once more, the bandwidth
-read again first (another program only lowers it, so the higher counts).
+bounds one decode step: the profiler's split of a few steps, one do-nothing operation's fixed
+cost and, on a GPU, the eager loop raced against the step replayed as a CUDA graph. A speed past
+the bandwidth ceiling is measured once more, the bandwidth read again first (another program
+only lowers it, so the higher counts).
 """
 from __future__ import annotations
 
 import statistics
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from ..generation import stream
+from ..profile_step import StepProfile, captured_greedy, profile_decode_step, tiny_op_seconds
 from ..tokens import prompt_ids
-from . import noise, roofline, step_bound
+from . import WARM_UP_TOKENS, noise, roofline
 from .noise import Noise
-from .quality import greedy_tokens
+from .quality import greedy_run, greedy_tokens
 from .roofline import ComputeRoof, Roofline, WorkPoint, measure_read_bandwidth
-from .step_bound import StepBound
 
 ROOFLINE_PROMPT = "Write a short story about a lighthouse keeper and a storm."
 ROOFLINE_NEW_TOKENS = 24  # enough decode steps for a steady median
 PREFILL_TOKENS = 256  # a long prompt: intensity ~256× decode's, right of most machines' ridge
+PROFILED_STEPS = 4  # decode steps under the profiler (and as many timed without it)
+RACE_TOKENS = 128  # the captured race's length on a GPU (a fraction of a second there)
 
 
 @dataclass(frozen=True)
@@ -96,17 +100,92 @@ def measure_compute_roof(lm, r: Roofline, shared=None, new_tokens: int = ROOFLIN
     return ComputeRoof(peak, r.bandwidth_gbs, (decode, *batch, prefill))
 
 
+@dataclass(frozen=True)
+class CapturedRace:
+    new_tokens: int  # tokens each side decoded after the same prompt
+    captured: bool  # True: the second side replayed a CUDA graph; False: static cache, eager
+    eager_tokens_per_s: float  # the engine's loop (DynamicCache), batch 1
+    static_tokens_per_s: float  # the static-cache step, run eagerly
+    captured_tokens_per_s: float  # the captured step (equals the eager static run on a CPU)
+    capture_seconds: float  # one-off: warm-up steps and recording the graph (0 on a CPU)
+    same_tokens: bool  # the captured side chose every token the engine chose
+    first_difference_at: int | None  # index of the first differing token, if any
+
+    @property
+    def speedup(self) -> float:
+        """Captured tokens/s ÷ eager tokens/s."""
+        return self.captured_tokens_per_s / self.eager_tokens_per_s
+
+
+def captured_race(lm, ids: list[int], new_tokens: int = RACE_TOKENS) -> CapturedRace:
+    """`new_tokens` greedy tokens each way after a warm-up (on a CPU, static cache eagerly)."""
+    greedy_run(lm.model, ids, WARM_UP_TOKENS, lm.device)
+    captured_greedy(lm.model, ids, WARM_UP_TOKENS, capture=False)
+    eager = greedy_run(lm.model, ids, new_tokens, lm.device)
+    static = captured_greedy(lm.model, ids, new_tokens, capture=False)
+    on_gpu = lm.device.type == "cuda"
+    graph = captured_greedy(lm.model, ids, new_tokens, capture=True) if on_gpu else static
+    diff = next((i for i, (a, b) in enumerate(zip(eager.token_ids, graph.token_ids)) if a != b),
+                None)
+    return CapturedRace(new_tokens, graph.captured, eager.decode_tokens_per_s,
+                        static.decode_tokens_per_s, graph.decode_tokens_per_s,
+                        graph.capture_seconds, graph.token_ids == eager.token_ids, diff)
+
+
+@dataclass(frozen=True)
+class StepBound:
+    profile: StepProfile
+    tiny_op_seconds: float  # one do-nothing operation, measured here
+    race: CapturedRace | None  # None on a CPU (nothing to capture) or when not asked for
+
+    def verdict(self, floor_seconds: float) -> roofline.BoundVerdict:
+        """The one rule on this step: its share of the bandwidth roof (floor ÷ step) and of time
+        outside the real work (a GPU's idle time between kernels; on a CPU all but matmuls)."""
+        p = self.profile
+        gpu = p.kernels_per_step is not None and p.device_busy_share is not None
+        step = max(p.step_seconds, 1e-12)
+        outside = 1 - p.device_busy_share if gpu else 1 - p.matmul_seconds / step
+        return roofline.decide_bound(floor_seconds / step, None,
+                                     overhead_share=max(outside, 0.0),
+                                     device="cuda" if gpu else "cpu")
+
+    @property
+    def dispatch_seconds(self) -> float:
+        """Theoretical: operations per step × one's fixed cost."""
+        return self.profile.ops_per_step * self.tiny_op_seconds
+
+
+def measure_step_bound(lm, prompt_ids: list[int], steps: int = PROFILED_STEPS,
+                       race_tokens: int = RACE_TOKENS) -> StepBound:
+    """Profile `steps` decode steps; on a GPU, race the captured step (`race_tokens` 0: no)."""
+    profile = profile_decode_step(lm.model, prompt_ids, steps=steps)
+    race = (captured_race(lm, prompt_ids, race_tokens)
+            if lm.device.type == "cuda" and race_tokens > 0 else None)
+    return StepBound(profile, tiny_op_seconds(lm.device), race)
+
+
+def step_figures(bound: StepBound) -> dict:
+    """The measurement as plain figures for a results file."""
+    return asdict(bound) | {"between_ops_seconds": bound.profile.between_ops_seconds,
+                            "dispatch_seconds": bound.dispatch_seconds}
+
+
 def measure_roofline_step_bound(lm) -> StepBound:
     """What bounds a decode step of the roofline's prompt (the race only on a GPU)."""
-    return step_bound.measure_step_bound(lm, prompt_ids(lm.tokenizer, ROOFLINE_PROMPT))
+    return measure_step_bound(lm, prompt_ids(lm.tokenizer, ROOFLINE_PROMPT))
+
+
+def step_profile_tokens(prompt: int, steps: int = PROFILED_STEPS) -> int:
+    """Tokens `profile_decode_step` feeds: the prefill, a warm-up step, `steps` timed steps
+    and `steps` profiled ones (a GPU's captured race adds its own)."""
+    return prompt + 1 + 2 * steps
 
 
 def roofline_tokens(prompt: int, cuda: bool) -> int:
     """Tokens 'Measure this machine' feeds: a greedy run, three prefills and a profiled decode;
     on a GPU the captured race adds five greedy runs (two warm-ups, three races)."""
     work = (greedy_tokens(prompt, ROOFLINE_NEW_TOKENS) + 3 * PREFILL_TOKENS
-            + step_bound.step_profile_tokens(prompt))
+            + step_profile_tokens(prompt))
     if cuda:
-        work += (2 * greedy_tokens(prompt, step_bound.WARM_UP_TOKENS)
-                 + 3 * greedy_tokens(prompt, step_bound.RACE_TOKENS))
+        work += 2 * greedy_tokens(prompt, WARM_UP_TOKENS) + 3 * greedy_tokens(prompt, RACE_TOKENS)
     return work

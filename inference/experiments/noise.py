@@ -48,10 +48,6 @@ class Noise:
     busy: bool  # any signal past its limit: show the notice, draw no verdict
     reasons: tuple[str, ...] = ()  # one plain phrase per signal past its limit
 
-    @property
-    def quiet(self) -> bool:
-        return not self.busy
-
 
 def repeat_spread(seconds: Sequence[float]) -> float | None:
     """Interquartile range ÷ median of repeated timings of the same work; None under 4.

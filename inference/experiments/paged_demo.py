@@ -68,7 +68,7 @@ def start_pool(lm, blocks: int | None = None, settings: Settings = LIMITS
 
 def _prefill(lm, demo: DemoPool, rids: list[int]) -> float:
     with stopwatch(lm.device) as t:
-        logits = demo.batch.prefill(rids)  # [N, V]
+        logits = demo.batch.prefill_chunks({r: demo.batch.rows[r].pending for r in rids})  # [N, V]
     for rid, token in zip(rids, logits.argmax(-1).tolist()):
         demo.generated[rid].append(token)
         demo.batch.append(rid, token)
@@ -116,7 +116,7 @@ def step_pool(lm, demo: DemoPool) -> DemoView:
                      f"back and it waits at the front of the queue")
     if demo.batch.rows:
         with stopwatch(lm.device) as t:
-            logits = demo.batch.decode()  # [B, V]
+            logits = demo.batch.decode(list(demo.batch.rows))  # [B, V]: every row decodes
         for rid, token in zip(list(demo.batch.rows), logits.argmax(-1).tolist()):
             demo.generated[rid].append(token)
             demo.batch.append(rid, token)

@@ -14,16 +14,13 @@ from dataclasses import dataclass
 import torch
 from transformers import DynamicCache
 
-from ..engine import forward, prefill
-from ..generation import stream
+from ..generation import forward, prefill, stream
 from ..thread_choice import fastest_threads, num_threads
 from ..timing import stopwatch
-from . import sanity
+from . import WARM_UP_PASSES, WARM_UP_TOKENS, sanity
 from .noise import Noise
 from .robust import ROUNDS, Robust, low_quantile, running_median
 
-WARM_UP_TOKENS = 8  # the untimed warm-up pass
-WARM_UP_PASSES = 4  # `fastest_threads` times it at 2 thread counts, twice each (or untimed)
 PARALLEL_REPEATS = 2  # `time_parallel`'s default: timed prefills, the best counts
 PER_TOKEN_FROM = 16  # tokens fed one at a time for a length that is extrapolated
 DECODE_STEPS = 4  # `measure_prompt`: decode steps timed after the prefill, for comparison
@@ -123,15 +120,9 @@ def prefill_sweep(lm, lengths: list[int], max_sequential: int = 128
     a time (`feeding` > 0). An impossible speed-up is measured once more (`attempt` 1)."""
     device, model = lm.device, lm.model
     warm = torch.tensor([sweep_tokens(lm.tokenizer, WARM_UP_TOKENS)], device=device)
-    warmed = []
-
-    def warm_up() -> None:
-        warmed.append(forward(model, warm, DynamicCache()) is not None)
-
-    # warm-up, then the thread count both lanes run at: the faster of the default and 1
-    threads = fastest_threads(warm_up, device)
-    for _ in range(WARM_UP_PASSES - len(warmed)):  # always as many warm-ups, untimed
-        warm_up()
+    # warm-ups, timed to choose the thread count both lanes run at: the default or 1
+    threads = fastest_threads(lambda: forward(model, warm, DynamicCache()), device,
+                              runs=WARM_UP_PASSES)
     points: list[PrefillPoint] = []
     lengths = sorted(set(lengths))
     for done, n in enumerate(lengths, start=1):

@@ -1,10 +1,7 @@
-"""Lesson 4: prefix reuse. A shared system prompt is prefilled once; its cache serves every
-question.
-
-A shared prefix has the same keys and values every time (a position attends only to those
-before it), so per question copy its cache and prefill only the question: time to first token
-pays for the question alone, and the outputs match. Left out: eviction, sharing across
-processes, paged caches.
+"""Lesson 4: prefix reuse. A shared system prompt has the same keys and values every time (a
+position attends only to those before it), so it is prefilled once and per question its cache is
+copied: time to first token pays for the question alone, and the outputs match. Left out:
+eviction, sharing across processes, paged caches.
 """
 from __future__ import annotations
 
@@ -16,8 +13,8 @@ import torch
 from transformers import DynamicCache
 
 from ..config import LIMITS
-from ..engine import decode_step, forward, prefill
 from ..errors import EmptyPromptError, PromptTooLongError
+from ..generation import decode_step, forward, prefill
 from ..kv_cache import cache_length, copy_cache
 from ..timing import stopwatch
 from ..tokens import clean_text, prompt_ids
@@ -87,31 +84,6 @@ def prefill_prefix(lm, ids: list[int]) -> PrefixCache:
 
 
 @torch.inference_mode()
-def answer_with_reuse(lm, prefix: PrefixCache, ids: list[int]
-                      ) -> tuple[float, torch.Tensor, DynamicCache, int]:
-    """(ttft, logits [V], cache, reused positions): copy the prefix cache, prefill the rest
-    (at least one token: its pass gives the next token's scores)."""
-    reused = min(len(os.path.commonprefix([prefix.ids, tuple(ids)])), len(ids) - 1)
-    with stopwatch(lm.device) as t:
-        cache = copy_cache(prefix.cache)
-        extra = cache_length(cache) - reused
-        if extra > 0:
-            cache.crop(-extra)  # a negative count drops that many newest positions
-        logits = forward(lm.model, torch.tensor([ids[reused:]], device=lm.device), cache)[0]
-        logits.argmax()
-    return t[0], logits, cache, reused
-
-
-@torch.inference_mode()
-def answer_from_scratch(lm, ids: list[int]) -> tuple[float, torch.Tensor, DynamicCache]:
-    """(ttft, logits [V], cache): the whole prompt prefilled into a fresh cache."""
-    with stopwatch(lm.device) as t:
-        result = prefill(lm.model, torch.tensor([ids], device=lm.device))
-        result.logits.argmax()
-    return t[0], result.logits[0], result.cache
-
-
-@torch.inference_mode()
 def greedy_continue(lm, logits: torch.Tensor, cache: DynamicCache, new_tokens: int) -> list[int]:
     out = [int(logits.argmax())]
     stop = lm.stop_ids
@@ -121,6 +93,7 @@ def greedy_continue(lm, logits: torch.Tensor, cache: DynamicCache, new_tokens: i
     return out
 
 
+@torch.inference_mode()
 def prefix_runs(lm, prefix: PrefixCache, system: str, questions: list[str],
                 new_tokens: int = LIMITS.prefix_new_tokens.default) -> Iterator[PrefixRun]:
     """Per question: TTFT with a full prefill and with the stored prefix, and both outputs."""
@@ -129,12 +102,22 @@ def prefix_runs(lm, prefix: PrefixCache, system: str, questions: list[str],
         raise EmptyPromptError("Type at least one question.")
     for q in questions:
         ids = full_prompt_ids(lm.tokenizer, system, q)
-        ttft_full, logits_f, cache_f = answer_from_scratch(lm, ids)
-        ttft_reuse, logits_r, cache_r, reused = answer_with_reuse(lm, prefix, ids)
-        tokens_f = greedy_continue(lm, logits_f, cache_f, new_tokens)
-        tokens_r = greedy_continue(lm, logits_r, cache_r, new_tokens)
+        with stopwatch(lm.device) as full:  # the whole prompt prefilled into a fresh cache
+            whole = prefill(lm.model, torch.tensor([ids], device=lm.device))
+            whole.logits.argmax()
+        # copy the prefix cache, prefill the rest (at least one token: its pass gives the scores)
+        reused = min(len(os.path.commonprefix([prefix.ids, tuple(ids)])), len(ids) - 1)
+        with stopwatch(lm.device) as reuse:
+            cache = copy_cache(prefix.cache)
+            extra = cache_length(cache) - reused
+            if extra > 0:
+                cache.crop(-extra)  # a negative count drops that many newest positions
+            logits = forward(lm.model, torch.tensor([ids[reused:]], device=lm.device), cache)[0]
+            logits.argmax()
+        tokens_f = greedy_continue(lm, whole.logits[0], whole.cache, new_tokens)
+        tokens_r = greedy_continue(lm, logits, cache, new_tokens)
         yield PrefixRun(question=q, prompt_tokens=len(ids), reused_tokens=reused,
-                        ttft_full=ttft_full, ttft_reuse=ttft_reuse, tokens_full=tuple(tokens_f),
+                        ttft_full=full[0], ttft_reuse=reuse[0], tokens_full=tuple(tokens_f),
                         tokens_reuse=tuple(tokens_r),
                         text=lm.tokenizer.decode(tokens_r, skip_special_tokens=True))
 

@@ -2,13 +2,16 @@
 
 Written once to `quiet-reference.json` (the app's cache folder) with the time and the machine's
 name; when a live run is busy, the screen shows it big and the live figure small beside it. A
-key names what was measured and how. Not covered: a machine changed under the same name.
+key names what was measured and how. Not covered: a machine changed under the same name. The
+machine's name reads /proc/cpuinfo, which also says whether this CPU has native bfloat16
+arithmetic (lesson 6 says so only where checked).
 """
 from __future__ import annotations
 
 import json
 import logging
 import os
+import platform
 import tempfile
 from dataclasses import asdict, dataclass
 from datetime import datetime
@@ -16,9 +19,9 @@ from datetime import datetime
 import torch
 
 from ..config import weight_cache_root
-from .cpu_flags import this_cpu
 
 FILE = "quiet-reference.json"
+BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # x86 flags for native bfloat16 arithmetic
 log = logging.getLogger(__name__)
 
 
@@ -34,6 +37,38 @@ class QuietFigure:
         """'09:12' today, else '2 Dec 09:12'."""
         t, now = datetime.fromisoformat(self.measured_at), now or datetime.now()
         return t.strftime("%H:%M") if t.date() == now.date() else f"{t.day} {t:%b %H:%M}"
+
+
+def native_bf16(cpuinfo: str) -> bool | None:
+    """Native bfloat16 arithmetic from /proc/cpuinfo's `flags` lines (None: no such lines)."""
+    flags = {f for line in cpuinfo.splitlines() if line.split(":")[0].strip() == "flags"
+             for f in line.split(":", 1)[-1].split()}
+    if not flags:
+        return None
+    return any(f in flags for f in BF16_FLAGS)
+
+
+def read_cpuinfo(path: str = "/proc/cpuinfo") -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def device_bf16(device: torch.device | str) -> bool | None:
+    """Native bfloat16 on this device's CPU; None on a GPU (its flags say nothing there)."""
+    return native_bf16(read_cpuinfo()) if torch.device(device).type == "cpu" else None
+
+
+def cpu_name(cpuinfo: str) -> str:
+    """The CPU's model name from /proc/cpuinfo's text ('' when it has none)."""
+    return next((line.split(":", 1)[1].strip() for line in cpuinfo.splitlines()
+                 if line.startswith("model name")), "")
+
+
+def this_cpu() -> str:
+    return cpu_name(read_cpuinfo()) or platform.processor() or "cpu"
 
 
 def this_machine() -> str:

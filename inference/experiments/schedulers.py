@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ..config import LIMITS
 from ..errors import SettingOutOfRangeError, check_range
-from ..row_batch import RowBatch
+from ..paged_batch import RowBatch
 from ..stats import percentile
 from ..timing import stopwatch
 from ..tokens import prompt_ids

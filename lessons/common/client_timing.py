@@ -1,6 +1,5 @@
 """What a visitor experienced while a served answer streamed in: time to first token from the
-press (queue and prefill), then the wall time between tokens, read in a thread (`timed_events`)
-or on the event loop (`atimed_events`, the chat's); and when it shows its next frame
+press (queue and prefill), then the wall time between tokens; and when it shows its next frame
 (`FramePace`)."""
 from __future__ import annotations
 
@@ -12,8 +11,6 @@ Timed = tuple[object, float, float, int]  # (event, ttft s, s between tokens, to
 
 
 class _ClientClock:
-    """The figures so far, on this process's clock, from `req.submitted` on."""
-
     def __init__(self, req) -> None:
         self.req = req
         self.ttft, self.last, self.between, self.n = 0.0, 0.0, 0.0, 0

@@ -17,7 +17,6 @@ def _kw(settings: Settings, name: str, kw: dict) -> tuple[Range, dict]:
 
 
 def slider(settings: Settings, name: str, label: str, **kw) -> gr.Slider:
-    """A slider over `settings.<name>` (low..high, its default and step)."""
     rng, kw = _kw(settings, name, kw)
     kw.setdefault("value", rng.default)
     return gr.Slider(rng.low, rng.high, step=rng.step, label=label, **kw)
@@ -35,7 +34,6 @@ def number(settings: Settings, name: str, label: str, **kw) -> gr.Number:
 
 def prompt_box(settings: Settings, value: str, elem_id: str, label: str = "Prompt",
                lines: int = 2, **kw) -> gr.Textbox:
-    """A text box holding at most `Settings.max_prompt_chars` characters."""
     return gr.Textbox(value, label=label, lines=lines, max_length=settings.max_prompt_chars,
                       elem_id=elem_id, **kw)
 
@@ -49,8 +47,7 @@ def limit_name(component) -> str | None:
 
 
 def guess_box(settings: Settings, key: str, ask: str, elem_id: str) -> gr.Number:
-    """'Your guess first: <ask> (<unit>; 0 = no guess)', bounded by `Settings.guess` (an
-    empty number box shows 0, so 0 is "no guess")."""
+    """'Your guess first: <ask> (<unit>; 0 = no guess)': an empty number box shows 0."""
     unit = question(key).unit.strip()
     return number(settings, "guess", f"Your guess first: {ask} ({unit}; 0 = no guess)",
                   value=0, elem_id=elem_id, elem_classes=["lab-guess"])

@@ -1,8 +1,7 @@
-"""The one error path from the engine to the learner: every event handler is wrapped by
-`guarded`, which turns the project's typed errors into a `gr.Error` with their own message and
-anything unexpected into one plain sentence (logged with its trace on the server). `guarded`
-also hands a handler's work to the one compute thread (`inference.compute_thread`), where a
-lesson measurement takes turns with the server answering the class's chats (`Server.turn`)."""
+"""The one error path from the engine to the learner: `guarded` wraps every event handler,
+turning the project's typed errors into a `gr.Error` with their own message and anything
+unexpected into one plain sentence (its trace logged), and hands the handler's work to the one
+compute thread, where a measurement takes turns with the server answering the class's chats."""
 from __future__ import annotations
 
 import contextlib
@@ -22,7 +21,6 @@ UNEXPECTED = ("Something went wrong on the server while running this step. Try a
 
 
 def user_error(exc: Exception) -> gr.Error:
-    """A gr.Error with a plain message; unexpected errors get a generic one (no class names)."""
     if isinstance(exc, gr.Error):
         return exc
     if isinstance(exc, InferenceInputError):

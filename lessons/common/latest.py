@@ -1,10 +1,6 @@
-"""What the visitors of one app share: finished results kept in its `SharedResults`, and
-views many tabs watch, computed once per interval (`SharedSnapshot`). No Gradio.
-
-A finished measurement is kept with its noise reading (`keep`) and shown to the next visitor
-only when that was quiet (`reuse`); a busy room's numbers are measured afresh for the next.
-The lessons quote one another's latest results under name + device + dtype (`shared_key`):
-the prefill and batch sweeps (the machine's summary), lesson 6's comparison (lesson 5 prices it).
+"""What the visitors of one app share: finished results kept in its `SharedResults` under name
++ device + dtype (`shared_key`), reused by the next visitor only when measured on a quiet machine
+(`reuse`), and views many tabs watch, computed once per interval (`SharedSnapshot`). No Gradio.
 """
 from __future__ import annotations
 
@@ -23,7 +19,6 @@ LAST_MODES = "export-modes"  # lesson 6's latest finished comparison (lesson 5 p
 
 
 def keep(shared, key: Hashable, value: object, judged: Noise | None) -> None:
-    """Store a finished run's value under `key` and its reading beside it."""
     if shared is None:
         return
     shared.put(("noise", key), judged)
@@ -46,13 +41,11 @@ def shared_key(lm, name: str) -> tuple:
 
 
 def keep_modes(lm, shared, reports) -> None:
-    """Keep lesson 6's finished comparison (its `ModeReport`s) for the other lessons."""
     if shared is not None:
         shared.put(shared_key(lm, LAST_MODES), tuple(reports))
 
 
 def latest_modes(lm, shared) -> tuple:
-    """Lesson 6's latest finished comparison on this machine, or ()."""
     return (shared.get(shared_key(lm, LAST_MODES)) or ()) if shared is not None else ()
 
 
@@ -65,8 +58,7 @@ def latest_batch_points(lm, shared) -> tuple:
 
 
 def figures_md(lm, shared, roofline=None, busy: bool = False) -> str:
-    """This machine's figures: the roofline just measured (`busy`: its run was), the latest
-    shared sweeps."""
+    """This machine's figures: the roofline just measured, the latest shared sweeps."""
     get = shared.get if shared is not None else (lambda _key: None)
     batch = latest_batch_points(lm, shared)
     return machine_figures_md(lm.info, roofline, get(shared_key(lm, LAST_PREFILL)) or (), batch,

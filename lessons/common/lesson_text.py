@@ -1,6 +1,7 @@
-"""Lesson text lives in assets/ as markdown. The loaded model's figures are placeholders filled
-from its `ModelInfo` (`FROM_INFO`); other `$` signs stay. A placeholder without a value drops
-its enclosing "( … )", or else its whole line: no figure shows that was not read from the model.
+"""Lesson text lives in assets/ as markdown (and the page's CSS and scripts beside it). The
+loaded model's figures are placeholders filled from its `ModelInfo` (`FROM_INFO`); other `$` signs
+stay. A placeholder without a value drops its enclosing "( … )", or else its whole line: no figure
+shows that was not read from the model. A tab shows a lesson's opening, the rest under "Read more".
 
     >>> fill_placeholders("all layers ($layers here) at once", None)
     'all layers at once'
@@ -67,3 +68,4 @@ def split_more(text: str) -> tuple[str, str]:
     """
     opening, _, rest = text.partition(READ_MORE)
     return opening.strip(), rest.strip()
+

@@ -23,8 +23,7 @@ FILLED_INFO = "The prompt from your teacher's link is filled in (edit it freely)
 
 @dataclass(frozen=True)
 class LinkState:
-    """What a link asks for, checked: the tab, the prompt and the elem_ids of its boxes, and
-    a notice for whatever was left out."""
+    """What a link asks for, checked, and a notice for whatever was left out."""
 
     tab: str | None = None
     prompt: str | None = None
@@ -74,7 +73,6 @@ def read_link(params: Mapping[str, str], max_prompt_chars: int) -> LinkState:
 
 
 def link_notice() -> gr.Markdown:
-    """The (hidden until needed) line that says what a link asked for and could not get."""
     return gr.Markdown("", visible=False, elem_id="link-notice")
 
 

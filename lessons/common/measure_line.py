@@ -1,9 +1,7 @@
 """The measurement line: a press that cannot run now waits first come, first served, told its
-place and an honest wait. `slots` measurements run at once; a waiting press's place is
-recomputed every `update_s` (`turn`), so one leaving ahead moves everyone up at once. The wait
-is the work ahead (`Measurement.work`) times this machine's rate for each measurement (seconds
-per unit of its latest whole run, at most `limit_s` a run), or says there is none yet. Past
-`class_line` waiting a newcomer runs small (`Ticket.small`); past `bound` it is refused.
+place and an honest wait: the work ahead (`Measurement.work`) times this machine's rate for each
+measurement (from its latest whole run, at most `limit_s` a run), or that there is none yet.
+Past `class_line` waiting a newcomer runs small (`Ticket.small`); past `bound` it is refused.
 
 >>> t = [0.0]
 >>> line = MeasureLine(slots=1, bound=8, class_line=4, clock=lambda: t[0])
@@ -37,8 +35,6 @@ class LineFull(Exception):
 
 @dataclass(eq=False)
 class Ticket:
-    """One press in the line, from its handler's start until its run ends."""
-
     title: str  # what it measures, as the line names it ("KV race")
     work: int  # tokens × passes its run will feed (its class-sized variant's when small)
     number: int  # arrival order
@@ -48,8 +44,6 @@ class Ticket:
 
 @dataclass(frozen=True)
 class Place:
-    """Where a ticket stands."""
-
     position: int  # 1 = next to run; 0 = running now
     wait_s: float | None  # seconds until it starts, estimated; None: no rate known yet
     after: str | None  # the title of the measurement just ahead of it
@@ -57,7 +51,6 @@ class Place:
     untimed: str | None = None  # a title ahead with no rate here yet (why no figure)
 
     def sentence(self) -> str:
-        """E.g. '3rd in line, about 45 s: it starts after the KV race pressed before it'."""
         if self.position == 0:
             return "measuring now"
         first = "next" if self.position == 1 else ordinal(self.position)
@@ -70,13 +63,11 @@ class Place:
 
 
 def ordinal(n: int) -> str:
-    """1st, 2nd, 3rd, 4th, ..., 11th, 12th, 13th, 21st."""
     suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
     return f"{n}{suffix}"
 
 
 def estimate(wait_s: float | None, untimed: str | None = None) -> str:
-    """'about 45 s', 'about 3 min', or the estimate's absence and why."""
     if wait_s is None:
         why = f" (the {untimed} has not run on this machine yet)" if untimed else ""
         return f"no time estimate yet{why}"
@@ -87,7 +78,8 @@ def estimate(wait_s: float | None, untimed: str | None = None) -> str:
 
 @dataclass
 class MeasureLine:
-    """Measurements waiting for the heavy lane (one line per app)."""
+    """Measurements waiting for the heavy lane (one line per app; a waiting press's place is
+    recomputed every `update_s`, so one leaving ahead moves everyone up at once)."""
 
     slots: int = 1  # measurements running at once (Settings.heavy_lane_limit)
     bound: int = 24  # presses waiting at once; the next is refused (Settings.measure_line)
@@ -142,7 +134,7 @@ class MeasureLine:
             return False
 
     def done(self, ticket: Ticket, whole: bool = False) -> None:
-        """`ticket` leaves the line; a whole run (not cut, stopped or failed) sets its rate."""
+        """`ticket` leaves the line; a whole run (not cut, stopped or failed) times it."""
         with self._cond:
             if ticket in self._tickets:
                 self._tickets.remove(ticket)

@@ -1,10 +1,9 @@
 """One heavy measurement (a race, a sweep, a comparison), declared once beside its handler:
-its endpoint, its handler (a generator of frames) and its work, from the handler's own
-arguments by the formula beside the experiment loop it counts (`race_tokens`, ...). Here too
-what `measurement_wiring.wire_measurement` wraps every run in: the work budget
-(`over_budget`), the time limit (`timed`, `TIME_UP`) and the busy check (`watched`, its
-readings kept in the run's `Outcome`). A short timed run outside the heavy lane is a
-measurement in its own `lane`: no budget, never shared.
+its endpoint, its handler (a generator of frames) and its work, from the handler's arguments by
+the formula beside the experiment loop it counts (`race_tokens`, ...). Each run is wrapped in the
+work budget (`over_budget`), the busy check (`watched`) and the time limit (`timed`: Gradio's
+`time_limit` binds only streams); `measurement_wiring.py` wires it to its button. A short timed
+run outside the heavy lane is a measurement in its own `lane`: no budget, never shared.
 """
 from __future__ import annotations
 
@@ -73,7 +72,7 @@ def shrunk(n, low: float, share: int) -> int:
 
 
 def measurement_of(block_fn) -> Measurement | None:
-    """The measurement a wired event runs (marked by `measurement_wiring.measured`), or None."""
+    """The measurement a wired event runs (marked by `measured`), or None."""
     return getattr(getattr(block_fn, "fn", None), "measurement", None)
 
 

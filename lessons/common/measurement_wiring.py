@@ -1,13 +1,13 @@
 """The one way a heavy button is wired: `wire_measurement(button, inputs, outputs, m, ctx)`,
-with its Stop: `wire_stoppable`. Each run is wrapped in the work budget, turns with the server,
-the busy check, the time limit (`measurement.timed`: Gradio's `time_limit` binds only streams)
-and shared identical runs (`classroom.shared_runs`), whose measurement line (`measure_line`)
-shows a waiting press its place (`IN_LINE`), runs small on a long line and refuses when full.
+with its Stop: `wire_stoppable`. Each run gets the work budget, turns with the server, the busy
+check, the time limit and shared identical runs (`classroom.shared_runs`), whose line
+(`measure_line`) shows a waiting press its place, runs it small on a long line, refuses when full.
 """
 from __future__ import annotations
 
 import functools
 from collections.abc import Iterator
+from typing import NamedTuple
 
 import gradio as gr
 from gradio.events import Dependency
@@ -117,10 +117,10 @@ class Turn:
         whole = False
         try:
             if markdown is not None and (self.waited or self.note):
-                yield {markdown[1]: " ".join(filter(None, (YOUR_TURN, self.note)))}
+                yield {markdown.component: " ".join(filter(None, (YOUR_TURN, self.note)))}
             for frame in frames:
                 shows = markdown is not None and (not isinstance(frame, dict)
-                                                  or markdown[1] in frame)
+                                                  or markdown.component in frame)
                 yield with_sentence(markdown, frame, self.note) if self.note and shows else frame
             whole = not outcome.cut
         finally:
@@ -152,7 +152,7 @@ def said(markdown, outputs: list, sentence: str):
     """A frame showing only `sentence` in the first Markdown output (nothing else changes)."""
     if markdown is None:
         return gr.skip() if len(outputs) == 1 else tuple(gr.skip() for _ in outputs)
-    return {markdown[1]: sentence}
+    return {markdown.component: sentence}
 
 
 def declared(demo: gr.Blocks) -> dict[str, tuple]:
@@ -161,9 +161,16 @@ def declared(demo: gr.Blocks) -> dict[str, tuple]:
             if (m := measurement_of(fn)) is not None}
 
 
-def first_markdown(outputs: list):
-    """(index, component) of the first Markdown output (a run's progress line), or None."""
-    return next(((i, c) for i, c in enumerate(outputs) if isinstance(c, gr.Markdown)), None)
+class ProgressLine(NamedTuple):
+    """A run's progress line: its first Markdown output, and where it is among the outputs."""
+
+    index: int
+    component: gr.Markdown
+
+
+def first_markdown(outputs: list) -> ProgressLine | None:
+    return next((ProgressLine(i, c) for i, c in enumerate(outputs)
+                 if isinstance(c, gr.Markdown)), None)
 
 
 def with_sentence(markdown, frame, sentence: str):

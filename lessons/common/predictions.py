@@ -1,7 +1,7 @@
 """Predict, then measure: the learner commits to a number before the run, then sees their guess
 beside the measurement with one sentence of why (a verdict only from a quiet run: this one, or
-this machine's quiet reference). A lesson's guess box asks about a measurement key whose unit
-and "why" are the presenter screen's (`assets/presenter.md`), so it is never explained two ways.
+this machine's quiet reference). A lesson's guess box asks the presenter screen's question
+(`assets/presenter.md`), so it is never explained two ways.
 """
 from __future__ import annotations
 
@@ -24,7 +24,6 @@ def guess_error(guess: float, measured: float) -> float:
 
 
 def verdict(guess: float, measured: float) -> str:
-    """One short phrase: close, too low or too high, by how much."""
     off = guess_error(guess, measured)
     if off <= CLOSE:
         return "close: well predicted"
@@ -40,8 +39,7 @@ def fmt(x: float) -> str:
 
 def comparison_md(guess: float | None, measured: float, unit: str, why: str,
                   source: str = "**measured:**", run: str = "this run") -> str:
-    """Guess against measurement and why; without a guess (0: an empty number box), an
-    invitation to make one next time. `source` names the figure, `run` its run.
+    """Guess against measurement and why (0: no guess typed). `source` names the figure.
 
     >>> comparison_md(2, 10, "×", "Because.").splitlines()[0]
     '**Your guess:** 2 × · **measured:** 10 ×, too low: the measurement is 5.0× your guess'
@@ -84,8 +82,7 @@ def question(key: str) -> Screen:
 def beside_guess_md(screen: Screen, guess: float | None, measured: float, shown: str,
                     noisy: bool, reference: QuietFigure | None = None) -> str:
     """The guess beside a measurement of `screen`'s question: judged against it from a quiet
-    run; from a busy one (`noisy`), against this machine's quiet `reference` with the number
-    as `shown` beside it, or without one, no verdict."""
+    run; from a busy one, against this machine's quiet `reference`, or without one, no verdict."""
     if not noisy:
         return comparison_md(guess, measured, screen.unit, screen.why)
     if reference is None:  # no verdict, no "faster", no why

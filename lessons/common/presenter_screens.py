@@ -47,5 +47,4 @@ def parse_screens(text: str) -> tuple[Screen, ...]:
 
 
 def load_screens(info=None) -> tuple[Screen, ...]:
-    """The screens of assets/presenter.md, figures filled from the loaded model's `info`."""
     return parse_screens(lesson_text("presenter.md", info))

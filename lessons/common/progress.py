@@ -9,6 +9,7 @@ import gradio as gr
 from visualizations.glossary import lesson_words_md
 
 from .. import BY_ID, TABS
+from .lesson_text import lesson_text
 
 STORAGE_KEY = "llm-lab-progress"
 # The lessons in order, with their tab labels (every tab some "Next lesson" button opens).
@@ -16,7 +17,7 @@ STEPS: dict[str, str] = {t.id: t.label for t in TABS if t.id in {s.next for s in
 
 
 def visited(stored) -> list[str]:
-    """The lesson ids in a stored record (from the browser: anything else dropped), in order."""
+    """The lesson ids in a record stored in the browser (anything else dropped), in order."""
     seen = stored.get("visited") if isinstance(stored, dict) else None
     seen = set(seen) if isinstance(seen, list) else set()
     return [tab for tab in STEPS if tab in seen]
@@ -28,7 +29,6 @@ def visit(stored, tab_id: str) -> dict:
 
 
 def path_md(stored) -> str:
-    """One line: each lesson ticked or not, and which to open next."""
     done = visited(stored)
     if not done:
         return ("*Your path: the lessons you open are ticked here, in this browser only "
@@ -86,39 +86,8 @@ def lesson_footer(tab_id: str, tabs: gr.Tabs) -> None:
 # After a tab or "Next lesson" click, scroll up to the tabs (Gradio's scroll_to_output aims at
 # the sticky strip, always "in view"); a term's link (`?lesson=glossary#gl-<key>`) opens the
 # Glossary at its entry; on a phone, the open tab is kept in the strip.
-SCROLL_JS = """() => {
-  const toStart = () => { const t = document.querySelector('#lesson-tabs'); if (!t) return;
-    const y = t.getBoundingClientRect().top + window.scrollY;
-    if (window.scrollY > y + 1) window.scrollTo({top: y, behavior: 'instant'}); };
-  document.addEventListener('click', e => {
-    if (e.target.closest('#lesson-tabs > .tab-wrapper button[role=tab], button.lab-next'))
-      requestAnimationFrame(() => requestAnimationFrame(toStart)); }, true);
-  const showTerm = (id, tries) => { const t = document.getElementById(id);
-    if (t && t.offsetParent !== null) { t.scrollIntoView({block: 'center', behavior: 'instant'});
-      return; }
-    if (tries > 0) setTimeout(() => showTerm(id, tries - 1), 100); };
-  document.addEventListener('click', e => {
-    const a = e.target.closest && e.target.closest('a[href^="?lesson=glossary#gl-"]');
-    if (!a || e.button !== 0 || e.ctrlKey || e.metaKey || e.shiftKey) return;
-    e.preventDefault();
-    const tab = document.querySelector(
-      '#lesson-tabs > .tab-wrapper [role=tab][data-tab-id="glossary"]');
-    if (tab) tab.click();
-    showTerm(a.getAttribute('href').split('#')[1], 30); }, true);
-  if (location.hash.startsWith('#gl-')) showTerm(location.hash.slice(1), 100);
-  const showTab = () => {  // a phone's tab strip scrolls sideways: keep the open tab in it
-    const s = document.querySelector('#lesson-tabs > .tab-wrapper .tab-container');
-    const t = s && s.querySelector('[role=tab][aria-selected=true]');
-    if (!t || s.scrollWidth <= s.clientWidth) return;
-    const a = s.getBoundingClientRect(), b = t.getBoundingClientRect();
-    if (b.left < a.left || b.right > a.right)
-      s.scrollLeft += b.left - a.left - (a.width - b.width) / 2; };
-  new MutationObserver(showTab).observe(document.body,
-    {subtree: true, attributes: true, attributeFilter: ['aria-selected']});
-  showTab();
-}"""
+SCROLL_JS = lesson_text("lesson_scroll.js")
 
 
 def wire_scroll(demo: gr.Blocks) -> None:
-    """Install the one listener that brings a newly opened lesson's start into view."""
     demo.load(None, None, None, js=SCROLL_JS, queue=False, api_visibility="private")

@@ -1,6 +1,5 @@
 """The class served by this app's server and by vLLM, side by side, as `make bench-serving` (or
-`make bench`) measured it: 30 chats at once, same prompts, same client. This machine's own
-newest results where that bench ran here, else the run recorded in
+`make bench`) measured it: this machine's own newest results, else the run recorded in
 `assets/serving_vs_vllm.json`; a figure never appears without the machine it was measured on."""
 from __future__ import annotations
 
@@ -8,7 +7,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from inference.experiments.cpu_flags import this_cpu
+from inference.experiments.quiet_reference import this_cpu
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = (ROOT / "bench" / "serving-results.json", ROOT / "bench" / "results.json")
@@ -17,8 +16,6 @@ RECORDED = ROOT / "assets" / "serving_vs_vllm.json"
 
 @dataclass(frozen=True)
 class ServedClass:
-    """One engine serving the class: what its students saw."""
-
     tokens_per_s: float
     p95_latency_s: float
     p95_ttft_s: float

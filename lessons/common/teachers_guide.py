@@ -13,19 +13,6 @@ GUIDE = "teachers_guide.md"
 LABEL = "Teacher's guide: every Present screen, what to say, expected answers"
 
 
-def print_js(text_id: str) -> str:
-    """The guide alone in a new window, then the browser's print dialog."""
-    return f"""() => {{
-  const md = document.querySelector('#{text_id} .prose');
-  const w = window.open('', '_blank');
-  if (!md || !w) return;
-  w.document.write('<!doctype html><title>Teacher guide</title><style>body{{font:14px/1.45 ' +
-    'system-ui,sans-serif;max-width:46em;margin:2em auto}}h2{{break-after:avoid}}</style>' +
-    md.innerHTML);
-  w.document.close(); w.focus(); w.print();
-}}"""
-
-
 def quiet_reference_md(refs: dict | None = None) -> str:
     """This machine's quiet reference, one line a figure ("" when it has none yet)."""
     refs = quiet_reference.read() if refs is None else refs
@@ -46,5 +33,7 @@ def teachers_guide(elem_id: str) -> None:
     with gr.Accordion(LABEL, open=False, elem_id=elem_id, elem_classes=["lab-guide"]):
         body = elem_id + "-text"
         gr.Markdown(guide_md(), elem_id=body)
+        # the guide alone in a new window, then the browser's print dialog
+        print_js = lesson_text("print_guide.js", extra={"text_id": body})
         gr.Button("Print the guide", size="sm", elem_id=elem_id + "-print").click(
-            None, None, None, js=print_js(body), queue=False, api_visibility="private")
+            None, None, None, js=print_js, queue=False, api_visibility="private")

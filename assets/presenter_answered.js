@@ -1,0 +1,1 @@
+() => { if (window.__labMoveAnswered) window.__labMoveAnswered(); }

@@ -1,0 +1,4 @@
+async (p) => {
+  if (window.__labMoveTurn) await window.__labMoveTurn();
+  return p;
+}
