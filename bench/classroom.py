@@ -36,8 +36,8 @@ RESULT_WAIT_S = 1_000.0  # longer than the app's own longest time limit (900 s)
 TIME_UP_MARK = "⏱"  # a run stopped at its time limit (lessons/common/measurement.TIME_UP)
 LEFT_MARK = "The run you were following ended"  # its leader stopped (shared_runs.LEFT)
 SHARED_MARK = "for another visitor"  # a result from another visitor's run (shared_runs)
-IN_LINE_MARK = "Your measurement is"  # its place in line (lessons/common/measurement.IN_LINE)
-TURN_MARK = "Your turn"  # its run starts after waiting (measurement.YOUR_TURN)
+IN_LINE_MARK = "Your measurement is"  # its place in line (measurement_wiring.IN_LINE)
+TURN_MARK = "Your turn"  # its run starts after waiting (measurement_wiring.YOUR_TURN)
 FULL_MARKS = ("HTTP 503", "measurement line is full")  # refused: at the queue, by the line
 JITTER_S = 0.1  # stamps on separate connections: an accept this close to another's end follows it
 TARGETS = {"serving.classroom.at_once.refused": ("<=", 0),

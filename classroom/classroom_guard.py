@@ -38,7 +38,7 @@ app through one address, so a class is one address, not one abuser):
   handler would get: `handler_values`) is refused at once.
 
 The measurements are read from the built app: each event wired by
-`lessons.common.measurement.wire_measurement` carries its `Measurement`.
+`lessons.common.measurement_wiring.wire_measurement` carries its `Measurement`.
 
 A refused event gets HTTP 503 with a sentence saying why; everyone else is served.
 """

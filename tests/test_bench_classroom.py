@@ -129,13 +129,14 @@ def _constants(path: str) -> dict:
 def test_the_marks_are_the_apps_own_sentences():
     limits, runs = (_constants("lessons/common/measurement.py"),
                     _constants("classroom/shared_runs.py"))
+    wiring = _constants("lessons/common/measurement_wiring.py")
     assert limits["TIME_UP"].startswith(classroom.TIME_UP_MARK)
     assert runs["LEFT"].startswith(classroom.LEFT_MARK)
     for sentence in (runs["SHARED_NOW"], runs["SHARED_EARLIER"]):
         assert classroom.SHARED_MARK in sentence
-    assert classroom.IN_LINE_MARK in limits["IN_LINE"]
-    assert classroom.TURN_MARK in limits["YOUR_TURN"]
-    assert classroom.FULL_MARKS[1] in limits["LINE_FULL"]
+    assert classroom.IN_LINE_MARK in wiring["IN_LINE"]
+    assert classroom.TURN_MARK in wiring["YOUR_TURN"]
+    assert classroom.FULL_MARKS[1] in wiring["LINE_FULL"]
     assert _constants("classroom/visitor_token.py")["COOKIE"] == classroom.COOKIE
 
 
