@@ -24,7 +24,7 @@ from inference.experiments.memory_guard import memory_budget_bytes
 from inference.experiments.prefill_sweep import sweep_tokens, time_parallel
 from inference.experiments.roofline import Roofline
 from inference.experiments.shared_results import SharedResults
-from inference.experiments.speculative_race import batch_interplay
+from inference.experiments.spec_expectation import batch_interplay
 from inference.generation import stream
 from inference.kv_cache import kv_cache_bytes
 from inference.loading import bytes_read_per_token

@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 from inference.config import LIMITS, Settings
 from inference.errors import SettingOutOfRangeError
 from inference.experiments import noise, speculative_race
-from inference.experiments.speculative_race import (
+from inference.experiments.spec_expectation import (
     SampledRun,
     batch_interplay,
     expectation,

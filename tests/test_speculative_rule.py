@@ -3,13 +3,7 @@ the verdict. The rule must leave the output distributed exactly as the model's o
 import pytest
 import torch
 
-from inference.experiments.speculative_race import (
-    FASTER,
-    NOISE,
-    SLOWER,
-    run_noise,
-    speed_verdict,
-)
+from inference.experiments.speculative_race import FASTER, NOISE, SLOWER, run_noise, speed_verdict
 from inference.speculative import accept_greedy, accept_sampled, lookup, residual
 
 P = torch.tensor([0.5, 0.3, 0.15, 0.05])  # the model's distribution at one position
