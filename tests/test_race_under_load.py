@@ -1,7 +1,10 @@
 """The KV cache race on the real model while another program keeps one core busy: its robust
-speed-up stays within 0.75–1.33 of the same race run without that program. The spinner's start
-(its CPU time rising) and its end (its exit) are polled, never slept; small settings (12 new
-tokens after the default chat prompt) keep the test to seconds on a quiet 2-core machine.
+speed-up stays within 0.75–1.33 of the same race run without that program at the same thread
+count. (Under load the race may pick 1 thread, which rightly raises the speed-up: recomputing
+the whole sequence loses a core's arithmetic, a one-token cached step hardly any. The band is
+about measurement noise, so the quiet race runs at the count the loaded one chose.) The
+spinner's start (its CPU time rising) and its end (its exit) are polled, never slept; small
+settings (12 new tokens after the default chat prompt) keep the test to seconds.
 And the lesson's race handler, given a race whose speed-up is impossible, races once more and
 then says so instead of showing the figure."""
 import os
@@ -29,8 +32,17 @@ def robust_speedup(lm, ids):
     return summary
 
 
-def test_race_with_a_core_held_by_another_program_keeps_its_speedup(lm, chat_ids):
-    quiet = robust_speedup(lm, chat_ids)
+def test_race_with_a_core_held_by_another_program_keeps_its_speedup(lm, chat_ids, monkeypatch):
+    from inference.experiments import kv_race
+
+    chosen = []
+
+    def recorded(*args, **kwargs):
+        chosen.append(choose(*args, **kwargs))
+        return chosen[-1]
+
+    choose = kv_race.fastest_threads
+    monkeypatch.setattr(kv_race, "fastest_threads", recorded)
     spinner = subprocess.Popen([sys.executable, "-c", SPIN])
     try:
         assert wait_for(lambda: cpu_seconds(spinner.pid) > 0.2, timeout=60), "spinner never ran"
@@ -41,9 +53,12 @@ def test_race_with_a_core_held_by_another_program_keeps_its_speedup(lm, chat_ids
     finally:
         spinner.kill()
     assert wait_for(lambda: spinner.poll() is not None, timeout=30), "spinner did not end"
+    monkeypatch.setattr(kv_race, "fastest_threads", lambda run, device, **kw: chosen[0])
+    quiet = robust_speedup(lm, chat_ids)
     ratio = loaded.speedup / quiet.speedup
     assert BAND[0] <= ratio <= BAND[1], (
-        f"loaded {loaded.robust.label()} vs quiet {quiet.robust.label()}: {ratio:.2f}×")
+        f"loaded {loaded.robust.label()} vs quiet {quiet.robust.label()} "
+        f"at {chosen[0]} thread(s): {ratio:.2f}×")
 
 
 def test_the_race_handler_races_again_after_an_impossible_figure_and_says_so(
