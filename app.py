@@ -20,9 +20,7 @@ from lessons import TABS
 from lessons.common.context import AppContext
 from lessons.common.exports import wire_chart_csv
 from lessons.common.lesson_text import lesson_page, lesson_text
-from lessons.common.links import link_notice, wire_links
-from lessons.common.progress import lesson_footer, wire_scroll
-from lessons.common.read_more import lesson_markdown
+from lessons.common.progress import lesson_footer, lesson_markdown, wire_links, wire_scroll
 
 SETTINGS = Settings.from_env()
 # loaded on the compute thread, where every handler runs the model; read-only, shared by all
@@ -42,7 +40,8 @@ SERVER.turns.measuring = RUNS.waiting_visitors  # a room waiting on a sweep outw
 
 with gr.Blocks(title="LLM Inference, Step by Step",  # served files' copies are swept hourly
                delete_cache=(SETTINGS.file_cache_s, SETTINGS.file_cache_s)) as demo:
-    notice = link_notice()  # says what a ?lesson=…&prompt=… link asked for and did not get
+    # says what a ?lesson=…&prompt=… link asked for and did not get
+    notice = gr.Markdown("", visible=False, elem_id="link-notice")
     # every tab visible (wrapped, not folded into a "⋯" menu) and sticky (assets/style.css)
     with gr.Tabs(elem_id="lesson-tabs", overflow_behavior="wrap") as tabs:
         ctx = AppContext(LM, SETTINGS, SHARED, SERVER, demo, tabs, chat=CHAT, runs=RUNS)
@@ -54,9 +53,8 @@ with gr.Blocks(title="LLM Inference, Step by Step",  # served files' copies are 
                 later.append(importlib.import_module(tab.panel).build(ctx))
                 if tab.words:
                     lesson_footer(tab.id, tabs)
-    for wire in later:
-        if wire is not None:
-            wire()
+    for wire in filter(None, later):
+        wire()
     wire_links(demo, tabs, notice, SETTINGS.max_prompt_chars)
     wire_chart_csv(demo)
     wire_scroll(demo)  # tab and Next lesson clicks land on the lesson's start

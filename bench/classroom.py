@@ -1,10 +1,7 @@
 """The classroom figures, measured on the running app as a class reaches it: behind one school
 address (the bench plays a Space's proxy, appending it to `X-Forwarded-For`), each `Student` a
-browser keeping the app's visitor cookie. A class presses every lesson's Run at once, with the
-defaults while classmates chat, then with settings of its own; a forger (no cookie, a new
-made-up first hop each request) presses 100 measurements, then floods 100 chats; ten chats run
-alone, then beside a measuring visitor; a 20-minute soak is followed by 5 idle minutes.
-Run alone: `make bench-classroom` (`--help` for the sizes).
+browser keeping the app's visitor cookie, a forger writing a new made-up first hop on every
+request (`measure_classroom` lists the scenes). Run alone: `make bench-classroom` (`--help`).
 """
 from __future__ import annotations
 
@@ -425,11 +422,10 @@ def main() -> dict:
     parser.add_argument("--new-tokens", type=int, default=48, help="tokens per chat answer")
     parser.add_argument("--soak-s", type=float, default=1_200.0, help="the soak's mixed load")
     parser.add_argument("--idle-s", type=float, default=300.0, help="the soak's idle after")
-    args = parser.parse_args()
+    args = parser.parse_args()  # each option names one of measure_classroom's parameters
     t0 = time.perf_counter()
     results: dict = {"when": time.strftime("%Y-%m-%d %H:%M:%S"), "serving": measure_classroom(
-        args.students, args.chats, args.measuring_chats, args.new_tokens, args.soak_s,
-        args.idle_s)}
+        **vars(args))}
     print(json.dumps(results["serving"], indent=1))
     return finish(results, TARGETS, t0, "classroom-results.json")
 

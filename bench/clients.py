@@ -11,6 +11,7 @@ import http.client
 import json
 import re
 import time
+import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Callable
 from urllib.parse import urlsplit
@@ -26,24 +27,17 @@ def _headers(headers: Headers) -> dict:
 
 
 def _get(base_url: str, path: str, headers: Headers = None
-         ) -> tuple[http.client.HTTPResponse, bytes]:
-    url = urlsplit(base_url)
-    conn = http.client.HTTPConnection(url.hostname, url.port or 80, timeout=60)
-    try:
-        conn.request("GET", url.path.rstrip("/") + path, headers=_headers(headers))
-        resp = conn.getresponse()
-        text = resp.read()
-    finally:
-        conn.close()
-    if resp.status != 200:
-        raise RuntimeError(f"HTTP {resp.status}: {text[:300].decode('utf-8', 'replace')}")
-    return resp, text
+         ) -> tuple[http.client.HTTPMessage, bytes]:
+    """GET `path`: the reply's headers and body (urllib's HTTPError for an error status)."""
+    request = urllib.request.Request(base_url.rstrip("/") + path, headers=_headers(headers))
+    with urllib.request.urlopen(request, timeout=60) as reply:
+        return reply.headers, reply.read()
 
 
 def page_cookies(base_url: str, headers: Headers = None) -> dict[str, str]:
     """The cookies the app's page sets, by name."""
-    resp, _ = _get(base_url, "/", headers)
-    pairs = (c.split(";", 1)[0].partition("=") for c in resp.headers.get_all("set-cookie") or [])
+    fields, _ = _get(base_url, "/", headers)
+    pairs = (c.split(";", 1)[0].partition("=") for c in fields.get_all("set-cookie") or [])
     return {name.strip(): value.strip() for name, _, value in pairs if name.strip()}
 
 

@@ -17,8 +17,7 @@ from pathlib import Path
 
 import torch
 
-from bench.targets import check, print_targets
-from bench.workloads import HALF_PRECISION_DESELECT, MODEL_TESTS, ROOT
+from bench.targets import ROOT, check, print_targets
 
 # Model-level tests that call a lesson's panel code (plotly/gradio), absent on the GPU machine.
 NEEDS_UI = ("tests/test_abuse_engine.py::test_concurrent_steps_on_one_session_take_turns",
@@ -33,6 +32,16 @@ TARGETS = {  # what a GPU run must reach
     "captured.speedup_vs_eager": (">=", 5),
     "captured.same_tokens": ("==", True),
 }
+
+
+def listed(name: str) -> tuple[str, ...]:
+    """The entries of a list file under tests/ (one per line, '#' comments and blanks left out)."""
+    lines = (ROOT / "tests" / name).read_text(encoding="utf-8").splitlines()
+    return tuple(filter(None, (line.split("#", 1)[0].strip() for line in lines)))
+
+
+MODEL_TESTS = listed("model_level.txt")  # the Makefile reads these lists too
+HALF_PRECISION_DESELECT = listed("half_precision_deselect.txt")
 
 
 def run_tests(timeout_s: int = 1_500) -> dict:
@@ -75,21 +84,20 @@ def captured_vs_eager(lm, ids: list[int], new_tokens: int = 128) -> dict:
 
 def bench_sections(lm) -> dict:
     from bench import measure
-    from bench.workloads import KV_PROMPT, PROMPT, QUALITY_PROMPT
     from inference.experiments.machine_roofline import measure_step_bound, step_figures
     from inference.experiments.roofline import measure_read_bandwidth
     from inference.tokens import prompt_ids
 
-    ids = prompt_ids(lm.tokenizer, PROMPT)
+    ids = prompt_ids(lm.tokenizer, measure.PROMPT)
     return {
         "decode": lambda: measure.decode(lm, ids, measure_read_bandwidth(lm.device)),
         # "This machine"'s own measurement; its race is the "captured" section, run once
         "step_profile": lambda: step_figures(measure_step_bound(lm, ids, race_tokens=0)),
         "prefill": lambda: measure.prefill_speeds(lm, (16, 1024)),
-        "kv_cache": lambda: measure.kv_cache_race(lm, prompt_ids(lm.tokenizer, KV_PROMPT)),
+        "kv_cache": lambda: measure.kv_cache_race(lm, prompt_ids(lm.tokenizer, measure.KV_PROMPT)),
         "batching": lambda: measure.batch_sweep(lm, ids),
         "captured": lambda: captured_vs_eager(lm, ids),
-        "quantization": lambda: measure.quantization(lm, QUALITY_PROMPT),
+        "quantization": lambda: measure.quantization(lm, measure.QUALITY_PROMPT),
     }
 
 

@@ -1,7 +1,7 @@
-"""The benchmark's measurements, one function per headline figure, each calling the lesson's own
-function where a lesson measures it (so README's figures and the lesson's agree): medians of
-repeats after a warm-up, things compared measured interleaved. One section alone:
-`python -m bench.measure context` (or `speculative`).
+"""The benchmark's measurements and their prompts, one function per headline figure, each calling
+the lesson's own function where a lesson measures it (so README's figures and the lesson's
+agree): medians of repeats after a warm-up, things compared measured interleaved. One section
+alone: `python -m bench.measure context` (or `speculative`).
 """
 from __future__ import annotations
 
@@ -11,16 +11,14 @@ from statistics import median
 
 import torch
 
-from bench.workloads import BATCH_STEPS, KV_RACE_TOKENS, MAX_BATCH, QUANT_MODES, QUANT_NEW_TOKENS
 from inference.config import LIMITS, Settings
 from inference.experiments import context_sweep as sweep
 from inference.experiments import speculative_race as spec
 from inference.experiments.attention_view import watch_growth
-from inference.experiments.batch_sweep import run_sweep
+from inference.experiments.batch_sweep import memory_budget_bytes, run_sweep
 from inference.experiments.context_sweep import compare_attention_memory
 from inference.experiments.context_theory import decode_theory, fit_quadratic
 from inference.experiments.kv_race import race, summarize
-from inference.experiments.memory_guard import memory_budget_bytes
 from inference.experiments.prefill_sweep import sweep_tokens, time_parallel
 from inference.experiments.roofline import Roofline
 from inference.experiments.shared_results import SharedResults
@@ -31,6 +29,15 @@ from inference.loading import bytes_read_per_token
 from inference.speculative import make_draft
 from inference.timing import stopwatch
 from inference.tokens import prompt_ids
+
+PROMPT = "Write a long story about a lighthouse keeper who finds a message in a bottle."
+KV_PROMPT = "Tell me a long story about a brave little robot."  # 41 tokens with the template
+QUALITY_PROMPT = "Explain why the sky is blue, in detail, for a curious student."
+QUANT_MODES = ("fp32", "fp16", "bf16", "int8", "int4-g32")
+QUANT_NEW_TOKENS = 32  # greedy tokens each mode is compared on
+KV_RACE_TOKENS = 64  # the KV race's length (README's race figure)
+MAX_BATCH = 64  # the batch sweep's largest batch: 1, 2, 4, ... 64
+BATCH_STEPS = 8  # timed decode steps per batch size
 
 
 def engine_decode_rate(lm, ids: list[int], new_tokens: int) -> float:
@@ -154,20 +161,6 @@ def copy_bandwidth_gbs(device: torch.device | str, megabytes: int = 256, repeats
     return 2 * src.numel() * src.element_size() / median(times) / 1e9
 
 
-def race_figures(runs: list[spec.SpecRaceSummary]) -> dict:
-    """One draft's keys: the median run's figures, every repeat's speed-up."""
-    speedups = [r.speedup for r in runs]
-    mid = sorted(runs, key=lambda r: r.speedup)[len(runs) // 2]
-    return {"acceptance": mid.acceptance, "tokens_per_pass": mid.tokens_per_pass,
-            "tokens_per_s": mid.tokens_per_s, "plain_tokens_per_s": mid.plain_tokens_per_s,
-            "speedup": median(speedups),
-            "identical": all(r.identical for r in runs),
-            "verdict": spec.speed_verdict(speedups, max(r.noise for r in runs)),
-            "speedup_runs": speedups, "new_tokens": mid.new_tokens, "passes": mid.passes,
-            "draft_seconds": mid.draft_seconds, "spec_seconds": mid.spec_seconds,
-            "ceiling_tokens_per_s": mid.ceiling_tokens_per_s}
-
-
 def measure_speculative(lm, settings, repeats: int = 3) -> dict:
     """Both drafts raced at the page's k; the verification pass timed at batch 16."""
     shared = SharedResults()
@@ -177,12 +170,21 @@ def measure_speculative(lm, settings, repeats: int = 3) -> dict:
                  "threads": torch.get_num_threads(), "load_average_1min": os.getloadavg()[0]}
     for name, key in (("prompt_lookup", "prompt_lookup"), ("draft_model", settings.spec_draft)):
         draft = make_draft(lm, key, shared)
-        out[name] = race_figures([spec.run_race(lm, ids, draft, k, new, shared)
-                                  for _ in range(repeats)])
+        runs = [spec.run_race(lm, ids, draft, k, new, shared) for _ in range(repeats)]
+        speedups = [r.speedup for r in runs]
+        mid = sorted(runs, key=lambda r: r.speedup)[len(runs) // 2]  # the median run's figures
+        out[name] = {
+            "acceptance": mid.acceptance, "tokens_per_pass": mid.tokens_per_pass,
+            "tokens_per_s": mid.tokens_per_s, "plain_tokens_per_s": mid.plain_tokens_per_s,
+            "speedup": median(speedups), "identical": all(r.identical for r in runs),
+            "verdict": spec.speed_verdict(speedups, max(r.noise for r in runs)),
+            "speedup_runs": speedups, "new_tokens": mid.new_tokens, "passes": mid.passes,
+            "draft_seconds": mid.draft_seconds, "spec_seconds": mid.spec_seconds,
+            "ceiling_tokens_per_s": mid.ceiling_tokens_per_s}
     out["draft_model"]["draft"] = settings.spec_draft
     *_, done = batch_interplay(lm, ids, k, (1, 16), shared=shared)
     tpp = out["prompt_lookup"]["tokens_per_pass"]
-    for c in done.costs:
+    for c in done.points:
         out[f"batch{c.batch}"] = {
             "speedup": c.derived_speedup(tpp), "speedup_how": "derived: prompt lookup's "
             "batch-1 tokens per pass x plain step / verification pass, both timed at this batch",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import statistics
 import threading
 import time
+from contextlib import closing
 from dataclasses import replace
 
 from bench.serving_workloads import class_prompt
@@ -37,7 +38,6 @@ def long_text(tok, tokens: int, variant: int = 0) -> str:
 
 def serve_all(lm, settings: Settings, prompts: list[list[int]], new_tokens: int) -> dict:
     """Every prompt at once, each stream read on a thread, the stats polled for the peak pool."""
-    srv = Server(lm, settings)
     got: list[list[int]] = [[] for _ in prompts]
     ttft: list[float] = [0.0] * len(prompts)
     done, peak = threading.Event(), {"pool": None, "cache_bytes": 0}
@@ -48,19 +48,19 @@ def serve_all(lm, settings: Settings, prompts: list[list[int]], new_tokens: int)
                 ttft[i] = time.perf_counter() - t0
             got[i].append(e.token_id)
 
-    def watch() -> None:
+    def watch(srv: Server) -> None:
         while not done.wait(0.01):
             st = srv.stats()
             peak["cache_bytes"] = max(peak["cache_bytes"], st.cache_bytes)
             if st.pool and (peak["pool"] is None
                             or st.pool.paged_bytes > peak["pool"].paged_bytes):
                 peak["pool"] = st.pool
-    try:
+    with closing(Server(lm, settings)) as srv:
         with srv.turns.exclusive():  # everyone presses Generate at once
             t0 = time.perf_counter()
             readers = [threading.Thread(target=read, args=(i, srv.submit(p, None, new_tokens),
                                                            t0)) for i, p in enumerate(prompts)]
-        watcher = threading.Thread(target=watch, daemon=True)
+        watcher = threading.Thread(target=watch, args=(srv,), daemon=True)
         watcher.start()
         for r in readers:
             r.start()
@@ -70,8 +70,6 @@ def serve_all(lm, settings: Settings, prompts: list[list[int]], new_tokens: int)
         done.set()
         watcher.join()
         final = srv.stats()
-    finally:
-        srv.close()
     return {"tokens": got, "wall_s": wall, "tokens_per_s": sum(map(len, got)) / wall,
             "ttft_s": ttft, "peak_pool": peak["pool"], "peak_cache_bytes": peak["cache_bytes"],
             "final_pool": final.pool}
@@ -86,9 +84,8 @@ def prefix_ttft(lm, settings: Settings, prefix_tokens: int = 1000, asks: int = 3
     """TTFT of requests one at a time whose ~1,000-token prefix misses the cache, then hits it."""
     tok = lm.tokenizer
     questions = ["Who climbs the steps?", "What is trimmed?", "What passes the reef?"]
-    srv = Server(lm, settings)
     miss, hit, checks = [], [], []
-    try:
+    with closing(Server(lm, settings)) as srv:
         def ask(ids: list[int]) -> tuple[float, list[int]]:
             t0 = time.perf_counter()
             events = srv.submit(ids, None, new_tokens).events()
@@ -108,8 +105,6 @@ def prefix_ttft(lm, settings: Settings, prefix_tokens: int = 1000, asks: int = 3
             hit.append(t)
             checks.append((ids, toks))
         hit_tokens = srv.stats().pool.prefix_hit_tokens - before
-    finally:
-        srv.close()
     identical = all(toks == _solo(lm, ids, new_tokens) for ids, toks in checks)
     p50_hit, p50_miss = statistics.median(hit), statistics.median(miss)
     return {"ttft_p50_prefix_hit_s": p50_hit, "ttft_p50_no_hit_s": p50_miss,
@@ -159,10 +154,9 @@ def measure_paged(lm, settings: Settings, clients: int = 30, new_tokens: int = 4
 
 def arrival_gaps(lm, settings: Settings, budget: int) -> dict:
     tok = lm.tokenizer
-    srv = Server(lm, replace(settings, step_token_budget=budget,
-                             server_steps_kept=1_000))
     times: list[list[float]] = [[] for _ in range(RUNNING)]
-    try:
+    with closing(Server(lm, replace(settings, step_token_budget=budget,
+                                    server_steps_kept=1_000))) as srv:
         runners = [srv.submit(p, None, RUNNING_TOKENS) for p in class_prompts(tok, RUNNING)]
 
         def read(i: int) -> None:
@@ -171,9 +165,8 @@ def arrival_gaps(lm, settings: Settings, budget: int) -> dict:
         readers = [threading.Thread(target=read, args=(i,)) for i in range(RUNNING)]
         for r in readers:
             r.start()
-        ready = threading.Event()
         while not all(len(t) >= 3 for t in times):  # every stream is decoding
-            ready.wait(0.01)
+            time.sleep(0.01)
         ids = prompt_ids(tok, "Summarise this in one sentence: " + long_text(tok, LONG_TOKENS))
         arrived = time.perf_counter()
         long_req = srv.submit(ids, None, 4)
@@ -186,8 +179,6 @@ def arrival_gaps(lm, settings: Settings, budget: int) -> dict:
         for r in readers:
             r.join()
         steps = [s for s in srv.stats().steps_detail if long_req.rid in dict(s.plan.chunks)]
-    finally:
-        srv.close()
     gaps = [b - a for t in times for a, b in zip(t, t[1:]) if b > arrived and a < first]
     return {"budget_tokens": budget, "prompt_tokens": len(ids), "ttft_s": first - arrived,
             "gaps": len(gaps), "p95_gap_s": percentile(gaps, 95),
@@ -196,17 +187,14 @@ def arrival_gaps(lm, settings: Settings, budget: int) -> dict:
 
 
 def class_step_parts(lm, settings: Settings, clients: int = 30, new_tokens: int = 48) -> dict:
-    srv = Server(lm, replace(settings, server_rows=max(settings.server_rows, clients),
-                             server_steps_kept=10_000))
-    try:
+    with closing(Server(lm, replace(settings, server_rows=max(settings.server_rows, clients),
+                                    server_steps_kept=10_000))) as srv:
         with srv.turns.exclusive():  # everyone presses Generate at once
             reqs = [srv.submit(p, None, new_tokens) for p in class_prompts(lm.tokenizer, clients)]
         for r in reqs:
             list(r.events())
         steps = [s for s in srv.stats().steps_detail
                  if len(s.plan.decode) == clients and not s.plan.chunks]
-    finally:
-        srv.close()
     parts = mean_parts(steps)
     total = parts["total_s"] or 1e-12
     return {"rows": clients, "steps": len(steps), **{k: round(v, 5) for k, v in parts.items()},
@@ -229,8 +217,6 @@ if __name__ == "__main__":
     from inference.loading import load_model
 
     lm, s = load_model(), Settings.from_env()
-    budgets = [int(b) for b in sys.argv[1:]]
-    if budgets:  # compare budgets: python -m bench.paged 128 256 512
-        print(json.dumps([arrival_gaps(lm, s, b) for b in budgets + [0]], indent=1))
-    else:
-        print(json.dumps(measure_chunked(lm, s), indent=1))
+    budgets = [int(b) for b in sys.argv[1:]]  # compare budgets: python -m bench.paged 128 256
+    gaps = [arrival_gaps(lm, s, b) for b in budgets + [0]] if budgets else measure_chunked(lm, s)
+    print(json.dumps(gaps, indent=1))

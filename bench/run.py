@@ -16,9 +16,9 @@ import torch
 from bench import classroom, measure, robust, serving_workloads, visitor_memory
 from bench.app_server import RssWatch, start_app
 from bench.clients import call, chat_fn_index
+from bench.measure import KV_PROMPT, PROMPT, QUALITY_PROMPT
 from bench.serving_workloads import Workload, app_stream, drive
-from bench.targets import finish
-from bench.workloads import KV_PROMPT, PROMPT, QUALITY_PROMPT
+from bench.targets import finish, table, write_readme
 from inference.config import LIMITS
 from inference.experiments.quiet_reference import this_cpu as cpu_name
 from inference.experiments.roofline import measure_read_bandwidth
@@ -53,7 +53,6 @@ TARGETS = {  # what a 2-core CPU must reach for the lessons' claims to hold
 
 
 def section(title: str, measure: Callable[[], Any]) -> Any:
-    """Print the section's title, measure it, print what it measured (as JSON); return that."""
     print(f"\n== {title} ({time.strftime('%H:%M:%S')})", flush=True)
     out = measure()
     print(json.dumps(out, indent=1, default=str), flush=True)
@@ -205,8 +204,6 @@ def main() -> dict:
 
 
 if __name__ == "__main__":
-    from bench.readme_table import table, write_readme
-
     res = main()
     print(f"{table(res)}\n\ntotal bench time {res['bench_seconds']:.0f} s")
     wrote = write_readme(res)

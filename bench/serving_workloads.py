@@ -1,8 +1,6 @@
-"""Four shapes of class, served by the app and by vLLM in one run, timed by one client: 30 or 60
-students at once, 30 after a shared ~900-token handout (`PREAMBLE`), and seeded Poisson arrivals
-(as vLLM's `benchmark_serving`). Per workload and engine: tokens/s, p50/p95 latency and time to
-first token, p95 time per output token, errors; the app ÷ vLLM ratios are the targets.
-Run alone: `make bench-serving`.
+"""Four shapes of class (`WORKLOADS`: at once, after a shared handout, seeded Poisson arrivals
+as vLLM's `benchmark_serving`), served by the app and by vLLM in one run, timed by one client;
+the app ÷ vLLM ratios are the targets. Run alone: `make bench-serving`.
 """
 from __future__ import annotations
 
@@ -166,10 +164,10 @@ def app_side(workloads=WORKLOADS, log=print) -> dict:
 
 def vllm_side(workloads=WORKLOADS, log=print) -> tuple[dict | None, str | None]:
     """The workloads served by vLLM -> (figures, None), or (None, why not)."""
-    from bench import vllm_peer
+    from bench.app_server import start_peer
     from bench.clients import chat_tokens
 
-    server, said = vllm_peer.start_peer(log)  # said: the model it serves, or why it did not start
+    server, said = start_peer(log)  # said: the model it serves, or why it did not start
     if server is None:
         return None, said
     try:
@@ -210,9 +208,10 @@ def targets(workloads=WORKLOADS) -> dict[str, tuple[str, float]]:
 
 def class_record(workloads: dict) -> dict:
     """The 30 x 48 workload under the keys the serving-peer card and `make bench` read."""
-    from bench import vllm_peer  # its own venv's paths: imported where vLLM is used
+    from bench.app_server import VLLM_VERSION
+
     w = workloads["class_30x48"]
-    vllm = (w["vllm"] | {"version": vllm_peer.VLLM_VERSION} if w["vllm"]
+    vllm = (w["vllm"] | {"version": VLLM_VERSION} if w["vllm"]
             else {"skipped": w.get("vllm_reason", "no figures")})
     return {"clients": 30, "new_tokens": 48, "batched": w["app"], "vllm": vllm,
             **{k: v for k, v in w.items() if k.startswith("app_vs_vllm_") and v is not None}}

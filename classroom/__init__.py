@@ -5,8 +5,8 @@ queue gives: a fair share per visitor, told by a token the server signs and give
 (`visitor_token`), and a class-sized ceiling per network address (`classroom_guard`,
 `client_address`: the hop a trusted proxy added, never the client's own), identical measurements
 run once (`shared_runs`), the others wait their turn in one line that shows each press its place
-and wait (`lessons.common.measure_line`; each measurement's work budget and time limit come with
-its wiring, `lessons.common.measurement`), every input checked against its component
+and wait, and each measurement's work budget and time limit come with its wiring
+(`lessons.common.measurement`), every input checked against its component
 before a handler sees it (`input_check`), bounded sessions (`session_budget`), request-size
 limits and worded errors (`request_limits`, `cancels`), answers nobody reads stopped
 (`unread_streams`), and two per-visitor costs of the web stack removed (`web_costs`).

@@ -22,7 +22,7 @@ import time
 
 import gradio as gr
 
-from inference.cache_budget import trim_heap
+from inference.compute_thread import trim_heap
 
 log = logging.getLogger("llm_lab")
 

@@ -10,9 +10,10 @@ for another visitor" and the same frames as they come, instead of waiting in lin
 A run that finished a moment ago (`reuse_s`) is shown again to whoever asks for it, labelled as
 measured for another visitor.
 
-A leader may first wait in the measurement line (`lessons.common.measure_line`, the `queue` given to
-`run`): its handler has started, but its run has not. Its followers are told where that run
-stands (`IN_LINE`, refreshed as the line moves), and a follower never waits in the line itself.
+A leader may first wait in the measurement line (`lessons.common.measurement.MeasureLine`,
+the `queue` given to `run`): its handler has started, but its run has not. Its followers are
+told where that run stands (`IN_LINE`, refreshed as the line moves), and a follower never
+waits in the line itself.
 
 A reserved run whose leader never starts (its event left the queue: the tab closed, Stop, a
 refusal) ends for its followers with `LEFT` (press again to measure yourself); they check at
@@ -53,7 +54,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from lessons.common.measure_line import MeasureLine
+from lessons.common.measurement import MeasureLine
 
 WAITING = ("⏳ **Another visitor asked for this same measurement a moment ago: it is waiting for "
            "its turn in the measurement line, and its result will appear here.** (Same lesson, "

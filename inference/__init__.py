@@ -6,37 +6,15 @@ quantization. It knows nothing of the UI. The public API, as in the README:
     for step in stream(lm, prompt_ids(lm.tokenizer, "Why is the sky blue?"), max_new_tokens=32):
         print(step.index, step.piece, step.seconds)
 
-Per-lesson measurements built on it live in `inference.experiments` (not imported here).
+The rest is imported from its own module; per-lesson measurements live in `inference.experiments`.
 """
-from .config import LIMITS, Range, Settings
-from .errors import (
-                     EmptyPromptError,
-                     GenerationFinishedError,
-                     InferenceInputError,
-                     NotReadyError,
-                     PromptTooLongError,
-                     SettingOutOfRangeError,
-)
-from .events import Candidate, StepEvent
-from .generation import (
-                     Generation,
-                     continue_branch,
-                     decode_step,
-                     forward,
-                     next_token,
-                     prefill,
-                     start,
-                     stream,
-)
-from .kv_cache import cache_tensor_bytes, kv_cache_bytes, snapshot
-from .loading import LoadedModel, ModelInfo, load_model
+from .config import LIMITS, Settings
+from .errors import InferenceInputError
+from .events import StepEvent
+from .generation import stream
+from .loading import LoadedModel, load_model
 from .sampling import SamplingSettings
 from .tokens import prompt_ids
 
-__all__ = [
-    "LIMITS", "Range", "Settings", "decode_step", "forward", "prefill", "EmptyPromptError",
-    "GenerationFinishedError", "InferenceInputError", "NotReadyError", "PromptTooLongError",
-    "SettingOutOfRangeError", "Candidate", "StepEvent", "Generation",
-    "continue_branch", "next_token", "start", "stream", "cache_tensor_bytes", "kv_cache_bytes",
-    "snapshot", "LoadedModel", "ModelInfo", "load_model", "SamplingSettings", "prompt_ids",
-]
+__all__ = ["LIMITS", "Settings", "InferenceInputError", "StepEvent", "stream", "LoadedModel",
+           "load_model", "SamplingSettings", "prompt_ids"]

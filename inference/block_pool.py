@@ -38,11 +38,11 @@ def blocks_for(tokens: int, block_tokens: int) -> int:
 class PoolCounts:
     """The pool at one moment (blocks, not bytes)."""
 
-    total: int  # blocks in the pool
-    used: int  # blocks with reference count > 0 (held by a running request)
-    cached_idle: int  # refcount 0 but keyed: reusable by a prompt with that prefix
-    free: int  # refcount 0 and empty
-    shared: int  # used blocks held by two or more requests (a shared prefix)
+    blocks_total: int
+    blocks_used: int  # reference count > 0: held by a running request
+    blocks_cached_idle: int  # refcount 0 but keyed: kept for its prefix, evicted LRU
+    blocks_free: int  # refcount 0, holding nothing
+    blocks_shared: int  # held by two or more requests (a shared prefix)
 
 
 class BlockPool:
@@ -70,9 +70,8 @@ class BlockPool:
         return len(self.free) + len(self.idle)
 
     def counts(self) -> PoolCounts:
-        used = sum(1 for r in self.ref if r > 0)
-        return PoolCounts(self.num_blocks, used, len(self.idle), len(self.free),
-                          sum(1 for r in self.ref if r > 1))
+        return PoolCounts(self.num_blocks, sum(r > 0 for r in self.ref), len(self.idle),
+                          len(self.free), sum(r > 1 for r in self.ref))
 
     def cached_prefix(self, tokens: Sequence[int]) -> list[int]:
         """Block ids of the longest run of cached full blocks that starts `tokens`, at most
@@ -86,14 +85,11 @@ class BlockPool:
             out.append(block)
         return out
 
-    def needed(self, tokens: int, hit_blocks: Sequence[int] = ()) -> int:
-        """Blocks a request must take for `tokens` positions, given the hits it maps."""
-        return blocks_for(tokens, self.block_tokens) - len(hit_blocks)
-
     def can_allocate(self, tokens: int, hit_blocks: Sequence[int] = ()) -> bool:
-        # hits that sit idle leave the evictable set when mapped
+        """Room for `tokens` positions, the cached `hit_blocks` mapped (idle ones then in use)?"""
         idle_hits = sum(1 for b in hit_blocks if self.ref[b] == 0)
-        return self.needed(tokens, hit_blocks) <= self.available() - idle_hits
+        needed = blocks_for(tokens, self.block_tokens) - len(hit_blocks)
+        return needed <= self.available() - idle_hits
 
     # ---- changing -----------------------------------------------------------------------
     def allocate(self, rid: int, tokens: Sequence[int], hit_blocks: Sequence[int] = ()
@@ -106,8 +102,8 @@ class BlockPool:
         for b in hit_blocks:  # mapped: refcount + 1, and no longer idle (evictable)
             self.idle.pop(b, None)
             self.ref[b] += 1
-        table = list(hit_blocks) + [self._take() for _ in range(self.needed(len(tokens),
-                                                                             hit_blocks))]
+        new = blocks_for(len(tokens), self.block_tokens) - len(hit_blocks)
+        table = list(hit_blocks) + [self._take() for _ in range(new)]
         self.tables[rid] = table
         self.keys_of[rid] = [self.key[b] for b in hit_blocks]  # type: ignore[misc]
         return list(table)

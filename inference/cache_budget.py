@@ -1,34 +1,16 @@
 """A memory budget for the KV caches that visitors keep between clicks (lesson 3).
 
-`CacheBudget` frees caches, oldest use first, once idle longer than `idle_s` or while all
-together exceed `cap_bytes` (never the one just used); the next step feeds the tokens again.
+`CacheBudget` frees caches (a Generation's, lesson 4's attention views), oldest use first, once
+idle longer than `idle_s` or while all together exceed `cap_bytes` (never the one just used).
 """
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import threading
 import time
 import weakref
 
+from .compute_thread import trim_heap
 from .generation import Generation
-from .kv_cache import cache_tensor_bytes
-
-
-def trim_heap() -> None:
-    """Hand freed memory back to the operating system (glibc keeps it for reuse otherwise)."""
-    name = ctypes.util.find_library("c")
-    try:
-        ctypes.CDLL(name).malloc_trim(0)
-    except (OSError, AttributeError, TypeError):
-        pass  # not glibc: nothing to do
-
-
-def item_bytes(item) -> int:
-    """Bytes one held item keeps: a Generation's KV cache, or its own `held_bytes()` (lesson 4)."""
-    if hasattr(item, "held_bytes"):
-        return int(item.held_bytes())
-    return cache_tensor_bytes(item.cache)
 
 
 class CacheBudget:
@@ -58,7 +40,7 @@ class CacheBudget:
     def held_bytes(self) -> int:
         """Bytes of all held caches right now."""
         with self._lock:
-            return sum(item_bytes(gen) for gen, _ in self._alive().values())
+            return sum(gen.held_bytes() for gen, _ in self._alive().values())
 
     def _alive(self) -> dict[int, tuple[Generation, float]]:
         """The held caches whose owner still exists (-> id: (it, last use)); the rest forgotten."""
@@ -73,10 +55,10 @@ class CacheBudget:
     def _enforce(self, keep: Generation) -> int:
         now, freed = time.monotonic(), 0
         by_age = sorted(self._alive().items(), key=lambda kv: kv[1][1])  # oldest use first
-        total = sum(item_bytes(gen) for _, (gen, _) in by_age)
+        total = sum(gen.held_bytes() for _, (gen, _) in by_age)
         for key, (gen, used) in by_age:
             if gen is not keep and (total > self.cap_bytes or now - used > self.idle_s):
-                total -= item_bytes(gen)
+                total -= gen.held_bytes()
                 gen.free_cache()
                 del self._held[key]
                 freed += 1

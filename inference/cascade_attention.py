@@ -123,10 +123,9 @@ class CascadePlan:
         own_blocks = torch.tensor([o + [scratch] * (width - len(o)) for o in own])  # [B, NO]
         keys = torch.tensor(start)[:, None, None] * bt + torch.arange(width * bt)  # [B, 1, S]
         own_mask = (keys <= positions.clamp(min=0)[:, :, None])[:, None]  # [B, 1, Q, S]
-        return CascadePlan(kv, own_blocks.reshape(-1).to(dev), own_mask.to(dev),
-                           [(torch.tensor(m, device=dev), torch.tensor(rows[m[0]][:k],
-                                                                       device=dev))
-                            for m, k in groups],
+        prefixes = [(torch.tensor(m, device=dev), torch.tensor(rows[m[0]][:k], device=dev))
+                    for m, k in groups]
+        return CascadePlan(kv, own_blocks.reshape(-1).to(dev), own_mask.to(dev), prefixes,
                            (sum(k for _, k in groups) + len(rows) * width) * bt,
                            tables.numel() * bt)
 

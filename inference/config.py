@@ -6,7 +6,7 @@ changes the control, the server-side check and the bad-input tests together.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 
 from .errors import check_range
 
@@ -30,10 +30,6 @@ class Range:
         check_range(name, value, self.low, self.high)
 
 
-def _r(low: float, high: float, default: float, step: float = 1) -> Range:
-    return field(default=Range(low, high, default, step))
-
-
 @dataclass(frozen=True)
 class Settings:
     """Defaults and limits; `from_env` applies the LLM_LAB_* overrides."""
@@ -52,12 +48,12 @@ class Settings:
     default_prompt: str = "Explain why the sky is blue in two sentences."  # every first prompt
 
     # Generation (Try it, Decode, the API) and sampling.
-    new_tokens: Range = _r(1, 512, 48)
-    temperature: Range = _r(0, 2, 0, 0.05)
-    top_k: Range = _r(0, 200, 0)
-    top_p: Range = _r(0.05, 1, 1, 0.01)
-    seed: Range = _r(0, 2**31 - 1, 0)
-    play_interval_s: Range = _r(0.05, 2, 0.3, 0.05)
+    new_tokens: Range = Range(1, 512, 48)
+    temperature: Range = Range(0, 2, 0, 0.05)
+    top_k: Range = Range(0, 200, 0)
+    top_p: Range = Range(0.05, 1, 1, 0.01)
+    seed: Range = Range(0, 2**31 - 1, 0)
+    play_interval_s: Range = Range(0.05, 2, 0.3, 0.05)
 
     # The serving engine.
     server_rows: int = 32  # rows a step holds (vLLM's max_num_seqs); row_cap.py picks it
@@ -91,40 +87,40 @@ class Settings:
     noise_spread_limit: float = 0.25  # repeats' interquartile range / median
     noise_calibration_limit: float = 1.3  # slower / faster calibration op, before vs after
     noise_others_cpu_limit: float = 0.25  # share of the machine's CPU used by other processes
-    sanity_noise: float = 0.25  # how far past a physical bound a figure may land (sanity.py)
+    sanity_noise: float = 0.25  # how far past a physical bound a figure may land (robust.py)
 
     live_new_tokens: int = 24  # tokens the first screen's live answer decodes
     live_race_new_tokens: int = 16  # steps of its "Now without the cache" race
 
     # Lesson measurements: defaults sized for a class sharing one run (bench.classroom's
     # at_once checks them); the sliders go higher.
-    prefill_sweep_tokens: Range = _r(8, 256, 32, 8)  # lesson 2's prefill sweep
-    quant_new_tokens: Range = _r(8, 64, 16)  # lesson 6's quality comparison
+    prefill_sweep_tokens: Range = Range(8, 256, 32, 8)  # lesson 2's prefill sweep
+    quant_new_tokens: Range = Range(8, 64, 16)  # lesson 6's quality comparison
     # Lesson 4: KV cache.
-    growth_new_tokens: Range = _r(1, 128, 32)
-    race_new_tokens: Range = _r(4, 128, 24)
+    growth_new_tokens: Range = Range(1, 128, 32)
+    race_new_tokens: Range = Range(4, 128, 24)
     race_max_prompt_tokens: int = 256  # the recompute lane re-reads the whole sequence each step
-    projection_batch: Range = _r(1, 256, 1)
-    projection_context: Range = _r(256, 131_072, 4_096, 256)
-    prefix_new_tokens: Range = _r(1, 64, 12)
-    attention_new_tokens: Range = _r(1, 64, 8)
+    projection_batch: Range = Range(1, 256, 1)
+    projection_context: Range = Range(256, 131_072, 4_096, 256)
+    prefix_new_tokens: Range = Range(1, 64, 12)
+    attention_new_tokens: Range = Range(1, 64, 8)
     # Lesson 5: batching.
-    batch: Range = _r(1, 64, 16)  # the batch sweep's largest batch (a dropdown of powers of 2)
-    sweep_decode_steps: Range = _r(2, 32, 6)
-    memory_budget_mb: Range = _r(50, 10_000_000, 0)  # 0 = half of the free memory
-    scheduler_batch: Range = _r(1, 16, 4)
-    fill_wait_s: Range = _r(0, 5, 1, 0.25)
-    trace_requests: Range = _r(2, 24, 10)
-    trace_rate_per_s: Range = _r(0.25, 8, 2, 0.25)
-    trace_new_tokens: Range = _r(1, 256, 32)  # output lengths of a request in a trace
-    price_per_hour: Range = _r(0, 1000, 0.10, 0.01)
-    conversation_prompt_tokens: Range = _r(0, 100_000, 200)
-    conversation_output_tokens: Range = _r(1, 100_000, 300)
+    batch: Range = Range(1, 64, 16)  # the batch sweep's largest batch (a dropdown of powers of 2)
+    sweep_decode_steps: Range = Range(2, 32, 6)
+    memory_budget_mb: Range = Range(50, 10_000_000, 0)  # 0 = half of the free memory
+    scheduler_batch: Range = Range(1, 16, 4)
+    fill_wait_s: Range = Range(0, 5, 1, 0.25)
+    trace_requests: Range = Range(2, 24, 10)
+    trace_rate_per_s: Range = Range(0.25, 8, 2, 0.25)
+    trace_new_tokens: Range = Range(1, 256, 32)  # output lengths of a request in a trace
+    price_per_hour: Range = Range(0, 1000, 0.10, 0.01)
+    conversation_prompt_tokens: Range = Range(0, 100_000, 200)
+    conversation_output_tokens: Range = Range(1, 100_000, 300)
     # Lesson 1: token cost.
-    token_price_per_m: Range = _r(0, 1000, 0.50, 0.01)
-    cost_output_tokens: Range = _r(0, 100_000, 300)
-    conversation_turns: Range = _r(1, 50, 8)  # the multi-turn cost table's turns
-    guess: Range = _r(0, 100_000, 2, 0.1)  # predict-then-measure boxes (they start empty)
+    token_price_per_m: Range = Range(0, 1000, 0.50, 0.01)
+    cost_output_tokens: Range = Range(0, 100_000, 300)
+    conversation_turns: Range = Range(1, 50, 8)  # the multi-turn cost table's turns
+    guess: Range = Range(0, 100_000, 2, 0.1)  # predict-then-measure boxes (they start empty)
 
     # Long contexts: lengths past the model's window are dropped; the window itself is measured.
     context_prefill_lengths: tuple[int, ...] = (256, 512, 1_024, 2_048, 4_096, 8_192)
@@ -143,12 +139,12 @@ class Settings:
     prefix_cache_blocks: int = 128  # idle cached blocks kept for the next prompt, at most
     server_pool_blocks: int = 0  # blocks in the pool; 0 = as many as `server_cache_mb` holds
     cascade_attention: bool = True  # a shared prefix read once per step (cascade_attention.py)
-    paged_demo_blocks: Range = _r(4, 64, 12)  # lesson 4's small private pool, in blocks
+    paged_demo_blocks: Range = Range(4, 64, 12)  # lesson 4's small private pool, in blocks
     paged_demo_block_tokens: int = 8  # positions per block in that small pool
 
     # Speculative decoding.
-    spec_k: Range = _r(1, 8, 4)  # guesses per verification pass
-    spec_new_tokens: Range = _r(2, 256, 64)  # output tokens of one speculative run
+    spec_k: Range = Range(1, 8, 4)  # guesses per verification pass
+    spec_new_tokens: Range = Range(2, 256, 64)  # output tokens of one speculative run
     spec_lookup_ngram: int = 3  # prompt lookup matches the last 3, else 2, else 1 tokens
     spec_draft: str = "int4"  # the draft model the lesson and the bench use (see speculative.py)
     spec_batches: tuple[int, ...] = (1, 16)  # batch sizes of the verification-cost measurement
@@ -174,16 +170,15 @@ class Settings:
     measure_work_tokens: int = 32_768  # tokens fed through the model, all passes together
     measure_limit_s: float = 240.0  # a run still going stops at its next frame (< Gradio's)
     shared_run_reuse_s: float = 60.0  # a finished run's result, reused for identical requests
-    # The measurement line (lessons/common/measure_line.py).
+    # The measurement line (lessons/common/measurement.py).
     measure_line: int = 32  # presses waiting in the line at once (each holds a worker thread)
     class_line: int = 4  # past this many waiting, a measurement runs its class-sized variant
     class_share: int = 3  # a class-sized variant measures about this many times fewer steps
     line_update_s: float = 1.0  # a waiting press's place and estimate are refreshed this often
 
-    # Chunked prefill: a step decodes every running row and spends the rest of its budget on
-    # prompt chunks, so a long prompt never freezes the streams (256: a CPU step near a second,
+    # Chunked prefill: a long prompt never freezes the streams (256: a CPU step near a second,
     # `python -m bench.paged 128 256 512`). Must exceed `server_rows`.
-    step_token_budget: int = 256  # tokens per step: decode rows + prompt chunks (0 = off)
+    step_token_budget: int = 256  # tokens per step: every decoding row + prompt chunks (0 = off)
     server_threads: int = 0  # CPU threads per server pass: 0 = chosen by timing; N = always N
     queue_poll_s: float = 0.02  # Gradio's queue polling (its own 1 ms kept an idle core busy)
     server_steps_kept: int = 120  # step records the live view keeps (ServerStats.steps_detail)

@@ -1,6 +1,5 @@
 """The project's typed errors. Each carries a message written for the learner, which the UI
-shows as it is (one wrapper in `lessons/common/feedback.py`), never a trace or a class name.
-"""
+shows as it is (one wrapper in `lessons/common/feedback.py`), never a trace or a class name."""
 
 
 class InferenceInputError(ValueError):

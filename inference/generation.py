@@ -1,16 +1,13 @@
 """Lessons 2 and 3: prefill and decode, as our own loop of one forward pass per step.
 
-- `prefill` runs the whole prompt in ONE forward pass: all positions in parallel, their
-  keys/values filling a fresh KV cache.
-- `decode_step` runs ONE new token, reading the cache for everything before it, and appends
-  its own keys/values.
-Both return the scores (logits) for the next position only; the tests check our tokens
-against Hugging Face's own generation loop.
+`prefill` runs the whole prompt in ONE forward pass: all positions in parallel, their keys and
+values filling a fresh KV cache. `decode_step` runs ONE new token, reading the cache for
+everything before it. Both return the scores (logits) for the next position only.
 
 A `Generation` is one request token by token, the state a learner steps through in Lesson 3:
 `next_token()` feeds what the cache lacks (the prompt at first: the prefill, TTFT; then one
-token: a decode step, TPOT) and chooses the next token. `branch()` rewinds to an earlier step,
-keeping the cache up to there, to continue with a token the learner picked.
+token: a decode step, TPOT) and chooses the next token; `branch()` rewinds to an earlier step
+to continue with a token the learner picked.
 """
 from __future__ import annotations
 
@@ -124,6 +121,9 @@ class Generation:
         """Forget every token after the first `keep` (`branch()` crops the cache)."""
         del self.events[max(0, int(keep)):], self.generated[max(0, int(keep)):]
 
+    def held_bytes(self) -> int:
+        return cache_tensor_bytes(self.cache)
+
     def free_cache(self) -> None:
         """Drop the KV cache but keep every token: the next step feeds them all again."""
         if self.cache is not None:
@@ -176,11 +176,13 @@ def check_prompt(lm, prompt_ids: list[int], max_new_tokens: int, low: int, high:
             f"the model's context window of {window:,} tokens.")
 
 
-def next_token(lm, gen: Generation, force_token: int | None = None) -> StepEvent:
-    """Feed what the cache lacks, choose one token, return its event."""
+def next_token(lm, gen: Generation) -> StepEvent:
+    """Feed what the cache lacks, choose one token (the learner's pick after `branch()`),
+    return its event."""
     if gen.finished:
         raise GenerationFinishedError(
             f"This generation has finished ({gen.finished}); start a new one.")
+    force_token, gen.pending_force = gen.pending_force, None
     with stopwatch(lm.device) as fwd:
         pending = gen.tokens[gen.fed:]  # [prompt] at step 0, [last token] afterwards
         gen.cache_freed = False  # (all tokens again after the budget freed the cache)
@@ -233,12 +235,6 @@ def top_candidates(tokenizer, logits: torch.Tensor, probs: torch.Tensor | None, 
     return tuple(Candidate(token_id=int(i), piece=tokenizer.decode([int(i)]),
                            probability=float(probs[i]), raw_probability=float(p))
                  for p, i in zip(top.values.tolist(), top.indices.tolist()))
-
-
-def continue_branch(lm, gen: Generation) -> StepEvent:
-    """Take the step that `branch()` prepared, with the learner's picked token."""
-    token, gen.pending_force = gen.pending_force, None
-    return next_token(lm, gen, force_token=token)
 
 
 def reshaped(gen: Generation, sampling: SamplingSettings) -> list[float] | None:

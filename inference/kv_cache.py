@@ -9,11 +9,9 @@ For SmolLM2-135M in float32: 2 × 30 × 3 × 64 × 4 = 46,080 bytes per token.
 """
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 
 import torch
-from transformers import DynamicCache
 
 
 def cache_layers(cache) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -92,8 +90,3 @@ def snapshot(cache) -> CacheSnapshot:
         tensor_bytes=cache_tensor_bytes(cache),
         shapes=tuple(tuple(int(x) for x in k.shape) for k, _ in layers),  # type: ignore[misc]
         key_norms=tuple(tuple(round(float(x), 3) for x in row) for row in norms.tolist()))
-
-
-def copy_cache(cache: DynamicCache) -> DynamicCache:
-    """An independent copy: new requests extend the copy, the original stays as it was."""
-    return copy.deepcopy(cache)

@@ -5,15 +5,13 @@ Sources, in order: LLM_LAB_MODEL (a Hub id or local folder); the GGUF file in th
 dequantized to float32 once and cached as safetensors for later loads; the Hub copy where the
 package is missing. `ModelInfo.source` and `.note` say which one is in use and why.
 
-What the weights weigh: decode at batch 1 reads every weight once per token, so the bytes read
-per token set the ceiling lessons 5 and 6 draw (tokens/s <= bandwidth / bytes read per token).
-Tied tensors are counted once.
+What the weights weigh (tied tensors once) sets the ceiling lessons 5 and 6 draw: a batch-1
+decode step reads every weight once per token (tokens/s <= bandwidth / bytes read per token).
 
-The output head on a CPU, a [rows, 576] × [576, 49,152] product, is the biggest of a decode pass
-and MKL reads its weights slowly at few rows: `pack_output_head` makes it compute through a copy
-packed by oneDNN (bundled with PyTorch) in blocks its kernel reads in order, in float32 without
-gradients; the plain product elsewhere. The weight stays the tied parameter, so tokens still
-match the reference (logits differ as with any other kernel).
+On a CPU the output head ([rows, 576] × [576, 49,152], a decode pass's biggest product) is read
+slowly by MKL at few rows: `pack_output_head` computes it through a copy of the tied weight
+packed by oneDNN (float32, no gradients). Tokens still match the reference; logits differ as
+with any other kernel.
 """
 from __future__ import annotations
 
@@ -37,8 +35,6 @@ from .config import Settings, weight_cache_root
 from .generation import decode_step, prefill
 
 log = logging.getLogger(__name__)
-# What a cache folder left half-written or from another version raises when read.
-BROKEN_CACHE = (OSError, ValueError, RuntimeError, SafetensorError)
 
 GGUF_SOURCE = "bundled GGUF (Q4_1 linear layers, Q8_0 embedding/head; dequantized)"
 GGUF_CACHE_SOURCE = GGUF_SOURCE.replace("bundled GGUF", "bundled GGUF via weight cache")
@@ -104,11 +100,6 @@ def unique_tensors(module: nn.Module) -> dict[int, torch.Tensor]:
 def weight_bytes(model: nn.Module) -> int:
     """Bytes of all stored weights (float, int8/int4 values, scales, zeros, norms), shared once."""
     return sum(t.numel() * t.element_size() for t in unique_tensors(model).values())
-
-
-def parameter_count(model: nn.Module) -> int:
-    """Unique parameters (the tied embedding / output head counted once)."""
-    return sum(p.numel() for p in {p.data_ptr(): p for p in model.parameters()}.values())
 
 
 def bytes_read_per_token(model: nn.Module) -> int:
@@ -231,7 +222,7 @@ def _load_bundled(gguf_path: str, use_cache: bool) -> tuple[torch.nn.Module, obj
         try:
             model, tok = _load_pretrained(folder)  # seconds instead of ~20 s
             return model, tok, GGUF_CACHE_SOURCE
-        except BROKEN_CACHE as exc:  # a broken cache is rebuilt below
+        except (OSError, ValueError, RuntimeError, SafetensorError) as exc:  # half-written, old
             log.warning("weight cache %s unreadable (%s: %s); rebuilding it from the GGUF file",
                         folder, type(exc).__name__, exc)
     model, tok = _load_pretrained(os.path.dirname(gguf_path),
@@ -293,12 +284,13 @@ def load_model(settings: Settings | None = None, device: torch.device | str | No
     decode_step(model, torch.ones(1, dtype=torch.long, device=device),
                 prefill(model, torch.ones((1, 8), dtype=torch.long, device=device)).cache)
     cfg = model.config
+    unique = {p.data_ptr(): p for p in model.parameters()}  # the tied embedding / head once
     info = ModelInfo(
         name=name.split("/")[-1] if name == settings.hub_id else name, source=source,
         device=str(device) + (f" ({torch.cuda.get_device_name(device)})"
                               if device.type == "cuda" else ""),
         dtype=str(dtype).replace("torch.", ""), threads=torch.get_num_threads(),
-        parameters=parameter_count(model), weight_bytes=weight_bytes(model),
+        parameters=sum(p.numel() for p in unique.values()), weight_bytes=weight_bytes(model),
         layers=cfg.num_hidden_layers, heads=cfg.num_attention_heads,
         kv_heads=getattr(cfg, "num_key_value_heads", cfg.num_attention_heads),
         head_dim=getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads,

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from torch.nn.utils.rnn import pad_sequence
 from transformers import DynamicCache
 
 from . import compute_thread
-from .block_pool import BlockPool, blocks_for
+from .block_pool import BlockPool, PoolCounts, blocks_for
 from .cascade_attention import CascadePlan, use_cascade
 from .config import LIMITS, Settings
 from .errors import PoolFullError
@@ -39,16 +40,11 @@ class RequestBlocks:
 
 
 @dataclass(frozen=True)
-class PoolStats:
+class PoolStats(PoolCounts):
     """The block pool at one moment, with the byte figures of the batch now."""
 
     block_tokens: int  # positions per block
     block_bytes: int  # bytes per block (keys + values, all layers)
-    blocks_total: int
-    blocks_used: int  # held by a running request
-    blocks_cached_idle: int  # nobody holds them; kept for their prefix, evicted LRU
-    blocks_free: int  # hold nothing
-    blocks_shared: int  # held by two or more requests (a shared prefix)
     requests: tuple[RequestBlocks, ...]  # oldest admitted first
     idle_blocks: tuple[int, ...]  # ids of the cached-idle blocks, least recently used first
     real_bytes: int  # bytes of the positions the rows hold, each row's own (no sharing)
@@ -128,13 +124,12 @@ class PagedBatch:
         per_block = kv_cache_bytes(info.layers, info.kv_heads, info.head_dim,
                                    lm.bytes_per_value, tokens=s.block_tokens)
         blocks = s.server_pool_blocks or max(1, s.server_cache_mb * 2**20 // per_block)
-        batch = PagedBatch(lm, blocks, s.block_tokens, idle_blocks=s.prefix_cache_blocks)
-        batch.cascade = s.cascade_attention  # shared prefixes read once a step, or per row
+        batch = PagedBatch(lm, blocks, s.block_tokens, s.prefix_cache_blocks, s.cascade_attention)
         compute_thread.idle.also(batch.give_back_free)
         return batch
 
-    def __init__(self, lm, num_blocks: int, block_tokens: int,
-                 idle_blocks: int | None = None) -> None:
+    def __init__(self, lm, num_blocks: int, block_tokens: int, idle_blocks: int | None = None,
+                 cascade: bool = LIMITS.cascade_attention) -> None:
         info = lm.info
         self.lm = lm
         self.pool = BlockPool(num_blocks, block_tokens, max_idle=idle_blocks)
@@ -146,7 +141,7 @@ class PagedBatch:
         self._touched: set[int] = set()  # blocks zeroed once (their memory is real now)
         self.prefix_hit_tokens = self.prefill_tokens = self.preemptions = 0
         self.forward_s = 0.0  # synced seconds in the model since start (callers read deltas)
-        self.cascade = LIMITS.cascade_attention  # shared prefixes read once per step
+        self.cascade = cascade  # decode passes read a shared prefix once, not once per row
 
     @property
     def block_tokens(self) -> int:
@@ -235,24 +230,14 @@ class PagedBatch:
         """The free blocks' memory back to the system -> bytes (they read as zeros after)."""
         return self.kv.release_free(list(self.pool.free))
 
-    def row_bytes(self, rid: int) -> int:
-        return len(self.pool.tables[rid]) * self.kv.block_bytes()
-
-    def cache_bytes(self) -> int:
-        """Bytes of the blocks the rows hold (shared blocks once)."""
-        return self.pool.counts().used * self.kv.block_bytes()
-
     def _forward(self, rows: list[PagedRow], ids: torch.Tensor, pos: torch.Tensor
                  ) -> torch.Tensor:
         fresh = sorted(set(self.pool.taken) - self._touched)  # blocks never used before
         self.pool.taken.clear()
         self._touched.update(fresh)
         self.kv.zero_blocks(fresh)
-        width = max(len(self.pool.tables[row.rid]) for row in rows)
-        tables = torch.full((len(rows), width), self.kv.scratch_block, dtype=torch.long)
-        for b, row in enumerate(rows):
-            t = self.pool.tables[row.rid]
-            tables[b, :len(t)] = torch.tensor(t)
+        tables = pad_sequence([torch.tensor(self.pool.tables[row.rid]) for row in rows],
+                              batch_first=True, padding_value=self.kv.scratch_block)  # [B, NB]
         dev = self.lm.device
         plan = None  # decode passes whose rows share a long prefix read it once (cascade)
         if self.cascade and ids.shape[1] == 1 and use_cascade(self.lm.model):
@@ -265,7 +250,7 @@ class PagedBatch:
         return logits
 
     def stats(self) -> PoolStats:
-        pool, c = self.pool, self.pool.counts()
+        pool = self.pool
         reqs, filled = [], {}
         for row in self.rows.values():
             table = pool.tables[row.rid]
@@ -277,10 +262,8 @@ class PagedBatch:
                                       row.prefix_hit_tokens))
         longest = max((row.computed for row in self.rows.values()), default=0)
         return PoolStats(
-            block_tokens=self.block_tokens, block_bytes=self.kv.block_bytes(),
-            blocks_total=c.total, blocks_used=c.used, blocks_cached_idle=c.cached_idle,
-            blocks_free=c.free, blocks_shared=c.shared, requests=tuple(reqs),
-            idle_blocks=tuple(pool.idle),
+            **vars(pool.counts()), block_tokens=self.block_tokens,
+            block_bytes=self.kv.block_bytes(), requests=tuple(reqs), idle_blocks=tuple(pool.idle),
             real_bytes=sum(row.computed for row in self.rows.values()) * self.token_bytes,
             filled_bytes=sum(filled.values()) * self.token_bytes,
             padded_bytes=len(self.rows) * longest * self.token_bytes,
@@ -292,12 +275,9 @@ class PagedBatch:
 def left_pad(prompts: list[list[int]], pad_id: int, device: torch.device | str = "cpu"
              ) -> tuple[torch.Tensor, torch.Tensor]:
     """Token lists -> (input_ids [B, S], attention_mask [B, S]), padding on the left."""
-    width = max(len(p) for p in prompts)
-    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(prompts), width), dtype=torch.long)
-    for row, p in enumerate(prompts):
-        ids[row, width - len(p):] = torch.tensor(p, dtype=torch.long)
-        mask[row, width - len(p):] = 1
+    rows = [torch.tensor(p, dtype=torch.long) for p in prompts]
+    ids = pad_sequence(rows, batch_first=True, padding_value=pad_id, padding_side="left")
+    mask = pad_sequence([torch.ones_like(r) for r in rows], batch_first=True, padding_side="left")
     return ids.to(device), mask.to(device)
 
 
@@ -316,10 +296,6 @@ class RowBatch:
     cache: DynamicCache  # keys/values: [B, H_kv, S, D], left-padded
     mask: torch.Tensor  # [B, S] 1 = real position, 0 = padding
     next_token: torch.Tensor  # [B] the token each row feeds at its next decode step
-
-    @property
-    def size(self) -> int:
-        return len(self.rows)
 
     @property
     def width(self) -> int:

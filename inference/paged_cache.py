@@ -15,12 +15,10 @@ import mmap
 import os
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 
-if TYPE_CHECKING:
-    from .cascade_attention import CascadePlan
+from .cascade_attention import CascadePlan
 
 
 @dataclass
@@ -85,10 +83,6 @@ class PagedKV:
         """Bytes one block holds across all layers, keys and values."""
         k = self.keys[0]
         return 2 * len(self.keys) * k[0].numel() * k.element_size()
-
-    def tensor_bytes(self) -> int:
-        """Bytes of the whole pool (allocated once, used or not)."""
-        return sum(k.numel() * k.element_size() * 2 for k in self.keys)
 
 
 def _can_release(t: torch.Tensor) -> bool:

@@ -99,11 +99,6 @@ class WeightOnlyInt8Linear(nn.Module):
         # The kernel wants scales in the activation dtype (bf16); the reference path keeps fp32.
         self.register_buffer("scales", scales.to(torch.bfloat16 if use_kernel else torch.float32))
 
-    @classmethod
-    def from_linear(cls, linear: nn.Linear, use_kernel: bool) -> WeightOnlyInt8Linear:
-        q, scales = quantize_int8_per_channel(linear.weight.data)
-        return cls(q.to(linear.weight.device), scales.to(linear.weight.device), use_kernel)
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.use_kernel:  # x [..., K] -> bf16 [M, K] -> kernel -> [..., N]
             x2 = x.reshape(-1, self.in_features).to(torch.bfloat16)
@@ -140,18 +135,6 @@ class WeightOnlyInt4Linear(nn.Module):
         self.register_buffer("scales_and_zeros", sz.to(torch.bfloat16 if use_kernel
                                                        else torch.float32))
 
-    @classmethod
-    def from_linear(cls, linear: nn.Linear, group_size: int, use_kernel: bool
-                    ) -> WeightOnlyInt4Linear:
-        dev = linear.weight.device
-        q, scales, zeros = (t.to(dev) for t in quantize_int4_groupwise(linear.weight.data,
-                                                                        group_size))
-        if dev.type == "cuda":  # the CUDA packer's tile sizes
-            fits = q.shape[0] % 8 == 0 and q.shape[1] % (16 * CUDA_INNER_K_TILES) == 0
-        else:  # the CPU packer's tile sizes
-            fits = q.shape[0] % 16 == 0 and q.shape[1] % 32 == 0
-        return cls(q, scales, zeros, group_size, use_kernel and fits)
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.use_kernel:  # x [..., K] -> bf16 [M, K] -> kernel -> [..., N]
             x2 = x.reshape(-1, self.in_features).to(torch.bfloat16)
@@ -182,16 +165,22 @@ class Int8Embedding(nn.Module):
 # ---------------------------------------------------------------- 3. module swap
 def quantized_linear(linear: nn.Linear, mode: str, group_size: int = 32,
                      use_kernel: bool = True) -> nn.Module:
-    """`linear`'s int8 or int4 twin."""
+    """`linear`'s int8 or int4 twin (int4's kernel only where its packer's tiles fit)."""
+    w = linear.weight.data
     if mode == "int8":
-        return WeightOnlyInt8Linear.from_linear(linear, use_kernel)
-    return WeightOnlyInt4Linear.from_linear(linear, group_size, use_kernel)
+        return WeightOnlyInt8Linear(*quantize_int8_per_channel(w), use_kernel)
+    q, scales, zeros = quantize_int4_groupwise(w, group_size)
+    n, k = q.shape
+    if w.device.type == "cuda":  # the CUDA packer's tile sizes
+        fits = n % 8 == 0 and k % (16 * CUDA_INNER_K_TILES) == 0
+    else:  # the CPU packer's tile sizes
+        fits = n % 16 == 0 and k % 32 == 0
+    return WeightOnlyInt4Linear(q, scales, zeros, group_size, use_kernel and fits)
 
 
 def iter_swap_linears(model: nn.Module, mode: str, group_size: int = 32,
                       use_kernel: bool = True) -> Iterator[tuple[int, int, str]]:
-    """Replace every nn.Linear in `model` (in place) with its int8/int4 twin, yielding
-    (done, total, name) after each swap so a caller can show progress."""
+    """Replace every nn.Linear in `model` with its int8/int4 twin, yielding (done, total, name)."""
     if mode not in ("int8", "int4"):
         raise ValueError(f"unknown quantization mode {mode!r}; expected 'int8' or 'int4'")
     targets = [(n, m) for n, m in model.named_modules() if isinstance(m, nn.Linear)]
@@ -311,15 +300,13 @@ def _convert(model: nn.Module, mode: QuantMode, use_kernel: bool) -> Iterator[tu
         model.to(mode.dtype)  # .to(), not .half(): the GGUF-loaded model is flagged as quantized
         yield 1, 1, f"cast to {mode.dtype}"
         return
-    emb = model.get_input_embeddings()
-    dtype = emb.weight.dtype
+    w = model.get_input_embeddings().weight  # float [V, H], tied to the output head
     if mode.kind == "int4":  # own int8 lookup table, built before the tied head is replaced
-        q, scales = quantize_int8_per_channel(emb.weight.data)
-        model.set_input_embeddings(Int8Embedding(q, scales, dtype))
+        model.set_input_embeddings(Int8Embedding(*quantize_int8_per_channel(w.data), w.dtype))
     yield from iter_swap_linears(model, mode.kind, mode.group_size or 32, use_kernel)
     if mode.kind == "int8":  # reuse the int8 head's rows and scales: the tie is kept
         head = model.get_output_embeddings()
-        model.set_input_embeddings(Int8Embedding(head.weight, head.scales, dtype))
+        model.set_input_embeddings(Int8Embedding(head.weight, head.scales, w.dtype))
 
 
 def build_steps(lm, key: str, shared, simulated: bool = False) -> Iterator[BuildProgress]:

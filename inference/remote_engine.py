@@ -20,8 +20,6 @@ from .errors import RemoteEngineError
 from .events import StepEvent
 from .sampling import SamplingSettings
 
-TIMEOUT_S = 120.0
-
 
 @dataclass(frozen=True)
 class RemoteStats:
@@ -100,7 +98,7 @@ class RemoteRequest:
     def cancel(self) -> None:
         self._cancelled.set()
 
-    def events(self, timeout_s: float = TIMEOUT_S, idle_s: float | None = None
+    def events(self, timeout_s: float = 120.0, idle_s: float | None = None
                ) -> Iterator[StepEvent]:
         """One event per chunk of text, the last one marked finished (`idle_s`: unused, the
         HTTP stream has no idle ticks; a Stop lands at the next chunk)."""
@@ -155,8 +153,7 @@ class RemoteEngine:
         try:
             text = self._get("/metrics").decode("utf-8", "replace")
         except RemoteEngineError as exc:
-            return RemoteStats(self.url, "an OpenAI-compatible server", None, None, None,
-                               str(exc))
+            return RemoteStats(self.url, "an OpenAI-compatible server", None, None, None, str(exc))
         return stats_from_metrics(self.url, parse_metrics(text))
 
     def describe(self) -> str:

@@ -79,6 +79,5 @@ def make_generator(s: SamplingSettings, device: torch.device) -> torch.Generator
     """A seeded random generator for sampling (None for greedy, which draws nothing)."""
     if s.greedy:
         return None
-    g = torch.Generator(device=device)
-    g.manual_seed(int(s.seed) if s.seed is not None else torch.seed())
-    return g
+    seed = int(s.seed) if s.seed is not None else torch.seed()
+    return torch.Generator(device=device).manual_seed(seed)

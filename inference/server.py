@@ -1,21 +1,19 @@
 """The serving engine: one continuous batcher that owns the model for every visitor.
 
-Lesson 5's continuous batching, its KV cache in pages (`paged_batch.py`), prefill in chunks, as
-vLLM v1's scheduler. One thread runs the loop; each step runs on the compute thread, taking turns
-with lesson measurements (`compute_turns.py`):
+Lesson 5's continuous batching as vLLM v1's scheduler: the KV cache in pages (`paged_batch.py`),
+prefill in chunks. One thread runs the loop; each step runs on the compute thread, taking turns
+with lesson measurements (`compute_thread.py`):
 
-1. `plan = self._schedule()` (`server_plan.py`): finished and stopped rows leave; when the pool
-   is out of blocks the NEWEST row is preempted back to the FRONT of the line; waiting requests
-   join (round robin by visitor) while `admission` lets them; `split_budget` gives each decoding
-   row one token of the step's budget and the rest to prompt chunks, oldest first.
-2. `self._execute(plan)`: the prompt chunks in one pass, then one decode pass, so a running
-   stream waits at most one chunk's pass per token, never a whole long prompt.
-3. emit: each row's token chosen with its own sampling and seeded generator: exactly the tokens
-   it would get alone.
+1. `_schedule()` (`server_plan.py`): finished and stopped rows leave; when the pool is out of
+   blocks the NEWEST row is preempted back to the FRONT of the line; waiting requests join
+   (round robin by visitor) while `admission` lets them; `split_budget` gives each decoding row
+   one token of the step's budget and the rest to prompt chunks, oldest first.
+2. `_execute(plan)`: the prompt chunks in one pass, then one decode pass (a running stream waits
+   at most one chunk's pass per token, never a whole long prompt); each row's token is chosen
+   with its own sampling and seeded generator: exactly the tokens it would get alone.
 
-Each step leaves a `StepRecord` (timed by a `StepClock`); the live "Server" view reads a
-snapshot of the server's account between steps (`ServerStats`). Handlers never run the model:
-they `submit()` and read the events.
+Each step leaves a `StepRecord`; `stats()` is the live "Server" view. Handlers never run the
+model: they `submit()` and read the events.
 """
 from __future__ import annotations
 
@@ -31,7 +29,7 @@ import torch
 
 from .block_pool import blocks_for
 from .cache_budget import CacheBudget
-from .compute_turns import ComputeTurns
+from .compute_thread import ComputeTurns
 from .config import Settings
 from .errors import (
     InferenceInputError,
@@ -57,7 +55,6 @@ class StepRecord:
     """One server step: its budget split and its parts' times (seconds, device-synced)."""
 
     plan: StepPlan  # its schedule: the budget split, which rows decoded, whose chunks ran
-    ended: float  # perf_counter() seconds when the step ended
     first_tokens: int  # requests whose prefill finished this step (their first token)
     forward_s: float  # seconds in the model's forward passes (paged cache reads/writes inside)
     cache_s: float  # seconds of block bookkeeping outside the model (make room, tables, drop)
@@ -93,17 +90,14 @@ class StepClock:
 
     def record(self, **split) -> StepRecord:
         sync(self.device)
-        now = time.perf_counter()
-        return StepRecord(ended=now, total_s=now - self.started, threads=self.threads,
+        return StepRecord(total_s=time.perf_counter() - self.started, threads=self.threads,
                           **self.seconds, **split)
 
 
 def mean_parts(records: list[StepRecord] | tuple[StepRecord, ...]) -> dict[str, float]:
-    """Mean seconds per part over these steps (with `other_s` and `total_s`)."""
-    names = StepClock.PARTS + ("other_s", "total_s")
-    if not records:
-        return dict.fromkeys(names, 0.0)
-    return {n: sum(getattr(r, n) for r in records) / len(records) for n in names}
+    """Mean seconds per part over these steps (with `other_s` and `total_s`; 0 for none)."""
+    return {n: sum(getattr(r, n) for r in records) / max(len(records), 1)
+            for n in StepClock.PARTS + ("other_s", "total_s")}
 
 
 @dataclass(frozen=True)
@@ -155,7 +149,7 @@ class Server:
         self._figures: tuple[ThreadFigure, ...] = ()  # CPU threads per pass (CPU only)
         self._passes_done = self._served = self._unread = 0
         self._last_pass_s, self._started = 0.0, time.perf_counter()
-        self._pool, self._cache_bytes = self.batch.stats(), 0  # after the newest pass
+        self._pool = self.batch.stats()  # after the newest pass
         self.turns = ComputeTurns(self._cond, lambda: not self._closed and bool(
             self._waiting or self._running), self._chatting, s.measure_weight)
         # caches that visitors keep between clicks (lesson 3) share one memory budget
@@ -216,7 +210,7 @@ class Server:
                 paused=self.turns.pauses > 0, steps=self._passes_done, served=self._served,
                 unread=self._unread, last_step_s=self._last_pass_s,
                 tokens_per_s=tokens / span if self._passes else 0.0,
-                cache_bytes=self._cache_bytes, held_bytes=self.budget.held_bytes(),
+                cache_bytes=self._pool.paged_bytes, held_bytes=self.budget.held_bytes(),
                 history=tuple((round(now - t, 2), r, s) for t, r, s, _ in self._passes),
                 pool=self._pool, steps_detail=tuple(self._steps_detail),
                 step_token_budget=self.settings.step_token_budget, threads=self._figures,
@@ -239,7 +233,7 @@ class Server:
             with self._cond:
                 while not self._closed and not self.turns.serving():
                     self._cond.wait()
-                # a running measurement spends its credit first (compute_turns.py)
+                # a running measurement spends its credit first (compute_thread.py)
                 if not self._closed and not self.turns.make_way():
                     continue  # no work left (or a pause) meanwhile: wait again
                 if self._closed:
@@ -341,9 +335,8 @@ class Server:
         its synced seconds); time inside the model counts as the forward pass, the rest cache."""
         before = self.batch.forward_s
         with (num_threads(self._threads.choose(kind, tokens)) if self._threads
-              else nullcontext(0)) as threads:
-            with stopwatch(self.lm.device) as t:
-                out = call(*args)
+              else nullcontext(0)) as threads, stopwatch(self.lm.device) as t:
+            out = call(*args)
         if self._threads:
             self._threads.record(kind, tokens, threads, t[0])
             clock.threads = threads
@@ -357,7 +350,7 @@ class Server:
               rows: int | None = None, prefill: bool = False) -> None:
         """Each row's token, chosen with its own sampling, and its event. `rows`: rows in the
         pass (default: these); `prefill`: it ended their prompts."""
-        rows, tok = rows or len(rids), self.lm.tokenizer
+        rows, tok, block_bytes = rows or len(rids), self.lm.tokenizer, self.batch.kv.block_bytes()
         t0, handoff = time.perf_counter(), 0.0
         # One op each for every row, not one per row: a step's Python work grows with its rows.
         argmax = logits.argmax(-1).tolist()  # [B] (a sync: the logits are ready)
@@ -369,19 +362,18 @@ class Server:
                 token, probs = choose(row_logits[None], r.sampling, r.generator)
                 token, probs = int(token[0]), probs[0]
             self.batch.append(rid, token)
-            before = r.text
             r.generated.append(token)
-            r.text, piece = output_text(tok, r.generated, before)
+            r.text, piece = output_text(tok, r.generated, r.text)
             r.finished = finish_reason(token, len(r.generated), self.lm.stop_ids, r.max_new_tokens)
             r.rows_per_step.append(rows)
             event = StepEvent(
                 index=len(r.generated) - 1, token_id=token, piece=piece, text=r.text,
-                special=token in self._special_ids,
+                special=token in self._special_ids, chosen_by=r.sampling.describe(),
                 candidates=top_candidates(tok, row_logits, probs, r.top_k_shown),
-                chosen_by=r.sampling.describe(),
                 forward_tokens=row.computed - row.prefix_hit_tokens if prefill else 1,
                 forward_seconds=seconds, seconds=seconds, cache_tokens=row.computed,
-                cache_bytes=self.batch.row_bytes(rid), finished=r.finished, batch_rows=rows,
+                cache_bytes=len(self.batch.pool.tables[rid]) * block_bytes, finished=r.finished,
+                batch_rows=rows,
                 # a prefill's record: tokens its cached prefix spared, passes its chunks took
                 prefix_cached_tokens=row.prefix_hit_tokens if prefill else 0,
                 prefill_passes=max(r.prefill_passes, 1) if prefill else 1)
@@ -391,12 +383,12 @@ class Server:
         clock.seconds["sample_s"] += time.perf_counter() - t0 - handoff
         clock.seconds["handoff_s"] += handoff
         with clock.part("cache_s"):  # the pass, for the live view and any measurement
-            pool, cache_bytes = self.batch.stats(), self.batch.cache_bytes()
+            pool = self.batch.stats()
             with self._cond:
                 if rids:
                     self.turns.served(list(rids))
                 self._passes_done += 1
-                self._last_pass_s, self._pool, self._cache_bytes = seconds, pool, cache_bytes
+                self._last_pass_s, self._pool = seconds, pool
                 self._passes.append((time.perf_counter(), rows, seconds, len(rids)))
 
     def _stop_unread(self) -> None:
@@ -420,14 +412,14 @@ class Server:
             return
         for r in gone:
             self.batch.release(r.rid)
-        pool, cache_bytes = self.batch.stats(), self.batch.cache_bytes()
+        pool = self.batch.stats()
         with self._cond:
             for r in gone:
                 del self._running[r.rid]
                 if r.cancelled and not r.finished:
                     r._end()
                 self._served += 1
-            self._pool, self._cache_bytes = pool, cache_bytes
+            self._pool = pool
 
     def _fail_all(self, exc: Exception, failed_step: bool = True) -> None:
         """Every request in the batch (and the queue, when closing) gets one polite message."""
@@ -443,6 +435,6 @@ class Server:
                 self._waiting = WaitingLine()
             for rid in list(self.batch.rows):
                 self.batch.release(rid)
-            self._pool, self._cache_bytes = self.batch.stats(), 0
+            self._pool = self.batch.stats()
         for r in failed:
             r._put(msg)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 import torch
 from torch import nn
@@ -39,18 +38,6 @@ from .timing import stopwatch
 class Proposal:
     ids: tuple[int, ...]  # the guessed next tokens, in order (may be empty)
     probs: torch.Tensor | None = None  # [len(ids), V] the draft's q; None: one-hot or greedy
-
-
-class Draft(Protocol):
-    key: str  # "prompt_lookup", "int4", "early_exit_8"
-    label: str  # what the lesson calls it
-
-    def reset(self) -> None:
-        """Forget any state from an earlier generation."""
-
-    def propose(self, ids: list[int], k: int, sampling: SamplingSettings,
-                generator: torch.Generator | None) -> Proposal:
-        """Up to k guesses of what follows `ids` (the prompt and the output so far)."""
 
 
 def lookup(ids: Sequence[int], k: int, max_ngram: int = LIMITS.spec_lookup_ngram) -> list[int]:
@@ -119,6 +106,12 @@ class ModelDraft:
         return Proposal(tuple(guesses), q)
 
 
+# A draft has a `key` ("prompt_lookup", "int4", "early_exit_8"), a `label` (what the lesson
+# calls it), `reset()` (forget an earlier generation) and `propose(ids, k, sampling, generator)`:
+# up to k guesses of what follows `ids` (the prompt and the output so far).
+Draft = PromptLookup | ModelDraft
+
+
 def early_exit_model(model: nn.Module, layers: int) -> nn.Module:
     """The model's first `layers` decoder layers, then its own final norm and head: a shallower
     model sharing every weight (no copy)."""
@@ -184,10 +177,9 @@ def accept_sampled(p: torch.Tensor, draft_ids: Sequence[int], q: torch.Tensor | 
                    generator: torch.Generator | None) -> tuple[int, int]:
     """p [k + 1, V] the model's (shaped) probabilities, q [k, V] the draft's (None: one-hot)
     -> (guesses kept, the model's token after them). A seeded `generator` repeats exactly."""
-    device = p.device
     for i, guess in enumerate(int(d) for d in draft_ids):
         q_guess = 1.0 if q is None else float(q[i, guess])
-        u = float(torch.rand((), generator=generator, device=device))
+        u = float(torch.rand((), generator=generator, device=p.device))
         if q_guess > 0 and u * q_guess < float(p[i, guess]):  # u < p / q, i.e. min(1, p / q)
             continue
         rest = residual(p[i], None if q is None else q[i], guess)
@@ -254,9 +246,8 @@ def speculate(lm, prompt_ids: list[int], draft: Draft, k: int = LIMITS.spec_k.de
         first = int(choose(logits, sampling, generator)[0][0])
     out = [first]
     finished = finish_reason(first, 1, lm.stop_ids, max_new_tokens)
-    text = tok.decode(out)
     yield SpecPass(0, (), (), 0, first, tok.decode([first]), (first,), len(prompt_ids), 0.0,
-                   t[0], t[0], cache_length(cache), 1, text, finished)
+                   t[0], t[0], cache_length(cache), 1, tok.decode(out), finished)
     index = 0
     while finished is None:
         index += 1

@@ -1,9 +1,8 @@
 """Lesson 1: text becomes tokens, word pieces with ids, before the model sees anything.
 
-`tokenize()` returns each piece with its id, its place in the text (character offsets) and
-whether it is a special token (like the chat template's `<|im_start|>` markers).
-`tokenize_chat()` does the same for the exact text the model reads: the chat template around
-the typed text, whose markers are counted in tokens too.
+`tokenize()` gives each piece its id, its place in the text (character offsets) and whether it
+is special; `tokenize_chat()` does it for the exact text the model reads: the chat template
+around the typed text, whose markers (`<|im_start|>`, ...) are counted in tokens too.
 """
 from __future__ import annotations
 
@@ -111,8 +110,7 @@ def encode_text(tokenizer, text: str) -> list[int]:
 def prompt_ids(tokenizer, user_text: str, *, chat: bool = True, system: str | None = None,
                max_chars: int = LIMITS.max_prompt_chars,
                max_tokens: int = LIMITS.max_prompt_tokens) -> list[int]:
-    """Validate and encode a user's prompt; raise a clear error for empty or oversized input.
-    The limits default to the app's (`Settings`); every lesson encodes typed text here."""
+    """Validate and encode typed text (limits: the app's `Settings`); every lesson does it here."""
     text = clean_text(user_text or "")
     if not text.strip():
         raise EmptyPromptError("The prompt is empty: type some text first.")

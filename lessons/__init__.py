@@ -4,11 +4,10 @@
 imported here, so the common modules can read the list without reaching any tab."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True)
-class Tab:
+class Tab(NamedTuple):
     id: str  # the tab's id, also in links (?lesson=kv)
     label: str  # the tab's title on the tab strip
     module: str  # lessons/<module>_panel.py and lessons/<module>_handlers.py

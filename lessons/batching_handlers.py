@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
+from typing import NamedTuple
 
 from plotly.graph_objects import Figure
 
-from inference import compute_turns
+from inference import compute_thread
 from inference.config import LIMITS, Settings
-from inference.experiments import memory_guard, noise, quiet_reference, schedulers
+from inference.experiments import batch_sweep, noise, quiet_reference, schedulers
 from inference.experiments import serving_cost as dollars
-from inference.experiments.batch_sweep import SweepUpdate, run_sweep, sweep_sizes
+from inference.experiments.batch_sweep import SweepUpdate
 from inference.experiments.roofline import machine_bandwidth
 from inference.kv_cache import bytes_per_token
 from inference.paged_batch import padding_waste
 from visualizations import batching_charts as charts
-from visualizations import batching_tables as tables
 from visualizations import batching_text as text
 from visualizations.mechanism import batch_diagram
 from visualizations.noise_view import busy_notice_html, supports_verdict
@@ -33,8 +33,7 @@ SWEEP_PROMPT = LIMITS.default_prompt
 RANDOM = "Random (seeded)"
 
 
-@dataclass(frozen=True)
-class ScheduleComparison:
+class ScheduleComparison(NamedTuple):
     """Both schedulers on one trace: kept in the learner's state and shared with everyone."""
 
     static: schedulers.ScheduleResult
@@ -44,8 +43,7 @@ class ScheduleComparison:
     when: str  # wall-clock HH:MM of the measurement
 
 
-@dataclass(frozen=True)
-class SweepFrame:
+class SweepFrame(NamedTuple):
     progress: str
     throughput: Figure | None = None
     step_time: Figure | None = None
@@ -58,14 +56,12 @@ class SweepFrame:
     cards: str | None = None  # the headline cards under Run sweep
 
 
-@dataclass(frozen=True)
-class PaddingView:
+class PaddingView(NamedTuple):
     plot: Figure
     text: str
 
 
-@dataclass(frozen=True)
-class ScheduleFrame:
+class ScheduleFrame(NamedTuple):
     progress: str
     static: Figure | None = None
     continuous: Figure | None = None
@@ -75,8 +71,7 @@ class ScheduleFrame:
     closing: str | None = None
 
 
-@dataclass(frozen=True)
-class CostView:
+class CostView(NamedTuple):
     plot: Figure
     table: str
     chain: str = ""  # from KV memory to dollars: this machine, published models, the levers
@@ -85,7 +80,7 @@ class CostView:
 def budget_bytes(lm, settings: Settings, budget_mb: float | None) -> int:
     """The learner's memory budget in bytes; empty or 0 means half of the free memory."""
     if budget_mb is None or budget_mb <= 0:
-        return memory_guard.memory_budget_bytes(lm.device, 0.5)
+        return batch_sweep.memory_budget_bytes(lm.device, 0.5)
     settings.memory_budget_mb.check("Memory budget (MB)", budget_mb)
     return int(budget_mb * 1e6)
 
@@ -98,9 +93,8 @@ def sweep_frames(lm, settings: Settings, shared, *, max_batch: int, steps: int,
     settings.sweep_decode_steps.check("Timed decode steps", steps)
     max_batch, steps = int(max_batch), int(steps)
     prompt = encode_prompt(lm, settings, SWEEP_PROMPT)
-    budget, sizes = budget_bytes(lm, settings, budget_mb), sweep_sizes(max_batch)
-    cap = memory_guard.largest_fitting_batch(memory_guard.model_shape(lm), sizes, len(prompt),
-                                             steps + 1, budget)
+    budget, sizes = budget_bytes(lm, settings, budget_mb), batch_sweep.sweep_sizes(max_batch)
+    cap = batch_sweep.largest_fitting_batch(lm, sizes, len(prompt), steps + 1, budget)
     key = shared_key(lm, "batch-sweep") + (tuple(s for s in sizes if s <= cap), steps)
     kept = reuse(shared, key)  # a quiet earlier run with these settings
     if kept is not None:
@@ -109,23 +103,19 @@ def sweep_frames(lm, settings: Settings, shared, *, max_batch: int, steps: int,
                            schedules, guess, judged)
         return
     last = None
-    for update in run_sweep(lm, prompt, max_batch, steps, budget,
-                            bandwidth_gbs=machine_bandwidth(shared, lm.device)):
+    for update in batch_sweep.run_sweep(lm, prompt, max_batch, steps, budget,
+                                        bandwidth_gbs=machine_bandwidth(shared, lm.device)):
         grew = last is None or len(update.points) != len(last.points) or update.finished
         last = update
-        judged = noise.reading(sweep_repeats(update), settings) if update.finished else None
-        if judged is not None:
+        judged = None
+        if update.finished:  # judged by the noisiest batch size's timed steps (one step repeated)
+            worst = max(update.points, key=lambda p: noise.repeat_spread(p.step_times) or 0.0,
+                        default=None)
+            judged = noise.reading(list(worst.step_times) if worst else [], settings)
             keep(shared, key, (update, time.strftime("%H:%M")), judged)
         yield (_sweep_frame(lm, update, update.message, schedules, guess, judged,
-                            compute_turns.chats_so_far()) if grew
+                            compute_thread.chats_so_far()) if grew
                else SweepFrame(progress=f"⏳ {update.message}"))
-
-
-def sweep_repeats(update: SweepUpdate) -> list[float]:
-    """The noisiest batch size's timed steps (the same step repeated), for the noise rule."""
-    worst = max(update.points, key=lambda p: noise.repeat_spread(p.step_times) or 0.0,
-                default=None)
-    return list(worst.step_times) if worst is not None else []
 
 
 def _sweep_frame(lm, update: SweepUpdate, message: str, schedules: ScheduleComparison | None,
@@ -147,8 +137,8 @@ def _sweep_frame(lm, update: SweepUpdate, message: str, schedules: ScheduleCompa
         tradeoff=charts.tradeoff_chart(update.points, cap),
         diagram=batch_diagram(update.points, lm.info.layers, bandwidth_gbs=update.bandwidth_gbs,
                               noise=judged),
-        table=tables.sweep_table(update, judged) + compared,
-        plan=tables.plan_table(update.plans),
+        table=text.sweep_table(update, judged) + compared,
+        plan=text.plan_table(update.plans),
         sweep=replace(update, noise=judged) if done else None,  # kept: later views judge by it
         closing=text.closing_note(lm.info, update, schedules, judged) if done else None)
 
@@ -187,8 +177,8 @@ def schedule_frames(lm, settings: Settings, shared, *, workload: str, seed: int,
     max_batch, fill_wait_s = int(max_batch), float(fill_wait_s)
     trace, name = workload_trace(lm, settings, workload, seed, requests, rate_per_s)
     longest = max(len(r.prompt_ids) for r in trace) + max(r.max_new_tokens for r in trace)
-    memory_guard.check_batch_fits(memory_guard.plan_batch(
-        memory_guard.model_shape(lm), max_batch, longest, 0, budget_bytes(lm, settings, None)))
+    batch_sweep.check_batch_fits(batch_sweep.plan_batch(
+        lm, max_batch, longest, 0, budget_bytes(lm, settings, None)))
     key = shared_key(lm, "schedulers") + (name, max_batch, fill_wait_s)
     kept = reuse(shared, key)
     saved, judged = kept if kept is not None else (None, None)
@@ -207,24 +197,18 @@ def schedule_frames(lm, settings: Settings, shared, *, workload: str, seed: int,
                                    time.strftime("%H:%M"))
         judged = noise.reading(settings=settings)
         keep(shared, key, saved, judged)  # a busy comparison is not shown to the next visitor
-    yield schedule_frame(lm, saved, busy_notice_html(judged) + progress, sweep)
-
-
-def schedule_frame(lm, schedules: ScheduleComparison, progress: str,
-                   sweep: SweepUpdate | None = None) -> ScheduleFrame:
-    """Both timelines on one time axis, the summary chart and table, and the closing note."""
-    st, co = schedules.static, schedules.continuous
+    # both timelines on one time axis, the summary chart and table, and the closing note
+    st, co = saved.static, saved.continuous
     horizon = max(r.finish for r in st.requests + co.requests) * 1.03
     cap = info_caption(lm.info, note="virtual clock = sum of measured step times")
-    return ScheduleFrame(
-        progress=progress,
-        static=charts.gantt_chart(st, f"Static batching (max batch {schedules.max_batch})",
-                                  cap, horizon),
-        continuous=charts.gantt_chart(co, f"Continuous batching (max batch "
-                                          f"{schedules.max_batch})", cap, horizon),
+    yield ScheduleFrame(
+        progress=busy_notice_html(judged) + progress,
+        static=charts.gantt_chart(st, f"Static batching (max batch {max_batch})", cap, horizon),
+        continuous=charts.gantt_chart(co, f"Continuous batching (max batch {max_batch})", cap,
+                                      horizon),
         summary=charts.scheduler_summary_chart([st.summary, co.summary], cap),
-        table=tables.scheduler_table(st, co), schedules=schedules,
-        closing=text.closing_note(lm.info, sweep, schedules))
+        table=text.scheduler_table(st, co), schedules=saved,
+        closing=text.closing_note(lm.info, sweep, saved))
 
 
 def cost_view(lm, settings: Settings, sweep: SweepUpdate | None, *, price_per_hour: float,
@@ -241,10 +225,10 @@ def cost_view(lm, settings: Settings, sweep: SweepUpdate | None, *, price_per_ho
                         chain=chain_section(lm, None, [], price, p_in, p_out))
     costs = dollars.model_serving_costs(lm, sweep.points, price, p_in, p_out, sweep.bandwidth_gbs)
     return CostView(plot=charts.cost_chart(costs, price, info_caption(lm.info)),
-                    table=tables.cost_table(costs, p_in, p_out)
+                    table=text.cost_table(costs, p_in, p_out)
                     + guess_md(COST_GUESS_KEY, guess, costs[-1].usd_per_million_output,
                                noisy=not supports_verdict(sweep.noise))
-                    + tables.mode_cost_table(modes, price),
+                    + text.mode_cost_table(modes, price),
                     chain=chain_section(lm, sweep, costs, price, p_in, p_out))
 
 
@@ -260,6 +244,6 @@ def chain_section(lm, sweep: SweepUpdate | None, costs, price_per_hour: float,
                                           output_tokens, price_per_hour, f"{info.name} here")
     mean = dollars.GPU_PROMPT + dollars.GPU_OUTPUT / 2
     bound = dollars.cache_bound_tokens_per_s(dollars.LEVER_MODEL, dollars.H200, mean)
-    return tables.chain_md(measured, dollars.published_chains(), dollars.H200.source,
+    return text.chain_md(measured, dollars.published_chains(), dollars.H200.source,
                            dollars.levers(), dollars.LEVER_MODEL.name, bound,
                            info_caption(lm.info, alone=False))

@@ -1,14 +1,13 @@
 """Lesson 5 panel: a sub-tab each for the batch sweep, padding, scheduling and token cost."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import gradio as gr
 from gradio.events import Dependency
 
 from inference.config import Settings
-from inference.experiments.batch_sweep import batch_sweep_tokens, sweep_sizes
-from inference.experiments.memory_guard import memory_budget_bytes
+from inference.experiments.batch_sweep import batch_sweep_tokens, memory_budget_bytes, sweep_sizes
 from inference.experiments.schedulers import PRESETS, schedulers_tokens
 from visualizations import batching_charts as charts
 from visualizations import batching_text as text
@@ -20,7 +19,7 @@ from .common.context import AppContext
 from .common.controls import guess_box, number, prompt_box, slider
 from .common.exports import wire_batch_csv
 from .common.feedback import guarded
-from .common.latest import latest_modes
+from .common.latest import LAST_MODES, latest
 from .common.measurement import Measurement, prompt_tokens, shrunk
 from .common.measurement_wiring import run_and_stop, wire_stoppable
 from .common.named_outputs import showing
@@ -30,10 +29,7 @@ DEFAULT_PADDING = ("Hi!\nWhat is the capital of France?\n"
                    "Write a haiku about autumn leaves falling slowly.")
 
 
-@dataclass(frozen=True)
-class SharedStates:
-    """The last sweep and schedule comparison, and the closing note quoting both."""
-
+class SharedStates(NamedTuple):  # the last sweep and schedules, the closing note quoting both
     sweep: gr.State
     schedules: gr.State
     closing: gr.Markdown
@@ -164,14 +160,13 @@ def cost_tab(lm, settings: Settings, measured: SharedStates, sweep_event: Depend
     cost = guarded(showing(shown, lambda data: run.cost_view(
         lm, settings, data[measured.sweep], price_per_hour=data[price],
         prompt_tokens=data[prompt_tokens], output_tokens=data[output_tokens],
-        modes=latest_modes(lm, shared), guess=data[guess])), compute=False)
+        modes=latest(lm, shared, LAST_MODES), guess=data[guess])), compute=False)
     for event in (sweep_event.then, page.select, price.change, prompt_tokens.change,
                   output_tokens.change, guess.change):
         event(cost, inputs, list(shown.values()), api_visibility="undocumented")
 
 
 def build(ctx: AppContext) -> None:
-    """Lay out Lesson 5 inside the caller's tab."""
     lm, settings, shared = ctx.lm, ctx.settings, ctx.shared
     measured = SharedStates(sweep=gr.State(None), schedules=gr.State(None),
                             closing=gr.Markdown(text.closing_note(lm.info, None, None),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from inference.config import Settings
 from inference.experiments import noise
@@ -22,8 +22,7 @@ from .start_handlers import STARTERS
 EXAMPLES = [[p] for p in STARTERS]  # the same prompts as Start here's buttons
 
 
-@dataclass(frozen=True)
-class ChatFrame:
+class ChatFrame(NamedTuple):
     history: list[dict]  # the chat as messages: the visitor's prompt, the answer so far
     stats: str  # measured TTFT / time per token / tokens/s, then the batching line
 

@@ -3,17 +3,17 @@ learner picks (at most the window); a finished quiet sweep is shared with every 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from plotly.graph_objects import Figure
 
-from inference import compute_turns
+from inference import compute_thread
 from inference.config import Settings
 from inference.errors import SettingOutOfRangeError
 from inference.experiments import context_sweep, context_theory, noise
 from inference.experiments.context_sweep import compare_attention_memory
-from visualizations import context_text
 from visualizations import kv_charts as charts
+from visualizations import kv_text
 from visualizations.style import info_caption
 
 from .common.latest import keep, reuse, shared_key
@@ -24,12 +24,11 @@ SHARED_NOTE = "✅ Measured earlier on this machine and shared with every visito
 FRESH_NOTE = "✅ Measured on this machine just now."
 
 
-@dataclass(frozen=True)
-class ContextFrame:
+class ContextFrame(NamedTuple):
     chart: Figure
     text: str  # the table and its verdicts (markdown)
     progress: str  # "step k of N" while it runs, then where the figures came from
-    cuts: str = ""  # "what cuts the cost" with the sweep's measured bytes (last decode frame)
+    cuts: str | None = None  # "what cuts the cost" with the sweep's bytes (last decode frame)
 
 
 def length_choices(lm, settings: Settings) -> tuple[int, ...]:
@@ -80,7 +79,7 @@ def _prefill_view(lm, points, caption: str, judged: noise.Noise | None = None
         shares = context_theory.length_shares(curve, lengths, matmul, info.layers, info.heads,
                                               info.head_dim)
     return (charts.prefill_lengths_figure(points, curve, shares or (), caption),
-            context_text.prefill_markdown(points, curve, shares or (), judged))
+            kv_text.prefill_markdown(points, curve, shares or (), judged))
 
 
 def prefill_frames(lm, settings: Settings, shared, max_tokens) -> Iterator[ContextFrame]:
@@ -89,6 +88,7 @@ def prefill_frames(lm, settings: Settings, shared, max_tokens) -> Iterator[Conte
     caption = info_caption(lm.info, note=f"best of {settings.context_prefill_repeats} per length")
     key = shared_key(lm, "context-prefill") + (lengths, settings.context_prefill_repeats)
     done = reuse(shared, key)
+    note = FRESH_NOTE if done is None else SHARED_NOTE
     if done is None:
         yield ContextFrame(charts.prefill_lengths_figure([], caption=caption), "",
                            f"⏳ Step 1 of {len(lengths)}: one prefill of {lengths[0]:,} tokens…")
@@ -97,7 +97,7 @@ def prefill_frames(lm, settings: Settings, shared, max_tokens) -> Iterator[Conte
                                                             settings.context_prefill_repeats):
             points, last = progress.points, progress.points[-1]
             caption = info_caption(lm.info, note=f"best of {settings.context_prefill_repeats} "
-                                   "per length", chats=compute_turns.chats_so_far())
+                                   "per length", chats=compute_thread.chats_so_far())
             chart, text = _prefill_view(lm, points, caption)
             nxt = (f" Now step {progress.done + 1} of {progress.total}: "
                    f"{progress.next_tokens:,} tokens…" if progress.next_tokens else "")
@@ -106,9 +106,6 @@ def prefill_frames(lm, settings: Settings, shared, max_tokens) -> Iterator[Conte
                                f"({last.seconds_per_token * 1000:,.2f} ms per token).{nxt}")
         done = points, noise.reading(settings=settings)
         keep(shared, key, *done)
-        note = FRESH_NOTE
-    else:
-        note = SHARED_NOTE
     points, judged = done
     chart, text = _prefill_view(lm, points, caption, judged)
     yield ContextFrame(chart, text, note)
@@ -118,7 +115,7 @@ def cuts_text(lm, settings: Settings, decode_points=()) -> str:
     """'What cuts the cost' at the window, the GQA row from the decode sweep's tensors once run."""
     info = lm.info
     measured = context_theory.measured_bytes_per_token(decode_points)
-    return context_text.cuts_markdown(context_theory.cost_cuts(
+    return kv_text.cuts_markdown(context_theory.cost_cuts(
         info.layers, info.heads, info.kv_heads, info.head_dim, lm.bytes_per_value,
         info.context_window, settings.context_sliding_window, measured_bytes_per_token=measured))
 
@@ -128,7 +125,7 @@ def _guess_text(lm, settings: Settings, points, theory, guess: float | None,
     """The answer to the guess box at its lengths, or why this run cannot answer it."""
     short, long = settings.context_guess_lengths
     comparison = context_sweep.compare_lengths(points, short, long)
-    answer = (("\n\n---\n" + context_text.guess_verdict_markdown(comparison, theory, judged))
+    answer = (("\n\n---\n" + kv_text.guess_verdict_markdown(comparison, theory, judged))
               if comparison else "")
     reached = max((p.cache_tokens for p in points), default=0)
     if comparison is None or comparison.long.cache_tokens < long:
@@ -149,6 +146,7 @@ def decode_frames(lm, settings: Settings, shared, max_tokens, guess: float | Non
     key = shared_key(lm, "context-decode") + (lengths, batches, repeats)
     theory = context_theory.decode_theory(lm, shared)  # the bandwidth, measured once
     done = reuse(shared, key)
+    note = FRESH_NOTE if done is None else SHARED_NOTE
     if done is None:
         yield ContextFrame(charts.decode_lengths_figure([], caption=caption), "",
                            f"⏳ Filling a cache of {lengths[-1]:,} tokens with one prefill "
@@ -157,20 +155,17 @@ def decode_frames(lm, settings: Settings, shared, max_tokens, guess: float | Non
         for progress in context_sweep.decode_lengths_sweep(lm, lengths, batches, repeats):
             points, last = progress.points, progress.points[-1]
             caption = info_caption(lm.info, note=f"median of {repeats} steps per point",
-                                   chats=compute_turns.chats_so_far())
+                                   chats=compute_thread.chats_so_far())
             yield ContextFrame(charts.decode_lengths_figure(points, theory, window, caption),
-                               context_text.decode_markdown(points, theory, window),
+                               kv_text.decode_markdown(points, theory, window),
                                f"⏳ Step {progress.done} of {progress.total}: batch "
                                f"{last.batch}, {last.cache_tokens:,} cached tokens: one step "
                                f"{last.seconds * 1000:,.1f} ms.")
         done = points, noise.reading(settings=settings)
         keep(shared, key, *done)
-        note = FRESH_NOTE
-    else:
-        note = SHARED_NOTE
     points, judged = done
     yield ContextFrame(charts.decode_lengths_figure(points, theory, window, caption),
-                       context_text.decode_markdown(points, theory, window, judged)
+                       kv_text.decode_markdown(points, theory, window, judged)
                        + _guess_text(lm, settings, points, theory, guess, judged), note,
                        cuts_text(lm, settings, points))
 
@@ -181,23 +176,21 @@ def memory_frames(lm, settings: Settings, shared, max_tokens) -> Iterator[Contex
     key = shared_key(lm, "context-memory") + (tokens,)
     caption = info_caption(lm.info)
     done = reuse(shared, key)
+    note = FRESH_NOTE if done is None else SHARED_NOTE
     if done is None:
         yield ContextFrame(charts.attention_memory_figure([], caption),
-                           context_text.memory_markdown([]),
+                           kv_text.memory_markdown([]),
                            f"⏳ Step 1 of 2: one prefill of {tokens:,} tokens with sdpa…")
         peaks = []
         for peak in compare_attention_memory(lm, tokens, settings.context_eager_max_tokens):
             peaks.append(peak)
             nxt = " Now step 2 of 2: the same with eager attention…" if len(peaks) == 1 else ""
             yield ContextFrame(charts.attention_memory_figure(peaks, caption),
-                               context_text.memory_markdown(peaks),
+                               kv_text.memory_markdown(peaks),
                                f"⏳ Step {len(peaks)} of 2: {peak.implementation}, peak "
                                f"{peak.peak_bytes / 1e6:,.0f} MB above the start.{nxt}")
         done = tuple(peaks), noise.reading(settings=settings)
         keep(shared, key, *done)
-        note = FRESH_NOTE
-    else:
-        note = SHARED_NOTE
     peaks, judged = done
     yield ContextFrame(charts.attention_memory_figure(peaks, caption),
-                       context_text.memory_markdown(peaks, judged), note)
+                       kv_text.memory_markdown(peaks, judged), note)

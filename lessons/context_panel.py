@@ -6,13 +6,9 @@ from collections.abc import Callable, Iterator
 import gradio as gr
 
 from inference.config import Settings
-from inference.experiments.context_sweep import (
-    attention_memory_tokens,
-    decode_lengths_tokens,
-    prefill_lengths_tokens,
-)
+from inference.experiments import context_sweep
 from visualizations import kv_charts as context_charts
-from visualizations.context_text import FLASH_ATTENTION
+from visualizations.kv_text import FLASH_ATTENTION
 from visualizations.style import info_caption
 
 from . import context_handlers as run
@@ -20,6 +16,7 @@ from .common.context import AppContext
 from .common.controls import guess_box
 from .common.measurement import Measurement
 from .common.measurement_wiring import run_and_stop, wire_stoppable
+from .common.named_outputs import showing
 
 
 def _longest(lm, settings: Settings) -> gr.Dropdown:
@@ -39,23 +36,15 @@ def _sweep(name: str, label: str, figure, chart_label: str, frames: Callable[...
     """Run, Stop, progress, chart and text wired to `frames`; `cuts` set by frames with one."""
     start, stop = run_and_stop(label, f"ctx-{name}-btn", f"ctx-{name}-stop")
     progress = gr.Markdown(elem_id=f"ctx-{name}-progress")
-    chart = gr.Plot(figure, label=chart_label, elem_id=f"ctx-{name}-chart")
-    text = gr.Markdown(text_value, elem_id=f"ctx-{name}-text")
-
-    def on_run(*args) -> Iterator[dict]:
-        for frame in frames(*args):
-            shown = {chart: frame.chart, text: frame.text, progress: frame.progress}
-            if cuts is not None:
-                shown[cuts] = frame.cuts or gr.skip()
-            yield shown
-
-    wire_stoppable(start, stop, inputs,
-                   [chart, text, progress] + ([cuts] if cuts is not None else []),
-                   Measurement(f"context_{name}", on_run, work, limit="long"), ctx, lock=True)
+    shown = {"chart": gr.Plot(figure, label=chart_label, elem_id=f"ctx-{name}-chart"),
+             "text": gr.Markdown(text_value, elem_id=f"ctx-{name}-text"), "progress": progress}
+    if cuts is not None:
+        shown["cuts"] = cuts
+    wire_stoppable(start, stop, inputs, list(shown.values()), Measurement(
+        f"context_{name}", showing(shown, frames), work, limit="long"), ctx, lock=True)
 
 
 def build(ctx: AppContext) -> None:
-    """Lesson 4c in the caller's tab."""
     lm, settings, shared = ctx.lm, ctx.settings, ctx.shared
     caption = info_caption(lm.info)
     longest = _longest(lm, settings)
@@ -66,8 +55,9 @@ def build(ctx: AppContext) -> None:
                    context_charts.prefill_lengths_figure([], caption=caption),
                    "Prefill per prompt token",
                    lambda n: run.prefill_frames(lm, settings, shared, n),
-                   lambda n: prefill_lengths_tokens(run.sweep_prefill_lengths(lm, settings, n),
-                                                    settings.context_prefill_repeats),
+                   lambda n: context_sweep.prefill_lengths_tokens(
+                       run.sweep_prefill_lengths(lm, settings, n),
+                       settings.context_prefill_repeats),
                    [longest], ctx)
         with gr.Tab("2 · Decode vs cache length"):
             short, long = settings.context_guess_lengths
@@ -78,9 +68,9 @@ def build(ctx: AppContext) -> None:
                    context_charts.decode_lengths_figure([], caption=caption),
                    "One decode step per cache length",
                    lambda n, g: run.decode_frames(lm, settings, shared, n, g),
-                   lambda n, g: decode_lengths_tokens(run.sweep_decode_lengths(lm, settings, n),
-                                                      settings.context_decode_batches,
-                                                      settings.context_decode_repeats),
+                   lambda n, g: context_sweep.decode_lengths_tokens(
+                       run.sweep_decode_lengths(lm, settings, n), settings.context_decode_batches,
+                       settings.context_decode_repeats),
                    [longest, guess], ctx, cuts=cuts)
         with gr.Tab("3 · Attention's memory"):
             gr.Markdown(f"The same prefill twice, at the longest length above (at most "
@@ -90,7 +80,7 @@ def build(ctx: AppContext) -> None:
                    context_charts.attention_memory_figure([], caption),
                    "Peak memory of one prefill",
                    lambda n: run.memory_frames(lm, settings, shared, n),
-                   lambda n: attention_memory_tokens(
+                   lambda n: context_sweep.attention_memory_tokens(
                        run.sweep_prefill_lengths(lm, settings, n)[-1],
                        settings.context_eager_max_tokens),
                    [longest], ctx, text_value=FLASH_ATTENTION)

@@ -4,7 +4,7 @@ keeps exactly the tokens on screen; Branch rewinds to a step and takes another c
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import plotly.graph_objects as go
 
@@ -24,10 +24,7 @@ from visualizations.token_view import decode_stats_md, output_html, timed_step
 from .common.prompt_input import encode_prompt
 
 
-@dataclass(frozen=True)
-class DecodeView:
-    """Everything the panel shows for one state of the generation."""
-
+class DecodeView(NamedTuple):  # everything the panel shows for one state of the generation
     gen: Generation | None
     text_html: str  # the answer so far, one numbered tile per token
     stats_md: str  # TTFT, TPOT, tokens/s, cache size, under the busy notice
@@ -102,10 +99,7 @@ def step(lm, settings: Settings, gen: Generation | None, prompt: str, max_new: i
         gen.set_max_new_tokens(int(max_new), settings.new_tokens.high)
         if gen.sampling != sampling:
             generation.set_sampling(lm, gen, sampling)
-        if gen.pending_force is not None:
-            generation.continue_branch(lm, gen)
-        else:
-            generation.next_token(lm, gen)
+        generation.next_token(lm, gen)  # the learner's pick first, after a Branch
     return gen
 
 
@@ -139,5 +133,5 @@ def branch_to(lm, gen: Generation | None, at_step: int, token_id: int | None) ->
                 f"That candidate was not one of step {step_no}'s: the list was for another "
                 "step. Pick a candidate again from the list now shown, then press Branch.")
         gen.branch(step_no, int(token_id))
-        generation.continue_branch(lm, gen)
+        generation.next_token(lm, gen)
     return gen

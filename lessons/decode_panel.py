@@ -3,8 +3,6 @@
 `DecodeUI` creates inputs in the order the named endpoints take them (Gradio orders sets so)."""
 from __future__ import annotations
 
-from dataclasses import replace
-
 import gradio as gr
 
 from inference.config import Settings
@@ -20,8 +18,6 @@ from .decode_handlers import DecodeView, branch_to, play_tick, sampling_from, st
 
 
 class DecodeUI:
-    """The lesson's components, laid out in the order the named endpoints take them."""
-
     def __init__(self, settings: Settings, budget=None, layers: int = 1) -> None:
         # the learner's Generation: dropped when the tab closes or idles; the server's memory
         # budget may free its cache before
@@ -100,7 +96,7 @@ def _wire_steps(lm, settings: Settings, ui: DecodeUI, server) -> None:
             server.budget.touch(gen)
         view = views(lm, gen, sampling)
         if before is not None and before.cache_freed:
-            view = replace(view, stats_md=CACHE_FREED + "\n\n" + view.stats_md)
+            view = view._replace(stats_md=CACHE_FREED + "\n\n" + view.stats_md)
         return ui.show(view)
 
     def on_step(data: dict) -> dict:

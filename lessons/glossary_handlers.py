@@ -3,6 +3,4 @@ from __future__ import annotations
 
 from visualizations.glossary import glossary_md
 
-
-def glossary_text() -> str:
-    return glossary_md()
+__all__ = ["glossary_md"]  # the tab's one view: no model run, no state

@@ -4,8 +4,8 @@ from __future__ import annotations
 import gradio as gr
 
 from .common.context import AppContext
-from .glossary_handlers import glossary_text
+from .glossary_handlers import glossary_md
 
 
 def build(ctx: AppContext) -> None:
-    gr.Markdown(glossary_text(), elem_id="glossary")
+    gr.Markdown(glossary_md(), elem_id="glossary")

@@ -3,11 +3,11 @@ large models, reused across questions and read by attention."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from plotly.graph_objects import Figure
 
-from inference import compute_turns
+from inference import compute_thread
 from inference.config import Settings
 from inference.errors import PromptTooLongError, SettingOutOfRangeError
 from inference.experiments import kv_projection, kv_race, noise, prefix_reuse, quiet_reference
@@ -37,16 +37,14 @@ FORMULA = ("theoretical: bytes = 2 × layers × KV heads × head dim × bytes pe
            "× batch")
 
 
-@dataclass(frozen=True)
-class GrowthFrame:
+class GrowthFrame(NamedTuple):
     grid: Figure  # the cache tensors, one column per token
     size: Figure  # cache bytes so far: tensors vs formula
     formula: str
     text: str
 
 
-@dataclass(frozen=True)
-class RaceFrame:
+class RaceFrame(NamedTuple):
     plot: Figure | None  # None: a frame between the two lanes of a step (progress only)
     summary: str | None
     progress: str
@@ -54,8 +52,7 @@ class RaceFrame:
     noise: Noise | None = None  # the last frame: was the machine busy while racing
 
 
-@dataclass(frozen=True)
-class LengthsFrame:
+class LengthsFrame(NamedTuple):
     progress: str
     plot: Figure
     table: str
@@ -69,6 +66,8 @@ def race_lengths_frames(lm, shared=None) -> Iterator[LengthsFrame]:
     caption = info_caption(lm.info, note=f"median of {REPEATS} steps per length and lane")
     key = ("race-lengths", lm.info.device, lm.info.dtype)
     done = reuse(shared, key)
+    note = ("✅ Measured on this machine just now." if done is None
+            else "✅ Measured earlier on this machine and shared with every visitor.")
     if done is None:
         text_ids = lm.tokenizer(load_perplexity_text(), add_special_tokens=False)["input_ids"]
         points: list[LengthPoint] = []
@@ -83,9 +82,6 @@ def race_lengths_frames(lm, shared=None) -> Iterator[LengthsFrame]:
                                kv_text.race_lengths_markdown(points))
         done = tuple(points), noise.reading()
         keep(shared, key, *done)
-        note = "✅ Measured on this machine just now."
-    else:
-        note = "✅ Measured earlier on this machine and shared with every visitor."
     points, judged = done
     ab = kv_race.fit(list(points))
     cached, plain = kv_race.generation_seconds(list(points), PROJECT_PROMPT, PROJECT_TOKENS)
@@ -94,22 +90,19 @@ def race_lengths_frames(lm, shared=None) -> Iterator[LengthsFrame]:
                            points, (PROJECT_PROMPT, PROJECT_TOKENS, cached, plain), judged))
 
 
-@dataclass(frozen=True)
-class ProjectionView:
+class ProjectionView(NamedTuple):
     by_context: Figure
     by_batch: Figure
     gqa: Figure
     table: str
 
 
-@dataclass(frozen=True)
-class PrefixFrame:
+class PrefixFrame(NamedTuple):
     plot: Figure
     text: str
 
 
-@dataclass(frozen=True)
-class AttentionShown:
+class AttentionShown(NamedTuple):
     view: AttentionView | HeldAttention  # kept in the learner's gr.State for redrawing
     plot: Figure
 
@@ -151,7 +144,7 @@ def race_frames(lm, settings: Settings, prompt: str, new_tokens: int,
             pieces.append(lm.tokenizer.decode([step.token_id]))
             # a frame between the lanes: the server may step here
             yield RaceFrame(plot=None, summary=None,
-                            progress=kv_text.race_cached_progress_markdown(step.index, n))
+                            progress=kv_text.race_progress_markdown(step.index, n, both=False))
         if step.lane == RECOMPUTE:
             summary, last = kv_race.summarize(steps, len(ids)), step.index == n - 1
             judged = noise.reading(race_repeats(steps), settings) if last else None
@@ -159,7 +152,7 @@ def race_frames(lm, settings: Settings, prompt: str, new_tokens: int,
             compared = (guess_md(GUESS_KEY, guess, summary.speedup,
                                  noisy=not supports_verdict(judged), reference=quiet)
                         if last and not summary.impossible else "")
-            caption = info_caption(lm.info, chats=compute_turns.chats_so_far())  # so far
+            caption = info_caption(lm.info, chats=compute_thread.chats_so_far())  # so far
             yield RaceFrame(plot=kv_charts.race_figure(steps, caption),
                             summary=kv_text.race_summary_markdown(summary, judged, quiet)
                             + compared,

@@ -50,10 +50,9 @@ def race_tab(ctx: AppContext) -> None:
     """2 · Race: the same greedy tokens with the cache and by recomputing, then by length."""
     lm, settings = ctx.lm, ctx.settings
     gr.Markdown("Same prompt, same greedy tokens. With the cache each step feeds **one** token "
-                "but still reads every cached key and value, a read growing by one token each "
-                "step (lesson 4c measures it to the window). Without it each step feeds the "
-                "**whole sequence** again (O(sequence) tokens): its work grows with the text "
-                "in every layer.")
+                "but still reads every cached key and value, one more each step (lesson 4c "
+                "measures it to the window). Without it each step feeds the **whole sequence** "
+                "again (O(sequence) tokens), its work growing with the text in every layer.")
     with gr.Row():
         prompt = prompt_box(settings, DEFAULT_PROMPT, "kv-race-prompt", scale=3)
         new_tokens = slider(settings, "race_new_tokens", "New tokens", scale=1)
@@ -65,8 +64,7 @@ def race_tab(ctx: AppContext) -> None:
              "plot": gr.Plot(kv_charts.race_figure([]), label="Per-step latency",
                              elem_id="kv-race-plot"),
              "diagram": gr.HTML(race_diagram([], [], lm.info.layers),
-                                elem_id="kv-race-diagram"),
-             "noise": gr.State(None)}  # the last frame's busy-or-quiet reading
+                                elem_id="kv-race-diagram")}
     def smaller(p, n, g):  # the class-sized race, when the measurement line is long
         fewer = shrunk(n, settings.race_new_tokens.low, settings.class_share)
         return (p, fewer, g), f"{fewer} steps, not {int(n)}"
@@ -154,7 +152,6 @@ def attention_tab(lm, settings: Settings, server=None) -> None:
 
 
 def build(ctx: AppContext) -> None:
-    """Lay out Lesson 4 inside the caller's tab."""
     lm, settings, server = ctx.lm, ctx.settings, ctx.server
     with gr.Tabs(overflow_behavior="wrap"):  # every sub-tab one tap away on a phone
         with gr.Tab("1 · Watch it grow"):

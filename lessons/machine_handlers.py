@@ -3,30 +3,29 @@ ceiling, both roofs, what bounds a step, which sizes fit), beside a quiet refere
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import plotly.graph_objects as go
 
 from inference.experiments import machine_roofline, noise, quiet_reference
+from inference.experiments.batch_sweep import memory_budget_bytes
 from inference.experiments.kv_projection import size_rows
 from inference.experiments.machine_roofline import StepBound
-from inference.experiments.memory_guard import memory_budget_bytes
 from inference.experiments.noise import Noise
 from inference.experiments.roofline import Roofline
 from visualizations import step_charts
-from visualizations.machine_text import model_sizes_md, roofline_md
 from visualizations.noise_view import supports_verdict
 from visualizations.roofline_charts import compute_roof_md, roofline_figure, two_roof_figure
+from visualizations.step_charts import model_sizes_md, roofline_md
 from visualizations.style import info_caption
 
-from .common.latest import figures_md, latest_batch_points
+from .common.latest import BATCH_POINTS, figures_md, latest
 from .common.lesson_text import lesson_text
 
 BYTES_AXIS = "Bytes read per decode token (MB: weights + KV cache)"
 
 
-@dataclass(frozen=True)
-class RooflinePoint:
+class RooflinePoint(NamedTuple):
     """One measured point for `roofline_figure` (the fields a quantization report has)."""
 
     key: str
@@ -82,8 +81,7 @@ def roofline_point(lm, r: Roofline) -> RooflinePoint:
                          r.measured_tokens_per_s)
 
 
-@dataclass(frozen=True)
-class MachineView:
+class MachineView(NamedTuple):
     """Everything one press of "Measure this machine" shows."""
 
     roofline: Roofline  # the measured bandwidth, bytes per token and decode speed
@@ -106,7 +104,7 @@ def measure_machine_steps(lm, shared=None) -> Iterator[str | MachineView]:
     yield ("⏳ Part 1 of 3 done: read bandwidth and decode speed measured. Part 2 of 3: the "
            "arithmetic roof…")
     roof = machine_roofline.measure_compute_roof(lm, r, shared,
-                                                 batch_points=latest_batch_points(lm, shared))
+                                                 batch_points=latest(lm, shared, *BATCH_POINTS))
     roofs_noise = noise.reading()
     if watched.noise.busy:  # the roofs' decode point is the roofline's busy decode speed
         roofs_noise = watched.noise
@@ -114,7 +112,7 @@ def measure_machine_steps(lm, shared=None) -> Iterator[str | MachineView]:
     # this machine's quiet decode speed: on file, else this run's when it was quiet
     ref = quiet_reference.for_decode(r, lm.info.name, machine_roofline.ROOFLINE_NEW_TOKENS,
                                      watched.noise)
-    bound = machine_roofline.measure_roofline_step_bound(lm)
+    bound = machine_roofline.measure_step_bound(lm)
     step_md, step_fig = step_bound_outputs(lm, r, bound, caption, noise.reading())
     fig = roofline_figure([roofline_point(lm, r)], r.bandwidth_gbs, ", read bandwidth measured",
                           caption, x_title=BYTES_AXIS)

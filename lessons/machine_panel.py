@@ -21,6 +21,7 @@ from .common.latest import SharedSnapshot
 from .common.lesson_text import lesson_text
 from .common.measurement import Measurement
 from .common.measurement_wiring import wire_measurement
+from .common.named_outputs import keyed
 from .common.serving_peer import serving_comparison
 from .machine_handlers import gpu_note_md, measure_machine_steps
 
@@ -100,18 +101,14 @@ def build(ctx: AppContext) -> None:
     sizes = gr.Markdown("### Choosing a model size\n*Press **Measure this machine**: the table "
                         "uses this machine's bandwidth.*", elem_id="perf-sizes")
     gr.Markdown(gpu_note_md(lm), elem_id="perf-gpu")
-    figures = figures_box(lm, shared)
+    shown = {"roofline_md": text, "roofline_chart": chart, "compute_md": compute_text,
+             "compute_chart": compute_chart, "step_md": step_text, "step_chart": step_chart,
+             "sizes_md": sizes, "figures_md": figures_box(lm, shared)}
 
     def on_run() -> Iterator[dict]:
         for v in measure_machine_steps(lm, shared):  # three parts, the server between them
-            if isinstance(v, str):
-                yield {text: v}
-                continue
-            yield {text: v.roofline_md, chart: v.roofline_chart, compute_text: v.compute_md,
-                   compute_chart: v.compute_chart, step_text: v.step_md,
-                   step_chart: v.step_chart, sizes: v.sizes_md, figures: v.figures_md}
+            yield {text: v} if isinstance(v, str) else keyed(shown, v)
 
-    wire_measurement(run, None, [text, chart, compute_text, compute_chart, step_text,
-                                 step_chart, sizes, figures], Measurement(
+    wire_measurement(run, None, list(shown.values()), Measurement(
         "roofline", on_run, work=lambda: roofline_tokens(
             len(prompt_ids(lm.tokenizer, ROOFLINE_PROMPT)), lm.device.type == "cuda")), ctx)

@@ -2,7 +2,7 @@
 button one action of `paged_demo` (every number from the pool's own `PoolStats`)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from inference.config import Settings
 from inference.errors import NotReadyError
@@ -18,8 +18,7 @@ SHARED_PREFIX = "You answer questions about cooking, in one short line."
 SHARED_QUESTIONS = ("How long do eggs boil?", "How long does rice cook?")
 
 
-@dataclass(frozen=True)
-class PagesFrame:
+class PagesFrame(NamedTuple):
     pool: DemoPool | None  # the visitor's pool (kept in gr.State)
     view: DemoView | None  # what the last action returned (its numbers are the pool's)
     story: str  # markdown: what happened, in one sentence, then each request

@@ -11,7 +11,6 @@ from .common.named_outputs import showing
 
 
 def build(ctx: AppContext) -> None:
-    """Lay out lesson 4b inside the caller's tab."""
     lm, settings = ctx.lm, ctx.settings
     first = run.empty()
     state = gr.State(None, time_to_live=settings.state_ttl_s, delete_callback=run.forget)
@@ -28,7 +27,7 @@ def build(ctx: AppContext) -> None:
         shared = gr.Button("Two prompts, one prefix", elem_id="pages-shared")
         fill = gr.Button("Fill the pool", elem_id="pages-fill")
         reset = gr.Button("New empty pool ↺", elem_id="pages-reset")
-    shown = {"pool": state, "view": gr.State(None),
+    shown = {"pool": state,
              "story": gr.Markdown(first.story, elem_id="pages-story"),
              "grid": gr.HTML(first.grid, elem_id="pages-grid"),
              "tables": gr.HTML(first.tables, elem_id="pages-tables"),

@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 import plotly.graph_objects as go
 
-from inference import compute_turns
+from inference import compute_thread
 from inference.config import Settings
 from inference.experiments import noise, prefill_sweep, quiet_reference
 from visualizations.style import info_caption
@@ -27,8 +27,6 @@ PROMPT = "Summarise the plot of Romeo and Juliet in three sentences."  # the les
 
 
 class PrefillSweepFrame(NamedTuple):
-    """One update of the sweep: the chart so far and a progress line."""
-
     chart: go.Figure
     progress: str
 
@@ -59,14 +57,12 @@ def run_prefill_sweep(lm, settings: Settings, shared, lengths: list[int], max_se
     points: tuple[prefill_sweep.PrefillPoint, ...] = ()
     for progress in prefill_sweep.prefill_sweep(lm, lengths, int(max_sequential)):
         points = progress.points
-        caption = info_caption(lm.info, chats=compute_turns.chats_so_far())  # so far
-        if progress.feeding:  # a length in progress, fed one token at a time
-            n = lengths[progress.done]
-            yield PrefillSweepFrame(prefill_sweep_figure(drawn(points), caption),
-                             f"⏳ {n} tokens: fed {progress.feeding} of {n} one at a time…")
-            continue
+        caption = info_caption(lm.info, chats=compute_thread.chats_so_far())  # so far
+        n = lengths[progress.done] if progress.feeding else 0  # fed one token at a time
         yield PrefillSweepFrame(prefill_sweep_figure(drawn(points), caption),
-                         sweep_progress_md(progress.done, progress.total, points[-1]))
+                                f"⏳ {n} tokens: fed {progress.feeding} of {n} one at a time…"
+                                if progress.feeding
+                                else sweep_progress_md(progress.done, progress.total, points[-1]))
     judged = noise.reading(settings=settings)
     if not any(p.impossible for p in points):  # an impossible figure is not passed on
         keep(shared, key, points, judged)

@@ -17,10 +17,10 @@ from .common.controls import guess_box, prompt_box, slider
 from .common.exports import wire_prefill_csv
 from .common.measurement import Measurement, shrunk
 from .common.measurement_wiring import run_and_stop, wire_measurement, wire_stoppable
+from .common.named_outputs import showing
 
 
 def build(ctx: AppContext) -> None:
-    """Lesson 2 in the caller's tab: one prompt's pass timed, then the sweep."""
     lm, settings, shared = ctx.lm, ctx.settings, ctx.shared
     with gr.Row():
         prompt = prompt_box(settings, handlers.PROMPT, "prefill-prompt", scale=4)
@@ -49,10 +49,8 @@ def build(ctx: AppContext) -> None:
     progress = gr.Markdown(elem_id="prefill-progress")
     chart = gr.Plot(prefill_sweep_figure([], info_caption(lm.info)), label="Prefill sweep",
                     elem_id="prefill-chart")
-
-    def on_sweep(chosen: list[int], most: int, guessed: float | None) -> Iterator[dict]:
-        for frame in handlers.run_prefill_sweep(lm, settings, shared, chosen, most, guessed):
-            yield {chart: frame.chart, progress: frame.progress}
+    on_sweep = showing({"chart": chart, "progress": progress}, lambda chosen, most, guessed:
+                       handlers.run_prefill_sweep(lm, settings, shared, chosen, most, guessed))
 
     def smaller(chosen, most, g):  # the class-sized sweep, when the measurement line is long
         fewer = shrunk(most, settings.prefill_sweep_tokens.low, settings.class_share)

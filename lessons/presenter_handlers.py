@@ -1,27 +1,26 @@
 """The presenter's live measurements, one per screen (`MEASURES`, keyed by its `measure:`): a
 small run through the lessons' own engine functions, a `Step` between its parts (each one job on
-the compute thread), then one `Measured` headline. A busy machine marks it, withholding "faster".
+the compute thread) with its running line ("race step 5 of 64 · with the cache 0.41 s · …"),
+then one `Measured` headline. A busy machine marks it, withholding "faster".
 """
 from __future__ import annotations
 
+import re
 import statistics
 import time
 from collections.abc import Callable, Generator, Iterator
+from dataclasses import asdict, dataclass, field
+from typing import NamedTuple
 
 from inference.config import LIMITS, Settings
 from inference.experiments import context_sweep, machine_roofline, noise, quiet_reference
 from inference.experiments.batch_sweep import SweepUpdate, batch_sweep_tokens, run_sweep
 from inference.experiments.context_theory import decode_theory
 from inference.experiments.kv_race import RECOMPUTE, checked_race, race_tokens, summarize
-from inference.experiments.memory_guard import memory_budget_bytes
 from inference.experiments.noise import Noise
-from inference.experiments.prefill_sweep import (
-    DECODE_STEPS,
-    measure_prompt,
-    prefill_sweep,
-    prefill_sweep_tokens,
-)
+from inference.experiments.prefill_sweep import DECODE_STEPS, prefill_sweep, prefill_sweep_tokens
 from inference.experiments.quality import greedy_steps, greedy_tokens
+from inference.experiments.quiet_reference import QuietFigure
 from inference.experiments.roofline import machine_bandwidth
 from inference.experiments.serving_cost import model_serving_costs
 from inference.experiments.speculative_race import race_updates, spec_prompt, spec_race_tokens
@@ -29,17 +28,17 @@ from inference.generation import stream
 from inference.quantize import build_steps
 from inference.speculative import make_draft
 from inference.tokens import encode_text, prompt_ids, tokenize
-from visualizations.cards import human_bytes
+from visualizations.cards import human_bytes, ratio_side
 from visualizations.noise_view import BUSY, supports_verdict
 
 from . import presenter_progress as shown
+from .batching_handlers import budget_bytes
 from .common.latest import PRESENTER_BATCH, keep, reuse, shared_key
 from .common.measurement import prompt_tokens
-from .common.presenter_screens import Screen
+from .common.predictions import Screen
 from .common.prompt_input import encode_prompt
 from .kv_cache_handlers import race_repeats
-from .prefill_handlers import sweep_reference
-from .presenter_progress import RECAP, Measured, Step, busy_label, ratio_label, withheld
+from .prefill_handlers import measure_text, sweep_reference
 
 QUESTION = "Name three colours of the rainbow."
 PROMPT = LIMITS.default_prompt
@@ -59,6 +58,90 @@ SPEC_K = 4  # guesses per pass: the number the screen's question names
 BATCH_SCREEN = "Serving many people at once"  # the batching screen's title (assets/presenter.md)
 
 
+class Step(NamedTuple):
+    """A long measurement between two parts: "⏳ decode step 5 of 23 · 13.4 tokens/s so far"."""
+
+    counted: str  # what is counted, e.g. "decode step", "token"
+    done: int
+    total: int
+    running: str  # the figure measured so far, e.g. "13.4 tokens/s so far (median)"
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One screen's headline: the number, as shown, what it is, and the figures behind it."""
+
+    key: str
+    value: float  # the headline number, compared with a guess on predict screens
+    shown: str  # e.g. "12.3×", "41 ms"
+    label: str  # e.g. "faster in one pass"
+    detail: str  # one line of the measured figures behind the headline
+    noisy: bool = False  # the machine was busy while measuring (noise.py): no verdict drawn
+    figures: dict = field(default_factory=dict)  # plain numbers the cost screen or recap reads
+    reference: QuietFigure | None = None  # the quiet figure a busy run's guess is judged by
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def busy_label(label: str, judged: Noise) -> str:
+    return f"{label} · {BUSY}" if judged.busy else label
+
+
+def withheld(key: str, why: str, detail: str) -> Measured:
+    """A figure physics rules out (`robust.py`) twice: the reason instead of a number."""
+    return Measured(key, 0.0, "—", "no figure from this run: it cannot be right",
+                    f"{why} Measured twice; press the button again. ({detail})", True)
+
+
+def first_and_next(events) -> str:
+    first = f"first token {events[0].seconds * 1000:.0f} ms"
+    later = sorted(e.seconds for e in events[1:])
+    median = f" · next tokens {later[len(later) // 2] * 1000:.0f} ms each so far" if later else ""
+    text = events[-1].text.strip().replace("\n", " ")
+    return f"{first}{median} (measured) · “{'…' if len(text) > 48 else ''}{text[-48:]}”"
+
+
+def cache_running(events) -> str:
+    e = events[-1]
+    return f"cache {human_bytes(e.cache_bytes)} after {e.cache_tokens} tokens (measured)"
+
+
+def spec_running(passes) -> str:
+    # the prefill, pass 0, makes the first token
+    verified = len(passes) - 1
+    if verified < 1:
+        return "the prefill made the first token"
+    made = passes[-1].tokens_so_far - passes[0].tokens_so_far
+    return (f"{made / verified:.2f} tokens per pass so far ({made} tokens in {verified} "
+            f"pass{'es' if verified != 1 else ''})")
+
+
+def ratio_label(ratio: float, faster: str, plain: str, what: str,
+                judged: Noise | None = None) -> str:
+    """A time ratio's label: "faster …" only above the shared margin (`ratio_side`), else the
+    ratio named `plain`ly, "not faster on this run"; on a busy run, plainly with the notice.
+
+    >>> ratio_label(0.9, "faster with the cache", "recomputing ÷ cached", "24 tokens")
+    'recomputing ÷ cached (24 tokens): not faster on this run'
+    """
+    if judged is not None and judged.busy:
+        return f"{plain} ({what}): {BUSY}"
+    return (f"{faster} ({what})" if ratio_side(ratio) == "faster"
+            else f"{plain} ({what}): not faster on this run")
+
+
+LAYER = re.compile(r"\blayers\.(\d+)\.")  # a decoder layer's matrix: "model.layers.12.mlp.up_proj"
+
+
+def build_step(name: str, progress, layers: int) -> Step:
+    """A mode's build as "building int8: layers converted 12 of 30" (0 while the model is
+    copied, all once past the last layer)."""
+    now = LAYER.search(progress.message)
+    done = int(now.group(1)) if now else (layers if progress.done else 0)
+    return Step(f"building {name}: layers converted", done, layers, progress.message)
+
+
 def streamed(lm, ids: list[int], n: int, counted: str, running) -> Iterator[Step]:
     """A greedy answer of `n` tokens, a `Step` after each; returns the events."""
     events = []
@@ -70,7 +153,7 @@ def streamed(lm, ids: list[int], n: int, counted: str, running) -> Iterator[Step
 
 def answer(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     events = yield from streamed(lm, encode_prompt(lm, settings, QUESTION), DECODE_TOKENS,
-                                 "token", shown.first_and_next)
+                                 "token", first_and_next)
     judged = noise.reading([e.seconds for e in events[1:]], settings)
     later = sum(e.seconds for e in events[1:])  # decode: the first token's prefill apart
     rate = (len(events) - 1) / later if later else 0.0
@@ -104,11 +187,10 @@ def token_mix(lm, settings: Settings, shared) -> Iterator[Measured]:
 
 
 def prefill(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
-    ids = encode_prompt(lm, settings, PROMPT)
-    yield Step("one pass", 0, 1, f"reading {len(ids)} prompt tokens, then {DECODE_STEPS} next "
-               "tokens one at a time")
-    m = measure_prompt(lm, ids)
-    judged = noise.reading([e.seconds for e in m.events[1:]], settings)
+    yield Step("one pass", 0, 1, f"reading {prompt_tokens(lm, settings, PROMPT)} prompt tokens, "
+               f"then {DECODE_STEPS} next tokens one at a time")
+    m = measure_text(lm, settings, PROMPT)  # `.noise`: the decode steps' reading
+    judged = m.noise
     ms = m.ttft_seconds * 1000
     step = (f", then {m.decode_step_seconds * 1000:.0f} ms per next token"
             if m.decode_step_seconds else "")
@@ -121,8 +203,11 @@ def prefill(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
 def prefill_race(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     """Lesson 2's race at one length: a `Step` after each stretch fed one token at a time."""
     for last in prefill_sweep(lm, [PREFILL_TOKENS], PREFILL_TOKENS):
-        yield Step("token", last.feeding or last.points[-1].tokens, PREFILL_TOKENS,
-                   shown.prefill_running(last))
+        p = last.points[-1] if last.points else None
+        one, fed, so_far = ((last.one_pass_seconds, last.fed_seconds, " so far") if last.feeding
+                            else (p.parallel_seconds, p.sequential_seconds, ""))
+        yield Step("token", last.feeding or p.tokens, PREFILL_TOKENS, f"one pass {one * 1000:.0f} "
+                   f"ms · one token at a time {fed * 1000:.0f} ms{so_far} (measured)")
     judged = noise.reading(settings=settings)
     p = last.points[-1]
     ratio = p.speedup  # the rounds' robust estimate (one pass at its low quantile)
@@ -139,7 +224,7 @@ def prefill_race(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
 
 def decode(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     events = yield from streamed(lm, encode_prompt(lm, settings, PROMPT), DECODE_TOKENS,
-                                 "decode step", shown.first_and_next)
+                                 "decode step", first_and_next)
     judged = noise.reading([e.seconds for e in events[1:]], settings)
     steps = [e.seconds for e in events[1:]] or [events[0].seconds]
     median = statistics.median(steps)
@@ -174,7 +259,7 @@ def speculative(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     for u in race_updates(lm, ids, make_draft(lm, "prompt_lookup"), SPEC_K, SPEC_TOKENS, shared):
         if u.summary is None:
             yield Step("token", u.passes[-1].tokens_so_far, SPEC_TOKENS,
-                       shown.spec_running(u.passes))
+                       spec_running(u.passes))
     s = u.summary
     judged = noise.reading(s.plain_step_seconds, settings)
     same = "same tokens" if s.identical else "tokens differ"
@@ -213,7 +298,7 @@ def step_split(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
 
 def kv_bytes(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     events = yield from streamed(lm, encode_prompt(lm, settings, PROMPT), DECODE_TOKENS,
-                                 "token", shown.cache_running)
+                                 "token", cache_running)
     first, last = events[0], events[-1]
     per_token = (last.cache_bytes - first.cache_bytes) / max(last.cache_tokens
                                                             - first.cache_tokens, 1)
@@ -233,7 +318,10 @@ def kv_race(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
         if step.attempt and step.index == 0 and step.lane != RECOMPUTE:
             steps = []  # the second race replaces the first
         steps.append(step)
-        yield Step("race step", len(steps), 2 * RACE_TOKENS, shown.race_running(steps))
+        cached = sum(t.seconds for t in steps if t.lane != RECOMPUTE)
+        again = sum(t.seconds for t in steps if t.lane == RECOMPUTE)
+        yield Step("race step", len(steps), 2 * RACE_TOKENS, f"with the cache {cached:.2f} s · "
+                   f"recomputing everything {again:.2f} s so far (measured)")
     judged = noise.reading(race_repeats(steps), settings)
     s = summarize(steps, len(ids))
     if s.impossible:
@@ -257,7 +345,10 @@ def long_context(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
                "tokens (not timed), then a decode step is timed at each length")
     for last in context_sweep.decode_lengths_sweep(lm, LONG_CONTEXT, batches=(1,),
                                                    repeats=repeats):
-        yield Step("cache length", last.done, last.total, shown.long_running(last.points, repeats))
+        steps = " · ".join(f"{p.cache_tokens:,} cached tokens: {p.seconds * 1000:.1f} ms a step"
+                           for p in last.points)
+        runs = f"median of {repeats} runs" if repeats > 1 else "one run"
+        yield Step("cache length", last.done, last.total, f"{steps} (measured, {runs})")
     judged = noise.reading(settings=settings)
     c = context_sweep.compare_lengths(last.points, short, long)
     floor = decode_theory(lm, shared)
@@ -280,11 +371,13 @@ def batch_sweep_steps(lm, settings: Settings, shared
                       ) -> Generator[Step, None, tuple[SweepUpdate, Noise]]:
     """Decode 1, 2, 4, 8 and 16 copies of a prompt, kept in `shared` for the cost screen."""
     ids = encode_prompt(lm, settings, PROMPT)
-    for last in run_sweep(lm, ids, BATCH, BATCH_STEPS, memory_budget_bytes(lm.device, 0.5),
+    for last in run_sweep(lm, ids, BATCH, BATCH_STEPS, budget_bytes(lm, settings, None),
                           bandwidth_gbs=machine_bandwidth(shared, lm.device)):
         # the sizes run are those that fit (a larger batch never needs less memory)
+        newest = last.points[-1] if last.points else None  # else "Batch 1: prefilling 1 × 20…"
         yield Step("batch size", len(last.points), sum(p.fits for p in last.plans),
-                   shown.batch_running(last))
+                   f"batch {newest.batch}: {newest.tokens_per_s:.1f} tokens/s (measured) · "
+                   f"{last.message}" if newest else last.message)
     judged = noise.reading(settings=settings)
     keep(shared, shared_key(lm, PRESENTER_BATCH), last.points, judged)
     return last, judged
@@ -314,11 +407,13 @@ def int8(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     runs, per_weight = {}, {}
     for key, name in (("fp32", "float32"), ("int8", "int8")):
         for progress in build_steps(lm, key, shared):
-            yield shown.build_step(name, progress, lm.info.layers)
+            yield build_step(name, progress, lm.info.layers)
         per_weight[f"{key}_bytes_per_weight"] = progress.built.weight_bytes / lm.info.parameters
+        beside = (f" · float32 {runs['fp32'].decode_tokens_per_s:.1f} tokens/s" if runs else "")
         for run in greedy_steps(progress.built.model, ids, INT8_TOKENS, lm.device):
-            yield Step(f"{name} decode: token", len(run.token_ids), INT8_TOKENS,
-                       shown.int8_running(run, runs.get("fp32")))
+            now = (f"{run.decode_tokens_per_s:.1f} tokens/s so far (measured)" if run.step_seconds
+                   else f"prefill {run.prefill_seconds * 1000:.0f} ms, the first token (measured)")
+            yield Step(f"{name} decode: token", len(run.token_ids), INT8_TOKENS, now + beside)
         runs[key] = run
     judged = noise.reading(settings=settings)
     fp32, q8 = runs["fp32"], runs["int8"]
@@ -383,9 +478,9 @@ def measure_screen_steps(p: dict, screens: tuple[Screen, ...], typed: float | No
     s = screens[shown.screen_index(screens, p)]
     if s.predict is not None and typed is not None:
         p["guesses"][s.measure] = float(typed)
-    if s.measure == RECAP:  # the recap slide draws the visitor's own results (recap_figures)
+    if s.measure == shown.RECAP:  # the recap slide draws the visitor's own results (recap_figures)
         n = sum(k in p["results"] for k in MEASURES)
-        p["results"][RECAP] = Measured(RECAP, n, f"{n} of {len(MEASURES)}",
+        p["results"][shown.RECAP] = Measured(shown.RECAP, n, f"{n} of {len(MEASURES)}",
                                        "figures measured on this machine",
                                        f"gathered at {time.strftime('%H:%M')}").as_dict()
     else:

@@ -8,17 +8,17 @@ from collections.abc import Iterator
 
 import gradio as gr
 
-from visualizations.presenter_view import recap_html, result_html, screen_md, step_html
+from visualizations.cards import recap_html, result_html, screen_md, step_html
 from visualizations.style import info_caption
 
 from . import presenter_progress as visitor
 from .common.context import AppContext
+from .common.exports import teachers_guide
 from .common.feedback import guarded
 from .common.lesson_text import lesson_text
 from .common.measurement import Measurement
 from .common.measurement_wiring import wire_measurement
-from .common.presenter_screens import load_screens
-from .common.teachers_guide import teachers_guide
+from .common.predictions import load_screens
 from .presenter_handlers import Step, measure_screen_steps, screen_tokens
 
 STORAGE_KEY = "llm-lab-presenter"

@@ -8,21 +8,15 @@ from dataclasses import replace
 from typing import NamedTuple
 
 from inference.config import LIMITS, Settings
-from inference.experiments import noise, quiet_reference
+from inference.experiments import noise, quality, quiet_reference
 from inference.experiments.noise import Noise
-from inference.experiments.quality import (
-    ModeReport,
-    SpeedRace,
-    checked_speed_race,
-    compare_steps,
-    load_perplexity_text,
-)
+from inference.experiments.quality import ModeReport, SpeedRace
 from inference.experiments.quiet_reference import QuietFigure
 from inference.experiments.roofline import machine_bandwidth
 from inference.quantize import DEFAULT_MODES, MODES, build_steps, get_mode
 from visualizations.mechanism import quant_diagram
 
-from .common.latest import keep_modes
+from .common.latest import LAST_MODES, keep_latest
 from .common.predictions import guess_md
 from .common.prompt_input import encode_prompt
 
@@ -70,7 +64,7 @@ def compare_frames(lm, settings: Settings, shared, prompt: str, modes: list[str]
     ids = encode_prompt(lm, settings, prompt, max_tokens=MAX_PROMPT_TOKENS)
     device = lm.device
     bandwidth = machine_bandwidth(shared, device)
-    text_ids = lm.tokenizer(load_perplexity_text(), add_special_tokens=False)["input_ids"]
+    text_ids = lm.tokenizer(quality.load_perplexity_text(), add_special_tokens=False)["input_ids"]
     reports: list[ModeReport] = []
     # the default prompt's float32 reference is kept for every visitor
     ref_key = ("quant-reference", str(device), tuple(ids), n) if prompt == DEFAULT_PROMPT else None
@@ -89,7 +83,7 @@ def compare_frames(lm, settings: Settings, shared, prompt: str, modes: list[str]
                                  f"({step.done}/{step.total})")
         built_modes[key] = built
         yield QuantFrame(f"⏳ [{i}/{len(keys)}] measuring {built.mode.label}…")
-        for step in compare_steps(built, lm.tokenizer, ids, n, text_ids, device, ref):
+        for step in quality.compare_steps(built, lm.tokenizer, ids, n, text_ids, device, ref):
             if step.reference is not None:  # float32's own run: the others' reference
                 ref = step.reference
                 if ref_key is not None:
@@ -106,15 +100,16 @@ def compare_frames(lm, settings: Settings, shared, prompt: str, modes: list[str]
     if others:  # the smallest mode raced against float32, step by step
         key = min(others, key=lambda k: built_modes[k].weight_bytes)  # never a timing
         base, mode = built_modes["fp32"], built_modes[key]
-        for item in checked_speed_race(key, base.model, mode.model, ids, n, device,
-                                       (base.bytes_per_token, mode.bytes_per_token), bandwidth):
+        for item in quality.checked_speed_race(key, base.model, mode.model, ids, n, device,
+                                               (base.bytes_per_token, mode.bytes_per_token),
+                                               bandwidth):
             if isinstance(item, SpeedRace):
                 race = item
             else:
                 yield QuantFrame(f"⏳ {mode.mode.label} against float32, step by step (both "
                                  f"share the machine's noise): step {item} of {n}…")
     reports = raced_speeds(reports, race)
-    keep_modes(lm, shared, reports)
+    keep_latest(lm, shared, LAST_MODES, reports)
     judged = noise.reading(race.mode_seconds[1:] if race else (), settings=settings)
     reference = race_reference(race, len(ids), lm.info.dtype, judged)
     yield QuantFrame(f"✅ measured {len(reports)} modes at {time.strftime('%H:%M:%S')} "

@@ -9,7 +9,6 @@ from inference.experiments.quality import load_perplexity_text, quant_tokens
 from inference.experiments.quiet_reference import device_bf16
 from inference.quantize import HEAD_TREATMENT, MODES
 from visualizations import quant_charts as charts
-from visualizations import quant_text
 from visualizations.mechanism import quant_diagram
 from visualizations.roofline_charts import WEIGHT_BYTES_AXIS, roofline_figure
 from visualizations.style import info_caption
@@ -20,7 +19,7 @@ from .common.controls import guess_box, prompt_box, slider
 from .common.lesson_text import lesson_page
 from .common.measurement import Measurement, prompt_tokens, shrunk
 from .common.measurement_wiring import run_and_stop, wire_stoppable
-from .common.read_more import lesson_markdown
+from .common.progress import lesson_markdown
 
 BANDWIDTH_NOTE = ", read-only sum, measured"
 # px: the roofline no taller than its plot area and captions need, so it shares one 1280×720 or
@@ -30,7 +29,7 @@ ROOFLINE_HEIGHT = 0
 
 def build(ctx: AppContext) -> None:
     lm, settings, shared = ctx.lm, ctx.settings, ctx.shared
-    origin = quant_text.weights_origin_md(lm.info.source, lm.info.dtype)
+    origin = charts.weights_origin_md(lm.info.source, lm.info.dtype)
     lesson_markdown(lesson_page("lesson6_quantization.md", lm.info,
                                 {"weights_origin": origin}))
     bf16 = device_bf16(lm.device)  # checked once: said only where it was checked
@@ -51,7 +50,7 @@ def build(ctx: AppContext) -> None:
     run_btn, stop_btn = run_and_stop("Compare modes", "quant-run", "quant-stop")
     progress = gr.Markdown("*Building a mode copies the model and converts it (seconds); it is "
                            "then kept for everyone using this app.*", elem_id="quant-progress")
-    cards = gr.Markdown(quant_text.NO_MODES_CARDS, elem_id="quant-cards")
+    cards = gr.Markdown(charts.NO_MODES_CARDS, elem_id="quant-cards")
     roofline = gr.Plot(roofline_figure([], 0.0), label="Bytes per token vs decode speed",
                        elem_id="quant-roofline")
     diagram = gr.HTML(quant_diagram([], lm.info.layers, lm.info.parameters),
@@ -59,9 +58,9 @@ def build(ctx: AppContext) -> None:
     bars = gr.Plot(charts.mode_bars_figure([]), label="Per mode", elem_id="quant-bars")
     table = gr.Markdown(elem_id="quant-table")
     texts = gr.HTML(charts.side_by_side_html([]), elem_id="quant-texts")
-    closing = gr.Markdown(quant_text.closing_note_md(lm.info, [], None, bf16),
+    closing = gr.Markdown(charts.closing_note_md(lm.info, [], None, bf16),
                           elem_id="quant-closing")
-    gr.Markdown(quant_text.head_treatment_md(HEAD_TREATMENT))
+    gr.Markdown(charts.head_treatment_md(HEAD_TREATMENT))
     caption = info_caption(lm.info, dtype="dtype per mode")
 
     def run(p: str, m: list[str], n: int, guessed: float | None) -> Iterator[dict]:
@@ -71,12 +70,12 @@ def build(ctx: AppContext) -> None:
                 continue
             r, bw, judged = frame.reports, frame.bandwidth_gbs, frame.noise
             yield {progress: frame.message,
-                   cards: quant_text.mode_cards_html(r, judged, frame.race, frame.reference),
+                   cards: charts.mode_cards_html(r, judged, frame.race, frame.reference),
                    roofline: roofline_figure(r, bw, BANDWIDTH_NOTE, caption,
                                              WEIGHT_BYTES_AXIS, ROOFLINE_HEIGHT, judged),
                    diagram: frame.diagram, bars: charts.mode_bars_figure(r, caption),
-                   table: quant_text.results_table_md(r), texts: charts.side_by_side_html(r),
-                   closing: quant_text.closing_note_md(lm.info, r, bw, bf16, judged)
+                   table: charts.results_table_md(r), texts: charts.side_by_side_html(r),
+                   closing: charts.closing_note_md(lm.info, r, bw, bf16, judged)
                    + handlers.compared(r, guessed, judged, frame.race, frame.reference)}
 
     text = len(lm.tokenizer(load_perplexity_text(), add_special_tokens=False)["input_ids"])

@@ -3,25 +3,18 @@ timed with batching, the sampled rule counted; finished quiet results are shared
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import NamedTuple
 
 import plotly.graph_objects as go
 
 from inference.config import LIMITS, Settings
 from inference.errors import SettingOutOfRangeError
-from inference.experiments import noise, speculative_race
-from inference.experiments.spec_expectation import (
-    SampledRun,
-    batch_interplay,
-    expectation,
-    fit_race,
-    sampled_run,
-)
+from inference.experiments import noise, spec_expectation, speculative_race
 from inference.speculative import SpecPass, check_request, make_draft
 from visualizations import speculative_charts as charts
 from visualizations.noise_view import busy_notice_html
-from visualizations.speculative_charts import EMPTY_PASSES, passes_html, race_md
+from visualizations.speculative_charts import EMPTY_PASSES, EMPTY_RACE, passes_html, race_md
 from visualizations.style import info_caption
 
 from .common.latest import keep, reuse, shared_key
@@ -48,9 +41,7 @@ class SpecRaceFrame(NamedTuple):
     passes: tuple = ()  # the SpecPass records so far
 
 
-class ChartFrame(NamedTuple):
-    """One update of the k sweep or the batch measurement."""
-
+class ChartFrame(NamedTuple):  # an update of the k sweep or the batch measurement
     chart: go.Figure
     text: str
     progress: str
@@ -87,12 +78,12 @@ def run_spec_race(lm, settings: Settings, shared, prompt: str, draft: str, k, ne
                             + SHARED_NOTE, "Done (shared result).", summary, passes)
         return
     if draft != "prompt_lookup":
-        yield SpecRaceFrame(EMPTY_PASSES, "", BUILD_NOTE.format(draft=draft))
+        yield SpecRaceFrame(EMPTY_PASSES, EMPTY_RACE, BUILD_NOTE.format(draft=draft))
     d = make_draft(lm, draft, shared)
-    yield SpecRaceFrame(EMPTY_PASSES, "", "Warming up both lanes (untimed), then racing…")
+    yield SpecRaceFrame(EMPTY_PASSES, EMPTY_RACE, "Warming up both lanes (untimed), then racing…")
     for u in speculative_race.race_updates(lm, ids, d, k, new_tokens, shared):
         if u.summary is None:
-            yield SpecRaceFrame(passes_html(u.passes), "", f"{u.message} · plain lane: "
+            yield SpecRaceFrame(passes_html(u.passes), EMPTY_RACE, f"{u.message} · plain lane: "
                                 f"{u.plain_tokens} tokens", None, u.passes)
             continue
         judged = noise.reading(u.summary.plain_step_seconds, settings)
@@ -148,18 +139,17 @@ def run_batch(lm, settings: Settings, shared, prompt: str, k,
                          charts.batch_md(costs, tokens_per_pass, judged) + "\n\n" + SHARED_NOTE,
                          "Done (shared result).")
         return
-    for u in batch_interplay(lm, ids, k, settings.spec_batches, shared=shared):
+    for u in spec_expectation.batch_interplay(lm, ids, k, settings.spec_batches, shared=shared):
         if not u.finished:
-            yield ChartFrame(charts.batch_figure(u.costs, caption), "", u.message)
+            yield ChartFrame(charts.batch_figure(u.points, caption), "", u.message)
             continue
         judged = noise.reading(settings=settings)
-        keep(shared, key, u.costs, judged)
-        yield ChartFrame(charts.batch_figure(u.costs, caption),
-                         charts.batch_md(u.costs, tokens_per_pass, judged), u.message)
+        keep(shared, key, u.points, judged)
+        yield ChartFrame(charts.batch_figure(u.points, caption),
+                         charts.batch_md(u.points, tokens_per_pass, judged), u.message)
 
 
-@dataclass(frozen=True)
-class ExpectationView:
+class ExpectationView(NamedTuple):
     chart: go.Figure
     text: str
 
@@ -167,7 +157,7 @@ class ExpectationView:
 def expectation_view(lm, settings: Settings, shared, prompt: str, new_tokens,
                      summary: speculative_race.SpecRaceSummary | None) -> ExpectationView:
     """The formula at every k from the last race (no model run), beside a shared quiet k sweep."""
-    e = expectation(summary, k_range(settings))
+    e = spec_expectation.expectation(summary, k_range(settings))
     sweep = ()
     if e is not None:
         ids, _, n = _prepare(lm, settings, prompt, LIMITS.spec_k.low, new_tokens)
@@ -180,9 +170,9 @@ def expectation_view(lm, settings: Settings, shared, prompt: str, new_tokens,
 
 class SampledFrame(NamedTuple):
     passes_html: str
-    text: str  # the count, at the end
+    text: str  # the count, at the end (before: what to press)
     progress: str
-    run: SampledRun | None = None
+    run: spec_expectation.SampledRun | None = None
 
 
 def run_sampled(lm, settings: Settings, shared, prompt: str, draft: str, k, new_tokens,
@@ -193,16 +183,17 @@ def run_sampled(lm, settings: Settings, shared, prompt: str, draft: str, k, new_
     ids, k, new_tokens = _prepare(lm, settings, prompt, k, new_tokens)
     settings.temperature.check("Temperature", temperature)
     if check_draft(draft) != "prompt_lookup":
-        yield SampledFrame(EMPTY_PASSES, "", BUILD_NOTE.format(draft=draft))
+        yield SampledFrame(EMPTY_PASSES, charts.EMPTY_SAMPLED, BUILD_NOTE.format(draft=draft))
     d = make_draft(lm, draft, shared)
-    fit = fit_race(summary) if summary is not None and summary.draft == draft else None
+    fit = (spec_expectation.fit_race(summary)
+           if summary is not None and summary.draft == draft else None)
     passes: list[SpecPass] = []
-    for r in sampled_run(lm, ids, d, k, float(temperature), new_tokens,
-                         seed=settings.seed.default):
+    for r in spec_expectation.sampled_run(lm, ids, d, k, float(temperature), new_tokens,
+                                          seed=settings.seed.default):
         if isinstance(r, SpecPass):
             passes.append(r)
-            yield SampledFrame(passes_html(passes), "", f"Pass {r.index}: {r.tokens_so_far} "
-                               "tokens")
+            yield SampledFrame(passes_html(passes), charts.EMPTY_SAMPLED,
+                               f"Pass {r.index}: {r.tokens_so_far} tokens")
         else:
             yield SampledFrame(passes_html(passes),
                                charts.sampled_md(r, fit.alpha if fit else None),

@@ -1,8 +1,6 @@
 """Lesson 3b panel: the race, the k sweep, the formula, the sampled rule, and batching."""
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import gradio as gr
 
 from inference.config import Settings
@@ -37,19 +35,13 @@ def _race_section(lm, settings: Settings, shared, ctx: AppContext) -> tuple:
     cards = gr.Markdown(EMPTY_RACE, elem_id="spec-cards")
     passes = gr.HTML(EMPTY_PASSES, elem_id="spec-passes-box")
     last = gr.State(None)  # the learner's last race summary (the batch section derives from it)
-
-    def on_race(p: str, d: str, kk: float, n: float, g: float | None) -> Iterator[dict]:
-        for f in run.run_spec_race(lm, settings, shared, p, d, kk, n, g):
-            out = {passes: f.passes_html, progress: f.progress, cards: f.cards_md or EMPTY_RACE}
-            if f.summary is not None:
-                out[last] = f.summary
-            yield out
-
-    wire_stoppable(race_btn, stop_btn, [prompt, draft, k, new_tokens, guess],
-                   [passes, progress, cards, last], Measurement(
-                       "speculative_race", on_race, work=lambda p, d, kk, n, g: spec_race_tokens(
-                           prompt_tokens(lm, settings, p), int(n), int(kk), d != "prompt_lookup")),
-                   ctx, lock=True)
+    shown = {"passes_html": passes, "progress": progress, "cards_md": cards, "summary": last}
+    on_race = showing(shown, lambda p, d, kk, n, g: run.run_spec_race(
+        lm, settings, shared, p, d, kk, n, g))
+    wire_stoppable(race_btn, stop_btn, [prompt, draft, k, new_tokens, guess], list(shown.values()),
+                   Measurement("speculative_race", on_race, work=lambda p, d, kk, n, g:
+                               spec_race_tokens(prompt_tokens(lm, settings, p), int(n), int(kk),
+                                                d != "prompt_lookup")), ctx, lock=True)
     return prompt, draft, k, new_tokens, last
 
 
@@ -60,10 +52,7 @@ def _sweep_section(lm, settings: Settings, shared, ctx: AppContext, prompt, new_
     chart = gr.Plot(charts.k_sweep_figure((), info_caption(lm.info)), label="k sweep",
                     elem_id="spec-sweep-chart")
     note = gr.Markdown()
-
-    def on_sweep(p: str, n: float) -> Iterator[dict]:
-        for f in run.run_k_sweep(lm, settings, shared, p, n):
-            yield {chart: f.chart, note: f.text, progress: f.progress}
+    shown = {"chart": chart, "text": note, "progress": progress}
 
     def work(p: str, n: float) -> int:  # both drafts at every k
         tokens = prompt_tokens(lm, settings, p)
@@ -71,7 +60,8 @@ def _sweep_section(lm, settings: Settings, shared, ctx: AppContext, prompt, new_
                    for model in (False, True))
     # Its own budget, 16 races: the edit prompt at 256 new tokens counts 44,788 at most (every
     # guess rejected); 49,152 lets a prompt ~100 tokens longer sweep to 256 too.
-    wire_stoppable(btn, stop, [prompt, new_tokens], [chart, note, progress],
+    on_sweep = showing(shown, lambda p, n: run.run_k_sweep(lm, settings, shared, p, n))
+    wire_stoppable(btn, stop, [prompt, new_tokens], list(shown.values()),
                    Measurement("speculative_sweep", on_sweep, work, budget=49_152), ctx, lock=True)
     return note
 
@@ -84,12 +74,10 @@ def _batch_section(lm, settings: Settings, shared, ctx: AppContext, prompt, k, l
     chart = gr.Plot(charts.batch_figure((), info_caption(lm.info)), label="Verification cost",
                     elem_id="spec-batch-chart")
     table = gr.Markdown(elem_id="spec-batch-table")
-
-    def on_batch(p: str, kk: float, summary) -> Iterator[dict]:
-        per_pass = summary.tokens_per_pass if summary is not None else None
-        for f in run.run_batch(lm, settings, shared, p, kk, per_pass):
-            yield {chart: f.chart, table: f.text, progress: f.progress}
-
+    on_batch = showing({"chart": chart, "text": table, "progress": progress},
+                       lambda p, kk, summary: run.run_batch(
+                           lm, settings, shared, p, kk,
+                           summary.tokens_per_pass if summary is not None else None))
     wire_stoppable(btn, stop, [prompt, k, last], [chart, table, progress], Measurement(
         "speculative_batch", on_batch, work=lambda p, kk, summary: spec_batch_tokens(
             prompt_tokens(lm, settings, p), int(kk), settings.spec_batches)), ctx, lock=True)
@@ -114,12 +102,9 @@ def _expectation_section(lm, settings: Settings, shared, ctx: AppContext, prompt
     progress = gr.Markdown(elem_id="spec-sampled-progress")
     text = gr.Markdown(charts.EMPTY_SAMPLED, elem_id="spec-sampled-text")
     passes = gr.HTML(elem_id="spec-sampled-passes")
-
-    def on_sampled(p: str, d: str, kk: float, n: float, t: float, summary) -> Iterator[dict]:
-        for f in run.run_sampled(lm, settings, shared, p, d, kk, n, t, summary):
-            yield {passes: f.passes_html, text: f.text or charts.EMPTY_SAMPLED,
-                   progress: f.progress}
-
+    on_sampled = showing({"passes_html": passes, "text": text, "progress": progress},
+                         lambda p, d, kk, n, t, summary: run.run_sampled(
+                             lm, settings, shared, p, d, kk, n, t, summary))
     wire_stoppable(btn, stop, [prompt, draft, k, new_tokens, temperature, last],
                    [passes, text, progress], Measurement(
                        "speculative_sampled", on_sampled,  # at most a race's work: no plain lane
@@ -129,7 +114,6 @@ def _expectation_section(lm, settings: Settings, shared, ctx: AppContext, prompt
 
 
 def build(ctx: AppContext) -> None:
-    """Lesson 3b in the caller's tab."""
     lm, settings, shared = ctx.lm, ctx.settings, ctx.shared
     prompt, draft, k, new_tokens, last = _race_section(lm, settings, shared, ctx)
     sweep_note = _sweep_section(lm, settings, shared, ctx, prompt, new_tokens)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from inference.config import LIMITS, Settings
 from inference.experiments import noise
@@ -36,10 +36,7 @@ def overview_md() -> str:
     return lesson_page("overview.md")
 
 
-@dataclass(frozen=True)
-class LiveFrame:
-    """One moment of the first screen's live answer."""
-
+class LiveFrame(NamedTuple):
     diagram: str  # the mechanism diagram: the newest forward pass animated
     cards: str  # first token and each next token (measured), the busy notice below
     answer: str  # the answer so far, or what is happening
@@ -102,8 +99,7 @@ def stop_reason(last, tokens: int, most: int) -> str:
     return f"ended after {tokens} tokens: {last.finished}"
 
 
-@dataclass(frozen=True)
-class LiveRaceFrame:
+class LiveRaceFrame(NamedTuple):
     diagram: str  # both lanes' newest step, side by side: with the cache, without it
     result: str  # the measured ratio (or what will appear), the busy notice when there was one
 

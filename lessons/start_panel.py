@@ -2,7 +2,7 @@
 the example prompts, the learner's path and "About this model"."""
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import gradio as gr
 
@@ -13,12 +13,12 @@ from visualizations.first_screen import empty_picture, live_cards_html, race_rat
 from . import start_handlers as run
 from .common.context import AppContext
 from .common.controls import prompt_box
+from .common.exports import teachers_guide
 from .common.feedback import guarded
 from .common.measurement import Measurement, prompt_tokens
 from .common.measurement_wiring import wire_measurement
 from .common.named_outputs import showing
 from .common.progress import progress_box, wire_progress
-from .common.teachers_guide import teachers_guide
 
 CHAT_TAB, CHAT_PROMPT = "chat", "chat-prompt"  # where a starter prompt goes
 FIRST_WAIT = ("The model answers the prompt below as soon as the page has loaded: the prompt "
@@ -50,10 +50,8 @@ def first_screen(ctx: AppContext) -> None:
                             "live: this prompt (change it, then press Answer)", 1, scale=4)
         go = gr.Button("Answer", variant="primary", scale=1, min_width=90, elem_id="start-go")
         stop = gr.Button("Stop", variant="stop", scale=1, min_width=70, elem_id="start-stop")
-
-    def live(p: str) -> Iterator[dict]:
-        for frame in run.live_frames(lm, settings, server, p):
-            yield {diagram: frame.diagram, cards: frame.cards, answer: frame.answer}
+    live = showing({"diagram": diagram, "cards": cards, "answer": answer},
+                   lambda p: run.live_frames(lm, settings, server, p))
 
     # the answer waits on the server's steps; the race's timed passes run alone
     answering = dict(concurrency_id="chat",

@@ -23,8 +23,6 @@ OUTPUT_PRICE_PER_M = 1.50  # output tokens usually cost a few times more than in
 
 
 class TokenView(NamedTuple):
-    """What the token section shows for one text."""
-
     html: str  # the coloured token tiles
     counts: str  # characters, words, tokens (markdown)
     note: str  # what the chat template adds (markdown)

@@ -7,6 +7,7 @@ from . import tokens_handlers as run
 from .common.context import AppContext
 from .common.controls import number, prompt_box, slider
 from .common.feedback import guarded
+from .common.named_outputs import showing
 
 
 def build(ctx: AppContext) -> None:
@@ -20,11 +21,8 @@ def build(ctx: AppContext) -> None:
                            elem_id="tok-template")
     note = gr.Markdown(first.note)
     gr.Examples(run.EXAMPLES, inputs=[text], label="Examples with surprising splits")
-
-    def on_text(t: str, with_template: bool) -> dict:
-        shown = run.show_tokens(lm.tokenizer, t, with_template, settings.max_prompt_chars)
-        return {view: shown.html, counts: shown.counts, note: shown.note}
-
+    on_text = showing({"html": view, "counts": counts, "note": note}, lambda t, with_template:
+                      run.show_tokens(lm.tokenizer, t, with_template, settings.max_prompt_chars))
     for trigger in (text.change, template.change):  # the tokenizer only: off the compute thread
         trigger(guarded(on_text, compute=False), [text, template], [view, counts, note],
                 trigger_mode="always_last", show_progress="hidden", api_name="tokenize")

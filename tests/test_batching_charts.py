@@ -143,9 +143,8 @@ def test_empty_states_say_what_to_do(fig):
 
 
 def test_tables_report_the_numbers():
-    from inference.experiments.batch_sweep import SweepUpdate
-    from inference.experiments.memory_guard import BatchMemoryPlan
-    from visualizations import batching_tables as tables
+    from inference.experiments.batch_sweep import BatchMemoryPlan, SweepUpdate
+    from visualizations import batching_text as tables
     plans = (BatchMemoryPlan(1, 50, W, 1_000_000, 500_000, 600_000_000),
              BatchMemoryPlan(64, 50, W, 150_000_000, 30_000_000, 600_000_000))
     plan_md = tables.plan_table(plans)
@@ -189,8 +188,7 @@ def test_closing_note_quotes_what_was_measured():
 
 
 def test_lesson_5_notes():
-    from inference.experiments.batch_sweep import SweepUpdate
-    from inference.experiments.memory_guard import BatchMemoryPlan
+    from inference.experiments.batch_sweep import BatchMemoryPlan, SweepUpdate
     from visualizations import batching_text as text
     plans = (BatchMemoryPlan(1, 50, W, 1_000_000, 500_000, 600_000_000),)
     running = SweepUpdate((), plans, 1, 1, 4, 10.0, "Batch 1")

@@ -7,13 +7,13 @@ import torch
 
 from inference import stats
 from inference.errors import SettingOutOfRangeError
-from inference.experiments.batch_sweep import BatchPoint, run_sweep, sweep_sizes
-from inference.experiments.memory_guard import (
-    MemoryShape,
+from inference.experiments.batch_sweep import (
+    BatchPoint,
     check_batch_fits,
     largest_fitting_batch,
-    model_shape,
     plan_batch,
+    run_sweep,
+    sweep_sizes,
 )
 from inference.experiments.schedulers import (
     PROMPTS,
@@ -117,21 +117,19 @@ def test_traces_are_seeded(tok):
         preset_trace(tok, "nope")
 
 
-SHAPE = MemoryShape(weight_bytes=538_060_032, layers=30, heads=9, kv_heads=3, head_dim=64,
-                   hidden_size=576, intermediate_size=1536, vocab_size=49_152, bytes_per_value=4)
-
-
 def test_memory_guard_refuses_a_batch_over_budget(lm):
-    assert model_shape(lm) == SHAPE
-    plan = plan_batch(SHAPE, 64, 40, 24, budget_bytes=700 * 10**6)
+    plan = plan_batch(lm, 64, 40, 24, budget_bytes=700 * 10**6)
+    assert plan.weight_bytes == 538_060_032
     assert plan.kv_bytes == 46_080 * 64 * 64  # bytes per token × tokens per row × rows
+    # 4 bytes × rows × [tokens × (4 × hidden + 3 × intermediate) + heads × tokens² + vocab]
+    assert plan.activation_bytes == 4 * 64 * (40 * (4 * 576 + 3 * 1536) + 9 * 40**2 + 49_152)
     with pytest.raises(SettingOutOfRangeError,
                        match=r"Batch 64 would need about .* budget is 700 MB"):
         check_batch_fits(plan)
-    check_batch_fits(plan_batch(SHAPE, 1, 40, 24, budget_bytes=700 * 10**6))  # fits: no error
-    assert largest_fitting_batch(SHAPE, [1, 2, 4, 8, 16, 32, 64], 40, 24, 600 * 10**6) == 8
+    check_batch_fits(plan_batch(lm, 1, 40, 24, budget_bytes=700 * 10**6))  # fits: no error
+    assert largest_fitting_batch(lm, [1, 2, 4, 8, 16, 32, 64], 40, 24, 600 * 10**6) == 8
     with pytest.raises(SettingOutOfRangeError, match="Batch 1"):
-        largest_fitting_batch(SHAPE, [1, 2], 40, 24, 100 * 10**6)
+        largest_fitting_batch(lm, [1, 2], 40, 24, 100 * 10**6)
 
 
 def test_sweep_refuses_sizes_over_budget(lm, chat_ids):
@@ -161,7 +159,7 @@ def test_cost_arithmetic():
 def test_cost_prices_each_precision_mode_at_batch_1():
     from types import SimpleNamespace
 
-    from visualizations.batching_tables import mode_cost_table
+    from visualizations.batching_text import mode_cost_table
     assert "Run lesson 6" in mode_cost_table((), 3.6)
     modes = (SimpleNamespace(key="fp32", decode_tokens_per_s=10.0),
              SimpleNamespace(key="int8", decode_tokens_per_s=16.0))
@@ -323,7 +321,7 @@ def test_panel_builds_with_limits_and_named_endpoints(lm):
     from inference.config import Settings
     from lessons import batching_panel as panel
     from lessons.common.context import AppContext
-    from lessons.common.controls import limit_name
+    from test_settings import limit_name
     settings = Settings()
     with gr.Blocks() as demo:
         panel.build(AppContext(lm, settings, SharedResults(), demo=demo))

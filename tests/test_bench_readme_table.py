@@ -1,6 +1,6 @@
 """The README's figure table comes from one bench run: its machine and date head it, a figure
 the run lacks says so, and only the text between the markers changes."""
-from bench.readme_table import BEGIN, END, MISSING, table, write_readme
+from bench.targets import BEGIN, END, MISSING, table, write_readme
 
 RUN = {"when": "2026-12-03 05:00:00",
        "machine": {"device": "cpu (Test CPU)", "dtype": "torch.float32"},

@@ -255,7 +255,7 @@ def test_the_real_app_serves_a_tiny_workload_through_the_light_client(server):
 
 
 def test_without_vllm_its_side_reads_none_with_why_and_the_app_still_runs(monkeypatch):
-    from bench import serving_workloads, vllm_peer
+    from bench import app_server, serving_workloads
     from bench.targets import check
 
     async def instant(prompt: str, new_tokens: int):
@@ -267,7 +267,7 @@ def test_without_vllm_its_side_reads_none_with_why_and_the_app_still_runs(monkey
     monkeypatch.setattr(serving_workloads, "app_side",
                         lambda workloads, log: asyncio.run(serving_workloads.serve_all(
                             instant, workloads, log)))
-    monkeypatch.setattr(vllm_peer, "start_peer", lambda log: (None, "no .venv-vllm here"))
+    monkeypatch.setattr(app_server, "start_peer", lambda log: (None, "no .venv-vllm here"))
     got = serving_workloads.measure_workloads(small, log=lambda *a, **k: None)
     assert set(got) == {"a", "b"} and got["a"]["app"]["requests"] == 3
     assert got["b"]["app"]["requests"] == len(arrival_offsets(50.0, 0.1, 1))

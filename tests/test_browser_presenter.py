@@ -18,7 +18,7 @@ from e2e_browser import (
     text_of,
     wait_until,
 )
-from lessons.common.presenter_screens import load_screens
+from lessons.common.predictions import load_screens
 
 SCREENS = load_screens()
 TOTAL = len(SCREENS)

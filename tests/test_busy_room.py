@@ -36,13 +36,13 @@ from lessons import (
     start_handlers,
 )
 from lessons.common.measurement import Outcome
-from lessons.common.presenter_screens import load_screens
+from lessons.common.predictions import load_screens
 from polling import wait_for
 from visualizations import (
     timing_text,
 )
 from visualizations.noise_view import BUSY
-from visualizations.quant_text import closing_note_md
+from visualizations.quant_charts import closing_note_md
 
 SETTINGS = Settings()
 SPIN = "import time\nend = time.time() + 900\nwhile time.time() < end: pass"
@@ -129,7 +129,7 @@ def context_memory(lm, monkeypatch):
     last = frames[-1]
     sampled = any("sampled every millisecond" in f.text for f in frames)
     # other programs' CPU does not move this process's peak memory: only a sampled peak, which
-    # a busy CPU can miss, draws no verdict (context_text.memory_verdict)
+    # a busy CPU can miss, draws no verdict (kv_text.memory_verdict)
     return [last.text], (["more** at its peak", "within 10% of each other"] if sampled else [])
 
 

@@ -19,9 +19,7 @@ from lessons import (
 from lessons.common import latest
 from lessons.common.measurement import Outcome
 from visualizations import (
-    batching_tables,
     batching_text,
-    context_text,
     kv_text,
     roofline_charts,
     speculative_charts,
@@ -73,14 +71,14 @@ def test_context_verdicts_quiet_and_busy():
     pts = tuple(PrefillLengthPoint(n, 0.05 + 2e-3 * n + 3e-7 * n * n, n) for n in lengths)
     curve = fit_quadratic(lengths, [p.seconds for p in pts])
     shares = length_shares(curve, lengths, 106_000_000, 30, 9, 64)
-    _both(lambda n: context_text.prefill_markdown(pts, curve, shares, n), "rose **")
-    _both(lambda n: context_text.prefill_markdown(pts, curve, shares, n), "the L² term is **")
+    _both(lambda n: kv_text.prefill_markdown(pts, curve, shares, n), "rose **")
+    _both(lambda n: kv_text.prefill_markdown(pts, curve, shares, n), "the L² term is **")
     decode = (DecodeLengthPoint(1, 0, 0, 0.040, 0.039, 0.041),
               DecodeLengthPoint(1, 4096, 10**6, 0.060, 0.059, 0.061))
-    _both(lambda n: context_text.decode_markdown(decode, noise=n), "×** one with 0")
+    _both(lambda n: kv_text.decode_markdown(decode, noise=n), "×** one with 0")
     cmp = compare_lengths(decode, 0, 4096)
-    _both(lambda n: context_text.guess_verdict_markdown(cmp, None, n), "**1.50×** as long")
-    assert "no verdict from a busy machine" in context_text.guess_verdict_markdown(
+    _both(lambda n: kv_text.guess_verdict_markdown(cmp, None, n), "**1.50×** as long")
+    assert "no verdict from a busy machine" in kv_text.guess_verdict_markdown(
         cmp, None, BUSY_READING)
 
     class FastFloor:  # a floor the steps beat: the "why below 1" sentence
@@ -94,15 +92,15 @@ def test_context_verdicts_quiet_and_busy():
 
         def kv_share(self, n, b=1):
             return 0.01
-    _both(lambda n: context_text.decode_markdown(decode, FastFloor(), 8192, n),
+    _both(lambda n: kv_text.decode_markdown(decode, FastFloor(), 8192, n),
           "read faster than the bandwidth measurement")
 
     def peaks(method):
         return (PeakMemory("sdpa", 4096, 400_000_000, method, 604_000_000, 1.0),
                 PeakMemory("eager", 4096, 1_900_000_000, method, 604_000_000, 2.0))
-    hwm = context_text.memory_markdown(peaks("VmHWM"), BUSY_READING)
+    hwm = kv_text.memory_markdown(peaks("VmHWM"), BUSY_READING)
     assert BUSY.capitalize() in hwm and "more** at its peak" in hwm  # memory stands when busy
-    _both(lambda n: context_text.memory_markdown(peaks(SAMPLED_METHOD), n), "more** at its peak")
+    _both(lambda n: kv_text.memory_markdown(peaks(SAMPLED_METHOD), n), "more** at its peak")
 
 
 def test_speculative_verdicts_quiet_and_busy():
@@ -139,8 +137,8 @@ def test_kv_and_batching_verdicts_quiet_and_busy():
     points = (BatchPoint(1, 20, 0.2, 0.08, (0.08,), 10**6, 5 * 10**8),
               BatchPoint(16, 20, 1.5, 0.20, (0.20,), 16 * 10**6, 5 * 10**8))
     upd = SweepUpdate(points, (), 0, 4, 4, 10.0, "done", finished=True)
-    _both(lambda n: batching_tables.sweep_table(upd, n), "**Why.**")
-    assert "2.5× the time for 16× the tokens" in batching_tables.sweep_table(upd, BUSY_READING)
+    _both(lambda n: batching_text.sweep_table(upd, n), "**Why.**")
+    assert "2.5× the time for 16× the tokens" in batching_text.sweep_table(upd, BUSY_READING)
     # a view drawn later from the kept sweep (the schedulers' closing note) judges it the same
     info = SimpleNamespace(device="cpu", dtype="float32", threads=2)
     later = {n: batching_text.closing_note(info, replace(upd, noise=n), None)

@@ -6,7 +6,7 @@ from visualizations.server_view import budget_split_figure, step_parts_figure
 
 def rec(i, dec, pre, fwd=0.4):
     plan = StepPlan(i, tuple(range(dec)), ((9, pre),) if pre else (), budget=128)
-    return StepRecord(plan=plan, ended=float(i), first_tokens=0, forward_s=fwd, cache_s=0.02,
+    return StepRecord(plan=plan, first_tokens=0, forward_s=fwd, cache_s=0.02,
                       sample_s=0.01, handoff_s=0.001, total_s=fwd + 0.05)
 
 

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from inference.errors import EmptyPromptError, PromptTooLongError, SettingOutOfRangeError
-from inference.generation import continue_branch, next_token, recompute_logits, start, stream
+from inference.generation import next_token, recompute_logits, start, stream
 from inference.paged_batch import left_pad, padding_waste
 from inference.sampling import SamplingSettings
 from inference.tokens import prompt_ids
@@ -92,7 +92,7 @@ def test_branch_continues_like_a_fresh_run(lm, chat_ids):
     alt = gen.events[3].candidates[1].token_id  # the runner-up at step 3
     gen.branch(3, alt)
     assert gen.cache.get_seq_length() == len(chat_ids) + 2  # cache kept, not rebuilt
-    ev = continue_branch(lm, gen)
+    ev = next_token(lm, gen)
     assert ev.token_id == alt and ev.chosen_by == "your pick"
     while not gen.finished:
         next_token(lm, gen)

@@ -11,7 +11,7 @@ import pytest
 from inference.experiments.batch_sweep import BatchPoint
 from inference.experiments.noise import judge
 from inference.experiments.quality import ModeReport
-from visualizations import batching_text, quant_text, roofline_charts
+from visualizations import batching_text, quant_charts, roofline_charts
 
 W = 500_000_000  # weight bytes
 QUIET, BUSY_RUN = judge(spread=0.03, others_cpu=0.02), judge(others_cpu=0.6)
@@ -92,12 +92,12 @@ def modes():
 
 def test_mode_cards_before_a_run_name_the_button():
     for empty in ([], None, [report("int8", 135e6, 18.0)]):  # no float32: nothing to compare
-        md = quant_text.mode_cards_html(empty)
-        assert md == quant_text.NO_MODES_CARDS and "Compare modes" in md
+        md = quant_charts.mode_cards_html(empty)
+        assert md == quant_charts.NO_MODES_CARDS and "Compare modes" in md
 
 
 def test_mode_cards_set_the_smallest_mode_against_float32(modes):
-    md = quant_text.mode_cards_html(modes, QUIET)
+    md = quant_charts.mode_cards_html(modes, QUIET)
     # picked by bytes (int8): its bytes × fp32 as the table shows them, its decode speed's
     assert values(md) == ["0.27×", "1.8×"]
     assert "int8 bytes ÷ fp32<" in md and "int8 decode ÷ fp32<" in md
@@ -106,24 +106,24 @@ def test_mode_cards_set_the_smallest_mode_against_float32(modes):
 
 def test_mode_cards_say_faster_only_above_one(modes):
     slow = [modes[0], replace(modes[2], decode_tokens_per_s=9.0)]
-    md = quant_text.mode_cards_html(slow, QUIET)
+    md = quant_charts.mode_cards_html(slow, QUIET)
     assert values(md)[-1] == "0.90×" and notes(md)[-1].endswith("tok/s: not faster")
     assert ": faster" not in md
     # between 1 and the roofline title's 1.2 the card agrees with the title: not faster
     edge = [modes[0], replace(modes[2], decode_tokens_per_s=11.0)]
-    assert notes(quant_text.mode_cards_html(edge, QUIET))[-1].endswith("tok/s: not faster")
+    assert notes(quant_charts.mode_cards_html(edge, QUIET))[-1].endswith("tok/s: not faster")
     assert "not faster here" in roofline_charts.roofline_title(edge, 20.0, QUIET)
 
 
 def test_a_busy_comparison_keeps_its_numbers_and_draws_no_word(modes):
-    md = quant_text.mode_cards_html(modes, BUSY_RUN)
+    md = quant_charts.mode_cards_html(modes, BUSY_RUN)
     assert values(md) == ["0.27×", "1.8×"]  # measured: they stand
     assert notes(md)[-1] == "measured 18.0 vs 10.0 tok/s: noisy, busy machine"
     assert "faster" not in md
-    running = quant_text.mode_cards_html(modes)  # not judged yet: no word either
+    running = quant_charts.mode_cards_html(modes)  # not judged yet: no word either
     assert "faster" not in running and notes(running)[-1].endswith("tok/s: so far")
 
 
 def test_mode_cards_while_only_float32_is_measured(modes):
-    md = quant_text.mode_cards_html(modes[:1])
+    md = quant_charts.mode_cards_html(modes[:1])
     assert values(md) == ["10.0", "—"] and "fp32 decode tok/s" in md and "next mode" in md

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 
-from inference import cache_budget, compute_thread
+from inference import compute_thread
 from inference.compute_thread import IdleHook
 from inference.config import Settings
 from inference.sampling import SamplingSettings
@@ -43,7 +43,7 @@ def test_work_arriving_before_idle_s_postpones_the_hook():
 
 def test_the_server_going_idle_trims_the_heap_on_the_compute_thread(lm, chat_ids, monkeypatch):
     trims: list[bool] = []
-    monkeypatch.setattr(cache_budget, "trim_heap",
+    monkeypatch.setattr(compute_thread, "trim_heap",
                         lambda: trims.append(compute_thread.on_compute_thread()))
     monkeypatch.setattr(compute_thread.idle, "after_s", IDLE_S)
     srv = Server(lm, Settings(unread_stream_s=0))

@@ -1,5 +1,7 @@
 """Lesson 4 on the real model: the formula against the tensors, the race, prefix reuse,
 the attention view, and the panel's handlers."""
+import copy
+
 import pytest
 import torch
 
@@ -26,7 +28,6 @@ from inference.generation import prefill, stream
 from inference.kv_cache import (
     cache_length,
     cache_tensor_bytes,
-    copy_cache,
     kv_cache_bytes,
     snapshot,
 )
@@ -71,9 +72,9 @@ def test_growth_adds_one_column_per_token(lm, chat_ids):
     assert steps[-1].text == "".join(s.piece for s in steps)
 
 
-def test_copy_cache_is_independent(lm, chat_ids):
+def test_a_deep_copied_cache_is_independent(lm, chat_ids):
     cache = prefill(lm.model, torch.tensor([chat_ids[:10]], device=lm.device)).cache
-    clone = copy_cache(cache)
+    clone = copy.deepcopy(cache)  # what prefix reuse extends per question
     clone.crop(-4)
     assert cache_length(cache) == 10 and cache_length(clone) == 6
     assert cache_tensor_bytes(cache) == _formula(lm, 10, 1)
@@ -265,7 +266,7 @@ def test_panel_builds_with_limits_and_named_endpoints(lm):
 
     from lessons import kv_cache_panel as panel
     from lessons.common.context import AppContext
-    from lessons.common.controls import limit_name
+    from test_settings import limit_name
     settings = Settings()
     with gr.Blocks() as demo:
         panel.build(AppContext(lm, settings, demo=demo))

@@ -208,8 +208,8 @@ def test_a_tab_without_its_two_files_is_caught(tmp_path):
 
 def test_the_model_level_lists_name_real_tests():
     """One list of model-level tests (tests/model_level.txt), read by the Makefile and the GPU
-    check through bench/workloads.py: every entry must be a test file (or test) that exists."""
-    from bench.workloads import HALF_PRECISION_DESELECT, MODEL_TESTS
+    check through bench/gpu_check.py: every entry must be a test file (or test) that exists."""
+    from bench.gpu_check import HALF_PRECISION_DESELECT, MODEL_TESTS
 
     assert len(MODEL_TESTS) >= 6
     for entry in MODEL_TESTS + HALF_PRECISION_DESELECT:

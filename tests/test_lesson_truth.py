@@ -10,7 +10,7 @@ import pytest
 from inference.loading import GGUF_SOURCE, ModelInfo
 from lessons.common.lesson_text import ASSETS, FROM_INFO, lesson_text
 from lessons.common.lesson_text import fill_placeholders as fill
-from visualizations.quant_text import weights_origin_md
+from visualizations.quant_charts import weights_origin_md
 
 CPU_FP32 = ModelInfo(
     name="SmolLM2-135M-Instruct", source=GGUF_SOURCE, device="cpu", dtype="float32", threads=2,

@@ -35,10 +35,10 @@ from lessons import (
     tokens_panel,
 )
 from lessons.common.context import AppContext
-from lessons.common.controls import limit_name
 from polling import wait_for, without_ticks
-from visualizations.machine_text import roofline_md
+from test_settings import limit_name
 from visualizations.noise_view import BUSY
+from visualizations.step_charts import roofline_md
 from visualizations.timing_text import prefill_report_md
 
 SETTINGS = Settings()

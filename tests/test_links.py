@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lessons.common.links import LESSONS, PROMPT_BOXES, read_link
+from lessons.common.progress import LESSONS, PROMPT_BOXES, read_link
 
 LIMIT = 100
 

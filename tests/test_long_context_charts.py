@@ -24,7 +24,7 @@ from inference.experiments.context_theory import (
     measured_bytes_per_token,
 )
 from inference.experiments.noise import judge
-from visualizations import context_text, kv_charts
+from visualizations import kv_charts, kv_text
 
 A, B, C = 0.05, 2e-3, 3e-7  # seconds, s per token, s per token²
 LENGTHS = (256, 512, 1024, 2048, 4096, 8192)
@@ -97,10 +97,10 @@ def test_long_context_cost_cuts_count_bytes_and_say_how():
     measured = cost_cuts(30, 9, 3, 64, 4, 8192, 1024,
                          measured_bytes_per_token=measured_bytes_per_token(DECODE))[0]
     assert measured.label == MEASURED and measured.bytes_after == ours
-    md = context_text.cuts_markdown(cuts)
+    md = kv_text.cuts_markdown(cuts)
     assert "8,192-token context" in md and "| grouped-query attention (GQA) | theoretical |" in md
     assert "| 1.1 GB | 377.5 MB | 3.0× |" in md and "| 47.2 MB | 8.0× |" in md
-    assert context_text.cuts_markdown(()) == ""
+    assert kv_text.cuts_markdown(()) == ""
 
 
 PREFILL = tuple(PrefillLengthPoint(n, quad(n), n) for n in LENGTHS)
@@ -118,20 +118,20 @@ def test_long_context_prefill_chart_and_text():
     assert linear.y[-1] == pytest.approx((A + B * 8192) / 8192 * 1000)
     empty = kv_charts.prefill_lengths_figure(())
     assert kv_charts.PREFILL_BUTTON in empty.layout.annotations[0].text
-    md = context_text.prefill_markdown(PREFILL, FIT, SHARES, QUIET)
+    md = kv_text.prefill_markdown(PREFILL, FIT, SHARES, QUIET)
     rise = quad(8192) / 8192 / (quad(256) / 256)
     assert f"rose **{rise:.1f}×** from 256 to 8,192 tokens" in md
     assert f"the L² term is **{C * 8192**2 / quad(8192):.0%}**" in md
     assert "| 8,192 | " in md and "L²/2 pairs per head per layer" in md
     flat = tuple(PrefillLengthPoint(n, 0.001 * n, n) for n in LENGTHS)  # no L² at all
     flat_fit = fit_quadratic(LENGTHS, [p.seconds for p in flat])
-    md = context_text.prefill_markdown(flat, flat_fit,
+    md = kv_text.prefill_markdown(flat, flat_fit,
                                        length_shares(flat_fit, LENGTHS, 106_000_000, 30, 9, 64),
                                        QUIET)
     assert "stayed within 10%" in md and "cannot separate an L² term" in md
     falling = tuple(PrefillLengthPoint(n, 2.0 + 0.001 * n, n) for n in LENGTHS)
-    assert "fell to **" in context_text.prefill_markdown(falling, noise=QUIET)
-    assert "Press" in context_text.prefill_markdown(())
+    assert "fell to **" in kv_text.prefill_markdown(falling, noise=QUIET)
+    assert "Press" in kv_text.prefill_markdown(())
 
 
 def _point(batch: int, n: int, ms: float, spread: float = 0.5) -> DecodeLengthPoint:
@@ -156,30 +156,30 @@ def test_long_context_decode_chart_and_text():
     assert max(floor1.x) >= 11_677  # batch 1's L* lies past the window: the line reaches it
     empty = kv_charts.decode_lengths_figure(())
     assert kv_charts.DECODE_BUTTON in empty.layout.annotations[0].text
-    md = context_text.decode_markdown(DECODE, THEORY, 8192, QUIET)
+    md = kv_text.decode_markdown(DECODE, THEORY, 8192, QUIET)
     assert f"took **{(40 + 24) / 40:.1f}×** one with 0" in md
     assert "**L* = 11,677 tokens** (beyond the 8,192-token window)" in md
     assert "**L* = 1,460 tokens** (within the window)" in md and "20.0 GB/s" in md
     floor_ratios = [p.seconds / THEORY.seconds(p.cache_tokens, p.batch) for p in DECODE]
     assert f"took {min(floor_ratios):.1f}× to {max(floor_ratios):.1f}× their floor" in md
     noisy = (_point(1, 0, 40, 5), _point(1, 8000, 42, 5))
-    assert "could not be told apart" in context_text.decode_markdown(noisy, noise=QUIET)
-    assert "Press" in context_text.decode_markdown(())
+    assert "could not be told apart" in kv_text.decode_markdown(noisy, noise=QUIET)
+    assert "Press" in kv_text.decode_markdown(())
 
 
 def test_long_context_guess_verdict():
     cmp = compare_lengths(DECODE, 100, 8000, batch=1)
     assert (cmp.short.cache_tokens, cmp.long.cache_tokens) == (100, 8000) and cmp.beyond_noise
     assert cmp.ratio == pytest.approx(64 / 40.3)
-    md = context_text.guess_verdict_markdown(cmp, THEORY, QUIET)
+    md = kv_text.guess_verdict_markdown(cmp, THEORY, QUIET)
     assert f"**{64 / 40.3:.2f}×** as long" in md
     floor = THEORY.seconds(8000) / THEORY.seconds(100)
     assert f"floor predicts **{floor:.2f}×**" in md
     same = compare_lengths((_point(1, 100, 40, 5), _point(1, 8000, 41, 5)), 100, 8000)
     assert not same.beyond_noise
-    assert "cannot tell them apart" in context_text.guess_verdict_markdown(same, noise=QUIET)
+    assert "cannot tell them apart" in kv_text.guess_verdict_markdown(same, noise=QUIET)
     assert compare_lengths((_point(1, 100, 40),), 100, 8000) is None
-    assert "Press" in context_text.guess_verdict_markdown(None)
+    assert "Press" in kv_text.guess_verdict_markdown(None)
 
 
 def _peak(name: str, mb: float) -> PeakMemory:
@@ -195,9 +195,9 @@ def test_long_context_memory_bars_and_text():
     assert "theoretical" in scores.name
     empty = kv_charts.attention_memory_figure(())
     assert kv_charts.MEMORY_BUTTON in empty.layout.annotations[0].text
-    md = context_text.memory_markdown(peaks)
+    md = kv_text.memory_markdown(peaks)
     assert "**1.5 GB more** at its peak (4.8×)" in md and "FlashAttention" in md
     assert "| eager | 4,096 | 1.9 GB | 604.0 MB |" in md and "VmHWM" in md
-    close = context_text.memory_markdown((_peak("sdpa", 400), _peak("eager", 420)))
+    close = kv_text.memory_markdown((_peak("sdpa", 400), _peak("eager", 420)))
     assert "within 10% of each other" in close
-    assert "FlashAttention" in context_text.memory_markdown(())
+    assert "FlashAttention" in kv_text.memory_markdown(())

@@ -14,8 +14,8 @@ from inference.experiments.machine_roofline import RooflineProgress, watched_roo
 from inference.experiments.noise import judge
 from inference.experiments.roofline import Roofline
 from lessons import machine_handlers
-from visualizations.machine_text import roofline_md
 from visualizations.noise_view import BUSY
+from visualizations.step_charts import roofline_md
 
 QUIET_STEPS = [0.050, 0.051, 0.049, 0.050, 0.052, 0.050, 0.049, 0.051] * 3
 # interference: every third step slowed 10× (another program took the cores)

@@ -16,8 +16,7 @@ import gradio as gr
 import pytest
 
 from classroom.classroom_guard import call_args, handler_values
-from lessons.common.measurement import HEAVY, OVER_BUDGET
-from lessons.common.measurement_wiring import declared
+from lessons.common.measurement import HEAVY, OVER_BUDGET, declared
 
 SECOND = 1.0  # a refusal comes back within this (it tokenizes, and runs nothing)
 
@@ -72,7 +71,7 @@ def estimate(app, fn, inputs: list) -> int:
 
 def largest_offered(app, fn) -> tuple[int, list]:
     """(the most work of any combination the page offers, those inputs)."""
-    from lessons.common.presenter_screens import load_screens
+    from lessons.common.predictions import load_screens
 
     screens = len(load_screens(app.LM.info))
     grid = itertools.product(*(offered(b, screens) for b in fn.inputs))

@@ -15,8 +15,7 @@ import pytest
 from classroom.shared_runs import FOLLOWING, SHARED_NOW, SharedRuns
 from inference.config import Settings
 from lessons.common.context import AppContext
-from lessons.common.measure_line import LineFull, MeasureLine
-from lessons.common.measurement import SMALLER, Measurement
+from lessons.common.measurement import SMALLER, LineFull, MeasureLine, Measurement
 from lessons.common.measurement_wiring import YOUR_TURN, measured
 from polling import wait_for
 from test_fair_waiting import Gate, Reader, _annotate, _never

@@ -23,7 +23,7 @@ from visualizations.mechanism import (
     race_diagram,
     slow_factor,
 )
-from visualizations.mechanism_style import FACTORS, mechanism_css
+from visualizations.mechanism_svg import FACTORS, mechanism_css
 
 PROMPT = ["<|im_start|>", "user", "\n", "Write", " one", " sentence", "<|im_end|>", "\n"]
 P = len(PROMPT)

@@ -14,7 +14,7 @@ from inference.experiments.serving_cost import (
     roofline_step,
     sequences_that_fit,
 )
-from visualizations.batching_tables import NO_CHAIN, chain_md, levers_md, measured_chain_md
+from visualizations.batching_text import NO_CHAIN, chain_md, levers_md, measured_chain_md
 
 # a toy model: 1 layer, 1 KV head of 4 dims, 10^9 parameters; KV per token = 2×1×1×4×2 = 16 B
 TOY = ModelSpec("Toy-1B", 1, 1, 1, 4, 10**9, "hand-made", 4_096)

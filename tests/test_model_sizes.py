@@ -9,7 +9,7 @@ import pytest
 from inference.experiments.kv_projection import SMOLLM2, size_rows
 from inference.experiments.machine_roofline import watched_roofline
 from lessons import machine_handlers
-from visualizations.machine_text import model_sizes_md
+from visualizations.step_charts import model_sizes_md
 
 
 def test_parameter_formula_matches_the_loaded_model_and_the_published_names(lm):

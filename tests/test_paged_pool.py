@@ -10,16 +10,16 @@ from inference.errors import PoolFullError
 def test_paged_table_takes_a_block_only_when_the_last_one_fills():
     pool = BlockPool(num_blocks=8, block_tokens=4)
     table = pool.allocate(1, list(range(6)))  # 6 positions -> 2 blocks
-    assert len(table) == 2 and pool.counts().used == 2
+    assert len(table) == 2 and pool.counts().blocks_used == 2
     assert pool.grow(1, 7) is None and pool.grow(1, 8) is None  # still inside block 2
     new = pool.grow(1, 9)  # position 8 starts block 3
     assert new is not None and pool.tables[1] == table + [new]
-    assert pool.counts().free == 5
+    assert pool.counts().blocks_free == 5
 
 
 def test_paged_admission_asks_for_blocks_needed_now():
     pool = BlockPool(num_blocks=3, block_tokens=4)
-    assert pool.needed(9) == 3 and pool.can_allocate(12) and not pool.can_allocate(13)
+    assert pool.can_allocate(12) and not pool.can_allocate(13)  # 3 blocks of 4
     pool.allocate(1, list(range(9)))
     with pytest.raises(PoolFullError):
         pool.allocate(2, [1])
@@ -41,7 +41,7 @@ def test_prefix_cache_shares_full_blocks_with_reference_counts():
     assert hits == t1[:2]  # both full blocks, not the partial one
     t2 = pool.allocate(2, other, hits)
     assert t2[:2] == t1[:2] and t2[2] != t1[2]
-    assert [pool.ref[b] for b in t1[:2]] == [2, 2] and pool.counts().shared == 2
+    assert [pool.ref[b] for b in t1[:2]] == [2, 2] and pool.counts().blocks_shared == 2
     pool.release(1)
     assert [pool.ref[b] for b in t2[:2]] == [1, 1]
     # a different first block: no hit at all, even with the same second block's tokens
@@ -65,7 +65,7 @@ def test_prefix_cache_idle_blocks_stay_cached_then_evict_lru():
     pool.release(1)  # request 1's blocks become idle first: least recently used
     pool.release(2)
     c = pool.counts()
-    assert (c.used, c.cached_idle, c.free) == (0, 4, 0)
+    assert (c.blocks_used, c.blocks_cached_idle, c.blocks_free) == (0, 4, 0)
     assert len(pool.cached_prefix([20, 21, 22, 23, 0])) == 2  # still hit while idle
     pool.allocate(3, [7])  # needs one block: evicts request 1's tail block first
     assert pool.evictions == 1
@@ -81,7 +81,7 @@ def test_prefix_cache_mapping_an_idle_block_takes_it_out_of_eviction():
     hits = pool.cached_prefix([1, 2, 3])
     assert pool.can_allocate(3, hits)  # the hit + one more block: 2 of 2
     pool.allocate(2, [1, 2, 3], hits)
-    assert pool.counts().cached_idle == 0 and pool.available() == 0
+    assert pool.counts().blocks_cached_idle == 0 and pool.available() == 0
     assert pool.ref[hits[0]] == 1
 
 
@@ -93,7 +93,7 @@ def test_paged_pool_is_empty_after_every_request_ends():
     for rid in range(3):
         pool.release(rid)
     c = pool.counts()
-    assert c.used == 0 and c.free + c.cached_idle == 9 and not pool.tables
+    assert c.blocks_used == 0 and c.blocks_free + c.blocks_cached_idle == 9 and not pool.tables
     assert sum(pool.ref) == 0
 
 
@@ -127,7 +127,7 @@ def test_admission_a_full_pool_waits_and_a_freed_block_admits():
     assert admission(pool, newcomer[:4], 1, 8, 100) == ""  # a one-block prompt fits
     pool.commit_full(0, list(range(8)))
     pool.release(0)  # its full blocks stay cached, idle: evictable, so they count as room
-    assert pool.counts().cached_idle == 2 and admission(pool, newcomer, 0, 8, 100) == ""
+    assert pool.counts().blocks_cached_idle == 2 and admission(pool, newcomer, 0, 8, 100) == ""
     # the other limits come first: a free row (max_num_seqs), then the step's token budget
     assert admission(pool, newcomer, 8, 8, 100) == WAIT_ROWS
     assert admission(pool, newcomer, 0, 8, 0) == WAIT_BUDGET
@@ -167,6 +167,6 @@ def test_idle_cached_blocks_are_capped_oldest_first():
     for rid in range(4):
         pool.release(rid)
     c = pool.counts()
-    assert (c.cached_idle, c.used, c.cached_idle + c.free) == (3, 0, 20)
+    assert (c.blocks_cached_idle, c.blocks_used, c.blocks_cached_idle + c.blocks_free) == (3, 0, 20)
     assert pool.cached_prefix([3, 3, 3, 3]) != [] and pool.cached_prefix([0, 0, 0, 0]) == []
     assert pool.evictions == 5  # 8 idle, 3 kept: the oldest 5 went back to the free blocks

@@ -10,12 +10,17 @@ import gradio as gr
 import pytest
 
 from inference.config import Settings
-from lessons.common.predictions import comparison_md, guess_error, verdict
-from lessons.common.presenter_screens import load_screens, parse_screens
+from lessons.common.predictions import (
+    comparison_md,
+    guess_error,
+    load_screens,
+    parse_screens,
+    verdict,
+)
 from lessons.common.progress import STEPS, path_md, visit, visited
 from lessons.presenter_handlers import MEASURES, measure_screen_steps, measure_steps
 from lessons.presenter_progress import RECAP, PageScreens, clean, compare_text, fresh
-from visualizations.presenter_view import recap_html, result_html, screen_md
+from visualizations.cards import recap_html, result_html, screen_md
 
 
 # --- screens ----------------------------------------------------------------------------------

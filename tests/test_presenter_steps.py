@@ -1,5 +1,5 @@
 """The presenter's long screens while they run: a "step k of N" line with the number measured
-so far after each part (`lessons.presenter_progress`), shown on its own screen only, and the
+so far after each part (`lessons.presenter_handlers`), shown on its own screen only, and the
 headline labels decided from the measured ratio."""
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ import gradio as gr
 import pytest
 
 from inference.config import Settings
-from lessons.common.presenter_screens import load_screens
+from lessons.common.predictions import load_screens
 from lessons.presenter_progress import fresh
 
 
 def test_step_line_says_k_of_n_and_the_running_number():
-    from lessons.presenter_progress import Step, spec_running
-    from visualizations.presenter_view import step_html
+    from lessons.presenter_handlers import Step, spec_running
+    from visualizations.cards import step_html
 
     page = step_html(Step("decode step", 5, 23, "13.4 tokens/s so far <b>"))
     assert "⏳ decode step 5 of 23" in page and "13.4 tokens/s so far &lt;b&gt;" in page
@@ -154,7 +154,7 @@ def test_the_other_long_screens_stream_step_k_of_n(lm, monkeypatch, key, counted
 
 
 def test_a_builds_step_line_counts_decoder_layers():
-    from lessons.presenter_progress import build_step
+    from lessons.presenter_handlers import build_step
 
     def line(done, message):
         return build_step("int8", SimpleNamespace(done=done, total=211, message=message), 30)

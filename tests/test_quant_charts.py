@@ -7,8 +7,8 @@ from chart_reading import caption_text
 from inference.experiments.noise import judge
 from inference.experiments.quality import ModeReport
 from inference.experiments.roofline import Roofline, ceiling_tokens_per_s
-from visualizations import machine_text, quant_text, roofline_charts
 from visualizations import quant_charts as charts
+from visualizations import roofline_charts, step_charts
 
 
 def report(key, wbytes, tps, top1=1.0, ids=(1, 2, 3), pieces=("The", " sky", " is")) -> ModeReport:
@@ -103,11 +103,11 @@ def test_weights_origin_note_follows_the_source():
     head's Q8_0 beside the linear layers' Q4_1."""
     from inference.loading import GGUF_CACHE_SOURCE, GGUF_SOURCE
     for source in (GGUF_SOURCE, GGUF_CACHE_SOURCE):
-        note = quant_text.weights_origin_md(source, "float16")
+        note = charts.weights_origin_md(source, "float16")
         assert "**Q4_1**" in note and "**Q8_0**" in note and "float16" in note
         assert "from 8 to 4 bits" in note
     for source in ("Hugging Face Hub", "local folder"):
-        note = quant_text.weights_origin_md(source)
+        note = charts.weights_origin_md(source)
         assert "GGUF" in note and "not quantized" in note
         assert "Q4_1" not in note and "Q8_0" not in note and "4-bit" not in note
 
@@ -156,17 +156,17 @@ class Info:
 
 
 def test_results_table_markdown_has_one_row_per_mode(reports):
-    assert quant_text.results_table_md([]) == ""
-    lines = quant_text.results_table_md(reports).splitlines()
+    assert charts.results_table_md([]) == ""
+    lines = charts.results_table_md(reports).splitlines()
     headers, _ = charts.mode_table(reports)
     assert len(lines) == 4 and lines[1] == "|" + "---|" * len(headers)
     assert lines[3].startswith("| int8 | 125.0 | 0.25 |")
 
 
 def test_closing_note_reports_this_run(reports):
-    empty = quant_text.closing_note_md(Info(), [], None)
+    empty = charts.closing_note_md(Info(), [], None)
     assert "(cpu, 2 threads)" in empty and "Compare modes" in empty
-    md = quant_text.closing_note_md(Info(), reports, 20.0)
+    md = charts.closing_note_md(Info(), reports, 20.0)
     assert "read bandwidth 20.0 GB/s measured" in md
     assert "- **int8**: 125 MB (0.25× fp32), decode **20.0 tokens/s**" in md
     assert "top-1 agreement **97%**" in md
@@ -178,20 +178,20 @@ def test_closing_note_reports_this_run(reports):
     slow_bf16 = replace(reports[1], key="bf16", decode_tokens_per_s=5.0)
     both = [reports[0], slow_bf16]
     # the CPU's lack of bfloat16 is said only where its flags were checked
-    assert "no native bfloat16" in quant_text.closing_note_md(Info(), both, 20.0, False)
+    assert "no native bfloat16" in charts.closing_note_md(Info(), both, 20.0, False)
     for unchecked in (None, True):  # a GPU / unreadable flags, or a CPU that has it
-        md = quant_text.closing_note_md(Info(), both, 20.0, unchecked)
+        md = charts.closing_note_md(Info(), both, 20.0, unchecked)
         assert "decoded slower than float32" in md and "native" not in md
 
 
 def test_roofline_text_says_measured_and_theoretical():
     r = Roofline(bandwidth_gbs=20.0, bytes_per_token=500_000_000, measured_tokens_per_s=10.0)
-    md = machine_text.roofline_md(r, 480_000_000)
+    md = step_charts.roofline_md(r, 480_000_000)
     assert "20.0 GB/s ÷ 500.0 MB = **40.0 tokens/s**" in md  # the ceiling, theoretical
     assert "**10.0 tokens/s**, **25%** of the ceiling" in md
     assert "(measured)" in md and "(theoretical)" in md and "480.0 MB of weights" in md
     assert "512 MiB (537 MB) buffer" in md and "512 MB buffer" not in md  # units said exactly
-    assert "*int8*: one byte" in quant_text.head_treatment_md({"int8": "one byte"})
+    assert "*int8*: one byte" in charts.head_treatment_md({"int8": "one byte"})
 
 
 def test_closing_note_on_a_busy_run_draws_no_verdict(reports):
@@ -199,8 +199,8 @@ def test_closing_note_on_a_busy_run_draws_no_verdict(reports):
 
     busy = judge(calibration_ratio=1.9)
     slow_bf16 = replace(reports[1], key="bf16", decode_tokens_per_s=5.0)
-    md = quant_text.closing_note_md(Info(), [reports[0], slow_bf16], 20.0, False, busy)
+    md = charts.closing_note_md(Info(), [reports[0], slow_bf16], 20.0, False, busy)
     assert "numbers are noisy — run again" in md and "decode **5.0 tokens/s**" in md
     assert "Fastest" not in md and "slower than float32" not in md and "No verdict" in md
-    quiet = quant_text.closing_note_md(Info(), reports, 20.0, None, judge(others_cpu=0.01))
+    quiet = charts.closing_note_md(Info(), reports, 20.0, None, judge(others_cpu=0.01))
     assert "Fastest decode here" in quiet and "Machine quiet while measuring" in quiet

@@ -19,7 +19,6 @@ from inference.quantize import (
     MODES,
     SIMULATED,
     WeightOnlyInt4Linear,
-    WeightOnlyInt8Linear,
     build_mode,
     dequantize_int4_groupwise,
     dequantize_int8_per_channel,
@@ -29,6 +28,7 @@ from inference.quantize import (
     pack_int4,
     quantize_int4_groupwise,
     quantize_int8_per_channel,
+    quantized_linear,
     unpack_int4,
 )
 
@@ -80,7 +80,7 @@ def test_int8_kernel_matches_reference_path():
     torch.manual_seed(1)
     linear = torch.nn.Linear(576, 192, bias=False)
     x = torch.randn(2, 5, 576)
-    fast, ref = (WeightOnlyInt8Linear.from_linear(linear, k) for k in (True, False))
+    fast, ref = (quantized_linear(linear, "int8", use_kernel=k) for k in (True, False))
     assert fast.kernel != SIMULATED and ref.kernel == SIMULATED
     assert torch.equal(fast.weight, ref.weight)
     y_fast, y_ref = fast(x), ref(x)
@@ -95,7 +95,7 @@ def test_int4_kernel_matches_reference_path(group):
     torch.manual_seed(2)
     linear = torch.nn.Linear(576, 192, bias=False)
     x = torch.randn(3, 576)
-    fast, ref = (WeightOnlyInt4Linear.from_linear(linear, group, k) for k in (True, False))
+    fast, ref = (quantized_linear(linear, "int4", group, k) for k in (True, False))
     assert fast.kernel != SIMULATED and ref.kernel == SIMULATED
     y_fast, y_ref = fast(x), ref(x)
     assert y_fast.shape == (3, 192)
@@ -156,7 +156,7 @@ def test_simulated_int8_does_not_overflow(dtype):
         linear.weight.mul_(0.05 / linear.weight.abs().max())  # weights ~0.05, as in the model
     x = torch.randn(2, 1536) * 300
     ref = linear(x)  # float32
-    q8 = WeightOnlyInt8Linear.from_linear(linear, use_kernel=False)
+    q8 = quantized_linear(linear, "int8", use_kernel=False)
     y = q8(x.to(dtype))
     assert y.dtype == dtype and torch.isfinite(y).all()
     assert (y.float() - ref).abs().max() < 0.02 * ref.abs().max()
@@ -258,8 +258,8 @@ def test_comparison_frames_fp32_against_itself(lm, shared):
     assert (f"float32: 4.00 B per weight, {fp32.bytes_per_token / 1e6:,.0f} MB read per step, "
             f"measured <b>{1000 / fp32.decode_tokens_per_s:,.1f} ms</b>") in last.diagram
     assert all(f.diagram is None for f in frames if f.reports is None)
-    from lessons.common.latest import latest_modes
-    assert latest_modes(lm, shared) == last.reports  # kept for lesson 5's cost view
+    from lessons.common.latest import LAST_MODES, latest
+    assert latest(lm, shared, LAST_MODES) == last.reports  # kept for lesson 5's cost view
     assert chosen_modes(["int8", "fp16"]) == ["fp32", "fp16", "int8"]  # fp32 first, then registry
 
 

@@ -143,7 +143,7 @@ def fake_sweep(monkeypatch, step_times):
 
     plan = SimpleNamespace(fits=True, batch=0)
     for name, stub in {
-        "stopwatch": stopwatch, "model_shape": lambda lm: SimpleNamespace(weight_bytes=5 * 10**8),
+        "stopwatch": stopwatch,
         "plan_batch": lambda *a: plan, "largest_fitting_batch": lambda *a: 2,
         "cache_tensor_bytes": lambda cache: 0, "fastest_threads": lambda run, device, **k: 1,
         "prefill": lambda model, ids: SimpleNamespace(seconds=0.1, logits=torch.zeros(len(ids), 5),
@@ -151,7 +151,7 @@ def fake_sweep(monkeypatch, step_times):
         "decode_step": lambda model, token, cache: torch.zeros(len(token), 5),
     }.items():
         monkeypatch.setattr(batch_sweep, name, stub)
-    lm = SimpleNamespace(device="cpu", model=None)
+    lm = SimpleNamespace(device="cpu", model=None, info=SimpleNamespace(weight_bytes=5 * 10**8))
     return list(batch_sweep.run_sweep(lm, [1, 2, 3], max_batch=2, decode_steps=2,
                                       bandwidth_gbs=10.0))
 

@@ -135,7 +135,7 @@ def test_try_it_stats_carry_the_busy_notice_once_the_answer_ends(lm):
 def test_int4_cards_show_the_race_range_withhold_an_impossible_one_and_the_quiet_reference():
     from inference.experiments.noise import judge
     from inference.experiments.quiet_reference import QuietFigure
-    from visualizations.quant_text import mode_cards_html
+    from visualizations.quant_charts import mode_cards_html
 
     def report(key, tps, size):
         return SimpleNamespace(key=key, decode_tokens_per_s=tps, weight_bytes=size,

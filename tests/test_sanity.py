@@ -3,7 +3,7 @@ possible one (even a noisy one, within `Settings.sanity_noise`) through."""
 import doctest
 
 from inference.config import LIMITS
-from inference.experiments import sanity
+from inference.experiments import robust as sanity
 
 
 def test_batch_gain_at_most_the_batch():
@@ -44,7 +44,7 @@ def test_doc_examples():
 
 def test_the_roofline_withholds_a_speed_past_its_ceiling():
     from inference.experiments.roofline import Roofline
-    from visualizations.machine_text import roofline_md
+    from visualizations.step_charts import roofline_md
 
     fine = Roofline(bandwidth_gbs=20.0, bytes_per_token=500_000_000, measured_tokens_per_s=10.0)
     assert fine.impossible is None and "**25%** of the ceiling" in roofline_md(fine, 480_000_000)

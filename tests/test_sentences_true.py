@@ -109,11 +109,11 @@ QUIET = judge(spread=0.03, others_cpu=0.02)  # a run the noise rule judged quiet
 def test_a_ratio_of_1_1_is_called_faster_or_cheaper_nowhere():
     """One margin for every ratio verdict: 1.1 is within it, at every site that says faster."""
     from lessons.common.predictions import measured_with_unit
-    from lessons.presenter_progress import ratio_label
+    from lessons.presenter_handlers import ratio_label
     from visualizations import kv_text, timing_text
     from visualizations.cards import SAME_WITHIN, ratio_side
-    from visualizations.context_text import MARGIN
     from visualizations.first_screen import race_ratio_html
+    from visualizations.kv_text import MARGIN
     assert ratio_side(1.1) == "same" and MARGIN == SAME_WITHIN
     assert ratio_side(1.11) == "faster" and ratio_side(0.9) == "slower"
     assert "faster" not in ratio_label(1.1, "faster with the cache", "recomputing ÷ cached",
@@ -180,7 +180,7 @@ def test_the_compute_roof_times_a_run_of_products():
 
 
 def test_a_bigger_model_is_not_given_this_ones_share_of_its_ceiling():
-    from visualizations.machine_text import model_sizes_md
+    from visualizations.step_charts import model_sizes_md
 
     def row(name, params, weights, ceiling):
         return SimpleNamespace(shape=SimpleNamespace(name=name, parameters=params),
@@ -204,7 +204,7 @@ def test_start_here_lists_every_numbered_lesson_and_the_three_kinds_of_figure():
 
 
 def test_the_cost_table_claims_no_step_the_code_does_not_take():
-    from visualizations.batching_tables import cost_table
+    from visualizations.batching_text import cost_table
     cost = SimpleNamespace(batch=8, measured_output_tokens_per_s=100.0, output_tokens_per_s=90.0,
                            usd_per_million_output=1.0, usd_per_million_input=0.1,
                            usd_per_conversation=0.001, conversations_per_hour=100,

@@ -13,7 +13,6 @@ import pytest
 
 from inference.config import Range, Settings
 from inference.errors import SettingOutOfRangeError, check_range
-from lessons.common.controls import limit_name
 
 # elem_id -> what bounds it: these three are the only controls not built from a Range.
 MODEL_BOUNDED = {
@@ -23,6 +22,15 @@ MODEL_BOUNDED = {
 }
 # Ranges whose default is a marker computed at run time, not a value in low..high.
 COMPUTED_DEFAULTS = {"memory_budget_mb": 0}  # 0 = half of the memory free at start-up
+
+
+def limit_name(component) -> str | None:
+    """The Settings range a control was built from (lessons.common.controls tags it
+    `limit-<name>`; None for controls not built from one)."""
+    for c in getattr(component, "elem_classes", None) or []:
+        if c.startswith("limit-"):
+            return c[len("limit-"):]
+    return None
 
 
 def bounded_controls(demo: gr.Blocks) -> list:

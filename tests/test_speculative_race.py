@@ -73,7 +73,7 @@ def test_speculative_sweep_reports_every_draft_and_k(lm, edit_ids):
 
 def test_speculative_batch_costs_are_measured_per_batch(lm, edit_ids):
     updates = list(batch_interplay(lm, edit_ids, k=2, batches=(1, 2), repeats=2))
-    costs = updates[-1].costs
+    costs = updates[-1].points
     assert updates[-1].finished and [c.batch for c in costs] == [1, 2]
     assert all(c.plain_seconds > 0 and c.verify_seconds > 0 for c in costs)
     assert all({c.plain_bound, c.verify_bound} <= {"memory", "compute", "neither"} for c in costs)

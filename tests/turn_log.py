@@ -1,7 +1,7 @@
-"""Every job and step `inference/compute_turns.py` times, logged as it ends: (sign, seconds),
+"""Every job and step `inference/compute_thread.py` times, logged as it ends: (sign, seconds),
 sign > 0 for a measurement job (1 / its weight), -1 for a server step.
 
-The log errs on the side the fairness tests bound: a job is timed inside `compute_turns`' own
+The log errs on the side the fairness tests bound: a job is timed inside `ComputeTurns`' own
 clock (at most what it counted), a step around it (at least what it credited). Timed the other
 way, a busy machine's thread switches landed in a job's seconds and failed a bound that held."""
 from __future__ import annotations

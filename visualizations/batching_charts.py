@@ -13,12 +13,8 @@ def log_ticks(low: float, high: float) -> list[float]:
     """1-2-5 tick values covering [low, high] for a log axis (readable labels, no clutter)."""
     if low <= 0 or high <= 0:
         return []
-    k = math.floor(math.log10(low))
-    ticks = []
-    while 10 ** k <= high * 10:
-        ticks += [m * 10 ** k for m in (1, 2, 5) if low / 2 <= m * 10 ** k <= high * 2]
-        k += 1
-    return ticks
+    decades = range(math.floor(math.log10(low)), math.floor(math.log10(high)) + 2)
+    return [m * 10 ** k for k in decades for m in (1, 2, 5) if low / 2 <= m * 10 ** k <= high * 2]
 
 
 def _log_y(fig: go.Figure, values: list[float], headroom: float = 0.25) -> go.Figure:
@@ -61,8 +57,7 @@ def throughput_chart(points, caption: str = "", noise=None) -> go.Figure:
         go.Scatter(x=b, y=[p.per_request_tokens_per_s for p in points], mode="lines+markers",
                    name="each request (measured)", line=dict(color=PALETTE["orange"], width=3)),
         go.Scatter(x=b, y=[one * x for x in b], mode="lines", name="B × batch 1 (theoretical)",
-                   line=dict(color=PALETTE["grey"], dash="dash")),
-    ])
+                   line=dict(color=PALETTE["grey"], dash="dash"))])
     # every point inside, the top third left free for the legend
     _log_y(fig, [y for trace in fig.data for y in trace.y], 0.75)
     fig.update_xaxes(type="log", tickvals=b, ticktext=[str(x) for x in b])  # 1, 2, 4, … evenly
@@ -86,8 +81,7 @@ def step_time_chart(points, bandwidth_gbs: float, caption: str = "") -> go.Figur
                    name=f"bytes read ÷ {bandwidth_gbs:.1f} GB/s (theoretical)"),
         go.Scatter(x=b, y=[first * p.batch / points[0].batch for p in points], mode="lines",
                    name="time × batch (theoretical)",
-                   line=dict(color=PALETTE["grey"], dash="dash")),
-    ])
+                   line=dict(color=PALETTE["grey"], dash="dash"))])
     top = max(max(p.step_seconds * 1000 for p in points) * 1.3, first * 1.2)
     fig.update_yaxes(range=[0, top])
     return styled(fig, "Time per step vs batch size", "Batch size (requests)",
@@ -188,8 +182,7 @@ def cost_chart(costs, price_per_hour: float, caption: str = "") -> go.Figure:
                marker_color=PALETTE["vermillion"], textposition="outside",
                text=[f"${c.usd_per_million_output:,.2f}" for c in costs]),
         go.Bar(x=b, y=[c.usd_per_million_input for c in costs],
-               name="input tokens (from measured prefill)", marker_color=PALETTE["sky"]),
-    ])
+               name="input tokens (from measured prefill)", marker_color=PALETTE["sky"])])
     _log_y(fig, [y for trace in fig.data for y in trace.y])
     return styled(fig, f"Cost at ${price_per_hour:,.2f} per hour", "Batch size (requests)",
                   "US dollars per million tokens (log scale)", caption,

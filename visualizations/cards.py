@@ -1,6 +1,7 @@
 """Headline cards: the one number a class must read from the back row, large, with a label
 above and a short note below (measured, theoretical, or shared), as plain HTML for a
-`gr.Markdown`; the header card (model, hardware, size) and the number formats cards share."""
+`gr.Markdown`; the header card (model, hardware, size), the number formats cards share, and the
+presenter's screens: the number big, the recap of everything measured."""
 from __future__ import annotations
 
 import html
@@ -16,8 +17,7 @@ def ratio_side(ratio: float) -> str:
     >>> ratio_side(1.3), ratio_side(1.1), ratio_side(0.95), ratio_side(0.8)
     ('faster', 'same', 'same', 'slower')
     """
-    return ("faster" if ratio > SAME_WITHIN else "slower" if ratio < 1 / SAME_WITHIN
-            else "same")
+    return ("faster" if ratio > SAME_WITHIN else "slower" if ratio < 1 / SAME_WITHIN else "same")
 
 
 @dataclass(frozen=True)
@@ -63,8 +63,7 @@ def model_card_html(info) -> str:
         ("Parameters", f"{info.parameters / 1e6:.1f} M"),
         ("Weight size", human_bytes(info.weight_bytes)),
         ("Shape", f"{info.layers} layers · {info.heads} query heads · {info.kv_heads} KV heads "
-                  f"· head dim {info.head_dim}"),
-    ]
+                  f"· head dim {info.head_dim}")]
     cells = "".join(f"<div class='lab-card-item'><span>{html.escape(k)}</span>"
                     f"<b>{html.escape(v)}</b></div>" for k, v in items)
     note = f"<div class='lab-card-note'>⚠ {html.escape(info.note)}</div>" if info.note else ""
@@ -73,3 +72,40 @@ def model_card_html(info) -> str:
     why = (f"<div class='lab-card-why'><b>Why {html.escape(info.dtype)}?</b> "
            f"{html.escape(because[:1].upper() + because[1:])}</div>" if reason else "")
     return f"<div class='lab-card'>{cells}</div>{why}{note}"
+
+
+def screen_md(screen, index: int, total: int, compact: bool = False) -> str:
+    """One screen: where we are, the idea as a heading, the text under it (`compact`: folded)."""
+    head = f"<small>Screen {index + 1} of {total}</small>\n\n## {screen.title}"
+    if compact:
+        return (f"{head}\n\n<details><summary>The screen's text</summary>\n\n{screen.body}"
+                "\n\n</details>")
+    return f"{head}\n\n{screen.body}"
+
+
+def result_html(measured: dict | None) -> str:
+    if not measured:
+        return '<div class="present-result present-empty">Press the button: measured live.</div>'
+    esc = {k: html.escape(str(measured.get(k, ""))) for k in ("shown", "label", "detail")}
+    return (f'<div class="present-result"><div class="present-big">{esc["shown"]}</div>'
+            f'<div class="present-label">{esc["label"]}</div>'
+            f'<div class="present-detail">{esc["detail"]}</div></div>')
+
+
+def step_html(step) -> str:
+    count = f" {step.done} of {step.total}" if step.total else ""
+    return ('<div class="present-result present-running" role="status">'
+            f'<div class="present-label">⏳ {html.escape(step.counted)}{count}</div>'
+            f'<div class="present-detail">{html.escape(step.running)}</div></div>')
+
+
+def recap_html(figures) -> str:
+    cards = []
+    for f in figures:
+        big = (f'<div class="present-big">{html.escape(f.shown)}</div>' if f.shown is not None
+               else '<div class="present-big present-none">—</div>')
+        cards.append(f'<div class="present-card"><div class="present-card-name">'
+                     f'{html.escape(f.name)}</div>{big}'
+                     f'<div class="present-label">{html.escape(f.label)}</div>'
+                     f'<div class="present-source">{html.escape(f.source)}</div></div>')
+    return f'<div class="present-result present-recap">{"".join(cards)}</div>'

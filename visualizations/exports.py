@@ -64,8 +64,7 @@ def write_csv(text: str, name: str, keep: int = 32) -> str:
     with _EXPORT_LOCK:
         with open(path, "w", encoding="utf-8", newline="") as f:
             f.write(text)
-        files = sorted((os.path.join(folder, n) for n in os.listdir(folder)),
-                       key=os.path.getmtime)
+        files = sorted((os.path.join(folder, n) for n in os.listdir(folder)), key=os.path.getmtime)
         for old in files[:-max(1, keep)]:
             if old != path:
                 os.remove(old)
@@ -91,17 +90,15 @@ def machine_figures_md(info, roofline=None, prefill_points=(), batch_points=(),
                      else f"{roofline.fraction:.0%} of the ceiling")
             lines.append(f"- Decode at batch 1: {roofline.measured_tokens_per_s:.1f} tokens/s "
                          f"(measured, {share})")
-    for p in prefill_points:
-        how = "measured" if p.sequential_measured else "extrapolated"
-        lines.append(f"- Prefill of {p.tokens} tokens: " + (
-            f"not a possible result ({p.impossible})" if getattr(p, "impossible", None) else
-            f"{p.parallel_seconds * 1000:,.0f} ms in one pass vs "
-            f"{p.sequential_seconds * 1000:,.0f} ms one at a time ({how})"))
-    for p in batch_points:
-        lines.append(f"- Decode at batch {p.batch}: " + (
-            f"not a possible result ({p.impossible})" if getattr(p, "impossible", None) else
-            f"{p.tokens_per_s:,.1f} tokens/s in all, {p.per_request_tokens_per_s:.1f} per "
-            "request (measured)"))
+    lines += [f"- Prefill of {p.tokens} tokens: " + (
+        f"not a possible result ({p.impossible})" if getattr(p, "impossible", None) else
+        f"{p.parallel_seconds * 1000:,.0f} ms in one pass vs {p.sequential_seconds * 1000:,.0f} ms "
+        f"one at a time ({'measured' if p.sequential_measured else 'extrapolated'})")
+        for p in prefill_points]
+    lines += [f"- Decode at batch {p.batch}: " + (
+        f"not a possible result ({p.impossible})" if getattr(p, "impossible", None) else
+        f"{p.tokens_per_s:,.1f} tokens/s in all, {p.per_request_tokens_per_s:.1f} per request "
+        "(measured)") for p in batch_points]
     if roofline is None and not prefill_points and not batch_points:
         lines.append("- (Nothing measured yet: press *Measure this machine*, or run the prefill "
                      "and batch sweeps.)")

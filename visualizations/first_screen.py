@@ -1,8 +1,7 @@
 """The first screen: its big numbers (first token, each next token, then the cache's measured
-speed-up once raced) and its live picture, the mechanism diagram small enough to share one
-screen with the answer, its text never under 12 px. Each lane is drawn wide (5 groups of
-layers) and narrow (3); a CSS container query shows the one its box fits, never shrunk.
-"""
+speed-up once raced) and its live picture, the mechanism diagram small enough to share a screen
+with the answer, text never under 12 px: each lane drawn wide (5 groups of layers) and narrow (3),
+a CSS container query showing the one its box fits, never shrunk."""
 from __future__ import annotations
 
 import hashlib
@@ -12,11 +11,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from string import Template
 
+from . import mechanism_svg as svg
 from .cards import WAITING, Card, cards_html, ms, ratio_side, times
 from .glossary import NOTES
 from .mechanism import decode_lane, layer_groups, nice_capacity, race_lanes, slow_factor
-from .mechanism_style import GENERATED_COLOUR, PROMPT_COLOUR, READ_COLOUR, mechanism_css
-from .mechanism_svg import DECODE, PREFILL, Lane, anim, chip_label, esc
+from .mechanism_svg import DECODE, PREFILL, READ_COLOUR, Lane, anim, chip_label, esc
 from .noise_view import busy_notice_html, quiet_note, supports_verdict
 from .timing_text import prompt_work
 
@@ -59,8 +58,8 @@ def _strip(lane: Lane, x: float, y: float, w: float, cell_w: float, g: int) -> s
              "stroke='#8a8a8a' stroke-dasharray='3 3'/>"]
     if not lane.uses_cache:
         parts.append(_text(x + 6, y + h - 5, "nothing kept"))
-    runs = ((0, lane.prompt_cells, PROMPT_COLOUR, "p"),
-            (lane.prompt_cells, lane.generated_cells, GENERATED_COLOUR, "g"))
+    runs = ((0, lane.prompt_cells, svg.PROMPT_COLOUR, "p"),
+            (lane.prompt_cells, lane.generated_cells, svg.GENERATED_COLOUR, "g"))
     for start, count, colour, kind in runs:
         fresh = max(0, min(start + count, lane.cached) - max(start, before))
         if count <= 0:
@@ -138,12 +137,11 @@ def picture_html(lanes: Sequence[Lane], layers: int, step_said: str, *, name: st
     return (f"<div class='fs-picture fs-{name}' id='{uid}' data-kind='{lanes[0].kind}' "
             f"data-step='{'' if step is None else step}' data-factor='{factor}' "
             f"data-cached='{lanes[0].cached}' data-layers='{layers}'>"
-            f"<style>{mechanism_css()}{_CSS}</style>"
-            f"<div class='fs-step'>{step_said}</div>"
+            f"<style>{svg.mechanism_css()}{_CSS}</style><div class='fs-step'>{step_said}</div>"
             f"<div class='mech-stage fs-lanes' style='--slow:{factor}'>{drawn}</div>"
             + "<div class='fs-legend'>KV cache:"
-            f"<span class='fs-key' style='background:{PROMPT_COLOUR}'></span>prompt"
-            f"<span class='fs-key' style='background:{GENERATED_COLOUR}'></span>answer"
+            f"<span class='fs-key' style='background:{svg.PROMPT_COLOUR}'></span>prompt"
+            f"<span class='fs-key' style='background:{svg.GENERATED_COLOUR}'></span>answer"
             f"<span class='fs-key' style='border:2px solid {READ_COLOUR}'></span>read"
             + (f" · shown {factor}× slower" if any(ln.fed for ln in lanes) else "")
             + "<span class='mech-still'> (motion reduced: the end of each step)</span></div></div>")
@@ -151,8 +149,7 @@ def picture_html(lanes: Sequence[Lane], layers: int, step_said: str, *, name: st
 
 def empty_picture(layers: int, message: str, name: str,
                   titles: tuple[str, ...] = ("the model",)) -> str:
-    lanes = [Lane(title=t, kind=PREFILL, fed=(), prompt_cells=0, generated_cells=0,
-                  new_cells=0, output=(), seconds=0.0) for t in titles]
+    lanes = [Lane(title=t, kind=PREFILL) for t in titles]
     body = picture_html(lanes, layers, message, name=name, capacity=16, factor=1)
     return body.replace("class='fs-picture", "class='fs-picture fs-empty", 1)
 
@@ -181,15 +178,6 @@ def step_line(ev) -> str:
             f"and wrote the first token{timed}{with_others}")
 
 
-def race_line(cached: Lane, plain: Lane, step: int) -> str:
-    read = cached.cached - cached.new_cells
-    return (f"step {step}: with the cache the model fed {len(cached.fed)} token"
-            f"{'s' if len(cached.fed) != 1 else ''}"
-            + (f" and read {read} from its cache" if read else "")
-            + f" in <b>{ms(cached.seconds, 0)}</b>; without it, it fed all {len(plain.fed)} again "
-            f"in <b>{ms(plain.seconds, 0)}</b>")
-
-
 def live_picture(prompt: Sequence[str], events: Sequence, layers: int, *, capacity: int) -> str:
     e = events[-1]  # its title short: the step line above says the rest
     lane = replace(decode_lane(prompt, events), title=f"step {e.index}" + (
@@ -205,8 +193,13 @@ def race_picture(prompt: Sequence[str], steps: Sequence, layers: int, *,
     lanes = race_lanes(prompt, steps, output)
     c, r = lanes
     cached = [s.seconds for s in steps if s.lane == "cached" and s.index > 0]
-    step = len(c.output) - 1
-    return picture_html(lanes, layers, race_line(c, r, step), name="live-race",
+    step, read = len(c.output) - 1, c.cached - c.new_cells
+    said = (f"step {step}: with the cache the model fed {len(c.fed)} token"
+            f"{'s' if len(c.fed) != 1 else ''}"
+            + (f" and read {read} from its cache" if read else "")
+            + f" in <b>{ms(c.seconds, 0)}</b>; without it, it fed all {len(r.fed)} again "
+            f"in <b>{ms(r.seconds, 0)}</b>")
+    return picture_html(lanes, layers, said, name="live-race",
                         capacity=capacity or nice_capacity(len(r.fed)), step=step,
                         factor=slow_factor(statistics.median(cached) if cached else c.seconds))
 

@@ -1,7 +1,6 @@
 """The words a learner meets before a lesson explains them, defined once in plain language
 (assets/glossary.md): the Glossary tab, each lesson's "Words in this lesson" box, and links from
-a term's first use in a lesson's text to its entry. Also the notes views show as written.
-"""
+a term's first use in a lesson's text to its entry. Also the notes views show as written."""
 from __future__ import annotations
 
 import re

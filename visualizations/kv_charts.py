@@ -110,41 +110,33 @@ def race_lengths_figure(points, curve=None, caption: str = "") -> go.Figure:
                   note="With and without the cache.")
 
 
-def _cache_traces(proj, i: int, colour: str, width: float) -> list[go.Scatter]:
-    """One model's cache line: solid within its context window, dotted beyond it."""
-    name, values = proj.series[i]
-    inside = proj.within[i] if proj.within else (True,) * len(proj.xs)
-    xs, ys = proj.xs, values
-    shown = [k for k, ok in enumerate(inside) if ok]
-    past = [k for k, ok in enumerate(inside) if not ok]
-    traces = []
-    if shown:
-        traces.append(go.Scatter(x=[xs[k] for k in shown], y=[ys[k] for k in shown],
-                                 mode="lines+markers", name=f"{name} KV cache",
-                                 line=dict(color=colour, width=width),
-                                 hovertemplate="%{x:,}: %{y:.3s}B<extra>" + name + "</extra>"))
-    if past:
-        window = proj.windows[i] if proj.windows else "unknown"
-        joined = ([shown[-1]] if shown and shown[-1] < past[0] else []) + past
-        traces.append(go.Scatter(
-            x=[xs[k] for k in joined], y=[ys[k] for k in joined], mode="lines+markers",
-            name=f"{name}: beyond its context window ({window})",
-            line=dict(color=colour, width=max(width - 1, 1.5), dash="dot"),
-            marker=dict(symbol="circle-open"),
-            hovertemplate=("%{x:,}: %{y:.3s}B, beyond the model's context window<extra>"
-                           + name + "</extra>")))
-    return traces
-
-
 def projection_figure(proj, caption: str = "", highlight: str | None = None) -> go.Figure:
-    """Cache bytes per model against context length or batch size (log-log), weights dashed."""
-    fig = go.Figure()
-    for i, ((name, _), (_, weights)) in enumerate(zip(proj.series, proj.weights)):
+    """Cache bytes per model against context length or batch size (log-log), weights dashed;
+    each cache line solid within the model's context window, dotted beyond it."""
+    fig, xs = go.Figure(), proj.xs
+    for i, ((name, ys), (_, weights)) in enumerate(zip(proj.series, proj.weights)):
         colour = SEQUENCE[i % len(SEQUENCE)]
         width = 5 if name == highlight else 2.5
-        fig.add_traces(_cache_traces(proj, i, colour, width))
+        inside = proj.within[i] if proj.within else (True,) * len(xs)
+        shown = [k for k, ok in enumerate(inside) if ok]
+        past = [k for k, ok in enumerate(inside) if not ok]
+        if shown:
+            fig.add_trace(go.Scatter(x=[xs[k] for k in shown], y=[ys[k] for k in shown],
+                                     mode="lines+markers", name=f"{name} KV cache",
+                                     line=dict(color=colour, width=width),
+                                     hovertemplate="%{x:,}: %{y:.3s}B<extra>" + name + "</extra>"))
+        if past:
+            joined = ([shown[-1]] if shown and shown[-1] < past[0] else []) + past
+            fig.add_trace(go.Scatter(
+                x=[xs[k] for k in joined], y=[ys[k] for k in joined], mode="lines+markers",
+                name=f"{name}: beyond its context window "
+                     f"({proj.windows[i] if proj.windows else 'unknown'})",
+                line=dict(color=colour, width=max(width - 1, 1.5), dash="dot"),
+                marker=dict(symbol="circle-open"),
+                hovertemplate=("%{x:,}: %{y:.3s}B, beyond the model's context window<extra>"
+                               + name + "</extra>")))
         fig.add_trace(go.Scatter(
-            x=[proj.xs[0], proj.xs[-1]], y=[weights, weights], mode="lines",
+            x=[xs[0], xs[-1]], y=[weights, weights], mode="lines",
             name=f"{name} weights", line=dict(color=colour, dash="dash", width=1.5),
             hovertemplate=f"{name} weights: {human_bytes(weights)}<extra></extra>"))
     styled(fig, f"KV cache vs {proj.x_name.split(' (')[0]}", proj.x_name, "memory (log scale)",
@@ -195,11 +187,10 @@ def attention_figure(view, layer: int, head: int, caption: str = "") -> go.Figur
                            hovertemplate="%{customdata}<br>weight %{y:.3f}<extra></extra>"))
     fig.update_xaxes(tickmode="array", tickvals=list(range(len(weights))),
                      ticktext=[p.replace("\n", "⏎")[:10] for p in view.pieces], tickangle=-60)
-    styled(fig, "What the newest token reads", "cached position (token)",
-           "attention weight (sums to 1)", caption, height=480,
-           note=f"Newest token {view.pieces[-1]!r} reads the cache: layer {layer}, query head "
-                f"{head} (KV head {view.kv_head_of(head)}).")
-    return fig  # the caption sits under the title (styled), clear of the slanted labels
+    return styled(fig, "What the newest token reads", "cached position (token)",
+                  "attention weight (sums to 1)", caption, height=480,
+                  note=f"Newest token {view.pieces[-1]!r} reads the cache: layer {layer}, query "
+                       f"head {head} (KV head {view.kv_head_of(head)}).")
 
 
 PREFILL_BUTTON = "Measure prefill lengths"  # the panel's buttons, named in the empty states

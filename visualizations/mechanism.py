@@ -1,8 +1,7 @@
 """The mechanism, animated: the model as a stack of layers, tokens climbing it, the KV cache as
 one strip per group of layers. Every beat is one measured forward pass (prefill, decode step, the
 race's no-cache lane; lessons 5 and 6: B rows sharing one weight read, fewer bytes per weight),
-lasting its measured seconds × one visible slow-down. Not drawn: heads, attention, the MLP.
-"""
+lasting its measured seconds × one visible slow-down. Not drawn: heads, attention, the MLP."""
 from __future__ import annotations
 
 import hashlib
@@ -10,10 +9,10 @@ import html
 import statistics
 from collections.abc import Sequence
 
+from . import mechanism_svg as svg
 from .cards import ms
 from .glossary import NOTES
-from .mechanism_style import FACTORS, GENERATED_COLOUR, PROMPT_COLOUR, mechanism_css
-from .mechanism_svg import DECODE, PREFILL, RECOMPUTE, WIDTH, Frame, Lane, lane_svg, patterns
+from .mechanism_svg import DECODE, FACTORS, PREFILL, RECOMPUTE, WIDTH, Frame, Lane, lane_svg
 from .noise_view import BUSY
 
 LONGEST_BEAT_S = 2.0  # the factor is the largest that keeps a typical beat this short
@@ -77,9 +76,8 @@ def race_lanes(prompt: Sequence, steps: Sequence, output: Sequence[str] = ()) ->
                   fed=tuple(sequence[c.sequence - c.forward_tokens:c.sequence]),
                   prompt_cells=len(labels), generated_cells=c.sequence - len(labels),
                   new_cells=c.forward_tokens, output=tuple(pieces), seconds=c.seconds)
-    plain = Lane(title=RACE_TITLES[1], kind=RECOMPUTE,
-                 fed=tuple(sequence[:r.forward_tokens]), prompt_cells=0, generated_cells=0,
-                 new_cells=0, output=tuple(pieces), seconds=r.seconds, uses_cache=False)
+    plain = Lane(title=RACE_TITLES[1], kind=RECOMPUTE, fed=tuple(sequence[:r.forward_tokens]),
+                 output=tuple(pieces), seconds=r.seconds, uses_cache=False)
     return [cached, plain]
 
 
@@ -109,10 +107,10 @@ def _caption(layers: int, groups: tuple[tuple[int, int], ...]) -> str:
                if size > 1 else f"the model's {layers} layers")
     return (f"<div class='mech-caption'>Bottom to top: {grouped}; each group's strip is its KV "
             "cache, one cell per cached position:<span class='mech-key' "
-            f"style='background:{PROMPT_COLOUR}'></span>prompt<span class='mech-key' "
-            f"style='background:{GENERATED_COLOUR}'></span>generated. Each beat lasts its measured "
-            "time × the slow-down; the bar fills over it. <span class='mech-still'>Motion is "
-            "reduced: the end of the beat is shown.</span></div>")
+            f"style='background:{svg.PROMPT_COLOUR}'></span>prompt<span class='mech-key' "
+            f"style='background:{svg.GENERATED_COLOUR}'></span>generated. Each beat lasts its "
+            "measured time × the slow-down; the bar fills over it. <span class='mech-still'>Motion "
+            "is reduced: the end of the beat is shown.</span></div>")
 
 
 def diagram_html(lanes: Sequence[Lane], layers: int, head: str, *, name: str,
@@ -130,22 +128,20 @@ def diagram_html(lanes: Sequence[Lane], layers: int, head: str, *, name: str,
         frame = Frame(y=y, row_h=row_h, groups=groups, capacity=cap, uid=uid, longest_s=longest)
         frames.append(frame)
         y += frame.height + 10
-    svg = (f"<svg viewBox='0 0 {WIDTH} {y}' role='img' aria-label='{html.escape(head, True)}' "
-           f"xmlns='http://www.w3.org/2000/svg'>" + patterns(uid, frames[0].cell_w, row_h)
-           + "".join(lane_svg(ln, fr) for ln, fr in zip(lanes, frames)) + "</svg>")
+    drawing = (f"<svg viewBox='0 0 {WIDTH} {y}' role='img' "
+               f"aria-label='{html.escape(head, True)}' xmlns='http://www.w3.org/2000/svg'>"
+               + svg.patterns(uid, frames[0].cell_w, row_h)
+               + "".join(lane_svg(ln, fr) for ln, fr in zip(lanes, frames)) + "</svg>")
     data = (f"data-kind='{lanes[0].kind}' data-step='{'' if step is None else step}' "
-            f"data-factor='{factor}' data-beat-ms='{longest * 1000:.3f}' "
-            f"data-layers='{layers}' data-groups='{len(groups)}' "
-            f"data-cached='{lanes[0].cached}' data-capacity='{cap}'")
-    return (f"<div class='mech' id='{uid}' {data}><style>{mechanism_css()}</style>"
+            f"data-factor='{factor}' data-beat-ms='{longest * 1000:.3f}' data-layers='{layers}' "
+            f"data-groups='{len(groups)}' data-cached='{lanes[0].cached}' data-capacity='{cap}'")
+    return (f"<div class='mech' id='{uid}' {data}><style>{svg.mechanism_css()}</style>"
             + _controls(uid, factor) + f"<div class='mech-head'>{head}</div>"
-            + f"<div class='mech-stage'>{svg}</div>" + _caption(layers, groups) + "</div>")
+            + f"<div class='mech-stage'>{drawing}</div>" + _caption(layers, groups) + "</div>")
 
 
 def empty_diagram(layers: int, message: str, name: str) -> str:
-    lane = Lane(title="", kind=PREFILL, fed=(), prompt_cells=0, generated_cells=0, new_cells=0,
-                output=(), seconds=0.0)
-    body = diagram_html([lane], layers, message, name=name, capacity=16)
+    body = diagram_html([Lane(title="", kind=PREFILL)], layers, message, name=name, capacity=16)
     return body.replace("class='mech'", "class='mech mech-empty'", 1)
 
 
@@ -210,15 +206,6 @@ def _busy(noise) -> str:
     return f"⚠️ {html.escape(BUSY.capitalize())}. " if noise is not None and noise.busy else ""
 
 
-def batch_lane(point) -> Lane:
-    """One timed decode step of B rows, each caching the prompt, the warm-up and timed tokens."""
-    generated = 1 + len(point.step_times)
-    return Lane(title=f"batch of {point.batch}", kind=DECODE, fed=("",) * point.batch,
-                prompt_cells=point.prompt_tokens, generated_cells=generated, new_cells=1,
-                output=(), seconds=point.step_seconds, rows=point.batch,
-                weights=f"weights read once: {_mb(point.weight_bytes)}")
-
-
 def batch_diagram(points: Sequence, layers: int, *, bandwidth_gbs: float | None = None,
                   noise=None) -> str:
     """The newest batch size beside batch 1 (`bandwidth_gbs`, measured: the floor shown)."""
@@ -239,23 +226,16 @@ def batch_diagram(points: Sequence, layers: int, *, bandwidth_gbs: float | None 
         floor = (big.weight_bytes + big.cache_bytes) / (bandwidth_gbs * 1e9)  # theoretical
         head += (f" · theoretical floor of batch {big.batch}'s step = (weights + KV cache "
                  f"bytes) ÷ {bandwidth_gbs:,.1f} GB/s measured = {ms(floor)}")
-    return diagram_html([batch_lane(p) for p in shown], layers, head, name="batch",
-                        step=big.batch)
+    lanes = [Lane(title=f"batch of {p.batch}", kind=DECODE, fed=("",) * p.batch, rows=p.batch,
+                  prompt_cells=p.prompt_tokens, generated_cells=1 + len(p.step_times),
+                  new_cells=1, seconds=p.step_seconds,  # cached: the warm-up and timed tokens
+                  weights=f"weights read once: {_mb(p.weight_bytes)}") for p in shown]
+    return diagram_html(lanes, layers, head, name="batch", step=big.batch)
 
 
 def bytes_per_weight(report, parameters: int) -> float:
     """Stored weight bytes ÷ parameters: 4 for float32, about 1 for int8 (its scales too)."""
     return report.weight_bytes / max(parameters, 1)
-
-
-def quant_lane(report, parameters: int) -> Lane:
-    """The mode's last decode step; its time is the measured mean step (1 ÷ decode tokens/s)."""
-    pieces = tuple(report.pieces)
-    return Lane(title=report.key, kind=DECODE, fed=pieces[-2:-1] or ("…",),
-                prompt_cells=report.prompt_tokens, generated_cells=max(len(pieces) - 1, 0),
-                new_cells=1, output=pieces, seconds=1 / report.decode_tokens_per_s,
-                weights=f"{bytes_per_weight(report, parameters):.2f} B/weight · "
-                        f"{_mb(report.bytes_per_token)} read")
 
 
 def quant_diagram(reports: Sequence, layers: int, parameters: int, *,
@@ -278,5 +258,9 @@ def quant_diagram(reports: Sequence, layers: int, parameters: int, *,
                            for r in shown)
         head += (f" · theoretical floor = bytes read ÷ {bandwidth_gbs:,.1f} GB/s measured: "
                  f"{floors}")
-    return diagram_html([quant_lane(r, parameters) for r in shown], layers, head, name="quant",
-                        step=len(newest.pieces) - 1)
+    lanes = [Lane(title=r.key, kind=DECODE, fed=tuple(r.pieces[-2:-1]) or ("…",),  # last step
+                  prompt_cells=r.prompt_tokens, generated_cells=max(len(r.pieces) - 1, 0),
+                  new_cells=1, output=tuple(r.pieces), seconds=1 / r.decode_tokens_per_s,
+                  weights=f"{bytes_per_weight(r, parameters):.2f} B/weight · "
+                          f"{_mb(r.bytes_per_token)} read") for r in shown]
+    return diagram_html(lanes, layers, head, name="quant", step=len(newest.pieces) - 1)

@@ -1,15 +1,26 @@
-"""One lane of the mechanism diagram as SVG: one forward pass (a beat) whose fed tokens climb the
-layer groups, each reading its KV strip and appending the new cells, the chosen token joining the
-output. Times are fractions of the beat (`--at`, `--for`): the measured seconds set its length.
-"""
+"""One lane of the mechanism diagram as SVG, and its CSS (no script): one forward pass (a beat)
+whose fed tokens climb the layer groups, each reading its KV strip and appending the new cells,
+the chosen token joining the output. A beat lasts `--measured` (its seconds) × `--slow` (the
+speed buttons); a shape starts at `--at` × beat and lasts `--for` × beat. Replay swaps each
+animation for a copy under another name, Pause sets `animation-play-state`; reduced motion shows
+each shape's end state (`assets/mechanism.css`)."""
 from __future__ import annotations
 
 import html
 from dataclasses import dataclass
+from pathlib import Path
 
-from .mechanism_style import GENERATED_COLOUR, PROMPT_COLOUR, READ_COLOUR, RECOMPUTE_COLOUR
+from .style import PALETTE
 from .token_view import shown_piece
 
+_BASE = (Path(__file__).resolve().parent.parent / "assets" / "mechanism.css").read_text(
+    encoding="utf-8")
+FACTORS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)  # the slow-downs on offer
+PROMPT_COLOUR = PALETTE["blue"]  # cached positions of the prompt
+GENERATED_COLOUR = PALETTE["orange"]  # cached positions of generated tokens
+LIT_COLOUR = PALETTE["yellow"]  # a layer group working on the tokens
+READ_COLOUR = PALETTE["vermillion"]  # the cache being read
+RECOMPUTE_COLOUR = PALETTE["vermillion"]  # tokens fed again because nothing was kept
 PREFILL, DECODE, RECOMPUTE = "prefill", "decode", "recompute"
 WIDTH = 1000  # the SVG's user units across
 STACK_X, STACK_W = 250, 190  # the layer stack
@@ -18,6 +29,31 @@ CLIMB_START, CLIMB_END = 0.08, 0.86  # the wavefront's share of the beat
 MAX_CHIPS = 12  # input and output chips shown (the rest counted)
 MAX_ROWS_DRAWN = 8  # a batched pass's rows drawn as bars in its block (the rest in its label)
 
+_KEYFRAMES = {
+    "climb": "from { transform: translateY(0); opacity: 1; } "
+             "92% { opacity: 1; } to { transform: translateY(var(--rise)); opacity: 0; }",
+    "lit": f"0% {{ fill: #e9e9e9; }} 25% {{ fill: {LIT_COLOUR}; }} 100% {{ fill: #e9e9e9; }}",
+    "read": "0% { opacity: 0; } 30% { opacity: 1; } 100% { opacity: 0; }",
+    "appear": "from { opacity: 0; } to { opacity: 1; }",
+    "clock": "from { transform: scaleX(0); } to { transform: scaleX(1); }"}
+
+
+def mechanism_css() -> str:
+    """The diagram's stylesheet (inlined in each diagram, so it stands alone)."""
+    rules = [_BASE]
+    for name, frames in _KEYFRAMES.items():
+        rules.append(f"@keyframes mech-{name} {{ {frames} }}")
+        rules.append(f"@keyframes mech-{name}-again {{ {frames} }}")
+        rules.append(f".mech-do-{name} {{ animation-name: mech-{name}; }}")
+        rules.append(f".mech-replay:checked ~ .mech-stage .mech-do-{name} "
+                     f"{{ animation-name: mech-{name}-again; }}")
+    for f in FACTORS:
+        rules.append(f".mech-s{f}:checked ~ .mech-stage {{ --slow: {f}; }}")
+        rules.append(f".mech-s{f}:checked ~ .mech-controls .mech-say-{f} {{ display: inline; }}")
+        rules.append(f".mech-s{f}:checked ~ .mech-controls .mech-speed-{f} "
+                     "{ background: #111111; color: #ffffff; }")
+    return "\n".join(rules)
+
 
 @dataclass(frozen=True)
 class Lane:
@@ -25,12 +61,12 @@ class Lane:
 
     title: str  # e.g. "with the KV cache"
     kind: str  # PREFILL, DECODE or RECOMPUTE
-    fed: tuple[str, ...]  # the tokens this pass processed (their text)
-    prompt_cells: int  # cached positions of the prompt after the pass
-    generated_cells: int  # cached positions of generated tokens after the pass
-    new_cells: int  # positions this pass appended to every strip (0 without a cache)
-    output: tuple[str, ...]  # output tokens after the pass, the chosen one last
-    seconds: float  # measured duration of the pass (seconds)
+    fed: tuple[str, ...] = ()  # the tokens this pass processed (their text); none: an empty lane
+    prompt_cells: int = 0  # cached positions of the prompt after the pass
+    generated_cells: int = 0  # cached positions of generated tokens after the pass
+    new_cells: int = 0  # positions this pass appended to every strip (0 without a cache)
+    output: tuple[str, ...] = ()  # output tokens after the pass, the chosen one last
+    seconds: float = 0.0  # measured duration of the pass (seconds)
     uses_cache: bool = True
     rows: int = 0  # a batch's requests (lesson 5), one token each; 0: one request's pass
     weights: str = ""  # what the pass read of the weights, e.g. "weights read once: 538 MB"
@@ -83,20 +119,17 @@ def chip_label(text: str, most: int = 12) -> str:
 
 def anim(name: str, at: float, length: float, style: str = "") -> str:
     """class and style attributes for a shape animated from `at` for `length` of the beat."""
-    return (f"class='mech-anim mech-do-{name}' "
-            f"style='--at:{at:.4f};--for:{length:.4f}{style}'")
+    return (f"class='mech-anim mech-do-{name}' style='--at:{at:.4f};--for:{length:.4f}{style}'")
 
 
 def patterns(uid: str, cell_w: float, row_h: int) -> str:
     """One pattern per kind of cell: a coloured square with a white gap, one per position."""
-    out = []
     gap = 1.5 if cell_w >= 4 else 0
-    for kind, colour in (("p", PROMPT_COLOUR), ("g", GENERATED_COLOUR)):
-        out.append(f"<pattern id='{uid}-{kind}' x='{STRIP_X}' y='0' width='{cell_w:.3f}' "
-                   f"height='{row_h}' patternUnits='userSpaceOnUse'>"
-                   f"<rect width='{max(cell_w - gap, 0.5):.3f}' height='{row_h}' "
-                   f"fill='{colour}'/></pattern>")
-    return "<defs>" + "".join(out) + "</defs>"
+    return "<defs>" + "".join(
+        f"<pattern id='{uid}-{kind}' x='{STRIP_X}' y='0' width='{cell_w:.3f}' height='{row_h}' "
+        f"patternUnits='userSpaceOnUse'><rect width='{max(cell_w - gap, 0.5):.3f}' "
+        f"height='{row_h}' fill='{colour}'/></pattern>"
+        for kind, colour in (("p", PROMPT_COLOUR), ("g", GENERATED_COLOUR))) + "</defs>"
 
 
 def _runs(lane: Lane) -> list[tuple[int, int, str, bool]]:
@@ -120,10 +153,9 @@ def _strip(lane: Lane, f: Frame, g: int, y: int, at: float, length: float) -> st
              "stroke='#9a9a9a' stroke-dasharray='4 3'/>"]
     for start, count, kind, new in _runs(lane):
         appear = anim("appear", at + length * 0.5, length * 0.5) if new else ""
-        parts.append(f"<g {appear}><rect class='mech-cells mech-cells-{kind}' "
-                     f"data-cells='{count}' data-new='{int(new)}' "
-                     f"x='{STRIP_X + start * cw:.2f}' y='{y}' width='{count * cw:.2f}' "
-                     f"height='{h}' fill='url(#{f.uid}-{kind})'/></g>")
+        parts.append(f"<g {appear}><rect class='mech-cells mech-cells-{kind}' data-cells='{count}' "
+                     f"data-new='{int(new)}' x='{STRIP_X + start * cw:.2f}' y='{y}' "
+                     f"width='{count * cw:.2f}' height='{h}' fill='url(#{f.uid}-{kind})'/></g>")
     if lane.kind == DECODE and before:
         parts.append(f"<rect x='{STRIP_X - 2}' y='{y - 2}' width='{before * cw + 4:.2f}' "
                      f"height='{h + 4}' fill='none' stroke='{READ_COLOUR}' stroke-width='4' "
@@ -180,8 +212,7 @@ def _fed_column(lane: Lane, f: Frame) -> str:
     verb = {PREFILL: "fed together", DECODE: "fed", RECOMPUTE: "fed again"}[lane.kind]
     head = (f"{lane.rows} row{'s' if lane.rows != 1 else ''}, 1 token each" if lane.rows else
             f"{len(lane.fed)} token{'s' if len(lane.fed) != 1 else ''} {verb}")
-    parts = [f"<text x='10' y='{f.stack_top + 14}' font-size='15' font-weight='700'>"
-             f"{head}</text>"]
+    parts = [f"<text x='10' y='{f.stack_top + 14}' font-size='15' font-weight='700'>{head}</text>"]
     for i, text in enumerate(lane.fed[:lines]):
         more = len(lane.fed) - lines
         row = f"row {i + 1}" + (f": {chip_label(text, 10)}" if text else "")

@@ -88,8 +88,7 @@ def compute_roof_md(roof, dtype: str, noise=None) -> str:
         "",
         "| pass | GFLOPs (theoretical) | bytes read | FLOPs per byte | time (ms, measured) "
         "| achieved GFLOP/s | of its roof | bound by |",
-        "|---|---|---|---|---|---|---|---|",
-        rows, ""]
+        "|---|---|---|---|---|---|---|---|", rows, ""]
     if decode is not None:
         rows_to_ridge = roof.ridge / decode.intensity
         lines.append(f'Decode at batch 1 does **{decode.intensity:.2f} FLOPs per byte**, '
@@ -139,8 +138,7 @@ def roofline_title(reports, bandwidth_gbs: float, noise=None) -> str:
         return f"Decode: {speeds} ({withheld(noise)})"  # two caption lines, as a verdict takes
     gain = small.decode_tokens_per_s / big.decode_tokens_per_s
     if gain >= FASTER:
-        return (f"Fewer bytes per token, faster decode here: {small.key} {gain:.1f}× "
-                f"{big.key}")
+        return (f"Fewer bytes per token, faster decode here: {small.key} {gain:.1f}× {big.key}")
     return f"Fewer bytes per token, not faster here: {speeds} (the kernel sets the pace)"
 
 
@@ -166,9 +164,8 @@ def roofline_figure(reports, bandwidth_gbs: float, bandwidth_note: str = "",
             textposition="top center", showlegend=False,
             marker=dict(size=14, color=SEQUENCE[i % len(SEQUENCE)],
                         symbol="circle-open" if simulated else "circle"),
-            hovertemplate=(f"{html.escape(r.label)}<br>%{{x:.0f}} MB per token<br>"
-                           f"%{{y:.1f}} tokens/s ({share:.0%} of the ceiling)<br>"
-                           f"{html.escape(r.kernel)}"
+            hovertemplate=(f"{html.escape(r.label)}<br>%{{x:.0f}} MB per token<br>%{{y:.1f}} "
+                           f"tokens/s ({share:.0%} of the ceiling)<br>{html.escape(r.kernel)}"
                            + ("<br>stored bytes; each step also rebuilds float weights, "
                               "so it reads more" if simulated else "")
                            + "<extra></extra>")))

@@ -1,8 +1,6 @@
 """The live "Server" view, from the continuous batcher's `ServerStats`: the batch, where each
-step's token budget and time go, this server beside vLLM, and its KV cache in pages from a
-`PoolStats` record: one cell per block (coloured by its request; shared prefix blocks striped
-"⧉"; cached-idle blocks hatched; free blocks blank), each request's block table, and a
-left-padded tensor's bytes against the pages' bytes."""
+step's token budget and time go, this server beside vLLM, and its KV cache in pages (`PoolStats`):
+one cell per block, each request's block table, a padded tensor's bytes against the pages'."""
 from __future__ import annotations
 
 import html
@@ -219,9 +217,8 @@ def pool_grid_html(pool, caption: str = "") -> str:
             f"height:{size}px;margin:1px;border:1px solid #999;font-size:{size - 8}px;"
             f"line-height:{size}px;text-align:center;color:#111;{style}'>{label}</span>")
     legend = (f"<b>{pool.blocks_total:,}</b> blocks of {pool.block_tokens} tokens · "
-              f"<b>{pool.blocks_used:,}</b> held by requests "
-              f"(<b>{pool.blocks_shared:,}</b> shared {SHARED_MARK}) · "
-              f"<b>{pool.blocks_cached_idle:,}</b> cached, idle (hatched) · "
+              f"<b>{pool.blocks_used:,}</b> held by requests (<b>{pool.blocks_shared:,}</b> shared "
+              f"{SHARED_MARK}) · <b>{pool.blocks_cached_idle:,}</b> cached, idle (hatched) · "
               f"<b>{pool.blocks_free:,}</b> free (blank)")
     cap = f"<div class='lab-caption'>{html.escape(caption)}</div>" if caption else ""
     return (f"<div class='lab-pool'><div style='line-height:0'>{''.join(cells)}</div>"
@@ -235,8 +232,7 @@ def block_tables_html(pool) -> str:
     owners = _owners(pool)
     rows = []
     for r in pool.requests:
-        ids = " ".join(f"{b}{SHARED_MARK}" if len(owners[b]) > 1 else str(b)
-                       for b in r.block_table)
+        ids = " ".join(f"{b}{SHARED_MARK}" if len(owners[b]) > 1 else str(b) for b in r.block_table)
         rows.append(f"<tr><td><span style='background:{request_tint(r.rid)};padding:0 6px'>"
                     f"request {r.rid}</span></td><td>{r.tokens:,}</td>"
                     f"<td>{len(r.block_table)}</td><td>{r.shared_blocks}</td>"
@@ -257,11 +253,10 @@ def pool_bytes_md(pool) -> str:
         f"| paged: the blocks these rows hold ({pool.block_tokens} tokens each) | "
         f"{pool.paged_bytes / 1e6:.2f} MB | {pool.waste_paged_pct:.1f}% |",
         f"| the tokens themselves, each row its own | {pool.real_bytes / 1e6:.2f} MB | |", "",
-        f"Prefix cache: **{pool.prefix_hit_tokens:,}** prompt tokens mapped from cached "
-        f"blocks, **{pool.prefill_tokens:,}** computed by prefill "
-        f"(**{pool.prefill_skipped_pct:.0f}%** of prefill skipped) · "
-        f"**{pool.preemptions:,}** preemptions · **{pool.evictions:,}** idle blocks evicted "
-        f"(since start; bytes read from the pool's books: blocks × "
+        f"Prefix cache: **{pool.prefix_hit_tokens:,}** prompt tokens mapped from cached blocks, "
+        f"**{pool.prefill_tokens:,}** computed by prefill (**{pool.prefill_skipped_pct:.0f}%** of "
+        f"prefill skipped) · **{pool.preemptions:,}** preemptions · **{pool.evictions:,}** idle "
+        f"blocks evicted (since start; bytes read from the pool's books: blocks × "
         f"{pool.block_bytes:,} bytes each)."]
     return "\n".join(lines)
 

@@ -1,7 +1,6 @@
 """The speculative-decoding lesson's views: each verification pass as chips (guesses kept ✓, the
-first rejected ✗, the rest unused, the model's own token ★), a race's headline cards and
-sentences; the k sweep for both drafts, a verification pass against a plain step at batch 1 and
-16, and the formula's expected value beside the race."""
+first rejected ✗, the rest unused, the model's own token ★), a race's cards and sentences, the k
+sweep, a verification pass against a plain step, and the formula's expected value beside it."""
 from __future__ import annotations
 
 import html
@@ -91,8 +90,7 @@ def race_md(s, noise=None) -> str:
         Card("Plain decode", f"{s.plain_tokens_per_s:.1f} tok/s", f"measured, {same}"),
         Card("Speed-up", times(s.speedup), s.verdict if supports_verdict(noise) else
              "noisy: run again" if noise is not None else "measured"),
-        Card("Guesses kept", f"{s.acceptance:.0%}", f"{s.accepted} of {s.proposed}"),
-    ])
+        Card("Guesses kept", f"{s.acceptance:.0%}", f"{s.accepted} of {s.proposed}")])
     tokens = ("Both lanes made **the same tokens**" if s.identical else
               "**The lanes' tokens differ** (rounding tipped a near-tie)")
     return busy_notice_html(noise) + head + (
@@ -130,15 +128,12 @@ def k_sweep_figure(points, caption: str = "", noise=None) -> go.Figure:
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
     drafts = list(dict.fromkeys(p.draft for p in points))
     for i, d in enumerate(drafts):
-        mine = sorted((p for p in points if p.draft == d), key=lambda p: p.k)
-        colour = SEQUENCE[i % len(SEQUENCE)]
+        mine = _mine(points, d)
         ks = [p.k for p in mine]
-        fig.add_trace(go.Scatter(x=ks, y=[p.tokens_per_pass for p in mine], name=d,
-                                 mode="lines+markers", line=dict(color=colour, width=3),
-                                 legendgroup=d), row=1, col=1)
-        fig.add_trace(go.Scatter(x=ks, y=[p.speedup for p in mine], name=d, showlegend=False,
-                                 mode="lines+markers", line=dict(color=colour, width=3),
-                                 legendgroup=d,
+        look = dict(mode="lines+markers", line=dict(color=SEQUENCE[i % len(SEQUENCE)], width=3),
+                    legendgroup=d, name=d)
+        fig.add_trace(go.Scatter(x=ks, y=[p.tokens_per_pass for p in mine], **look), row=1, col=1)
+        fig.add_trace(go.Scatter(x=ks, y=[p.speedup for p in mine], showlegend=False, **look,
                                  customdata=[p.verdict if judged else "measured" for p in mine],
                                  hovertemplate="k = %{x}: %{y:.2f}× (%{customdata})"
                                                "<extra></extra>"), row=2, col=1)
@@ -180,23 +175,21 @@ def batch_md(costs, tokens_per_pass: float | None, noise=None) -> str:
     """A table of the costs, the derived speed-ups, and what bounds each pass."""
     if not costs:
         return ""
-    judged = supports_verdict(noise)
     lines = ["| batch | plain step (ms) | verification pass (ms) | pass ÷ step | bound: step, pass "
              "| speed-up (derived) |", "|---|---|---|---|---|---|"]
     for c in costs:
         derived = times(c.derived_speedup(tokens_per_pass)) if tokens_per_pass else "—"
-        bounds = f"{c.plain_bound or '—'}, {c.verify_bound or '—'}"
+        bounds = (f"{c.plain_bound or '—'}, {c.verify_bound or '—'}" if supports_verdict(noise)
+                  else "— (noisy)")
         lines.append(f"| {c.batch} | {c.plain_seconds * 1000:.1f} | {c.verify_seconds * 1000:.1f}"
-                     f" | {c.cost_ratio:.2f} | {bounds if judged else '— (noisy)'} "
-                     f"| {derived} |")
-    notes = [_bound_sentence(c, noise) for c in costs]
+                     f" | {c.cost_ratio:.2f} | {bounds} | {derived} |")
     how = (("*Speed-up derived, not raced: tokens per pass from the batch-1 race "
             f"({tokens_per_pass:.2f}) × plain step ÷ verification pass, both measured at that "
             "batch; it assumes every row keeps as many guesses and a draft that costs nothing "
             "(prompt lookup).*") if tokens_per_pass
            else "*Race first: the derived speed-up needs the race's tokens per pass.*")
-    return (busy_notice_html(noise) + "\n".join(lines) + "\n\n" + "  \n".join(notes) + "\n\n"
-            + how)
+    return (busy_notice_html(noise) + "\n".join(lines) + "\n\n"
+            + "  \n".join(_bound_sentence(c, noise) for c in costs) + "\n\n" + how)
 
 
 def _bound_sentence(c, noise=None) -> str:
@@ -261,7 +254,7 @@ def expectation_md(e, sweep_points=()) -> str:
     if e is None:
         return f"*{EMPTY_EXPECTATION}*"
     f, r = e.fit, e.raced
-    kept = (f"α = **{f.alpha:.2f}**, measured: the model kept {f.kept} of the "
+    kept = (f"α = **{f.alpha:.2f}**, measured: the model kept {f.accepted} of the "
             f"{f.judged} guesses it judged" if f.judged else
             "α = 0: the draft made no guess in this race")
     lines = [

@@ -1,12 +1,13 @@
-"""What one decode step spends its time on, beside the bandwidth floor: the profiler splits it
-into matrix products (they read the weights), other small operations, and the time between
-operations (Python and framework; on a GPU, idle until the next launch)."""
+"""This machine, in words and a chart: the roofline (bandwidth ÷ bytes per token = the decode
+ceiling, beside the measured speed), choosing a model size, and one decode step split by the
+profiler (matrix products, other operations, the time between them) beside the bandwidth floor."""
 from __future__ import annotations
 
 import plotly.graph_objects as go
 
 from .cards import human_bytes
-from .noise_view import busy_notice_html
+from .glossary import NOTES
+from .noise_view import busy_notice_html, reference_html, withheld
 from .style import MEASURED, PALETTE, THEORETICAL, empty_figure, empty_state, styled
 
 MEASURED_ROW = "one step<br>(measured)"
@@ -26,8 +27,7 @@ def segments(p) -> list[tuple[str, float, str]]:
         (f"other {'kernels' if gpu else 'operations'} ({MEASURED})", p.other_ops_seconds,
          PALETTE["orange"]),
         ("GPU idle, waiting for the next launch" if gpu else
-         "between operations: Python, framework", p.between_ops_seconds, PALETTE["vermillion"]),
-    ]
+         "between operations: Python, framework", p.between_ops_seconds, PALETTE["vermillion"])]
 
 
 def step_title(p) -> str:
@@ -85,9 +85,9 @@ def _matmul_rate(weight_bytes: int, seconds: float, bandwidth_gbs: float) -> str
     text = (f": {human_bytes(weight_bytes)} in {seconds * 1000:.1f} ms is {rate:,.1f} GB/s, "
             f"{rate / bandwidth_gbs:.0%} of the measured bandwidth.")
     if rate > bandwidth_gbs:
-        text += " " + ("Above 100%: the matrix products read memory faster than the simple sum "
-                       "that measured the bandwidth, so the roof is a little low (a roof is only "
-                       "as good as its measurement).")
+        text += (" Above 100%: the matrix products read memory faster than the simple sum that "
+                 "measured the bandwidth, so the roof is a little low (a roof is only as good as "
+                 "its measurement).")
     return text
 
 
@@ -106,13 +106,11 @@ def step_bound_md(bound, floor_seconds: float, bytes_per_token: int, bandwidth_g
         f"{p.step_seconds * ms:.1f} ms ({1 / p.step_seconds:.1f} tokens/s), split below by "
         "the profiler's shares of its own steps.",
         f"- **Bandwidth floor ({THEORETICAL}):** {human_bytes(bytes_per_token)} read ÷ "
-        f"{bandwidth_gbs:,.1f} GB/s = **{floor_seconds * ms:.1f} ms**: at the measured "
-        f"bandwidth a step can be no faster. This step took "
-        f"{p.step_seconds / floor_seconds:.1f}× that.",
+        f"{bandwidth_gbs:,.1f} GB/s = **{floor_seconds * ms:.1f} ms**: at the measured bandwidth a "
+        f"step can be no faster. This step took {p.step_seconds / floor_seconds:.1f}× that.",
         f"- **Matrix products ({MEASURED}, profiler):** {p.matmul_seconds * ms:.1f} ms in "
         f"{p.matmul_ops_per_step:,.0f} products a step{by_layer}. They are the part that reads the "
-        "weights" + _matmul_rate(weight_bytes, p.matmul_seconds, bandwidth_gbs),
-    ]
+        "weights" + _matmul_rate(weight_bytes, p.matmul_seconds, bandwidth_gbs)]
     if gpu:
         lines += [
             f"- **Other kernels ({MEASURED}):** {p.other_ops_seconds * ms:.1f} ms; the GPU ran "
@@ -132,10 +130,9 @@ def step_bound_md(bound, floor_seconds: float, bytes_per_token: int, bandwidth_g
     lines += [
         "- **What bounds this step (decided from the figures above):** "
         + bound.verdict(floor_seconds).sentence,
-        f"- **The dispatch bill ({THEORETICAL}, from two measurements):** "
-        f"{p.ops_per_step:,.0f} operations a step × {bound.tiny_op_seconds * 1e6:.2f} µs (one "
-        f"do-nothing operation, measured here) ≈ **{bound.dispatch_seconds * ms:.1f} ms** a step "
-        "before any arithmetic.",
+        f"- **The dispatch bill ({THEORETICAL}, from two measurements):** {p.ops_per_step:,.0f} "
+        f"operations a step × {bound.tiny_op_seconds * 1e6:.2f} µs (one do-nothing operation, "
+        f"measured here) ≈ **{bound.dispatch_seconds * ms:.1f} ms** a step before any arithmetic.",
         "",
         "The roofline's ceiling counts only the bytes a step must read. Every operation also "
         "pays a fixed cost to be " + ("launched" if gpu else "dispatched") + ", whatever its "
@@ -160,3 +157,67 @@ def step_bound_md(bound, floor_seconds: float, bytes_per_token: int, bandwidth_g
                        "the gaps between launches, not the kernels' own time: see *On a GPU* "
                        "below.")]
     return "\n".join(lines)
+
+
+def model_sizes_md(rows, bandwidth_gbs: float, dtype: str, free_bytes: int,
+                   measured_tokens_per_s: float | None = None, source: str = "",
+                   share: bool = True) -> str:
+    """The size table (`rows`: `SizeRow`s, the loaded model first) and what it means here.
+    `source`: where the measured speed comes from, if not this quiet run; `share`: False if busy."""
+    lines = [
+        "### Choosing a model size",
+        ("This model beside its larger siblings, from their published shapes. **Theoretical:** "
+         f"weights at {dtype}, and the batch-1 decode ceiling = this machine's measured "
+         f"{bandwidth_gbs:.1f} GB/s ÷ the weights' bytes (the KV cache left out)."), "",
+        f"| model | parameters | weights ({dtype}) | weights (int8) | KV cache per token "
+        f"| decode ceiling, batch 1 | fits in the {human_bytes(free_bytes)} free now |",
+        "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(
+            f"| {r.shape.name} | {r.shape.parameters / 1e6:,.0f} M | {human_bytes(r.weight_bytes)} "
+            f"| {human_bytes(r.int8_bytes)} | {human_bytes(r.kv_bytes_per_token)} "
+            f"| {r.ceiling_tokens_per_s:,.1f} tokens/s | {'yes' if r.fits else '**no**'} |")
+    if measured_tokens_per_s and len(rows) > 1:
+        of = measured_tokens_per_s / rows[0].ceiling_tokens_per_s
+        big = rows[-1]
+        lines.append(
+            f"\nThis model measured **{measured_tokens_per_s:.1f} tokens/s**"
+            + (f" ({source})" if source else "")
+            + (f", {of:.0%} of its ceiling. " if share else
+               ": noisy (this machine was busy), so no share of its ceiling is drawn. ")
+            + (f"{big.shape.name} could not beat **{big.ceiling_tokens_per_s:.1f} tokens/s** here "
+               f"({rows[0].weight_bytes / big.weight_bytes:.0%} of this one's ceiling, for "
+               f"{big.shape.parameters / rows[0].shape.parameters:.0f}× the size), at a share of "
+               "it not this one's: a step's fixed per-operation cost is a smaller part of a bigger "
+               "model's step. Choose the smallest model good enough for the task: every parameter "
+               "is read for every token."))
+    return "\n".join(lines)
+
+
+def roofline_md(r, weight_bytes: int, noise=None, attempt: int = 0, reference=None,
+                now=None) -> str:
+    """The roofline in four lines and what the gap means; past the ceiling, its reason."""
+    per_token = human_bytes(r.bytes_per_token)
+    if r.impossible:
+        again = " twice (the second time with the bandwidth read again)" if attempt else ""
+        speed = (f"not a possible result, measured{again}: {r.impossible} One of the two "
+                 "measurements was disturbed (most likely the bandwidth, measured low): measure "
+                 "again")
+    elif noise is not None and noise.busy:
+        speed = (f"**{r.measured_tokens_per_s:.1f} tokens/s**, noisy: no share of the ceiling "
+                 f"({withheld(noise)})")
+    else:
+        speed = f"**{r.measured_tokens_per_s:.1f} tokens/s**, **{r.fraction:.0%}** of the ceiling"
+    head = busy_notice_html(noise) + reference_html(
+        reference, "Decode speed", f"{r.measured_tokens_per_s or 0.0:.1f} tokens/s", noise, now,
+        shown=lambda v: f"{v:.1f} tokens/s")
+    return head + (
+        f"- **Memory bandwidth (measured):** {r.bandwidth_gbs:.1f} GB/s, reading a 512 MiB (537 "
+        "MB) buffer; measured once on this machine, the same figure every lesson uses.\n"
+        f"- **Bytes read per decode step:** {per_token} (all {human_bytes(weight_bytes)} of "
+        f"weights + the KV cache).\n"
+        f"- **Ceiling (theoretical):** {r.bandwidth_gbs:.1f} GB/s ÷ {per_token} = "
+        f"**{r.ceiling_tokens_per_s:.1f} tokens/s** at batch 1.\n"
+        f"- **Decode speed (measured, median step: the forward pass and choosing the token, its "
+        f"softmax and top candidates):** {speed}.\n\n"
+        + NOTES["roofline_gap"])

@@ -130,8 +130,7 @@ def styled(fig: go.Figure, title: str, x_title: str, y_title: str, caption: str 
         template="plotly_white", height=max(height, PLOT_MIN + top + bottom), colorway=SEQUENCE,
         font=dict(size=15), margin=dict(l=70, r=20, t=top, b=bottom, autoexpand=True),
         legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", xref="container",
-                    x=0, xanchor="left", font=dict(size=14)),
-    )
+                    x=0, xanchor="left", font=dict(size=14)))
     if legend_inside:
         fig.update_layout(legend=dict(orientation="v", yref="paper", y=1, yanchor="top",
                                       xref="paper", x=0.01, bgcolor="rgba(255,255,255,0.85)"))

@@ -33,8 +33,7 @@ def live_stats_md(ttft: float | None, decode_seconds: float, decoded: int,
     cards = cards_html([Card("Time to first token", f"{ttft * 1000:,.0f} ms", "measured"),
                         Card("Time per output token", tpot_s, "measured, mean"),
                         Card("Decode speed", rate, "measured")])
-    work = (prompt_work(first, queued_s) if first is not None
-            else f"{prompt_tokens} prompt tokens")
+    work = (prompt_work(first, queued_s) if first is not None else f"{prompt_tokens} prompt tokens")
     return cards + (f"**Measured:** time to first token **{ttft * 1000:.0f} ms** ({work}) · "
             f"time per output token **{tpot_s}** · "
             f"decode speed **{rate}** · {decoded + 1} tokens generated")
@@ -85,8 +84,7 @@ def per_token_verdict(m, noise) -> tuple[Card, list[str]]:
         "- " + ("Why the first token is slower: it waits for the whole prefill "
                 f"({m.ttft_seconds * 1000:.0f} ms ≈ {m.ttft_seconds / tpot:.1f} decode steps "
                 "here), longer for longer prompts; each next token costs about one decode step, "
-                "which grows slowly with the text (lesson 4c measures it)."),
-    ]
+                "which grows slowly with the text (lesson 4c measures it).")]
 
 
 def sweep_progress_md(done: int, total: int, point) -> str:
@@ -128,9 +126,9 @@ def sweep_verdict_md(points, noise=None, reference=None) -> str:
                 f"**{last.parallel_seconds * 1000:,.0f} ms**, one token at a time "
                 f"**{last.sequential_seconds * 1000:,.0f} ms** (no verdict from this run).")
     if robust is not None and not impossible:
-        said += " " + (f"Speed-up {robust.label()}: one pass counts at its faster rounds, each "
-                       "token fed one at a time at the median of its neighbours, so a step slowed "
-                       "by another program does not count.")
+        said += (f" Speed-up {robust.label()}: one pass counts at its faster rounds, each token "
+                 "fed one at a time at the median of its neighbours, so a step slowed by another "
+                 "program does not count.")
     live = "not a possible result" if impossible else times(ratio)
     return busy_notice_html(noise) + reference_html(
         reference, "One pass's speed-up", live, noise) + cards_html([
@@ -138,5 +136,4 @@ def sweep_verdict_md(points, noise=None, reference=None) -> str:
              "measured"),
         Card("One token at a time", f"{last.sequential_seconds * 1000:,.0f} ms",
              "measured" if last.sequential_measured else "extrapolated"),
-        head,
-    ]) + said
+        head]) + said

@@ -1,6 +1,5 @@
 """Text as coloured token pieces (lesson 1 with ids, lesson 3's answer numbered by step), their
-whitespace made visible (· space, ↵ newline, → tab): " world" and "world" are two tokens.
-"""
+whitespace made visible (· space, ↵ newline, → tab): " world" and "world" are two tokens."""
 from __future__ import annotations
 
 import html
@@ -34,12 +33,10 @@ def chip(label: str, info: str, tint: str, special: bool, sub: str = "",
 def token_html(tokens) -> str:
     if not tokens:
         return "<div class='lab-tokens lab-empty'>Type some text to see its tokens.</div>"
-    spans = []
-    for i, t in enumerate(tokens):
-        label = visible_whitespace(t.vocab_piece) if t.special else shown_piece(t.text or "")
-        spans.append(chip(label, f"id {t.id} · vocabulary entry {t.vocab_piece!r}",
-                          TINTS[i % len(TINTS)], t.special, f"<sub>{t.id}</sub>",
-                          ends_line=(t.text or "").endswith("\n")))
+    spans = (chip(visible_whitespace(t.vocab_piece) if t.special else shown_piece(t.text or ""),
+                  f"id {t.id} · vocabulary entry {t.vocab_piece!r}", TINTS[i % len(TINTS)],
+                  t.special, f"<sub>{t.id}</sub>", ends_line=(t.text or "").endswith("\n"))
+             for i, t in enumerate(tokens))
     return f"<div class='lab-tokens'>{''.join(spans)}</div>"
 
 
@@ -52,9 +49,8 @@ def token_counts_md(text: str, n_tokens: int, n_special: int = 0) -> str:
     extra = f" ({n_special} special)" if n_special else ""
     counted = (f"**{words:,}** words · " if words or not text.strip() else
                "words not counted (no spaces between them) · ")
-    return (f"**{len(text):,}** characters · {counted}"
-            f"**{n_tokens:,}** tokens{extra} · **{per_word}** tokens per word · "
-            f"**{chars_per_tok}** characters per token")
+    return (f"**{len(text):,}** characters · {counted}**{n_tokens:,}** tokens{extra} · "
+            f"**{per_word}** tokens per word · **{chars_per_tok}** characters per token")
 
 
 def template_note_md(plain_tokens: int, wrapped_tokens: int, special_tokens: int) -> str:
@@ -97,12 +93,11 @@ def output_html(events) -> str:
     if not events:
         return ("<div class='lab-tokens lab-empty'>The answer appears here, one token per step. "
                 "Press <b>Step</b> or <b>Play</b>.</div>")
-    spans = []
-    for e in events:
-        label = "⏹ end of turn" if e.special else shown_piece(e.piece)
-        spans.append(chip(label, f"step {e.index} · id {e.token_id} · {e.chosen_by}",
-                          TINTS[e.index % len(TINTS)], e.special or e.chosen_by == "your pick",
-                          f"<sub>{e.index}</sub>", ends_line=e.piece.endswith("\n")))
+    spans = (chip("⏹ end of turn" if e.special else shown_piece(e.piece),
+                  f"step {e.index} · id {e.token_id} · {e.chosen_by}", TINTS[e.index % len(TINTS)],
+                  e.special or e.chosen_by == "your pick", f"<sub>{e.index}</sub>",
+                  ends_line=e.piece.endswith("\n"))
+             for e in events)
     return f"<div class='lab-tokens' id='decode-tokens'>{''.join(spans)}</div>"
 
 

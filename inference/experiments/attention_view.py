@@ -1,7 +1,6 @@
-"""Lesson 4: the real KV cache. `watch_growth` reads its tensors after every step: the prefill
-fills it with the whole prompt; each later step adds one position to every layer. What it is
-read for: the newest token's attention over cached positions, from the REAL cached keys and
-the newest token's recomputed query, in every layer:
+"""Lesson 4: the real KV cache. `watch_growth` reads its tensors after every step (the prefill
+holds the whole prompt; each later step adds one position to every layer). What it is read for:
+the newest token's attention, from the REAL cached keys and its recomputed query, every layer:
 
     q = rotary(q_proj(input_layernorm(h)))        # h: the newest token entering layer l
     weights = softmax(q · Kᵀ / √head_dim)         # K: layer l's cached keys, all positions
@@ -43,9 +42,8 @@ def watch_growth(lm, prompt_ids: list[int], max_new_tokens: int = 24,
     gen = start(lm, prompt_ids, max_new_tokens=max_new_tokens, max_new_limit=max_new_limit)
     while not gen.finished:
         ev = next_token(lm, gen)
-        yield GrowthStep(index=ev.index, piece=ev.piece, text=ev.text,
-                         prompt_tokens=len(prompt_ids), seconds=ev.seconds,
-                         cache=snapshot(gen.cache), finished=ev.finished)
+        yield GrowthStep(ev.index, ev.piece, ev.text, len(prompt_ids), ev.seconds,
+                         snapshot(gen.cache), ev.finished)
 
 
 @dataclass(frozen=True)
@@ -82,15 +80,6 @@ def newest_token_query(model, hidden: torch.Tensor, layer: int, position: int) -
     return q[0, :, 0, :]  # [H_q, D]
 
 
-def attention_weights(query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-    """query [H_q, D], cached keys [1, H_kv, S, D] -> weights [H_q, S] (rows sum to 1)."""
-    h_q, d = query.shape
-    group = h_q // keys.shape[1]
-    k = keys[0].repeat_interleave(group, dim=0)  # [H_q, S, D]: each KV head serves `group` queries
-    scores = torch.einsum("hd,hsd->hs", query.float(), k.float()) / d ** 0.5  # [H_q, S]
-    return torch.softmax(scores, dim=-1)
-
-
 @torch.inference_mode()
 def newest_attention(lm, ids: list[int]) -> AttentionView:
     """Run `ids` once into a cache: the last token's attention in every layer and head."""
@@ -103,8 +92,11 @@ def newest_attention(lm, ids: list[int]) -> AttentionView:
     rows = []
     for layer in range(len(model.model.layers)):
         hidden = out.hidden_states[layer][:, -1, :]  # [1, hidden]: input to this layer
-        q = newest_token_query(model, hidden, layer, len(ids) - 1)
-        rows.append(attention_weights(q, cache.layers[layer].keys).float().cpu())  # [H_q, S]
+        q = newest_token_query(model, hidden, layer, len(ids) - 1)  # [H_q, D]
+        keys = cache.layers[layer].keys[0]  # [H_kv, S, D]
+        k = keys.repeat_interleave(q.shape[0] // keys.shape[0], dim=0)  # [H_q, S, D]: by group
+        scores = torch.einsum("hd,hsd->hs", q.float(), k.float()) / q.shape[1] ** 0.5  # [H_q, S]
+        rows.append(torch.softmax(scores, dim=-1).cpu())  # each row sums to 1
     cfg = model.config
     return AttentionView(pieces=tuple(lm.tokenizer.decode([i]) for i in ids),
                          weights=torch.stack(rows).numpy(),  # [L, H_q, S] float32

@@ -3,25 +3,93 @@
 A decode step reads every weight once however many rows it serves, so step time grows far more
 slowly than the batch: tokens/s climbs while each request's own speed drops, until arithmetic,
 not memory, bounds the step. Each timed step follows a 1-row step, so the gain compares pairs
-that saw the same machine. Sizes over the memory budget are skipped, with the arithmetic.
+that saw the same machine. Whether a batch fits in memory is decided BEFORE running it (sizes
+over the budget are skipped, with the arithmetic):
+
+    weights      read-only, paid once however many requests share them
+    KV cache     2 × layers × kv_heads × head_dim × bytes × tokens × batch
+    activations  bytes × batch × [tokens × (4 × hidden + 3 × intermediate) + heads × tokens²
+                 + vocab]   (the batched prefill's transient tensors: an estimate)
 """
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
+import psutil
 import torch
 
 from ..config import LIMITS
-from ..errors import EmptyPromptError
+from ..errors import EmptyPromptError, SettingOutOfRangeError
 from ..generation import decode_step, prefill
-from ..kv_cache import cache_tensor_bytes
+from ..kv_cache import cache_tensor_bytes, kv_cache_bytes
 from ..thread_choice import fastest_threads, num_threads
 from ..timing import stopwatch
-from . import sanity
-from .memory_guard import BatchMemoryPlan, largest_fitting_batch, model_shape, plan_batch
-from .robust import Robust, low_quantile, low_ratio
+from .robust import Robust, batch_gain, batch_step, low_quantile, low_ratio
 from .roofline import ceiling_tokens_per_s, measure_read_bandwidth
+
+
+@dataclass(frozen=True)
+class BatchMemoryPlan:
+    batch: int
+    tokens_per_row: int  # prompt + generated positions held per request
+    weight_bytes: int
+    kv_bytes: int
+    activation_bytes: int  # estimate
+    budget_bytes: int
+
+    @property
+    def total_bytes(self) -> int:
+        return self.weight_bytes + self.kv_bytes + self.activation_bytes
+
+    @property
+    def fits(self) -> bool:
+        return self.total_bytes <= self.budget_bytes
+
+
+def memory_budget_bytes(device: torch.device | str = "cpu", fraction: float = 0.5) -> int:
+    """`fraction` of the memory free right now on `device` (RAM for a CPU)."""
+    if not 0 < fraction <= 1:
+        raise SettingOutOfRangeError(f"Memory fraction must be in (0, 1] (got {fraction!r}).")
+    if torch.device(device).type == "cuda":
+        return int(torch.cuda.mem_get_info(torch.device(device))[0] * fraction)
+    return int(psutil.virtual_memory().available * fraction)
+
+
+def plan_batch(lm, batch: int, prompt_tokens: int, new_tokens: int,
+               budget_bytes: int) -> BatchMemoryPlan:
+    info, tokens = lm.info, prompt_tokens + new_tokens
+    inter = int(getattr(lm.model.config, "intermediate_size", 4 * info.hidden_size))
+    per_row = (prompt_tokens * (4 * info.hidden_size + 3 * inter)
+               + info.heads * prompt_tokens ** 2 + info.vocab_size)  # activation values
+    kv = kv_cache_bytes(info.layers, info.kv_heads, info.head_dim, lm.bytes_per_value, tokens,
+                        batch)
+    return BatchMemoryPlan(batch, tokens, info.weight_bytes, kv,
+                           lm.bytes_per_value * batch * per_row, budget_bytes)
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:,.0f} MB"
+
+
+def check_batch_fits(plan: BatchMemoryPlan) -> None:
+    if plan.fits:
+        return
+    raise SettingOutOfRangeError(
+        f"Batch {plan.batch} would need about {_mb(plan.total_bytes)} (weights "
+        f"{_mb(plan.weight_bytes)} + KV cache {_mb(plan.kv_bytes)} for {plan.tokens_per_row} "
+        f"tokens per request + activations ~{_mb(plan.activation_bytes)}, estimated), but the "
+        f"memory budget is {_mb(plan.budget_bytes)}. Choose a smaller batch, fewer tokens, "
+        f"or a larger budget.")
+
+
+def largest_fitting_batch(lm, sizes: list[int], prompt_tokens: int, new_tokens: int,
+                          budget_bytes: int) -> int:
+    """The largest of `sizes` that fits; raises (with batch 1's arithmetic) if none does."""
+    fitting = [b for b in sizes if plan_batch(lm, b, prompt_tokens, new_tokens, budget_bytes).fits]
+    if not fitting:
+        check_batch_fits(plan_batch(lm, min(sizes), prompt_tokens, new_tokens, budget_bytes))
+    return max(fitting)
 
 
 @dataclass(frozen=True)
@@ -95,10 +163,9 @@ def run_sweep(lm, prompt: list[int], max_batch: int = 32, decode_steps: int = 12
     if not prompt:
         raise EmptyPromptError("The sweep needs a non-empty prompt.")
     LIMITS.sweep_decode_steps.check("Decode steps", decode_steps)
-    shape = model_shape(lm)
     sizes = sweep_sizes(max_batch)
-    plans = tuple(plan_batch(shape, b, len(prompt), decode_steps + 1, budget_bytes) for b in sizes)
-    cap = largest_fitting_batch(shape, sizes, len(prompt), decode_steps + 1, budget_bytes)
+    plans = tuple(plan_batch(lm, b, len(prompt), decode_steps + 1, budget_bytes) for b in sizes)
+    cap = largest_fitting_batch(lm, sizes, len(prompt), decode_steps + 1, budget_bytes)
     device = lm.device
     bandwidth = bandwidth_gbs or measure_read_bandwidth(device)
     points: list[BatchPoint] = []
@@ -134,7 +201,7 @@ def run_sweep(lm, prompt: list[int], max_batch: int = 32, decode_steps: int = 12
         if b == 1 and not lane:
             lane.update(token=token, cache=first.cache)
         return BatchPoint(b, len(prompt), first.seconds, low_quantile(times), tuple(times),
-                          cache_tensor_bytes(first.cache), shape.weight_bytes, threads=threads,
+                          cache_tensor_bytes(first.cache), lm.info.weight_bytes, threads=threads,
                           one_row_times=tuple(beside))
 
     for b in [s for s in sizes if s <= cap]:
@@ -155,8 +222,8 @@ def run_sweep(lm, prompt: list[int], max_batch: int = 32, decode_steps: int = 12
 def impossible_point(one: BatchPoint, point: BatchPoint) -> str | None:
     """Why `point` cannot be right against the 1-row point `one` (None: it can)."""
     rows, gain = point.batch // one.batch, point.gain_over(one).estimate  # one: batch 1
-    return (sanity.batch_gain(rows, gain)
-            or sanity.batch_step(rows, point.step_seconds, gain * point.step_seconds / rows))
+    return (batch_gain(rows, gain)
+            or batch_step(rows, point.step_seconds, gain * point.step_seconds / rows))
 
 
 def batch_sweep_tokens(prompt: int, max_batch: int, decode_steps: int) -> int:

@@ -1,15 +1,12 @@
-"""Long contexts, measured: what a longer prompt and a longer cache cost, up to the window.
-
-`prefill_lengths_sweep` times one prefill per prompt length. `decode_lengths_sweep` times one
-decode step with the cache really at each length: one prefill of the longest, cropped for each
-shorter one. `DynamicCache` grows by concatenation, so each step also copies the cache once:
-bytes the theory's floor does not count. Attention's memory: "eager" attention writes out the
-whole [batch, heads, L, L] score table; "sdpa" (flash-style kernels) walks the keys in tiles with
-a running maximum and sum, so it never exists. One prefill each, its peak memory above the start
-measured: everything else being equal, the difference is the score tables.
+"""Long contexts, measured up to the window: one prefill per prompt length; one decode step per
+cache length (a prefill of the longest, cropped for each shorter), which also copies the cache
+once (`DynamicCache` grows by concatenation: bytes the theory's floor does not count); and
+attention's peak memory: "eager" writes out the whole [batch, heads, L, L] score table, "sdpa"
+(flash-style kernels) walks the keys in tiles with a running maximum and sum, so it never exists.
 """
 from __future__ import annotations
 
+import copy
 import ctypes
 import ctypes.util
 import statistics
@@ -23,7 +20,7 @@ from transformers import DynamicCache
 
 from ..errors import PromptTooLongError
 from ..generation import decode_step, forward, prefill
-from ..kv_cache import cache_length, cache_tensor_bytes, copy_cache
+from ..kv_cache import cache_length, cache_tensor_bytes, crop_to
 from ..timing import stopwatch
 from .prefill_sweep import WARM_UP_TOKENS, sweep_tokens
 
@@ -128,7 +125,7 @@ def _time_steps(model, cache: DynamicCache, tokens: int, token_id: int, batch: i
     times, held, nbytes = [], 0, 0
     token = torch.full((batch,), token_id, device=device)  # [B]
     for _ in range(repeats):
-        cache.crop(tokens - cache_length(cache))  # keep the first `tokens` positions
+        crop_to(cache, tokens)
         held, nbytes = cache_length(cache), cache_tensor_bytes(cache)
         with stopwatch(device) as t:
             decode_step(model, token, cache)
@@ -150,7 +147,7 @@ def decode_lengths_sweep(lm, lengths: Iterable[int], batches: Iterable[int] = (1
     points: list[DecodeLengthPoint] = []
     total = len(lengths) * len(batches)
     for batch in batches:
-        cache = copy_cache(base)
+        cache = copy.deepcopy(base)
         if batch > 1:
             cache.batch_repeat_interleave(batch)  # keys: [B, H_kv, S, D]
         _time_steps(model, cache, lengths[0], ids[lengths[0]], batch, 1, device)  # warm-up
@@ -193,10 +190,6 @@ class PeakMemory:
         return self.method == SAMPLED_METHOD
 
 
-def _rss() -> int:
-    return psutil.Process().memory_info().rss
-
-
 def _vm_hwm(reset: bool = False) -> int | None:
     """Peak resident bytes (Linux; `reset`: set back to the current size first), or None."""
     try:
@@ -235,7 +228,7 @@ def measure_peak(device: torch.device | str, run: Callable[[], object]) -> tuple
         ctypes.CDLL(ctypes.util.find_library("c")).malloc_trim(0)
     except (OSError, AttributeError, TypeError):
         pass  # not glibc: the measurement may under-count reused pages
-    start = _rss()
+    start = psutil.Process().memory_info().rss
     if method == HWM_METHOD:
         _vm_hwm(reset=True)  # the high-water mark starts from now
         run()
@@ -244,7 +237,7 @@ def measure_peak(device: torch.device | str, run: Callable[[], object]) -> tuple
 
     def watch() -> None:
         while not stop.wait(0.001):
-            peak[0] = max(peak[0], _rss())
+            peak[0] = max(peak[0], psutil.Process().memory_info().rss)
 
     thread = threading.Thread(target=watch, daemon=True)
     thread.start()
@@ -253,7 +246,7 @@ def measure_peak(device: torch.device | str, run: Callable[[], object]) -> tuple
     finally:
         stop.set()
         thread.join()
-    return max(peak[0], _rss()) - start, method
+    return max(peak[0], psutil.Process().memory_info().rss) - start, method
 
 
 @torch.inference_mode()

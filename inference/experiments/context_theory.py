@@ -67,17 +67,14 @@ class QuadraticFit:
     def at(self, tokens: float) -> float:
         return self.a + self.b * tokens + self.c * tokens ** 2
 
-    def quadratic_seconds(self, tokens: float) -> float:
-        return self.c * tokens ** 2
-
     def quadratic_share(self, tokens: float) -> float:
         """The L² term's share of the fitted time at `tokens` (0 to 1)."""
         total = self.at(tokens)
-        return min(1.0, self.quadratic_seconds(tokens) / total) if total > 0 else 0.0
+        return min(1.0, self.c * tokens ** 2 / total) if total > 0 else 0.0
 
     def quadratic_is_measurable(self, tokens: float) -> bool:
         """Whether the L² term at `tokens` stands clear of the fit's residual noise (twice it)."""
-        return self.c > 0 and self.quadratic_seconds(tokens) > 2 * self.rms_seconds
+        return self.c > 0 and self.c * tokens ** 2 > 2 * self.rms_seconds
 
 
 def _solve(xs: np.ndarray, ys: np.ndarray, terms: tuple[int, ...]) -> np.ndarray:
@@ -183,8 +180,6 @@ def cost_cuts(layers: int, heads: int, kv_heads: int, head_dim: int, bytes_per_v
 
 def measured_bytes_per_token(points) -> int | None:
     """Cache bytes per position and row from a sweep's real tensors (None: none held)."""
-    held = [p for p in points if p.cache_tokens > 0]
-    if not held:
-        return None
-    p = max(held, key=lambda q: q.cache_tokens * q.batch)
-    return round(p.cache_bytes / (p.cache_tokens * p.batch))
+    p = max((q for q in points if q.cache_tokens > 0), key=lambda q: q.cache_tokens * q.batch,
+            default=None)
+    return round(p.cache_bytes / (p.cache_tokens * p.batch)) if p else None

@@ -1,10 +1,8 @@
-"""Lesson 4: how big the KV cache gets, projected from the formula (theoretical).
+"""Lesson 4: how big the KV cache gets, projected from the formula (theoretical), checked
+against this model's tensors; grown with context AND batch, past some tokens × sequences the
+cache outweighs the model. `size_rows` sets this model beside its larger siblings.
 
     bytes = 2 × layers × kv_heads × head_dim × bytes_per_value × tokens × batch
-
-Checked against this model's tensors, it predicts published models' caches too: grown with
-context AND batch, past some tokens × sequences the cache outweighs the model. `size_rows` sets
-this model beside its larger siblings.
 """
 from __future__ import annotations
 
@@ -37,8 +35,7 @@ class ModelSpec:
         """'4,096 tokens', or with a sliding window: '8,192 tokens, 4,096-token sliding window'."""
         if self.context_window is None:
             return "unknown"
-        slide = (f", {self.sliding_window:,}-token sliding window" if self.sliding_window
-                 else "")
+        slide = f", {self.sliding_window:,}-token sliding window" if self.sliding_window else ""
         return f"{self.context_window:,} tokens{slide}"
 
     @property
@@ -104,8 +101,7 @@ def project_context(shapes: list[ModelSpec], contexts: list[int], batch: int = 1
     """Cache bytes per model as the context grows, `batch` sequences held."""
     check_range("Batch size", batch, 1, LIMITS.projection_batch.high)
     return _projection(shapes, "context length (tokens)", contexts, bytes_per_value,
-                       f"batch {batch}", lambda s, t: (cache_bytes(s, t, batch, bytes_per_value),
-                                                       s.supports(t)))
+                       f"batch {batch}", [(t, batch) for t in contexts])
 
 
 def project_batch(shapes: list[ModelSpec], batches: list[int], tokens: int = 4096,
@@ -113,21 +109,19 @@ def project_batch(shapes: list[ModelSpec], batches: list[int], tokens: int = 409
     """Cache bytes per model as the batch grows, each sequence `tokens` long."""
     check_range("Context length", tokens, 1, LIMITS.projection_context.high)
     return _projection(shapes, "batch size (sequences)", batches, bytes_per_value,
-                       f"{tokens:,} tokens per sequence",
-                       lambda s, b: (cache_bytes(s, tokens, b, bytes_per_value),
-                                     s.supports(tokens)))
+                       f"{tokens:,} tokens per sequence", [(tokens, b) for b in batches])
 
 
 def _projection(shapes: list[ModelSpec], x_name: str, xs: list[int], bytes_per_value: int,
-                fixed: str, point) -> Projection:
-    """`point(shape, x)` -> (cache bytes, inside that model's context window?)."""
-    points = [[point(s, x) for x in xs] for s in shapes]
+                fixed: str, sizes: list[tuple[int, int]]) -> Projection:
+    """`sizes`: (tokens, batch) at each x."""
     return Projection(
         x_name=x_name, xs=tuple(xs),
-        series=tuple((s.name, tuple(b for b, _ in row)) for s, row in zip(shapes, points)),
+        series=tuple((s.name, tuple(cache_bytes(s, t, b, bytes_per_value) for t, b in sizes))
+                     for s in shapes),
         weights=tuple((s.name, s.weight_bytes(bytes_per_value)) for s in shapes),
         bytes_per_value=bytes_per_value, fixed=fixed,
-        within=tuple(tuple(ok for _, ok in row) for row in points),
+        within=tuple(tuple(s.supports(t) for t, _ in sizes) for s in shapes),
         windows=tuple(s.window_label for s in shapes))
 
 

@@ -21,9 +21,9 @@ from ..kv_cache import bytes_per_token
 from ..loading import bytes_read_per_token
 from ..thread_choice import fastest_threads, num_threads
 from ..timing import stopwatch
-from . import WARM_UP_PASSES, WARM_UP_TOKENS, sanity
+from . import WARM_UP_PASSES, WARM_UP_TOKENS
 from .context_theory import QuadraticFit, fit_quadratic
-from .robust import Robust, paired_ratio
+from .robust import Robust, cached_step, paired_ratio
 
 CACHED = "cached"
 RECOMPUTE = "recompute"
@@ -87,14 +87,11 @@ def race(lm, prompt_ids: list[int], new_tokens: int = LIMITS.race_new_tokens.def
     cache = DynamicCache()
     cached_seq, plain_seq = list(prompt_ids), list(prompt_ids)
     for i in range(new_tokens):
+        fed = cached_seq if i == 0 else cached_seq[-1:]  # the prompt, then one token a step
         with num_threads(threads), stopwatch(device) as t:
-            if i == 0:
-                logits = forward(model, torch.tensor([cached_seq], device=device), cache)[0]  # [V]
-            else:
-                logits = decode_step(model, torch.tensor([cached_seq[-1]], device=device), cache)[0]
+            logits = forward(model, torch.tensor([fed], device=device), cache)[0]  # [V]
             token = int(logits.argmax())
-        yield RaceStep(index=i, lane=CACHED, token_id=token,
-                       forward_tokens=len(cached_seq) if i == 0 else 1,
+        yield RaceStep(index=i, lane=CACHED, token_id=token, forward_tokens=len(fed),
                        sequence=len(cached_seq), seconds=t[0])
 
         with num_threads(threads), stopwatch(device) as t:
@@ -139,7 +136,7 @@ def summarize(steps: list[RaceStep], prompt_tokens: int) -> RaceSummary:
         recompute_forward_tokens=sum(s.forward_tokens for s in plain),
         same_tokens=[s.token_id for s in cached] == [s.token_id for s in plain],
         max_logit_gap=max((s.logit_gap or 0.0 for s in plain), default=0.0), robust=robust,
-        impossible=sanity.cached_step(1.0, robust.estimate) if robust else None, attempt=attempt)
+        impossible=cached_step(1.0, robust.estimate) if robust else None, attempt=attempt)
 
 
 def race_tokens(prompt: int, new: int) -> int:
@@ -164,11 +161,6 @@ class LengthPoint:
     def bytes_read(self, tokens: int) -> int:
         return self.weight_bytes + tokens * self.kv_bytes_per_token
 
-    @property
-    def cache_share(self) -> float:
-        """The cache's share of the bytes this point's cached step read (0 to 1)."""
-        return self.tokens * self.kv_bytes_per_token / self.bytes_read(self.tokens)
-
     def cached_theory_seconds(self, tokens: int) -> float:
         """Theoretical: (weights + L × KV bytes) ÷ the bandwidth this point's step reached."""
         return self.cached_seconds * self.bytes_read(tokens) / self.bytes_read(self.tokens)
@@ -184,8 +176,7 @@ def step_costs(lm, text_ids: list[int], lengths=LENGTHS, repeats: int = REPEATS
     weights = bytes_read_per_token(model)
     kv = bytes_per_token(info.layers, info.kv_heads, info.head_dim, lm.bytes_per_value)
     filler = (text_ids * (max(lengths) // len(text_ids) + 2))[:max(lengths) + repeats + 1]
-    forward(model, torch.tensor([filler[:WARM_UP_TOKENS]], device=device),
-            DynamicCache())  # warm-up
+    forward(model, torch.tensor([filler[:WARM_UP_TOKENS]], device=device), DynamicCache())
     for n in lengths:
         cache = DynamicCache()
         forward(model, torch.tensor([filler[:n]], device=device), cache)  # untimed prefill

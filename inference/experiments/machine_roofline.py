@@ -1,9 +1,7 @@
-"""'This machine', measured on the loaded model: the read bandwidth and the batch-1 decode
-speed under it (the roofline), the matmul GFLOP/s with the passes under both roofs, and what
-bounds one decode step: the profiler's split of a few steps, one do-nothing operation's fixed
-cost and, on a GPU, the eager loop raced against the step replayed as a CUDA graph. A speed past
-the bandwidth ceiling is measured once more, the bandwidth read again first (another program
-only lowers it, so the higher counts).
+"""'This machine', measured on the loaded model: the read bandwidth and the batch-1 decode speed
+under it, the matmul GFLOP/s with the passes under both roofs, and what bounds one decode step
+(the profiler's split, one do-nothing operation's fixed cost and, on a GPU, the eager loop raced
+against a CUDA graph). A speed past the ceiling is measured again, the bandwidth read again first.
 """
 from __future__ import annotations
 
@@ -53,9 +51,7 @@ def roofline_steps(lm, new_tokens: int = ROOFLINE_NEW_TOKENS, shared=None,
     rate = 1 / statistics.median(e.seconds for e in events)
     cache = statistics.mean(e.cache_bytes for e in events)
     yield RooflineProgress(len(events), total, bandwidth, rate,
-                           Roofline(bandwidth_gbs=bandwidth,
-                                    bytes_per_token=int(lm.info.weight_bytes + cache),
-                                    measured_tokens_per_s=rate),
+                           Roofline(bandwidth, int(lm.info.weight_bytes + cache), rate),
                            tuple(e.seconds for e in events))
 
 
@@ -145,8 +141,7 @@ class StepBound:
         gpu = p.kernels_per_step is not None and p.device_busy_share is not None
         step = max(p.step_seconds, 1e-12)
         outside = 1 - p.device_busy_share if gpu else 1 - p.matmul_seconds / step
-        return roofline.decide_bound(floor_seconds / step, None,
-                                     overhead_share=max(outside, 0.0),
+        return roofline.decide_bound(floor_seconds / step, None, overhead_share=max(outside, 0.0),
                                      device="cuda" if gpu else "cpu")
 
     @property
@@ -155,11 +150,13 @@ class StepBound:
         return self.profile.ops_per_step * self.tiny_op_seconds
 
 
-def measure_step_bound(lm, prompt_ids: list[int], steps: int = PROFILED_STEPS,
+def measure_step_bound(lm, ids: list[int] | None = None, steps: int = PROFILED_STEPS,
                        race_tokens: int = RACE_TOKENS) -> StepBound:
-    """Profile `steps` decode steps; on a GPU, race the captured step (`race_tokens` 0: no)."""
-    profile = profile_decode_step(lm.model, prompt_ids, steps=steps)
-    race = (captured_race(lm, prompt_ids, race_tokens)
+    """Profile `steps` decode steps after `ids` (None: the roofline's prompt); on a GPU, race
+    the captured step (`race_tokens` 0: no)."""
+    ids = prompt_ids(lm.tokenizer, ROOFLINE_PROMPT) if ids is None else ids
+    profile = profile_decode_step(lm.model, ids, steps=steps)
+    race = (captured_race(lm, ids, race_tokens)
             if lm.device.type == "cuda" and race_tokens > 0 else None)
     return StepBound(profile, tiny_op_seconds(lm.device), race)
 
@@ -168,11 +165,6 @@ def step_figures(bound: StepBound) -> dict:
     """The measurement as plain figures for a results file."""
     return asdict(bound) | {"between_ops_seconds": bound.profile.between_ops_seconds,
                             "dispatch_seconds": bound.dispatch_seconds}
-
-
-def measure_roofline_step_bound(lm) -> StepBound:
-    """What bounds a decode step of the roofline's prompt (the race only on a GPU)."""
-    return measure_step_bound(lm, prompt_ids(lm.tokenizer, ROOFLINE_PROMPT))
 
 
 def step_profile_tokens(prompt: int, steps: int = PROFILED_STEPS) -> int:

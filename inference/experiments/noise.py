@@ -111,8 +111,7 @@ def calibration_seconds(device) -> float:
 
 
 def begin(device, calibrate: bool = True) -> Watch:
-    calib = calibration_seconds(device) if calibrate else None
-    return Watch(cpu_reading(), calib)
+    return Watch(cpu_reading(), calibration_seconds(device) if calibrate else None)
 
 
 def end(device, watch: Watch, repeats: Sequence[float] = (), settings: Settings = LIMITS

@@ -66,9 +66,11 @@ def start_pool(lm, blocks: int | None = None, settings: Settings = LIMITS
                                 f"{settings.paged_demo_block_tokens} tokens.")
 
 
-def _prefill(lm, demo: DemoPool, rids: list[int]) -> float:
-    with stopwatch(lm.device) as t:
-        logits = demo.batch.prefill_chunks({r: demo.batch.rows[r].pending for r in rids})  # [N, V]
+def _run(lm, demo: DemoPool, rids: list[int], decode: bool = False) -> float:
+    """Seconds of one pass for `rids` (pending tokens, or a decode step); appends greedy tokens."""
+    with stopwatch(lm.device) as t:  # logits: [N, V]
+        logits = (demo.batch.decode(rids) if decode else
+                  demo.batch.prefill_chunks({r: demo.batch.rows[r].pending for r in rids}))
     for rid, token in zip(rids, logits.argmax(-1).tolist()):
         demo.generated[rid].append(token)
         demo.batch.append(rid, token)
@@ -94,7 +96,7 @@ def add_request(lm, demo: DemoPool, text: str, system: str = SYSTEM) -> DemoView
         return view(lm, demo, f"Request {rid} waits: its {len(ids)} tokens need blocks "
                               f"the pool does not have free.")
     hit = demo.batch.rows[rid].prefix_hit_tokens
-    seconds = _prefill(lm, demo, [rid])
+    seconds = _run(lm, demo, [rid])
     table = demo.batch.pool.tables[rid]
     return view(lm, demo, f"Request {rid}: {len(ids)} prompt tokens in {len(table)} blocks "
                           f"{table}; {hit} of them mapped from cached blocks, "
@@ -108,19 +110,14 @@ def step_pool(lm, demo: DemoPool) -> DemoView:
     resumed = [rid for rid in list(demo.waiting) if _admit(demo, rid)]
     demo.waiting = [rid for rid in demo.waiting if rid not in resumed]
     if resumed:
-        seconds += _prefill(lm, demo, resumed)  # prompt + answer so far, computed again
+        seconds += _run(lm, demo, resumed)  # prompt + answer so far, computed again
         notes.append(f"request(s) {resumed} resumed: their tokens were prefilled again")
     for rid in demo.batch.make_room():
         demo.waiting.insert(0, rid)
         notes.append(f"request {rid} preempted: the pool had no free block, its blocks went "
                      f"back and it waits at the front of the queue")
     if demo.batch.rows:
-        with stopwatch(lm.device) as t:
-            logits = demo.batch.decode(list(demo.batch.rows))  # [B, V]: every row decodes
-        for rid, token in zip(list(demo.batch.rows), logits.argmax(-1).tolist()):
-            demo.generated[rid].append(token)
-            demo.batch.append(rid, token)
-        seconds += t[0]
+        seconds += _run(lm, demo, list(demo.batch.rows), decode=True)  # every row decodes
         notes.append(f"one decode step for {len(demo.batch.rows)} request(s)")
     for rid in [r for r in demo.batch.rows if demo.generated[r][-1] in lm.stop_ids]:
         demo.batch.release(rid)  # it ended its turn: its blocks go back

@@ -17,9 +17,9 @@ from transformers import DynamicCache
 from ..generation import forward, prefill, stream
 from ..thread_choice import fastest_threads, num_threads
 from ..timing import stopwatch
-from . import WARM_UP_PASSES, WARM_UP_TOKENS, sanity
+from . import WARM_UP_PASSES, WARM_UP_TOKENS
 from .noise import Noise
-from .robust import ROUNDS, Robust, low_quantile, running_median
+from .robust import ROUNDS, Robust, low_quantile, one_pass, running_median
 
 PARALLEL_REPEATS = 2  # `time_parallel`'s default: timed prefills, the best counts
 PER_TOKEN_FROM = 16  # tokens fed one at a time for a length that is extrapolated
@@ -88,7 +88,7 @@ def robust_point(tokens: int, parallel: Sequence[float], steps: Sequence[float],
     robust = Robust(estimate, min(per_round + [estimate]), max(per_round + [estimate]),
                     max(len(per_round), 1))
     return PrefillPoint(tokens, one, sequential, measured, robust,
-                        sanity.one_pass(tokens, estimate), attempt, threads)
+                        one_pass(tokens, estimate), attempt, threads)
 
 
 def measure_length(lm, n: int, max_sequential: int, threads: int, attempt: int = 0,
@@ -118,10 +118,9 @@ def prefill_sweep(lm, lengths: list[int], max_sequential: int = 128
                   ) -> Iterator[SweepProgress]:
     """Measure each length; yield progress after each, and after each stretch fed one token at
     a time (`feeding` > 0). An impossible speed-up is measured once more (`attempt` 1)."""
-    device, model = lm.device, lm.model
-    warm = torch.tensor([sweep_tokens(lm.tokenizer, WARM_UP_TOKENS)], device=device)
+    warm = torch.tensor([sweep_tokens(lm.tokenizer, WARM_UP_TOKENS)], device=lm.device)
     # warm-ups, timed to choose the thread count both lanes run at: the default or 1
-    threads = fastest_threads(lambda: forward(model, warm, DynamicCache()), device,
+    threads = fastest_threads(lambda: forward(lm.model, warm, DynamicCache()), lm.device,
                               runs=WARM_UP_PASSES)
     points: list[PrefillPoint] = []
     lengths = sorted(set(lengths))

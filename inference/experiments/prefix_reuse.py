@@ -5,6 +5,7 @@ eviction, sharing across processes, paged caches.
 """
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from transformers import DynamicCache
 from ..config import LIMITS
 from ..errors import EmptyPromptError, PromptTooLongError
 from ..generation import decode_step, forward, prefill
-from ..kv_cache import cache_length, copy_cache
+from ..kv_cache import crop_to
 from ..timing import stopwatch
 from ..tokens import clean_text, prompt_ids
 
@@ -108,10 +109,8 @@ def prefix_runs(lm, prefix: PrefixCache, system: str, questions: list[str],
         # copy the prefix cache, prefill the rest (at least one token: its pass gives the scores)
         reused = min(len(os.path.commonprefix([prefix.ids, tuple(ids)])), len(ids) - 1)
         with stopwatch(lm.device) as reuse:
-            cache = copy_cache(prefix.cache)
-            extra = cache_length(cache) - reused
-            if extra > 0:
-                cache.crop(-extra)  # a negative count drops that many newest positions
+            cache = copy.deepcopy(prefix.cache)
+            crop_to(cache, reused)
             logits = forward(lm.model, torch.tensor([ids[reused:]], device=lm.device), cache)[0]
             logits.argmax()
         tokens_f = greedy_continue(lm, whole.logits[0], whole.cache, new_tokens)

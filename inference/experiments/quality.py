@@ -1,17 +1,15 @@
 """Lesson 6: what a precision mode costs in quality and buys in speed, measured against fp32.
 
-Per mode: its agreement with fp32 reading the same text (prompt + fp32's answer, "teacher
-forcing"): top-1 matches and KL divergence, also where fp32's top choice leads by at least
-`NEAR_TIE`; and perplexity on `assets/perplexity_text.txt`. Its speed: run one after another,
-another program can slow one mode and not the next, so the mode and float32 decode the same
-prompt taking turns step by step (`speed_race`). The mode's tokens/s is held to bandwidth ÷ its
-bytes per token (float32 runs too close to that ceiling to be held to it).
+Quality: agreement with fp32 reading the same text (prompt + fp32's answer, "teacher forcing"),
+top-1 and KL, also where fp32 is not near a tie; and perplexity. Speed: the mode and float32
+decode the same prompt taking turns step by step, so another program slows both alike; the
+mode's tokens/s is held to bandwidth ÷ its bytes per token (float32 runs too close to it).
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import torch
 from transformers import DynamicCache
@@ -19,13 +17,12 @@ from transformers import DynamicCache
 from ..generation import decode_step, forward, prefill
 from ..thread_choice import fastest_threads, num_threads
 from ..timing import stopwatch
-from . import WARM_UP_PASSES, WARM_UP_TOKENS, sanity
+from . import WARM_UP_PASSES, WARM_UP_TOKENS, robust
 from .robust import Robust, low_quantile, paired_ratio, running_median
 from .roofline import ceiling_tokens_per_s, measure_read_bandwidth
 
 NEAR_TIE = 0.05  # fp32 top-1 minus top-2 probability below this: a near-tie
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TEXT_PATH = os.path.join(ROOT, "assets", "perplexity_text.txt")
+TEXT_PATH = Path(__file__).resolve().parents[2] / "assets" / "perplexity_text.txt"
 
 
 @dataclass(frozen=True)
@@ -72,9 +69,8 @@ class ModeReport:
     perplexity: float
 
 
-def load_perplexity_text(path: str = TEXT_PATH) -> str:
-    with open(path, encoding="utf-8") as f:
-        return f.read().strip()
+def load_perplexity_text() -> str:
+    return TEXT_PATH.read_text(encoding="utf-8").strip()
 
 
 def greedy_steps(model, prompt_ids: list[int], n: int, device: torch.device
@@ -214,10 +210,10 @@ class SpeedRace:
 def judged(key: str, base: list[float], mode: list[float], ceilings: tuple[float, float],
            attempt: int = 0, threads: int = 0) -> SpeedRace:
     """The race's record from its step times, the mode's speed held to `ceilings[1]`."""
-    robust = paired_ratio(base[1:], mode[1:]) if min(len(base), len(mode)) > 1 else None
-    race = SpeedRace(key, tuple(base), tuple(mode), robust, ceilings, None, attempt, threads)
-    return replace(race, impossible=sanity.bandwidth(race.tokens_per_s[1], ceilings[1])
-                   if robust else None)
+    paired = paired_ratio(base[1:], mode[1:]) if min(len(base), len(mode)) > 1 else None
+    race = SpeedRace(key, tuple(base), tuple(mode), paired, ceilings, None, attempt, threads)
+    return replace(race, impossible=robust.bandwidth(race.tokens_per_s[1], ceilings[1])
+                   if paired else None)
 
 
 @torch.inference_mode()

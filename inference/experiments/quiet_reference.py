@@ -1,10 +1,7 @@
-"""A quiet reference per machine: the first quiet run of each headline figure, kept on disk.
-
-Written once to `quiet-reference.json` (the app's cache folder) with the time and the machine's
-name; when a live run is busy, the screen shows it big and the live figure small beside it. A
-key names what was measured and how. Not covered: a machine changed under the same name. The
-machine's name reads /proc/cpuinfo, which also says whether this CPU has native bfloat16
-arithmetic (lesson 6 says so only where checked).
+"""A quiet reference per machine: the first quiet run of each headline figure, kept on disk
+(`quiet-reference.json` in the app's cache folder) with the time and the machine's name; when a
+live run is busy, the screen shows it big and the live figure small beside it. Not covered: a
+machine changed under the same name. /proc/cpuinfo also says whether the CPU has native bfloat16.
 """
 from __future__ import annotations
 

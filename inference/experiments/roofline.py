@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from ..timing import stopwatch
-from . import sanity
+from . import robust
 from .shared_results import once
 
 ROOF_SHARE = 0.5  # reaching at least half of a roof: that roof bounds the step
@@ -39,30 +39,25 @@ class Roofline:
 
     @property
     def fraction(self) -> float | None:
-        if self.measured_tokens_per_s is None:
-            return None
-        return self.measured_tokens_per_s / self.ceiling_tokens_per_s
+        measured = self.measured_tokens_per_s
+        return None if measured is None else measured / self.ceiling_tokens_per_s
 
     @property
     def impossible(self) -> str | None:
-        """Why the measured speed cannot be right against the ceiling (None: it can)."""
-        if self.measured_tokens_per_s is None:
-            return None
-        return sanity.bandwidth(self.measured_tokens_per_s, self.ceiling_tokens_per_s)
+        """Why the measured speed cannot be right against the ceiling (None: it can, or none)."""
+        return robust.bandwidth(self.measured_tokens_per_s or 0.0, self.ceiling_tokens_per_s)
 
 
-def measure_read_bandwidth(device: torch.device | str, megabytes: int = 512,
-                           repeats: int = 5) -> float:
-    """GB/s of reading a `megabytes` float32 buffer (median of `repeats` sums)."""
-    x = torch.ones(megabytes * 1024 * 1024 // 4, dtype=torch.float32, device=device)
+def measure_read_bandwidth(device: torch.device | str) -> float:
+    """GB/s of reading a 512 MiB float32 buffer (median of 5 sums)."""
+    x = torch.ones(512 * 1024 * 1024 // 4, dtype=torch.float32, device=device)
     x.sum()  # warm-up
     times = []
-    for _ in range(repeats):
+    for _ in range(5):
         with stopwatch(device) as t:
             x.sum()
         times.append(t[0])
-    times.sort()
-    return x.numel() * 4 / times[len(times) // 2] / 1e9
+    return x.numel() * 4 / statistics.median(times) / 1e9
 
 
 def machine_bandwidth(shared, device: torch.device | str) -> float:

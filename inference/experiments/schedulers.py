@@ -165,11 +165,13 @@ class _Server:
     def next_arrival(self) -> float | None:
         return self.pending[0].arrival if self.pending else None
 
-    def take_waiting(self, n: int) -> list[Request]:
+    def start_waiting(self, lm, n: int) -> tuple[list[int], RowBatch, float]:
+        """Up to `n` waiting requests start: (their ids, their prompts prefilled, seconds)."""
         group, self.waiting = self.waiting[:n], self.waiting[n:]
         for r in group:
             self.started[r.rid] = self.clock
-        return group
+        rows = [r.rid for r in group]
+        return rows, *RowBatch.prefill(lm, rows, [list(r.prompt_ids) for r in group])
 
     def record(self, kind: str, seconds: float, rows, active, width: int) -> SchedulerPass:
         step = SchedulerPass(len(self.steps), kind, self.clock, seconds, tuple(rows),
@@ -218,13 +220,10 @@ def serve_static(lm, requests: list[Request], max_batch: int = 8, fill_wait_s: f
         if len(srv.waiting) < max_batch and nxt is not None and srv.clock < deadline:
             srv.clock = min(nxt, deadline)  # wait for the batch to fill
             continue
-        group = srv.take_waiting(max_batch)
-        rows = [r.rid for r in group]
-        batch, seconds = RowBatch.prefill(lm, rows, [list(r.prompt_ids) for r in group])
+        rows, batch, seconds = srv.start_waiting(lm, max_batch)
         yield srv.record("prefill", seconds, rows, rows, batch.width)
         srv.add_tokens(rows, batch.next_token.tolist(), rows)
-        while any(rid not in srv.finish for rid in rows):
-            active = [rid for rid in rows if rid not in srv.finish]
+        while active := [rid for rid in rows if rid not in srv.finish]:
             tokens, seconds = batch.decode(lm)  # finished rows are computed too
             yield srv.record("decode", seconds, rows, active, batch.width)
             srv.add_tokens(rows, tokens, active)
@@ -238,11 +237,9 @@ def serve_continuous(lm, requests: list[Request], max_batch: int = 8
     batch: RowBatch | None = None
     while srv.busy():
         srv.admit_arrivals()
-        room = srv.max_batch - (batch.size if batch else 0)
+        room = srv.max_batch - (len(batch.rows) if batch else 0)
         if srv.waiting and room > 0:
-            group = srv.take_waiting(room)
-            rows = [r.rid for r in group]
-            new, seconds = RowBatch.prefill(lm, rows, [list(r.prompt_ids) for r in group])
+            rows, new, seconds = srv.start_waiting(lm, room)
             with stopwatch(lm.device) as t:  # merging caches costs real time too
                 batch = new if batch is None else batch.join(new)
             yield srv.record("prefill", seconds + t[0], rows, rows, new.width)
@@ -266,7 +263,7 @@ def serve_continuous(lm, requests: list[Request], max_batch: int = 8
 
 def _without_finished(srv: _Server, batch: RowBatch) -> RowBatch | None:
     keep = [i for i, rid in enumerate(batch.rows) if rid not in srv.finish]
-    if len(keep) == batch.size:
+    if len(keep) == len(batch.rows):
         return batch
     return batch.keep(keep) if keep else None
 

@@ -100,27 +100,13 @@ def usd_per_million(price_per_hour: float, tokens_per_s: float) -> float:
     return price_per_hour / (tokens_per_s * 3600) * 1e6 if tokens_per_s > 0 else float("inf")
 
 
-def rate_at_context(p: BatchPoint, kv_bytes_per_token: int, context: float,
-                    bandwidth_gbs: float) -> float:
-    """The measured decode rate carried to `context` tokens per row (an estimate, and a ceiling:
-    the extra cache reads take at least  step at C = step + B × kv × ΔC ÷ bandwidth)
-
-    >>> p = BatchPoint(batch=2, prompt_tokens=10, prefill_seconds=1, step_seconds=0.1,
-    ...                step_times=(0.1, 0.1), cache_bytes=0, weight_bytes=10**9)
-    >>> round(rate_at_context(p, 10**6, 511, bandwidth_gbs=10), 3)  # +2 × 1 MB × 500 ÷ 10 GB/s
-    10.0
-    """
-    extra = max(context - p.mean_context, 0.0) * p.batch  # extra positions read, all rows
-    memory_s = extra * kv_bytes_per_token / (bandwidth_gbs * 1e9) if bandwidth_gbs > 0 else 0.0
-    return p.batch / (p.step_seconds + memory_s)
-
-
 def serving_costs(points: tuple[BatchPoint, ...] | list[BatchPoint], price_per_hour: float,
                   prompt_tokens: int = 200, output_tokens: int = 300,
                   kv_bytes_per_token: int | None = None,
                   bandwidth_gbs: float = 0.0) -> list[CostPoint]:
-    """One CostPoint per measured batch, the decode rate carried to the conversation's mean
-    context when `kv_bytes_per_token` and `bandwidth_gbs` are given."""
+    """One CostPoint per measured batch. Given `kv_bytes_per_token` and `bandwidth_gbs`, the
+    decode rate is carried to the conversation's mean context C (an estimate, and a ceiling:
+    the extra cache reads take at least  step at C = step + B × kv × ΔC ÷ bandwidth)."""
     LIMITS.price_per_hour.check("Price per hour ($)", price_per_hour)
     LIMITS.conversation_prompt_tokens.check("Prompt tokens per conversation", prompt_tokens)
     LIMITS.conversation_output_tokens.check("Output tokens per conversation", output_tokens)
@@ -130,7 +116,8 @@ def serving_costs(points: tuple[BatchPoint, ...] | list[BatchPoint], price_per_h
     for p in points:
         out_rate, in_rate = p.tokens_per_s, p.prefill_tokens_per_s
         if carry:
-            out_rate = rate_at_context(p, kv_bytes_per_token, context, bandwidth_gbs)
+            extra = max(context - p.mean_context, 0.0) * p.batch * kv_bytes_per_token  # bytes
+            out_rate = p.batch / (p.step_seconds + extra / (bandwidth_gbs * 1e9))
         seconds = prompt_tokens / in_rate + output_tokens / out_rate
         costs.append(CostPoint(
             batch=p.batch, output_tokens_per_s=out_rate,

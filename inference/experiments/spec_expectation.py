@@ -26,7 +26,7 @@ from ..speculative import Draft, SpecPass, crop_to, speculate
 from ..timing import stopwatch
 from . import roofline
 from .roofline import ComputeRoof, WorkPoint, machine_bandwidth
-from .speculative_race import speed_verdict
+from .speculative_race import PassCounts, SpecRaceSummary, SpecSweepUpdate, speed_verdict
 
 REPEATS = 5  # `verify_cost`: timed rounds per batch size (median), after one warm-up round
 
@@ -67,23 +67,6 @@ def judged_guesses(passes: Iterable) -> tuple[int, int]:
 
 
 @dataclass(frozen=True)
-class RaceFit:
-    """What one race measured, in the formula's terms (batch 1)."""
-
-    draft: str
-    k: int  # guesses per pass asked for
-    alpha: float  # guesses kept ÷ guesses judged
-    kept: int  # guesses kept
-    judged: int  # guesses the model judged (0: no guess was made)
-    step_s: float  # a plain decode step (mean)
-    draft_s: float  # the draft's time per guess (mean)
-    verify_s: float  # a pass minus its draft time: checking, accepting, cutting the cache
-    tokens_per_pass: float  # measured
-    speedup: float  # measured
-    noise: float  # the race's own noise (relative)
-
-
-@dataclass(frozen=True)
 class KPrediction:
     k: int
     tokens_per_pass: float  # E, theoretical
@@ -91,20 +74,12 @@ class KPrediction:
     speedup: float  # theoretical
 
 
-def fit_race(s) -> RaceFit | None:
-    """The formula's inputs from a `SpecRaceSummary` (None when it made no pass)."""
-    if not s.passes or not s.plain_step_seconds:
-        return None
-    alpha = s.accepted / s.judged if s.judged else 0.0
-    return RaceFit(
-        draft=s.draft, k=s.k, alpha=alpha, kept=s.accepted, judged=s.judged,
-        step_s=sum(s.plain_step_seconds) / len(s.plain_step_seconds),
-        draft_s=s.draft_seconds / s.proposed if s.proposed else 0.0,
-        verify_s=(s.spec_seconds - s.draft_seconds) / s.passes,
-        tokens_per_pass=s.tokens_per_pass, speedup=s.speedup, noise=s.noise)
+def fit_race(s: SpecRaceSummary) -> SpecRaceSummary | None:
+    """The race as the formula's inputs (α, step, draft and verify times), None: no pass made."""
+    return s if s.passes and s.plain_step_seconds else None
 
 
-def predict(fit: RaceFit, ks: Sequence[int]) -> list[KPrediction]:
+def predict(fit: SpecRaceSummary, ks: Sequence[int]) -> list[KPrediction]:
     rows = []
     for k in ks:
         verify = verify_seconds_at(k, fit.step_s, fit.k, fit.verify_s)
@@ -117,7 +92,7 @@ def predict(fit: RaceFit, ks: Sequence[int]) -> list[KPrediction]:
 class Expectation:
     """The formula at every k beside one race: what the lesson draws."""
 
-    fit: RaceFit
+    fit: SpecRaceSummary  # the race: α, step, draft and verify times (batch 1)
     rows: tuple[KPrediction, ...]
     raced: KPrediction  # the row at the race's own k
     best: KPrediction
@@ -137,7 +112,7 @@ def expectation(summary, ks: Sequence[int]) -> Expectation | None:
 
 
 @dataclass(frozen=True)
-class SampledRun:
+class SampledRun(PassCounts):
     draft: str  # the draft's key
     k: int  # guesses per pass asked for
     temperature: float  # 0: greedy acceptance
@@ -147,14 +122,6 @@ class SampledRun:
     judged: int  # guesses the model judged (kept ones and each pass's first rejection)
     decoded: int  # output tokens after the first (the passes made them)
     text: str  # the output
-
-    @property
-    def alpha(self) -> float:
-        return self.accepted / self.judged if self.judged else 0.0
-
-    @property
-    def tokens_per_pass(self) -> float:
-        return self.decoded / self.passes if self.passes else 0.0
 
     @property
     def expected_tokens_per_pass(self) -> float:
@@ -224,24 +191,16 @@ def verify_cost(lm, prompt_ids: list[int], batch: int, k: int, roof: ComputeRoof
             verify.append(tv[0])
     p, v = statistics.median(plain), statistics.median(verify)
     read = bytes_read_per_token(model) + cache_tensor_bytes(cache)
-    info = lm.info
-    pp = WorkPoint(f"plain step, batch {batch}", roofline.forward_flops(info, batch, held),
+    pp = WorkPoint(f"plain step, batch {batch}", roofline.forward_flops(lm.info, batch, held),
                    read, p)
     vp = WorkPoint(f"verification, batch {batch}",
-                   roofline.forward_flops(info, batch * (k + 1), held), read, v)
+                   roofline.forward_flops(lm.info, batch * (k + 1), held), read, v)
     return VerifyCost(batch, k, p, v, roof.verdict(pp).kind, roof.verdict(vp).kind)
-
-
-@dataclass(frozen=True)
-class BatchUpdate:
-    costs: tuple[VerifyCost, ...]
-    message: str
-    finished: bool = False
 
 
 def batch_interplay(lm, prompt_ids: list[int], k: int = LIMITS.spec_k.default,
                     batches: Sequence[int] = LIMITS.spec_batches, repeats: int = REPEATS,
-                    shared=None) -> Iterator[BatchUpdate]:
+                    shared=None) -> Iterator[SpecSweepUpdate]:
     if not prompt_ids:
         raise EmptyPromptError("The measurement needs a non-empty prompt.")
     LIMITS.spec_k.check("Draft length k", k)
@@ -251,10 +210,10 @@ def batch_interplay(lm, prompt_ids: list[int], k: int = LIMITS.spec_k.default,
                        machine_bandwidth(shared, lm.device), ())
     costs: list[VerifyCost] = []
     for b in batches:
-        yield BatchUpdate(tuple(costs), f"Batch {b}: plain step vs a pass of {b} × {k + 1} "
+        yield SpecSweepUpdate(tuple(costs), f"Batch {b}: plain step vs a pass of {b} × {k + 1} "
                           "tokens…")
         costs.append(verify_cost(lm, prompt_ids, b, k, roof, repeats))
-    yield BatchUpdate(tuple(costs), f"Done: {len(costs)} batch sizes.", finished=True)
+    yield SpecSweepUpdate(tuple(costs), f"Done: {len(costs)} batch sizes.", finished=True)
 
 
 def spec_batch_tokens(prompt: int, k: int, batches: Sequence[int],

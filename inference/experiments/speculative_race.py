@@ -1,10 +1,9 @@
 """Speculative decoding raced against plain greedy decoding on the same prompt, same tokens.
 
 **speculative**: the draft guesses k tokens and ONE model pass checks them all (1 to k + 1
-tokens a pass); **plain**: one pass per token, catching up after every speculative pass. The
-lanes take turns, so both see the same machine noise. Prompts: **edit** copies most of the
-prompt back (prompt lookup guesses well); an **open question**'s answer is new text. What the
-race's figures predict for other k, sampling and batch sizes: `spec_expectation.py`.
+tokens a pass); **plain**: one pass per token, catching up after every speculative pass (turns:
+both lanes see the same machine noise). Prompts: **edit** copies most of the prompt back (prompt
+lookup guesses well); an **open question**'s answer is new text. Predictions: `spec_expectation`.
 """
 from __future__ import annotations
 
@@ -18,7 +17,7 @@ from transformers import DynamicCache
 
 from ..config import LIMITS
 from ..errors import SettingOutOfRangeError
-from ..generation import decode_step, forward
+from ..generation import forward
 from ..kv_cache import kv_cache_bytes
 from ..loading import bytes_read_per_token
 from ..speculative import Draft, SpecPass, check_request, speculate
@@ -53,8 +52,22 @@ class PlainStep:
     seconds: float  # synced forward + argmax (index 0 includes the prefill)
 
 
+class PassCounts:
+    """α and tokens per pass, for a run with `accepted`, `judged`, `decoded` and `passes`."""
+
+    @property
+    def alpha(self) -> float:
+        """Guesses kept ÷ guesses judged: the expectation formula's α."""
+        return self.accepted / self.judged if self.judged else 0.0
+
+    @property
+    def tokens_per_pass(self) -> float:
+        """Tokens gained per read of the weights (plain decoding: exactly 1)."""
+        return self.decoded / self.passes if self.passes else 0.0
+
+
 @dataclass(frozen=True)
-class SpecRaceSummary:
+class SpecRaceSummary(PassCounts):
     draft: str  # the draft's key
     k: int  # guesses per pass asked for
     prompt_tokens: int
@@ -84,9 +97,20 @@ class SpecRaceSummary:
         return self.accepted / self.proposed if self.proposed else 0.0
 
     @property
-    def tokens_per_pass(self) -> float:
-        """Tokens gained per read of the weights (plain decoding: exactly 1)."""
-        return self.decoded / self.passes if self.passes else 0.0
+    def step_s(self) -> float:
+        """A plain decode step (mean)."""
+        steps = self.plain_step_seconds
+        return sum(steps) / len(steps) if steps else 0.0
+
+    @property
+    def draft_s(self) -> float:
+        """The draft's time per guess (mean)."""
+        return self.draft_seconds / self.proposed if self.proposed else 0.0
+
+    @property
+    def verify_s(self) -> float:
+        """A pass minus its draft time: checking, accepting, cutting the cache (mean)."""
+        return (self.spec_seconds - self.draft_seconds) / self.passes if self.passes else 0.0
 
     @property
     def tokens_per_s(self) -> float:
@@ -151,11 +175,9 @@ def spec_race(lm, prompt_ids: list[int], draft: Draft, k: int = LIMITS.spec_k.de
     for spec in speculate(lm, prompt_ids, draft, k, max_new_tokens=new_tokens):
         yield spec
         while len(plain) < spec.tokens_so_far:
+            fed = plain[-1:] or prompt_ids  # the prompt, then one token a step
             with stopwatch(device) as t:
-                if not plain:
-                    logits = forward(model, torch.tensor([prompt_ids], device=device), cache)
-                else:
-                    logits = decode_step(model, torch.tensor([plain[-1]], device=device), cache)
+                logits = forward(model, torch.tensor([fed], device=device), cache)
                 token = int(logits[0].argmax())
             plain.append(token)
             yield PlainStep(len(plain) - 1, token, t[0])
@@ -190,7 +212,7 @@ def summarize_spec_race(lm, records: Sequence[SpecPass | PlainStep], prompt_toke
 
 @dataclass(frozen=True)
 class SpecSweepUpdate:
-    points: tuple[SpecRaceSummary, ...]
+    points: tuple  # what the sweep measured so far: `SpecRaceSummary`s, or `VerifyCost`s
     message: str
     finished: bool = False
 

@@ -1,6 +1,7 @@
 """Sliders, number boxes, prompt boxes and guess boxes built from `Settings`, so a control's
 bounds, default and step are the engine's own. Each carries its range's name as an element
-class (`limit-<name>`), which the test that walks every slider reads back."""
+class (`limit-<name>`), which the test that walks every slider reads back (`limit_name`,
+tests/test_settings.py)."""
 from __future__ import annotations
 
 import gradio as gr
@@ -36,14 +37,6 @@ def prompt_box(settings: Settings, value: str, elem_id: str, label: str = "Promp
                lines: int = 2, **kw) -> gr.Textbox:
     return gr.Textbox(value, label=label, lines=lines, max_length=settings.max_prompt_chars,
                       elem_id=elem_id, **kw)
-
-
-def limit_name(component) -> str | None:
-    """The Settings range a control was built from (None for controls not built here)."""
-    for c in getattr(component, "elem_classes", None) or []:
-        if c.startswith("limit-"):
-            return c[len("limit-"):]
-    return None
 
 
 def guess_box(settings: Settings, key: str, ask: str, elem_id: str) -> gr.Number:

@@ -1,20 +1,26 @@
-"""Exports: every chart's "Data as CSV" button (in the browser, from the points it draws), a
-CSV download under the prefill and batch sweeps (with what the chart does not draw, such as
-extrapolated flags) and the copyable figures box on This machine. The sweeps' points are also
-kept in `SharedResults` (`latest`), so the machine's summary quotes the latest, whoever ran them.
+"""What a class takes away: every chart's "Data as CSV" button (in the browser, from the points
+it draws), a CSV download under the prefill and batch sweeps (with what the chart does not draw,
+such as extrapolated flags), the copyable figures box on This machine, and the teacher's guide
+(assets/teachers_guide.md: every Present screen, what to say, a 45- and a 15-minute plan) folded
+on Present and Start here with a button that prints it alone, this machine's quiet reference
+figures under it. The sweeps' points are also kept in `SharedResults` (`latest`), so the
+machine's summary quotes the latest, whoever ran them.
 """
 from __future__ import annotations
 
 import gradio as gr
 
 from inference.config import LIMITS
+from inference.experiments import quiet_reference
 from visualizations.exports import batch_sweep_csv, prefill_sweep_csv, write_csv
 
 from .feedback import guarded
-from .latest import LAST_BATCH, LAST_PREFILL, figures_md, shared_key
+from .latest import LAST_BATCH, LAST_PREFILL, figures_md, keep_latest
 from .lesson_text import lesson_text
 
 KEPT = LIMITS.export_files_kept  # CSV files kept in the process's one export folder
+GUIDE = "teachers_guide.md"
+GUIDE_LABEL = "Teacher's guide: every Present screen, what to say, expected answers"
 
 
 def _csv_button(elem_id: str, event, inputs, fill) -> None:
@@ -32,7 +38,7 @@ def wire_prefill_csv(lm, shared, event, lengths, most) -> None:
         points = shared.get(key) if shared is not None else None
         if not points:
             return gr.DownloadButton(visible=False)
-        shared.put(shared_key(lm, LAST_PREFILL), tuple(points))
+        keep_latest(lm, shared, LAST_PREFILL, points)
         return gr.DownloadButton(value=write_csv(prefill_sweep_csv(points), "prefill-sweep", KEPT),
                                  visible=True)
     _csv_button("prefill-csv", event, [lengths, most], fill)
@@ -43,8 +49,7 @@ def wire_batch_csv(lm, shared, event, sweep_state) -> None:
     def fill(sweep) -> gr.DownloadButton:
         if sweep is None or not getattr(sweep, "finished", False) or not sweep.points:
             return gr.DownloadButton(visible=False)
-        if shared is not None:
-            shared.put(shared_key(lm, LAST_BATCH), tuple(sweep.points))
+        keep_latest(lm, shared, LAST_BATCH, sweep.points)
         return gr.DownloadButton(value=write_csv(batch_sweep_csv(sweep.points), "batch-sweep",
                                                  KEPT), visible=True)
     _csv_button("batch-csv", event, sweep_state, fill)
@@ -62,3 +67,29 @@ CSV_JS = lesson_text("chart_csv.js")  # a "Data as CSV" button on every chart it
 def wire_chart_csv(demo: gr.Blocks) -> None:
     """Give every chart on the page its CSV button (installed once, when the page loads)."""
     demo.load(None, None, None, js=CSV_JS, queue=False, api_visibility="private")
+
+
+def quiet_reference_md(refs: dict | None = None) -> str:
+    """This machine's quiet reference, one line a figure ("" when it has none yet)."""
+    refs = quiet_reference.read() if refs is None else refs
+    if not refs:
+        return ""
+    lines = [f"- **{r.key}**: {r.label} (measured on this machine at {r.when()}, quiet)"
+             for r in refs.values()]
+    return ("\n\n## This machine's quiet reference\nThe first quiet run of each headline "
+            "figure on this machine, kept on disk:\n\n" + "\n".join(lines))
+
+
+def guide_md() -> str:
+    return lesson_text(GUIDE) + quiet_reference_md()
+
+
+def teachers_guide(elem_id: str) -> None:
+    """The guide, folded, inside the caller's layout; `elem_id` names its accordion."""
+    with gr.Accordion(GUIDE_LABEL, open=False, elem_id=elem_id, elem_classes=["lab-guide"]):
+        body = elem_id + "-text"
+        gr.Markdown(guide_md(), elem_id=body)
+        # the guide alone in a new window, then the browser's print dialog
+        print_js = lesson_text("print_guide.js", extra={"text_id": body})
+        gr.Button("Print the guide", size="sm", elem_id=elem_id + "-print").click(
+            None, None, None, js=print_js, queue=False, api_visibility="private")

@@ -11,7 +11,7 @@ import logging
 
 import gradio as gr
 
-from inference import compute_thread, compute_turns
+from inference import compute_thread
 from inference.errors import InferenceInputError
 
 log = logging.getLogger("llm_lab")
@@ -36,7 +36,7 @@ def guarded(fn, *, plain: bool = False, alone=None, compute: bool = True):
 
     `alone`: the serving engine, for a measurement: each job (the call, then each step of its
     generator) takes turns with the server's steps on the compute thread, so chats keep
-    streaming (counted by `inference.compute_turns`). `compute=False`: a handler that runs
+    streaming (counted by `inference.compute_thread`). `compute=False`: a handler that runs
     no model (a chat, a live view); an async generator (the chat) stays on the event loop."""
     if inspect.isasyncgenfunction(fn):  # waits on the event loop itself: runs no model there
         if compute or alone is not None or plain:
@@ -63,7 +63,7 @@ def guarded(fn, *, plain: bool = False, alone=None, compute: bool = True):
         try:
             with alone.turns.alongside() if alone is not None else contextlib.nullcontext() as seen:
                 call = compute_thread.run if alone is None else (
-                    lambda job, *a: alone.turns.turn(compute_turns.within(seen, job), *a))
+                    lambda job, *a: alone.turns.turn(compute_thread.within(seen, job), *a))
                 result = call(functools.partial(fn, *args, **kwargs)) if compute else fn(
                     *args, **kwargs)
                 if hasattr(result, "__next__"):

@@ -16,13 +16,13 @@ LAST_PREFILL = "export-prefill"
 LAST_BATCH = "export-batch"
 PRESENTER_BATCH = "presenter-batch"  # lessons.presenter_handlers keeps its batch points here
 LAST_MODES = "export-modes"  # lesson 6's latest finished comparison (lesson 5 prices it)
+BATCH_POINTS = (LAST_BATCH, PRESENTER_BATCH)  # the latest batch sweep: the lesson's, else these
 
 
 def keep(shared, key: Hashable, value: object, judged: Noise | None) -> None:
-    if shared is None:
-        return
-    shared.put(("noise", key), judged)
-    shared.put(key, value)
+    if shared is not None:
+        shared.put(("noise", key), judged)
+        shared.put(key, value)
 
 
 def reuse(shared, key: Hashable) -> tuple[object, Noise] | None:
@@ -40,28 +40,22 @@ def shared_key(lm, name: str) -> tuple:
     return (name, lm.info.device, lm.info.dtype)
 
 
-def keep_modes(lm, shared, reports) -> None:
+def keep_latest(lm, shared, name: str, points) -> None:
+    """`points` as this machine's latest `name` (LAST_PREFILL, LAST_BATCH, LAST_MODES)."""
     if shared is not None:
-        shared.put(shared_key(lm, LAST_MODES), tuple(reports))
+        shared.put(shared_key(lm, name), tuple(points))
 
 
-def latest_modes(lm, shared) -> tuple:
-    return (shared.get(shared_key(lm, LAST_MODES)) or ()) if shared is not None else ()
-
-
-def latest_batch_points(lm, shared) -> tuple:
-    """The latest batch sweep's points on this machine (the lesson's, else the presenter's)."""
-    if shared is None:
-        return ()
-    return (shared.get(shared_key(lm, LAST_BATCH)) or shared.get(shared_key(lm, PRESENTER_BATCH))
-            or ())
+def latest(lm, shared, *names: str) -> tuple:
+    """This machine's latest points under the first of `names` that has any, else ()."""
+    kept = (shared.get(shared_key(lm, name)) for name in names) if shared is not None else ()
+    return next(filter(None, kept), ())
 
 
 def figures_md(lm, shared, roofline=None, busy: bool = False) -> str:
     """This machine's figures: the roofline just measured, the latest shared sweeps."""
-    get = shared.get if shared is not None else (lambda _key: None)
-    batch = latest_batch_points(lm, shared)
-    return machine_figures_md(lm.info, roofline, get(shared_key(lm, LAST_PREFILL)) or (), batch,
+    return machine_figures_md(lm.info, roofline, latest(lm, shared, LAST_PREFILL),
+                              latest(lm, shared, *BATCH_POINTS),
                               when=time.strftime("%Y-%m-%d %H:%M"), busy=busy)
 
 

@@ -1,10 +1,10 @@
 """The one way a heavy button is wired: `wire_measurement(button, inputs, outputs, m, ctx)`,
 with its Stop: `wire_stoppable`. Each run gets the work budget, turns with the server, the busy
-check, the time limit and shared identical runs (`classroom.shared_runs`), whose line
-(`measure_line`) shows a waiting press its place, runs it small on a long line, refuses when full.
+check, the time limit, shared identical runs (`classroom.shared_runs`) and the line's place.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Iterator
 from typing import NamedTuple
@@ -15,8 +15,7 @@ from gradio.events import Dependency
 from inference.errors import ServerBusyError, WorkOverBudgetError
 
 from .feedback import guarded, user_error
-from .measure_line import LineFull, estimate
-from .measurement import HEAVY, SMALLER, Measurement, Outcome, measurement_of, timed, watched
+from .measurement import HEAVY, SMALLER, LineFull, Measurement, Outcome, timed, watched
 
 SPECIAL = (gr.Request, gr.EventData)  # what Gradio adds to a handler's arguments, not inputs
 IN_LINE = ("⏳ **Your measurement is {where}.** Measurements take turns on this machine, so "
@@ -89,15 +88,17 @@ class Turn:
         """Join `line`; until this press's turn, frames of its place (`say`), also told to its
         followers (`tell`). Closed before its turn, it leaves the line."""
         values = [a for a in self.args if not isinstance(a, SPECIAL)]
-        work, (small, what) = _work(m, values), _smaller(m, values)
+        work, small, what = _work(m, values), None, ""
+        if m.smaller is not None:
+            with contextlib.suppress(Exception):  # values the handler refuses, worded there
+                small, what = m.smaller(*values)  # its class-sized variant, what changed
         small_work = _work(m, small) if small is not None else 0
         try:
             self.ticket = line.join(m.title, work,
                                     small_work if 0 < small_work < work else None)
         except LineFull as full:
-            raise user_error(ServerBusyError(LINE_FULL.format(n=full.waiting, when=(
-                "in " + estimate(full.retry_s) if full.retry_s is not None
-                else "when the measurement running now has finished")))) from full
+            raise user_error(ServerBusyError(LINE_FULL.format(n=full.waiting,
+                                                              when=full.when))) from full
         if self.ticket.small:  # its input values replaced in order, Gradio's own arguments kept
             given = iter(small)
             self.args = tuple(a if isinstance(a, SPECIAL) else next(given) for a in self.args)
@@ -137,28 +138,11 @@ def _work(m: Measurement, values: list) -> int:
         return 0
 
 
-def _smaller(m: Measurement, values: list) -> tuple[list | None, str]:
-    """(the class-sized variant's input values, what changed), or (None, "")."""
-    if m.smaller is None:
-        return None, ""
-    try:
-        args, what = m.smaller(*values)
-    except Exception:  # noqa: BLE001 - arguments the handler itself will refuse, worded
-        return None, ""
-    return list(args), what
-
-
 def said(markdown, outputs: list, sentence: str):
     """A frame showing only `sentence` in the first Markdown output (nothing else changes)."""
     if markdown is None:
         return gr.skip() if len(outputs) == 1 else tuple(gr.skip() for _ in outputs)
     return {markdown.component: sentence}
-
-
-def declared(demo: gr.Blocks) -> dict[str, tuple]:
-    """Every measurement wired in `demo`: name -> (its event's block function, Measurement)."""
-    return {m.name: (fn, m) for fn in demo.fns.values()
-            if (m := measurement_of(fn)) is not None}
 
 
 class ProgressLine(NamedTuple):

@@ -1,6 +1,7 @@
-"""Handlers return small named records; Gradio receives `{component: value}` dicts. A panel
-maps field names to its components with `showing(components, fn)`; a field left None is not
-sent, so its component keeps what it shows.
+"""Handlers return small named records (dataclasses or NamedTuples); Gradio receives
+`{component: value}` dicts. A panel maps field names to its components with
+`showing(components, fn)`; a field left None, or with no component, is not sent, so its
+component keeps what it shows.
 
 >>> from dataclasses import dataclass
 >>> @dataclass(frozen=True)
@@ -19,9 +20,10 @@ from typing import Any
 
 
 def keyed(components: Mapping[str, Hashable], record) -> dict[Hashable, Any]:
-    """`{component: value}` for every field of `record` that is not None."""
-    return {components[f.name]: getattr(record, f.name) for f in fields(record)
-            if getattr(record, f.name) is not None}
+    """`{component: value}` for every field of `record` shown by a component and not None."""
+    names = record._fields if isinstance(record, tuple) else [f.name for f in fields(record)]
+    return {components[n]: getattr(record, n) for n in names
+            if n in components and getattr(record, n) is not None}
 
 
 def showing(components: Mapping[str, Hashable], fn: Callable) -> Callable[..., Iterator[dict]]:
