@@ -1,7 +1,7 @@
 """Handlers return small named records (dataclasses or NamedTuples); Gradio receives
 `{component: value}` dicts. A panel maps field names to its components with
 `showing(components, fn)`; a field left None, or with no component, is not sent, so its
-component keeps what it shows.
+component keeps what it shows. A component named for no field is a mistake, and raises.
 
 >>> from dataclasses import dataclass
 >>> @dataclass(frozen=True)
@@ -22,6 +22,8 @@ from typing import Any
 def keyed(components: Mapping[str, Hashable], record) -> dict[Hashable, Any]:
     """`{component: value}` for every field of `record` shown by a component and not None."""
     names = record._fields if isinstance(record, tuple) else [f.name for f in fields(record)]
+    if unknown := components.keys() - set(names):
+        raise KeyError(f"{type(record).__name__} has no field {', '.join(sorted(unknown))}")
     return {components[n]: getattr(record, n) for n in names
             if n in components and getattr(record, n) is not None}
 
