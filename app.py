@@ -11,22 +11,21 @@ import gradio as gr
 import classroom
 from inference import compute_thread
 from inference.config import Settings
-from inference.experiments import row_cap
+from inference.experiments import batch_sweep
 from inference.experiments.shared_results import SharedResults
 from inference.loading import load_model
 from inference.remote_engine import RemoteEngine
 from inference.server import Server
 from lessons import TABS
 from lessons.common.context import AppContext
-from lessons.common.exports import wire_chart_csv
-from lessons.common.lesson_text import lesson_page, lesson_text
-from lessons.common.progress import lesson_footer, lesson_markdown, wire_links, wire_scroll
+from lessons.common.lesson_text import lesson_page, lesson_text, page_script
+from lessons.common.progress import lesson_footer, lesson_markdown, wire_links
 
 SETTINGS = Settings.from_env()
 # loaded on the compute thread, where every handler runs the model; read-only, shared by all
 LM = compute_thread.run(load_model, SETTINGS)
 # the server's rows: where this machine's batch sweep levels off, cut to what its pool holds
-ROWS = row_cap.for_server(SETTINGS, LM)
+ROWS = batch_sweep.for_server(SETTINGS, LM)
 SETTINGS = replace(SETTINGS, server_rows=ROWS.rows)
 print(f"Server rows: {ROWS.rows} ({ROWS.why})", flush=True)
 SHARED = SharedResults()  # finished sweeps, shared by all visitors of this process
@@ -56,8 +55,10 @@ with gr.Blocks(title="LLM Inference, Step by Step",  # served files' copies are 
     for wire in filter(None, later):
         wire()
     wire_links(demo, tabs, notice, SETTINGS.max_prompt_chars)
-    wire_chart_csv(demo)
-    wire_scroll(demo)  # tab and Next lesson clicks land on the lesson's start
+    page_script(demo, "chart_csv.js")  # a "Data as CSV" button on every chart it finds
+    # Gradio's scroll_to_output aims at the sticky tab strip, always "in view": this script
+    # lands tab and Next clicks on the lesson's start, opens linked glossary terms
+    page_script(demo, "lesson_scroll.js")
 
 demo.queue(max_size=SETTINGS.queue_size, default_concurrency_limit=2)
 classroom.install(demo, SETTINGS, classroom.Fairness(SETTINGS, RUNS))

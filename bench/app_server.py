@@ -1,8 +1,6 @@
-"""Servers as child processes on free loopback ports, and their memory watched: the app
-(`start_app`, for the bench and end-to-end tests) and vLLM (`start_peer`: its CPU build in a venv
-of its own, `.venv-vllm`, serving the app's own float32 weights through its OpenAI server; a
-failed set-up step skips the comparison, saying why). A start returns once the server answers
-(polled) and records how long that took (`ready_seconds`).
+"""Servers as child processes on free loopback ports, their memory watched: the app (`start_app`)
+and vLLM (`start_peer`: its CPU build in `.venv-vllm`, serving the app's own float32 weights; a
+failed set-up step skips the comparison, saying why). A start returns once the server answers.
 """
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from bench import clients
 from bench.app_server import RssWatch, start_app
 from bench.serving_workloads import Workload, app_stream, class_prompt, drive
-from bench.targets import finish
+from bench.targets import announce, run_alone
 from inference.stats import percentile
 
 LESSONS = ("/prefill_sweep", "/kv_race", "/batch_sweep", "/quant_compare")
@@ -65,12 +65,11 @@ class Student:
     _hops: itertools.count = field(default_factory=itertools.count)
 
     def headers(self) -> dict:
+        cookie = clients.cookie_header(self.cookies)
         if self.address is None:
-            return clients.cookie_header(self.cookies)
-        hops = self.address
-        if self.forges:
-            hops = f"{FORGED_FROM + next(self._hops)}, {self.address}"
-        return {"X-Forwarded-For": hops, **clients.cookie_header(self.cookies)}
+            return cookie
+        forged = f"{FORGED_FROM + next(self._hops)}, " if self.forges else ""
+        return {"X-Forwarded-For": forged + self.address, **cookie}
 
 
 def class_of(url: str, n: int) -> list[Student]:
@@ -239,13 +238,10 @@ def line_figures(presses: list[dict], jitter_s: float = JITTER_S) -> dict:
 
 def peak_in_line(presses: list[dict], jitter_s: float = JITTER_S) -> int:
     """The most presses in the queue at once (one starting within `jitter_s` of an end follows)."""
-    edges = sorted([(p["began"], 1) for p in presses if p.get("began") is not None]
-                   + [(p["end"] - jitter_s, -1) for p in presses if p.get("began") is not None])
-    peak = now = 0
-    for _, step in edges:  # at equal times the end (-1) sorts first
-        now += step
-        peak = max(peak, now)
-    return peak
+    begun = [p for p in presses if p.get("began") is not None]
+    # at equal times an end (-1) sorts before a start (1)
+    edges = sorted([(p["began"], 1) for p in begun] + [(p["end"] - jitter_s, -1) for p in begun])
+    return max(itertools.accumulate((step for _, step in edges), initial=0))
 
 
 def update_gaps(answers: list[list[float]], start: float, end: float) -> list[float]:
@@ -390,24 +386,23 @@ def measure_classroom(students: int = 30, chats: int = 3, measuring_chats: int =
                       new_tokens: int = 48, soak_s: float = 1_200.0,
                       idle_s: float = 300.0) -> dict:
     """Every figure, each group on a fresh app: the keys `make bench` puts in `serving`."""
-    def say(what: str) -> None:
-        print(f"== {what} ({time.strftime('%H:%M:%S')})", flush=True)
-    say(f"one school address: {students} students press the four lessons' Run with defaults "
-        f"while {chats} chat, then each with their own settings")
+    announce(f"one school address: {students} students press the four lessons' Run with "
+             f"defaults while {chats} chat, then each with their own settings")
     with start_app(BEHIND_PROXY) as app:
         room = class_of(app.url, students + chats)
         figures = {"cookies": sum(bool(s.cookies) for s in room),
                    "at_once": class_presses(app.url, room[:students], chats=room[students:],
                                             chat_tokens=new_tokens),
                    "own_settings": class_presses(app.url, room[:students], own=True)}
-    say("a script forging X-Forwarded-For: 100 measurements, then 100 chats")
+    announce("a script forging X-Forwarded-For: 100 measurements, then 100 chats")
     with start_app(BEHIND_PROXY) as app:
         figures |= {"forged": forged(app.url),
                     "chat_flood": chat_flood(app.url, new_tokens=new_tokens)}
-    say(f"chats while measuring: {measuring_chats} chats alone, then beside the KV race and "
-        "the batch sweep")
+    announce(f"chats while measuring: {measuring_chats} chats alone, then beside the KV race and "
+             "the batch sweep")
     measuring = chats_while_measuring(measuring_chats, new_tokens)
-    say(f"soak: {soak_s:.0f} s of chats and a measurement every 30 s, then {idle_s:.0f} s idle")
+    announce(f"soak: {soak_s:.0f} s of chats and a measurement every 30 s, then {idle_s:.0f} s "
+             "idle")
     with start_app(BEHIND_PROXY) as app:
         soaked = soak_on(app.url, app.pid, soak_s, idle_s)
     return {"classroom": figures, "chats_while_measuring": measuring, "soak": soaked}
@@ -423,11 +418,7 @@ def main() -> dict:
     parser.add_argument("--soak-s", type=float, default=1_200.0, help="the soak's mixed load")
     parser.add_argument("--idle-s", type=float, default=300.0, help="the soak's idle after")
     args = parser.parse_args()  # each option names one of measure_classroom's parameters
-    t0 = time.perf_counter()
-    results: dict = {"when": time.strftime("%Y-%m-%d %H:%M:%S"), "serving": measure_classroom(
-        **vars(args))}
-    print(json.dumps(results["serving"], indent=1))
-    return finish(results, TARGETS, t0, "classroom-results.json")
+    return run_alone("classroom-results.json", TARGETS, lambda: measure_classroom(**vars(args)))
 
 
 if __name__ == "__main__":

@@ -1,8 +1,6 @@
-"""The bench's light clients, standard library only: the app through Gradio's queue, as a
-browser speaks it (join the queue, then read the event's `data: {json}` messages), and vLLM
-through OpenAI's streaming chat. Streams are read on an asyncio loop over raw HTTP/1.1
-(`http_lines`), so a class of clients costs the machine they share with the server almost
-nothing (`gradio_client`'s threads cost a good part of a core).
+"""The bench's light clients, standard library only: the app through Gradio's queue as a browser
+speaks it, and vLLM through OpenAI's streaming chat, read on an asyncio loop over raw HTTP/1.1
+(`http_lines`): a class of them costs the machine it shares with the server almost nothing.
 """
 from __future__ import annotations
 
@@ -28,14 +26,12 @@ def _headers(headers: Headers) -> dict:
 
 def _get(base_url: str, path: str, headers: Headers = None
          ) -> tuple[http.client.HTTPMessage, bytes]:
-    """GET `path`: the reply's headers and body (urllib's HTTPError for an error status)."""
     request = urllib.request.Request(base_url.rstrip("/") + path, headers=_headers(headers))
     with urllib.request.urlopen(request, timeout=60) as reply:
         return reply.headers, reply.read()
 
 
 def page_cookies(base_url: str, headers: Headers = None) -> dict[str, str]:
-    """The cookies the app's page sets, by name."""
     fields, _ = _get(base_url, "/", headers)
     pairs = (c.split(";", 1)[0].partition("=") for c in fields.get_all("set-cookie") or [])
     return {name.strip(): value.strip() for name, _, value in pairs if name.strip()}

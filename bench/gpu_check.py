@@ -1,7 +1,6 @@
 """`python -m bench.gpu_check`: is the app correct and fast on CUDA? One run, one JSON file.
-
-Needs no gradio or plotly: the model-level tests, then the GPU's figures with the lessons' own
-functions, each written to bench/gpu-results.json as soon as known. Without CUDA it exits 2.
+The model-level tests, then the GPU's figures with the lessons' own functions (no gradio or plotly
+needed), each written to bench/gpu-results.json as soon as known. Without CUDA it exits 2.
 """
 from __future__ import annotations
 
@@ -75,7 +74,7 @@ def run_tests(timeout_s: int = 1_500) -> dict:
 
 def captured_vs_eager(lm, ids: list[int], new_tokens: int = 128) -> dict:
     """The eager greedy loop against the captured static-cache step, at batch 1."""
-    from inference.experiments.machine_roofline import captured_race
+    from inference.experiments.roofline import captured_race
 
     race = captured_race(lm, ids, new_tokens)
     return vars(race) | {"speedup_vs_eager": race.speedup,
@@ -84,15 +83,15 @@ def captured_vs_eager(lm, ids: list[int], new_tokens: int = 128) -> dict:
 
 def bench_sections(lm) -> dict:
     from bench import measure
-    from inference.experiments.machine_roofline import measure_step_bound, step_figures
-    from inference.experiments.roofline import measure_read_bandwidth
+    from inference.experiments import roofline
     from inference.tokens import prompt_ids
 
     ids = prompt_ids(lm.tokenizer, measure.PROMPT)
     return {
-        "decode": lambda: measure.decode(lm, ids, measure_read_bandwidth(lm.device)),
+        "decode": lambda: measure.decode(lm, ids, roofline.measure_read_bandwidth(lm.device)),
         # "This machine"'s own measurement; its race is the "captured" section, run once
-        "step_profile": lambda: step_figures(measure_step_bound(lm, ids, race_tokens=0)),
+        "step_profile": lambda: roofline.step_figures(
+            roofline.measure_step_bound(lm, ids, race_tokens=0)),
         "prefill": lambda: measure.prefill_speeds(lm, (16, 1024)),
         "kv_cache": lambda: measure.kv_cache_race(lm, prompt_ids(lm.tokenizer, measure.KV_PROMPT)),
         "batching": lambda: measure.batch_sweep(lm, ids),

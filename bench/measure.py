@@ -5,7 +5,9 @@ alone: `python -m bench.measure context` (or `speculative`).
 """
 from __future__ import annotations
 
+import json
 import os
+import sys
 import time
 from statistics import median
 
@@ -17,15 +19,13 @@ from inference.experiments import speculative_race as spec
 from inference.experiments.attention_view import watch_growth
 from inference.experiments.batch_sweep import memory_budget_bytes, run_sweep
 from inference.experiments.context_sweep import compare_attention_memory
-from inference.experiments.context_theory import decode_theory, fit_quadratic
 from inference.experiments.kv_race import race, summarize
 from inference.experiments.prefill_sweep import sweep_tokens, time_parallel
 from inference.experiments.roofline import Roofline
 from inference.experiments.shared_results import SharedResults
-from inference.experiments.spec_expectation import batch_interplay
 from inference.generation import stream
 from inference.kv_cache import kv_cache_bytes
-from inference.loading import bytes_read_per_token
+from inference.loading import bytes_read_per_token, load_model
 from inference.speculative import make_draft
 from inference.timing import stopwatch
 from inference.tokens import prompt_ids
@@ -182,7 +182,7 @@ def measure_speculative(lm, settings, repeats: int = 3) -> dict:
             "draft_seconds": mid.draft_seconds, "spec_seconds": mid.spec_seconds,
             "ceiling_tokens_per_s": mid.ceiling_tokens_per_s}
     out["draft_model"]["draft"] = settings.spec_draft
-    *_, done = batch_interplay(lm, ids, k, (1, 16), shared=shared)
+    *_, done = spec.batch_interplay(lm, ids, k, (1, 16), shared=shared)
     tpp = out["prompt_lookup"]["tokens_per_pass"]
     for c in done.points:
         out[f"batch{c.batch}"] = {
@@ -208,11 +208,11 @@ def measure_context(lm, settings: Settings = LIMITS) -> dict:
     started = time.perf_counter()
     pre = _last(sweep.prefill_lengths_sweep(lm, sweep.prefill_lengths(settings, window),
                                             settings.context_prefill_repeats)).points
-    curve = fit_quadratic([p.tokens for p in pre], [p.seconds for p in pre])
+    curve = sweep.fit_quadratic([p.tokens for p in pre], [p.seconds for p in pre])
     dec = _last(sweep.decode_lengths_sweep(lm, sweep.decode_lengths(settings, window),
                                            settings.context_decode_batches,
                                            settings.context_decode_repeats)).points
-    theory = decode_theory(lm)
+    theory = sweep.decode_theory(lm)
     peaks = {p.implementation: p for p in
              compare_attention_memory(lm, window, settings.context_eager_max_tokens)}
     top = max(p.tokens for p in pre)
@@ -223,8 +223,7 @@ def measure_context(lm, settings: Settings = LIMITS) -> dict:
                 for b in sorted({p.batch for p in dec})}
     steps = by_batch(lambda p: round(p.seconds * 1000, 2))
     spread = by_batch(lambda p: [round(p.seconds_min * 1000, 2), round(p.seconds_max * 1000, 2)])
-    floor = {f"b{b}": {n: round(theory.seconds(n, b) * 1000, 2) for n in row}
-             for b, row in ((int(k[1:]), v) for k, v in steps.items())}
+    floor = by_batch(lambda p: round(theory.seconds(p.cache_tokens, p.batch) * 1000, 2))
     return {
         "tokens_max": top,
         "prefill_seconds": {p.tokens: round(p.seconds, 3) for p in pre},
@@ -249,10 +248,5 @@ def measure_context(lm, settings: Settings = LIMITS) -> dict:
 
 
 if __name__ == "__main__":  # one section alone: python -m bench.measure context|speculative
-    import json
-    import sys
-
-    from inference.loading import load_model
-
     section = {"context": measure_context, "speculative": measure_speculative}[sys.argv[1]]
     print(json.dumps(section(load_model(), LIMITS), indent=1))

@@ -4,7 +4,9 @@ tokens against solo runs, padded vs paged bytes, prefix-cache hits) and chunked 
 """
 from __future__ import annotations
 
+import json
 import statistics
+import sys
 import threading
 import time
 from contextlib import closing
@@ -13,6 +15,7 @@ from dataclasses import replace
 from bench.serving_workloads import class_prompt
 from inference.config import Settings
 from inference.generation import stream
+from inference.loading import load_model
 from inference.sampling import SamplingSettings
 from inference.server import Server, mean_parts
 from inference.stats import percentile
@@ -211,11 +214,6 @@ def measure_chunked(lm, settings: Settings) -> dict:
 
 
 if __name__ == "__main__":
-    import json
-    import sys
-
-    from inference.loading import load_model
-
     lm, s = load_model(), Settings.from_env()
     budgets = [int(b) for b in sys.argv[1:]]  # compare budgets: python -m bench.paged 128 256
     gaps = [arrival_gaps(lm, s, b) for b in budgets + [0]] if budgets else measure_chunked(lm, s)

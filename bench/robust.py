@@ -15,16 +15,19 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from bench.app_server import start_app
+from bench.classroom import Student, chat_stream
+from bench.clients import chat_fn_index
 from bench.measure import KV_PROMPT, PROMPT
 from inference.experiments import noise, quiet_reference
-from inference.experiments import robust as sanity
 from inference.experiments.batch_sweep import run_sweep
 from inference.experiments.kv_race import checked_race, summarize
+from inference.experiments.noise import Robust
 from inference.experiments.prefill_sweep import prefill_sweep
-from inference.experiments.quality import SpeedRace, checked_speed_race
-from inference.experiments.robust import Robust
+from inference.experiments.quality import checked_speed_race
 from inference.experiments.roofline import measure_read_bandwidth
 from inference.experiments.shared_results import SharedResults
+from inference.loading import load_model
 from inference.quantize import build_mode
 from inference.tokens import prompt_ids
 
@@ -54,11 +57,9 @@ class Figure:
 
     @property
     def shown(self) -> float | None:
-        """The estimate a lesson would show (None: withheld or not measured)."""
         return self.robust.estimate if self.robust and not self.withheld else None
 
     def keys(self, prefix: str) -> dict:
-        """Its report under `prefix`: shown estimate, range, spread, reason withheld."""
         r = self.robust
         return {prefix: self.shown, f"{prefix}_range": r.label() if r else None,
                 f"{prefix}_spread": r.spread if r else None, f"{prefix}_withheld": self.withheld}
@@ -67,7 +68,7 @@ class Figure:
 def kv_race(lm, sizes: Sizes, shared) -> Figure:
     ids = prompt_ids(lm.tokenizer, KV_PROMPT)
     s = summarize(list(checked_race(lm, ids, sizes.race_tokens)), len(ids))
-    return Figure(s.robust, s.impossible, sanity.cached_step(1.0, s.speedup) if s.robust else None)
+    return Figure(s.robust, s.impossible, noise.cached_step(1.0, s.speedup) if s.robust else None)
 
 
 def batch_gain(lm, sizes: Sizes, shared) -> Figure:
@@ -76,13 +77,13 @@ def batch_gain(lm, sizes: Sizes, shared) -> Figure:
     *_, done = run_sweep(lm, ids, sizes.batch, sizes.batch_steps, bandwidth_gbs=bw)
     one, big = done.points[0], done.points[-1]
     gain = big.gain_over(one)
-    return Figure(gain, big.impossible, sanity.batch_gain(big.batch // one.batch, gain.estimate))
+    return Figure(gain, big.impossible, noise.batch_gain(big.batch // one.batch, gain.estimate))
 
 
 def prefill_ratio(lm, sizes: Sizes, shared) -> Figure:
     *_, done = prefill_sweep(lm, [sizes.prefill_tokens], max_sequential=0)
     p = done.points[-1]
-    return Figure(p.robust, p.impossible, sanity.one_pass(p.tokens, p.speedup))
+    return Figure(p.robust, p.impossible, noise.one_pass(p.tokens, p.speedup))
 
 
 def int4_speed(lm, sizes: Sizes, shared) -> Figure:
@@ -92,8 +93,7 @@ def int4_speed(lm, sizes: Sizes, shared) -> Figure:
                                   sizes.quant_tokens, lm.device,
                                   (base.bytes_per_token, mode.bytes_per_token),
                                   shared.get("bandwidth"))
-    assert isinstance(race, SpeedRace)
-    bound = sanity.bandwidth(race.tokens_per_s[1], race.ceilings[1])  # int4's lane
+    bound = noise.bandwidth(race.tokens_per_s[1], race.ceilings[1])  # int4's lane
     return Figure(race.robust, race.impossible, bound)
 
 
@@ -133,10 +133,6 @@ def spinner(timeout_s: float = 30.0) -> Iterator[subprocess.Popen]:
 @contextlib.contextmanager
 def serving_chats(chats: int = 30, tokens: int = 48) -> Iterator[None]:
     """The app serving `chats` streaming chats, asked again and again, for the whole block."""
-    from bench.app_server import start_app
-    from bench.classroom import Student, chat_stream
-    from bench.clients import chat_fn_index
-
     stop = threading.Event()
     with start_app() as app, ThreadPoolExecutor(max_workers=chats) as pool:
         fn = chat_fn_index(app.url)
@@ -173,7 +169,6 @@ TARGETS = {  # loaded ÷ quiet within 0.75–1.33 under each load; no impossible
 
 
 def measure_robust(lm, sizes: Sizes = Sizes(), loads: tuple[str, ...] = LOADS) -> dict:
-    """The section: quiet, then under each of `loads`."""
     shared = SharedResults()  # every run's ceiling: the best of 3 bandwidth reads
     shared.put("bandwidth", max(measure_read_bandwidth(lm.device) for _ in range(3)))
     quiet = measure_all(lm, sizes, shared, keep_quiet=True)
@@ -185,6 +180,4 @@ def measure_robust(lm, sizes: Sizes = Sizes(), loads: tuple[str, ...] = LOADS) -
 
 
 if __name__ == "__main__":
-    from inference.loading import load_model
-
     print(json.dumps(measure_robust(load_model()), indent=1))

@@ -13,15 +13,16 @@ from typing import Any
 
 import torch
 
-from bench import classroom, measure, robust, serving_workloads, visitor_memory
+from bench import classroom, measure, paged, robust, serving_workloads, visitor_memory
 from bench.app_server import RssWatch, start_app
 from bench.clients import call, chat_fn_index
 from bench.measure import KV_PROMPT, PROMPT, QUALITY_PROMPT
 from bench.serving_workloads import Workload, app_stream, drive
 from bench.targets import finish, table, write_readme
 from inference.config import LIMITS
+from inference.experiments import schedulers as sched
 from inference.experiments.quiet_reference import this_cpu as cpu_name
-from inference.experiments.roofline import measure_read_bandwidth
+from inference.experiments.roofline import measure_read_bandwidth, measure_step_bound, step_figures
 from inference.loading import load_model
 from inference.tokens import prompt_ids
 
@@ -122,14 +123,13 @@ def serving_race(clients: int = 30, new_tokens: int = 48) -> dict:
 
 def schedulers(lm) -> dict:
     """Lesson 5's static and continuous batchers on its default trace, at the page's defaults."""
-    from inference.experiments import schedulers as sched
-
     trace = sched.preset_trace(lm.tokenizer, sched.DEFAULT_PRESET)
     batch, wait = int(LIMITS.scheduler_batch.default), LIMITS.fill_wait_s.default
     res = {"trace": sched.DEFAULT_PRESET, "max_batch": batch, "static_fill_wait_s": wait}
     for name, events in (("static", sched.serve_static(lm, trace, batch, wait)),
                          ("continuous", sched.serve_continuous(lm, trace, batch))):
-        s = sched.run_schedule(events).summary
+        *_, result = events  # the last event is the schedule's result
+        s = result.summary
         res[name] = {"throughput_tokens_per_s": s.throughput, "mean_latency_s": s.mean_latency,
                      "p95_latency_s": s.p95_latency, "mean_ttft_s": s.mean_ttft,
                      "forward_passes": s.forward_passes, "wasted_row_steps": s.wasted_row_steps}
@@ -146,7 +146,6 @@ def model_sections(results: dict) -> None:
     bandwidth = results["machine"]["bandwidth_read_gbs"]
     results["decode"] = section("decode: engine vs model.generate(), batch 1",
                                 lambda: measure.decode(lm, ids, bandwidth))
-    from inference.experiments.machine_roofline import measure_step_bound, step_figures
     results["step_profile"] = section(
         "decode step profile: ops per step, share outside the big matmuls",
         lambda: step_figures(measure_step_bound(lm, ids, race_tokens=0)))
@@ -161,7 +160,6 @@ def model_sections(results: dict) -> None:
     results["startup"] = section("startup (cold: empty weight cache; warm: cache present)",
                                  startup_seconds)
     results["ui"] = section("ui: streaming client vs engine", lambda: ui(lm, ids))
-    from bench import paged
     results["speculative"] = section(
         "speculative decoding: prompt lookup and an int4 draft against plain greedy decode",
         lambda: measure.measure_speculative(lm, LIMITS))

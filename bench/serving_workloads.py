@@ -5,7 +5,6 @@ the app ÷ vLLM ratios are the targets. Run alone: `make bench-serving`.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import random
 import time
@@ -13,6 +12,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench import app_server
+from bench.clients import app_tokens, chat_fn_index, chat_tokens
+from bench.targets import run_alone
+from inference.experiments.quiet_reference import this_cpu
 from inference.stats import percentile
 
 StreamOne = Callable[[str, int], AsyncIterator[int]]  # (prompt, new tokens) -> tokens so far
@@ -58,8 +61,6 @@ def arrival_offsets(per_s: float, seconds: float, seed: int) -> list[float]:
     """A Poisson process's arrival times in [0, `seconds`): exponential gaps of mean 1/`per_s`
     from `random.Random(seed)` (the same seed, the same schedule).
 
-    >>> arrival_offsets(2.0, 3.0, seed=1) == arrival_offsets(2.0, 3.0, seed=1)
-    True
     >>> [round(t, 2) for t in arrival_offsets(2.0, 3.0, seed=1)]
     [0.07, 1.01, 1.73, 1.88, 2.22, 2.52]
     """
@@ -149,25 +150,18 @@ def ratios(app: dict, vllm: dict | None) -> dict:
 
 
 def app_stream(url: str) -> StreamOne:
-    from bench.clients import app_tokens, chat_fn_index
-
     fn = chat_fn_index(url)
     return lambda prompt, new_tokens: app_tokens(url, fn, prompt, new_tokens)
 
 
 def app_side(workloads=WORKLOADS, log=print) -> dict:
-    from bench.app_server import start_app
-
-    with start_app() as app:
+    with app_server.start_app() as app:
         return asyncio.run(serve_all(app_stream(app.url), workloads, log))
 
 
 def vllm_side(workloads=WORKLOADS, log=print) -> tuple[dict | None, str | None]:
     """The workloads served by vLLM -> (figures, None), or (None, why not)."""
-    from bench.app_server import start_peer
-    from bench.clients import chat_tokens
-
-    server, said = start_peer(log)  # said: the model it serves, or why it did not start
+    server, said = app_server.start_peer(log)  # said: the model it serves, or why it did not start
     if server is None:
         return None, said
     try:
@@ -208,10 +202,8 @@ def targets(workloads=WORKLOADS) -> dict[str, tuple[str, float]]:
 
 def class_record(workloads: dict) -> dict:
     """The 30 x 48 workload under the keys the serving-peer card and `make bench` read."""
-    from bench.app_server import VLLM_VERSION
-
     w = workloads["class_30x48"]
-    vllm = (w["vllm"] | {"version": VLLM_VERSION} if w["vllm"]
+    vllm = (w["vllm"] | {"version": app_server.VLLM_VERSION} if w["vllm"]
             else {"skipped": w.get("vllm_reason", "no figures")})
     return {"clients": 30, "new_tokens": 48, "batched": w["app"], "vllm": vllm,
             **{k: v for k, v in w.items() if k.startswith("app_vs_vllm_") and v is not None}}
@@ -219,16 +211,11 @@ def class_record(workloads: dict) -> dict:
 
 def main() -> dict:
     """`make bench-serving` (both servers share the cores: run it with nothing else busy)."""
-    from bench.targets import finish
-    from inference.experiments.quiet_reference import this_cpu
-
-    t0 = time.perf_counter()
-    results: dict = {"when": time.strftime("%Y-%m-%d %H:%M:%S"), "machine": this_cpu(),
-                     "cores": os.cpu_count()}
-    workloads = measure_workloads(log=print)
-    results["serving"] = {"workloads": workloads, **class_record(workloads)}
-    print(json.dumps(workloads, indent=1), flush=True)
-    return finish(results, targets(), t0, "serving-results.json")
+    def serving() -> dict:
+        workloads = measure_workloads(log=print)
+        return {"workloads": workloads, **class_record(workloads)}
+    return run_alone("serving-results.json", targets(), serving, machine=this_cpu(),
+                     cores=os.cpu_count())
 
 
 if __name__ == "__main__":

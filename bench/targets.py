@@ -1,8 +1,7 @@
-"""How every bench run ends (`finish`): its targets checked in one place (a dotted key into the
-results, `>=`, `<=` or `==` a goal), its results written, and from them README's "What to
-expect" table (`table`): one run, one machine, its date in the heading, and "not measured in this
-run" for a figure it lacks (never an older one). `make bench` rewrites the table;
-`python -m bench.targets [results.json]` does so by hand.
+"""How every bench run ends (`finish`): its targets checked (a dotted key into the results, `>=`,
+`<=` or `==` a goal), its results written, and README's "What to expect" table (`table`) from one
+run on one machine, "not measured in this run" where it lacks a figure (never an older one).
+`python -m bench.targets [results.json]` rewrites the table by hand.
 
 >>> check({"a": {"b": 2.0}}, {"a.b": (">=", 1), "a.c": ("<=", 0)})["a.b"]
 {'value': 2.0, 'target': '>= 1', 'met': True}
@@ -49,6 +48,10 @@ def print_targets(checked: dict) -> None:
         print(f"{key:{width}s} {shown:>12s}  {t['target']:8s} {'met' if t['met'] else 'MISSED'}")
 
 
+def announce(title: str) -> None:
+    print(f"== {title} ({time.strftime('%H:%M:%S')})", flush=True)
+
+
 def finish(results: dict, targets: Targets, started: float, name: str) -> dict:
     results["targets"] = check(results, targets)
     results["bench_seconds"] = time.perf_counter() - started
@@ -56,6 +59,15 @@ def finish(results: dict, targets: Targets, started: float, name: str) -> dict:
     print_targets(results["targets"])
     print(f"wrote bench/{name}")
     return results
+
+
+def run_alone(name: str, targets: Targets, serving: Callable[[], dict], **record) -> dict:
+    """One bench part run alone: `record`'s keys, then its figures under `serving` (printed),
+    checked and written to bench/`name`."""
+    started = time.perf_counter()
+    results = {"when": time.strftime("%Y-%m-%d %H:%M:%S"), **record, "serving": serving()}
+    print(json.dumps(results["serving"], indent=1), flush=True)
+    return finish(results, targets, started, name)
 
 
 def _decode(r: dict) -> str:
@@ -138,7 +150,6 @@ def _measured(row: Callable[[dict], str], results: dict) -> str:
 
 
 def table(results: dict) -> str:
-    """The markdown table, with its heading line."""
     machine = results.get("machine", {})
     lines = [f"Measured by `make bench` on {machine.get('device', 'an unnamed machine')}, "
              f"{machine.get('dtype', 'unknown dtype')}, {results.get('when', 'undated')} "

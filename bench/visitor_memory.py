@@ -1,8 +1,7 @@
 """What visitors leave in the running app's memory once gone: its RSS at the start, at the peak
-and after the visitors' idle time is up, for 2,000 fresh sessions of the tokenizer view
-(`fresh_sessions`) and 10 attention views on the longest prompt the app accepts
-(`attention_sessions`). Idle times are cut to `IDLE_S`; "after" waits for the session sweep,
-then for RSS to stop falling (`settled`). Run alone: `make bench-memory`.
+and after their idle time (cut to `IDLE_S`), the session sweep and RSS settling (`settled`), for
+2,000 fresh tokenizer-view sessions and 10 attention views on the longest prompt the app accepts.
+Run alone: `make bench-memory`.
 """
 from __future__ import annotations
 
@@ -17,7 +16,7 @@ import psutil
 
 from bench.app_server import ROOT, SAMPLE_S, AppServer, RssWatch, start_app
 from bench.clients import app_config, call, endpoint_data
-from bench.targets import finish
+from bench.targets import announce, run_alone
 from classroom.session_budget import SWEEP_EVERY_S
 from inference.config import LIMITS
 
@@ -138,23 +137,18 @@ def attention_sessions(n: int = 10) -> dict:
 
 
 def measure_visitor_memory(sessions: int = 2_000, attention: int = 10) -> dict:
-    print(f"== fresh sessions: {sessions} calls, a new session hash each "
-          f"({time.strftime('%H:%M:%S')})", flush=True)
+    announce(f"fresh sessions: {sessions} calls, a new session hash each")
     fresh = fresh_sessions(sessions)
     print(json.dumps(fresh, indent=1), flush=True)
-    print(f"== attention sessions: {attention} visitors' attention views on a long prompt "
-          f"({time.strftime('%H:%M:%S')})", flush=True)
+    announce(f"attention sessions: {attention} visitors' attention views on a long prompt")
     return {"fresh_sessions": fresh, "attention_sessions": attention_sessions(attention)}
 
 
 def main() -> dict:
-    t0 = time.perf_counter()
     machine = {"cpus": os.cpu_count(), "memory_gb": psutil.virtual_memory().total / 2**30,
                "load_1min_at_start": os.getloadavg()[0]}  # its cores are shared with others
-    results: dict = {"when": time.strftime("%Y-%m-%d %H:%M:%S"), "machine": machine,
-                     "serving": measure_visitor_memory()}
-    print(json.dumps(results["serving"], indent=1))
-    return finish(results, TARGETS, t0, "visitor-memory-results.json")
+    return run_alone("visitor-memory-results.json", TARGETS, measure_visitor_memory,
+                     machine=machine)
 
 
 if __name__ == "__main__":

@@ -54,7 +54,8 @@ from gradio.context import LocalContext
 from gradio.queueing import EventQueue
 
 from inference.config import Settings
-from lessons.common.measurement import HEAVY, measurement_of
+from lessons.common.measurement import HEAVY
+from lessons.common.measurement_wiring import measurement_of
 
 from .client_address import counted, request_address
 from .input_check import InputRefused, check_inputs

@@ -128,7 +128,7 @@ class BlockPool:
             if k not in self.by_key and self.key[b] is None:
                 self.key[b], self.by_key[k] = k, b
 
-    def release(self, rid: int) -> list[int]:
+    def release(self, rid: int) -> None:
         """Give back `rid`'s blocks: keyed ones nobody holds become cached-idle, the rest free."""
         table = self.tables.pop(rid, [])
         self.keys_of.pop(rid, None)
@@ -141,7 +141,6 @@ class BlockPool:
                     self.idle[b] = None
         while self.max_idle is not None and len(self.idle) > self.max_idle:
             self.free.append(self._evict_oldest_idle())
-        return table
 
     def _take(self) -> int:
         """A free block, else the least recently used idle cached block."""

@@ -29,7 +29,6 @@ from .config import Settings
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
-NAME = "llm-lab-compute"
 
 
 class IdleHook:
@@ -91,7 +90,7 @@ class IdleHook:
 
 
 _ident: list[int] = []  # the compute thread's id, once it has started
-_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=NAME,
+_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llm-lab-compute",
                                initializer=lambda: _ident.append(threading.get_ident()))
 
 

@@ -56,7 +56,7 @@ class Settings:
     play_interval_s: Range = Range(0.05, 2, 0.3, 0.05)
 
     # The serving engine.
-    server_rows: int = 32  # rows a step holds (vLLM's max_num_seqs); row_cap.py picks it
+    server_rows: int = 32  # rows a step holds (vLLM's max_num_seqs); batch_sweep.py picks it
     server_queue: int = 64  # requests waiting for a row; the next one is refused with a message
     visitor_chats: int = 4  # one visitor's answers running or waiting; the next is refused
     unread_stream_s: float = 30.0  # a served answer nobody reads this long is stopped (0 = never)
@@ -87,7 +87,7 @@ class Settings:
     noise_spread_limit: float = 0.25  # repeats' interquartile range / median
     noise_calibration_limit: float = 1.3  # slower / faster calibration op, before vs after
     noise_others_cpu_limit: float = 0.25  # share of the machine's CPU used by other processes
-    sanity_noise: float = 0.25  # how far past a physical bound a figure may land (robust.py)
+    sanity_noise: float = 0.25  # how far past a physical bound a figure may land (noise.py)
 
     live_new_tokens: int = 24  # tokens the first screen's live answer decodes
     live_race_new_tokens: int = 16  # steps of its "Now without the cache" race

@@ -7,17 +7,20 @@ everything before it. Both return the scores (logits) for the next position only
 A `Generation` is one request token by token, the state a learner steps through in Lesson 3:
 `next_token()` feeds what the cache lacks (the prompt at first: the prefill, TTFT; then one
 token: a decode step, TPOT) and chooses the next token; `branch()` rewinds to an earlier step
-to continue with a token the learner picked.
+to continue with a token the learner picked. `CacheBudget` frees the caches held between clicks.
 """
 from __future__ import annotations
 
 import threading
+import time
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import torch
 from transformers import DynamicCache
 
+from .compute_thread import trim_heap
 from .config import LIMITS
 from .errors import (
     EmptyPromptError,
@@ -257,3 +260,54 @@ def stream(lm, prompt_ids: list[int], sampling: SamplingSettings | None = None,
     gen = start(lm, prompt_ids, sampling, max_new_tokens)
     while not gen.finished:
         yield next_token(lm, gen)
+
+
+class CacheBudget:
+    """A memory budget for the KV caches visitors keep between clicks (a Generation's, lesson
+    4's attention views): frees them, oldest use first, once idle longer than `idle_s` or while
+    all together exceed `cap_bytes` (never the one just used)."""
+
+    def __init__(self, cap_bytes: int, idle_s: float) -> None:
+        self.cap_bytes, self.idle_s = cap_bytes, idle_s
+        self._lock = threading.Lock()
+        self._held: dict[int, tuple[weakref.ref, float]] = {}  # id -> (generation, last use)
+
+    def touch(self, gen: Generation) -> None:
+        """`gen` was just used: remember it and free others' caches if over the budget."""
+        now, freed = time.monotonic(), 0
+        with self._lock:
+            self._held[id(gen)] = (weakref.ref(gen), now)
+            by_age = sorted(self._alive().items(), key=lambda kv: kv[1][1])  # oldest use first
+            total = sum(held.held_bytes() for _, (held, _) in by_age)
+            for key, (held, used) in by_age:
+                if held is not gen and (total > self.cap_bytes or now - used > self.idle_s):
+                    total -= held.held_bytes()
+                    held.free_cache()
+                    del self._held[key]
+                    freed += 1
+        events = getattr(gen, "events", None)
+        if freed or (events and events[-1].forward_tokens > 256):
+            trim_heap()  # after freeing caches, or after a long prefill's scratch memory
+
+    def forget(self, gen: Generation | None) -> None:
+        """The visitor is gone (tab closed, state expired): free the cache now."""
+        if gen is None:
+            return
+        with self._lock:
+            self._held.pop(id(gen), None)
+        gen.free_cache()
+        trim_heap()
+
+    def held_bytes(self) -> int:
+        with self._lock:
+            return sum(gen.held_bytes() for gen, _ in self._alive().values())
+
+    def _alive(self) -> dict[int, tuple[Generation, float]]:
+        """The held caches whose owner still exists (-> id: (it, last use)); the rest forgotten."""
+        alive = {}
+        for key, (ref, used) in list(self._held.items()):
+            if (gen := ref()) is None:
+                del self._held[key]
+            else:
+                alive[key] = (gen, used)
+        return alive

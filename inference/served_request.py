@@ -137,10 +137,6 @@ class ServedRequest:
             raise item
         return item
 
-    def _end(self) -> None:
-        """It left the server unfinished: its reader ends, told why if the server stopped it."""
-        self._put(self.ended_by)
-
     def _put(self, item) -> None:
         self._unread.append(self._clock())  # before the put: a take never finds it missing
         self._events.put(item)

@@ -1,19 +1,12 @@
 """The serving engine: one continuous batcher that owns the model for every visitor.
 
-Lesson 5's continuous batching as vLLM v1's scheduler: the KV cache in pages (`paged_batch.py`),
-prefill in chunks. One thread runs the loop; each step runs on the compute thread, taking turns
-with lesson measurements (`compute_thread.py`):
-
-1. `_schedule()` (`server_plan.py`): finished and stopped rows leave; when the pool is out of
-   blocks the NEWEST row is preempted back to the FRONT of the line; waiting requests join
-   (round robin by visitor) while `admission` lets them; `split_budget` gives each decoding row
-   one token of the step's budget and the rest to prompt chunks, oldest first.
-2. `_execute(plan)`: the prompt chunks in one pass, then one decode pass (a running stream waits
-   at most one chunk's pass per token, never a whole long prompt); each row's token is chosen
-   with its own sampling and seeded generator: exactly the tokens it would get alone.
-
-Each step leaves a `StepRecord`; `stats()` is the live "Server" view. Handlers never run the
-model: they `submit()` and read the events.
+Lesson 5's continuous batching as vLLM v1's scheduler, the KV cache in pages (`paged_batch.py`).
+One thread runs the loop; each step runs on the compute thread, taking turns with lesson
+measurements (`compute_thread.py`). A step is planned first (`server_plan.py`: who leaves, who
+is preempted, who joins, how the token budget splits), then run: the prompt chunks in one pass,
+then one decode pass (a running stream waits at most one chunk's pass per token, never a whole
+long prompt), each row's token chosen with its own sampling and seeded generator: exactly the
+tokens it would get alone. Handlers never run the model: they `submit()` and read the events.
 """
 from __future__ import annotations
 
@@ -28,7 +21,6 @@ from dataclasses import dataclass
 import torch
 
 from .block_pool import blocks_for
-from .cache_budget import CacheBudget
 from .compute_thread import ComputeTurns
 from .config import Settings
 from .errors import (
@@ -39,7 +31,7 @@ from .errors import (
     SettingOutOfRangeError,
 )
 from .events import StepEvent
-from .generation import check_prompt, finish_reason, output_text, top_candidates
+from .generation import CacheBudget, check_prompt, finish_reason, output_text, top_candidates
 from .paged_batch import PagedBatch, PoolStats
 from .sampling import SamplingSettings, choose, make_generator
 from .served_request import ServedRequest
@@ -119,7 +111,6 @@ class ServerStats:
     steps_detail: tuple[StepRecord, ...] = ()  # the newest steps' budget split and parts
     step_token_budget: int = 0  # tokens per step the server spends (0 = whole prompts)
     threads: tuple[ThreadFigure, ...] = ()  # CPU threads per pass: the timed figures (CPU)
-    plan: StepPlan | None = None  # the newest step's plan
 
 
 class Server:
@@ -213,8 +204,7 @@ class Server:
                 cache_bytes=self._pool.paged_bytes, held_bytes=self.budget.held_bytes(),
                 history=tuple((round(now - t, 2), r, s) for t, r, s, _ in self._passes),
                 pool=self._pool, steps_detail=tuple(self._steps_detail),
-                step_token_budget=self.settings.step_token_budget, threads=self._figures,
-                plan=self.last_plan)
+                step_token_budget=self.settings.step_token_budget, threads=self._figures)
 
     def close(self) -> None:
         with self._cond:
@@ -293,7 +283,7 @@ class Server:
         with self._cond:
             for r in [r for r in self._waiting if r.cancelled]:
                 self._waiting.drop(r)
-                r._end()
+                r._put(r.ended_by)  # its reader ends, told why if the server stopped it
             for r in list(self._waiting):
                 tokens = r.prompt_ids + r.generated  # a preempted one computes its answer too
                 if self.batch.computing_now(tokens):
@@ -317,26 +307,26 @@ class Server:
         done: list[int] = []
         if plan.chunks:
             chunks = dict(plan.chunks)
-            logits, seconds = self._forward(clock, "prefill", sum(chunks.values()),
-                                            self.batch.prefill_chunks, chunks)  # [C, V]
+            logits, seconds = self._forward(clock, "prefill", chunks)  # [C, V]
             for rid in chunks:
                 self._running[rid].prefill_passes += 1  # told in its first token's event
             done = [j for j, rid in enumerate(chunks) if self.batch.rows[rid].decoding]
             self._emit([plan.chunks[j][0] for j in done], logits[done], seconds, clock,
                        rows=len(chunks), prefill=True)  # none done: only the pass is noted
         if plan.decode:
-            logits, seconds = self._forward(clock, "decode", len(plan.decode),
-                                            self.batch.decode, list(plan.decode))  # [B, V]
+            ones = dict.fromkeys(plan.decode, 1)  # a decoding row feeds its newest token
+            logits, seconds = self._forward(clock, "decode", ones)  # [B, V]
             self._emit(list(plan.decode), logits, seconds, clock)
         return len(done)
 
-    def _forward(self, clock: StepClock, kind: str, tokens: int, call, *args):
-        """One of the batch's model calls, on a CPU at its fastest thread count -> (its result,
-        its synced seconds); time inside the model counts as the forward pass, the rest cache."""
-        before = self.batch.forward_s
+    def _forward(self, clock: StepClock, kind: str, chunks: dict[int, int]
+                 ) -> tuple[torch.Tensor, float]:
+        """`batch.feed(chunks)`, on a CPU at its fastest thread count -> (logits [B, V], synced
+        seconds); time inside the model counts as the forward pass, the rest cache."""
+        before, tokens = self.batch.forward_s, sum(chunks.values())
         with (num_threads(self._threads.choose(kind, tokens)) if self._threads
               else nullcontext(0)) as threads, stopwatch(self.lm.device) as t:
-            out = call(*args)
+            out = self.batch.feed(chunks)
         if self._threads:
             self._threads.record(kind, tokens, threads, t[0])
             clock.threads = threads
@@ -417,7 +407,7 @@ class Server:
             for r in gone:
                 del self._running[r.rid]
                 if r.cancelled and not r.finished:
-                    r._end()
+                    r._put(r.ended_by)  # its reader ends, told why if the server stopped it
                 self._served += 1
             self._pool = pool
 

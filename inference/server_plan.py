@@ -4,6 +4,7 @@ token budget splits (`split_budget`), and the frozen record of it (`StepPlan`). 
 """
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -23,7 +24,7 @@ def admission(pool: BlockPool, tokens: Sequence[int], rows: int, max_rows: int,
     >>> _ = pool.allocate(0, range(8))  # a running request holds both blocks
     >>> admission(pool, range(6), rows=1, max_rows=8, budget_left=64)
     'no free block'
-    >>> _ = pool.release(0)
+    >>> pool.release(0)
     >>> admission(pool, range(6), rows=0, max_rows=8, budget_left=64)
     ''
     """
@@ -104,10 +105,7 @@ class WaitingLine:
         newest = max((r.turn for r in self._line if req.visitor and r.visitor == req.visitor),
                      default=0)
         req.turn = max(newest, self.served) + 1
-        key = (req.turn, req.rid)
-        i = len(self._line)
-        while i and (self._line[i - 1].turn, self._line[i - 1].rid) > key:
-            i -= 1
+        i = bisect.bisect_right(self._line, (req.turn, req.rid), key=lambda r: (r.turn, r.rid))
         self._line.insert(i, req)
         return i
 

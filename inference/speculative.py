@@ -1,8 +1,8 @@
 """Speculative decoding: more than one token per read of the weights, with the same output.
 
 A batch-1 decode pass mostly waits for the weights (lesson 3); a pass of k + 1 tokens costs
-little more. So a cheap **draft** guesses k tokens d1..dk (`PromptLookup`: what followed the
-last few tokens earlier in the text; `ModelDraft`: this model in int4, or its first N layers),
+little more. So a cheap **draft** guesses k tokens d1..dk (`Draft`: prompt lookup, what
+followed the last few tokens earlier in the text; or this model in int4, or its first N layers),
 ONE **verification pass** gives the model's own distribution p_i at all k + 1 positions, the
 **acceptance rule** keeps a prefix of the guesses plus one token of the model's own, and the
 cache is cut back past the rest.
@@ -58,25 +58,14 @@ def lookup(ids: Sequence[int], k: int, max_ngram: int = LIMITS.spec_lookup_ngram
     return []
 
 
-class PromptLookup:
-    """The n-gram draft: no model, no state; guesses are certain (a one-hot q)."""
+class Draft:
+    """Guesses up to k tokens that follow `ids` (the prompt and the output so far). With no
+    `model`: prompt lookup, certain guesses (a one-hot q). With one: k decode steps of that
+    small model on its own KV cache (holding `self.fed`), first cropped to the part that still
+    agrees with `ids`. `key` names it ("prompt_lookup", "int4", "early_exit_8"), `label` says
+    what the lesson calls it, `reset()` forgets an earlier generation."""
 
-    key = "prompt_lookup"
-    label = "prompt lookup (n-gram match, no second model)"
-
-    def reset(self) -> None:
-        pass
-
-    def propose(self, ids: list[int], k: int, sampling: SamplingSettings,
-                generator: torch.Generator | None) -> Proposal:
-        return Proposal(tuple(lookup(ids, k)))
-
-
-class ModelDraft:
-    """A small model proposing k tokens by k decode steps on its own KV cache (holding
-    `self.fed`), first cropped to the part that still agrees with `ids`."""
-
-    def __init__(self, model: nn.Module, key: str, label: str) -> None:
+    def __init__(self, model: nn.Module | None, key: str, label: str) -> None:
         self.model, self.key, self.label = model, key, label
         self.reset()
 
@@ -86,6 +75,8 @@ class ModelDraft:
     @torch.inference_mode()
     def propose(self, ids: list[int], k: int, sampling: SamplingSettings,
                 generator: torch.Generator | None) -> Proposal:
+        if self.model is None:
+            return Proposal(tuple(lookup(ids, k)))
         if k <= 0:
             return Proposal(())
         device = next(self.model.parameters()).device
@@ -104,12 +95,6 @@ class ModelDraft:
             pending = [guesses[-1]]  # the last guess is fed next time, if it is kept
         q = None if sampling.greedy else torch.stack(rows)  # [k, V]
         return Proposal(tuple(guesses), q)
-
-
-# A draft has a `key` ("prompt_lookup", "int4", "early_exit_8"), a `label` (what the lesson
-# calls it), `reset()` (forget an earlier generation) and `propose(ids, k, sampling, generator)`:
-# up to k guesses of what follows `ids` (the prompt and the output so far).
-Draft = PromptLookup | ModelDraft
 
 
 def early_exit_model(model: nn.Module, layers: int) -> nn.Module:
@@ -137,17 +122,17 @@ def make_draft(lm, key: str, shared=None) -> Draft:
     """A fresh draft by key: "prompt_lookup", "int4" (needs `shared`, a SharedResults that keeps
     the built int4 model) or "early_exit_N" (the first N layers)."""
     if key == "prompt_lookup":
-        return PromptLookup()
+        return Draft(None, key, "prompt lookup (n-gram match, no second model)")
     if key == "int4":
         from .quantize import build_mode  # only when an int4 draft is built
 
-        return ModelDraft(build_mode(lm, "int4-g32", shared).model, key,
-                          "the same model in int4 (lesson 6's int4-g32 mode)")
+        return Draft(build_mode(lm, "int4-g32", shared).model, key,
+                     "the same model in int4 (lesson 6's int4-g32 mode)")
     if key.startswith("early_exit_") and key.removeprefix("early_exit_").isdigit():
         n = int(key.removeprefix("early_exit_"))
-        return ModelDraft(early_exit_model(lm.model, n), key,
-                          f"the model's first {n} of {len(lm.model.model.layers)} layers "
-                          "+ its final norm and head (early exit)")
+        return Draft(early_exit_model(lm.model, n), key,
+                     f"the model's first {n} of {len(lm.model.model.layers)} layers "
+                     "+ its final norm and head (early exit)")
     raise SettingOutOfRangeError(
         f"Unknown draft {key!r}; choose prompt_lookup, int4 or early_exit_N (N layers).")
 
@@ -286,7 +271,3 @@ def speculate(lm, prompt_ids: list[int], draft: Draft, k: int = LIMITS.spec_k.de
             forward_tokens=1 + len(guesses), draft_seconds=td[0], verify_seconds=tv[0],
             seconds=tp[0], cache_tokens=cache_length(cache),
             tokens_so_far=len(out), text=text, finished=finished)
-
-
-def spec_tokens(passes: list[SpecPass]) -> list[int]:
-    return [t for p in passes for t in p.new_ids]

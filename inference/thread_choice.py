@@ -79,7 +79,6 @@ class ThreadChoice:
         return fastest
 
     def record(self, kind: str, tokens: int, threads: int, seconds: float) -> None:
-        """A pass of this shape took `seconds` at `threads`."""
         shape = self._shape(kind, tokens)
         per_token = seconds / max(tokens, 1)
         best_before = self._best(shape) if shape.per_token else threads

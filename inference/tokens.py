@@ -61,7 +61,9 @@ def tokenize_chat(tokenizer, user_text: str, system: str | None = None) -> Token
     template's own markers special, the typed texts plain (as `encode_text` encodes them)."""
     user, sys_slot = _SLOT.format("user"), _SLOT.format("system")
     slots = {user: user_text, sys_slot: system or ""}
-    template = chat_prompt(tokenizer, user, sys_slot if system else None)
+    messages = ([{"role": "system", "content": sys_slot}] if system else []) + [
+        {"role": "user", "content": user}]  # the assistant's turn opened after them
+    template = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     text, tokens = "", ()
     for part in re.split("(" + "|".join(map(re.escape, slots)) + ")", template):  # slots kept
         piece = slots.get(part, part)
@@ -89,13 +91,6 @@ def _tokens(tokenizer, text: str, typed: bool, shift: int) -> tuple[Token, ...]:
                             special=i in special))
         last_end = max(last_end, e)
     return tuple(tokens)
-
-
-def chat_prompt(tokenizer, user_text: str, system: str | None = None) -> str:
-    """The exact text the model reads for one user turn, with the assistant's turn opened."""
-    messages = ([{"role": "system", "content": system}] if system else []) + [
-        {"role": "user", "content": user_text}]
-    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
 
 _SLOT = "\x00{}\x00"  # stands in for typed text inside the template (cleaning removes NULs)

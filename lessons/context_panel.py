@@ -5,7 +5,6 @@ from collections.abc import Callable, Iterator
 
 import gradio as gr
 
-from inference.config import Settings
 from inference.experiments import context_sweep
 from visualizations import kv_charts as context_charts
 from visualizations.kv_text import FLASH_ATTENTION
@@ -17,17 +16,6 @@ from .common.controls import guess_box
 from .common.measurement import Measurement
 from .common.measurement_wiring import run_and_stop, wire_stoppable
 from .common.named_outputs import showing
-
-
-def _longest(lm, settings: Settings) -> gr.Dropdown:
-    choices = run.length_choices(lm, settings)
-    window = lm.info.context_window
-    return gr.Dropdown(
-        [(f"{n:,} tokens" + (" (the whole window)" if n == window else ""), n) for n in choices],
-        value=run.default_length(lm, settings), label="Longest length to measure",
-        info="Each doubling of the length at least doubles a prefill's work (attention's part "
-             f"quadruples), so the full {window:,} takes several times as long as the preset: "
-             "minutes on a small CPU.", elem_id="ctx-longest")
 
 
 def _sweep(name: str, label: str, figure, chart_label: str, frames: Callable[..., Iterator],
@@ -46,8 +34,14 @@ def _sweep(name: str, label: str, figure, chart_label: str, frames: Callable[...
 
 def build(ctx: AppContext) -> None:
     lm, settings, shared = ctx.lm, ctx.settings, ctx.shared
-    caption = info_caption(lm.info)
-    longest = _longest(lm, settings)
+    caption, window = info_caption(lm.info), lm.info.context_window
+    longest = gr.Dropdown(
+        [(f"{n:,} tokens" + (" (the whole window)" if n == window else ""), n)
+         for n in run.length_choices(lm, settings)],
+        value=run.default_length(lm, settings), label="Longest length to measure",
+        info="Each doubling of the length at least doubles a prefill's work (attention's part "
+             f"quadruples), so the full {window:,} takes several times as long as the preset: "
+             "minutes on a small CPU.", elem_id="ctx-longest")
     cuts = gr.Markdown(run.cuts_text(lm, settings), render=False, elem_id="ctx-cuts")
     with gr.Tabs(overflow_behavior="wrap"):
         with gr.Tab("1 · Prefill vs prompt length"):

@@ -1,6 +1,5 @@
-"""Lesson 3 handlers: what Step, a Play tick, Stop and Branch do to a learner's `Generation`,
-and what the panel shows for it (`views`). A Play tick queued after Stop does nothing; Stop
-keeps exactly the tokens on screen; Branch rewinds to a step and takes another candidate."""
+"""Lesson 3 handlers: what Step, a Play tick, Stop and Branch do to a learner's `Generation`
+(each function's docstring says its rule), and what the panel shows for it (`views`)."""
 from __future__ import annotations
 
 import contextlib
@@ -36,14 +35,6 @@ class DecodeView(NamedTuple):  # everything the panel shows for one state of the
     pick: int | None  # the pre-selected candidate: the likeliest one not taken
     diagram: str = ""  # the newest step animated: tokens through the layers, the KV cache
     noise: Noise | None = None  # the noise rule's reading of the decode steps so far
-
-
-def sampling_from(temperature: float | None, top_k: int | None, top_p: float | None,
-                  seed: int | None) -> SamplingSettings:
-    """The sampling controls as settings (empty boxes read as their 'off' values)."""
-    return SamplingSettings(temperature=float(temperature or 0), top_k=int(top_k or 0),
-                            top_p=float(top_p if top_p is not None else 1.0),
-                            seed=int(seed) if seed is not None else 0)
 
 
 def views(lm, gen: Generation | None, sampling: SamplingSettings,

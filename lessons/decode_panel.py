@@ -14,7 +14,7 @@ from visualizations.token_view import CACHE_FREED, decode_stats_md, output_html
 from .common.context import AppContext
 from .common.controls import number, prompt_box, slider
 from .common.feedback import guarded
-from .decode_handlers import DecodeView, branch_to, play_tick, sampling_from, step, stop, views
+from .decode_handlers import DecodeView, branch_to, play_tick, step, stop, views
 
 
 class DecodeUI:
@@ -68,8 +68,12 @@ class DecodeUI:
                              self.play_on]
 
     def sampling(self, data: dict) -> SamplingSettings:
-        return sampling_from(data[self.temperature], data[self.top_k], data[self.top_p],
-                             data[self.seed])
+        """The sampling controls as settings (empty boxes read as their 'off' values)."""
+        top_p, seed = data[self.top_p], data[self.seed]
+        return SamplingSettings(temperature=float(data[self.temperature] or 0),
+                                top_k=int(data[self.top_k] or 0),
+                                top_p=float(top_p if top_p is not None else 1.0),
+                                seed=int(seed) if seed is not None else 0)
 
     def show(self, v: DecodeView) -> dict:
         """A DecodeView as component updates (every component in `view_outputs`)."""

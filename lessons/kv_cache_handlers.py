@@ -10,7 +10,7 @@ from plotly.graph_objects import Figure
 from inference import compute_thread
 from inference.config import Settings
 from inference.errors import PromptTooLongError, SettingOutOfRangeError
-from inference.experiments import kv_projection, kv_race, noise, prefix_reuse, quiet_reference
+from inference.experiments import kv_projection, kv_race, noise, quiet_reference
 from inference.experiments.attention_view import (
     AttentionView,
     HeldAttention,
@@ -52,16 +52,16 @@ class RaceFrame(NamedTuple):
     noise: Noise | None = None  # the last frame: was the machine busy while racing
 
 
-class LengthsFrame(NamedTuple):
-    progress: str
+class ChartFrame(NamedTuple):  # the race at several lengths, or prefix reuse
     plot: Figure
-    table: str
+    text: str
+    progress: str | None = None
 
 
 PROJECT_PROMPT, PROJECT_TOKENS = 32, 1000  # the theoretical long generation the text quotes
 
 
-def race_lengths_frames(lm, shared=None) -> Iterator[LengthsFrame]:
+def race_lengths_frames(lm, shared=None) -> Iterator[ChartFrame]:
     """One step both ways at each of `LENGTHS`, a frame per length, then the theory beyond."""
     caption = info_caption(lm.info, note=f"median of {REPEATS} steps per length and lane")
     key = ("race-lengths", lm.info.device, lm.info.dtype)
@@ -71,23 +71,23 @@ def race_lengths_frames(lm, shared=None) -> Iterator[LengthsFrame]:
     if done is None:
         text_ids = lm.tokenizer(load_perplexity_text(), add_special_tokens=False)["input_ids"]
         points: list[LengthPoint] = []
-        yield LengthsFrame(f"⏳ Measuring one step at {LENGTHS[0]} tokens, both ways…",
-                           kv_charts.race_lengths_figure([]), "")
+        yield ChartFrame(kv_charts.race_lengths_figure([]), "",
+                         f"⏳ Measuring one step at {LENGTHS[0]} tokens, both ways…")
         for point in step_costs(lm, text_ids):
             points.append(point)
             nxt = LENGTHS[len(points)] if len(points) < len(LENGTHS) else None
-            yield LengthsFrame(f"⏳ Measured {len(points)} of {len(LENGTHS)} lengths"
-                               + (f"; now {nxt} tokens…" if nxt else "."),
-                               kv_charts.race_lengths_figure(points, caption=caption),
-                               kv_text.race_lengths_markdown(points))
+            yield ChartFrame(kv_charts.race_lengths_figure(points, caption=caption),
+                             kv_text.race_lengths_markdown(points),
+                             f"⏳ Measured {len(points)} of {len(LENGTHS)} lengths"
+                             + (f"; now {nxt} tokens…" if nxt else "."))
         done = tuple(points), noise.reading()
         keep(shared, key, *done)
     points, judged = done
     ab = kv_race.fit(list(points))
     cached, plain = kv_race.generation_seconds(list(points), PROJECT_PROMPT, PROJECT_TOKENS)
-    yield LengthsFrame(note, kv_charts.race_lengths_figure(points, ab, caption),
-                       kv_text.race_lengths_markdown(
-                           points, (PROJECT_PROMPT, PROJECT_TOKENS, cached, plain), judged))
+    yield ChartFrame(kv_charts.race_lengths_figure(points, ab, caption),
+                     kv_text.race_lengths_markdown(
+                         points, (PROJECT_PROMPT, PROJECT_TOKENS, cached, plain), judged), note)
 
 
 class ProjectionView(NamedTuple):
@@ -95,11 +95,6 @@ class ProjectionView(NamedTuple):
     by_batch: Figure
     gqa: Figure
     table: str
-
-
-class PrefixFrame(NamedTuple):
-    plot: Figure
-    text: str
 
 
 class AttentionShown(NamedTuple):
@@ -195,26 +190,26 @@ def projection_view(lm, settings: Settings, batch: int, context: int,
 
 
 def prefix_frames(lm, settings: Settings, system: str, questions: str,
-                  new_tokens: int) -> Iterator[PrefixFrame]:
+                  new_tokens: int) -> Iterator[ChartFrame]:
     """Prefill the system prompt once, then answer each question both ways."""
     if len(system or "") > settings.max_prompt_chars:
         raise PromptTooLongError(
             f"The system prompt is over {settings.max_prompt_chars:,} characters.")
     settings.prefix_new_tokens.check("Answer tokens", new_tokens)
-    ids = prefix_reuse.shared_prefix_ids(lm.tokenizer, system)
+    ids = kv_race.shared_prefix_ids(lm.tokenizer, system)
     lines = prompt_lines(settings, questions)
-    prefix_reuse.prefix_request_tokens(lm.tokenizer, system, lines, int(new_tokens),
-                                       settings.prefix_request_tokens)  # before any model run
-    prefix = prefix_reuse.prefill_prefix(lm, ids)
+    kv_race.prefix_request_tokens(lm.tokenizer, system, lines, int(new_tokens),
+                                  settings.prefix_request_tokens)  # before any model run
+    prefix = kv_race.prefill_prefix(lm, ids)
     caption, runs = info_caption(lm.info), []
 
-    def frame(judged: Noise | None = None) -> PrefixFrame:
-        return PrefixFrame(plot=kv_charts.prefix_figure(runs, caption),
+    def frame(judged: Noise | None = None) -> ChartFrame:
+        return ChartFrame(plot=kv_charts.prefix_figure(runs, caption),
                            text=busy_notice_html(judged)
                            + kv_text.prefix_markdown(len(ids), prefix.seconds,
                                                      cache_tensor_bytes(prefix.cache), runs))
     yield frame()
-    for run in prefix_reuse.prefix_runs(lm, prefix, system, lines, int(new_tokens)):
+    for run in kv_race.prefix_runs(lm, prefix, system, lines, int(new_tokens)):
         runs.append(run)
         yield frame(noise.reading(settings=settings) if len(runs) == len(lines) else None)
 

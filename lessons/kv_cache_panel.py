@@ -3,9 +3,8 @@ from __future__ import annotations
 
 import gradio as gr
 
-from inference.config import LIMITS, Settings
-from inference.experiments.kv_race import race_lengths_tokens, race_tokens
-from inference.experiments.prefix_reuse import prefix_reuse_tokens
+from inference.config import Settings
+from inference.experiments.kv_race import prefix_reuse_tokens, race_lengths_tokens, race_tokens
 from visualizations import kv_charts
 from visualizations.kv_text import LAG_NOTE
 from visualizations.mechanism import race_diagram
@@ -20,7 +19,6 @@ from .common.measurement_wiring import run_and_stop, wire_measurement, wire_stop
 from .common.named_outputs import showing
 from .common.prompt_input import prompt_lines
 
-DEFAULT_PROMPT = LIMITS.default_prompt
 DEFAULT_SYSTEM = lesson_text("kv_prefix_system.txt").strip()  # a museum's visitor assistant
 DEFAULT_QUESTIONS = "When does the museum close?\nHow much is a child ticket?\nWhere is the cafe?"
 
@@ -29,7 +27,7 @@ def growth_tab(ctx: AppContext) -> None:
     """1 · Watch it grow: one column per cached token, bytes against the formula."""
     lm, settings = ctx.lm, ctx.settings
     with gr.Row():
-        prompt = prompt_box(settings, DEFAULT_PROMPT, "kv-growth-prompt", scale=3)
+        prompt = prompt_box(settings, settings.default_prompt, "kv-growth-prompt", scale=3)
         new_tokens = slider(settings, "growth_new_tokens", "New tokens", scale=1)
     start, stop = run_and_stop("Generate and watch the cache", "kv-growth-btn",
                                 "kv-growth-stop")
@@ -54,7 +52,7 @@ def race_tab(ctx: AppContext) -> None:
                 "measures it to the window). Without it each step feeds the **whole sequence** "
                 "again (O(sequence) tokens), its work growing with the text in every layer.")
     with gr.Row():
-        prompt = prompt_box(settings, DEFAULT_PROMPT, "kv-race-prompt", scale=3)
+        prompt = prompt_box(settings, settings.default_prompt, "kv-race-prompt", scale=3)
         new_tokens = slider(settings, "race_new_tokens", "New tokens", scale=1)
     guess = guess_box(settings, run.GUESS_KEY, "generating with the cache against "
                       "recomputing, how many times faster", "kv-race-guess")
@@ -79,7 +77,7 @@ def race_tab(ctx: AppContext) -> None:
     shown = {"progress": gr.Markdown(elem_id="kv-lengths-progress"),
              "plot": gr.Plot(kv_charts.race_lengths_figure([]), elem_id="kv-lengths-plot",
                              label="One step at each length"),
-             "table": gr.Markdown(elem_id="kv-lengths-table")}
+             "text": gr.Markdown(elem_id="kv-lengths-table")}
     wire_measurement(start, None, list(shown.values()), Measurement(
         "kv_race_lengths", showing(shown, lambda: run.race_lengths_frames(lm, ctx.shared)),
         work=race_lengths_tokens), ctx)
@@ -126,7 +124,7 @@ def prefix_tab(ctx: AppContext) -> None:
 def attention_tab(lm, settings: Settings, server=None) -> None:
     """5 · What the cache is read for: the newest token's attention over every position."""
     with gr.Row():
-        prompt = prompt_box(settings, DEFAULT_PROMPT, "kv-attn-prompt", scale=3)
+        prompt = prompt_box(settings, settings.default_prompt, "kv-attn-prompt", scale=3)
         new_tokens = slider(settings, "attention_new_tokens", "New tokens first", scale=1)
     start = gr.Button("Show attention of the newest token", variant="primary",
                       elem_id="kv-attn-btn")

@@ -7,12 +7,11 @@ from typing import NamedTuple
 
 import plotly.graph_objects as go
 
-from inference.experiments import machine_roofline, noise, quiet_reference
+from inference.experiments import noise, quiet_reference, roofline
 from inference.experiments.batch_sweep import memory_budget_bytes
 from inference.experiments.kv_projection import size_rows
-from inference.experiments.machine_roofline import StepBound
 from inference.experiments.noise import Noise
-from inference.experiments.roofline import Roofline
+from inference.experiments.roofline import Roofline, StepBound
 from visualizations import step_charts
 from visualizations.noise_view import supports_verdict
 from visualizations.roofline_charts import compute_roof_md, roofline_figure, two_roof_figure
@@ -99,20 +98,20 @@ class MachineView(NamedTuple):
 def measure_machine_steps(lm, shared=None) -> Iterator[str | MachineView]:
     """The roofline, both roofs and a decode step's split, a progress line before each part."""
     yield "⏳ Part 1 of 3: reading memory bandwidth and timing decode…"
-    watched = machine_roofline.watched_roofline(lm, shared=shared)
+    watched = roofline.watched_roofline(lm, shared=shared)
     r, caption = watched.roofline, info_caption(lm.info)
     yield ("⏳ Part 1 of 3 done: read bandwidth and decode speed measured. Part 2 of 3: the "
            "arithmetic roof…")
-    roof = machine_roofline.measure_compute_roof(lm, r, shared,
+    roof = roofline.measure_compute_roof(lm, r, shared,
                                                  batch_points=latest(lm, shared, *BATCH_POINTS))
     roofs_noise = noise.reading()
     if watched.noise.busy:  # the roofs' decode point is the roofline's busy decode speed
         roofs_noise = watched.noise
     yield "⏳ Part 2 of 3 done: both roofs measured. Part 3 of 3: profiling one decode step…"
     # this machine's quiet decode speed: on file, else this run's when it was quiet
-    ref = quiet_reference.for_decode(r, lm.info.name, machine_roofline.ROOFLINE_NEW_TOKENS,
+    ref = quiet_reference.for_decode(r, lm.info.name, roofline.ROOFLINE_NEW_TOKENS,
                                      watched.noise)
-    bound = machine_roofline.measure_step_bound(lm)
+    bound = roofline.measure_step_bound(lm)
     step_md, step_fig = step_bound_outputs(lm, r, bound, caption, noise.reading())
     fig = roofline_figure([roofline_point(lm, r)], r.bandwidth_gbs, ", read bandwidth measured",
                           caption, x_title=BYTES_AXIS)

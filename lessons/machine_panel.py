@@ -6,7 +6,7 @@ from collections.abc import Iterator
 import gradio as gr
 
 from inference.config import Settings
-from inference.experiments.machine_roofline import ROOFLINE_PROMPT, roofline_tokens
+from inference.experiments.roofline import ROOFLINE_PROMPT, roofline_tokens
 from inference.tokens import prompt_ids
 from visualizations import server_view
 from visualizations.roofline_charts import two_roof_figure
@@ -26,15 +26,9 @@ from .common.serving_peer import serving_comparison
 from .machine_handlers import gpu_note_md, measure_machine_steps
 
 
-def texts(settings: Settings) -> list[str]:
-    """The tab's section texts, in order (assets/machine.md)."""
-    extra = {"step_token_budget": str(settings.step_token_budget)}
-    return lesson_text("machine.md", extra=extra).split("<!-- part -->")
-
-
-def server_section(lm, settings: Settings, server, chat=None) -> None:
+def server_section(lm, settings: Settings, server, texts: list[str], chat=None) -> None:
     """The live view of the real scheduler serving this room (polled while switched on)."""
-    server_md, pages_md, budget_md = texts(settings)[:3]
+    server_md, pages_md, budget_md = texts
     gr.Markdown(server_md)
     with gr.Row():
         watch = gr.Checkbox(False, elem_id="server-watch",
@@ -81,9 +75,11 @@ def server_section(lm, settings: Settings, server, chat=None) -> None:
 
 def build(ctx: AppContext) -> None:
     lm, settings, shared, server = ctx.lm, ctx.settings, ctx.shared, ctx.server
+    extra = {"step_token_budget": str(settings.step_token_budget)}
+    texts = lesson_text("machine.md", extra=extra).split("<!-- part -->")  # sections, in order
     if server is not None:
-        server_section(lm, settings, server, ctx.chat)
-    roofline_md, roofs_md, bound_md = texts(settings)[3:]
+        server_section(lm, settings, server, texts[:3], ctx.chat)
+    roofline_md, roofs_md, bound_md = texts[3:]
     gr.Markdown(roofline_md)
     run = gr.Button("Measure this machine", variant="primary", elem_id="perf-run")
     text = gr.Markdown("*Press the button: it measures in three parts and says here which one "

@@ -27,7 +27,8 @@ class PagesFrame(NamedTuple):
     bytes_md: str  # markdown: padded vs paged bytes (waste %), prefix-cache counts
 
 
-def frame(demo: DemoPool | None, view: DemoView | None) -> PagesFrame:
+def frame(demo: DemoPool | None = None, view: DemoView | None = None) -> PagesFrame:
+    """What the panel shows for the pool after `view` (no pool yet: the empty story)."""
     if view is None:
         return PagesFrame(demo, None, EMPTY_STORY, pool_view.pool_grid_html(None),
                           pool_view.block_tables_html(None), pool_view.pool_bytes_md(None))
@@ -39,10 +40,6 @@ def frame(demo: DemoPool | None, view: DemoView | None) -> PagesFrame:
             f"to see it take some.</div>")
     return PagesFrame(demo, view, pool_view.demo_md(view), grid, pool_view.block_tables_html(pool),
                       pool_view.pool_bytes_md(pool))
-
-
-def empty() -> PagesFrame:
-    return frame(None, None)
 
 
 def new_pool(lm, settings: Settings, blocks: float) -> PagesFrame:

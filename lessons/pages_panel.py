@@ -12,7 +12,7 @@ from .common.named_outputs import showing
 
 def build(ctx: AppContext) -> None:
     lm, settings = ctx.lm, ctx.settings
-    first = run.empty()
+    first = run.frame()
     state = gr.State(None, time_to_live=settings.state_ttl_s, delete_callback=run.forget)
     with gr.Row():
         prompt = prompt_box(settings, "Name a river.", "pages-prompt", lines=1, scale=3)

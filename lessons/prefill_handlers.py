@@ -77,13 +77,6 @@ def drawn(points) -> list[prefill_sweep.PrefillPoint]:
     return [p for p in points if not p.impossible]
 
 
-def reference_key(point: prefill_sweep.PrefillPoint, dtype: str) -> str:
-    """What a sweep's verdict measured, and how: only like is shown beside like."""
-    how = ("both ways" if point.sequential_measured
-           else f"one at a time from {prefill_sweep.PER_TOKEN_FROM}")
-    return f"prefill_sweep {point.tokens} tokens {how} {dtype}"
-
-
 def sweep_reference(points, dtype: str, judged: noise.Noise | None):
     """This machine's quiet reference for the verdict point, kept from a quiet, possible run."""
     if not points:
@@ -91,7 +84,11 @@ def sweep_reference(points, dtype: str, judged: noise.Noise | None):
     last, ratio = verdict_point(points)
     if last.robust is None:
         return None
-    return quiet_reference.keep_if_quiet(reference_key(last, dtype), ratio, last.robust.label(),
+    # what the verdict measured, and how: only like is shown beside like
+    how = ("both ways" if last.sequential_measured
+           else f"one at a time from {prefill_sweep.PER_TOKEN_FROM}")
+    return quiet_reference.keep_if_quiet(f"prefill_sweep {last.tokens} tokens {how} {dtype}",
+                                         ratio, last.robust.label(),
                                          None if last.impossible else judged)
 
 

@@ -1,7 +1,7 @@
-"""The presenter's live measurements, one per screen (`MEASURES`, keyed by its `measure:`): a
-small run through the lessons' own engine functions, a `Step` between its parts (each one job on
-the compute thread) with its running line ("race step 5 of 64 · with the cache 0.41 s · …"),
-then one `Measured` headline. A busy machine marks it, withholding "faster".
+"""The presenter's handlers. One live measurement per screen (`MEASURES`, keyed by `measure:`):
+a small run of the lessons' own engine functions, a `Step` between its parts (each one job on the
+compute thread), then one `Measured` headline, marked on a busy machine (no "faster"). What the
+presenter keeps for a visitor, and the recap, are in `presenter_record.py`.
 """
 from __future__ import annotations
 
@@ -13,15 +13,14 @@ from dataclasses import asdict, dataclass, field
 from typing import NamedTuple
 
 from inference.config import LIMITS, Settings
-from inference.experiments import context_sweep, machine_roofline, noise, quiet_reference
+from inference.experiments import context_sweep, noise, quiet_reference
+from inference.experiments import roofline as roofs
 from inference.experiments.batch_sweep import SweepUpdate, batch_sweep_tokens, run_sweep
-from inference.experiments.context_theory import decode_theory
 from inference.experiments.kv_race import RECOMPUTE, checked_race, race_tokens, summarize
 from inference.experiments.noise import Noise
 from inference.experiments.prefill_sweep import DECODE_STEPS, prefill_sweep, prefill_sweep_tokens
-from inference.experiments.quality import greedy_steps, greedy_tokens
 from inference.experiments.quiet_reference import QuietFigure
-from inference.experiments.roofline import machine_bandwidth
+from inference.experiments.roofline import greedy_steps, greedy_tokens, machine_bandwidth
 from inference.experiments.serving_cost import model_serving_costs
 from inference.experiments.speculative_race import race_updates, spec_prompt, spec_race_tokens
 from inference.generation import stream
@@ -31,7 +30,6 @@ from inference.tokens import encode_text, prompt_ids, tokenize
 from visualizations.cards import human_bytes, ratio_side
 from visualizations.noise_view import BUSY, supports_verdict
 
-from . import presenter_progress as shown
 from .batching_handlers import budget_bytes
 from .common.latest import PRESENTER_BATCH, keep, reuse, shared_key
 from .common.measurement import prompt_tokens
@@ -39,6 +37,7 @@ from .common.predictions import Screen
 from .common.prompt_input import encode_prompt
 from .kv_cache_handlers import race_repeats
 from .prefill_handlers import measure_text, sweep_reference
+from .presenter_record import screen_index, sweep_figures, visitor_sweep
 
 QUESTION = "Name three colours of the rainbow."
 PROMPT = LIMITS.default_prompt
@@ -56,6 +55,7 @@ LONG_CONTEXT = (100, 4_000)  # the long-context screen's two cache lengths (its 
 SPEC_TOKENS = 24  # the speculative race's length (prompt lookup on the edit prompt)
 SPEC_K = 4  # guesses per pass: the number the screen's question names
 BATCH_SCREEN = "Serving many people at once"  # the batching screen's title (assets/presenter.md)
+RECAP = "recap"  # gathers the visitor's own results: no model run
 
 
 class Step(NamedTuple):
@@ -80,16 +80,13 @@ class Measured:
     figures: dict = field(default_factory=dict)  # plain numbers the cost screen or recap reads
     reference: QuietFigure | None = None  # the quiet figure a busy run's guess is judged by
 
-    def as_dict(self) -> dict:
-        return asdict(self)
-
 
 def busy_label(label: str, judged: Noise) -> str:
     return f"{label} · {BUSY}" if judged.busy else label
 
 
 def withheld(key: str, why: str, detail: str) -> Measured:
-    """A figure physics rules out (`robust.py`) twice: the reason instead of a number."""
+    """A figure physics rules out (`noise.py`) twice: the reason instead of a number."""
     return Measured(key, 0.0, "—", "no figure from this run: it cannot be right",
                     f"{why} Measured twice; press the button again. ({detail})", True)
 
@@ -142,18 +139,17 @@ def build_step(name: str, progress, layers: int) -> Step:
     return Step(f"building {name}: layers converted", done, layers, progress.message)
 
 
-def streamed(lm, ids: list[int], n: int, counted: str, running) -> Iterator[Step]:
-    """A greedy answer of `n` tokens, a `Step` after each; returns the events."""
+def streamed(lm, settings: Settings, text: str, counted: str, running) -> Iterator[Step]:
+    """`DECODE_TOKENS` greedy tokens answering `text`, a `Step` after each; returns events."""
     events = []
-    for e in stream(lm, ids, max_new_tokens=n):
+    for e in stream(lm, encode_prompt(lm, settings, text), max_new_tokens=DECODE_TOKENS):
         events.append(e)
-        yield Step(counted, len(events), n, running(events))
+        yield Step(counted, len(events), DECODE_TOKENS, running(events))
     return events
 
 
 def answer(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
-    events = yield from streamed(lm, encode_prompt(lm, settings, QUESTION), DECODE_TOKENS,
-                                 "token", first_and_next)
+    events = yield from streamed(lm, settings, QUESTION, "token", first_and_next)
     judged = noise.reading([e.seconds for e in events[1:]], settings)
     later = sum(e.seconds for e in events[1:])  # decode: the first token's prefill apart
     rate = (len(events) - 1) / later if later else 0.0
@@ -190,13 +186,12 @@ def prefill(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     yield Step("one pass", 0, 1, f"reading {prompt_tokens(lm, settings, PROMPT)} prompt tokens, "
                f"then {DECODE_STEPS} next tokens one at a time")
     m = measure_text(lm, settings, PROMPT)  # `.noise`: the decode steps' reading
-    judged = m.noise
     ms = m.ttft_seconds * 1000
     step = (f", then {m.decode_step_seconds * 1000:.0f} ms per next token"
             if m.decode_step_seconds else "")
-    yield Measured("prefill", ms, f"{ms:.0f} ms", busy_label("to the first token", judged),
+    yield Measured("prefill", ms, f"{ms:.0f} ms", busy_label("to the first token", m.noise),
                    f"{m.prompt_tokens} prompt tokens read in one pass of "
-                   f"{m.prefill_seconds * 1000:.0f} ms{step}", judged.busy,
+                   f"{m.prefill_seconds * 1000:.0f} ms{step}", m.noise.busy,
                    {"first_ms": ms, "next_ms": (m.decode_step_seconds or 0.0) * 1000})
 
 
@@ -223,8 +218,7 @@ def prefill_race(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
 
 
 def decode(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
-    events = yield from streamed(lm, encode_prompt(lm, settings, PROMPT), DECODE_TOKENS,
-                                 "decode step", first_and_next)
+    events = yield from streamed(lm, settings, PROMPT, "decode step", first_and_next)
     judged = noise.reading([e.seconds for e in events[1:]], settings)
     steps = [e.seconds for e in events[1:]] or [events[0].seconds]
     median = statistics.median(steps)
@@ -237,7 +231,7 @@ def decode(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
 
 def roofline(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     """The read bandwidth and the batch-1 decode speed under it, a `Step` per decode step."""
-    for p in machine_roofline.roofline_steps(lm, DECODE_TOKENS, shared):
+    for p in roofs.roofline_steps(lm, DECODE_TOKENS, shared):
         if p.roofline is None:
             speed = (f" · {p.tokens_per_s:.1f} tokens/s so far (median step)"
                      if p.tokens_per_s else "")
@@ -275,7 +269,7 @@ def speculative(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
 
 def step_split(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
     yield Step("decode step profiled", 0, 1, "every operation of one real decode step timed")
-    bound = machine_roofline.measure_step_bound(lm, encode_prompt(lm, settings, PROMPT),
+    bound = roofs.measure_step_bound(lm, encode_prompt(lm, settings, PROMPT),
                                                 race_tokens=0)
     judged = noise.reading(settings=settings)
     p, share = bound.profile, 100 * bound.profile.matmul_share
@@ -297,8 +291,7 @@ def step_split(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
 
 
 def kv_bytes(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
-    events = yield from streamed(lm, encode_prompt(lm, settings, PROMPT), DECODE_TOKENS,
-                                 "token", cache_running)
+    events = yield from streamed(lm, settings, PROMPT, "token", cache_running)
     first, last = events[0], events[-1]
     per_token = (last.cache_bytes - first.cache_bytes) / max(last.cache_tokens
                                                             - first.cache_tokens, 1)
@@ -351,7 +344,7 @@ def long_context(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
         yield Step("cache length", last.done, last.total, f"{steps} (measured, {runs})")
     judged = noise.reading(settings=settings)
     c = context_sweep.compare_lengths(last.points, short, long)
-    floor = decode_theory(lm, shared)
+    floor = context_sweep.decode_theory(lm, shared)
     predicted = floor.seconds(long) / floor.seconds(short)
     apart = ("no verdict from a busy machine" if not supports_verdict(judged) else
              "beyond this run's noise" if c.beyond_noise
@@ -397,7 +390,7 @@ def batch(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
                    f"batch 1: {one.tokens_per_s:.1f} tokens/s ({one.step_seconds * 1000:.0f} "
                    f"ms a step) · batch {big.batch}: {big.tokens_per_s:.1f} tokens/s "
                    f"({big.step_seconds * 1000:.0f} ms a step)", judged.busy,
-                   shown.sweep_figures(points),  # the cost screen prices them
+                   sweep_figures(points),  # the cost screen prices them
                    reference=quiet_reference.for_sweep(update, lm.info.dtype, judged))
 
 
@@ -430,7 +423,7 @@ def cost(lm, settings: Settings, shared, results: dict | None = None
          ) -> Iterator[Measured | Step]:
     """$ per million output tokens at the largest batch, priced from this visitor's own batch
     sweep (in `results`), else a quiet one kept on this machine, else one measured now."""
-    own = shown.visitor_sweep((results or {}).get("batch"))
+    own = visitor_sweep((results or {}).get("batch"))
     if own is not None:
         points, busy, when = own
         source = f"your batch sweep on “{BATCH_SCREEN}” ({when})"
@@ -475,14 +468,14 @@ def measure_screen_steps(p: dict, screens: tuple[Screen, ...], typed: float | No
                          settings: Settings, shared) -> Iterator[dict | Step | None]:
     """The measurement's None or `Step`s, then the progress with its result and the typed
     guess (the recap gathers the results: no model run)."""
-    s = screens[shown.screen_index(screens, p)]
+    s = screens[screen_index(screens, p)]
     if s.predict is not None and typed is not None:
         p["guesses"][s.measure] = float(typed)
-    if s.measure == shown.RECAP:  # the recap slide draws the visitor's own results (recap_figures)
+    if s.measure == RECAP:  # the recap slide draws the visitor's own results (recap_figures)
         n = sum(k in p["results"] for k in MEASURES)
-        p["results"][shown.RECAP] = Measured(shown.RECAP, n, f"{n} of {len(MEASURES)}",
-                                       "figures measured on this machine",
-                                       f"gathered at {time.strftime('%H:%M')}").as_dict()
+        p["results"][RECAP] = asdict(Measured(RECAP, n, f"{n} of {len(MEASURES)}",
+                                              "figures measured on this machine",
+                                              f"gathered at {time.strftime('%H:%M')}"))
     else:
         # at once, before any model work: the screen shows its own line, not a grey veil
         yield Step(f"{s.button}: started", 0, 0, "each step's figure shows here as it is measured")
@@ -490,7 +483,7 @@ def measure_screen_steps(p: dict, screens: tuple[Screen, ...], typed: float | No
             if m is None or isinstance(m, Step):
                 yield m
             else:
-                p["results"][s.measure] = m.as_dict()
+                p["results"][s.measure] = asdict(m)
     yield p
 
 
@@ -505,10 +498,10 @@ def screen_tokens(lm, settings: Settings, measure: str) -> int:
         "prefill_race": lambda: prefill_sweep_tokens([PREFILL_TOKENS], PREFILL_TOKENS),
         "decode": lambda: greedy_tokens(prompt, DECODE_TOKENS),
         "roofline": lambda: greedy_tokens(
-            len(prompt_ids(lm.tokenizer, machine_roofline.ROOFLINE_PROMPT)), DECODE_TOKENS),
+            len(prompt_ids(lm.tokenizer, roofs.ROOFLINE_PROMPT)), DECODE_TOKENS),
         "speculative": lambda: spec_race_tokens(prompt_tokens(lm, settings, spec_prompt()),
                                                 SPEC_TOKENS, SPEC_K, model_draft=False),
-        "step_split": lambda: machine_roofline.step_profile_tokens(prompt),
+        "step_split": lambda: roofs.step_profile_tokens(prompt),
         "kv_bytes": lambda: greedy_tokens(prompt, DECODE_TOKENS),
         "kv_race": lambda: race_tokens(prompt_tokens(lm, settings, PROMPT,
                                                      settings.race_max_prompt_tokens),

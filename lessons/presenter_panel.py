@@ -11,7 +11,8 @@ import gradio as gr
 from visualizations.cards import recap_html, result_html, screen_md, step_html
 from visualizations.style import info_caption
 
-from . import presenter_progress as visitor
+from . import presenter_handlers as handlers
+from . import presenter_record as record
 from .common.context import AppContext
 from .common.exports import teachers_guide
 from .common.feedback import guarded
@@ -19,7 +20,6 @@ from .common.lesson_text import lesson_text
 from .common.measurement import Measurement
 from .common.measurement_wiring import wire_measurement
 from .common.predictions import load_screens
-from .presenter_handlers import Step, measure_screen_steps, screen_tokens
 
 STORAGE_KEY = "llm-lab-presenter"
 # Arrow keys / Page Up-Down click Back and Next when no field has the focus. Presenting
@@ -39,7 +39,7 @@ def build(ctx: AppContext) -> None:
     """The presenter inside the caller's tab (`ctx.demo` binds the keys on load)."""
     lm, settings, shared, demo = ctx.lm, ctx.settings, ctx.shared, ctx.demo
     screens = load_screens(lm.info)
-    progress = gr.BrowserState(visitor.fresh(), storage_key=STORAGE_KEY)
+    progress = gr.BrowserState(record.fresh(), storage_key=STORAGE_KEY)
     with gr.Column(elem_id="presenter"):
         shown = gr.Markdown(screen_md(screens[0], 0, len(screens)), elem_id="present-screen")
         with gr.Row(elem_id="present-act", equal_height=True):  # one row: fits 853×480
@@ -59,14 +59,14 @@ def build(ctx: AppContext) -> None:
         teachers_guide("present-guide")
 
     def view(p: dict) -> dict:
-        i = visitor.screen_index(screens, p)
+        i = record.screen_index(screens, p)
         s = screens[i]
         ask = s.predict is not None
         results = p["results"]
-        payoff = visitor.compare_text(s, p)
-        recap = s.measure == visitor.RECAP and visitor.RECAP in results
-        number = (recap_html(visitor.recap_figures(screens, results, lm.bytes_per_value)) if recap
-                  else result_html(visitor.shown_result(s.measure, results)))
+        payoff = record.compare_text(s, p)
+        recap = s.measure == handlers.RECAP and handlers.RECAP in results
+        number = (recap_html(record.recap_figures(screens, results, lm.bytes_per_value)) if recap
+                  else result_html(record.shown_result(s.measure, results)))
         return {progress: p, shown: screen_md(s, i, len(screens), compact=bool(payoff) or recap),
                 guess: gr.Number(value=p["guesses"].get(s.measure), visible=ask,
                                  label=f"Your guess first: {s.predict} ({s.unit.strip()})"
@@ -76,8 +76,8 @@ def build(ctx: AppContext) -> None:
 
     def move(step: int):
         def go(p, request: gr.Request = None) -> dict:
-            p = visitor.clean(p)
-            p["page"] = visitor.page_id(request)
+            p = record.clean(p)
+            p["page"] = record.page_id(request)
             # from this page's own moves: the stored progress can lag behind a measurement
             here = turned.now(p["page"], p["screen"])
             p["screen"] = min(max(here + step, 0), len(screens) - 1)
@@ -86,12 +86,12 @@ def build(ctx: AppContext) -> None:
         return go
 
     def measure(p, typed: float | None, request: gr.Request = None) -> Iterator[dict]:
-        p = visitor.clean(p)
-        p["page"] = visitor.page_id(request)
-        measuring = visitor.screen_index(screens, p)
-        for done in measure_screen_steps(p, screens, typed, lm, settings, shared):
-            if done is None or isinstance(done, Step):  # between two parts
-                still = isinstance(done, Step) and turned.now(p["page"], measuring) == measuring
+        p = record.clean(p)
+        p["page"] = record.page_id(request)
+        measuring = record.screen_index(screens, p)
+        for done in handlers.measure_screen_steps(p, screens, typed, lm, settings, shared):
+            if done is None or isinstance(done, handlers.Step):  # between two parts
+                still = done is not None and turned.now(p["page"], measuring) == measuring
                 yield {result: step_html(done) if still else gr.skip()}  # on its own screen only
             else:
                 yield {finished: done}  # shown by `show_finished`, once this event has ended
@@ -101,14 +101,14 @@ def build(ctx: AppContext) -> None:
         stream's end Gradio resends its last values, which could undo a move made just before."""
         if not isinstance(done, dict):  # nothing finished (stopped at its time limit)
             return {c: gr.skip() for c in outputs} | {finished: None}
-        done = visitor.clean(done)
-        done["page"] = visitor.page_id(request)  # a followed run carries its leader's page
+        done = record.clean(done)
+        done["page"] = record.page_id(request)  # a followed run carries its leader's page
         done["screen"] = turned.now(done["page"], done["screen"])
         return view(done) | {finished: None}  # used once: a later run's end can't replay it
 
     outputs = [progress, shown, guess, run, result, compare]
     finished = gr.State(None)  # a measurement's progress, from its run to `show_finished`
-    turned = visitor.PageScreens(settings.sessions_held)  # each page's newest screen, by its moves
+    turned = record.PageScreens(settings.sessions_held)  # each page's newest screen, by its moves
     # always_last: a press while the previous move is on its way runs after it (not dropped)
     for button, step in ((back, -1), (forward, +1)):
         button.click(guarded(move(step), plain=True, compute=False), progress, outputs,
@@ -118,8 +118,8 @@ def build(ctx: AppContext) -> None:
     run.click(None, None, None, js=SENT_JS, queue=False, api_visibility="private")
 
     def work(p, typed: float | None) -> int:  # what the screen's button feeds (its budget)
-        i = visitor.screen_index(screens, visitor.clean(p))
-        return screen_tokens(lm, settings, screens[i].measure)
+        i = record.screen_index(screens, record.clean(p))
+        return handlers.screen_tokens(lm, settings, screens[i].measure)
 
     wire_measurement(run, [progress, guess], outputs + [finished],
                      Measurement("presenter_measure", measure, work=work), ctx).success(
@@ -129,8 +129,8 @@ def build(ctx: AppContext) -> None:
     # writing `progress` back). A change this page wrote itself is already shown: redrawing it
     # could land after the next move and put the old screen back.
     def restore(p, request: gr.Request = None) -> dict:
-        p = visitor.clean(p)
-        if p["page"] is not None and p["page"] == visitor.page_id(request):
+        p = record.clean(p)
+        if p["page"] is not None and p["page"] == record.page_id(request):
             return {c: gr.skip() for c in outputs[1:]}
         shown_now = view(p)
         shown_now.pop(progress)

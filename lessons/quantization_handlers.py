@@ -14,7 +14,6 @@ from inference.experiments.quality import ModeReport, SpeedRace
 from inference.experiments.quiet_reference import QuietFigure
 from inference.experiments.roofline import machine_bandwidth
 from inference.quantize import DEFAULT_MODES, MODES, build_steps, get_mode
-from visualizations.mechanism import quant_diagram
 
 from .common.latest import LAST_MODES, keep_latest
 from .common.predictions import guess_md
@@ -33,7 +32,6 @@ class QuantFrame(NamedTuple):
     reports: tuple[ModeReport, ...] | None = None
     bandwidth_gbs: float | None = None  # measured read bandwidth, for the roofline
     noise: Noise | None = None  # the last frame: was the machine busy while measuring
-    diagram: str | None = None  # float32's step beside the newest mode's, on the mechanism
     race: SpeedRace | None = None  # the last frame: the smallest mode raced against float32
     reference: QuietFigure | None = None  # this machine's quiet figure for that race
 
@@ -94,7 +92,7 @@ def compare_frames(lm, settings: Settings, shared, prompt: str, modes: list[str]
                 yield QuantFrame(f"⏳ [{i}/{len(keys)}] measuring {built.mode.label}: decode "
                                  f"step {step.done} of {step.total}…")
         yield QuantFrame(f"⏳ measured {len(reports)} of {len(keys)} modes", tuple(reports),
-                         bandwidth, diagram=_diagram(lm, reports, bandwidth))
+                         bandwidth)
     race = None
     others = [k for k in built_modes if k != "fp32"]
     if others:  # the smallest mode raced against float32, step by step
@@ -111,11 +109,15 @@ def compare_frames(lm, settings: Settings, shared, prompt: str, modes: list[str]
     reports = raced_speeds(reports, race)
     keep_latest(lm, shared, LAST_MODES, reports)
     judged = noise.reading(race.mode_seconds[1:] if race else (), settings=settings)
-    reference = race_reference(race, len(ids), lm.info.dtype, judged)
+    reference = None  # this machine's quiet figure for such a race, from a quiet, possible run
+    if race is not None and race.robust is not None:
+        reference = quiet_reference.keep_if_quiet(
+            f"quant_speed {race.key}÷fp32 {len(race.mode_seconds)} steps after {len(ids)} "
+            f"{lm.info.dtype}", race.speedup, race.robust.label(),
+            None if race.impossible else judged)
     yield QuantFrame(f"✅ measured {len(reports)} modes at {time.strftime('%H:%M:%S')} "
                      f"({len(ids)}-token prompt, {n} greedy tokens, {len(text_ids)}-token "
-                     "perplexity text)", tuple(reports), bandwidth, judged,
-                     _diagram(lm, reports, bandwidth, judged), race, reference)
+                     "perplexity text)", tuple(reports), bandwidth, judged, race, reference)
 
 
 def raced_speeds(reports: list[ModeReport], race: SpeedRace | None) -> list[ModeReport]:
@@ -126,22 +128,6 @@ def raced_speeds(reports: list[ModeReport], race: SpeedRace | None) -> list[Mode
     speed = dict(zip(("fp32", race.key), race.tokens_per_s, strict=True))
     return [replace(r, decode_tokens_per_s=speed[r.key]) if r.key in speed else r
             for r in reports]
-
-
-def race_reference(race: SpeedRace | None, prompt: int, dtype: str, judged: Noise | None
-                   ) -> QuietFigure | None:
-    """This machine's quiet figure for such a race, kept from a quiet, possible run."""
-    if race is None or race.robust is None:
-        return None
-    key = (f"quant_speed {race.key}÷fp32 {len(race.mode_seconds)} steps after {prompt} "
-           f"{dtype}")
-    return quiet_reference.keep_if_quiet(key, race.speedup, race.robust.label(),
-                                         None if race.impossible else judged)
-
-
-def _diagram(lm, reports, bandwidth: float, judged: Noise | None = None) -> str:
-    return quant_diagram(reports, lm.info.layers, lm.info.parameters, bandwidth_gbs=bandwidth,
-                         noise=judged)
 
 
 def compared(reports, guess: float | None, judged: Noise | None = None,

@@ -73,7 +73,9 @@ def build(ctx: AppContext) -> None:
                    cards: charts.mode_cards_html(r, judged, frame.race, frame.reference),
                    roofline: roofline_figure(r, bw, BANDWIDTH_NOTE, caption,
                                              WEIGHT_BYTES_AXIS, ROOFLINE_HEIGHT, judged),
-                   diagram: frame.diagram, bars: charts.mode_bars_figure(r, caption),
+                   diagram: quant_diagram(r, lm.info.layers, lm.info.parameters,
+                                          bandwidth_gbs=bw, noise=judged),
+                   bars: charts.mode_bars_figure(r, caption),
                    table: charts.results_table_md(r), texts: charts.side_by_side_html(r),
                    closing: charts.closing_note_md(lm.info, r, bw, bf16, judged)
                    + handlers.compared(r, guessed, judged, frame.race, frame.reference)}

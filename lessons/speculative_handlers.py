@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 
 from inference.config import LIMITS, Settings
 from inference.errors import SettingOutOfRangeError
-from inference.experiments import noise, spec_expectation, speculative_race
+from inference.experiments import noise, speculative_race
 from inference.speculative import SpecPass, check_request, make_draft
 from visualizations import speculative_charts as charts
 from visualizations.noise_view import busy_notice_html
@@ -41,10 +41,10 @@ class SpecRaceFrame(NamedTuple):
     passes: tuple = ()  # the SpecPass records so far
 
 
-class ChartFrame(NamedTuple):  # an update of the k sweep or the batch measurement
+class ChartFrame(NamedTuple):  # the k sweep, the batch measurement or the formula's view
     chart: go.Figure
     text: str
-    progress: str
+    progress: str | None = None  # None: the formula's view, drawn with no run
 
 
 def check_draft(key: str) -> str:
@@ -139,7 +139,7 @@ def run_batch(lm, settings: Settings, shared, prompt: str, k,
                          charts.batch_md(costs, tokens_per_pass, judged) + "\n\n" + SHARED_NOTE,
                          "Done (shared result).")
         return
-    for u in spec_expectation.batch_interplay(lm, ids, k, settings.spec_batches, shared=shared):
+    for u in speculative_race.batch_interplay(lm, ids, k, settings.spec_batches, shared=shared):
         if not u.finished:
             yield ChartFrame(charts.batch_figure(u.points, caption), "", u.message)
             continue
@@ -149,30 +149,24 @@ def run_batch(lm, settings: Settings, shared, prompt: str, k,
                          charts.batch_md(u.points, tokens_per_pass, judged), u.message)
 
 
-class ExpectationView(NamedTuple):
-    chart: go.Figure
-    text: str
-
-
 def expectation_view(lm, settings: Settings, shared, prompt: str, new_tokens,
-                     summary: speculative_race.SpecRaceSummary | None) -> ExpectationView:
+                     summary: speculative_race.SpecRaceSummary | None) -> ChartFrame:
     """The formula at every k from the last race (no model run), beside a shared quiet k sweep."""
-    e = spec_expectation.expectation(summary, k_range(settings))
+    e = speculative_race.expectation(summary, k_range(settings))
     sweep = ()
     if e is not None:
         ids, _, n = _prepare(lm, settings, prompt, LIMITS.spec_k.low, new_tokens)
         done = reuse(shared, _sweep_key(lm, settings, ids, n))
         sweep = done[0] if done is not None else ()
     caption = info_caption(lm.info, alone=False)
-    return ExpectationView(charts.expectation_figure(e, sweep, caption),
-                           charts.expectation_md(e, sweep))
+    return ChartFrame(charts.expectation_figure(e, sweep, caption), charts.expectation_md(e, sweep))
 
 
 class SampledFrame(NamedTuple):
     passes_html: str
     text: str  # the count, at the end (before: what to press)
     progress: str
-    run: spec_expectation.SampledRun | None = None
+    run: speculative_race.SampledRun | None = None
 
 
 def run_sampled(lm, settings: Settings, shared, prompt: str, draft: str, k, new_tokens,
@@ -185,10 +179,10 @@ def run_sampled(lm, settings: Settings, shared, prompt: str, draft: str, k, new_
     if check_draft(draft) != "prompt_lookup":
         yield SampledFrame(EMPTY_PASSES, charts.EMPTY_SAMPLED, BUILD_NOTE.format(draft=draft))
     d = make_draft(lm, draft, shared)
-    fit = (spec_expectation.fit_race(summary)
+    fit = (speculative_race.fit_race(summary)
            if summary is not None and summary.draft == draft else None)
     passes: list[SpecPass] = []
-    for r in spec_expectation.sampled_run(lm, ids, d, k, float(temperature), new_tokens,
+    for r in speculative_race.sampled_run(lm, ids, d, k, float(temperature), new_tokens,
                                           seed=settings.seed.default):
         if isinstance(r, SpecPass):
             passes.append(r)

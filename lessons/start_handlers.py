@@ -16,7 +16,6 @@ from visualizations.mechanism import RACE_TITLES
 from visualizations.noise_view import busy_notice_html
 
 from .common.client_timing import FramePace, timed_events
-from .common.lesson_text import lesson_page
 from .common.prompt_input import encode_prompt
 from .kv_cache_handlers import race_repeats
 
@@ -29,11 +28,6 @@ STARTERS: tuple[str, ...] = (
 )
 FIRST_STEP_MD = ("**Your first step:** tap a prompt. It opens **Try it** with the prompt filled "
                  "in; press **Generate** there and watch the answer stream.")
-
-
-def overview_md() -> str:
-    """The overview that opens the app (assets/overview.md), its glossary terms linked."""
-    return lesson_page("overview.md")
 
 
 class LiveFrame(NamedTuple):

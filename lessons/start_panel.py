@@ -15,6 +15,7 @@ from .common.context import AppContext
 from .common.controls import prompt_box
 from .common.exports import teachers_guide
 from .common.feedback import guarded
+from .common.lesson_text import lesson_page
 from .common.measurement import Measurement, prompt_tokens
 from .common.measurement_wiring import wire_measurement
 from .common.named_outputs import showing
@@ -57,19 +58,17 @@ def first_screen(ctx: AppContext) -> None:
     answering = dict(concurrency_id="chat",
                      concurrency_limit=settings.server_rows + settings.server_queue,
                      time_limit=settings.long_time_limit_s, api_visibility="private")
-    on_load = ctx.demo.load(guarded(live, compute=False), [prompt], [diagram, cards, answer],
-                            **answering)
-    on_go = go.click(guarded(live, compute=False), [prompt], [diagram, cards, answer],
-                     **answering)
+    on_answer = gr.on([ctx.demo.load, go.click], guarded(live, compute=False), [prompt],
+                      [diagram, cards, answer], **answering)
     racing = showing({"diagram": diagram, "result": result},
                      lambda p: run.live_race_frames(lm, settings, p))
     on_race = wire_measurement(race_btn, [prompt], [diagram, result], Measurement(
         "first_race", racing, work=lambda p: race_tokens(prompt_tokens(
             lm, settings, p, settings.race_max_prompt_tokens), settings.live_race_new_tokens)),
         ctx)
-    stop.click(None, None, None, cancels=[on_load, on_go, on_race])
+    stop.click(None, None, None, cancels=[on_answer, on_race])
     # Leaving Start here stops the answer too: its row is freed for the lesson's own runs.
-    ctx.tabs.select(None, None, None, cancels=[on_load, on_go], queue=False,
+    ctx.tabs.select(None, None, None, cancels=[on_answer], queue=False,
                     api_visibility="private")
 
 
@@ -77,7 +76,7 @@ def build(ctx: AppContext) -> Callable[[], None]:
     """'Start here' in the caller's tab; returns the wiring to run once every tab is built."""
     with gr.Column(elem_id="first-screen"):
         first_screen(ctx)
-    gr.Markdown(run.overview_md())
+    gr.Markdown(lesson_page("overview.md"))  # its glossary terms linked
     gr.Markdown(run.FIRST_STEP_MD)
     with gr.Row(elem_id="start-prompts"):
         buttons = [gr.Button(p, size="sm", elem_classes=["lab-starter"]) for p in run.STARTERS]

@@ -13,12 +13,12 @@ from types import SimpleNamespace
 from inference.experiments.attention_view import AttentionView
 from inference.experiments.batch_sweep import BatchPoint
 from inference.experiments.kv_projection import ModelSpec, project_batch, project_context
+from inference.experiments.kv_race import PrefixRun
 from inference.experiments.noise import judge
 from inference.experiments.prefill_sweep import PrefillPoint
-from inference.experiments.prefix_reuse import PrefixRun
 from inference.experiments.roofline import ComputeRoof, WorkPoint
 from inference.experiments.serving_cost import serving_costs
-from inference.experiments.spec_expectation import VerifyCost
+from inference.experiments.speculative_race import VerifyCost
 from test_batching_charts import _result
 from test_chunked_charts import rec
 from test_kv_charts import _race_steps, _snap

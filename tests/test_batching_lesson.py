@@ -20,7 +20,6 @@ from inference.experiments.schedulers import (
     Request,
     preset_trace,
     random_trace,
-    run_schedule,
     serve_continuous,
     serve_static,
 )
@@ -51,12 +50,14 @@ def alone(lm, trace):
 
 @pytest.fixture(scope="module")
 def static(lm, trace):
-    return run_schedule(serve_static(lm, trace, max_batch=2, fill_wait_s=0.0))
+    *_, result = serve_static(lm, trace, max_batch=2, fill_wait_s=0.0)
+    return result
 
 
 @pytest.fixture(scope="module")
 def continuous(lm, trace):
-    return run_schedule(serve_continuous(lm, trace, max_batch=2))
+    *_, result = serve_continuous(lm, trace, max_batch=2)
+    return result
 
 
 @pytest.mark.parametrize("which", ["static", "continuous"])

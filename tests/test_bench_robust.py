@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from bench import robust
 from bench.robust import FIGURES, Figure, Sizes, report, spinner
-from inference.experiments.robust import Robust
+from inference.experiments.noise import Robust
 
 TINY = Sizes(race_tokens=4, batch=2, batch_steps=2, prefill_tokens=32, quant_tokens=4)
 

@@ -63,7 +63,7 @@ def test_contrast_only_when_measured():
 def test_step_split_verdict_cpu_like_and_gpu_like():
     """The step split's sentence comes from the rule: a CPU step near the bandwidth floor is
     memory-bound; a GPU step idle most of the time between launches is launch-bound."""
-    from inference.experiments.machine_roofline import StepBound
+    from inference.experiments.roofline import StepBound
     from inference.profile_step import StepProfile
     from visualizations.step_charts import step_bound_md
 

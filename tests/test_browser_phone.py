@@ -3,7 +3,7 @@ that scrolls sideways (at most 2 rows, ≤ 100 px: wrapped, the 14 tabs took 5 r
 the open tab is scrolled into it when a button (not a tap on the strip) opens a lesson far
 along, and checkboxes, a slider's number box and accordion headers are at least 24 px tall.
 
-The app's own tabs (lessons.TABS), CSS and tab listener (`progress.wire_scroll`) in a small
+The app's own tabs (lessons.TABS), CSS and tab listener (assets/lesson_scroll.js) in a small
 Blocks holding a checkbox, a slider and an accordion, so the test takes seconds instead of the
 minute the real app needs to load its model. Screenshot: test-artifacts/screenshots/.
 """
@@ -34,8 +34,7 @@ def phone_page():
     import gradio as gr
 
     from lessons import TABS
-    from lessons.common.lesson_text import lesson_text
-    from lessons.common.progress import wire_scroll
+    from lessons.common.lesson_text import lesson_text, page_script
 
     with gr.Blocks() as demo:
         with gr.Tabs(elem_id="lesson-tabs", overflow_behavior="wrap") as tabs:
@@ -48,7 +47,7 @@ def phone_page():
                         gr.Markdown("more")
                     gr.Button("Open the last tab", elem_id=f"last-{tab.id}").click(
                         lambda: gr.Tabs(selected=TABS[-1].id), None, tabs, queue=False)
-        wire_scroll(demo)
+        page_script(demo, "lesson_scroll.js")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

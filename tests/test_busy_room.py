@@ -15,7 +15,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 
 import psutil
 import pytest
@@ -30,7 +30,7 @@ from lessons import (
     machine_handlers,
     prefill_handlers,
     presenter_handlers,
-    presenter_progress,
+    presenter_record,
     quantization_handlers,
     speculative_handlers,
     start_handlers,
@@ -165,7 +165,7 @@ def kv_race_lengths(lm, monkeypatch):
     monkeypatch.setattr(kv_cache_handlers, "step_costs",
                         lambda lm_, ids: real(lm_, ids, lengths=(8, 32), repeats=1))
     last = list(kv_cache_handlers.race_lengths_frames(lm, SharedResults()))[-1]
-    return [last.table, last.progress], []
+    return [last.text, last.progress], []
 
 
 def kv_prefix(lm, monkeypatch):
@@ -295,8 +295,8 @@ def test_a_presenter_screen_in_a_busy_room(lm, busy_room, monkeypatch, key):
     screens = load_screens(lm.info)
     screen = next(s for s in screens if s.measure == key)
     progress = {"screen": screens.index(screen), "guesses": {key: 2.0},
-                "results": {key: m.as_dict()}, "page": None}
-    compare = presenter_progress.compare_text(screen, progress)
+                "results": {key: asdict(m)}, "page": None}
+    compare = presenter_record.compare_text(screen, progress)
     shown = "\n".join((m.label, m.detail, compare))
     assert outcome.busy  # never replayed to a later visitor
     for phrase in PRESENTER[key]:

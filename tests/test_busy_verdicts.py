@@ -64,8 +64,9 @@ def test_context_verdicts_quiet_and_busy():
         PeakMemory,
         PrefillLengthPoint,
         compare_lengths,
+        fit_quadratic,
+        length_shares,
     )
-    from inference.experiments.context_theory import fit_quadratic, length_shares
 
     lengths = (256, 1024, 4096)
     pts = tuple(PrefillLengthPoint(n, 0.05 + 2e-3 * n + 3e-7 * n * n, n) for n in lengths)
@@ -104,8 +105,7 @@ def test_context_verdicts_quiet_and_busy():
 
 
 def test_speculative_verdicts_quiet_and_busy():
-    from inference.experiments.spec_expectation import VerifyCost
-    from inference.experiments.speculative_race import SpecRaceSummary
+    from inference.experiments.speculative_race import SpecRaceSummary, VerifyCost
 
     s = SpecRaceSummary(draft="prompt_lookup", k=4, prompt_tokens=60, new_tokens=33,
                         identical=True, passes=10, proposed=40, accepted=22, spec_seconds=1.0,

@@ -5,8 +5,13 @@ import json
 import pytest
 import torch
 
-from inference.experiments.machine_roofline import captured_race, measure_step_bound, step_figures
-from inference.experiments.quality import NEAR_TIE, greedy_run, teacher_forced_logprobs
+from inference.experiments.quality import NEAR_TIE, teacher_forced_logprobs
+from inference.experiments.roofline import (
+    captured_race,
+    greedy_run,
+    measure_step_bound,
+    step_figures,
+)
 from inference.profile_step import (
     StaticDecoder,
     captured_greedy,

@@ -68,13 +68,13 @@ def test_chunked_long_newcomer_never_stalls_a_running_stream(lm, chunked):
     assert got == solo(lm, ask, SamplingSettings(), 40)
     first = list(newcomer.events())[0]
     # each step's plan: decoding rows first, the budget's rest as the newcomer's chunks, until
-    # its uncached prompt is computed; then it decodes; the snapshot shows the newest plan
+    # its uncached prompt is computed; then it decodes; `last_plan` is the newest
     chunks = [n for p in plans for rid, n in p.chunks if rid == newcomer.rid]
     assert sum(chunks) == first.forward_tokens > len(long_ids) - 2 * 16
     assert all(p.tokens <= BUDGET for p in plans)
     assert all(runner.rid in p.decode for p in plans if newcomer.rid in dict(p.chunks))
     assert not any(newcomer.rid in p.decode and newcomer.rid in dict(p.chunks) for p in plans)
-    assert chunked.stats().plan == chunked.last_plan == plans[-1]
+    assert chunked.last_plan == plans[-1]
     steps = chunked.stats().steps_detail
     long_steps = [s for s in steps if newcomer.rid in dict(s.plan.chunks)]
     assert len(long_steps) >= 4  # ~600 tokens in 128-token steps
@@ -102,7 +102,7 @@ def test_a_newcomer_waits_while_the_steps_budget_is_spent_then_joins(lm, chunked
     assert plans[0].admitted == (big.rid,) and plans[0].waiting == WAIT_BUDGET
     joined = next(p for p in plans if small.rid in p.admitted)
     assert joined.index > 0 and all(p.tokens <= BUDGET for p in plans)
-    assert chunked.stats().plan.waiting == ""  # nobody waits now
+    assert chunked.last_plan.waiting == ""  # nobody waits now
 
 
 def test_chunked_prefix_hit_still_skips_blocks(lm, chunked):

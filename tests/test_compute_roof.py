@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from inference.experiments import machine_roofline
+from inference.experiments import roofline
 from inference.experiments.batch_sweep import BatchPoint
 from inference.experiments.noise import judge
 from inference.experiments.roofline import (
@@ -80,13 +80,13 @@ def test_matmul_measures_a_positive_rate(lm):
 
 def test_this_machine_places_decode_and_prefill_under_the_roofs(lm):
     shared = SharedResults()
-    r = machine_roofline.watched_roofline(lm, new_tokens=4, shared=shared).roofline
-    roof = machine_roofline.measure_compute_roof(lm, r, shared, new_tokens=4)
+    r = roofline.watched_roofline(lm, new_tokens=4, shared=shared).roofline
+    roof = roofline.measure_compute_roof(lm, r, shared, new_tokens=4)
     decode, prefill = roof.points[0], roof.points[-1]
     assert decode.label == "decode, batch 1" and prefill.label == "prefill, 256 tokens"
     assert prefill.intensity > 100 * decode.intensity  # one weight read for 256 tokens
     assert roof.verdict(decode).kind in ("memory", "neither")  # left of the ridge: never compute
     for p in roof.points:  # a FLOP count or a byte count off by a factor would break the roof
         assert 0 < p.gflops <= 1.5 * roof.attainable_gflops(p.intensity), p
-    again = machine_roofline.measure_compute_roof(lm, r, shared, new_tokens=4)
+    again = roofline.measure_compute_roof(lm, r, shared, new_tokens=4)
     assert again.peak_gflops == roof.peak_gflops  # one compute figure per machine, shared

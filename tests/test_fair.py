@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 from classroom.shared_runs import FOLLOWING, SHARED_NOW, SharedRuns
-from lessons.common.measurement import TIME_UP, Outcome, measurement_of
-from lessons.common.measurement_wiring import first_markdown, measured
+from lessons.common.measurement import TIME_UP, Outcome
+from lessons.common.measurement_wiring import first_markdown, measured, measurement_of
 
 RACE_PROMPT = "Name a colour."
 POLL_S = 0.05

@@ -92,5 +92,5 @@ def test_every_lesson_tab_shows_its_text_linked():
     panels = " ".join(p.read_text(encoding="utf-8") for p in (ROOT / "lessons").glob("*_panel.py"))
     by_app = {t.text for t in TABS if t.text}
     assert all(name in by_app or f'lesson_page("{name}"' in panels for name in LESSONS)
-    from lessons.start_handlers import overview_md  # the first screen's overview too
-    assert links(overview_md()) and unlinked(overview_md()) == lesson_text("overview.md")
+    overview = lesson_page("overview.md")  # the first screen's overview too
+    assert links(overview) and unlinked(overview) == lesson_text("overview.md")

@@ -87,7 +87,7 @@ def test_a_busy_kv_race_judges_the_guess_against_the_quiet_race(lm, chat_ids, tm
     busy = replace(SETTINGS, noise_spread_limit=-1.0)
     last = list(kv_cache_handlers.race_frames(lm, busy, prompt, 6, guess=2.5))[-1]
     assert last.noise.busy and "**Your guess:** 2.5 × faster" in last.summary
-    if not refs:  # the quiet race was impossible twice (robust.py): nothing kept to judge by
+    if not refs:  # the quiet race was impossible twice (noise.py): nothing kept to judge by
         assert "on a busy machine: run again to compare" in last.summary
         return
     ref, = refs

@@ -17,12 +17,13 @@ from inference.experiments.kv_projection import (
     project_context,
     this_model,
 )
-from inference.experiments.kv_race import race, summarize
-from inference.experiments.prefix_reuse import (
+from inference.experiments.kv_race import (
     full_prompt_ids,
     prefill_prefix,
     prefix_runs,
+    race,
     shared_prefix_ids,
+    summarize,
 )
 from inference.generation import prefill, stream
 from inference.kv_cache import (
@@ -301,7 +302,7 @@ def test_prefix_reuse_request_over_its_token_budget_refused_in_under_a_second(lm
     with pytest.raises(PromptTooLongError, match="budget of 8,192 tokens per request"):
         next(run.prefix_frames(lm, settings, SYSTEM, questions, 12))
     assert time.perf_counter() - start < 1.0
-    from inference.experiments.prefix_reuse import prefix_request_tokens
+    from inference.experiments.kv_race import prefix_request_tokens
     one = prefix_request_tokens(lm.tokenizer, SYSTEM, ["When does it close?"], 12,
                                 settings.prefix_request_tokens)
     assert 0 < one <= settings.prefix_request_tokens
@@ -311,7 +312,7 @@ def test_pileup_attention_views_held_under_the_decode_cache_budget(lm):
     """Lesson 4's attention view is held under the same budget as the decode
     caches: compact (4 bytes a weight), counted, the oldest freed first, and a freed view
     asks for a new run instead of failing."""
-    from inference.cache_budget import CacheBudget
+    from inference.generation import CacheBudget
     from lessons import kv_cache_handlers as run
     settings = Settings()
     prompt = "The museum opens at nine and closes at five. " * 12

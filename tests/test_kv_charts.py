@@ -2,9 +2,8 @@
 from chart_reading import caption_text
 from inference.experiments.attention_view import AttentionView
 from inference.experiments.kv_projection import ModelSpec, project_batch, project_context
-from inference.experiments.kv_race import RaceStep, summarize
+from inference.experiments.kv_race import PrefixRun, RaceStep, summarize
 from inference.experiments.noise import judge
-from inference.experiments.prefix_reuse import PrefixRun
 from inference.kv_cache import CacheSnapshot
 from visualizations import kv_charts, kv_text
 

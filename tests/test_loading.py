@@ -40,9 +40,9 @@ def test_the_dtype_rule_says_why_for_each_device_and_override():
 def test_weight_cache_gives_same_logits_as_gguf(tmp_path, monkeypatch, lm):
     assert bundled_gguf_path(Settings()) is not None
     monkeypatch.setenv("LLM_LAB_CACHE", str(tmp_path))
-    cold = load_model(use_weight_cache=True)  # dequantizes the GGUF, writes the cache
+    cold = load_model()  # dequantizes the GGUF, writes the cache
     assert cold.info.source == GGUF_SOURCE and "Q8_0" in GGUF_SOURCE  # the head is 8-bit
-    warm = load_model(use_weight_cache=True)
+    warm = load_model()
     assert warm.info.source == GGUF_CACHE_SOURCE
     x = torch.tensor([[1, 9690, 198, 2683, 359, 253, 5356]], device=lm.device)
     with torch.inference_mode():
@@ -94,7 +94,7 @@ def test_a_broken_weight_cache_is_logged_and_rebuilt(tmp_path, monkeypatch, capl
     monkeypatch.setattr(loading, "_load_pretrained", broken)
     monkeypatch.setattr(loading, "write_weight_cache", lambda m, t, f: written.append(f))
     with caplog.at_level(logging.WARNING, logger="inference.loading"):
-        model, tok, source = loading._load_bundled(str(gguf), use_cache=True)
+        model, tok, source = loading._load_bundled(str(gguf))
     assert (model, tok, source) == ("model", "tokenizer", GGUF_SOURCE) and written == [folder]
     assert "unreadable" in caplog.text and "header too small" in caplog.text
 
@@ -103,4 +103,4 @@ def test_a_broken_weight_cache_is_logged_and_rebuilt(tmp_path, monkeypatch, capl
 
     monkeypatch.setattr(loading, "_load_pretrained", bug)
     with pytest.raises(TypeError):
-        loading._load_bundled(str(gguf), use_cache=True)
+        loading._load_bundled(str(gguf))

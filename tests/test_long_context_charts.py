@@ -7,16 +7,14 @@ import pytest
 
 from inference.experiments.context_sweep import (
     HWM_METHOD,
-    DecodeLengthPoint,
-    PeakMemory,
-    PrefillLengthPoint,
-    compare_lengths,
-)
-from inference.experiments.context_theory import (
     MEASURED,
     THEORETICAL,
+    DecodeLengthPoint,
     DecodeTheory,
+    PeakMemory,
+    PrefillLengthPoint,
     attention_flops_share,
+    compare_lengths,
     cost_cuts,
     fit_quadratic,
     length_shares,

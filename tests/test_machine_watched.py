@@ -9,10 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from inference.experiments import machine_roofline, quiet_reference
-from inference.experiments.machine_roofline import RooflineProgress, watched_roofline
+from inference.experiments import quiet_reference, roofline
 from inference.experiments.noise import judge
-from inference.experiments.roofline import Roofline
+from inference.experiments.roofline import Roofline, RooflineProgress, watched_roofline
 from lessons import machine_handlers
 from visualizations.noise_view import BUSY
 from visualizations.step_charts import roofline_md
@@ -60,7 +59,7 @@ def test_interference_reads_busy_and_draws_no_share_of_the_ceiling():
 
 def test_a_speed_past_the_ceiling_is_measured_again_then_withheld(monkeypatch):
     reads = []
-    monkeypatch.setattr(machine_roofline, "measure_read_bandwidth",
+    monkeypatch.setattr(roofline, "measure_read_bandwidth",
                         lambda device: reads.append(device) or 3.0)
     runs, handed = planted(roof(10.0, 2.0), roof(10.0, 3.0))  # ceilings 4 and 6 tokens/s
     w = watched_roofline(CPU, runs=runs)

@@ -2,7 +2,7 @@
 `Measurement` with its work, its page's own settings and the largest it offers fit the budget,
 and a request beyond them is refused with a sentence before any pass.
 
-The measurements are read from the built app (`measurement.declared`), so a heavy
+The measurements are read from the built app (`measurement_wiring.declared`), so a heavy
 button wired any other way fails here. A request is checked as the queue checks it when it
 joins: the values its handler would get (`classroom_guard.handler_values`), then
 `Measurement.over_budget`; no measurement runs there. The last test runs four small
@@ -16,7 +16,8 @@ import gradio as gr
 import pytest
 
 from classroom.classroom_guard import call_args, handler_values
-from lessons.common.measurement import HEAVY, OVER_BUDGET, declared
+from lessons.common.measurement import HEAVY, OVER_BUDGET
+from lessons.common.measurement_wiring import declared
 
 SECOND = 1.0  # a refusal comes back within this (it tokenizes, and runs nothing)
 

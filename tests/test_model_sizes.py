@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from inference.experiments.kv_projection import SMOLLM2, size_rows
-from inference.experiments.machine_roofline import watched_roofline
+from inference.experiments.roofline import watched_roofline
 from lessons import machine_handlers
 from visualizations.step_charts import model_sizes_md
 

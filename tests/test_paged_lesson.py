@@ -70,7 +70,7 @@ def test_paged_lesson_fill_the_pool_preempts(lm):
 
 
 def test_paged_lesson_bad_input_and_empty_state_get_a_sentence(lm):
-    first = run.empty()
+    first = run.frame()
     assert "Add request" in first.story and first.view is None
     with pytest.raises(EmptyPromptError):
         run.add(lm, LIMITS, None, 12, "   ")

@@ -144,11 +144,14 @@ def test_paged_request_too_large_for_the_pool_gets_its_message(lm, paged):
 
 
 def test_paged_failed_step_is_logged_with_its_trace_and_blocks_return(lm, paged, caplog):
+    feed = paged.batch.feed
 
-    def broken(*rows):
-        raise RuntimeError("simulated kernel failure")
+    def broken(chunks):  # the next decode pass fails
+        if all(paged.batch.rows[rid].decoding for rid in chunks):
+            raise RuntimeError("simulated kernel failure")
+        return feed(chunks)
 
-    paged.batch.decode = broken  # the next decode pass fails
+    paged.batch.feed = broken
     req = paged.submit(prompt_ids(lm.tokenizer, "Name three planets."), max_new_tokens=8)
     with caplog.at_level("ERROR", logger="inference.server"):
         with pytest.raises(ServerStoppedError, match="please try again"):

@@ -4,6 +4,7 @@ Links are in test_links.py, the CSV and machine-summary exports in test_exports.
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from types import SimpleNamespace
 
 import gradio as gr
@@ -18,8 +19,8 @@ from lessons.common.predictions import (
     verdict,
 )
 from lessons.common.progress import STEPS, path_md, visit, visited
-from lessons.presenter_handlers import MEASURES, measure_screen_steps, measure_steps
-from lessons.presenter_progress import RECAP, PageScreens, clean, compare_text, fresh
+from lessons.presenter_handlers import MEASURES, RECAP, measure_screen_steps, measure_steps
+from lessons.presenter_record import PageScreens, clean, compare_text, fresh
 from visualizations.cards import recap_html, result_html, screen_md
 
 
@@ -105,7 +106,7 @@ def test_the_recap_shows_the_five_big_numbers_each_with_its_source():
     """The recap slide: first token vs next, the cache's ratio, batching's gain, bytes per
     weight and dollars per million, from this visitor's own screens, each labelled; a screen
     not run says "not measured yet" and shows no number."""
-    from lessons.presenter_progress import NOT_YET, recap_figures
+    from lessons.presenter_record import NOT_YET, recap_figures
 
     screens = load_screens()
     nothing = recap_figures(screens, {}, 4)
@@ -141,7 +142,7 @@ def test_the_cost_screen_prices_the_visitors_own_batch_sweep(lm):
     from inference.experiments.shared_results import SharedResults
     from lessons import presenter_handlers as ph
     from lessons.common.latest import PRESENTER_BATCH, keep, shared_key
-    from lessons.presenter_progress import shown_result, sweep_figures
+    from lessons.presenter_record import shown_result, sweep_figures
 
     points = (BatchPoint(1, 20, 0.2, 0.08, (0.08,), 10**6, lm.info.weight_bytes),
               BatchPoint(16, 20, 1.5, 0.20, (0.20,), 16 * 10**6, lm.info.weight_bytes))
@@ -155,7 +156,7 @@ def test_the_cost_screen_prices_the_visitors_own_batch_sweep(lm):
     assert not any(isinstance(x, ph.Step) for x in steps), "a sweep was run again"
     assert f"your batch sweep on “{ph.BATCH_SCREEN}”" in m.detail
     assert "12.5 and 80.0 tokens/s" in m.detail and m.figures["tokens_per_s"] == 80.0
-    results = {"batch": batch, "cost": m.as_dict()}
+    results = {"batch": batch, "cost": asdict(m)}
     assert shown_result("cost", results)["shown"] == m.shown  # the same sweep: it stands
     slower = (points[0], BatchPoint(16, 20, 1.5, 1.6, (1.6,), 16 * 10**6, lm.info.weight_bytes))
     results["batch"] = {**batch, "figures": sweep_figures(slower)}  # batching run again
@@ -311,7 +312,7 @@ def test_an_impossible_figure_is_withheld_on_its_screen_and_in_the_recap(monkeyp
     screen shows no number and no guess verdict, and the recap says it is not measured."""
     from inference.experiments.prefill_sweep import SweepProgress, robust_point
     from lessons import presenter_handlers
-    from lessons.presenter_progress import recap_figures
+    from lessons.presenter_record import recap_figures
 
     n = presenter_handlers.PREFILL_TOKENS  # one pass 1 ms, each fed token 1 s: 1,000x
     point = robust_point(n, [0.001] * 3, [1.0] * 6, [0, 0, 1, 1, 2, 2], True, attempt=1)
@@ -322,7 +323,7 @@ def test_an_impossible_figure_is_withheld_on_its_screen_and_in_the_recap(monkeyp
     assert (m.shown, m.noisy) == ("—", True) and "at most" in m.detail
     screens = load_screens()
     at_race = next(i for i, s in enumerate(screens) if s.measure == "prefill_race")
-    progress = {**fresh(), "screen": at_race, "results": {"prefill_race": m.as_dict()},
+    progress = {**fresh(), "screen": at_race, "results": {"prefill_race": asdict(m)},
                 "guesses": {"prefill_race": 20.0}}
     assert "why" not in compare_text(screens[at_race], progress).lower()
     shown = {f.name: f.shown for f in recap_figures(screens, progress["results"], 4)}

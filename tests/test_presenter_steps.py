@@ -11,7 +11,7 @@ import pytest
 
 from inference.config import Settings
 from lessons.common.predictions import load_screens
-from lessons.presenter_progress import fresh
+from lessons.presenter_record import fresh
 
 
 def test_step_line_says_k_of_n_and_the_running_number():

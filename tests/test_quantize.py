@@ -8,10 +8,10 @@ from inference.experiments.quality import (
     Reference,
     agreement_and_kl,
     decided_agreement,
-    greedy_run,
     perplexity,
     teacher_forced_logprobs,
 )
+from inference.experiments.roofline import greedy_run
 from inference.experiments.shared_results import SharedResults
 from inference.loading import bytes_read_per_token
 from inference.loading import weight_bytes as model_weight_bytes
@@ -243,6 +243,13 @@ def test_comparison_refuses_bad_requests_before_any_work(lm, shared):
             next(compare_frames(lm, settings, shared, prompt, modes, n))
 
 
+def panel_diagram(lm, frame) -> str:
+    """The mechanism diagram the quantization panel draws from a comparison frame."""
+    from visualizations.mechanism import quant_diagram
+    return quant_diagram(frame.reports, lm.info.layers, lm.info.parameters,
+                         bandwidth_gbs=frame.bandwidth_gbs, noise=frame.noise)
+
+
 def test_comparison_frames_fp32_against_itself(lm, shared):
     from lessons.quantization_handlers import chosen_modes, compare_frames
     frames = list(compare_frames(lm, Settings(), shared, "Name a colour.", [], 8))
@@ -254,10 +261,10 @@ def test_comparison_frames_fp32_against_itself(lm, shared):
     assert fp32.top1_agreement == 1.0 and fp32.kl_mean == pytest.approx(0.0, abs=1e-6)
     assert fp32.weight_bytes == 4 * lm.info.parameters  # float32, whatever the app's dtype
     # the mechanism: one decode step, every weight read at 4 bytes, the measured step time
-    assert "4.00 B/weight" in last.diagram and "data-kind='decode'" in last.diagram
+    page = panel_diagram(lm, last)
+    assert "4.00 B/weight" in page and "data-kind='decode'" in page
     assert (f"float32: 4.00 B per weight, {fp32.bytes_per_token / 1e6:,.0f} MB read per step, "
-            f"measured <b>{1000 / fp32.decode_tokens_per_s:,.1f} ms</b>") in last.diagram
-    assert all(f.diagram is None for f in frames if f.reports is None)
+            f"measured <b>{1000 / fp32.decode_tokens_per_s:,.1f} ms</b>") in page
     from lessons.common.latest import LAST_MODES, latest
     assert latest(lm, shared, LAST_MODES) == last.reports  # kept for lesson 5's cost view
     assert chosen_modes(["int8", "fp16"]) == ["fp32", "fp16", "int8"]  # fp32 first, then registry
@@ -267,7 +274,7 @@ def test_comparison_diagram_sets_int8_beside_fp32(lm, shared):
     from lessons.quantization_handlers import compare_frames
     last = list(compare_frames(lm, Settings(), shared, "Name a colour.", ["int8"], 8))[-1]
     fp32, int8 = last.reports
-    page = last.diagram
+    page = panel_diagram(lm, last)
     assert page.count("class='mech-lane'") == 2
     per_weight = int8.weight_bytes / lm.info.parameters
     assert 1.0 < per_weight < 1.5  # int8: one byte a weight, plus scales and what stays float

@@ -80,10 +80,10 @@ def test_lesson_frames_share_the_result(lm, monkeypatch):
     shared = SharedResults()
     frames = list(kv_cache_handlers.race_lengths_frames(lm, shared))
     assert frames[0].progress.startswith("⏳") and frames[-1].progress.startswith("✅")
-    assert "Theoretical, from these points" in frames[-1].table
+    assert "Theoretical, from these points" in frames[-1].text
     again = list(kv_cache_handlers.race_lengths_frames(lm, shared))
-    if BUSY.capitalize() in frames[-1].table:  # judged busy (noise.py): measured again
+    if BUSY.capitalize() in frames[-1].text:  # judged busy (noise.py): measured again
         assert len(again) > 1 and again[-1].progress.startswith("✅ Measured on this machine")
         return
     assert len(again) == 1 and "shared with every visitor" in again[0].progress
-    assert again[0].table == frames[-1].table
+    assert again[0].text == frames[-1].text

@@ -4,8 +4,8 @@ import doctest
 
 import pytest
 
-from inference.experiments import robust
-from inference.experiments.robust import Robust, low_quantile, low_ratio, paired_ratio
+from inference.experiments import noise
+from inference.experiments.noise import Robust, low_quantile, low_ratio, paired_ratio
 
 
 def slowed(seconds, steps, factor=10.0):
@@ -67,4 +67,4 @@ def test_low_quantile_and_errors():
 def test_label_and_doc_examples():
     assert Robust(2.83, 2.6, 3.04, 5).label() == "2.8×, range 2.6–3.0 over 5 rounds"
     assert Robust(2.0, 2.0, 2.0, 1).label() == "2.0×, one round"
-    assert doctest.testmod(robust).failed == 0
+    assert doctest.testmod(noise).failed == 0

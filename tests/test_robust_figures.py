@@ -184,7 +184,7 @@ def test_a_batch_size_still_impossible_after_measuring_again_says_why(monkeypatc
 
 
 def test_a_greedy_runs_decode_speed_ignores_a_few_slowed_steps():
-    from inference.experiments.quality import GreedyRun
+    from inference.experiments.roofline import GreedyRun
 
     steps = (0.2,) + (0.05, 0.051, 0.049, 0.05, 0.052, 0.05, 0.05, 0.048)  # the first: warm-up
     quiet = GreedyRun((1,) * 10, 0.1, steps)

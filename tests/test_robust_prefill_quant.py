@@ -12,9 +12,9 @@ import pytest
 
 from inference.config import Settings
 from inference.experiments import prefill_sweep as sweep_module
+from inference.experiments.noise import ROUNDS
 from inference.experiments.prefill_sweep import prefill_sweep, robust_point
 from inference.experiments.quality import SpeedRace, checked_speed_race, judged
-from inference.experiments.robust import ROUNDS
 from inference.experiments.shared_results import SharedResults
 from inference.quantize import build_mode
 from inference.sampling import SamplingSettings

@@ -1,4 +1,4 @@
-"""The server's row cap from this machine's batch sweep (`inference.experiments.row_cap`): the
+"""The server's row cap from this machine's batch sweep (`inference.experiments.batch_sweep`): the
 knee rule on hand-made sweeps (linear to the end, flat, a rise then noise within the margin),
 the sweep read from a quiet-reference file, and the choice the app makes at start-up with the
 real model's block pool: the knee from the file, the fallback with none, cut to a small pool,
@@ -10,13 +10,13 @@ import json
 from dataclasses import replace
 
 from inference.config import Settings
-from inference.experiments import row_cap
+from inference.experiments import batch_sweep
+from inference.experiments.batch_sweep import FALLBACK_ROWS, for_server, knee_rows, sweep_on_file
 from inference.experiments.quiet_reference import this_machine
-from inference.experiments.row_cap import FALLBACK_ROWS, for_server, knee_rows, sweep_on_file
 
 
 def test_the_rule_and_its_worked_examples():
-    assert doctest.testmod(row_cap).failed == 0
+    assert doctest.testmod(batch_sweep).failed == 0
 
 
 def test_linear_to_the_end_gives_the_largest_batch():

@@ -3,7 +3,7 @@ possible one (even a noisy one, within `Settings.sanity_noise`) through."""
 import doctest
 
 from inference.config import LIMITS
-from inference.experiments import robust as sanity
+from inference.experiments import noise as sanity
 
 
 def test_batch_gain_at_most_the_batch():

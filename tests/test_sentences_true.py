@@ -113,8 +113,7 @@ def test_a_ratio_of_1_1_is_called_faster_or_cheaper_nowhere():
     from visualizations import kv_text, timing_text
     from visualizations.cards import SAME_WITHIN, ratio_side
     from visualizations.first_screen import race_ratio_html
-    from visualizations.kv_text import MARGIN
-    assert ratio_side(1.1) == "same" and MARGIN == SAME_WITHIN
+    assert ratio_side(1.1) == "same" and SAME_WITHIN == 1.1
     assert ratio_side(1.11) == "faster" and ratio_side(0.9) == "slower"
     assert "faster" not in ratio_label(1.1, "faster with the cache", "recomputing ÷ cached",
                                        "24 tokens").replace("not faster", "")

@@ -5,8 +5,9 @@ import pytest
 
 from inference.errors import SettingOutOfRangeError
 from inference.experiments.noise import judge
-from inference.experiments.spec_expectation import (
+from inference.experiments.speculative_race import (
     SampledRun,
+    SpecRaceSummary,
     expectation,
     expected_speedup,
     expected_tokens_per_pass,
@@ -15,7 +16,6 @@ from inference.experiments.spec_expectation import (
     predict,
     verify_seconds_at,
 )
-from inference.experiments.speculative_race import SpecRaceSummary
 from inference.speculative import SpecPass
 from visualizations.speculative_charts import expectation_figure, expectation_md, sampled_md
 

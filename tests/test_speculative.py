@@ -8,7 +8,7 @@ from inference.experiments.speculative_race import SPEC_PROMPTS
 from inference.generation import decode_step, forward, stream
 from inference.kv_cache import cache_layers
 from inference.sampling import SamplingSettings
-from inference.speculative import Proposal, make_draft, spec_tokens, speculate
+from inference.speculative import Proposal, make_draft, speculate
 from inference.tokens import prompt_ids
 
 NEW = 16  # short runs: the tests check behaviour, the bench checks speed
@@ -35,6 +35,11 @@ def references(lm):
                                     do_sample=False)[0, len(ids):].tolist()
         out.append((ids, ref))
     return out
+
+
+def spec_tokens(passes) -> list[int]:
+    """The output tokens of these speculative passes, in order."""
+    return [t for p in passes for t in p.new_ids]
 
 
 class Scripted:

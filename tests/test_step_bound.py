@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from chart_reading import caption_text
-from inference.experiments import machine_roofline
-from inference.experiments.machine_roofline import PROFILED_STEPS, CapturedRace, StepBound
+from inference.experiments import roofline
+from inference.experiments.roofline import PROFILED_STEPS, CapturedRace, StepBound
 from inference.profile_step import StepProfile
 from lessons import machine_handlers
 from visualizations.step_charts import (
@@ -81,8 +81,8 @@ def test_odd_counts_and_the_empty_state():
 
 
 def test_the_panel_measures_a_real_step_against_the_roofline_floor(lm):
-    r = machine_roofline.watched_roofline(lm, new_tokens=4).roofline
-    bound = machine_roofline.measure_step_bound(lm)
+    r = roofline.watched_roofline(lm, new_tokens=4).roofline
+    bound = roofline.measure_step_bound(lm)
     p = bound.profile
     assert p.steps == PROFILED_STEPS and p.device == str(lm.device)
     assert p.matmul_seconds + p.other_ops_seconds + p.between_ops_seconds == pytest.approx(

@@ -6,7 +6,7 @@ import math
 import plotly.graph_objects as go
 
 from .noise_view import supports_verdict
-from .style import PALETTE, empty_state, integer_ticks, styled
+from .style import PALETTE, empty_state, integer_ticks, line_trace, styled
 
 
 def log_ticks(low: float, high: float) -> list[float]:
@@ -48,16 +48,14 @@ def throughput_trend(points) -> str:
 
 @empty_state("Press “Run sweep” to measure decode at each batch size.")
 def throughput_chart(points, caption: str = "", noise=None) -> go.Figure:
-    """Aggregate and per-request tokens/s against batch size, beside perfect scaling."""
     b = [p.batch for p in points]
     one = points[0].tokens_per_s / points[0].batch
     fig = go.Figure([
-        go.Scatter(x=b, y=[p.tokens_per_s for p in points], mode="lines+markers",
-                   name="all requests (measured)", line=dict(color=PALETTE["blue"], width=3)),
-        go.Scatter(x=b, y=[p.per_request_tokens_per_s for p in points], mode="lines+markers",
-                   name="each request (measured)", line=dict(color=PALETTE["orange"], width=3)),
-        go.Scatter(x=b, y=[one * x for x in b], mode="lines", name="B × batch 1 (theoretical)",
-                   line=dict(color=PALETTE["grey"], dash="dash"))])
+        line_trace(b, [p.tokens_per_s for p in points], "all requests (measured)", PALETTE["blue"]),
+        line_trace(b, [p.per_request_tokens_per_s for p in points], "each request (measured)",
+                   PALETTE["orange"]),
+        line_trace(b, [one * x for x in b], "B × batch 1 (theoretical)", PALETTE["grey"],
+                   width=2, dash="dash", mode="lines")])
     # every point inside, the top third left free for the legend
     _log_y(fig, [y for trace in fig.data for y in trace.y], 0.75)
     fig.update_xaxes(type="log", tickvals=b, ticktext=[str(x) for x in b])  # 1, 2, 4, … evenly
@@ -69,19 +67,17 @@ def throughput_chart(points, caption: str = "", noise=None) -> go.Figure:
 
 @empty_state("Step times appear here as the sweep runs.")
 def step_time_chart(points, bandwidth_gbs: float, caption: str = "") -> go.Figure:
-    """Measured step time against batch size, beside the memory-bandwidth floor."""
     b = [str(p.batch) for p in points]
     first = points[0].step_seconds * 1000
     fig = go.Figure([
         go.Bar(x=b, y=[p.step_seconds * 1000 for p in points], name="median step (measured)",
                marker_color=PALETTE["blue"], textposition="outside",
                text=[f"{p.step_seconds * 1000:.0f}" for p in points]),
-        go.Scatter(x=b, y=[p.floor_seconds(bandwidth_gbs) * 1000 for p in points],
-                   mode="lines+markers", line=dict(color=PALETTE["green"], width=3),
-                   name=f"bytes read ÷ {bandwidth_gbs:.1f} GB/s (theoretical)"),
-        go.Scatter(x=b, y=[first * p.batch / points[0].batch for p in points], mode="lines",
-                   name="time × batch (theoretical)",
-                   line=dict(color=PALETTE["grey"], dash="dash"))])
+        line_trace(b, [p.floor_seconds(bandwidth_gbs) * 1000 for p in points],
+                   f"bytes read ÷ {bandwidth_gbs:.1f} GB/s (theoretical)", PALETTE["green"]),
+        line_trace(b, [first * p.batch / points[0].batch for p in points],
+                   "time × batch (theoretical)", PALETTE["grey"], width=2, dash="dash",
+                   mode="lines")])
     top = max(max(p.step_seconds * 1000 for p in points) * 1.3, first * 1.2)
     fig.update_yaxes(range=[0, top])
     return styled(fig, "Time per step vs batch size", "Batch size (requests)",
@@ -91,11 +87,10 @@ def step_time_chart(points, bandwidth_gbs: float, caption: str = "") -> go.Figur
 
 @empty_state("The trade-off curve appears after the sweep.")
 def tradeoff_chart(points, caption: str = "") -> go.Figure:
-    """The serving trade-off: total throughput against each request's time per token."""
-    fig = go.Figure(go.Scatter(
-        x=[p.step_seconds * 1000 for p in points], y=[p.tokens_per_s for p in points],
-        mode="lines+markers+text", text=[f"B={p.batch}" for p in points], textposition="top left",
-        name="measured", line=dict(color=PALETTE["vermillion"], width=3), marker=dict(size=10)))
+    fig = go.Figure(line_trace(
+        [p.step_seconds * 1000 for p in points], [p.tokens_per_s for p in points], "measured",
+        PALETTE["vermillion"], mode="lines+markers+text", text=[f"B={p.batch}" for p in points],
+        textposition="top left", marker=dict(size=10)))
     fig.update_yaxes(range=[0, max(p.tokens_per_s for p in points) * 1.2])
     return styled(fig, "Throughput vs latency", "Each request's time per output token (ms, "
                   "lower is snappier)", "Total tokens/s (higher is cheaper)", caption,
@@ -104,7 +99,6 @@ def tradeoff_chart(points, caption: str = "") -> go.Figure:
 
 @empty_state("Type a few prompts, one per line.")
 def padding_chart(lengths: list[int], labels: list[str] | None = None) -> go.Figure:
-    """Rows of a left-padded batch, one cell per position: real tokens vs padding."""
     width = max(lengths)
     labels = labels or [f"request {i + 1}" for i in range(len(lengths))]
     z = [[0] * (width - n) + [1] * n for n in lengths]
@@ -126,7 +120,6 @@ def padding_chart(lengths: list[int], labels: list[str] | None = None) -> go.Fig
 
 @empty_state("Press “Serve the workload” to run both schedulers.")
 def gantt_chart(result, title: str, caption: str = "", horizon: float | None = None) -> go.Figure:
-    """One bar per request: waiting, prefill, decoding, and (static) holding a finished slot."""
     slot_end: dict[int, float] = {}  # when the last pass that carried each request's row ended
     for s in result.steps:
         for rid in s.rows:
@@ -155,7 +148,6 @@ def gantt_chart(result, title: str, caption: str = "", horizon: float | None = N
 
 @empty_state("Latency figures appear after both schedulers have run.")
 def scheduler_summary_chart(summaries, caption: str = "") -> go.Figure:
-    """Mean and p95 latency and time to first token, per scheduler (seconds, lower is better)."""
     metrics = [("mean latency", "mean_latency"), ("p95 latency", "p95_latency"),
                ("mean TTFT", "mean_ttft"), ("p95 TTFT", "p95_ttft")]
     colours = [PALETTE["vermillion"], PALETTE["green"], PALETTE["blue"]]
@@ -172,7 +164,6 @@ def scheduler_summary_chart(summaries, caption: str = "") -> go.Figure:
 
 @empty_state("Run the batch sweep: costs are computed from its measured throughput.")
 def cost_chart(costs, price_per_hour: float, caption: str = "") -> go.Figure:
-    """Dollars per million output tokens at each batch size, from measured throughput."""
     b = [str(c.batch) for c in costs]
     context = costs[0].context_tokens
     output_name = (f"output tokens (estimate: measured decode carried to {context:,.0f} "

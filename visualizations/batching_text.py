@@ -1,12 +1,11 @@
-"""Lesson 5 in words: sweep and scheduler progress, the padding explanation, the tables (memory
-plan, sweep and why, schedulers, cost arithmetic, the chain from KV memory to dollars) and the
-closing note from what this machine measured."""
+"""Lesson 5 in words: progress, padding, the tables from memory plan to dollars, and the closing
+note from what this machine measured."""
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from .batching_charts import throughput_trend
-from .cards import WAITING, Card, cards_html, human_bytes, times
+from .cards import WAITING, Card, cards_html, human_bytes, md_table, times
 from .glossary import NOTES
 from .noise_view import busy_notice_html, reference_card, supports_verdict, withheld
 
@@ -72,18 +71,17 @@ def scheduler_done_markdown(measured_earlier_at: str | None = None) -> str:
     return f"{note} {VIRTUAL_CLOCK}"
 
 
-def prompt_labels(lines: Sequence[str], width: int = 24) -> list[str]:
-    return [t if len(t) <= width else t[:width - 1] + "…" for t in lines]
+def prompt_labels(lines: Sequence[str]) -> list[str]:
+    return [t if len(t) <= 24 else t[:23] + "…" for t in lines]
 
 
 def padding_markdown(prompts: int, padded: int, total: int) -> str:
     if not prompts:
         return NO_PROMPTS
     return (f"A batched prefill of these {prompts} prompts computes **{total} positions**, of "
-            f"which **{padded} are padding** ({padded / total:.0%} of the work, and of the KV "
-            "cache, spent on nothing). The attention mask hides them, so answers are unchanged. "
-            "Continuous batching prefills each group of newcomers on its own and trims padding "
-            "columns once no row needs them.")
+            f"which **{padded} are padding** ({padded / total:.0%} of the work and KV cache, "
+            "spent on nothing; the attention mask keeps answers unchanged). Continuous batching "
+            "prefills each group of newcomers alone, trimming padding columns no row needs.")
 
 
 def closing_note(info, sweep, schedules, noise=None) -> str:
@@ -183,25 +181,25 @@ def _served(s) -> str:
 
 
 def plan_table(plans) -> str:
-    rows = [f"| {p.batch} | {human_bytes(p.weight_bytes)} | {human_bytes(p.kv_bytes)} | "
-            f"~{human_bytes(p.activation_bytes)} | {human_bytes(p.total_bytes)} | "
-            f"{'✓ runs' if p.fits else '✗ skipped'} |" for p in plans]
+    rows = [[p.batch, human_bytes(p.weight_bytes), human_bytes(p.kv_bytes),
+             f"~{human_bytes(p.activation_bytes)}", human_bytes(p.total_bytes),
+             "✓ runs" if p.fits else "✗ skipped"] for p in plans]
     budget = human_bytes(plans[0].budget_bytes) if plans else "?"
     return (f"**Memory plan** (computed before running; budget {budget}):\n\n"
-            "| batch | weights | KV cache (formula) | activations (estimate) | total | |\n"
-            "|---|---|---|---|---|---|\n" + "\n".join(rows))
+            + md_table("batch | weights | KV cache (formula) | activations (estimate) | total | ",
+                       rows))
 
 
 def sweep_table(upd, noise=None) -> str:
     pts, gbs = upd.points, upd.bandwidth_gbs
     if not pts:
         return ""
-    rows = [f"| {p.batch} | {p.step_seconds * 1000:.0f} ms | {p.floor_seconds(gbs) * 1000:.0f} ms "
-            f"| {p.tokens_per_s:.1f} | {p.per_request_tokens_per_s:.1f} "
-            f"| {p.prefill_tokens_per_s:.0f} |" for p in pts]
-    text = ("| batch | step (median, measured) | floor (theoretical) | total tokens/s | "
-            "tokens/s per request | prefill tokens/s |\n|---|---|---|---|---|---|\n"
-            + "\n".join(rows))
+    text = md_table("batch | step (median, measured) | floor (theoretical) | total tokens/s | "
+                    "tokens/s per request | prefill tokens/s",
+                    [[p.batch, f"{p.step_seconds * 1000:.0f} ms",
+                      f"{p.floor_seconds(gbs) * 1000:.0f} ms", f"{p.tokens_per_s:.1f}",
+                      f"{p.per_request_tokens_per_s:.1f}", f"{p.prefill_tokens_per_s:.0f}"]
+                     for p in pts])
     if len(pts) > 1:
         text += "\n\n" + _why(pts[0], pts[-1], gbs, noise)
     return text
@@ -228,32 +226,30 @@ def _why(one, big, gbs: float, noise=None) -> str:
 
 
 def scheduler_table(static, continuous) -> str:
-    rows = [f"| {s.scheduler} | {s.throughput:.2f} | {s.mean_latency:.2f} s | "
-            f"{s.p95_latency:.2f} s | {s.mean_ttft:.2f} s | {s.p95_ttft:.2f} s | "
-            f"{s.forward_passes} | {s.wasted_row_steps} |"
-            for s in (static.summary, continuous.summary)]
+    rows = [[s.scheduler, f"{s.throughput:.2f}", f"{s.mean_latency:.2f} s",
+             f"{s.p95_latency:.2f} s", f"{s.mean_ttft:.2f} s", f"{s.p95_ttft:.2f} s",
+             s.forward_passes, s.wasted_row_steps] for s in (static.summary, continuous.summary)]
     same = all(a.tokens == b.tokens for a, b in zip(static.requests, continuous.requests))
     agree = ("Every request got **exactly the same tokens** from both schedulers (greedy)."
              if same else
              "⚠️ Some requests got different tokens (numerical ties between batch shapes).")
-    return ("| scheduler | tokens/s | mean latency | p95 latency | mean TTFT | p95 TTFT | "
-            "forward passes | finished rows computed anyway |\n"
-            "|---|---|---|---|---|---|---|---|\n" + "\n".join(rows)
+    return (md_table("scheduler | tokens/s | mean latency | p95 latency | mean TTFT | p95 TTFT | "
+                     "forward passes | finished rows computed anyway", rows)
             + f"\n\n{static.summary.output_tokens} output tokens from "
             f"{static.summary.requests} requests. " + agree)
 
 
 def cost_table(costs, prompt_tokens: int, output_tokens: int) -> str:
     context = costs[0].context_tokens if costs else 0
-    rows = [f"| {c.batch} | {c.measured_output_tokens_per_s:.1f} | "
-            + (f"{c.output_tokens_per_s:.1f} | " if context else "")
-            + f"${c.usd_per_million_output:,.2f} | ${c.usd_per_million_input:,.2f} | "
-            f"${c.usd_per_conversation:,.5f} | {c.conversations_per_hour:,.0f} |" for c in costs]
+    rows = [[c.batch, f"{c.measured_output_tokens_per_s:.1f}"]
+            + ([f"{c.output_tokens_per_s:.1f}"] if context else [])
+            + [f"${c.usd_per_million_output:,.2f}", f"${c.usd_per_million_input:,.2f}",
+               f"${c.usd_per_conversation:,.5f}", f"{c.conversations_per_hour:,.0f}"]
+            for c in costs]
     at_context = (f"output tokens/s at {context:,.0f} tokens of context (estimate) | "
                   if context else "")
-    head = ("| batch | output tokens/s (measured, short context) | " + at_context
-            + "$ / M output | $ / M input | $ / conversation | conversations / hour |\n"
-            + "|---" * (7 if context else 6) + "|\n")
+    header = ("batch | output tokens/s (measured, short context) | " + at_context
+              + "$ / M output | $ / M input | $ / conversation | conversations / hour")
     carried = (f" Later tokens read a longer KV cache: the decode rate is carried from the sweep's "
                f"short context to the conversation's mean ({prompt_tokens} in + half of "
                f"{output_tokens} out = {context:,.0f} tokens), an estimate (the measured step plus "
@@ -261,7 +257,7 @@ def cost_table(costs, prompt_tokens: int, output_tokens: int) -> str:
                "is a ceiling and the dollars a floor." if context else "")
     carried += (" The input rate is the sweep's own short prefill, measured; a longer prompt's "
                 "per-token rate differs.")
-    return (head + "\n".join(rows)
+    return (md_table(header, rows)
             + "\n\n*Arithmetic: $ per million = price per hour ÷ (tokens/s × 3,600) × "
             f"1,000,000. A conversation is {prompt_tokens} tokens in and {output_tokens} out, "
             f"at 100% utilisation.{carried}*")
@@ -273,14 +269,14 @@ def mode_cost_table(modes, price_per_hour: float) -> str:
         return ("\n\n*Run lesson 6's comparison: each precision mode's measured speed is then "
                 "priced here too.*")
     base = next((m for m in modes if m.key == "fp32"), None)
-    rows = [f"| {m.key} | {m.decode_tokens_per_s:.1f} | "  # $ per million: price ÷ tokens per hour
-            f"${price_per_hour / (m.decode_tokens_per_s * 3600) * 1e6:,.2f} | "
-            + (f"{base.decode_tokens_per_s / m.decode_tokens_per_s:.2f}×" if base is not None
-               else "") + " |" for m in modes]
+    rows = [[m.key, f"{m.decode_tokens_per_s:.1f}",  # $ per million: price ÷ tokens per hour
+             f"${price_per_hour / (m.decode_tokens_per_s * 3600) * 1e6:,.2f}",
+             f"{base.decode_tokens_per_s / m.decode_tokens_per_s:.2f}×" if base is not None
+             else ""] for m in modes]
     return ("\n\n**Each precision mode at batch 1** (decode measured in lesson 6, on this "
             "machine): fewer bytes per weight change the price only through speed.\n\n"
-            "| mode | output tokens/s (batch 1, measured) | $ / M output | cost × fp32 |\n"
-            "|---|---|---|---|\n" + "\n".join(rows))
+            + md_table("mode | output tokens/s (batch 1, measured) | $ / M output | cost × fp32",
+                       rows))
 
 
 def _usd(x: float) -> str:
@@ -308,32 +304,30 @@ def measured_chain_md(c, caption: str = "") -> str:
 
 
 def published_md(chains, gpu_source: str) -> str:
-    rows = [f"| {c.label.split(' on ')[0]} | {human_bytes(c.kv_bytes_per_token)} | "
-            f"{human_bytes(c.kv_bytes_per_sequence)} | {c.fits:,} | "
-            + (f"{c.tokens_per_s:,.0f} ({c.bound}) | {_usd(c.usd_per_million)} | "
-               f"{_usd(c.usd_per_conversation)} |" if c.batch else
-               "weights do not fit | — | — |") for c in chains]
+    rows = [[c.label.split(" on ")[0], human_bytes(c.kv_bytes_per_token),
+             human_bytes(c.kv_bytes_per_sequence), f"{c.fits:,}"]
+            + ([f"{c.tokens_per_s:,.0f} ({c.bound})", _usd(c.usd_per_million),
+                _usd(c.usd_per_conversation)] if c.batch else ["weights do not fit", "—", "—"])
+            for c in chains]
     held = f"{chains[0].tokens_held:,.0f}" if chains else "?"
     where = chains[0].label.split(" on ")[-1] if chains else "a GPU"
     return ((f"**Published models on {where}** (theoretical: {gpu_source}; 16-bit weights and "
              f"cache, {held}-token conversations, as many as fit):") + "\n\n"
-            f"| model | KV per token | per {held}-token sequence | sequences that fit | "
-            "output tokens/s (ceiling, bound) | $ / M output | $ / conversation |\n"
-            "|---|---|---|---|---|---|---|\n" + "\n".join(rows))
+            + md_table(f"model | KV per token | per {held}-token sequence | sequences that fit | "
+                       "output tokens/s (ceiling, bound) | $ / M output | $ / conversation", rows))
 
 
 def levers_md(chains, model: str, cache_ceiling: float) -> str:
     if not chains:
         return ""
     first = chains[0].usd_per_conversation
-    rows = [f"| {c.label} | {c.fits:,} | {c.batch:,} | {human_bytes(c.kv_bytes_per_sequence)} "
-            f"| {c.tokens_per_s:,.0f} | {_usd(c.usd_per_conversation)} | "
-            f"{first / c.usd_per_conversation:,.1f}× |" for c in chains if c.batch]
+    rows = [[c.label, f"{c.fits:,}", f"{c.batch:,}", human_bytes(c.kv_bytes_per_sequence),
+             f"{c.tokens_per_s:,.0f}", _usd(c.usd_per_conversation),
+             f"{first / c.usd_per_conversation:,.1f}×"] for c in chains if c.batch]
     return (f"**The levers together** ({model}, same GPU and conversation, theoretical): one "
             "cost per conversation as each lever is added.\n\n"
-            "| lever | sequences that fit | batch | cache held per sequence | output tokens/s "
-            "(ceiling) | $ / conversation | cheaper than one at a time |\n"
-            "|---|---|---|---|---|---|---|\n" + "\n".join(rows)
+            + md_table("lever | sequences that fit | batch | cache held per sequence | output "
+                       "tokens/s (ceiling) | $ / conversation | cheaper than one at a time", rows)
             + "\n\n" + ("Once the caches fill memory, each step reads mostly caches: with a 16-bit "
                         "cache, tokens/s can only approach bandwidth ÷ (KV bytes per token × mean "
                         f"context) = {cache_ceiling:,.0f}; more sequences only bring it closer, "

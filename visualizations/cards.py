@@ -1,10 +1,11 @@
 """Headline cards: the one number a class must read from the back row, large, with a label
 above and a short note below (measured, theoretical, or shared), as plain HTML for a
-`gr.Markdown`; the header card (model, hardware, size), the number formats cards share, and the
-presenter's screens: the number big, the recap of everything measured."""
+`gr.Markdown`; the header card, the presenter's screens, and the number formats and markdown
+table every lesson's text shares."""
 from __future__ import annotations
 
 import html
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 WAITING = "—"  # the value of a card whose number is not measured yet
@@ -44,6 +45,15 @@ def ms(seconds: float, digits: int = 1) -> str:
 def times(x: float) -> str:
     """A speed-up as a card shows it: 16×, 3.4×, 0.82×."""
     return f"{x:.0f}×" if x >= 10 else f"{x:.1f}×" if x >= 1 else f"{x:.2f}×"
+
+
+def md_table(header: str, rows: Iterable[Sequence]) -> str:
+    """A markdown table: `header` ("batch | weights | ..."), a rule under each of its columns,
+    then one line per row of cells."""
+    def line(cells: Sequence) -> str:
+        return "|" + "".join(f" {cell} |" for cell in cells)
+    columns = header.split(" | ")
+    return "\n".join([line(columns), "|" + "---|" * len(columns), *map(line, rows)])
 
 
 def human_bytes(n: float) -> str:

@@ -1,10 +1,10 @@
-"""The first screen: its big numbers (first token, each next token, then the cache's measured
-speed-up once raced) and its live picture, the mechanism diagram small enough to share a screen
-with the answer, text never under 12 px: each lane drawn wide (5 groups of layers) and narrow (3),
-a CSS container query showing the one its box fits, never shrunk."""
+"""The first screen: its big numbers and its live picture, the mechanism diagram small enough to
+share a screen with the answer, text never under 12 px: each lane drawn wide (5 groups of layers)
+and narrow (3), a CSS container query showing the one its box fits, never shrunk."""
 from __future__ import annotations
 
 import hashlib
+import html
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -15,7 +15,7 @@ from . import mechanism_svg as svg
 from .cards import WAITING, Card, cards_html, ms, ratio_side, times
 from .glossary import NOTES
 from .mechanism import decode_lane, layer_groups, nice_capacity, race_lanes, slow_factor
-from .mechanism_svg import DECODE, PREFILL, READ_COLOUR, Lane, anim, chip_label, esc
+from .mechanism_svg import DECODE, PREFILL, READ_COLOUR, Lane, anim, chip_label
 from .noise_view import busy_notice_html, quiet_note, supports_verdict
 from .timing_text import prompt_work
 
@@ -87,10 +87,10 @@ def lane_svg(lane: Lane, size: Size, layers: int, capacity: int, clock_s: float)
     fed = len(lane.fed)
     fed_said = (f"{fed} tokens in" if lane.kind == PREFILL or not lane.uses_cache else
                 "1 token in") if fed else ""
-    parts = [_text(0, 16, f"<tspan font-weight='700'>{esc(lane.title)}</tspan>"
+    parts = [_text(0, 16, f"<tspan font-weight='700'>{html.escape(lane.title)}</tspan>"
                    + (f" · {fed_said}" if fed_said else ""))]
     if lane.output and size.name == "wide":  # the token this pass wrote, at the top right
-        parts.append(_text(size.width - 2, 16, "→ " + esc(chip_label(lane.output[-1], 10)),
+        parts.append(_text(size.width - 2, 16, "→ " + html.escape(chip_label(lane.output[-1], 10)),
                            " text-anchor='end' font-weight='700' class='mech-chip-text "
                            "mech-anim mech-do-appear' style='--at:0.86;--for:0.14'"))
     length = 0.7 / len(groups)
@@ -114,7 +114,7 @@ def lane_svg(lane: Lane, size: Size, layers: int, capacity: int, clock_s: float)
                              ms(lane.seconds, 0), " font-weight='700' class='fs-ms'"))
     return (f"<svg class='fs-{size.name}' viewBox='0 0 {size.width} {height}' "
             f"style='max-width:{size.width * LARGEST_SCALE:.0f}px' role='img' "
-            f"aria-label='{esc(lane.title)}' xmlns='http://www.w3.org/2000/svg'>"
+            f"aria-label='{html.escape(lane.title)}' xmlns='http://www.w3.org/2000/svg'>"
             f"<g class='mech-lane' data-kind='{lane.kind}' data-cached='{lane.cached}' "
             f"data-ms='{lane.seconds * 1000:.3f}' style='--measured:{lane.seconds:.6f}s'>"
             + "".join(parts) + "</g></svg>")

@@ -1,6 +1,5 @@
-"""Lesson 4 charts: the cache drawn from its tensors, the race, the projections, prefix reuse;
-lesson 4c's long contexts: prefill time per prompt token with its a + b·L + c·L² fit, one decode
-step against the cache length beside the bandwidth floor, and attention's peak memory."""
+"""Lesson 4 charts (the cache drawn from its tensors, the race, projections, prefix reuse) and
+4c's long contexts: prefill's a + b·L + c·L² fit, decode against the floor, attention's memory."""
 from __future__ import annotations
 
 import plotly.graph_objects as go
@@ -38,8 +37,8 @@ def cache_bytes_figure(history: list[tuple[int, int, int]], caption: str = "") -
     """history: (tokens, bytes the tensors hold, bytes the formula predicts) after each step."""
     tokens = [h[0] for h in history]
     fig = go.Figure([
-        go.Scatter(x=tokens, y=[h[2] for h in history], mode="lines",
-                   name=f"formula ({THEORETICAL})", line=dict(color=PALETTE["orange"], width=3)),
+        style.line_trace(tokens, [h[2] for h in history], f"formula ({THEORETICAL})",
+                         PALETTE["orange"], mode="lines"),
         go.Scatter(x=tokens, y=[h[1] for h in history], mode="markers",
                    name=f"real tensors ({MEASURED})", marker=dict(color=PALETTE["blue"], size=8)),
     ])
@@ -56,16 +55,16 @@ def race_figure(steps, caption: str = "") -> go.Figure:
              ("recompute", PALETTE["vermillion"], "no cache: recompute everything"))
     for lane, colour, label in lanes:
         mine = [s for s in steps if s.lane == lane]
-        fig.add_trace(go.Scatter(
-            x=[s.index for s in mine], y=[s.seconds * 1000 for s in mine], mode="lines+markers",
-            name=f"{label}: ms per step ({MEASURED})", line=dict(color=colour, width=3),
+        fig.add_trace(style.line_trace(
+            [s.index for s in mine], [s.seconds * 1000 for s in mine],
+            f"{label}: ms per step ({MEASURED})", colour,
             customdata=[s.forward_tokens for s in mine],
             hovertemplate="token %{x}: %{y:.0f} ms, %{customdata} tokens through the model"
                           "<extra></extra>"), secondary_y=False)
-        fig.add_trace(go.Scatter(
-            x=[s.index for s in mine], y=[s.forward_tokens for s in mine], mode="lines",
-            name=f"{label}: tokens per forward pass", hoverinfo="skip",
-            line=dict(color=colour, dash="dot", width=1.5)), secondary_y=True)
+        fig.add_trace(style.line_trace(
+            [s.index for s in mine], [s.forward_tokens for s in mine],
+            f"{label}: tokens per forward pass", colour, width=1.5, dash="dot", mode="lines",
+            hoverinfo="skip"), secondary_y=True)
     styled(fig, "Cache on vs off", "output token (0 = first, after prefill)",
            "milliseconds per step", caption, height=420, note="Time for each new token.")
     integer_ticks(fig, max(s.index for s in steps) + 1)
@@ -81,28 +80,28 @@ def race_lengths_figure(points, curve=None, caption: str = "") -> go.Figure:
     """One step's time at each context length, both lanes, then the theory to THEORY_UP_TO."""
     xs = [p.tokens for p in points]
     fig = go.Figure([
-        go.Scatter(x=xs, y=[p.cached_seconds * 1000 for p in points], mode="lines+markers",
-                   name=f"with KV cache: one step ({MEASURED})",
-                   line=dict(color=PALETTE["blue"], width=3), marker=dict(size=10)),
-        go.Scatter(x=xs, y=[p.recompute_seconds * 1000 for p in points], mode="lines+markers",
-                   name=f"no cache: all L + 1 tokens again ({MEASURED})",
-                   line=dict(color=PALETTE["vermillion"], width=3), marker=dict(size=10))])
+        style.line_trace(xs, [p.cached_seconds * 1000 for p in points],
+                         f"with KV cache: one step ({MEASURED})", PALETTE["blue"],
+                         marker=dict(size=10)),
+        style.line_trace(xs, [p.recompute_seconds * 1000 for p in points],
+                         f"no cache: all L + 1 tokens again ({MEASURED})", PALETTE["vermillion"],
+                         marker=dict(size=10))])
     if curve is not None and len(points) > 1:
         last = max(points, key=lambda p: p.tokens)
         far = [last.tokens * 2**i for i in range(20) if last.tokens * 2**i <= THEORY_UP_TO]
         if far[-1] < THEORY_UP_TO:
             far.append(THEORY_UP_TO)
-        fig.add_trace(go.Scatter(
-            x=far, y=[last.cached_theory_seconds(x) * 1000 for x in far], mode="lines",
-            name=f"with cache, beyond ({THEORETICAL}: (weights + L × KV bytes) ÷ the "
-                 f"bandwidth its {last.tokens:,}-token step reached)",
-            line=dict(color=PALETTE["blue"], dash="dash", width=2),
+        fig.add_trace(style.line_trace(
+            far, [last.cached_theory_seconds(x) * 1000 for x in far],
+            f"with cache, beyond ({THEORETICAL}: (weights + L × KV bytes) ÷ the bandwidth its "
+            f"{last.tokens:,}-token step reached)", PALETTE["blue"], width=2, dash="dash",
+            mode="lines",
             customdata=[f"{last.bytes_read(x) / 1e6:,.0f} MB read" for x in far],
             hovertemplate="L = %{x:,}: %{y:.0f} ms, %{customdata}<extra></extra>"))
-        fig.add_trace(go.Scatter(
-            x=far, y=[curve.at(x) * 1000 for x in far], mode="lines",
-            name=f"no cache, beyond ({THEORETICAL}: a + b·L + c·L² through the points)",
-            line=dict(color=PALETTE["vermillion"], dash="dash", width=2)))
+        fig.add_trace(style.line_trace(
+            far, [curve.at(x) * 1000 for x in far],
+            f"no cache, beyond ({THEORETICAL}: a + b·L + c·L² through the points)",
+            PALETTE["vermillion"], width=2, dash="dash", mode="lines"))
     fig.update_xaxes(type="log")
     fig.update_yaxes(type="log")
     return styled(fig, "One step at length L", "context length L (tokens, log)",
@@ -121,24 +120,21 @@ def projection_figure(proj, caption: str = "", highlight: str | None = None) -> 
         shown = [k for k, ok in enumerate(inside) if ok]
         past = [k for k, ok in enumerate(inside) if not ok]
         if shown:
-            fig.add_trace(go.Scatter(x=[xs[k] for k in shown], y=[ys[k] for k in shown],
-                                     mode="lines+markers", name=f"{name} KV cache",
-                                     line=dict(color=colour, width=width),
-                                     hovertemplate="%{x:,}: %{y:.3s}B<extra>" + name + "</extra>"))
+            fig.add_trace(style.line_trace(
+                [xs[k] for k in shown], [ys[k] for k in shown], f"{name} KV cache", colour, width,
+                hovertemplate="%{x:,}: %{y:.3s}B<extra>" + name + "</extra>"))
         if past:
             joined = ([shown[-1]] if shown and shown[-1] < past[0] else []) + past
-            fig.add_trace(go.Scatter(
-                x=[xs[k] for k in joined], y=[ys[k] for k in joined], mode="lines+markers",
-                name=f"{name}: beyond its context window "
-                     f"({proj.windows[i] if proj.windows else 'unknown'})",
-                line=dict(color=colour, width=max(width - 1, 1.5), dash="dot"),
-                marker=dict(symbol="circle-open"),
+            fig.add_trace(style.line_trace(
+                [xs[k] for k in joined], [ys[k] for k in joined],
+                f"{name}: beyond its context window "
+                f"({proj.windows[i] if proj.windows else 'unknown'})", colour,
+                width=max(width - 1, 1.5), dash="dot", marker=dict(symbol="circle-open"),
                 hovertemplate=("%{x:,}: %{y:.3s}B, beyond the model's context window<extra>"
                                + name + "</extra>")))
-        fig.add_trace(go.Scatter(
-            x=[xs[0], xs[-1]], y=[weights, weights], mode="lines",
-            name=f"{name} weights", line=dict(color=colour, dash="dash", width=1.5),
-            hovertemplate=f"{name} weights: {human_bytes(weights)}<extra></extra>"))
+        fig.add_trace(style.line_trace(
+            [xs[0], xs[-1]], [weights, weights], f"{name} weights", colour, width=1.5, dash="dash",
+            mode="lines", hovertemplate=f"{name} weights: {human_bytes(weights)}<extra></extra>"))
     styled(fig, f"KV cache vs {proj.x_name.split(' (')[0]}", proj.x_name, "memory (log scale)",
            caption, height=480,
            note=f"{THEORETICAL.capitalize()}: {proj.bytes_per_value} bytes per value, "
@@ -163,7 +159,6 @@ def gqa_figure(rows: list[tuple[str, int]], caption: str = "") -> go.Figure:
 @empty_state("Press “Run both ways”: each question's time to first token, with and without "
              "the stored prefix, appears here.")
 def prefix_figure(runs, caption: str = "") -> go.Figure:
-    """Grouped bars: TTFT with a full prefill vs with the stored prefix cache, per question."""
     labels = [r.question if len(r.question) <= 28 else r.question[:27] + "…" for r in runs]
     fig = go.Figure([
         go.Bar(x=labels, y=[r.ttft_full * 1000 for r in runs], name=f"full prefill ({MEASURED})",
@@ -196,13 +191,11 @@ def attention_figure(view, layer: int, head: int, caption: str = "") -> go.Figur
 PREFILL_BUTTON = "Measure prefill lengths"  # the panel's buttons, named in the empty states
 DECODE_BUTTON = "Measure decode lengths"
 MEMORY_BUTTON = "Measure attention memory"
-BATCH_COLOURS = {1: PALETTE["blue"], 8: PALETTE["vermillion"]}
 
 
 @empty_state(f"Press “{PREFILL_BUTTON}”: one prefill at each prompt length, up to the model's "
              "context window.")
 def prefill_lengths_figure(points, curve=None, shares=(), caption: str = "") -> go.Figure:
-    """ms per prompt token at each length (measured), the fit ÷ L, and it without L²."""
     xs = [p.tokens for p in points]
     share_of = {s.tokens: s.quadratic_share for s in shares}
     fig = go.Figure(go.Scatter(
@@ -215,14 +208,14 @@ def prefill_lengths_figure(points, curve=None, shares=(), caption: str = "") -> 
     if curve is not None:  # evenly spread on the log axis, shortest to longest length
         lo, hi = min(xs), max(xs)
         line = [lo * (hi / lo) ** (i / 40) for i in range(41)] if hi > lo else [float(lo)]
-        fig.add_trace(go.Scatter(
-            x=line, y=[curve.at(x) / x * 1000 for x in line], mode="lines",
-            name=f"fit a + b·L + c·L², per token ({THEORETICAL}, least squares)",
-            line=dict(color=PALETTE["orange"], width=3)))
-        fig.add_trace(go.Scatter(
-            x=line, y=[(curve.a + curve.b * x) / x * 1000 for x in line], mode="lines",
-            name="the same fit without its L² term (attention's scores)",
-            line=dict(color=PALETTE["grey"], dash="dash", width=2)))
+        fig.add_trace(style.line_trace(
+            line, [curve.at(x) / x * 1000 for x in line],
+            f"fit a + b·L + c·L², per token ({THEORETICAL}, least squares)", PALETTE["orange"],
+            mode="lines"))
+        fig.add_trace(style.line_trace(
+            line, [(curve.a + curve.b * x) / x * 1000 for x in line],
+            "the same fit without its L² term (attention's scores)", PALETTE["grey"], width=2,
+            dash="dash", mode="lines"))
     fig.update_xaxes(type="log")
     return styled(fig, "Prefill time per prompt token", "prompt length L (tokens, log)",
                   "ms per prompt token", caption, height=420,
@@ -231,7 +224,6 @@ def prefill_lengths_figure(points, curve=None, shares=(), caption: str = "") -> 
 
 @empty_state(f"Press “{DECODE_BUTTON}”: one decode step at each cache length, batch 1 and batch 8.")
 def decode_lengths_figure(points, theory=None, window: int = 0, caption: str = "") -> go.Figure:
-    """One decode step against its cache length per batch, the floor per batch, and L*."""
     batches = sorted({p.batch for p in points})
     right = max([window] + [p.cache_tokens for p in points])
     if theory is not None:
@@ -239,23 +231,21 @@ def decode_lengths_figure(points, theory=None, window: int = 0, caption: str = "
         right = max([right] + [s for s in stars if s <= 2 * max(window, 1)])
     fig = go.Figure()
     for b in batches:
-        colour = BATCH_COLOURS.get(b, PALETTE["green"])
+        colour = {1: PALETTE["blue"], 8: PALETTE["vermillion"]}.get(b, PALETTE["green"])
         mine = sorted((p for p in points if p.batch == b), key=lambda p: p.cache_tokens)
-        fig.add_trace(go.Scatter(
-            x=[p.cache_tokens for p in mine], y=[p.seconds * 1000 for p in mine],
-            mode="lines+markers", name=f"batch {b}: one step ({MEASURED}, median)",
-            line=dict(color=colour, width=3), marker=dict(size=9),
+        fig.add_trace(style.line_trace(
+            [p.cache_tokens for p in mine], [p.seconds * 1000 for p in mine],
+            f"batch {b}: one step ({MEASURED}, median)", colour, marker=dict(size=9),
             error_y=dict(type="data", symmetric=False,
                          array=[(p.seconds_max - p.seconds) * 1000 for p in mine],
                          arrayminus=[(p.seconds - p.seconds_min) * 1000 for p in mine])))
         if theory is None:
             continue
         line = [round(right * i / 32) for i in range(33)]
-        fig.add_trace(go.Scatter(
-            x=line, y=[theory.seconds(x, b) * 1000 for x in line], mode="lines",
-            name=f"batch {b}: floor ({THEORETICAL}: (weights + {b}·L·kv) ÷ "
-                 f"{theory.bandwidth_gbs:.1f} GB/s)",
-            line=dict(color=colour, dash="dash", width=2)))
+        fig.add_trace(style.line_trace(
+            line, [theory.seconds(x, b) * 1000 for x in line],
+            f"batch {b}: floor ({THEORETICAL}: (weights + {b}·L·kv) ÷ "
+            f"{theory.bandwidth_gbs:.1f} GB/s)", colour, width=2, dash="dash", mode="lines"))
         star = theory.crossover_tokens(b)
         if star <= right:
             fig.add_vline(x=star, line=dict(color=colour, dash="dot", width=2),
@@ -273,7 +263,6 @@ def decode_lengths_figure(points, theory=None, window: int = 0, caption: str = "
 @empty_state(f"Press “{MEMORY_BUTTON}”: the same long prefill with eager and "
              "with tiled (sdpa) attention.")
 def attention_memory_figure(peaks, caption: str = "") -> go.Figure:
-    """Peak memory of one prefill per attention implementation, beside one layer's scores."""
     labels = [f"{p.implementation} ({p.tokens:,} tokens)" for p in peaks]
     fig = go.Figure([
         go.Bar(x=labels, y=[p.peak_bytes / 1e6 for p in peaks],

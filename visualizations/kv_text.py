@@ -1,12 +1,11 @@
-"""Lesson 4 text: the cache formula filled in, each growth step, the race and its verdict, the
-projection table and the prefix-reuse table; lesson 4c's long contexts: prefill and its L² share,
-decode against the bandwidth floor, attention's memory, what cuts the cost, the guess's answer;
-no verdict inside the run's noise."""
+"""Lesson 4 in words (the cache, its race, projections, prefix reuse) and 4c's long contexts
+(prefill's L² share, decode against the bandwidth floor, attention's memory); no verdict inside
+the run's noise."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from .cards import SAME_WITHIN, Card, cards_html, human_bytes, ms, ratio_side, times
+from .cards import SAME_WITHIN, Card, cards_html, human_bytes, md_table, ms, ratio_side, times
 from .glossary import NOTES
 from .kv_charts import DECODE_BUTTON, MEMORY_BUTTON, PREFILL_BUTTON
 from .noise_view import busy_notice_html, quiet_note, reference_html, supports_verdict, withheld
@@ -99,12 +98,13 @@ def race_lengths_markdown(points, projection: tuple[int, int, float, float] | No
     tokens, seconds with the cache, seconds without)."""
     if not points:
         return ""
-    rows = "\n".join(f"| {p.tokens:,} | {p.cached_seconds * 1000:,.0f} | "
-                     f"{p.recompute_seconds * 1000:,.0f} | {p.ratio:.1f}× |" for p in points)
+    rows = [[f"{p.tokens:,}", f"{p.cached_seconds * 1000:,.0f}",
+             f"{p.recompute_seconds * 1000:,.0f}", f"{p.ratio:.1f}×"] for p in points]
     short, long = points[0], points[-1]
-    text = (busy_notice_html(noise) + "| context length L | with cache: one step (ms) | no cache: "
-            "L + 1 tokens (ms) | no cache ÷ cache |\n|---|---|---|---|\n" + rows + "\n\n"
-            + length_gap_markdown(short, long, noise) + "\n\n" + growth_with_length_markdown(long))
+    text = (busy_notice_html(noise) + md_table("context length L | with cache: one step (ms) | no "
+                                               "cache: L + 1 tokens (ms) | no cache ÷ cache", rows)
+            + "\n\n" + length_gap_markdown(short, long, noise) + "\n\n"
+            + growth_with_length_markdown(long))
     if projection is not None:
         prompt, n, cached, plain = projection
         text += (f"\n\n**Theoretical, from these points:** {n:,} tokens after a {prompt}-token "
@@ -147,19 +147,20 @@ def projection_table_markdown(specs: Sequence, crossover: Mapping[str, int], min
     """One row per `ModelSpec`: attention layout, cache per token, weights, and the context
     (`crossover[name]` tokens per sequence, for `batch` sequences) where cache = weights."""
     bpv = bytes_per_value
-    lines = ["| model | attention | KV heads / query heads | cache per token | weights "
-             "| context window | cache = weights at |", "|---|---|---|---|---|---|---|"]
-    lines += [f"| {s.name} | {s.attention} | {s.kv_heads} / {s.query_heads} | "
-              f"{human_bytes(s.bytes_per_token(bpv))} | {human_bytes(s.weight_bytes(bpv))} | "
-              f"{s.window_label} | {crossover[s.name]:,} tokens × {batch} sequence(s)"
-              + ("" if s.supports(crossover[s.name]) else " (beyond its context window)") + " |"
-              for s in specs]
+    table = md_table(
+        "model | attention | KV heads / query heads | cache per token | weights | context window "
+        "| cache = weights at",
+        [[s.name, s.attention, f"{s.kv_heads} / {s.query_heads}",
+          human_bytes(s.bytes_per_token(bpv)), human_bytes(s.weight_bytes(bpv)), s.window_label,
+          f"{crossover[s.name]:,} tokens × {batch} sequence(s)"
+          + ("" if s.supports(crossover[s.name]) else " (beyond its context window)")]
+         for s in specs])
     ratio = mine.query_heads // mine.kv_heads
     slide_note = "".join(
         f" {s.name} attends over a {s.sliding_window:,}-token sliding window, so a rolling-buffer "
         f"cache never needs more than {s.sliding_window:,} positions per sequence; the chart "
         "counts every position, as a plain cache would." for s in specs if s.sliding_window)
-    return ("\n".join(lines) + f"\n\n*Theoretical, {bpv} bytes per value for weights and cache.* "
+    return (table + f"\n\n*Theoretical, {bpv} bytes per value for weights and cache.* "
             f"{mine.name} shares each KV head among {ratio} query heads, so its cache is {ratio}× "
             f"smaller than with full multi-head attention; its context window is "
             f"{context_window:,} tokens. Past a model's own window its line turns dotted, "
@@ -175,28 +176,24 @@ def prefix_markdown(prefix_tokens: int, prefix_seconds: float, prefix_bytes: int
             f"kept for every question).")
     if not runs:
         return head
-    rows = [f"| {r.question} | {r.prompt_tokens} | {r.reused_tokens} | "
-            f"{r.ttft_full * 1000:.0f} ms | {r.ttft_reuse * 1000:.0f} ms | {r.speedup:.1f}× | "
-            f"{'✓ same' if r.same else '✗ differ'} | {r.text!r} |" for r in runs]
-    return (head + "\n\n| question | prompt tokens | reused | TTFT full | TTFT reused | speed-up "
-            "| tokens | answer |\n|---|---|---|---|---|---|---|---|\n" + "\n".join(rows))
-
-
-MARGIN = SAME_WITHIN  # a ratio of single measurements within 10% of 1 gets no verdict
+    rows = [[r.question, r.prompt_tokens, r.reused_tokens, f"{r.ttft_full * 1000:.0f} ms",
+             f"{r.ttft_reuse * 1000:.0f} ms", f"{r.speedup:.1f}×",
+             "✓ same" if r.same else "✗ differ", repr(r.text)] for r in runs]
+    return head + "\n\n" + md_table("question | prompt tokens | reused | TTFT full | TTFT reused "
+                                     "| speed-up | tokens | answer", rows)
 
 
 def prefill_markdown(points, curve=None, shares=(), noise=None) -> str:
     if not points:
         return f"*Press **{PREFILL_BUTTON}**: the table and the fit appear here.*"
     by_length = {s.tokens: s for s in shares}
-    lines = ["| prompt L (tokens) | prefill (measured) | per prompt token | L² share of the fit "
-             "| attention's share of the arithmetic (theoretical) |", "|---|---|---|---|---|"]
-    for p in points:
-        s = by_length.get(p.tokens)
-        lines.append(f"| {p.tokens:,} | {p.seconds:,.2f} s | {ms(p.seconds_per_token)} | "
-                     + (f"{s.quadratic_share:.0%} | {s.attention_flops_share:.0%} |" if s
-                        else "… | … |"))
-    text = [busy_notice_html(noise) + "\n".join(lines), "",
+    shares_at = [by_length.get(p.tokens) for p in points]
+    table = md_table("prompt L (tokens) | prefill (measured) | per prompt token | L² share of the "
+                     "fit | attention's share of the arithmetic (theoretical)",
+                     [[f"{p.tokens:,}", f"{p.seconds:,.2f} s", ms(p.seconds_per_token)]
+                      + ([f"{s.quadratic_share:.0%}", f"{s.attention_flops_share:.0%}"] if s
+                         else ["…", "…"]) for p, s in zip(points, shares_at)])
+    text = [busy_notice_html(noise) + table, "",
             f"**Measured:** {prefill_trend(points, curve, noise)}. A pass over L tokens does the "
             "matrix products once per token, the same work per token at any length, and "
             "attention, the L² term: each token's query is scored against the key of every token "
@@ -213,9 +210,9 @@ def prefill_trend(points, curve, noise) -> str:
     if not supports_verdict(noise):
         return f"the time per prompt token {span} is in the table ({withheld(noise)})"
     rise = last.seconds_per_token / first.seconds_per_token
-    if rise > MARGIN:
+    if rise > SAME_WITHIN:  # a ratio within 10% of 1 gets no verdict
         return f"the time per prompt token rose **{rise:.1f}×** {span}"
-    if rise < 1 / MARGIN:
+    if rise < 1 / SAME_WITHIN:
         return f"the time per prompt token fell to **{rise:.2f}×** {span}" + (
             " (the fit's fixed part a is shared by more tokens in a longer pass)"
             if curve is not None and curve.a > 0 else "")
@@ -247,17 +244,12 @@ def decode_markdown(points, theory=None, window: int = 0, noise=None) -> str:
     batches = sorted({p.batch for p in points})
     lengths = sorted({p.cache_tokens for p in points})
     at = {(p.batch, p.cache_tokens): p for p in points}
-    head = "| cache L |" + "".join(f" batch {b} (measured) |" for b in batches)
-    if theory is not None:
-        head += "".join(f" batch {b} floor (theoretical) |" for b in batches)
-    lines = [head, "|---" * head.count(" |") + "|"]  # a rule under every column
-    for n in lengths:
-        row = f"| {n:,} |" + "".join(
-            f" {ms(at[(b, n)].seconds)} |" if (b, n) in at else " … |" for b in batches)
-        if theory is not None:
-            row += "".join(f" {ms(theory.seconds(n, b))} |" for b in batches)
-        lines.append(row)
-    text = [busy_notice_html(noise) + "\n".join(lines)]
+    floors = theory is not None
+    head = " | ".join(["cache L"] + [f"batch {b} (measured)" for b in batches]
+                      + [f"batch {b} floor (theoretical)" for b in batches if floors])
+    rows = [[f"{n:,}"] + [ms(at[(b, n)].seconds) if (b, n) in at else "…" for b in batches]
+            + [ms(theory.seconds(n, b)) for b in batches if floors] for n in lengths]
+    text = [busy_notice_html(noise) + md_table(head, rows)]
     for b in batches:
         mine = sorted((p for p in points if p.batch == b), key=lambda p: p.cache_tokens)
         lo, hi = mine[0], mine[-1]
@@ -311,11 +303,11 @@ def memory_markdown(peaks, noise=None) -> str:
     if not peaks:
         return (f"*Press **{MEMORY_BUTTON}**: the same prefill runs both ways.*\n\n"
                 + FLASH_ATTENTION)
-    lines = ["| attention | prompt tokens | peak memory (measured) | one layer's L × L scores "
-             "(theoretical) | prefill time |", "|---|---|---|---|---|"]
-    lines += [f"| {p.implementation} | {p.tokens:,} | {human_bytes(p.peak_bytes)} | "
-              f"{human_bytes(p.scores_bytes)} | {p.seconds:,.2f} s |" for p in peaks]
-    text = (busy_notice_html(noise) + "\n".join(lines)
+    text = (busy_notice_html(noise)
+            + md_table("attention | prompt tokens | peak memory (measured) | one layer's L × L "
+                       "scores (theoretical) | prefill time",
+                       [[p.implementation, f"{p.tokens:,}", human_bytes(p.peak_bytes),
+                         human_bytes(p.scores_bytes), f"{p.seconds:,.2f} s"] for p in peaks])
             + f"\n\n*Measured as the {peaks[0].method}.*")
     by = {p.implementation: p for p in peaks}
     if "eager" in by and "sdpa" in by:
@@ -330,7 +322,7 @@ def memory_verdict(eager, sdpa, noise=None) -> str:
         return (f"The peaks are in the table; {withheld(noise)} (a sampled peak can miss its "
                 "top while the CPU is busy).")
     extra = eager.peak_bytes - sdpa.peak_bytes
-    if eager.peak_bytes > MARGIN * sdpa.peak_bytes and extra > 0.1 * eager.scores_bytes:
+    if eager.peak_bytes > SAME_WITHIN * sdpa.peak_bytes and extra > 0.1 * eager.scores_bytes:
         return (f"Eager attention needed **{human_bytes(extra)} more** at its peak "
                 f"({eager.peak_bytes / max(sdpa.peak_bytes, 1):.1f}×): the score table and its "
                 "softmax, written out whole for one layer at a time. Both peaks include the KV "
@@ -343,14 +335,12 @@ def cuts_markdown(cuts) -> str:
     if not cuts:
         return ""
     tokens = cuts[0].tokens
-    lines = [f"**What cuts the cost of a {tokens:,}-token context** (KV cache of one "
-             "sequence, or of all the requests in the row)", "",
-             "| technique | figures | cache before | cache after | fewer bytes | what changes "
-             "| what it gives up |", "|---|---|---|---|---|---|---|"]
-    lines += [f"| {c.name} | {c.label} | {human_bytes(c.bytes_before)} | "
-              f"{human_bytes(c.bytes_after)} | {c.factor:.1f}× | {c.how} | {c.trade_off} |"
-              for c in cuts]
-    return "\n".join(lines)
+    return (f"**What cuts the cost of a {tokens:,}-token context** (KV cache of one sequence, or "
+            "of all the requests in the row)\n\n"
+            + md_table("technique | figures | cache before | cache after | fewer bytes | what "
+                       "changes | what it gives up",
+                       [[c.name, c.label, human_bytes(c.bytes_before), human_bytes(c.bytes_after),
+                         f"{c.factor:.1f}×", c.how, c.trade_off] for c in cuts]))
 
 
 def guess_verdict_markdown(comparison, theory=None, noise=None) -> str:

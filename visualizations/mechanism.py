@@ -16,11 +16,10 @@ from .mechanism_svg import DECODE, FACTORS, PREFILL, RECOMPUTE, WIDTH, Frame, La
 from .noise_view import BUSY
 
 LONGEST_BEAT_S = 2.0  # the factor is the largest that keeps a typical beat this short
-MOST_GROUPS = 10
 RACE_TITLES = ("with the KV cache", "without a cache")  # the race's two lanes, top first
 
 
-def layer_groups(layers: int, most: int = MOST_GROUPS) -> tuple[tuple[int, int], ...]:
+def layer_groups(layers: int, most: int = 10) -> tuple[tuple[int, int], ...]:
     """(first, last) layer of each drawn group, 1-based, bottom first: 30 -> 10 groups of 3."""
     size = -(-max(layers, 1) // most)
     return tuple((lo, min(lo + size - 1, layers)) for lo in range(1, max(layers, 1) + 1, size))

@@ -108,10 +108,6 @@ class Frame:
         return self.stack_bottom - self.y + 78
 
 
-def esc(text: str) -> str:
-    return html.escape(text, quote=True)
-
-
 def chip_label(text: str, most: int = 12) -> str:
     shown = shown_piece(text)
     return shown if len(shown) <= most else shown[:most - 1] + "…"
@@ -201,7 +197,7 @@ def _output_chips(lane: Lane, f: Frame) -> str:
         parts.append(f"<g{appear}><rect x='{cx:.1f}' y='{y}' width='{w:.1f}' "
                      f"height='26' rx='4' fill='#fde9b8' stroke='#111'/>"
                      f"<text class='mech-chip-text' x='{cx + 6:.1f}' y='{y + 18}' "
-                     f"font-size='14'>{esc(label)}</text></g>")
+                     f"font-size='14'>{html.escape(label)}</text></g>")
         cx += w + 4
     return "".join(parts)
 
@@ -219,7 +215,7 @@ def _fed_column(lane: Lane, f: Frame) -> str:
         label = (f"… +{more + 1} more" if i == lines - 1 and more > 0 else
                  row if lane.rows else chip_label(text, 18))
         parts.append(f"<text class='mech-chip-text' x='14' y='{f.stack_top + 38 + i * 22}' "
-                     f"font-size='14'>{esc(label)}</text>")
+                     f"font-size='14'>{html.escape(label)}</text>")
     return "".join(parts)
 
 
@@ -244,7 +240,7 @@ def _block(lane: Lane, f: Frame) -> str:
     return (f"<g {anim('climb', CLIMB_START, CLIMB_END - CLIMB_START, f';--rise:{rise}px')}>"
             f"{bars}</g>"
             f"<text x='{STACK_X + STACK_W / 2}' y='{y + 40}' font-size='15' text-anchor='middle' "
-            f"font-weight='600'>{esc(label)}</text>")
+            f"font-weight='600'>{html.escape(label)}</text>")
 
 
 def _clock(lane: Lane, f: Frame) -> str:
@@ -259,14 +255,14 @@ def _clock(lane: Lane, f: Frame) -> str:
 
 
 def lane_svg(lane: Lane, f: Frame) -> str:
-    top = (f"<text x='10' y='{f.y + 20}' font-size='17' font-weight='700'>{esc(lane.title)}"
+    top = (f"<text x='10' y='{f.y + 20}' font-size='17' font-weight='700'>{html.escape(lane.title)}"
            f"</text><text x='{STACK_X}' y='{f.y + 20}' font-size='15'>output:</text>")
     per = f"per group, × {lane.rows} rows" if lane.rows > 1 else "per group"
     strip_note = (f"<text x='{STRIP_X}' y='{f.stack_top - 4}' font-size='14'>KV cache: "
                   f"{lane.cached} positions {per} ({lane.prompt_cells} prompt + "
                   f"{lane.generated_cells} generated)</text>") if lane.uses_cache else ""
     weights = (f"<text class='mech-weights' x='10' y='{f.stack_top - 4}' font-size='13' "
-               f"font-weight='700'>{esc(lane.weights)}</text>") if lane.weights else ""
+               f"font-weight='700'>{html.escape(lane.weights)}</text>") if lane.weights else ""
     return (f"<g class='mech-lane' data-kind='{lane.kind}' data-cached='{lane.cached}' "
             f"data-rows='{lane.rows}' data-ms='{lane.seconds * 1000:.3f}' "
             f"style='--measured:{lane.seconds:.6f}s'>"

@@ -1,6 +1,5 @@
-"""Lesson 6's views, from `ModeReport`s: bytes per weight against speed and quality (the bars,
-each mode's text beside fp32's), the headline cards, every measured number per precision mode,
-where the weights came from and what this run showed."""
+"""Lesson 6's views, from `ModeReport`s: bytes per weight against speed and quality, each mode's
+text beside fp32's, and every measured number per precision mode."""
 from __future__ import annotations
 
 import html
@@ -8,20 +7,18 @@ import html
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .cards import WAITING, Card, cards_html, human_bytes, times
+from .cards import WAITING, Card, cards_html, human_bytes, md_table, times
 from .glossary import NOTES
 from .noise_view import busy_notice_html, quiet_note, reference_card, supports_verdict
-from .roofline_charts import FASTER
+from .roofline_charts import FASTER, MB
 from .style import PALETTE, SEQUENCE, empty_state, styled
 
-MB = 1e6
 NO_MODES_CARDS = NOTES["no_modes_cards"]
 DIFFERS = f"background:{PALETTE['orange']}55;border-bottom:2px solid {PALETTE['vermillion']}"
 
 
 @empty_state("Bars per mode appear as each one is measured.")
 def mode_bars_figure(reports, caption: str = "") -> go.Figure:
-    """Four small bar charts, two by two: size, speed, agreement, perplexity per mode."""
     keys = [r.key for r in reports]
     panels = [
         ("Weights (MB)", [r.weight_bytes / MB for r in reports], "{:.0f}"),
@@ -43,7 +40,6 @@ def mode_bars_figure(reports, caption: str = "") -> go.Figure:
 
 
 def mode_table(reports) -> tuple[list[str], list[list]]:
-    """(headers, rows) for a table of every measured number per mode."""
     headers = ["mode", "weights (MB)", "× fp32", "read per token (MB)", "prefill (ms)",
                "long prefill (s)", "decode (tok/s)", "top-1 agree (%)",
                "agree where fp32 decided (%)", "KL (nats)", "perplexity", "kernel"]
@@ -62,23 +58,19 @@ def first_difference(reference_ids, ids) -> int | None:
     return next((i for i, (a, b) in enumerate(zip(reference_ids, ids)) if a != b), shorter)
 
 
-def _token_spans(ids, pieces, reference_ids) -> str:
-    out = []
-    for i, (tid, piece) in enumerate(zip(ids, pieces)):
-        text = html.escape(piece).replace("\n", "↵")
-        same = i < len(reference_ids) and reference_ids[i] == tid
-        out.append(f"<span class='q6-tok' style=''>{text}</span>" if same else
-                   f"<span class='q6-tok q6-diff' style='{DIFFERS};'>{text}</span>")
-    return "".join(out)
-
-
-def side_by_side_html(reports, reference_key: str = "fp32") -> str:
+def side_by_side_html(reports) -> str:
     """Each mode's greedy text, tokens that differ from fp32's at the same position highlighted."""
     if not reports:
         return "<p><i>Generated texts appear here, side by side.</i></p>"
-    ref = next((r for r in reports if r.key == reference_key), reports[0])
+    ref = next((r for r in reports if r.key == "fp32"), reports[0])
     cards = []
     for r in reports:
+        spans = []
+        for i, (tid, piece) in enumerate(zip(r.token_ids, r.pieces)):
+            text = html.escape(piece).replace("\n", "↵")
+            same = i < len(ref.token_ids) and ref.token_ids[i] == tid
+            spans.append(f"<span class='q6-tok' style=''>{text}</span>" if same else
+                         f"<span class='q6-tok q6-diff' style='{DIFFERS};'>{text}</span>")
         first = first_difference(ref.token_ids, r.token_ids)
         verdict = ("identical to fp32" if first is None
                    else f"first differs at token {first + 1} of {len(r.token_ids)}")
@@ -86,7 +78,7 @@ def side_by_side_html(reports, reference_key: str = "fp32") -> str:
             f"<div class='q6-card' style='border:1px solid #ddd;border-radius:8px;padding:8px;"
             f"margin:4px 0'><b>{html.escape(r.key)}</b> <small>({html.escape(r.label)}; "
             f"{verdict})</small><div style='white-space:pre-wrap;margin-top:4px'>"
-            f"{_token_spans(r.token_ids, r.pieces, ref.token_ids)}</div></div>")
+            f"{''.join(spans)}</div></div>")
     legend = (f"<small>Same prompt, greedy decoding. <span style='{DIFFERS}'>Highlighted</span> "
               "tokens differ from fp32 at the same position; after the first difference each text "
               "follows its own path, so later highlights are expected.</small>")
@@ -131,9 +123,7 @@ def results_table_md(reports) -> str:
     if not reports:
         return ""
     headers, rows = mode_table(reports)
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in rows]
-    return "\n".join(lines)
+    return md_table(" | ".join(headers), rows)
 
 
 def weights_origin_md(source: str, dtype: str = "float32") -> str:

@@ -8,9 +8,9 @@ import math
 
 import plotly.graph_objects as go
 
-from .cards import human_bytes
+from .cards import human_bytes, md_table
 from .noise_view import busy_notice_html, supports_verdict, withheld
-from .style import PALETTE, SEQUENCE, THEORETICAL, empty_figure, empty_state, styled
+from .style import PALETTE, SEQUENCE, THEORETICAL, empty_figure, empty_state, line_trace, styled
 
 MB = 1e6
 BYTES_AXIS = "Bytes read per decode token (MB)"
@@ -34,17 +34,16 @@ def _hover(roof, p) -> str:
 
 
 def two_roof_figure(roof, caption: str = "") -> go.Figure:
-    """Both roofs (theoretical lines from two measured figures) and each measured pass."""
     if roof is None or not roof.points:
         return empty_figure("Press “Measure this machine”: both roofs and the passes appear here.")
     xs = [p.intensity for p in roof.points] + [roof.ridge]
     low, high = min(xs) / 3, max(xs) * 3
     grid = [low * (high / low) ** (i / 119) for i in range(120)]
-    fig = go.Figure(go.Scatter(
-        x=grid, y=[roof.attainable_gflops(x) for x in grid], mode="lines",
-        name=(f"roofs ({THEORETICAL}): {roof.bandwidth_gbs:.1f} GB/s × intensity, "
-              f"capped at {roof.peak_gflops:,.0f} GFLOP/s (both measured)"),
-        line=dict(color=PALETTE["grey"], dash="dash", width=3)))
+    fig = go.Figure(line_trace(
+        grid, [roof.attainable_gflops(x) for x in grid],
+        f"roofs ({THEORETICAL}): {roof.bandwidth_gbs:.1f} GB/s × intensity, capped at "
+        f"{roof.peak_gflops:,.0f} GFLOP/s (both measured)", PALETTE["grey"], dash="dash",
+        mode="lines"))
     for kind, (name, colour) in PASS_KINDS.items():
         pts = [p for p in roof.points if _kind(p.label) == kind]
         if pts:
@@ -54,10 +53,10 @@ def two_roof_figure(roof, caption: str = "") -> go.Figure:
                 marker=dict(size=13, color=colour), hovertemplate=[_hover(roof, p) for p in pts]))
     # The ridge as a trace, not a shape: a shape's x on a log axis is read as log10(x).
     bottom = min(p.gflops for p in roof.points) / 3
-    fig.add_trace(go.Scatter(
-        x=[roof.ridge, roof.ridge], y=[bottom, roof.peak_gflops], mode="lines",
-        name=f"ridge point: {roof.ridge:.1f} FLOPs per byte ({THEORETICAL})",
-        line=dict(color=PALETTE["grey"], dash="dot", width=2), hoverinfo="skip"))
+    fig.add_trace(line_trace(
+        [roof.ridge, roof.ridge], [bottom, roof.peak_gflops],
+        f"ridge point: {roof.ridge:.1f} FLOPs per byte ({THEORETICAL})", PALETTE["grey"],
+        width=2, dash="dot", mode="lines", hoverinfo="skip"))
     fig.update_xaxes(type="log", range=[math.log10(low), math.log10(high)])
     fig.update_yaxes(type="log", range=[math.log10(bottom), math.log10(roof.peak_gflops * 2)])
     return styled(fig, "Each pass under the two roofs",
@@ -70,12 +69,13 @@ def compute_roof_md(roof, dtype: str, noise=None) -> str:
     if roof is None or not roof.points:
         return ""
     judged = supports_verdict(noise)
-    rows = "\n".join(
-        f"| {p.label} | {p.flops / 1e9:,.1f} | {human_bytes(p.bytes_read)} | "
-        f"{p.intensity:,.2f} | {p.seconds * 1000:,.0f} | {p.gflops:,.1f} | "
-        f"{p.gflops / roof.attainable_gflops(p.intensity):.0%} | "
-        f"{roof.verdict(p).label if judged else '— (' + withheld(noise) + ')'} |"
-        for p in roof.points)
+    table = md_table(
+        "pass | GFLOPs (theoretical) | bytes read | FLOPs per byte | time (ms, measured) | "
+        "achieved GFLOP/s | of its roof | bound by",
+        [[p.label, f"{p.flops / 1e9:,.1f}", human_bytes(p.bytes_read), f"{p.intensity:,.2f}",
+          f"{p.seconds * 1000:,.0f}", f"{p.gflops:,.1f}",
+          f"{p.gflops / roof.attainable_gflops(p.intensity):.0%}",
+          roof.verdict(p).label if judged else f"— ({withheld(noise)})"] for p in roof.points])
     decode = next((p for p in roof.points if p.label == "decode, batch 1"), None)
     prefill = next((p for p in roof.points if p.label.startswith("prefill")), None)
     lines = [
@@ -85,10 +85,7 @@ def compute_roof_md(roof, dtype: str, noise=None) -> str:
                 f"{roof.bandwidth_gbs:.1f} GB/s = **{roof.ridge:.1f} FLOPs per byte**. Left of it "
                 "a pass can go no faster than memory allows, right of it than arithmetic allows; "
                 "what bound it here (launches or dispatch can, first) is the last column."),
-        "",
-        "| pass | GFLOPs (theoretical) | bytes read | FLOPs per byte | time (ms, measured) "
-        "| achieved GFLOP/s | of its roof | bound by |",
-        "|---|---|---|---|---|---|---|---|", rows, ""]
+        "", table, ""]
     if decode is not None:
         rows_to_ridge = roof.ridge / decode.intensity
         lines.append(f'Decode at batch 1 does **{decode.intensity:.2f} FLOPs per byte**, '
@@ -119,7 +116,6 @@ def contrast_sentence(decode_kind: str, prefill_kind: str) -> str:
 
 
 def ceiling_at(bandwidth_gbs: float, bytes_per_token: float) -> float:
-    """Theoretical decode ceiling when memory-bound: bandwidth ÷ bytes read per token."""
     return bandwidth_gbs * 1e9 / bytes_per_token if bytes_per_token > 0 else 0.0
 
 
@@ -150,10 +146,10 @@ def roofline_figure(reports, bandwidth_gbs: float, bandwidth_note: str = "",
     top = max(r.bytes_per_token for r in reports) * 1.15
     low = min(r.bytes_per_token for r in reports) * 0.7
     xs = [low + (top - low) * i / 99 for i in range(100)]
-    fig = go.Figure([go.Scatter(
-        x=[x / MB for x in xs], y=[ceiling_at(bandwidth_gbs, x) for x in xs], mode="lines",
-        name=f"ceiling: {bandwidth_gbs:.1f} GB/s ÷ bytes per token (theoretical{bandwidth_note})",
-        line=dict(color=PALETTE["grey"], dash="dash", width=3))])
+    fig = go.Figure([line_trace(
+        [x / MB for x in xs], [ceiling_at(bandwidth_gbs, x) for x in xs],
+        f"ceiling: {bandwidth_gbs:.1f} GB/s ÷ bytes per token (theoretical{bandwidth_note})",
+        PALETTE["grey"], dash="dash", mode="lines")])
     for i, r in enumerate(reports):
         share = r.decode_tokens_per_s / ceiling_at(bandwidth_gbs, r.bytes_per_token)
         # a simulated mode rebuilds float weights each step: it reads more than its x says

@@ -1,13 +1,13 @@
 """The live "Server" view, from the continuous batcher's `ServerStats`: the batch, where each
-step's token budget and time go, this server beside vLLM, and its KV cache in pages (`PoolStats`):
-one cell per block, each request's block table, a padded tensor's bytes against the pages'."""
+step's budget and time go, this server beside vLLM, and its KV cache in pages (`PoolStats`)."""
 from __future__ import annotations
 
 import html
 
 import plotly.graph_objects as go
 
-from .style import MEASURED, PALETTE, empty_figure, empty_state, styled
+from .cards import md_table
+from .style import MEASURED, PALETTE, empty_figure, empty_state, line_trace, styled
 from .token_view import TINTS
 
 EMPTY_STEPS = ("No server steps yet: ask something in “Try it”, then each step's split between "
@@ -72,7 +72,6 @@ def remote_stats_md(stats) -> str:
 
 
 def batch_history_figure(stats, caption: str = "") -> go.Figure:
-    """Rows per forward pass over the last window (bars) and each pass's time (line)."""
     if stats is None or not stats.history:
         return empty_figure("No requests in the last minute: ask something in “Try it”, "
                             "then watch the batch here.")
@@ -80,9 +79,8 @@ def batch_history_figure(stats, caption: str = "") -> go.Figure:
     fig = go.Figure([
         go.Bar(x=ago, y=[h[1] for h in stats.history], name="rows in the pass",
                marker_color=PALETTE["blue"]),
-        go.Scatter(x=ago, y=[h[2] * 1000 for h in stats.history], yaxis="y2",
-                   mode="lines+markers", name="pass time (ms, measured)",
-                   line=dict(color=PALETTE["orange"], width=2))])
+        line_trace(ago, [h[2] * 1000 for h in stats.history], "pass time (ms, measured)",
+                   PALETTE["orange"], width=2, yaxis="y2")])
     fig.update_layout(yaxis2=dict(title="pass time (ms)", overlaying="y", side="right",
                                   rangemode="tozero"), bargap=0.1)
     return styled(fig, "Rows per forward pass", "seconds ago", "requests in the pass", caption,
@@ -101,7 +99,6 @@ def shared_steps_note(mean_rows: float, queued_s: float) -> str:
 
 
 def waiting_md(ahead: int) -> str:
-    """Shown while a request waits for a free row in the batch."""
     return ("*Joining the batch…*" if ahead <= 0 else
             f"*Waiting for a free row: {ahead} request(s) ahead of you.*")
 
@@ -122,9 +119,9 @@ def budget_split_figure(steps, budget: int, caption: str = "") -> go.Figure:
         go.Bar(x=x, y=[s.plan.prefill_tokens for s in steps],
                name="prefill-chunk tokens (newcomers' prompts)", marker_color=PALETTE["orange"])])
     if budget:
-        fig.add_trace(go.Scatter(x=[x[0] - 0.5, x[-1] + 0.5], y=[budget, budget], mode="lines",
-                                 name=f"token budget per step ({budget})",
-                                 line=dict(color=PALETTE["grey"], dash="dash")))
+        fig.add_trace(line_trace([x[0] - 0.5, x[-1] + 0.5], [budget, budget],
+                                 f"token budget per step ({budget})", PALETTE["grey"], width=2,
+                                 dash="dash", mode="lines"))
     fig.update_layout(barmode="stack", bargap=0.1)
     note = (f"Each step's budget of {budget} tokens: running rows first, prompt chunks after."
             if budget else "Unchunked: a newcomer's whole prompt runs in one step.")
@@ -134,7 +131,6 @@ def budget_split_figure(steps, budget: int, caption: str = "") -> go.Figure:
 
 @empty_state(EMPTY_STEPS)
 def step_parts_figure(steps, caption: str = "") -> go.Figure:
-    """Stacked bars per step of its measured parts, in ms."""
     x = [s.plan.index for s in steps]
     fig = go.Figure([go.Bar(x=x, y=[getattr(s, field) * 1000 for s in steps],
                             name=f"{name} ({MEASURED})", marker_color=colour)
@@ -147,9 +143,9 @@ def peer_comparison_md(c) -> str:
     """The class served by both engines, labelled with its machine and date."""
     if c is None:
         return NONE_YET
-    rows = [("this app", c.app), (f"vLLM {c.vllm_version}", c.vllm)]
-    table = "\n".join(f"| {name} | **{s.tokens_per_s:.1f}** | {s.p95_latency_s:.1f} s | "
-                      f"{s.p95_ttft_s:.1f} s |" for name, s in rows)
+    table = md_table(" | tokens/s | p95 answer | p95 first token", [
+        [name, f"**{s.tokens_per_s:.1f}**", f"{s.p95_latency_s:.1f} s", f"{s.p95_ttft_s:.1f} s"]
+        for name, s in (("this app", c.app), (f"vLLM {c.vllm_version}", c.vllm))])
     where = (f"Measured on this machine ({c.machine}) at {c.when} by `{c.source}`."
              if c.here else
              f"Recorded on a {c.machine} at {c.when} by `{c.source}`, not measured by this "
@@ -157,9 +153,7 @@ def peer_comparison_md(c) -> str:
     return (f"{c.clients} students press Generate at once, {c.new_tokens} new tokens each, "
             "greedy, streaming; the same prompts and client code, sent to this app's page and "
             "to vLLM's OpenAI server on the same machine, one after the other. p95: what the "
-            "slowest 5% of the students waited.\n\n"
-            "| | tokens/s | p95 answer | p95 first token |\n"
-            "|---|---|---|---|\n" + table + "\n\n"
+            "slowest 5% of the students waited.\n\n" + table + "\n\n"
             f"This app served **{c.app.tokens_per_s / c.vllm.tokens_per_s:.2f}×** vLLM's tokens "
             f"per second; its slowest 5% waited **{c.app.p95_latency_s / c.vllm.p95_latency_s:.2f}"
             f"×** as long for their whole answer. One run each, with vLLM's CPU backend, on the "
@@ -169,7 +163,6 @@ def peer_comparison_md(c) -> str:
 
 
 EMPTY = "No requests yet: send a chat in “Try it”, then watch its blocks fill here."
-IDLE = "#e4e4e4"
 SHARED_MARK = "⧉"
 
 
@@ -207,7 +200,7 @@ def pool_grid_html(pool, caption: str = "") -> str:
         elif held:
             style, kind, label = f"background:{request_tint(held[0])}", f"request {held[0]}", ""
         elif b in idle:
-            style = f"background:repeating-linear-gradient(135deg,{IDLE} 0 3px,#fff 3px 6px)"
+            style = "background:repeating-linear-gradient(135deg,#e4e4e4 0 3px,#fff 3px 6px)"
             kind, label = "cached, idle (kept for its prefix)", ""
         else:
             style, kind, label = "background:#ffffff", "free", ""
@@ -226,7 +219,6 @@ def pool_grid_html(pool, caption: str = "") -> str:
 
 
 def block_tables_html(pool) -> str:
-    """A table: each request, its tokens, and its block table (shared blocks marked)."""
     if pool is None or not pool.requests:
         return f"<div class='lab-empty'>{html.escape(EMPTY)}</div>"
     owners = _owners(pool)
@@ -243,16 +235,14 @@ def block_tables_html(pool) -> str:
 
 
 def pool_bytes_md(pool) -> str:
-    """The two byte figures side by side for the batch now, then the prefix-cache counts."""
     if is_empty(pool):
         return f"*{EMPTY}*"
-    lines = [
-        "| the batch now | bytes | waste |", "|---|---|---|",
-        f"| padded: {len(pool.requests)} rows × the longest row, one tensor | "
-        f"{pool.padded_bytes / 1e6:.2f} MB | {pool.waste_padded_pct:.1f}% |",
-        f"| paged: the blocks these rows hold ({pool.block_tokens} tokens each) | "
-        f"{pool.paged_bytes / 1e6:.2f} MB | {pool.waste_paged_pct:.1f}% |",
-        f"| the tokens themselves, each row its own | {pool.real_bytes / 1e6:.2f} MB | |", "",
+    lines = [md_table("the batch now | bytes | waste", [
+        [f"padded: {len(pool.requests)} rows × the longest row, one tensor",
+         f"{pool.padded_bytes / 1e6:.2f} MB", f"{pool.waste_padded_pct:.1f}%"],
+        [f"paged: the blocks these rows hold ({pool.block_tokens} tokens each)",
+         f"{pool.paged_bytes / 1e6:.2f} MB", f"{pool.waste_paged_pct:.1f}%"],
+        ["the tokens themselves, each row its own", f"{pool.real_bytes / 1e6:.2f} MB", ""]]), "",
         f"Prefix cache: **{pool.prefix_hit_tokens:,}** prompt tokens mapped from cached blocks, "
         f"**{pool.prefill_tokens:,}** computed by prefill (**{pool.prefill_skipped_pct:.0f}%** of "
         f"prefill skipped) · **{pool.preemptions:,}** preemptions · **{pool.evictions:,}** idle "
@@ -262,7 +252,6 @@ def pool_bytes_md(pool) -> str:
 
 
 def server_pool_parts(stats, caption: str = "") -> tuple[str, str, str]:
-    """(pool grid HTML, block tables HTML, bytes markdown) for the live server view."""
     pool = None if stats is None else stats.pool
     return pool_grid_html(pool, caption), block_tables_html(pool), pool_bytes_md(pool)
 

@@ -1,6 +1,5 @@
-"""The speculative-decoding lesson's views: each verification pass as chips (guesses kept ✓, the
-first rejected ✗, the rest unused, the model's own token ★), a race's cards and sentences, the k
-sweep, a verification pass against a plain step, and the formula's expected value beside it."""
+"""Speculative decoding: each verification pass as chips (kept ✓, first rejected ✗, unused, the
+model's own ★), the race, the k sweep, a pass against a plain step, and the formula beside them."""
 from __future__ import annotations
 
 import html
@@ -8,7 +7,7 @@ import html
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .cards import Card, cards_html, times
+from .cards import Card, cards_html, md_table, times
 from .glossary import NOTES
 from .noise_view import busy_notice_html, supports_verdict, withheld
 from .style import PALETTE, SEQUENCE, empty_state, styled
@@ -104,8 +103,6 @@ EMPTY_EXPECTATION = ("Race first: the formula takes α (the share of judged gues
                      "the step, draft and check times from your last race.")
 EMPTY_SAMPLED = ("*Press **Count at this temperature**: one seeded run with the sampled rule, "
                  "its guesses kept ÷ judged.*")
-FORMULAS = ("E[tokens per pass] = (1 − α^(k+1)) ÷ (1 − α) · "
-            "speed-up = E × T_step ÷ (k·T_draft + T_verify)")
 
 
 def sweep_title(points, noise=None) -> str:
@@ -122,7 +119,6 @@ def sweep_title(points, noise=None) -> str:
 
 @empty_state(EMPTY_SWEEP)
 def k_sweep_figure(points, caption: str = "", noise=None) -> go.Figure:
-    """Tokens per pass and speed-up against k (measured), one line per draft, 1 dashed."""
     judged = supports_verdict(noise)
     # one panel above the other, each named by its y axis (side by side was too narrow on a phone)
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
@@ -151,7 +147,6 @@ def k_sweep_figure(points, caption: str = "", noise=None) -> go.Figure:
 
 @empty_state(EMPTY_BATCH)
 def batch_figure(costs, caption: str = "") -> go.Figure:
-    """Per batch size, a plain step beside a verification pass (measured ms, its cost in steps)."""
     xs = [f"batch {c.batch}" for c in costs]
     fig = go.Figure([
         go.Bar(x=xs, y=[c.plain_seconds * 1000 for c in costs], name="plain step: B × 1 tokens",
@@ -172,23 +167,21 @@ def batch_figure(costs, caption: str = "") -> go.Figure:
 
 
 def batch_md(costs, tokens_per_pass: float | None, noise=None) -> str:
-    """A table of the costs, the derived speed-ups, and what bounds each pass."""
     if not costs:
         return ""
-    lines = ["| batch | plain step (ms) | verification pass (ms) | pass ÷ step | bound: step, pass "
-             "| speed-up (derived) |", "|---|---|---|---|---|---|"]
-    for c in costs:
-        derived = times(c.derived_speedup(tokens_per_pass)) if tokens_per_pass else "—"
-        bounds = (f"{c.plain_bound or '—'}, {c.verify_bound or '—'}" if supports_verdict(noise)
-                  else "— (noisy)")
-        lines.append(f"| {c.batch} | {c.plain_seconds * 1000:.1f} | {c.verify_seconds * 1000:.1f}"
-                     f" | {c.cost_ratio:.2f} | {bounds} | {derived} |")
-    how = (("*Speed-up derived, not raced: tokens per pass from the batch-1 race "
+    table = md_table(
+        "batch | plain step (ms) | verification pass (ms) | pass ÷ step | bound: step, pass | "
+        "speed-up (derived)",
+        [[c.batch, f"{c.plain_seconds * 1000:.1f}", f"{c.verify_seconds * 1000:.1f}",
+          f"{c.cost_ratio:.2f}", f"{c.plain_bound or '—'}, {c.verify_bound or '—'}"
+          if supports_verdict(noise) else "— (noisy)",
+          times(c.derived_speedup(tokens_per_pass)) if tokens_per_pass else "—"] for c in costs])
+    how = ((f"*Speed-up derived, not raced: the batch-1 race's tokens per pass "
             f"({tokens_per_pass:.2f}) × plain step ÷ verification pass, both measured at that "
-            "batch; it assumes every row keeps as many guesses and a draft that costs nothing "
-            "(prompt lookup).*") if tokens_per_pass
+            "batch, assuming every row keeps as many guesses and a free draft (prompt lookup).*")
+           if tokens_per_pass
            else "*Race first: the derived speed-up needs the race's tokens per pass.*")
-    return (busy_notice_html(noise) + "\n".join(lines) + "\n\n"
+    return (busy_notice_html(noise) + table + "\n\n"
             + "  \n".join(_bound_sentence(c, noise) for c in costs) + "\n\n" + how)
 
 
@@ -212,21 +205,29 @@ def _mine(points, draft: str) -> list:
     return sorted((p for p in points or () if p.draft == draft), key=lambda p: p.k)
 
 
-def expectation_title(e) -> str:
-    """The formula's best k and whether it pays (theoretical), in one short line."""
+def expectation_verdict(e) -> tuple[str, str]:
+    """(chart title, sentence): the formula's best k and whether it pays (theoretical)."""
     b = e.best
     if not supports_verdict(e.reading):
-        return "Formula beside your race"
+        return "Formula beside your race", (
+            f"By the formula k = {b.k} gives the most, {times(b.speedup)} (theoretical, from this "
+            f"race's times; {withheld(e.reading)}).")
     if e.verdict == "faster":
-        return f"Formula: k = {b.k} is best ({times(b.speedup)})"
+        return f"Formula: k = {b.k} is best ({times(b.speedup)})", (
+            f"By the formula the best k here is **{b.k}**: {times(b.speedup)} plain decoding "
+            "(theoretical).")
     if e.verdict == "slower":
-        return f"Formula: no k pays (best {times(b.speedup)})"
-    return f"Formula: k = {b.k}, within noise"
+        return f"Formula: no k pays (best {times(b.speedup)})", (
+            f"By the formula **no k from {e.rows[0].k} to {e.rows[-1].k} pays here**: the best, "
+            f"k = {b.k}, gives {times(b.speedup)} (theoretical): the draft's steps and the check "
+            "cost more than the passes saved.")
+    return f"Formula: k = {b.k}, within noise", (
+        f"By the formula the best k is {b.k}, at {times(b.speedup)}: within this race's noise "
+        f"(±{e.fit.noise:.0%}) of plain decoding (theoretical).")
 
 
 @empty_state(EMPTY_EXPECTATION)
 def expectation_figure(e, sweep_points=(), caption: str = "") -> go.Figure:
-    """Tokens per pass and speed-up against k: the formula dashed, measured points as markers."""
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12, subplot_titles=(
         "Tokens per pass", "Speed-up over plain decode"))
     layers = (  # (legend name, group, points with .k, .tokens_per_pass and .speedup, style)
@@ -244,7 +245,7 @@ def expectation_figure(e, sweep_points=(), caption: str = "") -> go.Figure:
     fig.add_hline(y=1, line=dict(color=PALETTE["grey"], dash="dot"), row=1, col=2)
     fig.update_xaxes(title_text="k (guesses per pass)", dtick=1)
     fig.update_yaxes(rangemode="tozero")
-    return styled(fig, expectation_title(e), "", "", caption, height=420,
+    return styled(fig, expectation_verdict(e)[0], "", "", caption, height=420,
                   note=f"Theoretical lines from your race's α = {e.fit.alpha:.2f} and times "
                        f"(draft {e.fit.draft}, batch 1); markers measured.")
 
@@ -258,39 +259,24 @@ def expectation_md(e, sweep_points=()) -> str:
             f"{f.judged} guesses it judged" if f.judged else
             "α = 0: the draft made no guess in this race")
     lines = [
-        busy_notice_html(e.reading) + f"**{FORMULAS}** (theoretical).",
+        busy_notice_html(e.reading) + "**E[tokens per pass] = (1 − α^(k+1)) ÷ (1 − α) · speed-up "
+        "= E × T_step ÷ (k·T_draft + T_verify)** (theoretical).",
         (f"{kept}. At your k = {f.k}: E = **{r.tokens_per_pass:.2f}** tokens per pass by the "
          f"formula, **{f.tokens_per_pass:.2f}** measured; speed-up {r.speedup:.2f}× by the formula "
          f"({r.tokens_per_pass:.2f} × {f.step_s * 1000:.0f} ms ÷ ({f.k} × {f.draft_s * 1000:.1f} "
          f"ms + {f.verify_s * 1000:.0f} ms)), {times(f.speedup)} measured."),
-        _best_sentence(e),
+        expectation_verdict(e)[1],
     ]
     sweep = _mine(sweep_points, f.draft)
     if sweep:
         top = max(sweep, key=lambda p: p.speedup)
         lines.append(f"The k sweep on this prompt measured its best at k = {top.k} "
                      f"({times(top.speedup)}).")
-    lines.append("*Assumed: every pass proposes k guesses (prompt lookup sometimes has fewer), "
-                 "each kept at the same rate α, independently (real text has easy and hard "
-                 "stretches), and the check's time grows in a straight line from a plain step "
-                 "(k = 0) to this race's pass. Batch 1, this race's times.*")
+    lines.append("*Assumed: k guesses every pass (prompt lookup sometimes has fewer), each kept "
+                 "at rate α independently (real text has easy and hard stretches), the check's "
+                 "time linear from a plain step (k = 0) to this race's pass; batch 1, this "
+                 "race's times.*")
     return "  \n".join(lines)
-
-
-def _best_sentence(e) -> str:
-    b = e.best
-    if not supports_verdict(e.reading):
-        return (f"By the formula k = {b.k} gives the most, {times(b.speedup)} "
-                f"(theoretical, from this race's times; {withheld(e.reading)}).")
-    if e.verdict == "faster":
-        return (f"By the formula the best k here is **{b.k}**: {times(b.speedup)} plain "
-                "decoding (theoretical).")
-    if e.verdict == "slower":
-        return (f"By the formula **no k from {e.rows[0].k} to {e.rows[-1].k} pays here**: the "
-                f"best, k = {b.k}, gives {times(b.speedup)} (theoretical): the draft's steps and "
-                "the check cost more than the passes saved.")
-    return (f"By the formula the best k is {b.k}, at {times(b.speedup)}: within this race's "
-            f"noise (±{e.fit.noise:.0%}) of plain decoding (theoretical).")
 
 
 def sampled_md(run, greedy_alpha: float | None = None) -> str:

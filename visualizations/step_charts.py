@@ -1,11 +1,10 @@
-"""This machine, in words and a chart: the roofline (bandwidth ÷ bytes per token = the decode
-ceiling, beside the measured speed), choosing a model size, and one decode step split by the
-profiler (matrix products, other operations, the time between them) beside the bandwidth floor."""
+"""This machine: the roofline (bandwidth ÷ bytes per token = the decode ceiling), choosing a model
+size, and one decode step split by the profiler beside the bandwidth floor."""
 from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from .cards import human_bytes
+from .cards import human_bytes, md_table
 from .glossary import NOTES
 from .noise_view import busy_notice_html, reference_html, withheld
 from .style import MEASURED, PALETTE, THEORETICAL, empty_figure, empty_state, styled
@@ -31,7 +30,6 @@ def segments(p) -> list[tuple[str, float, str]]:
 
 
 def step_title(p) -> str:
-    """What the run found, as the chart's title."""
     if _on_gpu(p):
         busy = p.device_busy_share or 0.0
         tail = ": launching sets the pace" if busy < 0.5 else ""
@@ -42,7 +40,6 @@ def step_title(p) -> str:
 
 @empty_state("Press “Measure this machine”: one decode step, split by the profiler, appears here.")
 def step_split_figure(p, floor_seconds: float, caption: str = "") -> go.Figure:
-    """Two stacked bars in ms: the measured step's parts, and the bandwidth floor."""
     fig = go.Figure()
     for name, seconds, colour in segments(p):
         fig.add_trace(go.Bar(
@@ -73,7 +70,6 @@ def split_unreliable_md(p, noise) -> str:
 
 
 def split_unreliable_figure(p, message: str) -> go.Figure:
-    """The chart's place when the split did not hold up: says so, draws no part."""
     return empty_figure(f"One step took {p.step_seconds * 1000:.1f} ms (measured); {message}.")
 
 
@@ -86,8 +82,7 @@ def _matmul_rate(weight_bytes: int, seconds: float, bandwidth_gbs: float) -> str
             f"{rate / bandwidth_gbs:.0%} of the measured bandwidth.")
     if rate > bandwidth_gbs:
         text += (" Above 100%: the matrix products read memory faster than the simple sum that "
-                 "measured the bandwidth, so the roof is a little low (a roof is only as good as "
-                 "its measurement).")
+                 "measured the bandwidth, so that roof is a little low.")
     return text
 
 
@@ -152,10 +147,9 @@ def step_bound_md(bound, floor_seconds: float, bytes_per_token: int, bandwidth_g
                        f"{race.capture_seconds * ms:.0f} ms once.")]
     elif not gpu:
         lines += ["", ("On a GPU (an H200, measured elsewhere) launching a kernel took longer than "
-                       "most of this model's kernels ran, so the same split was far more lopsided "
-                       "there. Capturing the step as a CUDA graph (one launch per token) removes "
-                       "the gaps between launches, not the kernels' own time: see *On a GPU* "
-                       "below.")]
+                       "most of this model's kernels ran: a far more lopsided split. A CUDA graph "
+                       "(one launch per token) removes the gaps between launches, not the "
+                       "kernels' own time: see *On a GPU* below.")]
     return "\n".join(lines)
 
 
@@ -169,14 +163,12 @@ def model_sizes_md(rows, bandwidth_gbs: float, dtype: str, free_bytes: int,
         ("This model beside its larger siblings, from their published shapes. **Theoretical:** "
          f"weights at {dtype}, and the batch-1 decode ceiling = this machine's measured "
          f"{bandwidth_gbs:.1f} GB/s ÷ the weights' bytes (the KV cache left out)."), "",
-        f"| model | parameters | weights ({dtype}) | weights (int8) | KV cache per token "
-        f"| decode ceiling, batch 1 | fits in the {human_bytes(free_bytes)} free now |",
-        "|---|---|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(
-            f"| {r.shape.name} | {r.shape.parameters / 1e6:,.0f} M | {human_bytes(r.weight_bytes)} "
-            f"| {human_bytes(r.int8_bytes)} | {human_bytes(r.kv_bytes_per_token)} "
-            f"| {r.ceiling_tokens_per_s:,.1f} tokens/s | {'yes' if r.fits else '**no**'} |")
+        md_table(f"model | parameters | weights ({dtype}) | weights (int8) | KV cache per token | "
+                 f"decode ceiling, batch 1 | fits in the {human_bytes(free_bytes)} free now",
+                 [[r.shape.name, f"{r.shape.parameters / 1e6:,.0f} M", human_bytes(r.weight_bytes),
+                   human_bytes(r.int8_bytes), human_bytes(r.kv_bytes_per_token),
+                   f"{r.ceiling_tokens_per_s:,.1f} tokens/s", "yes" if r.fits else "**no**"]
+                  for r in rows])]
     if measured_tokens_per_s and len(rows) > 1:
         of = measured_tokens_per_s / rows[0].ceiling_tokens_per_s
         big = rows[-1]

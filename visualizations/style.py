@@ -86,13 +86,13 @@ def one_line_title(title: str, note: str = "") -> tuple[str, str]:
     return cut + "…", " ".join(t for t in (title, note) if t)
 
 
-def legend_rows_px(names: list[str], width: int = LEGEND_WIDTH) -> int:
+def legend_rows_px(names: list[str]) -> int:
     """Height (px) of a horizontal legend of these entries, packed as Plotly packs them."""
     rows, used, tallest = [], 0, 0
     for name in names:
         lines = name.split("<br>")
         entry = 40 + 8.2 * max(len(line) for line in lines)
-        if used and used + entry > width:
+        if used and used + entry > LEGEND_WIDTH:
             rows.append(tallest)
             used, tallest = 0, 0
         used, tallest = used + entry, max(tallest, len(lines))
@@ -139,6 +139,13 @@ def styled(fig: go.Figure, title: str, x_title: str, y_title: str, caption: str 
     fig.update_xaxes(automargin=True)
     fig.update_yaxes(automargin=True)
     return fig
+
+
+def line_trace(x, y, name: str, colour: str, width: float = 3, dash: str | None = None,
+               mode: str = "lines+markers", **trace) -> go.Scatter:
+    """A line in the one style: a measurement solid, with markers; theory `dash`ed."""
+    return go.Scatter(x=x, y=y, mode=mode, name=name,
+                      line=dict(color=colour, width=width, dash=dash), **trace)
 
 
 def _slanted_labels_px(fig: go.Figure) -> int:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from .style import PALETTE, empty_state, integer_ticks, styled
+from .style import PALETTE, empty_state, integer_ticks, line_trace, styled
 
 
 @empty_state("Press “Run the sweep” to measure prefill against one-at-a-time.")
@@ -12,19 +12,16 @@ def prefill_sweep_figure(points, caption: str) -> go.Figure:
     meas = [p for p in points if p.sequential_measured]
     extra = [p for p in points if not p.sequential_measured]
     fig = go.Figure([
-        go.Scatter(x=[p.tokens for p in points], y=[p.parallel_seconds * 1000 for p in points],
-                   mode="lines+markers", name="prefill: all tokens in one pass (measured)",
-                   line=dict(color=PALETTE["blue"], width=3)),
-        go.Scatter(x=[p.tokens for p in meas], y=[p.sequential_seconds * 1000 for p in meas],
-                   mode="lines+markers", name="one token per pass (measured)",
-                   line=dict(color=PALETTE["vermillion"], width=3))])
+        line_trace([p.tokens for p in points], [p.parallel_seconds * 1000 for p in points],
+                   "prefill: all tokens in one pass (measured)", PALETTE["blue"]),
+        line_trace([p.tokens for p in meas], [p.sequential_seconds * 1000 for p in meas],
+                   "one token per pass (measured)", PALETTE["vermillion"])])
     if extra:
         tail = meas[-1:] + extra
-        fig.add_trace(go.Scatter(
-            x=[p.tokens for p in tail], y=[p.sequential_seconds * 1000 for p in tail],
-            mode="lines+markers", name="one token per pass (extrapolated: ms/token × N)",
-            line=dict(color=PALETTE["vermillion"], width=2, dash="dash"),
-            marker=dict(symbol="circle-open")))
+        fig.add_trace(line_trace(
+            [p.tokens for p in tail], [p.sequential_seconds * 1000 for p in tail],
+            "one token per pass (extrapolated: ms/token × N)", PALETTE["vermillion"], width=2,
+            dash="dash", marker=dict(symbol="circle-open")))
     fig.update_xaxes(type="log")
     fig.update_yaxes(type="log")
     return styled(fig, "Prefill is parallel", "prompt length (tokens, log scale)",
@@ -52,9 +49,8 @@ def decode_latency_figure(step_seconds: list[float], caption: str,
         if i not in skip:
             total, counted = total + s, counted + 1
         rates.append(counted / total if counted and total else None)
-    fig.add_trace(go.Scatter(x=idx, y=rates, mode="lines", yaxis="y2",
-                             name="tokens/s so far", showlegend=False,
-                             line=dict(color=PALETTE["green"], width=3)))
+    fig.add_trace(line_trace(idx, rates, "tokens/s so far", PALETTE["green"], mode="lines",
+                             yaxis="y2", showlegend=False))
     fig.update_layout(yaxis2=dict(title="tokens/s so far (line)", overlaying="y", side="right",
                                   rangemode="tozero", showgrid=False), bargap=0.15,
                       barmode="overlay")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 
-from .cards import Card, cards_html
+from .cards import Card, cards_html, md_table
 from .glossary import NOTES
 
 # Light tints of the Okabe–Ito colours: dark text stays readable on each.
@@ -72,10 +72,9 @@ def conversation_cost_md(rows) -> str:
     """The multi-turn table (`TurnCost`s): the input grows every turn, and so does the bill."""
     if not rows:
         return ""
-    lines = ["| turn | input tokens sent | output tokens | this turn | conversation so far |",
-             "|---|---|---|---|---|"]
-    lines += [f"| {r.turn} | {r.input_tokens:,} | {r.output_tokens:,} | ${r.cost:.6f} | "
-              f"${r.total:.6f} |" for r in rows]
+    lines = [md_table("turn | input tokens sent | output tokens | this turn | conversation so far",
+                      [[r.turn, f"{r.input_tokens:,}", f"{r.output_tokens:,}", f"${r.cost:.6f}",
+                        f"${r.total:.6f}"] for r in rows])]
     first, last = rows[0], rows[-1]
     once = sum(first.cost for _ in rows)  # the same turns, had each been sent alone
     if len(rows) > 1 and first.input_tokens:

@@ -105,7 +105,7 @@ def newest_attention(lm, ids: list[int]) -> AttentionView:
 
 class HeldAttention:
     """A visitor's view kept between clicks (to redraw another layer or head) under the decode
-    caches' budget (`cache_budget.CacheBudget`): freed, `view` is None and the learner reruns."""
+    caches' budget (`generation.CacheBudget`): freed, `view` is None and the learner reruns."""
 
     def __init__(self, view: AttentionView) -> None:
         self.view: AttentionView | None = view

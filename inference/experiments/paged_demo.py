@@ -69,8 +69,7 @@ def start_pool(lm, blocks: int | None = None, settings: Settings = LIMITS
 def _run(lm, demo: DemoPool, rids: list[int], decode: bool = False) -> float:
     """Seconds of one pass for `rids` (pending tokens, or a decode step); appends greedy tokens."""
     with stopwatch(lm.device) as t:  # logits: [N, V]
-        logits = (demo.batch.decode(rids) if decode else
-                  demo.batch.prefill_chunks({r: demo.batch.rows[r].pending for r in rids}))
+        logits = demo.batch.feed({r: 1 if decode else demo.batch.rows[r].pending for r in rids})
     for rid, token in zip(rids, logits.argmax(-1).tolist()):
         demo.generated[rid].append(token)
         demo.batch.append(rid, token)

@@ -18,8 +18,7 @@ from ..generation import forward, prefill, stream
 from ..thread_choice import fastest_threads, num_threads
 from ..timing import stopwatch
 from . import WARM_UP_PASSES, WARM_UP_TOKENS
-from .noise import Noise
-from .robust import ROUNDS, Robust, low_quantile, one_pass, running_median
+from .noise import ROUNDS, Noise, Robust, low_quantile, one_pass, running_median
 
 PARALLEL_REPEATS = 2  # `time_parallel`'s default: timed prefills, the best counts
 PER_TOKEN_FROM = 16  # tokens fed one at a time for a length that is extrapolated

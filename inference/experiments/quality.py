@@ -17,8 +17,8 @@ from transformers import DynamicCache
 from ..generation import decode_step, forward, prefill
 from ..thread_choice import fastest_threads, num_threads
 from ..timing import stopwatch
-from . import WARM_UP_PASSES, WARM_UP_TOKENS, robust
-from .robust import Robust, low_quantile, paired_ratio, running_median
+from . import WARM_UP_PASSES, WARM_UP_TOKENS, noise, roofline
+from .noise import Robust, paired_ratio, running_median
 from .roofline import ceiling_tokens_per_s, measure_read_bandwidth
 
 NEAR_TIE = 0.05  # fp32 top-1 minus top-2 probability below this: a near-tie
@@ -26,23 +26,9 @@ TEXT_PATH = Path(__file__).resolve().parents[2] / "assets" / "perplexity_text.tx
 
 
 @dataclass(frozen=True)
-class GreedyRun:
-    token_ids: tuple[int, ...]  # the first comes from prefill, the rest from decode steps
-    prefill_seconds: float
-    step_seconds: tuple[float, ...]  # one per decode step
-
-    @property
-    def decode_tokens_per_s(self) -> float:
-        """From the steps' low quantile (a few slowed steps do not move it), warm-up dropped."""
-        steps = self.step_seconds[1:] or self.step_seconds
-        typical = low_quantile(steps) if steps else 0.0
-        return 1 / typical if typical > 0 else 0.0
-
-
-@dataclass(frozen=True)
 class Reference:  # fp32's answers that every mode is compared with
     prompt_ids: tuple[int, ...]
-    greedy: GreedyRun
+    greedy: roofline.GreedyRun
     logprobs: torch.Tensor  # [n, V] teacher-forced next-token log-probabilities
 
 
@@ -71,28 +57,6 @@ class ModeReport:
 
 def load_perplexity_text() -> str:
     return TEXT_PATH.read_text(encoding="utf-8").strip()
-
-
-def greedy_steps(model, prompt_ids: list[int], n: int, device: torch.device
-                 ) -> Iterator[GreedyRun]:
-    """`greedy_run` a step at a time: the run so far after the prefill and after each step
-    (the server may step at each yield, never inside a timed step)."""
-    pre = prefill(model, torch.tensor([list(prompt_ids)], device=device))
-    token = pre.logits.argmax(-1)  # [1]
-    ids, times = [int(token)], []
-    yield GreedyRun(tuple(ids), pre.seconds, ())
-    for _ in range(n - 1):
-        with stopwatch(device) as t:
-            logits = decode_step(model, token, pre.cache)  # [1, V]
-            token = logits.argmax(-1)
-        ids.append(int(token))
-        times.append(t[0])
-        yield GreedyRun(tuple(ids), pre.seconds, tuple(times))
-
-
-def greedy_run(model, prompt_ids: list[int], n: int, device: torch.device) -> GreedyRun:
-    *_, run = greedy_steps(model, prompt_ids, n, device)
-    return run
 
 
 @torch.inference_mode()
@@ -147,9 +111,9 @@ def compare_steps(built, tokenizer, prompt_ids: list[int], n: int, text_ids: lis
     """Measure one `BuiltMode` (a warm-up, then a timed greedy run, yielding after each step);
     the last item has the report. Without a `reference` (float32), it carries this run as one."""
     prompt = list(prompt_ids)
-    greedy_run(built.model, prompt, 2, device)  # warm-up, untimed: first calls pay for allocation
+    roofline.greedy_run(built.model, prompt, 2, device)  # untimed warm-up: first calls allocate
     yield CompareProgress(0, n - 1)
-    for own in greedy_steps(built.model, prompt, n, device):
+    for own in roofline.greedy_steps(built.model, prompt, n, device):
         yield CompareProgress(len(own.step_seconds), n - 1)
     targets = reference.greedy.token_ids if reference else own.token_ids
     logprobs = teacher_forced_logprobs(built.model, prompt, list(targets), device)
@@ -169,11 +133,6 @@ def compare_steps(built, tokenizer, prompt_ids: list[int], n: int, text_ids: lis
         top1_agreement=top1, top1_decided=decided, decided_positions=n_decided, kl_mean=kl,
         perplexity=ppl)
     yield CompareProgress(n - 1, n - 1, report, made)
-
-
-def greedy_tokens(prompt: int, new: int) -> int:
-    """Tokens a greedy run of `new` tokens feeds: the prompt, then one token a step."""
-    return prompt + new - 1
 
 
 def quant_tokens(prompt: int, new: int, modes: int, text: int) -> int:
@@ -212,7 +171,7 @@ def judged(key: str, base: list[float], mode: list[float], ceilings: tuple[float
     """The race's record from its step times, the mode's speed held to `ceilings[1]`."""
     paired = paired_ratio(base[1:], mode[1:]) if min(len(base), len(mode)) > 1 else None
     race = SpeedRace(key, tuple(base), tuple(mode), paired, ceilings, None, attempt, threads)
-    return replace(race, impossible=robust.bandwidth(race.tokens_per_s[1], ceilings[1])
+    return replace(race, impossible=noise.bandwidth(race.tokens_per_s[1], ceilings[1])
                    if paired else None)
 
 

@@ -268,13 +268,6 @@ def _without_finished(srv: _Server, batch: RowBatch) -> RowBatch | None:
     return batch.keep(keep) if keep else None
 
 
-def run_schedule(events: Iterator[SchedulerPass | ScheduleResult]) -> ScheduleResult:
-    for ev in events:
-        if isinstance(ev, ScheduleResult):
-            return ev
-    raise RuntimeError("The scheduler stopped without a result.")
-
-
 def schedulers_tokens(prompts: Sequence[int], outputs: Sequence[int]) -> int:
     """Tokens both schedulers feed at most: static computes every row at the padded width W for
     the longest output; continuous prefills each at most at W and decodes its own output."""

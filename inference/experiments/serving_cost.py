@@ -56,30 +56,24 @@ class TurnCost:
     total: float  # dollars for the conversation so far
 
 
-def templated_turn_inputs(tokenizer, question: str, answer_tokens: int, turns: int) -> list[int]:
-    """Input tokens of each turn of a chat asking `question` each time: the model's chat
+def templated_conversation_costs(tokenizer, question: str, answer_tokens: int, turns: int,
+                                 input_price_per_m: float,
+                                 output_price_per_m: float) -> list[TurnCost]:
+    """Each turn of a chat asking `question` each time. Its input tokens: the model's chat
     template rendered empty, the texts counted apart (exact up to a merge at an edge)."""
     LIMITS.conversation_turns.check("Turns", turns)
     question_tokens = len(encode_text(tokenizer, question))
-    out, messages = [], []
+    rows, messages, total = [], [], 0.0
     for k in range(1, int(turns) + 1):
         messages = messages + [{"role": "user", "content": ""}]
         markers = tokenizer.apply_chat_template(messages, tokenize=False,
                                                 add_generation_prompt=True)
         template = len(tokenizer(markers, add_special_tokens=False)["input_ids"])
-        out.append(template + k * question_tokens + (k - 1) * int(answer_tokens))
-        messages = messages + [{"role": "assistant", "content": ""}]
-    return out
-
-
-def templated_conversation_costs(tokenizer, question: str, answer_tokens: int, turns: int,
-                                 input_price_per_m: float,
-                                 output_price_per_m: float) -> list[TurnCost]:
-    rows, total = [], 0.0
-    for k, sent in enumerate(templated_turn_inputs(tokenizer, question, answer_tokens, turns), 1):
+        sent = template + k * question_tokens + (k - 1) * int(answer_tokens)
         cost = token_cost(sent, int(answer_tokens), input_price_per_m, output_price_per_m).total
         total += cost
         rows.append(TurnCost(k, sent, int(answer_tokens), cost, total))
+        messages = messages + [{"role": "assistant", "content": ""}]
     return rows
 
 

@@ -26,10 +26,9 @@ class _ClientClock:
 
 
 class FramePace:
-    """When a streamed answer shows its next frame, all answers sharing `frames_per_s`
-    (`Settings.chat_frames_per_s`): with B rows in the step that made an event, B / frames_per_s
-    seconds after the last one (a frame holds the Python lock the step needs). The first token
-    and the finished answer are always due."""
+    """When a streamed answer shows its next frame, all sharing `Settings.chat_frames_per_s`:
+    B / frames_per_s seconds after the last (B: rows in the step that made the event; a frame
+    holds the Python lock the step needs). The first token and the last are always due."""
 
     def __init__(self, frames_per_s: float) -> None:
         self.frames_per_s, self.due_at = frames_per_s, 0.0

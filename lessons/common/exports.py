@@ -1,10 +1,8 @@
-"""What a class takes away: every chart's "Data as CSV" button (in the browser, from the points
-it draws), a CSV download under the prefill and batch sweeps (with what the chart does not draw,
-such as extrapolated flags), the copyable figures box on This machine, and the teacher's guide
-(assets/teachers_guide.md: every Present screen, what to say, a 45- and a 15-minute plan) folded
-on Present and Start here with a button that prints it alone, this machine's quiet reference
-figures under it. The sweeps' points are also kept in `SharedResults` (`latest`), so the
-machine's summary quotes the latest, whoever ran them.
+"""What a class takes away: every chart's "Data as CSV" button (in the browser), a CSV download
+under the prefill and batch sweeps (with what the chart does not draw), the copyable figures box
+on This machine, and the teacher's guide (assets/teachers_guide.md) folded on Present and Start
+here, printable alone, this machine's quiet reference figures under it. A finished sweep's points
+become this machine's latest (`latest`), quoted in its figures whoever ran them.
 """
 from __future__ import annotations
 
@@ -59,14 +57,6 @@ def figures_box(lm, shared) -> gr.Code:
     return gr.Code(figures_md(lm, shared), language="markdown", interactive=False,
                    buttons=["copy", "download"], elem_id="perf-figures",
                    label="This machine's figures (markdown: copy into your notes or slides)")
-
-
-CSV_JS = lesson_text("chart_csv.js")  # a "Data as CSV" button on every chart it finds
-
-
-def wire_chart_csv(demo: gr.Blocks) -> None:
-    """Give every chart on the page its CSV button (installed once, when the page loads)."""
-    demo.load(None, None, None, js=CSV_JS, queue=False, api_visibility="private")
 
 
 def quiet_reference_md(refs: dict | None = None) -> str:

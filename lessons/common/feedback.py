@@ -30,13 +30,11 @@ def user_error(exc: Exception) -> gr.Error:
 
 
 def guarded(fn, *, plain: bool = False, alone=None, compute: bool = True):
-    """Wrap a handler so any error reaches the learner as a clear message. The wrapper is a
-    generator (a plain handler's result its one yield); with `plain=True` a plain function, so
-    the event ends in one message (a Play tick: else a Stop mid-step still sees its token).
-
-    `alone`: the serving engine, for a measurement: each job (the call, then each step of its
-    generator) takes turns with the server's steps on the compute thread, so chats keep
-    streaming (counted by `inference.compute_thread`). `compute=False`: a handler that runs
+    """Wrap a handler so any error reaches the learner as a clear message, as a generator (a
+    plain handler's result its one yield); `plain=True`: a plain function, so the event ends in
+    one message (a Play tick: else a Stop mid-step still sees its token). `alone`: the serving
+    engine, for a measurement: each job (the call, then each step) takes turns with the server's
+    steps on the compute thread, so chats keep streaming. `compute=False`: a handler that runs
     no model (a chat, a live view); an async generator (the chat) stays on the event loop."""
     if inspect.isasyncgenfunction(fn):  # waits on the event loop itself: runs no model there
         if compute or alone is not None or plain:

@@ -36,7 +36,6 @@ def reuse(shared, key: Hashable) -> tuple[object, Noise] | None:
 
 
 def shared_key(lm, name: str) -> tuple:
-    """The key of result `name` for this model's device and dtype."""
     return (name, lm.info.device, lm.info.dtype)
 
 

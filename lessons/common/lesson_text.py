@@ -31,12 +31,9 @@ BLOCKS = ("weights_origin",)  # whole notes a panel passes in `extra`; dropped w
 
 
 def fill_placeholders(text: str, info=None, extra: dict[str, str] | None = None) -> str:
-    """`text` with every known placeholder replaced by the model's own figure (see above)."""
     values = {name: f(info) for name, f in FROM_INFO.items()} if info is not None else {}
     values.update(extra or {})
     names = sorted(set(FROM_INFO) | set(BLOCKS) | set(extra or {}), key=len, reverse=True)
-    if not names:
-        return text
     pattern = r"\$(" + "|".join(map(re.escape, names)) + r")(?!\w)"
     missing = [n for n in names if n not in values]
     if missing:
@@ -50,6 +47,11 @@ def lesson_text(name: str, info=None, extra: dict[str, str] | None = None) -> st
     """assets/<name>, filled from `info` (a ModelInfo) and `extra` (more named blocks)."""
     with open(os.path.join(ASSETS, name), encoding="utf-8") as f:
         return fill_placeholders(f.read(), info, extra)
+
+
+def page_script(demo, name: str) -> None:
+    """Run the script assets/<name> once when the page of `demo` (a gr.Blocks) loads."""
+    demo.load(None, None, None, js=lesson_text(name), queue=False, api_visibility="private")
 
 
 def lesson_page(name: str, info=None, extra: dict[str, str] | None = None) -> str:

@@ -1,10 +1,8 @@
 """One heavy measurement (a race, a sweep, a comparison), declared once beside its handler: its
-endpoint, its handler (a generator of frames) and its work, from the handler's arguments by
-the formula beside the experiment loop it counts (`race_tokens`, ...). Each run is wrapped in the
-work budget (`over_budget`), the busy check (`watched`) and the time limit (`timed`: Gradio's
-`time_limit` binds only streams), and waits its turn in the measurement line (`MeasureLine`).
-A short timed run outside the heavy lane is a measurement in its own `lane`: no budget, never
-shared. `measurement_wiring.py` wires it to its button.
+endpoint, its handler (a generator of frames) and its work, from the handler's arguments. Each
+run is held to the work budget (`over_budget`), the busy check (`watched`) and its time limit
+(`timed`), and waits its turn in the measurement line (`MeasureLine`); a short timed run in its
+own `lane` has no budget and is never shared. `measurement_wiring.py` wires it to its button.
 """
 from __future__ import annotations
 
@@ -22,12 +20,10 @@ from .prompt_input import encode_prompt
 HEAVY = "heavy"  # the concurrency lane of every measurement
 clock = time.monotonic  # the time limit's clock (seconds; a test may step it)
 
-TIME_UP = ("⏱ **Stopped at this measurement's time limit ({s:.0f} s)**, so the others waiting "
-           "could have their turn. What it measured so far is below; fewer tokens or fewer "
-           "sizes fit in the limit.")
-SMALLER = ("📏 **The line is long, so this run measures {what}** (its class-sized version, so "
-           "everyone waiting gets a result sooner; press again when the line is short for the "
-           "full one).")
+TIME_UP = ("⏱ **Stopped at this measurement's time limit ({s:.0f} s)**, so others waiting get "
+           "their turn. What it measured so far is below; fewer tokens or sizes fit the limit.")
+SMALLER = ("📏 **The line is long, so this run measures {what}**: its class-sized version, so "
+           "everyone waiting gets a result sooner; press again on a short line for the full one.")
 OVER_BUDGET = ("This measurement would feed about {work:,} tokens through the model (tokens × "
                "passes, all passes together); one measurement may feed at most {budget:,}. Use "
                "fewer new tokens, a shorter prompt or fewer sizes.")
@@ -72,18 +68,6 @@ def shrunk(n, low: float, share: int) -> int:
     (8, 4, 3)
     """
     return min(int(n), max(int(low), int(n) // share))
-
-
-def measurement_of(block_fn) -> Measurement | None:
-    """The measurement a wired event runs (marked by `measured`), or None."""
-    return getattr(getattr(block_fn, "fn", None), "measurement", None)
-
-
-def declared(demo) -> dict[str, tuple]:
-    """Every measurement wired in `demo` (a gr.Blocks): name -> (its event's block function,
-    Measurement)."""
-    return {m.name: (fn, m) for fn in demo.fns.values()
-            if (m := measurement_of(fn)) is not None}
 
 
 def prompt_tokens(lm, settings: Settings, text, max_tokens: int | None = None) -> int:
@@ -196,10 +180,9 @@ def estimate(wait_s: float | None, untimed: str | None = None) -> str:
 @dataclass
 class MeasureLine:
     """The measurement line: a press that cannot run now waits first come, first served, told
-    its place and an honest wait: the work ahead (`Measurement.work`) times this machine's rate
-    for each measurement (from its latest whole run, at most `limit_s` a run), or that there is
-    none yet. Past `class_line` waiting a newcomer runs small (`Ticket.small`); past `bound` it
-    is refused. One line per app; a waiting press's place is recomputed every `update_s`.
+    its place and an honest wait (the work ahead times this machine's rate for each measurement,
+    from its latest whole run), or that there is none yet. Past `class_line` waiting a newcomer
+    runs small (`Ticket.small`); past `bound` it is refused. One line per app.
 
     >>> t = [0.0]
     >>> line = MeasureLine(slots=1, bound=8, class_line=4, clock=lambda: t[0])

@@ -18,13 +18,11 @@ from .feedback import guarded, user_error
 from .measurement import HEAVY, SMALLER, LineFull, Measurement, Outcome, timed, watched
 
 SPECIAL = (gr.Request, gr.EventData)  # what Gradio adds to a handler's arguments, not inputs
-IN_LINE = ("⏳ **Your measurement is {where}.** Measurements take turns on this machine, so "
-           "each is timed without the others; this message updates as the line moves (Stop "
-           "leaves the line).")
+IN_LINE = ("⏳ **Your measurement is {where}.** Measurements take turns on this machine, each "
+           "timed without the others; this message follows the line (Stop leaves it).")
 YOUR_TURN = "▶ **Your turn: measuring now.**"
-LINE_FULL = ("The measurement line is full ({n} waiting for this machine, which takes them in "
-             "turn). Try again {when}; a press identical to one in line joins it instead of "
-             "waiting.")
+LINE_FULL = ("The measurement line is full ({n} waiting; this machine takes them in turn). "
+             "Try again {when}; a press identical to one in line joins it instead of waiting.")
 
 
 def wire_measurement(button, inputs, outputs: list, m: Measurement, ctx) -> Dependency:
@@ -40,7 +38,6 @@ def wire_measurement(button, inputs, outputs: list, m: Measurement, ctx) -> Depe
 
 
 def _line(m: Measurement, ctx):
-    """The app's measurement line for a heavy `m`, or None."""
     line_for = getattr(ctx.runs, "line_for", None)
     return line_for(ctx.settings) if m.lane == HEAVY and line_for is not None else None
 
@@ -75,6 +72,17 @@ def measured(m: Measurement, ctx, outputs: list):
             start, annotate, outcome, queue=None if line is None else queue)
     run.measurement = m
     return run
+
+
+def measurement_of(block_fn) -> Measurement | None:
+    """The measurement a wired event runs (marked by `measured` above), or None."""
+    return getattr(getattr(block_fn, "fn", None), "measurement", None)
+
+
+def declared(demo) -> dict[str, tuple]:
+    """Every measurement wired in `demo` (a gr.Blocks): name -> (its block function, it)."""
+    return {m.name: (fn, m) for fn in demo.fns.values()
+            if (m := measurement_of(fn)) is not None}
 
 
 class Turn:

@@ -34,9 +34,6 @@ def showing(components: Mapping[str, Hashable], fn: Callable) -> Callable[..., I
     @functools.wraps(fn)
     def run(*args, **kwargs):
         result = fn(*args, **kwargs)
-        if hasattr(result, "__next__"):
-            for record in result:
-                yield keyed(components, record)
-        else:
-            yield keyed(components, result)
+        for record in result if hasattr(result, "__next__") else [result]:
+            yield keyed(components, record)
     return run

@@ -1,7 +1,6 @@
 """Predict, then measure: the learner commits to a number before the run, then sees their guess
 beside the measurement with one sentence of why (a verdict only from a quiet run: this one, or
-this machine's quiet reference). The questions are the presenter's screens (`parse_screens`):
-a lesson's guess box asks its screen's question, so it is never explained two ways.
+this machine's quiet reference). A lesson's guess box asks its presenter screen's question.
 """
 from __future__ import annotations
 
@@ -97,11 +96,6 @@ def comparison_md(guess: float | None, measured: float, unit: str, why: str,
     return f"{head}\n\n**Why:** {why}" if why else head
 
 
-def plain_unit(unit: str) -> str:
-    """A unit without its verdict word: "× faster" -> "×" (a ratio is not "faster" by itself)."""
-    return unit.removesuffix("faster").strip() if unit.endswith("faster") else unit.strip()
-
-
 def measured_with_unit(measured: float, unit: str, run: str = "this run") -> str:
     """A measurement and its unit; "faster" only above the shared margin.
 
@@ -109,7 +103,7 @@ def measured_with_unit(measured: float, unit: str, run: str = "this run") -> str
     ('3.2 × faster', '0.7 × (not faster on this run)')
     """
     if unit.endswith("faster") and ratio_side(measured) != "faster":
-        return f"{fmt(measured)} {plain_unit(unit)} (not faster on {run})"
+        return f"{fmt(measured)} {unit.removesuffix('faster').strip()} (not faster on {run})"
     return f"{fmt(measured)} {unit}".strip()
 
 
@@ -141,5 +135,6 @@ def guess_md(key: str, guess: float | None, measured: float, noisy: bool = False
              reference: QuietFigure | None = None) -> str:
     """A lesson's guess box beside this run's measurement (`beside_guess_md`)."""
     q = question(key)
-    return "\n\n---\n**Predict, then measure.** " + beside_guess_md(
-        q, guess, measured, f"{fmt(measured)} {plain_unit(q.unit)}", noisy, reference)
+    shown = f"{fmt(measured)} {q.unit.removesuffix('faster').strip()}"  # no "faster" by itself
+    return "\n\n---\n**Predict, then measure.** " + beside_guess_md(q, guess, measured, shown,
+                                                                      noisy, reference)

@@ -1,11 +1,8 @@
-"""How a learner moves through the lessons (`lessons.TABS`): a lesson's text, its opening above
-the first control and the rest under "Read more", then its words and a "Next lesson" button; the
-path, each lesson opened ticked on "Start here" (kept in the visitor's browser,
-`gr.BrowserState`) and the first not yet opened suggested next; tab and Next clicks scroll to the
-lesson's start, a linked glossary term opens the Glossary at its entry. Links to a prepared state:
-`?lesson=kv&prompt=Why+is+the+sky+blue%3F` opens that lesson with its prompt boxes filled (each
-saying so, `FILLED_INFO`), `?present=1` the presenter; whatever the app cannot honour is left out
-with a visible notice: a link never raises an error."""
+"""How a learner moves through the lessons (`lessons.TABS`): each lesson's opening, the rest under
+"Read more", its words and a "Next lesson" button; on "Start here" the path, each lesson opened
+ticked (kept in the visitor's browser) and the next suggested. Links open a prepared state
+(`?lesson=kv&prompt=Why+is+the+sky+blue%3F`, `?present=1`); whatever the app cannot honour is
+left out with a visible notice: a link never raises an error."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -16,7 +13,7 @@ import gradio as gr
 from visualizations.glossary import lesson_words_md
 
 from .. import BY_ID, TABS
-from .lesson_text import lesson_text, split_more
+from .lesson_text import split_more
 
 STORAGE_KEY = "llm-lab-progress"
 LESSONS = tuple(t.id for t in TABS)
@@ -107,15 +104,6 @@ def lesson_footer(tab_id: str, tabs: gr.Tabs) -> None:
                        elem_id=f"next-{tab_id}", elem_classes=["lab-next"])
     button.click(lambda: gr.Tabs(selected=nxt.id), None, tabs, scroll_to_output=True,
                  queue=False, api_visibility="private")
-
-
-# Gradio's scroll_to_output aims at the sticky tab strip, always "in view": the script scrolls
-# to the lesson's start instead, opens linked glossary terms, keeps a phone's open tab in view.
-SCROLL_JS = lesson_text("lesson_scroll.js")
-
-
-def wire_scroll(demo: gr.Blocks) -> None:
-    demo.load(None, None, None, js=SCROLL_JS, queue=False, api_visibility="private")
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""What the presenter keeps for a visitor: their screen, guesses and results (in their browser),
+"""What the presenter keeps for a visitor (their screen, guesses and results, in their browser)
 and what a result shows: the guess beside it, a cost withdrawn when their newer batch sweep
 contradicts it, and the recap's five numbers, each saying where it came from.
 """
@@ -11,12 +11,11 @@ from dataclasses import asdict, fields
 from typing import NamedTuple
 
 from inference.experiments.batch_sweep import BatchPoint
+from inference.experiments.noise import same_throughput
 from inference.experiments.quiet_reference import QuietFigure
-from inference.experiments.robust import same_throughput
 
 from .common.predictions import Screen, beside_guess_md
 
-RECAP = "recap"  # gathers the visitor's own results: no model run
 NOT_YET = "not measured yet"  # a recap figure whose screen has not run
 BATCH_KEY, COST_KEY = "batch", "cost"  # the two screens' `measure:` keys
 POINT_FIELDS = {f.name for f in fields(BatchPoint)}
