@@ -146,8 +146,9 @@ def step_bound_md(bound, floor_seconds: float, bytes_per_token: int, bandwidth_g
                        f"(**{race.speedup:.1f}×**), with {same}; recording it took "
                        f"{race.capture_seconds * ms:.0f} ms once.")]
     elif not gpu:
-        lines += ["", ("On a GPU (an H200, measured elsewhere) launching a kernel took longer than "
-                       "most of this model's kernels ran: a far more lopsided split. A CUDA graph "
+        lines += ["", ("On a GPU (an H200, measured elsewhere on 2026-11-30) launching a kernel "
+                       "took longer than most of this model's kernels ran: a far more lopsided "
+                       "split. A CUDA graph "
                        "(one launch per token) removes the gaps between launches, not the "
                        "kernels' own time: see *On a GPU* below.")]
     return "\n".join(lines)
