@@ -15,6 +15,7 @@ import torch
 
 from inference.config import LIMITS, Settings
 from inference.experiments import context_sweep as sweep
+from inference.experiments import spec_expectation
 from inference.experiments import speculative_race as spec
 from inference.experiments.attention_view import watch_growth
 from inference.experiments.batch_sweep import memory_budget_bytes, run_sweep
@@ -182,7 +183,7 @@ def measure_speculative(lm, settings, repeats: int = 3) -> dict:
             "draft_seconds": mid.draft_seconds, "spec_seconds": mid.spec_seconds,
             "ceiling_tokens_per_s": mid.ceiling_tokens_per_s}
     out["draft_model"]["draft"] = settings.spec_draft
-    *_, done = spec.batch_interplay(lm, ids, k, (1, 16), shared=shared)
+    *_, done = spec_expectation.batch_interplay(lm, ids, k, (1, 16), shared=shared)
     tpp = out["prompt_lookup"]["tokens_per_pass"]
     for c in done.points:
         out[f"batch{c.batch}"] = {

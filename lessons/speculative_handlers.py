@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 
 from inference.config import LIMITS, Settings
 from inference.errors import SettingOutOfRangeError
-from inference.experiments import noise, speculative_race
+from inference.experiments import noise, spec_expectation, speculative_race
 from inference.speculative import SpecPass, check_request, make_draft
 from visualizations import speculative_charts as charts
 from visualizations.noise_view import busy_notice_html
@@ -139,7 +139,7 @@ def run_batch(lm, settings: Settings, shared, prompt: str, k,
                          charts.batch_md(costs, tokens_per_pass, judged) + "\n\n" + SHARED_NOTE,
                          "Done (shared result).")
         return
-    for u in speculative_race.batch_interplay(lm, ids, k, settings.spec_batches, shared=shared):
+    for u in spec_expectation.batch_interplay(lm, ids, k, settings.spec_batches, shared=shared):
         if not u.finished:
             yield ChartFrame(charts.batch_figure(u.points, caption), "", u.message)
             continue
@@ -152,7 +152,7 @@ def run_batch(lm, settings: Settings, shared, prompt: str, k,
 def expectation_view(lm, settings: Settings, shared, prompt: str, new_tokens,
                      summary: speculative_race.SpecRaceSummary | None) -> ChartFrame:
     """The formula at every k from the last race (no model run), beside a shared quiet k sweep."""
-    e = speculative_race.expectation(summary, k_range(settings))
+    e = spec_expectation.expectation(summary, k_range(settings))
     sweep = ()
     if e is not None:
         ids, _, n = _prepare(lm, settings, prompt, LIMITS.spec_k.low, new_tokens)
@@ -166,7 +166,7 @@ class SampledFrame(NamedTuple):
     passes_html: str
     text: str  # the count, at the end (before: what to press)
     progress: str
-    run: speculative_race.SampledRun | None = None
+    run: spec_expectation.SampledRun | None = None
 
 
 def run_sampled(lm, settings: Settings, shared, prompt: str, draft: str, k, new_tokens,
@@ -179,10 +179,10 @@ def run_sampled(lm, settings: Settings, shared, prompt: str, draft: str, k, new_
     if check_draft(draft) != "prompt_lookup":
         yield SampledFrame(EMPTY_PASSES, charts.EMPTY_SAMPLED, BUILD_NOTE.format(draft=draft))
     d = make_draft(lm, draft, shared)
-    fit = (speculative_race.fit_race(summary)
+    fit = (spec_expectation.fit_race(summary)
            if summary is not None and summary.draft == draft else None)
     passes: list[SpecPass] = []
-    for r in speculative_race.sampled_run(lm, ids, d, k, float(temperature), new_tokens,
+    for r in spec_expectation.sampled_run(lm, ids, d, k, float(temperature), new_tokens,
                                           seed=settings.seed.default):
         if isinstance(r, SpecPass):
             passes.append(r)

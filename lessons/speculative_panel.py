@@ -4,7 +4,8 @@ from __future__ import annotations
 import gradio as gr
 
 from inference.config import Settings
-from inference.experiments.speculative_race import spec_batch_tokens, spec_race_tokens
+from inference.experiments.spec_expectation import spec_batch_tokens
+from inference.experiments.speculative_race import spec_race_tokens
 from visualizations import speculative_charts as charts
 from visualizations.speculative_charts import EMPTY_PASSES, EMPTY_RACE
 from visualizations.style import info_caption

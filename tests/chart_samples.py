@@ -18,7 +18,7 @@ from inference.experiments.noise import judge
 from inference.experiments.prefill_sweep import PrefillPoint
 from inference.experiments.roofline import ComputeRoof, WorkPoint
 from inference.experiments.serving_cost import serving_costs
-from inference.experiments.speculative_race import VerifyCost
+from inference.experiments.spec_expectation import VerifyCost
 from test_batching_charts import _result
 from test_chunked_charts import rec
 from test_kv_charts import _race_steps, _snap

@@ -105,7 +105,8 @@ def test_context_verdicts_quiet_and_busy():
 
 
 def test_speculative_verdicts_quiet_and_busy():
-    from inference.experiments.speculative_race import SpecRaceSummary, VerifyCost
+    from inference.experiments.spec_expectation import VerifyCost
+    from inference.experiments.speculative_race import SpecRaceSummary
 
     s = SpecRaceSummary(draft="prompt_lookup", k=4, prompt_tokens=60, new_tokens=33,
                         identical=True, passes=10, proposed=40, accepted=22, spec_seconds=1.0,

@@ -5,9 +5,8 @@ import pytest
 
 from inference.errors import SettingOutOfRangeError
 from inference.experiments.noise import judge
-from inference.experiments.speculative_race import (
+from inference.experiments.spec_expectation import (
     SampledRun,
-    SpecRaceSummary,
     expectation,
     expected_speedup,
     expected_tokens_per_pass,
@@ -16,6 +15,7 @@ from inference.experiments.speculative_race import (
     predict,
     verify_seconds_at,
 )
+from inference.experiments.speculative_race import SpecRaceSummary
 from inference.speculative import SpecPass
 from visualizations.speculative_charts import expectation_figure, expectation_md, sampled_md
 

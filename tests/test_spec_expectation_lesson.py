@@ -2,7 +2,7 @@
 α and times, no model run of its own), and the sampled acceptance rule run and counted."""
 from inference.config import Settings
 from inference.experiments.shared_results import SharedResults
-from inference.experiments.speculative_race import expected_tokens_per_pass
+from inference.experiments.spec_expectation import expected_tokens_per_pass
 from lessons.speculative_handlers import PROMPT, expectation_view, run_sampled, run_spec_race
 
 SETTINGS = Settings()

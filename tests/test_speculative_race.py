@@ -4,10 +4,10 @@ import pytest
 
 from inference.errors import SettingOutOfRangeError
 from inference.experiments.shared_results import SharedResults
+from inference.experiments.spec_expectation import batch_interplay
 from inference.experiments.speculative_race import (
     SPEC_PROMPTS,
     PlainStep,
-    batch_interplay,
     race_updates,
     spec_prompt,
     spec_race,

@@ -4,7 +4,8 @@ from dataclasses import replace
 
 from chart_reading import caption_text
 from inference.experiments.noise import judge
-from inference.experiments.speculative_race import SpecRaceSummary, VerifyCost
+from inference.experiments.spec_expectation import VerifyCost
+from inference.experiments.speculative_race import SpecRaceSummary
 from inference.speculative import SpecPass
 from visualizations.speculative_charts import (
     EMPTY_BATCH,
