@@ -10,7 +10,7 @@ from plotly.graph_objects import Figure
 from inference import compute_thread
 from inference.config import Settings
 from inference.errors import SettingOutOfRangeError
-from inference.experiments import context_sweep, noise
+from inference.experiments import context_sweep, context_theory, noise
 from inference.experiments.context_sweep import compare_attention_memory
 from visualizations import kv_charts as charts
 from visualizations import kv_text
@@ -73,10 +73,10 @@ def _prefill_view(lm, points, caption: str, judged: noise.Noise | None = None
     curve = shares = None
     if len(points) >= 3:  # a + b·L + c·L² needs three lengths to pin down
         lengths = [p.tokens for p in points]
-        curve = context_sweep.fit_quadratic(lengths, [p.seconds for p in points])
-        matmul = context_sweep.matmul_parameters(info.parameters, info.vocab_size,
+        curve = context_theory.fit_quadratic(lengths, [p.seconds for p in points])
+        matmul = context_theory.matmul_parameters(info.parameters, info.vocab_size,
                                                  info.hidden_size)
-        shares = context_sweep.length_shares(curve, lengths, matmul, info.layers, info.heads,
+        shares = context_theory.length_shares(curve, lengths, matmul, info.layers, info.heads,
                                              info.head_dim)
     return (charts.prefill_lengths_figure(points, curve, shares or (), caption),
             kv_text.prefill_markdown(points, curve, shares or (), judged))
@@ -114,8 +114,8 @@ def prefill_frames(lm, settings: Settings, shared, max_tokens) -> Iterator[Conte
 def cuts_text(lm, settings: Settings, decode_points=()) -> str:
     """'What cuts the cost' at the window, the GQA row from the decode sweep's tensors once run."""
     info = lm.info
-    measured = context_sweep.measured_bytes_per_token(decode_points)
-    return kv_text.cuts_markdown(context_sweep.cost_cuts(
+    measured = context_theory.measured_bytes_per_token(decode_points)
+    return kv_text.cuts_markdown(context_theory.cost_cuts(
         info.layers, info.heads, info.kv_heads, info.head_dim, lm.bytes_per_value,
         info.context_window, settings.context_sliding_window, measured_bytes_per_token=measured))
 
@@ -144,7 +144,7 @@ def decode_frames(lm, settings: Settings, shared, max_tokens, guess: float | Non
     window = lm.info.context_window
     caption = info_caption(lm.info, note=f"median of {repeats} steps per point")
     key = shared_key(lm, "context-decode") + (lengths, batches, repeats)
-    theory = context_sweep.decode_theory(lm, shared)  # the bandwidth, measured once
+    theory = context_theory.decode_theory(lm, shared)  # the bandwidth, measured once
     done = reuse(shared, key)
     note = FRESH_NOTE if done is None else SHARED_NOTE
     if done is None:

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import NamedTuple
 
 from inference.config import LIMITS, Settings
-from inference.experiments import context_sweep, noise, quiet_reference
+from inference.experiments import context_sweep, context_theory, noise, quiet_reference
 from inference.experiments import roofline as roofs
 from inference.experiments.batch_sweep import SweepUpdate, batch_sweep_tokens, run_sweep
 from inference.experiments.kv_race import RECOMPUTE, checked_race, race_tokens, summarize
@@ -344,7 +344,7 @@ def long_context(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
         yield Step("cache length", last.done, last.total, f"{steps} (measured, {runs})")
     judged = noise.reading(settings=settings)
     c = context_sweep.compare_lengths(last.points, short, long)
-    floor = context_sweep.decode_theory(lm, shared)
+    floor = context_theory.decode_theory(lm, shared)
     predicted = floor.seconds(long) / floor.seconds(short)
     apart = ("no verdict from a busy machine" if not supports_verdict(judged) else
              "beyond this run's noise" if c.beyond_noise

@@ -64,9 +64,8 @@ def test_context_verdicts_quiet_and_busy():
         PeakMemory,
         PrefillLengthPoint,
         compare_lengths,
-        fit_quadratic,
-        length_shares,
     )
+    from inference.experiments.context_theory import fit_quadratic, length_shares
 
     lengths = (256, 1024, 4096)
     pts = tuple(PrefillLengthPoint(n, 0.05 + 2e-3 * n + 3e-7 * n * n, n) for n in lengths)

@@ -15,11 +15,11 @@ from inference.experiments.context_sweep import (
     compare_attention_memory,
     decode_lengths,
     decode_lengths_sweep,
-    decode_theory,
     prefill_lengths,
     prefill_lengths_sweep,
     prefill_peak_memory,
 )
+from inference.experiments.context_theory import decode_theory
 from inference.experiments.roofline import machine_bandwidth
 from inference.experiments.shared_results import SharedResults
 from inference.kv_cache import kv_cache_bytes

@@ -7,14 +7,16 @@ import pytest
 
 from inference.experiments.context_sweep import (
     HWM_METHOD,
-    MEASURED,
-    THEORETICAL,
     DecodeLengthPoint,
-    DecodeTheory,
     PeakMemory,
     PrefillLengthPoint,
-    attention_flops_share,
     compare_lengths,
+)
+from inference.experiments.context_theory import (
+    MEASURED,
+    THEORETICAL,
+    DecodeTheory,
+    attention_flops_share,
     cost_cuts,
     fit_quadratic,
     length_shares,

@@ -31,7 +31,7 @@ from ..thread_choice import fastest_threads, num_threads
 from ..timing import stopwatch
 from ..tokens import clean_text, prompt_ids
 from . import WARM_UP_PASSES, WARM_UP_TOKENS
-from .context_sweep import QuadraticFit, fit_quadratic
+from .context_theory import QuadraticFit, fit_quadratic
 from .noise import Robust, cached_step, paired_ratio
 
 CACHED = "cached"
