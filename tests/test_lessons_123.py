@@ -133,7 +133,9 @@ def test_a_chat_shows_its_first_and_last_tokens_at_once_and_paces_the_rest(lm, s
     slow the pace, the first token and the finished answer show at once; the text between
     waits for its frame but is never lost (the last frame holds the whole answer)."""
     reference = list(stream(lm, prompt_ids(lm.tokenizer, PROMPT), max_new_tokens=12))
-    slow = Settings(chat_frames_per_s=1e-6)  # a frame every ~10^6 s of a one-row step
+    # a frame every ~10^6 s of a one-row step; and no idle tick, which draws the text waiting
+    # for its frame when a step outlasts `stop_check_s` (as on a loaded machine: rightly shown)
+    slow = Settings(chat_frames_per_s=1e-6, stop_check_s=600.0)
     frames = without_ticks(chat_frames(lm, serving, PROMPT, 12, slow))
     waiting, first, last = frames
     assert waiting.history[1]["content"] == ""
