@@ -92,9 +92,11 @@ def withheld(key: str, why: str, detail: str) -> Measured:
 
 
 def first_and_next(events) -> str:
-    first = f"first token {events[0].seconds * 1000:.0f} ms"
-    later = sorted(e.seconds for e in events[1:])
-    median = f" · next tokens {later[len(later) // 2] * 1000:.0f} ms each so far" if later else ""
+    """The running line while tokens stream: the same two figures as the recap's `first_next`."""
+    times = first_next(events)
+    first = f"first token {times['first_ms']:.0f} ms"
+    median = (f" · next tokens {times['next_ms']:.0f} ms each so far" if len(events) > 1
+              else "")
     text = events[-1].text.strip().replace("\n", " ")
     return f"{first}{median} (measured) · “{'…' if len(text) > 48 else ''}{text[-48:]}”"
 

@@ -23,9 +23,9 @@ def build(ctx: AppContext) -> None:
     gr.Examples(run.EXAMPLES, inputs=[text], label="Examples with surprising splits")
     on_text = showing({"html": view, "counts": counts, "note": note}, lambda t, with_template:
                       run.show_tokens(lm.tokenizer, t, with_template, settings.max_prompt_chars))
-    for trigger in (text.change, template.change):  # the tokenizer only: off the compute thread
-        trigger(guarded(on_text, compute=False), [text, template], [view, counts, note],
-                trigger_mode="always_last", show_progress="hidden", api_name="tokenize")
+    gr.on([text.change, template.change], guarded(on_text, compute=False),  # tokenizer only:
+          [text, template], [view, counts, note],  # off the compute thread, one endpoint
+          trigger_mode="always_last", show_progress="hidden", api_name="tokenize")
 
     with gr.Accordion("What would this cost? (cost estimator)", open=True):
         with gr.Row():
@@ -52,9 +52,9 @@ def build(ctx: AppContext) -> None:
         return run.conversation_md(lm.tokenizer, t, n or 0, p_in or 0, p_out or 0, k,
                                    settings.max_prompt_chars)
 
-    for trigger in (text.change, out_tokens.change, price_in.change, price_out.change):
-        trigger(guarded(on_cost, compute=False), [text, out_tokens, price_in, price_out], cost,
-                trigger_mode="always_last", show_progress="hidden", api_name="token_cost")
+    gr.on([text.change, out_tokens.change, price_in.change, price_out.change],
+          guarded(on_cost, compute=False), [text, out_tokens, price_in, price_out], cost,
+          trigger_mode="always_last", show_progress="hidden", api_name="token_cost")
     gr.on([text.change, out_tokens.change, price_in.change, price_out.change, turns.release,
            turns.input], guarded(on_convo, compute=False),
           [text, out_tokens, price_in, price_out, turns], convo,

@@ -235,14 +235,6 @@ def test_app_stream_counts_updates_with_text_then_the_apps_count(serve):
     assert got["errors"] == 0 and got["tokens_per_s"] > 0 and got["p95_tpot_s"] is not None
 
 
-def test_the_worked_examples():
-    import doctest
-
-    from bench import serving_workloads
-
-    assert doctest.testmod(serving_workloads).failed == 0
-
-
 def test_the_real_app_serves_a_tiny_workload_through_the_light_client(server):
     from bench.clients import chat_fn_index
 

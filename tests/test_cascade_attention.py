@@ -2,12 +2,10 @@
 (every row's blocks gathered, one masked softmax) on hand-made pools, and on the real model:
 rows after a long shared preamble get exactly their solo greedy tokens with it on."""
 
-import doctest
 
 import pytest
 import torch
 
-from inference import cascade_attention
 from inference.cascade_attention import CascadePlan, partial_attention
 from inference.config import Settings
 from inference.generation import stream
@@ -18,10 +16,6 @@ from inference.tokens import prompt_ids
 
 BT, D = 4, 8
 TOL = {torch.float32: 1e-5, torch.bfloat16: 2e-2}
-
-
-def test_the_worked_examples_hold():
-    assert doctest.testmod(cascade_attention).failed == 0
 
 
 def pool(heads_kv: int, dtype: torch.dtype, blocks: int = 24) -> PagedKV:

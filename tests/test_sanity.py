@@ -1,6 +1,5 @@
 """The physical bounds: each rejects a planted impossible figure with a sentence, and lets a
 possible one (even a noisy one, within `Settings.sanity_noise`) through."""
-import doctest
 
 from inference.config import LIMITS
 from inference.experiments import noise as sanity
@@ -36,10 +35,6 @@ def test_a_cost_agrees_with_the_same_visitors_sweep():
     assert "8.6 tokens/s" in sanity.same_throughput(16, 8.6 / 3, 8.6)  # either way round
     assert sanity.same_throughput(16, 120.0, 126.0) is None
     assert sanity.same_throughput(16, 0.0, 126.0) is not None
-
-
-def test_doc_examples():
-    assert doctest.testmod(sanity).failed == 0
 
 
 def test_the_roofline_withholds_a_speed_past_its_ceiling():
