@@ -119,11 +119,13 @@ def _not_yet(screens, key: str, name: str) -> RecapFigure:
 
 
 def _measured(screens, key: str, results: dict, name: str, label: str,
-              shown: str | None = None) -> RecapFigure:
+              shown: str | None = None, timed: bool = True) -> RecapFigure:
+    """The screen's figure, marked "busy machine" where its run was noisy and the figure is a
+    time (`timed`; a count of bytes is the same on a busy machine)."""
     got = shown_result(key, results)
     if not got or got.get("shown") in (None, "—"):
         return _not_yet(screens, key, name)
-    busy = " · busy machine" if got.get("noisy") else ""
+    busy = " · busy machine" if timed and got.get("noisy") else ""
     return RecapFigure(name, shown or got["shown"], label,
                        f"measured here · screen {_screen(screens, key)}{busy}")
 
@@ -146,7 +148,8 @@ def bytes_per_weight(screens, results: dict, dtype_bytes: int) -> RecapFigure:
     if f.get("fp32_bytes_per_weight") and f.get("int8_bytes_per_weight"):
         return _measured(screens, "int8", results, "Bytes per weight",
                          "float32 → int8, counted from the built models",
-                         f"{f['fp32_bytes_per_weight']:.1f} → {f['int8_bytes_per_weight']:.2f}")
+                         f"{f['fp32_bytes_per_weight']:.1f} → {f['int8_bytes_per_weight']:.2f}",
+                         timed=False)
     return RecapFigure("Bytes per weight", f"{dtype_bytes} → 1",
                        f"this model's {dtype_bytes}-byte weights → int8",
                        "theoretical: the formats' sizes (int8 adds a scale per row)")
