@@ -17,8 +17,9 @@ from inference.config import Settings
 from inference.generation import stream
 from inference.loading import load_model
 from inference.sampling import SamplingSettings
-from inference.server import Server, mean_parts
+from inference.server import Server
 from inference.stats import percentile
+from inference.step_clock import mean_parts
 from inference.tokens import prompt_ids
 
 RUNNING, RUNNING_TOKENS, LONG_TOKENS = 6, 96, 2_000  # streams running when a long prompt comes

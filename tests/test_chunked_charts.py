@@ -1,6 +1,6 @@
 """The chunked-prefill charts plot the step records' own numbers (hand-made records)."""
-from inference.server import StepRecord, mean_parts
 from inference.server_plan import StepPlan
+from inference.step_clock import StepRecord, mean_parts
 from visualizations.server_view import budget_split_figure, step_parts_figure
 
 
