@@ -136,6 +136,14 @@ def view_screenshot(page, name: str) -> None:
     page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
 
 
+# How many of its text's lines the answer box holds (its height ÷ a line's)
+ANSWER_LINES = """() => {
+  const box = document.querySelector('#start-answer');
+  const text = box.querySelector('p') || box;
+  return box.clientHeight / parseFloat(getComputedStyle(text).lineHeight);
+}"""
+
+
 @pytest.mark.parametrize("size", [(1280, 720, 1), (853, 480, 1.5), (390, 844, 1)],
                          ids=["projector", "projector-150", "phone"])
 def test_the_first_screen_is_one_view_with_its_race(server, browser, size):
@@ -161,6 +169,8 @@ def test_the_first_screen_is_one_view_with_its_race(server, browser, size):
         px = page.evaluate(SVG_TEXT_PX)
         assert px and min(px) >= 12, (width, sorted(px)[:3])
         view_screenshot(page, f"first-screen-one-view-{width}x{height}")
+        lines = page.evaluate(ANSWER_LINES)  # the scrolling answer shows no half-cut line
+        assert lines >= 2.9 and abs(lines - round(lines)) < 0.1, (width, lines)
 
         # a prompt of its own per size: a race another size just ran would be shared, with
         # its "measured s ago for another visitor" line above the ratio
