@@ -15,7 +15,7 @@ import torch
 
 from inference.config import LIMITS, Settings
 from inference.experiments import context_sweep as sweep
-from inference.experiments import spec_expectation
+from inference.experiments import context_theory, spec_expectation
 from inference.experiments import speculative_race as spec
 from inference.experiments.attention_view import watch_growth
 from inference.experiments.batch_sweep import memory_budget_bytes, run_sweep
@@ -209,11 +209,11 @@ def measure_context(lm, settings: Settings = LIMITS) -> dict:
     started = time.perf_counter()
     pre = _last(sweep.prefill_lengths_sweep(lm, sweep.prefill_lengths(settings, window),
                                             settings.context_prefill_repeats)).points
-    curve = sweep.fit_quadratic([p.tokens for p in pre], [p.seconds for p in pre])
+    curve = context_theory.fit_quadratic([p.tokens for p in pre], [p.seconds for p in pre])
     dec = _last(sweep.decode_lengths_sweep(lm, sweep.decode_lengths(settings, window),
                                            settings.context_decode_batches,
                                            settings.context_decode_repeats)).points
-    theory = sweep.decode_theory(lm)
+    theory = context_theory.decode_theory(lm)
     peaks = {p.implementation: p for p in
              compare_attention_memory(lm, window, settings.context_eager_max_tokens)}
     top = max(p.tokens for p in pre)
