@@ -1,16 +1,14 @@
 """The presenter's handlers. One live measurement per screen (`MEASURES`, keyed by `measure:`):
 a small run of the lessons' own engine functions, a `Step` between its parts (each one job on the
-compute thread), then one `Measured` headline, marked on a busy machine (no "faster"). What the
+compute thread), then one `Measured` headline (`presenter_lines.py`: what a screen shows). What the
 presenter keeps for a visitor, and the recap, are in `presenter_record.py`.
 """
 from __future__ import annotations
 
-import re
 import statistics
 import time
 from collections.abc import Callable, Generator, Iterator
-from dataclasses import asdict, dataclass, field
-from typing import NamedTuple
+from dataclasses import asdict
 
 from inference.config import LIMITS, Settings
 from inference.experiments import context_sweep, context_theory, noise, quiet_reference
@@ -19,7 +17,6 @@ from inference.experiments.batch_sweep import SweepUpdate, batch_sweep_tokens, r
 from inference.experiments.kv_race import RECOMPUTE, checked_race, race_tokens, summarize
 from inference.experiments.noise import Noise
 from inference.experiments.prefill_sweep import DECODE_STEPS, prefill_sweep, prefill_sweep_tokens
-from inference.experiments.quiet_reference import QuietFigure
 from inference.experiments.roofline import greedy_steps, greedy_tokens, machine_bandwidth
 from inference.experiments.serving_cost import model_serving_costs
 from inference.experiments.speculative_race import race_updates, spec_prompt, spec_race_tokens
@@ -27,7 +24,7 @@ from inference.generation import stream
 from inference.quantize import build_steps
 from inference.speculative import make_draft
 from inference.tokens import encode_text, prompt_ids, tokenize
-from visualizations.cards import human_bytes, ratio_side
+from visualizations.cards import human_bytes
 from visualizations.noise_view import BUSY, supports_verdict
 
 from .batching_handlers import budget_bytes
@@ -37,6 +34,18 @@ from .common.predictions import Screen
 from .common.prompt_input import encode_prompt
 from .kv_cache_handlers import race_repeats
 from .prefill_handlers import measure_text, sweep_reference
+from .presenter_lines import (
+    Measured,
+    Step,
+    build_step,
+    busy_label,
+    cache_running,
+    first_and_next,
+    first_next,
+    ratio_label,
+    spec_running,
+    withheld,
+)
 from .presenter_record import screen_index, sweep_figures, visitor_sweep
 
 QUESTION = "Name three colours of the rainbow."
@@ -58,89 +67,6 @@ BATCH_SCREEN = "Serving many people at once"  # the batching screen's title (ass
 RECAP = "recap"  # gathers the visitor's own results: no model run
 
 
-class Step(NamedTuple):
-    """A long measurement between two parts: "⏳ decode step 5 of 23 · 13.4 tokens/s so far"."""
-
-    counted: str  # what is counted, e.g. "decode step", "token"
-    done: int
-    total: int
-    running: str  # the figure measured so far, e.g. "13.4 tokens/s so far (median)"
-
-
-@dataclass(frozen=True)
-class Measured:
-    """One screen's headline: the number, as shown, what it is, and the figures behind it."""
-
-    key: str
-    value: float  # the headline number, compared with a guess on predict screens
-    shown: str  # e.g. "12.3×", "41 ms"
-    label: str  # e.g. "faster in one pass"
-    detail: str  # one line of the measured figures behind the headline
-    noisy: bool = False  # the machine was busy while measuring (noise.py): no verdict drawn
-    figures: dict = field(default_factory=dict)  # plain numbers the cost screen or recap reads
-    reference: QuietFigure | None = None  # the quiet figure a busy run's guess is judged by
-
-
-def busy_label(label: str, judged: Noise) -> str:
-    return f"{label} · {BUSY}" if judged.busy else label
-
-
-def withheld(key: str, why: str, detail: str) -> Measured:
-    """A figure physics rules out (`noise.py`) twice: the reason instead of a number."""
-    return Measured(key, 0.0, "—", "no figure from this run: it cannot be right",
-                    f"{why} Measured twice; press the button again. ({detail})", True)
-
-
-def first_and_next(events) -> str:
-    """The running line while tokens stream: the same two figures as the recap's `first_next`."""
-    times = first_next(events)
-    first = f"first token {times['first_ms']:.0f} ms"
-    median = (f" · next tokens {times['next_ms']:.0f} ms each so far" if len(events) > 1
-              else "")
-    text = events[-1].text.strip().replace("\n", " ")
-    return f"{first}{median} (measured) · “{'…' if len(text) > 48 else ''}{text[-48:]}”"
-
-
-def cache_running(events) -> str:
-    e = events[-1]
-    return f"cache {human_bytes(e.cache_bytes)} after {e.cache_tokens} tokens (measured)"
-
-
-def spec_running(passes) -> str:
-    # the prefill, pass 0, makes the first token
-    verified = len(passes) - 1
-    if verified < 1:
-        return "the prefill made the first token"
-    made = passes[-1].tokens_so_far - passes[0].tokens_so_far
-    return (f"{made / verified:.2f} tokens per pass so far ({made} tokens in {verified} "
-            f"pass{'es' if verified != 1 else ''})")
-
-
-def ratio_label(ratio: float, faster: str, plain: str, what: str,
-                judged: Noise | None = None) -> str:
-    """A time ratio's label: "faster …" only above the shared margin (`ratio_side`), else the
-    ratio named `plain`ly, "not faster on this run"; on a busy run, plainly with the notice.
-
-    >>> ratio_label(0.9, "faster with the cache", "recomputing ÷ cached", "24 tokens")
-    'recomputing ÷ cached (24 tokens): not faster on this run'
-    """
-    if judged is not None and judged.busy:
-        return f"{plain} ({what}): {BUSY}"
-    return (f"{faster} ({what})" if ratio_side(ratio) == "faster"
-            else f"{plain} ({what}): not faster on this run")
-
-
-LAYER = re.compile(r"\blayers\.(\d+)\.")  # a decoder layer's matrix: "model.layers.12.mlp.up_proj"
-
-
-def build_step(name: str, progress, layers: int) -> Step:
-    """A mode's build as "building int8: layers converted 12 of 30" (0 while the model is
-    copied, all once past the last layer)."""
-    now = LAYER.search(progress.message)
-    done = int(now.group(1)) if now else (layers if progress.done else 0)
-    return Step(f"building {name}: layers converted", done, layers, progress.message)
-
-
 def streamed(lm, settings: Settings, text: str, counted: str, running) -> Iterator[Step]:
     """`DECODE_TOKENS` greedy tokens answering `text`, a `Step` after each; returns events."""
     events = []
@@ -160,13 +86,6 @@ def answer(lm, settings: Settings, shared) -> Iterator[Measured | Step]:
                    f"“{QUESTION}” → “{events[-1].text.strip()}” (first token "
                    f"{events[0].seconds * 1000:.0f} ms, then {len(events) - 1} tokens in "
                    f"{later:.2f} s)", judged.busy, first_next(events))
-
-
-def first_next(events) -> dict:
-    """The first token's time and the median next token's (ms), for the recap."""
-    later = [e.seconds for e in events[1:]]
-    return {"first_ms": events[0].seconds * 1000,
-            "next_ms": statistics.median(later) * 1000 if later else 0.0}
 
 
 def tokens(lm, settings: Settings, shared) -> Iterator[Measured]:

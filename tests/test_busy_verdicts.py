@@ -14,7 +14,7 @@ from types import SimpleNamespace
 from inference.experiments.noise import judge
 from inference.experiments.shared_results import SharedResults
 from lessons import (
-    presenter_handlers,
+    presenter_lines,
 )
 from lessons.common import latest
 from lessons.common.measurement import Outcome
@@ -157,12 +157,12 @@ def test_machine_and_presenter_verdicts_quiet_and_busy():
     _both(lambda n: roofline_charts.compute_roof_md(roof, "float32", n), "contrast, measured")
     assert "**10.0 FLOPs per byte**" in roofline_charts.compute_roof_md(roof, "float32",
                                                                        BUSY_READING)
-    label = presenter_handlers.ratio_label
+    label = presenter_lines.ratio_label
     assert label(8.0, "faster in one pass", "one ÷ one", "8 tokens", QUIET).startswith("faster")
     busy = label(8.0, "faster in one pass", "one ÷ one", "8 tokens", BUSY_READING)
     assert "faster" not in busy and BUSY in busy
-    assert presenter_handlers.busy_label("x", QUIET) == "x"
-    assert presenter_handlers.busy_label("x", BUSY_READING) == f"x · {BUSY}"
+    assert presenter_lines.busy_label("x", QUIET) == "x"
+    assert presenter_lines.busy_label("x", BUSY_READING) == f"x · {BUSY}"
 
 
 def test_busy_results_are_neither_reused_nor_replayed():

@@ -15,7 +15,7 @@ from lessons.presenter_record import fresh
 
 
 def test_step_line_says_k_of_n_and_the_running_number():
-    from lessons.presenter_handlers import Step, spec_running
+    from lessons.presenter_lines import Step, spec_running
     from visualizations.cards import step_html
 
     page = step_html(Step("decode step", 5, 23, "13.4 tokens/s so far <b>"))
@@ -154,7 +154,7 @@ def test_the_other_long_screens_stream_step_k_of_n(lm, monkeypatch, key, counted
 
 
 def test_a_builds_step_line_counts_decoder_layers():
-    from lessons.presenter_handlers import build_step
+    from lessons.presenter_lines import build_step
 
     def line(done, message):
         return build_step("int8", SimpleNamespace(done=done, total=211, message=message), 30)

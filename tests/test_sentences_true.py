@@ -109,7 +109,7 @@ QUIET = judge(spread=0.03, others_cpu=0.02)  # a run the noise rule judged quiet
 def test_a_ratio_of_1_1_is_called_faster_or_cheaper_nowhere():
     """One margin for every ratio verdict: 1.1 is within it, at every site that says faster."""
     from lessons.common.predictions import measured_with_unit
-    from lessons.presenter_handlers import ratio_label
+    from lessons.presenter_lines import ratio_label
     from visualizations import kv_text, timing_text
     from visualizations.cards import SAME_WITHIN, ratio_side
     from visualizations.first_screen import race_ratio_html
